@@ -1,0 +1,48 @@
+# tidegate -- every target sets itself up from a fresh clone and is quick when already set up.
+#
+#   make run     set up, then run the main job (tidegate demo) on embedded defaults
+#   make test    set up, then run the whole test suite
+#   make lint    ruff on everything, mypy --strict on spec/
+#   make bench   set up, then run every benchmark in bench/
+
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.tidegate-installed
+HYPOTHESIS_PROFILE ?= $(if $(CI),ci,dev)
+
+.PHONY: all setup run test lint bench clean proto
+
+all: test
+
+$(STAMP): pyproject.toml setup.py
+	@command -v java >/dev/null 2>&1 || { echo "tidegate needs a Java 17 runtime for Spark (apt-get install openjdk-17-jre-headless)"; exit 1; }
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ".[dev]"
+	@touch $(STAMP)
+
+setup: $(STAMP) proto
+
+proto: $(STAMP)
+	@if [ -f tidegate/build_proto.py ]; then $(PY) -m tidegate.build_proto; fi
+
+run: setup
+	$(VENV)/bin/tidegate demo
+
+test: setup
+	HYPOTHESIS_PROFILE=$(HYPOTHESIS_PROFILE) $(PY) -m pytest -q $(PYTEST_ARGS)
+
+lint: setup
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check spec
+	$(VENV)/bin/mypy --strict spec
+
+bench: setup
+	@for b in bench/*.py; do \
+		case $$b in bench/_*) continue;; esac; \
+		echo "== $$b"; $(PY) $$b || exit 1; \
+	done
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info .mypy_cache .ruff_cache .pytest_cache .hypothesis spark-warehouse metastore_db

@@ -1,0 +1,35 @@
+"""Every typed error tidegate raises, in one import location.
+
+All errors derive from :class:`TidegateError`. Each area keeps its errors in a
+module of its own (``frontier``, ``protocol``, ``compute``, ``storage``,
+``shard``, ``plan``); this package re-exports them all, so users write
+``from tidegate.spec.errors import SinceViolation``.
+
+An error is raised *before* any state changes: a call that raises leaves the
+object it was called on exactly as it was.
+"""
+
+from .base import *  # noqa: F403
+from .base import __all__ as _base_all
+from .compute import *  # noqa: F403
+from .compute import __all__ as _compute_all
+from .frontier import *  # noqa: F403
+from .frontier import __all__ as _frontier_all
+from .plan import *  # noqa: F403
+from .plan import __all__ as _plan_all
+from .protocol import *  # noqa: F403
+from .protocol import __all__ as _protocol_all
+from .shard import *  # noqa: F403
+from .shard import __all__ as _shard_all
+from .storage import *  # noqa: F403
+from .storage import __all__ as _storage_all
+
+__all__ = [
+    *_base_all,
+    *_frontier_all,
+    *_protocol_all,
+    *_compute_all,
+    *_storage_all,
+    *_shard_all,
+    *_plan_all,
+]

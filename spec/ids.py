@@ -1,0 +1,86 @@
+"""Identifiers shared by every layer: collection ids, instance and replica ids."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal, TypeAlias
+
+from .errors import InvalidId
+
+__all__ = ["GlobalId", "InstanceId", "ReplicaId"]
+
+Namespace: TypeAlias = Literal["s", "u", "t"]
+_NAMESPACE_RANK = {"s": 0, "u": 1, "t": 2}
+_PATTERN = re.compile(r"^([sut])([0-9]+)$")
+
+InstanceId: TypeAlias = str
+"""A compute (or storage) instance, i.e. a cluster: a user-chosen name."""
+
+ReplicaId: TypeAlias = str
+"""One replica of an instance: a user-chosen name, unique within the instance."""
+
+
+@dataclass(frozen=True, slots=True)
+class GlobalId:
+    """A collection's identity, as Materialize writes it: ``s1`` (system), ``u7`` (user), ``t3`` (transient).
+
+    Ids order by namespace (system < user < transient), then by number, which is
+    the order Materialize's command history sorts by.
+    """
+
+    namespace: Namespace
+    value: int
+
+    def __post_init__(self) -> None:
+        if self.namespace not in _NAMESPACE_RANK:
+            raise InvalidId(f"unknown GlobalId namespace {self.namespace!r}")
+        if isinstance(self.value, bool) or not isinstance(self.value, int) or self.value < 0:
+            raise InvalidId(f"GlobalId value must be a non-negative int, got {self.value!r}")
+
+    @classmethod
+    def parse(cls, text: str) -> GlobalId:
+        """Parse ``"u7"``-style text; raises :class:`InvalidId` otherwise."""
+        match = _PATTERN.match(text) if isinstance(text, str) else None
+        if match is None:
+            raise InvalidId(f"not a GlobalId: {text!r} (expected e.g. 'u7', 's1', 't3')")
+        ns = match.group(1)
+        assert ns in ("s", "u", "t")
+        return cls(ns, int(match.group(2)))
+
+    @classmethod
+    def user(cls, value: int) -> GlobalId:
+        return cls("u", value)
+
+    @classmethod
+    def system(cls, value: int) -> GlobalId:
+        return cls("s", value)
+
+    @classmethod
+    def transient(cls, value: int) -> GlobalId:
+        return cls("t", value)
+
+    @property
+    def is_transient(self) -> bool:
+        return self.namespace == "t"
+
+    def _key(self) -> tuple[int, int]:
+        return (_NAMESPACE_RANK[self.namespace], self.value)
+
+    def __lt__(self, other: GlobalId) -> bool:
+        return self._key() < other._key()
+
+    def __le__(self, other: GlobalId) -> bool:
+        return self._key() <= other._key()
+
+    def __gt__(self, other: GlobalId) -> bool:
+        return self._key() > other._key()
+
+    def __ge__(self, other: GlobalId) -> bool:
+        return self._key() >= other._key()
+
+    def __str__(self) -> str:
+        return f"{self.namespace}{self.value}"
+
+    def __repr__(self) -> str:
+        return f"GlobalId.parse({str(self)!r})"
