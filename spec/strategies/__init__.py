@@ -1,0 +1,16 @@
+"""Hypothesis strategies for building property-test suites on tidegate.
+
+Requires ``hypothesis`` (``pip install tidegate[testing]``). Strategies for
+times and frontiers live in :mod:`.frontier`, for protocol messages in
+:mod:`.protocol`, for plans and input streams in :mod:`.plans`; all are
+re-exported here.
+"""
+
+from .frontier import *  # noqa: F403
+from .frontier import __all__ as _frontier_all
+from .plans import *  # noqa: F403
+from .plans import __all__ as _plans_all
+from .protocol import *  # noqa: F403
+from .protocol import __all__ as _protocol_all
+
+__all__ = [*_frontier_all, *_protocol_all, *_plans_all]

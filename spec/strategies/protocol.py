@@ -1,0 +1,5 @@
+"""Hypothesis strategies: protocol (see the package docstring)."""
+
+from __future__ import annotations
+
+__all__: list[str] = []

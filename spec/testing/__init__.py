@@ -1,0 +1,17 @@
+"""Reusable test machinery for users' own suites: state machines and contract tests.
+
+Requires ``hypothesis`` (``pip install tidegate[testing]``). Subclass the
+state machines here to check your own replicas, controllers and executors
+against the spec.
+"""
+
+from .controller import *  # noqa: F403
+from .controller import __all__ as _controller_all
+from .executor import *  # noqa: F403
+from .executor import __all__ as _executor_all
+from .history import *  # noqa: F403
+from .history import __all__ as _history_all
+from .protocol import *  # noqa: F403
+from .protocol import __all__ as _protocol_all
+
+__all__ = [*_protocol_all, *_history_all, *_controller_all, *_executor_all]
