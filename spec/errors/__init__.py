@@ -15,6 +15,8 @@ from .compute import *  # noqa: F403
 from .compute import __all__ as _compute_all
 from .frontier import *  # noqa: F403
 from .frontier import __all__ as _frontier_all
+from .history import *  # noqa: F403
+from .history import __all__ as _history_all
 from .plan import *  # noqa: F403
 from .plan import __all__ as _plan_all
 from .protocol import *  # noqa: F403
@@ -31,5 +33,6 @@ __all__ = [
     *_compute_all,
     *_storage_all,
     *_shard_all,
+    *_history_all,
     *_plan_all,
 ]

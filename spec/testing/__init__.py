@@ -13,5 +13,7 @@ from .history import *  # noqa: F403
 from .history import __all__ as _history_all
 from .protocol import *  # noqa: F403
 from .protocol import __all__ as _protocol_all
+from .storage_controller import *  # noqa: F403
+from .storage_controller import __all__ as _storage_controller_all
 
-__all__ = [*_protocol_all, *_history_all, *_controller_all, *_executor_all]
+__all__ = [*_protocol_all, *_history_all, *_controller_all, *_executor_all, *_storage_controller_all]
