@@ -18,7 +18,7 @@ all: test
 $(STAMP): pyproject.toml setup.py
 	@command -v java >/dev/null 2>&1 || { echo "tidegate needs a Java 17 runtime for Spark (apt-get install openjdk-17-jre-headless)"; exit 1; }
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet --upgrade pip "setuptools>=68" wheel
 	$(PY) -m pip install --quiet -e ".[dev]"
 	@touch $(STAMP)
 
@@ -31,7 +31,7 @@ run: setup
 	$(VENV)/bin/tidegate demo
 
 test: setup
-	HYPOTHESIS_PROFILE=$(HYPOTHESIS_PROFILE) $(PY) -m pytest -q $(PYTEST_ARGS)
+	HYPOTHESIS_PROFILE=$(HYPOTHESIS_PROFILE) $(VENV)/bin/pytest -q $(PYTEST_ARGS)
 
 lint: setup
 	$(VENV)/bin/ruff check .

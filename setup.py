@@ -8,8 +8,13 @@ Nothing named `spec` or `runtime` reaches site-packages.
 
 from setuptools import find_packages, setup
 
-ROOTS = {"tidegate": "tidegate", "tidegate.spec": "spec", "tidegate.sim": "sim",
-         "tidegate.runtime": "runtime", "tidegate.replica": "replica"}
+ROOTS = {
+    "tidegate": "tidegate",
+    "tidegate.spec": "spec",
+    "tidegate.sim": "sim",
+    "tidegate.runtime": "runtime",
+    "tidegate.replica": "replica",
+}
 
 packages: list[str] = []
 package_dir: dict[str, str] = {}
