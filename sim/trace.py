@@ -1,0 +1,76 @@
+"""The trace of a run: every observable event, in a canonical text form, and its hash.
+
+Two runs with the same seed and scenario must produce byte-identical traces;
+the hash is what the determinism test compares across processes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+__all__ = ["Trace", "TraceEvent", "canonical"]
+
+
+def canonical(value: Any) -> Any:
+    """A JSON-ready, deterministic rendering of ``value`` (dataclasses and frontiers by repr)."""
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, list | tuple):
+        return [canonical(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): canonical(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+    if isinstance(value, set | frozenset):
+        return sorted(repr(v) for v in value)
+    return repr(value)
+
+
+@dataclass(frozen=True, slots=True)
+class TraceEvent:
+    at_ms: int
+    kind: str
+    fields: dict[str, Any]
+
+    def line(self) -> str:
+        return json.dumps(
+            {"t": self.at_ms, "k": self.kind, **self.fields}, sort_keys=True, separators=(",", ":")
+        )
+
+
+class Trace:
+    """An append-only event log; keeps every line's hash and the last ``tail`` events for reports."""
+
+    def __init__(self, tail: int = 200, keep_all: bool = False) -> None:
+        self._hash = hashlib.sha256()
+        self._tail: deque[str] = deque(maxlen=tail)
+        self._all: list[str] | None = [] if keep_all else None
+        self.count = 0
+
+    def record(self, at_ms: int, kind: str, **fields: Any) -> None:
+        line = TraceEvent(at_ms, kind, {k: canonical(v) for k, v in fields.items()}).line()
+        self._hash.update(line.encode())
+        self._hash.update(b"\n")
+        self._tail.append(line)
+        if self._all is not None:
+            self._all.append(line)
+        self.count += 1
+
+    def digest(self) -> str:
+        return self._hash.hexdigest()
+
+    def tail(self) -> list[str]:
+        return list(self._tail)
+
+    def lines(self) -> Iterator[str]:
+        if self._all is None:
+            raise ValueError("this trace was recorded without keep_all=True")
+        return iter(self._all)
