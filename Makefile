@@ -4,6 +4,7 @@
 #   make test    set up, then run the whole test suite
 #   make lint    ruff on everything, mypy --strict on spec/
 #   make bench   set up, then run every benchmark in bench/
+#   make proto   regenerate runtime/wire/gen from proto/ (checked in)
 
 PYTHON ?= python3
 VENV   := .venv
@@ -22,10 +23,11 @@ $(STAMP): pyproject.toml setup.py
 	$(PY) -m pip install --quiet -e ".[dev]"
 	@touch $(STAMP)
 
-setup: $(STAMP) proto
+setup: $(STAMP)
 
+# Regenerate the checked-in Protobuf code after editing proto/ (a test fails if it is stale).
 proto: $(STAMP)
-	@if [ -f tidegate/build_proto.py ]; then $(PY) -m tidegate.build_proto; fi
+	$(PY) -m tidegate.runtime.wire.generate
 
 run: setup
 	$(VENV)/bin/tidegate demo

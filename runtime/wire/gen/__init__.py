@@ -1,0 +1,1 @@
+"""Generated Protobuf code; do not edit (see tidegate.runtime.wire.generate)."""

@@ -1,0 +1,337 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ProtoPeekTarget(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PROTO_PEEK_TARGET_INDEX: _ClassVar[ProtoPeekTarget]
+    PROTO_PEEK_TARGET_PERSIST: _ClassVar[ProtoPeekTarget]
+PROTO_PEEK_TARGET_INDEX: ProtoPeekTarget
+PROTO_PEEK_TARGET_PERSIST: ProtoPeekTarget
+
+class ProtoEmpty(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ProtoTimestamp(_message.Message):
+    __slots__ = ("int", "product")
+    INT_FIELD_NUMBER: _ClassVar[int]
+    PRODUCT_FIELD_NUMBER: _ClassVar[int]
+    int: int
+    product: ProtoProduct
+    def __init__(self, int: _Optional[int] = ..., product: _Optional[_Union[ProtoProduct, _Mapping]] = ...) -> None: ...
+
+class ProtoProduct(_message.Message):
+    __slots__ = ("outer", "inner")
+    OUTER_FIELD_NUMBER: _ClassVar[int]
+    INNER_FIELD_NUMBER: _ClassVar[int]
+    outer: ProtoTimestamp
+    inner: ProtoTimestamp
+    def __init__(self, outer: _Optional[_Union[ProtoTimestamp, _Mapping]] = ..., inner: _Optional[_Union[ProtoTimestamp, _Mapping]] = ...) -> None: ...
+
+class ProtoAntichain(_message.Message):
+    __slots__ = ("elements",)
+    ELEMENTS_FIELD_NUMBER: _ClassVar[int]
+    elements: _containers.RepeatedCompositeFieldContainer[ProtoTimestamp]
+    def __init__(self, elements: _Optional[_Iterable[_Union[ProtoTimestamp, _Mapping]]] = ...) -> None: ...
+
+class ProtoRows(_message.Message):
+    __slots__ = ("arrow_ipc", "arity", "times")
+    ARROW_IPC_FIELD_NUMBER: _ClassVar[int]
+    ARITY_FIELD_NUMBER: _ClassVar[int]
+    TIMES_FIELD_NUMBER: _ClassVar[int]
+    arrow_ipc: bytes
+    arity: int
+    times: _containers.RepeatedCompositeFieldContainer[ProtoTimestamp]
+    def __init__(self, arrow_ipc: _Optional[bytes] = ..., arity: _Optional[int] = ..., times: _Optional[_Iterable[_Union[ProtoTimestamp, _Mapping]]] = ...) -> None: ...
+
+class ProtoLogIndex(_message.Message):
+    __slots__ = ("variant", "id")
+    VARIANT_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    variant: str
+    id: str
+    def __init__(self, variant: _Optional[str] = ..., id: _Optional[str] = ...) -> None: ...
+
+class ProtoLoggingConfig(_message.Message):
+    __slots__ = ("interval_ms", "enable_logging", "log_logging", "index_logs")
+    INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
+    ENABLE_LOGGING_FIELD_NUMBER: _ClassVar[int]
+    LOG_LOGGING_FIELD_NUMBER: _ClassVar[int]
+    INDEX_LOGS_FIELD_NUMBER: _ClassVar[int]
+    interval_ms: int
+    enable_logging: bool
+    log_logging: bool
+    index_logs: _containers.RepeatedCompositeFieldContainer[ProtoLogIndex]
+    def __init__(self, interval_ms: _Optional[int] = ..., enable_logging: _Optional[bool] = ..., log_logging: _Optional[bool] = ..., index_logs: _Optional[_Iterable[_Union[ProtoLogIndex, _Mapping]]] = ...) -> None: ...
+
+class ProtoInstanceConfig(_message.Message):
+    __slots__ = ("logging", "expiration_offset_ms", "peek_stash_location")
+    LOGGING_FIELD_NUMBER: _ClassVar[int]
+    EXPIRATION_OFFSET_MS_FIELD_NUMBER: _ClassVar[int]
+    PEEK_STASH_LOCATION_FIELD_NUMBER: _ClassVar[int]
+    logging: ProtoLoggingConfig
+    expiration_offset_ms: int
+    peek_stash_location: str
+    def __init__(self, logging: _Optional[_Union[ProtoLoggingConfig, _Mapping]] = ..., expiration_offset_ms: _Optional[int] = ..., peek_stash_location: _Optional[str] = ...) -> None: ...
+
+class ProtoConfigValue(_message.Message):
+    __slots__ = ("bool_value", "int_value", "float_value", "string_value")
+    BOOL_VALUE_FIELD_NUMBER: _ClassVar[int]
+    INT_VALUE_FIELD_NUMBER: _ClassVar[int]
+    FLOAT_VALUE_FIELD_NUMBER: _ClassVar[int]
+    STRING_VALUE_FIELD_NUMBER: _ClassVar[int]
+    bool_value: bool
+    int_value: int
+    float_value: float
+    string_value: str
+    def __init__(self, bool_value: _Optional[bool] = ..., int_value: _Optional[int] = ..., float_value: _Optional[float] = ..., string_value: _Optional[str] = ...) -> None: ...
+
+class ProtoConfigEntry(_message.Message):
+    __slots__ = ("name", "value")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    value: ProtoConfigValue
+    def __init__(self, name: _Optional[str] = ..., value: _Optional[_Union[ProtoConfigValue, _Mapping]] = ...) -> None: ...
+
+class ProtoComputeParameters(_message.Message):
+    __slots__ = ("max_result_size", "workload_class", "dyncfg_updates")
+    MAX_RESULT_SIZE_FIELD_NUMBER: _ClassVar[int]
+    WORKLOAD_CLASS_FIELD_NUMBER: _ClassVar[int]
+    DYNCFG_UPDATES_FIELD_NUMBER: _ClassVar[int]
+    max_result_size: int
+    workload_class: str
+    dyncfg_updates: _containers.RepeatedCompositeFieldContainer[ProtoConfigEntry]
+    def __init__(self, max_result_size: _Optional[int] = ..., workload_class: _Optional[str] = ..., dyncfg_updates: _Optional[_Iterable[_Union[ProtoConfigEntry, _Mapping]]] = ...) -> None: ...
+
+class ProtoColumnOrder(_message.Message):
+    __slots__ = ("column", "desc", "nulls_last")
+    COLUMN_FIELD_NUMBER: _ClassVar[int]
+    DESC_FIELD_NUMBER: _ClassVar[int]
+    NULLS_LAST_FIELD_NUMBER: _ClassVar[int]
+    column: int
+    desc: bool
+    nulls_last: bool
+    def __init__(self, column: _Optional[int] = ..., desc: _Optional[bool] = ..., nulls_last: _Optional[bool] = ...) -> None: ...
+
+class ProtoProjection(_message.Message):
+    __slots__ = ("columns",)
+    COLUMNS_FIELD_NUMBER: _ClassVar[int]
+    columns: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, columns: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ProtoRowSetFinishing(_message.Message):
+    __slots__ = ("order_by", "limit", "offset", "project")
+    ORDER_BY_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    order_by: _containers.RepeatedCompositeFieldContainer[ProtoColumnOrder]
+    limit: int
+    offset: int
+    project: ProtoProjection
+    def __init__(self, order_by: _Optional[_Iterable[_Union[ProtoColumnOrder, _Mapping]]] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ..., project: _Optional[_Union[ProtoProjection, _Mapping]] = ...) -> None: ...
+
+class ProtoPeekDescription(_message.Message):
+    __slots__ = ("uuid", "id", "timestamp", "finishing", "target", "literal_constraints")
+    UUID_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_FIELD_NUMBER: _ClassVar[int]
+    FINISHING_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    LITERAL_CONSTRAINTS_FIELD_NUMBER: _ClassVar[int]
+    uuid: bytes
+    id: str
+    timestamp: ProtoTimestamp
+    finishing: ProtoRowSetFinishing
+    target: ProtoPeekTarget
+    literal_constraints: ProtoRows
+    def __init__(self, uuid: _Optional[bytes] = ..., id: _Optional[str] = ..., timestamp: _Optional[_Union[ProtoTimestamp, _Mapping]] = ..., finishing: _Optional[_Union[ProtoRowSetFinishing, _Mapping]] = ..., target: _Optional[_Union[ProtoPeekTarget, str]] = ..., literal_constraints: _Optional[_Union[ProtoRows, _Mapping]] = ...) -> None: ...
+
+class ProtoSourceImport(_message.Message):
+    __slots__ = ("id", "upper", "monotonic", "with_snapshot")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    UPPER_FIELD_NUMBER: _ClassVar[int]
+    MONOTONIC_FIELD_NUMBER: _ClassVar[int]
+    WITH_SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    upper: ProtoAntichain
+    monotonic: bool
+    with_snapshot: bool
+    def __init__(self, id: _Optional[str] = ..., upper: _Optional[_Union[ProtoAntichain, _Mapping]] = ..., monotonic: _Optional[bool] = ..., with_snapshot: _Optional[bool] = ...) -> None: ...
+
+class ProtoIndexImport(_message.Message):
+    __slots__ = ("id", "on_id", "key", "monotonic")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    ON_ID_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    MONOTONIC_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    on_id: str
+    key: _containers.RepeatedScalarFieldContainer[int]
+    monotonic: bool
+    def __init__(self, id: _Optional[str] = ..., on_id: _Optional[str] = ..., key: _Optional[_Iterable[int]] = ..., monotonic: _Optional[bool] = ...) -> None: ...
+
+class ProtoPlan(_message.Message):
+    __slots__ = ("json",)
+    JSON_FIELD_NUMBER: _ClassVar[int]
+    json: str
+    def __init__(self, json: _Optional[str] = ...) -> None: ...
+
+class ProtoBuildDesc(_message.Message):
+    __slots__ = ("id", "plan")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    PLAN_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    plan: ProtoPlan
+    def __init__(self, id: _Optional[str] = ..., plan: _Optional[_Union[ProtoPlan, _Mapping]] = ...) -> None: ...
+
+class ProtoIndexExport(_message.Message):
+    __slots__ = ("id", "on_id", "key")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    ON_ID_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    on_id: str
+    key: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, id: _Optional[str] = ..., on_id: _Optional[str] = ..., key: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ProtoSinkExport(_message.Message):
+    __slots__ = ("id", "from_id", "subscribe", "materialized_view", "with_snapshot", "up_to")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    FROM_ID_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIBE_FIELD_NUMBER: _ClassVar[int]
+    MATERIALIZED_VIEW_FIELD_NUMBER: _ClassVar[int]
+    WITH_SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
+    UP_TO_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    from_id: str
+    subscribe: ProtoEmpty
+    materialized_view: ProtoEmpty
+    with_snapshot: bool
+    up_to: ProtoAntichain
+    def __init__(self, id: _Optional[str] = ..., from_id: _Optional[str] = ..., subscribe: _Optional[_Union[ProtoEmpty, _Mapping]] = ..., materialized_view: _Optional[_Union[ProtoEmpty, _Mapping]] = ..., with_snapshot: _Optional[bool] = ..., up_to: _Optional[_Union[ProtoAntichain, _Mapping]] = ...) -> None: ...
+
+class ProtoDataflowDescription(_message.Message):
+    __slots__ = ("debug_name", "source_imports", "index_imports", "objects_to_build", "index_exports", "sink_exports", "as_of", "until")
+    DEBUG_NAME_FIELD_NUMBER: _ClassVar[int]
+    SOURCE_IMPORTS_FIELD_NUMBER: _ClassVar[int]
+    INDEX_IMPORTS_FIELD_NUMBER: _ClassVar[int]
+    OBJECTS_TO_BUILD_FIELD_NUMBER: _ClassVar[int]
+    INDEX_EXPORTS_FIELD_NUMBER: _ClassVar[int]
+    SINK_EXPORTS_FIELD_NUMBER: _ClassVar[int]
+    AS_OF_FIELD_NUMBER: _ClassVar[int]
+    UNTIL_FIELD_NUMBER: _ClassVar[int]
+    debug_name: str
+    source_imports: _containers.RepeatedCompositeFieldContainer[ProtoSourceImport]
+    index_imports: _containers.RepeatedCompositeFieldContainer[ProtoIndexImport]
+    objects_to_build: _containers.RepeatedCompositeFieldContainer[ProtoBuildDesc]
+    index_exports: _containers.RepeatedCompositeFieldContainer[ProtoIndexExport]
+    sink_exports: _containers.RepeatedCompositeFieldContainer[ProtoSinkExport]
+    as_of: ProtoAntichain
+    until: ProtoAntichain
+    def __init__(self, debug_name: _Optional[str] = ..., source_imports: _Optional[_Iterable[_Union[ProtoSourceImport, _Mapping]]] = ..., index_imports: _Optional[_Iterable[_Union[ProtoIndexImport, _Mapping]]] = ..., objects_to_build: _Optional[_Iterable[_Union[ProtoBuildDesc, _Mapping]]] = ..., index_exports: _Optional[_Iterable[_Union[ProtoIndexExport, _Mapping]]] = ..., sink_exports: _Optional[_Iterable[_Union[ProtoSinkExport, _Mapping]]] = ..., as_of: _Optional[_Union[ProtoAntichain, _Mapping]] = ..., until: _Optional[_Union[ProtoAntichain, _Mapping]] = ...) -> None: ...
+
+class ProtoAllowCompaction(_message.Message):
+    __slots__ = ("id", "frontier")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    FRONTIER_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    frontier: ProtoAntichain
+    def __init__(self, id: _Optional[str] = ..., frontier: _Optional[_Union[ProtoAntichain, _Mapping]] = ...) -> None: ...
+
+class ProtoComputeCommand(_message.Message):
+    __slots__ = ("hello", "create_instance", "initialization_complete", "allow_writes", "update_configuration", "create_dataflow", "schedule", "allow_compaction", "peek", "cancel_peek")
+    HELLO_FIELD_NUMBER: _ClassVar[int]
+    CREATE_INSTANCE_FIELD_NUMBER: _ClassVar[int]
+    INITIALIZATION_COMPLETE_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_WRITES_FIELD_NUMBER: _ClassVar[int]
+    UPDATE_CONFIGURATION_FIELD_NUMBER: _ClassVar[int]
+    CREATE_DATAFLOW_FIELD_NUMBER: _ClassVar[int]
+    SCHEDULE_FIELD_NUMBER: _ClassVar[int]
+    ALLOW_COMPACTION_FIELD_NUMBER: _ClassVar[int]
+    PEEK_FIELD_NUMBER: _ClassVar[int]
+    CANCEL_PEEK_FIELD_NUMBER: _ClassVar[int]
+    hello: bytes
+    create_instance: ProtoInstanceConfig
+    initialization_complete: ProtoEmpty
+    allow_writes: str
+    update_configuration: ProtoComputeParameters
+    create_dataflow: ProtoDataflowDescription
+    schedule: str
+    allow_compaction: ProtoAllowCompaction
+    peek: ProtoPeekDescription
+    cancel_peek: bytes
+    def __init__(self, hello: _Optional[bytes] = ..., create_instance: _Optional[_Union[ProtoInstanceConfig, _Mapping]] = ..., initialization_complete: _Optional[_Union[ProtoEmpty, _Mapping]] = ..., allow_writes: _Optional[str] = ..., update_configuration: _Optional[_Union[ProtoComputeParameters, _Mapping]] = ..., create_dataflow: _Optional[_Union[ProtoDataflowDescription, _Mapping]] = ..., schedule: _Optional[str] = ..., allow_compaction: _Optional[_Union[ProtoAllowCompaction, _Mapping]] = ..., peek: _Optional[_Union[ProtoPeekDescription, _Mapping]] = ..., cancel_peek: _Optional[bytes] = ...) -> None: ...
+
+class ProtoFrontiers(_message.Message):
+    __slots__ = ("id", "write", "input", "output")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    WRITE_FIELD_NUMBER: _ClassVar[int]
+    INPUT_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    write: ProtoAntichain
+    input: ProtoAntichain
+    output: ProtoAntichain
+    def __init__(self, id: _Optional[str] = ..., write: _Optional[_Union[ProtoAntichain, _Mapping]] = ..., input: _Optional[_Union[ProtoAntichain, _Mapping]] = ..., output: _Optional[_Union[ProtoAntichain, _Mapping]] = ...) -> None: ...
+
+class ProtoPeekResponse(_message.Message):
+    __slots__ = ("uuid", "rows", "error", "canceled")
+    UUID_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    CANCELED_FIELD_NUMBER: _ClassVar[int]
+    uuid: bytes
+    rows: ProtoRows
+    error: str
+    canceled: ProtoEmpty
+    def __init__(self, uuid: _Optional[bytes] = ..., rows: _Optional[_Union[ProtoRows, _Mapping]] = ..., error: _Optional[str] = ..., canceled: _Optional[_Union[ProtoEmpty, _Mapping]] = ...) -> None: ...
+
+class ProtoSubscribeBatch(_message.Message):
+    __slots__ = ("lower", "upper", "updates", "error")
+    LOWER_FIELD_NUMBER: _ClassVar[int]
+    UPPER_FIELD_NUMBER: _ClassVar[int]
+    UPDATES_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    lower: ProtoAntichain
+    upper: ProtoAntichain
+    updates: ProtoRows
+    error: str
+    def __init__(self, lower: _Optional[_Union[ProtoAntichain, _Mapping]] = ..., upper: _Optional[_Union[ProtoAntichain, _Mapping]] = ..., updates: _Optional[_Union[ProtoRows, _Mapping]] = ..., error: _Optional[str] = ...) -> None: ...
+
+class ProtoSubscribeResponse(_message.Message):
+    __slots__ = ("id", "batch", "dropped_at")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    BATCH_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_AT_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    batch: ProtoSubscribeBatch
+    dropped_at: ProtoAntichain
+    def __init__(self, id: _Optional[str] = ..., batch: _Optional[_Union[ProtoSubscribeBatch, _Mapping]] = ..., dropped_at: _Optional[_Union[ProtoAntichain, _Mapping]] = ...) -> None: ...
+
+class ProtoStatus(_message.Message):
+    __slots__ = ("id", "message")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    message: str
+    def __init__(self, id: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
+class ProtoComputeResponse(_message.Message):
+    __slots__ = ("frontiers", "peek_response", "subscribe_response", "status")
+    FRONTIERS_FIELD_NUMBER: _ClassVar[int]
+    PEEK_RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    SUBSCRIBE_RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    frontiers: ProtoFrontiers
+    peek_response: ProtoPeekResponse
+    subscribe_response: ProtoSubscribeResponse
+    status: ProtoStatus
+    def __init__(self, frontiers: _Optional[_Union[ProtoFrontiers, _Mapping]] = ..., peek_response: _Optional[_Union[ProtoPeekResponse, _Mapping]] = ..., subscribe_response: _Optional[_Union[ProtoSubscribeResponse, _Mapping]] = ..., status: _Optional[_Union[ProtoStatus, _Mapping]] = ...) -> None: ...

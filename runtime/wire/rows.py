@@ -1,0 +1,56 @@
+"""Row payloads as Arrow IPC streams, so large results cross the wire as columns, not messages.
+
+Columns ``c0..cN-1`` hold the row values (types inferred by Arrow: ints are
+int64, floats float64, strings, bools, dates, datetimes, decimals, bytes; a
+column of NULLs only is Arrow's null type). Extra columns carry a count
+(``__count``) or a time and diff (``__time``, ``__diff``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from tidegate.spec.frontier import Row
+
+from .errors import MalformedMessage
+
+__all__ = ["decode_table", "encode_table"]
+
+
+def encode_table(rows: Sequence[Row], arity: int, extra: Mapping[str, Sequence[int]]) -> bytes:
+    """Arrow IPC bytes for ``rows`` (all of length ``arity``) plus int64 ``extra`` columns."""
+    if any(len(r) != arity for r in rows):
+        raise MalformedMessage(f"rows of differing arity; expected {arity} columns in every row")
+    columns: dict[str, pa.Array] = {}
+    try:
+        for i in range(arity):
+            columns[f"c{i}"] = pa.array([r[i] for r in rows])
+        for name, values in extra.items():
+            columns[name] = pa.array(values, type=pa.int64())
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:
+        raise MalformedMessage(f"rows cannot be encoded as Arrow columns: {e}") from e
+    table = pa.table(columns) if columns else pa.table({"__rows": pa.array([], pa.int8())})
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue().to_pybytes())
+
+
+def decode_table(
+    data: bytes, arity: int, extra: Sequence[str]
+) -> tuple[list[Row], dict[str, list[Any]]]:
+    """Inverse of :func:`encode_table`: the rows and the named extra columns."""
+    try:
+        table = pa.ipc.open_stream(pa.py_buffer(data)).read_all()
+    except (pa.ArrowInvalid, OSError) as e:
+        raise MalformedMessage(f"row payload is not an Arrow IPC stream: {e}") from e
+    names = [f"c{i}" for i in range(arity)]
+    missing = [n for n in (*names, *extra) if n not in table.column_names]
+    if missing:
+        raise MalformedMessage(f"row payload lacks columns {missing}")
+    values = [table.column(n).to_pylist() for n in names]
+    rows: list[Row] = [tuple(col[j] for col in values) for j in range(table.num_rows)]
+    return rows, {n: table.column(n).to_pylist() for n in extra}
