@@ -39,6 +39,10 @@ lint: setup
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check spec
 	$(VENV)/bin/mypy --strict spec
+	@# The other packages import tidegate.spec by its installed name: check them through a link tree.
+	@rm -rf .lint && mkdir -p .lint/tidegate && cp tidegate/__init__.py tidegate/py.typed .lint/tidegate/
+	@for p in spec sim runtime replica; do ln -s ../../$$p .lint/tidegate/$$p; done
+	cd .lint && MYPYPATH=. ../$(VENV)/bin/mypy --config-file ../pyproject.toml --strict -p tidegate.sim -p tidegate.runtime
 
 bench: setup
 	@for b in bench/*.py; do \

@@ -12,6 +12,7 @@ __all__ = ["GlobalId", "InstanceId", "ReplicaId"]
 
 Namespace: TypeAlias = Literal["s", "u", "t"]
 _NAMESPACE_RANK = {"s": 0, "u": 1, "t": 2}
+_NAMESPACES: dict[str, Namespace] = {"s": "s", "u": "u", "t": "t"}
 _PATTERN = re.compile(r"^([sut])([0-9]+)$")
 
 InstanceId: TypeAlias = str
@@ -44,9 +45,7 @@ class GlobalId:
         match = _PATTERN.match(text) if isinstance(text, str) else None
         if match is None:
             raise InvalidId(f"not a GlobalId: {text!r} (expected e.g. 'u7', 's1', 't3')")
-        ns = match.group(1)
-        assert ns in ("s", "u", "t")
-        return cls(ns, int(match.group(2)))
+        return cls(_NAMESPACES[match.group(1)], int(match.group(2)))
 
     @classmethod
     def user(cls, value: int) -> GlobalId:

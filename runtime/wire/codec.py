@@ -45,6 +45,7 @@ from tidegate.spec.protocol import (
     PeekError,
     PeekResponse,
     PeekRows,
+    PeekTargetKind,
     RowSetFinishing,
     Schedule,
     SinkExport,
@@ -284,8 +285,11 @@ def _dec_finishing(m: pb.ProtoRowSetFinishing) -> RowSetFinishing:
     )
 
 
-_TARGETS = {"index": pb.PROTO_PEEK_TARGET_INDEX, "persist": pb.PROTO_PEEK_TARGET_PERSIST}
-_TARGET_NAMES = {v: k for k, v in _TARGETS.items()}
+_TARGETS: dict[PeekTargetKind, pb.ProtoPeekTarget] = {
+    "index": pb.PROTO_PEEK_TARGET_INDEX,
+    "persist": pb.PROTO_PEEK_TARGET_PERSIST,
+}
+_TARGET_NAMES: dict[int, PeekTargetKind] = {v: k for k, v in _TARGETS.items()}
 
 
 def _enc_peek(p: PeekDescription) -> pb.ProtoPeekDescription:
