@@ -34,11 +34,21 @@ def minimal_elements(times: Iterable[Time]) -> tuple[Time, ...]:
     for t in items:
         if time_kind(t) != kind:
             raise MixedTimestampKinds(f"antichain mixes timestamp kinds: {first!r} and {t!r}")
-    # Scan in sort order: an element can only be dominated by one sorted before it.
+    # Scan in sort order: an element can only be dominated by one sorted before
+    # it or by one with an equal sort key (keys need not be injective).
     result: list[Time] = []
+    keys: list[Any] = []
     for t in sorted(set(items), key=sort_key):
-        if not any(less_equal(r, t) for r in result):
-            result.append(t)
+        if any(less_equal(r, t) for r in result):
+            continue
+        k = sort_key(t)
+        i = len(result)
+        while i and keys[i - 1] == k:
+            i -= 1
+            if less_equal(t, result[i]):
+                del result[i], keys[i]
+        result.append(t)
+        keys.append(k)
     return tuple(result)
 
 
@@ -208,12 +218,16 @@ class Antichain:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Antichain):
             return NotImplemented
-        return self._elements == other._elements
+        a, b = self._elements, other._elements
+        if a == b:
+            return True
+        # Elements with equal sort keys may be stored in either order.
+        return len(a) == len(b) > 1 and set(a) == set(b)
 
     def __hash__(self) -> int:
         h = self._hash
         if h is None:
-            h = self._hash = hash(self._elements)
+            h = self._hash = hash(frozenset(self._elements))
         return h
 
     def __repr__(self) -> str:

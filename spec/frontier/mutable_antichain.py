@@ -66,11 +66,12 @@ class MutableAntichain:
 
         Validates every time before applying anything.
         """
+        changes = list(changes)
+        for t, _ in changes:
+            check_time(t)
         changes = [(t, d) for t, d in changes if d]
         if not changes:
             return ChangeBatch()
-        for t, _ in changes:
-            check_time(t)
         reference = next(iter(self._counts), None)
         for t, _ in changes:
             if reference is not None:

@@ -71,7 +71,10 @@ def time_kind(t: Time) -> Any:
     """An equality-comparable description of ``t``'s kind; mixing kinds is an error."""
     if type(t) is int:
         return int
-    return t.kind()
+    try:
+        return t.kind()
+    except AttributeError:
+        raise InvalidTimestamp(f"not a timestamp: {t!r} ({type(t).__name__})") from None
 
 
 def same_kind(a: Time, b: Time) -> None:
