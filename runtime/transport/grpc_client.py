@@ -1,0 +1,307 @@
+"""The transport port over gRPC: grpc.aio on the process's one loop thread, bridged to anyio.
+
+Every channel and call lives on :func:`~.aio_thread.shared_aio_thread` (or the
+:class:`~.aio_thread.AioThread` given); the anyio side only submits coroutines
+and drains an :class:`~.aio_thread.Inbox`. Each :meth:`GrpcTransport.connect`
+opens a channel and one ``CommandResponseStream`` call carrying the version
+header (and ``authorization: Bearer <token>`` when a token is set), then waits
+for the replica's initial metadata, so a refused version or token surfaces from
+``connect`` itself. Messages travel as codec bytes (:mod:`tidegate.runtime.wire.codec`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import grpc
+import grpc.aio
+
+from tidegate.runtime.wire.codec import command_to_bytes, response_from_bytes
+from tidegate.runtime.wire.errors import WireError
+from tidegate.spec.protocol.commands import ComputeCommand
+from tidegate.spec.protocol.responses import ComputeResponse
+
+from .aio_thread import AioThread, Inbox, caller_post, shared_aio_thread
+from .errors import (
+    ConnectionLost,
+    ConnectionRefused,
+    StreamClosed,
+    TransportError,
+    Unauthenticated,
+    VersionMismatch,
+)
+from .port import ReplicaStream, Transport
+from .version import AUTH_HEADER, PROTOCOL_VERSION, VERSION_HEADER, bearer
+
+__all__ = ["METHOD", "ClientTls", "GrpcReplicaStream", "GrpcTransport"]
+
+METHOD = "/tidegate.compute.ProtoCompute/CommandResponseStream"
+"""The full gRPC method name of the one bidirectional stream."""
+
+
+@dataclass(frozen=True)
+class ClientTls:
+    """TLS for the controller's channels: the CA to trust, and a client certificate for mTLS."""
+
+    root_certificates: bytes
+    certificate_chain: bytes | None = None
+    private_key: bytes | None = None
+    server_name: str | None = None
+    """Expected name in the replica's certificate, if not the address's host."""
+
+    @classmethod
+    def from_files(
+        cls,
+        ca: str | Path,
+        cert: str | Path | None = None,
+        key: str | Path | None = None,
+        server_name: str | None = None,
+    ) -> ClientTls:
+        """Read PEM files: the CA bundle, and optionally the client's certificate and key."""
+        return cls(
+            Path(ca).read_bytes(),
+            Path(cert).read_bytes() if cert else None,
+            Path(key).read_bytes() if key else None,
+            server_name,
+        )
+
+    def credentials(self) -> grpc.ChannelCredentials:
+        return grpc.ssl_channel_credentials(
+            self.root_certificates, self.private_key, self.certificate_chain
+        )
+
+
+class GrpcTransport(Transport):
+    """Opens ``CommandResponseStream`` calls to replicas at ``host:port`` addresses.
+
+    ``version=None`` sends no version header (only useful to test replicas).
+    ``buffer`` bounds the responses received but not yet consumed per stream.
+    """
+
+    def __init__(
+        self,
+        *,
+        aio: AioThread | None = None,
+        version: str | None = PROTOCOL_VERSION,
+        token: str | None = None,
+        tls: ClientTls | None = None,
+        connect_timeout: float = 10.0,
+        buffer: int = 256,
+        channel_options: Sequence[tuple[str, Any]] = (),
+    ) -> None:
+        self._aio = aio
+        self.version = version
+        self.token = token
+        self.tls = tls
+        self.connect_timeout = connect_timeout
+        self.buffer = buffer
+        # A channel of its own per stream: closing it really closes the connection.
+        options = [("grpc.use_local_subchannel_pool", 1), *channel_options]
+        if tls is not None and tls.server_name:
+            options.append(("grpc.ssl_target_name_override", tls.server_name))
+        self._options = tuple(options)
+        self._open: set[GrpcReplicaStream] = set()
+
+    @property
+    def aio(self) -> AioThread:
+        if self._aio is None:
+            self._aio = shared_aio_thread()
+        return self._aio
+
+    def metadata(self) -> tuple[tuple[str, str], ...]:
+        """The call metadata every stream carries."""
+        md: list[tuple[str, str]] = []
+        if self.version is not None:
+            md.append((VERSION_HEADER, self.version))
+        if self.token is not None:
+            md.append((AUTH_HEADER, bearer(self.token)))
+        return tuple(md)
+
+    async def connect(self, address: str) -> GrpcReplicaStream:
+        aio = self.aio
+        inbox: Inbox[ComputeResponse] = Inbox(aio.loop, caller_post(), self.buffer)
+        call = _AioCall(self, address, inbox)
+        await aio.call(call.open())
+        stream = GrpcReplicaStream(aio, call, inbox, self._open.discard)
+        self._open.add(stream)
+        return stream
+
+    async def aclose(self) -> None:
+        """Close every stream still open (cancelling its call and channel)."""
+        for stream in list(self._open):
+            await stream.aclose()
+
+
+class GrpcReplicaStream(ReplicaStream):
+    """An open gRPC stream to one replica; see :class:`~.port.ReplicaStream`."""
+
+    def __init__(
+        self,
+        aio: AioThread,
+        call: _AioCall,
+        inbox: Inbox[ComputeResponse],
+        on_close: Callable[[GrpcReplicaStream], None] = lambda _: None,
+    ) -> None:
+        self.address = call.address
+        self._on_close = on_close
+        self._aio = aio
+        self._call = call
+        self._inbox = inbox
+        self._closed = False
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StreamClosed(f"{self.address}: stream closed by this side")
+
+    async def send(self, command: ComputeCommand) -> None:
+        await self.send_many((command,))
+
+    async def send_many(self, commands: Sequence[ComputeCommand]) -> None:
+        self._check_open()
+        if not commands:
+            return
+        payload = [command_to_bytes(c) for c in commands]
+        # A write abandoned by its caller still completes, so order is never broken.
+        await self._aio.call(self._call.write(payload), cancel_on_abandon=False)
+
+    async def receive(self) -> ComputeResponse:
+        self._check_open()
+        return await self._inbox.get()
+
+    def receive_nowait_all(self) -> list[ComputeResponse]:
+        """Every response that has already arrived (possibly none), without waiting."""
+        self._check_open()
+        return self._inbox.get_nowait_all()
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._on_close(self)
+        self._inbox.close_locally(StreamClosed(f"{self.address}: stream closed by this side"))
+        with anyio.CancelScope(shield=True), anyio.move_on_after(5):
+            await self._aio.call(self._call.close())
+
+
+class _AioCall:
+    """The loop-thread half of a stream: channel, call, reader task, ordered writes."""
+
+    def __init__(self, transport: GrpcTransport, address: str, inbox: Inbox[ComputeResponse]):
+        self.transport = transport
+        self.address = address
+        self.inbox = inbox
+        self.channel: grpc.aio.Channel | None = None
+        self.call: Any = None
+        self.reader: asyncio.Task[None] | None = None
+        self.write_lock: asyncio.Lock | None = None
+
+    async def open(self) -> None:
+        t = self.transport
+        if t.tls is not None:
+            self.channel = grpc.aio.secure_channel(self.address, t.tls.credentials(), t._options)
+        else:
+            self.channel = grpc.aio.insecure_channel(self.address, t._options)
+        try:
+            multi = self.channel.stream_stream(METHOD)
+            self.call = multi(metadata=t.metadata())
+            try:
+                md = await asyncio.wait_for(self.call.initial_metadata(), t.connect_timeout)
+            except TimeoutError:
+                raise ConnectionRefused(
+                    f"{self.address}: no answer within {t.connect_timeout}s"
+                ) from None
+            except grpc.aio.AioRpcError as e:
+                raise self._refusal(e.code(), e.details(), e.trailing_metadata()) from None
+            theirs = _get(md, VERSION_HEADER)
+            if theirs is None:
+                # The call ended without accepting: a trailers-only answer.
+                code = await self.call.code()
+                details = await self.call.details()
+                trailing = await self.call.trailing_metadata()
+                raise self._refusal(code, details, trailing)
+            if t.version is not None and theirs != t.version:
+                raise VersionMismatch(
+                    f"{self.address}: protocol version mismatch: replica speaks {theirs}, "
+                    f"controller speaks {t.version}",
+                    ours=t.version,
+                    theirs=theirs,
+                )
+        except BaseException:
+            await self._shutdown()
+            raise
+        self.write_lock = asyncio.Lock()
+        self.reader = asyncio.get_running_loop().create_task(self._read())
+
+    def _refusal(self, code: grpc.StatusCode, details: str | None, trailing: Any) -> TransportError:
+        what = f"{self.address}: {code.name}: {details or ''}".rstrip(": ")
+        if code == grpc.StatusCode.UNAUTHENTICATED:
+            return Unauthenticated(what)
+        if code == grpc.StatusCode.FAILED_PRECONDITION:
+            ours = self.transport.version or "none"
+            return VersionMismatch(what, ours=ours, theirs=_get(trailing, VERSION_HEADER))
+        return ConnectionRefused(what)
+
+    async def _read(self) -> None:
+        try:
+            while True:
+                raw = await self.call.read()
+                if raw is grpc.aio.EOF:
+                    code = await self.call.code()
+                    details = await self.call.details()
+                    self.inbox.finish(
+                        ConnectionLost(f"{self.address}: stream ended: {code.name}: {details}")
+                    )
+                    return
+                try:
+                    response = response_from_bytes(raw)
+                except WireError as e:
+                    self.call.cancel()
+                    self.inbox.finish(e)
+                    return
+                await self.inbox.put(response)
+        except grpc.aio.AioRpcError as e:
+            self.inbox.finish(
+                ConnectionLost(f"{self.address}: stream broken: {e.code().name}: {e.details()}")
+            )
+        except asyncio.CancelledError:
+            self.inbox.finish(StreamClosed(f"{self.address}: stream closed by this side"))
+            raise
+
+    async def write(self, payload: list[bytes]) -> None:
+        if self.write_lock is None:
+            raise StreamClosed(f"{self.address}: stream not open")
+        async with self.write_lock:
+            try:
+                for raw in payload:
+                    await self.call.write(raw)
+            except (grpc.aio.AioRpcError, asyncio.InvalidStateError) as e:
+                raise ConnectionLost(f"{self.address}: stream broken while sending: {e}") from e
+            except grpc.aio.UsageError as e:
+                raise ConnectionLost(f"{self.address}: stream already ended: {e}") from e
+
+    async def close(self) -> None:
+        await self._shutdown()
+
+    async def _shutdown(self) -> None:
+        if self.reader is not None:
+            self.reader.cancel()
+            await asyncio.gather(self.reader, return_exceptions=True)
+        if self.call is not None:
+            self.call.cancel()
+        if self.channel is not None:
+            await self.channel.close()
+
+
+def _get(metadata: Any, key: str) -> str | None:
+    """The value of ``key`` in gRPC metadata (``None`` if absent or no metadata)."""
+    if not metadata:
+        return None
+    for k, v in metadata:
+        if k == key:
+            return v.decode() if isinstance(v, bytes) else str(v)
+    return None

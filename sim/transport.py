@@ -1,0 +1,265 @@
+"""The transport port over the simulated network, so the runtime's driver runs in the simulator.
+
+:class:`SimTransport` implements :class:`~tidegate.runtime.transport.port.Transport`
+with :class:`~tidegate.sim.network.SimNetwork` connections: messages are the
+spec's objects (no encoding), delayed by the network's latency and delivered
+in order while the connection is up. Replicas are :class:`SimReplicaEndpoint` s,
+which serve any :class:`~tidegate.runtime.transport.handler.ReplicaHandler`
+with the same rules as the gRPC server: token, then version, are checked at
+``connect``; the newest stream preempts the previous one; ``crash`` cuts the
+stream and refuses new ones until ``restart``. A cut reaches the controller as
+:class:`~tidegate.runtime.transport.errors.ConnectionLost` (after the responses
+already delivered), and the session's ``on_close``.
+
+Deliveries happen in kernel events, so something must run the
+:class:`~tidegate.sim.kernel.Kernel` (as the simulator does) for messages to
+move; ``connect`` itself completes at once. Streams are unbounded (the
+simulated network has no flow control).
+"""
+
+from __future__ import annotations
+
+import hmac
+from collections import deque
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+
+from tidegate.runtime.transport.errors import (
+    ConnectionLost,
+    ConnectionRefused,
+    StreamClosed,
+    Unauthenticated,
+    VersionMismatch,
+)
+from tidegate.runtime.transport.handler import ReplicaHandler, ReplicaSession
+from tidegate.runtime.transport.port import ReplicaStream, Transport
+from tidegate.runtime.transport.version import (
+    AUTH_HEADER,
+    PROTOCOL_VERSION,
+    VERSION_HEADER,
+    bearer,
+)
+from tidegate.spec.errors import TidegateError
+from tidegate.spec.protocol.commands import ComputeCommand
+from tidegate.spec.protocol.responses import ComputeResponse
+
+from .network import Connection, SimNetwork
+
+__all__ = ["SimReplicaEndpoint", "SimReplicaStream", "SimTransport"]
+
+
+class _Link:
+    """Both ends of one simulated stream, and why it ended (if it did)."""
+
+    def __init__(self, endpoint: SimReplicaEndpoint, stream: SimReplicaStream) -> None:
+        self.endpoint = endpoint
+        self.stream = stream
+        self.session: ReplicaSession | None = None
+        self.conn: Connection | None = None
+        self.reason = "the network connection was cut"
+
+    # ResponseSink, used by the session.
+    def send(self, response: ComputeResponse) -> None:
+        if self.conn is not None:
+            self.endpoint.network.send_to_controller(self.conn, response)
+
+    def send_many(self, responses: Sequence[ComputeResponse]) -> None:
+        for response in responses:
+            self.send(response)
+
+    def to_replica(self, conn: Connection, command: Any) -> None:
+        if self.session is None:
+            return
+        try:
+            self.session.on_command(command)
+        except TidegateError as e:
+            self.cut(f"command rejected: {type(e).__name__}: {e}")
+
+    def to_controller(self, conn: Connection, response: Any) -> None:
+        self.stream._deliver(response)
+
+    def closed(self, conn: Connection) -> None:
+        self.stream._lost(f"{self.stream.address}: stream ended: {self.reason}")
+        session, self.session = self.session, None
+        if session is not None:
+            session.on_close()
+        self.endpoint._forget(self)
+
+    def cut(self, reason: str) -> None:
+        if self.conn is not None and self.conn.up:
+            self.reason = reason
+            self.endpoint.network.cut(self.conn)
+
+
+class SimReplicaEndpoint:
+    """A replica's listening end on the simulated network."""
+
+    def __init__(
+        self,
+        network: SimNetwork,
+        name: str,
+        handler: ReplicaHandler,
+        *,
+        version: str = PROTOCOL_VERSION,
+        token: str | None = None,
+    ) -> None:
+        self.network = network
+        self.name = name
+        self.handler = handler
+        self.version = version
+        self.token = token
+        self.up = True
+        self.accepted = 0
+        self._current: _Link | None = None
+
+    def crash(self) -> None:
+        """The replica goes away: its stream is cut and new connections are refused."""
+        self.up = False
+        if self._current is not None:
+            self._current.cut("the replica went away")
+
+    def restart(self) -> None:
+        """Accept connections again (state is the handler's business)."""
+        self.up = True
+
+    def cut(self) -> None:
+        """Cut the current stream (a network fault; the replica stays up)."""
+        if self._current is not None:
+            self._current.cut("the network connection was cut")
+
+    def _accept(self, metadata: Mapping[str, str], stream: SimReplicaStream) -> _Link:
+        address = stream.address
+        if not self.up:
+            raise ConnectionRefused(f"{address}: the replica is down")
+        if self.token is not None:
+            given = metadata.get(AUTH_HEADER)
+            if given is None or not hmac.compare_digest(given, bearer(self.token)):
+                what = "missing" if given is None else "wrong"
+                raise Unauthenticated(f"{address}: UNAUTHENTICATED: {what} bearer token")
+        theirs = metadata.get(VERSION_HEADER)
+        if theirs != self.version:
+            raise VersionMismatch(
+                f"{address}: protocol version mismatch: replica speaks {self.version}, "
+                f"controller sent {theirs if theirs is not None else 'no version'}",
+                ours=theirs or "none",
+                theirs=self.version,
+            )
+        if self._current is not None:
+            self._current.cut("preempted by a newer controller connection")
+        link = _Link(self, stream)
+        link.conn = self.network.connect(
+            self.name, link.to_replica, link.to_controller, link.closed
+        )
+        self.accepted += 1
+        self._current = link
+        link.session = self.handler.on_connect(dict(metadata), link)
+        return link
+
+    def _forget(self, link: _Link) -> None:
+        if self._current is link:
+            self._current = None
+
+
+class SimTransport(Transport):
+    """Connects to :class:`SimReplicaEndpoint` s by name over a :class:`SimNetwork`.
+
+    ``endpoints`` is read at each ``connect`` (a live mapping: add replicas to it
+    at any time); an unknown name is refused like an address nobody listens on.
+    """
+
+    def __init__(
+        self,
+        endpoints: Mapping[str, SimReplicaEndpoint],
+        *,
+        version: str | None = PROTOCOL_VERSION,
+        token: str | None = None,
+    ) -> None:
+        self.endpoints = endpoints
+        self.version = version
+        self.token = token
+
+    def metadata(self) -> dict[str, str]:
+        md: dict[str, str] = {}
+        if self.version is not None:
+            md[VERSION_HEADER] = self.version
+        if self.token is not None:
+            md[AUTH_HEADER] = bearer(self.token)
+        return md
+
+    async def connect(self, address: str) -> SimReplicaStream:
+        await anyio.lowlevel.checkpoint()
+        endpoint = self.endpoints.get(address)
+        if endpoint is None:
+            raise ConnectionRefused(f"{address}: no such replica")
+        stream = SimReplicaStream(address)
+        stream._link = endpoint._accept(self.metadata(), stream)
+        return stream
+
+
+class SimReplicaStream(ReplicaStream):
+    """A stream over one simulated connection; see :class:`~tidegate.runtime.transport.port.ReplicaStream`."""
+
+    def __init__(self, address: str) -> None:
+        self.address = address
+        self._link: _Link | None = None
+        self._ready: deque[ComputeResponse] = deque()
+        self._end: Exception | None = None
+        self._closed = False
+        self._waiter: anyio.Event | None = None
+
+    def _deliver(self, response: ComputeResponse) -> None:
+        if self._end is None:
+            self._ready.append(response)
+            self._wake()
+
+    def _lost(self, why: str) -> None:
+        if self._end is None:
+            self._end = ConnectionLost(why)
+            self._wake()
+
+    def _wake(self) -> None:
+        if self._waiter is not None:
+            self._waiter.set()
+            self._waiter = None
+
+    def _check(self) -> _Link:
+        if self._closed or self._link is None:
+            raise StreamClosed(f"{self.address}: stream closed by this side")
+        return self._link
+
+    async def send(self, command: ComputeCommand) -> None:
+        await self.send_many((command,))
+
+    async def send_many(self, commands: Sequence[ComputeCommand]) -> None:
+        link = self._check()
+        await anyio.lowlevel.checkpoint()
+        if self._end is not None:
+            raise self._end
+        if link.conn is not None:
+            for command in commands:
+                link.endpoint.network.send_to_replica(link.conn, command)
+
+    async def receive(self) -> ComputeResponse:
+        self._check()
+        await anyio.lowlevel.checkpoint()
+        while not self._ready:
+            if self._closed:
+                raise StreamClosed(f"{self.address}: stream closed by this side")
+            if self._end is not None:
+                raise self._end
+            if self._waiter is None:
+                self._waiter = anyio.Event()
+            await self._waiter.wait()
+        return self._ready.popleft()
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._ready.clear()
+        self._wake()
+        if self._link is not None:
+            self._link.cut("the controller closed the stream")
