@@ -1,5 +1,229 @@
-"""Errors of the protocol area (see the package docstring)."""
+"""Errors of the compute protocol: a command or response that breaks a rule of reference/compute.md §3-6.
+
+Every error is a :class:`ProtocolError` whose class attribute ``rule`` names the
+broken rule in a short, stable, greppable form (e.g. ``"one-response-per-peek"``);
+the message names the offending id, uuid or frontier. Raised by
+:class:`~tidegate.spec.protocol.ControllerSession` and
+:class:`~tidegate.spec.protocol.ReplicaSession` *before* any state changes.
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from typing import ClassVar
+
+from .base import TidegateError
+
+__all__ = [
+    "AllowCompactionRegression",
+    "CollectionDropped",
+    "DataflowAsOfUnset",
+    "DroppedAtMismatch",
+    "DuplicateAllowWrites",
+    "DuplicateCollection",
+    "DuplicatePeek",
+    "DuplicatePeekResponse",
+    "DuplicateSchedule",
+    "FrontierBeforeAsOf",
+    "FrontierRegression",
+    "FrontiersForSubscribe",
+    "ImportSinceViolation",
+    "InvalidPeekRows",
+    "NotASubscribe",
+    "NotAnIndex",
+    "ProtocolError",
+    "ResponseAfterClose",
+    "ResponseAfterDrop",
+    "StageViolation",
+    "SubscribeGap",
+    "SubscribeNotConsolidated",
+    "SubscribeUpdateOutOfRange",
+    "UnknownCollection",
+    "UnknownPeek",
+    "UnrequestedCancel",
+    "UnrequestedDroppedAt",
+]
+
+
+class ProtocolError(TidegateError, ValueError):
+    """A command or response that the compute protocol forbids at this point of the session.
+
+    ``rule`` names the broken rule; ``str(error)`` says what broke it.
+    """
+
+    rule: ClassVar[str] = "protocol"
+
+    def __str__(self) -> str:
+        return f"[{self.rule}] {super().__str__()}"
+
+
+# -- commands: stages ---------------------------------------------------------------
+
+
+class StageViolation(ProtocolError):
+    """A message not allowed in the session's current stage (e.g. Peek before CreateInstance,
+    a second InitializationComplete, a response before InitializationComplete)."""
+
+    rule = "stage-order"
+
+
+# -- commands: collections ----------------------------------------------------------
+
+
+class UnknownCollection(ProtocolError):
+    """A message names a collection that was never created in this protocol iteration."""
+
+    rule = "collection-created-first"
+
+
+class CollectionDropped(ProtocolError):
+    """A command names a collection already dropped by ``AllowCompaction(id, [])``."""
+
+    rule = "no-command-after-drop"
+
+
+class DuplicateCollection(ProtocolError):
+    """A collection id is created twice in one protocol iteration (export ids never repeat)."""
+
+    rule = "export-ids-unique"
+
+
+class DataflowAsOfUnset(ProtocolError):
+    """A ``CreateDataflow`` whose ``as_of`` is not set."""
+
+    rule = "as-of-set"
+
+
+class ImportSinceViolation(ProtocolError):
+    """A dataflow imports an index whose since (as_of or allowed compaction) is beyond the dataflow's as_of."""
+
+    rule = "import-since-le-as-of"
+
+
+class AllowCompactionRegression(ProtocolError):
+    """An ``AllowCompaction`` frontier that is not at least the collection's current since."""
+
+    rule = "compaction-monotone"
+
+
+class DuplicateSchedule(ProtocolError):
+    """A second ``Schedule`` for the same collection in one iteration."""
+
+    rule = "schedule-once"
+
+
+class DuplicateAllowWrites(ProtocolError):
+    """A second ``AllowWrites`` for the same collection in one iteration."""
+
+    rule = "allow-writes-once"
+
+
+# -- commands and responses: peeks --------------------------------------------------
+
+
+class NotAnIndex(ProtocolError):
+    """An index peek or index import naming a collection that is not an index (e.g. a sink)."""
+
+    rule = "index-required"
+
+
+class DuplicatePeek(ProtocolError):
+    """A ``Peek`` whose uuid was already used in this protocol iteration."""
+
+    rule = "peek-uuid-unique"
+
+
+class UnknownPeek(ProtocolError):
+    """A ``CancelPeek`` or ``PeekResponse`` for a uuid that no ``Peek`` of this iteration carried."""
+
+    rule = "peek-known"
+
+
+class DuplicatePeekResponse(ProtocolError):
+    """A second ``PeekResponse`` for the same peek (exactly one is owed)."""
+
+    rule = "one-response-per-peek"
+
+
+class UnrequestedCancel(ProtocolError):
+    """A ``PeekCanceled`` answer for a peek that no ``CancelPeek`` asked to cancel."""
+
+    rule = "canceled-only-after-cancel-peek"
+
+
+class InvalidPeekRows(ProtocolError):
+    """A ``PeekRows`` answer with a multiplicity that is not positive."""
+
+    rule = "peek-rows-positive"
+
+
+# -- responses: frontiers -----------------------------------------------------------
+
+
+class FrontierRegression(ProtocolError):
+    """A frontier report that is not strictly greater than the last report of that kind."""
+
+    rule = "frontiers-strictly-increase"
+
+
+class FrontierBeforeAsOf(ProtocolError):
+    """A first frontier report (or first subscribe upper) that is not at least the collection's as_of."""
+
+    rule = "first-frontier-at-least-as-of"
+
+
+class FrontiersForSubscribe(ProtocolError):
+    """A ``Frontiers`` report for a subscribe (subscribes report only through their batches)."""
+
+    rule = "no-frontiers-for-subscribes"
+
+
+class ResponseAfterDrop(ProtocolError):
+    """After ``AllowCompaction(id, [])``: a non-empty frontier or a subscribe batch for ``id``."""
+
+    rule = "only-empty-after-drop"
+
+
+class ResponseAfterClose(ProtocolError):
+    """A response for a collection that already reported ``[]`` everywhere, or a subscribe that ended."""
+
+    rule = "nothing-after-close"
+
+
+# -- responses: subscribes ----------------------------------------------------------
+
+
+class NotASubscribe(ProtocolError):
+    """A ``SubscribeResponse`` for a collection that is not a subscribe sink."""
+
+    rule = "subscribe-response-for-subscribe"
+
+
+class SubscribeGap(ProtocolError):
+    """A subscribe batch whose lower is not the previous upper (the minimum time at first),
+    or whose lower is not strictly less than its upper."""
+
+    rule = "subscribe-batches-contiguous"
+
+
+class SubscribeUpdateOutOfRange(ProtocolError):
+    """A subscribe update whose time is outside its batch's ``[lower, upper)`` or before the as_of."""
+
+    rule = "subscribe-updates-in-range"
+
+
+class SubscribeNotConsolidated(ProtocolError):
+    """A subscribe batch with a zero diff or two updates at the same (time, row)."""
+
+    rule = "subscribe-updates-consolidated"
+
+
+class UnrequestedDroppedAt(ProtocolError):
+    """A ``DroppedAt`` for a subscribe that was not dropped."""
+
+    rule = "dropped-at-only-after-drop"
+
+
+class DroppedAtMismatch(ProtocolError):
+    """A ``DroppedAt`` whose frontier is not the upper of the subscribe's last batch."""
+
+    rule = "dropped-at-last-upper"
