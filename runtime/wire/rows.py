@@ -3,7 +3,7 @@
 Columns ``c0..cN-1`` hold the row values (types inferred by Arrow: ints are
 int64, floats float64, strings, bools, dates, datetimes, decimals, bytes; a
 column of NULLs only is Arrow's null type). Extra columns carry a count
-(``__count``) or a time and diff (``__time``, ``__diff``).
+(``__count``, int64) or a time and diff (``__time`` uint64, ``__diff`` int64).
 """
 
 from __future__ import annotations
@@ -19,6 +19,9 @@ from .errors import MalformedMessage
 
 __all__ = ["decode_table", "encode_table"]
 
+# Times are u64 (as in Materialize); diffs and counts are i64.
+_EXTRA_TYPES = {"__time": pa.uint64()}
+
 
 def encode_table(rows: Sequence[Row], arity: int, extra: Mapping[str, Sequence[int]]) -> bytes:
     """Arrow IPC bytes for ``rows`` (all of length ``arity``) plus int64 ``extra`` columns."""
@@ -29,7 +32,7 @@ def encode_table(rows: Sequence[Row], arity: int, extra: Mapping[str, Sequence[i
         for i in range(arity):
             columns[f"c{i}"] = pa.array([r[i] for r in rows])
         for name, values in extra.items():
-            columns[name] = pa.array(values, type=pa.int64())
+            columns[name] = pa.array(values, type=_EXTRA_TYPES.get(name, pa.int64()))
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:
         raise MalformedMessage(f"rows cannot be encoded as Arrow columns: {e}") from e
     table = pa.table(columns) if columns else pa.table({"__rows": pa.array([], pa.int8())})

@@ -89,6 +89,7 @@ __all__ = [
     "protocol_frontiers",
     "protocol_times",
     "responses",
+    "row_batches",
     "row_set_finishings",
     "schedules",
     "sink_connections",
@@ -156,6 +157,33 @@ def wire_row_values() -> st.SearchStrategy[Any]:
 def wire_rows(max_arity: int = 4) -> st.SearchStrategy[tuple[Any, ...]]:
     """A row: a tuple of up to ``max_arity`` column values (possibly empty)."""
     return st.lists(wire_row_values(), max_size=max_arity).map(tuple)
+
+
+_COLUMN_TYPES: tuple[st.SearchStrategy[Any], ...] = (
+    st.booleans(),
+    st.integers(I64_MIN, I64_MAX),
+    st.floats(allow_nan=False),
+    st.text(max_size=8),
+    st.binary(max_size=8),
+)
+
+
+def row_batches(
+    min_size: int = 0, max_size: int = 4, max_arity: int = 4
+) -> st.SearchStrategy[list[tuple[Any, ...]]]:
+    """Rows that could come from one collection: one arity, one type per column, NULLs allowed."""
+
+    @st.composite
+    def build(draw: st.DrawFn) -> list[tuple[Any, ...]]:
+        arity = draw(st.integers(0, max_arity))
+        columns = [
+            draw(st.sampled_from(_COLUMN_TYPES))
+            | (st.none() if draw(st.booleans()) else st.nothing())
+            for _ in range(arity)
+        ]
+        return draw(st.lists(st.tuples(*columns), min_size=min_size, max_size=max_size))
+
+    return build()
 
 
 def config_values() -> st.SearchStrategy[bool | int | float | str]:
@@ -237,7 +265,7 @@ def peek_descriptions(
         timestamp=times if times is not None else protocol_times(),
         finishing=row_set_finishings(),
         target=st.sampled_from(["index", "persist"]),
-        literal_constraints=st.none() | st.lists(wire_rows(), min_size=1, max_size=3).map(tuple),
+        literal_constraints=st.none() | row_batches(min_size=1, max_size=3).map(tuple),
     )
 
 
@@ -398,8 +426,10 @@ def frontiers_responses() -> st.SearchStrategy[Frontiers]:
 
 def peek_results() -> st.SearchStrategy[PeekResult]:
     """Rows (positive multiplicities), an error message, or canceled."""
-    rows_result = st.lists(st.tuples(wire_rows(), st.integers(1, I64_MAX)), max_size=4).map(
-        lambda rs: PeekRows(tuple(rs))
+    rows_result = row_batches().flatmap(
+        lambda rows: st.lists(st.integers(1, I64_MAX), min_size=len(rows), max_size=len(rows)).map(
+            lambda counts: PeekRows(tuple(zip(rows, counts, strict=True)))
+        )
     )
     return st.one_of(
         rows_result, st.builds(PeekError, st.text(max_size=16)), st.just(PeekCanceled())
@@ -411,17 +441,26 @@ def peek_responses() -> st.SearchStrategy[PeekResponse]:
 
 
 def subscribe_batches() -> st.SearchStrategy[SubscribeBatch]:
-    """Batches with arbitrary bounds, ``(time, row, diff)`` updates, and an optional error."""
-    updates = st.lists(
-        st.tuples(protocol_times(), wire_rows(), st.integers(I64_MIN, I64_MAX)), max_size=4
-    ).map(tuple)
-    return st.builds(
+    """Batches with arbitrary bounds and either ``(time, row, diff)`` updates or an error."""
+
+    @st.composite
+    def updates(draw: st.DrawFn) -> tuple[tuple[Any, Any, int], ...]:
+        rows = draw(row_batches())
+        n = len(rows)
+        times = draw(st.lists(protocol_times(), min_size=n, max_size=n))
+        diffs = draw(st.lists(st.integers(I64_MIN, I64_MAX), min_size=n, max_size=n))
+        return tuple(zip(times, rows, diffs, strict=True))
+
+    ok = st.builds(
+        SubscribeBatch, lower=protocol_frontiers(), upper=protocol_frontiers(), updates=updates()
+    )
+    failed = st.builds(
         SubscribeBatch,
         lower=protocol_frontiers(),
         upper=protocol_frontiers(),
-        updates=updates,
-        error=st.none() | st.text(max_size=16),
+        error=st.text(max_size=16),
     )
+    return ok | failed
 
 
 def subscribe_results() -> st.SearchStrategy[SubscribeResult]:
