@@ -53,6 +53,17 @@ def exists(strategy: st.SearchStrategy[Any], predicate: Any) -> None:
     )
 
 
+def assert_never_generated(strategy: st.SearchStrategy[Any], predicate: Any) -> None:
+    """No value of ``strategy`` (in a generous sample) satisfies ``predicate``."""
+
+    @settings(max_examples=300, database=None)
+    @given(strategy)
+    def check(value: Any) -> None:
+        assert not predicate(value), value
+
+    check()
+
+
 COMMAND_TYPES = (
     Hello,
     CreateInstance,
@@ -124,7 +135,10 @@ def test_every_field_takes_non_default_values() -> None:
     ):
         exists(peek_descriptions(), pred)
     exists(frontiers_responses(), lambda f: None not in (f.write, f.input, f.output))
-    exists(subscribe_batches(), lambda b: b.error is not None and bool(b.updates))
+    exists(subscribe_batches(), lambda b: b.error is not None)
+    exists(subscribe_batches(), lambda b: len(b.updates) > 1)
+    # A batch is updates or an error (Materialize's Result), never both.
+    assert_never_generated(subscribe_batches(), lambda b: b.error is not None and bool(b.updates))
     exists(global_ids(), lambda g: g.value >= 2**63)
     for ns in "sut":
         exists(global_ids(), lambda g, ns=ns: g.namespace == ns)
