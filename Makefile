@@ -5,6 +5,7 @@
 #   make lint    ruff on everything, mypy --strict on spec/
 #   make bench   set up, then run every benchmark in bench/
 #   make proto   regenerate runtime/wire/gen from proto/ (checked in)
+#   make soak    the long crash test of the shard store
 
 PYTHON ?= python3
 VENV   := .venv
@@ -12,7 +13,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.tidegate-installed
 HYPOTHESIS_PROFILE ?= $(if $(CI),ci,dev)
 
-.PHONY: all setup run test lint bench clean proto
+.PHONY: all setup run test lint bench soak clean proto postgres
 
 all: test
 
@@ -23,7 +24,13 @@ $(STAMP): pyproject.toml setup.py
 	$(PY) -m pip install --quiet -e ".[dev]"
 	@touch $(STAMP)
 
-setup: $(STAMP)
+setup: $(STAMP) postgres
+
+# The storage tests start their own PostgreSQL cluster from the Debian server package.
+postgres:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { \
+	  echo "installing the PostgreSQL server (the storage tests start their own cluster)"; \
+	  $(if $(filter 0,$(shell id -u)),,sudo) sh -c 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null'; }
 
 # Regenerate the checked-in Protobuf code after editing proto/ (a test fails if it is stale).
 proto: $(STAMP)
@@ -49,6 +56,10 @@ bench: setup
 		case $$b in bench/_*) continue;; esac; \
 		echo "== $$b"; $(PY) $$b || exit 1; \
 	done
+
+# The long crash test of the shard store: a writer SIGKILLed 50 times.
+soak: setup
+	$(PY) bench/shards_crash.py --kills 50
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .mypy_cache .ruff_cache .pytest_cache .hypothesis spark-warehouse metastore_db

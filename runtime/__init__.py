@@ -1,0 +1,1 @@
+"""tidegate's production runtime: transport, controller driver, storage (shards), orchestration."""

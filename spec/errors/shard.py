@@ -1,5 +1,153 @@
-"""Errors of the shard area (see the package docstring)."""
+"""Errors of the shard store (persist): appends, reads, readers, compaction, backends.
+
+Every error names the shard it concerns (``.shard``) and, where one is involved,
+the frontier or blob key that broke the rule, so a caller can react without
+parsing messages.
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from typing import Any
+
+from .base import TidegateError
+
+__all__ = [
+    "BlobCorrupt",
+    "BlobMissing",
+    "CompactionConflict",
+    "ConsensusError",
+    "FinalizationNotReady",
+    "Indeterminate",
+    "InvalidShardBounds",
+    "InvalidUpdates",
+    "ListenCompactedPast",
+    "OpaqueMismatch",
+    "SchemaMismatch",
+    "ShardError",
+    "ShardFinalized",
+    "SinceRegression",
+    "SnapshotBeforeSince",
+    "SnapshotNotReady",
+    "UnknownReader",
+    "UnknownShard",
+    "UnsupportedStateVersion",
+    "UpperMismatch",
+]
+
+
+class ShardError(TidegateError):
+    """Base class of shard-store errors; ``shard`` is the shard's id (or ``""``)."""
+
+    def __init__(self, shard: str, message: str) -> None:
+        super().__init__(f"shard {shard!r}: {message}" if shard else message)
+        self.shard = shard
+
+
+class UpperMismatch(ShardError):
+    """compare_and_append's expected upper is not the shard's upper; ``actual_upper`` is."""
+
+    def __init__(self, shard: str, expected: Any, actual_upper: Any) -> None:
+        super().__init__(shard, f"expected upper {expected!r} but the upper is {actual_upper!r}")
+        self.expected = expected
+        self.actual_upper = actual_upper
+
+
+class InvalidShardBounds(ShardError, ValueError):
+    """An append whose new upper is not strictly beyond its expected upper."""
+
+
+class InvalidUpdates(ShardError, ValueError):
+    """Updates that cannot be appended: a time outside ``[expected_upper, new_upper)``, a bad diff."""
+
+
+class SchemaMismatch(ShardError, ValueError):
+    """Rows whose Arrow schema differs from the shard's registered schema."""
+
+
+class SinceRegression(ShardError, ValueError):
+    """A reader asked to move its since backwards (sinces only move forward)."""
+
+
+class SnapshotBeforeSince(ShardError):
+    """A read at a time the shard has compacted away: ``as_of`` is not beyond ``since``."""
+
+    def __init__(self, shard: str, as_of: Any, since: Any) -> None:
+        super().__init__(shard, f"as_of {as_of!r} is not beyond the since {since!r}")
+        self.as_of = as_of
+        self.since = since
+
+
+class SnapshotNotReady(ShardError):
+    """A read at a time that is not complete yet: ``as_of`` is not before ``upper``."""
+
+    def __init__(self, shard: str, as_of: Any, upper: Any) -> None:
+        super().__init__(shard, f"as_of {as_of!r} is not before the upper {upper!r}")
+        self.as_of = as_of
+        self.upper = upper
+
+
+class ListenCompactedPast(ShardError):
+    """A listen found a batch compacted beyond its frontier (its read hold was not kept)."""
+
+
+class UnknownReader(ShardError, KeyError):
+    """A reader id that is not registered (never was, released, or its lease expired)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class OpaqueMismatch(ShardError):
+    """A critical reader's compare-and-downgrade with a stale opaque; ``actual`` is the stored one."""
+
+    def __init__(self, shard: str, expected: int, actual: int) -> None:
+        super().__init__(shard, f"expected opaque {expected} but it is {actual}")
+        self.expected = expected
+        self.actual = actual
+
+
+class ShardFinalized(ShardError):
+    """The shard was finalized (dropped): no reads, writes or readers any more."""
+
+
+class FinalizationNotReady(ShardError):
+    """Finalization requires ``since = upper = []`` (or ``force``)."""
+
+
+class CompactionConflict(ShardError):
+    """A compaction result whose input batches are no longer in the shard (someone else won)."""
+
+
+class UnknownShard(ShardError, KeyError):
+    """A shard id that has no state in the consensus store."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class UnsupportedStateVersion(ShardError):
+    """A consensus record written in a newer (or unknown) format version, or not decodable."""
+
+
+class BlobMissing(ShardError):
+    """A batch the shard's state refers to has no blob under ``key``."""
+
+    def __init__(self, shard: str, key: str) -> None:
+        super().__init__(shard, f"blob {key!r} is missing")
+        self.key = key
+
+
+class BlobCorrupt(ShardError):
+    """A batch blob under ``key`` is not a readable Parquet batch of the shard's schema."""
+
+    def __init__(self, shard: str, key: str, reason: str) -> None:
+        super().__init__(shard, f"blob {key!r} is corrupt: {reason}")
+        self.key = key
+
+
+class ConsensusError(ShardError, ValueError):
+    """Misuse of a consensus store: a sequence number out of range or not increasing."""
+
+
+class Indeterminate(ShardError):
+    """A storage call whose outcome is unknown (it may or may not have taken effect)."""

@@ -1,0 +1,219 @@
+"""Shard batches as Arrow tables and Parquet bytes.
+
+A batch table has the shard's row columns plus ``__time`` (int64) and
+``__diff`` (int64). Consolidation sums ``__diff`` per distinct row (and time)
+and drops zeros; it is skipped when one column is already all-distinct, since
+then no two rows can be equal.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from tidegate.spec.errors import BlobCorrupt, InvalidUpdates, SchemaMismatch
+from tidegate.spec.frontier import Update, consolidate
+
+__all__ = [
+    "DIFF",
+    "RESERVED",
+    "TIME",
+    "batch_schema",
+    "consolidate_table",
+    "decode_parquet",
+    "encode_parquet",
+    "schema_from_text",
+    "schema_text",
+    "table_from_updates",
+    "table_to_updates",
+    "time_bounds",
+    "validate_append_table",
+]
+
+TIME = "__time"
+DIFF = "__diff"
+RESERVED = (TIME, DIFF)
+PARQUET_COMPRESSION = "snappy"
+
+
+def _clean(schema: pa.Schema) -> pa.Schema:
+    return schema.remove_metadata()
+
+
+def schema_text(schema: pa.Schema) -> str:
+    """A canonical text for a row schema (the serialized Arrow schema, metadata dropped)."""
+    for name in schema.names:
+        if name in RESERVED:
+            raise SchemaMismatch("", f"column name {name!r} is reserved")
+    return base64.b64encode(_clean(schema).serialize().to_pybytes()).decode("ascii")
+
+
+def schema_from_text(text: str) -> pa.Schema:
+    """The row schema encoded by :func:`schema_text`."""
+    return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(text)))
+
+
+def batch_schema(schema: pa.Schema) -> pa.Schema:
+    """The schema of a stored batch: the row columns, then ``__time`` and ``__diff``."""
+    return (
+        _clean(schema)
+        .append(pa.field(TIME, pa.int64(), nullable=False))
+        .append(pa.field(DIFF, pa.int64(), nullable=False))
+    )
+
+
+def table_from_updates(shard: str, updates: Iterable[Update], schema: pa.Schema) -> pa.Table:
+    """Build a batch table from ``(row, time, diff)`` tuples whose rows fit ``schema``."""
+    ups = list(updates)
+    width = len(schema)
+    cols: list[list[Any]] = [[] for _ in range(width + 2)]
+    for u in ups:
+        try:
+            row, t, d = u
+        except (TypeError, ValueError) as e:
+            raise InvalidUpdates(shard, f"{u!r} is not a (row, time, diff) update") from e
+        if not isinstance(row, tuple) or len(row) != width:
+            raise SchemaMismatch(shard, f"row {row!r} does not have the schema's {width} columns")
+        if type(t) is not int or t < 0:
+            raise InvalidUpdates(shard, f"time {t!r} is not a non-negative int")
+        if type(d) is not int:
+            raise InvalidUpdates(shard, f"diff {d!r} is not an int")
+        for i, v in enumerate(row):
+            cols[i].append(v)
+        cols[width].append(t)
+        cols[width + 1].append(d)
+    full = batch_schema(schema)
+    try:
+        arrays = [pa.array(c, type=f.type) for c, f in zip(cols, full, strict=True)]
+        return pa.Table.from_arrays(arrays, schema=full)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as e:
+        raise SchemaMismatch(shard, f"rows do not fit the shard's schema: {e}") from e
+
+
+def validate_append_table(shard: str, table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Check an appended table: the shard's columns (same types) plus int64 ``__time``/``__diff``.
+
+    Returns it with the stored batch schema (column order fixed, metadata dropped).
+    """
+    full = batch_schema(schema)
+    if sorted(table.schema.names) != sorted(full.names):
+        raise SchemaMismatch(
+            shard, f"columns {table.schema.names} differ from the shard's {full.names}"
+        )
+    table = table.select(full.names)
+    for f in full:
+        actual = table.schema.field(f.name).type
+        if actual != f.type:
+            raise SchemaMismatch(shard, f"column {f.name!r} has type {actual}, expected {f.type}")
+    for name in RESERVED:
+        if table.column(name).null_count:
+            raise InvalidUpdates(shard, f"column {name!r} has nulls")
+    return pa.Table.from_arrays(table.columns, schema=full)
+
+
+def time_bounds(table: pa.Table) -> tuple[int | None, int | None]:
+    """The least and greatest ``__time`` (``None`` for an empty table)."""
+    if table.num_rows == 0:
+        return None, None
+    mm = pc.min_max(table.column(TIME))
+    return mm["min"].as_py(), mm["max"].as_py()
+
+
+def encode_parquet(table: pa.Table) -> bytes:
+    """A batch table as Parquet bytes."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression=PARQUET_COMPRESSION)
+    return sink.getvalue().to_pybytes()
+
+
+def decode_parquet(shard: str, key: str, data: bytes, schema: pa.Schema) -> pa.Table:
+    """Parquet bytes of a batch back into a table; anything unreadable raises :class:`BlobCorrupt`."""
+    full = batch_schema(schema)
+    try:
+        table = pq.ParquetFile(pa.BufferReader(data)).read()
+    except Exception as e:  # pyarrow raises several unrelated types on garbage
+        raise BlobCorrupt(shard, key, f"not a readable Parquet file ({e})") from e
+    if not table.schema.remove_metadata().equals(full):
+        raise BlobCorrupt(shard, key, f"schema {table.schema} is not the shard's {full}")
+    return table
+
+
+def table_to_updates(table: pa.Table) -> list[Update]:
+    """A batch table as ``(row, time, diff)`` tuples (in table order)."""
+    names = [n for n in table.schema.names if n not in RESERVED]
+    cols = [table.column(n).to_pylist() for n in names]
+    times = table.column(TIME).to_pylist()
+    diffs = table.column(DIFF).to_pylist()
+    rows = list(zip(*cols, strict=True)) if cols else [()] * table.num_rows
+    return [(tuple(r), t, d) for r, t, d in zip(rows, times, diffs, strict=True)]
+
+
+def _nonzero(table: pa.Table) -> pa.Table:
+    diff = table.column(DIFF)
+    zeros = pc.equal(diff, 0)
+    if pc.any(zeros).as_py():
+        return table.filter(pc.invert(zeros))
+    return table
+
+
+def _strictly_increasing(col: pa.ChunkedArray) -> bool:
+    n = len(col)
+    if col.null_count:
+        return False
+    return bool(pc.all(pc.greater(col.slice(1), col.slice(0, n - 1))).as_py())
+
+
+def _has_distinct_column(table: pa.Table, names: Sequence[str]) -> bool:
+    """Whether some column has no repeated value (so no two rows are equal).
+
+    Tries a cheap test first (an integer column strictly increasing in table
+    order, as keys often are), then counts distinct values.
+    """
+    n = table.num_rows
+    candidates = [
+        table.column(name)
+        for name in names[:2]
+        if not (
+            pa.types.is_floating(table.schema.field(name).type)
+            or pa.types.is_nested(table.schema.field(name).type)
+        )
+    ]
+    for col in candidates:
+        if pa.types.is_integer(col.type) and _strictly_increasing(col):
+            return True
+    return any(pc.count_distinct(col, mode="all").as_py() == n for col in candidates)
+
+
+def consolidate_table(table: pa.Table) -> pa.Table:
+    """Sum ``__diff`` per distinct (row, ``__time``) and drop zero sums (order not preserved)."""
+    keys = [n for n in table.schema.names if n != DIFF]
+    data = [n for n in keys if n != TIME]
+    if table.num_rows <= 1 or _has_distinct_column(table, data):
+        return _nonzero(table)
+    try:
+        grouped = table.group_by(keys, use_threads=False).aggregate([(DIFF, "sum")])
+    except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return _consolidate_in_python(table, keys)
+    grouped = grouped.rename_columns(
+        [DIFF if n == f"{DIFF}_sum" else n for n in grouped.schema.names]
+    )
+    grouped = grouped.select(table.schema.names)
+    return _nonzero(pa.Table.from_arrays(grouped.columns, schema=table.schema))
+
+
+def _consolidate_in_python(table: pa.Table, keys: Sequence[str]) -> pa.Table:
+    cols = [table.column(n).to_pylist() for n in keys]
+    diffs = table.column(DIFF).to_pylist()
+    pairs = [((tuple(k), 0, d)) for k, d in zip(zip(*cols, strict=True), diffs, strict=True)]
+    merged = consolidate(pairs)
+    out: dict[str, list[Any]] = {n: [] for n in table.schema.names}
+    for key, _t, d in merged:
+        for n, v in zip(keys, key, strict=True):
+            out[n].append(v)
+        out[DIFF].append(d)
+    return pa.Table.from_pydict(out, schema=table.schema)

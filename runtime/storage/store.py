@@ -1,0 +1,655 @@
+"""The shard store: durable shards of ``(row, time, diff)`` over a Blob and a Consensus store.
+
+Every operation reads the shard's state from Consensus, applies a pure
+transition from :mod:`tidegate.spec.shard`, and commits the successor with a
+compare-and-set on the sequence number (retrying on a race). Batch data goes
+to Blob as Parquet *before* the commit that makes it visible, so a crash in
+between leaves only an unreferenced (orphan) blob, never a half-visible batch.
+Timestamps are non-negative ints.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tidegate.spec.errors import (
+    BlobCorrupt,
+    BlobMissing,
+    CompactionConflict,
+    ConsensusError,
+    Indeterminate,
+    SchemaMismatch,
+    ShardError,
+    ShardFinalized,
+    SnapshotBeforeSince,
+    UnknownShard,
+)
+from tidegate.spec.frontier import Antichain, Update, consolidate
+from tidegate.spec.shard import (
+    BatchMeta,
+    Blob,
+    CompactionPlan,
+    CompactionPolicy,
+    Consensus,
+    ShardState,
+    VersionedData,
+    apply_compaction,
+    check_append_times,
+    decode_state,
+    encode_state,
+    listen_batches,
+    plan_compaction,
+    snapshot_batches,
+)
+from tidegate.spec.shard import transitions as tr
+
+from .arrow_batches import (
+    TIME,
+    batch_schema,
+    consolidate_table,
+    decode_parquet,
+    encode_parquet,
+    schema_from_text,
+    schema_text,
+    table_from_updates,
+    table_to_updates,
+    time_bounds,
+    validate_append_table,
+)
+
+__all__ = ["CompactionReport", "Frontier", "ListenEvent", "Listener", "ShardStore"]
+
+Frontier: TypeAlias = Antichain | int
+"""A frontier argument: an :class:`Antichain`, or an ``int`` ``t`` meaning ``[t]``."""
+
+Updates: TypeAlias = pa.Table | pa.RecordBatch | Iterable[Update]
+
+_SHARD_ID = re.compile(r"^[A-Za-z0-9_.\-]{1,200}$")
+DEFAULT_LEASE_MS = 15 * 60 * 1000
+EXPIRY_EVERY = 64
+"""Maintenance after every this many appends also expires lapsed readers and idle writers."""
+
+
+def _frontier(f: Frontier) -> Antichain:
+    if isinstance(f, Antichain):
+        return f
+    return Antichain.from_elem(f)
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionReport:
+    """What :meth:`ShardStore.compact` did: batch counts before/after and merges committed."""
+
+    batches_before: int
+    batches_after: int
+    merges: int
+
+
+@dataclass(frozen=True, slots=True)
+class ListenEvent:
+    """Updates at times in ``[previous progress, progress)`` beyond the as_of, then ``progress``."""
+
+    table: pa.Table
+    progress: Antichain
+
+    @property
+    def updates(self) -> list[Update]:
+        """The updates as ``(row, time, diff)`` tuples (unconsolidated, in no particular order)."""
+        return table_to_updates(self.table)
+
+
+class ShardStore:
+    """Durable shards in ``blob`` + ``consensus``; safe to use from several processes at once.
+
+    ``writer_id`` names this store's writes for idempotency (pass a stable one
+    to retry across restarts); ``clock_ms`` supplies wall time for leases;
+    ``auto_compact`` merges small batches after appends per ``policy``: in the
+    appending thread, or with ``background=True`` in a worker thread of this
+    store (call :meth:`close` to wait for it).
+    """
+
+    def __init__(
+        self,
+        blob: Blob,
+        consensus: Consensus,
+        *,
+        writer_id: str | None = None,
+        clock_ms: Callable[[], int] = _wall_ms,
+        policy: CompactionPolicy | None = None,
+        auto_compact: bool = True,
+        background: bool = False,
+        truncate_every: int = 32,
+    ) -> None:
+        self.blob = blob
+        self.consensus = consensus
+        self.writer_id = writer_id or f"w-{uuid.uuid4().hex}"
+        self.clock_ms = clock_ms
+        self.policy = policy or CompactionPolicy()
+        self.auto_compact = auto_compact
+        self.truncate_every = truncate_every
+        self.last_maintenance_error: Exception | None = None
+        self._schemas: dict[str, pa.Schema] = {}
+        self._worker: ThreadPoolExecutor | None = (
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="shard-compaction")
+            if background
+            else None
+        )
+        self._pending: set[str] = set()
+        self._appends_since_expiry = 0
+        self._pending_lock = threading.Lock()
+
+    def close(self) -> None:
+        """Wait for background compaction to finish and stop its thread."""
+        if self._worker is not None:
+            self._worker.shutdown(wait=True)
+            self._worker = None
+
+    @classmethod
+    def open(cls, blob_url: str, consensus_url: str, **kwargs: Any) -> ShardStore:
+        """A store over the backends the URLs name (see :mod:`.urls`)."""
+        from .urls import open_blob, open_consensus
+
+        return cls(open_blob(blob_url), open_consensus(consensus_url), **kwargs)
+
+    # -- state -----------------------------------------------------------------------
+
+    def _fetch(self, shard: str) -> ShardState:
+        head = self.consensus.head(shard)
+        if head is None:
+            raise UnknownShard(shard, f"no shard {shard!r}")
+        return decode_state(shard, head.seqno, head.data)
+
+    def state(self, shard: str) -> ShardState:
+        """The shard's current state (a fresh read from Consensus)."""
+        return self._fetch(shard)
+
+    def upper(self, shard: str) -> Antichain:
+        return self._fetch(shard).upper
+
+    def since(self, shard: str) -> Antichain:
+        return self._fetch(shard).since
+
+    def wait_for_upper(
+        self, shard: str, beyond: int, *, timeout_s: float = 10.0, poll_interval_s: float = 0.01
+    ) -> Antichain:
+        """Wait until the upper is past ``beyond`` (so a snapshot at ``beyond`` is ready); returns
+        the upper, which may still be at or before ``beyond`` if ``timeout_s`` ran out."""
+        deadline = time.monotonic() + timeout_s
+        delay = poll_interval_s
+        while True:
+            upper = self.upper(shard)
+            if not upper.less_equal(beyond) or time.monotonic() >= deadline:
+                return upper
+            time.sleep(delay)
+            delay = min(delay * 2, 0.25)
+
+    def list_shards(self) -> list[str]:
+        return self.consensus.list_keys()
+
+    def schema(self, shard: str) -> pa.Schema:
+        """The shard's row schema (without ``__time``/``__diff``)."""
+        cached = self._schemas.get(shard)
+        if cached is not None:
+            return cached
+        state = self._fetch(shard)
+        return self._schema_of(state)
+
+    def _schema_of(self, state: ShardState) -> pa.Schema:
+        if state.finalized:
+            raise ShardFinalized(state.shard, "the shard is finalized")
+        if state.schema is None:
+            raise SchemaMismatch(state.shard, "the shard has no schema")
+        schema = schema_from_text(state.schema)
+        self._schemas[state.shard] = schema
+        return schema
+
+    def _commit(self, shard: str, step: Callable[[ShardState], ShardState]) -> ShardState:
+        """Apply ``step`` to the latest state and commit it; retry on a lost race."""
+        while True:
+            state = self._fetch(shard)
+            new = step(state)
+            if new is state:
+                return state
+            data = VersionedData(new.seqno, encode_state(new))
+            try:
+                ok = self.consensus.compare_and_set(shard, state.seqno, data)
+            except (ConsensusError, ShardError):
+                raise
+            except Exception as e:
+                raise Indeterminate(shard, f"consensus write failed: {e!r}") from e
+            if ok:
+                if self.truncate_every and new.seqno % self.truncate_every == 0:
+                    self._truncate(shard, new.seqno)
+                return new
+
+    def _truncate(self, shard: str, seqno: int) -> None:
+        with contextlib.suppress(ConsensusError):  # someone truncated further already
+            self.consensus.truncate(shard, seqno)
+
+    def create_shard(self, shard: str, schema: pa.Schema) -> ShardState:
+        """Create ``shard`` with row ``schema``; idempotent for the same schema.
+
+        A shard that exists with another schema raises :class:`SchemaMismatch`.
+        """
+        if not _SHARD_ID.match(shard):
+            raise ValueError(f"invalid shard id {shard!r}")
+        text = schema_text(schema)
+        initial = ShardState(shard=shard, schema=text)
+        if self.consensus.compare_and_set(shard, None, VersionedData(0, encode_state(initial))):
+            return initial
+        return self._commit(shard, lambda s: tr.register_schema(s, text))
+
+    # -- writes ----------------------------------------------------------------------
+
+    def _to_table(self, shard: str, updates: Updates, schema: pa.Schema) -> pa.Table:
+        if isinstance(updates, pa.RecordBatch):
+            updates = pa.Table.from_batches([updates])
+        if isinstance(updates, pa.Table):
+            return validate_append_table(shard, updates, schema)
+        return table_from_updates(shard, updates, schema)
+
+    def compare_and_append(
+        self,
+        shard: str,
+        updates: Updates,
+        expected_upper: Frontier,
+        new_upper: Frontier,
+        idempotency_token: str | None = None,
+        *,
+        writer_id: str | None = None,
+    ) -> Antichain:
+        """Atomically append ``updates`` if the shard's upper is ``expected_upper``; returns the new upper.
+
+        ``updates`` is an Arrow table (the row columns plus int64 ``__time`` and
+        ``__diff``) or ``(row, time, diff)`` tuples. Raises :class:`UpperMismatch`
+        (with ``actual_upper``), :class:`InvalidUpdates`, :class:`InvalidShardBounds`,
+        :class:`SchemaMismatch` or :class:`ShardFinalized`, changing nothing. With
+        an ``idempotency_token``, retrying the same append after an unknown
+        outcome never appends twice.
+        """
+        expected, new = _frontier(expected_upper), _frontier(new_upper)
+        writer = writer_id or self.writer_id
+        state = self._fetch(shard)
+        schema = self._schema_of(state)
+        table = self._to_table(shard, updates, schema)
+        tmin, tmax = time_bounds(table)
+        check_append_times(shard, tmin, tmax, expected, new)
+        meta: BatchMeta | None = None
+        if table.num_rows:
+            meta = BatchMeta("", expected, new, expected, table.num_rows, tmin, tmax)
+        # Dry run on the state we have: fail fast (before writing a blob) on a stale upper.
+        outcome = tr.compare_and_append(
+            state, meta, expected, new, writer_id=writer, token=idempotency_token, now_ms=0
+        )
+        if outcome.already_committed:
+            return outcome.upper
+        key = None
+        if meta is not None:
+            key = f"{shard}/{uuid.uuid4().hex}.parquet"
+            meta = BatchMeta(key, expected, new, expected, table.num_rows, tmin, tmax)
+            self.blob.set(key, encode_parquet(table))
+        result: list[tr.AppendOutcome] = []
+
+        def step(s: ShardState) -> ShardState:
+            out = tr.compare_and_append(
+                s,
+                meta,
+                expected,
+                new,
+                writer_id=writer,
+                token=idempotency_token,
+                now_ms=self.clock_ms(),
+            )
+            result[:] = [out]
+            return out.state
+
+        try:
+            self._commit(shard, step)
+        except Indeterminate:
+            raise  # the blob may be referenced now: keep it
+        except BaseException:
+            if key is not None:
+                self.blob.delete(key)
+            raise
+        if result[0].already_committed and key is not None:
+            self.blob.delete(key)
+        if self.auto_compact:
+            self._maybe_compact(shard)
+        return result[0].upper
+
+    # -- readers ---------------------------------------------------------------------
+
+    def register_leased_reader(
+        self, shard: str, reader_id: str | None = None, *, lease_ms: int = DEFAULT_LEASE_MS
+    ) -> str:
+        """Register a leased reader at the shard's since; returns its id. It expires unless heartbeated."""
+        rid = reader_id or f"r-{uuid.uuid4().hex}"
+        self._commit(
+            shard,
+            lambda s: tr.register_leased_reader(s, rid, now_ms=self.clock_ms(), lease_ms=lease_ms),
+        )
+        return rid
+
+    def register_critical_reader(self, shard: str, reader_id: str, *, opaque: int = 0) -> Antichain:
+        """Register (or find) a critical reader; returns its since. It holds until released."""
+        state = self._commit(
+            shard, lambda s: tr.register_critical_reader(s, reader_id, opaque=opaque)
+        )
+        since = state.reader_since(reader_id)
+        return state.since if since is None else since
+
+    def heartbeat_reader(self, shard: str, reader_id: str) -> None:
+        self._commit(shard, lambda s: tr.heartbeat_reader(s, reader_id, now_ms=self.clock_ms()))
+
+    def downgrade_since(self, shard: str, reader_id: str, new_since: Frontier) -> Antichain:
+        """Move a reader's since forward; returns the shard's since afterwards."""
+        f = _frontier(new_since)
+        state = self._commit(
+            shard, lambda s: tr.downgrade_since(s, reader_id, f, now_ms=self.clock_ms())
+        )
+        return state.since
+
+    def compare_and_downgrade_since(
+        self, shard: str, reader_id: str, expected_opaque: int, new_opaque: int, new_since: Frontier
+    ) -> Antichain:
+        """Downgrade a critical reader's since if its opaque matches; returns the shard's since."""
+        f = _frontier(new_since)
+        state = self._commit(
+            shard,
+            lambda s: tr.compare_and_downgrade_since(s, reader_id, expected_opaque, new_opaque, f),
+        )
+        return state.since
+
+    def release_reader(self, shard: str, reader_id: str) -> Antichain:
+        """Drop a reader's hold; returns the shard's since afterwards."""
+        return self._commit(shard, lambda s: tr.expire_reader(s, reader_id)).since
+
+    def expire_readers(self, shard: str) -> Antichain:
+        """Drop leased readers whose lease ran out (by ``clock_ms``) and writers idle for an hour
+        (a later retry of their token then gets :class:`UpperMismatch`, never a second copy);
+        returns the shard's since."""
+        return self._commit(shard, lambda s: tr.expire_readers(s, now_ms=self.clock_ms())).since
+
+    # -- reads -----------------------------------------------------------------------
+
+    def _read_batch(self, state: ShardState, schema: pa.Schema, b: BatchMeta) -> pa.Table:
+        data = self.blob.get(b.key)
+        if data is None:
+            raise BlobMissing(state.shard, b.key)
+        table = decode_parquet(state.shard, b.key, data, schema)
+        if table.num_rows != b.length:
+            raise BlobCorrupt(
+                state.shard, b.key, f"{table.num_rows} updates where the state records {b.length}"
+            )
+        return table
+
+    def _read(
+        self, shard: str, choose: Callable[[ShardState], tuple[BatchMeta, ...]]
+    ) -> tuple[ShardState, pa.Schema, list[tuple[BatchMeta, pa.Table]]]:
+        """Read the chosen batches of the latest state, retrying if compaction retired one meanwhile."""
+        while True:
+            state = self._fetch(shard)
+            batches = choose(state)
+            schema = self._schema_of(state)
+            try:
+                return state, schema, [(b, self._read_batch(state, schema, b)) for b in batches]
+            except BlobMissing as e:
+                if e.key in self._fetch(shard).batch_keys:
+                    raise
+
+    def snapshot(self, shard: str, as_of: int) -> pa.Table:
+        """The consolidated contents as of ``as_of`` (``__time`` = ``as_of``), as one Arrow table.
+
+        Valid for ``since <= as_of < upper``: :class:`SnapshotBeforeSince` or
+        :class:`SnapshotNotReady` otherwise.
+        """
+        _state, schema, parts = self._read(shard, lambda s: snapshot_batches(s, as_of))
+        tables = []
+        for b, t in parts:
+            if b.max_time is not None and b.max_time > as_of:
+                t = t.filter(pc.less_equal(t.column(TIME), as_of))
+            tables.append(t)
+        full = batch_schema(schema)
+        if not tables:
+            return full.empty_table()
+        table = pa.concat_tables(tables)
+        # Every remaining time is <= as_of, so this moves them all to as_of.
+        times = pc.max_element_wise(table.column(TIME), pa.scalar(as_of, pa.int64()))
+        table = table.set_column(table.schema.get_field_index(TIME), full.field(TIME), times)
+        return consolidate_table(table)
+
+    def snapshot_batches(self, shard: str, as_of: int) -> list[pa.RecordBatch]:
+        """:meth:`snapshot` as Arrow record batches."""
+        return self.snapshot(shard, as_of).to_batches()
+
+    def snapshot_rows(self, shard: str, as_of: int) -> list[Update]:
+        """:meth:`snapshot` as canonical ``(row, as_of, diff)`` tuples (for small reads)."""
+        return consolidate(table_to_updates(self.snapshot(shard, as_of)))
+
+    def listen(
+        self,
+        shard: str,
+        as_of: int,
+        *,
+        reader_id: str | None = None,
+        lease_ms: int = DEFAULT_LEASE_MS,
+    ) -> Listener:
+        """Follow the updates after ``as_of``, batch by batch, with progress (see :class:`Listener`)."""
+        return Listener(self, shard, as_of, reader_id=reader_id, lease_ms=lease_ms)
+
+    # -- compaction and garbage ------------------------------------------------------
+
+    def _maybe_compact(self, shard: str) -> None:
+        if self._worker is None:
+            self._compact_quietly(shard)
+            return
+        with self._pending_lock:
+            if shard in self._pending:
+                return
+            self._pending.add(shard)
+        self._worker.submit(self._compact_in_background, shard)
+
+    def _compact_in_background(self, shard: str) -> None:
+        with self._pending_lock:
+            self._pending.discard(shard)
+        self._compact_quietly(shard)
+
+    def _compact_quietly(self, shard: str) -> None:
+        try:
+            self.compact(shard, max_merges=4)
+            self._appends_since_expiry += 1
+            if self._appends_since_expiry >= EXPIRY_EVERY:
+                self._appends_since_expiry = 0
+                self.expire_readers(shard)  # also forgets idle writers: the state stays small
+        except Exception as e:  # maintenance is best-effort: appends stay acknowledged
+            self.last_maintenance_error = e
+
+    def _merge(self, shard: str, plan: CompactionPlan) -> bool:
+        state = self._fetch(shard)
+        schema = self._schema_of(state)
+        by_key = {b.key: b for b in state.batches}
+        if any(k not in by_key for k in plan.input_keys):
+            return False
+        tables = [self._read_batch(state, schema, b) for b in plan.inputs]
+        table = pa.concat_tables(tables)
+        if not plan.since.is_empty() and table.num_rows:
+            (s,) = plan.since.elements
+            times = pc.max_element_wise(table.column(TIME), pa.scalar(s, pa.int64()))
+            table = table.set_column(
+                table.schema.get_field_index(TIME), batch_schema(schema).field(TIME), times
+            )
+        table = consolidate_table(table)
+        tmin, tmax = time_bounds(table)
+        key = f"{shard}/{uuid.uuid4().hex}.parquet"
+        output = plan.output(key, table.num_rows, tmin, tmax)
+        if output is not None:
+            self.blob.set(key, encode_parquet(table))
+        try:
+            self._commit(shard, lambda s: apply_compaction(s, plan, output))
+        except CompactionConflict:
+            if output is not None:
+                self.blob.delete(key)
+            return False
+        for k in plan.input_keys:
+            self.blob.delete(k)
+        return True
+
+    def compact(
+        self, shard: str, policy: CompactionPolicy | None = None, *, max_merges: int = 1_000
+    ) -> CompactionReport:
+        """Merge batches as ``policy`` asks (default: the store's) until it is satisfied.
+
+        Merged batches have their times advanced to the since and are
+        consolidated; retired blobs are deleted once the merge is committed.
+        """
+        policy = policy or self.policy
+        before = len(self._fetch(shard).batches)
+        merges = 0
+        while merges < max_merges:
+            plan = plan_compaction(self._fetch(shard), policy)
+            if plan is None:
+                break
+            if self._merge(shard, plan):
+                merges += 1
+        return CompactionReport(before, len(self._fetch(shard).batches), merges)
+
+    def collect_garbage(self, shard: str, *, min_age_s: float = 600.0) -> int:
+        """Delete the shard's blobs that no state refers to and that are older than ``min_age_s``.
+
+        Such orphans come from crashes between a blob write and its commit (and
+        from lost races); the age guard spares blobs of appends still in flight.
+        Returns the number deleted.
+        """
+        state = self._fetch(shard)
+        live = set(state.batch_keys)
+        now = time.time()
+        deleted = 0
+        for m in self.blob.list_keys(f"{shard}/"):
+            if m.key in live:
+                continue
+            if not state.finalized and m.mtime is not None and now - m.mtime < min_age_s:
+                continue
+            if not state.finalized and m.mtime is None and min_age_s > 0:
+                continue
+            if self.blob.delete(m.key) is not None:
+                deleted += 1
+        return deleted
+
+    def finalize_shard(self, shard: str, *, force: bool = False) -> None:
+        """Seal a dropped shard (``since = upper = []``) and delete its blobs.
+
+        Without ``force`` the shard must already be closed and released
+        (``since = upper = []``). Afterwards every call raises :class:`ShardFinalized`.
+        """
+        self._commit(shard, lambda s: tr.finalize(s, force=force))
+        self.collect_garbage(shard, min_age_s=0)
+
+
+class Listener:
+    """Follows a shard from ``as_of``: each event carries the updates beyond the previous
+    progress (and beyond ``as_of``) and the new progress (the shard's upper then).
+
+    It registers a leased reader holding the since at the previous progress, so
+    compaction never merges away what it has yet to read; :meth:`close` releases it.
+    """
+
+    def __init__(
+        self,
+        store: ShardStore,
+        shard: str,
+        as_of: int,
+        *,
+        reader_id: str | None = None,
+        lease_ms: int = DEFAULT_LEASE_MS,
+    ) -> None:
+        self.store = store
+        self.shard = shard
+        self.as_of = as_of
+        # Progress: every update before the frontier was emitted; start just past as_of.
+        self.frontier = Antichain.from_elem(as_of + 1)
+        self.reader_id = store.register_leased_reader(shard, reader_id, lease_ms=lease_ms)
+        try:
+            since = store.state(shard).reader_since(self.reader_id) or Antichain.empty()
+            if not since.less_equal(as_of):
+                raise SnapshotBeforeSince(shard, as_of, since)
+            store.downgrade_since(shard, self.reader_id, as_of)
+        except BaseException:
+            store.release_reader(shard, self.reader_id)
+            raise
+        self._lease_ms = lease_ms
+        self._last_beat = store.clock_ms()
+        self.closed = False
+
+    def poll(self) -> ListenEvent | None:
+        """The next event if the shard's upper moved past the progress so far, else ``None``."""
+        if self.frontier.is_empty():
+            return None
+        state = self.store.state(self.shard)
+        if state.finalized:
+            raise ShardFinalized(self.shard, "the shard is finalized")
+        if state.upper <= self.frontier:
+            now = self.store.clock_ms()
+            if now - self._last_beat > self._lease_ms // 4:
+                self.store.heartbeat_reader(self.shard, self.reader_id)
+                self._last_beat = now
+            return None
+        frontier = self.frontier
+        _s, schema, parts = self.store._read(self.shard, lambda s: listen_batches(s, frontier))
+        progress = _s.upper
+        (f,) = frontier.elements
+        tables = [t.filter(pc.greater_equal(t.column(TIME), f)) for _b, t in parts]
+        table = pa.concat_tables(tables) if tables else batch_schema(schema).empty_table()
+        # Hold the since at the previous progress: still strictly before the new one,
+        # so a merge can never move an emitted update to a time not yet emitted.
+        self.store.downgrade_since(self.shard, self.reader_id, frontier)
+        self._last_beat = self.store.clock_ms()
+        self.frontier = progress
+        return ListenEvent(table, progress)
+
+    def next(self, timeout_s: float = 10.0, poll_interval_s: float = 0.01) -> ListenEvent | None:
+        """Wait (polling with backoff) up to ``timeout_s`` for the next event."""
+        deadline = time.monotonic() + timeout_s
+        delay = poll_interval_s
+        while True:
+            ev = self.poll()
+            if ev is not None or self.frontier.is_empty():
+                return ev
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(delay)
+            delay = min(delay * 2, 0.25)
+
+    def __iter__(self) -> Iterator[ListenEvent]:
+        """Events until the shard closes (upper ``[]``); blocks between them."""
+        while not self.frontier.is_empty():
+            ev = self.next(timeout_s=3600.0)
+            if ev is not None:
+                yield ev
+
+    def close(self) -> None:
+        """Release the listener's read hold."""
+        if not self.closed:
+            self.closed = True
+            with contextlib.suppress(ShardFinalized):
+                self.store.release_reader(self.shard, self.reader_id)
+
+    def __enter__(self) -> Listener:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,108 @@
+"""Several real processes on one shard (file blob + SQLite consensus): racing appends,
+concurrent readers, and a writer killed with SIGKILL at random points.
+
+``TIDEGATE_SHARD_KILLS`` sets the number of kills (default 8; ``bench/shards_crash.py``
+runs 50).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from tidegate.runtime.storage import ShardStore, default_urls
+
+pytestmark = pytest.mark.timeout(300)
+
+WORKER = str(Path(__file__).with_name("shard_proc_worker.py"))
+SCHEMA = pa.schema([("a", pa.int64()), ("b", pa.int64())])
+
+
+def start(*args: object) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, WORKER, *map(str, args)], stdout=subprocess.PIPE, text=True
+    )
+
+
+def ready(p: subprocess.Popen[str]) -> subprocess.Popen[str]:
+    assert p.stdout is not None
+    line = p.stdout.readline()
+    assert line.strip() == "ready", f"worker failed to start: {line!r}"
+    return p
+
+
+def spawn(*args: object) -> subprocess.Popen[str]:
+    return ready(start(*args))
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    ShardStore.open(*default_urls(tmp_path)).create_shard("s1", SCHEMA)
+    return tmp_path
+
+
+def test_racing_appends_exactly_one_wins(root: Path):
+    store = ShardStore.open(*default_urls(root))
+    rounds = 10
+    go = root / "go"
+    procs = [ready(p) for p in [start("race", root, "s1", rounds, go) for _ in range(2)]]
+    for r in range(rounds):
+        Path(f"{go}{r}").touch()
+        outs = [p.stdout.readline().split() for p in procs if p.stdout]
+        assert sorted(o[0] for o in outs) == ["mismatch", "ok"], outs
+        assert all(int(o[1]) == r + 1 for o in outs)  # the loser sees the winner's upper
+        assert len(store.snapshot_rows("s1", r)) == r + 1
+    for p in procs:
+        p.communicate(timeout=60)
+        assert p.returncode == 0
+
+
+def test_readers_never_see_partial_appends(root: Path):
+    store = ShardStore.open(*default_urls(root), auto_compact=False)
+    store.compare_and_append("s1", [((0, j), 0, 1) for j in range(200)], 0, 1)
+    readers = [ready(p) for p in [start("reader", root, "s1", 200, 2.0) for _ in range(2)]]
+    ack = root / "acks"
+    w = spawn("writer", root, "s1", 200, ack)
+    outs = [r.communicate(timeout=60)[0].split() for r in readers]
+    w.kill()
+    w.wait()
+    assert [o[0] for o in outs] == ["ok", "ok"], outs
+    assert all(int(o[1]) > 0 for o in outs)
+
+
+def test_writer_killed_at_random_points(root: Path):
+    kills = int(os.environ.get("TIDEGATE_SHARD_KILLS", "8"))
+    rng = random.Random(int(os.environ.get("TIDEGATE_SHARD_SEED", "7")))
+    ack = root / "acks"
+    rows = 100
+    for _ in range(kills):
+        w = spawn("writer", root, "s1", rows, ack)
+        time.sleep(rng.uniform(0.0, 0.3))
+        w.send_signal(signal.SIGKILL)
+        w.wait()
+    acked = [int(x) for x in ack.read_text().split()] if ack.exists() else []
+    assert len(acked) == len(set(acked))
+    store = ShardStore.open(*default_urls(root))
+    (upper,) = store.upper("s1").elements
+    counts: dict[int, int] = {}
+    for (a, _j), _t, d in store.snapshot_rows("s1", upper - 1) if upper else []:
+        counts[a] = counts.get(a, 0) + d
+    assert set(acked) <= set(counts), "an acknowledged append is missing"
+    assert set(counts) == set(range(upper)), "a gap in the appended sequence"
+    assert all(c == rows for c in counts.values()), "an append is present partially or twice"
+    assert len(acked) > 0
+    # Orphans from the kills are collectable, and collecting them loses nothing.
+    orphans = store.collect_garbage("s1", min_age_s=0)
+    print(
+        f"{kills} kills: {upper} appends committed, {len(acked)} acknowledged, "
+        f"{orphans} orphan blob(s) collected"
+    )
+    assert len(store.snapshot_rows("s1", upper - 1)) == rows * upper

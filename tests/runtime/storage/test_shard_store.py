@@ -1,0 +1,352 @@
+"""The shard store's documented behaviour, on the in-memory and the local (file + SQLite) backends."""
+
+from __future__ import annotations
+
+import uuid
+
+import pyarrow as pa
+import pytest
+
+from tidegate.runtime.storage import (
+    MemoryBlob,
+    MemoryConsensus,
+    ShardStore,
+    VersionedData,
+    default_urls,
+)
+from tidegate.spec.errors import (
+    BlobCorrupt,
+    BlobMissing,
+    FinalizationNotReady,
+    Indeterminate,
+    InvalidShardBounds,
+    InvalidUpdates,
+    SchemaMismatch,
+    ShardFinalized,
+    SinceRegression,
+    SnapshotBeforeSince,
+    SnapshotNotReady,
+    UnknownShard,
+    UnsupportedStateVersion,
+    UpperMismatch,
+)
+from tidegate.spec.frontier import Antichain
+from tidegate.spec.shard import CompactionPolicy, snapshot_updates
+
+SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string())])
+
+
+class _Namespaced:
+    """A consensus view that prefixes keys, so tests can share one server."""
+
+    def __init__(self, inner, prefix: str) -> None:
+        self.inner, self.prefix = inner, prefix
+
+    def head(self, key):
+        return self.inner.head(self.prefix + key)
+
+    def compare_and_set(self, key, expected, new):
+        return self.inner.compare_and_set(self.prefix + key, expected, new)
+
+    def scan(self, key, from_seqno, limit):
+        return self.inner.scan(self.prefix + key, from_seqno, limit)
+
+    def truncate(self, key, seqno):
+        return self.inner.truncate(self.prefix + key, seqno)
+
+    def list_keys(self):
+        n = len(self.prefix)
+        return [k[n:] for k in self.inner.list_keys() if k.startswith(self.prefix)]
+
+
+@pytest.fixture(params=["mem", "local", "s3+postgres"])
+def store(request, tmp_path) -> ShardStore:
+    if request.param == "mem":
+        s = ShardStore(MemoryBlob(), MemoryConsensus(), auto_compact=False)
+    elif request.param == "local":
+        s = ShardStore.open(*default_urls(tmp_path), auto_compact=False)
+    else:
+        endpoint = request.getfixturevalue("s3_endpoint")
+        pg = request.getfixturevalue("postgres_url")
+        prefix = uuid.uuid4().hex
+        s = ShardStore.open(f"s3://tidegate/{prefix}?endpoint={endpoint}", pg, auto_compact=False)
+        # One PostgreSQL database serves every test: give each its own shard namespace.
+        s.consensus = _Namespaced(s.consensus, prefix)
+    s.create_shard("u1", SCHEMA)
+    return s
+
+
+def heads(store: ShardStore) -> VersionedData | None:
+    return store.consensus.head("u1")
+
+
+def test_append_snapshot_and_rows(store):
+    assert store.compare_and_append("u1", [((1, "a"), 0, 1), ((2, "b"), 1, 1)], 0, 2) == Antichain(
+        [2]
+    )
+    store.compare_and_append("u1", [((1, "a"), 2, -1), ((1, "a"), 2, 1), ((3, None), 3, 2)], 2, 5)
+    assert store.snapshot_rows("u1", 0) == [((1, "a"), 0, 1)]
+    assert store.snapshot_rows("u1", 4) == [((1, "a"), 4, 1), ((2, "b"), 4, 1), ((3, None), 4, 2)]
+    t = store.snapshot("u1", 4)
+    assert t.schema.names == ["id", "name", "__time", "__diff"] and t.num_rows == 3
+    assert sum(b.num_rows for b in store.snapshot_batches("u1", 4)) == 3
+
+
+def test_arrow_append(store):
+    t = pa.table({"name": ["x", "y"], "id": [1, 2], "__time": [0, 0], "__diff": [1, 1]})
+    store.compare_and_append("u1", t, 0, 1)
+    assert store.snapshot_rows("u1", 0) == [((1, "x"), 0, 1), ((2, "y"), 0, 1)]
+
+
+def test_upper_mismatch_changes_nothing(store):
+    store.compare_and_append("u1", [((1, "a"), 0, 1)], 0, 3)
+    before = heads(store)
+    blobs = store.blob.list_keys()
+    with pytest.raises(UpperMismatch) as e:
+        store.compare_and_append("u1", [((1, "a"), 1, 1)], 1, 4)
+    assert e.value.actual_upper == Antichain([3])
+    assert heads(store) == before and store.blob.list_keys() == blobs
+
+
+@pytest.mark.parametrize(
+    "updates,lo,hi,err",
+    [
+        ([((1, "a"), 5, 1)], 0, 3, InvalidUpdates),
+        ([((1, "a"), 0, 1)], 0, 0, InvalidShardBounds),
+        ([((1, "a"), -1, 1)], 0, 3, InvalidUpdates),
+        ([((1,), 0, 1)], 0, 3, SchemaMismatch),
+        ([(("one", "a"), 0, 1)], 0, 3, SchemaMismatch),
+        (pa.table({"id": [1], "__time": [0], "__diff": [1]}), 0, 3, SchemaMismatch),
+        (pa.table({"id": [1], "name": [2], "__time": [0], "__diff": [1]}), 0, 3, SchemaMismatch),
+    ],
+)
+def test_bad_appends_are_rejected_and_change_nothing(store, updates, lo, hi, err):
+    before = heads(store)
+    with pytest.raises(err) as e:
+        store.compare_and_append("u1", updates, lo, hi)
+    assert e.value.shard == "u1"
+    assert heads(store) == before and store.blob.list_keys() == []
+
+
+def test_create_shard_is_idempotent_and_checks_schema(store):
+    assert store.create_shard("u1", SCHEMA).schema is not None
+    with pytest.raises(SchemaMismatch):
+        store.create_shard("u1", pa.schema([("id", pa.int32())]))
+    with pytest.raises(UnknownShard):
+        store.upper("nope")
+
+
+def test_idempotent_retry_after_unknown_outcome(store):
+    class CommitThenFail:
+        def __init__(self, inner):
+            self.inner, self.fail = inner, True
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def compare_and_set(self, key, expected, new):
+            ok = self.inner.compare_and_set(key, expected, new)
+            if self.fail:
+                self.fail = False
+                raise ConnectionError("lost the reply")
+            return ok
+
+    flaky = ShardStore(
+        store.blob, CommitThenFail(store.consensus), writer_id="w1", auto_compact=False
+    )
+    with pytest.raises(Indeterminate):
+        flaky.compare_and_append("u1", [((7, "z"), 0, 1)], 0, 1, "tok-1")
+    assert flaky.compare_and_append("u1", [((7, "z"), 0, 1)], 0, 1, "tok-1") == Antichain([1])
+    assert store.snapshot_rows("u1", 0) == [((7, "z"), 0, 1)]
+    assert len(store.blob.list_keys("u1/")) == 1  # the retry's blob was removed
+
+
+def test_readers_and_since(store):
+    store.compare_and_append("u1", [((1, "a"), 0, 1), ((1, "a"), 3, 1)], 0, 5)
+    r = store.register_leased_reader("u1")
+    assert store.register_critical_reader("u1", "controller") == Antichain([0])
+    assert store.downgrade_since("u1", r, 3) == Antichain([0])
+    assert store.downgrade_since("u1", "controller", 2) == Antichain([2])
+    with pytest.raises(SinceRegression):
+        store.downgrade_since("u1", "controller", 1)
+    with pytest.raises(SnapshotBeforeSince):
+        store.snapshot("u1", 1)
+    with pytest.raises(SnapshotNotReady):
+        store.snapshot("u1", 5)
+    assert store.release_reader("u1", "controller") == Antichain([3])
+
+
+def test_leased_readers_expire_on_the_clock(store):
+    now = [0]
+    s = ShardStore(store.blob, store.consensus, clock_ms=lambda: now[0], auto_compact=False)
+    r = s.register_leased_reader("u1", lease_ms=100)
+    s.register_leased_reader("u1", "other", lease_ms=1_000)
+    s.downgrade_since("u1", "other", 4)
+    now[0] = 500
+    assert s.expire_readers("u1") == Antichain([4])
+    assert r not in s.state("u1").leased_readers
+    s.compare_and_append("u1", [], 0, 1, "tok")
+    assert set(s.state("u1").writers) == {s.writer_id}
+    now[0] = 500 + 3_600_001
+    s.expire_readers("u1")
+    assert dict(s.state("u1").writers) == {}
+    with pytest.raises(UpperMismatch):  # the forgotten token cannot append twice
+        s.compare_and_append("u1", [], 0, 1, "tok")
+
+
+def test_listen_follows_appends(store):
+    store.compare_and_append("u1", [((1, "a"), 0, 1)], 0, 1)
+    with store.listen("u1", 0) as listener:
+        assert listener.poll() is None
+        store.compare_and_append("u1", [((2, "b"), 1, 1), ((3, "c"), 2, 1)], 1, 3)
+        ev = listener.poll()
+        assert sorted(ev.updates) == [((2, "b"), 1, 1), ((3, "c"), 2, 1)]
+        assert ev.progress == Antichain([3])
+        store.compare_and_append("u1", [], 3, 4)
+        ev = listener.next(timeout_s=1)
+        assert ev.updates == [] and ev.progress == Antichain([4])
+        store.compare_and_append("u1", [((4, "d"), 4, -1)], 4, Antichain())
+        ev = listener.next(timeout_s=1)
+        assert ev.updates == [((4, "d"), 4, -1)] and ev.progress == Antichain()
+        assert list(listener) == []
+    assert store.state("u1").leased_readers == {}
+
+
+def test_listen_holds_since_against_compaction(store):
+    for i in range(6):
+        store.compare_and_append("u1", [((i, "x"), i, 1)], i, i + 1)
+    listener = store.listen("u1", 2)
+    store.register_critical_reader("u1", "c")
+    store.downgrade_since("u1", "c", 6)
+    store.compact("u1", CompactionPolicy(max_batches=1, small_len=100))
+    assert store.since("u1") == Antichain([2])
+    ev = listener.poll()
+    assert sorted(ev.updates) == [((3, "x"), 3, 1), ((4, "x"), 4, 1), ((5, "x"), 5, 1)]
+    listener.close()
+
+
+def test_compaction_preserves_snapshots_and_collects_blobs(store):
+    log = []
+    for i in range(60):
+        ups = [((i % 7, "n"), i, 1 if i % 3 else -1), ((i, "m"), i, 1)]
+        store.compare_and_append("u1", ups, i, i + 1)
+        log.extend(ups)
+    store.register_critical_reader("u1", "c")
+    store.downgrade_since("u1", "c", 20)
+    report = store.compact("u1", CompactionPolicy(max_batches=4, small_len=1_000))
+    assert report.batches_before == 60 and report.batches_after <= 4 and report.merges >= 1
+    for as_of in (20, 35, 59):
+        assert store.snapshot_rows("u1", as_of) == snapshot_updates(log, as_of)
+    live = set(store.state("u1").batch_keys)
+    assert {m.key for m in store.blob.list_keys("u1/")} == live
+
+
+def test_auto_compaction_bounds_batch_count(store):
+    s = ShardStore(
+        store.blob, store.consensus, policy=CompactionPolicy(max_batches=5, small_len=10)
+    )
+    for i in range(30):
+        s.compare_and_append("u1", [((i, "a"), i, 1)], i, i + 1)
+    assert len(s.state("u1").batches) <= 6
+    assert len(s.snapshot_rows("u1", 29)) == 30
+
+
+def test_corrupt_and_missing_blobs_name_shard_and_key(store):
+    store.compare_and_append("u1", [((1, "a"), 0, 1)], 0, 1)
+    store.compare_and_append("u1", [((2, "b"), 1, 1)], 1, 2)
+    store.compare_and_append("u1", [((3, "c"), 2, 1)], 2, 3)
+    _k0, k1, k2 = store.state("u1").batch_keys
+    store.blob.set(k1, b"garbage")
+    store.blob.delete(k2)
+    with pytest.raises(BlobCorrupt) as e:
+        store.snapshot("u1", 1)
+    assert e.value.shard == "u1" and e.value.key == k1 and k1 in str(e.value)
+    assert store.snapshot_rows("u1", 0) == [((1, "a"), 0, 1)]  # intact part still readable
+    store.blob.set(k1, store.blob.get(_k0))  # repair k1 with a readable file; k2 stays missing
+    with pytest.raises(BlobMissing) as m:
+        store.snapshot("u1", 2)
+    assert m.value.key == k2 and k2 in str(m.value)
+    store.compare_and_append("u1", [((4, "d"), 3, 1)], 3, 4)  # and writable
+    assert store.upper("u1") == Antichain([4])
+
+
+def test_newer_format_state_is_rejected(store):
+    head = store.consensus.head("u1")
+    store.consensus.compare_and_set(
+        "u1", head.seqno, VersionedData(head.seqno + 1, b'{"format": 99}')
+    )
+    with pytest.raises(UnsupportedStateVersion) as e:
+        store.compare_and_append("u1", [], 0, 1)
+    assert "u1" in str(e.value) and "99" in str(e.value)
+
+
+def test_finalize(store):
+    store.compare_and_append("u1", [((1, "a"), 0, 1)], 0, 2)
+    store.register_critical_reader("u1", "c")
+    with pytest.raises(FinalizationNotReady):
+        store.finalize_shard("u1")
+    store.compare_and_append("u1", [], 2, Antichain())
+    store.downgrade_since("u1", "c", Antichain())
+    store.finalize_shard("u1")
+    assert store.state("u1").finalized and store.blob.list_keys("u1/") == []
+    for call in (
+        lambda: store.compare_and_append("u1", [], 2, 3),
+        lambda: store.snapshot("u1", 0),
+        lambda: store.register_leased_reader("u1"),
+        lambda: store.downgrade_since("u1", "c", 3),
+    ):
+        with pytest.raises(ShardFinalized):
+            call()
+
+
+def test_force_finalize_and_orphan_collection(store):
+    store.compare_and_append("u1", [((1, "a"), 0, 1)], 0, 2)
+    store.blob.set("u1/orphan.parquet", b"left by a crash")
+    assert store.collect_garbage("u1", min_age_s=0) == 1
+    store.finalize_shard("u1", force=True)
+    assert store.blob.list_keys() == []
+
+
+def test_background_compaction(store):
+    policy = CompactionPolicy(max_batches=3, small_len=10)
+    s = ShardStore(store.blob, store.consensus, background=True, policy=policy)
+    for i in range(25):
+        s.compare_and_append("u1", [((i, "a"), i, 1)], i, i + 1)
+    s.close()
+    assert s.last_maintenance_error is None
+    assert len(s.state("u1").batches) <= 4
+    assert len(s.snapshot_rows("u1", 24)) == 25
+
+
+def test_wait_for_upper(store):
+    import threading
+
+    timer = threading.Timer(0.05, lambda: store.compare_and_append("u1", [], 0, 3))
+    timer.start()
+    assert store.wait_for_upper("u1", 1, timeout_s=10) == Antichain([3])
+    timer.join()
+    assert store.wait_for_upper("u1", 5, timeout_s=0.05) == Antichain([3])
+
+
+def test_listen_before_since_is_refused_and_holds_nothing(store):
+    store.compare_and_append("u1", [((1, "a"), 0, 1)], 0, 5)
+    store.register_critical_reader("u1", "c")
+    store.downgrade_since("u1", "c", 3)
+    with pytest.raises(SnapshotBeforeSince):
+        store.listen("u1", 2)
+    assert set(store.state("u1").leased_readers) == set()
+
+
+def test_urls_pick_backends(tmp_path):
+    from tidegate.runtime.storage import FileBlob, SqliteConsensus, open_blob, open_consensus
+
+    blob_url, consensus_url = default_urls(tmp_path)
+    assert isinstance(open_blob(blob_url), FileBlob)
+    assert isinstance(open_consensus(consensus_url), SqliteConsensus)
+    assert open_blob("mem://x") is open_blob("mem://x")
+    assert open_consensus("mem://x") is open_consensus("mem://x")
+    for bad in ("ftp://x", "file://host/x"):
+        with pytest.raises(ValueError):
+            open_blob(bad)
+    with pytest.raises(ValueError):
+        open_consensus("mysql://x")
