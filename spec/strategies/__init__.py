@@ -2,15 +2,15 @@
 
 Requires ``hypothesis`` (``pip install tidegate[testing]``). Strategies for
 times and frontiers live in :mod:`.frontier`, for protocol messages in
-:mod:`.protocol`, for plans and input streams in :mod:`.plans`; all are
+:mod:`.protocol`, for plans and input streams in :mod:`.plan`; all are
 re-exported here.
 """
 
 from .frontier import *  # noqa: F403
 from .frontier import __all__ as _frontier_all
-from .plans import *  # noqa: F403
-from .plans import __all__ as _plans_all
+from .plan import *  # noqa: F403
+from .plan import __all__ as _plan_all
 from .protocol import *  # noqa: F403
 from .protocol import __all__ as _protocol_all
 
-__all__ = [*_frontier_all, *_protocol_all, *_plans_all]
+__all__ = [*_frontier_all, *_protocol_all, *_plan_all]

@@ -129,7 +129,7 @@ def small_rows(max_value: int = 3, width: int = 1) -> st.SearchStrategy[Row]:
     """Rows for :func:`updates`: tuples of ``width`` ints in ``0..max_value``.
 
     Few distinct rows, so updates collide often. (Schema-typed rows are
-    :func:`tidegate.spec.strategies.plans.rows`.)
+    :func:`tidegate.spec.strategies.plan.schema_rows`.)
     """
     return st.tuples(*(st.integers(min_value=0, max_value=max_value) for _ in range(width)))
 

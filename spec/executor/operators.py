@@ -1,0 +1,487 @@
+"""Incremental operators of the :class:`PythonExecutor`.
+
+Each node turns its inputs' changes at one time into its own changes at that
+time. Times are processed in increasing order, and only once every input is
+complete for them, so a stateful node's arrangement (its state indexed by
+key) is the accumulation of everything before the current time. Work per
+time is proportional to the change and the keys it touches, never to the
+whole state -- except ``min``/``max``/``distinct`` aggregates and TopK, which
+recompute the touched groups only.
+
+Every node also carries error changes: its own (rows whose expressions
+failed) plus all its inputs', unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from fractions import Fraction
+from operator import itemgetter
+from typing import Any
+
+from ..errors import EvaluationError
+from ..frontier import Row
+from ..plan.aggregates import aggregate, exact_to_value
+from ..plan.ordering import select_range, sort_rows
+from ..plan.relation import AggFunc, Aggregate, TopK
+from ..plan.scalar import ScalarExpr
+from ..plan.scalar_eval import compile_scalar
+from ..plan.schema import ScalarType, Schema
+
+__all__ = [
+    "ConstantNode",
+    "DistinctNode",
+    "FilterClassesNode",
+    "FilterNode",
+    "JoinNode",
+    "MapNode",
+    "NegateNode",
+    "Node",
+    "PassNode",
+    "ProjectNode",
+    "ReduceNode",
+    "SourceNode",
+    "TopKNode",
+    "UnionNode",
+    "consolidate_pairs_fast",
+    "key_function",
+]
+
+Changes = list[tuple[Any, int]]
+
+
+def consolidate_pairs_fast(changes: Changes) -> dict[Any, int]:
+    """Sum diffs per key, dropping zeros (unordered)."""
+    acc: dict[Any, int] = {}
+    for k, d in changes:
+        acc[k] = acc.get(k, 0) + d
+    return {k: d for k, d in acc.items() if d}
+
+
+def key_function(key: tuple[int, ...]) -> Callable[[Row], Row]:
+    """A fast function extracting the ``key`` columns of a row as a tuple."""
+    if not key:
+        return lambda row: ()
+    if len(key) == 1:
+        (i,) = key
+        return lambda row: (row[i],)
+    getter: Callable[[Row], Row] = itemgetter(*key)
+    return getter
+
+
+def _bump(state: dict[Any, int], key: Any, d: int) -> tuple[int, int]:
+    """Add ``d`` to ``state[key]`` (dropping zeros); return (old, new)."""
+    old = state.get(key, 0)
+    new = old + d
+    if new:
+        state[key] = new
+    else:
+        state.pop(key, None)
+    return old, new
+
+
+class Node:
+    """One operator instance. After :meth:`run`, ``out``/``errs`` hold its changes at that time."""
+
+    __slots__ = ("errs", "inputs", "out")
+
+    def __init__(self, inputs: list[Node]) -> None:
+        self.inputs = inputs
+        self.out: Changes = []
+        self.errs: Changes = []
+
+    def run(self, t: int) -> None:
+        raise NotImplementedError
+
+    def _input_errs(self) -> Changes:
+        if len(self.inputs) == 1:
+            return self.inputs[0].errs
+        errs: Changes = []
+        for n in self.inputs:
+            errs.extend(n.errs)
+        return errs
+
+
+class SourceNode(Node):
+    """An input: its changes are set from outside before each time runs."""
+
+    __slots__ = ("pending_errs", "pending_rows")
+
+    def __init__(self) -> None:
+        super().__init__([])
+        self.pending_rows: dict[int, Changes] = {}
+        self.pending_errs: dict[int, Changes] = {}
+
+    def run(self, t: int) -> None:
+        self.out = self.pending_rows.pop(t, [])
+        self.errs = self.pending_errs.pop(t, [])
+
+
+class ConstantNode(Node):
+    __slots__ = ("as_of", "rows")
+
+    def __init__(self, rows: Changes, as_of: int) -> None:
+        super().__init__([])
+        self.rows, self.as_of = rows, as_of
+
+    def run(self, t: int) -> None:
+        self.out = list(self.rows) if t == self.as_of else []
+
+
+class PassNode(Node):
+    """Identity (``ArrangeBy``, ``Let`` bodies): the executor's stateful nodes arrange their own inputs."""
+
+    __slots__ = ()
+
+    def run(self, t: int) -> None:
+        self.out, self.errs = self.inputs[0].out, self.inputs[0].errs
+
+
+class MapNode(Node):
+    __slots__ = ("fns",)
+
+    def __init__(self, inp: Node, exprs: tuple[ScalarExpr, ...]) -> None:
+        super().__init__([inp])
+        self.fns = [compile_scalar(e) for e in exprs]
+
+    def run(self, t: int) -> None:
+        out: Changes = []
+        errs: Changes = list(self.inputs[0].errs)
+        fns = self.fns
+        for row, d in self.inputs[0].out:
+            try:
+                for f in fns:
+                    row = (*row, f(row))
+            except EvaluationError as e:
+                errs.append((str(e), d))
+                continue
+            out.append((row, d))
+        self.out, self.errs = out, errs
+
+
+class FilterNode(Node):
+    __slots__ = ("fns",)
+
+    def __init__(self, inp: Node, predicates: tuple[ScalarExpr, ...]) -> None:
+        super().__init__([inp])
+        self.fns = [compile_scalar(e) for e in predicates]
+
+    def run(self, t: int) -> None:
+        out: Changes = []
+        errs: Changes = list(self.inputs[0].errs)
+        fns = self.fns
+        for row, d in self.inputs[0].out:
+            try:
+                if all(f(row) is True for f in fns):
+                    out.append((row, d))
+            except EvaluationError as e:
+                errs.append((str(e), d))
+        self.out, self.errs = out, errs
+
+
+class ProjectNode(Node):
+    __slots__ = ("columns",)
+
+    def __init__(self, inp: Node, columns: tuple[int, ...]) -> None:
+        super().__init__([inp])
+        self.columns = columns
+
+    def run(self, t: int) -> None:
+        cols = self.columns
+        self.out = [(tuple(row[i] for i in cols), d) for row, d in self.inputs[0].out]
+        self.errs = self.inputs[0].errs
+
+
+class NegateNode(Node):
+    __slots__ = ()
+
+    def run(self, t: int) -> None:
+        self.out = [(row, -d) for row, d in self.inputs[0].out]
+        self.errs = self.inputs[0].errs
+
+
+class UnionNode(Node):
+    __slots__ = ()
+
+    def run(self, t: int) -> None:
+        out: Changes = []
+        for n in self.inputs:
+            out.extend(n.out)
+        self.out, self.errs = out, self._input_errs()
+
+
+def _class_check(classes: list[tuple[int, ...]]) -> Callable[[Row], bool]:
+    def ok(row: Row) -> bool:
+        for cls in classes:
+            first = row[cls[0]]
+            if first is None:
+                return False
+            for i in cls[1:]:
+                v = row[i]
+                if v is None or v != first:
+                    return False
+        return True
+
+    return ok
+
+
+class JoinNode(Node):
+    """A binary equi-join stage: both sides arranged by key; a left-deep cascade makes n-way joins.
+
+    ``lkey``/``rkey`` are column positions in the left/right rows; ``classes``
+    (positions in the joined row) are re-checked on each output row.
+    """
+
+    __slots__ = ("check", "larr", "lkey", "rarr", "rkey")
+
+    def __init__(
+        self,
+        left: Node,
+        right: Node,
+        lkey: tuple[int, ...],
+        rkey: tuple[int, ...],
+        classes: list[tuple[int, ...]],
+    ) -> None:
+        super().__init__([left, right])
+        self.lkey, self.rkey = lkey, rkey
+        self.larr: dict[Row, dict[Row, int]] = {}
+        self.rarr: dict[Row, dict[Row, int]] = {}
+        self.check = _class_check(classes)
+
+    @staticmethod
+    def _arrange(changes: Changes, key: tuple[int, ...]) -> dict[Row, dict[Row, int]]:
+        out: dict[Row, dict[Row, int]] = {}
+        for row, d in changes:
+            k = tuple(row[i] for i in key)
+            if None in k:
+                continue  # a NULL key never joins
+            group = out.setdefault(k, {})
+            group[row] = group.get(row, 0) + d
+        return out
+
+    @staticmethod
+    def _apply(arr: dict[Row, dict[Row, int]], delta: dict[Row, dict[Row, int]]) -> None:
+        for k, rows in delta.items():
+            group = arr.setdefault(k, {})
+            for row, d in rows.items():
+                _bump(group, row, d)
+            if not group:
+                del arr[k]
+
+    def run(self, t: int) -> None:
+        dl = self._arrange(self.inputs[0].out, self.lkey)
+        dr = self._arrange(self.inputs[1].out, self.rkey)
+        out: Changes = []
+        check = self.check
+        for k, lrows in dl.items():
+            rrows = self.rarr.get(k)
+            if rrows:
+                for lrow, ld in lrows.items():
+                    if ld:
+                        for rrow, rc in rrows.items():
+                            row = lrow + rrow
+                            if check(row):
+                                out.append((row, ld * rc))
+        self._apply(self.larr, dl)
+        for k, rrows in dr.items():
+            lgroup = self.larr.get(k)
+            if lgroup:
+                for rrow, rd in rrows.items():
+                    if rd:
+                        for lrow, lc in lgroup.items():
+                            row = lrow + rrow
+                            if check(row):
+                                out.append((row, lc * rd))
+        self._apply(self.rarr, dr)
+        self.out, self.errs = out, self._input_errs()
+
+
+class FilterClassesNode(Node):
+    """The equivalence check of a one-input join."""
+
+    __slots__ = ("check",)
+
+    def __init__(self, inp: Node, classes: list[tuple[int, ...]]) -> None:
+        super().__init__([inp])
+        self.check = _class_check(classes)
+
+    def run(self, t: int) -> None:
+        check = self.check
+        self.out = [(r, d) for r, d in self.inputs[0].out if check(r)]
+        self.errs = self.inputs[0].errs
+
+
+class DistinctNode(Node):
+    """``Distinct`` (``threshold=False``) or ``Threshold`` (``True``) over per-row counts."""
+
+    __slots__ = ("counts", "threshold")
+
+    def __init__(self, inp: Node, threshold: bool) -> None:
+        super().__init__([inp])
+        self.counts: dict[Row, int] = {}
+        self.threshold = threshold
+
+    def run(self, t: int) -> None:
+        out: Changes = []
+        thr = self.threshold
+        for row, d in consolidate_pairs_fast(self.inputs[0].out).items():
+            old, new = _bump(self.counts, row, d)
+            if thr:
+                change = (new if new > 0 else 0) - (old if old > 0 else 0)
+            else:
+                change = (new > 0) - (old > 0)
+            if change:
+                out.append((row, change))
+        self.out, self.errs = out, self.inputs[0].errs
+
+
+class _Group:
+    """A Reduce group: its accumulated rows and running sums for the invertible aggregates."""
+
+    __slots__ = ("counts", "output", "rows", "sums", "support")
+
+    def __init__(self, n_inc: int) -> None:
+        self.rows: dict[Row, int] = {}
+        self.counts = [0] * n_inc
+        self.sums: list[int | Fraction] = [0] * n_inc
+        self.support = [0] * n_inc
+        self.output: Row | None = None
+
+
+class ReduceNode(Node):
+    """Group-by with aggregates. count/sum/avg (not distinct) are maintained as running sums;
+    min/max and distinct aggregates are recomputed for the touched groups from their rows."""
+
+    __slots__ = ("aggs", "groups", "inc", "inc_out", "key", "keyfn", "recompute")
+
+    def __init__(
+        self, inp: Node, schema: Schema, key: tuple[int, ...], aggs: tuple[Aggregate, ...]
+    ) -> None:
+        super().__init__([inp])
+        self.key = key
+        self.aggs = aggs
+        # incremental aggregates: (agg position, column or None, is_float)
+        self.keyfn = key_function(key)
+        self.inc: list[tuple[int, int | None, bool, bool]] = []  # (slot, column, is_float, summed)
+        self.inc_out: list[
+            tuple[int, int, AggFunc, bool]
+        ] = []  # (slot, aggregate position, func, is_float)
+        self.recompute: list[int] = []
+        for i, a in enumerate(aggs):
+            if not a.distinct and a.func in (AggFunc.COUNT, AggFunc.SUM, AggFunc.AVG):
+                is_float = (
+                    a.column is not None
+                    and schema.columns[a.column].type.scalar is ScalarType.FLOAT64
+                )
+                self.inc.append((len(self.inc), a.column, is_float, a.func is not AggFunc.COUNT))
+                self.inc_out.append((len(self.inc_out), i, a.func, is_float))
+            else:
+                self.recompute.append(i)
+        self.groups: dict[Row, _Group] = {}
+
+    def run(self, t: int) -> None:
+        keyfn, inc = self.keyfn, self.inc
+        touched: dict[Row, _Group] = {}
+        groups = self.groups
+        n_inc = len(inc)
+        for row, d in self.inputs[0].out:
+            if not d:
+                continue
+            k = keyfn(row)
+            g = groups.get(k)
+            if g is None:
+                g = groups[k] = _Group(n_inc)
+            touched[k] = g
+            rows = g.rows
+            old = rows.get(row, 0)
+            new = old + d
+            if new:
+                rows[row] = new
+            else:
+                del rows[row]
+            if not n_inc:
+                continue
+            counts, sums, support = g.counts, g.sums, g.support
+            for j, col, is_float, summed in inc:
+                if col is None:
+                    counts[j] += d
+                    continue
+                v = row[col]
+                if v is None:
+                    continue
+                counts[j] += d
+                if summed:
+                    sums[j] += Fraction(v) * d if is_float else v * d
+                if old == 0:
+                    support[j] += 1
+                elif new == 0:
+                    support[j] -= 1
+        out: Changes = []
+        append = out.append
+        for k, g in touched.items():
+            new_out = self._output(k, g) if g.rows else None
+            if new_out != g.output:
+                if g.output is not None:
+                    append((g.output, -1))
+                if new_out is not None:
+                    append((new_out, 1))
+                g.output = new_out
+            if not g.rows:
+                del groups[k]
+        self.out, self.errs = out, self.inputs[0].errs
+
+    def _output(self, k: Row, g: _Group) -> Row:
+        vals: list[Any] = [None] * len(self.aggs)
+        counts, sums, support = g.counts, g.sums, g.support
+        for j, i, func, is_float in self.inc_out:
+            if func is AggFunc.COUNT:
+                vals[i] = counts[j]
+            elif support[j] == 0:
+                vals[i] = None
+            elif func is AggFunc.SUM:
+                vals[i] = exact_to_value(sums[j], is_float)
+            else:
+                vals[i] = None if counts[j] == 0 else float(Fraction(sums[j]) / counts[j])
+        for i in self.recompute:
+            a = self.aggs[i]
+            col = a.column
+            pairs = [(r if col is None else r[col], c) for r, c in g.rows.items()]
+            vals[i] = aggregate(a, pairs)
+        return k + tuple(vals)
+
+
+class TopKNode(Node):
+    """Per group, the selected rows; touched groups are re-selected from their rows."""
+
+    __slots__ = ("groups", "outputs", "plan")
+
+    def __init__(self, inp: Node, plan: TopK) -> None:
+        super().__init__([inp])
+        self.plan = plan
+        self.groups: dict[Row, dict[Row, int]] = {}
+        self.outputs: dict[Row, dict[Row, int]] = {}
+
+    def run(self, t: int) -> None:
+        p = self.plan
+        keyfn = key_function(p.group_key)
+        touched: set[Row] = set()
+        for row, d in self.inputs[0].out:
+            k = keyfn(row)
+            _bump(self.groups.setdefault(k, {}), row, d)
+            touched.add(k)
+        out: Changes = []
+        for k in touched:
+            rows = self.groups.get(k, {})
+            new = dict(select_range(sort_rows(rows.items(), p.order_by), p.offset, p.limit))
+            old = self.outputs.get(k, {})
+            for r in old.keys() | new.keys():
+                d = new.get(r, 0) - old.get(r, 0)
+                if d:
+                    out.append((r, d))
+            if new:
+                self.outputs[k] = new
+            else:
+                self.outputs.pop(k, None)
+            if not rows:
+                self.groups.pop(k, None)
+        self.out, self.errs = out, self.inputs[0].errs

@@ -1,0 +1,218 @@
+"""The reference semantics: what a plan's output is at a time, computed the obvious way.
+
+``evaluate(plan, inputs, time)`` accumulates each input at ``time`` and then
+evaluates the operators one by one on whole multisets. It is slow and simple
+on purpose; every executor is checked against it.
+
+A collection here is a :class:`Collection`: the rows with their (non-zero)
+multiplicities, and the error collection -- messages of scalar evaluation
+errors with multiplicities. Errors flow unchanged through every operator
+(``Negate`` included), summed over all inputs of an operator.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from ..errors import EvaluationError, InvalidPlan, UnknownInput
+from ..frontier import Row, Time, Update, accumulate
+from ..ids import GlobalId
+from ..protocol.responses import PeekResult
+from ..protocol.types import DataflowDescription, RowSetFinishing
+from .aggregates import aggregate
+from .lower import lower
+from .ordering import peek_result, select_range, sort_rows
+from .relation import (
+    ArrangeBy,
+    Constant,
+    Distinct,
+    Filter,
+    Get,
+    Join,
+    Let,
+    LetRef,
+    Map,
+    Negate,
+    Plan,
+    Project,
+    Reduce,
+    Threshold,
+    TopK,
+    Union,
+)
+from .scalar_eval import compile_scalar
+from .typecheck import object_order, typecheck, validate_dataflow
+
+__all__ = ["Collection", "evaluate", "evaluate_dataflow", "reference_peek"]
+
+
+@dataclass(frozen=True)
+class Collection:
+    """A multiset of rows and a multiset of error messages (zero counts never stored)."""
+
+    rows: dict[Row, int] = field(default_factory=dict)
+    errors: dict[str, int] = field(default_factory=dict)
+
+
+def _add(acc: dict, key: object, c: int) -> None:  # type: ignore[type-arg]
+    n = acc.get(key, 0) + c
+    if n:
+        acc[key] = n
+    else:
+        acc.pop(key, None)
+
+
+def _sum_errors(*cs: Collection) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for c in cs:
+        for e, n in c.errors.items():
+            _add(out, e, n)
+    return out
+
+
+def evaluate(plan: Plan, inputs: Mapping[GlobalId, Iterable[Update]], time: Time) -> Collection:
+    """``plan``'s output as of ``time``, given every input's updates."""
+    typecheck(plan)
+    env = {gid: Collection(accumulate(ups, time)) for gid, ups in inputs.items()}
+    return _eval(lower(plan), env, {})
+
+
+def evaluate_dataflow(
+    desc: DataflowDescription,
+    inputs: Mapping[GlobalId, Iterable[Update]],
+    time: Time,
+    collections: Mapping[GlobalId, Collection] | None = None,
+) -> dict[GlobalId, Collection]:
+    """Every object and export of ``desc`` as of ``time``.
+
+    Inputs come from ``inputs`` (update streams) or ``collections`` (contents
+    already as of ``time``, e.g. another dataflow's index with its errors);
+    an index import may be keyed by its own id or the id it indexes. Sinks and
+    index exports map to the object they read. ``as_of`` and ``until`` are
+    ignored: this is the content the dataflow denotes.
+    """
+    validate_dataflow(desc)
+    env = {gid: Collection(accumulate(ups, time)) for gid, ups in inputs.items()}
+    env.update(collections or {})
+    for ix in desc.index_imports:
+        if ix.id in env:
+            env.setdefault(ix.on_id, env[ix.id])
+        elif ix.on_id in env:
+            env[ix.id] = env[ix.on_id]
+    plans = {b.id: b.plan for b in desc.objects_to_build}
+    for oid in object_order(desc):
+        env[oid] = _eval(lower(plans[oid]), env, {})
+    out = {oid: env[oid] for oid in plans}
+    for ex in desc.index_exports:
+        out[ex.id] = env[ex.on_id]
+    for sk in desc.sink_exports:
+        out[sk.id] = env[sk.from_id]
+    return out
+
+
+def reference_peek(collection: Collection, finishing: RowSetFinishing | None = None) -> PeekResult:
+    """What a peek of ``collection`` must answer (see :func:`~.ordering.peek_result`)."""
+    return peek_result(collection.rows, collection.errors, finishing or RowSetFinishing())
+
+
+def _eval(
+    plan: Plan, env: Mapping[GlobalId, Collection], lets: Mapping[str, Collection]
+) -> Collection:
+    if isinstance(plan, Get):
+        if plan.id not in env:
+            raise UnknownInput(f"no input for Get({plan.id})")
+        return env[plan.id]
+    if isinstance(plan, Constant):
+        rows: dict[Row, int] = {}
+        for r, c in plan.rows:
+            _add(rows, r, c)
+        return Collection(rows)
+    if isinstance(plan, LetRef):
+        return lets[plan.name]
+    if isinstance(plan, Let):
+        value = _eval(plan.value, env, lets)
+        return _eval(plan.body, env, {**lets, plan.name: value})
+    if isinstance(plan, Union):
+        parts = [_eval(p, env, lets) for p in plan.inputs]
+        rows = {}
+        for part in parts:
+            for r, c in part.rows.items():
+                _add(rows, r, c)
+        return Collection(rows, _sum_errors(*parts))
+    if isinstance(plan, Join):
+        return _join(plan, [_eval(p, env, lets) for p in plan.inputs])
+    src = _eval(plan.input, env, lets)
+    if isinstance(plan, Map | Filter):
+        return _map_filter(plan, src)
+    if isinstance(plan, Project):
+        rows = {}
+        for r, c in src.rows.items():
+            _add(rows, tuple(r[i] for i in plan.columns), c)
+        return Collection(rows, src.errors)
+    if isinstance(plan, Negate):
+        return Collection({r: -c for r, c in src.rows.items()}, src.errors)
+    if isinstance(plan, Distinct):
+        return Collection({r: 1 for r, c in src.rows.items() if c > 0}, src.errors)
+    if isinstance(plan, Threshold):
+        return Collection({r: c for r, c in src.rows.items() if c > 0}, src.errors)
+    if isinstance(plan, ArrangeBy):
+        return src
+    if isinstance(plan, Reduce):
+        groups: dict[Row, list[tuple[Row, int]]] = {}
+        for r, c in src.rows.items():
+            groups.setdefault(tuple(r[i] for i in plan.group_key), []).append((r, c))
+        rows = {}
+        for key, members in groups.items():
+            vals = tuple(
+                aggregate(a, [(r if a.column is None else r[a.column], c) for r, c in members])
+                for a in plan.aggregates
+            )
+            _add(rows, key + vals, 1)
+        return Collection(rows, src.errors)
+    if isinstance(plan, TopK):
+        groups = {}
+        for r, c in src.rows.items():
+            groups.setdefault(tuple(r[i] for i in plan.group_key), []).append((r, c))
+        rows = {}
+        for members in groups.values():
+            for r, c in select_range(sort_rows(members, plan.order_by), plan.offset, plan.limit):
+                _add(rows, r, c)
+        return Collection(rows, src.errors)
+    raise InvalidPlan(f"not a plan: {plan!r}")
+
+
+def _map_filter(plan: Map | Filter, src: Collection) -> Collection:
+    rows: dict[Row, int] = {}
+    errors = dict(src.errors)
+    for r, c in src.rows.items():
+        try:
+            if isinstance(plan, Map):
+                out = r
+                for e in plan.exprs:
+                    out = (*out, compile_scalar(e)(out))
+                _add(rows, out, c)
+            elif all(compile_scalar(p)(r) is True for p in plan.predicates):
+                _add(rows, r, c)
+        except EvaluationError as err:
+            _add(errors, str(err), c)
+    return Collection(rows, errors)
+
+
+def _join(plan: Join, parts: list[Collection]) -> Collection:
+    rows: dict[Row, int] = {}
+    for combo in itertools.product(*(p.rows.items() for p in parts)):
+        row: Row = tuple(v for r, _ in combo for v in r)
+        ok = True
+        for cls in plan.equivalences:
+            first = row[cls[0]]
+            if first is None or any(row[i] is None or row[i] != first for i in cls[1:]):
+                ok = False
+                break
+        if ok:
+            mult = 1
+            for _, c in combo:
+                mult *= c
+            _add(rows, row, mult)
+    return Collection(rows, _sum_errors(*parts))

@@ -1,0 +1,240 @@
+"""Relational operators: the plan IR.
+
+A plan is a tree of these frozen dataclasses (a DAG once ``Let`` bindings are
+shared). Each denotes a collection: a multiset of rows that changes over
+time. Columns are referred to by position; :func:`~.typecheck.typecheck`
+computes every node's :class:`~.schema.Schema`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TypeAlias
+
+from ..frontier import Row
+from ..ids import GlobalId
+from ..protocol.types import ColumnOrder
+from .scalar import ScalarExpr
+from .schema import Schema
+
+__all__ = [
+    "AggFunc",
+    "Aggregate",
+    "ArrangeBy",
+    "Constant",
+    "Distinct",
+    "Filter",
+    "Get",
+    "Join",
+    "JoinKind",
+    "Let",
+    "LetRef",
+    "Map",
+    "Negate",
+    "Plan",
+    "Project",
+    "Reduce",
+    "Threshold",
+    "TopK",
+    "Union",
+    "children",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Get:
+    """The collection ``id`` (an import, or another object of the same dataflow) with its schema."""
+
+    id: GlobalId
+    schema: Schema
+
+
+@dataclass(frozen=True, slots=True)
+class Constant:
+    """A fixed collection: each ``(row, diff)`` present at every time."""
+
+    rows: tuple[tuple[Row, int], ...]
+    schema: Schema
+
+
+@dataclass(frozen=True, slots=True)
+class Map:
+    """Append one column per expression (each may use the columns appended before it)."""
+
+    input: Plan
+    exprs: tuple[ScalarExpr, ...]
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Filter:
+    """Keep rows for which every predicate is ``true`` (NULL and ``false`` drop the row)."""
+
+    input: Plan
+    predicates: tuple[ScalarExpr, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Project:
+    """Keep the listed columns, in that order (repeats allowed)."""
+
+    input: Plan
+    columns: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Union:
+    """The multiset sum of inputs of one shape (names from the first input)."""
+
+    inputs: tuple[Plan, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Negate:
+    """Every multiplicity negated (``Union(a, Negate(b))`` is ``a - b``)."""
+
+    input: Plan
+
+
+class JoinKind(StrEnum):
+    INNER = "inner"
+    LEFT = "left"
+
+
+@dataclass(frozen=True, slots=True)
+class Join:
+    """Equi-join of ``inputs`` over their concatenated columns.
+
+    Each class in ``equivalences`` lists column positions (of the concatenated
+    row) that must all be equal and non-NULL. ``kind=LEFT`` needs exactly two
+    inputs, every class must name columns of both, and it is defined as
+    ``inner + pad(left - semijoin)``, where ``semijoin`` is the left rows that
+    match a distinct right key, and ``pad`` appends NULLs (see :mod:`.lower`).
+    """
+
+    inputs: tuple[Plan, ...]
+    equivalences: tuple[tuple[int, ...], ...] = ()
+    kind: JoinKind = JoinKind.INNER
+
+
+class AggFunc(StrEnum):
+    COUNT = "count"
+    SUM = "sum"
+    MIN = "min"
+    MAX = "max"
+    AVG = "avg"
+
+
+@dataclass(frozen=True, slots=True)
+class Aggregate:
+    """One aggregate of a ``Reduce``. ``column=None`` only for ``count(*)``.
+
+    Over a group's accumulated rows (row multiplicity ``c``, non-zero):
+    ``count`` = Σc over rows whose value is non-NULL (all rows for
+    ``count(*)``); ``sum`` = Σ v·c over those rows, NULL if there are none
+    (float sums are exact, rounded once); ``avg`` = sum / count as float64,
+    NULL if there are no such rows or the count is 0; ``min``/``max`` over
+    values whose total multiplicity is positive, NULL if none. With
+    ``distinct``, each value of positive total multiplicity counts once.
+    """
+
+    func: AggFunc
+    column: int | None = None
+    distinct: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Reduce:
+    """Group by ``group_key`` columns; output is the key columns then one column per aggregate.
+
+    A group is present while its accumulated input is non-empty.
+    """
+
+    input: Plan
+    group_key: tuple[int, ...]
+    aggregates: tuple[Aggregate, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Distinct:
+    """Each row with positive multiplicity, once."""
+
+    input: Plan
+
+
+@dataclass(frozen=True, slots=True)
+class Threshold:
+    """Rows with positive multiplicity, with that multiplicity; others dropped."""
+
+    input: Plan
+
+
+@dataclass(frozen=True, slots=True)
+class TopK:
+    """Per group, rows ``offset .. offset+limit`` in ``order_by`` order (``limit=None``: all).
+
+    Only positive multiplicities count; a row of multiplicity ``c`` fills ``c``
+    slots. Ties are broken by the whole row, ascending in ``row_sort_key``
+    order, so the result is deterministic.
+    """
+
+    input: Plan
+    group_key: tuple[int, ...] = ()
+    order_by: tuple[ColumnOrder, ...] = ()
+    limit: int | None = None
+    offset: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class ArrangeBy:
+    """The input, indexed by each key in ``keys`` (semantically the identity)."""
+
+    input: Plan
+    keys: tuple[tuple[int, ...], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Let:
+    """Bind ``value`` to ``name`` within ``body``; each :class:`LetRef` shares one computation."""
+
+    name: str
+    value: Plan
+    body: Plan
+
+
+@dataclass(frozen=True, slots=True)
+class LetRef:
+    """The value bound to ``name`` by an enclosing :class:`Let`."""
+
+    name: str
+
+
+Plan: TypeAlias = (
+    Get
+    | Constant
+    | Map
+    | Filter
+    | Project
+    | Union
+    | Negate
+    | Join
+    | Reduce
+    | Distinct
+    | Threshold
+    | TopK
+    | ArrangeBy
+    | Let
+    | LetRef
+)
+
+
+def children(plan: Plan) -> tuple[Plan, ...]:
+    """The direct inputs of ``plan`` (for ``Let``: the value, then the body)."""
+    if isinstance(plan, Union | Join):
+        return plan.inputs
+    if isinstance(plan, Let):
+        return (plan.value, plan.body)
+    if isinstance(plan, Get | Constant | LetRef):
+        return ()
+    return (plan.input,)

@@ -1,0 +1,184 @@
+"""Column types and schemas: what a row of a collection looks like.
+
+Values are plain Python objects: ``int64`` is ``int`` in the signed 64-bit
+range, ``float64`` is a finite ``float``, ``string`` is ``str``, ``bool`` is
+``bool``, ``date`` is :class:`datetime.date` and ``timestamp`` is a naive
+:class:`datetime.datetime` (microsecond precision, UTC by convention).
+``None`` is SQL NULL and is allowed only in nullable columns.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from ..errors import ArityMismatch, TypeMismatch, UnknownColumn
+
+__all__ = [
+    "INT64_MAX",
+    "INT64_MIN",
+    "Column",
+    "ColumnType",
+    "ScalarType",
+    "Schema",
+    "check_row",
+    "row_checker",
+    "value_matches",
+]
+
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+
+
+class ScalarType(StrEnum):
+    """The type of one column's non-NULL values."""
+
+    INT64 = "int64"
+    FLOAT64 = "float64"
+    STRING = "string"
+    BOOL = "bool"
+    DATE = "date"
+    TIMESTAMP = "timestamp"
+
+    @property
+    def is_numeric(self) -> bool:
+        return self in (ScalarType.INT64, ScalarType.FLOAT64)
+
+
+@dataclass(frozen=True, slots=True)
+class ColumnType:
+    """A scalar type and whether NULL is allowed."""
+
+    scalar: ScalarType
+    nullable: bool = True
+
+    def __str__(self) -> str:
+        return f"{self.scalar}{'?' if self.nullable else ''}"
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """A named, typed column."""
+
+    name: str
+    type: ColumnType
+
+
+def value_matches(value: Any, scalar: ScalarType) -> bool:
+    """Whether a non-NULL ``value`` is a valid value of ``scalar``."""
+    t = type(value)
+    if scalar is ScalarType.INT64:
+        return t is int and INT64_MIN <= value <= INT64_MAX
+    if scalar is ScalarType.FLOAT64:
+        return t is float and math.isfinite(value)
+    if scalar is ScalarType.STRING:
+        return t is str
+    if scalar is ScalarType.BOOL:
+        return t is bool
+    if scalar is ScalarType.DATE:
+        return t is _dt.date
+    return t is _dt.datetime and value.tzinfo is None
+
+
+@dataclass(frozen=True, slots=True)
+class Schema:
+    """An ordered tuple of named, typed columns. Names need not be unique (joins may repeat them)."""
+
+    columns: tuple[Column, ...]
+
+    @staticmethod
+    def of(*columns: tuple[str, ScalarType | str] | tuple[str, ScalarType | str, bool]) -> Schema:
+        """``Schema.of(("id", "int64", False), ("name", "string"))``; nullable by default."""
+        cols = []
+        for spec in columns:
+            name, scalar = spec[0], spec[1]
+            nullable = bool(spec[2]) if len(spec) > 2 else True
+            try:
+                st = ScalarType(scalar)
+            except ValueError:
+                raise TypeMismatch(f"column {name!r}: unknown type {scalar!r}") from None
+            cols.append(Column(name, ColumnType(st, nullable)))
+        return Schema(tuple(cols))
+
+    @property
+    def arity(self) -> int:
+        return len(self.columns)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+    @property
+    def types(self) -> tuple[ColumnType, ...]:
+        return tuple(c.type for c in self.columns)
+
+    def index(self, name: str) -> int:
+        """The position of the column called ``name`` (the first, if repeated)."""
+        for i, c in enumerate(self.columns):
+            if c.name == name:
+                return i
+        raise UnknownColumn(f"unknown column {name!r}; columns are {list(self.names)}")
+
+    def column(self, i: int) -> Column:
+        if not 0 <= i < len(self.columns):
+            raise UnknownColumn(f"column #{i} out of range for arity {len(self.columns)}")
+        return self.columns[i]
+
+    def concat(self, other: Schema) -> Schema:
+        return Schema(self.columns + other.columns)
+
+    def project(self, indexes: Iterable[int]) -> Schema:
+        return Schema(tuple(self.column(i) for i in indexes))
+
+    def __str__(self) -> str:
+        return "(" + ", ".join(f"{c.name}: {c.type}" for c in self.columns) + ")"
+
+
+def check_row(row: Any, schema: Schema, what: str = "row") -> None:
+    """Raise :class:`ArityMismatch`/:class:`TypeMismatch` unless ``row`` is a valid row of ``schema``."""
+    if type(row) is not tuple:
+        raise TypeMismatch(f"{what} {row!r} is not a tuple")
+    if len(row) != len(schema.columns):
+        raise ArityMismatch(
+            f"{what} {row!r} has {len(row)} columns, schema {schema} has {schema.arity}"
+        )
+    for v, c in zip(row, schema.columns, strict=True):
+        if v is None:
+            if not c.type.nullable:
+                raise TypeMismatch(f"{what} {row!r}: NULL in non-nullable column {c.name!r}")
+        elif not value_matches(v, c.type.scalar):
+            raise TypeMismatch(
+                f"{what} {row!r}: {v!r} is not a {c.type.scalar} (column {c.name!r})"
+            )
+
+
+def row_checker(schema: Schema) -> Callable[[Any], bool]:
+    """A fast predicate equivalent to "``check_row`` would not raise" (for validating many rows)."""
+    arity = schema.arity
+    cols = [(c.type.scalar, c.type.nullable) for c in schema.columns]
+    if all(s is ScalarType.INT64 and not n for s, n in cols):
+        lo, hi = INT64_MIN, INT64_MAX
+
+        def ints(row: Any) -> bool:
+            if type(row) is not tuple or len(row) != arity:
+                return False
+            return all(type(v) is int and lo <= v <= hi for v in row)
+
+        return ints
+
+    def general(row: Any) -> bool:
+        if type(row) is not tuple or len(row) != arity:
+            return False
+        for v, (s, n) in zip(row, cols, strict=True):
+            if v is None:
+                if not n:
+                    return False
+            elif not value_matches(v, s):
+                return False
+        return True
+
+    return general

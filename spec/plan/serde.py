@@ -1,0 +1,296 @@
+"""Stable serialisation of plans to plain dicts (JSON-ready) and back.
+
+Every node is a dict with a ``"op"`` (plans) or ``"kind"`` (scalars) tag;
+dates and timestamps are ISO strings, GlobalIds their text form. The format is
+the contract the gRPC codec maps to Protobuf; ``plan_from_dict(plan_to_dict(p)) == p``.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Any
+
+from ..errors import InvalidId, PlanDecodeError
+from ..ids import GlobalId
+from ..protocol.types import ColumnOrder
+from .relation import (
+    AggFunc,
+    Aggregate,
+    ArrangeBy,
+    Constant,
+    Distinct,
+    Filter,
+    Get,
+    Join,
+    JoinKind,
+    Let,
+    LetRef,
+    Map,
+    Negate,
+    Plan,
+    Project,
+    Reduce,
+    Threshold,
+    TopK,
+    Union,
+)
+from .scalar import (
+    BinaryFunc,
+    CallBinary,
+    CallUnary,
+    CallVariadic,
+    Cast,
+    ColumnRef,
+    If,
+    Literal,
+    ScalarExpr,
+    UnaryFunc,
+    VariadicFunc,
+)
+from .schema import Column, ColumnType, ScalarType, Schema
+
+__all__ = [
+    "expr_from_dict",
+    "expr_to_dict",
+    "plan_from_dict",
+    "plan_to_dict",
+    "schema_from_dict",
+    "schema_to_dict",
+]
+
+Obj = dict[str, Any]
+
+
+def _value_out(v: Any) -> Any:
+    if type(v) is _dt.datetime or type(v) is _dt.date:
+        return v.isoformat()
+    return v
+
+
+def _value_in(v: Any, t: ScalarType) -> Any:
+    if v is None:
+        return None
+    if t is ScalarType.DATE:
+        return _dt.date.fromisoformat(v)
+    if t is ScalarType.TIMESTAMP:
+        return _dt.datetime.fromisoformat(v)
+    if t is ScalarType.FLOAT64 and type(v) is int:
+        return float(v)
+    return v
+
+
+def schema_to_dict(s: Schema) -> Obj:
+    return {
+        "columns": [
+            {"name": c.name, "type": c.type.scalar.value, "nullable": c.type.nullable}
+            for c in s.columns
+        ]
+    }
+
+
+def schema_from_dict(d: Obj) -> Schema:
+    return Schema(
+        tuple(
+            Column(str(c["name"]), ColumnType(ScalarType(c["type"]), bool(c["nullable"])))
+            for c in d["columns"]
+        )
+    )
+
+
+def expr_to_dict(e: ScalarExpr) -> Obj:
+    if isinstance(e, ColumnRef):
+        return {"kind": "column", "index": e.index}
+    if isinstance(e, Literal):
+        return {"kind": "literal", "value": _value_out(e.value), "type": e.type.value}
+    if isinstance(e, CallUnary):
+        return {"kind": "unary", "func": e.func.value, "expr": expr_to_dict(e.expr)}
+    if isinstance(e, CallBinary):
+        return {
+            "kind": "binary",
+            "func": e.func.value,
+            "left": expr_to_dict(e.left),
+            "right": expr_to_dict(e.right),
+        }
+    if isinstance(e, CallVariadic):
+        return {
+            "kind": "variadic",
+            "func": e.func.value,
+            "exprs": [expr_to_dict(x) for x in e.exprs],
+        }
+    if isinstance(e, If):
+        return {
+            "kind": "if",
+            "cond": expr_to_dict(e.cond),
+            "then": expr_to_dict(e.then),
+            "else": expr_to_dict(e.els),
+        }
+    return {"kind": "cast", "expr": expr_to_dict(e.expr), "to": e.to.value}
+
+
+def expr_from_dict(d: Obj) -> ScalarExpr:
+    k = d["kind"]
+    if k == "column":
+        return ColumnRef(int(d["index"]))
+    if k == "literal":
+        t = ScalarType(d["type"])
+        return Literal(_value_in(d["value"], t), t)
+    if k == "unary":
+        return CallUnary(UnaryFunc(d["func"]), expr_from_dict(d["expr"]))
+    if k == "binary":
+        return CallBinary(
+            BinaryFunc(d["func"]), expr_from_dict(d["left"]), expr_from_dict(d["right"])
+        )
+    if k == "variadic":
+        return CallVariadic(VariadicFunc(d["func"]), tuple(expr_from_dict(x) for x in d["exprs"]))
+    if k == "if":
+        return If(expr_from_dict(d["cond"]), expr_from_dict(d["then"]), expr_from_dict(d["else"]))
+    if k == "cast":
+        return Cast(expr_from_dict(d["expr"]), ScalarType(d["to"]))
+    raise PlanDecodeError(f"unknown scalar kind {k!r}")
+
+
+def _order_out(o: ColumnOrder) -> Obj:
+    return {"column": o.column, "desc": o.desc, "nulls_last": o.nulls_last}
+
+
+def plan_to_dict(p: Plan) -> Obj:
+    """``p`` as nested plain dicts/lists of JSON scalars."""
+    if isinstance(p, Get):
+        return {"op": "get", "id": str(p.id), "schema": schema_to_dict(p.schema)}
+    if isinstance(p, Constant):
+        return {
+            "op": "constant",
+            "schema": schema_to_dict(p.schema),
+            "rows": [[[_value_out(v) for v in r], c] for r, c in p.rows],
+        }
+    if isinstance(p, LetRef):
+        return {"op": "let_ref", "name": p.name}
+    if isinstance(p, Let):
+        return {
+            "op": "let",
+            "name": p.name,
+            "value": plan_to_dict(p.value),
+            "body": plan_to_dict(p.body),
+        }
+    if isinstance(p, Union):
+        return {"op": "union", "inputs": [plan_to_dict(x) for x in p.inputs]}
+    if isinstance(p, Join):
+        return {
+            "op": "join",
+            "inputs": [plan_to_dict(x) for x in p.inputs],
+            "equivalences": [list(c) for c in p.equivalences],
+            "kind": p.kind.value,
+        }
+    base: Obj = {"input": plan_to_dict(p.input)}
+    if isinstance(p, Map):
+        return {
+            "op": "map",
+            **base,
+            "exprs": [expr_to_dict(e) for e in p.exprs],
+            "names": list(p.names),
+        }
+    if isinstance(p, Filter):
+        return {"op": "filter", **base, "predicates": [expr_to_dict(e) for e in p.predicates]}
+    if isinstance(p, Project):
+        return {"op": "project", **base, "columns": list(p.columns)}
+    if isinstance(p, Negate):
+        return {"op": "negate", **base}
+    if isinstance(p, Distinct):
+        return {"op": "distinct", **base}
+    if isinstance(p, Threshold):
+        return {"op": "threshold", **base}
+    if isinstance(p, ArrangeBy):
+        return {"op": "arrange_by", **base, "keys": [list(k) for k in p.keys]}
+    if isinstance(p, Reduce):
+        return {
+            "op": "reduce",
+            **base,
+            "group_key": list(p.group_key),
+            "aggregates": [
+                {"func": a.func.value, "column": a.column, "distinct": a.distinct}
+                for a in p.aggregates
+            ],
+        }
+    return {
+        "op": "top_k",
+        **base,
+        "group_key": list(p.group_key),
+        "order_by": [_order_out(o) for o in p.order_by],
+        "limit": p.limit,
+        "offset": p.offset,
+    }
+
+
+def plan_from_dict(d: Obj) -> Plan:
+    """Decode :func:`plan_to_dict`'s output; raise :class:`PlanDecodeError` on malformed input."""
+    try:
+        return _plan_in(d)
+    except PlanDecodeError:
+        raise
+    except (KeyError, TypeError, ValueError, AttributeError, InvalidId) as e:
+        raise PlanDecodeError(f"malformed plan: {type(e).__name__}: {e}") from None
+
+
+def _ints(xs: Any) -> tuple[int, ...]:
+    return tuple(int(x) for x in xs)
+
+
+def _plan_in(d: Obj) -> Plan:
+    op = d["op"]
+    if op == "get":
+        return Get(GlobalId.parse(d["id"]), schema_from_dict(d["schema"]))
+    if op == "constant":
+        schema = schema_from_dict(d["schema"])
+        types = [c.type.scalar for c in schema.columns]
+        rows = tuple(
+            (tuple(_value_in(v, t) for v, t in zip(r, types, strict=True)), int(c))
+            for r, c in d["rows"]
+        )
+        return Constant(rows, schema)
+    if op == "let_ref":
+        return LetRef(str(d["name"]))
+    if op == "let":
+        return Let(str(d["name"]), _plan_in(d["value"]), _plan_in(d["body"]))
+    if op == "union":
+        return Union(tuple(_plan_in(x) for x in d["inputs"]))
+    if op == "join":
+        return Join(
+            tuple(_plan_in(x) for x in d["inputs"]),
+            tuple(_ints(c) for c in d["equivalences"]),
+            JoinKind(d["kind"]),
+        )
+    inp = _plan_in(d["input"])
+    if op == "map":
+        return Map(
+            inp, tuple(expr_from_dict(e) for e in d["exprs"]), tuple(str(n) for n in d["names"])
+        )
+    if op == "filter":
+        return Filter(inp, tuple(expr_from_dict(e) for e in d["predicates"]))
+    if op == "project":
+        return Project(inp, _ints(d["columns"]))
+    if op == "negate":
+        return Negate(inp)
+    if op == "distinct":
+        return Distinct(inp)
+    if op == "threshold":
+        return Threshold(inp)
+    if op == "arrange_by":
+        return ArrangeBy(inp, tuple(_ints(k) for k in d["keys"]))
+    if op == "reduce":
+        aggs = tuple(
+            Aggregate(
+                AggFunc(a["func"]),
+                None if a["column"] is None else int(a["column"]),
+                bool(a["distinct"]),
+            )
+            for a in d["aggregates"]
+        )
+        return Reduce(inp, _ints(d["group_key"]), aggs)
+    if op == "top_k":
+        order = tuple(
+            ColumnOrder(int(o["column"]), bool(o["desc"]), bool(o["nulls_last"]))
+            for o in d["order_by"]
+        )
+        limit = None if d["limit"] is None else int(d["limit"])
+        return TopK(inp, _ints(d["group_key"]), order, limit, int(d["offset"]))
+    raise PlanDecodeError(f"unknown plan op {op!r}")

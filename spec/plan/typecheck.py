@@ -1,0 +1,293 @@
+"""Type checking and validation: an invalid plan is rejected before anything runs.
+
+:func:`typecheck` gives a plan's output schema; :func:`validate_dataflow`
+checks a whole :class:`DataflowDescription` (inputs known, schemas agree,
+objects acyclic, exports well formed) and returns every collection's schema.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ..errors import (
+    ArityMismatch,
+    InvalidPlan,
+    PlanCycle,
+    TypeMismatch,
+    UnknownColumn,
+    UnknownInput,
+)
+from ..ids import GlobalId
+from ..protocol.types import DataflowDescription
+from .relation import (
+    AggFunc,
+    ArrangeBy,
+    Constant,
+    Distinct,
+    Filter,
+    Get,
+    Join,
+    JoinKind,
+    Let,
+    LetRef,
+    Map,
+    Negate,
+    Plan,
+    Project,
+    Reduce,
+    Threshold,
+    TopK,
+    Union,
+    children,
+)
+from .scalar import scalar_type
+from .schema import Column, ColumnType, ScalarType, Schema, check_row
+
+__all__ = ["gets", "object_order", "typecheck", "validate_dataflow"]
+
+
+def _cols(schema: Schema, idx: tuple[int, ...], what: str) -> None:
+    for i in idx:
+        if type(i) is not int or not 0 <= i < schema.arity:
+            raise UnknownColumn(f"{what}: column #{i} out of range for {schema}")
+
+
+def typecheck(
+    plan: Plan,
+    sources: Mapping[GlobalId, Schema] | None = None,
+    _lets: Mapping[str, Schema] | None = None,
+) -> Schema:
+    """The output schema of ``plan``; raise a typed :class:`PlanError` if it is invalid.
+
+    With ``sources``, every ``Get`` must name a key of it and carry the same schema.
+    """
+    lets = _lets or {}
+    if isinstance(plan, Get):
+        if not isinstance(plan.id, GlobalId):
+            raise InvalidPlan(f"Get of {plan.id!r}: not a GlobalId")
+        if sources is not None:
+            if plan.id not in sources:
+                raise UnknownInput(f"Get({plan.id}): not an input or object of this dataflow")
+            if sources[plan.id] != plan.schema:
+                raise TypeMismatch(
+                    f"Get({plan.id}) schema {plan.schema} differs from {sources[plan.id]}"
+                )
+        return plan.schema
+    if isinstance(plan, Constant):
+        for entry in plan.rows:
+            if type(entry) is not tuple or len(entry) != 2 or type(entry[1]) is not int:
+                raise InvalidPlan(f"Constant entry {entry!r} is not (row, int diff)")
+            check_row(entry[0], plan.schema, "Constant row")
+        return plan.schema
+    if isinstance(plan, LetRef):
+        if plan.name not in lets:
+            raise UnknownInput(f"LetRef({plan.name!r}): no enclosing Let binds it")
+        return lets[plan.name]
+    if isinstance(plan, Let):
+        value = typecheck(plan.value, sources, lets)
+        return typecheck(plan.body, sources, {**lets, plan.name: value})
+    if isinstance(plan, Union):
+        if not plan.inputs:
+            raise InvalidPlan("Union of no inputs")
+        schemas = [typecheck(p, sources, lets) for p in plan.inputs]
+        first = schemas[0]
+        for k, s in enumerate(schemas[1:], 1):
+            if s.arity != first.arity:
+                raise ArityMismatch(
+                    f"Union input #{k} has arity {s.arity}, input #0 has {first.arity}"
+                )
+            for a, b in zip(first.columns, s.columns, strict=True):
+                if a.type.scalar is not b.type.scalar:
+                    raise TypeMismatch(
+                        f"Union input #{k} column {b.name!r} is {b.type.scalar}, not {a.type.scalar}"
+                    )
+        cols = tuple(
+            Column(
+                c.name, ColumnType(c.type.scalar, any(s.columns[i].type.nullable for s in schemas))
+            )
+            for i, c in enumerate(first.columns)
+        )
+        return Schema(cols)
+    if isinstance(plan, Join):
+        return _join_schema(plan, [typecheck(p, sources, lets) for p in plan.inputs])
+    inner = typecheck(plan.input, sources, lets)
+    if isinstance(plan, Map):
+        if len(plan.names) != len(plan.exprs):
+            raise ArityMismatch(
+                f"Map has {len(plan.exprs)} expressions but {len(plan.names)} names"
+            )
+        schema = inner
+        for name, e in zip(plan.names, plan.exprs, strict=True):
+            schema = schema.concat(Schema((Column(name, scalar_type(e, schema)),)))
+        return schema
+    if isinstance(plan, Filter):
+        for p in plan.predicates:
+            t = scalar_type(p, inner)
+            if t.scalar is not ScalarType.BOOL:
+                raise TypeMismatch(f"Filter predicate {p!r} is {t.scalar}, not bool")
+        return inner
+    if isinstance(plan, Project):
+        _cols(inner, plan.columns, "Project")
+        return inner.project(plan.columns)
+    if isinstance(plan, Negate | Distinct | Threshold):
+        return inner
+    if isinstance(plan, ArrangeBy):
+        for key in plan.keys:
+            _cols(inner, key, "ArrangeBy key")
+        return inner
+    if isinstance(plan, Reduce):
+        return _reduce_schema(plan, inner)
+    if isinstance(plan, TopK):
+        _cols(inner, plan.group_key, "TopK group key")
+        _cols(inner, tuple(o.column for o in plan.order_by), "TopK order by")
+        if plan.limit is not None and (type(plan.limit) is not int or plan.limit < 0):
+            raise InvalidPlan(f"TopK limit {plan.limit!r} must be a non-negative int or None")
+        if type(plan.offset) is not int or plan.offset < 0:
+            raise InvalidPlan(f"TopK offset {plan.offset!r} must be a non-negative int")
+        return inner
+    raise InvalidPlan(f"not a plan: {plan!r}")
+
+
+def _join_schema(plan: Join, schemas: list[Schema]) -> Schema:
+    if not schemas:
+        raise InvalidPlan("Join of no inputs")
+    if plan.kind is JoinKind.LEFT and len(schemas) != 2:
+        raise InvalidPlan(f"left Join needs exactly 2 inputs, got {len(schemas)}")
+    if plan.kind is JoinKind.LEFT:
+        right = Schema(
+            tuple(Column(c.name, ColumnType(c.type.scalar, True)) for c in schemas[1].columns)
+        )
+        schemas = [schemas[0], right]
+    out = schemas[0]
+    for s in schemas[1:]:
+        out = out.concat(s)
+    for cls in plan.equivalences:
+        if len(cls) < 2:
+            raise InvalidPlan(f"Join equivalence class {cls} needs at least two columns")
+        _cols(out, cls, "Join equivalence")
+        t0 = out.columns[cls[0]].type.scalar
+        for i in cls[1:]:
+            t = out.columns[i].type.scalar
+            if not (t is t0 or (t.is_numeric and t0.is_numeric)):
+                raise TypeMismatch(f"Join equates column #{cls[0]} ({t0}) with #{i} ({t})")
+    return out
+
+
+def _reduce_schema(plan: Reduce, inner: Schema) -> Schema:
+    _cols(inner, plan.group_key, "Reduce group key")
+    cols = list(inner.project(plan.group_key).columns)
+    for agg in plan.aggregates:
+        if agg.column is None:
+            if agg.func is not AggFunc.COUNT:
+                raise InvalidPlan(f"{agg.func.value}() needs a column (only count may omit it)")
+            cols.append(Column("count", ColumnType(ScalarType.INT64, False)))
+            continue
+        _cols(inner, (agg.column,), f"Reduce {agg.func.value}()")
+        c = inner.columns[agg.column]
+        name = f"{agg.func.value}_{c.name}"
+        if agg.func is AggFunc.COUNT:
+            cols.append(Column(name, ColumnType(ScalarType.INT64, False)))
+        elif agg.func in (AggFunc.SUM, AggFunc.AVG):
+            if not c.type.scalar.is_numeric:
+                raise TypeMismatch(
+                    f"{agg.func.value}({c.name}) needs a number, {c.name!r} is {c.type.scalar}"
+                )
+            out = ScalarType.FLOAT64 if agg.func is AggFunc.AVG else c.type.scalar
+            cols.append(Column(name, ColumnType(out, True)))
+        else:
+            cols.append(Column(name, ColumnType(c.type.scalar, True)))
+    return Schema(tuple(cols))
+
+
+def gets(plan: Plan) -> dict[GlobalId, Schema]:
+    """Every collection ``plan`` reads by ``Get``, with the schema it expects (first occurrence)."""
+    found: dict[GlobalId, Schema] = {}
+    stack = [plan]
+    while stack:
+        p = stack.pop()
+        if isinstance(p, Get):
+            if p.id in found and found[p.id] != p.schema:
+                raise TypeMismatch(
+                    f"Get({p.id}) used with two schemas: {found[p.id]} and {p.schema}"
+                )
+            found.setdefault(p.id, p.schema)
+        stack.extend(children(p))
+    return found
+
+
+def object_order(desc: DataflowDescription) -> list[GlobalId]:
+    """The objects of ``desc`` in an order where each comes after the objects it reads."""
+    objs = {b.id: b for b in desc.objects_to_build}
+    if len(objs) != len(desc.objects_to_build):
+        raise InvalidPlan(f"dataflow {desc.debug_name!r} builds an object id twice")
+    deps = {oid: [g for g in gets(b.plan) if g in objs] for oid, b in objs.items()}
+    order: list[GlobalId] = []
+    state: dict[GlobalId, int] = {}  # 1 = visiting, 2 = done
+
+    def visit(oid: GlobalId, path: list[GlobalId]) -> None:
+        if state.get(oid) == 2:
+            return
+        if state.get(oid) == 1:
+            cycle = [*path[path.index(oid) :], oid]
+            raise PlanCycle(f"objects depend on each other: {' -> '.join(map(str, cycle))}")
+        state[oid] = 1
+        for d in deps[oid]:
+            visit(d, [*path, oid])
+        state[oid] = 2
+        order.append(oid)
+
+    for b in desc.objects_to_build:
+        visit(b.id, [])
+    return order
+
+
+def validate_dataflow(desc: DataflowDescription) -> dict[GlobalId, Schema]:
+    """Check ``desc`` and return the schema of every import, index import and object.
+
+    Imported collections take their schema from the ``Get`` nodes reading them;
+    an index import may be read by its own id or by the id it indexes.
+    """
+    objects = {b.id for b in desc.objects_to_build}
+    order = object_order(desc)
+    imports: set[GlobalId] = {s.id for s in desc.source_imports}
+    for ix in desc.index_imports:
+        imports |= {ix.id, ix.on_id}
+    clash = imports & objects
+    if clash:
+        raise InvalidPlan(f"ids both imported and built: {sorted(clash)}")
+    schemas: dict[GlobalId, Schema] = {}
+    for b in desc.objects_to_build:
+        for gid, schema in gets(b.plan).items():
+            if gid not in imports and gid not in objects:
+                raise UnknownInput(
+                    f"object {b.id} reads {gid}, which the dataflow neither imports nor builds"
+                )
+            if gid in imports:
+                if gid in schemas and schemas[gid] != schema:
+                    raise TypeMismatch(f"{gid} read with two schemas: {schemas[gid]} and {schema}")
+                schemas[gid] = schema
+    plans = {b.id: b.plan for b in desc.objects_to_build}
+    for oid in order:
+        try:
+            schemas[oid] = typecheck(plans[oid], schemas)
+        except (TypeMismatch, UnknownInput, UnknownColumn, ArityMismatch, InvalidPlan) as e:
+            raise type(e)(f"object {oid}: {e}") from None
+    for ix in desc.index_imports:
+        s = schemas.get(ix.id, schemas.get(ix.on_id))
+        if s is not None:
+            schemas.setdefault(ix.id, s)
+            schemas.setdefault(ix.on_id, s)
+            _cols(s, ix.key, f"index import {ix.id} key")
+    for ex in desc.index_exports:
+        if ex.on_id not in schemas:
+            raise UnknownInput(
+                f"index export {ex.id} is on {ex.on_id}, which the dataflow does not have"
+            )
+        _cols(schemas[ex.on_id], ex.key, f"index export {ex.id} key")
+    for sk in desc.sink_exports:
+        if sk.from_id not in schemas:
+            raise UnknownInput(f"sink {sk.id} reads {sk.from_id}, which the dataflow does not have")
+    exports = desc.export_ids
+    if len(set(exports)) != len(exports):
+        raise InvalidPlan(f"dataflow {desc.debug_name!r} exports an id twice")
+    return schemas

@@ -1,0 +1,581 @@
+"""Hypothesis strategies for plans, input update streams and whole executor test cases.
+
+Values come from small domains so that rows collide, joins match and groups
+have several members; streams include retractions and negative intermediate
+multiplicities. :func:`executor_cases` draws everything the executor contract
+test (:mod:`tidegate.spec.testing.executor`) needs.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from hypothesis import strategies as st
+
+from ..frontier import Antichain, Row, Update
+from ..ids import GlobalId
+from ..plan.relation import (
+    AggFunc,
+    Aggregate,
+    ArrangeBy,
+    Constant,
+    Distinct,
+    Filter,
+    Get,
+    Join,
+    JoinKind,
+    Let,
+    LetRef,
+    Map,
+    Negate,
+    Plan,
+    Project,
+    Reduce,
+    Threshold,
+    TopK,
+    Union,
+)
+from ..plan.scalar import (
+    BinaryFunc,
+    CallBinary,
+    CallUnary,
+    CallVariadic,
+    Cast,
+    ColumnRef,
+    If,
+    Literal,
+    ScalarExpr,
+    UnaryFunc,
+    VariadicFunc,
+    scalar_type,
+)
+from ..plan.schema import INT64_MAX, Column, ColumnType, ScalarType, Schema
+from ..plan.typecheck import gets, typecheck
+from ..protocol.types import (
+    BuildDesc,
+    ColumnOrder,
+    DataflowDescription,
+    IndexExport,
+    IndexImport,
+    RowSetFinishing,
+    SinkExport,
+    SourceImport,
+    SubscribeConnection,
+)
+
+__all__ = [
+    "ExecutorAction",
+    "ExecutorCase",
+    "executor_cases",
+    "order_bys",
+    "peek_finishings",
+    "plans",
+    "scalar_exprs",
+    "scalar_values",
+    "schema_rows",
+    "schemas",
+    "update_streams",
+]
+
+S = ScalarType
+_SCALARS = (S.INT64, S.STRING, S.BOOL, S.FLOAT64, S.DATE, S.TIMESTAMP)
+_COMMON = (S.INT64, S.INT64, S.STRING, S.BOOL, S.FLOAT64, S.DATE, S.TIMESTAMP)
+
+
+def scalar_values(scalar: ScalarType) -> st.SearchStrategy[Any]:
+    """Non-NULL values of ``scalar`` from a small domain (int64 includes an overflow-prone extreme)."""
+    if scalar is S.INT64:
+        return st.one_of(st.integers(-3, 3), st.just(INT64_MAX))
+    if scalar is S.FLOAT64:
+        return st.sampled_from([-1.5, 0.0, 0.5, 2.0, 0.1])
+    if scalar is S.STRING:
+        return st.sampled_from(["", "a", "b", "ab", "B", "a%", "12"])
+    if scalar is S.BOOL:
+        return st.booleans()
+    if scalar is S.DATE:
+        return st.sampled_from(
+            [_dt.date(2024, 1, 1), _dt.date(2024, 2, 29), _dt.date(1999, 12, 31)]
+        )
+    return st.sampled_from([_dt.datetime(2024, 1, 1, 0, 0), _dt.datetime(2024, 1, 1, 12, 30, 0, 5)])
+
+
+def _value_or_null(t: ColumnType) -> st.SearchStrategy[Any]:
+    v = scalar_values(t.scalar)
+    return st.one_of(st.none(), v) if t.nullable else v
+
+
+def schemas(min_columns: int = 1, max_columns: int = 3) -> st.SearchStrategy[Schema]:
+    """Schemas with columns ``c0, c1, ...`` of random types and nullability."""
+    col = st.tuples(st.sampled_from(_COMMON), st.booleans())
+    return st.lists(col, min_size=min_columns, max_size=max_columns).map(
+        lambda cs: Schema(tuple(Column(f"c{i}", ColumnType(s, n)) for i, (s, n) in enumerate(cs)))
+    )
+
+
+def schema_rows(schema: Schema) -> st.SearchStrategy[Row]:
+    """Rows valid for ``schema``."""
+    return st.tuples(*(_value_or_null(c.type) for c in schema.columns))
+
+
+def update_streams(
+    schema: Schema, max_time: int = 4, max_updates: int = 12, distinct_rows: int = 4
+) -> st.SearchStrategy[list[Update]]:
+    """Updates over a few rows at times ``0..max_time``, diffs in ``-2..2`` (no zeros)."""
+
+    @st.composite
+    def build(draw: st.DrawFn) -> list[Update]:
+        pool = draw(st.lists(schema_rows(schema), min_size=1, max_size=distinct_rows, unique=True))
+        ups = draw(
+            st.lists(
+                st.tuples(
+                    st.sampled_from(pool),
+                    st.integers(0, max_time),
+                    st.sampled_from([-2, -1, 1, 1, 1, 2]),
+                ),
+                min_size=1,
+                max_size=max_updates,
+            )
+        )
+        return ups
+
+    return build()
+
+
+def order_bys(arity: int) -> st.SearchStrategy[tuple[ColumnOrder, ...]]:
+    if arity == 0:
+        return st.just(())
+    one = st.builds(ColumnOrder, st.integers(0, arity - 1), st.booleans(), st.booleans())
+    return st.lists(one, max_size=2).map(tuple)
+
+
+def peek_finishings(arity: int) -> st.SearchStrategy[RowSetFinishing]:
+    """Peek finishings for rows of ``arity`` columns."""
+    project = (
+        st.none()
+        if arity == 0
+        else st.one_of(st.none(), st.lists(st.integers(0, arity - 1), max_size=3).map(tuple))
+    )
+    return st.builds(
+        RowSetFinishing,
+        order_bys(arity),
+        st.one_of(st.none(), st.integers(0, 4)),
+        st.integers(0, 2),
+        project,
+    )
+
+
+# -- scalar expressions --------------------------------------------------------------------
+
+
+def _cols_of(schema: Schema, scalar: ScalarType) -> list[int]:
+    return [i for i, c in enumerate(schema.columns) if c.type.scalar is scalar]
+
+
+def _lit(scalar: ScalarType) -> st.SearchStrategy[ScalarExpr]:
+    return st.one_of(scalar_values(scalar), st.none()).map(lambda v: Literal(v, scalar))
+
+
+def scalar_exprs(
+    schema: Schema, scalar: ScalarType, depth: int = 2
+) -> st.SearchStrategy[ScalarExpr]:
+    """Well-typed expressions over ``schema`` whose type is ``scalar``."""
+
+    @st.composite
+    def build(draw: st.DrawFn) -> ScalarExpr:
+        return _expr(draw, schema, scalar, depth)
+
+    return build()
+
+
+def _expr(draw: st.DrawFn, schema: Schema, want: ScalarType, depth: int) -> ScalarExpr:
+    cols = _cols_of(schema, want)
+    leaf_choices = ["lit"] + ["col"] * (3 if cols else 0)
+    choices = leaf_choices if depth <= 0 else [*leaf_choices, "op", "op", "if", "coalesce", "cast"]
+    kind = draw(st.sampled_from(choices))
+    sub = depth - 1
+    if kind == "col":
+        return ColumnRef(draw(st.sampled_from(cols)))
+    if kind == "lit":
+        return draw(_lit(want))
+    if kind == "if":
+        return If(
+            _expr(draw, schema, S.BOOL, sub),
+            _expr(draw, schema, want, sub),
+            _expr(draw, schema, want, sub),
+        )
+    if kind == "coalesce":
+        n = draw(st.integers(1, 3))
+        return CallVariadic(
+            VariadicFunc.COALESCE, tuple(_expr(draw, schema, want, sub) for _ in range(n))
+        )
+    if kind == "cast":
+        sources = [
+            s
+            for s in _SCALARS
+            if s is not want and (s is S.STRING or want is S.STRING or _castable(s, want))
+        ]
+        src = draw(st.sampled_from(sources))
+        return Cast(_expr(draw, schema, src, sub), want)
+    return _op(draw, schema, want, sub)
+
+
+def _castable(a: ScalarType, b: ScalarType) -> bool:
+    pairs = {
+        (S.INT64, S.FLOAT64),
+        (S.FLOAT64, S.INT64),
+        (S.INT64, S.BOOL),
+        (S.BOOL, S.INT64),
+        (S.DATE, S.TIMESTAMP),
+        (S.TIMESTAMP, S.DATE),
+    }
+    return (a, b) in pairs
+
+
+def _op(draw: st.DrawFn, schema: Schema, want: ScalarType, d: int) -> ScalarExpr:
+    if want is S.INT64:
+        k = draw(st.sampled_from(["arith", "arith", "neg", "length"]))
+        if k == "arith":
+            f = draw(
+                st.sampled_from(
+                    [BinaryFunc.ADD, BinaryFunc.SUB, BinaryFunc.MUL, BinaryFunc.DIV, BinaryFunc.MOD]
+                )
+            )
+            return CallBinary(f, _expr(draw, schema, S.INT64, d), _expr(draw, schema, S.INT64, d))
+        if k == "neg":
+            return CallUnary(UnaryFunc.NEG, _expr(draw, schema, S.INT64, d))
+        return CallUnary(UnaryFunc.LENGTH, _expr(draw, schema, S.STRING, d))
+    if want is S.FLOAT64:
+        f = draw(st.sampled_from([BinaryFunc.ADD, BinaryFunc.SUB, BinaryFunc.MUL, BinaryFunc.DIV]))
+        other = draw(st.sampled_from([S.INT64, S.FLOAT64]))
+        return CallBinary(f, _expr(draw, schema, S.FLOAT64, d), _expr(draw, schema, other, d))
+    if want is S.STRING:
+        k = draw(st.sampled_from(["lower", "upper", "concat", "substring"]))
+        if k in ("lower", "upper"):
+            return CallUnary(UnaryFunc(k), _expr(draw, schema, S.STRING, d))
+        if k == "concat":
+            return CallVariadic(
+                VariadicFunc.CONCAT,
+                (_expr(draw, schema, S.STRING, d), _expr(draw, schema, S.STRING, d)),
+            )
+        args = [_expr(draw, schema, S.STRING, d), _expr(draw, schema, S.INT64, d)]
+        if draw(st.booleans()):
+            args.append(_expr(draw, schema, S.INT64, d))
+        return CallVariadic(VariadicFunc.SUBSTRING, tuple(args))
+    if want is S.BOOL:
+        k = draw(st.sampled_from(["cmp", "cmp", "logic", "not", "is_null", "like"]))
+        if k == "cmp":
+            t = draw(st.sampled_from(_SCALARS))
+            f = draw(
+                st.sampled_from(
+                    [
+                        BinaryFunc.EQ,
+                        BinaryFunc.NE,
+                        BinaryFunc.LT,
+                        BinaryFunc.LE,
+                        BinaryFunc.GT,
+                        BinaryFunc.GE,
+                    ]
+                )
+            )
+            return CallBinary(f, _expr(draw, schema, t, d), _expr(draw, schema, t, d))
+        if k == "logic":
+            vf = draw(st.sampled_from([VariadicFunc.AND, VariadicFunc.OR]))
+            n = draw(st.integers(1, 3))
+            return CallVariadic(vf, tuple(_expr(draw, schema, S.BOOL, d) for _ in range(n)))
+        if k == "not":
+            return CallUnary(UnaryFunc.NOT, _expr(draw, schema, S.BOOL, d))
+        if k == "is_null":
+            return CallUnary(
+                UnaryFunc.IS_NULL, _expr(draw, schema, draw(st.sampled_from(_SCALARS)), d)
+            )
+        pattern = Literal(draw(st.sampled_from(["a%", "_", "%b%", "a\\%", ""])), S.STRING)
+        return CallBinary(BinaryFunc.LIKE, _expr(draw, schema, S.STRING, d), pattern)
+    return (
+        draw(_lit(want))
+        if not _cols_of(schema, want)
+        else ColumnRef(draw(st.sampled_from(_cols_of(schema, want))))
+    )
+
+
+# -- plans ---------------------------------------------------------------------------------
+
+
+def plans(inputs: Mapping[GlobalId, Schema], max_depth: int = 3) -> st.SearchStrategy[Plan]:
+    """Well-typed plans reading ``inputs`` (every operator can appear, nested up to ``max_depth``)."""
+
+    @st.composite
+    def build(draw: st.DrawFn) -> Plan:
+        return _plan(draw, dict(inputs), max_depth, {})[0]
+
+    return build()
+
+
+def _plan(
+    draw: st.DrawFn, inputs: Mapping[GlobalId, Schema], depth: int, lets: Mapping[str, Schema]
+) -> tuple[Plan, Schema]:
+    leaves = ["get", "get", "get", "constant"] + (["let_ref"] * 3 if lets else [])
+    ops = [
+        "map",
+        "filter",
+        "project",
+        "union",
+        "negate",
+        "join",
+        "reduce",
+        "distinct",
+        "threshold",
+        "top_k",
+        "arrange",
+        "let",
+        "left_join",
+    ]
+    kind = draw(st.sampled_from(leaves if depth <= 0 else leaves + ops * 2))
+    d = depth - 1
+    if kind == "get":
+        gid = draw(st.sampled_from(sorted(inputs)))
+        return Get(gid, inputs[gid]), inputs[gid]
+    if kind == "constant":
+        schema = draw(
+            st.one_of(st.sampled_from([inputs[g] for g in sorted(inputs)]), schemas(0, 2))
+        )
+        return _constant(draw, schema), schema
+    if kind == "let_ref":
+        name = draw(st.sampled_from(sorted(lets)))
+        return LetRef(name), lets[name]
+    if kind == "let":
+        name = f"l{len(lets)}"
+        value, vs = _plan(draw, inputs, d, lets)
+        body, bs = _plan(draw, inputs, d, {**lets, name: vs})
+        return Let(name, value, body), bs
+    if kind in ("join", "left_join"):
+        n = 2 if kind == "left_join" else draw(st.integers(1, 3))
+        parts = [_plan(draw, inputs, d, lets) for _ in range(n)]
+        join_kind = JoinKind.LEFT if kind == "left_join" else JoinKind.INNER
+        eqs = _equivalences(draw, [s for _, s in parts], join_kind)
+        plan: Plan = Join(tuple(p for p, _ in parts), eqs, join_kind)
+        return plan, typecheck(plan, None, lets)
+    inner, schema = _plan(draw, inputs, d, lets)
+    if kind == "map":
+        exprs, names, cur = [], [], schema
+        for i in range(draw(st.integers(1, 2))):
+            e = _expr(draw, cur, draw(st.sampled_from(_COMMON)), 2)
+            exprs.append(e)
+            names.append(f"m{i}")
+            cur = cur.concat(Schema((Column(f"m{i}", scalar_type(e, cur)),)))
+        plan = Map(inner, tuple(exprs), tuple(names))
+    elif kind == "filter":
+        preds = tuple(_expr(draw, schema, S.BOOL, 2) for _ in range(draw(st.integers(1, 2))))
+        plan = Filter(inner, preds)
+    elif kind == "project":
+        cols = draw(st.lists(st.integers(0, schema.arity - 1), max_size=3)) if schema.arity else []
+        plan = Project(inner, tuple(cols))
+    elif kind == "union":
+        other_kind = draw(st.sampled_from(["negate", "filter", "constant", "same"]))
+        if other_kind == "negate":
+            other: Plan = Negate(inner)
+        elif other_kind == "filter":
+            other = Filter(inner, (_expr(draw, schema, S.BOOL, 1),))
+        elif other_kind == "constant":
+            other = _constant(draw, schema)
+        else:
+            other = inner
+        plan = Union((inner, other))
+    elif kind == "negate":
+        plan = Negate(inner)
+    elif kind == "distinct":
+        plan = Distinct(inner)
+    elif kind == "threshold":
+        plan = Threshold(inner)
+    elif kind == "arrange":
+        key = (
+            tuple(draw(st.lists(st.integers(0, schema.arity - 1), max_size=2)))
+            if schema.arity
+            else ()
+        )
+        plan = ArrangeBy(inner, (key,))
+    elif kind == "reduce":
+        key = (
+            tuple(draw(st.lists(st.integers(0, max(schema.arity - 1, 0)), max_size=2, unique=True)))
+            if schema.arity
+            else ()
+        )
+        aggs = tuple(draw(st.lists(_aggregates(schema), min_size=1, max_size=3)))
+        plan = Reduce(inner, key, aggs)
+    else:
+        key = (
+            tuple(draw(st.lists(st.integers(0, schema.arity - 1), max_size=1, unique=True)))
+            if schema.arity
+            else ()
+        )
+        plan = TopK(
+            inner,
+            key,
+            draw(order_bys(schema.arity)),
+            draw(st.one_of(st.none(), st.integers(0, 3))),
+            draw(st.integers(0, 2)),
+        )
+    return plan, typecheck(plan, None, lets)
+
+
+def _constant(draw: st.DrawFn, schema: Schema) -> Constant:
+    entries = draw(
+        st.lists(st.tuples(schema_rows(schema), st.sampled_from([-1, 1, 2])), max_size=3)
+    )
+    return Constant(tuple(entries), schema)
+
+
+def _aggregates(schema: Schema) -> st.SearchStrategy[Aggregate]:
+    @st.composite
+    def build(draw: st.DrawFn) -> Aggregate:
+        if schema.arity == 0 or draw(st.integers(0, 4)) == 0:
+            return Aggregate(AggFunc.COUNT)
+        col = draw(st.integers(0, schema.arity - 1))
+        numeric = schema.columns[col].type.scalar.is_numeric
+        funcs = [AggFunc.COUNT, AggFunc.MIN, AggFunc.MAX] + (
+            [AggFunc.SUM, AggFunc.AVG] * 2 if numeric else []
+        )
+        return Aggregate(draw(st.sampled_from(funcs)), col, draw(st.integers(0, 3)) == 0)
+
+    return build()
+
+
+def _equivalences(
+    draw: st.DrawFn, parts: Sequence[Schema], kind: JoinKind
+) -> tuple[tuple[int, ...], ...]:
+    offsets, total = [], 0
+    for s in parts:
+        offsets.append(total)
+        total += s.arity
+    cols = [
+        (p, offsets[p] + i, c.type.scalar)
+        for p, s in enumerate(parts)
+        for i, c in enumerate(s.columns)
+    ]
+    pairs = [
+        (a, b)
+        for pa, a, ta in cols
+        for pb, b, tb in cols
+        if pa < pb and (ta is tb or (ta.is_numeric and tb.is_numeric))
+    ]
+    if not pairs:
+        return ()
+    chosen = draw(st.lists(st.sampled_from(pairs), max_size=2, unique=True))
+    return tuple(chosen)
+
+
+# -- executor cases ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ExecutorAction:
+    """One step of an executor test: ``feed`` (input, updates, new upper), ``step``, or ``compact`` (export, frontier)."""
+
+    kind: str
+    target: GlobalId | None = None
+    updates: tuple[Update, ...] = ()
+    frontier: Antichain | None = None
+
+
+@dataclass(frozen=True)
+class ExecutorCase:
+    """A dataflow, every input's full update stream, a script of actions, and a finishing per index."""
+
+    dataflow: DataflowDescription
+    inputs: Mapping[GlobalId, tuple[Update, ...]]
+    actions: tuple[ExecutorAction, ...]
+    finishings: Mapping[GlobalId, RowSetFinishing]
+    max_time: int
+    readers: tuple[DataflowDescription, ...] = ()
+    """Dataflows installed after ``dataflow`` that read its indexes (by index import)."""
+
+
+@st.composite
+def executor_cases(draw: st.DrawFn, max_time: int = 4, max_depth: int = 3) -> ExecutorCase:
+    """A random dataflow (1-2 inputs, 1-2 objects, an index and a subscribe per object) and a script."""
+    n_inputs = draw(st.integers(1, 2))
+    input_schemas = {GlobalId.user(i + 1): draw(schemas(1, 3)) for i in range(n_inputs)}
+    if n_inputs == 2 and draw(st.booleans()):
+        input_schemas[GlobalId.user(2)] = input_schemas[GlobalId.user(1)]
+    objects: list[BuildDesc] = []
+    visible = dict(input_schemas)
+    for k in range(draw(st.integers(1, 2))):
+        oid = GlobalId.user(10 + k)
+        plan = draw(plans(visible, max_depth))
+        objects.append(BuildDesc(oid, plan))
+        visible[oid] = typecheck(plan)
+    index_exports, sinks, fins = [], [], {}
+    for k, b in enumerate(objects):
+        arity = visible[b.id].arity
+        key = (
+            tuple(draw(st.lists(st.integers(0, arity - 1), max_size=2, unique=True)))
+            if arity
+            else ()
+        )
+        ix = GlobalId.user(20 + k)
+        index_exports.append(IndexExport(ix, b.id, key))
+        sinks.append(SinkExport(GlobalId.transient(k + 1), b.id, SubscribeConnection()))
+        fins[ix] = draw(peek_finishings(arity))
+    as_of = draw(st.integers(0, 2))
+    used = sorted({g for b in objects for g in _gets(b.plan)} & set(input_schemas))
+    desc = DataflowDescription(
+        "case",
+        source_imports=tuple(SourceImport(g) for g in used),
+        objects_to_build=tuple(objects),
+        index_exports=tuple(index_exports),
+        sink_exports=tuple(sinks),
+        as_of=Antichain([as_of]),
+    )
+    inputs = {g: tuple(draw(update_streams(input_schemas[g], max_time))) for g in used}
+    actions: list[ExecutorAction] = []
+    uppers = dict.fromkeys(used, 0)
+    unsent = {g: list(inputs[g]) for g in used}
+    sinces = {ix.id: as_of for ix in index_exports}
+    for _ in range(draw(st.integers(1, 6))):
+        kind = draw(st.sampled_from(["feed", "feed", "step", "compact"]))
+        if kind == "feed" and used:
+            g = draw(st.sampled_from(used))
+            new_upper = draw(st.integers(uppers[g], max_time + 1))
+            send = [u for u in unsent[g] if u[1] < new_upper or draw(st.integers(0, 3)) == 0]
+            for u in send:
+                unsent[g].remove(u)
+            uppers[g] = new_upper
+            actions.append(ExecutorAction("feed", g, tuple(send), Antichain([new_upper])))
+        elif kind == "compact":
+            ix_id = draw(st.sampled_from(sorted(sinces)))
+            f = draw(st.integers(sinces[ix_id], max_time + 1))
+            sinces[ix_id] = f
+            actions.append(ExecutorAction("compact", ix_id, frontier=Antichain([f])))
+        else:
+            actions.append(ExecutorAction("step"))
+    for g in used:  # finish: everything fed, inputs closed
+        actions.append(ExecutorAction("feed", g, tuple(unsent[g]), Antichain()))
+    actions.append(ExecutorAction("step"))
+    readers: tuple[DataflowDescription, ...] = ()
+    if draw(st.booleans()):
+        imported = draw(st.sampled_from(index_exports))
+        schema = visible[imported.on_id]
+        plan = draw(plans({imported.on_id: schema}, max_depth=2))
+        arity = typecheck(plan).arity
+        reader_ix = GlobalId.user(41)
+        key = tuple(draw(st.lists(st.integers(0, arity - 1), max_size=1))) if arity else ()
+        readers = (
+            DataflowDescription(
+                "reader",
+                index_imports=(IndexImport(imported.id, imported.on_id, imported.key),),
+                objects_to_build=(BuildDesc(GlobalId.user(40), plan),),
+                index_exports=(IndexExport(reader_ix, GlobalId.user(40), key),),
+                sink_exports=(
+                    SinkExport(GlobalId.transient(11), GlobalId.user(40), SubscribeConnection()),
+                ),
+                as_of=Antichain([as_of + draw(st.integers(0, 2))]),
+            ),
+        )
+        fins[reader_ix] = draw(peek_finishings(arity))
+    return ExecutorCase(desc, inputs, tuple(actions), fins, max_time, readers)
+
+
+def _gets(plan: Plan) -> set[GlobalId]:
+    return set(gets(plan))

@@ -1,5 +1,0 @@
-"""Hypothesis strategies: plans (see the package docstring)."""
-
-from __future__ import annotations
-
-__all__: list[str] = []
