@@ -4,7 +4,8 @@
 ``decode_*`` do the reverse and raise :class:`~.errors.WireError` subclasses
 for anything malformed (bad ids, unset oneofs, corrupt row payloads), never a
 bare exception. ``*_to_bytes``/``*_from_bytes`` add the serialisation step.
-Plans travel as their stable JSON form (``ProtoPlan.json``).
+Plans travel as their stable JSON form (``ProtoPlan.json``, from
+:func:`tidegate.spec.plan.plan_to_dict`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from google.protobuf.message import DecodeError
 from tidegate.spec.errors import TidegateError
 from tidegate.spec.frontier import Antichain, Product, Row, Time
 from tidegate.spec.ids import GlobalId
+from tidegate.spec.plan import plan_from_dict, plan_to_dict
 from tidegate.spec.protocol import (
     AllowCompaction,
     AllowWrites,
@@ -63,6 +65,7 @@ from .gen import tidegate_compute_pb2 as pb
 from .rows import decode_table, encode_table
 
 __all__ = [
+    "PLAN_IR",
     "PlanCodec",
     "command_from_bytes",
     "command_to_bytes",
@@ -79,18 +82,23 @@ __all__ = [
 
 
 class PlanCodec:
-    """How ``BuildDesc.plan`` becomes JSON text and back (the plan IR's stable serialisation)."""
+    """How ``BuildDesc.plan`` becomes a JSON value and back.
+
+    The default is the plan IR's stable serialisation; tests of the wire
+    layer alone may install another (e.g. the identity on JSON values).
+    """
 
     def __init__(self, to_json: Callable[[Any], Any], from_json: Callable[[Any], Any]) -> None:
         self.to_json = to_json
         self.from_json = from_json
 
 
-_plan_codec = PlanCodec(lambda plan: plan, lambda data: data)
+PLAN_IR = PlanCodec(plan_to_dict, plan_from_dict)
+_plan_codec = PLAN_IR
 
 
 def set_plan_codec(codec: PlanCodec) -> None:
-    """Install the plan serialisation (done by :mod:`tidegate.spec.plan` users; JSON values by default)."""
+    """Install another plan serialisation (process-wide)."""
     global _plan_codec
     _plan_codec = codec
 

@@ -29,8 +29,10 @@ from tidegate.spec.protocol import (
     SubscribeResponse,
 )
 
+_PLANS = strategies.schemas().flatmap(lambda schema: strategies.plans({GlobalId.user(1): schema}))
 
-@given(strategies.commands())
+
+@given(strategies.commands(plans=_PLANS))
 def test_every_command_round_trips(cmd: ComputeCommand) -> None:
     assert command_from_bytes(command_to_bytes(cmd)) == cmd
 
