@@ -63,7 +63,10 @@ class InstanceConfig:
             return False
         if other.expiration_offset_ms is None:
             return self.expiration_offset_ms is None
-        return self.expiration_offset_ms is None or other.expiration_offset_ms <= self.expiration_offset_ms
+        return (
+            self.expiration_offset_ms is None
+            or other.expiration_offset_ms <= self.expiration_offset_ms
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,8 +86,12 @@ class ComputeParameters:
         merged = dict(self.dyncfg_updates)
         merged.update(other.dyncfg_updates)
         return ComputeParameters(
-            max_result_size=other.max_result_size if other.max_result_size is not None else self.max_result_size,
-            workload_class=other.workload_class if other.workload_class is not None else self.workload_class,
+            max_result_size=other.max_result_size
+            if other.max_result_size is not None
+            else self.max_result_size,
+            workload_class=other.workload_class
+            if other.workload_class is not None
+            else self.workload_class,
             dyncfg_updates=tuple(sorted(merged.items())),
         )
 
@@ -226,7 +233,9 @@ class DataflowDescription:
 
     @property
     def subscribe_ids(self) -> tuple[GlobalId, ...]:
-        return tuple(s.id for s in self.sink_exports if isinstance(s.connection, SubscribeConnection))
+        return tuple(
+            s.id for s in self.sink_exports if isinstance(s.connection, SubscribeConnection)
+        )
 
     @property
     def persist_sink_ids(self) -> tuple[GlobalId, ...]:
