@@ -1,0 +1,913 @@
+"""The storage controller as a pure state machine (reference storage-and-frontiers.md section 2).
+
+It manages durable collections (tables, ingested sources, materialized-view
+outputs) and exports (sinks): their sinces and uppers, read policies and read
+holds, dependencies between them, appends and snapshots, and the storage
+instances that run ingestions and sinks. Every public call validates first and
+mutates after -- a call that raises changes nothing -- and returns the
+effects the driver must carry out (:mod:`.effects`).
+
+Read capabilities propagate along dependencies with the worklist algorithm of
+section 2.4; its cost for one change is proportional to the dependencies it
+reaches, never to the number of collections.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+import networkx as nx
+
+from ..errors import (
+    DependencyCycle,
+    ExportInstanceMissing,
+    IdentifierInvalid,
+    IdentifierMissing,
+    IngestionInstanceMissing,
+    InvalidAppendBounds,
+    InvalidUpper,
+    InvalidUppers,
+    InvalidUsage,
+    ReadBeforeSince,
+    ReadBeyondUpper,
+    SinkIdReused,
+    SourceIdReused,
+    StorageInstanceExists,
+    StorageInstanceMissing,
+    StorageReplicaMissing,
+    UpdateBeyondUpper,
+    UpdateNotBeyondLower,
+)
+from ..errors.frontier import InvalidFrontier
+from ..frontier import Antichain, ChangeBatch, Time, Update, check_time
+from ..frontier.read_policy import ReadPolicy, StepBack, ValidFrom, apply_policy
+from ..ids import GlobalId, InstanceId, ReplicaId
+from .appends import AppendBatch, AppendCommand, PendingAppend, PendingSnapshot
+from .commands import (
+    DroppedId,
+    FrontierUpper,
+    RunIngestion,
+    RunSink,
+    StorageAllowCompaction,
+    StorageCommand,
+    StorageInitializationComplete,
+    StorageResponse,
+    StorageUpdateConfiguration,
+)
+from .descriptions import (
+    CollectionDescription,
+    CreateExportToken,
+    ExportDescription,
+    Ingestion,
+    ShardFrontiers,
+    StorageParameters,
+)
+from .effects import (
+    AppendCompleted,
+    CollectionDropped,
+    DowngradeShardSince,
+    DropShard,
+    ReadSnapshot,
+    RegisterShard,
+    SendStorageCommand,
+    SinceChanged,
+    StorageEffect,
+    UpperChanged,
+    WriteToShard,
+)
+from .holds import StorageReadHold
+from .instances import StorageInstance, sink_as_of
+from .propagation import propagate_read_capabilities
+from .state import CollectionState, CollectionView, ExportState, ExportView
+
+__all__ = ["StorageController"]
+
+_RANK = {"s": 0, "u": 1, "t": 2}
+_STEP_BACK = StepBack()
+_BOTTOM = Antichain.bottom(0)
+_EMPTY = Antichain.empty()
+
+
+def _id_key(id: GlobalId) -> tuple[int, int]:
+    return (_RANK[id.namespace], id.value)
+
+
+def _replace(old: Antichain, new: Antichain) -> list[tuple[Time, int]]:
+    """The hold changes that move one hold from ``old`` to ``new``."""
+    return [*((t, -1) for t in old), *((t, 1) for t in new)]
+
+
+def _check_antichain(value: object, what: str) -> Antichain:
+    if not isinstance(value, Antichain):
+        raise InvalidFrontier(f"{what} must be an Antichain, got {value!r}")
+    return value
+
+
+class StorageController:
+    """Durable collections, exports and storage instances; see the module docstring.
+
+    ``durable_shards`` are the shards the shard store held when this
+    controller started; :meth:`reconcile_state` drops those that no
+    collection claimed since.
+    """
+
+    def __init__(self, durable_shards: Iterable[GlobalId] = ()) -> None:
+        self._collections: dict[GlobalId, CollectionState] = {}
+        self._exports: dict[GlobalId, ExportState] = {}
+        self._graph: nx.DiGraph = nx.DiGraph()
+        self._instances: dict[InstanceId, StorageInstance] = {}
+        self._retired: set[GlobalId] = set()
+        self._tokens: dict[int, CreateExportToken] = {}
+        self._appends: dict[int, AppendBatch] = {}
+        self._write_upper: dict[GlobalId, Antichain] = {}
+        self._inflight: dict[GlobalId, int] = {}
+        self._snapshots: dict[int, tuple[GlobalId, Time]] = {}
+        self._durable_shards: set[GlobalId] = set(durable_shards)
+        self._serial = 0
+        self._initialized = False
+        self._config = StorageParameters()
+        self._outbox: list[StorageEffect] = []
+        # Tests flip the worklist's order to check that the fixed point does not depend on it.
+        self._largest_first = True
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def initialization_complete(self) -> list[StorageEffect]:
+        """Mark the controller initialized and tell every instance (once)."""
+        if self._initialized:
+            return []
+        self._initialized = True
+        return self._broadcast(StorageInitializationComplete())
+
+    @property
+    def initialized(self) -> bool:
+        return self._initialized
+
+    def update_configuration(self, params: StorageParameters) -> list[StorageEffect]:
+        """Merge ``params`` into the configuration and send the merged result to every instance."""
+        if not isinstance(params, StorageParameters):
+            raise InvalidUsage(f"update_configuration takes StorageParameters, got {params!r}")
+        self._config = self._config.update(params)
+        return self._broadcast(StorageUpdateConfiguration(self._config))
+
+    @property
+    def configuration(self) -> StorageParameters:
+        return self._config
+
+    def _broadcast(self, command: StorageCommand) -> list[StorageEffect]:
+        out: list[StorageEffect] = []
+        for name in sorted(self._instances):
+            out.extend(self._instances[name].send(command))
+        return out
+
+    # ------------------------------------------------------------------ instances
+
+    def create_instance(self, instance: InstanceId) -> list[StorageEffect]:
+        """Create storage instance ``instance`` (:class:`StorageInstanceExists` if it exists).
+
+        It has no replica yet; initialization and configuration reach its
+        replicas with the history replayed by :meth:`connect_replica`.
+        """
+        if instance in self._instances:
+            raise StorageInstanceExists(instance)
+        self._instances[instance] = StorageInstance(instance)
+        return []
+
+    def drop_instance(self, instance: InstanceId) -> list[StorageEffect]:
+        """Forget storage instance ``instance`` and its replicas (:class:`StorageInstanceMissing`).
+
+        Ingestions and sinks still assigned to it keep their collections and
+        holds but are no longer run anywhere (as in the reference, they leak).
+        """
+        self._instance(instance)
+        del self._instances[instance]
+        return []
+
+    def connect_replica(
+        self, instance: InstanceId, replica: ReplicaId, location: str = ""
+    ) -> list[StorageEffect]:
+        """(Re)connect ``replica`` at ``location`` to ``instance`` and replay the reduced history to it."""
+        inst = self._instance(instance)
+        inst.replicas[replica] = location
+        return [
+            SendStorageCommand(instance, replica, cmd)
+            for cmd in inst.history(self._initialized, self._config, self._upper_of)
+        ]
+
+    def drop_replica(self, instance: InstanceId, replica: ReplicaId) -> list[StorageEffect]:
+        """Disconnect ``replica`` from ``instance`` (:class:`StorageReplicaMissing`)."""
+        inst = self._instance(instance)
+        if replica not in inst.replicas:
+            raise StorageReplicaMissing(instance, replica)
+        del inst.replicas[replica]
+        return []
+
+    def instances(self) -> list[InstanceId]:
+        return sorted(self._instances)
+
+    def replicas(self, instance: InstanceId) -> list[ReplicaId]:
+        return sorted(self._instance(instance).replicas)
+
+    def history(self, instance: InstanceId) -> list[StorageCommand]:
+        """What a replica connecting to ``instance`` now would receive."""
+        return self._instance(instance).history(self._initialized, self._config, self._upper_of)
+
+    def _instance(self, instance: InstanceId) -> StorageInstance:
+        inst = self._instances.get(instance)
+        if inst is None:
+            raise StorageInstanceMissing(instance)
+        return inst
+
+    def _upper_of(self, id: GlobalId) -> Antichain:
+        c = self._collections.get(id)
+        if c is not None:
+            return c.write_frontier
+        e = self._exports.get(id)
+        return e.write_frontier if e is not None else _EMPTY
+
+    def _send_to(self, instance: InstanceId | None, command: StorageCommand) -> list[StorageEffect]:
+        if instance is None:
+            return []
+        inst = self._instances.get(instance)
+        return list(inst.send(command)) if inst is not None else []
+
+    def handle_response(
+        self, instance: InstanceId, replica: ReplicaId, response: StorageResponse
+    ) -> list[StorageEffect]:
+        """Take a response from a replica of ``instance``.
+
+        ``FrontierUpper`` advances the write frontier of an ingestion or sink
+        the instance runs (non-advancing and unknown ids are ignored, so replays
+        never move frontiers back); ``DroppedId`` needs nothing, the object's
+        state left when its compaction reached ``[]``.
+        """
+        inst = self._instance(instance)
+        if replica not in inst.replicas:
+            raise StorageReplicaMissing(instance, replica)
+        if isinstance(response, FrontierUpper):
+            _check_antichain(response.upper, "FrontierUpper.upper")
+            if response.id in inst.ingestions or response.id in inst.sinks:
+                return self.update_write_frontiers([(response.id, response.upper)])
+            return []
+        if isinstance(response, DroppedId):
+            return []
+        raise InvalidUsage(f"not a storage response: {response!r}")
+
+    # ------------------------------------------------------------------ inspection
+
+    def collection(self, id: GlobalId) -> CollectionView:
+        """A snapshot of collection ``id`` (dropped-but-held ones included) [IdentifierMissing]."""
+        c = self._collections.get(id)
+        if c is None:
+            raise IdentifierMissing(id)
+        return c.view()
+
+    def collections(self) -> list[CollectionView]:
+        """Snapshots of every collection, sorted by id."""
+        return [self._collections[id].view() for id in sorted(self._collections)]
+
+    def collection_frontiers(self, id: GlobalId) -> tuple[Antichain, Antichain]:
+        """``(implied capability, upper)`` of collection ``id``, as the reference's ``collection_frontiers``.
+
+        The implied capability is what new readers may rely on; it is ``[]``
+        once the collection is dropped.
+        """
+        c = self._collections.get(id)
+        if c is None:
+            raise IdentifierMissing(id)
+        return c.implied, c.write_frontier
+
+    def export(self, id: GlobalId) -> ExportView:
+        """A snapshot of export ``id`` [IdentifierMissing]."""
+        e = self._exports.get(id)
+        if e is None:
+            raise IdentifierMissing(id)
+        return e.view()
+
+    def exports(self) -> list[ExportView]:
+        return [self._exports[id].view() for id in sorted(self._exports)]
+
+    def dependencies(self, id: GlobalId) -> list[GlobalId]:
+        """The collections ``id`` holds back (its direct dependencies) [IdentifierMissing]."""
+        if id not in self._graph:
+            raise IdentifierMissing(id)
+        return sorted(self._graph.successors(id))
+
+    def dependents(self, id: GlobalId) -> list[GlobalId]:
+        """The collections and exports that hold ``id`` back [IdentifierMissing]."""
+        if id not in self._graph:
+            raise IdentifierMissing(id)
+        return sorted(self._graph.predecessors(id))
+
+    def outstanding_tokens(self) -> list[CreateExportToken]:
+        """Export tokens neither consumed nor cancelled."""
+        return [self._tokens[s] for s in sorted(self._tokens)]
+
+    def pending_appends(self) -> list[int]:
+        return sorted(self._appends)
+
+    def pending_snapshots(self) -> list[int]:
+        return sorted(self._snapshots)
+
+    # ------------------------------------------------------------------ collections
+
+    def migrate_collections(
+        self, descriptions: Sequence[tuple[GlobalId, CollectionDescription]]
+    ) -> list[StorageEffect]:
+        """The durable-metadata migration hook; it has no frontier semantics, so it only validates ids."""
+        for id, _ in descriptions:
+            if id not in self._collections:
+                raise IdentifierMissing(id)
+        return []
+
+    def create_collections(
+        self,
+        descriptions: Sequence[tuple[GlobalId, CollectionDescription]],
+        shards: Mapping[GlobalId, ShardFrontiers] | None = None,
+    ) -> list[StorageEffect]:
+        """Create collections (reference sections 2.2, 2.6 and 2.7 #10), all or nothing.
+
+        ``shards`` gives the since and upper the driver found in each existing
+        shard; a collection without an entry gets a new shard at ``[0]``/``[0]``.
+        The initial since is the join of the shard's since, the description's
+        since and the implied capabilities of its dependencies; it then holds
+        each dependency at that since.
+
+        Errors: an id repeated with different descriptions, or already used by
+        another description, an export, or a dropped collection
+        [SourceIdReused]; a missing dependency or status collection
+        [IdentifierMissing]; a missing ingestion instance
+        [IngestionInstanceMissing]; dependencies in a cycle [DependencyCycle].
+        An id that exists with the same description is left as it is.
+        """
+        shards = shards or {}
+        wanted: dict[GlobalId, CollectionDescription] = {}
+        for id, desc in descriptions:
+            if not isinstance(desc, CollectionDescription):
+                raise InvalidUsage(f"not a CollectionDescription for {id}: {desc!r}")
+            if id in wanted and wanted[id] != desc:
+                raise SourceIdReused(id)
+            wanted[id] = desc
+        new: dict[GlobalId, CollectionDescription] = {}
+        for id in sorted(wanted):
+            desc = wanted[id]
+            existing = self._collections.get(id)
+            if existing is not None:
+                if existing.description != desc or existing.dropped:
+                    raise SourceIdReused(id)
+                continue
+            if id in self._exports or id in self._retired:
+                raise SourceIdReused(id)
+            new[id] = desc
+        for id, desc in new.items():
+            for dep in (*desc.dependencies(), *_opt(desc.status_collection)):
+                live = self._collections.get(dep)
+                if dep not in new and (live is None or live.dropped):
+                    raise IdentifierMissing(dep)
+            inst = desc.instance
+            if inst is not None and inst not in self._instances:
+                raise IngestionInstanceMissing(id, inst)
+            shard = shards.get(id)
+            if shard is not None:
+                _check_antichain(shard.since, "shard since")
+                _check_antichain(shard.upper, "shard upper")
+            if desc.since is not None:
+                _check_antichain(desc.since, "description since")
+        order = _creation_order(new)
+
+        effects: list[StorageEffect] = []
+        for id in order:
+            desc = new[id]
+            shard = shards.get(id)
+            shard_since = shard.since if shard is not None else _BOTTOM
+            since = shard_since
+            if desc.since is not None:
+                since = since.join(desc.since)
+            deps = desc.dependencies()
+            for dep in deps:
+                since = since.join(self._collections[dep].implied)
+            upper = shard.upper if shard is not None else _BOTTOM
+            state = CollectionState(id, desc, since, upper, deps)
+            self._collections[id] = state
+            self._graph.add_node(id)
+            for dep in deps:
+                self._graph.add_edge(id, dep)
+            self._durable_shards.add(id)
+            effects.append(RegisterShard(id))
+            if since != shard_since:
+                effects.append(DowngradeShardSince(id, since))
+            if deps:
+                moved = self._apply_capabilities({dep: [(t, 1) for t in since] for dep in deps})
+                effects.extend(self._finish(moved))
+            if isinstance(desc.data_source, Ingestion):
+                effects.extend(
+                    self._send_to(desc.data_source.instance, RunIngestion(id, desc, upper))
+                )
+        return effects
+
+    # ------------------------------------------------------------------ exports
+
+    def prepare_export(self, id: GlobalId, from_id: GlobalId) -> CreateExportToken:
+        """Hold ``from_id`` at its implied capability until the export is created or the token cancelled.
+
+        Errors: ``id`` already names an export [SourceIdReused]; ``from_id`` is
+        not a live collection [IdentifierMissing].
+        """
+        if id in self._exports:
+            raise SourceIdReused(id)
+        source = self._collections.get(from_id)
+        if source is None or source.dropped:
+            raise IdentifierMissing(from_id)
+        acquired = _BOTTOM.join(source.implied)
+        moved = self._apply_capabilities({from_id: [(t, 1) for t in acquired]})
+        self._outbox.extend(self._finish(moved))
+        self._serial += 1
+        token = CreateExportToken(id, from_id, acquired, self._serial)
+        self._tokens[token.serial] = token
+        return token
+
+    def cancel_prepare_export(self, token: CreateExportToken) -> list[StorageEffect]:
+        """Release the hold of an unused token [InvalidUsage if it was consumed or cancelled]."""
+        self._check_token(token)
+        moved = self._apply_capabilities({token.from_id: [(t, -1) for t in token.acquired_since]})
+        del self._tokens[token.serial]
+        return self._finish(moved)
+
+    def _check_token(self, token: CreateExportToken) -> None:
+        if self._tokens.get(token.serial) != token:
+            raise InvalidUsage(f"export token {token!r} was already used or cancelled")
+
+    def create_exports(
+        self, exports: Sequence[tuple[CreateExportToken, ExportDescription]]
+    ) -> list[StorageEffect]:
+        """Create exports from prepared tokens (reference section 2.8); the token's hold passes to the export.
+
+        Errors: an id twice in the call, or already used by another
+        description, a collection or a dropped object [SinkIdReused]; a
+        consumed token or a description whose ``from_id`` is not the token's
+        [InvalidUsage]; a missing instance [ExportInstanceMissing]. An export
+        that exists with the same description is kept; its token is released.
+        """
+        seen: set[GlobalId] = set()
+        tokens: set[int] = set()
+        fresh: list[tuple[CreateExportToken, ExportDescription]] = []
+        repeats: list[CreateExportToken] = []
+        for token, desc in exports:
+            self._check_token(token)
+            if token.serial in tokens:
+                raise InvalidUsage(f"export token {token!r} appears twice")
+            tokens.add(token.serial)
+            if not isinstance(desc, ExportDescription):
+                raise InvalidUsage(f"not an ExportDescription for {token.id}: {desc!r}")
+            id = token.id
+            if id in seen:
+                raise SinkIdReused(id)
+            seen.add(id)
+            if desc.from_id != token.from_id:
+                raise InvalidUsage(
+                    f"export {id} reads {desc.from_id} but its token holds {token.from_id}"
+                )
+            _check_antichain(desc.as_of, "export as_of")
+            existing = self._exports.get(id)
+            if existing is not None:
+                if existing.description != desc:
+                    raise SinkIdReused(id)
+                repeats.append(token)
+                continue
+            if id in self._collections or id in self._retired:
+                raise SinkIdReused(id)
+            if desc.instance not in self._instances:
+                raise ExportInstanceMissing(id, desc.instance)
+            fresh.append((token, desc))
+
+        effects: list[StorageEffect] = []
+        for token in repeats:
+            effects.extend(self.cancel_prepare_export(token))
+        for token, desc in fresh:
+            del self._tokens[token.serial]
+            as_of, strict = sink_as_of(desc.as_of, token.acquired_since)
+            state = ExportState(token.id, desc, token.acquired_since, as_of, strict)
+            self._exports[token.id] = state
+            self._graph.add_edge(token.id, token.from_id)
+            effects.extend(self._send_to(desc.instance, RunSink(token.id, desc, as_of, strict)))
+        return effects
+
+    # ------------------------------------------------------------------ drops
+
+    def drop_sources(self, ids: Iterable[GlobalId]) -> list[StorageEffect]:
+        """Drop collections; every id must exist [IdentifierMissing, nothing dropped]."""
+        ids = list(ids)
+        for id in ids:
+            if id not in self._collections:
+                raise IdentifierMissing(id)
+        return self.drop_sources_unvalidated(ids)
+
+    def drop_sources_unvalidated(self, ids: Iterable[GlobalId]) -> list[StorageEffect]:
+        """Drop the known collections among ``ids``: their policy becomes ``ValidFrom([])``.
+
+        This releases each collection's own hold; it stays readable while other
+        holds (read holds, dependents, exports, snapshots) keep its since, and
+        its state, shard and instance object go when the since reaches ``[]``.
+        """
+        targets = sorted({id for id in ids if id in self._collections})
+        changes: dict[GlobalId, list[tuple[Time, int]]] = {}
+        for id in targets:
+            c = self._collections[id]
+            if not c.dropped:
+                changes[id] = _replace(c.implied, _EMPTY)
+        moved = self._apply_capabilities(changes)
+        for id in targets:
+            c = self._collections[id]
+            c.dropped = True
+            c.policy = ValidFrom(_EMPTY)
+            c.implied = _EMPTY
+        return self._finish(moved)
+
+    def drop_sinks(self, ids: Iterable[GlobalId]) -> list[StorageEffect]:
+        """Drop exports; every id must be an export [IdentifierMissing, nothing dropped]."""
+        ids = list(ids)
+        for id in ids:
+            if id not in self._exports:
+                raise IdentifierMissing(id)
+        return self.drop_sinks_unvalidated(ids)
+
+    def drop_sinks_unvalidated(self, ids: Iterable[GlobalId]) -> list[StorageEffect]:
+        """Drop the known exports among ``ids``: release their holds, close their uppers, tear them down."""
+        targets = sorted({id for id in ids if id in self._exports})
+        changes = {id: _replace(self._exports[id].read_capability, _EMPTY) for id in targets}
+        moved = self._apply_capabilities(changes)
+        for id in targets:
+            e = self._exports[id]
+            e.read_capability = _EMPTY
+            e.write_frontier = _EMPTY
+        effects = self._finish(moved)
+        for id in targets:
+            del self._exports[id]
+            self._graph.remove_node(id)
+            self._retired.add(id)
+            effects.append(CollectionDropped(id))
+        return effects
+
+    # ------------------------------------------------------------------ appends
+
+    def append(self, commands: Sequence[AppendCommand]) -> PendingAppend:
+        """Append to collections (reference section 2.9); returns a ticket and the shard writes.
+
+        Per collection the commands' updates are concatenated and their uppers
+        joined into one compare-and-append that expects the upper the previous
+        write will leave. Synchronous errors, raised before anything is
+        queued: unknown or dropped id [IdentifierMissing]; an ingestion (its
+        instance writes it) or an export [IdentifierInvalid]; an update not
+        before its command's upper [UpdateBeyondUpper]; an update before the
+        expected upper [UpdateNotBeyondLower]; an upper behind it
+        [InvalidAppendBounds]. Upper mismatches at the store resolve the ticket
+        with :class:`InvalidUppers`. An empty command list resolves at once.
+        """
+        grouped: dict[GlobalId, tuple[list[Update], Antichain]] = {}
+        for cmd in commands:
+            id, updates, upper = cmd
+            _check_antichain(upper, "append upper")
+            c = self._collections.get(id)
+            if c is None or c.dropped:
+                if id in self._exports:
+                    raise IdentifierInvalid(id, "exports cannot be appended to")
+                raise IdentifierMissing(id)
+            if isinstance(c.description.data_source, Ingestion):
+                raise IdentifierInvalid(id, "an ingestion is written by its storage instance")
+            for _row, t, _diff in updates:
+                check_time(t)
+                if upper.less_equal(t):
+                    raise UpdateBeyondUpper(id, t, upper)
+            prior = grouped.get(id)
+            if prior is None:
+                grouped[id] = (list(updates), upper)
+            else:
+                prior[0].extend(updates)
+                grouped[id] = (prior[0], prior[1].join(upper))
+        for id, (updates, upper) in grouped.items():
+            expected = self._expected_upper(id)
+            for _row, t, _diff in updates:
+                if not expected.less_equal(t):
+                    raise UpdateNotBeyondLower(id, t, expected)
+            if not expected <= upper:
+                raise InvalidAppendBounds(id, expected, upper)
+
+        self._serial += 1
+        ticket = self._serial
+        if not grouped:
+            return PendingAppend(ticket, [AppendCompleted(ticket, None)])
+        writes: dict[GlobalId, WriteToShard] = {}
+        for id in sorted(grouped):
+            updates, upper = grouped[id]
+            writes[id] = WriteToShard(ticket, id, tuple(updates), self._expected_upper(id), upper)
+            self._write_upper[id] = upper
+            self._inflight[id] = self._inflight.get(id, 0) + 1
+        self._appends[ticket] = AppendBatch(writes)
+        return PendingAppend(ticket, list(writes.values()))
+
+    def _expected_upper(self, id: GlobalId) -> Antichain:
+        upper = self._write_upper.get(id)
+        return upper if upper is not None else self._collections[id].write_frontier
+
+    def complete_write(
+        self, ticket: int, id: GlobalId, success: bool, current_upper: Antichain
+    ) -> list[StorageEffect]:
+        """The driver's report on one :class:`WriteToShard`: whether it applied, and the shard's upper now.
+
+        A success advances the collection's upper; a mismatch is recorded as
+        :class:`InvalidUpper` and the controller adopts the shard's upper. When
+        the last write of the ticket is in, :class:`AppendCompleted` is emitted.
+        """
+        pending = self._appends.get(ticket)
+        if pending is None or id not in pending.outstanding:
+            raise InvalidUsage(f"no outstanding write to {id} for append ticket {ticket}")
+        _check_antichain(current_upper, "current upper")
+        write = pending.writes[id]
+        learned = write.new_upper if success else current_upper
+        effects = self.update_write_frontiers([(id, learned)])
+        pending.outstanding.discard(id)
+        if not success:
+            pending.failures.append(InvalidUpper(id, current_upper))
+        remaining = self._inflight[id] - 1
+        if remaining == 0:
+            del self._inflight[id]
+            del self._write_upper[id]
+        else:
+            self._inflight[id] = remaining
+            if not success:
+                self._write_upper[id] = current_upper
+        if not pending.outstanding:
+            del self._appends[ticket]
+            error = (
+                InvalidUppers(sorted(pending.failures, key=lambda u: _id_key(u.id)))
+                if pending.failures
+                else None
+            )
+            effects.append(AppendCompleted(ticket, error))
+        return effects
+
+    # ------------------------------------------------------------------ snapshots
+
+    def snapshot(self, id: GlobalId, as_of: Time) -> PendingSnapshot:
+        """Request the contents of ``id`` as of ``as_of`` (reference section 2.10).
+
+        Valid only for ``since <= as_of < upper``: [IdentifierMissing],
+        [ReadBeforeSince], [ReadBeyondUpper]. The controller holds ``as_of``
+        until :meth:`complete_snapshot`, so the read cannot be compacted away.
+        """
+        c = self._collections.get(id)
+        if c is None:
+            if id in self._exports:
+                raise IdentifierInvalid(id, "exports cannot be read")
+            raise IdentifierMissing(id)
+        check_time(as_of)
+        since = c.read_capabilities.frontier
+        if not since.less_equal(as_of):
+            raise ReadBeforeSince(id, as_of, since)
+        if c.write_frontier.less_equal(as_of):
+            raise ReadBeyondUpper(id, as_of, c.write_frontier)
+        moved = self._apply_capabilities({id: [(as_of, 1)]})
+        self._serial += 1
+        self._snapshots[self._serial] = (id, as_of)
+        return PendingSnapshot(
+            self._serial, [*self._finish(moved), ReadSnapshot(self._serial, id, as_of)]
+        )
+
+    def complete_snapshot(self, request: int) -> list[StorageEffect]:
+        """The driver has read snapshot ``request``; its hold is released [InvalidUsage if unknown]."""
+        entry = self._snapshots.get(request)
+        if entry is None:
+            raise InvalidUsage(f"no outstanding snapshot request {request}")
+        id, as_of = entry
+        moved = self._apply_capabilities({id: [(as_of, -1)]})
+        del self._snapshots[request]
+        return self._finish(moved)
+
+    # ------------------------------------------------------------------ frontiers
+
+    def set_read_policy(
+        self, policies: Sequence[tuple[GlobalId, ReadPolicy]]
+    ) -> list[StorageEffect]:
+        """Set read policies (reference section 2.3), in order, the last for an id winning.
+
+        The implied capability moves to the policy's frontier if that is at or
+        beyond it, and otherwise stays. Every id must be a collection
+        [IdentifierMissing; IdentifierInvalid for an export], or nothing
+        changes. A dropped collection keeps its ``ValidFrom([])``.
+        """
+        final: dict[GlobalId, ReadPolicy] = {}
+        implied: dict[GlobalId, Antichain] = {}
+        for id, policy in policies:
+            c = self._collections.get(id)
+            if c is None:
+                if id in self._exports:
+                    raise IdentifierInvalid(id, "an export's read policy is fixed")
+                raise IdentifierMissing(id)
+            if not isinstance(policy, ReadPolicy):
+                raise InvalidUsage(f"not a read policy for {id}: {policy!r}")
+            if c.dropped:
+                continue
+            implied[id] = apply_policy(implied.get(id, c.implied), policy, c.write_frontier)
+            final[id] = policy
+        changes = {
+            id: _replace(self._collections[id].implied, new)
+            for id, new in implied.items()
+            if new != self._collections[id].implied
+        }
+        moved = self._apply_capabilities(changes)
+        for id, policy in final.items():
+            c = self._collections[id]
+            c.policy = policy
+            c.implied = implied[id]
+        return self._finish(moved)
+
+    def update_write_frontiers(
+        self, updates: Iterable[tuple[GlobalId, Antichain]]
+    ) -> list[StorageEffect]:
+        """New uppers for collections and exports (reference sections 2.3 and 2.8).
+
+        An upper is taken only if it is strictly beyond the current one;
+        unknown ids are skipped (late reports for dropped objects). A
+        collection's implied capability follows its policy; an export's hold
+        on its input follows ``step_back`` of its upper.
+        """
+        targets: dict[GlobalId, tuple[CollectionState | ExportState, Antichain]] = {}
+        for id, upper in updates:
+            _check_antichain(upper, "write frontier")
+            entry = targets.get(id)
+            if entry is None:
+                state: CollectionState | ExportState | None = self._collections.get(id)
+                if state is None:
+                    state = self._exports.get(id)
+                    if state is None:
+                        continue
+                current = state.write_frontier
+            else:
+                state, current = entry
+            if current < upper:
+                targets[id] = (state, upper)
+        if not targets:
+            return []
+        changes: dict[GlobalId, list[tuple[Time, int]]] = {}
+        implied: dict[GlobalId, Antichain] = {}
+        for id, (state, upper) in targets.items():
+            if isinstance(state, CollectionState):
+                old = state.implied
+                new = apply_policy(old, state.policy, upper)
+            else:
+                old = state.read_capability
+                new = apply_policy(old, _STEP_BACK, upper)
+            if new != old:
+                implied[id] = new
+                changes[id] = _replace(old, new)
+        moved = self._apply_capabilities(changes) if changes else set()
+        effects: list[StorageEffect] = []
+        for id, (state, upper) in targets.items():
+            state.write_frontier = upper
+            new_implied = implied.get(id)
+            if new_implied is not None:
+                if isinstance(state, CollectionState):
+                    state.implied = new_implied
+                else:
+                    state.read_capability = new_implied
+            effects.append(UpperChanged(id, upper))
+        if moved:
+            effects.extend(self._finish(moved))
+        return effects
+
+    def update_read_capabilities(
+        self, changes: Mapping[GlobalId, Iterable[tuple[Time, int]]]
+    ) -> list[StorageEffect]:
+        """Add (+1) and release (-1) holds on collections and propagate them (reference section 2.4).
+
+        Purely negative changes for unknown ids are ignored (the collection is
+        gone); positive ones raise [IdentifierMissing]. Holds on exports are not
+        taken from outside [IdentifierInvalid]. A count driven below zero
+        [NegativeReadCapability] or a hold behind the since
+        [ReadCapabilityBeforeSince] rejects the whole call.
+        """
+        batches: dict[GlobalId, ChangeBatch[Time]] = {}
+        for id, batch in changes.items():
+            cb: ChangeBatch[Time] = ChangeBatch(batch)
+            if cb.is_empty():
+                continue
+            if id not in self._collections:
+                if id in self._exports:
+                    raise IdentifierInvalid(id, "holds on exports are managed by the controller")
+                if any(d > 0 for _, d in cb):
+                    raise IdentifierMissing(id)
+                continue
+            for t, _ in cb:
+                check_time(t)
+            batches[id] = cb
+        moved = self._apply_capabilities(batches)
+        return self._finish(moved)
+
+    def acquire_read_holds(self, ids: Iterable[GlobalId]) -> list[StorageReadHold]:
+        """One hold per id at its current since [IdentifierMissing, no hold taken]."""
+        wanted = list(dict.fromkeys(ids))
+        for id in wanted:
+            if id not in self._collections:
+                if id in self._exports:
+                    raise IdentifierInvalid(id, "exports cannot be read")
+                raise IdentifierMissing(id)
+        holds: list[StorageReadHold] = []
+        for id in wanted:
+            since = self._collections[id].read_capabilities.frontier
+            self._apply_capabilities({id: [(t, 1) for t in since]})
+            holds.append(StorageReadHold(self, id, since))
+        return holds
+
+    # ------------------------------------------------------------------ reconcile
+
+    def reconcile_state(self, claimed: Iterable[GlobalId] = ()) -> list[StorageEffect]:
+        """After bootstrapping: drop every durable shard that no live collection (nor ``claimed``) owns."""
+        keep = set(self._collections) | set(claimed)
+        orphans = sorted(self._durable_shards - keep)
+        self._durable_shards -= set(orphans)
+        return [DropShard(id) for id in orphans]
+
+    def durable_shards(self) -> list[GlobalId]:
+        """The shards this controller believes the store holds."""
+        return sorted(self._durable_shards)
+
+    # ------------------------------------------------------------------ StoragePort adapter
+
+    def storage_frontiers(self, id: GlobalId) -> tuple[Antichain, Antichain] | None:
+        """``(since, upper)`` of collection ``id``, ``None`` if unknown (the compute controller's port)."""
+        c = self._collections.get(id)
+        if c is None:
+            return None
+        return c.read_capabilities.frontier, c.write_frontier
+
+    def update_storage_read_holds(self, changes: Mapping[GlobalId, ChangeBatch[Time]]) -> None:
+        """:meth:`update_read_capabilities` whose effects wait in the outbox (see :meth:`take_effects`)."""
+        self._outbox.extend(self.update_read_capabilities(changes))
+
+    def take_effects(self) -> list[StorageEffect]:
+        """Effects of calls that could not return them (the port adapter, :meth:`prepare_export`)."""
+        out, self._outbox = self._outbox, []
+        return out
+
+    # ------------------------------------------------------------------ propagation
+
+    def _apply_capabilities(
+        self, changes: Mapping[GlobalId, Iterable[tuple[Time, int]]]
+    ) -> set[GlobalId]:
+        """Apply hold changes and propagate frontier changes to dependencies; all or nothing.
+
+        Returns the collections whose since moved and the exports whose
+        capability change was forwarded. On a violated invariant every applied
+        change is undone and the error re-raised, so state is as before.
+        """
+        return propagate_read_capabilities(
+            changes, self._collections, self._exports, self._largest_first
+        )
+
+    def _finish(self, moved: set[GlobalId]) -> list[StorageEffect]:
+        """Turn moved sinces into effects; remove collections whose since reached ``[]``."""
+        effects: list[StorageEffect] = []
+        for id in sorted(moved) if len(moved) > 1 else moved:
+            c = self._collections.get(id)
+            if c is not None:
+                since = c.read_capabilities.frontier
+                effects.append(DowngradeShardSince(id, since))
+                effects.extend(
+                    self._send_to(c.description.instance, StorageAllowCompaction(id, since))
+                )
+                effects.append(SinceChanged(id, since))
+                if since.is_empty():
+                    del self._collections[id]
+                    self._graph.remove_node(id)
+                    self._retired.add(id)
+                    self._durable_shards.discard(id)
+                    effects.append(DropShard(id))
+                    effects.append(CollectionDropped(id))
+            else:
+                e = self._exports.get(id)
+                if e is not None:
+                    cap = e.read_capability
+                    effects.extend(
+                        self._send_to(e.description.instance, StorageAllowCompaction(id, cap))
+                    )
+                    effects.append(SinceChanged(id, cap))
+        return effects
+
+
+def _opt(id: GlobalId | None) -> tuple[GlobalId, ...]:
+    return () if id is None else (id,)
+
+
+def _creation_order(new: Mapping[GlobalId, CollectionDescription]) -> list[GlobalId]:
+    """The new collections, dependencies first; :class:`DependencyCycle` if they form a cycle."""
+    graph: nx.DiGraph = nx.DiGraph()
+    graph.add_nodes_from(new)
+    for id, desc in new.items():
+        for dep in desc.dependencies():
+            if dep in new:
+                graph.add_edge(dep, id)
+    try:
+        return list(nx.lexicographical_topological_sort(graph, key=_id_key))
+    except nx.NetworkXUnfeasible:
+        cycle = nx.find_cycle(graph)
+        raise DependencyCycle([u for u, _ in cycle]) from None

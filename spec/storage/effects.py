@@ -1,0 +1,132 @@
+"""What the storage controller asks its driver to do, as data.
+
+Every public call of :class:`~tidegate.spec.storage.StorageController` returns
+a list of these. The driver (``sim`` or ``runtime``) executes the shard-store
+requests and reports their outcomes back (``complete_write``,
+``complete_snapshot``), sends commands to instances, and hands the
+notifications to clients.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TypeAlias
+
+from ..errors import InvalidUppers
+from ..frontier import Antichain, Time, Update
+from ..ids import GlobalId, InstanceId, ReplicaId
+from .commands import StorageCommand
+
+__all__ = [
+    "AppendCompleted",
+    "CollectionDropped",
+    "DowngradeShardSince",
+    "DropShard",
+    "ReadSnapshot",
+    "RegisterShard",
+    "SendStorageCommand",
+    "SinceChanged",
+    "StorageEffect",
+    "UpperChanged",
+    "WriteToShard",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class SendStorageCommand:
+    """Send ``command`` to ``replica`` of storage ``instance``."""
+
+    instance: InstanceId
+    replica: ReplicaId
+    command: StorageCommand
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterShard:
+    """Open (creating if needed) the shard of collection ``id``; it is claimed by a live collection."""
+
+    id: GlobalId
+
+
+@dataclass(frozen=True, slots=True)
+class DowngradeShardSince:
+    """Advance the shard's since of ``id`` to ``frontier`` (it may lag the controller's since)."""
+
+    id: GlobalId
+    frontier: Antichain
+
+
+@dataclass(frozen=True, slots=True)
+class WriteToShard:
+    """Compare-and-append ``updates`` to shard ``id``: expect ``expected_upper``, then advance to ``new_upper``.
+
+    The driver reports the outcome with
+    ``StorageController.complete_write(ticket, id, current_upper)``.
+    """
+
+    ticket: int
+    id: GlobalId
+    updates: tuple[Update, ...]
+    expected_upper: Antichain
+    new_upper: Antichain
+
+
+@dataclass(frozen=True, slots=True)
+class ReadSnapshot:
+    """Read shard ``id`` as of ``as_of``; the controller holds ``as_of`` until ``complete_snapshot(request)``."""
+
+    request: int
+    id: GlobalId
+    as_of: Time
+
+
+@dataclass(frozen=True, slots=True)
+class DropShard:
+    """Finalize and delete shard ``id``: no live collection claims it any more."""
+
+    id: GlobalId
+
+
+@dataclass(frozen=True, slots=True)
+class AppendCompleted:
+    """The append with ``ticket`` finished: ``error`` is ``None`` on success."""
+
+    ticket: int
+    error: InvalidUppers | None
+
+
+@dataclass(frozen=True, slots=True)
+class UpperChanged:
+    """Collection or export ``id``'s write frontier advanced to ``upper``."""
+
+    id: GlobalId
+    upper: Antichain
+
+
+@dataclass(frozen=True, slots=True)
+class SinceChanged:
+    """Collection or export ``id``'s read frontier advanced to ``since`` (``[]``: fully released)."""
+
+    id: GlobalId
+    since: Antichain
+
+
+@dataclass(frozen=True, slots=True)
+class CollectionDropped:
+    """Collection or export ``id`` is gone: no hold is left on it and its state was removed."""
+
+    id: GlobalId
+
+
+StorageEffect: TypeAlias = (
+    SendStorageCommand
+    | RegisterShard
+    | DowngradeShardSince
+    | WriteToShard
+    | ReadSnapshot
+    | DropShard
+    | AppendCompleted
+    | UpperChanged
+    | SinceChanged
+    | CollectionDropped
+)

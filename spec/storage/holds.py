@@ -1,0 +1,64 @@
+"""Read-hold tokens on storage collections (the 2024 ``acquire_read_holds`` API, reference section 2.5)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..errors.frontier import HoldRegression, InvalidFrontier
+from ..frontier import Antichain
+from ..ids import GlobalId
+
+if TYPE_CHECKING:
+    from .controller import StorageController
+    from .effects import StorageEffect
+
+__all__ = ["StorageReadHold"]
+
+
+class StorageReadHold:
+    """A hold keeping storage collection ``id`` readable from ``frontier`` on.
+
+    Issued by :meth:`StorageController.acquire_read_holds`. It only moves
+    forward; each move goes through the controller's propagation and returns
+    the resulting effects (compaction requests and since changes).
+    """
+
+    __slots__ = ("_frontier", "_id", "_owner")
+
+    def __init__(self, owner: StorageController, id: GlobalId, frontier: Antichain) -> None:
+        self._owner = owner
+        self._id = id
+        self._frontier = frontier
+
+    @property
+    def id(self) -> GlobalId:
+        return self._id
+
+    @property
+    def frontier(self) -> Antichain:
+        return self._frontier
+
+    def is_released(self) -> bool:
+        return self._frontier.is_empty()
+
+    def downgrade(self, new: Antichain) -> list[StorageEffect]:
+        """Move the hold to ``new`` (:class:`HoldRegression` unless ``frontier <= new``)."""
+        if not isinstance(new, Antichain):
+            raise InvalidFrontier(f"new hold frontier must be an Antichain, got {new!r}")
+        if not self._frontier <= new:
+            raise HoldRegression(
+                f"hold on {self._id} cannot move from {self._frontier!r} back to {new!r}"
+            )
+        if new == self._frontier:
+            return []
+        changes = [(t, -1) for t in self._frontier] + [(t, 1) for t in new]
+        effects = self._owner.update_read_capabilities({self._id: changes})
+        self._frontier = new
+        return effects
+
+    def release(self) -> list[StorageEffect]:
+        """Release the hold; releasing twice is a no-op."""
+        return self.downgrade(Antichain.empty())
+
+    def __repr__(self) -> str:
+        return f"StorageReadHold({self._id}, {self._frontier!r})"

@@ -1,0 +1,112 @@
+"""Storage instances, replicas, configuration and history replay (reference sections 2.7 #1-#8, 2.12)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tidegate.spec.errors import (
+    InvalidUsage,
+    StorageInstanceExists,
+    StorageInstanceMissing,
+    StorageReplicaMissing,
+)
+from tidegate.spec.frontier import Antichain
+from tidegate.spec.frontier.read_policy import LagWriteFrontier
+from tidegate.spec.ids import GlobalId
+from tidegate.spec.storage import (
+    CollectionDescription,
+    DroppedId,
+    ExportDescription,
+    FrontierUpper,
+    Ingestion,
+    RunIngestion,
+    RunSink,
+    SendStorageCommand,
+    StorageAllowCompaction,
+    StorageController,
+    StorageInitializationComplete,
+    StorageParameters,
+    StorageUpdateConfiguration,
+    Table,
+    UpperChanged,
+)
+
+u1, u2, u5 = GlobalId.user(1), GlobalId.user(2), GlobalId.user(5)
+
+
+def A(*ts: int) -> Antichain:
+    return Antichain(ts)
+
+
+def test_instance_lifecycle_errors(ctl: StorageController) -> None:
+    ctl.create_instance("i")
+    with pytest.raises(StorageInstanceExists):
+        ctl.create_instance("i")
+    with pytest.raises(StorageInstanceMissing):
+        ctl.drop_instance("j")
+    with pytest.raises(StorageInstanceMissing):
+        ctl.connect_replica("j", "r")
+    with pytest.raises(StorageReplicaMissing):
+        ctl.drop_replica("i", "r")
+    ctl.drop_instance("i")
+    assert ctl.instances() == []
+
+
+def test_initialization_and_configuration_are_broadcast(ctl: StorageController) -> None:
+    ctl.create_instance("i")
+    ctl.connect_replica("i", "r1")
+    ctl.connect_replica("i", "r2")
+    effects = ctl.initialization_complete()
+    assert effects == [
+        SendStorageCommand("i", "r1", StorageInitializationComplete()),
+        SendStorageCommand("i", "r2", StorageInitializationComplete()),
+    ]
+    assert ctl.initialization_complete() == []
+    ctl.update_configuration(StorageParameters.of(a=1, b="x"))
+    effects = ctl.update_configuration(StorageParameters.of(a=2))
+    merged = StorageParameters.of(a=2, b="x")
+    assert effects[0] == SendStorageCommand("i", "r1", StorageUpdateConfiguration(merged))
+    assert ctl.configuration == merged
+    with pytest.raises(InvalidUsage):
+        ctl.update_configuration({"a": 1})  # type: ignore[arg-type]
+
+
+def test_a_connecting_replica_gets_the_reduced_history(ctl: StorageController) -> None:
+    ctl.create_instance("i")
+    ctl.update_configuration(StorageParameters.of(a=1))
+    ingestion = CollectionDescription(Ingestion("i"))
+    ctl.create_collections([(u1, ingestion), (u2, CollectionDescription(Table()))])
+    ctl.set_read_policy([(u1, LagWriteFrontier(0, 1))])
+    sink = ExportDescription(u1, "i")
+    ctl.create_exports([(ctl.prepare_export(u5, u1), sink)])
+    ctl.initialization_complete()
+    ctl.update_write_frontiers([(u1, A(6)), (u5, A(4))])
+    effects = ctl.connect_replica("i", "r")
+    assert [e.command for e in effects if isinstance(e, SendStorageCommand)] == [
+        StorageUpdateConfiguration(StorageParameters.of(a=1)),
+        RunIngestion(u1, ingestion, A(6)),  # resumes from the current upper
+        RunSink(u5, sink, A(3), True),  # as_of advanced by its last compaction
+        StorageAllowCompaction(u1, A(3)),
+        StorageAllowCompaction(u5, A(3)),
+        StorageInitializationComplete(),
+    ]
+    assert len(effects) == len(ctl.history("i"))
+    # Reconnecting replays the same history again.
+    assert ctl.connect_replica("i", "r") == effects
+    assert ctl.replicas("i") == ["r"]
+
+
+def test_responses_advance_only_the_instance_objects(ctl: StorageController) -> None:
+    ctl.create_instance("i")
+    ctl.connect_replica("i", "r")
+    ctl.create_collections(
+        [(u1, CollectionDescription(Ingestion("i"))), (u2, CollectionDescription(Table()))]
+    )
+    assert ctl.handle_response("i", "r", FrontierUpper(u1, A(3))) == [UpperChanged(u1, A(3))]
+    assert ctl.handle_response("i", "r", FrontierUpper(u1, A(2))) == []  # replays never regress
+    assert ctl.handle_response("i", "r", FrontierUpper(u2, A(9))) == []  # not this instance's
+    assert ctl.handle_response("i", "r", DroppedId(u1)) == []
+    with pytest.raises(StorageReplicaMissing):
+        ctl.handle_response("i", "other", FrontierUpper(u1, A(5)))
+    ctl.drop_replica("i", "r")
+    assert ctl.replicas("i") == []
