@@ -1,0 +1,369 @@
+"""The compute controller: the public, synchronous API over all compute instances.
+
+A sans-IO state machine (reference/compute.md section 9): each call validates
+its arguments, then changes state and returns the effects the driver must carry
+out (commands to named replicas, results and notifications for clients,
+connect/disconnect requests, replica status events). A call that raises has
+changed nothing. Storage is reached through a :class:`StoragePort`.
+
+Replica responses come in through :meth:`ComputeController.handle_response`
+tagged with the connection epoch they arrived on; a connection failure is
+reported with :meth:`ComputeController.replica_failed`, which rehydrates the
+replica on epoch + 1 by replaying the reduced command history.
+
+>>> from tidegate.spec.compute import ComputeController, InMemoryStorage
+>>> ctl = ComputeController(InMemoryStorage())
+>>> ctl.create_instance("c1")
+[]
+>>> [type(e).__name__ for e in ctl.add_replica("c1", "r1")][:3]
+['ConnectReplica', 'ReplicaStatusEvent', 'SendCommand']
+"""
+
+from __future__ import annotations
+
+import uuid as _uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from ..errors import InstanceExists, InstanceMissing, ReadHoldMissing
+from ..errors.frontier import HoldRegression
+from ..frontier import Antichain, Row, Time
+from ..frontier.read_policy import ReadPolicy
+from ..ids import GlobalId, InstanceId, ReplicaId
+from ..protocol.responses import ComputeResponse
+from ..protocol.types import (
+    ComputeParameters,
+    DataflowDescription,
+    PeekTargetKind,
+    RowSetFinishing,
+)
+from .config import ReplicaConfig
+from .effects import Effect, ReplicaStatusEvent
+from .instance import Instance
+from .storage_port import StoragePort
+from .uuids import UuidFactory, counter_uuids
+from .view import InstanceView
+
+__all__ = ["CollectionFrontiers", "ComputeController", "ReadHold"]
+
+
+@dataclass(frozen=True, slots=True)
+class CollectionFrontiers:
+    """A compute collection's read frontier (since) and global write frontier (upper)."""
+
+    read_frontier: Antichain
+    write_frontier: Antichain
+
+
+@dataclass(frozen=True, slots=True)
+class ReadHold:
+    """A client's read hold on a compute collection, issued by :meth:`ComputeController.acquire_read_hold`.
+
+    The hold's current frontier is kept by the controller; this is only its name.
+    """
+
+    hold_id: int
+    instance: InstanceId
+    id: GlobalId
+
+
+class ComputeController:
+    """All compute instances, their replicas and collections (see the module docstring).
+
+    ``uuid_factory`` supplies Hello nonces and peek ids; it defaults to a
+    deterministic counter (:func:`counter_uuids`) so that the controller, like
+    everything in ``spec``, is deterministic. With ``check_protocol`` every
+    command sent and every response received is checked against the protocol
+    (:class:`~tidegate.spec.protocol.controller_session.ControllerSession`, one
+    per replica connection): an illegal response raises a ``ProtocolError``
+    from :meth:`handle_response` and changes nothing.
+    """
+
+    def __init__(
+        self,
+        storage: StoragePort,
+        uuid_factory: UuidFactory | None = None,
+        *,
+        check_protocol: bool = False,
+    ) -> None:
+        self.storage = storage
+        self.check_protocol = check_protocol
+        self._uuids = uuid_factory if uuid_factory is not None else counter_uuids(0)
+        self._instances: dict[InstanceId, Instance] = {}
+        self._params = ComputeParameters()
+        self._workload_classes: dict[InstanceId, str | None] = {}
+        self._initialized = False
+        self._holds: dict[int, tuple[InstanceId, GlobalId, Antichain]] = {}
+        self._next_hold = 0
+
+    # -- lookup ---------------------------------------------------------------------------
+    def _instance(self, instance: InstanceId) -> Instance:
+        inst = self._instances.get(instance)
+        if inst is None:
+            raise InstanceMissing(instance)
+        return inst
+
+    def instance_ids(self) -> list[InstanceId]:
+        return sorted(self._instances)
+
+    def instance(self, instance: InstanceId) -> InstanceView:
+        """A read-only handle on ``instance`` for inspection."""
+        return InstanceView(self._instance(instance))
+
+    # -- instances -----------------------------------------------------------------------
+    def create_instance(
+        self,
+        instance: InstanceId,
+        arranged_logs: Mapping[str, GlobalId] | Iterable[tuple[str, GlobalId]] = (),
+        workload_class: str | None = None,
+    ) -> list[Effect]:
+        """Create an instance with its arranged log collections (readable from time 0 on every replica)."""
+        if instance in self._instances:
+            raise InstanceExists(instance)
+        logs = tuple(arranged_logs.items() if isinstance(arranged_logs, Mapping) else arranged_logs)
+        params = self._params.update(ComputeParameters(workload_class=workload_class))
+        inst = Instance(
+            instance,
+            self.storage,
+            self._uuids,
+            logs,
+            params,
+            self._initialized,
+            self.check_protocol,
+        )
+        self._instances[instance] = inst
+        self._workload_classes[instance] = workload_class
+        return []
+
+    def drop_instance(self, instance: InstanceId) -> list[Effect]:
+        """Remove an instance: its replicas are disconnected and all its holds released."""
+        inst = self._instance(instance)
+        out: list[Effect] = []
+        for rid in sorted(inst.replicas):
+            inst.remove_replica(rid, out, dropped=True)
+        for uuid in sorted(inst.peeks):
+            inst.cancel_peek(uuid, out)
+        live = sorted(c.id for c in inst.collections.values() if not c.dropped)
+        if live:
+            inst.drop_collections(live, out)
+        for hold_id in sorted(h for h, (i, _, _) in self._holds.items() if i == instance):
+            self._release(hold_id, out)
+        del self._instances[instance]
+        del self._workload_classes[instance]
+        return out
+
+    def update_configuration(self, params: ComputeParameters) -> list[Effect]:
+        """Merge ``params`` into the controller's configuration and send them to every instance."""
+        out: list[Effect] = []
+        self._params = self._params.update(params)
+        for name in sorted(self._instances):
+            p = params.update(ComputeParameters(workload_class=self._workload_classes[name]))
+            self._instances[name].update_configuration(p, out)
+        return out
+
+    def initialization_complete(self) -> list[Effect]:
+        """Mark the controller initialized; every instance sends ``InitializationComplete`` once."""
+        self._initialized = True
+        out: list[Effect] = []
+        for name in sorted(self._instances):
+            self._instances[name].initialization_complete(out)
+        return out
+
+    # -- replicas --------------------------------------------------------------------------
+    def add_replica(
+        self, instance: InstanceId, replica: ReplicaId, config: ReplicaConfig | None = None
+    ) -> list[Effect]:
+        """Add a replica (epoch 1 for a new id) and replay the instance's reduced history to it."""
+        inst = self._instance(instance)
+        inst.check_add_replica(replica)
+        out: list[Effect] = []
+        epoch = inst.epochs.get(replica, 0) + 1
+        inst.add_replica(replica, config if config is not None else ReplicaConfig(), epoch, out)
+        return out
+
+    def drop_replica(self, instance: InstanceId, replica: ReplicaId) -> list[Effect]:
+        """Remove a replica; peeks and subscribes targeted at it fail with the documented error."""
+        inst = self._instance(instance)
+        inst.check_replica(replica)
+        out: list[Effect] = []
+        r = inst.remove_replica(replica, out, dropped=True)
+        out.append(ReplicaStatusEvent(instance, replica, "dropped", r.epoch))
+        return out
+
+    def replica_connected(
+        self, instance: InstanceId, replica: ReplicaId, epoch: int
+    ) -> list[Effect]:
+        """The driver's connection of ``epoch`` is up (a status event for clients)."""
+        out: list[Effect] = []
+        self._instance(instance).replica_connected(replica, epoch, out)
+        return out
+
+    def replica_failed(
+        self, instance: InstanceId, replica: ReplicaId, epoch: int, reason: str = ""
+    ) -> list[Effect]:
+        """The connection of ``epoch`` failed: rehydrate on epoch + 1 (stale epochs are ignored)."""
+        out: list[Effect] = []
+        self._instance(instance).replica_failed(replica, epoch, reason, out)
+        return out
+
+    def handle_response(
+        self, instance: InstanceId, replica: ReplicaId, epoch: int, response: ComputeResponse
+    ) -> list[Effect]:
+        """Merge a response from ``replica`` received on its connection of ``epoch``."""
+        out: list[Effect] = []
+        inst = self._instances.get(instance)
+        if inst is not None:
+            inst.handle_response(replica, epoch, response, out)
+        return out
+
+    # -- dataflows and collections -----------------------------------------------------------
+    def create_dataflow(
+        self,
+        instance: InstanceId,
+        dataflow: DataflowDescription,
+        target_replica: ReplicaId | None = None,
+    ) -> list[Effect]:
+        """Install a dataflow; its exports get read and write frontier ``{as_of}`` at once."""
+        out: list[Effect] = []
+        self._instance(instance).create_dataflow(dataflow, target_replica, out)
+        return out
+
+    def drop_collections(self, instance: InstanceId, ids: Iterable[GlobalId]) -> list[Effect]:
+        """Drop collections (all ids validated first); replicas are told once nothing holds them."""
+        out: list[Effect] = []
+        self._instance(instance).drop_collections(ids, out)
+        return out
+
+    def set_read_policy(
+        self, instance: InstanceId, policies: Iterable[tuple[GlobalId, ReadPolicy]]
+    ) -> list[Effect]:
+        """Set read policies; an unknown or write-only id rejects the whole batch."""
+        out: list[Effect] = []
+        self._instance(instance).set_read_policy(policies, out)
+        return out
+
+    def allow_writes(self, instance: InstanceId, id: GlobalId) -> list[Effect]:
+        """Let collection ``id`` write to storage (sends ``AllowWrites`` once)."""
+        out: list[Effect] = []
+        self._instance(instance).allow_writes(id, out)
+        return out
+
+    def collection_frontiers(self, instance: InstanceId, id: GlobalId) -> CollectionFrontiers:
+        c = self._instance(instance).live(id)
+        return CollectionFrontiers(c.read_frontier, c.write_frontier)
+
+    def collection_hydrated(self, instance: InstanceId, id: GlobalId) -> bool:
+        """Whether some replica has computed ``id`` beyond its as_of (true with no replicas)."""
+        return self._instance(instance).collection_hydrated(id)
+
+    def collections_hydrated_on_replicas(
+        self,
+        instance: InstanceId,
+        targets: Iterable[ReplicaId] | None = None,
+        exclude: Iterable[GlobalId] = (),
+    ) -> bool:
+        return self._instance(instance).collections_hydrated_on_replicas(targets, exclude)
+
+    def storage_frontiers_advanced(self, ids: Iterable[GlobalId]) -> list[Effect]:
+        """Storage write frontiers moved: schedule dataflows that were waiting on them."""
+        out: list[Effect] = []
+        items = list(ids)
+        for name in sorted(self._instances):
+            self._instances[name].storage_uppers_advanced(items, out)
+        return out
+
+    def maintain(self) -> list[Effect]:
+        """Periodic work on every instance: warmup holds, paused-cluster forwarding, scheduling, cleanup."""
+        out: list[Effect] = []
+        for name in sorted(self._instances):
+            self._instances[name].maintain(out)
+        return out
+
+    # -- read holds ------------------------------------------------------------------------
+    def acquire_read_hold(self, instance: InstanceId, id: GlobalId) -> ReadHold:
+        """A hold on ``id`` at its current read frontier; it keeps the since there until moved."""
+        inst = self._instance(instance)
+        c = inst.live(id)
+        since = c.read_frontier
+        out: list[Effect] = []
+        inst._update_read_caps(id, [(t, 1) for t in since.elements], out)
+        hold_id = self._next_hold
+        self._next_hold += 1
+        self._holds[hold_id] = (instance, id, since)
+        return ReadHold(hold_id, instance, id)
+
+    def read_hold_frontier(self, hold: ReadHold) -> Antichain:
+        entry = self._holds.get(hold.hold_id)
+        if entry is None:
+            raise ReadHoldMissing(hold)
+        return entry[2]
+
+    def downgrade_read_hold(self, hold: ReadHold, frontier: Antichain) -> list[Effect]:
+        """Move a hold forward to ``frontier`` (``[]`` releases it); moving back raises."""
+        entry = self._holds.get(hold.hold_id)
+        if entry is None:
+            raise ReadHoldMissing(hold)
+        instance, id, old = entry
+        if not old <= frontier:
+            raise HoldRegression(f"read hold on {id} cannot move from {old!r} back to {frontier!r}")
+        out: list[Effect] = []
+        if frontier == old:
+            return out
+        inst = self._instances[instance]
+        changes = [*((t, 1) for t in frontier.elements), *((t, -1) for t in old.elements)]
+        if frontier.elements:
+            self._holds[hold.hold_id] = (instance, id, frontier)
+        else:
+            del self._holds[hold.hold_id]
+        inst._update_read_caps(id, changes, out)
+        return out
+
+    def release_read_hold(self, hold: ReadHold) -> list[Effect]:
+        if hold.hold_id not in self._holds:
+            raise ReadHoldMissing(hold)
+        out: list[Effect] = []
+        self._release(hold.hold_id, out)
+        return out
+
+    def _release(self, hold_id: int, out: list[Effect]) -> None:
+        instance, id, old = self._holds.pop(hold_id)
+        inst = self._instances[instance]
+        inst._update_read_caps(id, [(t, -1) for t in old.elements], out)
+
+    # -- peeks ---------------------------------------------------------------------------
+    def peek(
+        self,
+        instance: InstanceId,
+        id: GlobalId,
+        timestamp: Time,
+        finishing: RowSetFinishing | None = None,
+        target_replica: ReplicaId | None = None,
+        *,
+        target: PeekTargetKind = "index",
+        literal_constraints: tuple[Row, ...] | None = None,
+        uuid: _uuid.UUID | None = None,
+    ) -> tuple[_uuid.UUID, list[Effect]]:
+        """Read ``id`` at ``timestamp``: returns the peek's uuid and the effects.
+
+        The collection is held at ``timestamp`` until the peek is answered or
+        cancelled; the client then gets exactly one :class:`PeekResultOut`
+        and one :class:`PeekNotification`.
+        """
+        out: list[Effect] = []
+        uid = self._instance(instance).peek(
+            id,
+            timestamp,
+            finishing if finishing is not None else RowSetFinishing(),
+            target_replica,
+            target,
+            literal_constraints,
+            uuid,
+            out,
+        )
+        return uid, out
+
+    def cancel_peek(self, instance: InstanceId, uuid: _uuid.UUID) -> list[Effect]:
+        """Cancel a pending peek: the client gets a ``PeekCanceled`` result (``PeekMissing`` if none pending)."""
+        out: list[Effect] = []
+        self._instance(instance).cancel_peek(uuid, out)
+        return out

@@ -1,0 +1,96 @@
+"""The composed controller: compute holds on storage flow into storage; storage uppers into scheduling."""
+
+from __future__ import annotations
+
+import pytest
+
+from tidegate.spec.compute import FrontierUpper, PeekResultOut
+from tidegate.spec.controller import Controller
+from tidegate.spec.errors import CollectionMissing, SinceViolation
+from tidegate.spec.frontier import Antichain
+from tidegate.spec.frontier.read_policy import LagWriteFrontier, ValidFrom
+from tidegate.spec.ids import GlobalId
+from tidegate.spec.protocol.commands import CreateDataflow, Schedule
+from tidegate.spec.protocol.responses import Frontiers, PeekResponse, PeekRows
+from tidegate.spec.storage import CollectionDescription, MaterializedView, Table, UpperChanged
+from tidegate.spec.testing.controller import commands_to, index_dataflow, mv_dataflow, of_type
+
+A = Antichain
+T1, MV = GlobalId.user(1), GlobalId.user(30)
+I1 = GlobalId.user(10)
+
+
+@pytest.fixture
+def ctl() -> Controller:
+    c = Controller()
+    c.create_collections([(T1, CollectionDescription(Table()))])
+    c.initialization_complete()
+    c.create_instance("c1")
+    c.add_replica("c1", "r1")
+    return c
+
+
+def storage_since(ctl: Controller, id: GlobalId) -> Antichain:
+    fr = ctl.storage_frontiers(id)
+    assert fr is not None
+    return fr[0]
+
+
+def test_storage_upper_schedules_waiting_dataflow(ctl: Controller) -> None:
+    effects = ctl.create_dataflow("c1", index_dataflow(I1, sources=[T1], as_of=0))
+    assert CreateDataflow in [type(c) for c in commands_to(effects)]
+    assert Schedule(I1) not in commands_to(effects)  # T1's upper is still [0]
+    effects = ctl.update_write_frontiers([(T1, A([5]))])
+    assert UpperChanged(T1, A([5])) in effects
+    assert commands_to(effects) == [Schedule(I1)]
+
+
+def test_compute_holds_keep_storage_readable(ctl: Controller) -> None:
+    ctl.update_write_frontiers([(T1, A([10]))])
+    ctl.set_storage_read_policy([(T1, LagWriteFrontier(0, 1))])
+    assert storage_since(ctl, T1) == A([10])
+    with pytest.raises(SinceViolation):
+        ctl.create_dataflow("c1", index_dataflow(I1, sources=[T1], as_of=9))
+    ctl.create_dataflow("c1", index_dataflow(I1, sources=[T1], as_of=10))
+    ctl.update_write_frontiers([(T1, A([20]))])
+    # The dataflow holds T1 at its as_of, the replica at what it read so far.
+    assert storage_since(ctl, T1) == A([10])
+    ctl.handle_response("c1", "r1", 1, Frontiers(I1, A([15]), A([15]), A([15])))
+    ctl.set_read_policy("c1", [(I1, ValidFrom(A([14])))])
+    ctl.maintain()
+    assert storage_since(ctl, T1) == A([14])
+    ctl.drop_collections("c1", [I1])
+    ctl.handle_response("c1", "r1", 1, Frontiers(I1, A(), A(), A()))
+    assert storage_since(ctl, T1) == A([20])  # only storage's own policy is left
+
+
+def test_persist_peek_holds_storage(ctl: Controller) -> None:
+    ctl.update_write_frontiers([(T1, A([10]))])
+    uid, _ = ctl.peek("c1", T1, 3, target="persist")
+    ctl.set_storage_read_policy([(T1, LagWriteFrontier(0, 1))])
+    assert storage_since(ctl, T1) == A([3])
+    out = ctl.handle_response("c1", "r1", 1, PeekResponse(uid, PeekRows(())))
+    assert len(of_type(out, PeekResultOut)) == 1
+    assert storage_since(ctl, T1) == A([10])
+    with pytest.raises(SinceViolation):
+        ctl.peek("c1", T1, 3, target="persist")
+
+
+def test_materialized_view_needs_its_storage_collection(ctl: Controller) -> None:
+    with pytest.raises(CollectionMissing):
+        ctl.create_dataflow("c1", mv_dataflow(MV, sources=[T1]))
+    ctl.create_collections([(MV, CollectionDescription(MaterializedView(inputs=(T1,))))])
+    ctl.update_write_frontiers([(MV, A([4])), (T1, A([8]))])
+    effects = ctl.create_dataflow("c1", mv_dataflow(MV, sources=[T1], as_of=3))
+    assert FrontierUpper("c1", MV, A([4])) in effects
+    assert ctl.collection_frontiers("c1", MV).write_frontier == A([4])
+
+
+def test_append_completion_schedules_waiting_dataflow(ctl: Controller) -> None:
+    from tidegate.spec.storage import AppendCommand
+
+    ctl.create_dataflow("c1", index_dataflow(I1, sources=[T1], as_of=0))
+    pending = ctl.append([AppendCommand(T1, [(("a",), 0, 1)], A([1]))])
+    effects = ctl.complete_write(pending.ticket, T1, True, A([1]))
+    assert UpperChanged(T1, A([1])) in effects
+    assert commands_to(effects) == [Schedule(I1)]
