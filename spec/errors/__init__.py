@@ -2,7 +2,7 @@
 
 All errors derive from :class:`TidegateError`. Each area keeps its errors in a
 module of its own (``frontier``, ``protocol``, ``compute``, ``storage``,
-``shard``, ``plan``); this package re-exports them all, so users write
+``shard``, ``plan``, ``history``, ``replica``); this package re-exports them all, so users write
 ``from tidegate.spec.errors import SinceViolation``.
 
 An error is raised *before* any state changes: a call that raises leaves the
@@ -21,6 +21,8 @@ from .plan import *  # noqa: F403
 from .plan import __all__ as _plan_all
 from .protocol import *  # noqa: F403
 from .protocol import __all__ as _protocol_all
+from .replica import *  # noqa: F403
+from .replica import __all__ as _replica_all
 from .shard import *  # noqa: F403
 from .shard import __all__ as _shard_all
 from .storage import *  # noqa: F403
@@ -32,6 +34,7 @@ __all__ = [
     *_protocol_all,
     *_compute_all,
     *_storage_all,
+    *_replica_all,
     *_shard_all,
     *_history_all,
     *_plan_all,

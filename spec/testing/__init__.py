@@ -5,6 +5,8 @@ state machines here to check your own replicas, controllers and executors
 against the spec.
 """
 
+from .compute_replica import *  # noqa: F403
+from .compute_replica import __all__ as _compute_replica_all
 from .controller import *  # noqa: F403
 from .controller import __all__ as _controller_all
 from .executor import *  # noqa: F403
@@ -16,4 +18,11 @@ from .protocol import __all__ as _protocol_all
 from .storage_controller import *  # noqa: F403
 from .storage_controller import __all__ as _storage_controller_all
 
-__all__ = [*_protocol_all, *_history_all, *_controller_all, *_executor_all, *_storage_controller_all]
+__all__ = [
+    *_protocol_all,
+    *_history_all,
+    *_controller_all,
+    *_storage_controller_all,
+    *_executor_all,
+    *_compute_replica_all,
+]
