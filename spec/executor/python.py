@@ -34,7 +34,7 @@ from ..errors import (
 from ..frontier import Antichain, Row, Update
 from ..ids import GlobalId
 from ..plan.lower import lower
-from ..plan.ordering import peek_result
+from ..plan.ordering import check_finishing, peek_result
 from ..plan.relation import (
     ArrangeBy,
     Constant,
@@ -207,6 +207,7 @@ class _Export:
     since: Frontier
     upper: Frontier
     history: _History | None = None  # index exports only
+    arity: int = 0
     with_snapshot: bool = True
     up_to: Frontier = None
     importers: list[tuple[_Dataflow, _Input]] = field(default_factory=list)
@@ -366,7 +367,12 @@ class PythonExecutor:
         start = as_of
         for ex in desc.index_exports:
             df.exports[ex.id] = _Export(
-                ex.id, compiler.by_id[ex.on_id], start, start, _History(ex.key)
+                ex.id,
+                compiler.by_id[ex.on_id],
+                start,
+                start,
+                _History(ex.key),
+                arity=schemas[ex.on_id].arity,
             )
         for sk in desc.sink_exports:
             df.exports[sk.id] = _Export(
@@ -552,8 +558,10 @@ class PythonExecutor:
             for k in key_lookup:
                 if type(k) is not tuple or len(k) != len(ex.history.key):
                     raise ArityMismatch(f"key {k!r} does not match the index key {ex.history.key}")
+        finishing = finishing or RowSetFinishing()
+        check_finishing(finishing, ex.arity)
         rows, errors = ex.history.read(time, key_lookup)
-        return peek_result(rows, errors, finishing or RowSetFinishing())
+        return peek_result(rows, errors, finishing)
 
     def drop(self, handle: DataflowHandle) -> None:
         df = self._dataflow(handle)

@@ -14,7 +14,7 @@
 from .aggregates import aggregate
 from .explain import explain
 from .lower import lower
-from .ordering import apply_finishing, order_key, peek_result
+from .ordering import apply_finishing, check_finishing, order_key, peek_result
 from .reference import Collection, evaluate, evaluate_dataflow, reference_peek
 from .relation import (
     AggFunc,
@@ -95,6 +95,7 @@ __all__ = [
     "VariadicFunc",
     "aggregate",
     "apply_finishing",
+    "check_finishing",
     "check_row",
     "children",
     "compile_scalar",

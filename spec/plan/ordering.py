@@ -10,11 +10,19 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..errors import ArityMismatch, InvalidPlan
 from ..frontier import Row, row_sort_key, value_sort_key
 from ..protocol.responses import PeekError, PeekResult, PeekRows
 from ..protocol.types import ColumnOrder, RowSetFinishing
 
-__all__ = ["apply_finishing", "order_key", "peek_result", "select_range", "sort_rows"]
+__all__ = [
+    "apply_finishing",
+    "check_finishing",
+    "order_key",
+    "peek_result",
+    "select_range",
+    "sort_rows",
+]
 
 
 class _Desc:
@@ -75,6 +83,28 @@ def select_range(
         if end is not None and pos >= end:
             break
     return out
+
+
+def check_finishing(finishing: RowSetFinishing, arity: int) -> None:
+    """Raise unless ``finishing`` fits rows of ``arity`` columns (checked before any row is read).
+
+    Every ORDER BY and projection column must exist (:class:`ArityMismatch`);
+    OFFSET and LIMIT must not be negative (:class:`InvalidPlan`).
+    """
+    for o in finishing.order_by:
+        if not 0 <= o.column < arity:
+            raise ArityMismatch(
+                f"ORDER BY names column {o.column}, but the rows have {arity} columns"
+            )
+    for c in finishing.project or ():
+        if not 0 <= c < arity:
+            raise ArityMismatch(
+                f"the projection names column {c}, but the rows have {arity} columns"
+            )
+    if finishing.offset < 0 or (finishing.limit is not None and finishing.limit < 0):
+        raise InvalidPlan(
+            f"OFFSET {finishing.offset} / LIMIT {finishing.limit} must not be negative"
+        )
 
 
 def apply_finishing(
