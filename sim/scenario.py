@@ -1,0 +1,284 @@
+"""Scenarios: what a simulation run hosts (replicas, tables, dataflows), what its clients do, how long.
+
+A :class:`Scenario` is plain data with a hand-writable JSON form
+(:meth:`Scenario.to_json` / :meth:`Scenario.from_json` / :meth:`Scenario.load`);
+plans are stored with :func:`tidegate.spec.plan.plan_to_dict`. ``standard()``
+and ``small()`` are the built-ins; :data:`SCENARIOS` names them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from tidegate.spec.plan import Plan, Schema, plan_from_dict, plan_to_dict
+from tidegate.spec.plan.serde import schema_from_dict, schema_to_dict
+
+from .faults import FaultKind
+
+__all__ = [
+    "SCENARIOS",
+    "DataflowKind",
+    "DataflowSpec",
+    "Scenario",
+    "ScenarioError",
+    "TableSpec",
+    "WorkloadMix",
+    "small",
+    "standard",
+]
+
+DataflowKind = Literal["index", "materialized_view", "subscribe"]
+_KINDS = ("index", "materialized_view", "subscribe")
+
+
+class ScenarioError(ValueError):
+    """A scenario file or value that cannot be used."""
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """A table ``id`` (like ``"u1"``) with its row schema."""
+
+    id: str
+    schema: Schema
+
+
+@dataclass(frozen=True)
+class DataflowSpec:
+    """A dataflow the clients may install: ``plan`` over the tables, exported as ``kind``.
+
+    ``key`` is the index key (column positions) for ``kind == "index"``.
+    """
+
+    name: str
+    kind: DataflowKind
+    plan: Plan
+    key: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class WorkloadMix:
+    """Relative weights of client actions, rows per append, and virtual ms between actions."""
+
+    append: int = 30
+    peek: int = 25
+    peek_invalid: int = 5
+    cancel_peek: int = 5
+    create_dataflow: int = 6
+    drop_dataflow: int = 3
+    set_read_policy: int = 4
+    subscribe: int = 3
+    rows_per_append: tuple[int, int] = (1, 4)
+    ms_between_actions: tuple[int, int] = (20, 120)
+
+    ACTIONS = (
+        "append",
+        "peek",
+        "peek_invalid",
+        "cancel_peek",
+        "create_dataflow",
+        "drop_dataflow",
+        "set_read_policy",
+        "subscribe",
+    )
+
+    def weights(self) -> list[tuple[str, int]]:
+        """``(action, weight)`` for every action with a positive weight, in a fixed order."""
+        return [(a, getattr(self, a)) for a in self.ACTIONS if getattr(self, a) > 0]
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["rows_per_append"] = list(self.rows_per_append)
+        out["ms_between_actions"] = list(self.ms_between_actions)
+        return out
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> WorkloadMix:
+        kw: dict[str, Any] = {}
+        for k, v in data.items():
+            if k in ("rows_per_append", "ms_between_actions"):
+                kw[k] = (int(v[0]), int(v[1]))
+            elif k in cls.ACTIONS:
+                kw[k] = int(v)
+            else:
+                raise ScenarioError(f"unknown workload field {k!r}")
+        return cls(**kw)
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One simulation setup; see the module docstring."""
+
+    name: str
+    replicas: int
+    tables: tuple[TableSpec, ...]
+    dataflows: tuple[DataflowSpec, ...]
+    workload: WorkloadMix = field(default_factory=WorkloadMix)
+    duration_ms: int = 10_000
+    faults: int = 2
+    fault_kinds: tuple[FaultKind, ...] | None = None
+    quiet_ms: int = 5_000
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.replicas <= 5:
+            raise ScenarioError(f"replicas must be 1..5, got {self.replicas}")
+        if not self.tables:
+            raise ScenarioError("a scenario needs at least one table")
+        if self.duration_ms <= 0 or self.quiet_ms < 0 or self.faults < 0:
+            raise ScenarioError("duration_ms must be positive, quiet_ms and faults non-negative")
+        for d in self.dataflows:
+            if d.kind not in _KINDS:
+                raise ScenarioError(f"dataflow {d.name!r}: kind must be one of {_KINDS}")
+        names = [d.name for d in self.dataflows]
+        if len(set(names)) != len(names):
+            raise ScenarioError("dataflow names must be unique")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "replicas": self.replicas,
+            "tables": [{"id": t.id, "schema": schema_to_dict(t.schema)} for t in self.tables],
+            "dataflows": [
+                {"name": d.name, "kind": d.kind, "plan": plan_to_dict(d.plan), "key": list(d.key)}
+                for d in self.dataflows
+            ],
+            "workload": self.workload.to_json(),
+            "duration_ms": self.duration_ms,
+            "faults": self.faults,
+            "fault_kinds": None
+            if self.fault_kinds is None
+            else [k.value for k in self.fault_kinds],
+            "quiet_ms": self.quiet_ms,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Scenario:
+        try:
+            kinds = data.get("fault_kinds")
+            return cls(
+                name=str(data["name"]),
+                replicas=int(data.get("replicas", 1)),
+                tables=tuple(
+                    TableSpec(str(t["id"]), schema_from_dict(t["schema"])) for t in data["tables"]
+                ),
+                dataflows=tuple(
+                    DataflowSpec(
+                        str(d["name"]),
+                        d["kind"],
+                        plan_from_dict(d["plan"]),
+                        tuple(int(k) for k in d.get("key", ())),
+                    )
+                    for d in data.get("dataflows", ())
+                ),
+                workload=WorkloadMix.from_json(data.get("workload", {})),
+                duration_ms=int(data.get("duration_ms", 10_000)),
+                faults=int(data.get("faults", 0)),
+                fault_kinds=None if kinds is None else tuple(FaultKind(k) for k in kinds),
+                quiet_ms=int(data.get("quiet_ms", 5_000)),
+            )
+        except ScenarioError:
+            raise
+        except (KeyError, TypeError, ValueError) as e:
+            raise ScenarioError(f"bad scenario: {e!r}") from e
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), indent=2, sort_keys=True)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Scenario:
+        """Read a JSON scenario file (YAML too, if PyYAML is installed and the suffix says so)."""
+        p = Path(path)
+        text = p.read_text()
+        if p.suffix in (".yaml", ".yml"):
+            try:
+                import yaml  # type: ignore[import-untyped]
+            except ImportError as e:  # pragma: no cover - optional
+                raise ScenarioError("YAML scenarios need PyYAML") from e
+            return cls.from_json(yaml.safe_load(text))
+        try:
+            return cls.from_json(json.loads(text))
+        except json.JSONDecodeError as e:
+            raise ScenarioError(f"{p}: not JSON: {e}") from e
+
+
+# -- built-ins -----------------------------------------------------------------------------
+
+
+def _tables() -> tuple[TableSpec, ...]:
+    return (
+        TableSpec("u1", Schema.of(("customer", "string", False), ("amount", "int64", False))),
+        TableSpec("u2", Schema.of(("customer", "string", False), ("region", "string", False))),
+        TableSpec("u3", Schema.of(("kind", "string", False), ("n", "int64", False))),
+    )
+
+
+def _dataflows() -> tuple[DataflowSpec, ...]:
+    from tidegate.spec.plan.builder import col, count, desc, max_, sum_, table
+
+    t1, t2, t3 = (table(t.id, t.schema) for t in _tables())
+    return (
+        DataflowSpec("orders", "index", t1.plan, (0,)),
+        DataflowSpec("big_orders", "index", t1.filter(col("amount") > 5).plan),
+        DataflowSpec(
+            "per_customer",
+            "index",
+            t1.group_by("customer").agg(count(), sum_("amount")).plan,
+            (0,),
+        ),
+        DataflowSpec(
+            "orders_regions",
+            "index",
+            t1.join(t2, on="customer").select("region", "amount").plan,
+        ),
+        DataflowSpec("regions", "index", t2.select("region").distinct().plan),
+        DataflowSpec("top_events", "index", t3.top_k(by=[desc("n")], limit=3).plan),
+        DataflowSpec(
+            "event_totals_mv",
+            "materialized_view",
+            t3.group_by("kind").agg(sum_("n"), max_("n")).plan,
+        ),
+        DataflowSpec("customers_mv", "materialized_view", t2.plan),
+        DataflowSpec("orders_sub", "subscribe", t1.filter(col("amount") < 8).plan),
+        DataflowSpec("kinds_sub", "subscribe", t3.group_by("kind").agg(count()).plan),
+    )
+
+
+def standard() -> Scenario:
+    """3 replicas, 10 dataflows over 3 tables, 60 virtual seconds, 5 faults."""
+    return Scenario(
+        name="standard",
+        replicas=3,
+        tables=_tables(),
+        dataflows=_dataflows(),
+        workload=WorkloadMix(),
+        duration_ms=60_000,
+        faults=5,
+        fault_kinds=None,
+        quiet_ms=10_000,
+    )
+
+
+def small() -> Scenario:
+    """2 replicas, 4 dataflows over 2 tables, 8 virtual seconds, 3 faults: quick to run."""
+    all_flows = {d.name: d for d in _dataflows()}
+    return Scenario(
+        name="small",
+        replicas=2,
+        tables=_tables()[:1] + _tables()[2:],
+        dataflows=tuple(
+            all_flows[n] for n in ("orders", "per_customer", "event_totals_mv", "orders_sub")
+        ),
+        workload=WorkloadMix(ms_between_actions=(20, 80)),
+        duration_ms=8_000,
+        faults=3,
+        fault_kinds=None,
+        quiet_ms=4_000,
+    )
+
+
+SCENARIOS: dict[str, Callable[[], Scenario]] = {"standard": standard, "small": small}
+"""The built-in scenarios by name."""
