@@ -28,10 +28,26 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="run the end-to-end demo")
     demo.set_defaults(func=_demo)
+    sim = sub.add_parser(
+        "sim",
+        help="deterministic simulation: run, campaign, replay, shrink, plot",
+        add_help=False,
+    )
+    sim.add_argument("args", nargs=argparse.REMAINDER, help="see: tidegate sim --help")
+    sim.set_defaults(func=_sim)
     return parser
 
 
+def _sim(args: argparse.Namespace) -> int:
+    from tidegate.sim.cli import main as sim_main
+
+    return sim_main(args.args)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["sim"]:
+        return _sim(argparse.Namespace(args=argv[1:]))  # all of sim's options go to its parser
     args = build_parser().parse_args(argv)
     result: int = args.func(args)
     return result

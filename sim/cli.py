@@ -1,0 +1,281 @@
+"""``tidegate sim``: run, campaign, replay, shrink and plot deterministic simulations.
+
+A run's verdict is the online checkers' and, when they pass, the offline
+history checker's (``tidegate.sim.campaign.verdict``).
+
+Exit codes: 0 the run(s) passed; 1 a property was violated (or a shrink found
+a reproducer); 2 a replay's digest differs from the saved one, or bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from .campaign import verdict
+from .faults import FaultPlan
+from .scenario import SCENARIOS, Scenario
+
+__all__ = ["build_parser", "main"]
+
+EXIT_OK, EXIT_VIOLATION, EXIT_MISMATCH = 0, 1, 2
+
+
+def _scenario(args: argparse.Namespace, saved: Scenario | None = None) -> Scenario:
+    from .replay import resolve_scenario
+
+    sc = saved if saved is not None and args.scenario is None else resolve_scenario(args.scenario)
+    if getattr(args, "replicas", None) is not None:
+        sc = replace(sc, replicas=args.replicas)
+    if getattr(args, "virtual_seconds", None) is not None:
+        sc = replace(sc, duration_ms=int(args.virtual_seconds * 1000))
+    return sc
+
+
+def _print_options(result: Any, out: Any) -> None:
+    print("options:", file=out)
+    for key, value in result.expanded_options.items():
+        text = value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+        print(f"  {key}: {text}", file=out)
+
+
+def _verdict(result: Any, v: Any) -> str:
+    s = result.stats
+    figures = (
+        f"{s.events} events, {s.messages} messages, {s.peeks} peeks, {s.appends} appends, "
+        f"{s.virtual_ms} virtual ms in {s.wall_s:.2f}s"
+    )
+    if v is None:
+        return f"PASS seed {result.seed} ({result.scenario_name}): {figures}"
+    return f"FAIL seed {result.seed} ({result.scenario_name}): {v.property} at {v.at_ms}ms: {v.message}"
+
+
+def _report_violation(result: Any, v: Any, tail: int, out: Any) -> None:
+    print(f"seed: {result.seed}", file=out)
+    print("fault plan:", file=out)
+    print(result.plan.dumps(), file=out)
+    lines = result.trace_tail[-tail:] if tail > 0 else []
+    print(f"last {len(lines)} trace events:", file=out)
+    for line in lines:
+        print("  " + line, file=out)
+    print(f"broken property: {v.property}: {v.message} (at {v.at_ms}ms)", file=out)
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from .replay import save_result
+    from .run import RunOptions, run_simulation
+
+    plan = FaultPlan.load(Path(args.plan)) if args.plan else None
+    options = RunOptions(
+        seed=args.seed,
+        scenario=_scenario(args),
+        plan=plan,
+        mutant=args.mutant,
+        trace_tail=max(args.tail, 1),
+        keep_trace=args.save_trace is not None,
+    )
+    result = run_simulation(options)
+    v = verdict(result, options.scenario)
+    out = sys.stdout
+    _print_options(result, out)
+    print(_verdict(result, v), file=out)
+    if args.save_trace:
+        save_result(result, args.save_trace, options)
+        print(f"trace saved to {args.save_trace}", file=out)
+    if v is not None:
+        _report_violation(result, v, args.tail, out)
+        return EXIT_VIOLATION
+    return EXIT_OK
+
+
+def _cmd_campaign(args: argparse.Namespace) -> int:
+    from .campaign import ProgressBar, parse_seeds, run_campaign
+
+    try:
+        seeds = parse_seeds(args.seeds)
+    except ValueError as e:
+        print(f"tidegate sim campaign: {e}", file=sys.stderr)
+        return EXIT_MISMATCH
+    scenario = _scenario(args)
+    jobs = args.jobs if args.jobs is not None else (os.cpu_count() or 1)
+    print(
+        f"campaign: seeds {seeds.start}..{seeds.stop - 1} of scenario {scenario.name}"
+        + (f" with mutant {args.mutant}" if args.mutant else "")
+        + f" on {jobs} process(es)"
+    )
+    bar = ProgressBar(len(seeds), sys.stderr)
+    report = run_campaign(
+        seeds,
+        scenario,
+        mutant=args.mutant,
+        jobs=jobs,
+        on_outcome=bar.update,
+        stop_after=args.stop_after,
+    )
+    print(report.table())
+    if report.failures:
+        return EXIT_VIOLATION
+    if args.require_fired and report.never_fired():
+        print("some enabled fault kinds never fired", file=sys.stderr)
+        return EXIT_VIOLATION
+    return EXIT_OK
+
+
+def _load(args: argparse.Namespace) -> Any:
+    from .replay import load_replayable, resolve_scenario
+
+    scenario = None if args.scenario is None else resolve_scenario(args.scenario)
+    rep = load_replayable(args.file, seed=args.seed, scenario=scenario, mutant=args.mutant)
+    return rep
+
+
+def _cmd_replay(args: argparse.Namespace) -> int:
+    from .replay import replay
+
+    outcome = replay(_load(args))
+    result = outcome.result
+    v = verdict(result, outcome.replayable.scenario)
+    _print_options(result, sys.stdout)
+    print(_verdict(result, v))
+    expected = outcome.replayable.expected_digest
+    if outcome.matches is None:
+        print(f"digest {result.trace_digest} (the file has none to compare)")
+    elif outcome.matches:
+        print(f"digest matches: {result.trace_digest}")
+    else:
+        print(f"DIGEST MISMATCH: saved {expected}, replayed {result.trace_digest}")
+        return EXIT_MISMATCH
+    if v is not None:
+        _report_violation(result, v, args.tail, sys.stdout)
+        return EXIT_VIOLATION
+    return EXIT_OK
+
+
+def _cmd_shrink(args: argparse.Namespace) -> int:
+    from .replay import Replayable, resolve_scenario, save_result
+    from .shrink import NotFailing, describe, shrink
+
+    if args.file is not None:
+        rep = _load(args)
+    elif args.seed is not None:
+        rep = Replayable(args.seed, resolve_scenario(args.scenario), None, args.mutant, None)
+    else:
+        print("shrink needs a plan or trace file, or --seed", file=sys.stderr)
+        return EXIT_MISMATCH
+    options = rep.options(trace_tail=max(args.tail, 1))
+    try:
+        result = shrink(
+            options,
+            max_runs=args.max_runs,
+            workload=not args.faults_only,
+            log=lambda line: print(line, file=sys.stderr),
+        )
+    except NotFailing as e:
+        print(str(e))
+        return EXIT_OK
+    print(describe(result))
+    out = args.out or (
+        str(Path(args.file).with_suffix("")) + ".shrunk.json"
+        if args.file
+        else f"sim-seed-{rep.seed}.shrunk.json"
+    )
+    save_result(result.result, out, result.options)
+    print(f"reproducer saved to {out} (replay it with: tidegate sim replay {out})")
+    return EXIT_VIOLATION
+
+
+def _cmd_plot(args: argparse.Namespace) -> int:
+    from .plot import plot_file
+
+    png, html = plot_file(args.file, args.out)
+    print(f"wrote {png} and {html}")
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from .mutants import mutant_names
+
+    parser = argparse.ArgumentParser(prog="tidegate sim", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    scenario_help = f"built-in name ({', '.join(SCENARIOS)}) or a JSON scenario file"
+
+    def common(p: argparse.ArgumentParser, *, default_scenario: str | None) -> None:
+        p.add_argument("--scenario", default=default_scenario, help=scenario_help)
+        p.add_argument(
+            "--mutant",
+            choices=mutant_names(),
+            metavar="NAME",
+            help="switch on a deliberate bug: " + ", ".join(mutant_names()),
+        )
+        p.add_argument("--tail", type=int, default=30, help="trace events shown on a violation")
+
+    def shape(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--replicas", type=int, help="override the scenario's replica count")
+        p.add_argument("--virtual-seconds", type=float, help="override the scenario's duration")
+
+    run = sub.add_parser("run", help="run one seed and check every property")
+    run.add_argument("--seed", type=int, required=True)
+    common(run, default_scenario="standard")
+    shape(run)
+    run.add_argument("--plan", help="a fault-plan file to use instead of the seed's plan")
+    run.add_argument("--save-trace", metavar="PATH", help="save options, plan and trace here")
+    run.set_defaults(func=_cmd_run)
+
+    camp = sub.add_parser("campaign", help="run many seeds in parallel and summarise")
+    camp.add_argument("--seeds", required=True, help="A..B (inclusive)")
+    camp.add_argument("--jobs", type=int, help="worker processes (default: CPU count)")
+    common(camp, default_scenario="standard")
+    shape(camp)
+    camp.add_argument("--stop-after", type=int, help="stop after this many failing seeds")
+    camp.add_argument(
+        "--require-fired",
+        action="store_true",
+        help="fail if a fault kind was enabled but never fired",
+    )
+    camp.set_defaults(func=_cmd_campaign)
+
+    rep = sub.add_parser("replay", help="re-run a saved trace or plan and compare digests")
+    rep.add_argument("file", metavar="TRACE_OR_PLAN")
+    rep.add_argument("--seed", type=int, help="the seed (needed for a bare plan file)")
+    common(rep, default_scenario=None)
+    rep.set_defaults(func=_cmd_replay)
+
+    shr = sub.add_parser("shrink", help="minimise a failing plan and workload to a reproducer")
+    shr.add_argument("file", nargs="?", metavar="PLAN_OR_TRACE")
+    shr.add_argument("--seed", type=int, help="the seed (for a bare plan, or instead of a file)")
+    common(shr, default_scenario=None)
+    shr.add_argument("--max-runs", type=int, default=150, help="budget of simulation runs")
+    shr.add_argument("--faults-only", action="store_true", help="do not shrink the workload")
+    shr.add_argument("--out", help="where to save the reproducer (a trace file)")
+    shr.set_defaults(func=_cmd_shrink)
+
+    plot = sub.add_parser("plot", help="draw a trace: PNG and standalone HTML")
+    plot.add_argument("file", metavar="TRACE")
+    plot.add_argument("--out", help="output path prefix (default: next to the trace)")
+    plot.set_defaults(func=_cmd_plot)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``tidegate sim``; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    from .faults import FaultPlanError
+    from .replay import ReplayError
+    from .scenario import ScenarioError
+
+    try:
+        code: int = args.func(args)
+    except (ReplayError, ScenarioError, FaultPlanError, OSError) as e:
+        print(f"tidegate sim: {e}", file=sys.stderr)
+        return EXIT_MISMATCH
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,530 @@
+"""Deliberately broken variants of the spec, to measure the simulator's bug-finding power.
+
+Each :class:`Mutant` is a realistic bug behind a test-only switch: ``patch()``
+returns a context manager that monkeypatches one spec function for the
+duration of a run and restores it afterwards, so ``spec/`` itself stays
+correct. ``run_simulation`` enters ``MUTANTS[options.mutant].patch()`` around
+the run; a campaign over a handful of seeds must then report a violation.
+
+The patches are process-global while active: run mutated simulations one at a
+time per process (campaigns use one process per job).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid as _uuid
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, ExitStack, contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from tidegate.spec import history as _history
+from tidegate.spec.compute import instance as _instance
+from tidegate.spec.compute.effects import (
+    FrontierUpper,
+    PeekNotification,
+    PeekResultOut,
+    SubscribeBatchOut,
+)
+from tidegate.spec.compute_replica import replica as _replica
+from tidegate.spec.compute_replica.outputs import Respond
+from tidegate.spec.frontier import Antichain, ChangeBatch
+from tidegate.spec.protocol.commands import AllowCompaction, CancelPeek, CreateDataflow, Peek
+from tidegate.spec.protocol.responses import (
+    Frontiers,
+    PeekError,
+    PeekResult,
+    PeekRows,
+    SubscribeBatch,
+)
+
+__all__ = ["MUTANTS", "Mutant", "mutant_names"]
+
+_EMPTY = Antichain.empty()
+
+Patch = Callable[[], AbstractContextManager[None]]
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """A named bug: ``patch()`` switches it on for the ``with`` block.
+
+    ``undetectable`` is ``None`` for bugs the default campaign must find; otherwise it
+    says why the simulator cannot observe this bug yet (a known gap, tested as such).
+    """
+
+    name: str
+    description: str
+    patch: Patch
+    undetectable: str | None = None
+
+
+@contextmanager
+def _replaced(owner: Any, name: str, replacement: Any) -> Iterator[None]:
+    """Set ``owner.name`` to ``replacement`` for the block, then restore the original."""
+    original = owner.__dict__[name]
+    setattr(owner, name, replacement)
+    try:
+        yield
+    finally:
+        setattr(owner, name, original)
+
+
+@contextmanager
+def _together(*patches: AbstractContextManager[None]) -> Iterator[None]:
+    """Several patches as one."""
+    with ExitStack() as stack:
+        for p in patches:
+            stack.enter_context(p)
+        yield
+
+
+def _method(cls: type, name: str, make: Callable[[Any], Any]) -> Patch:
+    """A patch that replaces ``cls.name`` by ``make(original)``."""
+
+    def patch() -> AbstractContextManager[None]:
+        return _replaced(cls, name, make(cls.__dict__[name]))
+
+    return patch
+
+
+# -- replica bugs ---------------------------------------------------------------------------
+
+
+def _peek_before_upper(original: Any) -> Any:
+    """Serve a peek whose time is not complete yet from the latest complete time."""
+
+    def _try_peek(self: Any, p: Any) -> PeekResult | None:
+        ex = self._executor
+        if p.id in self._owner and ex.upper(p.id).less_equal(p.timestamp):
+            els = ex.upper(p.id).elements
+            if els and type(els[0]) is int and els[0] > 0:
+                latest = els[0] - 1
+                if ex.since(p.id).less_equal(latest):
+                    try:
+                        rows = ex.peek(p.id, latest, p.finishing, p.literal_constraints)
+                    except Exception:
+                        return None
+                    result: PeekResult = self._limit(rows)
+                    return result
+        answer: PeekResult | None = original(self, p)
+        return answer
+
+    return _try_peek
+
+
+def _regressing_frontier(original: Any) -> Any:
+    """After reporting a write frontier ``[u]``, also report the stale ``[u - 1]`` (unchecked)."""
+
+    def _publish(self: Any) -> list[Any]:
+        out: list[Any] = original(self)
+        stale: list[Any] = []
+        for o in out:
+            if isinstance(o, Respond) and isinstance(o.response, Frontiers):
+                write = o.response.write
+                if write is not None and len(write.elements) == 1:
+                    (u,) = write.elements
+                    if type(u) is int and u >= 2:
+                        stale.append(Respond(Frontiers(o.response.id, write=Antichain([u - 1]))))
+        return out + stale
+
+    return _publish
+
+
+class _EagerStorage:
+    """The replica's view of storage for a persist peek: it reads at once, whatever the upper."""
+
+    def __init__(self, storage: Any) -> None:
+        self._storage = storage
+
+    def snapshot_when_ready(self, id: Any, time: int, done: Any) -> None:
+        st = self._storage
+        if st.has(id) and not st.state(id).finalized and st.state(id).since.less_equal(time):
+            st._kernel.call_later(st._latency_ms(), done, st.contents(id, time), None)
+        else:
+            st.snapshot_when_ready(id, time, done)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._storage, name)
+
+
+def _persist_peek_eager(original: Any) -> Any:
+    def _persist_peek(self: Any, out: Any) -> None:
+        storage = self._storage
+        self._storage = _EagerStorage(storage)
+        try:
+            original(self, out)
+        finally:
+            self._storage = storage
+
+    return _persist_peek
+
+
+def _peek_before_upper_patch() -> AbstractContextManager[None]:
+    from tidegate.sim import replica as _sim_replica
+
+    cls = _replica.ComputeReplica
+    sim_cls = _sim_replica.SimReplica
+    return _together(
+        _replaced(cls, "_try_peek", _peek_before_upper(cls.__dict__["_try_peek"])),
+        _replaced(sim_cls, "_persist_peek", _persist_peek_eager(sim_cls.__dict__["_persist_peek"])),
+    )
+
+
+def _subscribe_loses_retractions(original: Any) -> Any:
+    """Subscribe output drops retractions (negative multiplicities) when it consolidates."""
+
+    def _absorb(self: Any, batch: Any) -> None:
+        if batch.id in self._subscribes:
+            batch = dataclasses.replace(batch, updates=tuple(u for u in batch.updates if u[2] > 0))
+        original(self, batch)
+
+    return _absorb
+
+
+# -- history bugs ---------------------------------------------------------------------------
+
+
+def _reduce_drops_peeks(original: Any) -> Any:
+    """The reduction forgets pending peeks, so a replica that reconnects never sees them."""
+
+    def _reduce(commands: Any) -> Any:
+        reduced = original(commands)
+        reduced.commands = [c for c in reduced.commands if type(c) is not Peek]
+        reduced.live_peeks = set()
+        return reduced
+
+    return _reduce
+
+
+def _history_drops_live_peek() -> AbstractContextManager[None]:
+    return _replaced(_history, "_reduce", _reduce_drops_peeks(_history.__dict__["_reduce"]))
+
+
+# -- controller bugs ------------------------------------------------------------------------
+
+
+def _release_before_cancel(_original: Any) -> Any:
+    """Release the peek's read hold first, so AllowCompaction overtakes the CancelPeek."""
+
+    def _finish_peek(self: Any, uuid: _uuid.UUID, result: PeekResult, out: list[Any]) -> None:
+        p = self.peeks.pop(uuid)
+        if p.on_storage:
+            self.storage.update_storage_read_holds({p.id: ChangeBatch([(p.timestamp, -1)])})
+        else:
+            self._update_read_caps(p.id, [(p.timestamp, -1)], out)
+        if isinstance(result, PeekRows):
+            note = PeekNotification(self.id, uuid, "success", rows=sum(n for _, n in result.rows))
+        elif isinstance(result, PeekError):
+            note = PeekNotification(self.id, uuid, "error", message=result.message)
+        else:
+            note = PeekNotification(self.id, uuid, "canceled")
+        out.append(note)
+        out.append(PeekResultOut(self.id, uuid, result))
+        self._send(CancelPeek(uuid), out)
+
+    return _finish_peek
+
+
+def _peek_without_hold(original: Any) -> Any:
+    """Validate the peek against the since but take no read hold (nor release one)."""
+
+    def peek(self: Any, id: Any, timestamp: Any, *args: Any) -> Any:
+        self._update_read_caps = lambda *_a: None
+        try:
+            return original(self, id, timestamp, *args)
+        finally:
+            del self._update_read_caps
+
+    def finish(self: Any, uuid: _uuid.UUID, result: PeekResult, out: list[Any]) -> None:
+        p = self.peeks[uuid]
+        if not p.on_storage:
+            self._update_read_caps = lambda *_a: None
+        try:
+            finish_original(self, uuid, result, out)
+        finally:
+            self.__dict__.pop("_update_read_caps", None)
+
+    finish_original = _instance.Instance.__dict__["_finish_peek"]
+    return peek, finish
+
+
+def _peek_without_hold_patch() -> AbstractContextManager[None]:
+    peek, finish = _peek_without_hold(_instance.Instance.__dict__["peek"])
+    return _together(
+        _replaced(_instance.Instance, "peek", peek),
+        _replaced(_instance.Instance, "_finish_peek", finish),
+    )
+
+
+class _ReplayWithoutCompaction:
+    """A history whose replay forgets compaction: dataflows at their creation as_of, no AllowCompaction."""
+
+    def __init__(self, inner: Any, instance: Any) -> None:
+        self._inner = inner
+        self._instance = instance
+
+    def __iter__(self) -> Iterator[Any]:
+        collections = self._instance.collections
+        for c in self._inner:
+            if type(c) is AllowCompaction:
+                continue
+            if type(c) is CreateDataflow:
+                created = [collections[e].as_of for e in c.dataflow.export_ids if e in collections]
+                if created:
+                    c = CreateDataflow(c.dataflow.with_as_of(Antichain.meet_all(created)))
+            yield c
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def _forgets_allow_compaction(original: Any) -> Any:
+    """Rehydration replays dataflows as first created, forgetting every AllowCompaction since."""
+
+    def add_replica(self: Any, *args: Any, **kwargs: Any) -> None:
+        history = self.history
+        self.history = _ReplayWithoutCompaction(history, self)
+        try:
+            original(self, *args, **kwargs)
+        finally:
+            self.history = history
+
+    return add_replica
+
+
+def _subscribe_duplicates(_original: Any) -> Any:
+    """Forward every update of an advancing batch, even those at times already forwarded."""
+
+    def _on_subscribe(self: Any, r: Any, resp: Any, out: list[Any]) -> None:
+        id = resp.id
+        rc = r.collections.get(id)
+        c = self.collections.get(id)
+        if rc is None or c is None:
+            return
+        result = resp.result
+        upper = result.upper if isinstance(result, SubscribeBatch) else _EMPTY
+        if _instance._advances(rc.write_frontier, upper):
+            rc.write_frontier = upper
+        if _instance._advances(rc.output_frontier, upper):
+            rc.output_frontier = upper
+        if rc.input_frontier <= upper:
+            rc.input_frontier = upper
+            self._downgrade_input_holds(rc, upper)
+        sub = self.subscribes.get(id)
+        if sub is not None:
+            self._maybe_update_global_write_frontier(c, upper, out)
+            if isinstance(result, SubscribeBatch):
+                if _instance._advances(sub.frontier, upper):
+                    lower = sub.frontier
+                    sub.frontier = upper
+                    updates = result.updates if result.error is None else ()
+                    out.append(SubscribeBatchOut(self.id, id, lower, upper, updates, result.error))
+                    if not upper.elements:
+                        del self.subscribes[id]
+            else:
+                del self.subscribes[id]
+        if c.dropped:
+            self._maybe_cleanup(id, out)
+
+    return _on_subscribe
+
+
+def _peek_checks_as_of(original: Any) -> Any:
+    """Validate an index peek against the collection's creation as_of, not its current since."""
+
+    def peek(self: Any, id: Any, timestamp: Any, *args: Any) -> Any:
+        c = self.collections.get(id)
+        if c is None or c.dropped or c.read_frontier.less_equal(timestamp):
+            return original(self, id, timestamp, *args)
+        if not c.as_of.less_equal(timestamp):
+            return original(self, id, timestamp, *args)
+        # The since has moved past ``timestamp``, but the stale check lets the peek through.
+        caps = c.read_capabilities
+        c.read_capabilities = _StaleSince(caps, c.as_of)
+        try:
+            return original(self, id, timestamp, *args)
+        finally:
+            c.read_capabilities = caps
+
+    return peek
+
+
+class _StaleSince:
+    """Read capabilities whose frontier reads as an old value once (for the validation only)."""
+
+    def __init__(self, inner: Any, frontier: Antichain) -> None:
+        self._inner = inner
+        self._stale: Antichain | None = frontier
+
+    @property
+    def frontier(self) -> Antichain:
+        stale, self._stale = self._stale, None
+        return stale if stale is not None else self._inner.frontier
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def _subscribe_skips_empty(original: Any) -> Any:
+    """Do not forward subscribe batches without updates (but still move past them)."""
+
+    def _on_subscribe(self: Any, r: Any, resp: Any, out: list[Any]) -> None:
+        mine: list[Any] = []
+        original(self, r, resp, mine)
+        out.extend(
+            e
+            for e in mine
+            if not (
+                isinstance(e, SubscribeBatchOut)
+                and not e.updates
+                and e.error is None
+                and e.upper.elements
+            )
+        )
+
+    return _on_subscribe
+
+
+def _accepts_stale_epoch(original: Any) -> Any:
+    """Merge responses from any connection of a replica, not only the current one."""
+
+    def handle_response(self: Any, replica: Any, epoch: int, response: Any, out: list[Any]) -> None:
+        r = self.replicas.get(replica)
+        if r is not None:
+            epoch = r.epoch
+        original(self, replica, epoch, response, out)
+
+    return handle_response
+
+
+def _global_frontier_regresses(_original: Any) -> Any:
+    """Take the latest replica's report as the global write frontier, even when it is behind."""
+
+    def _maybe_update(self: Any, c: Any, frontier: Antichain, out: list[Any]) -> None:
+        if frontier == c.write_frontier:
+            return
+        c.write_frontier = frontier
+        if c.read_policy is not None:
+            self._downgrade_implied(c, c.read_policy.frontier(frontier), out)
+        else:
+            self._downgrade_implied(c, _instance._step_back(frontier), out)
+        out.append(FrontierUpper(self.id, c.id, frontier))
+        if self.unscheduled:
+            dependents = self.compute_dependents.get(c.id)
+            if dependents:
+                for d in sorted(dependents & self.unscheduled):
+                    self._maybe_schedule(d, out)
+
+    return _maybe_update
+
+
+# -- storage bugs ---------------------------------------------------------------------------
+
+
+def _cas_without_compare(original: Any) -> Any:
+    """Compare-and-append that appends even when the shard's upper is not the expected one."""
+
+    def compare_and_append(
+        state: Any, batch: Any, expected_upper: Any, new_upper: Any, **kw: Any
+    ) -> Any:
+        if not state.finalized and state.upper != expected_upper:
+            state = dataclasses.replace(state, upper=expected_upper)
+        return original(state, batch, expected_upper, new_upper, **kw)
+
+    return compare_and_append
+
+
+def _storage_patch() -> AbstractContextManager[None]:
+    from tidegate.sim import storage as _storage
+
+    return _replaced(
+        _storage,
+        "compare_and_append",
+        _cas_without_compare(_storage.__dict__["compare_and_append"]),
+    )
+
+
+_ALL = [
+    Mutant(
+        "peek_before_upper",
+        "a replica answers a peek before its upper passes the peek's time (index peeks from the "
+        "latest complete time, persist peeks by reading the shard at once)",
+        _peek_before_upper_patch,
+    ),
+    Mutant(
+        "regressing_frontier",
+        "a replica reports a write frontier behind one it already reported",
+        _method(_replica.ComputeReplica, "_publish", _regressing_frontier),
+    ),
+    Mutant(
+        "history_drops_live_peek",
+        "the command-history reduction drops peeks that are still pending",
+        _history_drops_live_peek,
+    ),
+    Mutant(
+        "peek_without_hold",
+        "the controller validates a peek against the since but takes no read hold for it",
+        _peek_without_hold_patch,
+    ),
+    Mutant(
+        "peek_checks_as_of",
+        "the controller validates an index peek against the collection's as_of, not its since",
+        _method(_instance.Instance, "peek", _peek_checks_as_of),
+    ),
+    Mutant(
+        "rehydration_forgets_allow_compaction",
+        "rehydrating a replica replays dataflows at their creation as_of, without AllowCompaction",
+        _method(_instance.Instance, "add_replica", _forgets_allow_compaction),
+    ),
+    Mutant(
+        "subscribe_forwards_duplicates",
+        "the subscribe merge forwards updates at times it already forwarded from another replica",
+        _method(_instance.Instance, "_on_subscribe", _subscribe_duplicates),
+    ),
+    Mutant(
+        "subscribe_skips_empty_batches",
+        "the controller does not forward subscribe batches without updates, leaving gaps",
+        _method(_instance.Instance, "_on_subscribe", _subscribe_skips_empty),
+    ),
+    Mutant(
+        "subscribe_loses_retractions",
+        "a replica's subscribe output drops retractions",
+        _method(_replica.ComputeReplica, "_absorb", _subscribe_loses_retractions),
+    ),
+    Mutant(
+        "global_frontier_regresses",
+        "the response merge takes the latest replica's write frontier even when it is behind",
+        _method(
+            _instance.Instance, "_maybe_update_global_write_frontier", _global_frontier_regresses
+        ),
+    ),
+    Mutant(
+        "append_skips_upper_check",
+        "a storage append does not check the shard's upper before writing (no compare in "
+        "compare-and-append)",
+        _storage_patch,
+    ),
+    Mutant(
+        "release_hold_before_cancel",
+        "the controller releases a peek's read hold before cancelling the peek on the other replicas",
+        _method(_instance.Instance, "_finish_peek", _release_before_cancel),
+        undetectable="the AllowCompaction that overtakes the CancelPeek only makes the other "
+        "replicas answer the finished peek with a compaction error, which the controller "
+        "ignores: no client-visible effect in this model",
+    ),
+    Mutant(
+        "accepts_stale_epoch",
+        "the controller does not ignore responses from an old connection (epoch) of a replica",
+        _method(_instance.Instance, "handle_response", _accepts_stale_epoch),
+    ),
+]
+
+MUTANTS: dict[str, Mutant] = {m.name: m for m in _ALL}
+"""Every mutant by name."""
+
+
+def mutant_names(*, detectable: bool | None = None) -> list[str]:
+    """The mutants' names in definition order (only the detectable ones, or only the others)."""
+    return [m.name for m in _ALL if detectable is None or (m.undetectable is None) == detectable]

@@ -1,0 +1,94 @@
+"""Bug-finding power: the default campaign finds every deliberately broken variant, and shrinks it.
+
+For each mutant in :mod:`tidegate.sim.mutants` the default campaign (seeds 1,
+2, ... of the small scenario, run in order, in-process) must find a seed
+that fails with the mutant switched on and passes without it, within
+``SEED_BUDGET`` seeds (judged by the online checkers and, when they pass, the
+offline history checker: :func:`tidegate.sim.campaign.verdict`). A found reproducer is shrunk and printed (run pytest
+with ``-s`` to see them). Mutants the simulator cannot observe yet are
+recorded as strict expected failures, with the reason, so that they turn red
+the day the simulator learns to catch them.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import pytest
+
+from tidegate.sim.campaign import verdict
+from tidegate.sim.mutants import MUTANTS, mutant_names
+from tidegate.sim.run import RunOptions, run_simulation
+from tidegate.sim.scenario import small
+from tidegate.sim.shrink import describe, shrink
+
+SEED_BUDGET = 20
+"""The stated number of seeds within which the default campaign finds each mutant."""
+
+GAP_BUDGET = 5
+"""Seeds tried for the mutants recorded as known gaps (kept small: they are expected to survive)."""
+
+SCENARIO = small()
+
+
+@functools.cache
+def _baseline_ok(seed: int) -> bool:
+    return verdict(run_simulation(RunOptions(seed, SCENARIO)), SCENARIO) is None
+
+
+def _first_catch(name: str, budget: int = SEED_BUDGET) -> tuple[int, Any] | None:
+    """The first seed (in campaign order) failing with the mutant and passing without, and its violation."""
+    for seed in range(1, budget + 1):
+        result = run_simulation(RunOptions(seed, SCENARIO, mutant=name, trace_tail=20))
+        v = verdict(result, SCENARIO)
+        if v is not None and _baseline_ok(seed):
+            return seed, v
+    return None
+
+
+@pytest.mark.parametrize("name", mutant_names(detectable=True))
+def test_the_default_campaign_finds_the_mutant(name: str) -> None:
+    found = _first_catch(name)
+    assert found is not None, (
+        f"mutant {name} ({MUTANTS[name].description}) survived {SEED_BUDGET} seeds of "
+        f"the {SCENARIO.name} scenario"
+    )
+    seed, violation = found
+    print(f"\n{name}: caught at seed {seed}: {violation}")
+
+
+@pytest.mark.parametrize("name", mutant_names(detectable=False))
+@pytest.mark.xfail(strict=True, reason="a known gap of the simulator (see Mutant.undetectable)")
+def test_known_gap_mutants_are_not_caught_yet(name: str) -> None:
+    assert MUTANTS[name].undetectable
+    assert _first_catch(name, GAP_BUDGET) is not None
+
+
+def test_there_are_at_least_eight_detectable_mutants() -> None:
+    assert len(mutant_names(detectable=True)) >= 8
+
+
+@pytest.mark.parametrize("name", ["subscribe_skips_empty_batches", "subscribe_loses_retractions"])
+def test_the_shrinker_reduces_a_mutant_reproducer(name: str) -> None:
+    found = _first_catch(name)
+    assert found is not None
+    seed, violation = found
+    options = RunOptions(seed, SCENARIO, mutant=name, trace_tail=20)
+    first = run_simulation(options)
+    result = shrink(options, max_runs=20)
+    print(f"\n{describe(result)}")
+    assert result.violation.property == violation.property
+    sc = result.scenario
+    before = (
+        len(first.plan.faults),
+        SCENARIO.duration_ms,
+        SCENARIO.quiet_ms,
+        len(SCENARIO.dataflows),
+    )
+    after = (len(result.plan.faults), sc.duration_ms, sc.quiet_ms, len(sc.dataflows))
+    assert all(a <= b for a, b in zip(after, before, strict=True)) and after != before
+    assert result.steps
+    # The reproducer is deterministic: it fails the same way when run again.
+    again = run_simulation(result.options)
+    assert again.trace_digest == result.result.trace_digest
