@@ -100,7 +100,7 @@ def _with_as_of(dataflow: DataflowDescription, as_of: Antichain) -> CreateDatafl
 
 def _by_id(cmd: ComputeCommand) -> tuple[int, int]:
     """Sort key: the command's GlobalId order, as a tuple so that sorting compares in C."""
-    return cmd.id._key()  # type: ignore[union-attr]  # only AllowCompaction / AllowWrites
+    return cmd.id.sort_key  # type: ignore[union-attr]  # only AllowCompaction / AllowWrites
 
 
 _PLAIN_KINDS = frozenset(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
 from .errors import InvalidId
@@ -22,22 +22,29 @@ ReplicaId: TypeAlias = str
 """One replica of an instance: a user-chosen name, unique within the instance."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, eq=False)
 class GlobalId:
     """A collection's identity, as Materialize writes it: ``s1`` (system), ``u7`` (user), ``t3`` (transient).
 
     Ids order by namespace (system < user < transient), then by number, which is
-    the order Materialize's command history sorts by.
+    the order Materialize's command history sorts by. Ids are hashed and
+    compared on hot paths, so the sort key and hash are computed once.
     """
 
     namespace: Namespace
     value: int
+    sort_key: tuple[int, int] = field(init=False, repr=False)
+    """``(namespace rank, value)``: the total order of ids, as a plain tuple."""
+    _hash: int = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.namespace not in _NAMESPACE_RANK:
             raise InvalidId(f"unknown GlobalId namespace {self.namespace!r}")
         if isinstance(self.value, bool) or not isinstance(self.value, int) or self.value < 0:
             raise InvalidId(f"GlobalId value must be a non-negative int, got {self.value!r}")
+        key = (_NAMESPACE_RANK[self.namespace], self.value)
+        object.__setattr__(self, "sort_key", key)
+        object.__setattr__(self, "_hash", hash(key))
 
     @classmethod
     def parse(cls, text: str) -> GlobalId:
@@ -63,20 +70,25 @@ class GlobalId:
     def is_transient(self) -> bool:
         return self.namespace == "t"
 
-    def _key(self) -> tuple[int, int]:
-        return (_NAMESPACE_RANK[self.namespace], self.value)
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is GlobalId:
+            return self.sort_key == other.sort_key
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return self._hash
 
     def __lt__(self, other: GlobalId) -> bool:
-        return self._key() < other._key()
+        return self.sort_key < other.sort_key
 
     def __le__(self, other: GlobalId) -> bool:
-        return self._key() <= other._key()
+        return self.sort_key <= other.sort_key
 
     def __gt__(self, other: GlobalId) -> bool:
-        return self._key() > other._key()
+        return self.sort_key > other.sort_key
 
     def __ge__(self, other: GlobalId) -> bool:
-        return self._key() >= other._key()
+        return self.sort_key >= other.sort_key
 
     def __str__(self) -> str:
         return f"{self.namespace}{self.value}"
