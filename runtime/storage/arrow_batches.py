@@ -128,7 +128,7 @@ def encode_parquet(table: pa.Table) -> bytes:
     """A batch table as Parquet bytes."""
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink, compression=PARQUET_COMPRESSION)
-    return sink.getvalue().to_pybytes()
+    return bytes(sink.getvalue().to_pybytes())
 
 
 def decode_parquet(shard: str, key: str, data: bytes, schema: pa.Schema) -> pa.Table:

@@ -435,7 +435,7 @@ class ShardStore:
 
     def snapshot_batches(self, shard: str, as_of: int) -> list[pa.RecordBatch]:
         """:meth:`snapshot` as Arrow record batches."""
-        return self.snapshot(shard, as_of).to_batches()
+        return list(self.snapshot(shard, as_of).to_batches())
 
     def snapshot_rows(self, shard: str, as_of: int) -> list[Update]:
         """:meth:`snapshot` as canonical ``(row, as_of, diff)`` tuples (for small reads)."""
