@@ -777,9 +777,11 @@ class ComputeReplica:
     def _publish(self) -> list[ReplicaOutput]:
         out: list[ReplicaOutput] = []
         session = self._session
-        for gid, rec in sorted(session.collections.items()):
-            key = self._owner.get(gid)
-            if rec.dropped or key is None or not self._dataflows[key].running:
+        collections = session.collections
+        for gid in sorted(self._owner):
+            key = self._owner[gid]
+            rec = collections.get(gid)
+            if rec is None or rec.dropped or not self._dataflows[key].running:
                 continue
             if rec.kind is CollectionKind.SUBSCRIBE:
                 out.extend(self._publish_subscribe(gid))

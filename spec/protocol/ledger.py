@@ -156,6 +156,8 @@ class ProtocolLedger:
         self.reported: dict[tuple[GlobalId, FrontierKind], Antichain] = {}
         self.subscribe_uppers: dict[GlobalId, Antichain] = {}
         self.subscribes_ended: set[GlobalId] = set()
+        # Dropped collections that still owe ``[]`` reports or a ``DroppedAt``.
+        self.owing: set[GlobalId] = set()
 
     # -- queries --------------------------------------------------------------------
 
@@ -295,6 +297,9 @@ class ProtocolLedger:
             self.collections[cmd.id] = replace(
                 self.collections[cmd.id], since=cmd.frontier, dropped=cmd.frontier.is_empty()
             )
+            if cmd.frontier.is_empty():
+                self.owing.add(cmd.id)
+                self._settle(cmd.id)
         elif isinstance(cmd, Peek):
             self.peeks[cmd.uuid] = PeekRecord(cmd.peek)
         elif isinstance(cmd, CancelPeek):
@@ -370,6 +375,7 @@ class ProtocolLedger:
         if isinstance(resp, Frontiers):
             for kind, value in self._values(resp):
                 self.reported[(resp.id, kind)] = value
+            self._settle(resp.id)
         elif isinstance(resp, PeekResponse):
             self.answered.add(resp.uuid)
         elif isinstance(resp, SubscribeResponse):
@@ -380,6 +386,16 @@ class ProtocolLedger:
                     self.subscribes_ended.add(resp.id)
             else:
                 self.subscribes_ended.add(resp.id)
+            self._settle(resp.id)
+
+    def _settle(self, gid: GlobalId) -> None:
+        """Forget ``gid`` from :attr:`owing` once it owes nothing more."""
+        if (
+            gid in self.owing
+            and not self.owed_empty_frontiers(gid)
+            and not self.owes_dropped_at(gid)
+        ):
+            self.owing.discard(gid)
 
     @staticmethod
     def _values(resp: Frontiers) -> list[tuple[FrontierKind, Antichain]]:

@@ -98,7 +98,11 @@ class ReplicaSession:
         """Validate and record a received command; return what the replica must do and now owes."""
         ledger = self._ledger
         ledger.check_command(cmd)
-        before_ready = self._ready_dataflows()
+        # Only Schedule and AllowCompaction change readiness, and only of their own dataflow.
+        touched: tuple[GlobalId, ...] = ()
+        if isinstance(cmd, Schedule | AllowCompaction) and cmd.id in ledger.collections:
+            touched = ledger.collections[cmd.id].dataflow
+        was_ready = bool(touched) and self._ready(touched)
         effects: list[ReplicaEffect] = []
         if isinstance(cmd, Hello):
             effects.append(StartIteration(cmd.nonce, tuple(sorted(ledger.pending_peeks()))))
@@ -136,23 +140,20 @@ class ReplicaSession:
         ):
             effects.append(CancelPendingPeek(cmd.uuid))
         ledger.apply_command(cmd)
-        if isinstance(cmd, Schedule | AllowCompaction):
-            effects.extend(RunDataflow(d) for d in self._ready_dataflows() - before_ready)
+        if touched and not was_ready and self._ready(touched):
+            effects.append(RunDataflow(touched))
         if isinstance(cmd, AllowCompaction) and cmd.frontier.is_empty():
             exports = ledger.collections[cmd.id].dataflow
             if exports and all(ledger.collections[g].dropped for g in exports):
                 effects.append(ReleaseDataflow(exports))
         return effects
 
-    def _ready_dataflows(self) -> set[tuple[GlobalId, ...]]:
-        """Dataflows whose exports are all scheduled or dropped, at least one live."""
+    def _ready(self, exports: tuple[GlobalId, ...]) -> bool:
+        """Whether the dataflow's exports are all scheduled or dropped, at least one live."""
         cols = self._ledger.collections
-        return {
-            exports
-            for exports in self._ledger.dataflows
-            if all(cols[g].scheduled or cols[g].dropped for g in exports)
-            and any(not cols[g].dropped for g in exports)
-        }
+        return all(cols[g].scheduled or cols[g].dropped for g in exports) and any(
+            not cols[g].dropped for g in exports
+        )
 
     # -- responses ------------------------------------------------------------------
 
@@ -213,7 +214,7 @@ class ReplicaSession:
     def owed_frontier_reports(self) -> dict[GlobalId, tuple[FrontierKind, ...]]:
         """Dropped collections and the kinds they must still report as ``[]``."""
         out = {}
-        for gid in sorted(self._ledger.collections):
+        for gid in sorted(self._ledger.owing):
             kinds = self._ledger.owed_empty_frontiers(gid)
             if kinds:
                 out[gid] = kinds
@@ -221,7 +222,7 @@ class ReplicaSession:
 
     def owed_dropped_at(self) -> tuple[GlobalId, ...]:
         """Dropped subscribes that must still send ``DroppedAt``."""
-        return tuple(g for g in sorted(self._ledger.collections) if self._ledger.owes_dropped_at(g))
+        return tuple(g for g in sorted(self._ledger.owing) if self._ledger.owes_dropped_at(g))
 
     def subscribe_next_lower(self, gid: GlobalId) -> Antichain:
         """The lower that subscribe ``gid``'s next batch (or ``DroppedAt`` frontier) must have."""
