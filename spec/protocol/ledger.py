@@ -38,6 +38,7 @@ from ..errors import (
     InvalidPeekRows,
     NotAnIndex,
     NotASubscribe,
+    ProtocolError,
     ResponseAfterClose,
     ResponseAfterDrop,
     StageViolation,
@@ -428,21 +429,38 @@ class ProtocolLedger:
         if not rec.kind.reports_frontiers:
             raise FrontiersForSubscribe(f"Frontiers for subscribe {resp.id}")
         for kind, value in self._values(resp):
-            last = self.reported.get((resp.id, kind))
-            what = f"{kind.value} frontier {_fmt(value)} of {resp.id}"
-            if last is not None and last.is_empty():
-                raise ResponseAfterClose(f"{what} after it was reported []")
-            if self.exact and rec.dropped and not value.is_empty():
-                raise ResponseAfterDrop(f"{what} after the drop: only [] may follow")
-            if last is None:
-                if not rec.as_of <= value:
-                    raise FrontierBeforeAsOf(
-                        f"first {what} is not at least the as_of {_fmt(rec.as_of)}"
-                    )
-            elif not last < value:
-                raise FrontierRegression(
-                    f"{what} is not strictly greater than the last report {_fmt(last)}"
+            problem = self.frontier_problem(rec, kind, value)
+            if problem is not None:
+                error, template = problem
+                what = f"{kind.value} frontier {_fmt(value)} of {resp.id}"
+                raise error(template.replace("{what}", what))
+
+    def frontier_problem(
+        self, rec: CollectionRecord, kind: FrontierKind, value: Antichain
+    ) -> tuple[type[ProtocolError], str] | None:
+        """Why reporting ``value`` for ``rec``'s ``kind`` now breaks a rule, or ``None`` if it does not.
+
+        The one statement of the frontier-report rules. The message template
+        names the report as ``{what}``; it is only filled in when a rule is
+        broken (this runs for every report on hot paths).
+        """
+        last = self.reported.get((rec.id, kind))
+        if last is not None and last.is_empty():
+            return ResponseAfterClose, "{what} after it was reported []"
+        if self.exact and rec.dropped and not value.is_empty():
+            return ResponseAfterDrop, "{what} after the drop: only [] may follow"
+        if last is None:
+            if not rec.as_of <= value:
+                return (
+                    FrontierBeforeAsOf,
+                    f"first {{what}} is not at least the as_of {_fmt(rec.as_of)}",
                 )
+        elif not last < value:
+            return (
+                FrontierRegression,
+                f"{{what}} is not strictly greater than the last report {_fmt(last)}",
+            )
+        return None
 
     def _check_peek_response(self, resp: PeekResponse) -> None:
         rec = self.peeks.get(resp.uuid)

@@ -29,7 +29,6 @@ import uuid as _uuid
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import ProtocolError
 from ..frontier import Antichain
 from ..ids import GlobalId
 from .commands import (
@@ -62,7 +61,7 @@ from .replica_effects import (
     SetConfiguration,
     StartIteration,
 )
-from .responses import ComputeResponse, Frontiers
+from .responses import ComputeResponse
 from .stages import FrontierKind, Stage
 from .types import PeekDescription
 
@@ -199,17 +198,10 @@ class ReplicaSession:
         self, gid: GlobalId, kind: FrontierKind, frontier: Antichain
     ) -> bool:
         """Whether reporting ``frontier`` for ``gid``'s ``kind`` now is legal (a replica reports only these)."""
-        resp = Frontiers(
-            gid,
-            write=frontier if kind is FrontierKind.WRITE else None,
-            input=frontier if kind is FrontierKind.INPUT else None,
-            output=frontier if kind is FrontierKind.OUTPUT else None,
-        )
-        try:
-            self._ledger.check_response(resp)
-        except ProtocolError:
+        rec = self._ledger.collections.get(gid)
+        if rec is None or not rec.kind.reports_frontiers or not self.stage.is_computation:
             return False
-        return True
+        return self._ledger.frontier_problem(rec, kind, frontier) is None
 
     def owed_frontier_reports(self) -> dict[GlobalId, tuple[FrontierKind, ...]]:
         """Dropped collections and the kinds they must still report as ``[]``."""
