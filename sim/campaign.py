@@ -21,7 +21,6 @@ from .faults import FaultKind
 from .scenario import Scenario
 
 __all__ = [
-    "OFFLINE_PREFIX",
     "CampaignReport",
     "ProgressBar",
     "SeedOutcome",
@@ -32,31 +31,19 @@ __all__ = [
     "verdict",
 ]
 
-OFFLINE_PREFIX = "history:"
 """Prefix of the properties that only the offline history checker found broken."""
 
 
 def verdict(result: Any, scenario: Scenario | None = None) -> Any:
-    """The run's broken property: the online checkers' violation, else the offline history checker's.
+    """The run's broken property, or ``None``.
 
-    The online checkers judge each answer when it arrives; the offline checker
-    (:func:`tidegate.sim.history.check_history`) re-judges the whole client
-    history against the final data, which also catches answers given for
-    times that were not complete yet. Returns a ``Violation`` or ``None``.
+    Every run already includes the offline history checker
+    (:func:`tidegate.sim.history.check_history`, reported as ``history:<property>``)
+    after its online checkers, so this is the run's own violation; ``scenario``
+    is accepted for callers that pass it.
     """
-    if result.violation is not None:
-        return result.violation
-    from .history import Violation, check_history
-
-    sc = scenario if scenario is not None else getattr(result, "scenario", None)
-    history = getattr(result, "history", None)
-    if sc is None or history is None:
-        return None
-    found = check_history(history, sc)
-    if not found:
-        return None
-    first = found[0]
-    return Violation(OFFLINE_PREFIX + first.property, first.message, first.at_ms)
+    del scenario
+    return result.violation
 
 
 def parse_seeds(text: str) -> range:

@@ -23,6 +23,7 @@ from tidegate.spec.protocol.types import ColumnOrder, RowSetFinishing
 from .scenario import DataflowSpec, Scenario
 
 __all__ = [
+    "OFFLINE_PREFIX",
     "ClientHistory",
     "ReferenceModel",
     "Violation",
@@ -33,6 +34,9 @@ __all__ = [
     "result_to_json",
     "results_agree",
 ]
+
+OFFLINE_PREFIX = "history:"
+"""Prefix of a violation found by the offline history checker (:func:`check_history`)."""
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from typing import Any
 from .checkers import StopRun
 from .choices import ChoiceSource, SeededChoices, pick, subset
 from .faults import FaultPlan, generate_plan
-from .history import ClientHistory, Violation
+from .history import OFFLINE_PREFIX, ClientHistory, Violation, check_history
 from .kernel import run_virtual
 from .scenario import Scenario
 from .trace import Trace
@@ -170,6 +170,13 @@ def run_simulation(options: RunOptions, choices: ChoiceSource | None = None) -> 
                 world.kernel.now_ms,
             )
             error = traceback.format_exc()
+    if violation is None:
+        # The offline checker re-judges every answer against the final data; online checks
+        # judge an answer when it arrives, so only this catches an answer for an incomplete time.
+        found = check_history(world.history, scenario)
+        if found:
+            first = found[0]
+            violation = Violation(OFFLINE_PREFIX + first.property, first.message, first.at_ms)
     wall = time.perf_counter() - start
     if violation is not None:
         trace.record(
