@@ -510,9 +510,6 @@ _ALL = [
         "release_hold_before_cancel",
         "the controller releases a peek's read hold before cancelling the peek on the other replicas",
         _method(_instance.Instance, "_finish_peek", _release_before_cancel),
-        undetectable="the AllowCompaction that overtakes the CancelPeek only makes the other "
-        "replicas answer the finished peek with a compaction error, which the controller "
-        "ignores: no client-visible effect in this model",
     ),
     Mutant(
         "accepts_stale_epoch",

@@ -16,6 +16,7 @@ from .base import TidegateError
 __all__ = [
     "AllowCompactionRegression",
     "CollectionDropped",
+    "CompactionPastPendingPeek",
     "DataflowAsOfUnset",
     "DroppedAtMismatch",
     "DuplicateAllowWrites",
@@ -103,6 +104,17 @@ class AllowCompactionRegression(ProtocolError):
     """An ``AllowCompaction`` frontier that is not at least the collection's current since."""
 
     rule = "compaction-monotone"
+
+
+class CompactionPastPendingPeek(ProtocolError):
+    """An ``AllowCompaction`` beyond the time of a peek of that collection that is still
+    pending on this connection (neither answered nor cancelled).
+
+    The controller holds a peek's time until the peek is finished, and cancels it on
+    every replica before it lets that hold go.
+    """
+
+    rule = "no-compaction-past-pending-peek"
 
 
 class DuplicateSchedule(ProtocolError):

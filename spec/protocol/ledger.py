@@ -24,6 +24,7 @@ from typing import Any
 from ..errors import (
     AllowCompactionRegression,
     CollectionDropped,
+    CompactionPastPendingPeek,
     DataflowAsOfUnset,
     DroppedAtMismatch,
     DuplicateAllowWrites,
@@ -252,6 +253,19 @@ class ProtocolLedger:
                     f"AllowCompaction({cmd.id}, {_fmt(cmd.frontier)}) is not at least "
                     f"its since {_fmt(rec.since)}"
                 )
+            for uuid, peek in self.peeks.items():
+                p = peek.peek
+                if (
+                    p.id == cmd.id
+                    and p.target == "index"
+                    and not peek.cancel_requested
+                    and uuid not in self.answered
+                    and not cmd.frontier.less_equal(p.timestamp)
+                ):
+                    raise CompactionPastPendingPeek(
+                        f"AllowCompaction({cmd.id}, {_fmt(cmd.frontier)}) passes the time "
+                        f"{p.timestamp} of peek {uuid}, which is still pending"
+                    )
         elif isinstance(cmd, Peek):
             p = cmd.peek
             if p.uuid in self.peeks:

@@ -31,6 +31,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from ..errors import (
     AllowCompactionRegression,
     CollectionDropped,
+    CompactionPastPendingPeek,
     DataflowAsOfUnset,
     DroppedAtMismatch,
     DuplicateAllowWrites,
@@ -402,10 +403,20 @@ class ProtocolCommandModel(RuleBasedStateMachine):
     def allow_compaction(self, data: st.DataObject) -> None:
         gid = data.draw(st.sampled_from(self.model.live()))
         since = self.model.cols[gid].since
-        if data.draw(st.integers(0, 2)) == 0:
+        # A controller never compacts past a peek it has neither seen answered nor cancelled.
+        held = [
+            p.peek.timestamp
+            for p in self.model.peeks.values()
+            if p.peek.id == gid and p.peek.target == "index" and not p.cancelled and not p.answered
+        ]
+        if data.draw(st.integers(0, 2)) == 0 and not held:
             frontier = _EMPTY
         else:
             frontier = _succ(since, data.draw(st.integers(0, 3)))
+            if held:
+                if not since.less_equal(min(held)):
+                    return  # a peek below the since pins it: no compaction is legal now
+                frontier = frontier.meet(_at(min(held)))
         self.send(AllowCompaction(gid, frontier))
 
     @precondition(
@@ -663,6 +674,19 @@ class ProtocolSessionsMachine(ProtocolCommandModel):
             u = data.draw(st.sampled_from(sorted(m.peeks)))
             p = m.peeks[u].peek
             options.append((Peek(p), DuplicatePeek))
+            pending = m.peeks[u]
+            target = m.cols.get(p.id)
+            if (
+                not pending.cancelled
+                and not pending.answered
+                and p.target == "index"
+                and target is not None
+                and not target.dropped
+                and target.since <= _at(p.timestamp + 1)
+            ):
+                options.append(
+                    (AllowCompaction(p.id, _at(p.timestamp + 1)), CompactionPastPendingPeek)
+                )
         return options
 
     # -- legal responses ------------------------------------------------------------

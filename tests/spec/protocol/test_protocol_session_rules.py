@@ -11,6 +11,7 @@ import pytest
 from tidegate.spec.errors import (
     AllowCompactionRegression,
     CollectionDropped,
+    CompactionPastPendingPeek,
     DataflowAsOfUnset,
     DroppedAtMismatch,
     DuplicateAllowWrites,
@@ -142,6 +143,12 @@ def sessions(*, computing: bool = True) -> list[Session]:
     return out
 
 
+def drop_idx(session: Session) -> None:
+    """Drop IDX the way a controller does: SETUP's pending peek on it is cancelled first."""
+    session.on_command(CancelPeek(P1))
+    session.on_command(AllowCompaction(IDX, EMPTY))
+
+
 def rejects(session: Session, event: Any, error: type[ProtocolError]) -> ProtocolError:
     """``event`` is rejected with exactly ``error``, naming its rule, and the session is unchanged."""
     is_command = not isinstance(event, Frontiers | PeekResponse | SubscribeResponse | Status)
@@ -242,7 +249,7 @@ def test_export_ids_never_repeat_in_an_iteration() -> None:
     )
     both_reject(CreateDataflow(twice), DuplicateCollection)
     for s in sessions():
-        s.on_command(AllowCompaction(IDX, EMPTY))
+        drop_idx(s)
         rejects(s, CreateDataflow(index_df(IDX)), DuplicateCollection)  # not even after a drop
 
 
@@ -303,8 +310,23 @@ def test_create_dataflow_precedes_commands_naming_its_collections(cmd: Any) -> N
 )
 def test_nothing_names_a_dropped_collection(cmd: Any) -> None:
     for s in sessions():
-        s.on_command(AllowCompaction(IDX, EMPTY))
+        drop_idx(s)
         rejects(s, cmd, CollectionDropped)
+
+
+def test_no_compaction_past_a_pending_peek() -> None:
+    """The controller holds a peek's time until the peek is answered or cancelled (reference §9.8)."""
+    both_reject(AllowCompaction(IDX, at(6)), CompactionPastPendingPeek)  # P1 is pending at 5
+    both_reject(AllowCompaction(IDX, EMPTY), CompactionPastPendingPeek)
+    for s in sessions():
+        s.on_command(AllowCompaction(IDX, at(5)))  # up to the peek's time is fine
+        s.on_command(CancelPeek(P1))
+        s.on_command(AllowCompaction(IDX, at(9)))
+    controller, replica = sessions()
+    for s in (controller, replica):
+        s.on_response(Frontiers(IDX, write=at(6)))
+        s.on_response(PeekResponse(P1, PeekRows(())))  # answered: no longer pending
+        s.on_command(AllowCompaction(IDX, at(9)))
 
 
 def test_schedule_and_allow_writes_once_per_collection() -> None:
@@ -431,7 +453,7 @@ def test_after_a_drop_only_empty_frontiers_and_then_nothing() -> None:
     controller, replica = sessions()
     for s in (controller, replica):
         s.on_response(Frontiers(IDX, input=EMPTY))
-        s.on_command(AllowCompaction(IDX, EMPTY))
+        drop_idx(s)
     # The controller cannot know whether the replica saw the drop yet.
     controller.check_response(Frontiers(IDX, write=at(5)))
     rejects(replica, Frontiers(IDX, write=at(5)), ResponseAfterDrop)
@@ -536,6 +558,7 @@ def test_replica_effects_say_what_to_do_and_what_is_owed() -> None:
     assert r.on_command(InitializationComplete()) == [BeginComputation()]
     assert r.stage is Stage.READ_WRITE
     all_kinds = tuple(FrontierKind)
+    assert r.on_command(CancelPeek(P2)) == [CancelPendingPeek(P2)]
     assert r.on_command(AllowCompaction(IDX, EMPTY)) == [
         DropCollection(IDX, CollectionKind.INDEX, all_kinds)
     ]
