@@ -160,6 +160,8 @@ class ProtocolLedger:
         self.subscribes_ended: set[GlobalId] = set()
         # Dropped collections that still owe ``[]`` reports or a ``DroppedAt``.
         self.owing: set[GlobalId] = set()
+        # Index peeks neither answered nor cancelled, by collection: they pin its compaction.
+        self.holding_peeks: dict[GlobalId, set[_uuid.UUID]] = {}
 
     # -- queries --------------------------------------------------------------------
 
@@ -253,15 +255,9 @@ class ProtocolLedger:
                     f"AllowCompaction({cmd.id}, {_fmt(cmd.frontier)}) is not at least "
                     f"its since {_fmt(rec.since)}"
                 )
-            for uuid, peek in self.peeks.items():
-                p = peek.peek
-                if (
-                    p.id == cmd.id
-                    and p.target == "index"
-                    and not peek.cancel_requested
-                    and uuid not in self.answered
-                    and not cmd.frontier.less_equal(p.timestamp)
-                ):
+            for uuid in sorted(self.holding_peeks.get(cmd.id, ())):
+                p = self.peeks[uuid].peek
+                if not cmd.frontier.less_equal(p.timestamp):
                     raise CompactionPastPendingPeek(
                         f"AllowCompaction({cmd.id}, {_fmt(cmd.frontier)}) passes the time "
                         f"{p.timestamp} of peek {uuid}, which is still pending"
@@ -317,8 +313,11 @@ class ProtocolLedger:
                 self._settle(cmd.id)
         elif isinstance(cmd, Peek):
             self.peeks[cmd.uuid] = PeekRecord(cmd.peek)
+            if cmd.peek.target == "index":
+                self.holding_peeks.setdefault(cmd.peek.id, set()).add(cmd.uuid)
         elif isinstance(cmd, CancelPeek):
             self.peeks[cmd.uuid] = replace(self.peeks[cmd.uuid], cancel_requested=True)
+            self._release_peek(cmd.uuid)
 
     def _stage_message(self, cmd: ComputeCommand, stage: Stage) -> str:
         name = type(cmd).__name__
@@ -393,6 +392,7 @@ class ProtocolLedger:
             self._settle(resp.id)
         elif isinstance(resp, PeekResponse):
             self.answered.add(resp.uuid)
+            self._release_peek(resp.uuid)
         elif isinstance(resp, SubscribeResponse):
             r = resp.result
             if isinstance(r, SubscribeBatch):
@@ -402,6 +402,15 @@ class ProtocolLedger:
             else:
                 self.subscribes_ended.add(resp.id)
             self._settle(resp.id)
+
+    def _release_peek(self, uuid: _uuid.UUID) -> None:
+        """Peek ``uuid`` no longer pins its collection's compaction (answered or cancelled)."""
+        gid = self.peeks[uuid].peek.id
+        holding = self.holding_peeks.get(gid)
+        if holding is not None:
+            holding.discard(uuid)
+            if not holding:
+                del self.holding_peeks[gid]
 
     def _settle(self, gid: GlobalId) -> None:
         """Forget ``gid`` from :attr:`owing` once it owes nothing more."""
