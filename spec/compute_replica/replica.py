@@ -235,6 +235,9 @@ class ComputeReplica:
         self._log_pending: dict[str, list[tuple[Row, int]]] = {}
         self._log_upper = 0
         self._lag_rows: dict[GlobalId, Row] = {}
+        # The (write, input, output) frontiers last offered per collection in this iteration:
+        # when they have not moved, nothing new can be reported, so the checks are skipped.
+        self._offered: dict[GlobalId, tuple[Antichain | None, Antichain, Antichain]] = {}
         self._steps = 0
         self.reused_dataflows = 0
         """Dataflows kept running across reconnects (reconciliation reused them)."""
@@ -339,6 +342,7 @@ class ComputeReplica:
             self._retired_persist.add(u)
         self._persist_peeks.clear()
         self._peeks.clear()
+        self._offered.clear()
         self._initializing = True
         self._deferred = []
 
@@ -798,11 +802,12 @@ class ComputeReplica:
         write: Antichain | None = upper
         if kind is CollectionKind.MATERIALIZED_VIEW:
             write = self._sinks[gid].storage_upper
-        values = {
-            FrontierKind.WRITE: write,
-            FrontierKind.INPUT: upper if inst.log_variant else self._input_frontier(inst),
-            FrontierKind.OUTPUT: upper,
-        }
+        read = upper if inst.log_variant else self._input_frontier(inst)
+        offer = (write, read, upper)
+        if self._offered.get(gid) == offer:
+            return None
+        self._offered[gid] = offer
+        values = {FrontierKind.WRITE: write, FrontierKind.INPUT: read, FrontierKind.OUTPUT: upper}
         chosen: dict[FrontierKind, Antichain] = {}
         for k, v in values.items():
             if v is None or self._session.last_reported(gid, k) == v:
