@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import uuid as _uuid
-from collections.abc import Callable
 from typing import Any
 
 from google.protobuf.message import DecodeError
@@ -65,8 +64,6 @@ from .gen import tidegate_compute_pb2 as pb
 from .rows import decode_table, encode_table
 
 __all__ = [
-    "PLAN_IR",
-    "PlanCodec",
     "command_from_bytes",
     "command_to_bytes",
     "decode_command",
@@ -75,33 +72,7 @@ __all__ = [
     "encode_response",
     "response_from_bytes",
     "response_to_bytes",
-    "set_plan_codec",
 ]
-
-# ---- plans -----------------------------------------------------------------------
-
-
-class PlanCodec:
-    """How ``BuildDesc.plan`` becomes a JSON value and back.
-
-    The default is the plan IR's stable serialisation; tests of the wire
-    layer alone may install another (e.g. the identity on JSON values).
-    """
-
-    def __init__(self, to_json: Callable[[Any], Any], from_json: Callable[[Any], Any]) -> None:
-        self.to_json = to_json
-        self.from_json = from_json
-
-
-PLAN_IR = PlanCodec(plan_to_dict, plan_from_dict)
-_plan_codec = PLAN_IR
-
-
-def set_plan_codec(codec: PlanCodec) -> None:
-    """Install another plan serialisation (process-wide)."""
-    global _plan_codec
-    _plan_codec = codec
-
 
 # ---- scalars ---------------------------------------------------------------------
 
@@ -351,7 +322,7 @@ def _enc_dataflow(d: DataflowDescription) -> pb.ProtoDataflowDescription:
         ],
         objects_to_build=[
             pb.ProtoBuildDesc(
-                id=str(b.id), plan=pb.ProtoPlan(json=json.dumps(_plan_codec.to_json(b.plan)))
+                id=str(b.id), plan=pb.ProtoPlan(json=json.dumps(plan_to_dict(b.plan)))
             )
             for b in d.objects_to_build
         ],
@@ -400,7 +371,7 @@ def _dec_sink(m: pb.ProtoSinkExport) -> SinkExport:
 
 def _dec_plan(text: str) -> Any:
     try:
-        return _plan_codec.from_json(json.loads(text))
+        return plan_from_dict(json.loads(text))
     except json.JSONDecodeError as e:
         raise MalformedMessage(f"plan is not JSON: {e}") from e
     except TidegateError as e:
