@@ -1,6 +1,6 @@
 """A conformance harness for compute replicas: point it at any :class:`ComputeReplicaLike`.
 
-* :class:`InMemoryStorage` -- a tiny storage model (collections of
+* :class:`ReplicaStorageModel` -- a tiny storage model (collections of
   ``(row, time, diff)`` with an int upper, compare-and-append);
 * :class:`ReplicaDriver` -- performs a replica's outputs against that storage
   (follows reads, appends writes, answers persist peeks) and checks every
@@ -84,8 +84,8 @@ __all__ = [
     "ComputeReplicaConformanceFailure",
     "ComputeReplicaLike",
     "ComputeReplicaMachine",
-    "InMemoryStorage",
     "ReplicaDriver",
+    "ReplicaStorageModel",
     "StoredCollection",
 ]
 
@@ -140,7 +140,7 @@ class StoredCollection:
     upper: int | None = 0
 
 
-class InMemoryStorage:
+class ReplicaStorageModel:
     """Storage collections in memory, keyed by id; int times."""
 
     def __init__(self) -> None:
@@ -177,14 +177,14 @@ class InMemoryStorage:
 
 
 class ReplicaDriver:
-    """Runs a replica against :class:`InMemoryStorage`, checking each response with its own session.
+    """Runs a replica against :class:`ReplicaStorageModel`, checking each response with its own session.
 
     ``auto_write``: perform every :class:`WriteOutput` at once (otherwise they
     wait in :attr:`writes` until :meth:`complete_writes`).
     """
 
     def __init__(
-        self, replica: ComputeReplicaLike, storage: InMemoryStorage, *, auto_write: bool = True
+        self, replica: ComputeReplicaLike, storage: ReplicaStorageModel, *, auto_write: bool = True
     ) -> None:
         self.replica = replica
         self.storage = storage
@@ -319,7 +319,7 @@ class ComputeReplicaMachine(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.storage = InMemoryStorage()
+        self.storage = ReplicaStorageModel()
         for gid in _TABLES:
             self.storage.create(gid)
         self.driver = ReplicaDriver(self.make_replica(), self.storage)

@@ -66,7 +66,7 @@ from tidegate.spec.protocol import (
     UpdateConfiguration,
 )
 from tidegate.spec.protocol.types import ComputeParameters
-from tidegate.spec.testing.compute_replica import InMemoryStorage, ReplicaDriver
+from tidegate.spec.testing.compute_replica import ReplicaDriver, ReplicaStorageModel
 
 T1 = GlobalId.user(1)
 OBJ = GlobalId.user(10)
@@ -114,7 +114,7 @@ class Rig:
     """A replica, an in-memory storage with table u1, and a driver that checks every response."""
 
     def __init__(self, *, logging: LoggingConfig | None = None, clock: object = None) -> None:
-        self.storage = InMemoryStorage()
+        self.storage = ReplicaStorageModel()
         self.storage.create(T1)
         self.replica = ComputeReplica(PythonExecutor(), clock=clock)  # type: ignore[arg-type]
         self.driver = ReplicaDriver(self.replica, self.storage)
