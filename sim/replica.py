@@ -27,7 +27,7 @@ from tidegate.spec.compute_replica.outputs import (
 from tidegate.spec.executor.python import PythonExecutor
 from tidegate.spec.frontier import Antichain, Update
 from tidegate.spec.ids import GlobalId
-from tidegate.spec.protocol.commands import ComputeCommand
+from tidegate.spec.protocol.commands import ComputeCommand, InitializationComplete
 
 from .choices import ChoiceSource
 from .kernel import EventHandle, Kernel
@@ -120,7 +120,7 @@ class SimReplica:
         if not self.alive or conn is not self.conn or self.core is None:
             return
         self.commands_seen += 1
-        if type(cmd).__name__ == "InitializationComplete":
+        if isinstance(cmd, InitializationComplete):
             self.initialized_on = conn.number
         self._perform(self.core.handle_command(cmd))
         self._step_soon()
