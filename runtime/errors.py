@@ -1,0 +1,127 @@
+"""Typed errors of the runtime's durable services: timestamp oracle, catalog, orchestrator.
+
+Everything derives from :class:`tidegate.spec.errors.TidegateError`. A call
+that raises one of these leaves the object it was called on unchanged.
+"""
+
+from __future__ import annotations
+
+from tidegate.spec.errors import TidegateError
+
+__all__ = [
+    "CatalogConflict",
+    "CatalogDecodeError",
+    "CatalogError",
+    "DuplicateCatalogId",
+    "DuplicateCatalogName",
+    "HasDependents",
+    "InvalidCatalogOp",
+    "OracleError",
+    "OracleFenced",
+    "OrchestratorError",
+    "ReplicaStartFailed",
+    "UnknownCatalogObject",
+    "UnknownManagedReplica",
+]
+
+
+# -- timestamp oracle -------------------------------------------------------------------------
+
+
+class OracleError(TidegateError):
+    """The timestamp oracle could not hand out or record a timestamp."""
+
+
+class OracleFenced(OracleError):
+    """Another oracle wrote the durable state since this one last did (it lost a race).
+
+    The fenced oracle hands out nothing more; open a new one to continue.
+    """
+
+    def __init__(self, key: str, expected_seqno: int | None, found_seqno: int | None) -> None:
+        self.key = key
+        self.expected_seqno = expected_seqno
+        self.found_seqno = found_seqno
+        super().__init__(
+            f"timestamp oracle {key!r} is fenced: expected durable version {expected_seqno}, "
+            f"found {found_seqno} (another oracle took over)"
+        )
+
+
+# -- durable catalog ----------------------------------------------------------------------------
+
+
+class CatalogError(TidegateError):
+    """A catalog operation was refused or the durable catalog is unreadable."""
+
+
+class InvalidCatalogOp(CatalogError, ValueError):
+    """A catalog operation is malformed (bad name, bad plan, bad replica settings...)."""
+
+
+class DuplicateCatalogName(CatalogError):
+    """An object or replica with this name already exists."""
+
+    def __init__(self, name: str, kind: str) -> None:
+        self.name, self.kind = name, kind
+        super().__init__(f"a {kind} named {name!r} already exists in the catalog")
+
+
+class DuplicateCatalogId(CatalogError):
+    """The id is in use, or was used before (ids are never reused)."""
+
+
+class UnknownCatalogObject(CatalogError, KeyError):
+    """No object (or replica) with this id or name is in the catalog."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "unknown catalog object"
+
+
+class HasDependents(CatalogError):
+    """Dropping this object would leave others reading it (drop them first, or cascade)."""
+
+    def __init__(self, id: object, dependents: tuple[object, ...]) -> None:
+        self.id, self.dependents = id, dependents
+        names = ", ".join(str(d) for d in dependents)
+        super().__init__(f"cannot drop {id}: {names} depend(s) on it (use cascade=True)")
+
+
+class CatalogDecodeError(CatalogError, ValueError):
+    """The durable catalog's bytes are not a catalog this version can read."""
+
+
+class CatalogConflict(CatalogError):
+    """Another writer changed the durable catalog since it was loaded; nothing was applied."""
+
+    def __init__(self, key: str, expected_seqno: int | None, found_seqno: int | None) -> None:
+        self.key = key
+        self.expected_seqno = expected_seqno
+        self.found_seqno = found_seqno
+        super().__init__(
+            f"catalog {key!r} changed concurrently: expected version {expected_seqno}, "
+            f"found {found_seqno}; reload and retry"
+        )
+
+
+# -- orchestrator --------------------------------------------------------------------------------
+
+
+class OrchestratorError(TidegateError):
+    """The orchestrator could not start, stop or find a replica process."""
+
+
+class UnknownManagedReplica(OrchestratorError, KeyError):
+    """The orchestrator manages no replica of this name."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "unknown replica"
+
+
+class ReplicaStartFailed(OrchestratorError):
+    """A replica process exited or timed out before printing its ready line."""
+
+    def __init__(self, name: str, reason: str, log_path: str | None = None) -> None:
+        self.name, self.reason, self.log_path = name, reason, log_path
+        where = f" (see {log_path})" if log_path else ""
+        super().__init__(f"replica {name!r} failed to start: {reason}{where}")

@@ -1,0 +1,180 @@
+"""A durable timestamp oracle: epoch-millisecond write timestamps that never repeat or go back.
+
+Tables' appends are stamped by :meth:`TimestampOracle.write_ts`; once an
+append is durable the controller calls :meth:`TimestampOracle.apply_write`, and
+reads at :meth:`TimestampOracle.read_ts` see every applied write (Materialize's
+"strict serializable" read timestamp).
+
+Durability without a write per call: the oracle keeps, in a Consensus key, an
+*upper bound* on every timestamp it may hand out. When a new timestamp would
+pass that bound, it first reserves a window (``window_ms`` past the new
+timestamp) with compare-and-set, then hands it out. A restarted oracle starts
+at the persisted bound, so it is strictly ahead of everything an earlier
+incarnation handed out or applied -- even if the wall clock went backwards.
+(So a restarted oracle's ``read_ts`` may lie up to ``window_ms`` ahead of the
+clock: every time up to the old bound counts as complete, since no write the
+old incarnation handed out can still be applied.)
+
+Opening an oracle writes a new version (bumping an *epoch*), which fences any
+older oracle on the same key: its next reservation fails with
+:class:`OracleFenced`. Within an already reserved window a fenced oracle does
+not notice; set ``window_ms=0`` to make every call durable (and linearizable
+against concurrent oracles) at the price of one Consensus write per timestamp.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import threading
+import time
+from collections.abc import Callable
+
+from tidegate.spec.errors import ConsensusError
+from tidegate.spec.shard import Consensus, VersionedData
+
+from .errors import OracleError, OracleFenced
+
+__all__ = ["DEFAULT_ORACLE_KEY", "TimestampOracle", "wall_ms"]
+
+DEFAULT_ORACLE_KEY = "tidegate/oracle"
+_FORMAT_VERSION = 1
+_TRUNCATE_EVERY = 16
+
+
+def wall_ms() -> int:
+    """The wall clock in epoch milliseconds."""
+    return time.time_ns() // 1_000_000
+
+
+def _encode(upper: int, epoch: int) -> bytes:
+    return json.dumps(
+        {"version": _FORMAT_VERSION, "upper": upper, "epoch": epoch}, sort_keys=True
+    ).encode()
+
+
+def _decode(key: str, data: bytes) -> tuple[int, int]:
+    try:
+        obj = json.loads(data)
+        if obj.get("version") != _FORMAT_VERSION:
+            raise OracleError(f"oracle {key!r}: unsupported state version {obj.get('version')!r}")
+        upper, epoch = obj["upper"], obj["epoch"]
+    except (ValueError, TypeError, KeyError, AttributeError) as e:
+        raise OracleError(f"oracle {key!r}: unreadable durable state: {e}") from e
+    if type(upper) is not int or type(epoch) is not int or upper < 0 or epoch < 0:
+        raise OracleError(f"oracle {key!r}: malformed durable state {obj!r}")
+    return upper, epoch
+
+
+class TimestampOracle:
+    """Hands out strictly increasing, durable write timestamps and tracks the read timestamp.
+
+    Thread-safe. Every method does IO only when a reservation is due (at most
+    once per ``window_ms`` of handed-out time, plus once at construction).
+    """
+
+    def __init__(
+        self,
+        consensus: Consensus,
+        *,
+        key: str = DEFAULT_ORACLE_KEY,
+        clock_ms: Callable[[], int] = wall_ms,
+        window_ms: int = 1000,
+    ) -> None:
+        if type(window_ms) is not int or window_ms < 0:
+            raise ValueError(f"window_ms must be a non-negative int, got {window_ms!r}")
+        self._consensus = consensus
+        self._key = key
+        self._clock_ms = clock_ms
+        self._window_ms = window_ms
+        self._lock = threading.Lock()
+        self._reservations = 0
+        head = consensus.head(key)
+        if head is None:
+            durable_upper, epoch, seqno = 0, 0, None
+        else:
+            durable_upper, epoch = _decode(key, head.data)
+            seqno = head.seqno
+        start = max(durable_upper, self._now())
+        self._seqno: int | None = seqno
+        self._epoch = epoch + 1
+        self._upper = durable_upper
+        self._reserve(start + window_ms)
+        self._last_write = start
+        self._read = start
+
+    @property
+    def key(self) -> str:
+        """The Consensus key holding this oracle's durable state."""
+        return self._key
+
+    @property
+    def epoch(self) -> int:
+        """This incarnation's number (one more than the previous incarnation's)."""
+        return self._epoch
+
+    @property
+    def reserved_upper(self) -> int:
+        """The durable bound: no timestamp above it has been handed out."""
+        return self._upper
+
+    def write_ts(self) -> int:
+        """A new write timestamp: ``max(last + 1, clock)``, strictly above all earlier ones.
+
+        Raises :class:`OracleFenced` (nothing handed out) if another oracle took over
+        and a reservation was due.
+        """
+        with self._lock:
+            ts = max(self._last_write + 1, self._now())
+            if ts > self._upper:
+                self._reserve(ts + self._window_ms)
+            self._last_write = ts
+            return ts
+
+    def peek_write_ts(self) -> int:
+        """The latest write timestamp handed out (or the start point), without allocating one."""
+        with self._lock:
+            return self._last_write
+
+    def read_ts(self) -> int:
+        """The latest applied write: reads here see every applied write. Never decreases."""
+        with self._lock:
+            return self._read
+
+    def apply_write(self, ts: int) -> None:
+        """Record that writes at ``ts`` are durable: ``read_ts`` moves up to ``ts``.
+
+        A ``ts`` beyond every handed-out timestamp also moves the write timestamp
+        (reserving durably first), so later writes stay above later reads.
+        """
+        if type(ts) is not int or ts < 0:
+            raise OracleError(f"apply_write needs a non-negative int timestamp, got {ts!r}")
+        with self._lock:
+            if ts > self._upper:
+                self._reserve(ts + self._window_ms)
+            if ts > self._last_write:
+                self._last_write = ts
+            if ts > self._read:
+                self._read = ts
+
+    def _now(self) -> int:
+        now = self._clock_ms()
+        if type(now) is not int:
+            raise OracleError(f"clock_ms must return an int, got {now!r}")
+        return max(now, 0)
+
+    def _reserve(self, upper: int) -> None:
+        """Durably raise the bound to ``upper`` (compare-and-set); state unchanged on failure."""
+        new_seqno = 0 if self._seqno is None else self._seqno + 1
+        ok = self._consensus.compare_and_set(
+            self._key, self._seqno, VersionedData(new_seqno, _encode(upper, self._epoch))
+        )
+        if not ok:
+            head = self._consensus.head(self._key)
+            raise OracleFenced(self._key, self._seqno, None if head is None else head.seqno)
+        self._seqno, self._upper = new_seqno, upper
+        self._reservations += 1
+        if self._reservations % _TRUNCATE_EVERY == 0:
+            # Housekeeping only: a racing oracle may have moved the head meanwhile.
+            with contextlib.suppress(ConsensusError):
+                self._consensus.truncate(self._key, new_seqno)

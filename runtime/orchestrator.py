@@ -1,0 +1,627 @@
+"""The orchestrator: keeps the managed replica processes running, as local child processes.
+
+For each managed replica it runs ``python -m tidegate replica --listen
+127.0.0.1:PORT --storage DATA_DIR --executor ... --spark-master ...
+--exit-with-parent`` and waits for the replica's ready line (one JSON line
+``{"event": "listening", "address": ...}`` on stdout). A supervisor task per
+replica restarts it when it exits, with capped exponential backoff, until it
+is stopped. Written against anyio: it runs under asyncio and trio.
+
+Files under ``DATA_DIR/replicas/``:
+
+* ``NAME.log`` -- the child's stdout and stderr (appended across restarts);
+* ``NAME.pid`` -- JSON ``{"pid": ..., "argv": [...]}`` while the child runs;
+* ``NAME.port`` -- the port it listened on, reused at the next start when free,
+  so a replica's address stays stable across restarts of it and of the
+  orchestrator (the first start takes port 0 and records what the child got).
+
+No orphans: every child gets ``--exit-with-parent`` (a parent-death signal
+plus a parent-pid watchdog in the child), and :meth:`Orchestrator.start`
+reaps processes left behind by an earlier orchestrator, using the pidfiles --
+only a live process whose ``/proc/PID/cmdline`` is exactly the recorded
+command. Each child leads its own process group (so Spark's JVM goes with it),
+and :meth:`~Orchestrator.stop` / :meth:`~Orchestrator.kill` signal the group.
+
+Children are forked from the event loop's thread on purpose: Linux delivers
+the parent-death signal when the *thread* that forked the child ends, and
+worker threads (trio forks in one) come and go.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import IO, Literal, TypeAlias
+
+import anyio
+import anyio.abc
+
+from .errors import OrchestratorError, ReplicaStartFailed, UnknownManagedReplica
+
+__all__ = [
+    "Orchestrator",
+    "ReplicaProcessState",
+    "ReplicaProcessStatus",
+    "TlsFiles",
+    "default_replica_command",
+]
+
+ReplicaProcessState: TypeAlias = Literal["starting", "running", "restarting", "stopping", "stopped"]
+
+_POLL_S = 0.05
+_LOOPBACK = "127.0.0.1"
+
+
+def default_replica_command(python: str = sys.executable) -> tuple[str, ...]:
+    """The argv prefix that runs a replica process: ``python -m tidegate replica``."""
+    return (python, "-m", "tidegate", "replica")
+
+
+@dataclass(frozen=True, slots=True)
+class TlsFiles:
+    """PEM files for the replicas' gRPC servers (``client_ca`` set: mutual TLS)."""
+
+    cert: str
+    key: str
+    client_ca: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaProcessStatus:
+    """One managed replica, as the orchestrator sees it.
+
+    ``restarts`` counts starts after the first; ``last_exit_code`` is the last
+    exit status (negative: killed by that signal); ``last_error`` says why the
+    last start attempt failed, if it did.
+    """
+
+    name: str
+    state: ReplicaProcessState
+    pid: int | None
+    address: str | None
+    restarts: int
+    last_exit_code: int | None
+    last_error: str | None
+    log_path: str
+
+
+@dataclass(eq=False)
+class _Replica:
+    name: str
+    executor: str
+    spark_master: str
+    desired_running: bool = True
+    state: ReplicaProcessState = "starting"
+    popen: subprocess.Popen[bytes] | None = None
+    port: int | None = None
+    restarts: int = 0
+    starts: int = 0
+    last_exit_code: int | None = None
+    last_error: str | None = None
+    failed_attempt: int = 0
+    """The number (``starts``) of the last start attempt that failed."""
+    changed: anyio.Event = field(default_factory=anyio.Event)
+    """Set (and replaced) at every state change."""
+    wake: anyio.Event = field(default_factory=anyio.Event)
+    """Set to cut a backoff sleep short (stop)."""
+    done: anyio.Event = field(default_factory=anyio.Event)
+    """Set when the supervisor task has ended."""
+
+
+class Orchestrator:
+    """Starts, supervises, restarts and stops managed replica processes (see the module docstring).
+
+    Use ``async with Orchestrator(data_dir) as orch:`` or ``await orch.start()``
+    ... ``await orch.aclose()``. Without a ``task_group`` argument, :meth:`start`
+    opens its own, so :meth:`start` and :meth:`aclose` must then be awaited by
+    the same task, like entering and leaving any anyio task group.
+
+    ``command`` replaces the argv prefix ``python -m tidegate replica`` (tests
+    use a stand-in); the orchestrator appends ``--listen``, ``--storage``,
+    ``--executor``, ``--spark-master``, ``--exit-with-parent``, TLS options and
+    ``extra_args``. The token travels in the ``TIDEGATE_TOKEN`` environment
+    variable, not on the command line.
+    """
+
+    def __init__(
+        self,
+        data_dir: str | os.PathLike[str],
+        *,
+        executor: str = "spark",
+        spark_master: str = "local[1]",
+        python: str = sys.executable,
+        token: str | None = None,
+        tls: TlsFiles | None = None,
+        extra_args: Sequence[str] = (),
+        command: Sequence[str] | None = None,
+        env: Mapping[str, str] | None = None,
+        ready_timeout_s: float = 180.0,
+        stop_grace_s: float = 10.0,
+        backoff_initial_s: float = 0.5,
+        backoff_max_s: float = 30.0,
+        on_status: Callable[[ReplicaProcessStatus], None] | None = None,
+    ) -> None:
+        self.data_dir = Path(data_dir).absolute()
+        self.replicas_dir = self.data_dir / "replicas"
+        self.executor = executor
+        self.spark_master = spark_master
+        self.token = token
+        self.tls = tls
+        self.extra_args = tuple(extra_args)
+        self.command = tuple(command) if command is not None else default_replica_command(python)
+        self.env = dict(env) if env is not None else None
+        self.ready_timeout_s = ready_timeout_s
+        self.stop_grace_s = stop_grace_s
+        self.backoff_initial_s = backoff_initial_s
+        self.backoff_max_s = backoff_max_s
+        self.on_status = on_status
+        self.reaped: list[int] = []
+        """Pids of leftover replica processes :meth:`start` terminated."""
+        self._replicas: dict[str, _Replica] = {}
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._own_tg = False
+        self._closed = False
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self, task_group: anyio.abc.TaskGroup | None = None) -> None:
+        """Reap leftovers of an earlier orchestrator and get ready to run replicas.
+
+        Supervisor tasks run in ``task_group`` if given, else in a task group of
+        the orchestrator's own (closed by :meth:`aclose`).
+        """
+        if self._tg is not None:
+            raise OrchestratorError("orchestrator already started")
+        if self._closed:
+            raise OrchestratorError("orchestrator is closed")
+        self.replicas_dir.mkdir(parents=True, exist_ok=True)
+        await self._reap_leftovers()
+        if task_group is None:
+            tg = anyio.create_task_group()
+            await tg.__aenter__()
+            self._own_tg = True
+            self._tg = tg
+        else:
+            self._tg = task_group
+
+    async def aclose(self) -> None:
+        """Stop every replica (SIGTERM, then SIGKILL after the grace) and the supervisors."""
+        if self._closed:
+            return
+        self._closed = True
+        with anyio.CancelScope(shield=True):
+            async with anyio.create_task_group() as tg:
+                for name in list(self._replicas):
+                    tg.start_soon(self._stop, name)
+        tg_own, self._tg = (self._tg if self._own_tg else None), None
+        if tg_own is not None:  # the supervisors have ended; this only closes the group
+            tg_own.cancel_scope.cancel()
+            await tg_own.__aexit__(None, None, None)
+
+    async def __aenter__(self) -> Orchestrator:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # -- replicas --------------------------------------------------------------------------
+
+    async def ensure(
+        self, name: str, *, executor: str | None = None, spark_master: str | None = None
+    ) -> str:
+        """Make sure replica ``name`` runs; returns its address once it is listening.
+
+        Starts it (and its supervisor) if it is not running; if it is starting
+        or restarting, waits for that attempt. Raises :class:`ReplicaStartFailed`
+        if the attempt fails (the supervisor keeps retrying with backoff until
+        :meth:`stop`). ``executor`` and ``spark_master`` override the
+        orchestrator's defaults for this replica (taking effect at its next start).
+        """
+        _check_name(name)
+        if self._tg is None or self._closed:
+            raise OrchestratorError("orchestrator is not started (call start() first)")
+        r = self._replicas.get(name)
+        if r is not None and not r.done.is_set():
+            if executor is not None:
+                r.executor = executor
+            if spark_master is not None:
+                r.spark_master = spark_master
+            if r.state == "stopping":
+                await r.done.wait()
+            else:
+                return await self._running(r)
+        r = _Replica(name, executor or self.executor, spark_master or self.spark_master)
+        r.port = self._recorded_port(name)
+        self._replicas[name] = r
+        self._tg.start_soon(self._supervise, r)
+        return await self._running(r)
+
+    async def _running(self, r: _Replica) -> str:
+        """Wait until ``r`` runs (its address) or the attempt in progress, or the next, fails."""
+        first = r.starts if r.state == "starting" and r.starts else r.starts + 1
+        while True:
+            p = r.popen
+            if r.state == "running" and r.port is not None and p is not None and p.poll() is None:
+                return f"{_LOOPBACK}:{r.port}"
+            if r.done.is_set() or r.failed_attempt >= first:
+                reason = r.last_error or "stopped"
+                raise ReplicaStartFailed(r.name, reason, str(self._log_path(r.name)))
+            await r.changed.wait()
+
+    def address(self, name: str) -> str:
+        """The address replica ``name`` listens on (or will, at its next start).
+
+        Stable across restarts while its port stays free: the port recorded at
+        its first start is reused, also by a new orchestrator on the same data dir.
+        """
+        _check_name(name)
+        r = self._replicas.get(name)
+        port = r.port if r is not None and r.port is not None else self._recorded_port(name)
+        if port is None:
+            raise UnknownManagedReplica(f"replica {name!r} was never started here")
+        return f"{_LOOPBACK}:{port}"
+
+    async def stop(self, name: str) -> None:
+        """Stop replica ``name`` for good: SIGTERM, SIGKILL after the grace; no restart."""
+        if name not in self._replicas:
+            raise UnknownManagedReplica(f"no managed replica named {name!r}")
+        await self._stop(name)
+
+    async def kill(self, name: str) -> None:
+        """SIGKILL replica ``name``'s process group now, like a crash: the supervisor restarts it.
+
+        Returns once the process has exited (a no-op if it is not running).
+        """
+        r = self._replicas.get(name)
+        if r is None:
+            raise UnknownManagedReplica(f"no managed replica named {name!r}")
+        p = r.popen
+        if p is None or p.poll() is not None:
+            return
+        _kill_group(p.pid, signal.SIGKILL)
+        while r.popen is p:  # until the supervisor has seen the exit
+            await anyio.sleep(_POLL_S)
+
+    def status(self) -> dict[str, ReplicaProcessStatus]:
+        """Every replica this orchestrator manages (stopped ones included), by name."""
+        return {name: self._status(r) for name, r in sorted(self._replicas.items())}
+
+    def _status(self, r: _Replica) -> ReplicaProcessStatus:
+        p = r.popen
+        pid = p.pid if p is not None and p.poll() is None else None
+        address = None if r.port is None else f"{_LOOPBACK}:{r.port}"
+        return ReplicaProcessStatus(
+            r.name,
+            r.state,
+            pid,
+            address,
+            r.restarts,
+            r.last_exit_code,
+            r.last_error,
+            str(self._log_path(r.name)),
+        )
+
+    # -- supervision -------------------------------------------------------------------------
+
+    def _set_state(self, r: _Replica, state: ReplicaProcessState) -> None:
+        r.state = state
+        r.changed.set()
+        r.changed = anyio.Event()
+        if self.on_status is not None:
+            self.on_status(self._status(r))
+
+    async def _supervise(self, r: _Replica) -> None:
+        backoff = self.backoff_initial_s
+        try:
+            while r.desired_running:
+                if r.starts:
+                    r.restarts += 1
+                r.starts += 1
+                self._set_state(r, "starting")
+                started = await self._launch(r)
+                if not started:
+                    r.failed_attempt = r.starts
+                else:
+                    began = anyio.current_time()
+                    self._set_state(r, "running")
+                    await self._wait_exit(r)
+                    if anyio.current_time() - began >= self.backoff_max_s:
+                        backoff = self.backoff_initial_s
+                if not r.desired_running:
+                    break
+                self._set_state(r, "restarting")
+                with anyio.move_on_after(backoff):
+                    await r.wake.wait()
+                backoff = min(backoff * 2, self.backoff_max_s)
+        finally:
+            with anyio.CancelScope(shield=True):
+                p = r.popen
+                if p is not None and p.poll() is None:  # cancelled: do not leave the child behind
+                    await self._terminate(p)
+                if p is not None:
+                    self._exited(r, p)
+                r.done.set()
+                self._set_state(r, "stopped")
+
+    async def _launch(self, r: _Replica) -> bool:
+        """Start the child and wait for its ready line; False (with ``last_error``) on failure."""
+        log_path = self._log_path(r.name)
+        port = r.port if r.port is not None and _port_free(r.port) else 0
+        argv = [*self.command, *self._args(r, port)]
+        with open(log_path, "ab") as log:
+            log.write(f"# orchestrator: starting {r.name}: {' '.join(argv)}\n".encode())
+            log.flush()
+            offset = log.tell()
+            try:
+                p = _spawn(argv, log, self._child_env())
+            except OSError as e:
+                r.last_error = f"cannot run {argv[0]!r}: {e}"
+                return False
+        r.popen = p
+        self._write_pidfile(r.name, p.pid, argv)
+        ready = None
+        with anyio.move_on_after(self.ready_timeout_s):
+            while ready is None and p.poll() is None:
+                await anyio.sleep(_POLL_S)
+                ready, offset = _scan_ready(log_path, offset)
+            if ready is None:  # exited: the ready line may still be in the log
+                ready, offset = _scan_ready(log_path, offset)
+        if ready is not None and p.poll() is None:
+            r.port = ready
+            r.last_error = None
+            self._record_port(r.name, ready)
+            return True
+        if p.poll() is None:
+            r.last_error = f"no ready line within {self.ready_timeout_s:g}s"
+            await self._terminate(p)
+        else:
+            r.last_error = f"exited with status {p.returncode} before it was ready"
+        self._exited(r, p)
+        return False
+
+    async def _wait_exit(self, r: _Replica) -> None:
+        p = r.popen
+        while p is not None and p.poll() is None:
+            await anyio.sleep(_POLL_S)
+        if p is not None:
+            self._exited(r, p)
+
+    def _exited(self, r: _Replica, p: subprocess.Popen[bytes]) -> None:
+        if r.popen is p:
+            r.last_exit_code = p.returncode
+            r.popen = None
+            self._remove_pidfile(r.name, p.pid)
+
+    async def _stop(self, name: str) -> None:
+        r = self._replicas[name]
+        r.desired_running = False
+        r.wake.set()
+        p = r.popen
+        if p is not None and p.poll() is None:
+            self._set_state(r, "stopping")
+            await self._terminate(p)
+        await r.done.wait()
+
+    async def _terminate(self, p: subprocess.Popen[bytes]) -> None:
+        """SIGTERM the child's group; SIGKILL it after the grace period; wait for the exit."""
+        _kill_group(p.pid, signal.SIGTERM)
+        with anyio.move_on_after(self.stop_grace_s):
+            while p.poll() is None:
+                await anyio.sleep(_POLL_S)
+        if p.poll() is None:
+            _kill_group(p.pid, signal.SIGKILL)
+            while p.poll() is None:
+                await anyio.sleep(_POLL_S)
+
+    # -- command line and files -----------------------------------------------------------------
+
+    def _args(self, r: _Replica, port: int) -> list[str]:
+        args = [
+            "--listen",
+            f"{_LOOPBACK}:{port}",
+            "--storage",
+            str(self.data_dir),
+            "--executor",
+            r.executor,
+            "--spark-master",
+            r.spark_master,
+            "--exit-with-parent",
+        ]
+        if self.tls is not None:
+            args += ["--tls-cert", self.tls.cert, "--tls-key", self.tls.key]
+            if self.tls.client_ca is not None:
+                args += ["--tls-client-ca", self.tls.client_ca]
+        return [*args, *self.extra_args]
+
+    def _child_env(self) -> dict[str, str]:
+        env = dict(os.environ if self.env is None else self.env)
+        env["PYTHONUNBUFFERED"] = "1"
+        env["TIDEGATE_PARENT_PID"] = str(os.getpid())
+        if self.token is not None:
+            env["TIDEGATE_TOKEN"] = self.token
+        return env
+
+    def _log_path(self, name: str) -> Path:
+        return self.replicas_dir / f"{name}.log"
+
+    def _pid_path(self, name: str) -> Path:
+        return self.replicas_dir / f"{name}.pid"
+
+    def _port_path(self, name: str) -> Path:
+        return self.replicas_dir / f"{name}.port"
+
+    def _recorded_port(self, name: str) -> int | None:
+        try:
+            port = int(self._port_path(name).read_text().strip())
+        except (OSError, ValueError):
+            return None
+        return port if 0 < port < 65536 else None
+
+    def _record_port(self, name: str, port: int) -> None:
+        if self._recorded_port(name) != port:
+            _write_atomic(self._port_path(name), f"{port}\n")
+
+    def _write_pidfile(self, name: str, pid: int, argv: Sequence[str]) -> None:
+        _write_atomic(self._pid_path(name), json.dumps({"pid": pid, "argv": list(argv)}) + "\n")
+
+    def _remove_pidfile(self, name: str, pid: int) -> None:
+        path = self._pid_path(name)
+        if _read_pidfile(path)[0] == pid:
+            with suppress(OSError):
+                path.unlink()
+
+    async def _reap_leftovers(self) -> None:
+        """Terminate replica processes an earlier orchestrator left running; drop stale pidfiles."""
+        for path in sorted(self.replicas_dir.glob("*.pid")):
+            pid, argv = _read_pidfile(path)
+            if pid is not None and argv and _cmdline(pid) == argv:
+                _signal_group(pid, signal.SIGTERM)
+                with anyio.move_on_after(self.stop_grace_s):
+                    while _alive(pid):
+                        await anyio.sleep(_POLL_S)
+                if _alive(pid):
+                    _signal_group(pid, signal.SIGKILL)
+                    while _alive(pid):
+                        await anyio.sleep(_POLL_S)
+                self.reaped.append(pid)
+            with suppress(OSError):
+                path.unlink()
+
+
+# -- process helpers ---------------------------------------------------------------------------------
+
+
+def _check_name(name: object) -> None:
+    ok = isinstance(name, str) and name and all(c.isalnum() or c in "-_." for c in name)
+    if not ok or name in (".", ".."):
+        raise OrchestratorError(f"replica names are [A-Za-z0-9._-]+, got {name!r}")
+
+
+def _spawn(argv: Sequence[str], log: IO[bytes], env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        list(argv),
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=dict(env),
+        close_fds=True,
+        start_new_session=True,
+    )
+
+
+def _kill_group(pgid: int, sig: int) -> None:
+    """Signal process group ``pgid``: our children lead their own (called before they are reaped)."""
+    with suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    """Signal the process group ``pid`` leads (or just ``pid`` if it leads none)."""
+    try:
+        if os.getpgid(pid) == pid:
+            os.killpg(pid, sig)
+            return
+    except ProcessLookupError:
+        return
+    except PermissionError:
+        pass
+    with suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, sig)
+
+
+def _scan_ready(log_path: Path, offset: int) -> tuple[int | None, int]:
+    """Look for the ready line in the log past ``offset``: (port or None, new offset).
+
+    Only complete lines are consumed, so a line written in two pieces is read whole.
+    """
+    try:
+        with open(log_path, "rb") as f:
+            f.seek(offset)
+            chunk = f.read()
+    except OSError:
+        return None, offset
+    end = chunk.rfind(b"\n")
+    if end < 0:
+        return None, offset
+    for line in chunk[: end + 1].splitlines():
+        port = _ready_port(line)
+        if port is not None:
+            return port, offset + end + 1
+    return None, offset + end + 1
+
+
+def _ready_port(line: bytes) -> int | None:
+    if b"listening" not in line:
+        return None
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(obj, dict) or obj.get("event") != "listening":
+        return None
+    address = obj.get("address")
+    if not isinstance(address, str):
+        return None
+    _, _, port = address.rpartition(":")
+    return int(port) if port.isdigit() and 0 < int(port) < 65536 else None
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((_LOOPBACK, port))
+        except OSError:
+            return False
+    return True
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _read_pidfile(path: Path) -> tuple[int | None, list[str] | None]:
+    try:
+        obj = json.loads(path.read_text())
+        pid, argv = obj["pid"], obj["argv"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None, None
+    if type(pid) is not int or pid <= 1 or not isinstance(argv, list):
+        return None, None
+    return pid, [str(a) for a in argv]
+
+
+def _cmdline(pid: int) -> list[str] | None:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    if not raw:
+        return None  # a zombie, or a kernel thread
+    return [a.decode(errors="surrogateescape") for a in raw.rstrip(b"\0").split(b"\0")]
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[:1] != ["Z"]
