@@ -1,0 +1,606 @@
+"""The production controller driver: the spec :class:`Controller` driven over real IO, with anyio.
+
+:class:`ControllerDriver` is the runtime twin of :mod:`tidegate.sim.driver`:
+nothing here decides protocol or controller behaviour, it maps the
+controller's effects onto IO and feeds the outcomes back.
+
+* ``ConnectReplica`` starts a :class:`~.links.ReplicaLink` (resolver asked on
+  every attempt, capped backoff); ``SendCommand`` queues on the link of that
+  epoch; a broken stream becomes ``replica_failed`` (the spec replays the
+  reduced history on epoch + 1); every response goes to ``handle_response``;
+* storage effects go to :class:`~.storage_io.ShardStorageIO` (worker threads);
+* client effects resolve the waiting client calls (appends, peeks,
+  snapshots), feed subscriptions, and publish replica status events;
+* background tasks: a table tick every ``tick_ms`` (every table's upper
+  advances to a fresh oracle timestamp, so frontiers progress without data),
+  ``maintain()`` every ``maintain_ms``, and a poll of materialized-view shard
+  uppers every ``poll_ms`` (replicas write them; the uppers come back as
+  write frontiers).
+
+All controller calls happen on the driver's event loop, one at a time; effects
+are applied in the order produced (effects produced while applying are
+queued behind). Runs on asyncio and trio, and under trio's ``MockClock``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import uuid as _uuid
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any
+
+import anyio
+import anyio.abc
+
+from tidegate.runtime.transport import Transport
+from tidegate.spec.compute import (
+    ConnectReplica,
+    DisconnectReplica,
+    FrontierUpper,
+    PeekNotification,
+    PeekResultOut,
+    ReplicaStatusEvent,
+    SendCommand,
+    SubscribeBatchOut,
+)
+from tidegate.spec.controller import Controller, ControllerEffect
+from tidegate.spec.errors import CollectionMissing, TidegateError
+from tidegate.spec.frontier import Antichain, Row, Time, Update
+from tidegate.spec.frontier.read_policy import ReadPolicy
+from tidegate.spec.ids import GlobalId, InstanceId, ReplicaId
+from tidegate.spec.protocol.responses import (
+    ComputeResponse,
+    PeekCanceled,
+    PeekError,
+    PeekResult,
+    PeekRows,
+)
+from tidegate.spec.protocol.types import DataflowDescription, PeekTargetKind, RowSetFinishing
+from tidegate.spec.storage import (
+    AppendCommand,
+    AppendCompleted,
+    CollectionDropped,
+    DowngradeShardSince,
+    DropShard,
+    MaterializedView,
+    ReadSnapshot,
+    RegisterShard,
+    SinceChanged,
+    Table,
+    UpperChanged,
+    WriteToShard,
+)
+
+from .errors import DriverNotRunning, PeekFailed
+from .links import Backoff, ReplicaLink
+from .storage_io import ShardStorageIO
+from .streams import EventStream, Subscription
+from .timestamps import MemoryOracle, Oracle
+
+__all__ = ["ControllerDriver", "ReplicaInfo"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BACKOFF = Backoff()
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaInfo:
+    """What the driver knows of one replica: the spec's status plus its connection."""
+
+    instance: InstanceId
+    replica: ReplicaId
+    status: str
+    epoch: int
+    address: str | None
+    connected: bool
+    attempts: int
+    last_error: str
+
+
+@dataclass
+class _Waiter:
+    done: anyio.Event = field(default_factory=anyio.Event)
+    value: Any = None
+
+
+class ControllerDriver:
+    """Drives ``controller`` (see the module docstring); use as ``async with driver:``.
+
+    ``address_of(replica)`` resolves a replica's current ``host:port`` (asked on
+    every connection attempt). ``oracle`` supplies write timestamps (an
+    in-memory one on ``clock_ms`` by default). ``instance`` is the default
+    compute instance of the client calls. Periods are in milliseconds;
+    ``None`` disables a background task (tests call :meth:`tick` etc. directly).
+    """
+
+    def __init__(
+        self,
+        controller: Controller,
+        transport: Transport,
+        storage: ShardStorageIO,
+        *,
+        address_of: Callable[[ReplicaId], str],
+        oracle: Oracle | None = None,
+        instance: InstanceId = "default",
+        tick_ms: int | None = 1000,
+        maintain_ms: int | None = 1000,
+        poll_ms: int | None = 100,
+        backoff: Backoff = DEFAULT_BACKOFF,
+        subscribe_buffer: int = 1024,
+        event_buffer: int = 1024,
+    ) -> None:
+        self.ctl = controller
+        self.transport = transport
+        self.storage = storage
+        self.address_of = address_of
+        self.oracle: Oracle = oracle if oracle is not None else MemoryOracle()
+        self.instance = instance
+        self.tick_ms = tick_ms
+        self.maintain_ms = maintain_ms
+        self.poll_ms = poll_ms
+        self.backoff = backoff
+        self.subscribe_buffer = subscribe_buffer
+        self.event_buffer = event_buffer
+        self.links: dict[ReplicaId, ReplicaLink] = {}
+        self._failures: dict[ReplicaId, int] = {}
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._queue: deque[ControllerEffect] = deque()
+        self._applying = False
+        self._appends: dict[int, _Waiter] = {}
+        self._tick_tickets: dict[int, int] = {}
+        self._peeks: dict[_uuid.UUID, _Waiter] = {}
+        self._subscriptions: dict[GlobalId, Subscription] = {}
+        self._sub_instance: dict[GlobalId, InstanceId] = {}
+        self._lagged: list[Subscription] = []
+        self._listeners: set[EventStream[ReplicaStatusEvent]] = set()
+        self._frontiers_moved = anyio.Event()
+        self._write_lock = anyio.Lock()
+        self._next_transient = 0
+        self.commands_sent = 0
+        self.responses = 0
+
+    # -- lifecycle --------------------------------------------------------------------------
+    async def __aenter__(self) -> ControllerDriver:
+        tg = anyio.create_task_group()
+        await tg.__aenter__()
+        self._tg = tg
+        self.storage.start(tg, self.report)
+        for period, step in (
+            (self.tick_ms, self.tick),
+            (self.maintain_ms, self.maintain),
+            (self.poll_ms, self.poll_uppers),
+        ):
+            if period is not None:
+                tg.start_soon(self._every, period, step)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        tg, self._tg = self._tg, None
+        for link in list(self.links.values()):
+            link.close()
+        for listener in list(self._listeners):
+            listener.end()
+        for sub in list(self._subscriptions.values()):
+            sub.abort()
+        if tg is not None:
+            tg.cancel_scope.cancel()
+            # The body's own exception (if any) propagates as it is, not wrapped in a group.
+            await tg.__aexit__(None, None, None)
+        return None
+
+    def _task_group(self) -> anyio.abc.TaskGroup:
+        if self._tg is None:
+            raise DriverNotRunning("the controller driver is not running (use `async with`)")
+        return self._tg
+
+    async def _every(self, period_ms: int, step: Callable[[], Any]) -> None:
+        while True:
+            await anyio.sleep(period_ms / 1000)
+            try:
+                result = step()
+                if result is not None:
+                    await result
+            except Exception as e:  # a background step never takes the driver down
+                log.warning("periodic %s failed: %r", getattr(step, "__name__", step), e)
+
+    # -- the effect loop --------------------------------------------------------------------
+    def apply(self, effects: Iterable[ControllerEffect]) -> None:
+        """Carry out ``effects`` in order; effects they cause are queued behind them."""
+        self._queue.extend(effects)
+        if self._applying:
+            return
+        self._applying = True
+        try:
+            while self._queue:
+                self._apply_one(self._queue.popleft())
+                while not self._queue and self._lagged:
+                    self._drop_lagged(self._lagged.pop(0))
+        finally:
+            self._applying = False
+
+    def report(self, fn: Callable[[Controller], Sequence[ControllerEffect]]) -> None:
+        """An IO outcome: call ``fn`` on the controller and apply its effects."""
+        self.apply(fn(self.ctl))
+
+    def _apply_one(self, e: ControllerEffect) -> None:
+        if isinstance(e, SendCommand):
+            link = self.links.get(e.replica)
+            if link is not None and link.epoch == e.epoch:
+                link.send(e.command)
+                self.commands_sent += 1
+        elif isinstance(e, ConnectReplica):
+            self._connect(e)
+        elif isinstance(e, DisconnectReplica):
+            link = self.links.get(e.replica)
+            if link is not None and link.epoch == e.epoch:
+                del self.links[e.replica]
+                link.close()
+        elif isinstance(
+            e, RegisterShard | WriteToShard | ReadSnapshot | DowngradeShardSince | DropShard
+        ):
+            self.storage.handle(e)
+        elif isinstance(e, PeekResultOut):
+            waiter = self._peeks.pop(e.uuid, None)
+            if waiter is not None:
+                waiter.value = e.result
+                waiter.done.set()
+        elif isinstance(e, SubscribeBatchOut):
+            sub = self._subscriptions.get(e.id)
+            if sub is not None:
+                if not sub.deliver(e):
+                    self._lagged.append(sub)
+                elif sub.finished:
+                    del self._subscriptions[e.id]
+                    self._sub_instance.pop(e.id, None)
+        elif isinstance(e, AppendCompleted):
+            self._append_completed(e)
+        elif isinstance(e, FrontierUpper | UpperChanged | SinceChanged | CollectionDropped):
+            self._frontiers_moved.set()
+            self._frontiers_moved = anyio.Event()
+        elif isinstance(e, ReplicaStatusEvent):
+            for listener in list(self._listeners):
+                listener.publish(e)
+        elif isinstance(e, PeekNotification):
+            pass
+        else:
+            log.debug("effect ignored: %r", e)
+
+    def _append_completed(self, e: AppendCompleted) -> None:
+        ts = self._tick_tickets.pop(e.ticket, None)
+        if ts is not None:
+            if e.error is None:
+                self.oracle.apply_write(ts)
+            return
+        waiter = self._appends.pop(e.ticket, None)
+        if waiter is not None:
+            waiter.value = e.error
+            waiter.done.set()
+
+    # -- replica links ----------------------------------------------------------------------
+    def _connect(self, e: ConnectReplica) -> None:
+        old = self.links.pop(e.replica, None)
+        if old is not None:
+            old.close()
+        link = ReplicaLink(e.instance, e.replica, e.epoch)
+        self.links[e.replica] = link
+        self._task_group().start_soon(
+            link.run,
+            self.transport,
+            self.address_of,
+            self.backoff,
+            lambda: self._failures.get(e.replica, 0),
+            self._on_connected,
+            self._on_response,
+            self._on_failed,
+        )
+
+    def _on_connected(self, link: ReplicaLink) -> None:
+        if self.links.get(link.replica) is link:
+            self.apply(self.ctl.replica_connected(link.instance, link.replica, link.epoch))
+
+    def _on_response(self, link: ReplicaLink, response: ComputeResponse) -> str | None:
+        if self.links.get(link.replica) is not link:
+            return None
+        self.responses += 1
+        self._failures[link.replica] = 0
+        try:
+            effects = self.ctl.handle_response(link.instance, link.replica, link.epoch, response)
+        except TidegateError as e:
+            return f"illegal response {type(response).__name__}: {type(e).__name__}: {e}"
+        self.apply(effects)
+        return None
+
+    def _on_failed(self, link: ReplicaLink, reason: str) -> None:
+        if self.links.get(link.replica) is not link:
+            return
+        self._failures[link.replica] = self._failures.get(link.replica, 0) + 1
+        self.apply(self.ctl.replica_failed(link.instance, link.replica, link.epoch, reason))
+
+    def replicas(self, instance: InstanceId | None = None) -> list[ReplicaInfo]:
+        """Every replica of ``instance``: the spec's status and the link's state."""
+        inst = self.ctl.instance(instance or self.instance)
+        out = []
+        for r in inst.replicas():
+            link = self.links.get(r.id)
+            ok = link is not None and link.epoch == r.epoch
+            out.append(
+                ReplicaInfo(
+                    inst.id,
+                    r.id,
+                    r.status,
+                    r.epoch,
+                    link.address if ok and link is not None else None,
+                    bool(ok and link is not None and link.up),
+                    link.attempts if ok and link is not None else 0,
+                    link.last_error if ok and link is not None else "",
+                )
+            )
+        return out
+
+    def events(self, buffer: int | None = None) -> EventStream[ReplicaStatusEvent]:
+        """Replica status events from now on (connecting, connected, failed, rehydrating, dropped)."""
+        stream: EventStream[ReplicaStatusEvent] = EventStream(
+            buffer or self.event_buffer, self._listeners.discard
+        )
+        self._listeners.add(stream)
+        return stream
+
+    # -- background steps -------------------------------------------------------------------
+    def tables(self) -> list[GlobalId]:
+        """The live tables (the collections the controller writes)."""
+        return [
+            c.id
+            for c in self.ctl.storage.collections()
+            if isinstance(c.description.data_source, Table) and not c.is_dropped
+        ]
+
+    async def tick(self) -> int | None:
+        """Advance every table's upper to a fresh timestamp (an empty append); returns it."""
+        self._task_group()
+        async with self._write_lock:
+            tables = self.tables()
+            if not tables:
+                return None
+            ts = await self.storage.run_sync(self.oracle.write_ts)
+            pending = self.ctl.append([AppendCommand(t, [], Antichain([ts + 1])) for t in tables])
+            self._tick_tickets[pending.ticket] = ts
+            self.apply(pending.effects)
+        return ts
+
+    def maintain(self) -> None:
+        """The controller's periodic maintenance."""
+        self.apply(self.ctl.maintain())
+
+    async def poll_uppers(self) -> None:
+        """Report materialized-view shard uppers (written by replicas) as write frontiers."""
+        ids = [
+            c.id
+            for c in self.ctl.storage.collections()
+            if isinstance(c.description.data_source, MaterializedView) and not c.is_dropped
+        ]
+        if not ids:
+            return
+        uppers = await self.storage.uppers(ids)
+        moved = []
+        for id, upper in uppers.items():
+            fr = self.ctl.storage_frontiers(id)
+            if fr is not None and fr[1] < upper:
+                moved.append((id, upper))
+        if moved:
+            self.apply(self.ctl.update_write_frontiers(moved))
+
+    # -- frontiers --------------------------------------------------------------------------
+    def frontiers(
+        self, id: GlobalId, instance: InstanceId | None = None
+    ) -> tuple[Antichain, Antichain]:
+        """``(since, upper)``: of the compute collection ``id`` if there is one, else of storage."""
+        try:
+            f = self.ctl.collection_frontiers(instance or self.instance, id)
+        except TidegateError:
+            fr = self.ctl.storage_frontiers(id)
+            if fr is None:
+                raise
+            return fr
+        return f.read_frontier, f.write_frontier
+
+    def storage_frontiers(self, id: GlobalId) -> tuple[Antichain, Antichain]:
+        """``(since, upper)`` of storage collection ``id`` [CollectionMissing]."""
+        fr = self.ctl.storage_frontiers(id)
+        if fr is None:
+            raise CollectionMissing(id)
+        return fr
+
+    async def wait_frontiers(
+        self, check: Callable[[], bool], *, timeout_s: float | None = None
+    ) -> None:
+        """Wait until ``check()`` holds (re-evaluated whenever some frontier moves)."""
+        with anyio.fail_after(timeout_s):
+            while True:
+                moved = self._frontiers_moved
+                if check():
+                    return
+                await moved.wait()
+
+    async def freshest(
+        self, id: GlobalId, target: PeekTargetKind = "index", instance: InstanceId | None = None
+    ) -> Time:
+        """The freshest time at which ``id`` is complete and readable: ``upper - 1`` (waits for one)."""
+
+        def current() -> tuple[Antichain, Antichain]:
+            if target == "index":
+                return self.frontiers(id, instance)
+            return self.storage_frontiers(id)
+
+        def readable() -> bool:
+            since, upper = current()
+            if not since.elements:
+                return True
+            return not upper.elements or not upper.less_equal(since.elements[0])
+
+        await self.wait_frontiers(readable)
+        since, upper = current()
+        if not since.elements:
+            raise CollectionMissing(id)
+        if not upper.elements:
+            return int(since.elements[0])
+        return max(int(since.elements[0]), int(upper.elements[0]) - 1)
+
+    # -- client operations ------------------------------------------------------------------
+    async def append(self, id: GlobalId, updates: Sequence[tuple[Row, int]]) -> int:
+        """Append ``(row, diff)`` updates to table ``id`` at a fresh timestamp; returns it once durable.
+
+        Raises the spec's typed errors (unknown id, not a table) with nothing
+        changed, or :class:`~tidegate.spec.errors.InvalidUppers` if the write lost a race.
+        """
+        return (await self.append_many([(id, updates)]))[0]
+
+    async def append_many(
+        self, batches: Sequence[tuple[GlobalId, Sequence[tuple[Row, int]]]]
+    ) -> list[int]:
+        """Several tables' appends at one timestamp, atomically validated; returns it per batch."""
+        self._task_group()
+        waiter = _Waiter()
+        async with self._write_lock:
+            ts = await self.storage.run_sync(self.oracle.write_ts)
+            upper = Antichain([ts + 1])
+            commands = [
+                AppendCommand(id, [(row, ts, diff) for row, diff in updates], upper)
+                for id, updates in batches
+            ]
+            pending = self.ctl.append(commands)
+            self._appends[pending.ticket] = waiter
+            self.apply(pending.effects)
+        with anyio.CancelScope(shield=True):  # an append, once issued, is seen through
+            await waiter.done.wait()
+        if waiter.value is not None:
+            raise waiter.value
+        self.oracle.apply_write(ts)
+        return [ts] * len(batches)
+
+    async def snapshot(self, id: GlobalId, as_of: Time) -> list[Update]:
+        """The contents of storage collection ``id`` as of ``as_of`` (read from its shard)."""
+        self._task_group()
+        pending = self.ctl.snapshot(id, as_of)
+        waiter = self.storage.expect_snapshot(pending.request)
+        self.apply(pending.effects)
+        await waiter.done.wait()
+        if waiter.error is not None:
+            raise waiter.error
+        return list(waiter.rows or ())
+
+    def create_dataflow(
+        self,
+        dataflow: DataflowDescription,
+        instance: InstanceId | None = None,
+        target_replica: ReplicaId | None = None,
+    ) -> None:
+        """Install ``dataflow`` (its as_of set) on ``instance``."""
+        self.apply(self.ctl.create_dataflow(instance or self.instance, dataflow, target_replica))
+
+    def drop_collections(self, ids: Iterable[GlobalId], instance: InstanceId | None = None) -> None:
+        self.apply(self.ctl.drop_collections(instance or self.instance, ids))
+
+    def set_read_policy(
+        self, policies: Sequence[tuple[GlobalId, ReadPolicy]], instance: InstanceId | None = None
+    ) -> None:
+        """Read policies of compute collections of ``instance``."""
+        self.apply(self.ctl.set_read_policy(instance or self.instance, policies))
+
+    def set_storage_read_policy(self, policies: Sequence[tuple[GlobalId, ReadPolicy]]) -> None:
+        self.apply(self.ctl.set_storage_read_policy(policies))
+
+    async def peek(
+        self,
+        id: GlobalId,
+        timestamp: Time | None = None,
+        *,
+        finishing: RowSetFinishing | None = None,
+        target: PeekTargetKind = "index",
+        literal_constraints: tuple[Row, ...] | None = None,
+        instance: InstanceId | None = None,
+    ) -> list[tuple[Row, int]]:
+        """Read ``id`` at ``timestamp`` (default: :meth:`freshest`); returns ``(row, count)`` pairs.
+
+        Errors the spec raises (unknown id, time before the since) change
+        nothing; a replica's error answer raises :class:`PeekFailed`.
+        Cancelling the caller cancels the peek.
+        """
+        self._task_group()
+        instance = instance or self.instance
+        if timestamp is None:
+            timestamp = await self.freshest(id, target, instance)
+        uuid, effects = self.ctl.peek(
+            instance,
+            id,
+            timestamp,
+            finishing,
+            target=target,
+            literal_constraints=literal_constraints,
+        )
+        waiter = _Waiter()
+        self._peeks[uuid] = waiter
+        self.apply(effects)
+        try:
+            await waiter.done.wait()
+        except BaseException:
+            if self._peeks.pop(uuid, None) is not None:
+                self.apply(self.ctl.cancel_peek(instance, uuid))
+            raise
+        result: PeekResult = waiter.value
+        if isinstance(result, PeekRows):
+            return list(result.rows)
+        if isinstance(result, PeekError):
+            raise PeekFailed(id, int(timestamp), result.message)
+        assert isinstance(result, PeekCanceled)
+        raise PeekFailed(id, int(timestamp), "canceled")
+
+    def new_transient_id(self) -> GlobalId:
+        self._next_transient += 1
+        return GlobalId.transient(self._next_transient)
+
+    def subscribe(
+        self,
+        dataflow: DataflowDescription,
+        *,
+        buffer: int | None = None,
+        instance: InstanceId | None = None,
+    ) -> Subscription:
+        """Install ``dataflow`` (one subscribe export) and return its batches' iterator."""
+        instance = instance or self.instance
+        (id,) = dataflow.subscribe_ids
+        sub = Subscription(id, buffer or self.subscribe_buffer, self._close_sub)
+        self._subscriptions[id] = sub
+        self._sub_instance[id] = instance
+        try:
+            self.create_dataflow(dataflow, instance)
+        except BaseException:
+            del self._subscriptions[id]
+            del self._sub_instance[id]
+            raise
+        return sub
+
+    def _close_sub(self, sub: Subscription) -> None:
+        """The client closed ``sub``: drop the subscribe unless it already ended."""
+        if self._subscriptions.get(sub.id) is not sub:
+            return
+        self._drop_lagged(sub)
+
+    def _drop_lagged(self, sub: Subscription) -> None:
+        if self._subscriptions.get(sub.id) is not sub:
+            return
+        del self._subscriptions[sub.id]
+        instance = self._sub_instance.pop(sub.id, self.instance)
+        if self._tg is None:
+            return
+        with contextlib.suppress(TidegateError):  # already gone
+            self.apply(self.ctl.drop_collections(instance, [sub.id]))

@@ -1,0 +1,44 @@
+"""Errors of the runtime controller and the embedding API (beyond the spec's own typed errors).
+
+Everything the spec validates raises the spec's errors unchanged (and the
+catalog its own, :mod:`tidegate.runtime.errors`); these cover what only the
+driver knows: peek outcomes, subscriptions that fell behind, and a driver
+that is not running.
+"""
+
+from __future__ import annotations
+
+from tidegate.spec.errors import TidegateError
+
+__all__ = [
+    "DriverNotRunning",
+    "PeekFailed",
+    "RuntimeControllerError",
+    "SubscribeLagged",
+]
+
+
+class RuntimeControllerError(TidegateError):
+    """A request to the runtime controller or the environment failed."""
+
+
+class PeekFailed(RuntimeControllerError):
+    """A replica answered a peek with an error (``message`` says why)."""
+
+    def __init__(self, id: object, timestamp: int, message: str) -> None:
+        super().__init__(f"peek of {id} at {timestamp} failed: {message}")
+        self.id = id
+        self.timestamp = timestamp
+        self.message = message
+
+
+class SubscribeLagged(RuntimeControllerError):
+    """A subscriber did not keep up: its bounded buffer overflowed and the subscribe was dropped."""
+
+    def __init__(self, id: object, buffer: int) -> None:
+        super().__init__(f"subscribe {id} dropped: its consumer fell {buffer} batches behind")
+        self.id = id
+
+
+class DriverNotRunning(RuntimeControllerError):
+    """The controller driver is not running (not entered yet, or closed)."""

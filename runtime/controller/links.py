@@ -1,0 +1,154 @@
+"""One replica connection of one epoch: connect with backoff, send queued commands, receive responses.
+
+A :class:`ReplicaLink` exists per ``ConnectReplica`` effect. Its commands
+queue (unbounded, in order) from the moment it exists; its task asks the
+resolver for the replica's address on every attempt, connects through the
+:class:`~tidegate.runtime.transport.Transport` with capped exponential backoff,
+then runs a sender (draining the queue in batches) and a receiver (feeding
+responses to the driver) until the stream breaks or the link is closed. A
+broken stream is reported once through ``on_failed``; the spec then replays
+the reduced history on a new link of epoch + 1.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import anyio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from tidegate.runtime.transport import ReplicaStream, Transport, TransportError
+from tidegate.spec.ids import InstanceId, ReplicaId
+from tidegate.spec.protocol.commands import ComputeCommand
+from tidegate.spec.protocol.responses import ComputeResponse
+
+__all__ = ["Backoff", "ReplicaLink"]
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """Capped exponential backoff: the n-th consecutive failure waits ``min(cap, base * 2**(n-1))`` s."""
+
+    base_s: float = 0.05
+    cap_s: float = 5.0
+
+    def delay(self, failures: int) -> float:
+        if failures <= 0:
+            return 0.0
+        return float(min(self.cap_s, self.base_s * 2.0 ** min(failures - 1, 30)))
+
+
+class ReplicaLink:
+    """The connection of ``epoch`` to ``replica`` (see the module docstring)."""
+
+    def __init__(self, instance: InstanceId, replica: ReplicaId, epoch: int) -> None:
+        self.instance = instance
+        self.replica = replica
+        self.epoch = epoch
+        self.scope = anyio.CancelScope()
+        self.stream: ReplicaStream | None = None
+        self.address: str | None = None
+        self.attempts = 0
+        self.last_error = ""
+        self.closed = False
+        send, receive = anyio.create_memory_object_stream[ComputeCommand](math.inf)
+        self._queue_in: MemoryObjectSendStream[ComputeCommand] = send
+        self._queue_out: MemoryObjectReceiveStream[ComputeCommand] = receive
+
+    @property
+    def up(self) -> bool:
+        return self.stream is not None
+
+    def send(self, command: ComputeCommand) -> None:
+        """Queue ``command`` (sent as soon as the stream is up, after everything queued before)."""
+        if not self.closed:
+            self._queue_in.send_nowait(command)
+
+    def close(self) -> None:
+        """Stop the link: its task ends and its stream is closed; nothing is reported."""
+        self.closed = True
+        self.scope.cancel()
+        self._queue_in.close()  # the sender sees the end of its queue (if it runs at all)
+
+    async def run(
+        self,
+        transport: Transport,
+        address_of: Callable[[ReplicaId], str],
+        backoff: Backoff,
+        failures: Callable[[], int],
+        on_connected: Callable[[ReplicaLink], None],
+        on_response: Callable[[ReplicaLink, ComputeResponse], str | None],
+        on_failed: Callable[[ReplicaLink, str], None],
+    ) -> None:
+        """Connect, then serve the stream; report a broken stream once (not a closed link)."""
+        reason: str | None = None
+        try:
+            with self.scope:
+                stream = await self._connect(transport, address_of, backoff, failures)
+                self.stream = stream
+                try:
+                    on_connected(self)
+                    reason = await self._serve(stream, on_response)
+                finally:
+                    self.stream = None
+                    with anyio.CancelScope(shield=True):
+                        await stream.aclose()
+        finally:
+            self._queue_in.close()
+            self._queue_out.close()
+        if reason is not None and not self.closed:
+            on_failed(self, reason)
+
+    async def _connect(
+        self,
+        transport: Transport,
+        address_of: Callable[[ReplicaId], str],
+        backoff: Backoff,
+        failures: Callable[[], int],
+    ) -> ReplicaStream:
+        first = failures()
+        while True:
+            await anyio.sleep(backoff.delay(first + self.attempts))
+            try:
+                self.address = address_of(self.replica)
+                return await transport.connect(self.address)
+            except (TransportError, OSError, LookupError) as e:
+                self.attempts += 1
+                self.last_error = f"{type(e).__name__}: {e}"
+
+    async def _serve(
+        self,
+        stream: ReplicaStream,
+        on_response: Callable[[ReplicaLink, ComputeResponse], str | None],
+    ) -> str | None:
+        reason: list[str] = []
+
+        async def sender() -> None:
+            try:
+                async for command in self._queue_out:
+                    batch = [command]
+                    while True:
+                        try:
+                            batch.append(self._queue_out.receive_nowait())
+                        except (anyio.WouldBlock, anyio.EndOfStream):
+                            break
+                    await stream.send_many(batch)
+            except TransportError as e:
+                reason.append(f"send failed: {e}")
+                tg.cancel_scope.cancel()
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(sender)
+            try:
+                while True:
+                    response = await stream.receive()
+                    outcome = on_response(self, response)
+                    if outcome is not None:
+                        reason.append(outcome)
+                        break
+            except TransportError as e:
+                reason.append(str(e) or type(e).__name__)
+            tg.cancel_scope.cancel()
+        return reason[0] if reason else None

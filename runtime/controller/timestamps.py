@@ -1,0 +1,70 @@
+"""Where write and read timestamps come from: the :class:`Oracle` port and an in-memory stand-in.
+
+The production oracle is :class:`tidegate.runtime.oracle.TimestampOracle`
+(durable in the consensus store); :func:`default_oracle` uses it when given a
+consensus store, and :class:`MemoryOracle` (for tests and embedded
+throwaway environments) otherwise.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+__all__ = ["MemoryOracle", "Oracle", "default_oracle", "wall_ms"]
+
+
+def wall_ms() -> int:
+    """Milliseconds since the epoch (the default clock)."""
+    return int(time.time() * 1000)
+
+
+class Oracle(Protocol):
+    """A timestamp oracle: strictly increasing write timestamps, and the freshest readable one."""
+
+    def write_ts(self) -> int:
+        """A timestamp after every earlier write timestamp (durably so, for a real oracle)."""
+        ...
+
+    def read_ts(self) -> int:
+        """A timestamp at which every applied write is visible."""
+        ...
+
+    def apply_write(self, ts: int) -> None:
+        """Writes at ``ts`` are complete: later reads see them, later writes come after ``ts``."""
+        ...
+
+
+class MemoryOracle:
+    """An oracle in memory, on a millisecond clock: ``write_ts`` is ``max(now, last + 1)``.
+
+    Not durable: after a restart, call :meth:`apply_write` with the highest
+    time already written (e.g. every table's upper minus one).
+    """
+
+    def __init__(self, clock_ms: Callable[[], int] = wall_ms) -> None:
+        self._clock_ms = clock_ms
+        self._write = -1
+        self._read = 0
+
+    def write_ts(self) -> int:
+        self._write = max(self._write + 1, self._clock_ms())
+        return self._write
+
+    def read_ts(self) -> int:
+        return self._read
+
+    def apply_write(self, ts: int) -> None:
+        self._write = max(self._write, ts)
+        self._read = max(self._read, ts)
+
+
+def default_oracle(consensus: Any | None, clock_ms: Callable[[], int] = wall_ms) -> Oracle:
+    """The durable oracle over ``consensus`` when it exists, else a :class:`MemoryOracle`."""
+    if consensus is not None:
+        from tidegate.runtime.oracle import TimestampOracle
+
+        oracle: Oracle = TimestampOracle(consensus, clock_ms=clock_ms)
+        return oracle
+    return MemoryOracle(clock_ms)

@@ -1,0 +1,641 @@
+"""The embedding API: an async :class:`Environment` over the controller driver, catalog and shards.
+
+::
+
+    async with Environment.open("./tidegate-data", replicas={"r1": "127.0.0.1:6876"}) as env:
+        orders = await env.create_table("orders", Schema.of(("id", "int64", False), ("amount", "int64")))
+        await env.append("orders", [(1, 10), (2, 25)])
+        big = env.table("orders").filter(col("amount") > 20)
+        idx = await env.create_index(big, ["id"], name="big_orders")
+        rows = await env.peek(idx)               # [((2, 25), 1)] at the freshest complete time
+
+Every DDL is recorded in the durable :class:`~tidegate.runtime.catalog.Catalog`
+first (it validates names, ids and plans), then carried out through the spec
+controller; opening an environment over an existing data directory restores
+everything in the catalog (:meth:`Environment._restore`, as-ofs chosen by the
+spec's as-of selection from the shards' frontiers). Errors are the spec's
+typed errors (and the catalog's); a call that raises leaves state unchanged.
+Tables are written at timestamps of the durable
+:class:`~tidegate.runtime.oracle.TimestampOracle`; their uppers tick forward
+every ``tick_ms`` even without data.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, TypeAlias
+
+import anyio
+
+from tidegate.spec.compute.as_of_selection import select_as_ofs
+from tidegate.spec.controller import Controller
+from tidegate.spec.errors import CollectionMissing, ReadBeyondUpper
+from tidegate.spec.frontier import Antichain, Row
+from tidegate.spec.frontier.read_policy import ReadPolicy
+from tidegate.spec.ids import GlobalId
+from tidegate.spec.plan import Plan, Schema, gets, typecheck
+from tidegate.spec.plan.builder import Frame
+from tidegate.spec.plan.relation import Get
+from tidegate.spec.plan.schema import check_row
+from tidegate.spec.protocol.types import (
+    BuildDesc,
+    ColumnOrder,
+    DataflowDescription,
+    IndexImport,
+    RowSetFinishing,
+    SinkExport,
+    SourceImport,
+    SubscribeConnection,
+)
+from tidegate.spec.storage import (
+    CollectionDescription,
+    MaterializedView,
+    ShardFrontiers,
+    StorageController,
+    Table,
+)
+
+from .catalog import (
+    Catalog,
+    CatalogOp,
+    CatalogState,
+    CreateIndex,
+    CreateMaterializedView,
+    CreateReplica,
+    CreateTable,
+    Drop,
+    IndexEntry,
+    MaterializedViewEntry,
+    SetReadPolicy,
+    TableEntry,
+    dataflow_for,
+    restore_plan,
+)
+from .controller.driver import ControllerDriver, ReplicaInfo
+from .controller.errors import RuntimeControllerError
+from .controller.storage_io import ShardStorageIO
+from .controller.streams import EventStream, Subscription
+from .controller.timestamps import Oracle, default_oracle
+from .storage.store import ShardStore
+from .storage.urls import default_urls
+from .transport import Transport
+
+__all__ = ["Environment", "ReplicaSpec", "Replicas"]
+
+INSTANCE = "default"
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaSpec:
+    """A replica: ``address`` set = unmanaged (connect there), else managed by the orchestrator."""
+
+    name: str
+    address: str | None = None
+    spark_master: str | None = None
+    executor: str | None = None
+
+
+Replicas: TypeAlias = int | Mapping[str, str] | Sequence[ReplicaSpec]
+"""``n`` managed replicas ``r1..rn``, ``{name: "host:port"}`` unmanaged ones, or explicit specs."""
+
+Ref: TypeAlias = GlobalId | str
+"""An object by id or by name."""
+
+
+def _replica_specs(replicas: Replicas) -> list[ReplicaSpec]:
+    if isinstance(replicas, int):
+        return [ReplicaSpec(f"r{i}") for i in range(1, replicas + 1)]
+    if isinstance(replicas, Mapping):
+        return [ReplicaSpec(name, address) for name, address in replicas.items()]
+    return list(replicas)
+
+
+def _updates(schema: Schema, rows: Iterable[Any], what: str) -> list[tuple[Row, int]]:
+    """``rows`` (tuples, or ``(row, diff)`` pairs) checked against ``schema``, as ``(row, diff)``."""
+    out: list[tuple[Row, int]] = []
+    for item in rows:
+        if (
+            isinstance(item, tuple)
+            and len(item) == 2
+            and isinstance(item[0], tuple)
+            and type(item[1]) is int
+        ):
+            row, diff = item
+        else:
+            row, diff = item, 1
+        check_row(row, schema, f"{what} row")
+        out.append((row, diff))
+    return out
+
+
+class Environment:
+    """A running tidegate environment (use :meth:`open`); see the module docstring."""
+
+    def __init__(
+        self,
+        driver: ControllerDriver,
+        catalog: Catalog,
+        store: ShardStore,
+        io: ShardStorageIO,
+        oracle: Oracle,
+        orchestrator: Any = None,
+    ) -> None:
+        self.driver = driver
+        self.catalog = catalog
+        self.store = store
+        self.io = io
+        self.oracle = oracle
+        self.orchestrator = orchestrator
+        """The :class:`~tidegate.runtime.orchestrator.Orchestrator` of managed replicas, if any."""
+        self._ddl = anyio.Lock()
+
+    # -- opening ---------------------------------------------------------------------------
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def open(
+        cls,
+        data_dir: str | Path | None = None,
+        *,
+        blob_url: str | None = None,
+        consensus_url: str | None = None,
+        replicas: Replicas = 1,
+        spark_master: str = "local[1]",
+        executor: str = "spark",
+        token: str | None = None,
+        tls: Any = None,
+        replica_tls: Any = None,
+        transport: Transport | None = None,
+        tick_ms: int | None = 1000,
+        maintain_ms: int | None = 1000,
+        poll_ms: int | None = 100,
+        oracle: Oracle | None = None,
+        orchestrator: Any = None,
+    ) -> AsyncIterator[Environment]:
+        """Open (creating or restoring) the environment stored in ``data_dir`` or at the URLs.
+
+        Without a directory or URLs a temporary directory is used (deleted at
+        close). ``replicas``: see :data:`Replicas`; managed replicas run under
+        ``orchestrator`` (by default a :class:`tidegate.runtime.orchestrator.Orchestrator`
+        in ``data_dir`` with ``executor``, ``spark_master``, ``token`` and
+        ``replica_tls``, a :class:`~tidegate.runtime.orchestrator.TlsFiles`).
+        ``transport`` defaults to gRPC with ``token`` and ``tls`` (a
+        :class:`~tidegate.runtime.transport.grpc_client.ClientTls`).
+        """
+        async with contextlib.AsyncExitStack() as stack:
+            if data_dir is None and (blob_url is None or consensus_url is None):
+                tmp = tempfile.mkdtemp(prefix="tidegate-")
+                stack.callback(shutil.rmtree, tmp, True)
+                data_dir = tmp
+            if data_dir is not None:
+                Path(data_dir).mkdir(parents=True, exist_ok=True)
+                default_blob, default_consensus = default_urls(data_dir)
+                blob_url = blob_url or default_blob
+                consensus_url = consensus_url or default_consensus
+            assert blob_url is not None and consensus_url is not None
+            store = await anyio.to_thread.run_sync(
+                lambda: ShardStore.open(blob_url, consensus_url, background=True)
+            )
+            stack.callback(store.close)
+            catalog = Catalog(store.consensus)
+            state = await anyio.to_thread.run_sync(catalog.load)
+            if oracle is None:
+                oracle = await anyio.to_thread.run_sync(default_oracle, store.consensus)
+            specs = _replica_specs(replicas)
+            addresses = {s.name: s.address for s in specs if s.address is not None}
+            managed = [s for s in specs if s.address is None]
+            if managed and orchestrator is None:
+                from .orchestrator import Orchestrator
+
+                assert data_dir is not None
+                orchestrator = await stack.enter_async_context(
+                    Orchestrator(
+                        data_dir,
+                        executor=executor,
+                        spark_master=spark_master,
+                        token=token,
+                        tls=replica_tls,
+                    )
+                )
+            if transport is None:
+                from .transport.grpc_client import GrpcTransport
+
+                transport = GrpcTransport(token=token, tls=tls)
+                stack.push_async_callback(transport.aclose)
+
+            def address_of(name: str) -> str:
+                if name in addresses:
+                    return addresses[name]
+                if orchestrator is None:
+                    raise LookupError(f"no address for replica {name!r}")
+                return str(orchestrator.address(name))
+
+            shard_ids = await anyio.to_thread.run_sync(store.list_shards)
+            durable = [g for g in (_parse_id(s) for s in shard_ids) if g is not None]
+            controller = Controller(StorageController(durable_shards=durable))
+            io = ShardStorageIO(store)
+            driver = ControllerDriver(
+                controller,
+                transport,
+                io,
+                address_of=address_of,
+                oracle=oracle,
+                instance=INSTANCE,
+                tick_ms=tick_ms,
+                maintain_ms=maintain_ms,
+                poll_ms=poll_ms,
+            )
+            await stack.enter_async_context(driver)
+            env = cls(driver, catalog, store, io, oracle, orchestrator)
+            ops: list[CatalogOp] = []
+            known = {r.name for r in state.replicas}
+            for s in specs:
+                if s.name not in known:
+                    ops.append(
+                        CreateReplica(
+                            s.name,
+                            managed=s.address is None,
+                            address=s.address,
+                            spark_master=s.spark_master
+                            or (spark_master if s.address is None else None),
+                            executor=s.executor or executor,
+                        )
+                    )
+            if ops:
+                state = await anyio.to_thread.run_sync(catalog.apply, ops)
+            for s in managed:
+                await orchestrator.ensure(s.name, executor=s.executor, spark_master=s.spark_master)
+            await env._restore(state, [s.name for s in specs])
+            yield env
+
+    async def _restore(self, state: CatalogState, replicas: Sequence[str]) -> None:
+        """Bring back everything in ``state``: collections at their shards' frontiers, then dataflows.
+
+        The one place a (re)starting controller is built up: storage
+        collections, the compute instance, dataflows with as-ofs from the
+        spec's as-of selection, read policies, replicas, and finally
+        initialization complete (replicas then reconcile what they run).
+        """
+        ctl, driver = self.driver.ctl, self.driver
+        frontiers: dict[GlobalId, tuple[Antichain, Antichain]] = {}
+        shards: dict[GlobalId, ShardFrontiers] = {}
+        plan = restore_plan(state)
+        for c in plan.storage_collections:
+            fr = await self.io.ensure_shard(c.id, c.schema)
+            shards[c.id] = fr
+            frontiers[c.id] = (fr.since, fr.upper)
+            if c.kind == "table" and fr.upper.elements:
+                self.oracle.apply_write(max(0, int(fr.upper.elements[0]) - 1))
+        current = await anyio.to_thread.run_sync(self.oracle.read_ts)
+        if frontiers:
+            plan = restore_plan(state, frontiers, current_time=current)
+        descriptions = [
+            (c.id, self._description(state, c.id, c.kind)) for c in plan.storage_collections
+        ]
+        driver.apply(ctl.create_collections(descriptions, shards))
+        driver.apply(ctl.create_instance(INSTANCE))
+        policies = dict(plan.read_policies)
+        storage_ids = {c.id for c in plan.storage_collections}
+        storage_policies = [(g, p) for g, p in policies.items() if g in storage_ids]
+        if storage_policies:
+            driver.set_storage_read_policy(storage_policies)
+        for df in plan.dataflows:
+            if df.as_of is None:
+                df = df.with_as_of(self._select_as_of(state, df, current))
+            driver.create_dataflow(df)
+            for id in df.persist_sink_ids:
+                driver.apply(ctl.allow_writes(INSTANCE, id))
+        compute_policies = [(g, p) for g, p in policies.items() if g not in storage_ids]
+        if compute_policies:
+            driver.set_read_policy(compute_policies)
+        for name in replicas:
+            driver.apply(ctl.add_replica(INSTANCE, name))
+        driver.apply(ctl.initialization_complete())
+        driver.apply(ctl.storage.reconcile_state())
+
+    @staticmethod
+    def _description(
+        state: CatalogState, id: GlobalId, kind: Literal["table", "materialized_view"]
+    ) -> CollectionDescription:
+        if kind == "table":
+            return CollectionDescription(Table())
+        entry = state.get(id)
+        assert isinstance(entry, MaterializedViewEntry)
+        inputs = tuple(
+            g
+            for g in sorted(gets(entry.plan))
+            if isinstance(state.get(g), TableEntry | MaterializedViewEntry)
+        )
+        return CollectionDescription(MaterializedView(inputs))
+
+    # -- lookup ----------------------------------------------------------------------------
+    @property
+    def state(self) -> CatalogState:
+        """The catalog as this environment last wrote or read it."""
+        return self.catalog.state
+
+    def resolve(self, ref: Ref) -> GlobalId:
+        """The id of the object ``ref`` (a name, an id, or an id's text) [UnknownCatalogObject]."""
+        if isinstance(ref, GlobalId):
+            return self.state.get(ref).id
+        try:
+            return self.state.by_name(ref).id
+        except LookupError:
+            gid = _parse_id(ref)
+            if gid is None:
+                raise
+            return self.state.get(gid).id
+
+    def schema(self, ref: Ref) -> Schema:
+        """The row schema of object ``ref``."""
+        return self.state.schema_of(self.resolve(ref))
+
+    def table(self, name: Ref) -> Frame:
+        """A :class:`tidegate.dsl.Frame` reading table (or materialized view or index) ``name``."""
+        gid = self.resolve(name)
+        schema = self.state.schema_of(gid)
+        return Frame(Get(gid, schema), schema)
+
+    # -- DDL -------------------------------------------------------------------------------
+    async def _apply(self, ops: Sequence[CatalogOp]) -> CatalogState:
+        return await anyio.to_thread.run_sync(self.catalog.apply, ops)
+
+    def _fresh_id(self) -> GlobalId:
+        return GlobalId.user(self.state.next_user_id)
+
+    async def create_table(self, name: str, schema: Schema) -> GlobalId:
+        """Create table ``name`` with ``schema``; returns its id."""
+        async with self._ddl:
+            gid = self._fresh_id()
+            state = await self._apply([CreateTable(name, gid, schema)])
+            fr = await self.io.ensure_shard(gid, schema)
+            ctl = self.driver.ctl
+            self.driver.apply(
+                ctl.create_collections([(gid, self._description(state, gid, "table"))], {gid: fr})
+            )
+            return gid
+
+    async def create_index(
+        self,
+        plan: Frame | Plan | Ref,
+        keys: Sequence[str | int] = (),
+        *,
+        name: str | None = None,
+    ) -> GlobalId:
+        """Maintain ``plan`` in an index arranged by ``keys`` (names or positions); returns its id."""
+        async with self._ddl:
+            p = self._plan(plan)
+            schema = typecheck(p)
+            positions = tuple(k if isinstance(k, int) else schema.index(k) for k in keys)
+            on = p.id if isinstance(p, Get) else None
+            gid = self._fresh_id()
+            state = await self._apply([CreateIndex(name or f"index_{gid}", gid, p, positions, on)])
+            df = dataflow_for(state, gid)
+            current = await anyio.to_thread.run_sync(self.oracle.read_ts)
+            self.driver.create_dataflow(df.with_as_of(self._select_as_of(state, df, current)))
+            return gid
+
+    async def create_materialized_view(self, name: str, plan: Frame | Plan | Ref) -> GlobalId:
+        """Maintain ``plan`` into durable storage collection ``name``; returns its id."""
+        async with self._ddl:
+            p = self._plan(plan)
+            gid = self._fresh_id()
+            state = await self._apply([CreateMaterializedView(name, gid, p)])
+            fr = await self.io.ensure_shard(gid, typecheck(p))
+            df = dataflow_for(state, gid)
+            current = await anyio.to_thread.run_sync(self.oracle.read_ts)
+            as_of = self._select_as_of(state, df, current, output=(fr.since, fr.upper))
+            desc = self._description(state, gid, "materialized_view")
+            desc = CollectionDescription(desc.data_source, since=as_of)
+            ctl = self.driver.ctl
+            self.driver.apply(ctl.create_collections([(gid, desc)], {gid: fr}))
+            self.driver.create_dataflow(df.with_as_of(as_of))
+            self.driver.apply(ctl.allow_writes(INSTANCE, gid))
+            return gid
+
+    def _plan(self, plan: Frame | Plan | Ref) -> Plan:
+        if isinstance(plan, Frame):
+            return plan.plan
+        if isinstance(plan, GlobalId | str):
+            gid = self.resolve(plan)
+            return Get(gid, self.state.schema_of(gid))
+        return plan
+
+    def _select_as_of(
+        self,
+        state: CatalogState,
+        df: DataflowDescription,
+        current: int,
+        output: tuple[Antichain, Antichain] | None = None,
+    ) -> Antichain:
+        """The as_of of a new dataflow: the spec's as-of selection over its inputs' frontiers.
+
+        A new materialized view's empty output does not constrain it; imported
+        indexes hold it at or after their sinces.
+        """
+        storage = {s.id: self.driver.storage_frontiers(s.id) for s in df.source_imports}
+        if output is not None and output[1] != output[0]:
+            for sid in df.persist_sink_ids:
+                storage[sid] = output
+        policies = {ie.id: p for ie in df.index_exports if (p := state.read_policy(ie.id))}
+        df = df.with_source_uppers({g: f[1] for g, f in storage.items()})
+        as_of = select_as_ofs([df], storage, policies, current).dataflows[0].as_of
+        assert as_of is not None
+        for ii in df.index_imports:
+            as_of = as_of.join(self.driver.frontiers(ii.id)[0])
+        return as_of
+
+    def _dataflow(
+        self, plan: Plan, export: GlobalId, as_of: Antichain | None
+    ) -> DataflowDescription:
+        state = self.state
+        sources: list[SourceImport] = []
+        imports: list[IndexImport] = []
+        for gid in sorted(gets(plan)):
+            entry = state.get(gid)
+            if isinstance(entry, IndexEntry):
+                imports.append(IndexImport(gid, gid, entry.keys))
+            else:
+                sources.append(SourceImport(gid))
+        return DataflowDescription(
+            f"subscribe {export}",
+            source_imports=tuple(sources),
+            index_imports=tuple(imports),
+            objects_to_build=(BuildDesc(export, plan),),
+            sink_exports=(SinkExport(export, export, SubscribeConnection()),),
+            as_of=as_of,
+        )
+
+    async def subscribe(
+        self, plan: Frame | Plan | Ref, as_of: int | None = None, *, buffer: int | None = None
+    ) -> Subscription:
+        """Stream the changes of ``plan`` from ``as_of`` (default: the freshest complete time).
+
+        Returns an async iterator of :class:`~tidegate.spec.compute.SubscribeBatchOut`
+        (``lower``, ``upper``, ``updates`` as ``(time, row, diff)``); the first
+        batch holds the snapshot at the as_of. Closing it drops the subscribe.
+        """
+        p = self._plan(plan)
+        typecheck(p)
+        gid = self.driver.new_transient_id()
+        if as_of is not None:
+            df = self._dataflow(p, gid, Antichain([as_of]))
+        else:
+            df = self._dataflow(p, gid, None)
+            current = await anyio.to_thread.run_sync(self.oracle.read_ts)
+            df = df.with_as_of(self._select_as_of(self.state, df, current))
+        return self.driver.subscribe(df, buffer=buffer)
+
+    async def drop(self, ref: Ref, *, cascade: bool = False) -> list[GlobalId]:
+        """Drop object ``ref`` (with ``cascade``, its dependents too); returns the dropped ids."""
+        async with self._ddl:
+            gid = self.resolve(ref)
+            before = {e.id: e for e in self.state.entries()}
+            after = await self._apply([Drop(gid, cascade)])
+            gone = sorted(set(before) - {e.id for e in after.entries()}, reverse=True)
+            ctl, driver = self.driver.ctl, self.driver
+            for g in gone:
+                entry = before[g]
+                if isinstance(entry, IndexEntry | MaterializedViewEntry):
+                    driver.drop_collections([g])
+                if isinstance(entry, TableEntry | MaterializedViewEntry):
+                    driver.apply(ctl.drop_sources([g]))
+            return gone
+
+    async def set_read_policy(self, ref: Ref, policy: ReadPolicy) -> None:
+        """How far object ``ref`` may be compacted (its shard too, for tables and views)."""
+        async with self._ddl:
+            gid = self.resolve(ref)
+            entry = self.state.get(gid)
+            if isinstance(entry, IndexEntry):
+                self.driver.ctl.compute.instance(INSTANCE).collection(gid)  # validates first
+            await self._apply([SetReadPolicy(gid, policy)])
+            if isinstance(entry, IndexEntry):
+                self.driver.set_read_policy([(gid, policy)])
+            else:
+                self.driver.set_storage_read_policy([(gid, policy)])
+
+    # -- data ------------------------------------------------------------------------------
+    async def append(self, table: Ref, rows: Iterable[Any]) -> int:
+        """Append rows (tuples, or ``(row, diff)`` pairs) to ``table``; the write timestamp, once durable."""
+        gid = self.resolve(table)
+        entry = self.state.get(gid)
+        if not isinstance(entry, TableEntry):
+            from tidegate.spec.errors import IdentifierInvalid
+
+            raise IdentifierInvalid(gid, f"{entry.name} is not a table")
+        return await self.driver.append(gid, _updates(entry.schema, rows, entry.name))
+
+    async def peek(
+        self,
+        ref: Ref,
+        at: int | None = None,
+        key: Row | None = None,
+        finishing: RowSetFinishing | Sequence[ColumnOrder] | None = None,
+        *,
+        limit: int | None = None,
+    ) -> list[tuple[Row, int]]:
+        """The contents of ``ref`` at time ``at`` as ``(row, count)`` pairs.
+
+        ``at`` defaults to :meth:`freshest` (every acknowledged append shows). It
+        must not be before ``ref``'s since [SinceViolation] nor at or beyond
+        the upper of its durable inputs (tables, views) [ReadBeyondUpper]; a
+        time the inputs have completed is answered once the index catches up.
+        ``key`` looks up one key of an index; ``finishing``
+        (or a list of column orders, plus ``limit``) orders and limits.
+        """
+        gid = self.resolve(ref)
+        entry = self.state.get(gid)
+        target: Literal["index", "persist"] = (
+            "index" if isinstance(entry, IndexEntry) else "persist"
+        )
+        if finishing is None and limit is not None:
+            finishing = RowSetFinishing(limit=limit)
+        elif finishing is not None and not isinstance(finishing, RowSetFinishing):
+            finishing = RowSetFinishing(order_by=tuple(finishing), limit=limit)
+        constraints = None
+        if key is not None:
+            if target != "index":
+                raise RuntimeControllerError(f"key lookups need an index; {entry.name} is not one")
+            constraints = (tuple(key),)
+        if at is None:
+            at = await self.freshest(gid)
+        else:
+            upper = self._input_upper(gid)
+            if upper.less_equal(at):
+                raise ReadBeyondUpper(gid, at, upper)
+        return await self.driver.peek(
+            gid, at, finishing=finishing, target=target, literal_constraints=constraints
+        )
+
+    async def freshest(self, ref: Ref) -> int:
+        """The freshest time at which all of ``ref``'s durable inputs are complete (waits for one).
+
+        A peek there sees every acknowledged append; an index that lags its
+        inputs answers once it has caught up.
+        """
+        gid = self.resolve(ref)
+
+        def bounds() -> tuple[int, Antichain]:
+            since = self.frontiers(gid)[0]
+            if not since.elements:
+                raise CollectionMissing(gid)
+            return int(since.elements[0]), self._input_upper(gid)
+
+        def ready() -> bool:
+            since, upper = bounds()
+            return not upper.less_equal(since)
+
+        if not self._input_upper(gid).elements:  # no durable inputs: the object's own upper
+            return int(await self.driver.freshest(gid, "index"))
+        await self.driver.wait_frontiers(ready)
+        since, upper = bounds()
+        return max(since, int(upper.elements[0]) - 1) if upper.elements else since
+
+    def _input_upper(self, gid: GlobalId) -> Antichain:
+        """The upper of ``gid``'s durable inputs: the times at which all of them are complete."""
+        state, seen, stack = self.state, set(), [gid]
+        uppers: list[Antichain] = []
+        while stack:
+            g = stack.pop()
+            if g in seen:
+                continue
+            seen.add(g)
+            if isinstance(state.get(g), TableEntry | MaterializedViewEntry):
+                uppers.append(self.driver.storage_frontiers(g)[1])
+            else:
+                stack.extend(state.dependencies(g))
+        return Antichain.meet_all(uppers) if uppers else Antichain.empty()
+
+    def frontiers(self, ref: Ref) -> tuple[Antichain, Antichain]:
+        """``(since, upper)`` of object ``ref``."""
+        gid = self.resolve(ref)
+        if isinstance(self.state.get(gid), IndexEntry):
+            return self.driver.frontiers(gid)
+        return self.driver.storage_frontiers(gid)
+
+    def replicas(self) -> list[ReplicaInfo]:
+        """Every replica with its status and connection."""
+        return self.driver.replicas()
+
+    def events(self, buffer: int | None = None) -> EventStream[Any]:
+        """Replica status events from now on, as an async iterator."""
+        return self.driver.events(buffer)
+
+    async def wait_for(self, ref: Ref, time: int, *, timeout_s: float | None = None) -> None:
+        """Wait until object ``ref`` is complete beyond ``time`` (its upper passed it)."""
+        gid = self.resolve(ref)
+        await self.driver.wait_frontiers(
+            lambda: not self.frontiers(gid)[1].less_equal(time), timeout_s=timeout_s
+        )
+
+
+def _parse_id(text: str) -> GlobalId | None:
+    try:
+        return GlobalId.parse(text)
+    except Exception:
+        return None

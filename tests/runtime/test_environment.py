@@ -1,0 +1,238 @@
+"""The embedding API: :class:`Environment` over gRPC to in-process replicas, on asyncio and trio.
+
+Replicas are :class:`ReplicaService` (python executor) behind
+:class:`ReplicaServer`, reading and writing the environment's own data
+directory; answers are checked against the reference evaluator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from tidegate.dsl import Schema, col, count, table
+from tidegate.replica.service import ReplicaService
+from tidegate.runtime import Environment, SyncEnvironment
+from tidegate.runtime.errors import DuplicateCatalogName, HasDependents, UnknownCatalogObject
+from tidegate.runtime.storage.store import ShardStore
+from tidegate.runtime.storage.urls import default_urls
+from tidegate.runtime.transport.grpc_server import ReplicaServer
+from tidegate.spec.errors import ArityMismatch, ReadBeyondUpper, SinceViolation, TypeMismatch
+from tidegate.spec.frontier import Antichain, Row, Update
+from tidegate.spec.frontier.read_policy import LagWriteFrontier
+from tidegate.spec.ids import GlobalId
+from tidegate.spec.plan.reference import evaluate
+from tidegate.spec.plan.relation import Plan
+
+pytestmark = pytest.mark.timeout(180)
+
+BACKENDS = ["asyncio", "trio"]
+ORDERS = Schema.of(("id", "int64", False), ("customer", "string", False), ("amount", "int64"))
+
+
+@contextmanager
+def replica(data_dir: Path) -> Iterator[str]:
+    """An in-process replica over ``data_dir``'s shard store; yields its address."""
+    store = ShardStore.open(*default_urls(data_dir))
+    service = ReplicaService(_python_executor(), store, tick_s=0.01).start()
+    server = ReplicaServer(service).start()
+    try:
+        yield server.address
+    finally:
+        server.stop(0)
+        service.stop()
+        store.close()
+
+
+def _python_executor() -> Any:
+    from tidegate.spec.executor.python import PythonExecutor
+
+    return PythonExecutor()
+
+
+def reference(plan: Plan, inputs: dict[GlobalId, list[Update]], at: int) -> list[tuple[Row, int]]:
+    return sorted(evaluate(plan, inputs, at).rows.items())
+
+
+def run(backend: str, main: Callable[[], Any]) -> None:
+    anyio.run(main, backend=backend)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_tables_indexes_views_and_peeks(tmp_path: Path, backend: str) -> None:
+    async def main() -> None:
+        with replica(tmp_path) as address, anyio.fail_after(90):
+            # No tick: the index's as_of (the freshest complete time) is the first append's.
+            async with Environment.open(tmp_path, replicas={"r1": address}, tick_ms=None) as env:
+                orders = await env.create_table("orders", ORDERS)
+                log: list[Update] = []
+                t0 = await env.append("orders", [(1, "ann", 10), (2, "bob", 25), (3, "ann", 40)])
+                log += [((1, "ann", 10), t0, 1), ((2, "bob", 25), t0, 1), ((3, "ann", 40), t0, 1)]
+                big = env.table("orders").filter(col("amount") > 20)
+                idx = await env.create_index(big, ["id"], name="big_orders")
+                per_customer = env.table("orders").group_by("customer").agg(count())
+                mv = await env.create_materialized_view("per_customer", per_customer)
+                t1 = await env.append("orders", [((2, "bob", 25), -1), (4, "cy", 70)])
+                log += [((2, "bob", 25), t1, -1), ((4, "cy", 70), t1, 1)]
+                inputs = {orders: log}
+                for at in (t0, t1):
+                    assert sorted(await env.peek(idx, at)) == reference(big.plan, inputs, at)
+                    assert sorted(await env.peek("orders", at)) == reference(
+                        env.table("orders").plan, inputs, at
+                    )
+                await env.wait_for(mv, t1, timeout_s=30)
+                assert sorted(await env.peek("per_customer", t1)) == reference(
+                    per_customer.plan, inputs, t1
+                )
+                # The default time is the freshest complete one; key lookups use the index.
+                assert sorted(await env.peek("big_orders")) == reference(big.plan, inputs, t1)
+                assert await env.peek(idx, key=(3,)) == [((3, "ann", 40), 1)]
+                since, upper = env.frontiers(idx)
+                assert since.less_equal(t0) and not upper.less_equal(t1)
+                (info,) = env.replicas()
+                assert info.replica == "r1" and info.status == "connected"
+                assert await env.drop("big_orders") == [idx]
+                with pytest.raises(UnknownCatalogObject):
+                    await env.peek("big_orders")
+
+    run(backend, main)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_typed_errors_leave_state_unchanged(tmp_path: Path, backend: str) -> None:
+    async def main() -> None:
+        with replica(tmp_path) as address, anyio.fail_after(90):
+            async with Environment.open(tmp_path, replicas={"r1": address}, tick_ms=None) as env:
+                await env.create_table("t", Schema.of(("x", "int64", False)))
+                t0 = await env.append("t", [(1,), (2,)])
+                idx = await env.create_index(env.table("t"), ["x"])
+                state, frontiers = env.state, env.frontiers("t")
+                with pytest.raises(UnknownCatalogObject):
+                    await env.append("nope", [(1,)])
+                with pytest.raises(TypeMismatch):
+                    await env.append("t", [(3,), ("four",)])
+                with pytest.raises(ArityMismatch):
+                    await env.append("t", [(3, 4)])
+                with pytest.raises(DuplicateCatalogName):
+                    await env.create_table("t", Schema.of(("y", "int64")))
+                with pytest.raises(ReadBeyondUpper):
+                    await env.peek("t", t0 + 1)
+                with pytest.raises(SinceViolation):
+                    await env.peek(idx, env.frontiers(idx)[0].elements[0] - 1)
+                assert env.state == state and env.frontiers("t") == frontiers
+                assert env.driver.ctl.instance("default").pending_peeks() == []
+                assert sorted(await env.peek("t", t0)) == [((1,), 1), ((2,), 1)]
+
+    run(backend, main)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_reopening_restores_the_catalog_and_every_acknowledged_append(
+    tmp_path: Path, backend: str
+) -> None:
+    plan = table("u1", ORDERS).filter(col("amount") >= 20).plan
+
+    async def main() -> None:
+        with anyio.fail_after(120):
+            with replica(tmp_path) as address:
+                async with Environment.open(tmp_path, replicas={"r1": address}, tick_ms=50) as env:
+                    t = await env.create_table("orders", ORDERS)
+                    assert t == GlobalId.user(1)
+                    await env.create_index(plan, ["id"], name="big")
+                    await env.create_materialized_view("big_mv", plan)
+                    acked = [await env.append("orders", [(i, "ann", 10 * i)]) for i in range(1, 5)]
+                    await env.set_read_policy("orders", LagWriteFrontier(100, 10))
+            # A new controller and a new replica process over the same data directory.
+            with replica(tmp_path) as address:
+                async with Environment.open(tmp_path, replicas={"r1": address}, tick_ms=50) as env:
+                    assert [e.name for e in env.state.entries()] == ["orders", "big", "big_mv"]
+                    assert env.state.read_policy(t) == LagWriteFrontier(100, 10)
+                    log = [((i, "ann", 10 * i), ts, 1) for i, ts in enumerate(acked, 1)]
+                    last = await env.append("orders", [(9, "bob", 90)])
+                    log.append(((9, "bob", 90), last, 1))
+                    assert last > acked[-1]
+                    want = reference(plan, {t: log}, last)
+                    assert sorted(await env.peek("big", last)) == want
+                    await env.wait_for("big_mv", last, timeout_s=30)
+                    assert sorted(await env.peek("big_mv", last)) == want
+                    new = await env.create_table("more", Schema.of(("x", "int64")))
+                    assert new == GlobalId.user(4)
+
+    run(backend, main)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_subscribe_from_the_freshest_time_and_close(tmp_path: Path, backend: str) -> None:
+    async def main() -> None:
+        with replica(tmp_path) as address, anyio.fail_after(90):
+            async with Environment.open(tmp_path, replicas={"r1": address}, tick_ms=50) as env:
+                await env.create_table("t", Schema.of(("x", "int64", False)))
+                t0 = await env.append("t", [(1,), (2,)])
+                sub = await env.subscribe(env.table("t").filter(col("x") > 1))
+                updates: list[tuple[int, Row, int]] = []
+                sent = False
+                async with sub:
+                    async for batch in sub:
+                        updates.extend(batch.updates)
+                        if not sent:
+                            assert batch.lower == Antichain([t0])  # the snapshot, at the as_of
+                            t1 = await env.append("t", [(3,), ((2,), -1), (0,)])
+                            sent = True
+                        elif not batch.upper.less_equal(t1):
+                            break
+                assert updates == [(t0, (2,), 1), (t1, (2,), -1), (t1, (3,), 1)]
+                view = env.driver.ctl.instance("default")
+                assert view.active_subscribes() == []
+
+    run(backend, main)
+
+
+def test_sync_environment(tmp_path: Path) -> None:
+    with (
+        replica(tmp_path) as address,
+        SyncEnvironment.open(tmp_path, replicas={"r1": address}, tick_ms=50) as env,
+    ):
+        env.create_table("t", Schema.of(("x", "int64", False)))
+        ts = env.append("t", [(5,), ((6,), 2)])
+        assert sorted(env.peek("t", ts)) == [((5,), 1), ((6,), 2)]
+        idx = env.create_index(env.table("t"), ["x"])
+        assert env.peek(idx, key=(6,)) == [((6,), 2)]
+        assert not env.frontiers("t")[1].less_equal(ts)
+        with env.subscribe("t") as sub:
+            first = next(sub)
+            assert sorted((r, d) for _, r, d in first.updates) == [((5,), 1), ((6,), 2)]
+        assert [(r.replica, r.status) for r in env.replicas()] == [("r1", "connected")]
+        events = env.events()
+        events.close()
+        assert list(events) == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_drop_refuses_dependents_and_cascade_releases_the_shards(
+    tmp_path: Path, backend: str
+) -> None:
+    async def main() -> None:
+        with replica(tmp_path) as address, anyio.fail_after(90):
+            async with Environment.open(tmp_path, replicas={"r1": address}, tick_ms=50) as env:
+                t = await env.create_table("t", Schema.of(("x", "int64", False)))
+                await env.append("t", [(1,)])
+                idx = await env.create_index(env.table("t"), ["x"])
+                mv = await env.create_materialized_view("m", env.table("t"))
+                await env.wait_for(mv, await env.append("t", [(2,)]), timeout_s=30)
+                state = env.state
+                with pytest.raises(HasDependents):
+                    await env.drop("t")
+                assert env.state == state
+                assert await env.drop("t", cascade=True) == [mv, idx, t]
+                assert env.state.entries() == []
+                # With every hold released, the shards of the table and the view are finalized.
+                while not all(env.store.state(str(g)).finalized for g in (t, mv)):
+                    await anyio.sleep(0.05)
+                assert env.driver.ctl.instance("default").collection_ids() == []
+
+    run(backend, main)

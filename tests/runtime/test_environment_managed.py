@@ -1,0 +1,48 @@
+"""The environment with managed replicas: real replica processes (python executor) under the orchestrator.
+
+Two replicas run as child processes; one is SIGKILLed while clients keep
+peeking: the other answers, the orchestrator restarts the killed one and the
+driver reconnects to it and replays the history (epoch + 1).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from tidegate.dsl import Schema, col
+from tidegate.runtime import Environment
+
+pytestmark = pytest.mark.timeout(180)
+
+
+@pytest.mark.parametrize("backend", ["asyncio", "trio"])
+def test_managed_replicas_survive_a_sigkill(tmp_path: Path, backend: str) -> None:
+    async def main() -> None:
+        with anyio.fail_after(120):
+            async with Environment.open(tmp_path, replicas=2, executor="python", tick_ms=50) as env:
+                assert env.orchestrator is not None
+                await env.create_table("t", Schema.of(("x", "int64", False)))
+                idx = await env.create_index(env.table("t").filter(col("x") > 1), ["x"])
+                events = env.events()
+                await env.append("t", [(1,), (2,)])
+                assert await env.peek(idx) == [((2,), 1)]
+                await env.orchestrator.kill("r1")
+                # Service continues on r2 while r1 is down and rehydrating.
+                ts = await env.append("t", [(3,)])
+                assert sorted(await env.peek(idx, ts)) == [((2,), 1), ((3,), 1)]
+                seen = []
+                async for e in events:
+                    seen.append((e.replica, e.status, e.epoch))
+                    if (e.replica, e.status, e.epoch) == ("r1", "connected", 2):
+                        break
+                assert ("r1", "failed", 1) in seen and ("r1", "rehydrating", 2) in seen
+                statuses = {r.replica: (r.status, r.epoch) for r in env.replicas()}
+                assert statuses == {"r1": ("connected", 2), "r2": ("connected", 1)}
+                assert env.orchestrator.status()["r1"].restarts == 1
+                ts = await env.append("t", [(4,)])
+                assert sorted(await env.peek(idx, ts)) == [((2,), 1), ((3,), 1), ((4,), 1)]
+
+    anyio.run(main, backend=backend)
