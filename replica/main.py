@@ -1,0 +1,221 @@
+"""``tidegate replica``: the replica process (gRPC server, replica service, metrics).
+
+Prints one JSON line to stdout when it serves::
+
+    {"event": "listening", "address": "127.0.0.1:7001", "metrics": "127.0.0.1:9101", "pid": 1234}
+
+(``metrics`` is ``null`` without ``--metrics``); everything else is a JSON
+log line on stderr. SIGTERM or SIGINT shut it down gracefully: health turns
+``NOT_SERVING``, the current stream ends with ``UNAVAILABLE``, storage reads
+stop, exit status 0. An incompatible ``CreateInstance`` on reconnect halts
+it with status 2 (a fresh process starts over). ``--exit-with-parent`` also
+shuts it down when its parent process dies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from types import FrameType
+
+__all__ = ["HALT_EXIT_CODE", "build_parser", "main"]
+
+HALT_EXIT_CODE = 2
+"""Exit status after a halt demanded by the protocol (reference/compute.md §6.2)."""
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _host_port(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+    return host, int(port)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="tidegate replica",
+        description="Serve the compute protocol over gRPC, running dataflows on Spark "
+        "(or the Python reference executor).",
+    )
+    p.add_argument("--listen", required=True, help="HOST:PORT to serve gRPC on (port 0: any)")
+    p.add_argument(
+        "--storage",
+        help="shard store root: a directory (or file:// URL) holding blob/ and consensus.db",
+    )
+    p.add_argument("--blob", help="Blob store URL (overrides --storage's)")
+    p.add_argument("--consensus", help="Consensus store URL (overrides --storage's)")
+    p.add_argument("--executor", choices=("spark", "python"), default="spark")
+    p.add_argument("--spark-master", default="local[2]", help="any Spark master URL")
+    p.add_argument("--workers", type=int, default=None, help="Spark parallelism (partitions)")
+    p.add_argument("--metrics", help="HOST:PORT to serve Prometheus /metrics on (port 0: any)")
+    p.add_argument("--token", default=os.environ.get("TIDEGATE_TOKEN"), help="shared bearer token")
+    p.add_argument("--tls-cert", help="PEM certificate chain (enables TLS)")
+    p.add_argument("--tls-key", help="PEM private key")
+    p.add_argument("--tls-client-ca", help="PEM CA for client certificates (mutual TLS)")
+    p.add_argument("--tick-ms", type=int, default=50, help="periodic step interval")
+    p.add_argument("--exit-with-parent", action="store_true", help="exit when the parent dies")
+    p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    return p
+
+
+def _storage_urls(args: argparse.Namespace) -> tuple[str, str]:
+    from tidegate.runtime.storage import default_urls
+
+    blob, consensus = args.blob, args.consensus
+    if args.storage:
+        root = args.storage
+        if root.startswith("file://"):
+            root = root[len("file://") :]
+        elif "://" in root:
+            raise SystemExit(
+                f"--storage takes a directory or file:// URL, got {args.storage!r}; "
+                "use --blob and --consensus for other backends"
+            )
+        d_blob, d_consensus = default_urls(root)
+        blob, consensus = blob or d_blob, consensus or d_consensus
+    if not blob or not consensus:
+        raise SystemExit("give --storage DIR, or both --blob URL and --consensus URL")
+    return blob, consensus
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _die_with_parent(stop: threading.Event) -> None:
+    """Shut down when the parent dies: SIGTERM by ``prctl(PR_SET_PDEATHSIG)`` on Linux, and a
+    watchdog on the parent pid everywhere (``TIDEGATE_PARENT_PID``, if set, names the process
+    to outlive no longer than, e.g. the orchestrator behind a wrapper)."""
+    parent = os.getppid()
+    named = os.environ.get("TIDEGATE_PARENT_PID", "")
+    watched = int(named) if named.isdigit() else None
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+    def orphaned() -> bool:
+        return os.getppid() != parent or (watched is not None and not _alive(watched))
+
+    if orphaned():  # the parent died before the death signal was armed
+        stop.set()
+        return
+
+    def watch() -> None:
+        while not stop.wait(0.5):
+            if orphaned():
+                stop.set()
+
+    threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    from .logs import configure_logging, log_event
+
+    log = configure_logging(getattr(logging, args.log_level.upper()))
+    blob_url, consensus_url = _storage_urls(args)
+    listen_host, _ = _host_port(args.listen)
+    metrics_addr = _host_port(args.metrics) if args.metrics else None
+
+    stop = threading.Event()
+    halted: list[str] = []
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    if args.exit_with_parent:
+        _die_with_parent(stop)
+
+    from tidegate.runtime.storage import ShardStore
+    from tidegate.runtime.transport.grpc_server import ReplicaServer, ServerTls
+
+    from .executors import make_executor
+    from .metrics import ReplicaMetrics
+    from .service import ReplicaService
+
+    tls = None
+    if args.tls_cert or args.tls_key:
+        if not (args.tls_cert and args.tls_key):
+            raise SystemExit("--tls-cert and --tls-key go together")
+        tls = ServerTls.from_files(args.tls_cert, args.tls_key, args.tls_client_ca)
+
+    log_event(log, "starting", executor=args.executor, blob=blob_url, consensus=consensus_url)
+    try:
+        store = ShardStore.open(blob_url, consensus_url)
+        executor = make_executor(
+            args.executor, spark_master=args.spark_master, workers=args.workers
+        )
+    except Exception as e:
+        log_event(log, "startup_failed", level=logging.CRITICAL, error=repr(e), exc_info=True)
+        return 1
+    metrics = ReplicaMetrics()
+
+    def on_halt(reason: str) -> None:
+        halted.append(reason)
+        stop.set()
+
+    service = ReplicaService(
+        executor,
+        store,
+        tick_s=args.tick_ms / 1000,
+        metrics=metrics,
+        logger=log,
+        on_halt=on_halt,
+    ).start()
+    try:
+        server = ReplicaServer(service, address=args.listen, token=args.token, tls=tls).start()
+        metrics_at = None
+        if metrics_addr is not None:
+            port = metrics.serve(*metrics_addr)
+            metrics_at = f"{metrics_addr[0]}:{port}"
+    except Exception as e:  # e.g. the address is taken
+        log_event(log, "startup_failed", level=logging.CRITICAL, error=repr(e))
+        service.stop()
+        store.close()
+        return 1
+    address = f"{listen_host}:{server.port}"
+    print(
+        json.dumps(
+            {"event": "listening", "address": address, "metrics": metrics_at, "pid": os.getpid()}
+        ),
+        flush=True,
+    )
+    log_event(log, "listening", address=address, metrics=metrics_at, executor=args.executor)
+
+    while not stop.wait(1.0):
+        pass
+    log_event(log, "shutting_down", halt=halted[0] if halted else None)
+    server.stop(grace=1.0)
+    service.stop()
+    store.close()
+    metrics.close()
+    if args.executor == "spark":
+        with contextlib.suppress(Exception):
+            stop_spark = getattr(executor, "close", None) or getattr(executor, "stop", None)
+            if callable(stop_spark):
+                stop_spark()
+    log_event(log, "stopped", exit_code=HALT_EXIT_CODE if halted else 0)
+    return HALT_EXIT_CODE if halted else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,129 @@
+"""The replica's Prometheus metrics, in a registry of their own (one per service, never the global one).
+
+:meth:`ReplicaMetrics.serve` exposes them in the text format on ``/metrics``.
+Frontier values and lags are in timestamp units (the controller's times).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+__all__ = ["ReplicaMetrics"]
+
+_LATENCY_BUCKETS = (
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+)
+
+
+class ReplicaMetrics:
+    """Every metric of one replica service (see each attribute's help text)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.connections = Counter(
+            "tidegate_replica_connections_accepted", "Controller streams accepted", registry=r
+        )
+        self.commands = Counter(
+            "tidegate_replica_commands", "Commands received, by kind", ["kind"], registry=r
+        )
+        self.command_errors = Counter(
+            "tidegate_replica_command_errors",
+            "Commands rejected with a typed error, by error class",
+            ["error"],
+            registry=r,
+        )
+        self.responses = Counter(
+            "tidegate_replica_responses", "Responses sent, by kind", ["kind"], registry=r
+        )
+        self.peek_latency = Histogram(
+            "tidegate_replica_peek_latency_seconds",
+            "From a Peek's arrival to its answer, by result",
+            ["result"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.step_latency = Histogram(
+            "tidegate_replica_step_latency_seconds",
+            "Duration of one replica step (executor step, reports, answers)",
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.step_errors = Counter(
+            "tidegate_replica_step_errors", "Steps that failed in the executor", registry=r
+        )
+        self.frontier_lag = Gauge(
+            "tidegate_replica_frontier_lag",
+            "How far a collection's output frontier trails the storage uppers of its inputs",
+            ["collection"],
+            registry=r,
+        )
+        self.output_frontier = Gauge(
+            "tidegate_replica_output_frontier",
+            "A collection's last reported output frontier (its least time)",
+            ["collection"],
+            registry=r,
+        )
+        self.arrangement_records = Gauge(
+            "tidegate_replica_arrangement_records",
+            "Records (with multiplicity) in an export's arrangement at its upper",
+            ["collection"],
+            registry=r,
+        )
+        self.dataflows = Gauge(
+            "tidegate_replica_dataflows", "Dataflows installed (log dataflows included)", registry=r
+        )
+        self.reconciled = Counter(
+            "tidegate_replica_reconciled_dataflows",
+            "Dataflows after a reconnect's reconciliation, by outcome (reused, rebuilt, dropped)",
+            ["outcome"],
+            registry=r,
+        )
+        self.storage_reads = Gauge(
+            "tidegate_replica_storage_reads", "Storage collections being followed", registry=r
+        )
+        self.writes = Counter(
+            "tidegate_replica_writes",
+            "Materialized-view appends, by outcome (ok, upper_mismatch, retry)",
+            ["outcome"],
+            registry=r,
+        )
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+
+    def forget(self, collection: str) -> None:
+        """Remove the frontier series of a dropped collection."""
+        for g in (self.frontier_lag, self.output_frontier):
+            with contextlib.suppress(KeyError):
+                g.remove(collection)
+
+    def serve(self, host: str, port: int) -> int:
+        """Serve ``/metrics`` on ``host:port`` (0 picks a port) in a daemon thread; the bound port."""
+        server, thread = start_http_server(port, addr=host, registry=self.registry)
+        self._server, self._thread = server, thread
+        return int(server.server_port)
+
+    def close(self) -> None:
+        """Stop serving (if serving)."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None

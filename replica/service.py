@@ -1,0 +1,720 @@
+"""``ReplicaService``: the spec's ``ComputeReplica`` driven with real IO, served over gRPC.
+
+It is the :class:`~tidegate.runtime.transport.handler.ReplicaHandler` that
+:class:`~tidegate.runtime.transport.grpc_server.ReplicaServer` serves. One
+loop thread owns the core (which is not thread-safe); everything reaches it
+as an event on one queue: commands from the current stream, storage
+deliveries (one follower thread per collection read), write completions (one
+writer thread) and persist-peek results (one waiter thread per persist peek).
+The loop performs the core's outputs (as :mod:`tidegate.sim.replica` does in
+the simulator):
+
+* ``Respond``: to the current stream's response sink;
+* ``ReadSource``: a follower on shard ``str(id)``: once its upper passes the
+  as_of, the snapshot at the as_of (delivered with upper ``as_of + 1``), then
+  every change of a :meth:`~tidegate.runtime.storage.ShardStore.listen`;
+* ``StopReading``: stop that follower (releasing its lease);
+* ``WriteOutput``: ``compare_and_append`` expecting ``lower``, reported with
+  ``write_completed`` or, on a mismatch, ``write_failed``;
+* ``PeekPersist``: a snapshot once the shard's upper passes the peek's time;
+* ``Reconciled``: a log line and the reconciliation metrics.
+
+The loop steps shortly after inputs (those arriving within ``step_delay_s``
+share one step) and on a periodic tick. A new stream starts a new protocol
+iteration of the same core when its first command (which must be ``Hello``) arrives;
+until then, responses belong to the old stream and are dropped with it.
+A command the core rejects raises its typed error in the stream's reader, so
+the server ends the stream with ``FAILED_PRECONDITION`` naming the rule; the
+core is unchanged and the next stream starts over with ``Hello``. Executor
+failures become typed answers (see :class:`~.executors.GuardedExecutor`) or
+a logged failed step; the service keeps serving.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+import uuid as _uuid
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any
+
+from tidegate.runtime.storage import ShardStore
+from tidegate.runtime.transport.handler import ResponseSink
+from tidegate.spec.compute_replica import ComputeReplica
+from tidegate.spec.compute_replica.outputs import (
+    PeekPersist,
+    ReadSource,
+    Reconciled,
+    ReplicaOutput,
+    Respond,
+    StopReading,
+    WriteOutput,
+)
+from tidegate.spec.errors import StageViolation, TidegateError, UpperMismatch
+from tidegate.spec.errors.replica import IncompatibleInstance
+from tidegate.spec.executor.contract import Executor
+from tidegate.spec.frontier import Antichain, Row, Update
+from tidegate.spec.ids import GlobalId
+from tidegate.spec.protocol.commands import ComputeCommand, CreateDataflow, Hello, Peek
+from tidegate.spec.protocol.responses import (
+    ComputeResponse,
+    Frontiers,
+    PeekCanceled,
+    PeekError,
+    PeekResponse,
+)
+
+from .executors import GuardedExecutor
+from .logs import LOGGER_NAME, log_event
+from .metrics import ReplicaMetrics
+
+__all__ = ["ReplicaService", "ServiceStopped"]
+
+
+class ServiceStopped(TidegateError):
+    """The replica service stopped before it could handle a command."""
+
+
+def _wall_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _least(f: Antichain) -> int | None:
+    return int(f.elements[0]) if f.elements else None
+
+
+# -- events on the loop's queue ------------------------------------------------------------
+
+
+@dataclass(eq=False)
+class _Command:
+    conn: _Connection
+    command: ComputeCommand
+    done: Future[None]
+
+
+@dataclass(eq=False)
+class _Closed:
+    conn: _Connection
+
+
+@dataclass(eq=False)
+class _Delivery:
+    follower: _Follower
+    updates: list[Update]
+    upper: Antichain
+
+
+@dataclass(eq=False)
+class _WriteDone:
+    sink_id: GlobalId
+    ok: bool
+    upper: Antichain
+
+
+@dataclass(eq=False)
+class _PersistDone:
+    uuid: _uuid.UUID
+    rows: dict[Row, int] | None
+    error: str | None
+
+
+class _Stop:
+    pass
+
+
+_Event = _Command | _Closed | _Delivery | _WriteDone | _PersistDone | _Stop
+
+
+class _Connection:
+    """One accepted stream (a :class:`~tidegate.runtime.transport.handler.ReplicaSession`)."""
+
+    def __init__(self, service: ReplicaService, number: int, sink: ResponseSink) -> None:
+        self.service = service
+        self.number = number
+        self.sink = sink
+        self.started = False  # its first command (Hello) has been handled
+
+    def on_command(self, command: ComputeCommand) -> None:
+        done: Future[None] = Future()
+        self.service._post(_Command(self, command, done))
+        done.result()  # re-raises the core's typed error in the stream's reader
+
+    def on_close(self) -> None:
+        self.service._post(_Closed(self))
+
+
+# -- IO workers -------------------------------------------------------------------------------
+
+
+class _Follower:
+    """Follows shard ``str(id)`` from ``as_of`` in a thread: the snapshot, then every change."""
+
+    def __init__(self, service: ReplicaService, id: GlobalId, as_of: int) -> None:
+        self.service = service
+        self.id = id
+        self.as_of = as_of
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, name=f"follow-{id}", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+    def _run(self) -> None:
+        svc, shard, log = self.service, str(self.id), self.service.log
+        listener = None
+        snapshotted = False
+        delay = svc.poll_s
+        complained = ""
+        try:
+            while not self.stopped.is_set():
+                try:
+                    if listener is None:  # holds the since at the as_of from now on
+                        listener = svc.store.listen(shard, self.as_of)
+                    if not snapshotted:
+                        upper = svc.store.upper(shard)
+                        while upper.less_equal(self.as_of) and not self.stopped.is_set():
+                            self.stopped.wait(delay)
+                            delay = min(delay * 2, svc.poll_max_s)
+                            upper = svc.store.upper(shard)
+                        if self.stopped.is_set():
+                            return
+                        rows = svc.store.snapshot_rows(shard, self.as_of)
+                        svc._post(_Delivery(self, rows, Antichain([self.as_of + 1])))
+                        snapshotted = True
+                        delay = svc.poll_s
+                    event = listener.poll()
+                    if event is not None:
+                        svc._post(_Delivery(self, event.updates, event.progress))
+                        delay = svc.poll_s
+                        if event.progress.is_empty():
+                            return
+                        continue
+                except Exception as e:
+                    what = f"{type(e).__name__}: {e}"
+                    if what != complained:  # once per distinct problem, not per retry
+                        complained = what
+                        log_event(
+                            log, "storage_read_failed", level=logging.WARNING, id=shard, error=what
+                        )
+                    delay = max(delay, 0.1)
+                self.stopped.wait(delay)
+                delay = min(delay * 2, svc.poll_max_s)
+        finally:
+            if listener is not None:
+                try:
+                    listener.close()
+                except Exception as e:
+                    log_event(
+                        log,
+                        "storage_release_failed",
+                        level=logging.WARNING,
+                        id=shard,
+                        error=repr(e),
+                    )
+
+
+class _Writer:
+    """Appends materialized-view outputs in one thread, in order; retries what may succeed later."""
+
+    def __init__(self, service: ReplicaService) -> None:
+        self.service = service
+        self.jobs: queue.SimpleQueue[tuple[WriteOutput, str] | None] = queue.SimpleQueue()
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="mv-writer", daemon=True)
+
+    def submit(self, out: WriteOutput) -> None:
+        self.jobs.put((out, f"{self.service.store.writer_id}-{_uuid.uuid4().hex}"))
+
+    def stop(self) -> None:
+        self.stopped.set()
+        self.jobs.put(None)
+
+    def _run(self) -> None:
+        svc = self.service
+        while True:
+            job = self.jobs.get()
+            if job is None or self.stopped.is_set():
+                return
+            out, token = job
+            delay = 0.05
+            while not self.stopped.is_set():
+                try:
+                    new = svc.store.compare_and_append(
+                        str(out.sink_id), list(out.updates), out.lower, out.upper, token
+                    )
+                except UpperMismatch as e:
+                    actual = e.actual_upper
+                    if not isinstance(actual, Antichain):
+                        actual = Antichain([actual])
+                    svc.metrics.writes.labels("upper_mismatch").inc()
+                    svc._post(_WriteDone(out.sink_id, False, actual))
+                    break
+                except Exception as e:
+                    svc.metrics.writes.labels("retry").inc()
+                    log_event(
+                        svc.log,
+                        "write_failed",
+                        level=logging.WARNING,
+                        id=str(out.sink_id),
+                        error=f"{type(e).__name__}: {e}",
+                        retry_in_s=delay,
+                    )
+                    self.stopped.wait(delay)
+                    delay = min(delay * 2, 5.0)
+                else:
+                    svc.metrics.writes.labels("ok").inc()
+                    svc._post(_WriteDone(out.sink_id, True, new))
+                    break
+
+
+class _PersistPeek:
+    """Reads shard ``str(id)`` at ``time`` once its upper passes it, in a thread."""
+
+    def __init__(self, service: ReplicaService, out: PeekPersist) -> None:
+        self.service = service
+        self.out = out
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._run, name=f"peek-{out.uuid}", daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def stop(self) -> None:
+        self.stopped.set()
+
+    def _run(self) -> None:
+        svc, out = self.service, self.out
+        shard, t = str(out.collection_id), int(out.timestamp)
+        delay = svc.poll_s
+        while not self.stopped.is_set():
+            try:
+                if not svc.store.upper(shard).less_equal(t):
+                    rows: dict[Row, int] = {}
+                    for row, _t, d in svc.store.snapshot_rows(shard, t):
+                        rows[row] = rows.get(row, 0) + d
+                    svc._post(_PersistDone(out.uuid, rows, None))
+                    return
+            except TidegateError as e:  # unknown shard, compacted past t, finalized
+                svc._post(_PersistDone(out.uuid, None, f"{type(e).__name__}: {e}"))
+                return
+            except Exception as e:
+                log_event(svc.log, "persist_peek_retry", level=logging.WARNING, error=repr(e))
+            self.stopped.wait(delay)
+            delay = min(delay * 2, svc.poll_max_s)
+
+
+# -- the service ------------------------------------------------------------------------------
+
+
+class ReplicaService:
+    """Serves one :class:`ComputeReplica` over ``executor`` and ``store`` (see the module docstring).
+
+    ``tick_s``: the periodic step; ``step_delay_s``: how soon after an input
+    the loop steps (inputs arriving meanwhile share that step);
+    ``poll_s``/``poll_max_s``: the storage polling interval (backing off
+    from the first to the second while idle); ``on_halt(reason)``: called
+    (from the loop thread) when the core demands that the process halt (an
+    incompatible ``CreateInstance`` on reconnect).
+    """
+
+    def __init__(
+        self,
+        executor: Executor,
+        store: ShardStore,
+        *,
+        tick_s: float = 0.05,
+        step_delay_s: float = 0.002,
+        poll_s: float = 0.005,
+        poll_max_s: float = 0.05,
+        metrics: ReplicaMetrics | None = None,
+        logger: logging.Logger | None = None,
+        on_halt: Callable[[str], None] | None = None,
+        clock_ms: Callable[[], int] = _wall_ms,
+    ) -> None:
+        self.executor = GuardedExecutor(executor)
+        self.store = store
+        self.tick_s = tick_s
+        self.step_delay_s = step_delay_s
+        self.poll_s = poll_s
+        self.poll_max_s = poll_max_s
+        self.metrics = metrics if metrics is not None else ReplicaMetrics()
+        self.log = logger if logger is not None else logging.getLogger(LOGGER_NAME)
+        self.on_halt = on_halt
+        self.core = ComputeReplica(self.executor, clock=clock_ms)
+        self._events: queue.SimpleQueue[_Event] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._loop, name="replica-loop", daemon=True)
+        self._lock = threading.Lock()
+        self._connections = 0
+        self._stopped = False
+        # Loop-thread state.
+        self._conn: _Connection | None = None
+        self._newest = 0
+        self._followers: dict[GlobalId, _Follower] = {}
+        self._delivered: dict[GlobalId, Antichain] = {}
+        self._persist: dict[_uuid.UUID, _PersistPeek] = {}
+        self._peek_started: dict[_uuid.UUID, float] = {}
+        self._inputs: dict[GlobalId, frozenset[GlobalId]] = {}
+        self._outputs: dict[GlobalId, Antichain] = {}
+        self._gauged: set[GlobalId] = set()
+        self._writer = _Writer(self)
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def start(self) -> ReplicaService:
+        self._writer.thread.start()
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop the loop, the storage followers, the writer and pending persist peeks."""
+        with self._lock:
+            self._stopped = True
+        self._events.put(_Stop())
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+        self._writer.stop()
+        self._writer.thread.join(timeout)
+
+    @property
+    def connections(self) -> int:
+        """How many streams were accepted so far."""
+        return self._connections
+
+    def _post(self, event: _Event) -> None:
+        if isinstance(event, _Command):
+            # Under the lock: a command is either queued before the loop's final drain
+            # (which answers it) or refused here; never left waiting.
+            with self._lock:
+                if self._stopped:
+                    event.done.set_exception(ServiceStopped("the replica is shutting down"))
+                else:
+                    self._events.put(event)
+            return
+        self._events.put(event)
+
+    # -- ReplicaHandler ---------------------------------------------------------------------
+
+    def on_connect(self, metadata: Mapping[str, str], responses: ResponseSink) -> _Connection:
+        with self._lock:
+            self._connections += 1
+            number = self._connections
+        self.metrics.connections.inc()
+        log_event(
+            self.log, "connection_accepted", connection=number, peer=metadata.get("user-agent")
+        )
+        return _Connection(self, number, responses)
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    def _loop(self) -> None:
+        next_tick = time.monotonic() + self.tick_s
+        soon: float | None = None  # when to step for inputs that arrived
+        try:
+            while True:
+                deadline = next_tick if soon is None else min(next_tick, soon)
+                try:
+                    first = self._events.get(timeout=max(0.0, deadline - time.monotonic()))
+                    events = [first]
+                except queue.Empty:
+                    events = []
+                while True:
+                    try:
+                        events.append(self._events.get_nowait())
+                    except queue.Empty:
+                        break
+                inputs = False
+                for i, ev in enumerate(events):
+                    if isinstance(ev, _Stop):
+                        for rest in events[i + 1 :]:
+                            if isinstance(rest, _Command):
+                                rest.done.set_exception(
+                                    ServiceStopped("the replica is shutting down")
+                                )
+                        return
+                    inputs = self._guarded(self._handle, ev) or inputs
+                now = time.monotonic()
+                if inputs and soon is None:
+                    soon = now + self.step_delay_s
+                if (soon is not None and now >= soon) or now >= next_tick:
+                    self._guarded(self._step)
+                    soon = None
+                    if now >= next_tick:
+                        next_tick = now + self.tick_s
+        except BaseException:
+            log_event(self.log, "loop_crashed", level=logging.CRITICAL, exc_info=True)
+            raise
+        finally:
+            with self._lock:
+                self._stopped = True
+            self._shutdown_io()
+
+    def _guarded(self, fn: Callable[..., bool | None], *args: Any) -> bool:
+        """``fn(*args)``; a bug in handling one event is logged, and the loop goes on."""
+        try:
+            return bool(fn(*args))
+        except Exception as e:
+            log_event(self.log, "event_failed", level=logging.ERROR, exc_info=True)
+            for ev in args:
+                if isinstance(ev, _Command) and not ev.done.done():
+                    ev.done.set_exception(e)
+            return False
+
+    def _shutdown_io(self) -> None:
+        for f in self._followers.values():
+            f.stop()
+        for p in self._persist.values():
+            p.stop()
+        self._followers.clear()
+        self._persist.clear()
+        while True:  # commands queued behind the stop get an answer
+            try:
+                ev = self._events.get_nowait()
+            except queue.Empty:
+                break
+            if isinstance(ev, _Command):
+                ev.done.set_exception(ServiceStopped("the replica is shutting down"))
+
+    def _handle(self, ev: _Event) -> bool:
+        """Handle one event; whether it is an input worth a step."""
+        if isinstance(ev, _Command):
+            return self._command(ev)
+        if isinstance(ev, _Closed):
+            if self._conn is ev.conn:
+                self._conn = None
+            log_event(self.log, "connection_closed", connection=ev.conn.number)
+            return False
+        try:
+            if isinstance(ev, _Delivery):
+                f = ev.follower
+                if self._followers.get(f.id) is not f:
+                    return False  # a read that was restarted or stopped meanwhile
+                self._delivered[f.id] = ev.upper
+                self._perform(self.core.feed_source(f.id, ev.updates, ev.upper))
+            elif isinstance(ev, _WriteDone):
+                if ev.ok:
+                    self._perform(self.core.write_completed(ev.sink_id, ev.upper))
+                else:
+                    log_event(self.log, "write_lost_race", id=str(ev.sink_id), upper=str(ev.upper))
+                    self._perform(self.core.write_failed(ev.sink_id, ev.upper))
+            elif isinstance(ev, _PersistDone):
+                self._persist.pop(ev.uuid, None)
+                self._perform(self.core.complete_persist_peek(ev.uuid, ev.rows, error=ev.error))
+        except TidegateError as e:
+            log_event(
+                self.log,
+                "callback_rejected",
+                level=logging.ERROR,
+                error=type(e).__name__,
+                message=str(e),
+            )
+        return True
+
+    def _command(self, ev: _Command) -> bool:
+        conn, cmd = ev.conn, ev.command
+        if conn.number < self._newest:  # an older stream's leftover: never reaches the core
+            ev.done.set_exception(ServiceStopped("preempted by a newer controller connection"))
+            return False
+        self.metrics.commands.labels(type(cmd).__name__).inc()
+        received = time.monotonic()
+        try:
+            if not conn.started and not isinstance(cmd, Hello):
+                raise StageViolation(
+                    f"{type(cmd).__name__} as the first command of a new connection: "
+                    "every connection starts with Hello"
+                )
+            outputs = self.core.handle_command(cmd)
+        except IncompatibleInstance as e:
+            self._reject(ev, e)
+            log_event(self.log, "halt", level=logging.CRITICAL, reason=str(e))
+            if self.on_halt is not None:
+                self.on_halt(str(e))
+            return False
+        except TidegateError as e:
+            self._reject(ev, e)
+            return False
+        except Exception as e:
+            log_event(
+                self.log,
+                "command_failed",
+                level=logging.ERROR,
+                command=type(cmd).__name__,
+                exc_info=True,
+            )
+            ev.done.set_exception(e)
+            return False
+        if not conn.started:  # the new iteration begins: this stream gets its responses now
+            conn.started = True
+            self._newest = conn.number
+            self._conn = conn
+            self._new_iteration()
+        if isinstance(cmd, Peek):
+            self._peek_started[cmd.peek.uuid] = received
+        elif isinstance(cmd, CreateDataflow):
+            self._note_inputs(cmd)
+        ev.done.set_result(None)
+        self._perform(outputs)
+        return True
+
+    def _reject(self, ev: _Command, e: TidegateError) -> None:
+        self.metrics.command_errors.labels(type(e).__name__).inc()
+        log_event(
+            self.log,
+            "command_rejected",
+            level=logging.WARNING,
+            connection=ev.conn.number,
+            command=type(ev.command).__name__,
+            error=type(e).__name__,
+            rule=getattr(e, "rule", None),
+            message=str(e),
+        )
+        ev.done.set_exception(e)
+
+    def _new_iteration(self) -> None:
+        """Forget what the previous iteration's peeks were waiting for (the core dropped them)."""
+        pending = set(self.core.pending_peeks())
+        for u in [u for u in self._persist if u not in pending]:
+            self._persist.pop(u).stop()
+        self._peek_started = {u: t for u, t in self._peek_started.items() if u in pending}
+
+    def _note_inputs(self, cmd: CreateDataflow) -> None:
+        df = cmd.dataflow
+        sources: set[GlobalId] = {s.id for s in df.source_imports}
+        for imp in df.index_imports:
+            sources |= self._inputs.get(imp.id, frozenset())
+        for gid in df.export_ids:
+            self._inputs[gid] = frozenset(sources)
+
+    def _step(self) -> None:
+        if not self.core.stage.is_computation:
+            return
+        start = time.perf_counter()
+        try:
+            outputs = self.core.step()
+        except Exception as e:
+            self.metrics.step_errors.inc()
+            log_event(
+                self.log,
+                "step_failed",
+                level=logging.ERROR,
+                error=f"{type(e).__name__}: {e}",
+                exc_info=not isinstance(e, TidegateError),
+            )
+            return
+        self.metrics.step_latency.observe(time.perf_counter() - start)
+        self._perform(outputs)
+        self._update_gauges()
+
+    # -- outputs ----------------------------------------------------------------------------
+
+    def _perform(self, outputs: list[ReplicaOutput]) -> None:
+        responses: list[ComputeResponse] = []
+        for out in outputs:
+            if isinstance(out, Respond):
+                responses.append(out.response)
+                self._observe(out.response)
+            elif isinstance(out, ReadSource):
+                self._read(out.collection_id, out.as_of)
+            elif isinstance(out, StopReading):
+                f = self._followers.pop(out.collection_id, None)
+                self._delivered.pop(out.collection_id, None)
+                if f is not None:
+                    f.stop()
+                log_event(self.log, "stop_reading", id=str(out.collection_id))
+            elif isinstance(out, WriteOutput):
+                self._writer.submit(out)
+            elif isinstance(out, PeekPersist):
+                p = _PersistPeek(self, out)
+                self._persist[out.uuid] = p
+                p.start()
+            elif isinstance(out, Reconciled):
+                self._reconciled(out)
+        if responses and self._conn is not None:
+            self._conn.sink.send_many(responses)
+        self.metrics.storage_reads.set(len(self._followers))
+
+    def _read(self, id: GlobalId, as_of: Antichain) -> None:
+        old = self._followers.pop(id, None)
+        if old is not None:
+            old.stop()
+        if as_of.is_empty():
+            return
+        (t,) = as_of.elements
+        f = _Follower(self, id, int(t))
+        self._followers[id] = f
+        self._delivered.pop(id, None)
+        log_event(self.log, "read_source", id=str(id), as_of=int(t))
+        f.start()
+
+    def _reconciled(self, out: Reconciled) -> None:
+        m = self.metrics.reconciled
+        m.labels("reused").inc(len(out.reused))
+        m.labels("rebuilt").inc(len(out.rebuilt))
+        m.labels("dropped").inc(len(out.dropped))
+        for key in out.dropped:  # dropped without a report: forget their series here
+            for gid in key:
+                self._outputs.pop(gid, None)
+                self._inputs.pop(gid, None)
+                self.metrics.forget(str(gid))
+        log_event(
+            self.log,
+            "reconciled",
+            reused=[[str(g) for g in k] for k in out.reused],
+            rebuilt=[[str(g) for g in k] for k in out.rebuilt],
+            dropped=[[str(g) for g in k] for k in out.dropped],
+        )
+
+    def _observe(self, resp: ComputeResponse) -> None:
+        self.metrics.responses.labels(type(resp).__name__).inc()
+        if isinstance(resp, PeekResponse):
+            started = self._peek_started.pop(resp.uuid, None)
+            p = self._persist.pop(resp.uuid, None)
+            if p is not None:
+                p.stop()
+            if started is not None:
+                kind = (
+                    "canceled"
+                    if isinstance(resp.result, PeekCanceled)
+                    else "error"
+                    if isinstance(resp.result, PeekError)
+                    else "rows"
+                )
+                self.metrics.peek_latency.labels(kind).observe(time.monotonic() - started)
+        elif isinstance(resp, Frontiers) and resp.output is not None:
+            if resp.output.is_empty():
+                self._outputs.pop(resp.id, None)
+                self._inputs.pop(resp.id, None)
+                self.metrics.forget(str(resp.id))
+            else:
+                self._outputs[resp.id] = resp.output
+
+    def _update_gauges(self) -> None:
+        m = self.metrics
+        m.dataflows.set(len(self.core.installed_dataflows()))
+        for gid, out in self._outputs.items():
+            least = _least(out)
+            if least is None:
+                continue
+            name = str(gid)
+            m.output_frontier.labels(name).set(least)
+            uppers = [
+                _least(self._delivered[s])
+                for s in self._inputs.get(gid, ())
+                if s in self._delivered
+            ]
+            known = [u for u in uppers if u is not None]
+            if known:
+                m.frontier_lag.labels(name).set(max(0, min(known) - least))
+        records = self.executor.records
+        for gid in self._gauged - records.keys():
+            m.arrangement_records.remove(str(gid))
+        for gid, n in records.items():
+            m.arrangement_records.labels(str(gid)).set(n)
+        self._gauged = set(records)

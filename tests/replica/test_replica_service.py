@@ -1,0 +1,167 @@
+"""``ReplicaService`` in-process, over a real gRPC server: an executor that throws never takes
+the service down; the guard's arrangement sizes; one metrics registry per service."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+from replica_harness import ROWS, Client, Tables, at, fresh_id, index_dataflow
+
+from tidegate.replica.executors import GuardedExecutor, make_executor
+from tidegate.replica.metrics import ReplicaMetrics
+from tidegate.replica.service import ReplicaService
+from tidegate.runtime.transport.grpc_server import ReplicaServer
+from tidegate.spec.errors import ExecutorError
+from tidegate.spec.executor.contract import ExportBatch
+from tidegate.spec.executor.python import PythonExecutor
+from tidegate.spec.frontier import Antichain, Row
+from tidegate.spec.ids import GlobalId
+from tidegate.spec.protocol import (
+    CreateDataflow,
+    Frontiers,
+    Peek,
+    PeekDescription,
+    PeekError,
+    PeekResponse,
+    PeekRows,
+    RowSetFinishing,
+    Schedule,
+)
+from tidegate.spec.protocol.responses import PeekResult
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class FlakyExecutor(PythonExecutor):
+    """The reference executor, failing where told to with exceptions no contract names."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failing_steps = 0
+        self.failing_peeks: set[GlobalId] = set()
+
+    def install(self, dataflow):  # type: ignore[no-untyped-def]
+        if dataflow.debug_name == "boom":
+            raise RuntimeError("kaboom")
+        return super().install(dataflow)
+
+    def step(self) -> list[ExportBatch]:
+        if self.failing_steps:
+            self.failing_steps -= 1
+            raise RuntimeError("the step blew up")
+        return super().step()
+
+    def peek(
+        self,
+        index_id: GlobalId,
+        time: int,
+        finishing: RowSetFinishing | None = None,
+        key_lookup: tuple[Row, ...] | None = None,
+    ) -> PeekResult:
+        if index_id in self.failing_peeks:
+            raise KeyError(index_id)
+        return super().peek(index_id, time, finishing, key_lookup)
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[ReplicaService, str, FlakyExecutor, Tables]]:
+    tables = Tables(tmp_path)
+    executor = FlakyExecutor()
+    service = ReplicaService(executor, tables.store, tick_s=0.02).start()
+    server = ReplicaServer(service).start()
+    try:
+        yield service, server.address, executor, tables
+    finally:
+        server.stop(0)
+        service.stop()
+
+
+def _peek(idx: GlobalId, t: int) -> Peek:
+    return Peek(PeekDescription(uuid.uuid4(), idx, t))
+
+
+def _sample(service: ReplicaService, name: str, **labels: str) -> float:
+    return service.metrics.registry.get_sample_value(name, labels) or 0.0
+
+
+def test_executor_exceptions_become_typed_errors_and_the_service_keeps_serving(
+    served: tuple[ReplicaService, str, FlakyExecutor, Tables],
+) -> None:
+    service, address, executor, tables = served
+    t = tables.create()
+    tables.append(t, ROWS, 3)
+    idx = fresh_id()
+    df = index_dataflow(t, index=idx)
+
+    async def main() -> None:
+        # install: the core's typed rejection, naming the executor's failure; the stream ends.
+        c = await Client.connect(address)
+        await c.initialized()
+        boom = index_dataflow(t, index=fresh_id(), name="boom")
+        await c.send(CreateDataflow(boom), check=False)
+        lost = str(await c.ended())
+        assert "FAILED_PRECONDITION" in lost and "dataflow-runnable" in lost
+        assert "executor failed in install" in lost and "RuntimeError: kaboom" in lost
+
+        c = await Client.connect(address)
+        await c.initialized(CreateDataflow(df), Schedule(idx))
+        await c.until(lambda r: isinstance(r, Frontiers) and r.id == idx and r.output == at(3))
+        # peek: a PeekError answer.
+        executor.failing_peeks.add(idx)
+        p = _peek(idx, 1)
+        await c.send(p)
+        r = await c.until(lambda r: isinstance(r, PeekResponse) and r.uuid == p.peek.uuid)
+        assert isinstance(r, PeekResponse) and isinstance(r.result, PeekError)
+        assert "executor failed in peek" in r.result.message
+        executor.failing_peeks.clear()
+        # step: logged and counted; the next steps run.
+        executor.failing_steps = 2
+        tables.append(t, [((4, "d"), 3, 1)], 5)
+        p = _peek(idx, 4)
+        await c.send(p)
+        r = await c.until(lambda r: isinstance(r, PeekResponse) and r.uuid == p.peek.uuid)
+        assert isinstance(r, PeekResponse) and isinstance(r.result, PeekRows)
+        assert len(r.result.rows) == 4
+        await c.close()
+
+    anyio.run(main)
+    assert _sample(service, "tidegate_replica_step_errors_total") == 2
+    assert _sample(service, "tidegate_replica_command_errors_total", error="DataflowRejected") == 1
+    assert service.executor.failures == 4  # install, peek, two steps
+
+
+def test_the_guard_counts_records_per_export_and_forgets_dropped_ones() -> None:
+    guard = GuardedExecutor(PythonExecutor())
+    t, idx = fresh_id(), fresh_id()
+    h = guard.install(index_dataflow(t, index=idx))
+    guard.feed(h, t, [((1, "a"), 0, 1), ((2, "b"), 0, 2), ((1, "a"), 1, -1)], at(2))
+    guard.step()
+    assert guard.records[idx] == 2
+    guard.allow_compaction(idx, Antichain())
+    assert idx not in guard.records
+
+
+def test_the_guard_wraps_unexpected_exceptions_only() -> None:
+    guard = GuardedExecutor(FlakyExecutor())
+    with pytest.raises(ExecutorError, match="executor failed in install of 'boom'"):
+        guard.install(index_dataflow(fresh_id(), index=fresh_id(), name="boom"))
+    with pytest.raises(ExecutorError) as info:  # a contract error passes through unchanged
+        guard.upper(fresh_id())
+    assert "executor failed" not in str(info.value)
+
+
+def test_each_service_has_its_own_metrics_registry() -> None:
+    a, b = ReplicaMetrics(), ReplicaMetrics()
+    a.connections.inc()
+    assert a.registry.get_sample_value("tidegate_replica_connections_accepted_total") == 1
+    assert b.registry.get_sample_value("tidegate_replica_connections_accepted_total") == 0
+
+
+def test_make_executor() -> None:
+    assert isinstance(make_executor("python"), PythonExecutor)
+    with pytest.raises(ValueError, match="unknown executor"):
+        make_executor("gpu")  # type: ignore[arg-type]
