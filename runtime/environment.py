@@ -445,6 +445,8 @@ class Environment:
         df = df.with_source_uppers({g: f[1] for g, f in storage.items()})
         as_of = select_as_ofs([df], storage, policies, current).dataflows[0].as_of
         assert as_of is not None
+        if as_of.is_empty() and not df.source_imports:
+            as_of = Antichain([current])  # only index imports: start at the present
         for ii in df.index_imports:
             as_of = as_of.join(self.driver.frontiers(ii.id)[0])
         return as_of
@@ -597,7 +599,11 @@ class Environment:
         return max(since, int(upper.elements[0]) - 1) if upper.elements else since
 
     def _input_upper(self, gid: GlobalId) -> Antichain:
-        """The upper of ``gid``'s durable inputs: the times at which all of them are complete."""
+        """The upper of the tables ``gid`` reads (through views and indexes): where appends land.
+
+        Views are looked through: a view's shard lags the tables it is computed
+        from, and a time chosen from its upper could miss an acknowledged append.
+        """
         state, seen, stack = self.state, set(), [gid]
         uppers: list[Antichain] = []
         while stack:
@@ -605,7 +611,7 @@ class Environment:
             if g in seen:
                 continue
             seen.add(g)
-            if isinstance(state.get(g), TableEntry | MaterializedViewEntry):
+            if isinstance(state.get(g), TableEntry):
                 uppers.append(self.driver.storage_frontiers(g)[1])
             else:
                 stack.extend(state.dependencies(g))

@@ -236,3 +236,44 @@ def test_drop_refuses_dependents_and_cascade_releases_the_shards(
                 assert env.driver.ctl.instance("default").collection_ids() == []
 
     run(backend, main)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_subscribe_to_an_index_from_the_freshest_time(tmp_path: Path, backend: str) -> None:
+    """Regression: a subscribe reading only an index had an empty as_of (no storage inputs)."""
+
+    async def main() -> None:
+        with replica(tmp_path) as address, anyio.fail_after(90):
+            async with Environment.open(tmp_path, replicas={"r1": address}, tick_ms=50) as env:
+                await env.create_table("t", Schema.of(("x", "int64", False)))
+                t0 = await env.append("t", [(1,), (2,)])
+                await env.create_index(env.table("t"), ["x"], name="i")
+                await env.wait_for("i", t0, timeout_s=30)
+                sub = await env.subscribe("i")
+                async with sub:
+                    async for batch in sub:
+                        assert not batch.lower.is_empty()
+                        assert sorted((r, d) for _, r, d in batch.updates) == [((1,), 1), ((2,), 1)]
+                        break
+
+    run(backend, main)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_peek_of_a_view_at_the_default_time_sees_every_acknowledged_append(
+    tmp_path: Path, backend: str
+) -> None:
+    """Regression: the default time of a view's peek came from the view's own (lagging) upper."""
+
+    async def main() -> None:
+        with replica(tmp_path) as address, anyio.fail_after(90):
+            async with Environment.open(tmp_path, replicas={"r1": address}, tick_ms=50) as env:
+                await env.create_table("t", Schema.of(("x", "int64", False)))
+                await env.create_materialized_view("v", env.table("t").filter(col("x") > 0))
+                seen: list[tuple[Row, int]] = []
+                for i in range(1, 6):
+                    await env.append("t", [(i,)])
+                    seen.append(((i,), 1))
+                    assert sorted(await env.peek("v")) == seen
+
+    run(backend, main)
