@@ -13,6 +13,10 @@ the caller never touches asyncio objects of the other loop.
 * :class:`Inbox` is bounded by credits: the producer waits when the consumer
   is ``capacity`` items behind, and items produced while a hop is pending ride
   on that hop (coalescing).
+* :class:`Outbox` is the other direction: callers queue items without waiting
+  for the loop thread (only while ``capacity`` items are still unconsumed),
+  and one drainer on the loop takes them in order; a drainer already awake
+  needs no wakeup (coalescing).
 * :meth:`AioThread.stop` cancels what still runs, stops the loop and joins the
   thread; :func:`shared_aio_thread` is the process-wide instance.
 """
@@ -31,7 +35,7 @@ from typing import Any, Generic, TypeVar
 import anyio
 import anyio.lowlevel
 
-__all__ = ["AioThread", "Inbox", "Post", "caller_post", "shared_aio_thread"]
+__all__ = ["AioThread", "Inbox", "Outbox", "Post", "caller_post", "shared_aio_thread"]
 
 T = TypeVar("T")
 
@@ -291,3 +295,127 @@ class Inbox(Generic[T]):
             n, self._consumed = self._consumed + len(items), 0
             self._return_credits(n)
         return items
+
+
+class Outbox(Generic[T]):
+    """Items queued by anyio tasks on one caller loop, drained in order on the loop thread.
+
+    Callers :meth:`put_many`: the items are queued and the call returns
+    without waiting for them to be consumed, unless ``capacity`` items are
+    still unconsumed (backpressure). One drainer task on the loop thread
+    :meth:`take` s everything queued and reports it consumed with :meth:`done`.
+    :meth:`fail` (from either thread) drops what is queued: every later
+    :meth:`put_many` raises its exception. :meth:`close` lets the drainer
+    finish the queued items, then :meth:`take` returns ``[]``.
+    """
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        post: Post,
+        capacity: int = 256,
+        loop_gone: Callable[[], BaseException] = lambda: RuntimeError(
+            "the loop thread has stopped"
+        ),
+    ) -> None:
+        if capacity < 1:
+            raise ValueError(f"outbox capacity must be positive, got {capacity}")
+        self._loop = loop
+        self._post = post
+        self.capacity = capacity
+        self._loop_gone = loop_gone
+        self.wakeups = 0
+        # Shared between the threads, under the lock.
+        self._lock = threading.Lock()
+        self._queue: list[T] = []
+        self._unconsumed = 0
+        self._error: BaseException | None = None
+        self._closing = False
+        self._drainer_idle = False
+        self._space: anyio.Event | None = None
+        # Loop thread only.
+        self._wake = asyncio.Event()
+
+    # -- producer side (caller thread) --------------------------------------------
+
+    async def put_many(self, items: list[T]) -> None:
+        """Queue ``items`` (in order, after everything queued before); raise if failed.
+
+        Waits only while ``capacity`` items are unconsumed; a batch is queued
+        whole, so one larger than ``capacity`` still goes (after the queue
+        falls below it). Cancelled while waiting, nothing of it is queued.
+        """
+        await anyio.lowlevel.checkpoint_if_cancelled()
+        while True:
+            with self._lock:
+                if self._error is not None:
+                    raise self._error
+                if not items:
+                    return
+                if self._unconsumed < self.capacity:
+                    self._queue.extend(items)
+                    self._unconsumed += len(items)
+                    wake, self._drainer_idle = self._drainer_idle, False
+                    break
+                if self._space is None:
+                    self._space = anyio.Event()
+                space = self._space
+            await space.wait()
+        if wake:
+            self.wakeups += 1
+            try:
+                self._loop.call_soon_threadsafe(self._wake.set)
+            except RuntimeError:  # the loop is closed: nobody will ever drain
+                self.fail(self._loop_gone())
+                raise self._loop_gone() from None
+        await anyio.lowlevel.cancel_shielded_checkpoint()
+
+    def fail(self, error: BaseException) -> None:
+        """Drop what is queued; every later :meth:`put_many` raises ``error`` (first call wins)."""
+        with self._lock:
+            if self._error is not None:
+                return
+            self._error = error
+            self._queue.clear()
+            space, self._space = self._space, None
+        if space is not None:
+            self._post(space.set)
+        self._wake_drainer()
+
+    def close(self) -> None:
+        """No more items: the drainer gets what is queued, then ``[]``."""
+        with self._lock:
+            self._closing = True
+        self._wake_drainer()
+
+    def _wake_drainer(self) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop is closed: no drainer to wake
+            self._loop.call_soon_threadsafe(self._wake.set)
+
+    # -- consumer side (loop thread) -----------------------------------------------
+
+    async def take(self) -> list[T]:
+        """Everything queued, in order; waits for at least one item. ``[]``: closed or failed."""
+        while True:
+            with self._lock:
+                if self._error is not None:
+                    return []
+                if self._queue:
+                    items, self._queue = self._queue, []
+                    return items
+                if self._closing:
+                    return []
+                self._drainer_idle = True
+            # A producer's wakeup can only run at the await below, so clearing here loses none.
+            self._wake.clear()
+            await self._wake.wait()
+
+    def done(self, n: int) -> None:
+        """``n`` items taken have been consumed: room for ``n`` more."""
+        with self._lock:
+            self._unconsumed -= n
+            space = None
+            if self._unconsumed < self.capacity:
+                space, self._space = self._space, None
+        if space is not None:
+            self._post(space.set)

@@ -7,11 +7,20 @@ opens a channel and one ``CommandResponseStream`` call carrying the version
 header (and ``authorization: Bearer <token>`` when a token is set), then waits
 for the replica's initial metadata, so a refused version or token surfaces from
 ``connect`` itself. Messages travel as codec bytes (:mod:`tidegate.runtime.wire.codec`).
+
+Sending does not wait for the write: commands are encoded on the caller's
+thread and queued in an :class:`~.aio_thread.Outbox` that one writer task on
+the loop thread drains in order, so a send costs no thread hop back. A send
+waits only while ``send_buffer`` commands are queued and unwritten
+(backpressure), and raises :class:`~.errors.ConnectionLost` once the stream is
+known to be broken (by the reader or by a failed write). Closing a stream
+first lets the writer finish what is queued (briefly), then cancels the call.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +35,7 @@ from tidegate.runtime.wire.errors import WireError
 from tidegate.spec.protocol.commands import ComputeCommand
 from tidegate.spec.protocol.responses import ComputeResponse
 
-from .aio_thread import AioThread, Inbox, caller_post, shared_aio_thread
+from .aio_thread import AioThread, Inbox, Outbox, caller_post, shared_aio_thread
 from .errors import (
     ConnectionLost,
     ConnectionRefused,
@@ -80,7 +89,8 @@ class GrpcTransport(Transport):
     """Opens ``CommandResponseStream`` calls to replicas at ``host:port`` addresses.
 
     ``version=None`` sends no version header (only useful to test replicas).
-    ``buffer`` bounds the responses received but not yet consumed per stream.
+    ``buffer`` bounds the responses received but not yet consumed per stream;
+    ``send_buffer`` the commands sent but not yet written to the call.
     """
 
     def __init__(
@@ -92,6 +102,7 @@ class GrpcTransport(Transport):
         tls: ClientTls | None = None,
         connect_timeout: float = 10.0,
         buffer: int = 256,
+        send_buffer: int = 256,
         channel_options: Sequence[tuple[str, Any]] = (),
     ) -> None:
         self._aio = aio
@@ -100,6 +111,7 @@ class GrpcTransport(Transport):
         self.tls = tls
         self.connect_timeout = connect_timeout
         self.buffer = buffer
+        self.send_buffer = send_buffer
         # A channel of its own per stream: closing it really closes the connection.
         options = [("grpc.use_local_subchannel_pool", 1), *channel_options]
         if tls is not None and tls.server_name:
@@ -124,10 +136,17 @@ class GrpcTransport(Transport):
 
     async def connect(self, address: str) -> GrpcReplicaStream:
         aio = self.aio
-        inbox: Inbox[ComputeResponse] = Inbox(aio.loop, caller_post(), self.buffer)
-        call = _AioCall(self, address, inbox)
+        post = caller_post()
+        inbox: Inbox[ComputeResponse] = Inbox(aio.loop, post, self.buffer)
+        outbox: Outbox[bytes] = Outbox(
+            aio.loop,
+            post,
+            self.send_buffer,
+            lambda: ConnectionLost(f"{address}: the transport's loop thread has stopped"),
+        )
+        call = _AioCall(self, address, inbox, outbox)
         await aio.call(call.open())
-        stream = GrpcReplicaStream(aio, call, inbox, self._open.discard)
+        stream = GrpcReplicaStream(aio, call, inbox, outbox, self._open.discard)
         self._open.add(stream)
         return stream
 
@@ -145,6 +164,7 @@ class GrpcReplicaStream(ReplicaStream):
         aio: AioThread,
         call: _AioCall,
         inbox: Inbox[ComputeResponse],
+        outbox: Outbox[bytes],
         on_close: Callable[[GrpcReplicaStream], None] = lambda _: None,
     ) -> None:
         self.address = call.address
@@ -152,6 +172,7 @@ class GrpcReplicaStream(ReplicaStream):
         self._aio = aio
         self._call = call
         self._inbox = inbox
+        self._outbox = outbox
         self._closed = False
 
     def _check_open(self) -> None:
@@ -165,9 +186,7 @@ class GrpcReplicaStream(ReplicaStream):
         self._check_open()
         if not commands:
             return
-        payload = [command_to_bytes(c) for c in commands]
-        # A write abandoned by its caller still completes, so order is never broken.
-        await self._aio.call(self._call.write(payload), cancel_on_abandon=False)
+        await self._outbox.put_many([command_to_bytes(c) for c in commands])
 
     async def receive(self) -> ComputeResponse:
         self._check_open()
@@ -191,14 +210,21 @@ class GrpcReplicaStream(ReplicaStream):
 class _AioCall:
     """The loop-thread half of a stream: channel, call, reader task, ordered writes."""
 
-    def __init__(self, transport: GrpcTransport, address: str, inbox: Inbox[ComputeResponse]):
+    def __init__(
+        self,
+        transport: GrpcTransport,
+        address: str,
+        inbox: Inbox[ComputeResponse],
+        outbox: Outbox[bytes],
+    ):
         self.transport = transport
         self.address = address
         self.inbox = inbox
+        self.outbox = outbox
         self.channel: grpc.aio.Channel | None = None
         self.call: Any = None
         self.reader: asyncio.Task[None] | None = None
-        self.write_lock: asyncio.Lock | None = None
+        self.writer: asyncio.Task[None] | None = None
 
     async def open(self) -> None:
         t = self.transport
@@ -234,8 +260,9 @@ class _AioCall:
         except BaseException:
             await self._shutdown()
             raise
-        self.write_lock = asyncio.Lock()
-        self.reader = asyncio.get_running_loop().create_task(self._read())
+        loop = asyncio.get_running_loop()
+        self.reader = loop.create_task(self._read())
+        self.writer = loop.create_task(self._write())
 
     def _refusal(self, code: grpc.StatusCode, details: str | None, trailing: Any) -> TransportError:
         what = f"{self.address}: {code.name}: {details or ''}".rstrip(": ")
@@ -246,6 +273,12 @@ class _AioCall:
             return VersionMismatch(what, ours=ours, theirs=_get(trailing, VERSION_HEADER))
         return ConnectionRefused(what)
 
+    def _break(self, end: BaseException) -> None:
+        """The stream is over: sends fail from now on, receives after what has arrived."""
+        lost = isinstance(end, ConnectionLost | StreamClosed)
+        self.outbox.fail(end if lost else ConnectionLost(f"{self.address}: {end}"))
+        self.inbox.finish(end)
+
     async def _read(self) -> None:
         try:
             while True:
@@ -253,7 +286,7 @@ class _AioCall:
                 if raw is grpc.aio.EOF:
                     code = await self.call.code()
                     details = await self.call.details()
-                    self.inbox.finish(
+                    self._break(
                         ConnectionLost(f"{self.address}: stream ended: {code.name}: {details}")
                     )
                     return
@@ -261,36 +294,46 @@ class _AioCall:
                     response = response_from_bytes(raw)
                 except WireError as e:
                     self.call.cancel()
-                    self.inbox.finish(e)
+                    self._break(e)
                     return
                 await self.inbox.put(response)
         except grpc.aio.AioRpcError as e:
-            self.inbox.finish(
+            self._break(
                 ConnectionLost(f"{self.address}: stream broken: {e.code().name}: {e.details()}")
             )
         except asyncio.CancelledError:
-            self.inbox.finish(StreamClosed(f"{self.address}: stream closed by this side"))
+            self._break(StreamClosed(f"{self.address}: stream closed by this side"))
             raise
 
-    async def write(self, payload: list[bytes]) -> None:
-        if self.write_lock is None:
-            raise StreamClosed(f"{self.address}: stream not open")
-        async with self.write_lock:
-            try:
-                for raw in payload:
+    async def _write(self) -> None:
+        """Drain the outbox into the call, in order, until it is closed or fails."""
+        try:
+            while items := await self.outbox.take():
+                for raw in items:
                     await self.call.write(raw)
-            except (grpc.aio.AioRpcError, asyncio.InvalidStateError) as e:
-                raise ConnectionLost(f"{self.address}: stream broken while sending: {e}") from e
-            except grpc.aio.UsageError as e:
-                raise ConnectionLost(f"{self.address}: stream already ended: {e}") from e
+                    self.outbox.done(1)  # a held-back sender may refill while the rest go
+        # Only sending fails here: the reader sees the break itself, after what has arrived.
+        except (grpc.aio.AioRpcError, asyncio.InvalidStateError) as e:
+            self.outbox.fail(ConnectionLost(f"{self.address}: stream broken while sending: {e}"))
+        except grpc.aio.UsageError as e:
+            self.outbox.fail(ConnectionLost(f"{self.address}: stream already ended: {e}"))
+        except Exception as e:  # never leave senders queueing into a dead writer
+            self.outbox.fail(ConnectionLost(f"{self.address}: writer failed: {e!r}"))
+            raise
 
     async def close(self) -> None:
+        """Let the writer finish what is queued (for at most a second), then shut down."""
+        self.outbox.close()
+        if self.writer is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self.writer), 1.0)
         await self._shutdown()
 
     async def _shutdown(self) -> None:
-        if self.reader is not None:
-            self.reader.cancel()
-            await asyncio.gather(self.reader, return_exceptions=True)
+        for task in (self.writer, self.reader):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         if self.call is not None:
             self.call.cancel()
         if self.channel is not None:

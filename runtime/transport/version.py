@@ -9,8 +9,8 @@ from __future__ import annotations
 
 __all__ = ["AUTH_HEADER", "PROTOCOL_VERSION", "VERSION_HEADER", "bearer"]
 
-PROTOCOL_VERSION = "1"
-"""The protocol version this build speaks."""
+PROTOCOL_VERSION = "2"
+"""The protocol version this build speaks (2: plans as typed messages, no longer JSON)."""
 
 VERSION_HEADER = "x-tidegate-version"
 """Call metadata key carrying the protocol version (both directions)."""

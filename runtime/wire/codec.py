@@ -4,13 +4,12 @@
 ``decode_*`` do the reverse and raise :class:`~.errors.WireError` subclasses
 for anything malformed (bad ids, unset oneofs, corrupt row payloads), never a
 bare exception. ``*_to_bytes``/``*_from_bytes`` add the serialisation step.
-Plans travel as their stable JSON form (``ProtoPlan.json``, from
-:func:`tidegate.spec.plan.plan_to_dict`).
+Plans travel as typed messages, one per IR node and scalar expression (see
+:mod:`.plans`).
 """
 
 from __future__ import annotations
 
-import json
 import uuid as _uuid
 from typing import Any
 
@@ -19,7 +18,6 @@ from google.protobuf.message import DecodeError
 from tidegate.spec.errors import TidegateError
 from tidegate.spec.frontier import Antichain, Product, Row, Time
 from tidegate.spec.ids import GlobalId
-from tidegate.spec.plan import plan_from_dict, plan_to_dict
 from tidegate.spec.protocol import (
     AllowCompaction,
     AllowWrites,
@@ -59,8 +57,9 @@ from tidegate.spec.protocol import (
     UpdateConfiguration,
 )
 
-from .errors import MalformedMessage, UnknownMessageKind
+from .errors import MalformedMessage, UnknownMessageKind, WireError
 from .gen import tidegate_compute_pb2 as pb
+from .plans import decode_plan, encode_plan
 from .rows import decode_table, encode_table
 
 __all__ = [
@@ -320,12 +319,6 @@ def _enc_dataflow(d: DataflowDescription) -> pb.ProtoDataflowDescription:
             pb.ProtoIndexImport(id=str(i.id), on_id=str(i.on_id), key=i.key, monotonic=i.monotonic)
             for i in d.index_imports
         ],
-        objects_to_build=[
-            pb.ProtoBuildDesc(
-                id=str(b.id), plan=pb.ProtoPlan(json=json.dumps(plan_to_dict(b.plan)))
-            )
-            for b in d.objects_to_build
-        ],
         index_exports=[
             pb.ProtoIndexExport(id=str(e.id), on_id=str(e.on_id), key=e.key)
             for e in d.index_exports
@@ -333,6 +326,10 @@ def _enc_dataflow(d: DataflowDescription) -> pb.ProtoDataflowDescription:
         sink_exports=[_enc_sink(s) for s in d.sink_exports],
         until=_enc_frontier(d.until),
     )
+    for b in d.objects_to_build:
+        build = m.objects_to_build.add()
+        build.id = str(b.id)
+        encode_plan(b.plan, into=build.plan)
     if d.as_of is not None:
         m.as_of.CopyFrom(_enc_frontier(d.as_of))
     return m
@@ -369,13 +366,14 @@ def _dec_sink(m: pb.ProtoSinkExport) -> SinkExport:
     )
 
 
-def _dec_plan(text: str) -> Any:
+def _dec_build(m: pb.ProtoBuildDesc) -> BuildDesc:
+    oid = _id(m.id, "object")
+    if not m.HasField("plan"):
+        raise MalformedMessage(f"object {m.id} without a plan")
     try:
-        return plan_from_dict(json.loads(text))
-    except json.JSONDecodeError as e:
-        raise MalformedMessage(f"plan is not JSON: {e}") from e
-    except TidegateError as e:
-        raise MalformedMessage(f"invalid plan: {e}") from e
+        return BuildDesc(oid, decode_plan(m.plan))
+    except WireError as e:
+        raise type(e)(f"object {m.id}: {e}") from e
 
 
 def _dec_dataflow(m: pb.ProtoDataflowDescription) -> DataflowDescription:
@@ -393,9 +391,7 @@ def _dec_dataflow(m: pb.ProtoDataflowDescription) -> DataflowDescription:
             )
             for i in m.index_imports
         ),
-        objects_to_build=tuple(
-            BuildDesc(_id(b.id, "object"), _dec_plan(b.plan.json)) for b in m.objects_to_build
-        ),
+        objects_to_build=tuple(_dec_build(b) for b in m.objects_to_build),
         index_exports=tuple(
             IndexExport(_id(e.id, "index export"), _id(e.on_id, "index export"), tuple(e.key))
             for e in m.index_exports

@@ -11,8 +11,110 @@ class ProtoPeekTarget(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     PROTO_PEEK_TARGET_INDEX: _ClassVar[ProtoPeekTarget]
     PROTO_PEEK_TARGET_PERSIST: _ClassVar[ProtoPeekTarget]
+
+class ProtoScalarType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PROTO_SCALAR_TYPE_UNSPECIFIED: _ClassVar[ProtoScalarType]
+    PROTO_SCALAR_TYPE_INT64: _ClassVar[ProtoScalarType]
+    PROTO_SCALAR_TYPE_FLOAT64: _ClassVar[ProtoScalarType]
+    PROTO_SCALAR_TYPE_STRING: _ClassVar[ProtoScalarType]
+    PROTO_SCALAR_TYPE_BOOL: _ClassVar[ProtoScalarType]
+    PROTO_SCALAR_TYPE_DATE: _ClassVar[ProtoScalarType]
+    PROTO_SCALAR_TYPE_TIMESTAMP: _ClassVar[ProtoScalarType]
+
+class ProtoUnaryFunc(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PROTO_UNARY_FUNC_UNSPECIFIED: _ClassVar[ProtoUnaryFunc]
+    PROTO_UNARY_FUNC_NOT: _ClassVar[ProtoUnaryFunc]
+    PROTO_UNARY_FUNC_NEG: _ClassVar[ProtoUnaryFunc]
+    PROTO_UNARY_FUNC_IS_NULL: _ClassVar[ProtoUnaryFunc]
+    PROTO_UNARY_FUNC_LOWER: _ClassVar[ProtoUnaryFunc]
+    PROTO_UNARY_FUNC_UPPER: _ClassVar[ProtoUnaryFunc]
+    PROTO_UNARY_FUNC_LENGTH: _ClassVar[ProtoUnaryFunc]
+
+class ProtoBinaryFunc(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PROTO_BINARY_FUNC_UNSPECIFIED: _ClassVar[ProtoBinaryFunc]
+    PROTO_BINARY_FUNC_ADD: _ClassVar[ProtoBinaryFunc]
+    PROTO_BINARY_FUNC_SUB: _ClassVar[ProtoBinaryFunc]
+    PROTO_BINARY_FUNC_MUL: _ClassVar[ProtoBinaryFunc]
+    PROTO_BINARY_FUNC_DIV: _ClassVar[ProtoBinaryFunc]
+    PROTO_BINARY_FUNC_MOD: _ClassVar[ProtoBinaryFunc]
+    PROTO_BINARY_FUNC_EQ: _ClassVar[ProtoBinaryFunc]
+    PROTO_BINARY_FUNC_NE: _ClassVar[ProtoBinaryFunc]
+    PROTO_BINARY_FUNC_LT: _ClassVar[ProtoBinaryFunc]
+    PROTO_BINARY_FUNC_LE: _ClassVar[ProtoBinaryFunc]
+    PROTO_BINARY_FUNC_GT: _ClassVar[ProtoBinaryFunc]
+    PROTO_BINARY_FUNC_GE: _ClassVar[ProtoBinaryFunc]
+    PROTO_BINARY_FUNC_LIKE: _ClassVar[ProtoBinaryFunc]
+
+class ProtoVariadicFunc(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PROTO_VARIADIC_FUNC_UNSPECIFIED: _ClassVar[ProtoVariadicFunc]
+    PROTO_VARIADIC_FUNC_AND: _ClassVar[ProtoVariadicFunc]
+    PROTO_VARIADIC_FUNC_OR: _ClassVar[ProtoVariadicFunc]
+    PROTO_VARIADIC_FUNC_COALESCE: _ClassVar[ProtoVariadicFunc]
+    PROTO_VARIADIC_FUNC_CONCAT: _ClassVar[ProtoVariadicFunc]
+    PROTO_VARIADIC_FUNC_SUBSTRING: _ClassVar[ProtoVariadicFunc]
+
+class ProtoJoinKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PROTO_JOIN_KIND_UNSPECIFIED: _ClassVar[ProtoJoinKind]
+    PROTO_JOIN_KIND_INNER: _ClassVar[ProtoJoinKind]
+    PROTO_JOIN_KIND_LEFT: _ClassVar[ProtoJoinKind]
+
+class ProtoAggFunc(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PROTO_AGG_FUNC_UNSPECIFIED: _ClassVar[ProtoAggFunc]
+    PROTO_AGG_FUNC_COUNT: _ClassVar[ProtoAggFunc]
+    PROTO_AGG_FUNC_SUM: _ClassVar[ProtoAggFunc]
+    PROTO_AGG_FUNC_MIN: _ClassVar[ProtoAggFunc]
+    PROTO_AGG_FUNC_MAX: _ClassVar[ProtoAggFunc]
+    PROTO_AGG_FUNC_AVG: _ClassVar[ProtoAggFunc]
 PROTO_PEEK_TARGET_INDEX: ProtoPeekTarget
 PROTO_PEEK_TARGET_PERSIST: ProtoPeekTarget
+PROTO_SCALAR_TYPE_UNSPECIFIED: ProtoScalarType
+PROTO_SCALAR_TYPE_INT64: ProtoScalarType
+PROTO_SCALAR_TYPE_FLOAT64: ProtoScalarType
+PROTO_SCALAR_TYPE_STRING: ProtoScalarType
+PROTO_SCALAR_TYPE_BOOL: ProtoScalarType
+PROTO_SCALAR_TYPE_DATE: ProtoScalarType
+PROTO_SCALAR_TYPE_TIMESTAMP: ProtoScalarType
+PROTO_UNARY_FUNC_UNSPECIFIED: ProtoUnaryFunc
+PROTO_UNARY_FUNC_NOT: ProtoUnaryFunc
+PROTO_UNARY_FUNC_NEG: ProtoUnaryFunc
+PROTO_UNARY_FUNC_IS_NULL: ProtoUnaryFunc
+PROTO_UNARY_FUNC_LOWER: ProtoUnaryFunc
+PROTO_UNARY_FUNC_UPPER: ProtoUnaryFunc
+PROTO_UNARY_FUNC_LENGTH: ProtoUnaryFunc
+PROTO_BINARY_FUNC_UNSPECIFIED: ProtoBinaryFunc
+PROTO_BINARY_FUNC_ADD: ProtoBinaryFunc
+PROTO_BINARY_FUNC_SUB: ProtoBinaryFunc
+PROTO_BINARY_FUNC_MUL: ProtoBinaryFunc
+PROTO_BINARY_FUNC_DIV: ProtoBinaryFunc
+PROTO_BINARY_FUNC_MOD: ProtoBinaryFunc
+PROTO_BINARY_FUNC_EQ: ProtoBinaryFunc
+PROTO_BINARY_FUNC_NE: ProtoBinaryFunc
+PROTO_BINARY_FUNC_LT: ProtoBinaryFunc
+PROTO_BINARY_FUNC_LE: ProtoBinaryFunc
+PROTO_BINARY_FUNC_GT: ProtoBinaryFunc
+PROTO_BINARY_FUNC_GE: ProtoBinaryFunc
+PROTO_BINARY_FUNC_LIKE: ProtoBinaryFunc
+PROTO_VARIADIC_FUNC_UNSPECIFIED: ProtoVariadicFunc
+PROTO_VARIADIC_FUNC_AND: ProtoVariadicFunc
+PROTO_VARIADIC_FUNC_OR: ProtoVariadicFunc
+PROTO_VARIADIC_FUNC_COALESCE: ProtoVariadicFunc
+PROTO_VARIADIC_FUNC_CONCAT: ProtoVariadicFunc
+PROTO_VARIADIC_FUNC_SUBSTRING: ProtoVariadicFunc
+PROTO_JOIN_KIND_UNSPECIFIED: ProtoJoinKind
+PROTO_JOIN_KIND_INNER: ProtoJoinKind
+PROTO_JOIN_KIND_LEFT: ProtoJoinKind
+PROTO_AGG_FUNC_UNSPECIFIED: ProtoAggFunc
+PROTO_AGG_FUNC_COUNT: ProtoAggFunc
+PROTO_AGG_FUNC_SUM: ProtoAggFunc
+PROTO_AGG_FUNC_MIN: ProtoAggFunc
+PROTO_AGG_FUNC_MAX: ProtoAggFunc
+PROTO_AGG_FUNC_AVG: ProtoAggFunc
 
 class ProtoEmpty(_message.Message):
     __slots__ = ()
@@ -178,11 +280,311 @@ class ProtoIndexImport(_message.Message):
     monotonic: bool
     def __init__(self, id: _Optional[str] = ..., on_id: _Optional[str] = ..., key: _Optional[_Iterable[int]] = ..., monotonic: _Optional[bool] = ...) -> None: ...
 
+class ProtoColumnType(_message.Message):
+    __slots__ = ("scalar", "nullable")
+    SCALAR_FIELD_NUMBER: _ClassVar[int]
+    NULLABLE_FIELD_NUMBER: _ClassVar[int]
+    scalar: ProtoScalarType
+    nullable: bool
+    def __init__(self, scalar: _Optional[_Union[ProtoScalarType, str]] = ..., nullable: _Optional[bool] = ...) -> None: ...
+
+class ProtoColumn(_message.Message):
+    __slots__ = ("name", "type")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    type: ProtoColumnType
+    def __init__(self, name: _Optional[str] = ..., type: _Optional[_Union[ProtoColumnType, _Mapping]] = ...) -> None: ...
+
+class ProtoSchema(_message.Message):
+    __slots__ = ("columns",)
+    COLUMNS_FIELD_NUMBER: _ClassVar[int]
+    columns: _containers.RepeatedCompositeFieldContainer[ProtoColumn]
+    def __init__(self, columns: _Optional[_Iterable[_Union[ProtoColumn, _Mapping]]] = ...) -> None: ...
+
+class ProtoDatum(_message.Message):
+    __slots__ = ("null_value", "int64_value", "float64_value", "string_value", "bool_value", "date_days", "timestamp_micros")
+    NULL_VALUE_FIELD_NUMBER: _ClassVar[int]
+    INT64_VALUE_FIELD_NUMBER: _ClassVar[int]
+    FLOAT64_VALUE_FIELD_NUMBER: _ClassVar[int]
+    STRING_VALUE_FIELD_NUMBER: _ClassVar[int]
+    BOOL_VALUE_FIELD_NUMBER: _ClassVar[int]
+    DATE_DAYS_FIELD_NUMBER: _ClassVar[int]
+    TIMESTAMP_MICROS_FIELD_NUMBER: _ClassVar[int]
+    null_value: ProtoEmpty
+    int64_value: int
+    float64_value: float
+    string_value: str
+    bool_value: bool
+    date_days: int
+    timestamp_micros: int
+    def __init__(self, null_value: _Optional[_Union[ProtoEmpty, _Mapping]] = ..., int64_value: _Optional[int] = ..., float64_value: _Optional[float] = ..., string_value: _Optional[str] = ..., bool_value: _Optional[bool] = ..., date_days: _Optional[int] = ..., timestamp_micros: _Optional[int] = ...) -> None: ...
+
+class ProtoLiteral(_message.Message):
+    __slots__ = ("value", "type")
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    value: ProtoDatum
+    type: ProtoScalarType
+    def __init__(self, value: _Optional[_Union[ProtoDatum, _Mapping]] = ..., type: _Optional[_Union[ProtoScalarType, str]] = ...) -> None: ...
+
+class ProtoCallUnary(_message.Message):
+    __slots__ = ("func", "expr")
+    FUNC_FIELD_NUMBER: _ClassVar[int]
+    EXPR_FIELD_NUMBER: _ClassVar[int]
+    func: ProtoUnaryFunc
+    expr: int
+    def __init__(self, func: _Optional[_Union[ProtoUnaryFunc, str]] = ..., expr: _Optional[int] = ...) -> None: ...
+
+class ProtoCallBinary(_message.Message):
+    __slots__ = ("func", "left", "right")
+    FUNC_FIELD_NUMBER: _ClassVar[int]
+    LEFT_FIELD_NUMBER: _ClassVar[int]
+    RIGHT_FIELD_NUMBER: _ClassVar[int]
+    func: ProtoBinaryFunc
+    left: int
+    right: int
+    def __init__(self, func: _Optional[_Union[ProtoBinaryFunc, str]] = ..., left: _Optional[int] = ..., right: _Optional[int] = ...) -> None: ...
+
+class ProtoCallVariadic(_message.Message):
+    __slots__ = ("func", "exprs")
+    FUNC_FIELD_NUMBER: _ClassVar[int]
+    EXPRS_FIELD_NUMBER: _ClassVar[int]
+    func: ProtoVariadicFunc
+    exprs: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, func: _Optional[_Union[ProtoVariadicFunc, str]] = ..., exprs: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ProtoIf(_message.Message):
+    __slots__ = ("cond", "then", "els")
+    COND_FIELD_NUMBER: _ClassVar[int]
+    THEN_FIELD_NUMBER: _ClassVar[int]
+    ELS_FIELD_NUMBER: _ClassVar[int]
+    cond: int
+    then: int
+    els: int
+    def __init__(self, cond: _Optional[int] = ..., then: _Optional[int] = ..., els: _Optional[int] = ...) -> None: ...
+
+class ProtoCast(_message.Message):
+    __slots__ = ("expr", "to")
+    EXPR_FIELD_NUMBER: _ClassVar[int]
+    TO_FIELD_NUMBER: _ClassVar[int]
+    expr: int
+    to: ProtoScalarType
+    def __init__(self, expr: _Optional[int] = ..., to: _Optional[_Union[ProtoScalarType, str]] = ...) -> None: ...
+
+class ProtoScalarExpr(_message.Message):
+    __slots__ = ("column", "literal", "call_unary", "call_binary", "call_variadic", "if_then_else", "cast")
+    COLUMN_FIELD_NUMBER: _ClassVar[int]
+    LITERAL_FIELD_NUMBER: _ClassVar[int]
+    CALL_UNARY_FIELD_NUMBER: _ClassVar[int]
+    CALL_BINARY_FIELD_NUMBER: _ClassVar[int]
+    CALL_VARIADIC_FIELD_NUMBER: _ClassVar[int]
+    IF_THEN_ELSE_FIELD_NUMBER: _ClassVar[int]
+    CAST_FIELD_NUMBER: _ClassVar[int]
+    column: int
+    literal: ProtoLiteral
+    call_unary: ProtoCallUnary
+    call_binary: ProtoCallBinary
+    call_variadic: ProtoCallVariadic
+    if_then_else: ProtoIf
+    cast: ProtoCast
+    def __init__(self, column: _Optional[int] = ..., literal: _Optional[_Union[ProtoLiteral, _Mapping]] = ..., call_unary: _Optional[_Union[ProtoCallUnary, _Mapping]] = ..., call_binary: _Optional[_Union[ProtoCallBinary, _Mapping]] = ..., call_variadic: _Optional[_Union[ProtoCallVariadic, _Mapping]] = ..., if_then_else: _Optional[_Union[ProtoIf, _Mapping]] = ..., cast: _Optional[_Union[ProtoCast, _Mapping]] = ...) -> None: ...
+
+class ProtoGet(_message.Message):
+    __slots__ = ("id", "schema")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    schema: ProtoSchema
+    def __init__(self, id: _Optional[str] = ..., schema: _Optional[_Union[ProtoSchema, _Mapping]] = ...) -> None: ...
+
+class ProtoConstantRow(_message.Message):
+    __slots__ = ("values", "diff")
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    DIFF_FIELD_NUMBER: _ClassVar[int]
+    values: _containers.RepeatedCompositeFieldContainer[ProtoDatum]
+    diff: int
+    def __init__(self, values: _Optional[_Iterable[_Union[ProtoDatum, _Mapping]]] = ..., diff: _Optional[int] = ...) -> None: ...
+
+class ProtoConstant(_message.Message):
+    __slots__ = ("rows", "schema")
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    rows: _containers.RepeatedCompositeFieldContainer[ProtoConstantRow]
+    schema: ProtoSchema
+    def __init__(self, rows: _Optional[_Iterable[_Union[ProtoConstantRow, _Mapping]]] = ..., schema: _Optional[_Union[ProtoSchema, _Mapping]] = ...) -> None: ...
+
+class ProtoMap(_message.Message):
+    __slots__ = ("input", "exprs", "names")
+    INPUT_FIELD_NUMBER: _ClassVar[int]
+    EXPRS_FIELD_NUMBER: _ClassVar[int]
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    input: int
+    exprs: _containers.RepeatedScalarFieldContainer[int]
+    names: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, input: _Optional[int] = ..., exprs: _Optional[_Iterable[int]] = ..., names: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ProtoFilter(_message.Message):
+    __slots__ = ("input", "predicates")
+    INPUT_FIELD_NUMBER: _ClassVar[int]
+    PREDICATES_FIELD_NUMBER: _ClassVar[int]
+    input: int
+    predicates: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, input: _Optional[int] = ..., predicates: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ProtoProject(_message.Message):
+    __slots__ = ("input", "columns")
+    INPUT_FIELD_NUMBER: _ClassVar[int]
+    COLUMNS_FIELD_NUMBER: _ClassVar[int]
+    input: int
+    columns: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, input: _Optional[int] = ..., columns: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ProtoUnion(_message.Message):
+    __slots__ = ("inputs",)
+    INPUTS_FIELD_NUMBER: _ClassVar[int]
+    inputs: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, inputs: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ProtoNegate(_message.Message):
+    __slots__ = ("input",)
+    INPUT_FIELD_NUMBER: _ClassVar[int]
+    input: int
+    def __init__(self, input: _Optional[int] = ...) -> None: ...
+
+class ProtoEquivalence(_message.Message):
+    __slots__ = ("columns",)
+    COLUMNS_FIELD_NUMBER: _ClassVar[int]
+    columns: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, columns: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ProtoJoin(_message.Message):
+    __slots__ = ("inputs", "equivalences", "kind")
+    INPUTS_FIELD_NUMBER: _ClassVar[int]
+    EQUIVALENCES_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    inputs: _containers.RepeatedScalarFieldContainer[int]
+    equivalences: _containers.RepeatedCompositeFieldContainer[ProtoEquivalence]
+    kind: ProtoJoinKind
+    def __init__(self, inputs: _Optional[_Iterable[int]] = ..., equivalences: _Optional[_Iterable[_Union[ProtoEquivalence, _Mapping]]] = ..., kind: _Optional[_Union[ProtoJoinKind, str]] = ...) -> None: ...
+
+class ProtoAggregate(_message.Message):
+    __slots__ = ("func", "column", "distinct")
+    FUNC_FIELD_NUMBER: _ClassVar[int]
+    COLUMN_FIELD_NUMBER: _ClassVar[int]
+    DISTINCT_FIELD_NUMBER: _ClassVar[int]
+    func: ProtoAggFunc
+    column: int
+    distinct: bool
+    def __init__(self, func: _Optional[_Union[ProtoAggFunc, str]] = ..., column: _Optional[int] = ..., distinct: _Optional[bool] = ...) -> None: ...
+
+class ProtoReduce(_message.Message):
+    __slots__ = ("input", "group_key", "aggregates")
+    INPUT_FIELD_NUMBER: _ClassVar[int]
+    GROUP_KEY_FIELD_NUMBER: _ClassVar[int]
+    AGGREGATES_FIELD_NUMBER: _ClassVar[int]
+    input: int
+    group_key: _containers.RepeatedScalarFieldContainer[int]
+    aggregates: _containers.RepeatedCompositeFieldContainer[ProtoAggregate]
+    def __init__(self, input: _Optional[int] = ..., group_key: _Optional[_Iterable[int]] = ..., aggregates: _Optional[_Iterable[_Union[ProtoAggregate, _Mapping]]] = ...) -> None: ...
+
+class ProtoDistinct(_message.Message):
+    __slots__ = ("input",)
+    INPUT_FIELD_NUMBER: _ClassVar[int]
+    input: int
+    def __init__(self, input: _Optional[int] = ...) -> None: ...
+
+class ProtoThreshold(_message.Message):
+    __slots__ = ("input",)
+    INPUT_FIELD_NUMBER: _ClassVar[int]
+    input: int
+    def __init__(self, input: _Optional[int] = ...) -> None: ...
+
+class ProtoTopK(_message.Message):
+    __slots__ = ("input", "group_key", "order_by", "limit", "offset")
+    INPUT_FIELD_NUMBER: _ClassVar[int]
+    GROUP_KEY_FIELD_NUMBER: _ClassVar[int]
+    ORDER_BY_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    input: int
+    group_key: _containers.RepeatedScalarFieldContainer[int]
+    order_by: _containers.RepeatedCompositeFieldContainer[ProtoColumnOrder]
+    limit: int
+    offset: int
+    def __init__(self, input: _Optional[int] = ..., group_key: _Optional[_Iterable[int]] = ..., order_by: _Optional[_Iterable[_Union[ProtoColumnOrder, _Mapping]]] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
+
+class ProtoArrangeKey(_message.Message):
+    __slots__ = ("columns",)
+    COLUMNS_FIELD_NUMBER: _ClassVar[int]
+    columns: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, columns: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ProtoArrangeBy(_message.Message):
+    __slots__ = ("input", "keys")
+    INPUT_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    input: int
+    keys: _containers.RepeatedCompositeFieldContainer[ProtoArrangeKey]
+    def __init__(self, input: _Optional[int] = ..., keys: _Optional[_Iterable[_Union[ProtoArrangeKey, _Mapping]]] = ...) -> None: ...
+
+class ProtoLet(_message.Message):
+    __slots__ = ("name", "value", "body")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    BODY_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    value: int
+    body: int
+    def __init__(self, name: _Optional[str] = ..., value: _Optional[int] = ..., body: _Optional[int] = ...) -> None: ...
+
+class ProtoLetRef(_message.Message):
+    __slots__ = ("name",)
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    def __init__(self, name: _Optional[str] = ...) -> None: ...
+
+class ProtoPlanNode(_message.Message):
+    __slots__ = ("get", "constant", "map", "filter", "project", "union", "negate", "join", "reduce", "distinct", "threshold", "top_k", "arrange_by", "let", "let_ref")
+    GET_FIELD_NUMBER: _ClassVar[int]
+    CONSTANT_FIELD_NUMBER: _ClassVar[int]
+    MAP_FIELD_NUMBER: _ClassVar[int]
+    FILTER_FIELD_NUMBER: _ClassVar[int]
+    PROJECT_FIELD_NUMBER: _ClassVar[int]
+    UNION_FIELD_NUMBER: _ClassVar[int]
+    NEGATE_FIELD_NUMBER: _ClassVar[int]
+    JOIN_FIELD_NUMBER: _ClassVar[int]
+    REDUCE_FIELD_NUMBER: _ClassVar[int]
+    DISTINCT_FIELD_NUMBER: _ClassVar[int]
+    THRESHOLD_FIELD_NUMBER: _ClassVar[int]
+    TOP_K_FIELD_NUMBER: _ClassVar[int]
+    ARRANGE_BY_FIELD_NUMBER: _ClassVar[int]
+    LET_FIELD_NUMBER: _ClassVar[int]
+    LET_REF_FIELD_NUMBER: _ClassVar[int]
+    get: ProtoGet
+    constant: ProtoConstant
+    map: ProtoMap
+    filter: ProtoFilter
+    project: ProtoProject
+    union: ProtoUnion
+    negate: ProtoNegate
+    join: ProtoJoin
+    reduce: ProtoReduce
+    distinct: ProtoDistinct
+    threshold: ProtoThreshold
+    top_k: ProtoTopK
+    arrange_by: ProtoArrangeBy
+    let: ProtoLet
+    let_ref: ProtoLetRef
+    def __init__(self, get: _Optional[_Union[ProtoGet, _Mapping]] = ..., constant: _Optional[_Union[ProtoConstant, _Mapping]] = ..., map: _Optional[_Union[ProtoMap, _Mapping]] = ..., filter: _Optional[_Union[ProtoFilter, _Mapping]] = ..., project: _Optional[_Union[ProtoProject, _Mapping]] = ..., union: _Optional[_Union[ProtoUnion, _Mapping]] = ..., negate: _Optional[_Union[ProtoNegate, _Mapping]] = ..., join: _Optional[_Union[ProtoJoin, _Mapping]] = ..., reduce: _Optional[_Union[ProtoReduce, _Mapping]] = ..., distinct: _Optional[_Union[ProtoDistinct, _Mapping]] = ..., threshold: _Optional[_Union[ProtoThreshold, _Mapping]] = ..., top_k: _Optional[_Union[ProtoTopK, _Mapping]] = ..., arrange_by: _Optional[_Union[ProtoArrangeBy, _Mapping]] = ..., let: _Optional[_Union[ProtoLet, _Mapping]] = ..., let_ref: _Optional[_Union[ProtoLetRef, _Mapping]] = ...) -> None: ...
+
 class ProtoPlan(_message.Message):
-    __slots__ = ("json",)
-    JSON_FIELD_NUMBER: _ClassVar[int]
-    json: str
-    def __init__(self, json: _Optional[str] = ...) -> None: ...
+    __slots__ = ("exprs", "nodes")
+    EXPRS_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    exprs: _containers.RepeatedCompositeFieldContainer[ProtoScalarExpr]
+    nodes: _containers.RepeatedCompositeFieldContainer[ProtoPlanNode]
+    def __init__(self, exprs: _Optional[_Iterable[_Union[ProtoScalarExpr, _Mapping]]] = ..., nodes: _Optional[_Iterable[_Union[ProtoPlanNode, _Mapping]]] = ...) -> None: ...
 
 class ProtoBuildDesc(_message.Message):
     __slots__ = ("id", "plan")

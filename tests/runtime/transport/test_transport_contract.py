@@ -309,6 +309,25 @@ def test_replica_going_away_is_connection_lost(run: Callable[[Body], None]) -> N
     run(body)
 
 
+def test_sends_alone_notice_a_break(run: Callable[[Body], None]) -> None:
+    """A sender that never receives still learns of the break: sends raise ConnectionLost."""
+
+    async def body(h: Harness) -> None:
+        s = await h.transport().connect(h.address)
+        await s.send(Schedule(u(1)))
+        assert (await s.receive()).id == u(1)
+        await h.replica_goes_away()
+        with anyio.fail_after(10), pytest.raises(ConnectionLost):
+            while True:
+                await s.send(Schedule(u(2)))
+                await anyio.sleep(0.01)
+        with pytest.raises(ConnectionLost):
+            await s.send_many([Schedule(u(3)), Schedule(u(4))])
+        await s.aclose()
+
+    run(body)
+
+
 def test_reconnect_gives_a_fresh_stream(run: Callable[[Body], None]) -> None:
     async def body(h: Harness) -> None:
         transport = h.transport()
