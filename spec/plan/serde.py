@@ -1,8 +1,9 @@
 """Stable serialisation of plans to plain dicts (JSON-ready) and back.
 
 Every node is a dict with a ``"op"`` (plans) or ``"kind"`` (scalars) tag;
-dates and timestamps are ISO strings, GlobalIds their text form. The format is
-the contract the gRPC codec maps to Protobuf; ``plan_from_dict(plan_to_dict(p)) == p``.
+dates and timestamps are ISO strings, GlobalIds their text form. Used where
+plans are stored as JSON (the runtime's catalog, scenario files); the wire has
+its own typed Protobuf messages. ``plan_from_dict(plan_to_dict(p)) == p``.
 """
 
 from __future__ import annotations
