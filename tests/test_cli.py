@@ -1,17 +1,47 @@
-"""The `tidegate` command: what `make run` runs must succeed and say what it did."""
+"""The `tidegate` command: parsing, the control endpoint behind `up`, and `status/peek/append`.
+
+The endpoint and the client commands are exercised here over real loopback
+HTTP against a small in-test environment (the real ``Environment`` runs in
+``tests/e2e/``); ``tidegate demo`` itself runs for real in ``tests/e2e/``.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import datetime as dt
+import io
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
 import pytest
 
 from tidegate.cli import main
+from tidegate.commands.control import (
+    ControlClient,
+    ControlError,
+    ControllerInfo,
+    NoController,
+    serve_control,
+)
+from tidegate.commands.render import ProgressBar, format_table, status_table
+from tidegate.commands.service import ControlService, lag_ms
+from tidegate.commands.values import RowsError, parse_rows, row_to_json
+from tidegate.dsl import count, table
+from tidegate.runtime.catalog import CatalogState, IndexEntry, TableEntry
+from tidegate.runtime.controller.driver import ReplicaInfo
+from tidegate.spec.errors import SinceViolation
+from tidegate.spec.frontier import Antichain
+from tidegate.spec.ids import GlobalId
+from tidegate.spec.plan import Schema
 
 
-def test_demo_runs_a_passing_simulation(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["demo"]) == 0
-    out = capsys.readouterr().out
-    assert "not built yet" in out
-    assert "PASS seed 1 (small)" in out
+@pytest.fixture(params=["asyncio", "trio"])
+def anyio_backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
 
 
 def test_unknown_commands_are_refused_with_usage(capsys: pytest.CaptureFixture[str]) -> None:
@@ -19,3 +49,298 @@ def test_unknown_commands_are_refused_with_usage(capsys: pytest.CaptureFixture[s
         main(["frobnicate"])
     assert exit.value.code == 2
     assert "invalid choice" in capsys.readouterr().err
+
+
+def test_every_product_command_is_registered(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    for name in ("up", "status", "peek", "append", "demo", "sim"):
+        assert name in out
+
+
+# -- rows as JSON ------------------------------------------------------------------------------
+
+SCHEMA = Schema.of(
+    ("customer", "string", False), ("amount", "int64", False), ("rate", "float64"), ("day", "date")
+)
+
+
+def test_rows_convert_by_column_type_and_pairs_carry_diffs() -> None:
+    rows = parse_rows('[["ann", 20, 1, "2024-05-01"], [["bob", 5, null, null], -2]]', SCHEMA)
+    assert rows == [(("ann", 20, 1.0, dt.date(2024, 5, 1)), 1), (("bob", 5, None, None), -2)]
+    assert row_to_json(rows[0][0]) == ["ann", 20, 1.0, "2024-05-01"]
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("{}", "JSON list"),
+        ("[1]", "row 0"),
+        ('[["ann", 20, 1.0]]', "3 values for 4 columns"),
+        ('[["ann", "x", 1.0, null]]', "not a int64"),
+        ("[[null, 1, 1.0, null]]", "NULL in non-nullable"),
+        ('[["ann", 1, 1.0, "May 1"]]', "not an ISO date"),
+        ('[[["ann", 1, 1.0, null], 0]]', "non-zero integer diff"),
+        ("[[", "not valid JSON"),
+    ],
+)
+def test_bad_rows_are_refused_naming_the_problem(text: str, says: str) -> None:
+    with pytest.raises(RowsError, match=says):
+        parse_rows(text, SCHEMA)
+
+
+# -- text output -----------------------------------------------------------------------------
+
+
+def test_tables_align_columns_under_a_rule() -> None:
+    text = format_table(["A", "LONGER"], [[1, None], ["wide value", 2]])
+    assert text.splitlines() == ["A           LONGER", "----------  ------", "1", "wide value  2"]
+
+
+def test_status_table_shows_frontiers_lag_and_replicas() -> None:
+    text = status_table(
+        {
+            "collections": [
+                {
+                    "name": "t",
+                    "id": "u1",
+                    "kind": "table",
+                    "since": [5],
+                    "upper": [9],
+                    "lag_ms": 1500,
+                },
+                {
+                    "name": "gone",
+                    "id": "u2",
+                    "kind": "index",
+                    "since": [],
+                    "upper": [],
+                    "lag_ms": None,
+                },
+            ],
+            "replicas": [{"name": "r1", "status": "online"}],
+        }
+    )
+    assert "t     u1  table  [5]    [9]    1.5 s" in text
+    assert "closed" in text and "r1    online" in text
+
+
+def test_progress_bar_prints_one_final_line_when_not_a_terminal() -> None:
+    out = io.StringIO()
+    bar = ProgressBar(4, "load", width=8, out=out)
+    for _ in range(4):
+        bar.advance()
+    bar.finish("done")
+    assert out.getvalue() == "load [########] 4/4 100% done\n"
+
+
+def test_lag_is_wall_clock_minus_the_last_complete_time() -> None:
+    assert lag_ms(Antichain([1_000]), 1_500) == 501
+    assert lag_ms(Antichain([1_501]), 1_500) == 0
+    assert lag_ms(Antichain([2_000]), 1_500) == 0
+    assert lag_ms(Antichain(), 1_500) is None
+
+
+# -- the control endpoint over loopback, against an in-test environment ------------------------------
+
+
+class ScriptedEnvironment:
+    """What ``ControlService`` asks of an environment, over one table and one index, in memory."""
+
+    def __init__(self) -> None:
+        self.t = GlobalId.user(1)
+        self.i = GlobalId.user(2)
+        totals = table(self.t, SCHEMA).group_by("customer").agg(count())
+        self.state = CatalogState(
+            tables=(TableEntry("orders", self.t, SCHEMA),),
+            indexes=(IndexEntry("totals", self.i, totals.plan, (0,)),),
+        )
+        self.rows: list[tuple[tuple[Any, ...], int, int]] = []
+        self.now = 100
+        self.waited: list[int] = []
+
+    def frontiers(self, id: GlobalId) -> tuple[Antichain, Antichain]:
+        return Antichain([10]), Antichain([self.now])
+
+    def replicas(self) -> list[ReplicaInfo]:
+        return [ReplicaInfo("default", "r1", "connected", 3, "127.0.0.1:9", True, 1, "")]
+
+    def schema(self, id: GlobalId) -> Schema:
+        return self.state.schema_of(id)
+
+    async def wait_for(self, id: GlobalId, time: int) -> None:
+        self.waited.append(time)
+
+    async def append(self, table: str, rows: list[tuple[tuple[Any, ...], int]]) -> int:
+        self.now += 1
+        self.rows.extend((r, self.now - 1, d) for r, d in rows)
+        return self.now - 1
+
+    async def peek(
+        self, id: GlobalId, at: int | None = None, key: tuple[Any, ...] | None = None
+    ) -> list[tuple[tuple[Any, ...], int]]:
+        t = self.now - 1 if at is None else at
+        if t < 10:
+            raise SinceViolation(id, Antichain([10]), t)
+        acc: dict[tuple[Any, ...], int] = {}
+        for r, rt, d in self.rows:
+            if rt <= t:
+                k = r if id == self.t else (r[0],)
+                acc[k] = acc.get(k, 0) + d
+        if id == self.i:  # the index: count of orders per customer
+            acc = {(c, n): 1 for (c,), n in acc.items() if n}
+        out = [(r, n) for r, n in sorted(acc.items()) if n]
+        if key is not None:
+            out = [(r, n) for r, n in out if r[0] == key[0]]
+        return out
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path) -> Iterator[Path]:
+    yield tmp_path
+
+
+async def _serving(
+    env: ScriptedEnvironment, data_dir: Path, tg: anyio.abc.TaskGroup
+) -> ControllerInfo:
+    token = "t0ken"
+    address = await tg.start(
+        serve_control, ControlService(env, clock_ms=lambda: 1_000).handle, token
+    )
+    info = ControllerInfo(address, token, os.getpid(), str(data_dir))
+    info.write()
+    return info
+
+
+def _cli(*argv: str) -> int:
+    try:
+        return main(list(argv))
+    except SystemExit as e:
+        return int(e.code or 0)
+
+
+@pytest.mark.anyio
+async def test_status_append_and_peek_commands_talk_to_the_controller(
+    data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = ScriptedEnvironment()
+    async with anyio.create_task_group() as tg:
+        await _serving(env, data_dir, tg)
+        d = str(data_dir)
+        rows = '[["ann", 20, 1.5, null], ["bob", 5, null, "2024-01-02"], ["ann", 1, null, null]]'
+        assert (
+            await anyio.to_thread.run_sync(
+                _cli, "append", "orders", "--rows", rows, "--data-dir", d
+            )
+            == 0
+        )
+        assert "appended 3 row(s) to orders at 100 (durable)" in capsys.readouterr().out
+        assert env.rows[1] == (("bob", 5, None, dt.date(2024, 1, 2)), 100, 1)
+
+        assert (
+            await anyio.to_thread.run_sync(_cli, "peek", "totals", "--data-dir", d, "--json") == 0
+        )
+        got = json.loads(capsys.readouterr().out)
+        assert got["rows"] == [[["ann", 2], 1], [["bob", 1], 1]] and got["id"] == "u2"
+
+        assert (
+            await anyio.to_thread.run_sync(_cli, "peek", "u2", "--key", "bob", "--data-dir", d) == 0
+        )
+        out = capsys.readouterr().out
+        assert "totals (u2)" in out and "bob" in out and "ann" not in out
+
+        assert await anyio.to_thread.run_sync(_cli, "status", "--data-dir", d) == 0
+        out = capsys.readouterr().out
+        assert "orders  u1  table" in out
+        assert "r1    connected  3      127.0.0.1:9" in out
+        tg.cancel_scope.cancel()
+
+
+@pytest.mark.anyio
+async def test_refusals_keep_their_type_and_change_nothing(
+    data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = ScriptedEnvironment()
+    async with anyio.create_task_group() as tg:
+        info = await _serving(env, data_dir, tg)
+        client = ControlClient(info, timeout=10)
+        call = anyio.to_thread.run_sync
+        for body, kind in [
+            ({"table": "nope", "rows": []}, "UnknownCollection"),
+            ({"table": "totals", "rows": []}, "NotATable"),
+            ({"table": "orders", "rows": [["ann"]]}, "BadRows"),
+            ({"rows": []}, "BadRequest"),
+        ]:
+            with pytest.raises(ControlError) as e:
+                await call(client.call, "POST", "/append", body)
+            assert e.value.type == kind
+        assert env.rows == []
+        with pytest.raises(ControlError) as e:
+            await call(client.call, "POST", "/peek", {"name": "orders", "at": 5})
+        assert e.value.type == "SinceViolation" and env.waited == [5]
+
+        intruder = ControlClient(ControllerInfo(info.address, "wrong", info.pid, info.data_dir))
+        with pytest.raises(ControlError) as e:
+            await call(
+                intruder.call,
+                "POST",
+                "/append",
+                {"table": "orders", "rows": [["x", 1, None, None]]},
+            )
+        assert e.value.type == "Unauthenticated" and env.rows == []
+
+        d = str(data_dir)
+        assert await call(_cli, "append", "orders", "--rows", "[[", "--data-dir", d) == 2
+        assert await call(_cli, "peek", "nothing", "--data-dir", d) == 1
+        assert "UnknownCollection" in capsys.readouterr().err
+        tg.cancel_scope.cancel()
+
+
+def test_commands_without_a_controller_say_how_to_start_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert _cli("status", "--data-dir", str(tmp_path)) == 3
+    assert "tidegate up --data-dir" in capsys.readouterr().err
+    ControllerInfo("127.0.0.1:1", "x", 2**22 + 12345, str(tmp_path)).write()  # a pid that is gone
+    with pytest.raises(NoController, match="is gone"):
+        ControlClient.for_data_dir(tmp_path)
+
+
+def test_controller_file_is_private_and_removed_only_by_its_owner(tmp_path: Path) -> None:
+    mine = ControllerInfo("127.0.0.1:5", "a", os.getpid(), str(tmp_path))
+    mine.write()
+    assert ControllerInfo.read(tmp_path) == mine
+    assert ControllerInfo.path(tmp_path).stat().st_mode & 0o077 == 0
+    other = ControllerInfo("127.0.0.1:6", "b", os.getpid(), str(tmp_path))
+    other.remove()  # not its file: left alone
+    assert ControllerInfo.read(tmp_path) == mine
+    mine.remove()
+    assert not ControllerInfo.path(tmp_path).exists()
+
+
+@pytest.mark.anyio
+async def test_malformed_requests_get_400_and_the_endpoint_keeps_serving(data_dir: Path) -> None:
+    env = ScriptedEnvironment()
+    async with anyio.create_task_group() as tg:
+        info = await _serving(env, data_dir, tg)
+        host, port = info.address.rsplit(":", 1)
+
+        async def raw(request: bytes) -> bytes:
+            async with await anyio.connect_tcp(host, int(port)) as s:
+                await s.send(request)
+                out = b""
+                with contextlib.suppress(anyio.EndOfStream):
+                    while True:
+                        out += await s.receive()
+                return out
+
+        assert (await raw(b"garbage\r\n\r\n")).startswith(b"HTTP/1.1 400")
+        bad_json = (
+            b"POST /append HTTP/1.1\r\nAuthorization: Bearer t0ken\r\nContent-Length: 3\r\n\r\n[1]"
+        )
+        assert b'"BadRequest"' in await raw(bad_json)
+        assert (await raw(b"GET /health HTTP/1.1\r\n\r\n")).startswith(b"HTTP/1.1 200")
+        nowhere = b"GET /nowhere HTTP/1.1\r\nAuthorization: Bearer t0ken\r\n\r\n"
+        assert (await raw(nowhere)).startswith(b"HTTP/1.1 404")
+        tg.cancel_scope.cancel()

@@ -1,0 +1,137 @@
+"""The command line for real: ``tidegate up`` with ``status/append/peek`` against it, and ``tidegate demo``."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tidegate.commands.control import ControllerInfo
+
+pytestmark = pytest.mark.timeout(300)
+
+TIDEGATE = [sys.executable, "-m", "tidegate"]
+
+
+def run(*argv: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*TIDEGATE, *argv], capture_output=True, text=True, timeout=timeout)
+
+
+def wait_for_controller(data_dir: Path, proc: subprocess.Popen[str], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not ControllerInfo.path(data_dir).exists():
+        assert proc.poll() is None, f"tidegate up exited with {proc.returncode}"
+        assert time.monotonic() < deadline, "tidegate up did not write controller.json"
+        time.sleep(0.2)
+
+
+def test_up_serves_status_append_and_peek_until_sigterm(e2e: Any, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    log = open(tmp_path / "up.log", "w")  # noqa: SIM115
+    up = subprocess.Popen(
+        [*TIDEGATE, "up", "--data-dir", str(data), "--executor", "python"],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        wait_for_controller(data, up, 120)
+        d = ["--data-dir", str(data)]
+        # A second `up` on the same directory is refused while the first runs.
+        second = run("up", *d, "--executor", "python", timeout=30)
+        assert second.returncode != 0 and "already serves" in second.stderr
+
+        status = run("status", *d, "--json")
+        assert status.returncode == 0, status.stderr
+        got = json.loads(status.stdout)
+        assert got["collections"] == []
+        assert [r["name"] for r in got["replicas"]] == ["r1"]
+
+        missing = run("append", "orders", "--rows", "[[1]]", *d)
+        assert missing.returncode == 1 and "UnknownCollection" in missing.stderr
+    finally:
+        up.send_signal(signal.SIGTERM)
+        code = up.wait(60)
+        log.close()
+    assert code == 0, (tmp_path / "up.log").read_text()[-2000:]
+    assert not ControllerInfo.path(data).exists()
+    pids = [json.loads(p.read_text())["pid"] for p in (data / "replicas").glob("*.pid")]
+    assert not any(e2e.pid_alive(p) for p in pids)
+
+
+def test_up_then_append_and_peek_a_table_and_its_index(e2e: Any, tmp_path: Path) -> None:
+    """Tables and indexes made with the embedding API, then served by `up` to the CLI."""
+    data = tmp_path / "data"
+    with e2e.open_live(data, "cli", 1, executor="python") as live:
+        from tidegate.dsl import Schema, count, sum_
+
+        schema = Schema.of(("customer", "string", False), ("amount", "int64", False))
+        live.call(lambda: live.env.create_table("orders", schema))
+        totals = (
+            live.sync(lambda: live.env.table("orders"))
+            .group_by("customer")
+            .agg(count(), sum_("amount"))
+        )
+        live.call(lambda: live.env.create_index(totals, ["customer"], name="totals"))
+    up = subprocess.Popen(
+        [*TIDEGATE, "up", "--data-dir", str(data), "--executor", "python"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        wait_for_controller(data, up, 120)
+        d = ["--data-dir", str(data)]
+        a = run("append", "orders", "--rows", '[["ann", 20], ["bob", 5], ["ann", 7]]', *d, "--json")
+        assert a.returncode == 0, a.stderr
+        ts = json.loads(a.stdout)["time"]
+        p = run("peek", "totals", "--at", str(ts), *d, "--json")
+        assert p.returncode == 0, p.stderr
+        assert sorted(map(tuple, (r for r, _ in json.loads(p.stdout)["rows"]))) == [
+            ("ann", 2, 27),
+            ("bob", 1, 5),
+        ]
+        k = run("peek", "totals", "--at", str(ts), "--key", "bob", *d)
+        assert k.returncode == 0 and "bob" in k.stdout and "ann" not in k.stdout
+        r = run("append", "orders", "--rows", '[[["ann", 20], -1]]', *d, "--json")
+        ts2 = json.loads(r.stdout)["time"]
+        p2 = json.loads(run("peek", "totals", "--at", str(ts2), *d, "--json").stdout)
+        assert [["ann", 1, 7], 1] in p2["rows"]
+        t = run("peek", "orders", "--at", str(ts2), *d)
+        assert t.returncode == 0 and f"orders (u1) at {ts2}: 2 row(s)" in t.stdout
+        fresh = json.loads(run("peek", "totals", *d, "--json").stdout)  # the freshest time
+        assert fresh["time"] == "freshest" and [["bob", 1, 5], 1] in fresh["rows"]
+        s = run("status", *d)
+        assert s.returncode == 0
+        for word in ("orders", "totals", "table", "index", "r1", "connected"):
+            assert word in s.stdout
+    finally:
+        up.send_signal(signal.SIGINT)
+        assert up.wait(60) == 0
+
+
+@pytest.mark.slow
+def test_demo_runs_end_to_end_on_spark_and_passes(tmp_path: Path) -> None:
+    """What `make run` runs: two Spark replicas, a kill, a controller restart; under 3 minutes."""
+    t0 = time.monotonic()
+    done = subprocess.run(
+        [*TIDEGATE, "demo", "--data-dir", str(tmp_path / "demo")],
+        capture_output=True,
+        text=True,
+        timeout=280,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    took = time.monotonic() - t0
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    out = done.stdout
+    assert "PASS: every answer matched the reference" in out
+    assert "= reference ✓" in out and "0 violation(s)" in out
+    assert "r1 rehydrating" in out and "catalog restored" in out
+    print(f"tidegate demo took {took:.0f} s")

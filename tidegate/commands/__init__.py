@@ -1,0 +1,27 @@
+"""The product's subcommands: ``tidegate up``, ``status``, ``peek``, ``append`` and ``demo``.
+
+* :mod:`.up` -- the controller with managed replicas, serving the control endpoint;
+* :mod:`.client` -- ``status``/``peek``/``append``, clients of that endpoint;
+* :mod:`.control` -- the endpoint itself (JSON over HTTP on loopback, bearer token);
+* :mod:`.service` -- what the endpoint does with an ``Environment``;
+* :mod:`.demo` -- ``tidegate demo``, what ``make run`` runs;
+* :mod:`.recording` -- a real run's client history, for the simulator's offline checker;
+* :mod:`.values`, :mod:`.render` -- rows as JSON, and text output.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+__all__ = ["register"]
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``up``, ``status``, ``peek`` and ``append`` to the ``tidegate`` parser.
+
+    ``demo`` is added by :func:`.demo.add_parser`.
+    """
+    from . import client, up
+
+    up.add_parser(sub)
+    client.add_parsers(sub)

@@ -1,0 +1,478 @@
+"""``tidegate demo``: the product end to end, in about two minutes (what ``make run`` runs).
+
+An ``Environment`` with two managed replica processes on local Spark: two
+tables, an index, a materialized view and a subscribe; a stream of appends
+with a progress bar; peeks at several times, each compared with the reference
+evaluator; one replica SIGKILLed while the other keeps answering, and the
+killed one restarted and rehydrated (then the other killed, and the first
+answering alone); the controller closed and reopened on the same data
+directory -- the replica processes keep running and reconcile with it -- with
+its catalog and every acknowledged append back; the client-visible history
+checked by the simulator's offline checker; a summary. Exit 0 only if every
+check held.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import tempfile
+import time
+import traceback
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from tidegate.dsl import Schema, col, count, sum_
+from tidegate.spec.frontier import LagWriteFrontier, Row
+from tidegate.spec.ids import GlobalId
+
+from .recording import RunRecorder
+from .render import ProgressBar, format_table
+
+__all__ = ["DemoOptions", "add_parser", "run_demo"]
+
+CUSTOMERS = ["ann", "bob", "cyd", "dee", "eve", "fay", "gus", "hal"]
+REGIONS = {"ann": "north", "bob": "south", "cyd": "north", "dee": "east",
+           "eve": "west", "fay": "south", "gus": "east", "hal": "west"}  # fmt: skip
+HISTORY = LagWriteFrontier(lag=600_000, max_granularity=1_000)
+"""Keep ten minutes of history readable, so the demo can peek at earlier times."""
+
+
+@dataclass
+class DemoOptions:
+    """What ``tidegate demo`` runs on, and how much it streams."""
+
+    data_dir: str | None = None
+    batches: int = 20
+    rows_per_batch: int = 50
+    executor: str = "spark"
+    spark_master: str = "local[1]"
+    seed: int = 7
+    timeout_s: float = 120.0
+    """Longest wait for any one thing (a replica, a frontier); the whole demo gets three times it."""
+
+
+@dataclass
+class Tally:
+    """What the demo did and checked, for its summary."""
+
+    peeks: int = 0
+    batches: int = 0
+    subscribe_updates: int = 0
+    appends: int = 0
+    rows: int = 0
+    failures: list[str] = field(default_factory=list)
+    phases: list[tuple[str, float]] = field(default_factory=list)
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "demo",
+        help="run the end-to-end demo (two Spark replicas, a kill, a controller restart)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--data-dir", help="keep the data here (default: a temporary directory)")
+    p.add_argument("--batches", type=int, default=20, help="appends to stream (default 20)")
+    p.add_argument("--rows", type=int, default=50, help="rows per append (default 50)")
+    p.add_argument("--executor", default="spark", choices=["spark", "python"])
+    p.add_argument("--spark-master", default="local[1]")
+    p.add_argument("--seed", type=int, default=7)
+    p.set_defaults(func=run_demo)
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    opts = DemoOptions(
+        data_dir=args.data_dir,
+        batches=args.batches,
+        rows_per_batch=args.rows,
+        executor=args.executor,
+        spark_master=args.spark_master,
+        seed=args.seed,
+    )
+    return anyio.run(demo, opts)
+
+
+# -- the environment -------------------------------------------------------------------------
+
+
+@asynccontextmanager
+async def replica_processes(
+    data_dir: Path, opts: DemoOptions, names: list[str]
+) -> AsyncIterator[Any]:
+    """An orchestrator running replicas ``names`` (started in parallel); stops them at exit."""
+    from tidegate.runtime.orchestrator import Orchestrator
+
+    async with Orchestrator(
+        data_dir, executor=opts.executor, spark_master=opts.spark_master
+    ) as orchestrator:
+        async with anyio.create_task_group() as tg:
+            for name in names:
+                tg.start_soon(orchestrator.ensure, name)
+        yield orchestrator
+
+
+@asynccontextmanager
+async def open_environment(
+    data_dir: Path, opts: DemoOptions, orchestrator: Any, replicas: int
+) -> AsyncIterator[Any]:
+    """The controller, with managed replicas ``r1..rN`` run by ``orchestrator``."""
+    from tidegate.runtime.environment import Environment
+
+    async with Environment.open(
+        data_dir,
+        replicas=replicas,
+        spark_master=opts.spark_master,
+        executor=opts.executor,
+        orchestrator=orchestrator,
+    ) as env:
+        yield env
+
+
+def replica_names(env: Any) -> list[str]:
+    return sorted(str(r.replica) for r in env.replicas())
+
+
+async def wait_until(
+    what: str, ok: Callable[[], bool], timeout_s: float, poll_s: float = 0.1
+) -> float:
+    """Poll ``ok`` until true; the seconds it took. ``TimeoutError`` naming ``what`` otherwise."""
+    t0 = time.monotonic()
+    while not ok():
+        if time.monotonic() - t0 > timeout_s:
+            raise TimeoutError(f"timed out after {timeout_s:.0f} s waiting for {what}")
+        await anyio.sleep(poll_s)
+    return time.monotonic() - t0
+
+
+def replicas_online(env: Any, names: list[str] | None = None) -> bool:
+    rs = {str(r.replica): str(r.status) for r in env.replicas()}
+    wanted = names if names is not None else list(rs)
+    return bool(wanted) and all(rs.get(n) == "connected" for n in wanted)
+
+
+# -- the demo --------------------------------------------------------------------------------
+
+
+class Demo:
+    """The demo's state: its recorder (history and reference), the live rows, what it printed."""
+
+    def __init__(self, opts: DemoOptions, data_dir: Path) -> None:
+        self.opts = opts
+        self.data_dir = data_dir
+        self.rec = RunRecorder("demo", replicas=2)
+        self.tally = Tally()
+        self.rng = random.Random(opts.seed)
+        self.ids: dict[str, GlobalId] = {}
+        self.live: dict[tuple[str, int], int] = {}  # (customer, amount) -> multiplicity
+        self.last_ts = 0
+        self.t0 = time.monotonic()
+        self.events: list[Any] = []
+        self.show_events = False
+
+    def say(self, text: str = "") -> None:
+        print(text, flush=True)
+
+    def phase(self, title: str) -> None:
+        self.tally.phases.append((title, time.monotonic() - self.t0))
+        self.say(f"\n== {title}  (t+{time.monotonic() - self.t0:.1f} s)")
+
+    def fail(self, what: str) -> None:
+        self.tally.failures.append(what)
+        self.say(f"   FAILED: {what}")
+
+    # -- steps -----------------------------------------------------------------------------
+
+    async def define(self, env: Any) -> None:
+        orders = await env.create_table(
+            "orders", Schema.of(("customer", "string", False), ("amount", "int64", False))
+        )
+        customers = await env.create_table(
+            "customers", Schema.of(("customer", "string", False), ("region", "string", False))
+        )
+        self.ids.update(orders=orders, customers=customers)
+        self.rec.table(orders, env.table("orders").schema)
+        self.rec.table(customers, env.table("customers").schema)
+        for t in (orders, customers):
+            await env.set_read_policy(t, HISTORY)
+        self.say(f"   tables: orders ({orders}), customers ({customers})")
+
+        o, c = env.table("orders"), env.table("customers")
+        totals = o.group_by("customer").agg(count(), sum_("amount"))
+        idx = await env.create_index(totals, ["customer"], name="totals_by_customer")
+        await env.set_read_policy(idx, HISTORY)
+        self.ids["totals_by_customer"] = idx
+        self.rec.installed(idx, "index", totals.plan, (0,))
+        self.say(f"   index totals_by_customer ({idx}): orders grouped by customer, count and sum")
+
+        by_region = o.join(c, on=[("customer", "customer")]).group_by("region").agg(sum_("amount"))
+        mv = await env.create_materialized_view("sales_by_region", by_region)
+        await env.set_read_policy(mv, HISTORY)
+        self.ids["sales_by_region"] = mv
+        self.rec.installed(mv, "materialized_view", by_region.plan)
+        self.say(f"   materialized view sales_by_region ({mv}): orders ⋈ customers, sum by region")
+
+        self.big = o.filter(col("amount") >= 100)
+        self.say("   subscribe: orders with amount >= 100")
+
+        ts = await env.append("customers", [(c_, r) for c_, r in REGIONS.items()])
+        self.rec.appended(customers, ts, [((c_, r), 1) for c_, r in REGIONS.items()])
+        self.last_ts = max(self.last_ts, ts)
+        self.tally.appends += 1
+        self.tally.rows += len(REGIONS)
+
+    def next_batch(self) -> list[tuple[Row, int]]:
+        out: list[tuple[Row, int]] = []
+        for _ in range(self.opts.rows_per_batch):
+            if self.live and self.rng.random() < 0.2:  # retract an earlier order
+                row = self.rng.choice(sorted(self.live))
+                out.append((row, -1))
+                self.live[row] -= 1
+                if not self.live[row]:
+                    del self.live[row]
+            else:
+                row = (self.rng.choice(CUSTOMERS), self.rng.randrange(1, 200))
+                out.append((row, 1))
+                self.live[row] = self.live.get(row, 0) + 1
+        return out
+
+    async def append_batch(self, env: Any) -> int:
+        batch = self.next_batch()
+        ts: int = await env.append("orders", batch)
+        self.rec.appended(self.ids["orders"], ts, batch)
+        self.last_ts = max(self.last_ts, ts)
+        self.tally.appends += 1
+        self.tally.rows += len(batch)
+        return ts
+
+    async def subscriber(self, env: Any, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+        """Consume the subscribe and record its batches (checked by the history checker).
+
+        Not checked on arrival: a batch may show an append before its ``append``
+        call has returned here, so the reference is only complete at the end.
+        """
+        async with await env.subscribe(self.big) as stream:
+            task_status.started()
+            async for batch in stream:
+                if not self.tally.batches:
+                    as_of = batch.lower.elements[0]
+                    self.rec.installed(stream.id, "subscribe", self.big.plan, as_of=as_of)
+                self.rec.subscribe_batch(
+                    stream.id, batch.lower, batch.upper, batch.updates, batch.error
+                )
+                self.tally.batches += 1
+                self.tally.subscribe_updates += len(batch.updates)
+
+    async def watch_events(self, env: Any, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+        """Print replica status events while :attr:`show_events` is set."""
+        async with env.events() as events:
+            task_status.started()
+            async for e in events:
+                self.events.append(e)
+                if self.show_events:
+                    why = f" ({e.reason})" if e.reason else ""
+                    self.say(f"     event: {e.replica} {e.status}, epoch {e.epoch}{why}")
+
+    async def peek_checked(
+        self, env: Any, name: str, at: int, show: bool = False
+    ) -> dict[Row, int]:
+        gid = self.ids[name]
+        await env.wait_for(gid, at, timeout_s=self.opts.timeout_s)
+        result = await env.peek(gid, at=at)
+        rows = _rows(result)
+        self.rec.peeked(gid, at, list(rows.items()))
+        want = self.rec.expected(gid, at)
+        self.tally.peeks += 1
+        ok = rows == want
+        if not ok:
+            self.fail(f"peek {name} at {at}: {len(rows)} rows, reference {len(want)}")
+        if show:
+            body = sorted(rows.items())
+            self.say(
+                f"   peek {name} at {at}: {len(rows)} rows "
+                f"{'= reference ✓' if ok else '!= reference ✗'}"
+            )
+            self.say(
+                _indent(
+                    format_table([*_columns(env, name), "DIFF"], [[*r, n] for r, n in body[:8]])
+                )
+            )
+        return rows
+
+
+def _rows(result: Any) -> dict[Row, int]:
+    rows = getattr(result, "rows", result)
+    out: dict[Row, int] = {}
+    for r, n in rows:
+        out[tuple(r)] = out.get(tuple(r), 0) + int(n)
+    return {r: n for r, n in out.items() if n}
+
+
+def _columns(env: Any, name: str) -> list[str]:
+    if name in ("orders", "customers"):
+        return list(env.table(name).columns)
+    return {
+        "totals_by_customer": ["customer", "count", "sum"],
+        "sales_by_region": ["region", "sum"],
+    }.get(name, [])
+
+
+def _indent(text: str) -> str:
+    return "\n".join("      " + line for line in text.splitlines())
+
+
+async def demo(opts: DemoOptions) -> int:
+    """Run the demo; 0 if every check held."""
+    tmp = None
+    if opts.data_dir is None:
+        tmp = tempfile.mkdtemp(prefix="tidegate-demo-")
+        data_dir = Path(tmp)
+    else:
+        data_dir = Path(opts.data_dir)
+        data_dir.mkdir(parents=True, exist_ok=True)
+    d = Demo(opts, data_dir)
+    try:
+        with anyio.fail_after(opts.timeout_s * 3):
+            await _script(d)
+    except Exception as e:
+        traceback.print_exc()
+        d.fail(f"{type(e).__name__}: {e}")
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return _summary(d)
+
+
+async def _script(d: Demo) -> None:
+    opts = d.opts
+    d.say(f"tidegate demo: data in {d.data_dir}, 2 replicas ({opts.executor}, {opts.spark_master})")
+    d.phase("1. start two managed replica processes and the controller")
+    async with replica_processes(d.data_dir, opts, ["r1", "r2"]) as orchestrator:
+        d.say(f"   replica processes r1, r2 listening after {time.monotonic() - d.t0:.1f} s")
+        await _phases(d, orchestrator)
+
+
+async def _phases(d: Demo, orchestrator: Any) -> None:
+    opts = d.opts
+    async with open_environment(d.data_dir, opts, orchestrator, 2) as env:
+        names = await _wait_online(d, env)
+
+        d.phase("2. tables, an index, a materialized view and a subscribe")
+        await d.define(env)
+        async with anyio.create_task_group() as tg:
+            await tg.start(d.subscriber, env)
+            await tg.start(d.watch_events, env)
+
+            d.phase(f"3. stream {opts.batches} appends of {opts.rows_per_batch} rows")
+            bar = ProgressBar(opts.batches, "   appending")
+            times: list[int] = []
+            for _ in range(opts.batches):
+                times.append(await d.append_batch(env))
+                bar.advance(note=f"ts {times[-1]}")
+            bar.finish(note=f"{d.tally.rows} rows, last ts {d.last_ts}")
+
+            d.phase("4. peeks at several times, checked against the reference evaluator")
+            picks = sorted(
+                {times[0], times[len(times) // 3], times[2 * len(times) // 3], times[-1]}
+            )
+            for t in picks:
+                await d.peek_checked(env, "totals_by_customer", t, show=t == picks[-1])
+            await d.peek_checked(env, "sales_by_region", d.last_ts, show=True)
+            await d.peek_checked(env, "orders", d.last_ts)
+            d.say(f"   {d.tally.peeks} peeks so far, all equal to tidegate.spec.plan.reference")
+
+            first, second = names[0], names[1]
+            d.phase(f"5. SIGKILL replica {first}: {second} keeps answering")
+            d.show_events = True
+            d.say(f"   SIGKILL to {first}")
+            await orchestrator.kill(first)
+            for _ in range(3):
+                ts = await d.append_batch(env)
+                await d.peek_checked(env, "totals_by_customer", ts)
+            d.say(f"   3 appends, 3 peeks answered while {first} was down")
+            took = await wait_until(
+                f"{first} to reconnect", lambda: replicas_online(env, [first]), opts.timeout_s, 0.1
+            )
+            d.say(f"   {first} restarted by the orchestrator and reconnected after {took:.1f} s")
+
+            d.phase(f"6. SIGKILL {second}: the rehydrated {first} answers alone")
+            d.say(f"   SIGKILL to {second}")
+            await orchestrator.kill(second)
+            ts = await d.append_batch(env)
+            await d.peek_checked(env, "totals_by_customer", ts, show=True)
+            await d.peek_checked(env, "sales_by_region", ts)
+            d.say(f"   {first} rebuilt its dataflows from the replayed history and storage ✓")
+            took = await wait_until(
+                f"{second} to reconnect", lambda: replicas_online(env), opts.timeout_s, 0.1
+            )
+            d.say(f"   {second} back after {took:.1f} s")
+            d.show_events = False
+            tg.cancel_scope.cancel()
+
+    d.phase("7. restart the controller on the same data directory (replicas keep running)")
+    async with open_environment(d.data_dir, opts, orchestrator, 2) as env:
+        await _wait_online(d, env)
+        restored = {e.name for e in env.state.entries()}
+        want = {"orders", "customers", "totals_by_customer", "sales_by_region"}
+        if not want <= restored:
+            d.fail(f"catalog after restart lacks {sorted(want - restored)}")
+        d.say(f"   catalog restored: {', '.join(sorted(restored))}")
+        rows = await d.peek_checked(env, "orders", d.last_ts)
+        d.say(
+            f"   orders at {d.last_ts}, the last acknowledged write: {sum(rows.values())} rows, "
+            f"as acknowledged ✓"
+        )
+        await d.peek_checked(env, "totals_by_customer", d.last_ts, show=True)
+        await d.peek_checked(env, "sales_by_region", d.last_ts)
+        ts = await d.append_batch(env)
+        await d.peek_checked(env, "totals_by_customer", ts)
+        d.say(f"   an append after the restart (ts {ts}) is visible in the index ✓")
+
+    d.phase("8. the offline history checker on the recorded client history")
+    violations = d.rec.check()
+    for v in violations:
+        d.fail(str(v))
+    d.say(f"   {len(d.rec.history.events)} events checked: {len(violations)} violation(s)")
+    if opts.data_dir is not None:
+        saved = d.data_dir / "demo-history.json"
+        saved.write_text(json.dumps(d.rec.to_json(), default=str))
+        d.say(f"   history and scenario saved to {saved}")
+
+
+async def _wait_online(d: Demo, env: Any) -> list[str]:
+    took = await wait_until("both replicas online", lambda: replicas_online(env), d.opts.timeout_s)
+    names = replica_names(env)
+    d.say(f"   replicas {', '.join(names)} connected after {took:.1f} s")
+    return names
+
+
+def _summary(d: Demo) -> int:
+    elapsed = time.monotonic() - d.t0
+    d.say("\n== summary")
+    d.say(
+        format_table(
+            ["WHAT", "COUNT"],
+            [
+                ["appends acknowledged", d.tally.appends],
+                ["rows appended", d.tally.rows],
+                ["peeks checked against the reference", d.tally.peeks],
+                ["subscribe batches checked", d.tally.batches],
+                ["subscribe updates", d.tally.subscribe_updates],
+                ["history events checked", len(d.rec.history.events)],
+                ["failures", len(d.tally.failures)],
+            ],
+        )
+    )
+    d.say(f"total {elapsed:.1f} s")
+    if d.tally.failures:
+        d.say("FAIL: " + "; ".join(d.tally.failures))
+        return 1
+    d.say("PASS: every answer matched the reference; no acknowledged append was lost")
+    return 0

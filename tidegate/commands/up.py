@@ -1,0 +1,120 @@
+"""``tidegate up``: the controller, its managed replicas and the shard store, until Ctrl-C/SIGTERM.
+
+It opens an ``Environment`` on the data directory (embedded defaults: a file
+blob store and a SQLite consensus in ``DATA_DIR``, managed replica processes on
+local Spark), serves the control endpoint (:mod:`.control`) that ``tidegate
+status/peek/append`` talk to, and writes ``DATA_DIR/controller.json``. On
+SIGINT or SIGTERM it closes the environment (which stops its replicas) and
+removes the file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from functools import partial
+from pathlib import Path
+
+import anyio
+
+from .control import ControllerInfo, NoController, new_token, serve_control
+from .service import ControlService
+
+__all__ = ["add_parser", "run_up"]
+
+
+def _host_port(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit():
+        raise argparse.ArgumentTypeError(f"expected HOST:PORT, got {text!r}")
+    return host or "127.0.0.1", int(port)
+
+
+def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "up",
+        help="run the controller, managed replicas and the shard store until Ctrl-C",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--data-dir", default="./tidegate-data", help="default: ./tidegate-data")
+    p.add_argument("--replicas", type=int, default=1, help="managed replica processes (default 1)")
+    p.add_argument("--spark-master", default="local[1]", help="Spark master of each replica")
+    p.add_argument(
+        "--executor", default="spark", choices=["spark", "python"], help="replica executor"
+    )
+    p.add_argument(
+        "--listen-api",
+        type=_host_port,
+        default=("127.0.0.1", 0),
+        metavar="HOST:PORT",
+        help="where the control endpoint listens (default: loopback, a free port)",
+    )
+    p.set_defaults(func=run_up)
+
+
+def _refuse_if_running(data_dir: Path) -> None:
+    try:
+        info = ControllerInfo.read(data_dir)
+    except NoController:
+        return
+    if info.alive():
+        raise SystemExit(
+            f"tidegate up: a controller (pid {info.pid}) already serves {data_dir} at {info.address}"
+        )
+
+
+async def _up(args: argparse.Namespace) -> None:
+    from tidegate.runtime.environment import Environment
+    from tidegate.runtime.orchestrator import Orchestrator
+
+    data_dir = Path(args.data_dir)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    _refuse_if_running(data_dir)
+    print(f"tidegate up: data in {data_dir.resolve()}; starting {args.replicas} replica(s)...")
+    orchestrator = Orchestrator(data_dir, executor=args.executor, spark_master=args.spark_master)
+    async with (
+        orchestrator,
+        Environment.open(
+            data_dir,
+            replicas=args.replicas,
+            spark_master=args.spark_master,
+            executor=args.executor,
+            orchestrator=orchestrator,
+        ) as env,
+    ):
+        service = ControlService(env, orchestrator=orchestrator)
+        token = new_token()
+        host, port = args.listen_api
+        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async with anyio.create_task_group() as tg:
+                address = await tg.start(
+                    partial(serve_control, host=host, port=port), service.handle, token
+                )
+                info = ControllerInfo(address, token, os.getpid(), str(data_dir.resolve()))
+                info.write()
+                print(
+                    f"tidegate up: controller pid {info.pid}, control endpoint http://{address} "
+                    f"(see {ControllerInfo.path(data_dir)}); Ctrl-C to stop",
+                    flush=True,
+                )
+                try:
+                    async for signum in signals:
+                        name = signal.Signals(signum).name
+                        print(f"tidegate up: {name}, shutting down", flush=True)
+                        break
+                finally:
+                    info.remove()
+                    tg.cancel_scope.cancel()
+    print("tidegate up: stopped")
+
+
+def run_up(args: argparse.Namespace) -> int:
+    try:
+        anyio.run(_up, args)
+    except KeyboardInterrupt:  # a second Ctrl-C during shutdown
+        print("tidegate up: interrupted", file=sys.stderr)
+        return 130
+    return 0

@@ -1,0 +1,111 @@
+"""Rows as JSON: what the CLI and the control endpoint send, checked against a table's schema.
+
+JSON has no dates, and does not tell ``1`` from ``1.0`` reliably across tools,
+so values are converted by column type: ``date``/``timestamp`` columns take ISO
+strings, ``float64`` columns accept integers. Everything else must already be
+the right JSON type; :func:`tidegate.spec.plan.schema.check_row` has the final word.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from tidegate.spec.errors import ArityMismatch, TypeMismatch
+from tidegate.spec.frontier import Row
+from tidegate.spec.plan.schema import ScalarType, Schema, check_row
+
+__all__ = [
+    "RowsError",
+    "keys_from_json",
+    "parse_rows",
+    "row_to_json",
+    "rows_from_json",
+    "value_to_json",
+]
+
+
+class RowsError(ValueError):
+    """Rows given on the command line or to the control endpoint that cannot be used."""
+
+
+def value_to_json(value: Any) -> Any:
+    """A column value as a JSON value (dates and timestamps as ISO strings)."""
+    if isinstance(value, dt.date):  # datetime is a date too
+        return value.isoformat()
+    return value
+
+
+def row_to_json(row: Row) -> list[Any]:
+    return [value_to_json(v) for v in row]
+
+
+def _value_from_json(value: Any, scalar: ScalarType, column: str) -> Any:
+    if value is None:
+        return None
+    try:
+        if scalar is ScalarType.DATE and isinstance(value, str):
+            return dt.date.fromisoformat(value)
+        if scalar is ScalarType.TIMESTAMP and isinstance(value, str):
+            return dt.datetime.fromisoformat(value)
+    except ValueError as e:
+        raise RowsError(f"column {column!r}: {value!r} is not an ISO {scalar}: {e}") from None
+    if scalar is ScalarType.FLOAT64 and type(value) is int:
+        return float(value)
+    return value
+
+
+def rows_from_json(data: Any, schema: Schema) -> list[tuple[Row, int]]:
+    """``[[v, ...], ...]`` (each row inserted once) or ``[[[v, ...], diff], ...]`` as ``(row, diff)``.
+
+    A pair is recognised by its first element being a list; the two forms may be mixed.
+    Raises :class:`RowsError` naming the first bad row.
+    """
+    if not isinstance(data, list):
+        raise RowsError('rows must be a JSON list of rows, e.g. [["ann", 20], ["bob", 5]]')
+    out: list[tuple[Row, int]] = []
+    for i, item in enumerate(data):
+        if not isinstance(item, list):
+            raise RowsError(f"row {i}: expected a list of values, got {item!r}")
+        if item and isinstance(item[0], list):
+            if len(item) != 2 or type(item[1]) is not int or item[1] == 0:
+                raise RowsError(f"row {i}: a [row, diff] pair needs a non-zero integer diff")
+            values, diff = item[0], item[1]
+        else:
+            values, diff = item, 1
+        if len(values) != schema.arity:
+            raise RowsError(
+                f"row {i}: {len(values)} values for {schema.arity} columns ({', '.join(schema.names)})"
+            )
+        row = tuple(
+            _value_from_json(v, c.type.scalar, c.name)
+            for v, c in zip(values, schema.columns, strict=True)
+        )
+        try:
+            check_row(row, schema, f"row {i}")
+        except (ArityMismatch, TypeMismatch) as e:
+            raise RowsError(str(e)) from None
+        out.append((row, diff))
+    return out
+
+
+def parse_rows(text: str, schema: Schema) -> list[tuple[Row, int]]:
+    """Rows from JSON text (see :func:`rows_from_json`)."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise RowsError(f"rows are not valid JSON: {e}") from None
+    return rows_from_json(data, schema)
+
+
+def keys_from_json(values: Sequence[Any], schema: Schema, key: Iterable[int]) -> Row:
+    """A peek key given as JSON values, converted by the key columns' types."""
+    cols = list(key)
+    if len(values) != len(cols):
+        raise RowsError(f"the key has {len(cols)} column(s), got {len(values)} value(s)")
+    return tuple(
+        _value_from_json(v, schema.column(c).type.scalar, schema.column(c).name)
+        for v, c in zip(values, cols, strict=True)
+    )
