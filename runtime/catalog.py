@@ -13,7 +13,8 @@ Rules (checked by :func:`apply_op`, each a typed error from
 :mod:`tidegate.runtime.errors`):
 
 * Tables, indexes and materialized views share one namespace of names;
-  replicas have their own. Names are non-empty and unpadded.
+  replicas have their own (created, altered to a new spec, dropped).
+  Names are non-empty and unpadded.
 * Ids are user ids (``u7``) and *fresh*: at least ``next_user_id``, so an id
   is never reused, even after a drop (a reader of an old id can never see a
   new object). Creating an object moves ``next_user_id`` past its id.
@@ -81,6 +82,7 @@ __all__ = [
     "CATALOG_FORMAT_VERSION",
     "DEFAULT_CATALOG_KEY",
     "EXECUTORS",
+    "AlterReplica",
     "Catalog",
     "CatalogOp",
     "CatalogState",
@@ -274,6 +276,17 @@ class Drop:
 
 
 @dataclass(frozen=True, slots=True)
+class AlterReplica:
+    """Replace the recorded spec of replica ``name`` (fields and defaults as :class:`CreateReplica`)."""
+
+    name: str
+    managed: bool = True
+    address: str | None = None
+    spark_master: str | None = None
+    executor: str = "spark"
+
+
+@dataclass(frozen=True, slots=True)
 class DropReplica:
     name: str
 
@@ -291,6 +304,7 @@ CatalogOp: TypeAlias = (
     | CreateIndex
     | CreateMaterializedView
     | CreateReplica
+    | AlterReplica
     | Drop
     | DropReplica
     | SetReadPolicy
@@ -392,6 +406,12 @@ def apply_op(state: CatalogState, op: CatalogOp) -> CatalogState:
         return replace(
             state, replicas=tuple(sorted((*state.replicas, _replica(state, op)), key=_by_name))
         )
+    if isinstance(op, AlterReplica):
+        state.replica(op.name)
+        others = CatalogState(replicas=tuple(r for r in state.replicas if r.name != op.name))
+        entry = _replica(others, CreateReplica(*_replica_fields(op)))
+        replicas = tuple(entry if r.name == op.name else r for r in state.replicas)
+        return replace(state, replicas=replicas)
     if isinstance(op, Drop):
         return _drop(state, op)
     if isinstance(op, DropReplica):
@@ -424,6 +444,10 @@ def _sorted_policies(
     policies: Mapping[GlobalId, ReadPolicy],
 ) -> tuple[tuple[GlobalId, ReadPolicy], ...]:
     return tuple(sorted(policies.items(), key=lambda kv: kv[0].sort_key))
+
+
+def _replica_fields(op: AlterReplica) -> tuple[str, bool, str | None, str | None, str]:
+    return op.name, op.managed, op.address, op.spark_master, op.executor
 
 
 def _replica(state: CatalogState, op: CreateReplica) -> ReplicaEntry:

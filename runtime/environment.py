@@ -9,6 +9,12 @@
         idx = await env.create_index(big, ["id"], name="big_orders")
         rows = await env.peek(idx)               # [((2, 25), 1)] at the freshest complete time
 
+``env = await Environment.open(...)`` then ``await env.aclose()`` (in the same
+task) works as well. :meth:`Environment.open` returns once the replicas'
+processes run; :meth:`Environment.wait_connected` waits for their connections.
+Replicas are recorded in the catalog too: a reopen without ``replicas=`` runs
+the recorded ones.
+
 Every DDL is recorded in the durable :class:`~tidegate.runtime.catalog.Catalog`
 first (it validates names, ids and plans), then carried out through the spec
 controller; opening an environment over an existing data directory restores
@@ -24,10 +30,12 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import sys
 import tempfile
-from collections.abc import AsyncIterator, Iterable, Mapping, Sequence
+from collections.abc import Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 from typing import Any, Literal, TypeAlias
 
 import anyio
@@ -61,6 +69,7 @@ from tidegate.spec.storage import (
 )
 
 from .catalog import (
+    AlterReplica,
     Catalog,
     CatalogOp,
     CatalogState,
@@ -69,10 +78,13 @@ from .catalog import (
     CreateReplica,
     CreateTable,
     Drop,
+    DropReplica,
     IndexEntry,
     MaterializedViewEntry,
+    ReplicaEntry,
     SetReadPolicy,
     TableEntry,
+    apply_ops,
     dataflow_for,
     restore_plan,
 )
@@ -85,7 +97,7 @@ from .storage.store import ShardStore
 from .storage.urls import default_urls
 from .transport import Transport
 
-__all__ = ["Environment", "ReplicaSpec", "Replicas"]
+__all__ = ["Environment", "ReplicaSpec", "Replicas", "replica_ops"]
 
 INSTANCE = "default"
 
@@ -153,17 +165,17 @@ class Environment:
         self.orchestrator = orchestrator
         """The :class:`~tidegate.runtime.orchestrator.Orchestrator` of managed replicas, if any."""
         self._ddl = anyio.Lock()
+        self._stack: contextlib.AsyncExitStack | None = None
 
     # -- opening ---------------------------------------------------------------------------
     @classmethod
-    @contextlib.asynccontextmanager
-    async def open(
+    def open(
         cls,
         data_dir: str | Path | None = None,
         *,
         blob_url: str | None = None,
         consensus_url: str | None = None,
-        replicas: Replicas = 1,
+        replicas: Replicas | None = None,
         spark_master: str = "local[1]",
         executor: str = "spark",
         token: str | None = None,
@@ -175,102 +187,173 @@ class Environment:
         poll_ms: int | None = 100,
         oracle: Oracle | None = None,
         orchestrator: Any = None,
-    ) -> AsyncIterator[Environment]:
+    ) -> _Opening:
         """Open (creating or restoring) the environment stored in ``data_dir`` or at the URLs.
 
+        Use ``async with Environment.open(...) as env:``, or ``env = await
+        Environment.open(...)`` and later ``await env.aclose()`` in the same task
+        (the environment's background tasks live in a task group it enters).
+
         Without a directory or URLs a temporary directory is used (deleted at
-        close). ``replicas``: see :data:`Replicas`; managed replicas run under
-        ``orchestrator`` (by default a :class:`tidegate.runtime.orchestrator.Orchestrator`
-        in ``data_dir`` with ``executor``, ``spark_master``, ``token`` and
-        ``replica_tls``, a :class:`~tidegate.runtime.orchestrator.TlsFiles`).
+        close). ``replicas``: see :data:`Replicas`; ``None`` (the default) runs
+        the replicas recorded in the catalog (one managed replica ``r1`` in a
+        catalog that records none); given explicitly, it replaces the
+        catalog's record (replicas created, altered or dropped to match). Managed
+        replicas run under ``orchestrator`` (by default a
+        :class:`tidegate.runtime.orchestrator.Orchestrator` in ``data_dir`` with
+        ``executor``, ``spark_master``, ``token`` and ``replica_tls``, a
+        :class:`~tidegate.runtime.orchestrator.TlsFiles`) and are started
+        concurrently; the environment opens once their processes run
+        (:meth:`wait_connected` waits for the connections).
         ``transport`` defaults to gRPC with ``token`` and ``tls`` (a
         :class:`~tidegate.runtime.transport.grpc_client.ClientTls`).
         """
-        async with contextlib.AsyncExitStack() as stack:
-            if data_dir is None and (blob_url is None or consensus_url is None):
-                tmp = tempfile.mkdtemp(prefix="tidegate-")
-                stack.callback(shutil.rmtree, tmp, True)
-                data_dir = tmp
-            if data_dir is not None:
-                Path(data_dir).mkdir(parents=True, exist_ok=True)
-                default_blob, default_consensus = default_urls(data_dir)
-                blob_url = blob_url or default_blob
-                consensus_url = consensus_url or default_consensus
-            assert blob_url is not None and consensus_url is not None
-            store = await anyio.to_thread.run_sync(
-                lambda: ShardStore.open(blob_url, consensus_url, background=True)
-            )
-            stack.callback(store.close)
-            catalog = Catalog(store.consensus)
-            state = await anyio.to_thread.run_sync(catalog.load)
-            if oracle is None:
-                oracle = await anyio.to_thread.run_sync(default_oracle, store.consensus)
-            specs = _replica_specs(replicas)
-            addresses = {s.name: s.address for s in specs if s.address is not None}
-            managed = [s for s in specs if s.address is None]
-            if managed and orchestrator is None:
-                from .orchestrator import Orchestrator
-
-                assert data_dir is not None
-                orchestrator = await stack.enter_async_context(
-                    Orchestrator(
-                        data_dir,
-                        executor=executor,
-                        spark_master=spark_master,
-                        token=token,
-                        tls=replica_tls,
-                    )
-                )
-            if transport is None:
-                from .transport.grpc_client import GrpcTransport
-
-                transport = GrpcTransport(token=token, tls=tls)
-                stack.push_async_callback(transport.aclose)
-
-            def address_of(name: str) -> str:
-                if name in addresses:
-                    return addresses[name]
-                if orchestrator is None:
-                    raise LookupError(f"no address for replica {name!r}")
-                return str(orchestrator.address(name))
-
-            shard_ids = await anyio.to_thread.run_sync(store.list_shards)
-            durable = [g for g in (_parse_id(s) for s in shard_ids) if g is not None]
-            controller = Controller(StorageController(durable_shards=durable))
-            io = ShardStorageIO(store)
-            driver = ControllerDriver(
-                controller,
-                transport,
-                io,
-                address_of=address_of,
-                oracle=oracle,
-                instance=INSTANCE,
+        return _Opening(
+            cls,
+            data_dir,
+            dict(
+                blob_url=blob_url,
+                consensus_url=consensus_url,
+                replicas=replicas,
+                spark_master=spark_master,
+                executor=executor,
+                token=token,
+                tls=tls,
+                replica_tls=replica_tls,
+                transport=transport,
                 tick_ms=tick_ms,
                 maintain_ms=maintain_ms,
                 poll_ms=poll_ms,
+                oracle=oracle,
+                orchestrator=orchestrator,
+            ),
+        )
+
+    @classmethod
+    async def _open(
+        cls,
+        stack: contextlib.AsyncExitStack,
+        data_dir: str | Path | None,
+        *,
+        blob_url: str | None,
+        consensus_url: str | None,
+        replicas: Replicas | None,
+        spark_master: str,
+        executor: str,
+        token: str | None,
+        tls: Any,
+        replica_tls: Any,
+        transport: Transport | None,
+        tick_ms: int | None,
+        maintain_ms: int | None,
+        poll_ms: int | None,
+        oracle: Oracle | None,
+        orchestrator: Any,
+    ) -> Environment:
+        """The body of :meth:`open`: everything it enters is pushed on ``stack``."""
+        if data_dir is None and (blob_url is None or consensus_url is None):
+            tmp = tempfile.mkdtemp(prefix="tidegate-")
+            stack.callback(shutil.rmtree, tmp, True)
+            data_dir = tmp
+        if data_dir is not None:
+            Path(data_dir).mkdir(parents=True, exist_ok=True)
+            default_blob, default_consensus = default_urls(data_dir)
+            blob_url = blob_url or default_blob
+            consensus_url = consensus_url or default_consensus
+        assert blob_url is not None and consensus_url is not None
+        store = await anyio.to_thread.run_sync(
+            lambda: ShardStore.open(blob_url, consensus_url, background=True)
+        )
+        stack.callback(store.close)
+        catalog = Catalog(store.consensus)
+        state = await anyio.to_thread.run_sync(catalog.load)
+        if oracle is None:
+            oracle = await anyio.to_thread.run_sync(default_oracle, store.consensus)
+        ops = replica_ops(state, replicas, executor=executor, spark_master=spark_master)
+        if apply_ops(state, ops) != state:
+            state = await anyio.to_thread.run_sync(catalog.apply, ops)
+        entries = state.replicas
+        addresses = {r.name: r.address for r in entries if not r.managed and r.address}
+        managed = [r for r in entries if r.managed]
+        if managed and orchestrator is None:
+            from .orchestrator import Orchestrator
+
+            assert data_dir is not None
+            orchestrator = await stack.enter_async_context(
+                Orchestrator(
+                    data_dir,
+                    executor=executor,
+                    spark_master=spark_master,
+                    token=token,
+                    tls=replica_tls,
+                )
             )
-            await stack.enter_async_context(driver)
-            env = cls(driver, catalog, store, io, oracle, orchestrator)
-            ops: list[CatalogOp] = []
-            known = {r.name for r in state.replicas}
-            for s in specs:
-                if s.name not in known:
-                    ops.append(
-                        CreateReplica(
-                            s.name,
-                            managed=s.address is None,
-                            address=s.address,
-                            spark_master=s.spark_master
-                            or (spark_master if s.address is None else None),
-                            executor=s.executor or executor,
-                        )
-                    )
-            if ops:
-                state = await anyio.to_thread.run_sync(catalog.apply, ops)
-            for s in managed:
-                await orchestrator.ensure(s.name, executor=s.executor, spark_master=s.spark_master)
-            await env._restore(state, [s.name for s in specs])
-            yield env
+        if transport is None:
+            from .transport.grpc_client import GrpcTransport
+
+            transport = GrpcTransport(token=token, tls=tls)
+            stack.push_async_callback(transport.aclose)
+
+        def address_of(name: str) -> str:
+            if name in addresses:
+                return addresses[name]
+            if orchestrator is None:
+                raise LookupError(f"no address for replica {name!r}")
+            return str(orchestrator.address(name))
+
+        shard_ids = await anyio.to_thread.run_sync(store.list_shards)
+        durable = [g for g in (_parse_id(s) for s in shard_ids) if g is not None]
+        controller = Controller(StorageController(durable_shards=durable))
+        io = ShardStorageIO(store)
+        driver = ControllerDriver(
+            controller,
+            transport,
+            io,
+            address_of=address_of,
+            oracle=oracle,
+            instance=INSTANCE,
+            tick_ms=tick_ms,
+            maintain_ms=maintain_ms,
+            poll_ms=poll_ms,
+        )
+        await stack.enter_async_context(driver)
+        env = cls(driver, catalog, store, io, oracle, orchestrator)
+        if managed:
+            await _start_all(orchestrator, managed)
+        await env._restore(state, [r.name for r in entries])
+        return env
+
+    async def aclose(self) -> None:
+        """Close the environment: the driver, managed replicas, transport and store (idempotent).
+
+        With ``env = await Environment.open(...)``, call it from the task that opened it.
+        """
+        stack, self._stack = self._stack, None
+        if stack is not None:
+            await stack.aclose()
+
+    async def __aenter__(self) -> Environment:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        stack, self._stack = self._stack, None
+        if stack is not None:
+            await stack.__aexit__(exc_type, exc, tb)
+
+    async def wait_connected(
+        self, replicas: Iterable[str] | None = None, *, timeout_s: float | None = None
+    ) -> None:
+        """Wait until ``replicas`` (default: all) are connected [ReplicasNotConnected on timeout].
+
+        :meth:`open` returns once managed replica processes run, before the
+        controller has connected to them; this waits for the connections.
+        """
+        await self.driver.wait_connected(replicas, timeout_s=timeout_s)
 
     async def _restore(self, state: CatalogState, replicas: Sequence[str]) -> None:
         """Bring back everything in ``state``: collections at their shards' frontiers, then dataflows.
@@ -638,6 +721,102 @@ class Environment:
         await self.driver.wait_frontiers(
             lambda: not self.frontiers(gid)[1].less_equal(time), timeout_s=timeout_s
         )
+
+
+class _Opening:
+    """What :meth:`Environment.open` returns: awaitable, or an async context manager."""
+
+    def __init__(self, cls: type[Environment], data_dir: str | Path | None, kwargs: Any) -> None:
+        self._cls = cls
+        self._data_dir = data_dir
+        self._kwargs = kwargs
+        self._env: Environment | None = None
+
+    async def _enter(self) -> Environment:
+        stack = contextlib.AsyncExitStack()
+        await stack.__aenter__()
+        try:
+            env = await self._cls._open(stack, self._data_dir, **self._kwargs)
+        except BaseException:
+            await stack.__aexit__(*sys.exc_info())
+            raise
+        env._stack = stack
+        return env
+
+    def __await__(self) -> Generator[Any, None, Environment]:
+        return self._enter().__await__()
+
+    async def __aenter__(self) -> Environment:
+        self._env = await self._enter()
+        return self._env
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        env, self._env = self._env, None
+        if env is not None:
+            await env.__aexit__(exc_type, exc, tb)
+
+
+def replica_ops(
+    state: CatalogState,
+    replicas: Replicas | None,
+    *,
+    executor: str = "spark",
+    spark_master: str = "local[1]",
+) -> list[CatalogOp]:
+    """The catalog ops that make ``state``'s replicas those ``replicas`` asks for.
+
+    ``None`` keeps the recorded replicas (creating managed ``r1`` if there are
+    none); otherwise unknown names are created, known ones altered to the given
+    spec (a no-op when equal) and the others dropped. Managed replicas without
+    their own ``executor``/``spark_master`` take the given defaults.
+    """
+    if replicas is None:
+        if state.replicas:
+            return []
+        specs = [ReplicaSpec("r1")]
+    else:
+        specs = _replica_specs(replicas)
+    known = {r.name for r in state.replicas}
+    wanted = {s.name for s in specs}
+    ops: list[CatalogOp] = []
+    for s in specs:
+        managed = s.address is None
+        master = s.spark_master or (spark_master if managed else None)
+        op = AlterReplica if s.name in known else CreateReplica
+        ops.append(op(s.name, managed, s.address, master, s.executor or executor))
+    ops.extend(DropReplica(r.name) for r in state.replicas if r.name not in wanted)
+    return ops
+
+
+async def _start_all(orchestrator: Any, replicas: Sequence[ReplicaEntry]) -> None:
+    """Start managed ``replicas`` concurrently; the first failure (by name) is raised, typed.
+
+    Every start is awaited to its end (a failing one does not cancel the
+    others); a failure's :class:`ReplicaStartFailed` is raised as it is, with
+    the other failures noted on it.
+    """
+    failures: dict[str, BaseException] = {}
+
+    async def start(r: ReplicaEntry) -> None:
+        try:
+            await orchestrator.ensure(r.name, executor=r.executor, spark_master=r.spark_master)
+        except Exception as e:
+            failures[r.name] = e
+
+    async with anyio.create_task_group() as tg:
+        for r in replicas:
+            tg.start_soon(start, r)
+    if failures:
+        first, *rest = sorted(failures)
+        error = failures[first]
+        for name in rest:
+            error.add_note(f"replica {name!r} failed too: {failures[name]}")
+        raise error
 
 
 def _parse_id(text: str) -> GlobalId | None:

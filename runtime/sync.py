@@ -142,6 +142,9 @@ class SyncEnvironment:
     def wait_for(self, *args: Any, **kwargs: Any) -> None:
         self._call(self.env.wait_for, *args, **kwargs)
 
+    def wait_connected(self, *args: Any, **kwargs: Any) -> None:
+        self._call(self.env.wait_connected, *args, **kwargs)
+
     def table(self, name: Any) -> Any:
         return self._sync(self.env.table, name)
 

@@ -10,7 +10,13 @@
 """
 
 from .driver import ControllerDriver, ReplicaInfo
-from .errors import DriverNotRunning, PeekFailed, RuntimeControllerError, SubscribeLagged
+from .errors import (
+    DriverNotRunning,
+    PeekFailed,
+    ReplicasNotConnected,
+    RuntimeControllerError,
+    SubscribeLagged,
+)
 from .links import Backoff, ReplicaLink
 from .storage_io import ShardStorageIO
 from .streams import EventStream, Subscription
@@ -26,6 +32,7 @@ __all__ = [
     "PeekFailed",
     "ReplicaInfo",
     "ReplicaLink",
+    "ReplicasNotConnected",
     "RuntimeControllerError",
     "ShardStorageIO",
     "SubscribeLagged",

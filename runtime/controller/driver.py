@@ -5,7 +5,9 @@ nothing here decides protocol or controller behaviour, it maps the
 controller's effects onto IO and feeds the outcomes back.
 
 * ``ConnectReplica`` starts a :class:`~.links.ReplicaLink` (resolver asked on
-  every attempt, capped backoff); ``SendCommand`` queues on the link of that
+  every attempt, capped backoff; each refused attempt is published as a
+  ``failed`` status event with its reason, the link keeps trying);
+  ``SendCommand`` queues on the link of that
   epoch; a broken stream becomes ``replica_failed`` (the spec replays the
   reduced history on epoch + 1); every response goes to ``handle_response``;
 * storage effects go to :class:`~.storage_io.ShardStorageIO` (worker threads);
@@ -48,7 +50,7 @@ from tidegate.spec.compute import (
     SubscribeBatchOut,
 )
 from tidegate.spec.controller import Controller, ControllerEffect
-from tidegate.spec.errors import CollectionMissing, TidegateError
+from tidegate.spec.errors import CollectionMissing, ReplicaMissing, TidegateError
 from tidegate.spec.frontier import Antichain, Row, Time, Update
 from tidegate.spec.frontier.read_policy import ReadPolicy
 from tidegate.spec.ids import GlobalId, InstanceId, ReplicaId
@@ -75,7 +77,7 @@ from tidegate.spec.storage import (
     WriteToShard,
 )
 
-from .errors import DriverNotRunning, PeekFailed
+from .errors import DriverNotRunning, PeekFailed, ReplicasNotConnected
 from .links import Backoff, ReplicaLink
 from .storage_io import ShardStorageIO
 from .streams import EventStream, Subscription
@@ -90,7 +92,11 @@ DEFAULT_BACKOFF = Backoff()
 
 @dataclass(frozen=True, slots=True)
 class ReplicaInfo:
-    """What the driver knows of one replica: the spec's status plus its connection."""
+    """What the driver knows of one replica: the spec's status plus its connection.
+
+    ``status`` is the spec's, except ``"failed"`` while the current
+    connection's attempts are being refused (``last_error`` says why).
+    """
 
     instance: InstanceId
     replica: ReplicaId
@@ -159,6 +165,7 @@ class ControllerDriver:
         self._lagged: list[Subscription] = []
         self._listeners: set[EventStream[ReplicaStatusEvent]] = set()
         self._frontiers_moved = anyio.Event()
+        self._replicas_changed = anyio.Event()
         self._write_lock = anyio.Lock()
         self._next_transient = 0
         self.commands_sent = 0
@@ -268,8 +275,7 @@ class ControllerDriver:
             self._frontiers_moved.set()
             self._frontiers_moved = anyio.Event()
         elif isinstance(e, ReplicaStatusEvent):
-            for listener in list(self._listeners):
-                listener.publish(e)
+            self._publish(e)
         elif isinstance(e, PeekNotification):
             pass
         else:
@@ -287,6 +293,16 @@ class ControllerDriver:
             waiter.done.set()
 
     # -- replica links ----------------------------------------------------------------------
+    def _publish(self, event: ReplicaStatusEvent) -> None:
+        """Give ``event`` to every listener and wake :meth:`wait_connected`."""
+        for listener in list(self._listeners):
+            listener.publish(event)
+        self._replicas_moved()
+
+    def _replicas_moved(self) -> None:
+        self._replicas_changed.set()
+        self._replicas_changed = anyio.Event()
+
     def _connect(self, e: ConnectReplica) -> None:
         old = self.links.pop(e.replica, None)
         if old is not None:
@@ -302,11 +318,25 @@ class ControllerDriver:
             self._on_connected,
             self._on_response,
             self._on_failed,
+            self._on_refused,
         )
 
     def _on_connected(self, link: ReplicaLink) -> None:
         if self.links.get(link.replica) is link:
             self.apply(self.ctl.replica_connected(link.instance, link.replica, link.epoch))
+            self._replicas_moved()
+
+    def _on_refused(self, link: ReplicaLink, reason: str) -> None:
+        """A connection attempt failed: a ``failed`` event with the reason (the link retries).
+
+        The spec has no transition for an attempt (only for a broken
+        connection, which replays the history on a new epoch), so the event
+        keeps the link's epoch and the spec's state is untouched.
+        """
+        if self.links.get(link.replica) is link:
+            self._publish(
+                ReplicaStatusEvent(link.instance, link.replica, "failed", link.epoch, reason)
+            )
 
     def _on_response(self, link: ReplicaLink, response: ComputeResponse) -> str | None:
         if self.links.get(link.replica) is not link:
@@ -333,11 +363,12 @@ class ControllerDriver:
         for r in inst.replicas():
             link = self.links.get(r.id)
             ok = link is not None and link.epoch == r.epoch
+            refused = ok and link is not None and link.refused and not link.up
             out.append(
                 ReplicaInfo(
                     inst.id,
                     r.id,
-                    r.status,
+                    "failed" if refused else r.status,
                     r.epoch,
                     link.address if ok and link is not None else None,
                     bool(ok and link is not None and link.up),
@@ -347,8 +378,50 @@ class ControllerDriver:
             )
         return out
 
+    async def wait_connected(
+        self,
+        replicas: Iterable[ReplicaId] | None = None,
+        *,
+        instance: InstanceId | None = None,
+        timeout_s: float | None = None,
+    ) -> None:
+        """Wait until ``replicas`` (default: every replica of ``instance``) are connected.
+
+        Raises the spec's ``ReplicaMissing`` for a name the instance lacks, and
+        :class:`ReplicasNotConnected` (a ``TimeoutError``, naming each
+        replica's status and last error) if ``timeout_s`` passes first.
+        """
+        inst = self.ctl.instance(instance or self.instance)
+        known = {r.id for r in inst.replicas()}
+        wanted = sorted(known) if replicas is None else list(replicas)
+        for name in wanted:
+            if name not in known:
+                raise ReplicaMissing(inst.id, name)
+
+        def waiting() -> list[ReplicaInfo]:
+            infos = {i.replica: i for i in self.replicas(inst.id)}
+            return [
+                infos[name]
+                for name in wanted
+                if name in infos
+                and not (infos[name].connected and infos[name].status == "connected")
+            ]
+
+        with anyio.move_on_after(timeout_s) as scope:
+            while True:
+                changed = self._replicas_changed
+                if not waiting():
+                    return
+                await changed.wait()
+        if scope.cancelled_caught:
+            raise ReplicasNotConnected(timeout_s or 0.0, waiting())
+
     def events(self, buffer: int | None = None) -> EventStream[ReplicaStatusEvent]:
-        """Replica status events from now on (connecting, connected, failed, rehydrating, dropped)."""
+        """Replica status events from now on (connecting, connected, failed, rehydrating, dropped).
+
+        Besides the spec's events, every refused connection attempt is a
+        ``failed`` event (same epoch) whose ``reason`` says why.
+        """
         stream: EventStream[ReplicaStatusEvent] = EventStream(
             buffer or self.event_buffer, self._listeners.discard
         )

@@ -8,11 +8,15 @@ that is not running.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from tidegate.spec.errors import TidegateError
 
 __all__ = [
     "DriverNotRunning",
     "PeekFailed",
+    "ReplicasNotConnected",
     "RuntimeControllerError",
     "SubscribeLagged",
 ]
@@ -42,3 +46,15 @@ class SubscribeLagged(RuntimeControllerError):
 
 class DriverNotRunning(RuntimeControllerError):
     """The controller driver is not running (not entered yet, or closed)."""
+
+
+class ReplicasNotConnected(RuntimeControllerError, TimeoutError):
+    """Replicas were not all connected in time; ``waiting`` holds their :class:`ReplicaInfo`."""
+
+    def __init__(self, timeout_s: float, waiting: Sequence[Any]) -> None:
+        parts = [
+            f"{i.replica} ({i.status}{': ' + i.last_error if i.last_error else ''})"
+            for i in waiting
+        ]
+        super().__init__(f"replicas not connected after {timeout_s:g}s: {', '.join(parts)}")
+        self.waiting = list(waiting)

@@ -7,7 +7,9 @@ resolver for the replica's address on every attempt, connects through the
 then runs a sender (draining the queue in batches) and a receiver (feeding
 responses to the driver) until the stream breaks or the link is closed. A
 broken stream is reported once through ``on_failed``; the spec then replays
-the reduced history on a new link of epoch + 1.
+the reduced history on a new link of epoch + 1. An attempt that fails to
+connect (refused: nothing listening, wrong token, version mismatch, TLS) is
+reported through ``on_refused`` with its reason, and the link keeps trying.
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ class ReplicaLink:
         self.address: str | None = None
         self.attempts = 0
         self.last_error = ""
+        self.refused = False
+        """The last connection attempt failed (and no stream is up since)."""
         self.closed = False
         send, receive = anyio.create_memory_object_stream[ComputeCommand](math.inf)
         self._queue_in: MemoryObjectSendStream[ComputeCommand] = send
@@ -81,13 +85,18 @@ class ReplicaLink:
         on_connected: Callable[[ReplicaLink], None],
         on_response: Callable[[ReplicaLink, ComputeResponse], str | None],
         on_failed: Callable[[ReplicaLink, str], None],
+        on_refused: Callable[[ReplicaLink, str], None] | None = None,
     ) -> None:
-        """Connect, then serve the stream; report a broken stream once (not a closed link)."""
+        """Connect, then serve the stream; report a broken stream once (not a closed link).
+
+        Every failed connection attempt goes to ``on_refused`` (if given) before the next one.
+        """
         reason: str | None = None
         try:
             with self.scope:
-                stream = await self._connect(transport, address_of, backoff, failures)
+                stream = await self._connect(transport, address_of, backoff, failures, on_refused)
                 self.stream = stream
+                self.refused = False
                 try:
                     on_connected(self)
                     reason = await self._serve(stream, on_response)
@@ -107,6 +116,7 @@ class ReplicaLink:
         address_of: Callable[[ReplicaId], str],
         backoff: Backoff,
         failures: Callable[[], int],
+        on_refused: Callable[[ReplicaLink, str], None] | None,
     ) -> ReplicaStream:
         first = failures()
         while True:
@@ -117,6 +127,9 @@ class ReplicaLink:
             except (TransportError, OSError, LookupError) as e:
                 self.attempts += 1
                 self.last_error = f"{type(e).__name__}: {e}"
+                self.refused = True
+                if on_refused is not None:
+                    on_refused(self, self.last_error)
 
     async def _serve(
         self,

@@ -9,6 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tidegate.runtime.catalog import (
+    AlterReplica,
     Catalog,
     CatalogOp,
     CatalogState,
@@ -114,6 +115,11 @@ def test_creates_record_objects_and_advance_the_next_id() -> None:
         (CreateReplica("r2", managed=False), InvalidCatalogOp),  # unmanaged: address needed
         (CreateReplica("r2", managed=False, address="h:1", spark_master="local"), InvalidCatalogOp),
         (DropReplica("nope"), UnknownCatalogObject),
+        (AlterReplica("nope"), UnknownCatalogObject),
+        (AlterReplica("r1", address="h:1"), InvalidCatalogOp),  # managed: no address
+        (AlterReplica("r1", executor="flink"), InvalidCatalogOp),
+        (AlterReplica("ext", managed=False), InvalidCatalogOp),  # unmanaged: address needed
+        (AlterReplica("", managed=False, address="h:1"), UnknownCatalogObject),
         (Drop(U(42)), UnknownCatalogObject),
         (Drop(U(1)), HasDependents),
         (Drop(U(3)), HasDependents),
@@ -298,6 +304,27 @@ def test_restore_plan_needs_every_storage_frontier_and_a_time() -> None:
         restore_plan(s, {U(1): (Antichain([0]), Antichain([1]))})
 
 
+def test_alter_replica_replaces_its_spec_and_keeps_the_others() -> None:
+    s = _base()
+    s2 = apply_op(s, AlterReplica("r1", spark_master="local[4]", executor="python"))
+    assert s2.replica("r1") == ReplicaEntry("r1", True, None, "local[4]", "python")
+    assert s2.replica("ext") == s.replica("ext")
+    assert [r.name for r in s2.replicas] == [r.name for r in s.replicas]
+    # Managed to unmanaged and back; the same spec again changes nothing.
+    s3 = apply_op(s2, AlterReplica("r1", managed=False, address="h:7000"))
+    assert s3.replica("r1") == ReplicaEntry("r1", False, "h:7000", None, "spark")
+    assert apply_op(s3, AlterReplica("r1", managed=False, address="h:7000")) == s3
+    assert apply_op(s3, AlterReplica("r1")).replica("r1") == s.replica("r1")
+    assert decode_state(encode_state(s3)) == s3
+
+
+def test_alter_replica_is_durable(tmp_path: Path) -> None:
+    consensus = SqliteConsensus(tmp_path / "c.db")
+    Catalog(consensus).apply([CreateReplica("r1")])
+    Catalog(consensus).apply([AlterReplica("r1", executor="python")])
+    assert Catalog(consensus).load().replica("r1").executor == "python"
+
+
 # -- properties -----------------------------------------------------------------------------------
 
 _policies: st.SearchStrategy[ReadPolicy] = st.recursive(
@@ -322,7 +349,7 @@ def _op(draw: st.DrawFn, state: CatalogState) -> CatalogOp:
     if entries:
         kinds += ["index", "mv", "index", "mv", "drop", "policy"]
     if state.replicas:
-        kinds.append("drop_replica")
+        kinds += ["drop_replica", "alter_replica"]
     kind = draw(st.sampled_from(kinds))
     fresh = U(state.next_user_id + draw(st.integers(0, 3)))
     name = f"o{fresh.value}"
@@ -345,11 +372,15 @@ def _op(draw: st.DrawFn, state: CatalogState) -> CatalogOp:
     if kind == "drop_replica":
         return DropReplica(draw(st.sampled_from(state.replicas)).name)
     taken = {r.name for r in state.replicas}
-    rname = draw(st.integers(0, 99).map(lambda i: f"r{i}").filter(lambda n: n not in taken))
+    if kind == "alter_replica":
+        rname = draw(st.sampled_from(sorted(taken)))
+    else:
+        rname = draw(st.integers(0, 99).map(lambda i: f"r{i}").filter(lambda n: n not in taken))
+    op = AlterReplica if kind == "alter_replica" else CreateReplica
     if draw(st.booleans()):
         master = draw(st.sampled_from([None, "local[2]", "spark://h:7077"]))
-        return CreateReplica(rname, spark_master=master, executor="python")
-    return CreateReplica(rname, managed=False, address=f"{rname}.example:6000")
+        return op(rname, spark_master=master, executor="python")
+    return op(rname, managed=False, address=f"{rname}.example:6000")
 
 
 @st.composite

@@ -24,6 +24,7 @@ def test_managed_replicas_survive_a_sigkill(tmp_path: Path, backend: str) -> Non
         with anyio.fail_after(120):
             async with Environment.open(tmp_path, replicas=2, executor="python", tick_ms=50) as env:
                 assert env.orchestrator is not None
+                await env.wait_connected(timeout_s=60)  # open returns once the processes run
                 await env.create_table("t", Schema.of(("x", "int64", False)))
                 idx = await env.create_index(env.table("t").filter(col("x") > 1), ["x"])
                 events = env.events()
