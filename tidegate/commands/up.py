@@ -40,7 +40,12 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--data-dir", default="./tidegate-data", help="default: ./tidegate-data")
-    p.add_argument("--replicas", type=int, default=1, help="managed replica processes (default 1)")
+    p.add_argument(
+        "--replicas",
+        type=int,
+        default=None,
+        help="managed replica processes r1..rN (default: those recorded in the data dir, else 1)",
+    )
     p.add_argument("--spark-master", default="local[1]", help="Spark master of each replica")
     p.add_argument(
         "--executor", default="spark", choices=["spark", "python"], help="replica executor"
@@ -73,7 +78,8 @@ async def _up(args: argparse.Namespace) -> None:
     data_dir = Path(args.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     _refuse_if_running(data_dir)
-    print(f"tidegate up: data in {data_dir.resolve()}; starting {args.replicas} replica(s)...")
+    how_many = "the recorded" if args.replicas is None else str(args.replicas)
+    print(f"tidegate up: data in {data_dir.resolve()}; starting {how_many} replica(s)...")
     orchestrator = Orchestrator(data_dir, executor=args.executor, spark_master=args.spark_master)
     async with (
         orchestrator,
