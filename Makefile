@@ -2,7 +2,7 @@
 #
 #   make run     set up, then run the main job (tidegate demo) on embedded defaults
 #   make test    set up, then run the whole test suite
-#   make lint    ruff on everything, mypy --strict on spec/
+#   make lint    ruff on everything, mypy --strict on every package
 #   make bench   set up, then run every benchmark in bench/
 #   make proto   regenerate runtime/wire/gen from proto/ (checked in)
 #   make soak    the long crash test of the shard store
@@ -47,9 +47,10 @@ lint: setup
 	$(VENV)/bin/ruff format --check spec
 	$(VENV)/bin/mypy --strict spec
 	@# The other packages import tidegate.spec by its installed name: check them through a link tree.
-	@rm -rf .lint && mkdir -p .lint/tidegate && cp tidegate/__init__.py tidegate/py.typed .lint/tidegate/
-	@for p in spec sim runtime replica; do ln -s ../../$$p .lint/tidegate/$$p; done
-	cd .lint && MYPYPATH=. ../$(VENV)/bin/mypy --config-file ../pyproject.toml --strict -p tidegate.sim -p tidegate.runtime
+	@rm -rf .lint && mkdir -p .lint/tidegate && cp tidegate/*.py tidegate/py.typed .lint/tidegate/
+	@for p in spec sim runtime replica tidegate/commands; do ln -s ../../$$p .lint/tidegate/$$(basename $$p); done
+	cd .lint && MYPYPATH=. ../$(VENV)/bin/mypy --config-file ../pyproject.toml --strict \
+		-p tidegate.sim -p tidegate.runtime -p tidegate.replica -p tidegate.commands -m tidegate.cli
 
 bench: setup
 	@for b in bench/*.py; do \
