@@ -1,0 +1,476 @@
+"""Replica execution on Spark: issue 7's benchmark (``python bench/replica.py [--quick]``).
+
+Workloads (seeded, identical for every approach):
+
+* keyed aggregate: K keys, S steps of U updates (about 20% retractions of
+  earlier rows) over ``(key, amount)``; count and sum per key, into an index.
+* join: a fact stream ``(key, amount)`` (U updates per step, 20% retractions)
+  joined on ``key`` with a dimension ``(key, label)`` of K rows of which 1%
+  change per step; the joined rows into an index.
+
+Approaches, each in its own process (own SparkSession, own memory figures):
+
+(a) ``SparkExecutor`` -- operator state in Spark, one lookup job per stateful
+    operator per step; (b) Spark recomputing the query from the whole input
+    after every step (the aggregate is collected; for the join only counted,
+    so (b) is a lower bound there); (c) Spark Structured Streaming, update
+    mode, reading each step's updates as a Parquet file (aggregate only:
+    stream-stream joins cannot retract); (d) the ``PythonExecutor``.
+
+Per approach: median and p95 wall time per step, the same in CPU time
+(driver + Spark JVM, so a busy shared machine inflates it less), updates/s,
+peak RSS (driver + JVM), and whether the final result agrees with (d). Then
+(a) again with 10x the keys and a preloaded state 10x larger (same step size):
+the ratio of median step times should stay within 1.5x.
+
+Scratch data is written only under a temporary directory. ``--quick`` runs a
+small version (K=2,000, 10 steps of 4,000). ``--only a,d`` picks approaches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+K_DEFAULT, STEPS_DEFAULT, SIZE_DEFAULT = 10_000, 50, 20_000
+Update = tuple[tuple[Any, ...], int, int]
+
+
+# -- workloads --------------------------------------------------------------------------------
+
+
+class _Stream:
+    """Inserts of random ``(key, amount)`` rows and retractions of random live ones."""
+
+    def __init__(self, keys: int, rng: random.Random) -> None:
+        self.keys, self.rng = keys, rng
+        self.live: list[tuple[int, int]] = []
+
+    def step(self, n: int, t: int, retract: float = 0.2) -> list[Update]:
+        rng = self.rng
+        out: list[Update] = []
+        n_ret = min(int(n * retract), len(self.live))
+        for _ in range(n_ret):
+            i = rng.randrange(len(self.live))
+            self.live[i], self.live[-1] = self.live[-1], self.live[i]
+            out.append((self.live.pop(), t, -1))
+        for _ in range(n - n_ret):
+            row = (rng.randrange(self.keys), rng.randrange(1, 1001))
+            self.live.append(row)
+            out.append((row, t, 1))
+        return out
+
+
+def aggregate_workload(keys: int, steps: int, size: int, seed: int, preload: int = 0) -> list:
+    """Per step (times 1..steps) the updates of the aggregate's one input; step 0 is the preload."""
+    s = _Stream(keys, random.Random(seed))
+    batches = [s.step(preload, 0, retract=0.0)] if preload else [[]]
+    batches.extend(s.step(size, t) for t in range(1, steps + 1))
+    return batches
+
+
+def join_workload(keys: int, steps: int, size: int, seed: int) -> list:
+    """Per step ``(fact updates, dimension updates)``; step 0 loads the dimension."""
+    rng = random.Random(seed)
+    facts = _Stream(keys, rng)
+    labels = {k: f"L{k % 97}" for k in range(keys)}
+    out = [([], [((k, v), 0, 1) for k, v in labels.items()])]
+    for t in range(1, steps + 1):
+        dims: list[Update] = []
+        for k in rng.sample(range(keys), max(keys // 100, 1)):
+            new = f"L{rng.randrange(1000)}"
+            dims += [((k, labels[k]), t, -1), ((k, new), t, 1)]
+            labels[k] = new
+        out.append((facts.step(size, t), dims))
+    return out
+
+
+# -- measurement ------------------------------------------------------------------------------
+
+
+class _Meter:
+    """Wall and CPU time (driver, plus the Spark JVM when there is one) of each measured step."""
+
+    def __init__(self, jvm_pid: int | None) -> None:
+        self.jvm_pid = jvm_pid
+        self.wall: list[float] = []
+        self.cpu: list[float] = []
+
+    def _jvm_cpu(self) -> float:
+        if self.jvm_pid is None:
+            return 0.0
+        with open(f"/proc/{self.jvm_pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def measure(self, fn: Callable[[], Any]) -> Any:
+        c0, j0, w0 = time.process_time(), self._jvm_cpu(), time.perf_counter()
+        out = fn()
+        self.wall.append(time.perf_counter() - w0)
+        self.cpu.append(time.process_time() - c0 + self._jvm_cpu() - j0)
+        return out
+
+    def peak_rss_mb(self) -> float:
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        if self.jvm_pid is not None:
+            with open(f"/proc/{self.jvm_pid}/status") as f:
+                for line in f:
+                    if line.startswith("VmHWM:"):
+                        peak += int(line.split()[1]) / 1024
+        return peak
+
+
+def _spark(partitions: int = 2) -> Any:
+    from tidegate.replica.spark import spark_session
+
+    spark = spark_session("local[2]", shuffle_partitions=partitions)
+    return spark, int(spark.sparkContext._jvm.ProcessHandle.current().pid())
+
+
+def _digest(rows: dict) -> list:
+    return sorted([list(r), c] for r, c in rows.items())
+
+
+# -- (a) and (d): executors -------------------------------------------------------------------
+
+
+def _executor_run(kind: str, workload: str, args: argparse.Namespace, scale: int = 1) -> dict:
+    from tidegate.spec.executor import PythonExecutor
+    from tidegate.spec.frontier import Antichain
+    from tidegate.spec.ids import GlobalId
+    from tidegate.spec.plan import AggFunc, Aggregate, Get, Join, Reduce, Schema
+    from tidegate.spec.protocol.types import (
+        BuildDesc,
+        DataflowDescription,
+        IndexExport,
+        SourceImport,
+    )
+
+    jvm = None
+    if kind == "spark":
+        from tidegate.replica.spark import SparkExecutor
+
+        spark, jvm = _spark()
+        ex: Any = SparkExecutor(spark)
+    else:
+        ex = PythonExecutor()
+    meter = _Meter(jvm)
+    facts, dim, obj, idx = GlobalId.user(1), GlobalId.user(2), GlobalId.user(3), GlobalId.user(4)
+    fs = Schema.of(("key", "int64", False), ("amount", "int64", False))
+    ds = Schema.of(("key", "int64", False), ("label", "string", False))
+    keys = args.keys * scale
+    if workload == "aggregate":
+        plan: Any = Reduce(
+            Get(facts, fs), (0,), (Aggregate(AggFunc.COUNT), Aggregate(AggFunc.SUM, 1))
+        )
+        imports = (SourceImport(facts),)
+        steps = aggregate_workload(
+            keys, args.steps, args.size, args.seed, preload=2 * keys if scale > 1 else 0
+        )
+        batches = [{facts: b} for b in steps]
+    else:
+        plan = Join((Get(facts, fs), Get(dim, ds)), ((0, 2),))
+        imports = (SourceImport(facts), SourceImport(dim))
+        batches = [
+            {facts: f, dim: d} for f, d in join_workload(keys, args.steps, args.size, args.seed)
+        ]
+    h = ex.install(
+        DataflowDescription(
+            workload,
+            source_imports=imports,
+            objects_to_build=(BuildDesc(obj, plan),),
+            index_exports=(IndexExport(idx, obj, (0,)),),
+            as_of=Antichain([0]),
+        )
+    )
+
+    def step(t: int, batch: dict) -> None:
+        for src in ex.source_inputs(h):
+            ex.feed(h, src, batch.get(src, []), Antichain([t + 1]))
+        ex.step()
+        ex.allow_compaction(idx, Antichain([t]))
+
+    step(0, batches[0])  # load (not measured)
+    for t, batch in enumerate(batches[1:], start=1):
+        meter.measure(lambda t=t, batch=batch: step(t, batch))
+    result = ex.peek(idx, args.steps)
+    rows = {r: c for r, c in result.rows} if hasattr(result, "rows") else {}
+    peek_ms = _point_peek_ms(ex, idx, args.steps, keys)
+    return _summary(meter, args, rows, extra={"peek_ms": peek_ms})
+
+
+def _point_peek_ms(ex: Any, idx: Any, t: int, keys: int) -> float:
+    """Median in-process latency of a point peek (one key) on the index, in ms."""
+    rng = random.Random(7)
+    times = []
+    for _ in range(200):
+        k = (rng.randrange(keys),)
+        t0 = time.perf_counter()
+        ex.peek(idx, t, None, (k,))
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) * 1000
+
+
+def point_peek_through_grpc() -> dict | None:
+    """TODO(replica process): a point peek on a 100,000-row index answered through gRPC.
+
+    Target: <= 5 ms median. Left for the replica-process engineer: start
+    ``tidegate replica`` with the SparkExecutor, install a 100,000-row index
+    over a source in the shard store, and time ``Peek`` with a key lookup from
+    a test client over the real gRPC stream. Returns ``None`` until then.
+    """
+    return None
+
+
+def _summary(
+    meter: _Meter, args: argparse.Namespace, rows: dict, extra: dict | None = None
+) -> dict:
+    wall, cpu = sorted(meter.wall), sorted(meter.cpu)
+    p95 = max(int(len(wall) * 0.95) - 1, 0)
+    return {
+        "median_ms": statistics.median(wall) * 1000,
+        "p95_ms": wall[p95] * 1000,
+        "cpu_median_ms": statistics.median(cpu) * 1000,
+        "updates_per_s": args.size / statistics.median(wall),
+        "peak_mb": meter.peak_rss_mb(),
+        "result": _digest(rows),
+        **(extra or {}),
+    }
+
+
+# -- (b): full recompute ----------------------------------------------------------------------
+
+
+def _recompute_run(workload: str, args: argparse.Namespace) -> dict:
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+    spark, jvm = _spark()
+    meter = _Meter(jvm)
+
+    def frame(updates: list[Update], names: tuple[str, str], second: Any) -> Any:
+        tab = pa.table(
+            {
+                names[0]: pa.array([r[0] for r, _, _ in updates], pa.int64()),
+                names[1]: pa.array([r[1] for r, _, _ in updates], second),
+                "d": pa.array([d for _, _, d in updates], pa.int64()),
+            }
+        )
+        return spark.createDataFrame(tab)
+
+    facts: Any = None
+    dims: Any = None
+    rows: dict = {}
+    if workload == "aggregate":
+        batches = aggregate_workload(args.keys, args.steps, args.size, args.seed)
+        for b in batches[1:]:
+
+            def go(b: list = b) -> dict:
+                nonlocal facts
+                part = frame(b, ("k", "v"), pa.int64())
+                facts = part if facts is None else facts.unionByName(part)
+                facts = facts.localCheckpoint(eager=False)  # the input, kept in Spark
+                out = (
+                    facts.groupBy("k", "v")
+                    .agg(F.sum("d").alias("c"))
+                    .where("c != 0")
+                    .groupBy("k")
+                    .agg(F.sum("c").alias("n"), F.sum(F.col("v") * F.col("c")).alias("s"))
+                    .toArrow()
+                )
+                return {
+                    (k, n, s): 1
+                    for k, n, s in zip(
+                        *(out.column(c).to_pylist() for c in ("k", "n", "s")), strict=True
+                    )
+                }
+
+            rows = meter.measure(go)
+        return _summary(meter, args, rows)
+    batches = join_workload(args.keys, args.steps, args.size, args.seed)
+    dims = frame(batches[0][1], ("k", "label"), pa.string())
+    count = 0
+    for f, d in batches[1:]:
+
+        def go(f: list = f, d: list = d) -> int:
+            nonlocal facts, dims
+            fpart = frame(f, ("k", "v"), pa.int64())
+            facts = fpart if facts is None else facts.unionByName(fpart)
+            facts = facts.localCheckpoint(eager=False)
+            dims = dims.unionByName(frame(d, ("k", "label"), pa.string()))
+            dims = dims.localCheckpoint(eager=False)
+            fc = facts.groupBy("k", "v").agg(F.sum("d").alias("c")).where("c != 0")
+            dc = dims.groupBy("k", "label").agg(F.sum("d").alias("e")).where("e != 0")
+            return int(fc.join(dc, "k").agg(F.sum(F.col("c") * F.col("e"))).collect()[0][0])
+
+        count = meter.measure(go)
+    out = _summary(meter, args, {})
+    out["result_count"] = count
+    return out
+
+
+# -- (c): Structured Streaming, update mode ---------------------------------------------------
+
+
+def _streaming_run(args: argparse.Namespace) -> dict:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    spark, jvm = _spark()
+    meter = _Meter(jvm)
+    scratch = tempfile.mkdtemp(prefix="tidegate-bench-ss-")
+    src, chk = os.path.join(scratch, "in"), os.path.join(scratch, "chk")
+    os.makedirs(src)
+    schema = StructType([StructField(c, LongType()) for c in ("k", "v", "d")])
+    state: dict[int, tuple[int, int]] = {}
+
+    def sink(batch: Any, _id: int) -> None:
+        tab = batch.toArrow()
+        for k, n, s in zip(*(tab.column(c).to_pylist() for c in ("k", "n", "s")), strict=True):
+            state[k] = (n, s)
+
+    q = (
+        spark.readStream.schema(schema)
+        .option("maxFilesPerTrigger", 1)
+        .parquet(src)
+        .groupBy("k")
+        .agg(F.sum("d").alias("n"), F.sum(F.col("v") * F.col("d")).alias("s"))
+        .writeStream.outputMode("update")
+        .option("checkpointLocation", chk)
+        .foreachBatch(sink)
+        .start()
+    )
+    batches = aggregate_workload(args.keys, args.steps, args.size, args.seed)
+    for t, b in enumerate(batches[1:], start=1):
+
+        def go(t: int = t, b: list = b) -> None:
+            tab = pa.table(
+                {
+                    "k": pa.array([r[0] for r, _, _ in b], pa.int64()),
+                    "v": pa.array([r[1] for r, _, _ in b], pa.int64()),
+                    "d": pa.array([d for _, _, d in b], pa.int64()),
+                }
+            )
+            pq.write_table(tab, os.path.join(src, f"part-{t:05d}.parquet"))
+            q.processAllAvailable()
+
+        meter.measure(go)
+    q.stop()
+    rows = {(k, n, s): 1 for k, (n, s) in state.items() if n != 0}
+    return _summary(meter, args, rows)
+
+
+# -- driver -----------------------------------------------------------------------------------
+
+
+def _child(args: argparse.Namespace) -> None:
+    kind, workload = args.child.split(":")
+    if kind in ("a", "d"):
+        out = _executor_run("spark" if kind == "a" else "python", workload, args)
+    elif kind == "a10":
+        out = _executor_run("spark", workload, args, scale=10)
+    elif kind == "b":
+        out = _recompute_run(workload, args)
+    else:
+        out = _streaming_run(args)
+    print("RESULT " + json.dumps(out, default=str))
+
+
+def _spawn(what: str, args: argparse.Namespace) -> dict | None:
+    cmd = [sys.executable, os.path.abspath(__file__), "--child", what]
+    cmd += ["--keys", str(args.keys), "--steps", str(args.steps), "--size", str(args.size)]
+    cmd += ["--seed", str(args.seed)]
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable}
+    with tempfile.TemporaryDirectory(prefix="tidegate-bench-") as cwd:
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=cwd, env=env)
+    for line in proc.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return dict(json.loads(line[7:]))
+    print(f"   {what} failed:\n{proc.stderr[-3000:]}", file=sys.stderr)
+    return None
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--keys", type=int, default=K_DEFAULT)
+    p.add_argument("--steps", type=int, default=STEPS_DEFAULT)
+    p.add_argument("--size", type=int, default=SIZE_DEFAULT)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--only", default="a,b,c,d,a10")
+    p.add_argument("--child", help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.quick:
+        args.keys, args.steps, args.size = 2_000, 10, 4_000
+    if args.child:
+        _child(args)
+        return 0
+    chosen = args.only.split(",")
+    print(
+        f"keys={args.keys} steps={args.steps} updates/step={args.size} (local[2]);"
+        " times per step in ms; cpu = driver + JVM"
+    )
+    names = {
+        "a": "(a) SparkExecutor",
+        "b": "(b) Spark full recompute",
+        "c": "(c) Structured Streaming",
+        "d": "(d) PythonExecutor",
+    }
+    ok = True
+    for workload, kinds in (("aggregate", "abcd"), ("join", "abd")):
+        results: dict[str, dict] = {}
+        print(f"\n{workload}:")
+        print(
+            f"  {'approach':<28}{'median':>9}{'p95':>9}{'cpu med':>9}{'upd/s':>10}{'peak MB':>9}  agrees"
+        )
+        for k in kinds:
+            if k not in chosen:
+                continue
+            r = _spawn(f"{k}:{workload}", args)
+            if r is None:
+                ok = False
+                continue
+            results[k] = r
+        ref = results.get("d")
+        for k, r in results.items():
+            if ref is None:
+                agree = "?"
+            elif workload == "join" and k == "b":
+                agree = str(r["result_count"] == sum(c for _, c in ref["result"]))
+            else:
+                agree = str(r["result"] == ref["result"])
+            ok = ok and agree != "False"
+            print(
+                f"  {names[k]:<28}{r['median_ms']:>9.0f}{r['p95_ms']:>9.0f}{r['cpu_median_ms']:>9.0f}"
+                f"{r['updates_per_s']:>10.0f}{r['peak_mb']:>9.0f}  {agree}"
+            )
+        if "a" in results and "peek_ms" in results["a"]:
+            print(f"  (a) in-process point peek: {results['a']['peek_ms']:.3f} ms median")
+        if workload == "aggregate" and "a10" in chosen and "a" in results:
+            big = _spawn("a10:aggregate", args)
+            if big is not None:
+                ratio = big["median_ms"] / results["a"]["median_ms"]
+                cratio = big["cpu_median_ms"] / results["a"]["cpu_median_ms"]
+                print(
+                    f"  (a) at 10x keys and state: median {big['median_ms']:.0f} ms,"
+                    f" ratio {ratio:.2f} wall / {cratio:.2f} cpu (target <= 1.5)"
+                )
+    grpc = point_peek_through_grpc()
+    print(f"\npoint peek through gRPC: {'not measured (TODO)' if grpc is None else grpc}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

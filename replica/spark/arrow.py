@@ -1,0 +1,85 @@
+"""Rows <-> Arrow tables, typed by a plan :class:`Schema`.
+
+Columns are named ``c0, c1, ...`` after their position; a multiplicity column
+``_n`` (int64) rides along. Spark reads these tables as ``LocalRelation``s
+(``spark.createDataFrame(table)``) and hands results back with ``toArrow()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+
+from tidegate.spec.frontier import Row
+from tidegate.spec.plan.schema import ScalarType, Schema
+
+__all__ = ["COUNT", "arrow_schema", "column_names", "rows_from_table", "table_from_counts"]
+
+COUNT = "_n"
+"""The name of the multiplicity column."""
+
+_ARROW = {
+    ScalarType.INT64: pa.int64(),
+    ScalarType.FLOAT64: pa.float64(),
+    ScalarType.STRING: pa.string(),
+    ScalarType.BOOL: pa.bool_(),
+    ScalarType.DATE: pa.date32(),
+    ScalarType.TIMESTAMP: pa.timestamp("us"),
+}
+_WIDE_INT = pa.decimal128(38, 0)
+
+
+def column_names(arity: int) -> list[str]:
+    """``c0 .. c{arity-1}``."""
+    return [f"c{i}" for i in range(arity)]
+
+
+def arrow_schema(schema: Schema, extra: Sequence[tuple[str, pa.DataType]] = ()) -> pa.Schema:
+    """The Arrow schema of rows of ``schema`` plus ``extra`` columns."""
+    fields = [pa.field(f"c{i}", _ARROW[c.type.scalar]) for i, c in enumerate(schema.columns)]
+    fields.extend(pa.field(n, t) for n, t in extra)
+    return pa.schema(fields)
+
+
+def _int_column(values: list[Any]) -> pa.Array:
+    """An int64 column, or decimal(38, 0) when unchecked sums left the int64 range."""
+    try:
+        return pa.array(values, pa.int64())
+    except (OverflowError, pa.ArrowInvalid):
+        return pa.array([None if v is None else Decimal(v) for v in values], _WIDE_INT)
+
+
+def table_from_counts(schema: Schema, counts: Iterable[tuple[Row, int]]) -> pa.Table:
+    """A table of ``(row, count)`` pairs: one column per row column, then ``_n``.
+
+    An int64 column holding a value outside the int64 range (a sum is not
+    overflow-checked) travels as ``decimal(38, 0)``; Spark widens it in unions.
+    """
+    pairs = list(counts)
+    arrays: list[pa.Array] = []
+    for i, c in enumerate(schema.columns):
+        values = [r[i] for r, _ in pairs]
+        if c.type.scalar is ScalarType.INT64:
+            arrays.append(_int_column(values))
+        else:
+            arrays.append(pa.array(values, _ARROW[c.type.scalar]))
+    arrays.append(pa.array([n for _, n in pairs], pa.int64()))
+    return pa.Table.from_arrays(arrays, names=[*column_names(schema.arity), COUNT])
+
+
+def rows_from_table(table: pa.Table, arity: int) -> list[tuple[Row, int]]:
+    """The ``(row, count)`` pairs of a table made like :func:`table_from_counts`."""
+    cols = []
+    for i in range(arity):
+        col = table.column(f"c{i}")
+        values = col.to_pylist()
+        if pa.types.is_decimal(col.type):
+            values = [None if v is None else int(v) for v in values]
+        cols.append(values)
+    counts = table.column(COUNT).to_pylist()
+    if not cols:
+        return [((), n) for n in counts]
+    return list(zip(zip(*cols, strict=True), counts, strict=True))

@@ -1,0 +1,69 @@
+"""A SparkSession configured for a replica on a small machine.
+
+The defaults that matter (measured on 2 cores): ``spark.sql.shuffle.partitions``
+sized to the cores instead of 200, no UI, Arrow transfers on, quiet logs, and
+every local directory (shuffle spill, warehouse, Derby metastore) under one
+temporary directory, so nothing is written to the working directory.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+
+from pyspark.sql import SparkSession
+
+__all__ = ["spark_session"]
+
+
+def _cores(master: str) -> int:
+    """The local cores ``master`` runs on (``local``, ``local[N]``, ``local[*]``); the
+    driver's core count for a cluster master, whose size is not known here."""
+    if master == "local":
+        return 1
+    m = re.fullmatch(r"local\[(\d+|\*)(?:,\s*\d+)?\]", master)
+    if m is None or m.group(1) == "*":
+        return os.cpu_count() or 2
+    return max(int(m.group(1)), 1)
+
+
+def spark_session(
+    master: str = "local[2]",
+    *,
+    app_name: str = "tidegate-replica",
+    shuffle_partitions: int | None = None,
+) -> SparkSession:
+    """Get or create the process's SparkSession on ``master`` with small-machine settings.
+
+    ``shuffle_partitions`` defaults to the number of cores (see :func:`_cores`). Spark allows one active session per process: if one
+    exists already it is returned, with only the shuffle partitions updated.
+    """
+    parts = shuffle_partitions or max(_cores(master), 1)
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        active.conf.set("spark.sql.shuffle.partitions", str(parts))
+        return active
+    scratch = tempfile.mkdtemp(prefix="tidegate-spark-")
+    builder = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", str(parts))
+        .config("spark.default.parallelism", str(parts))
+        # small steps: adaptive re-planning costs more than it saves
+        .config("spark.sql.adaptive.enabled", "false")
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.sql.session.timeZone", "UTC")
+        # naive datetimes are the plan IR's timestamps
+        .config("spark.sql.timestampType", "TIMESTAMP_NTZ")
+        .config("spark.local.dir", os.path.join(scratch, "local"))
+        .config("spark.sql.warehouse.dir", os.path.join(scratch, "warehouse"))
+        .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={scratch}/derby")
+        .config("spark.sql.catalogImplementation", "in-memory")
+        .config("spark.python.worker.reuse", "true")
+    )
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark

@@ -1,0 +1,20 @@
+"""The executor contract test, unchanged, against the SparkExecutor (bounded examples)."""
+
+from __future__ import annotations
+
+import pytest
+from pyspark.sql import SparkSession
+
+from tidegate.replica.spark import SparkExecutor
+from tidegate.spec.testing.executor import ExecutorContractTests
+
+
+class TestSparkExecutor(ExecutorContractTests):
+    max_examples = 25
+
+    @pytest.fixture(autouse=True)
+    def _session(self, spark: SparkSession) -> None:
+        self.spark = spark
+
+    def make_executor(self) -> SparkExecutor:
+        return SparkExecutor(self.spark)

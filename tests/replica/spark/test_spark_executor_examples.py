@@ -1,0 +1,360 @@
+"""Example tests of the SparkExecutor: every operator against the PythonExecutor, retractions and
+negative multiplicities, the accumulating Reduce, the spine's merges, compaction, and typed
+errors that leave the state unchanged."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+from pyspark.sql import SparkSession
+
+from tidegate.replica.spark import SparkExecutor
+from tidegate.replica.spark.arrangement import Acc, SparkAccumulators, SparkArrangement
+from tidegate.replica.spark.operators import AccumulatingReduceNode, ReduceNode
+from tidegate.spec.errors import (
+    ArityMismatch,
+    CompactionRegression,
+    DuplicateExport,
+    InputFrontierRegression,
+    InvalidImport,
+    InvalidInputRow,
+    PeekNotReady,
+    PeekOutOfRange,
+    UnknownExport,
+    UnknownInput,
+    UpdateBeforeFrontier,
+)
+from tidegate.spec.executor import Executor, ExportBatch, PythonExecutor
+from tidegate.spec.frontier import Antichain, Update
+from tidegate.spec.ids import GlobalId
+from tidegate.spec.plan import (
+    AggFunc,
+    Aggregate,
+    BinaryFunc,
+    CallBinary,
+    ColumnRef,
+    Constant,
+    Distinct,
+    Filter,
+    Get,
+    Join,
+    JoinKind,
+    Literal,
+    Map,
+    Negate,
+    Plan,
+    Project,
+    Reduce,
+    ScalarType,
+    Schema,
+    Threshold,
+    TopK,
+    Union,
+)
+from tidegate.spec.protocol.responses import PeekRows
+from tidegate.spec.protocol.types import (
+    BuildDesc,
+    ColumnOrder,
+    DataflowDescription,
+    IndexExport,
+    IndexImport,
+    RowSetFinishing,
+    SinkExport,
+    SourceImport,
+    SubscribeConnection,
+)
+
+A, B = GlobalId.user(1), GlobalId.user(2)
+OBJ, IDX, SUB = GlobalId.user(10), GlobalId.user(20), GlobalId.transient(1)
+SA = Schema.of(("k", "int64"), ("v", "int64"))
+SB = Schema.of(("k", "int64"), ("s", "string"))
+
+
+def dataflow(plan: Plan, sources: tuple[GlobalId, ...] = (A,)) -> DataflowDescription:
+    return DataflowDescription(
+        "example",
+        source_imports=tuple(SourceImport(g) for g in sources),
+        objects_to_build=(BuildDesc(OBJ, plan),),
+        index_exports=(IndexExport(IDX, OBJ, (0,)),),
+        sink_exports=(SinkExport(SUB, OBJ, SubscribeConnection()),),
+        as_of=Antichain([0]),
+    )
+
+
+Feeds = Sequence[dict[GlobalId, list[Update]]]
+
+
+def run(ex: Executor, desc: DataflowDescription, feeds: Feeds) -> list[list[ExportBatch]]:
+    """Feed step ``t`` (times ``t``) with upper ``t + 1``, then step; the batches of each step."""
+    h = ex.install(desc)
+    out = []
+    for t, feed in enumerate(feeds):
+        for src in ex.source_inputs(h):
+            ex.feed(h, src, feed.get(src, []), Antichain([t + 1]))
+        out.append(sorted(ex.step(), key=lambda b: b.id))
+    return out
+
+
+def _canon(steps: list[list[ExportBatch]]) -> list[list[tuple[Any, ...]]]:
+    return [
+        [(b.id, b.lower, b.upper, sorted(map(repr, b.updates)), sorted(b.errors)) for b in s]
+        for s in steps
+    ]
+
+
+def assert_agrees(spark: SparkSession, desc: DataflowDescription, feeds: Feeds) -> SparkExecutor:
+    """The SparkExecutor's batches and peeks at every time equal the PythonExecutor's."""
+    sx, px = SparkExecutor(spark), PythonExecutor()
+    assert _canon(run(sx, desc, feeds)) == _canon(run(px, desc, feeds))
+    for t in range(len(feeds)):
+        assert sx.peek(IDX, t) == px.peek(IDX, t)
+    return sx
+
+
+def ups(t: int, *rows: tuple[tuple[Any, ...], int]) -> list[Update]:
+    return [(r, t, d) for r, d in rows]
+
+
+GA, GB = Get(A, SA), Get(B, SB)
+FEEDS_A: Feeds = [
+    {A: ups(0, ((1, 10), 1), ((1, 20), 2), ((2, 5), 1), ((None, 7), 1))},
+    {A: ups(1, ((1, 10), -1), ((3, None), 1), ((2, 5), -1))},
+    {A: ups(2, ((2, 6), 1), ((1, 20), -2), ((4, 1), -1))},  # (4, 1): a negative count
+    {A: ups(3, ((4, 1), 1), ((1, 30), 1))},
+]
+
+
+@pytest.mark.parametrize(
+    "plan",
+    [
+        pytest.param(
+            Map(
+                GA,
+                (CallBinary(BinaryFunc.DIV, Literal(10, ScalarType.INT64), ColumnRef(1)),),
+                ("q",),
+            ),
+            id="map-errors",
+        ),
+        pytest.param(
+            Filter(GA, (CallBinary(BinaryFunc.GT, ColumnRef(1), Literal(5, ScalarType.INT64)),)),
+            id="filter",
+        ),
+        pytest.param(Project(GA, (1, 0, 1)), id="project"),
+        pytest.param(Union((GA, Negate(GA), GA)), id="union-negate"),
+        pytest.param(Constant((((9, 9), 2),), SA), id="constant"),
+        pytest.param(Distinct(Project(GA, (0,))), id="distinct"),
+        pytest.param(Threshold(GA), id="threshold"),
+        pytest.param(TopK(GA, (0,), (ColumnOrder(1, desc=True),), limit=1, offset=0), id="topk"),
+        pytest.param(
+            Reduce(
+                GA,
+                (0,),
+                (
+                    Aggregate(AggFunc.MIN, 1),
+                    Aggregate(AggFunc.MAX, 1),
+                    Aggregate(AggFunc.COUNT, 1, distinct=True),
+                ),
+            ),
+            id="reduce-recomputed",
+        ),
+        pytest.param(
+            Reduce(
+                GA,
+                (0,),
+                (
+                    Aggregate(AggFunc.COUNT),
+                    Aggregate(AggFunc.SUM, 1),
+                    Aggregate(AggFunc.AVG, 1),
+                    Aggregate(AggFunc.COUNT, 1),
+                ),
+            ),
+            id="reduce-accumulating",
+        ),
+        pytest.param(Reduce(GA, (), (Aggregate(AggFunc.COUNT),)), id="reduce-global"),
+    ],
+)
+def test_operator_agrees_with_python_executor(spark: SparkSession, plan: Plan) -> None:
+    assert_agrees(spark, dataflow(plan), FEEDS_A)
+
+
+def test_joins_agree(spark: SparkSession) -> None:
+    feeds: Feeds = [
+        {
+            A: ups(0, ((1, 10), 1), ((2, 5), 1), ((None, 1), 1)),
+            B: ups(0, ((1, "x"), 1), ((None, "n"), 1)),
+        },
+        {A: ups(1, ((1, 11), 2)), B: ups(1, ((1, "y"), 1), ((2, "z"), -1))},
+        {A: ups(2, ((1, 10), -1)), B: ups(2, ((1, "x"), -1), ((2, "z"), 1))},
+    ]
+    assert_agrees(spark, dataflow(Join((GA, GB), ((0, 2),)), (A, B)), feeds)
+    assert_agrees(spark, dataflow(Join((GA, GB), ((0, 2),), JoinKind.LEFT), (A, B)), feeds)
+    assert_agrees(spark, dataflow(Join((GA, GB)), (A, B)), feeds)  # cross product
+
+
+def test_many_times_in_one_step_replay_in_order(spark: SparkSession) -> None:
+    desc = dataflow(Reduce(GA, (0,), (Aggregate(AggFunc.MAX, 1), Aggregate(AggFunc.SUM, 1))))
+    sx, px = SparkExecutor(spark), PythonExecutor()
+    updates = [((1, t), t, 1) for t in range(5)] + [((1, 0), 3, -1), ((2, 2), 4, -1)]
+    for ex in (sx, px):
+        h = ex.install(desc)
+        ex.feed(h, A, updates, Antichain([5]))
+    assert _canon([sx.step()]) == _canon([px.step()])
+    for t in range(5):
+        assert sx.peek(IDX, t) == px.peek(IDX, t)
+
+
+def test_unchecked_int64_sums_leave_the_range(spark: SparkSession) -> None:
+    big = 2**63 - 1
+    plan = Distinct(Reduce(GA, (0,), (Aggregate(AggFunc.SUM, 1),)))
+    feeds: Feeds = [
+        {A: ups(0, ((1, big), 2))},
+        {A: ups(1, ((1, big), 1))},
+        {A: ups(2, ((1, big), -3))},
+    ]
+    sx = assert_agrees(spark, dataflow(plan), feeds)
+    assert sx.peek(IDX, 1) == PeekRows((((1, 3 * big), 1),))
+
+
+def test_accumulating_reduce_keeps_a_group_whose_counts_cancel(spark: SparkSession) -> None:
+    # count(*) is 0 but rows remain (+1 and -1 of different rows): the group stays
+    plan = Reduce(GA, (0,), (Aggregate(AggFunc.COUNT), Aggregate(AggFunc.SUM, 1)))
+    feeds: Feeds = [
+        {A: ups(0, ((1, 1), 1), ((1, 2), -1))},
+        {A: ups(1, ((1, 2), 1))},
+        {A: ups(2, ((1, 1), -1))},
+    ]
+    sx = assert_agrees(spark, dataflow(plan), feeds)
+    assert sx.peek(IDX, 0) == PeekRows((((1, 0, -1), 1),))
+    assert sx.peek(IDX, 1) == PeekRows((((1, 1, 1), 1),))
+    assert sx.peek(IDX, 2) == PeekRows(())
+
+
+def test_reduce_kinds_are_chosen_by_aggregate(spark: SparkSession) -> None:
+    sx = SparkExecutor(spark)
+    h = sx.install(dataflow(Reduce(GA, (0,), (Aggregate(AggFunc.SUM, 1),))))
+    nodes = sx._dataflows[h].nodes
+    assert any(isinstance(n, AccumulatingReduceNode) for n in nodes)
+    sf = Schema.of(("k", "int64"), ("f", "float64"))
+    assert not AccumulatingReduceNode.supports(sf, (Aggregate(AggFunc.SUM, 1),))
+    assert not AccumulatingReduceNode.supports(SA, (Aggregate(AggFunc.SUM, 1, distinct=True),))
+    assert ReduceNode is not AccumulatingReduceNode
+
+
+def test_arrangement_spine_merges_and_lookups(spark: SparkSession) -> None:
+    arr = SparkArrangement(spark, SA, (0,))
+    want: dict[tuple[Any, ...], int] = {}
+    for i in range(20):
+        change = {(i % 3, i): 1, (None, i % 2): 1, ((i - 1) % 3, i - 1): -1}
+        arr.append(change)
+        for r, d in change.items():
+            want[r] = want.get(r, 0) + d
+    want = {r: c for r, c in want.items() if c}
+    assert len(arr.runs) <= 4 * 3  # a tiered spine: merged every 4 runs
+    assert max(arr.levels) >= 2
+    got = {r: c for g in arr.lookup().values() for r, c in g.items()}
+    assert got == want
+    assert arr.lookup([(None,)]) == {(None,): {r: c for r, c in want.items() if r[0] is None}}
+    assert arr.lookup([(7,)]) == {}
+
+
+def test_accumulators_sum_and_fingerprints_mod_prime(spark: SparkSession) -> None:
+    acc = SparkAccumulators(
+        spark, Schema.of(("k", "string")), [Acc.COUNT, Acc.SUM, Acc.FINGERPRINT]
+    )
+    for _ in range(9):
+        acc.append({("a",): [1, 2**70, 2**61 - 2], (None,): [1, -1, 1]})
+    assert acc.lookup([("a",), (None,), ("b",)]) == {
+        ("a",): [9, 9 * 2**70, (9 * (2**61 - 2)) % (2**61 - 1)],
+        (None,): [9, -9, 9],
+    }
+
+
+def test_index_import_reads_an_exported_index(spark: SparkSession) -> None:
+    sx, px = SparkExecutor(spark), PythonExecutor()
+    base = dataflow(Reduce(GA, (0,), (Aggregate(AggFunc.COUNT),)))
+    schema = Schema.of(("k", "int64"), ("count", "int64", False))
+    reader = DataflowDescription(
+        "reader",
+        index_imports=(IndexImport(IDX, OBJ, (0,)),),
+        objects_to_build=(BuildDesc(GlobalId.user(40), Distinct(Project(Get(OBJ, schema), (1,)))),),
+        index_exports=(IndexExport(GlobalId.user(41), GlobalId.user(40), ()),),
+        as_of=Antichain([1]),
+    )
+    outs = []
+    for ex in (sx, px):
+        h = ex.install(base)
+        ex.feed(h, A, ups(0, ((1, 1), 1), ((2, 1), 1)), Antichain([2]))
+        ex.step()
+        ex.install(reader)
+        ex.feed(h, A, ups(2, ((1, 2), 1)), Antichain([4]))
+        outs.append(_canon([ex.step()]))
+        assert ex.peek(GlobalId.user(41), 3) == PeekRows((((1,), 1), ((2,), 1)))
+    assert outs[0] == outs[1]
+
+
+def test_compaction_peeks_and_drop(spark: SparkSession) -> None:
+    sx = SparkExecutor(spark)
+    h = sx.install(dataflow(Reduce(GA, (0,), (Aggregate(AggFunc.COUNT),))))
+    sx.feed(h, A, ups(0, ((1, 1), 1)) + ups(1, ((1, 2), 1)) + ups(2, ((2, 2), 1)), Antichain([3]))
+    sx.step()
+    fin = RowSetFinishing((ColumnOrder(0, desc=True),), limit=1)
+    assert sx.peek(IDX, 2, fin) == PeekRows((((2, 1), 1),))
+    assert sx.peek(IDX, 2, None, ((1,),)) == PeekRows((((1, 2), 1),))
+    sx.allow_compaction(IDX, Antichain([2]))
+    assert sx.since(IDX) == Antichain([2])
+    with pytest.raises(PeekOutOfRange):
+        sx.peek(IDX, 1)
+    with pytest.raises(PeekNotReady):
+        sx.peek(IDX, 3)
+    with pytest.raises(ArityMismatch):
+        sx.peek(IDX, 2, None, ((1, 2),))
+    assert sx.peek(IDX, 2) == PeekRows((((1, 2), 1), ((2, 1), 1)))
+    sx.allow_compaction(SUB, Antichain())
+    sx.allow_compaction(IDX, Antichain())  # the last export: the dataflow goes
+    with pytest.raises(UnknownExport):
+        sx.upper(IDX)
+    with pytest.raises(UnknownExport):
+        sx.source_inputs(h)
+
+
+def test_misuse_raises_typed_errors_and_changes_nothing(spark: SparkSession) -> None:
+    sx = SparkExecutor(spark)
+    desc = dataflow(Reduce(GA, (0,), (Aggregate(AggFunc.COUNT),)))
+    h = sx.install(desc)
+    sx.feed(h, A, ups(0, ((1, 1), 1)), Antichain([2]))
+    sx.allow_compaction(IDX, Antichain([1]))
+    bad_calls = [
+        (lambda: sx.feed(h, A, ups(1, ((1, 1), 1)), Antichain([3])), UpdateBeforeFrontier),
+        (lambda: sx.feed(h, A, [], Antichain([1])), InputFrontierRegression),
+        (lambda: sx.feed(h, A, [(("x", 1), 2, 1)], Antichain([3])), InvalidInputRow),
+        (lambda: sx.feed(h, B, [], Antichain([3])), UnknownExport),
+        (lambda: sx.install(desc), DuplicateExport),
+        (lambda: sx.install(dataflow(Get(GlobalId.user(99), SA))), UnknownInput),
+        (
+            lambda: sx.install(
+                DataflowDescription(
+                    "r",
+                    index_imports=(IndexImport(GlobalId.user(98), OBJ, (0,)),),
+                    objects_to_build=(BuildDesc(GlobalId.user(97), Get(OBJ, SA)),),
+                    index_exports=(IndexExport(GlobalId.user(96), GlobalId.user(97), ()),),
+                    as_of=Antichain([0]),
+                )
+            ),
+            InvalidImport,
+        ),
+        (lambda: sx.allow_compaction(IDX, Antichain([0])), CompactionRegression),
+        (lambda: sx.peek(IDX, 0), PeekOutOfRange),
+        (lambda: sx.peek(IDX, 1), PeekNotReady),
+    ]
+    for call, err in bad_calls:
+        with pytest.raises(err):
+            call()
+    batches = sx.step()
+    assert [(b.id, b.upper, b.updates) for b in sorted(batches, key=lambda b: b.id)] == [
+        (IDX, Antichain([2]), (((1, 1), 0, 1),)),
+        (SUB, Antichain([2]), (((1, 1), 0, 1),)),
+    ]
+    assert sx.peek(IDX, 1) == PeekRows((((1, 1), 1),))
+    assert sx.since(IDX) == Antichain([1])
