@@ -41,7 +41,12 @@ from .history import ClientHistory, ReferenceModel, Violation, results_agree
 from .kernel import Kernel
 from .storage import SimStorage
 
-__all__ = ["Checker", "StopRun"]
+__all__ = ["Checker", "StopRun", "frontier_text"]
+
+
+def frontier_text(f: Antichain) -> str:
+    """A frontier as the trace writes it: ``[3]``, ``[]`` (a plain string keeps trace lines cheap)."""
+    return "[" + ", ".join(map(str, f.elements)) + "]"
 
 
 class StopRun(Exception):
@@ -120,6 +125,7 @@ class Checker(Observer):
                     "frontiers_monotone", f"write frontier of {e.id} regressed {prev} -> {e.upper}"
                 )
             self.reported_upper[e.id] = e.upper
+            self._record("upper", id=e.id, upper=frontier_text(e.upper))
         elif isinstance(e, UpperChanged):
             prev = self.storage_upper.get(e.id)
             if prev is not None and not prev <= e.upper:
@@ -127,6 +133,7 @@ class Checker(Observer):
                     "frontiers_monotone", f"storage upper of {e.id} regressed {prev} -> {e.upper}"
                 )
             self.storage_upper[e.id] = e.upper
+            self._record("storage_upper", id=e.id, upper=frontier_text(e.upper))
         elif isinstance(e, SinceChanged):
             prev = self.storage_since.get(e.id)
             if prev is not None and not prev <= e.since:
@@ -134,6 +141,7 @@ class Checker(Observer):
                     "frontiers_monotone", f"storage since of {e.id} regressed {prev} -> {e.since}"
                 )
             self.storage_since[e.id] = e.since
+            self._record("since", id=e.id, since=frontier_text(e.since))
         elif isinstance(e, AppendCompleted):
             assert self.clients is not None
             self.clients.on_append_completed(e.ticket, e.error is None)

@@ -32,11 +32,15 @@ class SeededChoices:
     def __init__(self, seed: int) -> None:
         self.seed = seed
         self._rng = random.Random(seed)
+        self._randbelow = self._rng._randbelow  # type: ignore[attr-defined]
 
     def integer(self, low: int, high: int) -> int:
         if high < low:
             raise ValueError(f"empty range [{low}, {high}]")
-        return self._rng.randint(low, high)
+        # Exactly what ``randint(low, high)`` computes (it is ``low + _randbelow(width)``),
+        # without two layers of argument checking on this hot path.
+        value: int = low + self._randbelow(high - low + 1)
+        return value
 
 
 class HypothesisChoices:

@@ -278,6 +278,7 @@ class Clients:
                 refused=f"{type(e).__name__}: {e}",
             )
             self.peek_count += 1
+            self._record("peek_refused", id=gid, time=ts)
             self._count("peek_refused_below_since" if invalid else "peek_refused")
             if not invalid:
                 self._violate(
@@ -291,6 +292,7 @@ class Clients:
             )
         if target == "persist":
             self._count("persist_peek")
+        self._record("peek", id=gid, uuid=str(uuid), time=ts)
         self.peeks[uuid] = PendingPeek(uuid, gid, ts, target, self.kernel.now_ms)
         self.history.peek_issued(str(uuid), gid, ts, target, finishing, self.kernel.now_ms)
         self.peek_finishing[uuid] = finishing

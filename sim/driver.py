@@ -29,8 +29,8 @@ from tidegate.spec.compute import (
 from tidegate.spec.controller import Controller
 from tidegate.spec.frontier import Antichain
 from tidegate.spec.ids import GlobalId
-from tidegate.spec.protocol.commands import ComputeCommand
-from tidegate.spec.protocol.responses import ComputeResponse
+from tidegate.spec.protocol.commands import AllowCompaction, ComputeCommand
+from tidegate.spec.protocol.responses import ComputeResponse, Frontiers
 from tidegate.spec.storage import (
     AppendCompleted,
     CollectionDropped,
@@ -55,7 +55,19 @@ BACKOFF_MS = (10, 1_000)
 
 def summarize(message: Any) -> str:
     """A short, deterministic rendering of a command or response for the trace."""
-    name = type(message).__name__
+    cls = type(message)
+    if cls is Frontiers:  # the most frequent messages, rendered exactly as below but directly
+        text = f"Frontiers {message.id}"
+        if message.write is not None:
+            text += f" w={list(message.write.elements)}"
+        if message.input is not None:
+            text += f" i={list(message.input.elements)}"
+        if message.output is not None:
+            text += f" o={list(message.output.elements)}"
+        return text
+    if cls is AllowCompaction:
+        return f"AllowCompaction {message.id} {list(message.frontier.elements)}"
+    name = cls.__name__
     parts = [name]
     for attr in ("id", "uuid"):
         v = getattr(message, attr, None)
@@ -124,7 +136,8 @@ class Driver:
         self._processes = processes
         self._observer = observer
         self._record = record
-        self.links: dict[str, _Link] = {}
+        self.links: dict[tuple[str, str], _Link] = {}
+        """Each replica's current connection state, by ``(instance, replica)``."""
         self._conn_epoch: dict[int, tuple[str, str, int]] = {}
         self._inbox_ms = inbox_ms
         self._inbox_last: dict[int, int] = {}
@@ -172,8 +185,12 @@ class Driver:
             self._record("effect_ignored", effect=type(e).__name__)
 
     # -- compute connections ------------------------------------------------------------------
+    def link(self, instance: str, replica: str) -> _Link | None:
+        """The link to ``replica`` of ``instance``, if the controller wants it connected."""
+        return self.links.get((instance, replica))
+
     def _send(self, e: SendCommand) -> None:
-        link = self.links.get(e.replica)
+        link = self.links.get((e.instance, e.replica))
         if link is None or link.epoch != e.epoch:
             self._record("command_stale", replica=e.replica, epoch=e.epoch)
             return
@@ -185,13 +202,14 @@ class Driver:
             link.queue.append(e.command)
 
     def _connect_request(self, e: ConnectReplica) -> None:
-        link = self.links.get(e.replica)
+        key = (e.instance, e.replica)
+        link = self.links.get(key)
         blocked = 0
         if link is not None:
             blocked = link.blocked_until
             self._drop_link(link)
         link = _Link(e.instance, e.replica, e.epoch, blocked_until=blocked)
-        self.links[e.replica] = link
+        self.links[key] = link
         self._record("connect_request", replica=e.replica, epoch=e.epoch)
         self._try_connect(link)
 
@@ -204,7 +222,7 @@ class Driver:
 
     def _try_connect(self, link: _Link) -> None:
         link.retry = None
-        if self.links.get(link.replica) is not link:
+        if self.links.get((link.instance, link.replica)) is not link:
             return
         proc = self._processes(link.replica)
         if proc is None or not proc.alive or self._kernel.now_ms < link.blocked_until:
@@ -229,11 +247,11 @@ class Driver:
         self.apply(self.ctl.replica_connected(link.instance, link.replica, link.epoch))
 
     def _disconnect(self, e: DisconnectReplica) -> None:
-        link = self.links.get(e.replica)
+        link = self.links.get((e.instance, e.replica))
         self._record("disconnect", replica=e.replica, epoch=e.epoch, dropped=e.dropped)
         if link is not None and link.epoch == e.epoch:
             self._drop_link(link)
-            del self.links[e.replica]
+            del self.links[(e.instance, e.replica)]
 
     def _on_response(self, conn: Connection, response: ComputeResponse) -> None:
         """A response arrived; the controller task reads it from its inbox a moment later.
@@ -254,7 +272,7 @@ class Driver:
         self.responses += 1
         self._record("resp", r=replica, e=epoch, m=summarize(response))
         effects = self.ctl.handle_response(instance, replica, epoch, response)
-        link = self.links.get(replica)
+        link = self.links.get((instance, replica))
         if link is None or link.epoch != epoch:
             self._observer.on_stale_response(replica, epoch, effects)
         self.apply(effects)
@@ -265,16 +283,19 @@ class Driver:
         proc = self._processes(replica)
         if proc is not None:
             proc.detach(conn)
-        link = self.links.get(replica)
+        link = self.links.get((instance, replica))
         if link is None or link.conn is not conn:
             return
         link.conn = None
         self._record("connection_lost", replica=replica, epoch=epoch)
         self.apply(self.ctl.replica_failed(instance, replica, epoch, "connection lost"))
 
-    def cut(self, replica: str, until_ms: int) -> bool:
-        """Break ``replica``'s connection; new ones fail until ``until_ms``. False if none was up."""
-        link = self.links.get(replica)
+    def cut(self, instance: str, replica: str, until_ms: int) -> bool:
+        """Break the connection to ``replica`` of ``instance``; new ones fail until ``until_ms``.
+
+        False if none was up.
+        """
+        link = self.links.get((instance, replica))
         if link is None:
             return False
         link.blocked_until = max(link.blocked_until, until_ms)

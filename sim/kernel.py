@@ -41,15 +41,18 @@ class Kernel:
 
     def __init__(self) -> None:
         self.now_ms = 0
-        self._queue: list[EventHandle] = []
+        # (at_ms, seq, handle): tuples compare in C, and seq is unique, so handles never compare.
+        self._queue: list[tuple[int, int, EventHandle]] = []
         self._seq = 0
         self.events_run = 0
 
     def call_at(self, at_ms: int, callback: Callable[..., None], *args: Any) -> EventHandle:
         """Run ``callback(*args)`` at virtual time ``at_ms`` (not before now)."""
-        handle = EventHandle(max(at_ms, self.now_ms), self._seq, callback, args)
-        self._seq += 1
-        heapq.heappush(self._queue, handle)
+        at = at_ms if at_ms > self.now_ms else self.now_ms
+        seq = self._seq
+        handle = EventHandle(at, seq, callback, args)
+        self._seq = seq + 1
+        heapq.heappush(self._queue, (at, seq, handle))
         return handle
 
     def call_later(self, delay_ms: int, callback: Callable[..., None], *args: Any) -> EventHandle:
@@ -57,19 +60,24 @@ class Kernel:
 
     def next_time(self) -> int | None:
         """The time of the next live event, if any."""
-        while self._queue and self._queue[0].cancelled:
-            heapq.heappop(self._queue)
-        return self._queue[0].at_ms if self._queue else None
+        queue = self._queue
+        while queue and queue[0][2].cancelled:
+            heapq.heappop(queue)
+        return queue[0][0] if queue else None
 
     def step(self) -> bool:
         """Run the next event synchronously (without trio); False if none is left."""
         if self.next_time() is None:
             return False
-        handle = heapq.heappop(self._queue)
+        self.run_next()
+        return True
+
+    def run_next(self) -> None:
+        """Run the event at the head of the queue; only right after :meth:`next_time` returned a time."""
+        handle = heapq.heappop(self._queue)[2]
         self.now_ms = handle.at_ms
         self.events_run += 1
         handle.callback(*handle.args)
-        return True
 
     async def run(self, until_ms: int) -> None:
         """Run every event up to ``until_ms``, sleeping on trio's clock between them."""

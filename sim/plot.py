@@ -7,6 +7,12 @@ peeks as marks at their read time). The picture is drawn once on a small
 vector :class:`Canvas` that renders both to SVG (inlined in the HTML, with
 hover titles) and to PNG bytes through a built-in rasteriser (``zlib`` only,
 no plotting dependency).
+
+Everything drawn comes from the run's trace lines: the controller's uppers
+and sinces (``upper``, ``storage_upper``, ``since`` events), each replica's
+reported write frontiers (its ``resp`` lines), and peeks (``peek``,
+``peek_refused``, ``peek_result``); :func:`plot_file` re-runs a saved trace
+only to get every line back, without instrumenting the run.
 """
 
 from __future__ import annotations
@@ -16,14 +22,13 @@ import json
 import re
 import struct
 import zlib
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Canvas", "TraceSummary", "add_probes", "plot_file", "probes", "render", "summarise"]
+__all__ = ["Canvas", "TraceSummary", "plot_file", "render", "summarise"]
 
 Color = tuple[int, int, int]
 
@@ -315,11 +320,30 @@ def _peek_status(kind: str, ev: dict[str, Any]) -> str:
     return "issued"
 
 
+_RESULT_STATUS = {"PeekRows": "answered", "PeekError": "error", "PeekCanceled": "canceled"}
+_REPORT = re.compile(r"^(Frontiers|SubscribeResponse) (\S+) ")
+_WRITE = re.compile(r"\bw=(\[[^\]]*\])")
+_BATCH_UPPER = re.compile(r"\.\.(\[[^\]]*\])")
+
+
+def _replica_report(s: TraceSummary, t: int, ev: dict[str, Any]) -> None:
+    """A replica's write frontier from a ``resp`` line (``Frontiers u1 w=[3]`` or a subscribe batch's upper)."""
+    m = _REPORT.match(str(ev.get("m", "")))
+    if m is None:
+        return
+    found = (_WRITE if m.group(1) == "Frontiers" else _BATCH_UPPER).search(str(ev["m"]))
+    value = None if found is None else _frontier(found.group(1))
+    if value is not None:
+        key = f"{ev.get('r')} write"
+        s.series.setdefault(m.group(2), {}).setdefault(key, []).append((t, value))
+
+
 def summarise(
     lines: Iterable[str], plan: dict[str, Any] | None = None, title: str = ""
 ) -> TraceSummary:
     """Read trace lines (JSON objects with ``t`` and ``k``) and a fault plan into a summary."""
     s = TraceSummary(title=title)
+    issued: dict[str, tuple[str, int]] = {}  # peek uuid -> (collection, read time)
     for raw in lines:
         try:
             ev = json.loads(raw)
@@ -334,6 +358,16 @@ def summarise(
         cid = ev.get("id")
         if "violation" in kind:
             s.violation = (t, str(ev.get("property", kind)))
+        if kind == "resp":
+            _replica_report(s, t, ev)
+            continue
+        if kind == "peek" and isinstance(ev.get("uuid"), str) and isinstance(ev.get("time"), int):
+            issued[ev["uuid"]] = (str(cid), ev["time"])
+        if kind == "peek_result" and ev.get("uuid") in issued:
+            pid, read_at = issued[ev["uuid"]]
+            status = _RESULT_STATUS.get(str(ev.get("result")), "canceled")
+            s.peeks.setdefault(pid, []).append((t, read_at, status, raw))
+            continue
         if "peek" in kind and isinstance(cid, str):
             when = next((ev[f] for f in _TIME_FIELDS if isinstance(ev.get(f), int)), None)
             if when is not None:
@@ -552,143 +586,8 @@ def _html(canvas: Canvas, title: str) -> str:
     )
 
 
-@contextmanager
-def probes(sink: list[tuple[int, str, dict[str, Any]]]) -> Iterator[None]:
-    """Observe a run from outside, without touching its trace: frontiers, peeks, replica reports.
-
-    Appends ``(virtual ms, kind, fields)`` to ``sink`` for every controller
-    effect that moves a frontier or answers a peek, every peek issued, and
-    every replica frontier report merged by the controller. The run's trace
-    (and so its digest) is unchanged.
-    """
-    from tidegate.spec.compute.effects import FrontierUpper, PeekResultOut
-    from tidegate.spec.compute.instance import Instance
-    from tidegate.spec.controller import Controller
-    from tidegate.spec.protocol.responses import Frontiers, SubscribeBatch, SubscribeResponse
-    from tidegate.spec.storage.effects import SinceChanged, UpperChanged
-
-    from .driver import Driver
-    from .kernel import Kernel
-
-    kernel: list[Any] = [None]
-
-    def now() -> int:
-        return int(kernel[0].now_ms) if kernel[0] is not None else 0
-
-    step, apply = Kernel.__dict__["step"], Driver.__dict__["apply"]
-    peek, handle = Controller.__dict__["peek"], Instance.__dict__["handle_response"]
-
-    def step_probe(self: Any) -> bool:
-        kernel[0] = self
-        result: bool = step(self)
-        return result
-
-    def apply_probe(self: Any, effects: Any) -> Any:
-        effects = list(effects)
-        for e in effects:
-            if isinstance(e, FrontierUpper | UpperChanged):
-                sink.append(
-                    (
-                        now(),
-                        "upper",
-                        {"id": str(e.id), "frontier": _frontier(list(e.upper.elements))},
-                    )
-                )
-            elif isinstance(e, SinceChanged):
-                sink.append(
-                    (
-                        now(),
-                        "since",
-                        {"id": str(e.id), "frontier": _frontier(list(e.since.elements))},
-                    )
-                )
-            elif isinstance(e, PeekResultOut):
-                sink.append(
-                    (now(), "peek_done", {"uuid": str(e.uuid), "result": type(e.result).__name__})
-                )
-        return apply(self, effects)
-
-    def peek_probe(
-        self: Any, instance: Any, id: Any, timestamp: Any, *args: Any, **kwargs: Any
-    ) -> Any:
-        try:
-            uid, effects = peek(self, instance, id, timestamp, *args, **kwargs)
-        except Exception:
-            sink.append((now(), "peek_refused", {"id": str(id), "time": timestamp}))
-            raise
-        sink.append((now(), "peek", {"id": str(id), "time": timestamp, "uuid": str(uid)}))
-        return uid, effects
-
-    def handle_probe(self: Any, replica: Any, epoch: int, response: Any, out: list[Any]) -> None:
-        upper = None
-        if isinstance(response, Frontiers) and response.write is not None:
-            upper = response.write
-        elif isinstance(response, SubscribeResponse) and isinstance(
-            response.result, SubscribeBatch
-        ):
-            upper = response.result.upper
-        if upper is not None:
-            sink.append(
-                (
-                    now(),
-                    "report",
-                    {
-                        "id": str(response.id),
-                        "replica": str(replica),
-                        "frontier": _frontier(list(upper.elements)),
-                    },
-                )
-            )
-        handle(self, replica, epoch, response, out)
-
-    patches = [
-        (Kernel, "step", step_probe),
-        (Driver, "apply", apply_probe),
-        (Controller, "peek", peek_probe),
-        (Instance, "handle_response", handle_probe),
-    ]
-    originals = [(owner, name, owner.__dict__[name]) for owner, name, _ in patches]
-    try:
-        for owner, name, new in patches:
-            setattr(owner, name, new)
-        yield
-    finally:
-        for owner, name, old in originals:
-            setattr(owner, name, old)
-
-
-def add_probes(s: TraceSummary, events: Iterable[tuple[int, str, dict[str, Any]]]) -> None:
-    """Add probed frontiers (controller and per replica) and peeks to a summary."""
-    issued: dict[str, tuple[str, int]] = {}
-    for t, kind, f in events:
-        s.end_ms = max(s.end_ms, t)
-        value = f.get("frontier")
-        if kind in ("upper", "since") and value is not None:
-            name = "controller upper" if kind == "upper" else "controller since"
-            s.series.setdefault(f["id"], {}).setdefault(name, []).append((t, value))
-        elif kind == "report" and value is not None:
-            s.series.setdefault(f["id"], {}).setdefault(f"{f['replica']} write", []).append(
-                (t, value)
-            )
-        elif kind == "peek":
-            issued[f["uuid"]] = (f["id"], f["time"])
-            s.peeks.setdefault(f["id"], []).append(
-                (t, f["time"], "issued", f"peek {f['uuid']} at {f['time']}")
-            )
-        elif kind == "peek_refused":
-            s.peeks.setdefault(f["id"], []).append(
-                (t, f["time"], "error", f"peek refused at {f['time']}")
-            )
-        elif kind == "peek_done" and f["uuid"] in issued:
-            cid, when = issued[f["uuid"]]
-            status = {"PeekRows": "answered", "PeekError": "error"}.get(f["result"], "canceled")
-            s.peeks.setdefault(cid, []).append(
-                (t, when, status, f"peek {f['uuid']}: {f['result']}")
-            )
-
-
 def plot_file(path: str | Path, out: str | Path | None = None) -> tuple[Path, Path]:
-    """Re-run a saved trace or plan file with probes and draw it; returns the PNG and HTML paths.
+    """Re-run a saved trace or plan file (keeping every trace line) and draw it; returns the PNG and HTML paths.
 
     ``out`` is a path prefix (default: the input path without its suffix). The
     re-run must reproduce the saved digest; a mismatch is noted in the title.
@@ -698,9 +597,7 @@ def plot_file(path: str | Path, out: str | Path | None = None) -> tuple[Path, Pa
 
     p = Path(path)
     rep = load_replayable(p)
-    events: list[tuple[int, str, dict[str, Any]]] = []
-    with probes(events):
-        result = run_simulation(rep.options(keep_trace=True))
+    result = run_simulation(rep.options(keep_trace=True))
     title = f"seed {result.seed} ({result.scenario_name})"
     if result.mutant:
         title += f" mutant {result.mutant}"
@@ -711,7 +608,6 @@ def plot_file(path: str | Path, out: str | Path | None = None) -> tuple[Path, Pa
     if rep.expected_digest is not None and rep.expected_digest != result.trace_digest:
         title += " [digest differs from the saved trace]"
     summary = summarise(result.trace_lines or [], result.plan.to_json(), title)
-    add_probes(summary, events)
     if v is not None:
         summary.violation = (int(v.at_ms), str(v.property))
     summary.end_ms = max(1, result.stats.virtual_ms)

@@ -46,6 +46,48 @@ class TraceEvent:
         )
 
 
+_quote = json.encoder.encode_basestring_ascii  # what json.dumps uses for strings (ensure_ascii)
+
+
+_LAYOUT: dict[tuple[str, ...], tuple[tuple[str, ...], str] | None] = {}
+"""Field names -> (every key of the line in sorted order, the line's ``%s`` template); ``None`` if unusable."""
+
+
+def _layout(names: tuple[str, ...]) -> tuple[tuple[str, ...], str] | None:
+    if "t" in names or "k" in names:
+        return None
+    order = tuple(sorted(("k", "t", *names)))
+    return order, "{" + ",".join(_quote(k).replace("%", "%%") + ":%s" for k in order) + "}"
+
+
+def _fast_line(at_ms: int, kind: str, fields: dict[str, Any]) -> str | None:
+    """:meth:`TraceEvent.line`'s exact text when every field is a plain ``str`` or ``int``; else ``None``.
+
+    Most events (commands, responses) are of this shape; building their line
+    from a per-shape template skips ``canonical`` and the generic JSON encoder.
+    """
+    names = tuple(fields)
+    try:
+        layout = _LAYOUT[names]
+    except KeyError:
+        layout = _LAYOUT[names] = _layout(names)
+    if layout is None:
+        return None
+    order, template = layout
+    values = {**fields, "k": kind, "t": at_ms}
+    parts = []
+    for name in order:
+        v = values[name]
+        tv = type(v)
+        if tv is str:
+            parts.append(_quote(v))
+        elif tv is int:
+            parts.append(int.__repr__(v))
+        else:
+            return None
+    return template % tuple(parts)
+
+
 class Trace:
     """An append-only event log; keeps every line's hash and the last ``tail`` events for reports."""
 
@@ -56,9 +98,14 @@ class Trace:
         self.count = 0
 
     def record(self, at_ms: int, kind: str, **fields: Any) -> None:
-        line = TraceEvent(at_ms, kind, {k: canonical(v) for k, v in fields.items()}).line()
-        self._hash.update(line.encode())
-        self._hash.update(b"\n")
+        self.record_fields(at_ms, kind, fields)
+
+    def record_fields(self, at_ms: int, kind: str, fields: dict[str, Any]) -> None:
+        """:meth:`record` with the fields as a dict (the caller gives it up)."""
+        line = _fast_line(at_ms, kind, fields)
+        if line is None:
+            line = TraceEvent(at_ms, kind, {k: canonical(v) for k, v in fields.items()}).line()
+        self._hash.update((line + "\n").encode())
         self._tail.append(line)
         if self._all is not None:
             self._all.append(line)

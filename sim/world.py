@@ -107,7 +107,7 @@ class World:
         for k, v in fields.items():
             if isinstance(v, GlobalId):
                 fields[k] = str(v)
-        self.trace.record(self.kernel.now_ms, event, **fields)
+        self.trace.record_fields(self.kernel.now_ms, event, fields)
 
     def count(self, name: str) -> None:
         self.sometimes[name] += 1
@@ -178,11 +178,11 @@ class World:
             proc.crash()
             k.call_later(f.duration_ms, self._restart, name)
         elif f.kind is FaultKind.CUT_CONNECTION:
-            link = self.driver.links.get(name)
+            link = self.driver.link(INSTANCE, name)
             conn = None if link is None else link.conn
             if conn is not None and (proc is None or proc.initialized_on != conn.number):
                 self.count("reconnect_mid_replay")
-            if not self.driver.cut(name, k.now_ms + f.duration_ms):
+            if not self.driver.cut(INSTANCE, name, k.now_ms + f.duration_ms):
                 self.count("fault_skipped")
                 return
         elif f.kind is FaultKind.SLOW_REPLICA:
@@ -263,7 +263,7 @@ class World:
                 if at - slept >= SLEEP_EVERY_MS:
                     await trio.sleep_until(origin + at / 1000)
                     slept = at
-                k.step()
+                k.run_next()
             if k.now_ms < self.end_ms:
                 k.now_ms = self.end_ms
             await trio.sleep_until(origin + self.end_ms / 1000)

@@ -189,7 +189,11 @@ class _PendingPeek:
 
 def _step_back(f: Antichain) -> Antichain:
     """``f`` one time earlier (int times; 0 stays 0, ``[]`` stays ``[]``)."""
-    return Antichain([max(int(t) - 1, 0) for t in f.elements]) if f.elements else f
+    els = f.elements
+    if len(els) == 1 and type(els[0]) is int:
+        t = els[0]
+        return Antichain.from_elem(t - 1) if t > 0 else f
+    return Antichain([max(int(t) - 1, 0) for t in els]) if els else f
 
 
 def _is_int_frontier(f: Antichain) -> bool:
@@ -234,10 +238,16 @@ class ComputeReplica:
         self._retired_persist: set[_uuid.UUID] = set()
         self._log_pending: dict[str, list[tuple[Row, int]]] = {}
         self._log_upper = 0
+        self._log_keys: set[Key] = set()  # every key a log dataflow was installed under
         self._lag_rows: dict[GlobalId, Row] = {}
         # The (write, input, output) frontiers last offered per collection in this iteration:
         # when they have not moved, nothing new can be reported, so the checks are skipped.
         self._offered: dict[GlobalId, tuple[Antichain | None, Antichain, Antichain]] = {}
+        # Exports whose offer may have moved since they were last published (event-driven
+        # publishing: executor batches, source feeds, sink writes); ``_all_dirty`` after
+        # anything else that can change what is reportable (commands, a new iteration).
+        self._dirty: set[GlobalId] = set()
+        self._all_dirty = True
         self._steps = 0
         self.reused_dataflows = 0
         """Dataflows kept running across reconnects (reconciliation reused them)."""
@@ -278,6 +288,8 @@ class ComputeReplica:
         """Take one command from the controller; return what the driver must do now."""
         session = self._session
         session.check_command(cmd)
+        if not isinstance(cmd, Peek | CancelPeek | AllowCompaction):
+            self._all_dirty = True
         if (
             isinstance(cmd, CreateInstance)
             and self._config is not None
@@ -343,6 +355,7 @@ class ComputeReplica:
         self._persist_peeks.clear()
         self._peeks.clear()
         self._offered.clear()
+        self._all_dirty = True
         self._initializing = True
         self._deferred = []
 
@@ -350,6 +363,7 @@ class ComputeReplica:
 
     def _reconcile(self) -> list[ReplicaOutput]:
         deferred, self._deferred = self._deferred, []
+        self._all_dirty = True
         self._initializing = False
         out: list[ReplicaOutput] = []
         reuse: dict[Key, DataflowDescription] = {}
@@ -454,6 +468,7 @@ class ComputeReplica:
                 key, log_dataflow(variant, gid), handle, {gid}, (), {}, True, variant
             )
             self._owner[gid] = key
+            self._log_keys.add(key)
             if self._log_upper:
                 self._executor.feed(handle, gid, (), Antichain([self._log_upper]))
 
@@ -679,6 +694,7 @@ class ComputeReplica:
                 except (ExecutorError, PlanError) as e:
                     raise SourceFeedRejected(f"{collection_id}: {e}") from None
                 inst.fed[collection_id] = upper
+                self._dirty.update(key)
         read.upper = upper
         return []
 
@@ -695,6 +711,7 @@ class ComputeReplica:
         sink.in_flight = None
         sink.has_written = True
         self._advance_sink(sink, upper)
+        self._dirty.add(sink_id)
         return self._publish_after_callback()
 
     def write_failed(self, sink_id: GlobalId, actual_upper: Antichain) -> list[ReplicaOutput]:
@@ -711,6 +728,7 @@ class ComputeReplica:
         sink.in_flight = None
         target = sink.write_lower.join(actual_upper) if sink.has_written else actual_upper
         self._advance_sink(sink, target)
+        self._dirty.add(sink_id)
         return self._publish_after_callback()
 
     def _sink(self, sink_id: GlobalId) -> _Sink | None:
@@ -745,6 +763,8 @@ class ComputeReplica:
         self._steps += 1
         for batch in batches:
             self._absorb(batch)
+        if batches:
+            self._mark_moved({b.id for b in batches})
         out = self._publish()
         out.extend(self._serve_peeks())
         out.extend(self._pay_owed())
@@ -778,21 +798,50 @@ class ComputeReplica:
                     sink.buffered.pop(k2, None)
             sink.computed = batch.upper
 
+    def _mark_moved(self, moved: set[GlobalId]) -> None:
+        """Exports in ``moved`` changed (contents or upper): they and their importers may publish."""
+        dirty = self._dirty
+        dirty.update(moved)
+        for key, inst in self._dataflows.items():
+            for imp in inst.desc.index_imports:
+                if imp.id in moved:
+                    dirty.update(key)
+                    break
+
     def _publish(self) -> list[ReplicaOutput]:
+        """Frontier reports, subscribe batches and writes for exports whose offer may have moved.
+
+        Only exports marked dirty are looked at (an unmarked export's offer equals
+        what was last offered, so it has nothing to report); an export skipped
+        because it is not yet running stays marked. Materialized views are
+        always considered for a write.
+        """
+        owner = self._owner
+        dirty = self._dirty
+        if self._all_dirty:
+            self._all_dirty = False
+            dirty.update(owner)
+        candidates = dirty.union(self._sinks) if self._sinks else set(dirty)
+        if not candidates:
+            return []
         out: list[ReplicaOutput] = []
-        session = self._session
-        collections = session.collections
-        for gid in sorted(self._owner):
-            key = self._owner[gid]
+        collections = self._session.collections
+        for gid in sorted(candidates):
+            key = owner.get(gid)
+            if key is None:
+                dirty.discard(gid)
+                continue
             rec = collections.get(gid)
             if rec is None or rec.dropped or not self._dataflows[key].running:
                 continue
-            if rec.kind is CollectionKind.SUBSCRIBE:
-                out.extend(self._publish_subscribe(gid))
-            else:
-                resp = self._frontiers(gid, rec.kind, self._dataflows[key])
-                if resp is not None:
-                    out.append(self._respond(resp))
+            if gid in dirty:
+                dirty.discard(gid)
+                if rec.kind is CollectionKind.SUBSCRIBE:
+                    out.extend(self._publish_subscribe(gid))
+                else:
+                    resp = self._frontiers(gid, rec.kind, self._dataflows[key])
+                    if resp is not None:
+                        out.append(self._respond(resp))
             if rec.kind is CollectionKind.MATERIALIZED_VIEW and rec.writable:
                 out.extend(self._maybe_write(gid))
         return out
@@ -807,21 +856,21 @@ class ComputeReplica:
         if self._offered.get(gid) == offer:
             return None
         self._offered[gid] = offer
-        values = {FrontierKind.WRITE: write, FrontierKind.INPUT: read, FrontierKind.OUTPUT: upper}
-        chosen: dict[FrontierKind, Antichain] = {}
-        for k, v in values.items():
-            if v is None or self._session.last_reported(gid, k) == v:
-                continue
-            if self._session.frontier_report_allowed(gid, k, v):
-                chosen[k] = v
-        if not chosen:
+        w = self._reportable(gid, FrontierKind.WRITE, write)
+        i = self._reportable(gid, FrontierKind.INPUT, read)
+        o = self._reportable(gid, FrontierKind.OUTPUT, upper)
+        if w is None and i is None and o is None:
             return None
-        return Frontiers(
-            gid,
-            write=chosen.get(FrontierKind.WRITE),
-            input=chosen.get(FrontierKind.INPUT),
-            output=chosen.get(FrontierKind.OUTPUT),
-        )
+        return Frontiers(gid, write=w, input=i, output=o)
+
+    def _reportable(
+        self, gid: GlobalId, kind: FrontierKind, value: Antichain | None
+    ) -> Antichain | None:
+        """``value`` if it is new for ``gid``'s ``kind`` and the session allows reporting it."""
+        session = self._session
+        if value is None or session.last_reported(gid, kind) == value:
+            return None
+        return value if session.frontier_report_allowed(gid, kind, value) else None
 
     def _input_frontier(self, inst: _Dataflow) -> Antichain:
         """Reported input: each source's fed upper stepped back by one (see :meth:`_run`), and imports' uppers."""
@@ -909,7 +958,8 @@ class ComputeReplica:
         """Stamp pending log events at the log time and advance every log's upper past it."""
         t = max(self._log_upper, self._now())
         pending, self._log_pending = self._log_pending, {}
-        for key, inst in sorted(self._dataflows.items()):
+        for key in sorted(k for k in self._log_keys if k in self._dataflows):
+            inst = self._dataflows[key]
             if inst.log_variant is None:
                 continue
             rows = pending.get(inst.log_variant, ())

@@ -12,6 +12,7 @@ Times must be ``int``; other timestamp kinds raise :class:`UnsupportedTimestamp`
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -90,7 +91,9 @@ def _to_frontier(a: Antichain, what: str) -> Frontier:
     return int(els[0])
 
 
+@functools.lru_cache(maxsize=1024)
 def _to_antichain(f: Frontier) -> Antichain:
+    # Cached: uppers are read far more often than they move (Antichains are immutable).
     return Antichain.empty() if f is None else Antichain.from_elem(f)
 
 
@@ -233,6 +236,9 @@ class _Dataflow:
     nodes: list[Node]
     exports: dict[GlobalId, _Export]
     started: bool = False
+    # Whether an input's upper may have moved since the last step; a step with no
+    # input upper moved does nothing (it would stop at ``meet <= processed``).
+    dirty: bool = True
 
 
 class _Compiler:
@@ -396,6 +402,7 @@ class PythonExecutor:
         if df.as_of is not None and source.history is not None:
             self._push(df, inp, source.history.updates(), source.history.error_updates())
         inp.upper = source.upper
+        df.dirty = True
 
     def _push(
         self, df: _Dataflow, inp: _Input, updates: Iterable[Update], errors: Iterable[ErrorUpdate]
@@ -457,13 +464,16 @@ class PythonExecutor:
         if df.as_of is not None:
             self._push(df, inp, (u for u in batch if u[2]), ())
         inp.upper = new_upper
+        df.dirty = True
 
     # -- processing -------------------------------------------------------------------------
 
     def step(self) -> list[ExportBatch]:
         batches: list[ExportBatch] = []
         for df in list(self._dataflows.values()):
-            batches.extend(self._step_dataflow(df))
+            if df.dirty:
+                df.dirty = False
+                batches.extend(self._step_dataflow(df))
         return batches
 
     def _step_dataflow(self, df: _Dataflow) -> list[ExportBatch]:
@@ -515,6 +525,7 @@ class PythonExecutor:
                 if idf.as_of is not None:
                     self._push(idf, inp, ups, es)
                 inp.upper = new_upper
+                idf.dirty = True
         return batches
 
     # -- compaction, peeks, drop ------------------------------------------------------------

@@ -83,8 +83,12 @@ class Antichain:
     @classmethod
     def from_elem(cls, t: Time) -> Antichain:
         """The antichain ``[t]``."""
-        check_time(t)
-        return cls._trusted((t,))
+        if type(t) is not int or t < 0:
+            check_time(t)
+        obj = object.__new__(cls)
+        obj._elements = (t,)
+        obj._hash = None
+        return obj
 
     @classmethod
     def empty(cls) -> Antichain:
@@ -160,9 +164,15 @@ class Antichain:
         return all(self.less_equal(t) for t in b)
 
     def __le__(self, other: Antichain) -> bool:
-        return self.le(other)
+        a, b = self._elements, other._elements
+        if len(a) == 1 and len(b) == 1 and type(a[0]) is int and type(b[0]) is int:
+            return a[0] <= b[0]
+        return all(self.less_equal(t) for t in b)
 
     def __lt__(self, other: Antichain) -> bool:
+        a, b = self._elements, other._elements
+        if len(a) == 1 and len(b) == 1 and type(a[0]) is int and type(b[0]) is int:
+            return a[0] < b[0]
         return self.le(other) and self != other
 
     def __ge__(self, other: Antichain) -> bool:

@@ -60,7 +60,12 @@ class ChangeBatch(Generic[K]):
         return len(self._counts)
 
     def __iter__(self) -> Iterator[tuple[K, int]]:
-        return iter(sorted(self._counts.items(), key=lambda kv: _key_order(kv[0])))
+        counts = self._counts
+        if len(counts) < 2:
+            return iter(list(counts.items()))
+        if all(type(k) is int for k in counts):
+            return iter(sorted(counts.items()))  # keys are distinct: pairs order by key alone
+        return iter(sorted(counts.items(), key=lambda kv: _key_order(kv[0])))
 
     def get(self, key: K) -> int:
         """The net delta of ``key`` (0 if absent)."""

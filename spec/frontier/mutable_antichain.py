@@ -67,6 +67,11 @@ class MutableAntichain:
         Validates every time before applying anything.
         """
         changes = list(changes)
+        counts = self._counts
+        if all(type(t) is int for t, _ in changes) and (
+            not counts or type(next(iter(counts))) is int
+        ):
+            return self._update_ints(changes)
         for t, _ in changes:
             check_time(t)
         changes = [(t, d) for t, d in changes if d]
@@ -104,6 +109,43 @@ class MutableAntichain:
         for t in frontier.elements:
             if t not in new.elements:
                 out.update(t, -1)
+        return out
+
+    def _update_ints(self, changes: list[tuple[int, int]]) -> ChangeBatch[Time]:
+        """:meth:`update_iter` when every time (held and changed) is an ``int``: the frontier has at most one element."""
+        for t, _ in changes:
+            if t < 0:
+                check_time(t)  # raises
+        counts = self._counts
+        old = self._frontier
+        f = old._elements[0] if old._elements else None
+        rebuild = False
+        for t, d in changes:
+            if not d:
+                continue
+            total = counts.get(t, 0) + d
+            if total:
+                counts[t] = total
+            else:
+                del counts[t]
+            # As in the general case: only changes at or below the frontier's element matter.
+            if f is None:
+                rebuild = rebuild or d > 0
+            elif t == f or (t < f and d > 0):
+                rebuild = True
+        if not rebuild:
+            return ChangeBatch()
+        low = min((t for t, c in counts.items() if c > 0), default=None)
+        if low == f:
+            return ChangeBatch()
+        out: ChangeBatch[Time] = ChangeBatch()
+        if low is None:
+            self._frontier = Antichain.empty()
+        else:
+            self._frontier = Antichain._trusted((low,))
+            out.update(low, 1)
+        if f is not None:
+            out.update(f, -1)
         return out
 
     def __repr__(self) -> str:

@@ -788,7 +788,8 @@ class StorageController:
         """
         batches: dict[GlobalId, ChangeBatch[Time]] = {}
         for id, batch in changes.items():
-            cb: ChangeBatch[Time] = ChangeBatch(batch)
+            # A ChangeBatch is already compacted and is only read below: no copy needed.
+            cb: ChangeBatch[Time] = batch if type(batch) is ChangeBatch else ChangeBatch(batch)
             if cb.is_empty():
                 continue
             if id not in self._collections:

@@ -33,6 +33,36 @@ def _heap_key(id: GlobalId, sign: int) -> tuple[int, int, GlobalId]:
     return (sign * _RANK[id.namespace], sign * id.value, id)
 
 
+def _single_without_dependencies(
+    changes: Mapping[GlobalId, Iterable[tuple[Time, int]]],
+    collections: Mapping[GlobalId, CollectionState],
+) -> set[GlobalId] | None:
+    """The common case of one collection with no dependencies (nothing to propagate), or ``None``.
+
+    Same checks in the same order as the general loop; nothing is applied
+    before they pass, so there is nothing to undo.
+    """
+    ((id, batch),) = changes.items()
+    c = collections.get(id)
+    if c is None or c.dependencies:
+        return None
+    counts: dict[Time, int] = {}
+    for t, d in batch:
+        counts[t] = counts.get(t, 0) + d
+    items = [(t, d) for t, d in counts.items() if d]
+    if not items:
+        return set()
+    caps = c.read_capabilities
+    since = caps.frontier
+    for t, d in items:
+        count = caps.count_for(t) + d
+        if count < 0:
+            raise NegativeReadCapability(id, t, count)
+        if d > 0 and not since.less_equal(t):
+            raise ReadCapabilityBeforeSince(id, t, since)
+    return set() if caps.update_iter(items).is_empty() else {id}
+
+
 def propagate_read_capabilities(
     changes: Mapping[GlobalId, Iterable[tuple[Time, int]]],
     collections: Mapping[GlobalId, CollectionState],
@@ -48,6 +78,10 @@ def propagate_read_capabilities(
     every change already applied and raises. The cost is proportional to the
     ids the changes reach, not to the number of collections.
     """
+    if len(changes) == 1:
+        fast = _single_without_dependencies(changes, collections)
+        if fast is not None:
+            return fast
     sign = -1 if largest_first else 1
     work: dict[GlobalId, dict[Time, int]] = {}
     heap: list[tuple[int, int, GlobalId]] = []
