@@ -136,9 +136,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     stop = threading.Event()
     halted: list[str] = []
+    signalled: list[int] = []
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
-        stop.set()
+        # No locks here: the handler runs in the main thread, which may be inside
+        # ``stop.wait``/``stop.set`` holding the event's lock (a deadlock, seen under load).
+        signalled.append(signum)
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
@@ -201,7 +204,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     log_event(log, "listening", address=address, metrics=metrics_at, executor=args.executor)
 
-    while not stop.wait(1.0):
+    while not signalled and not stop.wait(0.2):
         pass
     log_event(log, "shutting_down", halt=halted[0] if halted else None)
     server.stop(grace=1.0)

@@ -52,6 +52,16 @@ def test_sigterm_ends_the_stream_with_unavailable_and_exits_zero(tmp_path: Path)
         assert not state.leased_readers and set(state.critical_readers) == {"controller"}
 
 
+def test_a_burst_of_termination_signals_still_exits_zero(tmp_path: Path) -> None:
+    """Regression: the SIGTERM handler set a threading.Event, so a signal arriving while the
+    main thread held that event's lock (waiting on it, or in an earlier handler) deadlocked the
+    process; a parent death (PDEATHSIG and the watchdog at once) left a replica running."""
+    with replica_process(tmp_path) as replica:
+        for _ in range(200):
+            replica.proc.send_signal(15)
+        assert replica.proc.wait(30) == 0
+
+
 def test_an_incompatible_instance_on_reconnect_halts_the_process(tmp_path: Path) -> None:
     with replica_process(tmp_path) as replica:
 
