@@ -381,17 +381,19 @@ class Environment:
         ]
         driver.apply(ctl.create_collections(descriptions, shards))
         driver.apply(ctl.create_instance(INSTANCE))
-        policies = dict(plan.read_policies)
-        storage_ids = {c.id for c in plan.storage_collections}
-        storage_policies = [(g, p) for g, p in policies.items() if g in storage_ids]
-        if storage_policies:
-            driver.set_storage_read_policy(storage_policies)
         for df in plan.dataflows:
             if df.as_of is None:
                 df = df.with_as_of(self._select_as_of(state, df, current))
             driver.create_dataflow(df)
             for id in df.persist_sink_ids:
                 driver.apply(ctl.allow_writes(INSTANCE, id))
+        # Policies last: the dataflows now hold their inputs at their as-ofs, so no
+        # policy can move a since past an as_of chosen above.
+        policies = dict(plan.read_policies)
+        storage_ids = {c.id for c in plan.storage_collections}
+        storage_policies = [(g, p) for g, p in policies.items() if g in storage_ids]
+        if storage_policies:
+            driver.set_storage_read_policy(storage_policies)
         compute_policies = [(g, p) for g, p in policies.items() if g not in storage_ids]
         if compute_policies:
             driver.set_read_policy(compute_policies)
