@@ -20,6 +20,8 @@ from tidegate.spec.plan.serde import schema_from_dict, schema_to_dict
 from .faults import FaultKind
 
 __all__ = [
+    "DEFAULT_REPLICA_STEP_MS",
+    "DEFAULT_TICK_MS",
     "SCENARIOS",
     "DataflowKind",
     "DataflowSpec",
@@ -33,6 +35,21 @@ __all__ = [
 
 DataflowKind = Literal["index", "materialized_view", "subscribe"]
 _KINDS = ("index", "materialized_view", "subscribe")
+
+
+DEFAULT_TICK_MS = 40
+"""Virtual ms between the timestamp oracle's table ticks when a scenario names none.
+
+Kept at the simulator's original value so existing scenario files replay unchanged;
+``standard()`` ticks once per second, as Materialize does by default."""
+
+DEFAULT_REPLICA_STEP_MS = (10, 50)
+"""The range each replica's periodic step interval is drawn from when a scenario names none."""
+
+
+def _pair(v: Any) -> tuple[int, int]:
+    low, high = v
+    return (int(low), int(high))
 
 
 class ScenarioError(ValueError):
@@ -111,7 +128,12 @@ class WorkloadMix:
 
 @dataclass(frozen=True)
 class Scenario:
-    """One simulation setup; see the module docstring."""
+    """One simulation setup; see the module docstring.
+
+    ``tick_ms`` is the virtual time between table ticks (each table's upper then moves
+    to now + 1, which drives most frontier reports); ``replica_step_ms`` is the range
+    each replica's periodic step interval is drawn from (inputs also trigger a step).
+    """
 
     name: str
     replicas: int
@@ -122,6 +144,8 @@ class Scenario:
     faults: int = 2
     fault_kinds: tuple[FaultKind, ...] | None = None
     quiet_ms: int = 5_000
+    tick_ms: int = DEFAULT_TICK_MS
+    replica_step_ms: tuple[int, int] = DEFAULT_REPLICA_STEP_MS
 
     def __post_init__(self) -> None:
         if not 1 <= self.replicas <= 5:
@@ -130,6 +154,13 @@ class Scenario:
             raise ScenarioError("a scenario needs at least one table")
         if self.duration_ms <= 0 or self.quiet_ms < 0 or self.faults < 0:
             raise ScenarioError("duration_ms must be positive, quiet_ms and faults non-negative")
+        if self.tick_ms <= 0:
+            raise ScenarioError(f"tick_ms must be positive, got {self.tick_ms}")
+        low, high = self.replica_step_ms
+        if not 0 < low <= high:
+            raise ScenarioError(
+                f"replica_step_ms must be 0 < low <= high, got {self.replica_step_ms}"
+            )
         for d in self.dataflows:
             if d.kind not in _KINDS:
                 raise ScenarioError(f"dataflow {d.name!r}: kind must be one of {_KINDS}")
@@ -153,6 +184,8 @@ class Scenario:
             if self.fault_kinds is None
             else [k.value for k in self.fault_kinds],
             "quiet_ms": self.quiet_ms,
+            "tick_ms": self.tick_ms,
+            "replica_step_ms": list(self.replica_step_ms),
         }
 
     @classmethod
@@ -179,6 +212,8 @@ class Scenario:
                 faults=int(data.get("faults", 0)),
                 fault_kinds=None if kinds is None else tuple(FaultKind(k) for k in kinds),
                 quiet_ms=int(data.get("quiet_ms", 5_000)),
+                tick_ms=int(data.get("tick_ms", DEFAULT_TICK_MS)),
+                replica_step_ms=_pair(data.get("replica_step_ms", DEFAULT_REPLICA_STEP_MS)),
             )
         except ScenarioError:
             raise
@@ -248,7 +283,7 @@ def _dataflows() -> tuple[DataflowSpec, ...]:
 
 
 def standard() -> Scenario:
-    """3 replicas, 10 dataflows over 3 tables, 60 virtual seconds, 5 faults."""
+    """3 replicas, 10 dataflows over 3 tables, 60 virtual seconds, 5 faults; tables tick every second."""
     return Scenario(
         name="standard",
         replicas=3,
@@ -259,6 +294,7 @@ def standard() -> Scenario:
         faults=5,
         fault_kinds=None,
         quiet_ms=10_000,
+        tick_ms=1_000,
     )
 
 

@@ -583,7 +583,9 @@ class Instance:
             c = self.collections[id]
             c.dropped = True
             self.subscribes.pop(id, None)
-            self.unscheduled.discard(id)
+            # An unscheduled collection stays waiting for its inputs: a pending peek may still
+            # hold it, and only a scheduled dataflow can answer that peek. ``_maybe_schedule``
+            # and ``_maybe_cleanup`` forget it once nothing holds it.
             changes = _move(c.implied, _EMPTY) + _move(c.warmup, _EMPTY)
             c.implied = c.warmup = _EMPTY
             self._update_read_caps(id, changes, out)
@@ -600,6 +602,7 @@ class Instance:
             if rc is not None and not rc.all_empty():
                 return
         del self.collections[id]
+        self.unscheduled.discard(id)
         for r in self.replicas.values():
             rc = r.collections.pop(id, None)
             if rc is not None and rc.input_holds:

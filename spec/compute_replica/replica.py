@@ -235,7 +235,9 @@ class ComputeReplica:
         self._retired_sinks: set[GlobalId] = set()
         self._peeks: dict[_uuid.UUID, _PendingPeek] = {}
         self._persist_peeks: dict[_uuid.UUID, _PendingPeek] = {}
-        self._retired_persist: set[_uuid.UUID] = set()
+        # Driver reads of retired persist peeks (cancelled, or of an earlier iteration) not yet
+        # completed, counted: a peek replayed on a new connection is handed out again.
+        self._retired_persist: dict[_uuid.UUID, int] = {}
         self._log_pending: dict[str, list[tuple[Row, int]]] = {}
         self._log_upper = 0
         self._log_keys: set[Key] = set()  # every key a log dataflow was installed under
@@ -349,9 +351,9 @@ class ComputeReplica:
                 for u in eff.abandoned_peeks:
                     self._peeks.pop(u, None)
                     if self._persist_peeks.pop(u, None) is not None:
-                        self._retired_persist.add(u)
+                        self._retire_persist(u)
         for u in list(self._persist_peeks):  # peeks of an iteration that never completed
-            self._retired_persist.add(u)
+            self._retire_persist(u)
         self._persist_peeks.clear()
         self._peeks.clear()
         self._offered.clear()
@@ -583,8 +585,12 @@ class ComputeReplica:
         if self._peeks.pop(uuid, None) is None:
             if self._persist_peeks.pop(uuid, None) is None:
                 return []
-            self._retired_persist.add(uuid)
+            self._retire_persist(uuid)
         return [self._respond(PeekResponse(uuid, PeekCanceled()))]
+
+    def _retire_persist(self, uuid: _uuid.UUID) -> None:
+        """A handed-out persist read of ``uuid`` will complete, but answers nothing now."""
+        self._retired_persist[uuid] = self._retired_persist.get(uuid, 0) + 1
 
     def _serve_peeks(self) -> list[ReplicaOutput]:
         out: list[ReplicaOutput] = []
@@ -640,8 +646,12 @@ class ComputeReplica:
         """
         pending = self._persist_peeks.get(uuid)
         if pending is None:
-            if uuid in self._retired_persist:
-                self._retired_persist.discard(uuid)
+            retired = self._retired_persist.get(uuid, 0)
+            if retired:
+                if retired == 1:
+                    del self._retired_persist[uuid]
+                else:
+                    self._retired_persist[uuid] = retired - 1
                 return []
             raise UnknownPersistPeek(f"no persist peek {uuid} was handed to the driver")
         if error is not None:
@@ -825,13 +835,13 @@ class ComputeReplica:
         if not candidates:
             return []
         out: list[ReplicaOutput] = []
-        collections = self._session.collections
+        collection = self._session.collection
         for gid in sorted(candidates):
             key = owner.get(gid)
             if key is None:
                 dirty.discard(gid)
                 continue
-            rec = collections.get(gid)
+            rec = collection(gid)
             if rec is None or rec.dropped or not self._dataflows[key].running:
                 continue
             if gid in dirty:

@@ -78,7 +78,14 @@ def advance_updates(updates: Iterable[Update], frontier: Antichain) -> list[Upda
 def accumulate(updates: Iterable[Update], time: Time) -> dict[Row, int]:
     """The collection as of ``time``: per row, the sum of diffs at times ``<= time`` (zeros dropped)."""
     acc: dict[Row, int] = {}
-    for row, t, d in updates:
-        if less_equal(t, time):
-            acc[row] = acc.get(row, 0) + d
+    get = acc.get
+    if type(time) is int:
+        # Int times (the common case) compare natively; anything else takes the checked path.
+        for row, t, d in updates:
+            if t <= time if type(t) is int else less_equal(t, time):
+                acc[row] = get(row, 0) + d
+    else:
+        for row, t, d in updates:
+            if less_equal(t, time):
+                acc[row] = get(row, 0) + d
     return {r: c for r, c in acc.items() if c}

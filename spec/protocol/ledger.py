@@ -18,7 +18,7 @@ checked in exact mode.
 from __future__ import annotations
 
 import uuid as _uuid
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import (
@@ -300,15 +300,24 @@ class ProtocolLedger:
             for gid, kind in _export_kinds(df):
                 self.collections[gid] = CollectionRecord(gid, kind, as_of, as_of, exports)
         elif isinstance(cmd, Schedule):
-            self.collections[cmd.id] = replace(self.collections[cmd.id], scheduled=True)
+            r = self.collections[cmd.id]
+            self.collections[cmd.id] = CollectionRecord(
+                r.id, r.kind, r.as_of, r.since, r.dataflow, True, r.writable, r.dropped
+            )
         elif isinstance(cmd, AllowWrites):
-            self.collections[cmd.id] = replace(self.collections[cmd.id], writable=True)
+            r = self.collections[cmd.id]
+            self.collections[cmd.id] = CollectionRecord(
+                r.id, r.kind, r.as_of, r.since, r.dataflow, r.scheduled, True, r.dropped
+            )
             self._read_write = True
         elif isinstance(cmd, AllowCompaction):
-            self.collections[cmd.id] = replace(
-                self.collections[cmd.id], since=cmd.frontier, dropped=cmd.frontier.is_empty()
+            # Records are immutable (snapshots share them); the constructor beats ``replace``.
+            r = self.collections[cmd.id]
+            dropped = cmd.frontier.is_empty()
+            self.collections[cmd.id] = CollectionRecord(
+                r.id, r.kind, r.as_of, cmd.frontier, r.dataflow, r.scheduled, r.writable, dropped
             )
-            if cmd.frontier.is_empty():
+            if dropped:
                 self.owing.add(cmd.id)
                 self._settle(cmd.id)
         elif isinstance(cmd, Peek):
@@ -316,7 +325,7 @@ class ProtocolLedger:
             if cmd.peek.target == "index":
                 self.holding_peeks.setdefault(cmd.peek.id, set()).add(cmd.uuid)
         elif isinstance(cmd, CancelPeek):
-            self.peeks[cmd.uuid] = replace(self.peeks[cmd.uuid], cancel_requested=True)
+            self.peeks[cmd.uuid] = PeekRecord(self.peeks[cmd.uuid].peek, True)
             self._release_peek(cmd.uuid)
 
     def _stage_message(self, cmd: ComputeCommand, stage: Stage) -> str:

@@ -180,6 +180,10 @@ class ReplicaSession:
         """Every collection of this iteration (log indexes and dataflow exports; dropped ones marked)."""
         return dict(self._ledger.collections)
 
+    def collection(self, gid: GlobalId) -> CollectionRecord | None:
+        """The record of ``gid`` in this iteration (``None`` if not created); no copy, unlike :attr:`collections`."""
+        return self._ledger.collections.get(gid)
+
     @property
     def pending_peeks(self) -> Mapping[_uuid.UUID, PeekDescription]:
         """Peeks owed a response, by uuid."""

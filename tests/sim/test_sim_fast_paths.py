@@ -8,6 +8,9 @@ dataflow each time, and a fast trace line must be the JSON encoder's line.
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import uuid
 from typing import Any
 
 import pytest
@@ -16,10 +19,33 @@ from hypothesis import strategies as st
 
 from tidegate.sim import RunOptions, run_simulation
 from tidegate.sim.plot import summarise
-from tidegate.sim.scenario import small
+from tidegate.sim.scenario import (
+    DEFAULT_REPLICA_STEP_MS,
+    DEFAULT_TICK_MS,
+    Scenario,
+    ScenarioError,
+    small,
+    standard,
+)
 from tidegate.sim.trace import TraceEvent, _fast_line, canonical
-from tidegate.spec.compute_replica import ComputeReplica
+from tidegate.spec.compute import ComputeController, InMemoryStorage, PeekResultOut
+from tidegate.spec.compute_replica import ComputeReplica, PeekPersist, Respond
+from tidegate.spec.errors import UnknownPersistPeek
 from tidegate.spec.executor.python import PythonExecutor
+from tidegate.spec.frontier import Antichain, Product, accumulate, less_equal
+from tidegate.spec.ids import GlobalId
+from tidegate.spec.protocol.commands import (
+    AllowCompaction,
+    CancelPeek,
+    CreateInstance,
+    Hello,
+    InitializationComplete,
+    Peek,
+    Schedule,
+)
+from tidegate.spec.protocol.responses import Frontiers, PeekCanceled, PeekResponse, PeekRows
+from tidegate.spec.protocol.types import InstanceConfig, LoggingConfig, PeekDescription
+from tidegate.spec.testing.controller import commands_to, index_dataflow, of_type
 
 
 def _digest(seed: int) -> str:
@@ -90,3 +116,121 @@ def test_plot_summary_reads_reports_and_peeks_from_trace_lines() -> None:
         (26, 0, "error"),
     ]
     assert s.replicas == {}
+
+
+# -- int fast path of accumulate ---------------------------------------------------------
+
+_updates = st.lists(
+    st.tuples(st.tuples(st.integers(0, 3)), st.integers(0, 20), st.integers(-2, 2)), max_size=30
+)
+
+
+@given(updates=_updates, time=st.integers(0, 20))
+def test_accumulate_on_int_times_is_the_partial_order_sum(
+    updates: list[tuple[tuple[int], int, int]], time: int
+) -> None:
+    acc: dict[tuple[int], int] = {}
+    for row, t, d in updates:
+        if less_equal(t, time):
+            acc[row] = acc.get(row, 0) + d
+    assert accumulate(updates, time) == {r: c for r, c in acc.items() if c}
+
+
+def test_accumulate_on_product_times_keeps_the_partial_order() -> None:
+    ups = [(("a",), Product(1, 3), 1), (("b",), Product(2, 1), 1), (("a",), Product(0, 0), 1)]
+    assert accumulate(ups, Product(1, 3)) == {("a",): 2}
+
+
+# -- tick and replica step interval are scenario parameters --------------------------------
+
+
+def test_scenario_tick_and_step_round_trip_and_default_for_old_files() -> None:
+    sc = dataclasses.replace(small(), tick_ms=250, replica_step_ms=(30, 90))
+    assert Scenario.from_json(json.loads(json.dumps(sc.to_json()))) == sc
+    old = small().to_json()
+    del old["tick_ms"], old["replica_step_ms"]
+    loaded = Scenario.from_json(old)
+    assert (loaded.tick_ms, loaded.replica_step_ms) == (DEFAULT_TICK_MS, DEFAULT_REPLICA_STEP_MS)
+
+
+@pytest.mark.parametrize(
+    "change", [{"tick_ms": 0}, {"replica_step_ms": (0, 5)}, {"replica_step_ms": (9, 3)}]
+)
+def test_bad_tick_or_step_is_refused(change: dict[str, Any]) -> None:
+    with pytest.raises(ScenarioError):
+        dataclasses.replace(small(), **change)
+    with pytest.raises(ScenarioError):
+        Scenario.from_json({**small().to_json(), **change})
+
+
+def test_standard_ticks_once_a_second_and_keeps_its_size() -> None:
+    sc = standard()
+    assert sc.tick_ms == 1_000
+    assert (sc.replicas, len(sc.dataflows), len(sc.tables), sc.duration_ms, sc.faults) == (
+        3,
+        10,
+        3,
+        60_000,
+        5,
+    )
+
+
+def test_the_tick_interval_drives_the_message_volume() -> None:
+    base = dataclasses.replace(small(), duration_ms=2_000, quiet_ms=1_000, faults=0)
+    fast = run_simulation(RunOptions(seed=3, scenario=dataclasses.replace(base, tick_ms=40)))
+    slow = run_simulation(RunOptions(seed=3, scenario=dataclasses.replace(base, tick_ms=1_000)))
+    assert fast.ok and slow.ok
+    assert slow.stats.messages * 2 < fast.stats.messages
+
+
+# -- a liveness bug that slower ticks exposed -----------------------------------------------
+
+
+def test_an_index_dropped_before_scheduling_still_serves_its_pending_peek() -> None:
+    """Dropping an index whose inputs have not passed its as_of yet must not strand a peek.
+
+    The peek's read hold keeps the collection alive; it must still be scheduled
+    once its inputs advance, or no replica can ever answer the peek. (Found by
+    the standard scenario once tables ticked every second instead of every 40 ms.)
+    """
+    storage = InMemoryStorage()
+    s1, i1 = GlobalId.user(1), GlobalId.user(10)
+    storage.add_collection(s1, since=0, upper=10)
+    ctl = ComputeController(storage, check_protocol=True)
+    ctl.initialization_complete()
+    ctl.create_instance("c1")
+    ctl.add_replica("c1", "r1")
+    ctl.create_dataflow("c1", index_dataflow(i1, sources=[s1], as_of=10))
+    uid, _ = ctl.peek("c1", i1, 10)
+    ctl.drop_collections("c1", [i1])
+    storage.advance_upper(s1, Antichain([11]))
+    assert Schedule(i1) in commands_to(ctl.storage_frontiers_advanced([s1]))
+    ctl.handle_response("c1", "r1", 1, Frontiers(i1, Antichain([11])))
+    out = ctl.handle_response("c1", "r1", 1, PeekResponse(uid, PeekRows(())))
+    assert of_type(out, PeekResultOut) == [PeekResultOut("c1", uid, PeekRows(()))]
+    assert AllowCompaction(i1, Antichain()) in commands_to(out, "r1")
+    assert ctl.instance("c1").pending_peeks() == []
+
+
+def test_a_persist_peek_replayed_then_cancelled_tolerates_both_late_reads() -> None:
+    """A persist peek handed to the driver on two connections, then cancelled, gets two reads back.
+
+    Both must be ignored (each connection's read was handed out once); the second
+    used to raise ``UnknownPersistPeek``. A third, never handed out, still raises.
+    (Found by the standard scenario with one-second ticks, seed 130.)
+    """
+    replica = ComputeReplica(PythonExecutor())
+    u = uuid.UUID(int=7)
+    persist = Peek(PeekDescription(u, GlobalId.user(1), 5, target="persist"))
+    handed = 0
+    for nonce in (1, 2):  # the second iteration replays the still-pending peek
+        replica.handle_command(Hello(uuid.UUID(int=nonce)))
+        replica.handle_command(CreateInstance(InstanceConfig(LoggingConfig())))
+        replica.handle_command(InitializationComplete())
+        handed += sum(isinstance(o, PeekPersist) for o in replica.handle_command(persist))
+    assert handed == 2
+    assert replica.handle_command(CancelPeek(u)) == [Respond(PeekResponse(u, PeekCanceled()))]
+    assert replica.complete_persist_peek(u, {(1,): 1}) == []
+    assert replica.complete_persist_peek(u, {(1,): 1}) == []
+    with pytest.raises(UnknownPersistPeek):
+        replica.complete_persist_peek(u, {(1,): 1})
