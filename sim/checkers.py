@@ -15,6 +15,19 @@ from an old epoch has no effect; acknowledged appends are in storage.
 Liveness (after the quiet phase): every peek answered, every live
 collection's write frontier caught up with its inputs' uppers at the start
 of the quiet phase.
+
+Across a controller restart ("never regress", precisely): durable
+collections -- tables and materialized-view outputs, whose since and upper
+live in their shards -- keep one monotone since and upper across every
+controller incarnation (the storage ``SinceChanged``/``UpperChanged`` checks
+are never reset). Compute frontiers (an index's or a dataflow's since and
+write frontier) are in-memory controller state: they are monotone within an
+incarnation, and a restored dataflow restarts at its as_of, which must be at
+or after the durable since of every input it reads (checked at the restore:
+``restored_as_of_readable``) and, for a materialized view, at or after its
+output's durable since; so the per-incarnation checks start afresh. A peek
+pending at the restart is answered exactly once, by the failure "controller
+restarted"; a result for it afterwards is a second result.
 """
 
 from __future__ import annotations
@@ -35,7 +48,7 @@ from tidegate.spec.ids import GlobalId
 from tidegate.spec.protocol.responses import PeekCanceled, PeekError, PeekRows
 from tidegate.spec.storage import AppendCompleted, CollectionDropped, SinceChanged, UpperChanged
 
-from .clients import INSTANCE, Clients, Installed
+from .clients import INSTANCE, RESTARTED, Clients, Installed
 from .driver import Observer
 from .history import ClientHistory, ReferenceModel, Violation, results_agree
 from .kernel import Kernel
@@ -97,11 +110,49 @@ class Checker(Observer):
     def violate(self, property: str, message: str) -> None:
         raise StopRun(Violation(property, message, self._kernel.now_ms))
 
+    def controller_died(self) -> None:
+        """Before the clients forget them: the dead controller's peeks count as answered, its
+        subscribes end with a failure that closes their streams (gap-free: from where they were)."""
+        assert self.clients is not None
+        now = self._kernel.now_ms
+        for uid in sorted(self.clients.peeks):
+            self.results[uid] += 1
+            self.peek_since.pop(uid, None)
+        for gid in sorted(self.streams):
+            s = self.streams[gid]
+            if not s.closed and gid in self.clients.installed:
+                s.closed = True
+                self._history.subscribe_batch(
+                    gid, s.next_lower, Antichain.empty(), (), RESTARTED, now
+                )
+                s.next_lower = Antichain.empty()
+
+    def controller_restored(self, shards: dict[GlobalId, tuple[Antichain, Antichain]]) -> None:
+        """A new incarnation: compute frontiers start afresh, but every restored dataflow must
+        start where all of its inputs (and a materialized view's output) are readable."""
+        assert self.clients is not None
+        self.compute_frontiers.clear()
+        self.reported_upper = {g: u for g, u in self.reported_upper.items() if g in shards}
+        for gid in sorted(self.clients.restored):
+            as_of = self.clients.restored[gid]
+            inst = self.clients.installed.get(gid)
+            reads = list(inst.inputs) if inst is not None else []
+            if inst is not None and inst.spec.kind == "materialized_view":
+                reads.append(gid)
+            for i in reads:
+                since = shards[i][0]
+                if not since.less_equal(as_of):
+                    self.violate(
+                        "restored_as_of_readable",
+                        f"{gid} restored at as_of {as_of}, before the durable since {since} of {i}",
+                    )
+
     def attach(self, clients: Clients) -> None:
         self.clients = clients
         for t in clients.tables:
             self.model.tables[t] = []
         clients.on_install = self.on_install
+        clients.on_restore = self.controller_restored
 
     def on_install(self, inst: Installed) -> None:
         self.model.install(inst.id, inst.spec)
@@ -251,6 +302,8 @@ class Checker(Observer):
     def check_state(self) -> None:
         """Frontiers never regress; no since passes a pending peek's hold or the controller's since."""
         assert self.clients is not None
+        if not self.clients.controller_up:
+            return
         ctl = self.clients.ctl
         for gid in sorted(self.clients.installed):
             try:

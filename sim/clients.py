@@ -7,18 +7,43 @@ views and subscribes, change read policies, and let time pass. Independently
 of the workload, a timestamp oracle ticks every table forward (an append of
 no updates) so that frontiers progress. Every call goes through the spec
 :class:`~tidegate.spec.controller.Controller`; its effects go to the driver.
+
+What the controller must survive a restart with is kept durably, as the
+runtime keeps it: tables, indexes, materialized views, replicas and read
+policies in a :class:`~tidegate.runtime.catalog.Catalog` over a
+:class:`~tidegate.spec.shard.MemoryConsensus` (every change is committed
+before the controller hears of it), and the timestamp oracle
+(``last_upper``), which never goes back. :meth:`Clients.controller_died`
+ends what the dead controller owed the clients (pending peeks and subscribes
+fail with "controller restarted"; unacknowledged appends become in doubt
+until the storage decides them); :meth:`Clients.restore` builds a new
+controller from the catalog and the shards' frontiers alone.
 """
 
 from __future__ import annotations
 
 import uuid as _uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from tidegate.runtime.catalog import (
+    Catalog,
+    CatalogOp,
+    CreateIndex,
+    CreateMaterializedView,
+    CreateReplica,
+    CreateTable,
+    Drop,
+    DropReplica,
+    MaterializedViewEntry,
+    SetReadPolicy,
+    TableEntry,
+    restore_plan,
+)
 from tidegate.spec.controller import Controller
 from tidegate.spec.errors import TidegateError
 from tidegate.spec.frontier import Antichain, Row
-from tidegate.spec.frontier.read_policy import LagWriteFrontier
+from tidegate.spec.frontier.read_policy import LagWriteFrontier, ReadPolicy
 from tidegate.spec.ids import GlobalId
 from tidegate.spec.plan import Schema, gets, typecheck
 from tidegate.spec.protocol.types import (
@@ -33,7 +58,14 @@ from tidegate.spec.protocol.types import (
     SourceImport,
     SubscribeConnection,
 )
-from tidegate.spec.storage import AppendCommand, CollectionDescription, MaterializedView, Table
+from tidegate.spec.shard import MemoryConsensus
+from tidegate.spec.storage import (
+    AppendCommand,
+    CollectionDescription,
+    MaterializedView,
+    ShardFrontiers,
+    Table,
+)
 
 from .choices import ChoiceSource, chance, pick
 from .driver import Driver
@@ -41,9 +73,11 @@ from .history import ClientHistory
 from .kernel import Kernel
 from .scenario import DataflowSpec, Scenario
 
-__all__ = ["Clients", "Installed", "PendingPeek", "dataflow_description"]
+__all__ = ["RESTARTED", "Clients", "Installed", "PendingPeek", "dataflow_description"]
 
 INSTANCE = "c1"
+RESTARTED = "controller restarted"
+"""The failure clients see for requests the dead controller owed them."""
 _WORDS = ("ann", "bob", "cy", "dee", "eve", "fay")
 
 
@@ -128,13 +162,38 @@ class Clients:
         self.next_transient = 1
         self.active = True
         self.on_install: Callable[[Installed], None] = lambda inst: None
+        self.on_restore: Callable[[dict[GlobalId, tuple[Antichain, Antichain]]], None] = (
+            lambda shards: None
+        )
+        """Called by :meth:`restore` once the as-ofs are chosen, before anything is created."""
         self.peek_count = 0
         self.append_count = 0
+        self.catalog = Catalog(MemoryConsensus())
+        """The durable catalog: what a restarted controller is rebuilt from."""
+        self.in_doubt: dict[tuple[int, int], tuple[GlobalId, int, list[tuple[Row, int]]]] = {}
+        """Appends a dead controller never acknowledged, by ``(generation, ticket)``."""
+        self.generation = 1
+        """Which controller incarnation the clients talk to (1 for the first)."""
+        self.controller_up = True
+        """False while the controller process is down: clients and the oracle wait."""
+        self.restored: dict[GlobalId, int] = {}
+        """The as_of of each dataflow the last restore re-created."""
+        self._resubscribe: list[DataflowSpec] = []
+        """Subscribes a restart ended, to start again when a controller is back."""
+
+    def _durably(self, *ops: CatalogOp) -> None:
+        """Commit ``ops`` to the catalog (before the controller is told, as the runtime does)."""
+        self.catalog.apply(ops)
 
     # -- setup ------------------------------------------------------------------------------
     def setup(self, replicas: list[str]) -> None:
         ctl = self.ctl
         apply = self.driver.apply
+        self._durably(
+            *(CreateTable(f"table {t}", t, self.schemas[t]) for t in self.tables),
+            *(CreateReplica(r, executor="python") for r in replicas),
+            *(SetReadPolicy(t, LagWriteFrontier(300, 50)) for t in self.tables),
+        )
         apply(ctl.create_collections([(t, CollectionDescription(Table())) for t in self.tables]))
         apply(ctl.initialization_complete())
         apply(ctl.create_instance(INSTANCE))
@@ -147,6 +206,8 @@ class Clients:
     # -- time ---------------------------------------------------------------------------------
     def tick(self) -> None:
         """The timestamp oracle: advance every table to now + 1 with an empty append."""
+        if not self.controller_up:
+            return
         now = self.kernel.now_ms
         cmds = []
         for t in self.tables:
@@ -159,7 +220,10 @@ class Clients:
 
     # -- the workload ---------------------------------------------------------------------------
     def act(self) -> None:
-        """One client action, drawn by weight."""
+        """One client action, drawn by weight (none while the controller is down)."""
+        if not self.controller_up:
+            self._count("client_waits_for_controller")
+            return
         weights = self.scenario.workload.weights()
         total = sum(w for _, w in weights)
         roll = self.source.integer(0, total - 1)
@@ -328,6 +392,13 @@ class Clients:
             if fr[0].elements:
                 as_of = max(as_of, fr[0].elements[0])
         gid = self._new_id(spec.kind)
+        if spec.kind == "index":
+            self._durably(
+                CreateIndex(spec.name, gid, spec.plan, spec.key),
+                SetReadPolicy(gid, LagWriteFrontier(200, 20)),
+            )
+        elif spec.kind == "materialized_view":
+            self._durably(CreateMaterializedView(spec.name, gid, spec.plan))
         if spec.kind == "materialized_view":
             desc = CollectionDescription(MaterializedView(inputs=inputs), since=Antichain([as_of]))
             self.driver.apply(self.ctl.create_collections([(gid, desc)]))
@@ -366,6 +437,8 @@ class Clients:
         if not live:
             return
         gid = pick(self.source, live)
+        if self.installed[gid].spec.kind != "subscribe":
+            self._durably(Drop(gid))
         del self.installed[gid]
         self.history.dropped(gid, self.kernel.now_ms)
         self._record("drop", id=gid)
@@ -377,10 +450,138 @@ class Clients:
         lag = self.source.integer(0, 600)
         if indexes and chance(self.source, 500):
             gid = pick(self.source, indexes)
+            self._durably(SetReadPolicy(gid, LagWriteFrontier(lag, 10)))
             self.driver.apply(
                 self.ctl.set_read_policy(INSTANCE, [(gid, LagWriteFrontier(lag, 10))])
             )
         else:
             t = pick(self.source, self.tables)
+            self._durably(SetReadPolicy(t, LagWriteFrontier(lag, 10)))
             self.driver.apply(self.ctl.set_storage_read_policy([(t, LagWriteFrontier(lag, 10))]))
         self._record("read_policy", lag=lag)
+
+    # -- replicas (the world adds and drops them; the catalog records them) ---------------------
+    def replica_added(self, name: str) -> None:
+        self._durably(CreateReplica(name, executor="python"))
+
+    def replica_dropped(self, name: str) -> None:
+        self._durably(DropReplica(name))
+
+    # -- controller restarts ----------------------------------------------------------------------
+    def controller_died(self) -> None:
+        """End what the dead controller owed: peeks and subscribes fail, appends are in doubt.
+
+        Pending peeks are answered by failure (recorded as ``aborted`` in the
+        history, once); subscribes end (they are transient: the catalog does
+        not hold them, and their clients subscribe again once a controller is
+        back); each unacknowledged append is in doubt until the storage decides
+        it (:meth:`on_orphan_write`).
+        """
+        self.controller_up = False
+        now = self.kernel.now_ms
+        for uid in sorted(self.peeks):
+            self.history.peek_aborted(str(uid), RESTARTED, now)
+            self._count("peek_aborted_by_restart")
+        self.peeks.clear()
+        self.peek_finishing.clear()
+        for ticket in sorted(self.appends):
+            self.in_doubt[(self.generation, ticket)] = self.appends[ticket]
+            self.history.append_in_doubt(self.generation, ticket, now)
+            self._count("append_in_doubt")
+        self.appends.clear()
+        for gid in sorted(self.installed):
+            if self.installed[gid].spec.kind == "subscribe":
+                self._resubscribe.append(self.installed.pop(gid).spec)
+                self._count("subscribe_ended_by_restart")
+
+    def on_orphan_write(self, generation: int, ticket: int, landed: bool) -> None:
+        """The storage decided a write of a dead controller (``generation``)."""
+        entry = self.in_doubt.pop((generation, ticket), None)
+        if entry is None:
+            return  # a tick
+        self.history.append_resolved(generation, ticket, landed, self.kernel.now_ms)
+        self._count("append_in_doubt_landed" if landed else "append_in_doubt_lost")
+
+    def restore(
+        self,
+        controller: Controller,
+        driver: Driver,
+        shards: Mapping[GlobalId, tuple[Antichain, Antichain]],
+    ) -> None:
+        """Build ``controller`` up from durable state only: the catalog and the shards' frontiers.
+
+        Storage collections come back at their shards' ``(since, upper)``; the
+        oracle moves past every table's upper (it never goes back); dataflows
+        are re-created with as-ofs from the spec's as-of selection (the
+        catalog's restore plan), in dependency order; read policies follow
+        (not before: a table's policy could otherwise compact it past an
+        as_of before the dataflow holds it); replicas are added on new
+        connections and reconcile.
+        """
+        self.ctl, self.driver = controller, driver
+        self.generation += 1
+        state = self.catalog.load()
+        frontiers: dict[GlobalId, tuple[Antichain, Antichain]] = {}
+        for gid in [t.id for t in state.tables] + [m.id for m in state.materialized_views]:
+            frontiers[gid] = shards[gid]
+        for t in state.tables:
+            upper = frontiers[t.id][1].elements
+            if upper:
+                self.last_upper[t.id] = max(self.last_upper[t.id], int(upper[0]))
+        now = self.kernel.now_ms
+        plan = restore_plan(state, frontiers, current_time=now)
+        apply = driver.apply
+        descriptions: list[tuple[GlobalId, CollectionDescription]] = []
+        for c in plan.storage_collections:
+            entry = state.get(c.id)
+            if isinstance(entry, TableEntry):
+                descriptions.append((c.id, CollectionDescription(Table())))
+            else:
+                assert isinstance(entry, MaterializedViewEntry)
+                inputs = tuple(sorted(set(gets(entry.plan))))
+                descriptions.append((c.id, CollectionDescription(MaterializedView(inputs=inputs))))
+        apply(
+            controller.create_collections(
+                descriptions, {g: ShardFrontiers(*frontiers[g]) for g, _ in descriptions}
+            )
+        )
+        apply(controller.create_instance(INSTANCE))
+        specs = {d.name: d for d in self.scenario.dataflows}
+        self.restored = {}
+        for df in plan.dataflows:
+            (gid,) = df.export_ids
+            selected = df.as_of.elements if df.as_of is not None else ()
+            self.restored[gid] = self._restore_as_of(gid, int(selected[0]) if selected else now)
+        self.on_restore(frontiers)
+        for df in plan.dataflows:
+            (gid,) = df.export_ids
+            spec = specs[state.get(gid).name]
+            as_of = self.restored[gid]
+            inst = self.installed.get(gid)
+            if inst is not None:
+                inst.as_of = as_of
+            self._record("restore_dataflow", id=gid, dataflow=spec.name, as_of=as_of)
+            apply(controller.create_dataflow(INSTANCE, dataflow_description(spec, gid, as_of)))
+            if spec.kind == "materialized_view":
+                apply(controller.allow_writes(INSTANCE, gid))
+        # Read policies only now: until the dataflows hold their inputs at their as-ofs, a
+        # storage policy could move an input's since past them (the selection's storage holds).
+        policies: dict[GlobalId, ReadPolicy] = dict(plan.read_policies)
+        storage = [(g, policies[g]) for g, _ in descriptions if g in policies]
+        if storage:
+            apply(controller.set_storage_read_policy(storage))
+        compute = [(g, p) for g, p in sorted(policies.items()) if g not in frontiers]
+        if compute:
+            apply(controller.set_read_policy(INSTANCE, compute))
+        for r in state.replicas:
+            apply(controller.add_replica(INSTANCE, r.name))
+        apply(controller.initialization_complete())
+        self.history.restarted(self.generation, now)
+        specs_again, self._resubscribe = self._resubscribe, []
+        for spec in specs_again:  # their clients subscribe again, from the present
+            self.install(spec)
+        self.controller_up = True
+
+    def _restore_as_of(self, id: GlobalId, selected: int) -> int:
+        """The as_of a restored dataflow gets: the one the as-of selection chose."""
+        return selected

@@ -8,6 +8,12 @@ the link is cut), a broken connection becomes ``replica_failed``, storage
 effects go to :class:`~tidegate.sim.storage.SimStorage` and their outcomes
 come back as ``complete_write`` / ``complete_snapshot``, and client-facing
 effects go to the world's observers (clients, checkers, history).
+
+A driver lives and dies with its controller: :meth:`Driver.shutdown` is the
+controller process dying. Its connections are cut, its retries stop, and
+whatever was still on its way to it (responses, storage completions) is
+dropped, except that the fate of each of its table writes is reported to
+``orphan_write`` once the storage has decided it.
 """
 
 from __future__ import annotations
@@ -143,9 +149,21 @@ class Driver:
         self._inbox_last: dict[int, int] = {}
         self.commands_sent = 0
         self.responses = 0
+        self.alive = True
+        self.orphan_write: Callable[[int, bool], None] = lambda ticket, ok: None
+        """Told ``(ticket, landed)`` for each write of this driver decided after :meth:`shutdown`."""
+
+    def shutdown(self) -> None:
+        """The controller process dies: cut every connection; later deliveries go nowhere."""
+        self.alive = False
+        for key in sorted(self.links):
+            self._drop_link(self.links[key])
+        self.links.clear()
 
     # -- effects ------------------------------------------------------------------------------
     def apply(self, effects: Sequence[Any]) -> None:
+        if not self.alive:
+            return
         for e in effects:
             self._apply_one(e)
 
@@ -222,7 +240,7 @@ class Driver:
 
     def _try_connect(self, link: _Link) -> None:
         link.retry = None
-        if self.links.get((link.instance, link.replica)) is not link:
+        if not self.alive or self.links.get((link.instance, link.replica)) is not link:
             return
         proc = self._processes(link.replica)
         if proc is None or not proc.alive or self._kernel.now_ms < link.blocked_until:
@@ -269,6 +287,8 @@ class Driver:
     def _handle_response(
         self, instance: str, replica: str, epoch: int, response: ComputeResponse
     ) -> None:
+        if not self.alive:
+            return  # still in the dead controller's inbox
         self.responses += 1
         self._record("resp", r=replica, e=epoch, m=summarize(response))
         effects = self.ctl.handle_response(instance, replica, epoch, response)
@@ -284,7 +304,7 @@ class Driver:
         if proc is not None:
             proc.detach(conn)
         link = self.links.get((instance, replica))
-        if link is None or link.conn is not conn:
+        if not self.alive or link is None or link.conn is not conn:
             return
         link.conn = None
         self._record("connection_lost", replica=replica, epoch=epoch)
@@ -307,17 +327,21 @@ class Driver:
     # -- storage ---------------------------------------------------------------------------------
     def _write(self, e: WriteToShard) -> None:
         def done(ok: bool, upper: Antichain) -> None:
-            self.apply(self.ctl.complete_write(e.ticket, e.id, ok, upper))
+            if self.alive:
+                self.apply(self.ctl.complete_write(e.ticket, e.id, ok, upper))
+            else:
+                self.orphan_write(e.ticket, ok)
 
         self._storage.write(e.id, e.updates, e.expected_upper, e.new_upper, "controller", done)
 
     def _snapshot(self, e: ReadSnapshot) -> None:
         def done(rows: Any, error: str | None) -> None:
-            self.apply(self.ctl.complete_snapshot(e.request))
+            if self.alive:
+                self.apply(self.ctl.complete_snapshot(e.request))
 
         self._storage.snapshot_when_ready(e.id, e.as_of, done)
 
     def storage_upper(self, id: GlobalId, upper: Antichain, tables: frozenset[GlobalId]) -> None:
         """A shard written by compute (a materialized view) advanced: tell the controller."""
-        if id not in tables:
+        if self.alive and id not in tables:
             self.apply(self.ctl.update_write_frontiers([(id, upper)]))

@@ -156,15 +156,21 @@ class ClientHistory:
     """Everything clients observed, in order, as JSON-able events (see :func:`check_history`).
 
     Event shapes (``"op"`` says which):
-    ``append`` {ticket, table, time, updates: [[row, diff]], status: ok|failed|pending, at_ms};
+    ``append`` {ticket, table, time, updates: [[row, diff]], status, at_ms}, where status is
+    ok|failed|pending, or, for an append its controller died before acknowledging,
+    in_doubt until the storage decides it and then landed|lost;
     ``install`` {id, dataflow, kind, as_of, at_ms}; ``drop`` {id, at_ms};
     ``peek`` {uuid, id, time, target, finishing, at_ms, result?} (``result`` filled in when
-    it arrives: {rows}|{error}|{canceled}|{refused}); ``subscribe`` {id, lower, upper,
-    updates: [[time, row, diff]], error, at_ms}.
+    it arrives: {rows}|{error}|{canceled}|{refused}|{aborted}, the last when the controller
+    restarted before answering: a failure, not an answer); ``subscribe`` {id, lower, upper,
+    updates: [[time, row, diff]], error, at_ms} (a subscribe ended by a controller restart
+    gets a last event with an empty upper and the error "controller restarted");
+    ``restart`` {generation, at_ms}: a new controller was restored from durable state.
     """
 
     events: list[dict[str, Any]] = field(default_factory=list)
     _appends: dict[int, dict[str, Any]] = field(default_factory=dict, repr=False)
+    _in_doubt: dict[tuple[int, int], dict[str, Any]] = field(default_factory=dict, repr=False)
     _peeks: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
 
     def append_issued(
@@ -187,6 +193,24 @@ class ClientHistory:
         if ev is not None:
             ev["status"] = "ok" if ok else "failed"
             ev["acked_ms"] = at_ms
+
+    def append_in_doubt(self, generation: int, ticket: int, at_ms: int) -> None:
+        """Controller ``generation`` died before acknowledging append ``ticket``."""
+        ev = self._appends.pop(ticket, None)
+        if ev is not None:
+            ev["status"] = "in_doubt"
+            ev["in_doubt_ms"] = at_ms
+            self._in_doubt[(generation, ticket)] = ev
+
+    def append_resolved(self, generation: int, ticket: int, landed: bool, at_ms: int) -> None:
+        """The storage decided an in-doubt append: it ``landed`` (wholly) or was lost."""
+        ev = self._in_doubt.pop((generation, ticket), None)
+        if ev is not None:
+            ev["status"] = "landed" if landed else "lost"
+            ev["resolved_ms"] = at_ms
+
+    def restarted(self, generation: int, at_ms: int) -> None:
+        self.events.append({"op": "restart", "generation": generation, "at_ms": at_ms})
 
     def installed(self, id: GlobalId, dataflow: str, kind: str, as_of: int, at_ms: int) -> None:
         self.events.append(
@@ -240,6 +264,17 @@ class ClientHistory:
         ev["result"] = result_to_json(result)
         ev["answered_ms"] = at_ms
 
+    def peek_aborted(self, uuid: str, reason: str, at_ms: int) -> None:
+        """Peek ``uuid`` failed without an answer (its controller died): it counts as answered."""
+        ev = self._peeks.get(uuid)
+        if ev is None:
+            return
+        if "result" in ev:
+            ev["extra_results"] = ev.get("extra_results", 0) + 1
+            return
+        ev["result"] = {"aborted": reason}
+        ev["answered_ms"] = at_ms
+
     def subscribe_batch(
         self,
         id: GlobalId,
@@ -279,7 +314,7 @@ def _model_of(history: ClientHistory, scenario: Scenario) -> ReferenceModel:
     specs = {d.name: d for d in scenario.dataflows}
     model = ReferenceModel(tables)
     for ev in history.events:
-        if ev["op"] == "append" and ev["status"] != "failed":
+        if ev["op"] == "append" and ev["status"] not in ("failed", "lost"):
             tid = GlobalId.parse(ev["table"])
             tables.setdefault(tid, []).extend(
                 (_row_in(r), int(ev["time"]), int(d)) for r, d in ev["updates"]
@@ -293,7 +328,9 @@ def check_history(history: ClientHistory, scenario: Scenario) -> list[Violation]
     """Validate a client history against the reference evaluation of the scenario's plans.
 
     Checks: every peek answer equals the reference at its time (over the
-    appends that were not reported failed); a peek has at most one result;
+    appends that were not reported failed, nor lost when in doubt; an append
+    still in doubt at the end counts as landed); a peek has at most one
+    result, and one aborted by a controller restart has that as its result;
     refused peeks carry their reason; every subscribe stream is gap-free,
     starts at its as_of and accumulates to the reference at every upper that
     follows a batch with updates and at its last upper.
@@ -324,6 +361,8 @@ def check_history(history: ClientHistory, scenario: Scenario) -> list[Violation]
                     )
                 )
             if res is None or "refused" in res or "canceled" in res or "error" in res:
+                continue
+            if "aborted" in res:
                 continue
             fin = finishing_from_json(ev["finishing"])
             gid = GlobalId.parse(ev["id"])

@@ -446,6 +446,26 @@ def _storage_patch() -> AbstractContextManager[None]:
     )
 
 
+# -- restart bugs ---------------------------------------------------------------------------
+
+
+def _creation_as_of(_original: Any) -> Any:
+    """Restore each dataflow at the as_of it was created with, not the selected one."""
+
+    def _restore_as_of(self: Any, id: Any, selected: int) -> int:
+        inst = self.installed.get(id)
+        return selected if inst is None else int(inst.as_of)
+
+    return _restore_as_of
+
+
+def _restore_patch() -> AbstractContextManager[None]:
+    from tidegate.sim import clients as _clients
+
+    cls = _clients.Clients
+    return _replaced(cls, "_restore_as_of", _creation_as_of(cls.__dict__["_restore_as_of"]))
+
+
 _ALL = [
     Mutant(
         "peek_before_upper",
@@ -515,6 +535,12 @@ _ALL = [
         "accepts_stale_epoch",
         "the controller does not ignore responses from an old connection (epoch) of a replica",
         _method(_instance.Instance, "handle_response", _accepts_stale_epoch),
+    ),
+    Mutant(
+        "restore_keeps_creation_as_of",
+        "a restarted controller re-creates each dataflow at the as_of it was created with, "
+        "forgetting that its inputs were compacted since (not the as-of selection's choice)",
+        _restore_patch,
     ),
 ]
 

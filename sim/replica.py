@@ -51,13 +51,14 @@ class SimReplica:
         storage: SimStorage,
         source: ChoiceSource,
         record: Callable[..., None],
+        step_ms: tuple[int, int] = (10, 50),
     ) -> None:
         self.name = name
         self._kernel = kernel
         self._network = network
         self._storage = storage
         self._record = record
-        self.step_ms = source.integer(10, 50)
+        self.step_ms = source.integer(*step_ms)
         self.alive = False
         self.incarnation = 0
         self.core: ComputeReplica | None = None

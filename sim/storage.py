@@ -8,7 +8,10 @@ shard are applied in order, each after a storage latency drawn from the
 run's choices (plus the delay of an active "delay storage write" fault).
 Listens deliver the snapshot at the listener's as_of and then every new
 batch to a replica after a latency; snapshots wait until the upper passes
-their time.
+their time. When a writer process dies, :meth:`SimStorage.abandon` decides
+the fate of its writes still in flight: per shard, a drawn prefix of them
+lands later as planned and the rest never does (the storage decides, as a
+real store would for requests whose sender vanished).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from tidegate.spec.shard import (
 )
 
 from .choices import ChoiceSource
-from .kernel import Kernel
+from .kernel import EventHandle, Kernel
 
 __all__ = ["Listener", "SimStorage", "StorageViolation"]
 
@@ -98,10 +101,18 @@ class SimStorage:
         self.writes_applied = 0
         self.writes_rejected = 0
         self.snapshots_refused = 0
+        self.writes_abandoned = 0
+        self._inflight: dict[int, tuple[str, EventHandle, GlobalId, WriteDone]] = {}
+        """Writes not yet applied, by serial: ``(writer, event, shard, done)``."""
+        self._write_serial = 0
 
     # -- queries ----------------------------------------------------------------------
     def has(self, id: GlobalId) -> bool:
         return id in self._shards
+
+    def shard_ids(self) -> list[GlobalId]:
+        """Every live (not finalized) shard, in id order."""
+        return sorted(g for g, sh in self._shards.items() if not sh.state.finalized)
 
     def state(self, id: GlobalId) -> ShardState:
         return self._shards[id].state
@@ -171,9 +182,44 @@ class SimStorage:
             self._kernel.now_ms + self._latency_ms() + self.write_delay_ms, shard.next_write_at
         )
         shard.next_write_at = at
-        self._kernel.call_at(
-            at, self._apply_write, id, tuple(updates), expected_upper, new_upper, writer, done
+        serial = self._write_serial
+        self._write_serial += 1
+        handle = self._kernel.call_at(
+            at,
+            self._apply_write,
+            id,
+            tuple(updates),
+            expected_upper,
+            new_upper,
+            writer,
+            done,
+            serial,
         )
+        self._inflight[serial] = (writer, handle, id, done)
+
+    def abandon(self, writer: str, source: ChoiceSource) -> list[GlobalId]:
+        """``writer`` died: of its writes in flight to each shard, a prefix (drawn) still lands.
+
+        Writes to one shard apply in order, so what a dead writer leaves behind is
+        some prefix of its queue; the rest never happens and is reported failed to
+        its ``done`` at once (a dead writer ignores it). Returns the shard of each
+        dropped write.
+        """
+        queues: dict[GlobalId, list[int]] = {}
+        for serial in sorted(self._inflight):
+            who, _, id, _ = self._inflight[serial]
+            if who == writer:
+                queues.setdefault(id, []).append(serial)
+        dropped: list[GlobalId] = []
+        for id in sorted(queues):
+            serials = queues[id]
+            for serial in serials[source.integer(0, len(serials)) :]:
+                _, handle, _, done = self._inflight.pop(serial)
+                handle.cancel()
+                self.writes_abandoned += 1
+                dropped.append(id)
+                done(False, self._shards[id].state.upper)
+        return dropped
 
     def _apply_write(
         self,
@@ -183,7 +229,9 @@ class SimStorage:
         new_upper: Antichain,
         writer: str,
         done: WriteDone,
+        serial: int = -1,
     ) -> None:
+        self._inflight.pop(serial, None)
         shard = self._shards[id]
         if shard.state.finalized:
             self.writes_rejected += 1

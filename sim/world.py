@@ -5,15 +5,22 @@ events: the timestamp oracle's table ticks, the controller's ``maintain()``,
 client actions (until ``duration_ms``), the fault plan, and the periodic
 checks. At ``duration_ms`` every fault heals and the quiet (liveness) phase
 starts; at ``duration_ms + quiet_ms`` the end checks run.
+
+A "restart the controller" fault kills the controller process (the spec
+``Controller`` and its driver are discarded) and, after the fault's
+duration, starts a new one from durable state only (see
+:meth:`World._restart_controller` and :meth:`Clients.restore`).
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from functools import partial
 from typing import Any
 
 import trio
 
+from tidegate.spec.compute.uuids import counter_uuids
 from tidegate.spec.controller import Controller
 from tidegate.spec.frontier import Antichain
 from tidegate.spec.ids import GlobalId
@@ -24,7 +31,7 @@ from .clients import INSTANCE, Clients
 from .driver import Driver
 from .faults import Fault, FaultKind, FaultPlan
 from .history import ClientHistory
-from .kernel import Kernel
+from .kernel import EventHandle, Kernel
 from .network import SimNetwork
 from .replica import SimReplica
 from .scenario import Scenario
@@ -33,7 +40,6 @@ from .trace import Trace
 
 __all__ = ["SUPPORTED_FAULTS", "World"]
 
-TICK_MS = 40
 MAINTAIN_MS = 100
 CHECK_MS = 50
 SLEEP_EVERY_MS = 100
@@ -44,8 +50,9 @@ SUPPORTED_FAULTS = (
     FaultKind.SLOW_REPLICA,
     FaultKind.REPLACE_REPLICA,
     FaultKind.DELAY_STORAGE_WRITE,
+    FaultKind.RESTART_CONTROLLER,
 )
-"""Fault kinds the world can inject (controller restarts need durable controller state)."""
+"""Fault kinds the world can inject (all of them)."""
 
 
 class World:
@@ -73,16 +80,9 @@ class World:
         self.processes: dict[str, SimReplica] = {}
         self.alias: dict[str, str] = {}
         self._latencies = latencies
-        self.driver = Driver(
-            self.controller,
-            self.kernel,
-            self.network,
-            self.storage,
-            self.processes.get,
-            self.checker,
-            self.record,
-            lambda: latencies.integer(0, 2),
-        )
+        self.generation = 1
+        """The controller process's incarnation (a restart starts the next)."""
+        self.driver = self._new_driver()
         self.clients = Clients(
             scenario,
             self.controller,
@@ -101,6 +101,7 @@ class World:
         self._pending_replace: dict[str, tuple[str, str]] = {}
         self._replacements = 0
         self.input_uppers: dict[GlobalId, Antichain] = {}
+        self._controller_back: EventHandle | None = None
 
     # -- bookkeeping -----------------------------------------------------------------------
     def record(self, event: str, /, **fields: Any) -> None:
@@ -118,7 +119,13 @@ class World:
     # -- setup -------------------------------------------------------------------------------
     def _new_process(self, name: str) -> SimReplica:
         proc = SimReplica(
-            name, self.kernel, self.network, self.storage, self._latencies, self.record
+            name,
+            self.kernel,
+            self.network,
+            self.storage,
+            self._latencies,
+            self.record,
+            self.scenario.replica_step_ms,
         )
         self.processes[name] = proc
         proc.start()
@@ -131,7 +138,7 @@ class World:
             self._new_process(n)
         self.clients.setup(names)
         k = self.kernel
-        k.call_at(TICK_MS, self._tick)
+        k.call_at(self.scenario.tick_ms, self._tick)
         k.call_at(MAINTAIN_MS, self._maintain)
         k.call_at(CHECK_MS, self._check)
         k.call_at(self._gap(), self._act)
@@ -147,10 +154,11 @@ class World:
     # -- recurring events -----------------------------------------------------------------------
     def _tick(self) -> None:
         self.clients.tick()
-        self.kernel.call_later(TICK_MS, self._tick)
+        self.kernel.call_later(self.scenario.tick_ms, self._tick)
 
     def _maintain(self) -> None:
-        self.driver.apply(self.controller.maintain())
+        if self.clients.controller_up:
+            self.driver.apply(self.controller.maintain())
         self.kernel.call_later(MAINTAIN_MS, self._maintain)
 
     def _check(self) -> None:
@@ -198,10 +206,14 @@ class World:
             self._replacements += 1
             new = f"{f.target}x{self._replacements}"
             self._pending_replace[f.target] = (name, new)
-            self.driver.apply(self.controller.drop_replica(INSTANCE, name))
+            self.clients.replica_dropped(name)
+            if self.clients.controller_up:
+                self.driver.apply(self.controller.drop_replica(INSTANCE, name))
             proc.crash()
             del self.processes[name]
             k.call_later(f.duration_ms, self._add_replacement, f.target)
+        elif f.kind is FaultKind.RESTART_CONTROLLER:
+            self._restart_controller(f.duration_ms)
         elif f.kind is FaultKind.DELAY_STORAGE_WRITE:
             self.storage.write_delay_ms = min(f.duration_ms, 1_000)
             k.call_later(f.duration_ms, self._undelay)
@@ -228,12 +240,17 @@ class World:
         _, new = entry
         self.alias[target] = new
         self._new_process(new)
-        self.driver.apply(self.controller.add_replica(INSTANCE, new))
+        self.clients.replica_added(new)
+        if self.clients.controller_up:
+            self.driver.apply(self.controller.add_replica(INSTANCE, new))
 
     def _quiet(self) -> None:
         """Faults stop and heal; clients stop acting; the liveness clock starts."""
         self.quiet = True
         self.record("quiet")
+        if self._controller_back is not None:
+            self._controller_back.cancel()
+            self._restore_controller()
         for target in sorted(self._pending_replace):
             self._add_replacement(target)
         for name in sorted(self.processes):
@@ -244,6 +261,64 @@ class World:
             link.blocked_until = self.kernel.now_ms
         for t in sorted(self.tables):
             self.input_uppers[t] = Antichain([self.clients.last_upper[t]])
+
+    # -- the controller process -------------------------------------------------------------
+    def _new_driver(self) -> Driver:
+        latencies = self._latencies
+        driver = Driver(
+            self.controller,
+            self.kernel,
+            self.network,
+            self.storage,
+            self.processes.get,
+            self.checker,
+            self.record,
+            lambda: latencies.integer(0, 2),
+        )
+        driver.orphan_write = partial(self._orphan_write, self.generation)
+        return driver
+
+    def _orphan_write(self, generation: int, ticket: int, landed: bool) -> None:
+        self.clients.on_orphan_write(generation, ticket, landed)
+
+    def _restart_controller(self, down_ms: int) -> None:
+        """The controller process dies now and a new one starts from durable state after ``down_ms``.
+
+        The dead process's state is gone: its driver cuts every replica
+        connection and hears nothing more; clients' pending peeks and subscribes
+        fail; each of its table writes still in flight lands or not, as the
+        storage decides. A restart fault while it is down extends the outage.
+        """
+        if not self.clients.controller_up:
+            self.count("restart_while_down")
+            assert self._controller_back is not None
+            if self._controller_back.at_ms < self.kernel.now_ms + down_ms:
+                self._controller_back.cancel()
+                self._controller_back = self.kernel.call_later(down_ms, self._restore_controller)
+            return
+        self.record("controller_down", generation=self.generation)
+        self.driver.shutdown()
+        self.checker.controller_died()
+        self.clients.controller_died()
+        dropped = self.storage.abandon("controller", self._choices)
+        self.record("writes_abandoned", shards=",".join(str(g) for g in dropped))
+        self._controller_back = self.kernel.call_later(down_ms, self._restore_controller)
+
+    def _restore_controller(self) -> None:
+        """A new controller process: a fresh spec ``Controller`` built from durable state only."""
+        self._controller_back = None
+        self.generation += 1
+        # Peek ids and Hello nonces must not repeat the dead incarnations' (a real driver would use
+        # uuid4); the first controller keeps the default counter, seed 0.
+        uuids = counter_uuids(self.generation - 1)
+        self.controller = Controller(uuid_factory=uuids, check_protocol=True)
+        self.driver = self._new_driver()
+        shards = {
+            gid: (self.storage.state(gid).since, self.storage.state(gid).upper)
+            for gid in self.storage.shard_ids()
+        }
+        self.record("controller_restore", generation=self.generation)
+        self.clients.restore(self.controller, self.driver, shards)
 
     # -- running ---------------------------------------------------------------------------------
     def step_all(self) -> None:

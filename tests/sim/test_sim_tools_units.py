@@ -164,8 +164,8 @@ def test_there_are_at_least_eight_mutants_with_descriptions() -> None:
 
 @pytest.mark.parametrize("name", mutant_names())
 def test_a_mutant_patch_is_undone_when_its_block_ends(name: str) -> None:
+    from tidegate.sim import clients, storage
     from tidegate.sim import replica as sim_replica
-    from tidegate.sim import storage
     from tidegate.spec import history
     from tidegate.spec.compute import instance
     from tidegate.spec.compute_replica import replica
@@ -177,6 +177,7 @@ def test_a_mutant_patch_is_undone_when_its_block_ends(name: str) -> None:
             history,
             storage,
             sim_replica.SimReplica,
+            clients.Clients,
         ]
         return {f"{id(o)}.{k}": v for o in owners for k, v in vars(o).items()}
 
