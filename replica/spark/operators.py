@@ -394,8 +394,10 @@ class AccumulatingReduceNode(StatefulNode):
     Its state is per-key accumulators only (:class:`SparkAccumulators`), not
     the input rows: ``count(*)`` and two row fingerprints (the group is present
     iff its rows are non-empty, see :mod:`.fingerprint`), then per aggregated
-    column the count of non-NULL values, their exact sum and two fingerprints
-    of the rows with a non-NULL value (``sum`` is NULL iff there are none). A
+    nullable column the count of non-NULL values, their exact sum and two
+    fingerprints of the rows with a non-NULL value (``sum`` is NULL iff there
+    are none); per non-nullable column only the exact sum, since its count and
+    presence are the group's. Fewer columns make every Spark read cheaper. A
     step looks up the touched keys' vectors (one Spark job) and appends the
     vectors' changes, so state and work are per key, independent of how many
     distinct rows the input has accumulated.
@@ -416,11 +418,22 @@ class AccumulatingReduceNode(StatefulNode):
         self.aggs = aggs
         self.fp = fingerprint
         self.columns = sorted({a.column for a in aggs if a.column is not None})
-        self.slot = {c: 3 + 4 * j for j, c in enumerate(self.columns)}
         kinds = [Acc.COUNT, Acc.FINGERPRINT, Acc.FINGERPRINT]
-        kinds += [Acc.COUNT, Acc.SUM, Acc.FINGERPRINT, Acc.FINGERPRINT] * len(self.columns)
+        self.slot: dict[int, int] = {}
+        self._cols: list[tuple[int, int]] = []  # nullable columns: count, sum, 2 fingerprints
+        self._sums: list[tuple[int, int]] = []  # non-nullable ones: the sum only
+        for c in self.columns:
+            self.slot[c] = len(kinds)
+            if schema.columns[c].type.nullable:
+                self._cols.append((c, len(kinds)))
+                kinds += [Acc.COUNT, Acc.SUM, Acc.FINGERPRINT, Acc.FINGERPRINT]
+            else:
+                self._sums.append((c, len(kinds)))
+                kinds.append(Acc.SUM)
+        self._nullable = {c for c, _ in self._cols}
         self.acc = SparkAccumulators(spark, schema.project(key), kinds)
         self.arrangements = (self.acc,)
+        self._fps = [j for j, kind in enumerate(kinds) if kind is Acc.FINGERPRINT]
 
     @staticmethod
     def supports(schema: Schema, aggs: tuple[Aggregate, ...]) -> bool:
@@ -441,7 +454,10 @@ class AccumulatingReduceNode(StatefulNode):
                 vals.append(v[0])
                 continue
             s = self.slot[a.column]
-            count, total, present = v[s], v[s + 1], v[s] or v[s + 2] or v[s + 3]
+            if a.column in self._nullable:
+                count, total, present = v[s], v[s + 1], v[s] or v[s + 2] or v[s + 3]
+            else:  # no NULLs: its values are the group's rows (present, as the group is)
+                count, total, present = v[0], v[s], True
             if a.func is AggFunc.COUNT:
                 vals.append(count)
             elif not present:
@@ -452,37 +468,71 @@ class AccumulatingReduceNode(StatefulNode):
                 vals.append(None if count == 0 else float(Fraction(total) / count))
         return key + tuple(vals)
 
+    def _deltas(self, rows: dict[Row, int]) -> list[int]:
+        """The change of a key's vector for ``row -> diff`` changes (fingerprints mod PRIME)."""
+        dv = [0] * self.acc.width
+        fp = self.fp
+        cols, sums = self._cols, self._sums
+        for row, d in rows.items():
+            f1, f2 = fp(row)
+            dv[0] += d
+            dv[1] += d * f1
+            dv[2] += d * f2
+            for c, s in sums:
+                x = row[c]
+                if x is not None:  # NULL only in a row that broke the schema (check_rows=False)
+                    dv[s] += x * d
+            for c, s in cols:
+                x = row[c]
+                if x is None:
+                    continue
+                dv[s] += d
+                dv[s + 1] += x * d
+                dv[s + 2] += d * f1
+                dv[s + 3] += d * f2
+        for j in self._fps:
+            dv[j] %= PRIME
+        return dv
+
     def run(self, first_time: int | None) -> None:
+        """Look up the touched keys' vectors in Spark while the changes' own vectors are
+        computed in the driver (they do not depend on the state), then replay per key."""
         self.errs = self._input_errs()
         by_key = _by_key_time(self.inputs[0].out, self.keyfn)
         if not by_key:
             self.out = []
             return
-        old = self.acc.lookup(by_key)
+        pending = self.acc.lookup_start(by_key)
         width = self.acc.width
-        cols = [(c, self.slot[c]) for c in self.columns]
-        fp = self.fp
-        out: Changes = []
-        deltas: dict[Row, list[int]] = {}
+        fps = self._fps
+        seqs: dict[Row, list[tuple[int, list[int]]]] = {}
+        total: dict[Row, list[int]] = {}
         for k, times in by_key.items():
+            if len(times) == 1:
+                ((t, rows),) = times.items()
+                dv = self._deltas(rows)
+                seqs[k] = [(t, dv)]
+                total[k] = dv
+                continue
+            seq = [(t, self._deltas(times[t])) for t in sorted(times)]
+            acc = [0] * width
+            for _, dv in seq:
+                for j, x in enumerate(dv):
+                    acc[j] += x
+            for j in fps:
+                acc[j] %= PRIME
+            seqs[k], total[k] = seq, acc
+        run = self.acc.prepare(total)
+        old = pending()
+        out: Changes = []
+        for k, seq in seqs.items():
             base = old.get(k)
-            v = [0] * width if base is None else list(base)
-            start = list(v)
+            v = [0] * width if base is None else base
             prev = self._output(k, v)
-            for t in sorted(times):
-                for row, d in times[t].items():
-                    f1, f2 = fp(row)
-                    v[0] += d
-                    v[1] = (v[1] + d * f1) % PRIME
-                    v[2] = (v[2] + d * f2) % PRIME
-                    for c, s in cols:
-                        x = row[c]
-                        if x is None:
-                            continue
-                        v[s] += d
-                        v[s + 1] += x * d
-                        v[s + 2] = (v[s + 2] + d * f1) % PRIME
-                        v[s + 3] = (v[s + 3] + d * f2) % PRIME
+            for t, dv in seq:
+                v = [a + b for a, b in zip(v, dv, strict=True)]
+                for j in fps:
+                    v[j] %= PRIME
                 cur = self._output(k, v)
                 if cur != prev:
                     if prev is not None:
@@ -490,6 +540,6 @@ class AccumulatingReduceNode(StatefulNode):
                     if cur is not None:
                         out.append((cur, t, 1))
                     prev = cur
-            deltas[k] = [a - b for a, b in zip(v, start, strict=True)]
-        self.acc.append(deltas)
+        if run is not None:
+            self.acc.push(run)
         self.out = out

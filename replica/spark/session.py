@@ -63,6 +63,8 @@ def spark_session(
         .config("spark.driver.extraJavaOptions", f"-Dderby.system.home={scratch}/derby")
         .config("spark.sql.catalogImplementation", "in-memory")
         .config("spark.python.worker.reuse", "true")
+        # cached runs are all on the one executor: never wait for a "better" locality
+        .config("spark.locality.wait", "0")
     )
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

@@ -358,3 +358,46 @@ def test_misuse_raises_typed_errors_and_changes_nothing(spark: SparkSession) -> 
     ]
     assert sx.peek(IDX, 1) == PeekRows((((1, 1), 1),))
     assert sx.since(IDX) == Antichain([1])
+
+
+def test_runs_materialise_in_the_background_and_reads_agree(spark: SparkSession) -> None:
+    acc = SparkAccumulators(spark, Schema.of(("k", "float64")), [Acc.COUNT, Acc.FINGERPRINT])
+    want: dict[tuple[Any, ...], list[int]] = {}
+    for i in range(9):
+        delta = {(float(i % 3),): [1, 2**61 - 2], (-0.0,): [1, 2**61 - 3]}
+        acc.append(delta)
+        for k, v in delta.items():
+            old = want.setdefault(k, [0, 0])
+            old[0] += v[0]
+            old[1] = (old[1] + v[1]) % (2**61 - 1)
+    # read while merges may still be pending (their parts are read), then after all settled
+    early = acc.lookup(list(want))
+    for run in acc.runs:
+        if run.pending is not None:
+            run.pending.result()
+    late = acc.lookup(list(want))
+    assert early == late == want
+    assert all(len(r.frames()) == 1 and not r.parts for r in acc.runs)
+    # merged runs are consolidated (Spark groups -0.0 with 0.0), so their sizes are exact
+    assert acc.levels == [1, 1, 0] and acc.size_bound == 3 + 3 + 2
+
+
+def test_accumulating_reduce_over_a_non_nullable_column(spark: SparkSession) -> None:
+    """A NOT NULL column keeps only its sum: count and presence come from the group's own."""
+    sn = Schema.of(("k", "int64"), ("v", "int64", False))
+    aggs = (
+        Aggregate(AggFunc.COUNT, 1),
+        Aggregate(AggFunc.SUM, 1),
+        Aggregate(AggFunc.AVG, 1),
+        Aggregate(AggFunc.COUNT),
+    )
+    plan = Reduce(Get(A, sn), (0,), aggs)
+    feeds: Feeds = [
+        {A: ups(0, ((1, 10), 1), ((1, 20), 2), ((2, 5), 1))},
+        {A: ups(1, ((1, 10), -1), ((2, 5), -1), ((3, 7), 1), ((3, 8), -1))},  # key 3: count 0
+        {A: ups(2, ((3, 8), 1), ((2, 2**62), 2), ((1, 20), -2))},
+        {A: ups(3, ((3, 7), -1), ((2, -(2**62)), 1))},
+    ]
+    sx = assert_agrees(spark, dataflow(plan), feeds)
+    node = next(n for n in sx._dataflows[0].nodes if isinstance(n, AccumulatingReduceNode))
+    assert node.acc.kinds == [Acc.COUNT, Acc.FINGERPRINT, Acc.FINGERPRINT, Acc.SUM]
