@@ -2,23 +2,20 @@
 
 A README example is a fenced ``python`` block preceded by an HTML comment
 ``<!-- example: NAME -->``. It defines ``main``: ``async def main()`` runs
-under both anyio backends, a plain ``def main()`` runs once. Each run happens
-in a fresh temporary working directory (the examples use relative data
-directories) and must leave no child process behind.
+under both anyio backends, a plain ``def main()`` runs once. Each run is a
+fresh interpreter (as a user's script would be) in a fresh temporary working
+directory (the examples use relative data directories), and must leave no
+process behind.
 """
 
 from __future__ import annotations
 
-import inspect
-import linecache
 import os
 import re
+import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-import anyio
 import pytest
 
 pytestmark = pytest.mark.timeout(180)
@@ -41,33 +38,47 @@ def examples() -> dict[str, str]:
 EXAMPLES = examples()
 
 
-def load_main(name: str) -> Callable[[], Any]:
-    """Execute example ``name`` as a module (not as ``__main__``) and return its ``main``."""
-    namespace: dict[str, Any] = {"__name__": f"readme_example_{name.replace('-', '_')}"}
-    code, filename = EXAMPLES[name], f"<README.md example {name}>"
-    linecache.cache[filename] = (len(code), None, code.splitlines(keepends=True), filename)
-    exec(compile(code, filename, "exec"), namespace)
-    main = namespace.get("main")
-    if not callable(main):
-        raise AssertionError(f"example {name!r} defines no main()")
-    return main  # type: ignore[no-any-return]
+RUNNER = """
+import inspect, runpy, sys
+import anyio
+main = runpy.run_path(sys.argv[1], run_name="readme_example")["main"]
+if sys.argv[2] == "sync":
+    assert not inspect.iscoroutinefunction(main), "a sync example defines a plain main()"
+    main()
+else:
+    assert inspect.iscoroutinefunction(main), "an async example defines async def main()"
+    anyio.run(main, backend=sys.argv[2])
+"""
 
 
-def children() -> set[int]:
-    """Live (not zombie) child processes of this process, on Linux; empty elsewhere."""
+def run_example(code: str, backend: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run ``code``'s ``main`` in a fresh interpreter in ``cwd``, as a user's script would run."""
+    script = cwd / "example.py"
+    script.write_text(code)
+    return subprocess.run(
+        [sys.executable, "-c", RUNNER, str(script), backend],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=170,
+    )
+
+
+def leftovers(marker: Path) -> list[int]:
+    """Live processes whose command line mentions ``marker`` (Linux; empty elsewhere)."""
     if not sys.platform.startswith("linux"):
-        return set()
-    me, found = os.getpid(), set()
+        return []
+    found = []
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
+        if not entry.isdigit() or int(entry) == os.getpid():
             continue
         try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+            state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        fields = stat.rsplit(")", 1)[1].split()
-        if int(fields[1]) == me and fields[0] != "Z":
-            found.add(int(entry))
+        if str(marker) in cmdline and state != "Z":
+            found.append(int(entry))
     return found
 
 
@@ -78,13 +89,10 @@ def test_the_readme_has_its_examples_and_each_asserts_its_results() -> None:
         assert 'if __name__ == "__main__":' in code, f"example {name!r} cannot run as a script"
 
 
-def test_a_failing_example_fails_this_test() -> None:
+def test_a_failing_example_fails_this_test(tmp_path: Path) -> None:
     """The harness reports an example's broken assertion (it does not swallow it)."""
-    code = "async def main():\n    assert 1 == 2, 'wrong'\n"
-    namespace: dict[str, Any] = {"__name__": "broken"}
-    exec(code, namespace)
-    with pytest.raises(AssertionError, match="wrong"):
-        anyio.run(namespace["main"], backend="asyncio")
+    done = run_example("async def main():\n    assert 1 == 2, 'wrong'\n", "asyncio", tmp_path)
+    assert done.returncode != 0 and "wrong" in done.stderr
 
 
 RUNS = [
@@ -95,16 +103,7 @@ RUNS = [
 
 
 @pytest.mark.parametrize(("name", "backend"), RUNS)
-def test_readme_example_runs(
-    name: str, backend: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.chdir(tmp_path)
-    before = children()
-    main = load_main(name)
-    if backend == "sync":
-        assert not inspect.iscoroutinefunction(main)
-        main()
-    else:
-        assert inspect.iscoroutinefunction(main)
-        anyio.run(main, backend=backend)
-    assert children() <= before, f"example {name!r} left child processes behind"
+def test_readme_example_runs(name: str, backend: str, tmp_path: Path) -> None:
+    done = run_example(EXAMPLES[name], backend, tmp_path)
+    assert done.returncode == 0, f"example {name!r} failed:\n{done.stderr[-4000:]}"
+    assert not leftovers(tmp_path), f"example {name!r} left processes behind"
