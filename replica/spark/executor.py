@@ -17,30 +17,34 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from pyspark.sql import SparkSession
 
 from tidegate.spec.errors import (
-    ArityMismatch,
     CompactionRegression,
     DuplicateExport,
     InputFrontierRegression,
     InvalidImport,
     InvalidInputRow,
     InvalidPlan,
-    PeekNotReady,
-    PeekOutOfRange,
     PlanError,
     UnknownExport,
     UnsupportedTimestamp,
     UpdateBeforeFrontier,
 )
 from tidegate.spec.executor import DataflowHandle, ErrorUpdate, ExportBatch
+from tidegate.spec.executor.int_frontiers import (
+    Frontier,
+    check_index_peek,
+    consolidate_changes,
+    frontier_le,
+    to_antichain,
+    to_frontier,
+)
 from tidegate.spec.frontier import Antichain, Row, Update
 from tidegate.spec.ids import GlobalId
 from tidegate.spec.plan.lower import lower
-from tidegate.spec.plan.ordering import check_finishing, peek_result
+from tidegate.spec.plan.ordering import peek_result
 from tidegate.spec.plan.relation import (
     ArrangeBy,
     Constant,
@@ -86,35 +90,6 @@ from .operators import (
 from .session import spark_session
 
 __all__ = ["SparkExecutor"]
-
-Frontier = int | None
-"""A frontier of int times: its single element, or ``None`` for the empty frontier."""
-
-
-def _to_frontier(a: Antichain, what: str) -> Frontier:
-    els = a.elements
-    if not els:
-        return None
-    if len(els) != 1 or type(els[0]) is not int:
-        raise UnsupportedTimestamp(f"{what}: the SparkExecutor needs int times, got {a!r}")
-    return int(els[0])
-
-
-def _to_antichain(f: Frontier) -> Antichain:
-    return Antichain.empty() if f is None else Antichain.from_elem(f)
-
-
-def _le(a: Frontier, b: Frontier) -> bool:
-    """Frontier ``a`` is not ahead of ``b`` (``None`` is the top)."""
-    return b is None or (a is not None and a <= b)
-
-
-def _consolidate(changes: Iterable[tuple[Any, int, int]]) -> tuple[tuple[Any, int, int], ...]:
-    acc: dict[tuple[Any, int], int] = {}
-    for r, t, d in changes:
-        k = (r, t)
-        acc[k] = acc.get(k, 0) + d
-    return tuple((r, t, d) for (r, t), d in acc.items() if d)
 
 
 @dataclass
@@ -275,8 +250,8 @@ class SparkExecutor:
         desc = dataflow
         if desc.as_of is None:
             raise InvalidPlan(f"dataflow {desc.debug_name!r} has no as_of")
-        as_of = _to_frontier(desc.as_of, "as_of")
-        until = _to_frontier(desc.until, "until")
+        as_of = to_frontier(desc.as_of, "as_of", "SparkExecutor")
+        until = to_frontier(desc.until, "until", "SparkExecutor")
         schemas = validate_dataflow(desc)
         for eid in desc.export_ids:
             if eid in self._exports:
@@ -285,12 +260,12 @@ class SparkExecutor:
             found = self._exports.get(ix.id)
             if found is None or found[1].mirror is None:
                 raise InvalidImport(f"index import {ix.id}: no such index is installed")
-            if as_of is not None and not _le(found[1].since, as_of):
+            if as_of is not None and not frontier_le(found[1].since, as_of):
                 raise InvalidImport(
                     f"index import {ix.id}: compacted to {found[1].since}, beyond as_of {as_of}"
                 )
         for sk in desc.sink_exports:
-            _to_frontier(sk.up_to, f"sink {sk.id} up_to")
+            to_frontier(sk.up_to, f"sink {sk.id} up_to", "SparkExecutor")
         compiler = _Compiler(self.spark, self._fingerprint)
         inputs: dict[GlobalId, _Input] = {}
         for s in desc.source_imports:
@@ -326,7 +301,7 @@ class SparkExecutor:
                 as_of,
                 as_of,
                 with_snapshot=sk.with_snapshot,
-                up_to=_to_frontier(sk.up_to, "up_to"),
+                up_to=to_frontier(sk.up_to, "up_to", "SparkExecutor"),
             )
         self._dataflows[handle] = df
         for eid, export in df.exports.items():
@@ -366,10 +341,10 @@ class SparkExecutor:
         inp = df.inputs.get(input_id)
         if inp is None or inp.index_of is not None:
             raise UnknownExport(f"dataflow {handle} has no source import {input_id}")
-        new_upper = _to_frontier(upper, f"upper of {input_id}")
-        if not _le(inp.upper, new_upper):
+        new_upper = to_frontier(upper, f"upper of {input_id}", "SparkExecutor")
+        if not frontier_le(inp.upper, new_upper):
             raise InputFrontierRegression(
-                f"{input_id}: upper {upper} is behind {_to_antichain(inp.upper)}"
+                f"{input_id}: upper {upper} is behind {to_antichain(inp.upper)}"
             )
         batch = list(updates)
         lower = inp.upper
@@ -385,7 +360,7 @@ class SparkExecutor:
                 )
             if lower is None or t < lower:
                 raise UpdateBeforeFrontier(
-                    f"{input_id}: update at {t} but the upper was already {_to_antichain(lower)}"
+                    f"{input_id}: update at {t} but the upper was already {to_antichain(lower)}"
                 )
             if type(d) is not int:
                 raise InvalidInputRow(f"{input_id}: diff {d!r} is not an int")
@@ -442,14 +417,14 @@ class SparkExecutor:
         new_upper = meet if meet is None or meet > df.as_of else df.as_of
         batches = []
         for eid, ex in df.exports.items():
-            ups = _consolidate(u for u in ex.node.out if self._emits(df, ex, u[1]))
-            es = _consolidate(e for e in ex.node.errs if self._emits(df, ex, e[1]))
+            ups = consolidate_changes(u for u in ex.node.out if self._emits(df, ex, u[1]))
+            es = consolidate_changes(e for e in ex.node.errs if self._emits(df, ex, e[1]))
             if not ups and not es and ex.upper == new_upper:
                 continue
             if ex.mirror is not None:
                 ex.mirror.apply(ups, es)
             batches.append(
-                ExportBatch(eid, _to_antichain(ex.upper), _to_antichain(new_upper), ups, es)
+                ExportBatch(eid, to_antichain(ex.upper), to_antichain(new_upper), ups, es)
             )
             ex.upper = new_upper
             for idf, inp in ex.importers:
@@ -471,10 +446,10 @@ class SparkExecutor:
     def allow_compaction(self, export_id: GlobalId, frontier: Antichain) -> None:
         """Times before ``frontier`` are no longer read from ``export_id``; ``[]`` drops it."""
         df, ex = self._export(export_id)
-        new = _to_frontier(frontier, f"compaction of {export_id}")
-        if not _le(ex.since, new):
+        new = to_frontier(frontier, f"compaction of {export_id}", "SparkExecutor")
+        if not frontier_le(ex.since, new):
             raise CompactionRegression(
-                f"{export_id}: compaction to {frontier} is behind its since {_to_antichain(ex.since)}"
+                f"{export_id}: compaction to {frontier} is behind its since {to_antichain(ex.since)}"
             )
         if new is None:
             del df.exports[export_id]
@@ -497,20 +472,9 @@ class SparkExecutor:
         _, ex = self._export(index_id)
         if ex.mirror is None:
             raise UnknownExport(f"{index_id} is not an index")
-        if type(time) is not int:
-            raise UnsupportedTimestamp(f"peek time {time!r} is not an int")
-        if not _le(ex.since, time):
-            raise PeekOutOfRange(
-                f"peek of {index_id} at {time}: compacted to {_to_antichain(ex.since)}"
-            )
-        if ex.upper is not None and ex.upper <= time:
-            raise PeekNotReady(f"peek of {index_id} at {time}: upper is {ex.upper}")
-        if key_lookup is not None:
-            for k in key_lookup:
-                if type(k) is not tuple or len(k) != len(ex.mirror.key):
-                    raise ArityMismatch(f"key {k!r} does not match the index key {ex.mirror.key}")
-        finishing = finishing or RowSetFinishing()
-        check_finishing(finishing, ex.arity)
+        finishing = check_index_peek(
+            index_id, time, ex.since, ex.upper, ex.mirror.key, ex.arity, finishing, key_lookup
+        )
         rows, errors = ex.mirror.read(time, key_lookup)
         return peek_result(rows, errors, finishing)
 
@@ -534,11 +498,11 @@ class SparkExecutor:
 
     def since(self, export_id: GlobalId) -> Antichain:
         """The export's compaction frontier."""
-        return _to_antichain(self._export(export_id)[1].since)
+        return to_antichain(self._export(export_id)[1].since)
 
     def upper(self, export_id: GlobalId) -> Antichain:
         """The export's write frontier."""
-        return _to_antichain(self._export(export_id)[1].upper)
+        return to_antichain(self._export(export_id)[1].upper)
 
     def handle_of(self, export_id: GlobalId) -> DataflowHandle:
         """The dataflow that exports ``export_id``."""

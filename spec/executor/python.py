@@ -12,21 +12,16 @@ Times must be ``int``; other timestamp kinds raise :class:`UnsupportedTimestamp`
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from ..errors import (
-    ArityMismatch,
     CompactionRegression,
     DuplicateExport,
     InputFrontierRegression,
     InvalidImport,
     InvalidInputRow,
     InvalidPlan,
-    PeekNotReady,
-    PeekOutOfRange,
     PlanError,
     UnknownExport,
     UnsupportedTimestamp,
@@ -35,7 +30,7 @@ from ..errors import (
 from ..frontier import Antichain, Row, Update
 from ..ids import GlobalId
 from ..plan.lower import lower
-from ..plan.ordering import check_finishing, peek_result
+from ..plan.ordering import peek_result
 from ..plan.relation import (
     ArrangeBy,
     Constant,
@@ -59,6 +54,14 @@ from ..plan.typecheck import object_order, typecheck, validate_dataflow
 from ..protocol.responses import PeekResult
 from ..protocol.types import DataflowDescription, RowSetFinishing
 from .contract import DataflowHandle, ErrorUpdate, ExportBatch
+from .int_frontiers import (
+    Frontier,
+    check_index_peek,
+    consolidate_changes,
+    frontier_le,
+    to_antichain,
+    to_frontier,
+)
 from .operators import (
     ConstantNode,
     DistinctNode,
@@ -77,37 +80,6 @@ from .operators import (
 )
 
 __all__ = ["PythonExecutor"]
-
-Frontier = int | None
-"""A frontier of int times: its single element, or ``None`` for the empty frontier."""
-
-
-def _to_frontier(a: Antichain, what: str) -> Frontier:
-    els = a.elements
-    if not els:
-        return None
-    if len(els) != 1 or type(els[0]) is not int:
-        raise UnsupportedTimestamp(f"{what}: the PythonExecutor needs int times, got {a!r}")
-    return int(els[0])
-
-
-@functools.lru_cache(maxsize=1024)
-def _to_antichain(f: Frontier) -> Antichain:
-    # Cached: uppers are read far more often than they move (Antichains are immutable).
-    return Antichain.empty() if f is None else Antichain.from_elem(f)
-
-
-def _le(a: Frontier, b: Frontier) -> bool:
-    """Frontier ``a`` is not ahead of ``b`` (``None`` is the top)."""
-    return b is None or (a is not None and a <= b)
-
-
-def _consolidate(changes: Iterable[tuple[Any, int, int]]) -> tuple[tuple[Any, int, int], ...]:
-    acc: dict[tuple[Any, int], int] = {}
-    for r, t, d in changes:
-        k = (r, t)
-        acc[k] = acc.get(k, 0) + d
-    return tuple((r, t, d) for (r, t), d in acc.items() if d)
 
 
 class _History:
@@ -337,8 +309,8 @@ class PythonExecutor:
         desc = dataflow
         if desc.as_of is None:
             raise InvalidPlan(f"dataflow {desc.debug_name!r} has no as_of")
-        as_of = _to_frontier(desc.as_of, "as_of")
-        until = _to_frontier(desc.until, "until")
+        as_of = to_frontier(desc.as_of, "as_of", "PythonExecutor")
+        until = to_frontier(desc.until, "until", "PythonExecutor")
         schemas = validate_dataflow(desc)
         for eid in desc.export_ids:
             if eid in self._exports:
@@ -347,12 +319,12 @@ class PythonExecutor:
             found = self._exports.get(ix.id)
             if found is None or found[1].history is None:
                 raise InvalidImport(f"index import {ix.id}: no such index is installed")
-            if as_of is not None and not _le(found[1].since, as_of):
+            if as_of is not None and not frontier_le(found[1].since, as_of):
                 raise InvalidImport(
                     f"index import {ix.id}: compacted to {found[1].since}, beyond as_of {as_of}"
                 )
         for sk in desc.sink_exports:
-            _to_frontier(sk.up_to, f"sink {sk.id} up_to")
+            to_frontier(sk.up_to, f"sink {sk.id} up_to", "PythonExecutor")
 
         handle = self._next_handle
         self._next_handle += 1
@@ -387,7 +359,7 @@ class PythonExecutor:
                 start,
                 start,
                 with_snapshot=sk.with_snapshot,
-                up_to=_to_frontier(sk.up_to, "up_to"),
+                up_to=to_frontier(sk.up_to, "up_to", "PythonExecutor"),
             )
         self._dataflows[handle] = df
         for eid, export in df.exports.items():
@@ -432,10 +404,10 @@ class PythonExecutor:
         inp = df.inputs.get(input_id)
         if inp is None or inp.index_of is not None:
             raise UnknownExport(f"dataflow {handle} has no source import {input_id}")
-        new_upper = _to_frontier(upper, f"upper of {input_id}")
-        if not _le(inp.upper, new_upper):
+        new_upper = to_frontier(upper, f"upper of {input_id}", "PythonExecutor")
+        if not frontier_le(inp.upper, new_upper):
             raise InputFrontierRegression(
-                f"{input_id}: upper {upper} is behind {_to_antichain(inp.upper)}"
+                f"{input_id}: upper {upper} is behind {to_antichain(inp.upper)}"
             )
         batch = list(updates)
         lower = inp.upper
@@ -451,7 +423,7 @@ class PythonExecutor:
                 )
             if lower is None or t < lower:
                 raise UpdateBeforeFrontier(
-                    f"{input_id}: update at {t} but the upper was already {_to_antichain(lower)}"
+                    f"{input_id}: update at {t} but the upper was already {to_antichain(lower)}"
                 )
             if type(d) is not int:
                 raise InvalidInputRow(f"{input_id}: diff {d!r} is not an int")
@@ -513,12 +485,12 @@ class PythonExecutor:
         new_upper = meet if meet is None or meet > df.as_of else df.as_of
         batches = []
         for eid, ex in df.exports.items():
-            ups, es = _consolidate(out[eid]), _consolidate(errs[eid])
+            ups, es = consolidate_changes(out[eid]), consolidate_changes(errs[eid])
             if not ups and not es and ex.upper == new_upper:
                 continue
             if ex.history is not None:
                 ex.history.apply(ups, es)
-            batch = ExportBatch(eid, _to_antichain(ex.upper), _to_antichain(new_upper), ups, es)
+            batch = ExportBatch(eid, to_antichain(ex.upper), to_antichain(new_upper), ups, es)
             ex.upper = new_upper
             batches.append(batch)
             for idf, inp in ex.importers:
@@ -532,10 +504,10 @@ class PythonExecutor:
 
     def allow_compaction(self, export_id: GlobalId, frontier: Antichain) -> None:
         df, ex = self._export(export_id)
-        new = _to_frontier(frontier, f"compaction of {export_id}")
-        if not _le(ex.since, new):
+        new = to_frontier(frontier, f"compaction of {export_id}", "PythonExecutor")
+        if not frontier_le(ex.since, new):
             raise CompactionRegression(
-                f"{export_id}: compaction to {frontier} is behind its since {_to_antichain(ex.since)}"
+                f"{export_id}: compaction to {frontier} is behind its since {to_antichain(ex.since)}"
             )
         if new is None:
             del df.exports[export_id]
@@ -557,20 +529,9 @@ class PythonExecutor:
         _, ex = self._export(index_id)
         if ex.history is None:
             raise UnknownExport(f"{index_id} is not an index")
-        if type(time) is not int:
-            raise UnsupportedTimestamp(f"peek time {time!r} is not an int")
-        if not _le(ex.since, time):
-            raise PeekOutOfRange(
-                f"peek of {index_id} at {time}: compacted to {_to_antichain(ex.since)}"
-            )
-        if ex.upper is not None and ex.upper <= time:
-            raise PeekNotReady(f"peek of {index_id} at {time}: upper is {ex.upper}")
-        if key_lookup is not None:
-            for k in key_lookup:
-                if type(k) is not tuple or len(k) != len(ex.history.key):
-                    raise ArityMismatch(f"key {k!r} does not match the index key {ex.history.key}")
-        finishing = finishing or RowSetFinishing()
-        check_finishing(finishing, ex.arity)
+        finishing = check_index_peek(
+            index_id, time, ex.since, ex.upper, ex.history.key, ex.arity, finishing, key_lookup
+        )
         rows, errors = ex.history.read(time, key_lookup)
         return peek_result(rows, errors, finishing)
 
@@ -589,10 +550,10 @@ class PythonExecutor:
     # -- queries ----------------------------------------------------------------------------
 
     def since(self, export_id: GlobalId) -> Antichain:
-        return _to_antichain(self._export(export_id)[1].since)
+        return to_antichain(self._export(export_id)[1].since)
 
     def upper(self, export_id: GlobalId) -> Antichain:
-        return _to_antichain(self._export(export_id)[1].upper)
+        return to_antichain(self._export(export_id)[1].upper)
 
     def handle_of(self, export_id: GlobalId) -> DataflowHandle:
         """The dataflow that exports ``export_id``."""
