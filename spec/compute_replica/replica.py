@@ -38,7 +38,7 @@ from ..errors.replica import (
 )
 from ..executor.contract import DataflowHandle, Executor, ExportBatch
 from ..frontier import Antichain, Row, Update, row_sort_key
-from ..history import reduce_commands
+from ..history import CommandHistory, reduce_commands
 from ..ids import GlobalId
 from ..plan.ordering import peek_result
 from ..plan.typecheck import validate_dataflow
@@ -222,8 +222,10 @@ class ComputeReplica:
         self._session = ReplicaSession()
         self._config: InstanceConfig | None = None
         self._params = ComputeParameters()
-        self._commands: list[ComputeCommand] = []  # this iteration, as received
-        self._executed: list[ComputeCommand] | None = None  # last iteration that ran
+        # This iteration's commands without peeks, reduced as they arrive (so a long-running
+        # replica keeps O(live state), not every AllowCompaction); and the last iteration's.
+        self._commands = CommandHistory()
+        self._executed: CommandHistory | None = None
         self._initializing = False
         self._deferred: list[tuple[ComputeCommand, list[ReplicaEffect]]] = []
         self._dataflows: dict[Key, _Dataflow] = {}
@@ -250,6 +252,10 @@ class ComputeReplica:
         # anything else that can change what is reportable (commands, a new iteration).
         self._dirty: set[GlobalId] = set()
         self._all_dirty = True
+        # True after a step that nothing has followed yet: every input (command, feed, write or
+        # persist-peek callback) clears it. Without introspection logging a step's outcome is a
+        # function of those inputs alone, so a step of a settled replica has nothing to do.
+        self._settled = False
         self._steps = 0
         self.reused_dataflows = 0
         """Dataflows kept running across reconnects (reconciliation reused them)."""
@@ -280,6 +286,11 @@ class ComputeReplica:
         """Storage collections followed now, with the as_of of their current read."""
         return {g: r.as_of for g, r in sorted(self._reads.items())}
 
+    @property
+    def retained_commands(self) -> int:
+        """Commands of this iteration kept for reconciliation (reduced on doubling: bounded by live state)."""
+        return len(self._commands)
+
     def pending_peeks(self) -> tuple[_uuid.UUID, ...]:
         """Peeks (index and persist) still to be answered."""
         return tuple(sorted([*self._peeks, *self._persist_peeks]))
@@ -290,6 +301,7 @@ class ComputeReplica:
         """Take one command from the controller; return what the driver must do now."""
         session = self._session
         session.check_command(cmd)
+        self._settled = False
         if not isinstance(cmd, Peek | CancelPeek | AllowCompaction):
             self._all_dirty = True
         if (
@@ -306,17 +318,17 @@ class ComputeReplica:
         if isinstance(cmd, Hello):
             if not self._initializing and self._config is not None:
                 self._executed = self._commands
-            self._commands = []
+            self._commands = CommandHistory()
         if self._initializing and not isinstance(cmd, InitializationComplete | Hello):
-            effects = session.on_command(cmd)
-            self._commands.append(cmd)
+            effects = session.on_command(cmd, checked=True)
+            self._remember(cmd)
             self._deferred.append((cmd, effects))
             return []
         handle: DataflowHandle | None = None
         if isinstance(cmd, CreateDataflow):
             handle = self._install(cmd.dataflow)
-        effects = session.on_command(cmd)
-        self._commands.append(cmd)
+        effects = session.on_command(cmd, checked=True)
+        self._remember(cmd)
         out: list[ReplicaOutput] = []
         if isinstance(cmd, Hello):
             self._start_iteration(effects)
@@ -329,6 +341,11 @@ class ComputeReplica:
             out.extend(self._serve_peeks())
             out.extend(self._pay_owed())
         return out
+
+    def _remember(self, cmd: ComputeCommand) -> None:
+        """Keep ``cmd`` for reconciliation after a reconnect (peeks never matter there)."""
+        if not isinstance(cmd, Peek | CancelPeek):
+            self._commands.push(cmd)
 
     def _validate_dataflow(self, df: DataflowDescription) -> None:
         name = f"CreateDataflow {df.debug_name!r}"
@@ -371,7 +388,7 @@ class ComputeReplica:
         reuse: dict[Key, DataflowDescription] = {}
         reconnect = self._executed is not None
         if self._executed is not None:
-            old = reduce_commands(c for c in self._executed if not isinstance(c, Peek | CancelPeek))
+            old = reduce_commands(self._executed)
             old_dfs = {
                 c.dataflow.export_ids: c.dataflow for c in old if isinstance(c, CreateDataflow)
             }
@@ -654,6 +671,7 @@ class ComputeReplica:
                     self._retired_persist[uuid] = retired - 1
                 return []
             raise UnknownPersistPeek(f"no persist peek {uuid} was handed to the driver")
+        self._settled = False
         if error is not None:
             result: PeekResult = PeekError(error)
         else:
@@ -706,6 +724,7 @@ class ComputeReplica:
                 inst.fed[collection_id] = upper
                 self._dirty.update(key)
         read.upper = upper
+        self._settled = False
         return []
 
     def write_completed(self, sink_id: GlobalId, upper: Antichain) -> list[ReplicaOutput]:
@@ -720,6 +739,7 @@ class ComputeReplica:
             )
         sink.in_flight = None
         sink.has_written = True
+        self._settled = False
         self._advance_sink(sink, upper)
         self._dirty.add(sink_id)
         return self._publish_after_callback()
@@ -736,6 +756,7 @@ class ComputeReplica:
         if sink is None:
             return []
         sink.in_flight = None
+        self._settled = False
         target = sink.write_lower.join(actual_upper) if sink.has_written else actual_upper
         self._advance_sink(sink, target)
         self._dirty.add(sink_id)
@@ -763,9 +784,13 @@ class ComputeReplica:
     def step(self) -> list[ReplicaOutput]:
         """Run the executor on what has arrived; report, stream, write and answer what is ready.
 
-        Does nothing before ``InitializationComplete`` (nothing may be sent then).
+        Does nothing before ``InitializationComplete`` (nothing may be sent then), nor
+        when nothing has arrived since the last step (unless introspection logging is
+        on: then every step is a logged event).
         """
         if not self._session.stage.is_computation or self._initializing:
+            return []
+        if self._settled and not self._logging():
             return []
         start = self._now()
         self._advance_logs()
@@ -780,6 +805,7 @@ class ComputeReplica:
         out.extend(self._pay_owed())
         self._log("dataflow_steps", (self._steps, self._now() - start, len(batches)), 1)
         self._record_lag()
+        self._settled = True
         return out
 
     def _absorb(self, batch: ExportBatch) -> None:
@@ -851,12 +877,14 @@ class ComputeReplica:
                 else:
                     resp = self._frontiers(gid, rec.kind, self._dataflows[key])
                     if resp is not None:
-                        out.append(self._respond(resp))
+                        self._session.on_response(resp, checked=True)
+                        out.append(Respond(resp))
             if rec.kind is CollectionKind.MATERIALIZED_VIEW and rec.writable:
                 out.extend(self._maybe_write(gid))
         return out
 
     def _frontiers(self, gid: GlobalId, kind: CollectionKind, inst: _Dataflow) -> Frontiers | None:
+        """The report of every frontier of ``gid`` that moved and may be reported now (all checked)."""
         upper = self._executor.upper(gid)
         write: Antichain | None = upper
         if kind is CollectionKind.MATERIALIZED_VIEW:

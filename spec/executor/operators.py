@@ -22,7 +22,7 @@ from typing import Any
 from ..errors import EvaluationError
 from ..frontier import Row
 from ..plan.aggregates import aggregate, exact_to_value
-from ..plan.ordering import select_range, sort_rows
+from ..plan.ordering import top_range
 from ..plan.relation import AggFunc, Aggregate, TopK
 from ..plan.scalar import ScalarExpr
 from ..plan.scalar_eval import compile_scalar
@@ -472,7 +472,7 @@ class TopKNode(Node):
         out: Changes = []
         for k in touched:
             rows = self.groups.get(k, {})
-            new = dict(select_range(sort_rows(rows.items(), p.order_by), p.offset, p.limit))
+            new = dict(top_range(rows.items(), p.order_by, p.offset, p.limit))
             old = self.outputs.get(k, {})
             for r in old.keys() | new.keys():
                 d = new.get(r, 0) - old.get(r, 0)

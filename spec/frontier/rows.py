@@ -10,8 +10,15 @@ Row: TypeAlias = tuple[Any, ...]
 """One row of a collection: a tuple of column values (``None`` is SQL NULL)."""
 
 
+_RANK_OF_TYPE: dict[type, int] = {bool: 1, int: 2, float: 2, str: 3, bytes: 4}
+"""The rank of the common exact types, looked up before the general ``isinstance`` chain."""
+
+
 def value_sort_key(v: Any) -> Any:
     """A total sort key over mixed values: NULL first, then bools, numbers, strings, bytes, tuples."""
+    rank = _RANK_OF_TYPE.get(type(v))
+    if rank is not None:
+        return (rank, v)
     if v is None:
         return (0,)
     if isinstance(v, bool):
@@ -36,4 +43,4 @@ def value_sort_key(v: Any) -> Any:
 
 def row_sort_key(row: Row) -> Any:
     """The sort key of a row: its values' keys, left to right."""
-    return tuple(value_sort_key(v) for v in row)
+    return tuple(map(value_sort_key, row))

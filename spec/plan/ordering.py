@@ -7,6 +7,7 @@ whole row in :func:`row_sort_key` order, ascending.
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -22,6 +23,7 @@ __all__ = [
     "peek_result",
     "select_range",
     "sort_rows",
+    "top_range",
 ]
 
 
@@ -85,6 +87,28 @@ def select_range(
     return out
 
 
+def top_range(
+    rows: Iterable[tuple[Row, int]],
+    order_by: tuple[ColumnOrder, ...],
+    offset: int,
+    limit: int | None,
+) -> list[tuple[Row, int]]:
+    """``select_range(sort_rows(rows, order_by), offset, limit)``, without sorting every row.
+
+    Only rows of positive count fill slots, each at least one, so under a LIMIT
+    the first ``offset + limit`` of them in order are all that can be selected.
+    """
+    if limit is None:
+        return select_range(sort_rows(rows, order_by), offset, limit)
+    live = [rc for rc in rows if rc[1] > 0]
+    n = offset + limit
+    if len(live) > n:
+        live = heapq.nsmallest(n, live, key=lambda rc: order_key(rc[0], order_by))
+    else:
+        live = sort_rows(live, order_by)
+    return select_range(live, offset, limit)
+
+
 def check_finishing(finishing: RowSetFinishing, arity: int) -> None:
     """Raise unless ``finishing`` fits rows of ``arity`` columns (checked before any row is read).
 
@@ -111,9 +135,7 @@ def apply_finishing(
     rows: Mapping[Row, int], finishing: RowSetFinishing
 ) -> tuple[tuple[Row, int], ...]:
     """ORDER BY, OFFSET, LIMIT, then projection, of a collection with positive counts."""
-    chosen = select_range(
-        sort_rows(rows.items(), finishing.order_by), finishing.offset, finishing.limit
-    )
+    chosen = top_range(rows.items(), finishing.order_by, finishing.offset, finishing.limit)
     if finishing.project is not None:
         proj = finishing.project
         chosen = [(tuple(r[i] for i in proj), c) for r, c in chosen]

@@ -23,7 +23,7 @@ from ..protocol.responses import PeekResult
 from ..protocol.types import DataflowDescription, RowSetFinishing
 from .aggregates import aggregate
 from .lower import lower
-from .ordering import peek_result, select_range, sort_rows
+from .ordering import peek_result, top_range
 from .relation import (
     ArrangeBy,
     Constant,
@@ -177,7 +177,7 @@ def _eval(
             groups.setdefault(tuple(r[i] for i in plan.group_key), []).append((r, c))
         rows = {}
         for members in groups.values():
-            for r, c in select_range(sort_rows(members, plan.order_by), plan.offset, plan.limit):
+            for r, c in top_range(members, plan.order_by, plan.offset, plan.limit):
                 _add(rows, r, c)
         return Collection(rows, src.errors)
     raise InvalidPlan(f"not a plan: {plan!r}")

@@ -93,10 +93,15 @@ class ReplicaSession:
         """Raise if ``cmd`` is illegal now; never changes the session."""
         self._ledger.check_command(cmd)
 
-    def on_command(self, cmd: ComputeCommand) -> list[ReplicaEffect]:
-        """Validate and record a received command; return what the replica must do and now owes."""
+    def on_command(self, cmd: ComputeCommand, *, checked: bool = False) -> list[ReplicaEffect]:
+        """Validate and record a received command; return what the replica must do and now owes.
+
+        ``checked=True`` skips the validation when the caller has just passed
+        ``cmd`` to :meth:`check_command` and changed nothing since.
+        """
         ledger = self._ledger
-        ledger.check_command(cmd)
+        if not checked:
+            ledger.check_command(cmd)
         # Only Schedule and AllowCompaction change readiness, and only of their own dataflow.
         touched: tuple[GlobalId, ...] = ()
         if isinstance(cmd, Schedule | AllowCompaction) and cmd.id in ledger.collections:
@@ -160,9 +165,14 @@ class ReplicaSession:
         """Raise if sending ``resp`` now breaks the protocol; never changes the session."""
         self._ledger.check_response(resp)
 
-    def on_response(self, resp: ComputeResponse) -> None:
-        """Validate and record a response the replica is about to send."""
-        self._ledger.check_response(resp)
+    def on_response(self, resp: ComputeResponse, *, checked: bool = False) -> None:
+        """Validate and record a response the replica is about to send.
+
+        ``checked=True`` skips the validation: for a ``Frontiers`` whose every
+        value :meth:`frontier_report_allowed` has just accepted.
+        """
+        if not checked:
+            self._ledger.check_response(resp)
         self._ledger.apply_response(resp)
 
     # -- queries --------------------------------------------------------------------

@@ -1,9 +1,11 @@
 """The simulator's fast paths change nothing observable.
 
-Event-driven publishing in the replica, dirty-flag stepping in the executor and
+Event-driven publishing in the replica, skipping the steps of a replica that
+nothing reached since its last step, dirty-flag stepping in the executor and
 the hand-built trace lines are optimisations: a run with them must produce the
-very trace (digest) of a run that publishes every export and steps every
-dataflow each time, and a fast trace line must be the JSON encoder's line.
+very trace (digest) of a run that steps in full, publishes every export and
+steps every dataflow each time, and a fast trace line must be the JSON
+encoder's line.
 """
 
 from __future__ import annotations
@@ -57,11 +59,15 @@ def test_event_driven_publishing_and_stepping_equal_eager_ones(
     seed: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fast = _digest(seed)
-    publish, step = ComputeReplica._publish, PythonExecutor.step
+    publish, replica_step, step = ComputeReplica._publish, ComputeReplica.step, PythonExecutor.step
 
     def eager_publish(self: Any) -> Any:
         self._all_dirty = True  # look at every export, as if everything had moved
         return publish(self)
+
+    def eager_replica_step(self: Any) -> Any:
+        self._settled = False  # step in full even when nothing arrived since the last step
+        return replica_step(self)
 
     def eager_step(self: Any) -> Any:
         for df in self._dataflows.values():
@@ -69,6 +75,7 @@ def test_event_driven_publishing_and_stepping_equal_eager_ones(
         return step(self)
 
     monkeypatch.setattr(ComputeReplica, "_publish", eager_publish)
+    monkeypatch.setattr(ComputeReplica, "step", eager_replica_step)
     monkeypatch.setattr(PythonExecutor, "step", eager_step)
     assert _digest(seed) == fast
 

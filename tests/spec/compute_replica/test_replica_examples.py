@@ -456,6 +456,23 @@ def test_reconnect_keeps_a_compatible_dataflow_and_drops_pending_peeks_unanswere
     assert peek_answers(rig.cmd(peek(2, 1))) == {2: PeekRows((((1, "a"), 1),))}
 
 
+def test_the_commands_kept_for_reconciliation_stay_bounded_by_the_live_state() -> None:
+    """A long-running replica gets an AllowCompaction per collection per tick; it must not keep them all.
+
+    (It kept every command of the iteration, so memory grew without bound.)
+    """
+    rig = Rig()
+    rig.connect(CreateDataflow(dataflow()), Schedule(IDX))
+    for t in range(1, 2_001):
+        rig.cmd(AllowCompaction(IDX, at(t)))
+        rig.cmd(peek(t, t))
+        rig.cmd(CancelPeek(uuid.UUID(int=t)))
+    assert rig.replica.retained_commands <= 8
+    # The reduced history still reconciles: the index compacted to 2000 is kept for as_of 2000.
+    rig.connect(CreateDataflow(dataflow(as_of=2_000)), Schedule(IDX))
+    assert rig.driver.reconciled == [Reconciled(((IDX,),), (), ())]
+
+
 def test_reconnect_rebuilds_a_changed_dataflow_and_drops_the_forgotten_one() -> None:
     rig = Rig()
     rig.connect(CreateDataflow(dataflow()), Schedule(IDX))
