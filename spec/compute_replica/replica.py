@@ -28,6 +28,7 @@ from typing import Any
 
 from ..errors import ExecutorError, PlanError
 from ..errors.replica import (
+    CommandRejected,
     DataflowRejected,
     IncompatibleInstance,
     SourceFeedRejected,
@@ -315,6 +316,12 @@ class ComputeReplica:
             )
         if isinstance(cmd, CreateDataflow):
             self._validate_dataflow(cmd.dataflow)
+        elif isinstance(cmd, Peek):
+            t = cmd.peek.timestamp
+            if type(t) is not int:
+                raise CommandRejected(f"Peek {cmd.peek.uuid} of {cmd.peek.id} at {t!r}: not an int")
+        elif isinstance(cmd, AllowCompaction) and not _is_int_frontier(cmd.frontier):
+            raise CommandRejected(f"AllowCompaction({cmd.id}, {_fmt(cmd.frontier)}): not int times")
         if isinstance(cmd, Hello):
             if not self._initializing and self._config is not None:
                 self._executed = self._commands

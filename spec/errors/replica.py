@@ -16,6 +16,7 @@ from typing import ClassVar
 from .base import TidegateError
 
 __all__ = [
+    "CommandRejected",
     "DataflowRejected",
     "IncompatibleInstance",
     "ReplicaError",
@@ -50,6 +51,16 @@ class DataflowRejected(ReplicaError):
     """A ``CreateDataflow`` the replica cannot run (an ill-typed plan, non-int times, an unknown input)."""
 
     rule = "dataflow-runnable"
+
+
+class CommandRejected(ReplicaError):
+    """A ``Peek`` or ``AllowCompaction`` whose time is not an int: the replica runs on int times only.
+
+    (Found by a probe: a ``Peek`` at a ``Product`` time was recorded as pending,
+    then failed every later command that tried to serve it.)
+    """
+
+    rule = "int-times"
 
 
 class UnknownSource(ReplicaError):

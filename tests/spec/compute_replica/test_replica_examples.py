@@ -19,6 +19,7 @@ from tidegate.spec.compute_replica import (
 )
 from tidegate.spec.errors import ProtocolError, StageViolation
 from tidegate.spec.errors.replica import (
+    CommandRejected,
     DataflowRejected,
     IncompatibleInstance,
     SourceFeedRejected,
@@ -28,7 +29,7 @@ from tidegate.spec.errors.replica import (
     WriteNotInFlight,
 )
 from tidegate.spec.executor import PythonExecutor
-from tidegate.spec.frontier import Antichain
+from tidegate.spec.frontier import Antichain, Product
 from tidegate.spec.ids import GlobalId
 from tidegate.spec.plan.relation import Get, Project
 from tidegate.spec.plan.schema import Schema
@@ -230,6 +231,21 @@ def test_an_ill_typed_plan_is_rejected_and_changes_nothing() -> None:
     assert rig.replica.session.snapshot() == before
     assert rig.replica.installed_dataflows() == ()
     rig.cmd(CreateDataflow(dataflow()))  # the good one is still accepted
+
+
+@pytest.mark.parametrize("when", [Product(1, 1), "3", 1.5, True])
+def test_a_peek_at_a_time_that_is_not_an_int_is_rejected_and_changes_nothing(when: object) -> None:
+    """Such a peek used to be recorded as pending, then failed every later command that served it."""
+    rig = Rig()
+    rig.connect(CreateDataflow(dataflow()), Schedule(IDX))
+    rig.append([((1, "a"), 0, 1)], 2)
+    rig.step()
+    before = rig.replica.session.snapshot()
+    with pytest.raises(CommandRejected, match="int-times"):
+        rig.replica.handle_command(Peek(PeekDescription(uuid.UUID(int=9), IDX, when)))  # type: ignore[arg-type]
+    assert rig.replica.session.snapshot() == before
+    assert rig.replica.pending_peeks() == ()
+    assert peek_answers(rig.cmd(peek(1, 1))) == {1: PeekRows((((1, "a"), 1),))}
 
 
 def test_an_ill_typed_plan_is_rejected_during_initialization_too() -> None:
