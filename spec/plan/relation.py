@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import TypeAlias
 
+from ..errors import InvalidPlan
 from ..frontier import Row
 from ..ids import GlobalId
 from ..protocol.types import ColumnOrder
@@ -237,4 +238,8 @@ def children(plan: Plan) -> tuple[Plan, ...]:
         return (plan.value, plan.body)
     if isinstance(plan, Get | Constant | LetRef):
         return ()
-    return (plan.input,)
+    if isinstance(
+        plan, Map | Filter | Project | Negate | Reduce | Distinct | Threshold | TopK | ArrangeBy
+    ):
+        return (plan.input,)
+    raise InvalidPlan(f"not a plan node: {plan!r} ({type(plan).__name__})")

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tidegate.spec.compute_replica import (
     ComputeReplica,
@@ -17,7 +20,7 @@ from tidegate.spec.compute_replica import (
     compaction_error_message,
     result_size,
 )
-from tidegate.spec.errors import ProtocolError, StageViolation
+from tidegate.spec.errors import ProtocolError, StageViolation, TidegateError
 from tidegate.spec.errors.replica import (
     CommandRejected,
     DataflowRejected,
@@ -67,6 +70,7 @@ from tidegate.spec.protocol import (
     UpdateConfiguration,
 )
 from tidegate.spec.protocol.types import ComputeParameters
+from tidegate.spec.strategies.protocol import commands
 from tidegate.spec.testing.compute_replica import ReplicaDriver, ReplicaStorageModel
 
 T1 = GlobalId.user(1)
@@ -654,3 +658,50 @@ def test_a_later_reader_restarts_the_read_just_below_the_earlier_readers_progres
     expected = PeekError("invalid data: negative multiplicity -1 for row (9, None)")
     answers = peek_answers(rig.cmd(peek(1, 5)) + rig.cmd(peek(2, 5, GlobalId.user(21))))
     assert answers == {1: expected, 2: expected}
+
+
+# -- any command: taken, or refused typed and unchanged ------------------------------------
+
+_products = st.builds(Product, st.integers(0, 3), st.integers(0, 3))
+_odd_times = st.one_of(
+    st.integers(-3, 12),
+    _products,
+    st.floats(allow_nan=False),
+    st.text(max_size=2),
+    st.booleans(),
+    st.none(),
+)
+_odd_commands = st.one_of(
+    st.builds(
+        lambda n, t: Peek(PeekDescription(uuid.UUID(int=n), IDX, t)),
+        st.integers(100, 104),
+        _odd_times,
+    ),
+    st.builds(
+        lambda ts: AllowCompaction(IDX, Antichain(ts)),
+        st.lists(st.integers(0, 12), max_size=2) | st.lists(_products, max_size=2),
+    ),
+)
+
+
+def _replica_state(rig: Rig) -> tuple[Any, ...]:
+    r = rig.replica
+    return (r.session.snapshot(), r.pending_peeks(), r.installed_dataflows(), dict(r.reading()))
+
+
+@given(st.lists(st.one_of(commands(), _odd_commands), min_size=1, max_size=6))
+def test_every_command_is_taken_or_refused_typed_and_unchanged(cmds: list[Any]) -> None:
+    rig = Rig()
+    rig.connect(CreateDataflow(dataflow()), Schedule(IDX))
+    rig.append([((1, "a"), 0, 1)], 2)
+    rig.step()
+    for cmd in cmds:
+        before = _replica_state(rig)
+        try:
+            outputs = rig.replica.handle_command(cmd)
+        except TidegateError:
+            assert _replica_state(rig) == before
+        else:
+            rig.driver.checker.on_command(cmd)  # the driver's own check of the responses follows it
+            rig.driver.perform(outputs)
+        rig.step()
