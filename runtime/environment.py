@@ -42,7 +42,7 @@ import anyio
 
 from tidegate.spec.compute.as_of_selection import select_as_ofs
 from tidegate.spec.controller import Controller
-from tidegate.spec.errors import CollectionMissing, ReadBeyondUpper
+from tidegate.spec.errors import CollectionMissing, ReadBeyondUpper, TypeMismatch
 from tidegate.spec.frontier import Antichain, Row
 from tidegate.spec.frontier.read_policy import ReadPolicy
 from tidegate.spec.ids import GlobalId
@@ -129,6 +129,10 @@ def _replica_specs(replicas: Replicas) -> list[ReplicaSpec]:
 
 def _updates(schema: Schema, rows: Iterable[Any], what: str) -> list[tuple[Row, int]]:
     """``rows`` (tuples, or ``(row, diff)`` pairs) checked against ``schema``, as ``(row, diff)``."""
+    if isinstance(rows, str | bytes | Mapping) or not isinstance(rows, Iterable):
+        raise TypeMismatch(
+            f"{what}: rows must be an iterable of tuples or (row, diff) pairs, got {rows!r}"
+        )
     out: list[tuple[Row, int]] = []
     for item in rows:
         if (

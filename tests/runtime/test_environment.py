@@ -118,6 +118,9 @@ def test_typed_errors_leave_state_unchanged(tmp_path: Path, backend: str) -> Non
                     await env.append("t", [(3,), ("four",)])
                 with pytest.raises(ArityMismatch):
                     await env.append("t", [(3, 4)])
+                for not_rows in (None, 5, "34", {(3,): 1}):
+                    with pytest.raises(TypeMismatch, match="iterable of tuples"):
+                        await env.append("t", not_rows)  # type: ignore[arg-type]
                 with pytest.raises(DuplicateCatalogName):
                     await env.create_table("t", Schema.of(("y", "int64")))
                 with pytest.raises(ReadBeyondUpper):
