@@ -9,7 +9,11 @@ is stopped. Written against anyio: it runs under asyncio and trio.
 
 Files under ``DATA_DIR/replicas/``:
 
-* ``NAME.log`` -- the child's stdout and stderr (appended across restarts);
+* ``NAME.log`` -- the child's stdout and stderr (appended across restarts),
+  rotated to ``NAME.log.1`` ... ``NAME.log.K`` once it passes ``log_max_bytes``
+  (checked before each start and about once a second while the child runs;
+  copy-then-truncate, because the child keeps writing to its open descriptor,
+  so a line written during the copy may be lost);
 * ``NAME.pid`` -- JSON ``{"pid": ..., "argv": [...]}`` while the child runs;
 * ``NAME.port`` -- the port it listened on, reused at the next start when free,
   so a replica's address stays stable across restarts of it and of the
@@ -31,6 +35,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -44,6 +49,7 @@ from typing import IO, Literal, TypeAlias
 
 import anyio
 import anyio.abc
+import anyio.to_thread
 
 from .errors import OrchestratorError, ReplicaStartFailed, UnknownManagedReplica
 
@@ -58,6 +64,7 @@ __all__ = [
 ReplicaProcessState: TypeAlias = Literal["starting", "running", "restarting", "stopping", "stopped"]
 
 _POLL_S = 0.05
+_ROTATE_EVERY_POLLS = 20  # about once a second
 _LOOPBACK = "127.0.0.1"
 
 
@@ -149,7 +156,13 @@ class Orchestrator:
         backoff_initial_s: float = 0.5,
         backoff_max_s: float = 30.0,
         on_status: Callable[[ReplicaProcessStatus], None] | None = None,
+        log_max_bytes: int | None = 64 * 1024 * 1024,
+        log_backups: int = 3,
     ) -> None:
+        if log_max_bytes is not None and log_max_bytes <= 0:
+            raise OrchestratorError(f"log_max_bytes must be positive or None, got {log_max_bytes}")
+        if log_backups < 1:
+            raise OrchestratorError(f"log_backups must be at least 1, got {log_backups}")
         self.data_dir = Path(data_dir).absolute()
         self.replicas_dir = self.data_dir / "replicas"
         self.executor = executor
@@ -164,6 +177,10 @@ class Orchestrator:
         self.backoff_initial_s = backoff_initial_s
         self.backoff_max_s = backoff_max_s
         self.on_status = on_status
+        self.log_max_bytes = log_max_bytes
+        """Rotate ``NAME.log`` once it is larger than this (``None``: never)."""
+        self.log_backups = log_backups
+        """How many rotated logs (``NAME.log.1`` newest ... ``NAME.log.K``) are kept."""
         self.reaped: list[int] = []
         """Pids of leftover replica processes :meth:`start` terminated."""
         self._replicas: dict[str, _Replica] = {}
@@ -361,6 +378,7 @@ class Orchestrator:
     async def _launch(self, r: _Replica) -> bool:
         """Start the child and wait for its ready line; False (with ``last_error``) on failure."""
         log_path = self._log_path(r.name)
+        await self._rotate_log(r.name)
         port = r.port if r.port is not None and _port_free(r.port) else 0
         argv = [*self.command, *self._args(r, port)]
         with open(log_path, "ab") as log:
@@ -396,10 +414,23 @@ class Orchestrator:
 
     async def _wait_exit(self, r: _Replica) -> None:
         p = r.popen
+        polls = 0
         while p is not None and p.poll() is None:
             await anyio.sleep(_POLL_S)
+            polls += 1
+            if polls % _ROTATE_EVERY_POLLS == 0:
+                await self._rotate_log(r.name)
         if p is not None:
             self._exited(r, p)
+
+    async def _rotate_log(self, name: str) -> None:
+        limit = self.log_max_bytes
+        if limit is None:
+            return
+        path = self._log_path(name)
+        with suppress(OSError):
+            if path.stat().st_size > limit:
+                await anyio.to_thread.run_sync(_copy_truncate, path, self.log_backups)
 
     def _exited(self, r: _Replica, p: subprocess.Popen[bytes]) -> None:
         if r.popen is p:
@@ -510,6 +541,21 @@ def _check_name(name: object) -> None:
     ok = isinstance(name, str) and name and all(c.isalnum() or c in "-_." for c in name)
     if not ok or name in (".", ".."):
         raise OrchestratorError(f"replica names are [A-Za-z0-9._-]+, got {name!r}")
+
+
+def _copy_truncate(path: Path, backups: int) -> None:
+    """Shift ``path.1 .. path.(backups-1)`` up by one, copy ``path`` to ``path.1``, empty ``path``.
+
+    Writers keep their descriptors (opened for appending, so they go on at the
+    new end); what they write between the copy and the truncation is lost.
+    """
+    for i in range(backups - 1, 0, -1):
+        older = path.with_name(f"{path.name}.{i}")
+        if older.exists():
+            older.replace(path.with_name(f"{path.name}.{i + 1}"))
+    with open(path, "rb") as src, open(path.with_name(f"{path.name}.1"), "wb") as dst:
+        shutil.copyfileobj(src, dst, 1024 * 1024)
+    os.truncate(path, 0)
 
 
 def _spawn(argv: Sequence[str], log: IO[bytes], env: Mapping[str, str]) -> subprocess.Popen[bytes]:

@@ -3,7 +3,8 @@
 The stand-in (written to a temp dir) behaves like ``tidegate replica`` where the
 orchestrator can see it: it listens on ``--listen``, prints the ready line,
 honours ``--exit-with-parent`` with a parent-death signal, exits on SIGTERM.
-Knobs: ``--fail-with CODE`` (exit before ready), ``--ready-delay S``, ``--ignore-term``.
+Knobs: ``--fail-with CODE`` (exit before ready), ``--ready-delay S``, ``--ignore-term``,
+``--chatter N`` (once ready, a line of N bytes on stderr every 10 ms).
 """
 
 from __future__ import annotations
@@ -58,8 +59,11 @@ STAND_IN = textwrap.dedent(
     print("starting up", file=sys.stderr, flush=True)
     address = f"{host}:{server.getsockname()[1]}"
     print(json.dumps({"event": "listening", "address": address, "pid": os.getpid()}), flush=True)
+    chatter = int(opt("--chatter", "0"))
     while True:
-        time.sleep(1)
+        if chatter:
+            print("x" * chatter, file=sys.stderr, flush=True)
+        time.sleep(0.01 if chatter else 1)
     """
 )
 
@@ -279,6 +283,34 @@ def test_usage_errors(tmp_path: Path, stand_in: list[str]) -> None:
                 await o.start()
 
     run("asyncio", main)
+
+
+def test_a_chatty_replica_log_is_rotated_and_stays_bounded(
+    tmp_path: Path, stand_in: list[str]
+) -> None:
+    limit = 20_000
+
+    async def main() -> None:
+        async with orch(
+            tmp_path, [*stand_in, "--chatter", "500"], log_max_bytes=limit, log_backups=2
+        ) as o:
+            await o.ensure("r1")
+            log = Path(o.status()["r1"].log_path)
+            await until(lambda: log.with_name("r1.log.2").exists(), timeout=30)
+            # ~50 KB/s against a check about once a second: the live log stays within a few limits.
+            assert log.stat().st_size < 5 * limit
+            assert not log.with_name("r1.log.3").exists()
+            assert "x" * 500 in log.with_name("r1.log.1").read_text()
+            assert o.status()["r1"].state == "running"
+
+    run("trio", main)
+
+
+def test_log_rotation_settings_are_checked(tmp_path: Path, stand_in: list[str]) -> None:
+    with pytest.raises(OrchestratorError, match="log_max_bytes"):
+        orch(tmp_path, stand_in, log_max_bytes=0)
+    with pytest.raises(OrchestratorError, match="log_backups"):
+        orch(tmp_path, stand_in, log_backups=0)
 
 
 def test_a_busy_recorded_port_is_replaced(tmp_path: Path, stand_in: list[str]) -> None:
