@@ -340,6 +340,13 @@ async def test_malformed_requests_get_400_and_the_endpoint_keeps_serving(data_di
             b"POST /append HTTP/1.1\r\nAuthorization: Bearer t0ken\r\nContent-Length: 3\r\n\r\n[1]"
         )
         assert b'"BadRequest"' in await raw(bad_json)
+        deep = b"[" * 100_000 + b"]" * 100_000  # json.loads raises RecursionError
+        too_deep = (
+            b"POST /append HTTP/1.1\r\nAuthorization: Bearer t0ken\r\n"
+            + f"Content-Length: {len(deep)}\r\n\r\n".encode()
+            + deep
+        )
+        assert (await raw(too_deep)).startswith(b"HTTP/1.1 400")
         assert (await raw(b"GET /health HTTP/1.1\r\n\r\n")).startswith(b"HTTP/1.1 200")
         nowhere = b"GET /nowhere HTTP/1.1\r\nAuthorization: Bearer t0ken\r\n\r\n"
         assert (await raw(nowhere)).startswith(b"HTTP/1.1 404")

@@ -18,7 +18,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .commands import demo, register
 
     demo.add_parser(sub)
-    register(sub)  # up, status, peek, append
+    register(sub)  # up and its clients: status, peek, append, DDL
     sim = sub.add_parser(
         "sim",
         help="deterministic simulation: run, campaign, replay, shrink, plot",

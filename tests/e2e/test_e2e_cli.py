@@ -135,3 +135,59 @@ def test_demo_runs_end_to_end_on_spark_and_passes(tmp_path: Path) -> None:
     assert "= reference ✓" in out and "0 violation(s)" in out
     assert "r1 rehydrating" in out and "catalog restored" in out
     print(f"tidegate demo took {took:.0f} s")
+
+
+def test_ddl_through_the_cli_against_up(tmp_path: Path) -> None:
+    """A CLI user builds everything: create-table, append, create-index, create-view, peek, drop."""
+    data = tmp_path / "data"
+    up = subprocess.Popen(
+        [*TIDEGATE, "up", "--data-dir", str(data), "--executor", "python"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        wait_for_controller(data, up, 120)
+        d = ["--data-dir", str(data)]
+        t = run("create-table", "orders", "customer:string", "amount:int64", *d)
+        assert t.returncode == 0 and "created table orders (u1)" in t.stdout, t.stderr
+        a = run("append", "orders", "--rows", '[["ann", 20], ["bob", 5], ["ann", 7]]', *d, "--json")
+        assert a.returncode == 0, a.stderr
+        i = run("create-index", "orders", "--key", "customer", "--name", "by_customer", *d)
+        assert i.returncode == 0 and "on orders (customer)" in i.stdout, i.stderr
+        plan = tmp_path / "big.json"
+        plan.write_text(
+            json.dumps(
+                {
+                    "op": "filter",
+                    "input": {"op": "get", "name": "orders"},
+                    "predicates": [
+                        {
+                            "kind": "binary",
+                            "func": "gt",
+                            "left": {"kind": "column", "index": 1},
+                            "right": {"kind": "literal", "value": 6, "type": "int64"},
+                        }
+                    ],
+                }
+            )
+        )
+        v = run("create-view", "big", "--plan", str(plan), *d)
+        assert v.returncode == 0, v.stderr
+        # Created after the append: their since is later; the freshest time sees every append.
+        k = run("peek", "by_customer", "--key", "ann", *d, "--json")
+        assert k.returncode == 0, k.stderr
+        assert sorted(r for r, _ in json.loads(k.stdout)["rows"]) == [["ann", 7], ["ann", 20]]
+        b = run("peek", "big", *d, "--json")
+        assert sorted(r for r, _ in json.loads(b.stdout)["rows"]) == [["ann", 7], ["ann", 20]]
+        refused = run("drop", "orders", *d)
+        assert refused.returncode == 1 and "HasDependents" in refused.stderr
+        dropped = run("drop", "orders", "--cascade", *d, "--json")
+        assert dropped.returncode == 0, dropped.stderr
+        names = {x["name"] for x in json.loads(dropped.stdout)["dropped"]}
+        assert names == {"orders", "by_customer", "big"}
+        s = json.loads(run("status", *d, "--json").stdout)
+        assert s["collections"] == []
+    finally:
+        up.send_signal(signal.SIGINT)
+        assert up.wait(60) == 0

@@ -1,7 +1,10 @@
-"""The product's subcommands: ``tidegate up``, ``status``, ``peek``, ``append`` and ``demo``.
+"""The product's subcommands: ``tidegate up``, its clients (``status``, ``peek``, ``append`` and
+the DDL commands) and ``demo``.
 
 * :mod:`.up` -- the controller with managed replicas, serving the control endpoint;
-* :mod:`.client` -- ``status``/``peek``/``append``, clients of that endpoint;
+* :mod:`.client` -- ``status``/``peek``/``append``/``create-table``/``create-index``/
+  ``create-view``/``drop``/``read-policy``, clients of that endpoint;
+* :mod:`.ddl` -- DDL requests as JSON (columns, keys, read policies, plans), checked;
 * :mod:`.control` -- the endpoint itself (JSON over HTTP on loopback, bearer token);
 * :mod:`.service` -- what the endpoint does with an ``Environment``;
 * :mod:`.demo` -- ``tidegate demo``, what ``make run`` runs;
@@ -17,7 +20,7 @@ __all__ = ["register"]
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add ``up``, ``status``, ``peek`` and ``append`` to the ``tidegate`` parser.
+    """Add ``up`` and its client commands (``status``, ``peek``, ``append``, DDL) to the parser.
 
     ``demo`` is added by :func:`.demo.add_parser`.
     """

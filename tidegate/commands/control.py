@@ -2,14 +2,20 @@
 
 ``tidegate up`` serves it and writes where it listens, with a fresh bearer
 token, to ``DATA_DIR/controller.json`` (mode 0600); ``tidegate status``,
-``peek`` and ``append`` read that file and call it. The controller is the one
-process that owns the data directory, so the other commands never open the
-store themselves: no second writer, no second timestamp oracle.
+``peek``, ``append`` and the DDL commands read that file and call it. The
+controller is the one process that owns the data directory, so the other
+commands never open the store themselves: no second writer, no second
+timestamp oracle.
 
 Routes (all but ``/health`` need ``Authorization: Bearer <token>``):
 ``GET /health``, ``GET /status``, ``POST /peek`` ``{"name", "at"?, "key"?}``,
-``POST /append`` ``{"table", "rows"}``. Answers are ``{"result": ...}`` or, on
-a refusal, ``{"error": {"type": <error class>, "message": ...}}`` with a 4xx status.
+``POST /append`` ``{"table", "rows"}``; DDL (see :mod:`.ddl` and :mod:`.service`):
+``POST /create-table`` ``{"name", "columns"}``, ``POST /create-index``
+``{"on", "keys", "name"?}``, ``POST /create-view`` ``{"name", "plan"}`` or
+``{"name", "from", "columns"?}``, ``POST /drop`` ``{"name", "cascade"?}``,
+``POST /read-policy`` ``{"name", "policy"}``. Answers are ``{"result": ...}``
+or, on a refusal, ``{"error": {"type": <error class>, "message": ...}}`` with a
+4xx status.
 """
 
 from __future__ import annotations
@@ -180,7 +186,7 @@ async def _serve_one(stream: anyio.abc.ByteStream, handler: Handler, token: str)
         body = json.loads(raw) if raw else {}
         if not isinstance(body, dict):
             raise ValueError("the body must be a JSON object")
-    except ValueError as e:
+    except (ValueError, RecursionError) as e:  # RecursionError: JSON nested too deeply
         await _respond(stream, 400, {"error": {"type": "BadRequest", "message": str(e)}})
         return
     try:

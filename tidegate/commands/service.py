@@ -1,8 +1,14 @@
-"""What the control endpoint does: status, peek and append against a running ``Environment``.
+"""What the control endpoint does: status, peek, append and DDL against a running ``Environment``.
 
 Kept apart from the HTTP layer (:mod:`.control`) so it can be called and
 tested directly. Collections are named as in the catalog (a table's,
 index's or materialized view's name) or by id (``u7``).
+
+DDL (``create_table``, ``create_index``, ``create_view``, ``drop``,
+``set_read_policy``) checks its input here first (:mod:`.ddl`), then lets the
+``Environment`` and its catalog decide; every refusal is a :class:`Refusal`
+(404 for unknown objects, 409 for name clashes and dependents, 400 for the
+rest) and leaves the catalog unchanged.
 """
 
 from __future__ import annotations
@@ -14,11 +20,23 @@ from typing import Any
 
 import anyio
 
-from tidegate.spec.errors import TidegateError
+from tidegate.runtime.errors import DuplicateCatalogName, HasDependents, UnknownCatalogObject
+from tidegate.spec.errors import InvalidId, TidegateError
 from tidegate.spec.frontier import Antichain
 from tidegate.spec.ids import GlobalId
+from tidegate.spec.plan import Plan, Schema, gets, typecheck
 
 from .control import Refusal
+from .ddl import (
+    DdlError,
+    columns_to_json,
+    index_keys,
+    plan_from_json,
+    policy_from_json,
+    policy_to_json,
+    projection_plan,
+    schema_from_json,
+)
 from .values import RowsError, keys_from_json, row_to_json, rows_from_json
 
 __all__ = ["CollectionInfo", "ControlService", "frontier_json", "lag_ms"]
@@ -49,7 +67,12 @@ def wall_ms() -> int:
 
 
 class ControlService:
-    """Serves control requests from an ``Environment`` (see :mod:`tidegate.runtime.environment`)."""
+    """Serves control requests from an ``Environment`` (see :mod:`tidegate.runtime.environment`).
+
+    The request methods raise :class:`Refusal`, :class:`~.ddl.DdlError` or the
+    environment's typed errors; :meth:`handle` answers every one of them as a
+    :class:`Refusal` with the error's type.
+    """
 
     def __init__(
         self,
@@ -94,6 +117,7 @@ class ControlService:
                     "since": frontier_json(since),
                     "upper": frontier_json(upper),
                     "lag_ms": lag_ms(upper, now),
+                    "read_policy": _policy_json(self.env.state.read_policy(c.id)),
                 }
             )
         processes = self.orchestrator.status() if self.orchestrator is not None else {}
@@ -150,6 +174,117 @@ class ControlService:
         ts = await self.env.append(c.name, updates)
         return {"table": c.name, "time": ts, "rows": len(updates)}
 
+    # -- DDL -----------------------------------------------------------------------------------
+
+    def _new_name(self, name: Any, what: str) -> str:
+        if not isinstance(name, str):
+            raise Refusal(400, "BadName", f"a {what} name must be a string, got {name!r}")
+        try:
+            GlobalId.parse(name)
+        except InvalidId:
+            return name
+        raise Refusal(
+            400, "BadName", f"{name!r} reads as an object id; give the {what} another name"
+        )
+
+    def _lookup(self, ref: str) -> tuple[GlobalId, Schema]:
+        c = self.resolve(ref)
+        return c.id, self.env.schema(c.id)
+
+    def _describe(self, gid: GlobalId) -> dict[str, Any]:
+        entry = self.env.state.get(gid)
+        schema = self.env.state.schema_of(gid)
+        return {
+            "name": entry.name,
+            "id": str(gid),
+            "kind": _kind(entry),
+            "columns": columns_to_json(schema),
+        }
+
+    async def create_table(self, name: Any, columns: Any) -> dict[str, Any]:
+        """Create table ``name`` with ``columns`` (``[{"name", "type", "nullable"?}, ...]``)."""
+        name = self._new_name(name, "table")
+        schema = schema_from_json(columns)
+        return self._describe(await self.env.create_table(name, schema))
+
+    async def create_index(self, on: Any, keys: Any, name: Any = None) -> dict[str, Any]:
+        """Index the collection ``on`` by ``keys`` (column names or positions); ``name`` is optional."""
+        if name is not None:
+            name = self._new_name(name, "index")
+        if not isinstance(on, str):
+            raise Refusal(400, "BadRequest", f"on must name a collection, got {on!r}")
+        c = self.resolve(on)
+        positions = index_keys(keys, self.env.schema(c.id))
+        gid = await self.env.create_index(c.id, positions, name=name)
+        return {**self._describe(gid), "on": c.name, "keys": list(positions)}
+
+    def _checked_plan(self, plan: Plan) -> Schema:
+        """Typecheck ``plan`` against the catalog: the spec's typed error, else ``BadPlan``."""
+        sources = {g: self.env.state.schema_of(g) for g in gets(plan)}
+        return typecheck(plan, sources)
+
+    async def create_view(
+        self,
+        name: Any,
+        plan: Any = None,
+        source: Any = None,
+        columns: Any = None,
+    ) -> dict[str, Any]:
+        """Create materialized view ``name`` from a plan's JSON, or from ``source`` (``columns`` of it)."""
+        name = self._new_name(name, "view")
+        if (plan is None) == (source is None):
+            raise Refusal(400, "BadRequest", "give either a plan or a source collection (from)")
+        if plan is not None:
+            if columns is not None:
+                raise Refusal(400, "BadRequest", "columns go with from, not with a plan")
+            p = plan_from_json(plan, self._lookup)
+        else:
+            if not isinstance(source, str):
+                raise Refusal(400, "BadRequest", f"from must name a collection, got {source!r}")
+            p = projection_plan(self._lookup(source), columns)
+        self._checked_plan(p)
+        return self._describe(await self.env.create_materialized_view(name, p))
+
+    async def drop(self, name: Any, cascade: Any = False) -> dict[str, Any]:
+        """Drop ``name`` (with ``cascade``, everything that reads it too); the dropped objects."""
+        if not isinstance(name, str):
+            raise Refusal(400, "BadRequest", f"name must be a string, got {name!r}")
+        if type(cascade) is not bool:
+            raise Refusal(400, "BadRequest", f"cascade must be true or false, got {cascade!r}")
+        c = self.resolve(name)
+        before = {x.id: x for x in self.collections()}
+        dependents = self.env.state.dependents(c.id)
+        if dependents and not cascade:
+            names = ", ".join(f"{before[d].name} ({d})" for d in dependents)
+            raise Refusal(
+                409,
+                "HasDependents",
+                f"cannot drop {c.name} ({c.id}): {names} read(s) it; "
+                "drop those first or drop with cascade",
+            )
+        gone = await self.env.drop(c.id, cascade=cascade)
+        return {
+            "dropped": [
+                {"name": before[g].name, "id": str(g), "kind": before[g].kind} for g in gone
+            ]
+        }
+
+    async def set_read_policy(self, name: Any, policy: Any) -> dict[str, Any]:
+        """Set ``name``'s read policy (see :func:`.ddl.policy_from_json`); answers its since after."""
+        if not isinstance(name, str):
+            raise Refusal(400, "BadRequest", f"name must be a string, got {name!r}")
+        c = self.resolve(name)
+        p = policy_from_json(policy, self.env.frontiers(c.id)[0])
+        await self.env.set_read_policy(c.id, p)
+        return {
+            "name": c.name,
+            "id": str(c.id),
+            "policy": policy_to_json(p),
+            "since": frontier_json(self.env.frontiers(c.id)[0]),
+        }
+
+    # -- routing -------------------------------------------------------------------------------
+
     async def handle(self, method: str, path: str, body: Mapping[str, Any]) -> Any:
         """The :data:`~.control.Handler` for :func:`~.control.serve_control`."""
         try:
@@ -161,16 +296,58 @@ class ControlService:
                 return await self.peek(str(body["name"]), body.get("at"), body.get("key"))
             if (method, path) == ("POST", "/append"):
                 return await self.append(str(body["table"]), body.get("rows"))
+            if method == "POST" and path in _DDL_FIELDS:
+                required, optional = _DDL_FIELDS[path]
+                unknown = set(body) - required - optional
+                if unknown:
+                    raise Refusal(400, "BadRequest", f"{path} takes no field(s) {sorted(unknown)}")
+                missing = sorted(required - set(body))
+                if missing:
+                    raise Refusal(400, "BadRequest", f"{path} needs field(s) {missing}")
+                return await self._ddl(path, body)
+        except UnknownCatalogObject as e:  # a KeyError too: caught first
+            raise Refusal(404, "UnknownCollection", str(e)) from None
         except KeyError as e:
             raise Refusal(400, "BadRequest", f"missing field {e}") from None
+        except DdlError as e:
+            raise Refusal(400, e.type, e.message) from None
+        except (DuplicateCatalogName, HasDependents) as e:
+            raise Refusal(409, type(e).__name__, str(e)) from None
         except TidegateError as e:
             raise Refusal(400, type(e).__name__, str(e)) from None
         raise Refusal(404, "NotFound", f"no route {method} {path}")
+
+    async def _ddl(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        if path == "/create-table":
+            return await self.create_table(body["name"], body["columns"])
+        if path == "/create-index":
+            return await self.create_index(body["on"], body["keys"], body.get("name"))
+        if path == "/create-view":
+            return await self.create_view(
+                body["name"], body.get("plan"), body.get("from"), body.get("columns")
+            )
+        if path == "/drop":
+            return await self.drop(body["name"], body.get("cascade", False))
+        return await self.set_read_policy(body["name"], body["policy"])
+
+
+_DDL_FIELDS: dict[str, tuple[set[str], set[str]]] = {
+    "/create-table": ({"name", "columns"}, set()),
+    "/create-index": ({"on", "keys"}, {"name"}),
+    "/create-view": ({"name"}, {"plan", "from", "columns"}),
+    "/drop": ({"name"}, {"cascade"}),
+    "/read-policy": ({"name", "policy"}, set()),
+}
+"""Each DDL route's required and optional body fields (anything else is refused)."""
 
 
 def _kind(entry: Any) -> str:
     name = type(entry).__name__
     return {"TableEntry": "table", "IndexEntry": "index"}.get(name, "materialized-view")
+
+
+def _policy_json(policy: Any) -> dict[str, Any] | None:
+    return None if policy is None else policy_to_json(policy)
 
 
 def _rows_of(result: Any) -> list[tuple[Any, int]]:
