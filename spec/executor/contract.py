@@ -68,7 +68,12 @@ class Executor(Protocol):
         ...
 
     def step(self) -> list[ExportBatch]:
-        """Process all completed times; one batch per export whose contents or upper changed."""
+        """Process all completed times; one batch per export whose contents or upper changed.
+
+        Everything fed before the call is finished when it returns: a step with
+        no ``feed``, ``install``, ``allow_compaction`` or ``drop`` since the last
+        one returns ``[]`` (the replica core skips such steps).
+        """
         ...
 
     def allow_compaction(self, export_id: GlobalId, frontier: Antichain) -> None:

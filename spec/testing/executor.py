@@ -126,6 +126,12 @@ class _Checker:
         seen: set[GlobalId] = set()
         for b in batches:
             self.absorb(b, seen)
+        again = self.ex.step()
+        if again:
+            _fail(
+                f"a second step with nothing fed in between returned {len(again)} batch(es) "
+                f"(for {sorted({b.id for b in again})}): a step must finish what was fed before it"
+            )
         meet = min(self.input_uppers.values(), default=self.top)
         primary = max(meet, self.as_of)
         for eid, upper in self.uppers.items():
