@@ -1,21 +1,38 @@
 """Operator state held in Spark: key-indexed runs, merged like an LSM spine.
 
-A state is the sum of a short list of *runs* (:class:`Run`), each a
-consolidated Spark DataFrame. A step appends its change as a new run (a
-``LocalRelation`` built from Arrow: no job) at level 0; whenever the newest
-``fanout`` runs share a level they are merged into one run of the next level
-(a tiered spine), so every entry is rewritten O(log steps) times and at most
-``fanout * log(steps)`` runs exist. Off the step's critical path, one
-background thread materialises runs in order: each appended run is
-hash-partitioned by key and locally checkpointed (so reads scan cached rows
-rather than converting its Arrow data again, which measured 2-3x dearer), each
-merge is consolidated, partitioned and checkpointed. Until a run is
-materialised, reads use what it replaces.
+A state is the sum of a short list of *runs* (:class:`Run`), each holding
+consolidated entries. A step appends its change as a new run of level 0;
+whenever the newest ``fanout`` runs share a level they are merged into one run
+of the next level (a tiered spine), so every entry is rewritten O(log steps)
+times and at most ``fanout * log(steps)`` runs exist.
 
-A lookup is one Spark job with no shuffle: the runs' entries under the wanted
-keys (a broadcast semi-join, or the whole state when the keys are a large part
-of it) are fetched as Arrow and summed in the driver. Its cost follows the
-keys asked for, plus a scan of the cached runs.
+Level-0 runs are the spine's *write buffer*: they stay in the driver as the
+Arrow tables the step produced (at most ``fanout - 1`` changes, so the driver
+holds change-sized data, never the state), because putting each change into
+Spark on its own cost a job, a shuffle and a JVM row conversion per step that
+the next merge repeated anyway. When ``fanout`` of them exist they become one
+level-1 run: consolidated in Arrow (exactly, with checked int64 sums; tables
+with float columns are left to Spark, which groups -0.0 with 0.0 as Python
+does), then shipped to Spark and checkpointed by a background job (one thread,
+:data:`_MERGER`, off the step's critical path). Higher merges union
+materialised runs, hash-partition them by key and consolidate them: one
+shuffle, since the partitioning satisfies the grouping. Until a run is
+materialised, reads use what it replaces (its Arrow table, or its parts). A
+push waits when more than ``max_pending`` background jobs are outstanding, so
+the buffer stays bounded when Spark falls behind; a failed background job
+raises at the next read.
+
+:class:`SparkAccumulators` stores int64 (Spark long) columns only: sums are
+split into a 32-bit low half and a high part, fingerprints are merged with a
+modular fold written in long arithmetic (``decimal(38,0)`` sums cost about
+40% of the JVM's row conversions).
+
+A lookup is one Spark job with no shuffle over the materialised runs (coalesced
+to ``partitions`` tasks; the wanted keys as a broadcast semi-join unless they
+are a large part of the state), built and run on a fetch thread, plus the
+driver's buffered tables filtered in Arrow; the entries are summed in the
+driver. Its cost follows the keys asked for, plus a scan of the cached runs.
+Background jobs run in the scheduler pool :data:`BACKGROUND_POOL`.
 
 :class:`SparkArrangement` holds a multiset of rows indexed by key columns
 (the input of Distinct, Threshold, TopK, Reduce with recomputed aggregates,
@@ -28,7 +45,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from decimal import Decimal
+from concurrent.futures import wait as wait_for
 from enum import Enum
 from functools import reduce
 from typing import Any
@@ -43,39 +60,63 @@ from tidegate.spec.plan.schema import Schema
 
 from .arrow import COUNT, column_names, rows_from_table, table_from_counts
 from .fingerprint import PRIME
+from .phases import PHASES
 
-__all__ = ["Acc", "Run", "SparkAccumulators", "SparkArrangement", "Spine"]
+__all__ = [
+    "BACKGROUND_POOL",
+    "Acc",
+    "Run",
+    "SparkAccumulators",
+    "SparkArrangement",
+    "Spine",
+    "fold_mod_prime",
+    "mod_prime",
+    "sum_fits",
+]
 
-_DEC = "decimal(38,0)"
-_LOW = 2**31 - 1
+_M30 = 2**30 - 1
+_M32 = 2**32 - 1
+_INT64 = 2**63
 _FETCH_ALL = 2
 """Fetch the whole state (no semi-join: it costs a broadcast and a join) when
 ``_FETCH_ALL * keys`` reaches the estimated keys held (:attr:`Spine.key_bound`)."""
 
 
+BACKGROUND_POOL = "tidegate-background"
+"""The Spark scheduler pool of materialisations and merges."""
+
 _MERGER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tidegate-spine-merge")
-"""Runs every spine's merges in the background, one at a time, in submission order."""
+"""Runs every spine's materialisations and merges in the background, one at a time, in
+submission order (so a merge's parts are materialised before it starts)."""
 _FETCHER = ThreadPoolExecutor(max_workers=2, thread_name_prefix="tidegate-spine-fetch")
-"""Runs lookups started with :meth:`SparkAccumulators.lookup_start`."""
+"""Runs lookups started with :meth:`Spine.fetch_start`."""
 
 
 class Run:
-    """One run of a spine: an appended change (``frame``), or the merge of ``parts``.
+    """One run of a spine: entries in the driver (``local``), a Spark ``frame``, or the
+    merge of ``parts``.
 
-    Every run is materialised -- consolidated if a merge, key-partitioned and
-    locally checkpointed, so reads scan cached rows instead of converting the
-    appended Arrow data again -- by a background job (:data:`_MERGER`). Until
-    that is done, reads use the appended frame or the parts, so a step never
-    waits for it.
+    A run of level >= 1 is materialised -- consolidated and locally checkpointed
+    in Spark, hash-partitioned by key when Spark consolidated it -- by a
+    background job (:data:`_MERGER`).
+    Until that is done, reads use its ``local`` table or its parts, so a step
+    never waits for it.
     """
 
     def __init__(
-        self, frame: DataFrame | None, size: int, level: int, parts: tuple[Run, ...] = ()
+        self,
+        level: int,
+        size: int,
+        *,
+        local: pa.Table | None = None,
+        frame: DataFrame | None = None,
+        parts: tuple[Run, ...] = (),
     ) -> None:
-        self.frame = frame
-        self.size = size
-        """The entries held (exact once materialised, else the sum of the parts')."""
         self.level = level
+        self.size = size
+        """The entries held (an upper bound until materialised; then exact or estimated)."""
+        self.local = local
+        self.frame = frame
         self.parts = parts
         self.pending: Future[tuple[DataFrame, int]] | None = None
 
@@ -85,37 +126,62 @@ class Run:
             return None
         return p.result()
 
-    def frames(self) -> list[DataFrame]:
-        """The DataFrames whose union is this run (one, once materialised). Safe in any thread."""
+    def sources(self) -> tuple[list[DataFrame], list[pa.Table]]:
+        """The Spark frames and driver tables whose union is this run. Safe in any thread."""
         done = self._done()
         if done is not None:
-            return [done[0]]
+            return [done[0]], []
         if self.frame is not None:
-            return [self.frame]
-        return [f for r in self.parts for f in r.frames()]
+            return [self.frame], []
+        if self.local is not None:
+            return [], [self.local]
+        frames: list[DataFrame] = []
+        tables: list[pa.Table] = []
+        for r in self.parts:
+            f, t = r.sources()
+            frames += f
+            tables += t
+        return frames, tables
+
+    def frames(self) -> list[DataFrame]:
+        """The Spark frames of :meth:`sources` (one, once materialised)."""
+        return self.sources()[0]
 
     def settle(self) -> None:
-        """Adopt a finished materialisation and forget what it replaces (owner's thread only)."""
+        """Adopt a finished materialisation and forget what it replaces (owner's thread only);
+        a failed one raises its error here rather than leaving the run unmaterialised."""
+        p = self.pending
+        if p is not None and p.done() and not p.cancelled() and p.exception() is not None:
+            p.result()
         done = self._done()
         if done is not None:
             self.frame, self.size = done
-            self.parts, self.pending = (), None
+            self.parts, self.pending, self.local = (), None, None
 
 
 class Spine:
-    """The runs of one state (the base of both kinds of state), indexed by the key columns ``key_cols`` of schema ``key_schema``."""
+    """The runs of one state (the base of both kinds of state), indexed by the key columns
+    ``key_cols`` of schema ``key_schema``; ``value_cols`` are the stored non-key columns."""
 
     def __init__(
-        self, spark: SparkSession, key_schema: Schema, key_cols: Sequence[str], partitions: int
+        self,
+        spark: SparkSession,
+        key_schema: Schema,
+        key_cols: Sequence[str],
+        partitions: int,
     ) -> None:
         self.spark = spark
         self.key_schema = key_schema
         self.key_cols = list(key_cols)
         self.partitions = max(partitions, 1)
         self.fanout = 4
+        self.max_pending = 2
+        """Background jobs a spine may have outstanding; a push beyond it waits for the
+        oldest (so the driver's buffer stays change-sized when Spark falls behind)."""
         self.runs: list[Run] = []
+        self._outstanding: list[Future[tuple[DataFrame, int]]] = []
         self.jobs = 0
-        """Spark jobs run by lookups (merges run in the background)."""
+        """Spark jobs run by lookups (materialisations and merges run in the background)."""
 
     @property
     def levels(self) -> list[int]:
@@ -132,59 +198,171 @@ class Spine:
         """An upper bound of the entries held (the sum of the runs' sizes)."""
         return sum(r.size for r in self.runs)
 
-    def _fetch_frame(self, keys: Iterable[Row] | None) -> DataFrame | None:
-        """The plan reading every run's raw entries under ``keys`` (all for ``None``), as the
-        runs are now; ``None`` if nothing can match. Builds the plan only: no job."""
-        if not self.runs:
+    def keys_table(self, keys: Iterable[Row]) -> pa.Table | None:
+        """The key columns of ``keys`` as an Arrow table (for :meth:`fetch_start`), or
+        ``None`` (read every key) when a key does not fit its column's Arrow type -- e.g. an
+        int joined with a float column; callers filter with Python's equality anyway."""
+        try:
+            ktab = table_from_counts(self.key_schema, ((k, 0) for k in keys))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError, ValueError):
             return None
-        wanted = None if keys is None else set(keys)
-        if wanted is not None and not wanted:
-            return None
+        return ktab.drop_columns([COUNT]).rename_columns(self.key_cols)
+
+    def fetch_start(self, keys: pa.Table | None) -> Callable[[], list[pa.Table]]:
+        """Start reading every run's raw entries under the keys in table ``keys`` (columns
+        named like the key columns; all entries for ``None``), as the runs are now.
+
+        The Spark part (one job, none if nothing is materialised) runs in a background
+        thread; the driver's buffered tables are filtered when the result is called for.
+        Call the result to wait for the tables (Spark's first, then the driver's).
+        """
         for r in self.runs:
             r.settle()
-        state = reduce(DataFrame.unionByName, (f for r in self.runs for f in r.frames()))
-        if wanted is not None and self.key_cols and _FETCH_ALL * len(wanted) < self.key_bound:
-            ktab = table_from_counts(self.key_schema, ((k, 0) for k in wanted))
-            names = [f"k{j}" for j in range(len(self.key_cols))]
-            kdf = self.spark.createDataFrame(ktab.drop_columns([COUNT])).toDF(*names)
-            cond = [state[c].eqNullSafe(kdf[k]) for c, k in zip(self.key_cols, names, strict=True)]
-            state = state.join(F.broadcast(kdf), cond, "left_semi")
-        return state
+        frames: list[DataFrame] = []
+        tables: list[pa.Table] = []
+        for r in self.runs:
+            f, t = r.sources()
+            frames += f
+            tables += t
+        if keys is not None and keys.num_rows == 0:
+            return list
+        job: Future[pa.Table] | None = None
+        if frames:
+            spark_keys = max(r.size for r in self.runs if r.level > 0) if self.key_cols else 0
+            semi = (
+                keys is not None and bool(self.key_cols) and _FETCH_ALL * keys.num_rows < spark_keys
+            )
+            self.jobs += 1
+            # the plan is built on the fetch thread too: shipping the keys to Spark is not
+            # free, and the caller's own work overlaps it
+            job = _FETCHER.submit(self._fetch_job, frames, keys if semi else None)
 
-    def _fetch(self, keys: Iterable[Row] | None) -> pa.Table | None:
-        """The raw entries of every run under ``keys`` (one job); ``None`` if nothing can match."""
-        frame = self._fetch_frame(keys)
-        if frame is None:
-            return None
-        self.jobs += 1
-        table: pa.Table = frame.toArrow()
-        return table
+        def wait() -> list[pa.Table]:
+            out = [] if job is None else [job.result()]
+            return out + [self._filter(t, keys) for t in tables]
+
+        return wait
+
+    def _fetch_job(self, frames: list[DataFrame], keys: pa.Table | None) -> pa.Table:
+        """The entries of ``frames`` (all, or under ``keys`` by a broadcast semi-join) as
+        Arrow: one Spark job, coalesced to ``partitions`` tasks."""
+        with PHASES("bg.fetch"):
+            state = reduce(DataFrame.unionByName, frames)
+            if len(frames) > 1:
+                state = state.coalesce(self.partitions)
+            if keys is not None:
+                names = [f"k{j}" for j in range(len(self.key_cols))]
+                kdf = self.spark.createDataFrame(keys.select(self.key_cols)).toDF(*names)
+                cond = [
+                    state[c].eqNullSafe(kdf[k]) for c, k in zip(self.key_cols, names, strict=True)
+                ]
+                state = state.join(F.broadcast(kdf), cond, "left_semi")
+            table: pa.Table = state.toArrow()
+            return table
+
+    def _filter(self, table: pa.Table, keys: pa.Table | None) -> pa.Table:
+        """The entries of a buffered table under ``keys`` (all of them for a composite or
+        float key: the table is change-sized, and extra keys are harmless)."""
+        if keys is None or len(self.key_cols) != 1:
+            return table
+        col = self.key_cols[0]
+        if pa.types.is_floating(table.schema.field(col).type):
+            return table  # Arrow tells -0.0 from 0.0; the caller filters with Python's equality
+        try:
+            mask = pc.is_in(table.column(col), value_set=keys.column(col), skip_nulls=False)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+            return table
+        return table.filter(mask)
 
     def _push(self, table: pa.Table) -> None:
-        run = Run(self.spark.createDataFrame(table), table.num_rows, 0)
-        run.pending = _MERGER.submit(self._checkpoint, run.frames(), table.num_rows)
-        self.runs.append(run)
+        """Append ``table`` (consolidated entries) as a level-0 run held in the driver, then
+        merge runs as needed. No Spark work on the caller's thread."""
+        self.runs.append(Run(0, table.num_rows, local=table))
         fan = self.fanout
         while len(self.runs) >= fan and len({r.level for r in self.runs[-fan:]}) == 1:
             tail = tuple(self.runs[-fan:])
-            merged = Run(None, sum(r.size for r in tail), tail[-1].level + 1, tail)
-            merged.pending = _MERGER.submit(self._merge_runs, tail)
+            level = tail[-1].level + 1
+            if level == 1:
+                local = _concat([r.local for r in tail if r.local is not None])
+                with PHASES("spine.consolidate_buffer"):
+                    consolidated = self._consolidate_local(local)
+                if consolidated is not None:
+                    merged = Run(1, consolidated.num_rows, local=consolidated)
+                    merged.pending = self._background(self._ship, consolidated, None)
+                else:
+                    merged = Run(1, self._estimate(local), local=local)
+                    merged.pending = self._background(self._ship, local, merged.size)
+            else:
+                merged = Run(level, sum(r.size for r in tail), parts=tail)
+                merged.pending = self._background(self._merge_runs, tail)
             self.runs[-fan:] = [merged]
+            self._outstanding.append(merged.pending)
+        self._outstanding = [f for f in self._outstanding if not f.done()]
+        while len(self._outstanding) > self.max_pending:
+            with PHASES("spine.backpressure"):
+                wait_for([self._outstanding.pop(0)])  # its error, if any, is raised on reading
+
+    def _background(
+        self, fn: Callable[..., tuple[DataFrame, int]], *args: Any
+    ) -> Future[tuple[DataFrame, int]]:
+        """Run ``fn(*args)`` on :data:`_MERGER`, its Spark jobs in the scheduler pool
+        :data:`BACKGROUND_POOL` (under the FAIR scheduler a lookup then gets the next free
+        task slot instead of queueing behind a merge's tasks)."""
+        sc = self.spark.sparkContext
+
+        def run() -> tuple[DataFrame, int]:
+            sc.setLocalProperty("spark.scheduler.pool", BACKGROUND_POOL)
+            return fn(*args)
+
+        return _MERGER.submit(run)
+
+    def _estimate(self, table: pa.Table) -> int:
+        """The keys (entries for an arrangement) a consolidated ``table`` would hold, at most."""
+        cols = self.group_cols
+        if not cols:
+            return min(int(table.num_rows), 1)
+        return int(table.select(cols).group_by(cols, use_threads=False).aggregate([]).num_rows)
+
+    @property
+    def group_cols(self) -> list[str]:
+        """The columns entries are consolidated by."""
+        return self.key_cols
+
+    def _consolidate_local(self, table: pa.Table) -> pa.Table | None:
+        """``table``'s entries consolidated in Arrow, exactly, or ``None`` when that is not
+        sure to agree with Python's equality (float columns) or int64 arithmetic."""
+        raise NotImplementedError
+
+    def _ship(self, table: pa.Table, size: int | None) -> tuple[DataFrame, int]:
+        """Put a level-1 run into Spark and checkpoint it (in the background). ``size`` is
+        ``None`` when ``table`` is consolidated already: then it is checkpointed as shipped
+        (no shuffle); otherwise Spark partitions and consolidates it (one shuffle)."""
+        with PHASES("bg.materialise"):
+            df = self.spark.createDataFrame(table)
+            if size is None:
+                return df.localCheckpoint(eager=True), table.num_rows
+            return self._consolidate(df), size
 
     def _merge_runs(self, parts: tuple[Run, ...]) -> tuple[DataFrame, int]:
-        # in the background thread, after the parts' own jobs: reads their materialised frames
-        return self._checkpoint([f for r in parts for f in r.frames()], None)
+        # in the background thread, after the parts' own jobs (one thread, FIFO); a part
+        # whose job failed holds its entries only in the driver: its error is re-raised
+        # rather than merging without it
+        with PHASES("bg.merge"):
+            for r in parts:
+                if r.pending is not None and r.pending.exception() is not None:
+                    r.pending.result()
+            df = reduce(DataFrame.unionByName, [f for r in parts for f in r.frames()])
+            frame = self._consolidate(df)
+            return frame, frame.count()
 
-    def _checkpoint(self, frames: list[DataFrame], size: int | None) -> tuple[DataFrame, int]:
-        """The union of ``frames`` of known ``size`` (consolidated and counted if ``None``),
-        key-partitioned and locally checkpointed, with its size (run in the background)."""
-        df = reduce(DataFrame.unionByName, frames)
-        if size is None:
-            df = self._merge(df)
+    def _consolidate(self, df: DataFrame) -> DataFrame:
+        """``df`` hash-partitioned by key, consolidated and locally checkpointed: one shuffle
+        (the partitioning satisfies the grouping, so the aggregate adds none)."""
         if self.key_cols:
             df = df.repartition(self.partitions, *self.key_cols)
-        frame = df.localCheckpoint(eager=True)
-        return frame, frame.count() if size is None else size
+        else:
+            df = df.coalesce(1)
+        return self._merge(df).localCheckpoint(eager=True)
 
     def _merge(self, df: DataFrame) -> DataFrame:
         raise NotImplementedError
@@ -195,6 +373,7 @@ class Spine:
             if r.pending is not None:
                 r.pending.cancel()
         self.runs.clear()
+        self._outstanding.clear()
 
 
 class SparkArrangement(Spine):
@@ -208,23 +387,30 @@ class SparkArrangement(Spine):
         self.key = key
         self.cols = column_names(schema.arity)
 
+    @property
+    def group_cols(self) -> list[str]:
+        return self.cols
+
     def lookup(self, keys: Iterable[Row] | None = None) -> dict[Row, dict[Row, int]]:
         """The rows under each of ``keys`` (all rows for ``None``): ``key -> row -> count``.
 
-        Keys that hold nothing are absent. One Spark job, none if the state is empty.
+        Keys that hold nothing are absent. One Spark job, none if nothing is in Spark.
         """
-        table = self._fetch(keys)
-        if table is None:
-            return {}
+        wanted = None if keys is None else set(keys)
+        ktab = None if wanted is None else self.keys_table(wanted)
         out: dict[Row, dict[Row, int]] = {}
         key = self.key
-        for row, n in rows_from_table(table, self.schema.arity):
-            group = out.setdefault(tuple(row[i] for i in key), {})
-            c = group.get(row, 0) + n
-            if c:
-                group[row] = c
-            else:
-                del group[row]
+        for table in self.fetch_start(ktab)():
+            for row, n in rows_from_table(table, self.schema.arity):
+                k = tuple(row[i] for i in key)
+                if wanted is not None and k not in wanted:
+                    continue
+                group = out.setdefault(k, {})
+                c = group.get(row, 0) + n
+                if c:
+                    group[row] = c
+                else:
+                    del group[row]
         return {k: g for k, g in out.items() if g}
 
     def append(self, changes: Mapping[Row, int]) -> None:
@@ -232,6 +418,20 @@ class SparkArrangement(Spine):
         pairs = [(r, n) for r, n in changes.items() if n]
         if pairs:
             self._push(table_from_counts(self.schema, pairs))
+
+    def _consolidate_local(self, table: pa.Table) -> pa.Table | None:
+        if any(pa.types.is_floating(f.type) for f in table.schema):
+            return None
+        n = table.column(COUNT)
+        if not sum_fits(n, table.num_rows):
+            return None
+        if self.cols:
+            grouped = table.group_by(self.cols, use_threads=False).aggregate([(COUNT, "sum")])
+            grouped = grouped.select([*self.cols, f"{COUNT}_sum"])
+        else:
+            grouped = pa.table({f"{COUNT}_sum": pa.array([pc.sum(n).as_py() or 0], pa.int64())})
+        grouped = grouped.rename_columns([*self.cols, COUNT])
+        return grouped.filter(pc.not_equal(grouped.column(COUNT), 0))
 
     def _merge(self, df: DataFrame) -> DataFrame:
         agg = F.sum(COUNT).alias(COUNT)
@@ -243,15 +443,38 @@ class Acc(Enum):
     """The kind of one accumulator: how it is stored and summed."""
 
     COUNT = "count"  # int64, plain sum
-    SUM = "sum"  # decimal(38, 0): unchecked int64 sums cannot overflow it
+    SUM = "sum"  # an exact integer: int64 low 32 bits ("l", unsigned) + int64 high part ("h")
     FINGERPRINT = "fingerprint"  # int64 in [0, PRIME), summed modulo PRIME
+
+
+def fold_mod_prime(high: Any, low: Any) -> Any:
+    """``(high * 2**30 + low) mod PRIME`` for int64 arrays ``0 <= high, low < 2**62``, in
+    Arrow kernels (no Python loop)."""
+    a = mod_prime(high)
+    # a * 2**30 = a1 * 2**61 + a0 * 2**30 with a = a1 * 2**31 + a0, and 2**61 = 1 (mod PRIME)
+    a1 = pc.shift_right(a, 31)
+    a0 = pc.bit_wise_and(a, 2**31 - 1)
+    x = pc.add(pc.add(a1, pc.shift_left(a0, 30)), mod_prime(low))
+    return mod_prime(x)
+
+
+def mod_prime(x: Any) -> Any:
+    """``x mod PRIME`` for an int64 array ``0 <= x < 2**63``."""
+    y = pc.add(pc.shift_right(x, 61), pc.bit_wise_and(x, PRIME))
+    return pc.if_else(pc.greater_equal(y, PRIME), pc.subtract(y, PRIME), y)
+
+
+def _spark_mod_prime(x: Column) -> Column:
+    y = F.shiftright(x, 61) + x.bitwiseAND(F.lit(PRIME))
+    return F.when(y >= F.lit(PRIME), y - F.lit(PRIME)).otherwise(y)
 
 
 class SparkAccumulators(Spine):
     """Per-key vectors of additive integer accumulators of the given ``kinds``.
 
     The state of a key is the element-wise sum of its vectors over the runs
-    (fingerprints modulo :data:`~.fingerprint.PRIME`).
+    (fingerprints modulo :data:`~.fingerprint.PRIME`). Stored columns: ``v{j}``
+    for a count or fingerprint, ``v{j}l`` and ``v{j}h`` for a sum.
     """
 
     def __init__(
@@ -259,7 +482,9 @@ class SparkAccumulators(Spine):
     ) -> None:
         super().__init__(spark, key_schema, column_names(key_schema.arity), partitions)
         self.kinds = list(kinds)
-        self.values = [f"v{j}" for j in range(len(self.kinds))]
+        self.values: list[str] = []
+        for j, kind in enumerate(self.kinds):
+            self.values += [f"v{j}l", f"v{j}h"] if kind is Acc.SUM else [f"v{j}"]
 
     @property
     def width(self) -> int:
@@ -267,63 +492,200 @@ class SparkAccumulators(Spine):
 
     def lookup(self, keys: Iterable[Row]) -> dict[Row, list[int]]:
         """The summed vector of each of ``keys`` that has one (one Spark job, none if empty)."""
-        return self.lookup_start(keys)()
+        wanted = set(keys)
+        if not wanted:
+            return {}
+        found = self.lookup_start(self.keys_table(wanted))()
+        return {k: v for k, v in found.items() if k in wanted}
 
-    def lookup_start(self, keys: Iterable[Row]) -> Callable[[], dict[Row, list[int]]]:
-        """Start :meth:`lookup` of the state as it is now; call the result to wait for it.
+    def lookup_start(self, keys: pa.Table | None) -> Callable[[], dict[Row, list[int]]]:
+        """Start :meth:`lookup` of the keys in table ``keys`` (the key columns; every key for
+        ``None``) in the state as it is now; call the result to wait for it.
 
         The job runs in a background thread, so the caller can work meanwhile
-        (even :meth:`append`: the lookup reads the runs present when it started).
+        (even :meth:`push`: the lookup reads the runs present when it started).
+        The result may hold keys not asked for (from the driver's buffer).
         """
-        frame = self._fetch_frame(keys)
-        if frame is None:
-            return dict
-        self.jobs += 1
-        return _FETCHER.submit(lambda: self._sum_table(frame.toArrow())).result
+        wait = self.fetch_start(keys if self.key_cols else None)
+        return lambda: self._sum_tables(wait())
+
+    def sum_arrow(self, tables: list[pa.Table]) -> pa.Table | None:
+        """The fetched partial vectors summed per key as a table: the key columns, then
+        ``v{j}`` per kind holding the exact total as an int64 (fingerprints folded into
+        ``[0, PRIME)``); ``None`` if a total might not fit an int64 (use :meth:`sum_dict`)."""
+        tables = [t for t in tables if t.num_rows]
+        if not tables or not self.key_cols:
+            return None
+        with PHASES("reduce.sum_lookup"):
+            table = tables[0] if len(tables) == 1 else _concat(tables)
+            cols, sums = self._summands(table)
+            n = table.num_rows
+            if not all(sum_fits(cols[c], n + 1) for c in sums):
+                return None
+            g = pa.table(cols).group_by(self.key_cols, use_threads=False)
+            grouped = g.aggregate([(c, "sum") for c in sums])
+            out: list[Any] = [grouped.column(c) for c in self.key_cols]
+            try:
+                for j, kind in enumerate(self.kinds):
+                    if kind is Acc.FINGERPRINT:
+                        a, b = grouped.column(f"v{j}a_sum"), grouped.column(f"v{j}b_sum")
+                        out.append(fold_mod_prime(a, b))
+                    elif kind is Acc.SUM:
+                        hi = pc.multiply_checked(grouped.column(f"v{j}h_sum"), 2**32)
+                        out.append(pc.add_checked(hi, grouped.column(f"v{j}l_sum")))
+                    else:
+                        out.append(grouped.column(f"v{j}_sum"))
+            except pa.ArrowInvalid:  # an overflow
+                return None
+            names = [*self.key_cols, *(f"v{j}" for j in range(self.width))]
+            return pa.Table.from_arrays(out, names=names)
+
+    def sum_dict(self, tables: list[pa.Table]) -> dict[Row, list[int]]:
+        """The fetched partial vectors summed per key: ``key -> vector`` (Python integers)."""
+        return self._sum_tables(tables)
+
+    def _summands(self, table: pa.Table) -> tuple[dict[str, Any], list[str]]:
+        """The key columns and the columns to sum (fingerprints split into 30-bit halves)."""
+        cols: dict[str, Any] = {c: table.column(c) for c in self.key_cols}
+        sums: list[str] = []
+        for j, kind in enumerate(self.kinds):
+            if kind is Acc.FINGERPRINT:
+                col = table.column(f"v{j}")
+                cols[f"v{j}a"], cols[f"v{j}b"] = pc.shift_right(col, 30), pc.bit_wise_and(col, _M30)
+                sums += [f"v{j}a", f"v{j}b"]
+            elif kind is Acc.SUM:
+                cols[f"v{j}l"], cols[f"v{j}h"] = table.column(f"v{j}l"), table.column(f"v{j}h")
+                sums += [f"v{j}l", f"v{j}h"]
+            else:
+                cols[f"v{j}"] = table.column(f"v{j}")
+                sums.append(f"v{j}")
+        return cols, sums
+
+    def _sum_tables(self, tables: list[pa.Table]) -> dict[Row, list[int]]:
+        tables = [t for t in tables if t.num_rows]
+        if not tables:
+            return {}
+        with PHASES("reduce.sum_lookup"):
+            table = tables[0] if len(tables) == 1 else _concat(tables)
+            return self._sum_table(table)
 
     def _sum_table(self, table: pa.Table) -> dict[Row, list[int]]:
-        """Sum the runs' partial vectors per key with Arrow's grouped sums (fingerprints split
-        into 31-bit halves first, so no sum can overflow)."""
+        """Sum the runs' partial vectors per key with Arrow's grouped sums (exactly: each
+        summed column is checked to fit, else Python's integers do it)."""
         cols: dict[str, Any] = {c: table.column(c) for c in self.key_cols}
-        for v, kind in zip(self.values, self.kinds, strict=True):
-            col = table.column(v)
+        sums: list[str] = []
+        for j, kind in enumerate(self.kinds):
             if kind is Acc.FINGERPRINT:
-                col = col.cast(pa.int64())
-                cols[v + "h"] = pc.shift_right(col, 31)
-                cols[v + "l"] = pc.bit_wise_and(col, _LOW)
+                col = table.column(f"v{j}")
+                cols[f"v{j}a"] = pc.shift_right(col, 30)
+                cols[f"v{j}b"] = pc.bit_wise_and(col, _M30)
+                sums += [f"v{j}a", f"v{j}b"]
+            elif kind is Acc.SUM:
+                cols[f"v{j}l"], cols[f"v{j}h"] = table.column(f"v{j}l"), table.column(f"v{j}h")
+                sums += [f"v{j}l", f"v{j}h"]
             else:
-                cols[v] = col
-        sums = [n for n in cols if n not in self.key_cols]
+                cols[f"v{j}"] = table.column(f"v{j}")
+                sums.append(f"v{j}")
+        n = table.num_rows
+        if not all(sum_fits(cols[s], n) for s in sums):
+            return self._sum_rows(table)
         if self.key_cols:
             g = pa.table(cols).group_by(self.key_cols, use_threads=False)
-            grouped = g.aggregate([(n, "sum") for n in sums])
+            grouped = g.aggregate([(s, "sum") for s in sums])
         else:
-            grouped = pa.table({f"{n}_sum": [pc.sum(cols[n])] for n in sums})
-        kcols = [_ints(grouped.column(c)) for c in self.key_cols]
+            grouped = pa.table({f"{s}_sum": [pc.sum(cols[s])] for s in sums})
         vcols: list[list[int]] = []
-        for v, kind in zip(self.values, self.kinds, strict=True):
+        for j, kind in enumerate(self.kinds):
             if kind is Acc.FINGERPRINT:
-                hs = _ints(grouped.column(v + "h_sum"))
-                ls = _ints(grouped.column(v + "l_sum"))
-                vcols.append([((h << 31) + lo) % PRIME for h, lo in zip(hs, ls, strict=True)])
+                a, b = grouped.column(f"v{j}a_sum"), grouped.column(f"v{j}b_sum")
+                vcols.append(fold_mod_prime(a, b).to_pylist())
+            elif kind is Acc.SUM:
+                lo = grouped.column(f"v{j}l_sum").to_pylist()
+                hi = grouped.column(f"v{j}h_sum").to_pylist()
+                vcols.append([(h << 32) + x for h, x in zip(hi, lo, strict=True)])
             else:
-                vcols.append(_ints(grouped.column(v + "_sum")))
+                vcols.append(grouped.column(f"v{j}_sum").to_pylist())
+        kcols = [grouped.column(c).to_pylist() for c in self.key_cols]
+        keys = zip(*kcols, strict=True) if kcols else [()] * grouped.num_rows
         out: dict[Row, list[int]] = {}
-        for k, vec in zip(
-            zip(*kcols, strict=True) if kcols else [()] * grouped.num_rows,
-            zip(*vcols, strict=True),
-            strict=True,
-        ):
+        for k, vec in zip(keys, zip(*vcols, strict=True), strict=True):
             old = out.get(k)
             if old is None:
                 out[k] = list(vec)
             else:  # keys Arrow tells apart but Python does not (e.g. 0.0 and -0.0)
-                for j, x in enumerate(vec):
-                    old[j] += x
-                for j, kind in enumerate(self.kinds):
-                    if kind is Acc.FINGERPRINT:
-                        old[j] %= PRIME
+                self._add_into(old, vec)
         return out
+
+    def _sum_rows(self, table: pa.Table) -> dict[Row, list[int]]:
+        """:meth:`_sum_table` with Python integers (for partial sums too large for int64)."""
+        kcols = [table.column(c).to_pylist() for c in self.key_cols]
+        vcols: list[list[int]] = []
+        for j, kind in enumerate(self.kinds):
+            if kind is Acc.SUM:
+                lo = table.column(f"v{j}l").to_pylist()
+                hi = table.column(f"v{j}h").to_pylist()
+                vcols.append([(h << 32) + x for h, x in zip(hi, lo, strict=True)])
+            else:
+                vcols.append(table.column(f"v{j}").to_pylist())
+        keys = zip(*kcols, strict=True) if kcols else [()] * table.num_rows
+        out: dict[Row, list[int]] = {}
+        for k, vec in zip(keys, zip(*vcols, strict=True), strict=True):
+            old = out.get(k)
+            if old is None:
+                out[k] = list(vec)
+            else:
+                self._add_into(old, vec)
+        return out
+
+    def _add_into(self, acc: list[int], vec: Sequence[int]) -> None:
+        for j, x in enumerate(vec):
+            acc[j] += x
+        for j, kind in enumerate(self.kinds):
+            if kind is Acc.FINGERPRINT:
+                acc[j] %= PRIME
+
+    def _consolidate_local(self, table: pa.Table) -> pa.Table | None:
+        if any(pa.types.is_floating(table.schema.field(c).type) for c in self.key_cols):
+            return None
+        cols: dict[str, Any] = {c: table.column(c) for c in self.key_cols}
+        sums: list[str] = []
+        for j, kind in enumerate(self.kinds):
+            if kind is Acc.FINGERPRINT:
+                col = table.column(f"v{j}")
+                cols[f"v{j}a"], cols[f"v{j}b"] = pc.shift_right(col, 30), pc.bit_wise_and(col, _M30)
+                sums += [f"v{j}a", f"v{j}b"]
+            elif kind is Acc.SUM:
+                cols[f"v{j}l"], cols[f"v{j}h"] = table.column(f"v{j}l"), table.column(f"v{j}h")
+                sums += [f"v{j}l", f"v{j}h"]
+            else:
+                cols[f"v{j}"] = table.column(f"v{j}")
+                sums.append(f"v{j}")
+        n = table.num_rows
+        if not all(sum_fits(cols[c], n + 1) for c in sums):
+            return None
+        if self.key_cols:
+            grouped = pa.table(cols).group_by(self.key_cols, use_threads=False)
+            g = grouped.aggregate([(c, "sum") for c in sums])
+        else:
+            g = pa.table(
+                {f"{c}_sum": pa.array([pc.sum(cols[c]).as_py()], pa.int64()) for c in sums}
+            )
+        out: list[Any] = [g.column(c) for c in self.key_cols]
+        for j, kind in enumerate(self.kinds):
+            if kind is Acc.FINGERPRINT:
+                out.append(fold_mod_prime(g.column(f"v{j}a_sum"), g.column(f"v{j}b_sum")))
+            elif kind is Acc.SUM:
+                lo = g.column(f"v{j}l_sum")
+                out.append(pc.bit_wise_and(lo, _M32))
+                out.append(pc.add(g.column(f"v{j}h_sum"), pc.shift_right(lo, 32)))
+            else:
+                out.append(g.column(f"v{j}_sum"))
+        merged = pa.Table.from_arrays(out, names=[*self.key_cols, *self.values])
+        nonzero: Any = None
+        for v in self.values:
+            nz = pc.not_equal(merged.column(v), 0)
+            nonzero = nz if nonzero is None else pc.or_(nonzero, nz)
+        return merged if nonzero is None else merged.filter(nonzero)
 
     def append(self, deltas: Mapping[Row, list[int]]) -> None:
         """Add ``key -> vector`` deltas (all-zero vectors are skipped)."""
@@ -332,7 +694,7 @@ class SparkAccumulators(Spine):
             self.push(table)
 
     def push(self, table: pa.Table) -> None:
-        """Append a run made by :meth:`prepare`, then merge runs as needed."""
+        """Append a run made by :meth:`prepare` or :meth:`run_table`, then merge runs as needed."""
         self._push(table)
 
     def prepare(self, deltas: Mapping[Row, list[int]]) -> pa.Table | None:
@@ -344,35 +706,74 @@ class SparkAccumulators(Spine):
         cols: list[Any] = [ktab.column(c) for c in self.key_cols]
         for j, kind in enumerate(self.kinds):
             if kind is Acc.SUM:
-                cols.append(pa.array([Decimal(v[j]) for _, v in items], pa.decimal128(38, 0)))
+                cols.append(pa.array([v[j] & _M32 for _, v in items], pa.int64()))
+                cols.append(pa.array([v[j] >> 32 for _, v in items], pa.int64()))
+            elif kind is Acc.FINGERPRINT:
+                cols.append(pa.array([v[j] % PRIME for _, v in items], pa.int64()))
             else:
-                cols.append(
-                    pa.array(
-                        [v[j] % PRIME if kind is Acc.FINGERPRINT else v[j] for _, v in items],
-                        pa.int64(),
-                    )
-                )
+                cols.append(pa.array([v[j] for _, v in items], pa.int64()))
         return pa.Table.from_arrays(cols, names=[*self.key_cols, *self.values])
+
+    def run_table(self, keys: Sequence[Any], values: Sequence[Any]) -> pa.Table:
+        """The run of key columns ``keys`` and one array per kind: counts and sums as int64
+        (sums split here), fingerprints already in ``[0, PRIME)``. No Spark work."""
+        cols: list[Any] = list(keys)
+        nonzero: Any = None
+        for kind, v in zip(self.kinds, values, strict=True):
+            if kind is Acc.SUM:
+                cols += [pc.bit_wise_and(v, _M32), pc.shift_right(v, 32)]
+            else:
+                cols.append(v)
+            nz = pc.not_equal(v, 0)
+            nonzero = nz if nonzero is None else pc.or_(nonzero, nz)
+        table = pa.Table.from_arrays(cols, names=[*self.key_cols, *self.values])
+        return table if nonzero is None else table.filter(nonzero)
 
     def _merge(self, df: DataFrame) -> DataFrame:
         aggs: list[Column] = []
-        for v, kind in zip(self.values, self.kinds, strict=True):
+        for j, kind in enumerate(self.kinds):
             if kind is Acc.SUM:
-                aggs.append(F.sum(v).cast(_DEC).alias(v))
+                aggs += [F.sum(f"v{j}l").alias(f"v{j}l"), F.sum(f"v{j}h").alias(f"v{j}h")]
             elif kind is Acc.FINGERPRINT:
-                aggs.append(F.pmod(F.sum(F.col(v).cast(_DEC)), F.lit(PRIME)).cast("long").alias(v))
+                v = F.col(f"v{j}")
+                aggs.append(F.sum(F.shiftright(v, 30)).alias(f"v{j}a"))
+                aggs.append(F.sum(v.bitwiseAND(F.lit(_M30))).alias(f"v{j}b"))
             else:
-                aggs.append(F.sum(v).alias(v))
-        return df.groupBy(*self.key_cols).agg(*aggs) if self.key_cols else df.agg(*aggs)
+                aggs.append(F.sum(f"v{j}").alias(f"v{j}"))
+        grouped = df.groupBy(*self.key_cols).agg(*aggs) if self.key_cols else df.agg(*aggs)
+        out: list[Column] = [F.col(c) for c in self.key_cols]
+        for j, kind in enumerate(self.kinds):
+            if kind is Acc.SUM:
+                lo = F.col(f"v{j}l")
+                out.append(lo.bitwiseAND(F.lit(_M32)).alias(f"v{j}l"))
+                out.append((F.col(f"v{j}h") + F.shiftright(lo, 32)).alias(f"v{j}h"))
+            elif kind is Acc.FINGERPRINT:
+                a = _spark_mod_prime(F.col(f"v{j}a"))
+                x = (
+                    F.shiftright(a, 31)
+                    + F.shiftleft(a.bitwiseAND(F.lit(2**31 - 1)), 30)
+                    + _spark_mod_prime(F.col(f"v{j}b"))
+                )
+                out.append(_spark_mod_prime(x).alias(f"v{j}"))
+            else:
+                out.append(F.col(f"v{j}"))
+        merged = grouped.select(*out)
+        nonzero = reduce(lambda a, b: a | b, [F.col(v) != 0 for v in self.values])
+        return merged.where(nonzero)
 
 
-def _ints(col: pa.ChunkedArray) -> list[Any]:
-    """A column as Python values; decimals as ints (through int64 when they fit)."""
-    if pa.types.is_decimal(col.type):
-        try:
-            fast: list[Any] = col.cast(pa.int64()).to_pylist()
-            return fast
-        except (pa.ArrowInvalid, OverflowError):
-            return [None if v is None else int(v) for v in col.to_pylist()]
-    values: list[Any] = col.to_pylist()
-    return values
+def sum_fits(col: Any, n: int) -> bool:
+    """Whether every sum of at most ``n`` values of int64 array ``col`` fits an int64."""
+    mm = pc.min_max(col)
+    lo: int | None = mm["min"].as_py()
+    hi: int | None = mm["max"].as_py()
+    if lo is None or hi is None:
+        return True
+    return n * max(abs(lo), abs(hi)) < _INT64
+
+
+def _concat(tables: list[pa.Table]) -> pa.Table:
+    try:
+        return pa.concat_tables(tables)
+    except pa.ArrowInvalid:
+        return pa.concat_tables(tables, promote_options="permissive")

@@ -87,6 +87,7 @@ from .operators import (
     TopKNode,
     UnionNode,
 )
+from .phases import PHASES
 from .session import spark_session
 
 __all__ = ["SparkExecutor"]
@@ -378,6 +379,10 @@ class SparkExecutor:
 
     def step(self) -> list[ExportBatch]:
         """Process all completed times; one batch per export whose contents or upper changed."""
+        with PHASES("step"):
+            return self._step()
+
+    def _step(self) -> list[ExportBatch]:
         batches: list[ExportBatch] = []
         for df in list(self._dataflows.values()):
             batches.extend(self._step_dataflow(df))
@@ -412,17 +417,28 @@ class SparkExecutor:
             df.started = True
             first = df.as_of if live(df.as_of) else None
         for node in df.nodes:
-            node.run(first)
+            with PHASES("node." + type(node).__name__):
+                node.run(first)
         df.processed = meet
         new_upper = meet if meet is None or meet > df.as_of else df.as_of
         batches = []
         for eid, ex in df.exports.items():
-            ups = consolidate_changes(u for u in ex.node.out if self._emits(df, ex, u[1]))
-            es = consolidate_changes(e for e in ex.node.errs if self._emits(df, ex, e[1]))
+            with PHASES("export.consolidate"):
+                out = ex.node.out
+                if ex.node.consolidated:
+                    ups = (
+                        tuple(out)
+                        if self._emits_all(df, ex)
+                        else tuple(u for u in out if self._emits(df, ex, u[1]))
+                    )
+                else:
+                    ups = consolidate_changes(u for u in out if self._emits(df, ex, u[1]))
+                es = consolidate_changes(e for e in ex.node.errs if self._emits(df, ex, e[1]))
             if not ups and not es and ex.upper == new_upper:
                 continue
             if ex.mirror is not None:
-                ex.mirror.apply(ups, es)
+                with PHASES("mirror.apply"):
+                    ex.mirror.apply(ups, es)
             batches.append(
                 ExportBatch(eid, to_antichain(ex.upper), to_antichain(new_upper), ups, es)
             )
@@ -434,6 +450,14 @@ class SparkExecutor:
         for node in df.nodes:
             node.out, node.errs = [], []
         return batches
+
+    @staticmethod
+    def _emits_all(df: _Dataflow, ex: _Export) -> bool:
+        """Whether :meth:`_emits` holds at every time this step can hold (all of them are at
+        or after the as_of and before the processed frontier)."""
+        return ex.with_snapshot and (
+            ex.up_to is None or (df.processed is not None and df.processed <= ex.up_to)
+        )
 
     @staticmethod
     def _emits(df: _Dataflow, ex: _Export, t: int) -> bool:
@@ -459,7 +483,8 @@ class SparkExecutor:
             return
         ex.since = new
         if ex.mirror is not None:
-            ex.mirror.compact(new)
+            with PHASES("mirror.compact"):
+                ex.mirror.compact(new)
 
     def peek(
         self,

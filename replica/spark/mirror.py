@@ -46,36 +46,57 @@ class IndexMirror:
     def apply(self, updates: Iterable[Update], errors: Iterable[ErrorUpdate]) -> None:
         """Add consolidated updates and errors."""
         keyfn = self._keyfn
+        by_key = self.by_key
+        multi = self._multi
         for row, t, d in updates:
             k = keyfn(row)
-            rows = self.by_key.setdefault(k, {})
-            times = rows.setdefault(row, {})
-            _add(times, t, d)
+            rows = by_key.get(k)
+            if rows is None:
+                by_key[k] = {row: {t: d}}
+                continue
+            times = rows.get(row)
+            if times is None:
+                rows[row] = {t: d}
+                continue
+            n = times.get(t, 0) + d
+            if n:
+                times[t] = n
+            else:
+                times.pop(t, None)
             if len(times) > 1:
-                self._multi.add((k, row))
+                multi.add((k, row))
             elif not times:
                 del rows[row]
-                self._multi.discard((k, row))
+                multi.discard((k, row))
                 if not rows:
-                    del self.by_key[k]
+                    del by_key[k]
         for msg, t, d in errors:
-            times = self.errs.setdefault(msg, {})
-            _add(times, t, d)
-            if not times:
+            etimes = self.errs.setdefault(msg, {})
+            _add(etimes, t, d)
+            if not etimes:
                 del self.errs[msg]
 
     def compact(self, since: int) -> None:
         """Merge each row's times at or before ``since`` into ``since``; later accumulations unchanged."""
-        for k, row in list(self._multi):
-            rest = _compact_times(self.by_key[k][row], since)
-            if rest:
-                self.by_key[k][row] = rest
-            else:
-                del self.by_key[k][row]
-                if not self.by_key[k]:
-                    del self.by_key[k]
-            if len(rest) <= 1:
-                self._multi.discard((k, row))
+        by_key = self.by_key
+        keep: set[tuple[Row, Row]] = set()
+        for k, row in self._multi:
+            rows = by_key[k]
+            times = rows[row]
+            if max(times) <= since:  # the usual case: every time merges into one
+                total = sum(times.values())
+                if total:
+                    rows[row] = {since: total}
+                else:
+                    del rows[row]
+                    if not rows:
+                        del by_key[k]
+                continue
+            rest = _compact_times(times, since)
+            rows[row] = rest
+            if len(rest) > 1:
+                keep.add((k, row))
+        self._multi = keep
         for msg in list(self.errs):
             rest = _compact_times(self.errs[msg], since)
             if rest:
