@@ -35,13 +35,16 @@ def make_executor(
     *,
     spark_master: str = DEFAULT_SPARK_MASTER,
     workers: int | None = None,
+    index_memory_rows: int | None = None,
 ) -> Executor:
     """The executor named by ``kind``.
 
     ``"spark"``: a ``SparkExecutor`` on a session for ``spark_master``;
     ``workers`` sets the shuffle partitions and, with the default local
-    master, the local thread count (``local[workers]``). ``"python"``: the
-    single-threaded reference executor (``workers`` is ignored).
+    master, the local thread count (``local[workers]``); an index with more
+    than ``index_memory_rows`` rows (default: the executor's) keeps its history
+    in Spark. ``"python"``: the single-threaded reference executor (the other
+    options are ignored).
     """
     if kind == "python":
         from tidegate.spec.executor.python import PythonExecutor
@@ -54,7 +57,11 @@ def make_executor(
         if workers is not None and master == DEFAULT_SPARK_MASTER:
             master = f"local[{workers}]"
         session = spark_session(master, shuffle_partitions=workers)
-        executor: Executor = SparkExecutor(session)
+        executor: Executor = (
+            SparkExecutor(session)
+            if index_memory_rows is None
+            else SparkExecutor(session, index_memory_rows=index_memory_rows)
+        )
         return executor
     raise ValueError(f"unknown executor {kind!r} (python, spark)")
 

@@ -57,6 +57,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--executor", choices=("spark", "python"), default="spark")
     p.add_argument("--spark-master", default="local[2]", help="any Spark master URL")
     p.add_argument("--workers", type=int, default=None, help="Spark parallelism (partitions)")
+    p.add_argument(
+        "--index-memory-rows",
+        type=int,
+        default=None,
+        help="an index with more rows keeps its history in Spark, not the driver (default 250000)",
+    )
     p.add_argument("--metrics", help="HOST:PORT to serve Prometheus /metrics on (port 0: any)")
     p.add_argument("--token", default=os.environ.get("TIDEGATE_TOKEN"), help="shared bearer token")
     p.add_argument("--tls-cert", help="PEM certificate chain (enables TLS)")
@@ -165,7 +171,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         store = ShardStore.open(blob_url, consensus_url)
         executor = make_executor(
-            args.executor, spark_master=args.spark_master, workers=args.workers
+            args.executor,
+            spark_master=args.spark_master,
+            workers=args.workers,
+            index_memory_rows=args.index_memory_rows,
         )
     except Exception as e:
         log_event(log, "startup_failed", level=logging.CRITICAL, error=repr(e), exc_info=True)

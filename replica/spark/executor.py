@@ -5,8 +5,10 @@ Each installed dataflow compiles its lowered objects into a DAG of
 below the meet of the inputs' uppers and runs the DAG once over all of them:
 stateless operators transform the change as it passes, stateful ones look up
 the keys it touches in their Spark arrangements (one job each), replay it in
-time order, and append it to the arrangement. Index exports keep an in-driver
-:class:`~.mirror.IndexMirror` of their output, so peeks never start a Spark job.
+time order, and append it to the arrangement. Index exports keep their output
+in an :class:`~.index_output.IndexOutput`: in the driver while the index holds at
+most ``index_memory_rows`` rows (a peek is then never a Spark job), in Spark
+after (a peek is then one Spark job, and the driver holds no copy).
 
 Validation (dataflows, fed rows and frontiers, compaction, peeks) is the
 spec's, with the same typed errors as :class:`~tidegate.spec.executor.PythonExecutor`,
@@ -23,6 +25,7 @@ from pyspark.sql import SparkSession
 from tidegate.spec.errors import (
     CompactionRegression,
     DuplicateExport,
+    ExecutorError,
     InputFrontierRegression,
     InvalidImport,
     InvalidInputRow,
@@ -69,7 +72,8 @@ from tidegate.spec.protocol.responses import PeekResult
 from tidegate.spec.protocol.types import DataflowDescription, RowSetFinishing
 
 from .fingerprint import Fingerprinter
-from .mirror import IndexMirror
+from .index_history import SparkIndexHistory
+from .index_output import DEFAULT_INDEX_MEMORY_ROWS, IndexOutput
 from .operators import (
     AccumulatingReduceNode,
     ConstantNode,
@@ -99,7 +103,7 @@ class _Export:
     node: Node
     since: Frontier
     upper: Frontier
-    mirror: IndexMirror | None = None  # index exports only
+    output: IndexOutput | None = None  # index exports only
     arity: int = 0
     with_snapshot: bool = True
     up_to: Frontier = None
@@ -227,7 +231,8 @@ class SparkExecutor:
 
     ``spark`` is the session to use (by default :func:`.session.spark_session`
     on ``master``). ``check_rows`` validates every fed row against the
-    imported schema.
+    imported schema. An index with more than ``index_memory_rows`` distinct
+    rows keeps its history in Spark instead of the driver (``None``: never).
     """
 
     def __init__(
@@ -236,9 +241,17 @@ class SparkExecutor:
         *,
         master: str = "local[2]",
         check_rows: bool = True,
+        index_memory_rows: int | None = DEFAULT_INDEX_MEMORY_ROWS,
     ) -> None:
+        if index_memory_rows is not None and (
+            type(index_memory_rows) is not int or index_memory_rows < 0
+        ):
+            raise ExecutorError(
+                f"index_memory_rows must be an int >= 0 or None, got {index_memory_rows!r}"
+            )
         self.spark = spark if spark is not None else spark_session(master)
         self._check_rows = check_rows
+        self.index_memory_rows = index_memory_rows
         self._fingerprint = Fingerprinter()
         self._dataflows: dict[DataflowHandle, _Dataflow] = {}
         self._exports: dict[GlobalId, tuple[_Dataflow, _Export]] = {}
@@ -259,7 +272,7 @@ class SparkExecutor:
                 raise DuplicateExport(f"{eid} is already exported by an installed dataflow")
         for ix in desc.index_imports:
             found = self._exports.get(ix.id)
-            if found is None or found[1].mirror is None:
+            if found is None or found[1].output is None:
                 raise InvalidImport(f"index import {ix.id}: no such index is installed")
             if as_of is not None and not frontier_le(found[1].since, as_of):
                 raise InvalidImport(
@@ -292,7 +305,7 @@ class SparkExecutor:
                 compiler.by_id[ex.on_id],
                 as_of,
                 as_of,
-                IndexMirror(ex.key),
+                self._index_output(schemas[ex.on_id], ex.key),
                 arity=schemas[ex.on_id].arity,
             )
         for sk in desc.sink_exports:
@@ -311,10 +324,15 @@ class SparkExecutor:
             if inp.index_of is not None:
                 source = inp.index_of
                 source.importers.append((df, inp))
-                if df.processed is not None and source.mirror is not None:
-                    self._push(df, inp, source.mirror.updates(), source.mirror.error_updates())
+                if df.processed is not None and source.output is not None:
+                    self._push(df, inp, source.output.updates(), source.output.error_updates())
                 inp.upper = source.upper
         return handle
+
+    def _index_output(self, schema: Schema, key: tuple[int, ...]) -> IndexOutput:
+        return IndexOutput(
+            key, lambda: SparkIndexHistory(self.spark, schema, key), self.index_memory_rows
+        )
 
     def _push(
         self, df: _Dataflow, inp: _Input, updates: Iterable[Update], errors: Iterable[ErrorUpdate]
@@ -436,9 +454,9 @@ class SparkExecutor:
                 es = consolidate_changes(e for e in ex.node.errs if self._emits(df, ex, e[1]))
             if not ups and not es and ex.upper == new_upper:
                 continue
-            if ex.mirror is not None:
+            if ex.output is not None:
                 with PHASES("mirror.apply"):
-                    ex.mirror.apply(ups, es)
+                    ex.output.apply(ups, es)
             batches.append(
                 ExportBatch(eid, to_antichain(ex.upper), to_antichain(new_upper), ups, es)
             )
@@ -476,15 +494,17 @@ class SparkExecutor:
                 f"{export_id}: compaction to {frontier} is behind its since {to_antichain(ex.since)}"
             )
         if new is None:
+            if ex.output is not None:
+                ex.output.close()
             del df.exports[export_id]
             del self._exports[export_id]
             if not df.exports:
                 self.drop(df.handle)
             return
         ex.since = new
-        if ex.mirror is not None:
+        if ex.output is not None:
             with PHASES("mirror.compact"):
-                ex.mirror.compact(new)
+                ex.output.compact(new)
 
     def peek(
         self,
@@ -493,14 +513,14 @@ class SparkExecutor:
         finishing: RowSetFinishing | None = None,
         key_lookup: tuple[Row, ...] | None = None,
     ) -> PeekResult:
-        """The index's contents at ``time``, finished, from the in-driver mirror."""
+        """The index's contents at ``time``, finished (a Spark job if its history is in Spark)."""
         _, ex = self._export(index_id)
-        if ex.mirror is None:
+        if ex.output is None:
             raise UnknownExport(f"{index_id} is not an index")
         finishing = check_index_peek(
-            index_id, time, ex.since, ex.upper, ex.mirror.key, ex.arity, finishing, key_lookup
+            index_id, time, ex.since, ex.upper, ex.output.key, ex.arity, finishing, key_lookup
         )
-        rows, errors = ex.mirror.read(time, key_lookup)
+        rows, errors = ex.output.read(time, key_lookup)
         return peek_result(rows, errors, finishing)
 
     def drop(self, handle: DataflowHandle) -> None:
@@ -509,6 +529,8 @@ class SparkExecutor:
         del self._dataflows[handle]
         for eid, ex in df.exports.items():
             self._exports.pop(eid, None)
+            if ex.output is not None:
+                ex.output.close()
             for _, inp in ex.importers:
                 inp.index_of = None  # the importer's input stalls at its last upper
         for inp in df.inputs.values():
@@ -528,6 +550,13 @@ class SparkExecutor:
     def upper(self, export_id: GlobalId) -> Antichain:
         """The export's write frontier."""
         return to_antichain(self._export(export_id)[1].upper)
+
+    def index_in_spark(self, export_id: GlobalId) -> bool:
+        """Whether index ``export_id`` outgrew ``index_memory_rows`` and keeps its history in Spark."""
+        output = self._export(export_id)[1].output
+        if output is None:
+            raise UnknownExport(f"{export_id} is not an index")
+        return output.in_spark
 
     def handle_of(self, export_id: GlobalId) -> DataflowHandle:
         """The dataflow that exports ``export_id``."""

@@ -42,6 +42,8 @@ class IndexMirror:
         self.by_key: dict[Row, dict[Row, dict[int, int]]] = {}
         self.errs: dict[str, dict[int, int]] = {}
         self._multi: set[tuple[Row, Row]] = set()  # rows holding more than one time
+        self.rows = 0
+        """The distinct rows held (kept current: a free size for deciding where an index lives)."""
 
     def apply(self, updates: Iterable[Update], errors: Iterable[ErrorUpdate]) -> None:
         """Add consolidated updates and errors."""
@@ -53,10 +55,12 @@ class IndexMirror:
             rows = by_key.get(k)
             if rows is None:
                 by_key[k] = {row: {t: d}}
+                self.rows += 1
                 continue
             times = rows.get(row)
             if times is None:
                 rows[row] = {t: d}
+                self.rows += 1
                 continue
             n = times.get(t, 0) + d
             if n:
@@ -67,6 +71,7 @@ class IndexMirror:
                 multi.add((k, row))
             elif not times:
                 del rows[row]
+                self.rows -= 1
                 multi.discard((k, row))
                 if not rows:
                     del by_key[k]
@@ -89,6 +94,7 @@ class IndexMirror:
                     rows[row] = {since: total}
                 else:
                     del rows[row]
+                    self.rows -= 1
                     if not rows:
                         del by_key[k]
                 continue
@@ -118,7 +124,13 @@ class IndexMirror:
 
     def read(self, time: int, keys: Iterable[Row] | None) -> tuple[dict[Row, int], dict[str, int]]:
         """Rows and errors accumulated at ``time``, restricted to ``keys`` if given."""
-        groups = self.by_key.values() if keys is None else [self.by_key.get(k, {}) for k in keys]
+        groups = (
+            self.by_key.values()
+            if keys is None
+            else [
+                self.by_key.get(k, {}) for k in dict.fromkeys(keys)
+            ]  # a key asked twice counts once
+        )
         rows: dict[Row, int] = {}
         for group in groups:
             for r, ts in group.items():
@@ -131,4 +143,4 @@ class IndexMirror:
         return rows, errors
 
     def __len__(self) -> int:
-        return sum(len(rows) for rows in self.by_key.values())
+        return self.rows

@@ -18,3 +18,17 @@ class TestSparkExecutor(ExecutorContractTests):
 
     def make_executor(self) -> SparkExecutor:
         return SparkExecutor(self.spark)
+
+
+class TestSparkExecutorIndexesInSpark(ExecutorContractTests):
+    """The contract again with every index's history in Spark from its first row on
+    (``index_memory_rows=0``): each peek is a Spark job, so fewer examples."""
+
+    max_examples = 8
+
+    @pytest.fixture(autouse=True)
+    def _session(self, spark: SparkSession) -> None:
+        self.spark = spark
+
+    def make_executor(self) -> SparkExecutor:
+        return SparkExecutor(self.spark, index_memory_rows=0)

@@ -17,6 +17,7 @@ from tidegate.spec.errors import (
     ArityMismatch,
     CompactionRegression,
     DuplicateExport,
+    ExecutorError,
     InputFrontierRegression,
     InvalidImport,
     InvalidInputRow,
@@ -292,6 +293,44 @@ def test_index_import_reads_an_exported_index(spark: SparkSession) -> None:
         outs.append(_canon([ex.step()]))
         assert ex.peek(GlobalId.user(41), 3) == PeekRows((((1,), 1), ((2,), 1)))
     assert outs[0] == outs[1]
+
+
+def test_an_index_that_outgrows_memory_moves_to_spark_and_answers_the_same(
+    spark: SparkSession,
+) -> None:
+    """Past ``index_memory_rows`` rows an index's history moves to Spark (peeks become jobs);
+    answers, key lookups, compaction and a dataflow importing it stay as before."""
+    sx, px = SparkExecutor(spark, index_memory_rows=2), PythonExecutor()
+    plan = Reduce(GA, (0,), (Aggregate(AggFunc.COUNT),))
+    schema = Schema.of(("k", "int64"), ("count", "int64", False))
+    reader = DataflowDescription(
+        "reader",
+        index_imports=(IndexImport(IDX, OBJ, (0,)),),
+        objects_to_build=(BuildDesc(GlobalId.user(40), Get(OBJ, schema)),),
+        index_exports=(IndexExport(GlobalId.user(41), GlobalId.user(40), (0,)),),
+        as_of=Antichain([2]),
+    )
+    handles = {}
+    for ex in (sx, px):
+        h = handles[ex] = ex.install(dataflow(plan))
+        ex.feed(h, A, ups(0, ((1, 1), 1), ((2, 1), 1)), Antichain([1]))
+        ex.step()
+    assert not sx.index_in_spark(IDX)
+    for ex in (sx, px):
+        h = handles[ex]
+        ex.feed(h, A, ups(1, ((3, 1), 1), ((1, 5), 1)), Antichain([3]))
+        ex.step()
+        ex.allow_compaction(IDX, Antichain([2]))
+        ex.install(reader)
+        ex.feed(h, A, ups(3, ((2, 7), -1)), Antichain([5]))
+        ex.step()
+    assert sx.index_in_spark(IDX) and sx.index_in_spark(GlobalId.user(41))  # 3 rows each
+    for at in (2, 3, 4):
+        assert sx.peek(IDX, at) == px.peek(IDX, at)
+        assert sx.peek(IDX, at, None, ((1,), (9,))) == px.peek(IDX, at, None, ((1,), (9,)))
+        assert sx.peek(GlobalId.user(41), at) == px.peek(GlobalId.user(41), at)
+    with pytest.raises(ExecutorError):
+        SparkExecutor(spark, index_memory_rows=-1)
 
 
 def test_compaction_peeks_and_drop(spark: SparkSession) -> None:
