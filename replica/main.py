@@ -61,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--index-memory-rows",
         type=int,
         default=None,
-        help="an index with more rows keeps its history in Spark, not the driver (default 250000)",
+        help="an index with more rows keeps its history in Spark, not the driver (default 1000000)",
     )
     p.add_argument("--metrics", help="HOST:PORT to serve Prometheus /metrics on (port 0: any)")
     p.add_argument("--token", default=os.environ.get("TIDEGATE_TOKEN"), help="shared bearer token")

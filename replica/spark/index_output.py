@@ -22,7 +22,7 @@ from .mirror import IndexMirror
 
 __all__ = ["DEFAULT_INDEX_MEMORY_ROWS", "IndexOutput"]
 
-DEFAULT_INDEX_MEMORY_ROWS = 250_000
+DEFAULT_INDEX_MEMORY_ROWS = 1_000_000
 """Indexes with more distinct rows than this keep their history in Spark (see the module docstring)."""
 
 
