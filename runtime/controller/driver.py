@@ -170,6 +170,8 @@ class ControllerDriver:
         self._next_transient = 0
         self.commands_sent = 0
         self.responses = 0
+        self.appends_acknowledged = 0
+        """Client appends (``append``/``append_many`` calls) made durable; table ticks not counted."""
 
     # -- lifecycle --------------------------------------------------------------------------
     async def __aenter__(self) -> ControllerDriver:
@@ -289,6 +291,8 @@ class ControllerDriver:
             return
         waiter = self._appends.pop(e.ticket, None)
         if waiter is not None:
+            if e.error is None:
+                self.appends_acknowledged += 1
             waiter.value = e.error
             waiter.done.set()
 

@@ -161,6 +161,10 @@ class InstanceView:
         """The current length of the instance's command history."""
         return len(self._inst.history)
 
+    def history_reduced_count(self) -> int:
+        """The history's length right after its last reduction (0 before the first)."""
+        return self._inst.history.reduced_count
+
     def history(self) -> tuple[ComputeCommand, ...]:
         """The commands of the instance's history, as they stand (a new or rehydrated replica gets them reduced)."""
         return tuple(self._inst.history)

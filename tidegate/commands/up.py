@@ -3,7 +3,9 @@
 It opens an ``Environment`` on the data directory (embedded defaults: a file
 blob store and a SQLite consensus in ``DATA_DIR``, managed replica processes on
 local Spark), serves the control endpoint (:mod:`.control`) that ``tidegate
-status/peek/append`` talk to, and writes ``DATA_DIR/controller.json``. On
+status/peek/append`` talk to, and writes ``DATA_DIR/controller.json``. With
+``--metrics HOST:PORT`` it also serves the controller's Prometheus metrics
+(:mod:`tidegate.runtime.metrics`) on ``http://HOST:PORT/metrics``. On
 SIGINT or SIGTERM it closes the environment (which stops its replicas) and
 removes the file.
 """
@@ -11,6 +13,7 @@ removes the file.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import signal
 import sys
@@ -57,6 +60,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         metavar="HOST:PORT",
         help="where the control endpoint listens (default: loopback, a free port)",
     )
+    p.add_argument(
+        "--metrics",
+        type=_host_port,
+        default=None,
+        metavar="HOST:PORT",
+        help="serve the controller's Prometheus metrics on http://HOST:PORT/metrics (0: a free port)",
+    )
     p.set_defaults(func=run_up)
 
 
@@ -94,7 +104,19 @@ async def _up(args: argparse.Namespace) -> None:
         service = ControlService(env, orchestrator=orchestrator)
         token = new_token()
         host, port = args.listen_api
-        with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        metrics = None
+        if args.metrics is not None:
+            from tidegate.runtime.metrics import ControllerMetrics
+
+            metrics = ControllerMetrics(env)
+            m_host, m_port = metrics.serve(*args.metrics)
+            print(f"tidegate up: metrics on http://{m_host}:{m_port}/metrics", flush=True)
+        with (
+            contextlib.ExitStack() as serving,
+            anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals,
+        ):
+            if metrics is not None:
+                serving.callback(metrics.close)
             async with anyio.create_task_group() as tg:
                 address = await tg.start(
                     partial(serve_control, host=host, port=port), service.handle, token

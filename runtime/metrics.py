@@ -1,0 +1,293 @@
+"""The controller's Prometheus metrics: what an :class:`~tidegate.runtime.Environment` holds, at scrape time.
+
+:class:`ControllerMetrics` is a *custom collector* in a registry of its own
+(never the global one): nothing updates gauges in the background; every
+scrape reads the environment's current state and turns it into metric
+families. :meth:`ControllerMetrics.serve` exposes them on ``/metrics``::
+
+    async with Environment.open(data_dir) as env:
+        metrics = ControllerMetrics(env)
+        host, port = metrics.serve("127.0.0.1", 9464)
+        ...
+        metrics.close()
+
+Frontiers are in timestamp units (the environment's oracle: epoch
+milliseconds); a closed frontier (``[]``) reads ``+Inf``. Every family is
+named ``tidegate_controller_*``; ``describe()`` lists them (see the help texts).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from tidegate.spec.errors import TidegateError
+from tidegate.spec.frontier import Antichain
+from tidegate.spec.frontier.read_policy import (
+    LagWriteFrontier,
+    Multiple,
+    NoPolicy,
+    ReadPolicy,
+    StepBack,
+    ValidFrom,
+)
+
+if TYPE_CHECKING:
+    from .environment import Environment
+    from .sync import SyncEnvironment
+
+__all__ = ["REPLICA_STATUSES", "ControllerMetrics", "frontier_value", "lag_ms", "policy_kind"]
+
+REPLICA_STATUSES = ("connecting", "connected", "failed", "rehydrating", "dropped")
+"""The replica states of ``tidegate_controller_replica_status`` (the spec's, see ``ReplicaInfo``)."""
+
+_COLLECTION = ["name", "id", "kind"]
+_REPLICA = ["replica"]
+_READ_ATTEMPTS = 5
+
+
+def wall_ms() -> int:
+    """The wall clock in epoch milliseconds (the environment's timestamps)."""
+    return time.time_ns() // 1_000_000
+
+
+def frontier_value(f: Antichain) -> float:
+    """A frontier as one sample: its least element, ``+Inf`` when closed (``[]``)."""
+    return float("inf") if f.is_empty() else float(min(f.elements))
+
+
+def lag_ms(upper: Antichain, now_ms: int) -> int | None:
+    """How far ``upper`` trails the wall clock ``now_ms``, as ``tidegate status`` says; ``None`` if closed.
+
+    A collection complete up to ``now_ms`` (its upper is ``now_ms + 1``) lags by 0.
+    """
+    if upper.is_empty():
+        return None
+    return max(0, now_ms - (int(min(upper.elements)) - 1))
+
+
+def policy_kind(policy: ReadPolicy | None) -> str:
+    """The kind of a read policy, as ``tidegate status`` names it; ``default`` if none is set."""
+    if policy is None:
+        return "default"
+    kinds: dict[type[ReadPolicy], str] = {
+        LagWriteFrontier: "lag",
+        ValidFrom: "valid-from",
+        StepBack: "step-back",
+        NoPolicy: "none",
+        Multiple: "multiple",
+    }
+    return kinds.get(type(policy), type(policy).__name__)
+
+
+def _kind(entry: Any) -> str:
+    name = type(entry).__name__
+    return {"TableEntry": "table", "IndexEntry": "index"}.get(name, "materialized-view")
+
+
+class ControllerMetrics(Collector):
+    """The metrics of one environment, read at scrape time (see the module docstring).
+
+    ``env`` is an :class:`~tidegate.runtime.Environment` (or a
+    :class:`~tidegate.runtime.SyncEnvironment`); ``registry`` defaults to a
+    fresh :class:`CollectorRegistry`, in which this collector registers itself;
+    ``clock_ms`` is the wall clock of the lag figures.
+
+    **Thread safety.** ``collect()`` runs on whichever thread scrapes
+    (prometheus-client's HTTP server thread), while the environment mutates its
+    state on its event loop. It never calls into the loop (nothing async, no
+    locks the loop holds); it reads only what is safe to read from another
+    thread under the GIL:
+
+    * the catalog state (``env.state``): an immutable value, swapped whole;
+    * frontiers: immutable :class:`Antichain` objects the controller replaces
+      whole (a since and an upper read a moment apart may come from two steps
+      of the loop; each is a frontier the controller did hold);
+    * frozen snapshots (``ReplicaInfo``, the orchestrator's process status),
+      plain integers (history lengths, the driver's counters) and ``len`` of
+      containers (pending peeks, subscribes).
+
+    Building those snapshots iterates the controller's dicts in Python; if
+    the loop resizes one meanwhile, Python raises ``RuntimeError`` and the
+    scrape reads everything again (up to a few times). An object dropped
+    between listing and reading is left out of that scrape. Families are
+    built completely before any is returned, so one scrape never mixes two
+    reads.
+    """
+
+    def __init__(
+        self,
+        env: Environment | SyncEnvironment,
+        registry: CollectorRegistry | None = None,
+        *,
+        clock_ms: Callable[[], int] = wall_ms,
+    ) -> None:
+        from .sync import SyncEnvironment
+
+        self.env: Environment = env.env if isinstance(env, SyncEnvironment) else env
+        self.clock_ms = clock_ms
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.registry.register(self)
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+
+    # -- the collector protocol ----------------------------------------------------------------
+    def describe(self) -> Iterator[Metric]:
+        """The families :meth:`collect` yields, without samples (so registering reads nothing)."""
+        yield from self._families().values()
+
+    def collect(self) -> Iterator[Metric]:
+        """The environment's metrics as of now (safe from any thread; see the class docstring)."""
+        for attempt in range(_READ_ATTEMPTS):
+            try:
+                scrape = self._read()
+            except RuntimeError:  # a dict of the controller changed size while we read it
+                if attempt + 1 == _READ_ATTEMPTS:
+                    raise
+                continue
+            yield from scrape
+            return
+
+    # -- serving ---------------------------------------------------------------------------------
+    def serve(self, host: str = "127.0.0.1", port: int = 0) -> tuple[str, int]:
+        """Serve ``/metrics`` on ``host:port`` (0 picks a port) in a daemon thread; the bound address."""
+        if self._server is not None:
+            raise RuntimeError("ControllerMetrics is already serving; close() it first")
+        server, thread = start_http_server(port, addr=host, registry=self.registry)
+        self._server, self._thread = server, thread
+        bound = server.server_address
+        return str(bound[0]), int(bound[1])
+
+    def close(self) -> None:
+        """Stop serving (if serving); the collector stays usable for :func:`generate_latest`."""
+        server, self._server = self._server, None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            thread.join(timeout=5)
+
+    # -- reading ---------------------------------------------------------------------------------
+    @staticmethod
+    def _families() -> dict[str, GaugeMetricFamily | CounterMetricFamily]:
+        """Every family, empty, by its name without the ``tidegate_controller_`` prefix."""
+        out: dict[str, GaugeMetricFamily | CounterMetricFamily] = {}
+        for name, kind, doc, labels in _FAMILIES:
+            cls = GaugeMetricFamily if kind == "gauge" else CounterMetricFamily
+            out[name] = cls(f"tidegate_controller_{name}", doc, labels=labels)
+        return out
+
+    def _read(self) -> list[Metric]:
+        """One scrape: every family filled from the environment (may raise ``RuntimeError``)."""
+        f = self._families()
+        env = self.env
+        driver = env.driver
+        now = self.clock_ms()
+        state = env.state
+        for entry in state.entries():
+            try:
+                since, upper = env.frontiers(entry.id)
+            except (TidegateError, LookupError):  # dropped (or not yet created) meanwhile
+                continue
+            labels = [entry.name, str(entry.id), _kind(entry)]
+            f["collection_since"].add_metric(labels, frontier_value(since))
+            f["collection_upper"].add_metric(labels, frontier_value(upper))
+            lag = lag_ms(upper, now)
+            if lag is not None:
+                f["collection_lag_ms"].add_metric(labels, lag)
+            kind = policy_kind(state.read_policy(entry.id))
+            f["collection_read_policy"].add_metric([*labels, kind], 1)
+        for info in driver.replicas():
+            name = [info.replica]
+            f["replica_connected"].add_metric(name, 1 if info.connected else 0)
+            statuses: tuple[str, ...] = REPLICA_STATUSES
+            if info.status not in statuses:
+                statuses = (*statuses, info.status)
+            for s in statuses:
+                f["replica_status"].add_metric([*name, s], 1 if s == info.status else 0)
+            f["replica_epoch"].add_metric(name, info.epoch)
+            f["replica_refused_attempts"].add_metric(name, info.attempts)
+        orchestrator = env.orchestrator
+        if orchestrator is not None:
+            for replica, process in orchestrator.status().items():
+                f["replica_process_restarts"].add_metric([replica], process.restarts)
+                running = 1 if process.state == "running" else 0
+                f["replica_process_running"].add_metric([replica], running)
+        view = driver.ctl.instance(driver.instance)
+        f["pending_peeks"].add_metric([], len(view.pending_peeks()))
+        f["live_subscribes"].add_metric([], len(view.active_subscribes()))
+        f["command_history_length"].add_metric([], view.history_len())
+        f["command_history_reduced_length"].add_metric([], view.history_reduced_count())
+        f["commands_sent"].add_metric([], driver.commands_sent)
+        f["responses"].add_metric([], driver.responses)
+        f["table_appends_acknowledged"].add_metric([], driver.appends_acknowledged)
+        return list(f.values())
+
+
+_FAMILIES: tuple[tuple[str, str, str, list[str]], ...] = (
+    (
+        "collection_since",
+        "gauge",
+        "A collection's since: the least time it is readable at (epoch ms)",
+        _COLLECTION,
+    ),
+    (
+        "collection_upper",
+        "gauge",
+        "A collection's upper (write frontier): complete before it (epoch ms)",
+        _COLLECTION,
+    ),
+    (
+        "collection_lag_ms",
+        "gauge",
+        "How far a collection's upper trails the wall clock, in ms (open uppers only)",
+        _COLLECTION,
+    ),
+    (
+        "collection_read_policy",
+        "gauge",
+        "A collection's read policy kind (1 for the kind it has)",
+        [*_COLLECTION, "policy"],
+    ),
+    ("replica_connected", "gauge", "1 while the replica's connection is up", _REPLICA),
+    (
+        "replica_status",
+        "gauge",
+        "The replica's status (1 for the one it is in)",
+        [*_REPLICA, "status"],
+    ),
+    ("replica_epoch", "gauge", "The replica's connection epoch (+1 per reconnect)", _REPLICA),
+    (
+        "replica_refused_attempts",
+        "gauge",
+        "Connection attempts refused since the replica's current epoch began",
+        _REPLICA,
+    ),
+    (
+        "replica_process_restarts",
+        "counter",
+        "Restarts of a managed replica's process by the orchestrator",
+        _REPLICA,
+    ),
+    ("replica_process_running", "gauge", "1 while a managed replica's process runs", _REPLICA),
+    ("pending_peeks", "gauge", "Peeks the controller waits on", []),
+    ("live_subscribes", "gauge", "Subscribes whose stream is open", []),
+    ("command_history_length", "gauge", "Commands in the compute command history", []),
+    (
+        "command_history_reduced_length",
+        "gauge",
+        "The compute command history's length after its last reduction",
+        [],
+    ),
+    ("commands_sent", "counter", "Compute commands sent to replicas", []),
+    ("responses", "counter", "Compute responses received from replicas", []),
+    ("table_appends_acknowledged", "counter", "Client table appends made durable", []),
+)
+"""Every family: ``(name, gauge|counter, help, labels)``."""
