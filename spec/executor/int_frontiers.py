@@ -1,4 +1,4 @@
-"""Helpers shared by executors over int times: single-element frontiers and index peek checks.
+"""Helpers shared by executors over int times: frontiers, feed and index peek checks.
 
 Executors that only support totally ordered ``int`` times represent a frontier
 by its single element, or ``None`` for the empty frontier (the top).
@@ -10,14 +10,25 @@ import functools
 from collections.abc import Iterable
 from typing import Any, TypeAlias
 
-from ..errors import ArityMismatch, PeekNotReady, PeekOutOfRange, UnsupportedTimestamp
-from ..frontier import Antichain, Row
+from ..errors import (
+    ArityMismatch,
+    InputFrontierRegression,
+    InvalidInputRow,
+    PeekNotReady,
+    PeekOutOfRange,
+    PlanError,
+    UnsupportedTimestamp,
+    UpdateBeforeFrontier,
+)
+from ..frontier import Antichain, Row, Update
 from ..ids import GlobalId
 from ..plan.ordering import check_finishing
+from ..plan.schema import Schema, check_row, row_checker
 from ..protocol.types import RowSetFinishing
 
 __all__ = [
     "Frontier",
+    "check_feed",
     "check_index_peek",
     "consolidate_changes",
     "frontier_le",
@@ -48,6 +59,49 @@ def to_antichain(f: Frontier) -> Antichain:
 def frontier_le(a: Frontier, b: Frontier) -> bool:
     """Frontier ``a`` is not ahead of ``b`` (``None`` is the top)."""
     return b is None or (a is not None and a <= b)
+
+
+def check_feed(
+    input_id: GlobalId,
+    updates: Iterable[Update],
+    lower: Frontier,
+    upper: Antichain,
+    schema: Schema | None,
+    executor: str,
+) -> tuple[list[Update], Frontier]:
+    """Check a feed of source ``input_id`` (upper so far ``lower``): the updates as a list, the new upper.
+
+    The one statement of what an executor accepts from ``feed``: the new upper
+    an int frontier not behind ``lower`` [UnsupportedTimestamp,
+    InputFrontierRegression]; each update a ``(row, time, diff)`` tuple
+    [InvalidInputRow] at a non-negative int time [UnsupportedTimestamp] not
+    before ``lower`` [UpdateBeforeFrontier], with an int diff and, when
+    ``schema`` is given, a row of it [InvalidInputRow]. Nothing is changed.
+    """
+    new_upper = to_frontier(upper, f"upper of {input_id}", executor)
+    if not frontier_le(lower, new_upper):
+        raise InputFrontierRegression(f"{input_id}: upper {upper} is behind {to_antichain(lower)}")
+    batch = list(updates)
+    fast_ok = row_checker(schema) if schema is not None else None
+    for u in batch:
+        if type(u) is not tuple or len(u) != 3:
+            raise InvalidInputRow(f"{input_id}: {u!r} is not a (row, time, diff) update")
+        row, t, d = u
+        if type(t) is not int or t < 0:
+            raise UnsupportedTimestamp(f"{input_id}: update time {t!r} is not a non-negative int")
+        if lower is None or t < lower:
+            raise UpdateBeforeFrontier(
+                f"{input_id}: update at {t} but the upper was already {to_antichain(lower)}"
+            )
+        if type(d) is not int:
+            raise InvalidInputRow(f"{input_id}: diff {d!r} is not an int")
+        if fast_ok is not None and not fast_ok(row):
+            try:
+                check_row(row, schema or Schema(()), f"{input_id} row")
+            except PlanError as e:
+                raise InvalidInputRow(str(e)) from None
+            raise InvalidInputRow(f"{input_id}: invalid row {row!r}")
+    return batch, new_upper
 
 
 def consolidate_changes(

@@ -18,14 +18,9 @@ from dataclasses import dataclass, field
 from ..errors import (
     CompactionRegression,
     DuplicateExport,
-    InputFrontierRegression,
     InvalidImport,
-    InvalidInputRow,
     InvalidPlan,
-    PlanError,
     UnknownExport,
-    UnsupportedTimestamp,
-    UpdateBeforeFrontier,
 )
 from ..frontier import Antichain, Row, Update
 from ..ids import GlobalId
@@ -49,13 +44,14 @@ from ..plan.relation import (
     TopK,
     Union,
 )
-from ..plan.schema import Schema, check_row, row_checker
+from ..plan.schema import Schema
 from ..plan.typecheck import object_order, typecheck, validate_dataflow
 from ..protocol.responses import PeekResult
 from ..protocol.types import DataflowDescription, RowSetFinishing
 from .contract import DataflowHandle, ErrorUpdate, ExportBatch
 from .int_frontiers import (
     Frontier,
+    check_feed,
     check_index_peek,
     consolidate_changes,
     frontier_le,
@@ -404,35 +400,8 @@ class PythonExecutor:
         inp = df.inputs.get(input_id)
         if inp is None or inp.index_of is not None:
             raise UnknownExport(f"dataflow {handle} has no source import {input_id}")
-        new_upper = to_frontier(upper, f"upper of {input_id}", "PythonExecutor")
-        if not frontier_le(inp.upper, new_upper):
-            raise InputFrontierRegression(
-                f"{input_id}: upper {upper} is behind {to_antichain(inp.upper)}"
-            )
-        batch = list(updates)
-        lower = inp.upper
-        schema = inp.schema
-        fast_ok = row_checker(schema) if self._check_rows and schema is not None else None
-        for u in batch:
-            if type(u) is not tuple or len(u) != 3:
-                raise InvalidInputRow(f"{input_id}: {u!r} is not a (row, time, diff) update")
-            row, t, d = u
-            if type(t) is not int or t < 0:
-                raise UnsupportedTimestamp(
-                    f"{input_id}: update time {t!r} is not a non-negative int"
-                )
-            if lower is None or t < lower:
-                raise UpdateBeforeFrontier(
-                    f"{input_id}: update at {t} but the upper was already {to_antichain(lower)}"
-                )
-            if type(d) is not int:
-                raise InvalidInputRow(f"{input_id}: diff {d!r} is not an int")
-            if fast_ok is not None and not fast_ok(row):
-                try:
-                    check_row(row, schema or Schema(()), f"{input_id} row")
-                except PlanError as e:
-                    raise InvalidInputRow(str(e)) from None
-                raise InvalidInputRow(f"{input_id}: invalid row {row!r}")
+        schema = inp.schema if self._check_rows else None
+        batch, new_upper = check_feed(input_id, updates, inp.upper, upper, schema, "PythonExecutor")
         if df.as_of is not None:
             self._push(df, inp, (u for u in batch if u[2]), ())
         inp.upper = new_upper
