@@ -24,9 +24,7 @@ from pyspark.sql import SparkSession
 
 from tidegate.spec.errors import (
     CompactionRegression,
-    DuplicateExport,
     ExecutorError,
-    InvalidImport,
     InvalidPlan,
     UnknownExport,
 )
@@ -35,6 +33,7 @@ from tidegate.spec.executor.int_frontiers import (
     Frontier,
     check_feed,
     check_index_peek,
+    check_install,
     consolidate_changes,
     frontier_le,
     to_antichain,
@@ -63,7 +62,7 @@ from tidegate.spec.plan.relation import (
     Union,
 )
 from tidegate.spec.plan.schema import Schema
-from tidegate.spec.plan.typecheck import object_order, typecheck, validate_dataflow
+from tidegate.spec.plan.typecheck import object_order, typecheck
 from tidegate.spec.protocol.responses import PeekResult
 from tidegate.spec.protocol.types import DataflowDescription, RowSetFinishing
 
@@ -258,24 +257,10 @@ class SparkExecutor:
     def install(self, dataflow: DataflowDescription) -> DataflowHandle:
         """Validate and install ``dataflow`` (its ``as_of`` must be set)."""
         desc = dataflow
-        if desc.as_of is None:
-            raise InvalidPlan(f"dataflow {desc.debug_name!r} has no as_of")
-        as_of = to_frontier(desc.as_of, "as_of", "SparkExecutor")
-        until = to_frontier(desc.until, "until", "SparkExecutor")
-        schemas = validate_dataflow(desc)
-        for eid in desc.export_ids:
-            if eid in self._exports:
-                raise DuplicateExport(f"{eid} is already exported by an installed dataflow")
-        for ix in desc.index_imports:
-            found = self._exports.get(ix.id)
-            if found is None or found[1].output is None:
-                raise InvalidImport(f"index import {ix.id}: no such index is installed")
-            if as_of is not None and not frontier_le(found[1].since, as_of):
-                raise InvalidImport(
-                    f"index import {ix.id}: compacted to {found[1].since}, beyond as_of {as_of}"
-                )
-        for sk in desc.sink_exports:
-            to_frontier(sk.up_to, f"sink {sk.id} up_to", "SparkExecutor")
+        index_sinces = {
+            gid: ex.since for gid, (_df, ex) in self._exports.items() if ex.output is not None
+        }
+        as_of, until, schemas = check_install(desc, self._exports, index_sinces, "SparkExecutor")
         compiler = _Compiler(self.spark, self._fingerprint)
         inputs: dict[GlobalId, _Input] = {}
         for s in desc.source_imports:

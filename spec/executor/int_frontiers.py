@@ -1,4 +1,4 @@
-"""Helpers shared by executors over int times: frontiers, feed and index peek checks.
+"""Helpers shared by executors over int times: frontiers, install, feed and index peek checks.
 
 Executors that only support totally ordered ``int`` times represent a frontier
 by its single element, or ``None`` for the empty frontier (the top).
@@ -7,13 +7,16 @@ by its single element, or ``None`` for the empty frontier (the top).
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+from collections.abc import Container, Iterable, Mapping
 from typing import Any, TypeAlias
 
 from ..errors import (
     ArityMismatch,
+    DuplicateExport,
     InputFrontierRegression,
+    InvalidImport,
     InvalidInputRow,
+    InvalidPlan,
     PeekNotReady,
     PeekOutOfRange,
     PlanError,
@@ -24,12 +27,14 @@ from ..frontier import Antichain, Row, Update
 from ..ids import GlobalId
 from ..plan.ordering import check_finishing
 from ..plan.schema import Schema, check_row, row_checker
-from ..protocol.types import RowSetFinishing
+from ..plan.typecheck import validate_dataflow
+from ..protocol.types import DataflowDescription, RowSetFinishing
 
 __all__ = [
     "Frontier",
     "check_feed",
     "check_index_peek",
+    "check_install",
     "consolidate_changes",
     "frontier_le",
     "to_antichain",
@@ -59,6 +64,40 @@ def to_antichain(f: Frontier) -> Antichain:
 def frontier_le(a: Frontier, b: Frontier) -> bool:
     """Frontier ``a`` is not ahead of ``b`` (``None`` is the top)."""
     return b is None or (a is not None and a <= b)
+
+
+def check_install(
+    desc: DataflowDescription,
+    exported: Container[GlobalId],
+    index_sinces: Mapping[GlobalId, Frontier],
+    executor: str,
+) -> tuple[Frontier, Frontier, dict[GlobalId, Schema]]:
+    """Check ``desc`` before an executor installs it: its as_of, until and every schema.
+
+    ``exported`` holds the ids installed dataflows export, ``index_sinces`` the
+    since of each installed index. The as_of must be set [InvalidPlan], the
+    frontiers int ones [UnsupportedTimestamp], the plans valid (the spec's
+    plan errors), no export already exported [DuplicateExport], every index
+    import installed and not compacted past the as_of [InvalidImport].
+    Nothing is changed.
+    """
+    if desc.as_of is None:
+        raise InvalidPlan(f"dataflow {desc.debug_name!r} has no as_of")
+    as_of = to_frontier(desc.as_of, "as_of", executor)
+    until = to_frontier(desc.until, "until", executor)
+    schemas = validate_dataflow(desc)
+    for eid in desc.export_ids:
+        if eid in exported:
+            raise DuplicateExport(f"{eid} is already exported by an installed dataflow")
+    for ix in desc.index_imports:
+        if ix.id not in index_sinces:
+            raise InvalidImport(f"index import {ix.id}: no such index is installed")
+        since = index_sinces[ix.id]
+        if as_of is not None and not frontier_le(since, as_of):
+            raise InvalidImport(f"index import {ix.id}: compacted to {since}, beyond as_of {as_of}")
+    for sk in desc.sink_exports:
+        to_frontier(sk.up_to, f"sink {sk.id} up_to", executor)
+    return as_of, until, schemas
 
 
 def check_feed(

@@ -17,8 +17,6 @@ from dataclasses import dataclass, field
 
 from ..errors import (
     CompactionRegression,
-    DuplicateExport,
-    InvalidImport,
     InvalidPlan,
     UnknownExport,
 )
@@ -45,7 +43,7 @@ from ..plan.relation import (
     Union,
 )
 from ..plan.schema import Schema
-from ..plan.typecheck import object_order, typecheck, validate_dataflow
+from ..plan.typecheck import object_order, typecheck
 from ..protocol.responses import PeekResult
 from ..protocol.types import DataflowDescription, RowSetFinishing
 from .contract import DataflowHandle, ErrorUpdate, ExportBatch
@@ -53,6 +51,7 @@ from .int_frontiers import (
     Frontier,
     check_feed,
     check_index_peek,
+    check_install,
     consolidate_changes,
     frontier_le,
     to_antichain,
@@ -303,24 +302,10 @@ class PythonExecutor:
 
     def install(self, dataflow: DataflowDescription) -> DataflowHandle:
         desc = dataflow
-        if desc.as_of is None:
-            raise InvalidPlan(f"dataflow {desc.debug_name!r} has no as_of")
-        as_of = to_frontier(desc.as_of, "as_of", "PythonExecutor")
-        until = to_frontier(desc.until, "until", "PythonExecutor")
-        schemas = validate_dataflow(desc)
-        for eid in desc.export_ids:
-            if eid in self._exports:
-                raise DuplicateExport(f"{eid} is already exported by an installed dataflow")
-        for ix in desc.index_imports:
-            found = self._exports.get(ix.id)
-            if found is None or found[1].history is None:
-                raise InvalidImport(f"index import {ix.id}: no such index is installed")
-            if as_of is not None and not frontier_le(found[1].since, as_of):
-                raise InvalidImport(
-                    f"index import {ix.id}: compacted to {found[1].since}, beyond as_of {as_of}"
-                )
-        for sk in desc.sink_exports:
-            to_frontier(sk.up_to, f"sink {sk.id} up_to", "PythonExecutor")
+        index_sinces = {
+            gid: ex.since for gid, (_df, ex) in self._exports.items() if ex.history is not None
+        }
+        as_of, until, schemas = check_install(desc, self._exports, index_sinces, "PythonExecutor")
 
         handle = self._next_handle
         self._next_handle += 1
