@@ -13,7 +13,6 @@ rest) and leaves the catalog unchanged.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +20,7 @@ from typing import Any
 import anyio
 
 from tidegate.runtime.errors import DuplicateCatalogName, HasDependents, UnknownCatalogObject
+from tidegate.runtime.metrics import lag_ms, wall_ms
 from tidegate.spec.errors import InvalidId, TidegateError
 from tidegate.spec.frontier import Antichain
 from tidegate.spec.ids import GlobalId
@@ -53,17 +53,6 @@ class CollectionInfo:
 
 def frontier_json(f: Antichain) -> list[Any]:
     return list(f.elements)
-
-
-def lag_ms(upper: Antichain, now_ms: int) -> int | None:
-    """How far the upper trails the wall clock (timestamps are epoch ms); ``None`` if closed."""
-    if upper.is_empty():
-        return None
-    return max(0, now_ms - (int(min(upper.elements)) - 1))
-
-
-def wall_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class ControlService:
