@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import threading
+import time
 from pathlib import Path
 
 from tidegate.spec.errors import ConsensusError
@@ -43,14 +44,42 @@ class SqliteConsensus:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
+        if synchronous not in ("FULL", "NORMAL", "EXTRA"):
+            raise ValueError(f"synchronous must be FULL, NORMAL or EXTRA, got {synchronous!r}")
         self._conn = sqlite3.connect(
             self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
         )
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        if synchronous not in ("FULL", "NORMAL", "EXTRA"):
-            raise ValueError(f"synchronous must be FULL, NORMAL or EXTRA, got {synchronous!r}")
-        self._conn.execute(f"PRAGMA synchronous={synchronous}")
-        self._conn.execute(_SCHEMA)
+        try:
+            self._set_up(synchronous, busy_timeout_s)
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def _set_up(self, synchronous: str, busy_timeout_s: float) -> None:
+        """WAL mode, sync level and the table, retried while another process does the same.
+
+        Several processes opening a new file at once (a controller and its
+        replicas starting together) race to switch it to WAL; SQLite answers
+        the losers "database is locked" at once, without waiting out the busy
+        timeout, so the setup is retried (with backoff) for up to that timeout.
+        """
+        deadline = time.monotonic() + busy_timeout_s
+        pause = 0.005
+        while True:
+            try:
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                self._conn.execute(f"PRAGMA synchronous={synchronous}")
+                self._conn.execute(_SCHEMA)
+                return
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) and "busy" not in str(e):
+                    raise
+                if time.monotonic() + pause > deadline:
+                    raise ConsensusError(
+                        f"{self.path}: still locked by another process after {busy_timeout_s} s: {e}"
+                    ) from e
+                time.sleep(pause)
+                pause = min(pause * 2, 0.2)
 
     def close(self) -> None:
         with self._lock:
