@@ -75,9 +75,7 @@ class SqliteConsensus:
                 if "locked" not in str(e) and "busy" not in str(e):
                     raise
                 if time.monotonic() + pause > deadline:
-                    raise ConsensusError(
-                        f"{self.path}: still locked by another process after {busy_timeout_s} s: {e}"
-                    ) from e
+                    raise  # locked for the whole busy timeout, as any other statement would be
                 time.sleep(pause)
                 pause = min(pause * 2, 0.2)
 
