@@ -647,19 +647,7 @@ class SparkAccumulators(Spine):
     def _consolidate_local(self, table: pa.Table) -> pa.Table | None:
         if any(pa.types.is_floating(table.schema.field(c).type) for c in self.key_cols):
             return None
-        cols: dict[str, Any] = {c: table.column(c) for c in self.key_cols}
-        sums: list[str] = []
-        for j, kind in enumerate(self.kinds):
-            if kind is Acc.FINGERPRINT:
-                col = table.column(f"v{j}")
-                cols[f"v{j}a"], cols[f"v{j}b"] = pc.shift_right(col, 30), pc.bit_wise_and(col, _M30)
-                sums += [f"v{j}a", f"v{j}b"]
-            elif kind is Acc.SUM:
-                cols[f"v{j}l"], cols[f"v{j}h"] = table.column(f"v{j}l"), table.column(f"v{j}h")
-                sums += [f"v{j}l", f"v{j}h"]
-            else:
-                cols[f"v{j}"] = table.column(f"v{j}")
-                sums.append(f"v{j}")
+        cols, sums = self._summands(table)
         n = table.num_rows
         if not all(sum_fits(cols[c], n + 1) for c in sums):
             return None

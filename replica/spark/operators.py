@@ -28,10 +28,10 @@ import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 
 from tidegate.spec.errors import EvaluationError
-from tidegate.spec.executor.operators import key_function
+from tidegate.spec.executor.operators import equivalence_check, key_function
 from tidegate.spec.frontier import Row
 from tidegate.spec.plan.aggregates import aggregate
-from tidegate.spec.plan.ordering import select_range, sort_rows
+from tidegate.spec.plan.ordering import top_range
 from tidegate.spec.plan.relation import AggFunc, Aggregate, TopK
 from tidegate.spec.plan.scalar import ScalarExpr
 from tidegate.spec.plan.scalar_eval import compile_scalar
@@ -223,27 +223,12 @@ class UnionNode(Node):
         self.out, self.errs = out, self._input_errs()
 
 
-def _class_check(classes: list[tuple[int, ...]]) -> Callable[[Row], bool]:
-    def ok(row: Row) -> bool:
-        for cls in classes:
-            first = row[cls[0]]
-            if first is None:
-                return False
-            for i in cls[1:]:
-                v = row[i]
-                if v is None or v != first:
-                    return False
-        return True
-
-    return ok
-
-
 class FilterClassesNode(Node):
     """The equivalence check of a one-input join."""
 
     def __init__(self, inp: Node, classes: list[tuple[int, ...]]) -> None:
         super().__init__([inp])
-        self.check = _class_check(classes)
+        self.check = equivalence_check(classes)
 
     def run(self, first_time: int | None) -> None:
         check = self.check
@@ -334,7 +319,7 @@ class TopKNode(_GroupedNode):
 
     def group_output(self, key: Row, rows: dict[Row, int]) -> dict[Row, int]:
         p = self.plan
-        return dict(select_range(sort_rows(rows.items(), p.order_by), p.offset, p.limit))
+        return dict(top_range(rows.items(), p.order_by, p.offset, p.limit))
 
 
 class JoinNode(StatefulNode):
@@ -361,7 +346,7 @@ class JoinNode(StatefulNode):
             SparkArrangement(spark, schemas[1], keys[1]),
         )
         self.arrangements = self.arrs
-        self.check = _class_check(classes)
+        self.check = equivalence_check(classes)
 
     def _delta(self, side: int) -> dict[Row, dict[int, dict[Row, int]]]:
         keyfn = self.keyfns[side]

@@ -44,6 +44,7 @@ __all__ = [
     "TopKNode",
     "UnionNode",
     "consolidate_pairs_fast",
+    "equivalence_check",
     "key_function",
 ]
 
@@ -210,7 +211,9 @@ class UnionNode(Node):
         self.out, self.errs = out, self._input_errs()
 
 
-def _class_check(classes: list[tuple[int, ...]]) -> Callable[[Row], bool]:
+def equivalence_check(classes: list[tuple[int, ...]]) -> Callable[[Row], bool]:
+    """Whether a row's columns agree within each class of positions (NULL never agrees)."""
+
     def ok(row: Row) -> bool:
         for cls in classes:
             first = row[cls[0]]
@@ -246,7 +249,7 @@ class JoinNode(Node):
         self.lkey, self.rkey = lkey, rkey
         self.larr: dict[Row, dict[Row, int]] = {}
         self.rarr: dict[Row, dict[Row, int]] = {}
-        self.check = _class_check(classes)
+        self.check = equivalence_check(classes)
 
     @staticmethod
     def _arrange(changes: Changes, key: tuple[int, ...]) -> dict[Row, dict[Row, int]]:
@@ -303,7 +306,7 @@ class FilterClassesNode(Node):
 
     def __init__(self, inp: Node, classes: list[tuple[int, ...]]) -> None:
         super().__init__([inp])
-        self.check = _class_check(classes)
+        self.check = equivalence_check(classes)
 
     def run(self, t: int) -> None:
         check = self.check
