@@ -8,8 +8,7 @@ from __future__ import annotations
 import io
 import json
 import os
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +32,8 @@ from tidegate.commands.ddl import (
 )
 from tidegate.commands.service import ControlService
 from tidegate.dsl import Schema, col, count, sum_, table
-from tidegate.replica.service import ReplicaService
+from tidegate.replica.testing import in_process_replica as replica
 from tidegate.runtime import Environment
-from tidegate.runtime.storage.store import ShardStore
-from tidegate.runtime.storage.urls import default_urls
-from tidegate.runtime.transport.grpc_server import ReplicaServer
 from tidegate.spec.errors import TidegateError
 from tidegate.spec.frontier import Antichain
 from tidegate.spec.frontier.read_policy import (
@@ -441,22 +437,6 @@ def test_each_command_sends_its_request(
 
 
 # -- the service against a real environment ------------------------------------------------------
-
-
-@contextmanager
-def replica(data_dir: Path) -> Iterator[str]:
-    """An in-process python-executor replica over ``data_dir``'s shard store; yields its address."""
-    from tidegate.spec.executor.python import PythonExecutor
-
-    store = ShardStore.open(*default_urls(data_dir))
-    service = ReplicaService(PythonExecutor(), store, tick_s=0.01).start()
-    server = ReplicaServer(service).start()
-    try:
-        yield server.address
-    finally:
-        server.stop(0)
-        service.stop()
-        store.close()
 
 
 def with_service(

@@ -13,8 +13,7 @@ import subprocess
 import sys
 import threading
 import urllib.request
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -24,12 +23,9 @@ from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tidegate.dsl import Schema, col
-from tidegate.replica.service import ReplicaService
+from tidegate.replica.testing import in_process_replica as replica
 from tidegate.runtime import Environment
 from tidegate.runtime.metrics import ControllerMetrics, frontier_value, lag_ms, policy_kind
-from tidegate.runtime.storage.store import ShardStore
-from tidegate.runtime.storage.urls import default_urls
-from tidegate.runtime.transport.grpc_server import ReplicaServer
 from tidegate.spec.frontier import Antichain
 from tidegate.spec.frontier.read_policy import (
     LagWriteFrontier,
@@ -45,22 +41,6 @@ T = Schema.of(("id", "int64", False), ("amount", "int64"))
 NOW_MS = 4_000_000_000_000  # a fixed wall clock, after every timestamp the oracle hands out
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
-
-
-@contextmanager
-def replica(data_dir: Path) -> Iterator[str]:
-    """An in-process replica over ``data_dir``'s shard store; yields its address."""
-    from tidegate.spec.executor.python import PythonExecutor
-
-    store = ShardStore.open(*default_urls(data_dir))
-    service = ReplicaService(PythonExecutor(), store, tick_s=0.01).start()
-    server = ReplicaServer(service).start()
-    try:
-        yield server.address
-    finally:
-        server.stop(0)
-        service.stop()
-        store.close()
 
 
 def samples(text: str | bytes) -> Samples:

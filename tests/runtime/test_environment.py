@@ -7,8 +7,7 @@ directory; answers are checked against the reference evaluator.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,12 +15,9 @@ import anyio
 import pytest
 
 from tidegate.dsl import Schema, col, count, table
-from tidegate.replica.service import ReplicaService
+from tidegate.replica.testing import in_process_replica as replica
 from tidegate.runtime import Environment, SyncEnvironment
 from tidegate.runtime.errors import DuplicateCatalogName, HasDependents, UnknownCatalogObject
-from tidegate.runtime.storage.store import ShardStore
-from tidegate.runtime.storage.urls import default_urls
-from tidegate.runtime.transport.grpc_server import ReplicaServer
 from tidegate.spec.errors import ArityMismatch, ReadBeyondUpper, SinceViolation, TypeMismatch
 from tidegate.spec.frontier import Antichain, Row, Update
 from tidegate.spec.frontier.read_policy import LagWriteFrontier
@@ -33,26 +29,6 @@ pytestmark = pytest.mark.timeout(180)
 
 BACKENDS = ["asyncio", "trio"]
 ORDERS = Schema.of(("id", "int64", False), ("customer", "string", False), ("amount", "int64"))
-
-
-@contextmanager
-def replica(data_dir: Path) -> Iterator[str]:
-    """An in-process replica over ``data_dir``'s shard store; yields its address."""
-    store = ShardStore.open(*default_urls(data_dir))
-    service = ReplicaService(_python_executor(), store, tick_s=0.01).start()
-    server = ReplicaServer(service).start()
-    try:
-        yield server.address
-    finally:
-        server.stop(0)
-        service.stop()
-        store.close()
-
-
-def _python_executor() -> Any:
-    from tidegate.spec.executor.python import PythonExecutor
-
-    return PythonExecutor()
 
 
 def reference(plan: Plan, inputs: dict[GlobalId, list[Update]], at: int) -> list[tuple[Row, int]]:

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import sys
 import textwrap
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ import anyio
 import pytest
 
 from tidegate.dsl import Schema
-from tidegate.replica.service import ReplicaService
+from tidegate.replica.testing import in_process_replica as replica
 from tidegate.runtime import Environment, ReplicaSpec, SyncEnvironment
 from tidegate.runtime.catalog import (
     AlterReplica,
@@ -33,9 +32,6 @@ from tidegate.runtime.controller import DriverNotRunning, ReplicasNotConnected
 from tidegate.runtime.environment import replica_ops
 from tidegate.runtime.errors import ReplicaStartFailed
 from tidegate.runtime.orchestrator import Orchestrator
-from tidegate.runtime.storage.store import ShardStore
-from tidegate.runtime.storage.urls import default_urls
-from tidegate.runtime.transport.grpc_server import ReplicaServer
 from tidegate.spec.errors import ReplicaMissing
 
 pytestmark = pytest.mark.timeout(120)
@@ -86,22 +82,6 @@ def stand_in_orchestrator(tmp_path: Path, peers: int) -> Orchestrator:
         backoff_initial_s=30,  # a failed start is not retried within a test
         stop_grace_s=5,
     )
-
-
-@contextmanager
-def replica(data_dir: Path, **server: Any) -> Iterator[str]:
-    """An in-process replica over ``data_dir``'s shard store; yields its address."""
-    from tidegate.spec.executor.python import PythonExecutor
-
-    store = ShardStore.open(*default_urls(data_dir))
-    service = ReplicaService(PythonExecutor(), store, tick_s=0.01).start()
-    srv = ReplicaServer(service, **server).start()
-    try:
-        yield srv.address
-    finally:
-        srv.stop(0)
-        service.stop()
-        store.close()
 
 
 def run(backend: str, main: Callable[[], Any]) -> None:
