@@ -242,16 +242,18 @@ class ControlService:
             raise Refusal(400, "BadRequest", f"cascade must be true or false, got {cascade!r}")
         c = self.resolve(name)
         before = {x.id: x for x in self.collections()}
-        dependents = self.env.state.dependents(c.id)
-        if dependents and not cascade:
-            names = ", ".join(f"{before[d].name} ({d})" for d in dependents)
+        try:
+            gone = await self.env.drop(c.id, cascade=cascade)
+        except HasDependents as e:  # the catalog's refusal, told in the CLI's words
+            names = ", ".join(
+                f"{before[d].name} ({d})" if d in before else str(d) for d in e.dependents
+            )
             raise Refusal(
                 409,
                 "HasDependents",
                 f"cannot drop {c.name} ({c.id}): {names} read(s) it; "
                 "drop those first or drop with cascade",
-            )
-        gone = await self.env.drop(c.id, cascade=cascade)
+            ) from None
         return {
             "dropped": [
                 {"name": before[g].name, "id": str(g), "kind": before[g].kind} for g in gone
