@@ -245,9 +245,8 @@ class ControlService:
         try:
             gone = await self.env.drop(c.id, cascade=cascade)
         except HasDependents as e:  # the catalog's refusal, told in the CLI's words
-            names = ", ".join(
-                f"{before[d].name} ({d})" if d in before else str(d) for d in e.dependents
-            )
+            named = {str(g): info.name for g, info in before.items()}
+            names = ", ".join(f"{named.get(str(d), d)} ({d})" for d in e.dependents)
             raise Refusal(
                 409,
                 "HasDependents",
