@@ -8,6 +8,7 @@ HTTP against a small in-test environment (the real ``Environment`` runs in
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime as dt
 import io
 import json
@@ -27,7 +28,8 @@ from tidegate.commands.control import (
     NoController,
     serve_control,
 )
-from tidegate.commands.render import ProgressBar, format_table, status_table
+from tidegate.commands.ddl import policy_to_json
+from tidegate.commands.render import ProgressBar, format_policy, format_table, status_table
 from tidegate.commands.service import ControlService, lag_ms
 from tidegate.commands.values import RowsError, parse_rows, row_to_json
 from tidegate.dsl import count, table
@@ -35,6 +37,14 @@ from tidegate.runtime.catalog import CatalogState, IndexEntry, TableEntry
 from tidegate.runtime.controller.driver import ReplicaInfo
 from tidegate.spec.errors import SinceViolation
 from tidegate.spec.frontier import Antichain
+from tidegate.spec.frontier.read_policy import (
+    LagWriteFrontier,
+    Multiple,
+    NoPolicy,
+    ReadPolicy,
+    StepBack,
+    ValidFrom,
+)
 from tidegate.spec.ids import GlobalId
 from tidegate.spec.plan import Schema
 
@@ -122,8 +132,53 @@ def test_status_table_shows_frontiers_lag_and_replicas() -> None:
             "replicas": [{"name": "r1", "status": "online"}],
         }
     )
-    assert "t     u1  table  [5]    [9]    1.5 s" in text
+    assert "t     u1  table  [5]    [9]    1.5 s   -" in text  # no read policy set
     assert "closed" in text and "r1    online" in text
+    assert "metrics" not in text  # no metrics endpoint: no line about it
+
+
+@pytest.mark.parametrize(
+    ("policy", "shown"),
+    [
+        (None, "-"),
+        (LagWriteFrontier(lag=1000, max_granularity=1000), "lag 1000ms"),
+        (LagWriteFrontier(lag=60_000, max_granularity=500), "lag 60000ms/500ms"),
+        (ValidFrom(Antichain([42])), "valid-from 42"),
+        (ValidFrom(Antichain()), "valid-from []"),
+        (StepBack(), "step-back"),
+        (NoPolicy(Antichain([5])), "hold [5]"),
+        (
+            Multiple([StepBack(), ValidFrom(Antichain([3]))]),
+            "step-back + valid-from 3",
+        ),
+    ],
+)
+def test_read_policies_show_compactly(policy: ReadPolicy | None, shown: str) -> None:
+    assert format_policy(None if policy is None else policy_to_json(policy)) == shown
+
+
+def test_status_table_shows_read_policies_and_the_metrics_address() -> None:
+    text = status_table(
+        {
+            "collections": [
+                {
+                    "name": "t",
+                    "id": "u1",
+                    "kind": "table",
+                    "since": [5],
+                    "upper": [9],
+                    "lag_ms": 0,
+                    "read_policy": {"kind": "valid-from", "time": 5},
+                },
+            ],
+            "replicas": [],
+            "metrics": "127.0.0.1:9464",
+        }
+    )
+    lines = text.splitlines()
+    assert lines[0].split() == ["NAME", "ID", "KIND", "SINCE", "UPPER", "LAG", "READ", "POLICY"]
+    assert lines[2].split() == ["t", "u1", "table", "[5]", "[9]", "0", "ms", "valid-from", "5"]
+    assert lines[-1] == "metrics: http://127.0.0.1:9464/metrics"
 
 
 def test_progress_bar_prints_one_final_line_when_not_a_terminal() -> None:
@@ -202,13 +257,15 @@ def data_dir(tmp_path: Path) -> Iterator[Path]:
 
 
 async def _serving(
-    env: ScriptedEnvironment, data_dir: Path, tg: anyio.abc.TaskGroup
+    env: ScriptedEnvironment,
+    data_dir: Path,
+    tg: anyio.abc.TaskGroup,
+    metrics: str | None = None,
 ) -> ControllerInfo:
     token = "t0ken"
-    address = await tg.start(
-        serve_control, ControlService(env, clock_ms=lambda: 1_000).handle, token
-    )
-    info = ControllerInfo(address, token, os.getpid(), str(data_dir))
+    service = ControlService(env, clock_ms=lambda: 1_000, metrics=metrics)
+    address = await tg.start(serve_control, service.handle, token)
+    info = ControllerInfo(address, token, os.getpid(), str(data_dir), metrics)
     info.write()
     return info
 
@@ -254,6 +311,47 @@ async def test_status_append_and_peek_commands_talk_to_the_controller(
         out = capsys.readouterr().out
         assert "orders  u1  table" in out
         assert "r1    connected  3      127.0.0.1:9" in out
+        tg.cancel_scope.cancel()
+
+
+@pytest.mark.anyio
+async def test_status_shows_read_policies_and_the_metrics_endpoint_in_text_and_json(
+    data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = ScriptedEnvironment()
+    lag = LagWriteFrontier(lag=60_000, max_granularity=1_000)
+    env.state = dataclasses.replace(env.state, read_policies=((env.t, lag),))
+    async with anyio.create_task_group() as tg:
+        await _serving(env, data_dir, tg, metrics="127.0.0.1:9464")
+        d = str(data_dir)
+        assert await anyio.to_thread.run_sync(_cli, "status", "--data-dir", d, "--json") == 0
+        got = json.loads(capsys.readouterr().out)
+        assert got["metrics"] == "127.0.0.1:9464"
+        policies = {c["name"]: c["read_policy"] for c in got["collections"]}
+        assert policies == {
+            "orders": {"kind": "lag", "ms": 60_000, "granularity_ms": 1_000},
+            "totals": None,
+        }
+
+        assert await anyio.to_thread.run_sync(_cli, "status", "--data-dir", d) == 0
+        lines = capsys.readouterr().out.splitlines()
+        rows = {line.split()[0]: line for line in lines[2:4]}
+        assert rows["orders"].endswith("lag 60000ms") and rows["totals"].endswith("  -")
+        assert lines[-1] == "metrics: http://127.0.0.1:9464/metrics"
+        tg.cancel_scope.cancel()
+
+
+@pytest.mark.anyio
+async def test_status_without_a_metrics_endpoint_says_null(
+    data_dir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async with anyio.create_task_group() as tg:
+        await _serving(ScriptedEnvironment(), data_dir, tg)
+        d = str(data_dir)
+        assert await anyio.to_thread.run_sync(_cli, "status", "--data-dir", d, "--json") == 0
+        assert json.loads(capsys.readouterr().out)["metrics"] is None
+        assert await anyio.to_thread.run_sync(_cli, "status", "--data-dir", d) == 0
+        assert "metrics" not in capsys.readouterr().out
         tg.cancel_scope.cancel()
 
 
@@ -317,6 +415,43 @@ def test_controller_file_is_private_and_removed_only_by_its_owner(tmp_path: Path
     assert ControllerInfo.read(tmp_path) == mine
     mine.remove()
     assert not ControllerInfo.path(tmp_path).exists()
+
+
+def test_controller_file_round_trips_the_metrics_address(tmp_path: Path) -> None:
+    served = ControllerInfo("127.0.0.1:5", "a", os.getpid(), str(tmp_path), "127.0.0.1:9464")
+    served.write()
+    assert json.loads(ControllerInfo.path(tmp_path).read_text())["metrics"] == "127.0.0.1:9464"
+    assert ControllerInfo.read(tmp_path) == served
+    plain = dataclasses.replace(served, metrics=None)
+    plain.write()
+    assert "metrics" not in json.loads(ControllerInfo.path(tmp_path).read_text())
+    assert ControllerInfo.read(tmp_path) == plain
+
+
+def test_controller_files_from_before_the_metrics_field_still_read(tmp_path: Path) -> None:
+    old = {"address": "127.0.0.1:5", "token": "a", "pid": os.getpid(), "data_dir": str(tmp_path)}
+    ControllerInfo.path(tmp_path).write_text(json.dumps(old))
+    info = ControllerInfo.read(tmp_path)
+    assert info == ControllerInfo("127.0.0.1:5", "a", os.getpid(), str(tmp_path))
+    assert info.metrics is None
+    ControllerInfo.path(tmp_path).write_text(json.dumps({**old, "metrics": None}))
+    assert ControllerInfo.read(tmp_path) == info
+
+
+_GOOD_FILE = '"address": "127.0.0.1:5", "token": "a", "pid": 1, "data_dir": "/d"'
+
+
+@pytest.mark.parametrize(
+    "content",
+    ['{"address": "x"}', "[]", "{", "{" + _GOOD_FILE + ', "metrics": 5}'],
+    ids=["missing-fields", "not-an-object", "not-json", "metrics-not-a-string"],
+)
+def test_malformed_controller_files_are_unreadable_not_crashes(
+    tmp_path: Path, content: str
+) -> None:
+    ControllerInfo.path(tmp_path).write_text(content)
+    with pytest.raises(NoController, match="unreadable"):
+        ControllerInfo.read(tmp_path)
 
 
 @pytest.mark.anyio

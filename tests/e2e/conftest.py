@@ -91,6 +91,16 @@ class Live:
         """Replica name -> the controller's status for it."""
         return {r.replica: str(r.status) for r in self.sync(self.env.replicas)}
 
+    def wait_connected(self, names: list[str] | None = None, timeout: float = 90.0) -> float:
+        """Wait until replicas ``names`` (default: all) are connected; the seconds it took.
+
+        ``Environment.wait_connected`` on the loop: ``ReplicasNotConnected`` (a
+        ``TimeoutError`` naming each replica's status) after ``timeout``.
+        """
+        t0 = time.monotonic()
+        self.call(lambda: self.env.wait_connected(names, timeout_s=timeout), timeout=timeout + 10)
+        return time.monotonic() - t0
+
     def wait_for(self, what: str, ok: Callable[[], bool], timeout: float = 90.0) -> float:
         t0 = time.monotonic()
         while not ok():
@@ -157,12 +167,6 @@ async def _environment(
             data_dir, replicas=replicas, orchestrator=orchestrator, **options
         ) as env:
             yield env, orchestrator
-
-
-def connected(live: Live, names: list[str] | None = None) -> bool:
-    rs = live.replicas()
-    wanted = names if names is not None else list(rs)
-    return bool(wanted) and all(rs.get(n) == "connected" for n in wanted)
 
 
 # -- processes -------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,7 @@ def test_up_serves_status_append_and_peek_until_sigterm(e2e: Any, tmp_path: Path
     data = tmp_path / "data"
     log = open(tmp_path / "up.log", "w")  # noqa: SIM115
     up = subprocess.Popen(
-        [*TIDEGATE, "up", "--data-dir", str(data), "--executor", "python"],
+        [*TIDEGATE, "up", "--data-dir", str(data), "--executor", "python", "--metrics", ":0"],
         stdout=log,
         stderr=subprocess.STDOUT,
         text=True,
@@ -53,6 +54,12 @@ def test_up_serves_status_append_and_peek_until_sigterm(e2e: Any, tmp_path: Path
         got = json.loads(status.stdout)
         assert got["collections"] == []
         assert [r["name"] for r in got["replicas"]] == ["r1"]
+        # The metrics address is in controller.json and in status, and serves metrics.
+        metrics = ControllerInfo.read(data).metrics
+        assert metrics is not None and got["metrics"] == metrics
+        assert f"metrics: http://{metrics}/metrics" in run("status", *d).stdout
+        with urllib.request.urlopen(f"http://{metrics}/metrics", timeout=30) as scraped:
+            assert b"tidegate_controller_" in scraped.read()
 
         missing = run("append", "orders", "--rows", "[[1]]", *d)
         assert missing.returncode == 1 and "UnknownCollection" in missing.stderr

@@ -47,7 +47,7 @@ def test_a_cut_connection_is_detected_and_the_replica_rehydrated_after_it_is_res
     proxy = e2e.CuttableProxy(replica.address)
     try:
         with e2e.open_live(tmp_path, "cut", {"r1": proxy.address}) as live:
-            live.wait_for("r1 connected", lambda: e2e.connected(live), 60)
+            live.wait_connected(timeout=60)
             define(live)
             ts = live.append("t", [(("a", 1), 1), (("b", 2), 1)])
             assert live.peek("agg", ts) == live.expected("agg", ts)
@@ -60,7 +60,7 @@ def test_a_cut_connection_is_detected_and_the_replica_rehydrated_after_it_is_res
                 live.call(lambda: live.env.wait_for("agg", ts), timeout=1.0)
 
             proxy.restore()
-            live.wait_for("r1 reconnected", lambda: e2e.connected(live), 60)
+            live.wait_connected(timeout=60)  # reconnected
             assert live.sync(lambda: live.env.replicas()[0].epoch) > epoch
             assert live.peek("agg", ts) == live.expected("agg", ts) == {("a", 2, 6): 1}
             assert live.rec.check() == []
@@ -84,7 +84,7 @@ def test_tls_with_a_token_serves_and_refuses_strangers(e2e: Any, tmp_path: Path)
     tls = ClientTls.from_files(certs["ca"], server_name="localhost")
     try:
         with e2e.open_live(tmp_path, "tls", {"r1": replica.address}, tls=tls, token=token) as live:
-            live.wait_for("r1 connected over TLS", lambda: e2e.connected(live), 60)
+            live.wait_connected(timeout=60)  # over TLS
             define(live)
             ts = live.append("t", [(("x", 7), 1)])
             assert live.peek("agg", ts) == {("x", 1, 7): 1}

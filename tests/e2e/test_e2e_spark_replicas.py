@@ -33,7 +33,7 @@ def live(e2e: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     """The environment, with table ``orders``, index ``totals`` and materialized view ``by_bucket``."""
     data_dir = tmp_path_factory.mktemp("spark-e2e")
     with e2e.open_live(data_dir, "spark-e2e", 2, executor="spark", spark_master="local[1]") as lv:
-        lv.wait_for("both replicas connected", lambda: e2e.connected(lv), 180)
+        lv.wait_connected(timeout=180)
         env = lv.env
         orders_schema = Schema.of(("customer", "string", False), ("amount", "int64", False))
         lv.ids["orders"] = lv.call(lambda: env.create_table("orders", orders_schema))
@@ -107,7 +107,7 @@ def test_index_view_and_subscribe_agree_with_the_reference(
     assert subscribed["batches"] > 0
 
 
-def test_a_sigkilled_replica_is_replaced_while_the_other_answers(e2e: Any, live: Live) -> None:
+def test_a_sigkilled_replica_is_replaced_while_the_other_answers(live: Live) -> None:
     first, second = sorted(live.replicas())
     before = live.sync(lambda: {r.replica: r.epoch for r in live.env.replicas()})
     live.append("orders", orders_batch(RNG, LIVE_ROWS, 20))
@@ -115,9 +115,7 @@ def test_a_sigkilled_replica_is_replaced_while_the_other_answers(e2e: Any, live:
     for _ in range(4):  # mid-stream: appends and peeks go on
         ts = live.append("orders", orders_batch(RNG, LIVE_ROWS, 20))
         assert live.peek("totals", ts, timeout=60) == live.expected("totals", ts)
-    live.wait_for(
-        f"{first} to be restarted and reconnected", lambda: e2e.connected(live, [first]), 120
-    )
+    live.wait_connected([first], timeout=120)  # restarted by the orchestrator
     after = live.sync(lambda: {r.replica: r.epoch for r in live.env.replicas()})
     assert after[first] > before[first], "the reconnect is a new epoch (history replayed)"
     assert live.sync(live.orchestrator.status)[first].restarts >= 1
@@ -127,7 +125,7 @@ def test_a_sigkilled_replica_is_replaced_while_the_other_answers(e2e: Any, live:
     ts = live.append("orders", orders_batch(RNG, LIVE_ROWS, 20))
     assert live.peek("totals", ts, timeout=90) == live.expected("totals", ts)
     assert live.peek("by_bucket", ts, timeout=90) == live.expected("by_bucket", ts)
-    live.wait_for(f"{second} back", lambda: e2e.connected(live), 120)
+    live.wait_connected(timeout=120)  # second is back
 
 
 def test_the_recorded_history_passes_the_offline_checker(

@@ -30,7 +30,10 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    st = sub.add_parser("status", help="collections (since, upper, lag) and replicas")
+    st = sub.add_parser(
+        "status",
+        help="collections (since, upper, lag, read policy), replicas and the metrics address",
+    )
     _common(st)
     st.set_defaults(func=run_status)
 

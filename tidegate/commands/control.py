@@ -83,16 +83,37 @@ class Refusal(Exception):
 
 @dataclass(frozen=True)
 class ControllerInfo:
-    """What ``controller.json`` holds: where the controller listens, its token and pid."""
+    """What ``controller.json`` holds: where the controller listens, its token and pid.
+
+    ``metrics`` is ``HOST:PORT`` of the Prometheus metrics endpoint when ``tidegate
+    up --metrics`` serves one, else ``None`` (and the key is left out of the file,
+    so files written before the field existed read the same).
+    """
 
     address: str
     token: str
     pid: int
     data_dir: str
+    metrics: str | None = None
 
     @staticmethod
     def path(data_dir: str | Path) -> Path:
         return Path(data_dir) / CONTROLLER_FILE
+
+    def to_json(self) -> dict[str, Any]:
+        """The file's JSON object; ``metrics`` only when served."""
+        d = asdict(self)
+        if self.metrics is None:
+            del d["metrics"]
+        return d
+
+    @classmethod
+    def from_json(cls, d: Mapping[str, Any]) -> ControllerInfo:
+        """Read :meth:`to_json`'s object (``metrics`` optional); ``KeyError``/``TypeError`` if malformed."""
+        metrics = d.get("metrics")
+        if metrics is not None and not isinstance(metrics, str):
+            raise TypeError(f"metrics must be HOST:PORT or null, got {metrics!r}")
+        return cls(str(d["address"]), str(d["token"]), int(d["pid"]), str(d["data_dir"]), metrics)
 
     def write(self) -> None:
         """Write the file atomically, readable by its owner only."""
@@ -100,7 +121,7 @@ class ControllerInfo:
         tmp = target.with_suffix(".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
-            json.dump(asdict(self), f)
+            json.dump(self.to_json(), f)
         os.replace(tmp, target)
 
     def remove(self) -> None:
@@ -116,7 +137,9 @@ class ControllerInfo:
         p = cls.path(data_dir)
         try:
             d = json.loads(p.read_text())
-            return cls(str(d["address"]), str(d["token"]), int(d["pid"]), str(d["data_dir"]))
+            if not isinstance(d, dict):
+                raise TypeError(f"expected a JSON object, got {type(d).__name__}")
+            return cls.from_json(d)
         except FileNotFoundError:
             raise NoController(
                 f"no controller is running on {Path(data_dir).resolve()} "

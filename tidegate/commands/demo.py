@@ -21,7 +21,7 @@ import shutil
 import tempfile
 import time
 import traceback
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -140,22 +140,15 @@ def replica_names(env: Any) -> list[str]:
     return sorted(str(r.replica) for r in env.replicas())
 
 
-async def wait_until(
-    what: str, ok: Callable[[], bool], timeout_s: float, poll_s: float = 0.1
-) -> float:
-    """Poll ``ok`` until true; the seconds it took. ``TimeoutError`` naming ``what`` otherwise."""
+async def wait_connected(env: Any, timeout_s: float, names: list[str] | None = None) -> float:
+    """Wait until replicas ``names`` (default: all) are connected; the seconds it took.
+
+    ``Environment.wait_connected`` raises ``ReplicasNotConnected`` (a
+    ``TimeoutError`` naming each replica's status) after ``timeout_s``.
+    """
     t0 = time.monotonic()
-    while not ok():
-        if time.monotonic() - t0 > timeout_s:
-            raise TimeoutError(f"timed out after {timeout_s:.0f} s waiting for {what}")
-        await anyio.sleep(poll_s)
+    await env.wait_connected(names, timeout_s=timeout_s)
     return time.monotonic() - t0
-
-
-def replicas_online(env: Any, names: list[str] | None = None) -> bool:
-    rs = {str(r.replica): str(r.status) for r in env.replicas()}
-    wanted = names if names is not None else list(rs)
-    return bool(wanted) and all(rs.get(n) == "connected" for n in wanted)
 
 
 # -- the demo --------------------------------------------------------------------------------
@@ -397,9 +390,7 @@ async def _phases(d: Demo, orchestrator: Any) -> None:
                 ts = await d.append_batch(env)
                 await d.peek_checked(env, "totals_by_customer", ts)
             d.say(f"   3 appends, 3 peeks answered while {first} was down")
-            took = await wait_until(
-                f"{first} to reconnect", lambda: replicas_online(env, [first]), opts.timeout_s, 0.1
-            )
+            took = await wait_connected(env, opts.timeout_s, [first])
             d.say(f"   {first} restarted by the orchestrator and reconnected after {took:.1f} s")
 
             d.phase(f"6. SIGKILL {second}: the rehydrated {first} answers alone")
@@ -409,9 +400,7 @@ async def _phases(d: Demo, orchestrator: Any) -> None:
             await d.peek_checked(env, "totals_by_customer", ts, show=True)
             await d.peek_checked(env, "sales_by_region", ts)
             d.say(f"   {first} rebuilt its dataflows from the replayed history and storage ✓")
-            took = await wait_until(
-                f"{second} to reconnect", lambda: replicas_online(env), opts.timeout_s, 0.1
-            )
+            took = await wait_connected(env, opts.timeout_s)
             d.say(f"   {second} back after {took:.1f} s")
             d.show_events = False
             tg.cancel_scope.cancel()
@@ -447,7 +436,7 @@ async def _phases(d: Demo, orchestrator: Any) -> None:
 
 
 async def _wait_online(d: Demo, env: Any) -> list[str]:
-    took = await wait_until("both replicas online", lambda: replicas_online(env), d.opts.timeout_s)
+    took = await wait_connected(env, d.opts.timeout_s)
     names = replica_names(env)
     d.say(f"   replicas {', '.join(names)} connected after {took:.1f} s")
     return names

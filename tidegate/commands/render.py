@@ -6,7 +6,16 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import Any, TextIO
 
-__all__ = ["ProgressBar", "format_frontier", "format_lag", "format_table", "status_table"]
+from .ddl import DEFAULT_GRANULARITY_MS
+
+__all__ = [
+    "ProgressBar",
+    "format_frontier",
+    "format_lag",
+    "format_policy",
+    "format_table",
+    "status_table",
+]
 
 
 def format_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
@@ -31,11 +40,40 @@ def format_lag(ms: int | None) -> str:
     return f"{ms / 1000:.1f} s"
 
 
+def format_policy(policy: dict[str, Any] | None) -> str:
+    """A read policy's JSON (:func:`.ddl.policy_to_json`) in a few characters; ``-`` for none set.
+
+    ``lag 1000ms`` (with ``/500ms`` when its granularity is not the default),
+    ``valid-from 42``, ``step-back``, ``hold [5]`` (kind ``none``: the since is
+    held where it was), and ``a + b`` for several policies at once.
+    """
+    if policy is None:
+        return "-"
+    kind = policy.get("kind")
+    if kind == "lag":
+        text = f"lag {policy.get('ms')}ms"
+        granularity = policy.get("granularity_ms", DEFAULT_GRANULARITY_MS)
+        return text if granularity == DEFAULT_GRANULARITY_MS else f"{text}/{granularity}ms"
+    if kind == "valid-from":
+        if "time" in policy:
+            return f"valid-from {policy['time']}"
+        return f"valid-from {format_frontier(policy.get('frontier', []))}"
+    if kind == "none":
+        return f"hold {format_frontier(policy.get('since', []))}"
+    if kind == "multiple":
+        parts = [format_policy(p) for p in policy.get("policies", [])]
+        return " + ".join(parts) or "-"
+    return str(kind)
+
+
 def status_table(status: dict[str, Any]) -> str:
-    """The ``tidegate status`` text: collections with since/upper/lag, then replicas."""
+    """The ``tidegate status`` text: collections (since, upper, lag, read policy), then replicas.
+
+    A last line gives the metrics address when the controller serves metrics.
+    """
     out = [
         format_table(
-            ["NAME", "ID", "KIND", "SINCE", "UPPER", "LAG"],
+            ["NAME", "ID", "KIND", "SINCE", "UPPER", "LAG", "READ POLICY"],
             [
                 [
                     c["name"],
@@ -44,6 +82,7 @@ def status_table(status: dict[str, Any]) -> str:
                     format_frontier(c["since"]),
                     format_frontier(c["upper"]),
                     format_lag(c["lag_ms"]),
+                    format_policy(c.get("read_policy")),
                 ]
                 for c in status["collections"]
             ],
@@ -56,6 +95,10 @@ def status_table(status: dict[str, Any]) -> str:
         out.append(
             format_table([k.upper() for k in keys], [[r.get(k) for k in keys] for r in replicas])
         )
+    metrics = status.get("metrics")
+    if metrics:
+        out.append("")
+        out.append(f"metrics: http://{metrics}/metrics")
     return "\n".join(out)
 
 

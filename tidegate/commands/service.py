@@ -70,10 +70,13 @@ class ControlService:
         orchestrator: Any = None,
         clock_ms: Callable[[], int] = wall_ms,
         wait_s: float = 30.0,
+        metrics: str | None = None,
     ) -> None:
         self.env = env
         self.orchestrator = orchestrator
         """Runs the managed replicas, if any: ``status`` adds their process state."""
+        self.metrics = metrics
+        """``HOST:PORT`` of the Prometheus metrics endpoint, if one is served: ``status`` shows it."""
         self.clock_ms = clock_ms
         self.wait_s = wait_s
         """How long a peek at a given time waits for the collection to be complete there."""
@@ -123,7 +126,12 @@ class ControlService:
             if p is not None:
                 entry.update(process=p.state, pid=p.pid, restarts=p.restarts)
             replicas.append(entry)
-        return {"now_ms": now, "collections": rows, "replicas": replicas}
+        return {
+            "now_ms": now,
+            "collections": rows,
+            "replicas": replicas,
+            "metrics": self.metrics,
+        }
 
     async def peek(self, name: str, at: int | None, key: Sequence[Any] | None) -> dict[str, Any]:
         """Read ``name`` at ``at`` (waiting up to ``wait_s`` for it to be complete) or freshest."""

@@ -5,7 +5,8 @@ blob store and a SQLite consensus in ``DATA_DIR``, managed replica processes on
 local Spark), serves the control endpoint (:mod:`.control`) that ``tidegate
 status/peek/append`` talk to, and writes ``DATA_DIR/controller.json``. With
 ``--metrics HOST:PORT`` it also serves the controller's Prometheus metrics
-(:mod:`tidegate.runtime.metrics`) on ``http://HOST:PORT/metrics``. On
+(:mod:`tidegate.runtime.metrics`) on ``http://HOST:PORT/metrics``, records
+that address in ``controller.json`` and shows it in ``tidegate status``. On
 SIGINT or SIGTERM it closes the environment (which stops its replicas) and
 removes the file.
 """
@@ -101,16 +102,18 @@ async def _up(args: argparse.Namespace) -> None:
             orchestrator=orchestrator,
         ) as env,
     ):
-        service = ControlService(env, orchestrator=orchestrator)
         token = new_token()
         host, port = args.listen_api
         metrics = None
+        metrics_address = None
         if args.metrics is not None:
             from tidegate.runtime.metrics import ControllerMetrics
 
             metrics = ControllerMetrics(env)
             m_host, m_port = metrics.serve(*args.metrics)
-            print(f"tidegate up: metrics on http://{m_host}:{m_port}/metrics", flush=True)
+            metrics_address = f"{m_host}:{m_port}"
+            print(f"tidegate up: metrics on http://{metrics_address}/metrics", flush=True)
+        service = ControlService(env, orchestrator=orchestrator, metrics=metrics_address)
         with (
             contextlib.ExitStack() as serving,
             anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals,
@@ -121,7 +124,9 @@ async def _up(args: argparse.Namespace) -> None:
                 address = await tg.start(
                     partial(serve_control, host=host, port=port), service.handle, token
                 )
-                info = ControllerInfo(address, token, os.getpid(), str(data_dir.resolve()))
+                info = ControllerInfo(
+                    address, token, os.getpid(), str(data_dir.resolve()), metrics_address
+                )
                 info.write()
                 print(
                     f"tidegate up: controller pid {info.pid}, control endpoint http://{address} "
