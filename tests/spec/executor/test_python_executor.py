@@ -129,6 +129,33 @@ def test_index_import_reads_another_dataflows_index() -> None:
     assert ex.peek(GlobalId.user(5), 3) == PeekRows(((("a", 4, 4, 1), 1),))
 
 
+def test_an_index_import_whose_exporter_is_dropped_stalls_and_is_never_a_source() -> None:
+    ex = PythonExecutor()
+    h = ex.install(dataflow())
+    ex.feed(h, U1, [(("a", 1), 0, 1)], Antichain([2]))
+    ex.step()
+    idx_schema = Schema.of(
+        ("k", "string"), ("min_v", "int64"), ("max_v", "int64"), ("count", "int64", False)
+    )
+    reader = ex.install(
+        DataflowDescription(
+            "reader",
+            index_imports=(IndexImport(GlobalId.user(3), GlobalId.user(2), (0,)),),
+            objects_to_build=(BuildDesc(GlobalId.user(4), Get(GlobalId.user(2), idx_schema)),),
+            index_exports=(IndexExport(GlobalId.user(5), GlobalId.user(4), ()),),
+            as_of=Antichain([1]),
+        )
+    )
+    ex.step()
+    ex.drop(h)
+    assert ex.source_inputs(reader) == ()
+    with pytest.raises(UnknownExport):
+        ex.feed(reader, GlobalId.user(3), [], Antichain([5]))
+    assert ex.step() == []
+    assert ex.upper(GlobalId.user(5)) == Antichain([2])
+    assert ex.peek(GlobalId.user(5), 1) == PeekRows(((("a", 1, 1, 1), 1),))
+
+
 def test_index_import_must_exist_and_be_readable_at_the_as_of() -> None:
     ex = PythonExecutor()
     ex.install(dataflow())
