@@ -32,11 +32,11 @@ step's time goes, from :mod:`.phases`):
   functions, per key). Other stateful operators replay touched keys in the
   driver with the spec's functions. The accumulating Reduce's output is
   consolidated, so exports skip re-consolidating it.
-* Index exports keep their output in the driver (:mod:`.mirror`) while they
+* Index exports keep their output in the driver (the spec's ``IndexHistory``) while they
   hold at most ``index_memory_rows`` rows (1,000,000 by default: a few hundred
   MB), so a peek of such an index is never a Spark job (a point peek through
   gRPC: ~1.1-1.6 ms). An index that outgrows that moves its history into
-  Spark for good
+  Spark for good, in the background (the driver's copy serves meanwhile)
   (:mod:`.index_history`: typed columns plus time and diff, key-partitioned,
   checkpointed runs merged like the state's, a driver buffer of recent
   updates); its peeks are then Spark jobs (~85-160 ms for key lookups, ~3 s

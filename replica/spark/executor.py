@@ -8,7 +8,8 @@ the keys it touches in their Spark arrangements (one job each), replay it in
 time order, and append it to the arrangement. Index exports keep their output
 in an :class:`~.index_output.IndexOutput`: in the driver while the index holds at
 most ``index_memory_rows`` rows (a peek is then never a Spark job), in Spark
-after (a peek is then one Spark job, and the driver holds no copy).
+after (a peek is then one Spark job, and the driver holds no copy); a large
+history moves there in the background while the driver's copy goes on serving.
 
 Validation (dataflows, fed rows and frontiers, compaction, peeks) is the
 spec's, with the same typed errors as :class:`~tidegate.spec.executor.PythonExecutor`,
@@ -130,7 +131,10 @@ class SparkExecutor(IntTimeExecutor[ops.Node, IndexOutput]):
 
     def _new_index(self, schema: Schema, key: tuple[int, ...]) -> IndexOutput:
         return IndexOutput(
-            key, lambda: SparkIndexHistory(self.spark, schema, key), self.index_memory_rows
+            key,
+            lambda: SparkIndexHistory(self.spark, schema, key),
+            self.index_memory_rows,
+            spark=self.spark,
         )
 
     def _close_index(self, index: IndexOutput) -> None:
@@ -205,6 +209,14 @@ class SparkExecutor(IntTimeExecutor[ops.Node, IndexOutput]):
         if output is None:
             raise UnknownExport(f"{export_id} is not an index")
         return output.in_spark
+
+    def wait_for_index_moves(self) -> None:
+        """Wait until every index moving to Spark in the background has moved (or failed to:
+        then it stays in the driver and the move is tried again later)."""
+        for df in self._dataflows.values():
+            for ex in df.exports.values():
+                if ex.index is not None:
+                    ex.index.settle()
 
     def spark_jobs(self) -> int:
         """Spark jobs run so far for state lookups (for tests and benchmarks)."""

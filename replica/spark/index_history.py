@@ -1,11 +1,11 @@
 """``SparkIndexHistory``: an index's output history held in Spark, for indexes too large
 for the driver.
 
-It answers the same questions as :class:`~.mirror.IndexMirror` -- the rows and
+It answers the same questions as :class:`~tidegate.spec.executor.IndexHistory` -- the rows and
 errors accumulated at any time in ``[since, upper)``, optionally under some
 keys -- but keeps the rows in Spark's block store, so the driver holds at most
 ``buffer_rows`` updates of them. The executor keeps small indexes in an
-``IndexMirror`` (a peek from memory costs microseconds); this is for those that
+``IndexHistory`` (a peek from memory costs microseconds); this is for those that
 outgrow it: every :meth:`~SparkIndexHistory.read` that touches Spark is one
 Spark job, about 100 ms or more, so it suits large scans, not point lookups.
 
@@ -33,10 +33,10 @@ still scans every partition (Spark cannot prune cached ones by hash), filtering
 before anything leaves the executors. Errors are few and stay in the driver.
 
 Values. ``-0.0`` is stored as ``0.0`` and every NaN is one value (Spark groups
-them so), returned as :data:`math.nan`; ``IndexMirror`` tells NaN objects apart
+them so), returned as :data:`math.nan`; ``IndexHistory`` tells NaN objects apart
 (``nan != nan``), this history does not -- reads agree when a NaN row is always
 the same object, as :data:`math.nan` is. A row's diffs are summed in Spark's
-long arithmetic when runs merge (an overflow fails the merge; the mirror's
+long arithmetic when runs merge (an overflow fails the merge; the driver's
 Python ints do not overflow).
 """
 
@@ -351,7 +351,7 @@ class SparkIndexHistory:
             self._flush()
 
     def load(self, updates: Iterable[Update], errors: Iterable[ErrorUpdate] = ()) -> None:
-        """Add many updates at once (e.g. an ``IndexMirror``'s content): shipped as one run."""
+        """Add many updates at once (e.g. an ``IndexHistory``'s content): shipped as one run."""
         table = self._table(updates)
         errs = self._check_errors(errors)
         self._add_errors(errs)

@@ -1,4 +1,4 @@
-"""``SparkIndexHistory`` answers every read like an ``IndexMirror`` fed the same operations,
+"""``SparkIndexHistory`` answers every read like an ``IndexHistory`` fed the same operations,
 keeps its rows as typed Spark columns, and rejects bad input with typed errors, unchanged."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
 from tidegate.replica.spark.index_history import SparkIndexHistory
-from tidegate.replica.spark.mirror import IndexMirror
+from tidegate.spec.executor import IndexHistory
 from tidegate.spec.errors import (
     ArityMismatch,
     CompactionRegression,
@@ -47,8 +47,8 @@ ops = st.lists(
 )
 
 
-def _fed(spark: SparkSession, **kw: Any) -> tuple[SparkIndexHistory, IndexMirror]:
-    return SparkIndexHistory(spark, SCHEMA, (0,), **kw), IndexMirror((0,))
+def _fed(spark: SparkSession, **kw: Any) -> tuple[SparkIndexHistory, IndexHistory]:
+    return SparkIndexHistory(spark, SCHEMA, (0,), **kw), IndexHistory((0,))
 
 
 @settings(max_examples=15, deadline=None)
@@ -119,7 +119,7 @@ def test_key_lookups(spark: SparkSession) -> None:
 
 def test_float_keys(spark: SparkSession) -> None:
     history = SparkIndexHistory(spark, SCHEMA, (2,), buffer_rows=8, fanout=2)
-    mirror = IndexMirror((2,))
+    mirror = IndexHistory((2,))
     for batch in (_mixed(100), [((1, "b", -0.0), 3, 1), ((1, "b", math.nan), 3, 2)]):
         history.apply(batch)
         mirror.apply(batch, [])
@@ -142,7 +142,7 @@ def test_nullable_and_composite_keys(spark: SparkSession) -> None:
     ]
     for key, lookups in (((0,), [(None,)]), ((0, 1), [("x", day), (None, day)])):
         history = SparkIndexHistory(spark, schema, key, buffer_rows=1, fanout=3)
-        mirror = IndexMirror(key)
+        mirror = IndexHistory(key)
         history.apply(content)
         mirror.apply(content, [])
         for t in (1, 2, 3):

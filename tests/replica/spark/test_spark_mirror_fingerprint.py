@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tidegate.replica.spark.fingerprint import PRIME, Fingerprinter
-from tidegate.replica.spark.mirror import IndexMirror
+from tidegate.spec.executor import IndexHistory
 from tidegate.spec.frontier import accumulate
 
 rows = st.tuples(
@@ -22,7 +22,7 @@ updates = st.lists(st.tuples(rows, st.integers(0, 5), st.integers(-2, 2).filter(
 def test_mirror_reads_the_accumulation_at_any_time_since_compaction(
     ups: list[Any], since: int, offset: int, by_key: bool
 ) -> None:
-    mirror = IndexMirror((0,))
+    mirror = IndexHistory((0,))
     half = len(ups) // 2
     mirror.apply(ups[:half], [("boom", t, d) for _, t, d in ups[:half]])
     mirror.compact(since)
