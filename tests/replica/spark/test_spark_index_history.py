@@ -14,7 +14,6 @@ from pyspark.sql import SparkSession
 from pyspark.sql import types as T
 
 from tidegate.replica.spark.index_history import SparkIndexHistory
-from tidegate.spec.executor import IndexHistory
 from tidegate.spec.errors import (
     ArityMismatch,
     CompactionRegression,
@@ -23,6 +22,7 @@ from tidegate.spec.errors import (
     PeekOutOfRange,
     UnsupportedTimestamp,
 )
+from tidegate.spec.executor import IndexHistory
 from tidegate.spec.frontier import Update
 from tidegate.spec.plan.schema import Schema
 
