@@ -8,6 +8,8 @@ step's wall time in both cases (the difference is what the move costs the
 step: the snapshot of the driver's history; the load itself runs in the
 background), the point-peek latency during the move (from the driver) and
 after it (a Spark job), and how long the background load took after the step.
+Then the steady state of an index held in Spark: the wall time of each apply
+of a large batch, with shipments and merges inside apply and in the background.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import statistics
 import time
 
 from tidegate.replica.spark import SparkExecutor, spark_session
+from tidegate.replica.spark.index_history import SparkIndexHistory
 from tidegate.spec.frontier import Antichain
 from tidegate.spec.ids import GlobalId
 from tidegate.spec.plan import Get, Schema
@@ -67,14 +70,41 @@ def run(spark: object, rows: int, memory_rows: int | None) -> None:
     print(f"  {'':<28} the history is now {where}")
 
 
+def steady(spark: object, steps: int, size: int) -> None:
+    """Apply ``steps`` batches of ``size`` updates to a Spark-resident history (each batch
+    fills the 65,536-update buffer, so each ships a run, and every fourth merges)."""
+    for background in (False, True):
+        history = SparkIndexHistory(spark, SCHEMA, (0,), background=background)  # type: ignore[arg-type]
+        history.load([((i, i), 0, 1) for i in range(size)])
+        times = []
+        for t in range(1, steps + 1):
+            batch = [((i, i * t), t, 1) for i in range(size)]
+            t0 = time.perf_counter()
+            history.apply(batch)
+            times.append((time.perf_counter() - t0) * 1000)
+        history.settle()
+        rows, _ = history.read(steps, [(7,)])
+        assert sum(rows.values()) == steps + 1, "the history lost updates"
+        where = "in the background" if background else "inside apply"
+        print(
+            f"  shipments and merges {where:<18} apply median {statistics.median(times):6.0f} ms,"
+            f" max {max(times):6.0f} ms"
+        )
+        history.close()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=300_000)
+    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--step-size", type=int, default=70_000)
     args = ap.parse_args()
     spark = spark_session("local[2]")
     print(f"an index of {args.rows:,} rows built in one step (local[2]):")
     run(spark, args.rows, None)
     run(spark, args.rows, args.rows // 2)
+    print(f"{args.steps} applies of {args.step_size:,} updates to an index history in Spark:")
+    steady(spark, args.steps, args.step_size)
 
 
 if __name__ == "__main__":

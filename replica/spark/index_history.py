@@ -45,6 +45,7 @@ from __future__ import annotations
 import bisect
 import math
 from collections.abc import Iterable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import reduce
 from typing import Any
 
@@ -65,6 +66,7 @@ from tidegate.spec.executor import ErrorUpdate
 from tidegate.spec.frontier import Row, Update
 from tidegate.spec.plan.schema import INT64_MAX, INT64_MIN, ScalarType, Schema
 
+from .arrangement import BACKGROUND_POOL
 from .arrow import arrow_schema, column_names
 
 __all__ = ["SparkIndexHistory"]
@@ -73,6 +75,10 @@ TIME = "time"
 DIFF = "diff"
 _ARROW_VALUE_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError, ValueError)
 """What Arrow raises for a Python value that its column's type cannot hold."""
+_SHIPPER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tidegate-index-ship")
+"""Ships buffered updates of every Spark index history and merges its runs, one job at a time."""
+_MAX_RETRY_APPLIES = 1024
+"""After ``n`` failed shipments the next is tried ``min(2**n, _MAX_RETRY_APPLIES)`` applies later."""
 _ISIN_MAX = 64
 """Key sets up to this size (single-column keys) filter with ``isin``; larger ones, and
 composite keys, with a broadcast semi-join."""
@@ -88,6 +94,10 @@ class _Run:
         self.level = level
         self.size = size
         """An upper bound of the entries it holds."""
+
+
+_Shipped = tuple[list[_Run], list[_Run], int]
+"""A shipment's outcome: the runs after it, the runs it merged away, the Spark jobs it ran."""
 
 
 def _release(frame: DataFrame) -> None:
@@ -128,11 +138,19 @@ class SparkIndexHistory:
     ``partitions`` is the number of key partitions of a run (default: Spark's
     default parallelism).
 
-    Costs: :meth:`apply` is driver work (Arrow conversion) plus, once per
-    ``buffer_rows`` updates, a shuffle job shipping them (and the merges it
-    triggers); :meth:`read` is one Spark job (~100+ ms) when anything is in Spark.
-    Bad input raises a typed :class:`~tidegate.spec.errors.ExecutorError` and
-    changes nothing.
+    Costs: :meth:`apply` is driver work (Arrow conversion); once ``buffer_rows``
+    updates are buffered they are shipped -- a shuffle job, and the merges it
+    triggers -- on a background thread (:data:`_SHIPPER`, jobs in the background
+    scheduler pool) unless ``background`` is false, so no step waits for a merge
+    of millions of rows. Until a shipment is done its updates are read from the
+    driver, and its result is adopted by the next call on the owner's thread (the
+    runs it merged away are released only then, so no read ever loses a frame).
+    While one shipment runs the buffer may grow to ``4 * buffer_rows``, then
+    :meth:`apply` waits. A shipment that fails puts its updates back in the
+    buffer (nothing is lost; :attr:`ship_failures`, :attr:`ship_error`) and is
+    tried again after 2, 4, 8, ... applies. :meth:`read` is one Spark job (~100+
+    ms) when anything is in Spark. Bad input raises a typed
+    :class:`~tidegate.spec.errors.ExecutorError` and changes nothing.
     """
 
     def __init__(
@@ -144,6 +162,7 @@ class SparkIndexHistory:
         buffer_rows: int = 65_536,
         fanout: int = 4,
         partitions: int | None = None,
+        background: bool = True,
     ) -> None:
         key = tuple(key)
         for i in key:
@@ -173,12 +192,22 @@ class SparkIndexHistory:
             [pa.field(c, self._arrow.field(c).type) for c in self._key_cols]
         )
         self._since: int | None = None
+        self.background = background
         self._runs: list[_Run] = []  # levels non-increasing
         self._buffer: list[pa.Table] = []
         self._buffered = 0
+        self._inflight: list[pa.Table] = []
+        """What the shipment under way (:attr:`_shipping`) puts into Spark; read from here until
+        it is adopted."""
+        self._shipping: Future[_Shipped] | None = None
+        self._retry_in = 0
         self._errs: dict[str, dict[int, int]] = {}
         self.jobs = 0
         """Spark jobs run so far by reads, shipments and merges (for tests and benchmarks)."""
+        self.ship_failures = 0
+        """Background shipments that failed (their updates went back to the buffer)."""
+        self.ship_error: BaseException | None = None
+        """The last failed shipment's error."""
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -190,7 +219,8 @@ class SparkIndexHistory:
     @property
     def rows_bound(self) -> int:
         """An upper bound of the ``(row, time)`` entries held (in Spark and buffered)."""
-        return sum(r.size for r in self._runs) + self._buffered
+        inflight = sum(t.num_rows for t in self._inflight)
+        return sum(r.size for r in self._runs) + inflight + self._buffered
 
     @property
     def buffered(self) -> int:
@@ -200,7 +230,18 @@ class SparkIndexHistory:
     @property
     def levels(self) -> list[int]:
         """Each Spark run's level (a run of level ``l`` merged ``fanout**l`` shipments)."""
+        self._settle(wait=False)
         return [r.level for r in self._runs]
+
+    @property
+    def shipping(self) -> bool:
+        """Whether a background shipment is under way."""
+        self._settle(wait=False)
+        return self._shipping is not None
+
+    def settle(self) -> None:
+        """Wait for the shipment under way, if any, and adopt its result."""
+        self._settle(wait=True)
 
     def read(
         self, time: int, keys: Iterable[Row] | None = None
@@ -225,6 +266,7 @@ class SparkIndexHistory:
                 wanted.add(_canon_nan(k))
             if wanted and not self.key:
                 wanted = None  # an index on no columns has the one key (): every row
+        self._settle(wait=False)
         errors = {
             m: c
             for m, ts in self._errs.items()
@@ -235,7 +277,7 @@ class SparkIndexHistory:
             return rows, errors
         if self._runs:
             self._add_pairs(rows, _pairs(self._read_spark(time, wanted), self._cols, DIFF))
-        if self._buffer:
+        if self._inflight or self._buffer:
             self._add_pairs(rows, self._read_buffer(time, wanted))
         return {r: n for r, n in rows.items() if n}, errors
 
@@ -292,7 +334,7 @@ class SparkIndexHistory:
         )
 
     def _read_buffer(self, time: int, wanted: set[Row] | None) -> list[tuple[Row, int]]:
-        table = pa.concat_tables(self._buffer)
+        table = pa.concat_tables(self._inflight + self._buffer)
         table = table.filter(pc.less_equal(table.column(TIME), time))
         if wanted is not None and len(self.key) == 1 and self.key[0] not in self._floats:
             # Arrow's equality is Python's for these types (floats differ: NaN payloads)
@@ -319,11 +361,13 @@ class SparkIndexHistory:
         since may not be advanced to it yet (the importer advances them to its
         as_of, which is not before the since).
         """
+        self._settle(wait=False)
         tables: list[pa.Table] = []
         if self._runs:
             self.jobs += 1
             frame = reduce(DataFrame.unionByName, [r.frame for r in self._runs])
             tables.append(frame.select(*self._cols, TIME, DIFF).toArrow())
+        tables.extend(self._inflight)
         tables.extend(self._buffer)
         out: list[Update] = []
         for table in tables:
@@ -342,21 +386,33 @@ class SparkIndexHistory:
         """Add a step's updates and errors (buffered; shipped to Spark once the buffer fills)."""
         table = self._table(updates)
         errs = self._check_errors(errors)
-        self._add_errors(errs)
-        if table.num_rows == 0:
-            return
-        self._buffer.append(table)
-        self._buffered += table.num_rows
-        if self._buffered >= self.buffer_rows:
-            self._flush()
-
-    def load(self, updates: Iterable[Update], errors: Iterable[ErrorUpdate] = ()) -> None:
-        """Add many updates at once (e.g. an ``IndexHistory``'s content): shipped as one run."""
-        table = self._table(updates)
-        errs = self._check_errors(errors)
+        self._settle(wait=False)
         self._add_errors(errs)
         if table.num_rows:
-            self._insert(self._ship(table))
+            self._buffer.append(table)
+            self._buffered += table.num_rows
+        if self._buffered < self.buffer_rows:
+            return
+        if self._retry_in > 0:
+            self._retry_in -= 1
+            return
+        if self._shipping is not None:
+            if self._buffered < 4 * self.buffer_rows:
+                return
+            self._settle(wait=True)  # Spark is behind: bound the driver's buffer
+            if self._retry_in > 0:
+                return
+        self._flush(background=self.background)
+
+    def load(self, updates: Iterable[Update], errors: Iterable[ErrorUpdate] = ()) -> None:
+        """Add many updates at once (e.g. an ``IndexHistory``'s content): shipped as one run,
+        on the caller's thread."""
+        table = self._table(updates)
+        errs = self._check_errors(errors)
+        self._settle(wait=True)
+        self._add_errors(errs)
+        if table.num_rows:
+            self._adopt(self._ship_and_merge(list(self._runs), table))
 
     def compact(self, since: int) -> None:
         """Times at or before ``since`` become ``since``; later accumulations are unchanged.
@@ -369,6 +425,7 @@ class SparkIndexHistory:
             raise UnsupportedTimestamp(f"compaction to {since!r}: not an int")
         if self._since is not None and since < self._since:
             raise CompactionRegression(f"compaction to {since} is behind the since {self._since}")
+        self._settle(wait=False)
         self._since = since
         for msg in list(self._errs):
             times = self._errs[msg]
@@ -384,6 +441,7 @@ class SparkIndexHistory:
     def count_entries(self) -> int:
         """The consolidated ``(row, time)`` entries in Spark plus the buffered updates: one
         Spark job (for metrics and tests; :attr:`rows_bound` bounds it for free)."""
+        self._settle(wait=True)
         spark_entries = 0
         if self._runs:
             self.jobs += 1
@@ -391,15 +449,27 @@ class SparkIndexHistory:
         return spark_entries + self._buffered
 
     def flush(self) -> None:
-        """Ship the driver buffer to Spark now (e.g. before a long idle period)."""
+        """Ship the driver buffer to Spark now, on the caller's thread (e.g. before a long
+        idle period)."""
+        self._settle(wait=True)
         if self._buffer:
-            self._flush()
+            self._flush(background=False)
 
     def clear(self) -> None:
-        """Forget every update and error and release the Spark runs (the since is kept)."""
-        for r in self._runs:
-            _release(r.frame)
+        """Forget every update and error and release the Spark runs (the since is kept).
+
+        A shipment under way is not waited for: the runs it reads and those it makes are
+        released when it ends.
+        """
+        shipping, self._shipping = self._shipping, None
+        held = list(self._runs)
+        if shipping is not None:
+            shipping.add_done_callback(lambda f: _release_after(f, held))
+        else:
+            for r in held:
+                _release(r.frame)
         self._runs.clear()
+        self._inflight.clear()
         self._buffer.clear()
         self._buffered = 0
         self._errs.clear()
@@ -497,16 +567,72 @@ class SparkIndexHistory:
             cap *= self.fanout
         return level
 
-    def _flush(self) -> None:
-        run = self._ship(pa.concat_tables(self._buffer))
+    def _flush(self, *, background: bool) -> None:
+        """Ship the buffer as one run: on :data:`_SHIPPER`, or here (errors raised here)."""
+        table = pa.concat_tables(self._buffer)
+        runs = list(self._runs)
+        if not background:
+            shipped = self._ship_and_merge(runs, table)
+            self._buffer.clear()
+            self._buffered = 0
+            self._adopt(shipped)
+            return
+        sc = self.spark.sparkContext
+
+        def ship() -> _Shipped:
+            sc.setLocalProperty("spark.scheduler.pool", BACKGROUND_POOL)
+            return self._ship_and_merge(runs, table)
+
+        self._inflight = [table]
         self._buffer.clear()
         self._buffered = 0
-        self._insert(run)
+        self._shipping = _SHIPPER.submit(ship)
 
-    def _ship(self, table: pa.Table) -> _Run:
-        """Put validated updates into Spark as a consolidated run."""
+    def _settle(self, *, wait: bool) -> None:
+        """Adopt the finished shipment (waiting for it if ``wait``); after a failed one, put
+        its updates back in the buffer and back off."""
+        shipping = self._shipping
+        if shipping is None or (not wait and not shipping.done()):
+            return
+        self._shipping = None
+        inflight, self._inflight = self._inflight, []
+        try:
+            shipped = shipping.result()
+        except Exception as e:
+            self._buffer[:0] = inflight
+            self._buffered += sum(t.num_rows for t in inflight)
+            self.ship_failures += 1
+            self.ship_error = e
+            self._retry_in = min(2**self.ship_failures, _MAX_RETRY_APPLIES)
+            return
+        self._adopt(shipped)
+
+    def _adopt(self, shipped: _Shipped) -> None:
+        runs, merged_away, jobs = shipped
+        self._runs = runs
+        self.jobs += jobs
+        for r in merged_away:
+            _release(r.frame)
+
+    def _ship_and_merge(self, runs: list[_Run], table: pa.Table) -> _Shipped:
+        """Put validated updates into Spark as a consolidated run, then merge while
+        ``fanout`` runs share a level; ``runs`` (a copy) is changed, nothing of ``self``
+        but :attr:`_since` is read, so this may run on another thread."""
         frame = self.spark.createDataFrame(table)
-        return self._run(frame, self._level_of(table.num_rows), table.num_rows)
+        jobs = 1
+        new = self._run(frame, self._level_of(table.num_rows), table.num_rows)
+        merged_away: list[_Run] = []
+        _insert(runs, new)
+        while (group := _merge_group(runs, self.fanout)) is not None:
+            start, end = group
+            parts = runs[start:end]
+            union = reduce(DataFrame.unionByName, [r.frame for r in parts])
+            merged = self._run(union, parts[0].level + 1, sum(r.size for r in parts))
+            jobs += 1
+            merged_away += parts
+            del runs[start:end]
+            _insert(runs, merged)
+        return runs, merged_away, jobs
 
     def _run(self, df: DataFrame, level: int, size: int) -> _Run:
         """A run of ``df``: partitioned by key, times advanced to the since, consolidated and
@@ -520,38 +646,36 @@ class SparkIndexHistory:
             df = df.withColumn(TIME, F.greatest(F.col(TIME), F.lit(since)))
         total = F.sum(DIFF).alias(DIFF)
         merged = df.groupBy(*self._cols, TIME).agg(total).where(F.col(DIFF) != 0)
-        self.jobs += 1
         frame = merged.select(*self._cols, TIME, DIFF).localCheckpoint(eager=True)
         return _Run(frame, level, size)
 
-    def _insert(self, run: _Run) -> None:
-        """Add ``run`` keeping levels non-increasing, then merge while ``fanout`` runs share
-        a level."""
-        neg = [-r.level for r in self._runs]
-        self._runs.insert(bisect.bisect_right(neg, -run.level), run)
-        while (group := self._merge_group()) is not None:
-            start, end = group
-            parts = self._runs[start:end]
-            union = reduce(DataFrame.unionByName, [r.frame for r in parts])
-            size = sum(r.size for r in parts)
-            merged = self._run(union, parts[0].level + 1, size)
-            for r in parts:
-                _release(r.frame)
-            del self._runs[start:end]
-            neg = [-r.level for r in self._runs]
-            self._runs.insert(bisect.bisect_right(neg, -merged.level), merged)
 
-    def _merge_group(self) -> tuple[int, int] | None:
-        """The slice of ``fanout`` runs of one level to merge, if any (the lowest such level)."""
-        fan = self.fanout
-        runs = self._runs
-        end = len(runs)
-        while end >= fan:
-            level = runs[end - 1].level
-            start = end
-            while start > 0 and runs[start - 1].level == level:
-                start -= 1
-            if end - start >= fan:
-                return end - fan, end
-            end = start
-        return None
+def _insert(runs: list[_Run], run: _Run) -> None:
+    """Add ``run`` to ``runs`` keeping levels non-increasing."""
+    neg = [-r.level for r in runs]
+    runs.insert(bisect.bisect_right(neg, -run.level), run)
+
+
+def _merge_group(runs: list[_Run], fan: int) -> tuple[int, int] | None:
+    """The slice of ``fan`` runs of one level to merge, if any (the lowest such level)."""
+    end = len(runs)
+    while end >= fan:
+        level = runs[end - 1].level
+        start = end
+        while start > 0 and runs[start - 1].level == level:
+            start -= 1
+        if end - start >= fan:
+            return end - fan, end
+        end = start
+    return None
+
+
+def _release_after(shipping: Future[_Shipped], held: list[_Run]) -> None:
+    """Once a shipment of a cleared history ends, release the runs it read (``held``) and
+    those it made."""
+    made: list[_Run] = []
+    if not shipping.cancelled() and shipping.exception() is None:
+        runs, merged_away, _ = shipping.result()
+        made = [r for r in runs + merged_away if all(r is not h for h in held)]
+    for r in held + made:
+        _release(r.frame)

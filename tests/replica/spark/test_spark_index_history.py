@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -48,20 +50,25 @@ ops = st.lists(
 
 
 def _fed(spark: SparkSession, **kw: Any) -> tuple[SparkIndexHistory, IndexHistory]:
+    """A history and its reference; shipments on the caller's thread unless ``background``
+    (so that tests of the layout see each shipment's effect at once)."""
+    kw.setdefault("background", False)
     return SparkIndexHistory(spark, SCHEMA, (0,), **kw), IndexHistory((0,))
 
 
 @settings(max_examples=15, deadline=None)
-@given(ops)
-def test_reads_agree_with_the_mirror(spark: SparkSession, script: list[tuple[Any, ...]]) -> None:
-    history, mirror = _fed(spark, buffer_rows=2, fanout=2)
+@given(ops, st.booleans())
+def test_reads_agree_with_the_mirror(
+    spark: SparkSession, script: list[tuple[Any, ...]], background: bool
+) -> None:
+    history, mirror = _fed(spark, buffer_rows=2, fanout=2, background=background)
     since = 0
     try:
         for op in script:
             if op[0] == "apply":
                 history.apply(op[1], op[2])
                 mirror.apply(op[1], op[2])
-                assert history.buffered < 2
+                assert history.buffered < (8 if background else 2)
             elif op[0] == "compact":
                 since += op[1]
                 history.compact(since)
@@ -118,7 +125,7 @@ def test_key_lookups(spark: SparkSession) -> None:
 
 
 def test_float_keys(spark: SparkSession) -> None:
-    history = SparkIndexHistory(spark, SCHEMA, (2,), buffer_rows=8, fanout=2)
+    history = SparkIndexHistory(spark, SCHEMA, (2,), buffer_rows=8, fanout=2, background=False)
     mirror = IndexHistory((2,))
     for batch in (_mixed(100), [((1, "b", -0.0), 3, 1), ((1, "b", math.nan), 3, 2)]):
         history.apply(batch)
@@ -141,7 +148,7 @@ def test_nullable_and_composite_keys(spark: SparkSession) -> None:
         ((None, day, noon, True), 3, 1),
     ]
     for key, lookups in (((0,), [(None,)]), ((0, 1), [("x", day), (None, day)])):
-        history = SparkIndexHistory(spark, schema, key, buffer_rows=1, fanout=3)
+        history = SparkIndexHistory(spark, schema, key, buffer_rows=1, fanout=3, background=False)
         mirror = IndexHistory(key)
         history.apply(content)
         mirror.apply(content, [])
@@ -174,7 +181,7 @@ def test_compaction_preserves_reads_at_and_after_the_since(spark: SparkSession) 
 
 
 def test_merges_advance_times_to_the_since(spark: SparkSession) -> None:
-    history = SparkIndexHistory(spark, SCHEMA, (0,), buffer_rows=2, fanout=2)
+    history = SparkIndexHistory(spark, SCHEMA, (0,), buffer_rows=2, fanout=2, background=False)
     history.compact(10)
     for t in range(1, 5):  # four shipments, merged pairwise, then the pairs
         history.apply([((1, "a", 0.5), t, 1), ((2, None, math.nan), t + 20, 1)])
@@ -203,7 +210,7 @@ def test_load_after_compaction(spark: SparkSession) -> None:
 
 
 def test_rows_are_typed_spark_columns(spark: SparkSession) -> None:
-    history = SparkIndexHistory(spark, SCHEMA, (0,), buffer_rows=1)
+    history = SparkIndexHistory(spark, SCHEMA, (0,), buffer_rows=1, background=False)
     history.apply([((1, None, 2.5), 0, 1)])
     assert history.buffered == 0
     (run,) = history._runs
@@ -250,3 +257,114 @@ def test_bad_input_is_rejected_unchanged(spark: SparkSession) -> None:
     with pytest.raises(ExecutorError):
         SparkIndexHistory(spark, SCHEMA, (0,), fanout=1)
     history.close()
+
+
+class _Gate:
+    """Holds a history's background shipments until opened; ``fail`` fails the next ones."""
+
+    def __init__(self, history: SparkIndexHistory) -> None:
+        self.open = threading.Event()
+        self.fail = 0
+        self.started = 0
+        ship = history._ship_and_merge
+
+        def gated(runs: Any, table: Any) -> Any:
+            self.started += 1
+            assert self.open.wait(60)
+            if self.fail:
+                self.fail -= 1
+                raise RuntimeError("Spark is away")
+            return ship(runs, table)
+
+        history._ship_and_merge = gated  # type: ignore[method-assign]
+
+
+def test_background_shipments_are_read_from_the_driver_until_adopted(
+    spark: SparkSession,
+) -> None:
+    history, mirror = _fed(spark, buffer_rows=4, fanout=2, background=True)
+    gate = _Gate(history)
+    content = _mixed(10)
+    history.apply(content, [("overflow", 3, 1)])
+    mirror.apply(content, [("overflow", 3, 1)])
+    assert history.shipping and history.buffered == 0 and history.levels == []
+    more = _mixed(3)  # buffered behind the shipment under way
+    history.apply(more)
+    mirror.apply(more, [])
+    history.compact(2)
+    mirror.compact(2)
+    for t in (2, 5, 8):
+        assert history.read(t, None) == mirror.read(t, None)
+        assert history.read(t, [(3,), (4,)]) == mirror.read(t, [(3,), (4,)])
+    assert len(history.updates()) == 13  # the shipment's 10 (from the driver) and the buffer's 3
+    gate.open.set()
+    history.settle()
+    assert not history.shipping and len(history.levels) == 1 and history.buffered == 3
+    for t in (2, 5, 8):
+        assert history.read(t, None) == mirror.read(t, None)
+    history.close()
+
+
+def test_a_failed_shipment_keeps_its_updates_and_is_tried_again_later(
+    spark: SparkSession,
+) -> None:
+    history, mirror = _fed(spark, buffer_rows=2, fanout=4, background=True)
+    gate = _Gate(history)
+    gate.fail = 1
+    gate.open.set()
+    first = [((1, "a", 0.5), 1, 1), ((2, "b", 1.5), 1, 1)]
+    history.apply(first)
+    mirror.apply(first, [])
+    history.settle()
+    assert history.ship_failures == 1 and isinstance(history.ship_error, RuntimeError)
+    assert history.levels == [] and history.buffered == 2
+    assert history.read(1, None) == mirror.read(1, None)
+    for t in (2, 3):  # backing off: two applies
+        history.apply([((t, "c", 2.5), t, 1)])
+        mirror.apply([((t, "c", 2.5), t, 1)], [])
+        assert not history.shipping and gate.started == 1
+    history.apply([((4, "d", 3.5), 4, 1)])
+    mirror.apply([((4, "d", 3.5), 4, 1)], [])
+    history.settle()
+    assert gate.started == 2 and len(history.levels) == 1 and history.buffered == 0
+    assert history.read(4, None) == mirror.read(4, None)
+    history.close()
+
+
+def test_a_full_buffer_waits_for_the_shipment_under_way(spark: SparkSession) -> None:
+    history, mirror = _fed(spark, buffer_rows=2, fanout=4, background=True)
+    gate = _Gate(history)
+    history.apply(_mixed(2))
+    assert history.shipping
+    history.apply(_mixed(7))  # 7 < 4 * 2: keeps buffering
+    assert history.buffered == 7 and history.shipping
+    threading.Timer(0.5, gate.open.set).start()
+    history.apply(_mixed(1))  # 8: waits for the first, then ships the rest
+    assert history.buffered == 0 and history._inflight
+    history.settle()
+    assert gate.started == 2
+    mirror.apply(_mixed(2) + _mixed(7) + _mixed(1), [])
+    assert history.buffered == 0 and history.read(8, None) == mirror.read(8, None)
+    history.close()
+
+
+def test_clearing_during_a_shipment_releases_what_it_read_and_made(spark: SparkSession) -> None:
+    history = SparkIndexHistory(spark, SCHEMA, (0,), buffer_rows=1, fanout=2)
+    history.apply([((1, None, 2.5), 0, 1)])
+    history.settle()
+    (run,) = history._runs
+    held = run.frame._jdf.queryExecution().logical().rdd().id()
+    gate = _Gate(history)
+    history.apply([((2, None, 2.5), 0, 1)])  # merges with the held run once let through
+    history.close()
+    persistent = spark.sparkContext._jsc.getPersistentRDDs()
+    assert persistent.containsKey(held), "the shipment under way still reads it"
+    before = set(persistent.keySet())
+    gate.open.set()
+    for _ in range(600):
+        if not spark.sparkContext._jsc.getPersistentRDDs().containsKey(held):
+            break
+        time.sleep(0.1)
+    after = set(spark.sparkContext._jsc.getPersistentRDDs().keySet())
+    assert held not in after and after <= before
+    assert history.read(0, None) == ({}, {})
