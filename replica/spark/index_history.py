@@ -219,7 +219,7 @@ class SparkIndexHistory:
     @property
     def rows_bound(self) -> int:
         """An upper bound of the ``(row, time)`` entries held (in Spark and buffered)."""
-        inflight = sum(t.num_rows for t in self._inflight)
+        inflight: int = sum(t.num_rows for t in self._inflight)
         return sum(r.size for r in self._runs) + inflight + self._buffered
 
     @property
