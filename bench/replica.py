@@ -20,9 +20,16 @@ Approaches, each in its own process (own SparkSession, own memory figures):
 Per approach: median and p95 wall time per step, the same in CPU time
 (driver + Spark JVM, so a busy shared machine inflates it less), the median
 wall time of the second half of the steps (state built up), updates/s,
-peak RSS (driver + JVM), and whether the final result agrees with (d). Then
-(a) again with 10x the keys and a preloaded state 10x larger (same step size):
-the ratio of median step times should stay within 1.5x.
+peak RSS (driver + JVM), and whether the final result agrees with (d).
+
+Then the state-size target: (a) again with a state 10x larger and the same
+steps (``a10h``: 100,000 keys preloaded, then the base's 50 steps of 20,000
+updates on the base's 10,000 keys, so the change is identical and only the
+state grows); the ratio of median step times should stay within 1.5x. For
+contrast ``a10`` scales the keys too: its 20,000 uniform updates touch ~18,000
+of 100,000 keys instead of ~8,600 of 10,000, so the change itself -- keys
+looked up, output rows retracted and inserted -- is ~2.1x larger; ``d10``
+shows the reference executor's own growth on that workload.
 
 Finally, point peeks through gRPC: a real ``tidegate replica --executor spark``
 process holding a 100,000-row index answers 300 key lookups (target <= 5 ms
@@ -32,10 +39,8 @@ By default (b) and (c) run only the first ``--baseline-steps`` (10) steps, each
 checked against (d) on the same steps -- on 2 cores they take minutes each;
 ``--full`` runs them on every step. Scratch data is written only under a
 temporary directory. ``--quick`` runs a small version (K=2,000, 10 steps of
-4,000). ``--only a,d,grpc`` picks approaches (``a10`` is the 10x run, ``d10`` the same
-for the PythonExecutor: the same step touches ~2.1x the keys at 10x, so its ratio shows
-how much the change itself grows; ``a10h`` is 10x the state with every step on the
-base's keys, so only the state grows). ``--phases`` prints where (a)'s step time goes.
+4,000). ``--only a,d,grpc`` picks approaches (``a10h``, ``a10`` and ``d10`` as above).
+``--phases`` prints where (a)'s step time goes, for the 10x runs too.
 """
 
 from __future__ import annotations
@@ -561,6 +566,38 @@ def _spawn(what: str, args: argparse.Namespace, steps: int | None = None) -> dic
     return None
 
 
+def _print_scaling(results: dict, chosen: list[str], args: argparse.Namespace) -> None:
+    """The 10x runs of the aggregate: the target (10x the state, the same steps) first, then
+    10x the keys, where the same number of updates is a larger change (see the docstring)."""
+    base = results["a"]
+    runs = [
+        ("a10h", f"(a) at 10x state, the same steps (on the base's {args.keys:,} keys)", True),
+        ("a10", "(a) at 10x keys and state (each step touches ~2.1x the keys)", False),
+    ]
+    for kind, label, target in runs:
+        if kind not in chosen:
+            continue
+        big = _spawn(f"{kind}:aggregate", args)
+        if big is None:
+            continue
+        ratio = big["median_ms"] / base["median_ms"]
+        cratio = big["cpu_median_ms"] / base["cpu_median_ms"]
+        print(
+            f"  {label}: median {big['median_ms']:.0f} ms (p95 {big['p95_ms']:.0f}),"
+            f" ratio {ratio:.2f} wall / {cratio:.2f} cpu" + (" (target <= 1.5)" if target else "")
+        )
+        if "phases" in big:
+            print("\n".join("    " + line for line in big["phases"].splitlines()))
+    if "d10" in chosen and "d" in results:
+        big = _spawn("d10:aggregate", args)
+        if big is not None:
+            ratio = big["median_ms"] / results["d"]["median_ms"]
+            print(
+                f"  (d) at 10x keys and state: median {big['median_ms']:.0f} ms,"
+                f" ratio {ratio:.2f} wall (the reference executor: how much the change grows)"
+            )
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--quick", action="store_true")
@@ -649,34 +686,8 @@ def main() -> int:
         if "a" in results and "phases" in results["a"]:
             print("  (a) per step, by phase (bg.* run on background threads):")
             print("\n".join("    " + line for line in results["a"]["phases"].splitlines()))
-        if workload == "aggregate" and "a10" in chosen and "a" in results:
-            big = _spawn("a10:aggregate", args)
-            if big is not None:
-                ratio = big["median_ms"] / results["a"]["median_ms"]
-                cratio = big["cpu_median_ms"] / results["a"]["cpu_median_ms"]
-                print(
-                    f"  (a) at 10x keys and state: median {big['median_ms']:.0f} ms,"
-                    f" ratio {ratio:.2f} wall / {cratio:.2f} cpu (target <= 1.5)"
-                )
-        if workload == "aggregate" and "a10h" in chosen and "a" in results:
-            big = _spawn("a10h:aggregate", args)
-            if big is not None:
-                ratio = big["median_ms"] / results["a"]["median_ms"]
-                cratio = big["cpu_median_ms"] / results["a"]["cpu_median_ms"]
-                print(
-                    f"  (a) at 10x state, steps on the base's {args.keys:,} keys:"
-                    f" median {big['median_ms']:.0f} ms, ratio {ratio:.2f} wall / {cratio:.2f} cpu"
-                )
-        if workload == "aggregate" and "d10" in chosen and "d" in results:
-            # the same 20,000 updates touch ~2.1x the keys at 10x (18k of 100k, not 8.6k of
-            # 10k), so the output change doubles: the reference executor's ratio shows it
-            big = _spawn("d10:aggregate", args)
-            if big is not None:
-                ratio = big["median_ms"] / results["d"]["median_ms"]
-                print(
-                    f"  (d) at 10x keys and state: median {big['median_ms']:.0f} ms,"
-                    f" ratio {ratio:.2f} wall (reference: the change's own growth)"
-                )
+        if workload == "aggregate" and "a" in results:
+            _print_scaling(results, chosen, args)
     if "grpc" in chosen:
         g = point_peek_through_grpc()
         if g is None:
