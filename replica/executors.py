@@ -14,7 +14,7 @@ arrangement sizes the metrics report.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Literal
+from typing import Any, Literal
 
 from tidegate.spec.errors import ExecutorError, TidegateError
 from tidegate.spec.executor.contract import DataflowHandle, Executor, ExportBatch
@@ -119,6 +119,18 @@ class GuardedExecutor:
             else:
                 records.setdefault(b.id, 0)
         return batches
+
+    def index_status(self) -> dict[GlobalId, Any]:
+        """The inner executor's per-index storage status (``SparkExecutor.index_status``:
+        where each index keeps its history, failures keeping it there); empty for an
+        executor without one, or if asking fails."""
+        status = getattr(self.inner, "index_status", None)
+        if status is None:
+            return {}
+        try:
+            return dict(status())
+        except Exception:
+            return {}
 
     def allow_compaction(self, export_id: GlobalId, frontier: Antichain) -> None:
         try:

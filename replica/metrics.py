@@ -88,6 +88,18 @@ class ReplicaMetrics:
             ["collection"],
             registry=r,
         )
+        self.index_in_spark = Gauge(
+            "tidegate_replica_index_in_spark",
+            "1 when an index keeps its history in Spark, 0.5 while it moves there, 0 in the driver",
+            ["collection"],
+            registry=r,
+        )
+        self.index_storage_failures = Gauge(
+            "tidegate_replica_index_storage_failures",
+            "Failed moves into Spark and failed shipments of an index's history (rows kept, retried)",
+            ["collection"],
+            registry=r,
+        )
         self.dataflows = Gauge(
             "tidegate_replica_dataflows", "Dataflows installed (log dataflows included)", registry=r
         )
@@ -111,7 +123,12 @@ class ReplicaMetrics:
 
     def forget(self, collection: str) -> None:
         """Remove the frontier series of a dropped collection."""
-        for g in (self.frontier_lag, self.output_frontier):
+        for g in (
+            self.frontier_lag,
+            self.output_frontier,
+            self.index_in_spark,
+            self.index_storage_failures,
+        ):
             with contextlib.suppress(KeyError):
                 g.remove(collection)
 

@@ -358,6 +358,7 @@ class ReplicaService:
         self._conn: _Connection | None = None
         self._newest = 0
         self._followers: dict[GlobalId, _Follower] = {}
+        self._index_failures: dict[GlobalId, int] = {}
         self._delivered: dict[GlobalId, Antichain] = {}
         self._persist: dict[_uuid.UUID, _PersistPeek] = {}
         self._peek_started: dict[_uuid.UUID, float] = {}
@@ -695,6 +696,29 @@ class ReplicaService:
             else:
                 self._outputs[resp.id] = resp.output
 
+    def _gauge_indexes(self) -> None:
+        """Where each index keeps its history; a warning for each new failure keeping it there."""
+        m = self.metrics
+        seen: dict[GlobalId, int] = {}
+        for gid, st in self.executor.index_status().items():
+            name = str(gid)
+            where = getattr(st, "location", "driver")
+            m.index_in_spark.labels(name).set({"spark": 1.0, "moving": 0.5}.get(where, 0.0))
+            failures = int(getattr(st, "failures", 0))
+            m.index_storage_failures.labels(name).set(failures)
+            if failures > self._index_failures.get(gid, 0):
+                log_event(
+                    self.log,
+                    "index_storage_failed",
+                    level=logging.WARNING,
+                    collection=name,
+                    location=where,
+                    failures=failures,
+                    error=getattr(st, "error", None),
+                )
+            seen[gid] = failures
+        self._index_failures = seen
+
     def _update_gauges(self) -> None:
         m = self.metrics
         m.dataflows.set(len(self.core.installed_dataflows()))
@@ -712,6 +736,7 @@ class ReplicaService:
             known = [u for u in uppers if u is not None]
             if known:
                 m.frontier_lag.labels(name).set(max(0, min(known) - least))
+        self._gauge_indexes()
         records = self.executor.records
         for gid in self._gauged - records.keys():
             m.arrangement_records.remove(str(gid))

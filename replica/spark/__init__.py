@@ -57,6 +57,7 @@ larger merges.
 """
 
 from .executor import SparkExecutor
+from .index_output import IndexStatus
 from .session import JAVA_OPTIONS, spark_session
 
-__all__ = ["JAVA_OPTIONS", "SparkExecutor", "spark_session"]
+__all__ = ["JAVA_OPTIONS", "IndexStatus", "SparkExecutor", "spark_session"]

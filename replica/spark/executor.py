@@ -36,7 +36,7 @@ from tidegate.spec.plan.schema import Schema
 from . import operators as ops
 from .fingerprint import Fingerprinter
 from .index_history import SparkIndexHistory
-from .index_output import DEFAULT_INDEX_MEMORY_ROWS, IndexOutput
+from .index_output import DEFAULT_INDEX_MEMORY_ROWS, IndexOutput, IndexStatus
 from .phases import PHASES
 from .session import spark_session
 
@@ -209,6 +209,15 @@ class SparkExecutor(IntTimeExecutor[ops.Node, IndexOutput]):
         if output is None:
             raise UnknownExport(f"{export_id} is not an index")
         return output.in_spark
+
+    def index_status(self) -> dict[GlobalId, IndexStatus]:
+        """Each index export's :class:`IndexStatus` (driver, moving or Spark; failures)."""
+        return {
+            eid: ex.index.status()
+            for df in self._dataflows.values()
+            for eid, ex in df.exports.items()
+            if ex.index is not None
+        }
 
     def wait_for_index_moves(self) -> None:
         """Wait until every index moving to Spark in the background has moved (or failed to:

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Literal
 
 from pyspark.sql import SparkSession
 
@@ -37,7 +39,7 @@ from .arrangement import BACKGROUND_POOL
 from .index_history import SparkIndexHistory
 from .phases import PHASES
 
-__all__ = ["DEFAULT_INDEX_MEMORY_ROWS", "DEFAULT_INLINE_MOVE_ROWS", "IndexOutput"]
+__all__ = ["DEFAULT_INDEX_MEMORY_ROWS", "DEFAULT_INLINE_MOVE_ROWS", "IndexOutput", "IndexStatus"]
 
 DEFAULT_INDEX_MEMORY_ROWS = 1_000_000
 """Indexes with more distinct rows than this keep their history in Spark (see the module docstring)."""
@@ -51,6 +53,20 @@ _MAX_RETRY_STEPS = 1024
 
 _MOVER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tidegate-index-move")
 """Loads the histories of indexes moving to Spark, one at a time."""
+
+
+@dataclass(frozen=True)
+class IndexStatus:
+    """Where an index keeps its history, and what went wrong keeping it there.
+
+    ``failures`` counts failed moves into Spark and failed shipments of a
+    Spark-resident history (both keep their rows in the driver and are retried);
+    ``error`` is the last one's text.
+    """
+
+    location: Literal["driver", "moving", "spark"]
+    failures: int = 0
+    error: str | None = None
 
 
 class IndexOutput:
@@ -131,6 +147,19 @@ class IndexOutput:
     def settle(self) -> None:
         """Wait for a background move to finish and adopt (or drop) its result."""
         self._adopt(wait=True)
+
+    def status(self) -> IndexStatus:
+        """Where the history is and how often keeping it there failed."""
+        history = self._history
+        failures = self.move_failures
+        error = self.move_error
+        if history is not None:
+            failures += history.ship_failures
+            error = history.ship_error or error
+        location: Literal["driver", "moving", "spark"] = (
+            "spark" if history is not None else "moving" if self._moving is not None else "driver"
+        )
+        return IndexStatus(location, failures, None if error is None else repr(error))
 
     def _start_move(self, mirror: IndexHistory) -> None:
         if self._retry_in > 0:

@@ -14,6 +14,7 @@ from replica_harness import ROWS, Client, Tables, at, fresh_id, index_dataflow
 from tidegate.replica.executors import GuardedExecutor, make_executor
 from tidegate.replica.metrics import ReplicaMetrics
 from tidegate.replica.service import ReplicaService
+from tidegate.replica.spark.index_output import IndexStatus
 from tidegate.runtime.transport.grpc_server import ReplicaServer
 from tidegate.spec.errors import ExecutorError
 from tidegate.spec.executor.contract import ExportBatch
@@ -132,6 +133,60 @@ def test_executor_exceptions_become_typed_errors_and_the_service_keeps_serving(
     assert _sample(service, "tidegate_replica_step_errors_total") == 2
     assert _sample(service, "tidegate_replica_command_errors_total", error="DataflowRejected") == 1
     assert service.executor.failures == 4  # install, peek, two steps
+
+
+class StatusExecutor(PythonExecutor):
+    """The reference executor reporting a storage status for its indexes, as SparkExecutor does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.status: dict[GlobalId, IndexStatus] = {}
+
+    def index_status(self) -> dict[GlobalId, IndexStatus]:
+        return dict(self.status)
+
+
+def test_index_storage_status_is_gauged_and_a_new_failure_is_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    tables = Tables(tmp_path)
+    executor = StatusExecutor()
+    service = ReplicaService(executor, tables.store, tick_s=0.02).start()
+    server = ReplicaServer(service).start()
+    t = tables.create()
+    tables.append(t, ROWS, 3)
+    idx = fresh_id()
+    executor.status[idx] = IndexStatus("moving")
+
+    async def until_sample(name: str, want: float) -> None:
+        with anyio.fail_after(20):
+            while _sample(service, name, collection=str(idx)) != want:
+                await anyio.sleep(0.02)
+
+    async def main() -> None:
+        c = await Client.connect(server.address)
+        await c.initialized(CreateDataflow(index_dataflow(t, index=idx)), Schedule(idx))
+        await c.until(lambda r: isinstance(r, Frontiers) and r.id == idx and r.output == at(3))
+        await until_sample("tidegate_replica_index_in_spark", 0.5)
+        executor.status[idx] = IndexStatus("driver", 1, "RuntimeError('Spark is away')")
+        tables.append(t, [((4, "d"), 3, 1)], 5)  # a step, and the gauges after it
+        await until_sample("tidegate_replica_index_storage_failures", 1)
+        assert _sample(service, "tidegate_replica_index_in_spark", collection=str(idx)) == 0
+        executor.status[idx] = IndexStatus("spark", 1, "RuntimeError('Spark is away')")
+        tables.append(t, [((5, "e"), 5, 1)], 7)
+        await until_sample("tidegate_replica_index_in_spark", 1)
+        await c.close()
+
+    with caplog.at_level("WARNING", logger="tidegate.replica"):
+        try:
+            anyio.run(main)
+        finally:
+            server.stop(0)
+            service.stop()
+    warned = [r for r in caplog.records if r.getMessage() == "index_storage_failed"]
+    assert len(warned) == 1  # once per new failure, not once per step
+    assert warned[0].fields["collection"] == str(idx)  # type: ignore[attr-defined]
+    assert "Spark is away" in warned[0].fields["error"]  # type: ignore[attr-defined]
 
 
 def test_the_guard_counts_records_per_export_and_forgets_dropped_ones() -> None:

@@ -11,7 +11,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from tidegate.replica.spark.index_history import SparkIndexHistory
-from tidegate.replica.spark.index_output import IndexOutput
+from tidegate.replica.spark.index_output import IndexOutput, IndexStatus
 from tidegate.spec.executor import IndexHistory
 from tidegate.spec.frontier import Update
 from tidegate.spec.plan.schema import Schema
@@ -73,6 +73,7 @@ def test_a_background_move_keeps_serving_from_the_driver_and_loses_nothing(
         out.apply(part, [])
         ref.apply(part, [])
     assert out.moving and not out.in_spark  # 9 rows > 5: the move waits at the gate
+    assert out.status() == IndexStatus("moving")
 
     # while it moves: updates, a retraction, an error, a compaction and reads, all from the driver
     more = [*rows(range(3, 5), range(2, 6)), ((1, 999), 4, -1)]
@@ -86,6 +87,7 @@ def test_a_background_move_keeps_serving_from_the_driver_and_loses_nothing(
     gate.set()
     out.settle()
     assert out.in_spark and not out.moving and out.move_failures == 0
+    assert out.status() == IndexStatus("spark")
     same_reads(out, ref, range(2, 6))
     assert sorted(out.updates()) == sorted(ref.updates())
     assert out.error_updates() == ref.error_updates()
@@ -123,12 +125,14 @@ def test_a_failed_move_stays_in_the_driver_and_is_tried_again_later(spark: Spark
     apply_step()
     assert not out.in_spark and out.move_failures == 1
     assert isinstance(out.move_error, RuntimeError)
+    assert out.status() == IndexStatus("driver", 1, "RuntimeError('Spark is away')")
     same_reads(out, ref, range(0, 2))
     apply_step()  # backing off: 2 steps after the first failure
     assert not out.in_spark and len(opener.opened) == 0
     apply_step()
     apply_step()
     assert out.in_spark and out.move_failures == 1
+    assert out.status().location == "spark" and out.status().failures == 1
     same_reads(out, ref, range(0, 5))
 
 
@@ -183,5 +187,5 @@ def test_executor_waits_for_index_moves(spark: SparkSession, inline: int) -> Non
     ex.feed(h, src, rows(range(0, 2), range(4)), Antichain([2]))
     ex.step()
     ex.wait_for_index_moves()
-    assert ex.index_in_spark(idx)
+    assert ex.index_in_spark(idx) and ex.index_status() == {idx: IndexStatus("spark")}
     assert sorted(ex.peek(idx, 1).rows) == sorted((r, 1) for r, _, _ in rows(range(0, 2), range(4)))
