@@ -229,14 +229,13 @@ class SparkIndexHistory:
 
     @property
     def levels(self) -> list[int]:
-        """Each Spark run's level (a run of level ``l`` merged ``fanout**l`` shipments)."""
-        self._settle(wait=False)
+        """Each Spark run's level (a run of level ``l`` merged ``fanout**l`` shipments), as of
+        the last adopted shipment."""
         return [r.level for r in self._runs]
 
     @property
     def shipping(self) -> bool:
-        """Whether a background shipment is under way."""
-        self._settle(wait=False)
+        """Whether a background shipment is under way or finished but not adopted yet."""
         return self._shipping is not None
 
     def settle(self) -> None:
