@@ -572,20 +572,7 @@ class SparkAccumulators(Spine):
     def _sum_table(self, table: pa.Table) -> dict[Row, list[int]]:
         """Sum the runs' partial vectors per key with Arrow's grouped sums (exactly: each
         summed column is checked to fit, else Python's integers do it)."""
-        cols: dict[str, Any] = {c: table.column(c) for c in self.key_cols}
-        sums: list[str] = []
-        for j, kind in enumerate(self.kinds):
-            if kind is Acc.FINGERPRINT:
-                col = table.column(f"v{j}")
-                cols[f"v{j}a"] = pc.shift_right(col, 30)
-                cols[f"v{j}b"] = pc.bit_wise_and(col, _M30)
-                sums += [f"v{j}a", f"v{j}b"]
-            elif kind is Acc.SUM:
-                cols[f"v{j}l"], cols[f"v{j}h"] = table.column(f"v{j}l"), table.column(f"v{j}h")
-                sums += [f"v{j}l", f"v{j}h"]
-            else:
-                cols[f"v{j}"] = table.column(f"v{j}")
-                sums.append(f"v{j}")
+        cols, sums = self._summands(table)
         n = table.num_rows
         if not all(sum_fits(cols[s], n) for s in sums):
             return self._sum_rows(table)
