@@ -62,7 +62,7 @@ from tidegate.spec.errors import (
     PeekOutOfRange,
     UnsupportedTimestamp,
 )
-from tidegate.spec.executor import ErrorUpdate
+from tidegate.spec.executor import ErrorUpdate, IndexHistory
 from tidegate.spec.frontier import Row, Update
 from tidegate.spec.plan.schema import INT64_MAX, INT64_MIN, ScalarType, Schema
 
@@ -201,7 +201,8 @@ class SparkIndexHistory:
         it is adopted."""
         self._shipping: Future[_Shipped] | None = None
         self._retry_in = 0
-        self._errs: dict[str, dict[int, int]] = {}
+        self._errors = IndexHistory(())
+        """The errors (few: they stay in the driver), kept as an index's history is."""
         self.jobs = 0
         """Spark jobs run so far by reads, shipments and merges (for tests and benchmarks)."""
         self.ship_failures = 0
@@ -266,11 +267,7 @@ class SparkIndexHistory:
             if wanted and not self.key:
                 wanted = None  # an index on no columns has the one key (): every row
         self._settle(wait=False)
-        errors = {
-            m: c
-            for m, ts in self._errs.items()
-            if (c := sum(d for t, d in ts.items() if t <= time))
-        }
+        errors = self._errors.read(time, None)[1]
         rows: dict[Row, int] = {}
         if wanted is not None and not wanted:
             return rows, errors
@@ -377,7 +374,7 @@ class SparkIndexHistory:
 
     def error_updates(self) -> list[ErrorUpdate]:
         """Every held ``(message, time, diff)`` error entry."""
-        return [(m, t, d) for m, ts in self._errs.items() for t, d in ts.items()]
+        return self._errors.error_updates()
 
     # -- changes ---------------------------------------------------------------------------
 
@@ -386,7 +383,7 @@ class SparkIndexHistory:
         table = self._table(updates)
         errs = self._check_errors(errors)
         self._settle(wait=False)
-        self._add_errors(errs)
+        self._errors.apply((), errs)
         if table.num_rows:
             self._buffer.append(table)
             self._buffered += table.num_rows
@@ -409,7 +406,7 @@ class SparkIndexHistory:
         table = self._table(updates)
         errs = self._check_errors(errors)
         self._settle(wait=True)
-        self._add_errors(errs)
+        self._errors.apply((), errs)
         if table.num_rows:
             self._adopt(self._ship_and_merge(list(self._runs), table))
 
@@ -426,16 +423,7 @@ class SparkIndexHistory:
             raise CompactionRegression(f"compaction to {since} is behind the since {self._since}")
         self._settle(wait=False)
         self._since = since
-        for msg in list(self._errs):
-            times = self._errs[msg]
-            merged = sum(d for t, d in times.items() if t <= since)
-            rest = {t: d for t, d in times.items() if t > since}
-            if merged:
-                rest[since] = merged
-            if rest:
-                self._errs[msg] = rest
-            else:
-                del self._errs[msg]
+        self._errors.compact(since)
 
     def count_entries(self) -> int:
         """The consolidated ``(row, time)`` entries in Spark plus the buffered updates: one
@@ -471,7 +459,7 @@ class SparkIndexHistory:
         self._inflight.clear()
         self._buffer.clear()
         self._buffered = 0
-        self._errs.clear()
+        self._errors = IndexHistory(())
 
     def close(self) -> None:
         """Release everything held (same as :meth:`clear`; the history reads as empty after)."""
@@ -545,17 +533,6 @@ class SparkIndexHistory:
                 raise InvalidInputRow(f"error diff {d!r} is not an int")
             out.append((msg, t, d))
         return out
-
-    def _add_errors(self, errors: list[ErrorUpdate]) -> None:
-        for msg, t, d in errors:
-            times = self._errs.setdefault(msg, {})
-            n = times.get(t, 0) + d
-            if n:
-                times[t] = n
-            else:
-                times.pop(t, None)
-            if not times:
-                del self._errs[msg]
 
     def _level_of(self, size: int) -> int:
         """The level of a run of ``size`` entries: the least ``l`` with
