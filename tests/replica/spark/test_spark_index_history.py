@@ -356,15 +356,23 @@ def test_clearing_during_a_shipment_releases_what_it_read_and_made(spark: SparkS
     held = run.frame._jdf.queryExecution().logical().rdd().id()
     gate = _Gate(history)
     history.apply([((2, None, 2.5), 0, 1)])  # merges with the held run once let through
+    shipping = history._shipping
+    assert shipping is not None
     history.close()
     persistent = spark.sparkContext._jsc.getPersistentRDDs()
     assert persistent.containsKey(held), "the shipment under way still reads it"
-    before = set(persistent.keySet())
     gate.open.set()
-    for _ in range(600):
-        if not spark.sparkContext._jsc.getPersistentRDDs().containsKey(held):
+    runs, merged_away, _ = shipping.result(timeout=60)
+    made = {r.frame._jdf.queryExecution().logical().rdd().id() for r in runs + merged_away} - {held}
+    assert made, "the shipment made runs"
+
+    def released() -> bool:
+        now = spark.sparkContext._jsc.getPersistentRDDs()
+        return not now.containsKey(held) and not any(now.containsKey(i) for i in made)
+
+    for _ in range(600):  # the done-callback may still be releasing
+        if released():
             break
         time.sleep(0.1)
-    after = set(spark.sparkContext._jsc.getPersistentRDDs().keySet())
-    assert held not in after and after <= before
+    assert released()
     assert history.read(0, None) == ({}, {})
