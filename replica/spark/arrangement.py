@@ -28,7 +28,8 @@ modular fold written in long arithmetic (``decimal(38,0)`` sums cost about
 40% of the JVM's row conversions).
 
 A lookup is one Spark job with no shuffle over the materialised runs (coalesced
-to ``partitions`` tasks; the wanted keys as a broadcast semi-join unless they
+to ``partitions`` tasks; the wanted keys as a Bloom filter in the scan when they
+are one int64 column (:mod:`.bloom`), else as a broadcast semi-join, unless they
 are a large part of the state), built and run on a fetch thread, plus the
 driver's buffered tables filtered in Arrow; the entries are summed in the
 driver. Its cost follows the keys asked for, plus a scan of the cached runs.
@@ -59,6 +60,7 @@ from tidegate.spec.frontier import Row
 from tidegate.spec.plan.schema import Schema
 
 from .arrow import COUNT, column_names, rows_from_table, table_from_counts
+from .bloom import might_contain
 from .fingerprint import PRIME
 from .phases import PHASES
 
@@ -244,12 +246,14 @@ class Spine:
         return wait
 
     def _fetch_job(self, frames: list[DataFrame], keys: pa.Table | None) -> pa.Table:
-        """The entries of ``frames`` (all, or under ``keys`` by a broadcast semi-join) as
-        Arrow: one Spark job, coalesced to ``partitions`` tasks."""
+        """The entries of ``frames`` (all, or under ``keys`` by a Bloom filter or else a
+        broadcast semi-join) as Arrow: one Spark job, coalesced to ``partitions`` tasks."""
         with PHASES("bg.fetch"):
             state = reduce(DataFrame.unionByName, frames)
             if len(frames) > 1:
                 state = state.coalesce(self.partitions)
+            if keys is not None and (test := self._bloom(keys)) is not None:
+                return self._filter(state.filter(test).toArrow(), keys)
             if keys is not None:
                 names = [f"k{j}" for j in range(len(self.key_cols))]
                 kdf = self.spark.createDataFrame(keys.select(self.key_cols)).toDF(*names)
@@ -259,6 +263,18 @@ class Spine:
                 state = state.join(F.broadcast(kdf), cond, "left_semi")
             table: pa.Table = state.toArrow()
             return table
+
+    def _bloom(self, keys: pa.Table) -> Column | None:
+        """A Bloom-filter test of a single int64 key column (no NULL asked for), or ``None``
+        (then the caller semi-joins): it runs inside the scan, with no job or exchange of
+        its own, so it costs ~50 ms less than the semi-join on local[2]. Its false positives
+        are dropped by :meth:`_filter`, which is exact for int64 keys."""
+        if len(self.key_cols) != 1:
+            return None
+        col = keys.column(self.key_cols[0])
+        if col.type != pa.int64() or col.null_count:
+            return None
+        return might_contain(self.spark, F.col(self.key_cols[0]), col.combine_chunks())
 
     def _filter(self, table: pa.Table, keys: pa.Table | None) -> pa.Table:
         """The entries of a buffered table under ``keys`` (all of them for a composite or
