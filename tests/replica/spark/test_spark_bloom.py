@@ -4,6 +4,7 @@ its false positives are dropped."""
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 import pyarrow as pa
@@ -122,7 +123,7 @@ def test_a_spark_that_builds_other_bytes_gets_the_semi_join(
     for _ in range(4):
         acc.append({(k,): [1] for k in range(200)})
     _materialised(acc)
-    monkeypatch.setattr(bloom, "_classes", {})
+    monkeypatch.setattr(bloom, "_classes", weakref.WeakKeyDictionary())
     monkeypatch.setattr(bloom, "bloom_filter_bytes", lambda keys, fpp=0.01: b"\x00" * 20)
     assert bloom.might_contain(spark, F.col("k"), pa.array([1], pa.int64())) is None
     assert acc.lookup([(5,), (500,)]) == {(5,): [4]}
