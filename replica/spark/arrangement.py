@@ -271,10 +271,8 @@ class Spine:
         are dropped by :meth:`_filter`, which is exact for int64 keys."""
         if len(self.key_cols) != 1:
             return None
-        col = keys.column(self.key_cols[0])
-        if col.type != pa.int64() or col.null_count:
-            return None
-        return might_contain(self.spark, F.col(self.key_cols[0]), col.combine_chunks())
+        col = self.key_cols[0]
+        return might_contain(self.spark, F.col(col), keys.column(col).combine_chunks())
 
     def _filter(self, table: pa.Table, keys: pa.Table | None) -> pa.Table:
         """The entries of a buffered table under ``keys`` (all of them for a composite or

@@ -176,8 +176,11 @@ def _jvm_classes(spark: SparkSession) -> _Classes | None:
 
 def might_contain(spark: SparkSession, column: Column, keys: pa.Array) -> Column | None:
     """A boolean column: whether the int64 ``column`` may be one of ``keys`` (a Bloom
-    filter; false positives are possible, false negatives are not). ``None`` when this
-    Spark cannot take the filter (callers then use a semi-join)."""
+    filter; false positives are possible, false negatives are not). ``None`` when the
+    filter cannot answer -- ``keys`` are not int64 or hold a NULL, or this Spark cannot
+    take the filter -- and callers use a semi-join."""
+    if keys.type != pa.int64() or keys.null_count:
+        return None
     classes = _jvm_classes(spark)
     if classes is None:
         return None

@@ -24,11 +24,11 @@ merges advance them.
 
 A read is one Spark job with no shuffle: the runs' entries at times ``<= t``
 (under the wanted keys: an ``isin`` for a few, a Bloom filter for many int64
-keys, else a broadcast semi-join), fetched with ``toArrow`` and summed per row in the driver with
-the buffer's part. Grouping in Spark first was measured slower (1,000,000 rows
-in four runs, local[2]: full read 5.3-6.9 s grouped vs 3.3-3.5 s not, key read
-211-294 ms vs 157-189 ms): merges keep each row at few entries, so the shuffle
-costs more than it saves. Key partitioning makes a merge one shuffle; a lookup
+keys, else a broadcast semi-join), fetched with ``toArrow`` and summed per row
+in the driver with the buffer's part. Grouping in Spark first was measured
+slower (1,000,000 rows in four runs, local[2]: full read 5.3-6.9 s grouped vs
+3.3-3.5 s not, key read 211-294 ms vs 157-189 ms): merges keep each row at few
+entries, so the shuffle costs more than it saves. Key partitioning makes a merge one shuffle; a lookup
 still scans every partition (Spark cannot prune cached ones by hash), filtering
 before anything leaves the executors. Errors are few and stay in the driver.
 
@@ -307,10 +307,9 @@ class SparkIndexHistory:
         single = len(self._key_cols) == 1
         if single and ktab.num_rows > _ISIN_MAX:
             keys = ktab.column(0).combine_chunks()
-            if keys.type == pa.int64() and not keys.null_count:
-                test = might_contain(self.spark, F.col(self._key_cols[0]), keys)
-                if test is not None:
-                    return df.where(test), keys
+            test = might_contain(self.spark, F.col(self._key_cols[0]), keys)
+            if test is not None:
+                return df.where(test), keys
         if single and ktab.num_rows <= _ISIN_MAX:
             col = F.col(self._key_cols[0])
             values = ktab.column(0).to_pylist()

@@ -51,13 +51,15 @@ def _materialised(spine: Spine) -> None:
 
 def _lookups(spine: Any, keys: list[Any], monkeypatch: pytest.MonkeyPatch) -> tuple[Any, Any, int]:
     """``spine.lookup(keys)`` through the Bloom filter and through the semi-join, and how
-    many filters were built."""
+    many filters the first lookup used."""
     built = []
     real = bloom.might_contain
 
     def counting(*args: Any) -> Any:
-        built.append(1)
-        return real(*args)
+        test = real(*args)
+        if test is not None:
+            built.append(1)
+        return test
 
     monkeypatch.setattr("tidegate.replica.spark.arrangement.might_contain", counting)
     through_bloom = spine.lookup(keys)
@@ -152,3 +154,11 @@ def test_an_index_read_of_many_keys_goes_through_the_filter_exactly(
         assert built == [1]
     finally:
         history.close()
+
+
+def test_keys_the_filter_cannot_hold_get_none(spark: SparkSession) -> None:
+    col = F.col("k")
+    assert bloom.might_contain(spark, col, pa.array([1, None], pa.int64())) is None
+    assert bloom.might_contain(spark, col, pa.array(["a"])) is None
+    assert bloom.might_contain(spark, col, pa.array([1], pa.int32())) is None
+    assert bloom.might_contain(spark, col, pa.array([1], pa.int64())) is not None
