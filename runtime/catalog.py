@@ -36,7 +36,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeAlias
 
 from tidegate.spec.compute.as_of_selection import select_as_ofs
-from tidegate.spec.errors import ConsensusError, InvalidId, PlanError
+from tidegate.spec.errors import InvalidId, PlanError
 from tidegate.spec.frontier import Antichain
 from tidegate.spec.frontier.read_policy import (
     LagWriteFrontier,
@@ -694,13 +694,27 @@ class Catalog:
             return current
         data = encode_state(new)
         seqno = 0 if self._seqno is None else self._seqno + 1
-        if not self._consensus.compare_and_set(self._key, self._seqno, VersionedData(seqno, data)):
+        try:
+            ok = self._consensus.compare_and_set(self._key, self._seqno, VersionedData(seqno, data))
+        except Exception:
+            # The outcome is unknown: look. If the store cannot say either, the error stands
+            # (nothing changed here) and a retry finds out (below).
+            if not self._landed(seqno, data):
+                raise
+            ok = True
+        if not ok:
             head = self._consensus.head(self._key)
-            raise CatalogConflict(self._key, self._seqno, None if head is None else head.seqno)
+            if head is None or head.seqno != seqno or head.data != data:
+                raise CatalogConflict(self._key, self._seqno, None if head is None else head.seqno)
+            # An earlier attempt whose answer was lost landed this very state.
         self._seqno, self._state = seqno, new
-        with contextlib.suppress(ConsensusError):  # history is not needed; a racer may truncate
+        with contextlib.suppress(Exception):  # housekeeping only: history is not needed
             self._consensus.truncate(self._key, seqno)
         return new
+
+    def _landed(self, seqno: int, data: bytes) -> bool:
+        head = self._consensus.head(self._key)
+        return head is not None and head.seqno == seqno and head.data == data
 
     def restore_plan(
         self,

@@ -32,7 +32,8 @@ import contextlib
 import shutil
 import sys
 import tempfile
-from collections.abc import Generator, Iterable, Mapping, Sequence
+import uuid as _uuid
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -44,7 +45,7 @@ from tidegate.spec.compute.as_of_selection import select_as_ofs
 from tidegate.spec.controller import Controller
 from tidegate.spec.errors import CollectionMissing, ReadBeyondUpper, TypeMismatch
 from tidegate.spec.frontier import Antichain, Row
-from tidegate.spec.frontier.read_policy import ReadPolicy
+from tidegate.spec.frontier.read_policy import LagWriteFrontier, ReadPolicy
 from tidegate.spec.ids import GlobalId
 from tidegate.spec.plan import Plan, Schema, gets, typecheck
 from tidegate.spec.plan.builder import Frame
@@ -60,6 +61,7 @@ from tidegate.spec.protocol.types import (
     SourceImport,
     SubscribeConnection,
 )
+from tidegate.spec.shard import Blob, Consensus
 from tidegate.spec.storage import (
     CollectionDescription,
     MaterializedView,
@@ -93,13 +95,18 @@ from .controller.errors import RuntimeControllerError
 from .controller.storage_io import ShardStorageIO
 from .controller.streams import EventStream, Subscription
 from .controller.timestamps import Oracle, default_oracle
+from .platform import REAL, Platform
 from .storage.store import ShardStore
-from .storage.urls import default_urls
+from .storage.urls import default_urls, open_blob, open_consensus
 from .transport import Transport
 
-__all__ = ["Environment", "ReplicaSpec", "Replicas", "replica_ops"]
+__all__ = ["DEFAULT_READ_POLICY", "Environment", "ReplicaSpec", "Replicas", "replica_ops"]
 
 INSTANCE = "default"
+
+DEFAULT_READ_POLICY: ReadPolicy = LagWriteFrontier(1000, 1000)
+"""How far objects without a read policy of their own may be compacted: one second behind
+their upper, in whole seconds (Materialize's default logical compaction window)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,16 +167,20 @@ class Environment:
         io: ShardStorageIO,
         oracle: Oracle,
         orchestrator: Any = None,
+        platform: Platform = REAL,
     ) -> None:
         self.driver = driver
         self.catalog = catalog
         self.store = store
         self.io = io
         self.oracle = oracle
+        self.platform = platform
         self.orchestrator = orchestrator
         """The :class:`~tidegate.runtime.orchestrator.Orchestrator` of managed replicas, if any."""
         self._ddl = anyio.Lock()
         self._stack: contextlib.AsyncExitStack | None = None
+        self._addresses: dict[str, str] = {}
+        """Where unmanaged replicas listen, by name (the driver resolves through it)."""
 
     # -- opening ---------------------------------------------------------------------------
     @classmethod
@@ -191,6 +202,10 @@ class Environment:
         poll_ms: int | None = 100,
         oracle: Oracle | None = None,
         orchestrator: Any = None,
+        blob: Blob | None = None,
+        consensus: Consensus | None = None,
+        platform: Platform = REAL,
+        check_protocol: bool = False,
     ) -> _Opening:
         """Open (creating or restoring) the environment stored in ``data_dir`` or at the URLs.
 
@@ -211,6 +226,11 @@ class Environment:
         (:meth:`wait_connected` waits for the connections).
         ``transport`` defaults to gRPC with ``token`` and ``tls`` (a
         :class:`~tidegate.runtime.transport.grpc_client.ClientTls`).
+        ``blob`` and ``consensus`` give the storage backends as objects instead
+        of URLs; ``platform`` is where time, blocking work and identifiers come
+        from (the simulator passes its own); ``check_protocol`` checks every
+        replica response against the protocol's rules (a replica that breaks
+        one is disconnected).
         """
         return _Opening(
             cls,
@@ -230,6 +250,10 @@ class Environment:
                 poll_ms=poll_ms,
                 oracle=oracle,
                 orchestrator=orchestrator,
+                blob=blob,
+                consensus=consensus,
+                platform=platform,
+                check_protocol=check_protocol,
             ),
         )
 
@@ -253,9 +277,16 @@ class Environment:
         poll_ms: int | None,
         oracle: Oracle | None,
         orchestrator: Any,
+        blob: Blob | None,
+        consensus: Consensus | None,
+        platform: Platform,
+        check_protocol: bool,
     ) -> Environment:
         """The body of :meth:`open`: everything it enters is pushed on ``stack``."""
-        if data_dir is None and (blob_url is None or consensus_url is None):
+        given = (blob is not None or blob_url is not None) and (
+            consensus is not None or consensus_url is not None
+        )
+        if data_dir is None and not given:
             tmp = tempfile.mkdtemp(prefix="tidegate-")
             stack.callback(shutil.rmtree, tmp, True)
             data_dir = tmp
@@ -264,25 +295,44 @@ class Environment:
             default_blob, default_consensus = default_urls(data_dir)
             blob_url = blob_url or default_blob
             consensus_url = consensus_url or default_consensus
-        assert blob_url is not None and consensus_url is not None
-        store = await anyio.to_thread.run_sync(
-            lambda: ShardStore.open(blob_url, consensus_url, background=True)
-        )
+        run = platform.run_blocking
+
+        def open_store() -> ShardStore:
+            return ShardStore(
+                blob if blob is not None else open_blob(str(blob_url)),
+                consensus if consensus is not None else open_consensus(str(consensus_url)),
+                clock_ms=platform.clock_ms,
+                new_id=platform.new_id,
+                background=platform.threads,
+            )
+
+        store = await run(open_store)
         stack.callback(store.close)
+        io = ShardStorageIO(store, platform=platform)
+        retry = io.retrying  # the store may be unreachable for a while: wait for it
         catalog = Catalog(store.consensus)
-        state = await anyio.to_thread.run_sync(catalog.load)
+        state = await retry("catalog read", catalog.load)
         if oracle is None:
-            oracle = await anyio.to_thread.run_sync(default_oracle, store.consensus)
+            oracle = await retry(
+                "timestamp oracle", default_oracle, store.consensus, platform.clock_ms
+            )
         ops = replica_ops(state, replicas, executor=executor, spark_master=spark_master)
-        if apply_ops(state, ops) != state:
-            state = await anyio.to_thread.run_sync(catalog.apply, ops)
+        wanted = apply_ops(state, ops)
+        if data_dir is None and orchestrator is None and any(r.managed for r in wanted.replicas):
+            raise RuntimeControllerError(
+                "managed replicas need a data directory for their processes: open the "
+                "environment with a data_dir, or pass replicas={name: 'host:port'} to connect "
+                "to replicas that run already"
+            )
+        if wanted != state:
+            state = await retry("catalog write", catalog.apply, ops)
         entries = state.replicas
         addresses = {r.name: r.address for r in entries if not r.managed and r.address}
         managed = [r for r in entries if r.managed]
         if managed and orchestrator is None:
             from .orchestrator import Orchestrator
 
-            assert data_dir is not None
+            assert data_dir is not None  # checked above
             orchestrator = await stack.enter_async_context(
                 Orchestrator(
                     data_dir,
@@ -305,10 +355,13 @@ class Environment:
                 raise LookupError(f"no address for replica {name!r}")
             return str(orchestrator.address(name))
 
-        shard_ids = await anyio.to_thread.run_sync(store.list_shards)
+        shard_ids = await retry("shard listing", store.list_shards)
         durable = [g for g in (_parse_id(s) for s in shard_ids) if g is not None]
-        controller = Controller(StorageController(durable_shards=durable))
-        io = ShardStorageIO(store)
+        controller = Controller(
+            StorageController(durable_shards=durable),
+            uuid_factory=lambda: _uuid.UUID(hex=platform.new_id()),
+            check_protocol=check_protocol,
+        )
         driver = ControllerDriver(
             controller,
             transport,
@@ -321,7 +374,8 @@ class Environment:
             poll_ms=poll_ms,
         )
         await stack.enter_async_context(driver)
-        env = cls(driver, catalog, store, io, oracle, orchestrator)
+        env = cls(driver, catalog, store, io, oracle, orchestrator, platform)
+        env._addresses = addresses
         if managed:
             await _start_all(orchestrator, managed)
         await env._restore(state, [r.name for r in entries])
@@ -376,8 +430,10 @@ class Environment:
             shards[c.id] = fr
             frontiers[c.id] = (fr.since, fr.upper)
             if c.kind == "table" and fr.upper.elements:
-                self.oracle.apply_write(max(0, int(fr.upper.elements[0]) - 1))
-        current = await anyio.to_thread.run_sync(self.oracle.read_ts)
+                await self.io.retrying(
+                    "oracle apply", self.oracle.apply_write, max(0, int(fr.upper.elements[0]) - 1)
+                )
+        current = self.oracle.read_ts()
         if frontiers:
             plan = restore_plan(state, frontiers, current_time=current)
         descriptions = [
@@ -392,8 +448,9 @@ class Environment:
             for id in df.persist_sink_ids:
                 driver.apply(ctl.allow_writes(INSTANCE, id))
         # Policies last: the dataflows now hold their inputs at their as-ofs, so no
-        # policy can move a since past an as_of chosen above.
-        policies = dict(plan.read_policies)
+        # policy can move a since past an as_of chosen above. Objects without one compact
+        # by the default policy.
+        policies = {e.id: self._effective_policy(state, e.id) for e in state.entries()}
         storage_ids = {c.id for c in plan.storage_collections}
         storage_policies = [(g, p) for g, p in policies.items() if g in storage_ids]
         if storage_policies:
@@ -405,6 +462,14 @@ class Environment:
             driver.apply(ctl.add_replica(INSTANCE, name))
         driver.apply(ctl.initialization_complete())
         driver.apply(ctl.storage.reconcile_state())
+
+    @staticmethod
+    def _effective_policy(state: CatalogState, id: GlobalId) -> ReadPolicy:
+        return state.read_policy(id) or DEFAULT_READ_POLICY
+
+    def read_policy(self, ref: Ref) -> ReadPolicy:
+        """The read policy of object ``ref``: the one set, else :data:`DEFAULT_READ_POLICY`."""
+        return self._effective_policy(self.state, self.resolve(ref))
 
     @staticmethod
     def _description(
@@ -451,7 +516,7 @@ class Environment:
 
     # -- DDL -------------------------------------------------------------------------------
     async def _apply(self, ops: Sequence[CatalogOp]) -> CatalogState:
-        return await anyio.to_thread.run_sync(self.catalog.apply, ops)
+        return await self.io.retrying("catalog write", self.catalog.apply, ops)
 
     def _fresh_id(self) -> GlobalId:
         return GlobalId.user(self.state.next_user_id)
@@ -466,6 +531,7 @@ class Environment:
             self.driver.apply(
                 ctl.create_collections([(gid, self._description(state, gid, "table"))], {gid: fr})
             )
+            self.driver.set_storage_read_policy([(gid, DEFAULT_READ_POLICY)])
             return gid
 
     async def create_index(
@@ -484,8 +550,9 @@ class Environment:
             gid = self._fresh_id()
             state = await self._apply([CreateIndex(name or f"index_{gid}", gid, p, positions, on)])
             df = dataflow_for(state, gid)
-            current = await anyio.to_thread.run_sync(self.oracle.read_ts)
+            current = self.oracle.read_ts()
             self.driver.create_dataflow(df.with_as_of(self._select_as_of(state, df, current)))
+            self.driver.set_read_policy([(gid, DEFAULT_READ_POLICY)])
             return gid
 
     async def create_materialized_view(self, name: str, plan: Frame | Plan | Ref) -> GlobalId:
@@ -496,7 +563,7 @@ class Environment:
             state = await self._apply([CreateMaterializedView(name, gid, p)])
             fr = await self.io.ensure_shard(gid, typecheck(p))
             df = dataflow_for(state, gid)
-            current = await anyio.to_thread.run_sync(self.oracle.read_ts)
+            current = self.oracle.read_ts()
             as_of = self._select_as_of(state, df, current, output=(fr.since, fr.upper))
             desc = self._description(state, gid, "materialized_view")
             desc = CollectionDescription(desc.data_source, since=as_of)
@@ -504,6 +571,7 @@ class Environment:
             self.driver.apply(ctl.create_collections([(gid, desc)], {gid: fr}))
             self.driver.create_dataflow(df.with_as_of(as_of))
             self.driver.apply(ctl.allow_writes(INSTANCE, gid))
+            self.driver.set_storage_read_policy([(gid, DEFAULT_READ_POLICY)])
             return gid
 
     def _plan(self, plan: Frame | Plan | Ref) -> Plan:
@@ -540,6 +608,15 @@ class Environment:
             as_of = as_of.join(self.driver.frontiers(ii.id)[0])
         return as_of
 
+    def _inputs_since(self, df: DataflowDescription) -> Antichain:
+        """The earliest time every input of ``df`` is readable (the join of their sinces)."""
+        since = Antichain([0])
+        for s in df.source_imports:
+            since = since.join(self.driver.storage_frontiers(s.id)[0])
+        for ii in df.index_imports:
+            since = since.join(self.driver.frontiers(ii.id)[0])
+        return since
+
     def _dataflow(
         self, plan: Plan, export: GlobalId, as_of: Antichain | None
     ) -> DataflowDescription:
@@ -562,24 +639,35 @@ class Environment:
         )
 
     async def subscribe(
-        self, plan: Frame | Plan | Ref, as_of: int | None = None, *, buffer: int | None = None
+        self,
+        plan: Frame | Plan | Ref,
+        as_of: int | None = None,
+        *,
+        buffer: int | None = None,
+        replica: str | None = None,
     ) -> Subscription:
-        """Stream the changes of ``plan`` from ``as_of`` (default: the freshest complete time).
+        """Stream the changes of ``plan`` from ``as_of`` (default: the freshest time, see :meth:`freshest`).
 
         Returns an async iterator of :class:`~tidegate.spec.compute.SubscribeBatchOut`
         (``lower``, ``upper``, ``updates`` as ``(time, row, diff)``); the first
         batch holds the snapshot at the as_of. Closing it drops the subscribe.
+        ``replica`` runs it on that replica only (it ends with an error if the
+        replica fails).
         """
         p = self._plan(plan)
         typecheck(p)
         gid = self.driver.new_transient_id()
         if as_of is not None:
             df = self._dataflow(p, gid, Antichain([as_of]))
-        else:
+        else:  # the freshest time (see :meth:`freshest`), where the inputs are readable
             df = self._dataflow(p, gid, None)
-            current = await anyio.to_thread.run_sync(self.oracle.read_ts)
-            df = df.with_as_of(self._select_as_of(self.state, df, current))
-        return self.driver.subscribe(df, buffer=buffer)
+            inputs = sorted(gets(p))
+            if self._input_upper(*inputs).elements:
+                t = await self._fresh_time(inputs, lambda: self._inputs_since(df), gid)
+                df = df.with_as_of(Antichain([t]))
+            else:
+                df = df.with_as_of(self._select_as_of(self.state, df, self.oracle.read_ts()))
+        return self.driver.subscribe(df, buffer=buffer, target_replica=replica)
 
     async def drop(self, ref: Ref, *, cascade: bool = False) -> list[GlobalId]:
         """Drop object ``ref`` (with ``cascade``, its dependents too); returns the dropped ids."""
@@ -613,13 +701,30 @@ class Environment:
     # -- data ------------------------------------------------------------------------------
     async def append(self, table: Ref, rows: Iterable[Any]) -> int:
         """Append rows (tuples, or ``(row, diff)`` pairs) to ``table``; the write timestamp, once durable."""
-        gid = self.resolve(table)
-        entry = self.state.get(gid)
-        if not isinstance(entry, TableEntry):
-            from tidegate.spec.errors import IdentifierInvalid
+        return await self.append_many([(table, rows)])
 
-            raise IdentifierInvalid(gid, f"{entry.name} is not a table")
-        return await self.driver.append(gid, _updates(entry.schema, rows, entry.name))
+    async def append_many(self, batches: Iterable[tuple[Ref, Iterable[Any]]]) -> int:
+        """Append several batches (to one or more tables; a table may repeat) at one timestamp.
+
+        Every batch is checked first (names, schemas); then all of them are
+        written at one write timestamp, which is returned once durable. Nothing
+        is written if a batch is refused. The batches land together, with one
+        exception: if the controller process dies while the commit is writing,
+        each table's share lands whole or not at all, independently of the
+        other tables' (one compare-and-append per table; see the README).
+        """
+        checked: list[tuple[GlobalId, list[tuple[Row, int]]]] = []
+        for ref, rows in batches:
+            gid = self.resolve(ref)
+            entry = self.state.get(gid)
+            if not isinstance(entry, TableEntry):
+                from tidegate.spec.errors import IdentifierInvalid
+
+                raise IdentifierInvalid(gid, f"{entry.name} is not a table")
+            checked.append((gid, _updates(entry.schema, rows, entry.name)))
+        if not checked:
+            raise TypeMismatch("append_many needs at least one batch")
+        return (await self.driver.append_many(checked))[0]
 
     async def peek(
         self,
@@ -629,6 +734,7 @@ class Environment:
         finishing: RowSetFinishing | Sequence[ColumnOrder] | None = None,
         *,
         limit: int | None = None,
+        replica: str | None = None,
     ) -> list[tuple[Row, int]]:
         """The contents of ``ref`` at time ``at`` as ``(row, count)`` pairs.
 
@@ -637,7 +743,9 @@ class Environment:
         the upper of its durable inputs (tables, views) [ReadBeyondUpper]; a
         time the inputs have completed is answered once the index catches up.
         ``key`` looks up one key of an index; ``finishing``
-        (or a list of column orders, plus ``limit``) orders and limits.
+        (or a list of column orders, plus ``limit``) orders and limits;
+        ``replica`` asks that replica only (a :class:`PeekFailed` if it fails
+        meanwhile) [ReplicaMissing].
         """
         gid = self.resolve(ref)
         entry = self.state.get(gid)
@@ -660,40 +768,56 @@ class Environment:
             if upper.less_equal(at):
                 raise ReadBeyondUpper(gid, at, upper)
         return await self.driver.peek(
-            gid, at, finishing=finishing, target=target, literal_constraints=constraints
+            gid,
+            at,
+            finishing=finishing,
+            target=target,
+            literal_constraints=constraints,
+            target_replica=replica,
         )
 
     async def freshest(self, ref: Ref) -> int:
-        """The freshest time at which all of ``ref``'s durable inputs are complete (waits for one).
+        """The time a read of ``ref`` that starts now takes: every acknowledged append shows there.
 
-        A peek there sees every acknowledged append; an index that lags its
-        inputs answers once it has caught up.
+        It is the oracle's read timestamp, which covers every acknowledged
+        append (strict serializability, Materialize's default), or ``ref``'s
+        since if that is later -- then the oracle moves up to it, so that later
+        appends come after this read. It waits until ``ref``'s durable inputs
+        are complete there (asking for an empty commit when they are not); an
+        index that lags its inputs answers a peek there once it has caught up.
         """
         gid = self.resolve(ref)
-
-        def bounds() -> tuple[int, Antichain]:
-            since = self.frontiers(gid)[0]
-            if not since.elements:
-                raise CollectionMissing(gid)
-            return int(since.elements[0]), self._input_upper(gid)
-
-        def ready() -> bool:
-            since, upper = bounds()
-            return not upper.less_equal(since)
-
         if not self._input_upper(gid).elements:  # no durable inputs: the object's own upper
             return int(await self.driver.freshest(gid, "index"))
-        await self.driver.wait_frontiers(ready)
-        since, upper = bounds()
-        return max(since, int(upper.elements[0]) - 1) if upper.elements else since
+        return await self._fresh_time([gid], lambda: self.frontiers(gid)[0], gid)
 
-    def _input_upper(self, gid: GlobalId) -> Antichain:
-        """The upper of the tables ``gid`` reads (through views and indexes): where appends land.
+    async def _fresh_time(
+        self, inputs: Sequence[GlobalId], since: Callable[[], Antichain], what: GlobalId
+    ) -> int:
+        """The freshest read time over ``inputs`` (see :meth:`freshest`), at or after ``since()``."""
+        while True:
+            lower = since()
+            if not lower.elements:
+                raise CollectionMissing(what)
+            read = self.oracle.read_ts()
+            t = max(int(lower.elements[0]), read)
+            if t > read:
+                await self.io.retrying("oracle apply", self.oracle.apply_write, t)
+            if self._input_upper(*inputs).less_equal(t):
+                self.driver.request_commit()  # every table then moves past t
+                await self.driver.wait_frontiers(
+                    lambda t=t: not self._input_upper(*inputs).less_equal(t)  # type: ignore[misc]
+                )
+            if since().less_equal(t):  # not compacted past t while waiting
+                return t
+
+    def _input_upper(self, *gids: GlobalId) -> Antichain:
+        """The upper of the tables ``gids`` read (through views and indexes): where appends land.
 
         Views are looked through: a view's shard lags the tables it is computed
         from, and a time chosen from its upper could miss an acknowledged append.
         """
-        state, seen, stack = self.state, set(), [gid]
+        state, seen, stack = self.state, set(), list(gids)
         uppers: list[Antichain] = []
         while stack:
             g = stack.pop()
@@ -716,6 +840,73 @@ class Environment:
     def replicas(self) -> list[ReplicaInfo]:
         """Every replica with its status and connection."""
         return self.driver.replicas()
+
+    def hydrated(self, ref: Ref | None = None, *, replicas: Iterable[str] | None = None) -> bool:
+        """Whether ``ref`` (or, without it, every index and view) is hydrated.
+
+        An object is hydrated once some replica (of ``replicas``, by default
+        any) has computed it up to its as_of. [HydrationCheckBadTarget] if
+        none of ``replicas`` exists.
+        """
+        ctl = self.driver.ctl
+        if ref is None:
+            return ctl.compute.collections_hydrated_on_replicas(INSTANCE, replicas, ())
+        gid = self.resolve(ref)
+        if not isinstance(self.state.get(gid), IndexEntry | MaterializedViewEntry):
+            return True  # tables are always readable
+        if replicas is None:
+            return ctl.collection_hydrated(INSTANCE, gid)
+        others = [c.id for c in ctl.instance(INSTANCE).collections() if c.id != gid]
+        return ctl.compute.collections_hydrated_on_replicas(INSTANCE, replicas, others)
+
+    async def add_replica(
+        self,
+        name: str,
+        address: str | None = None,
+        *,
+        executor: str | None = None,
+        spark_master: str | None = None,
+    ) -> None:
+        """Add replica ``name`` while running (Materialize's ``CREATE CLUSTER REPLICA``).
+
+        With ``address`` the controller connects to a replica listening there;
+        without, the orchestrator starts a managed one. It is recorded in the
+        catalog first (a reopened environment runs it too), then hydrated with
+        everything the instance runs. [DuplicateCatalogName] if it exists.
+        """
+        async with self._ddl:
+            managed = address is None
+            if managed and self.orchestrator is None:
+                raise RuntimeControllerError(
+                    f"replica {name!r} needs an address: this environment manages no replicas"
+                )
+            op = CreateReplica(
+                name,
+                managed,
+                address,
+                spark_master or ("local[1]" if managed else None),
+                executor or "spark",
+            )
+            state = await self._apply([op])
+            entry = state.replica(name)
+            if managed:
+                await _start_all(self.orchestrator, [entry])
+            elif address is not None:
+                self._addresses[name] = address
+            self.driver.apply(self.driver.ctl.add_replica(INSTANCE, name))
+
+    async def drop_replica(self, name: str) -> None:
+        """Drop replica ``name`` (Materialize's ``DROP CLUSTER REPLICA``); a managed one is stopped.
+
+        [UnknownCatalogObject] if there is no such replica.
+        """
+        async with self._ddl:
+            entry = self.state.replica(name)
+            await self._apply([DropReplica(name)])
+            self.driver.apply(self.driver.ctl.drop_replica(INSTANCE, name))
+            self._addresses.pop(name, None)
+            if entry.managed and self.orchestrator is not None:
+                await self.orchestrator.stop(name)
 
     def events(self, buffer: int | None = None) -> EventStream[Any]:
         """Replica status events from now on, as an async iterator."""

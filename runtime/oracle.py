@@ -30,7 +30,6 @@ import threading
 import time
 from collections.abc import Callable
 
-from tidegate.spec.errors import ConsensusError
 from tidegate.spec.shard import Consensus, VersionedData
 
 from .errors import OracleError, OracleFenced
@@ -166,15 +165,25 @@ class TimestampOracle:
     def _reserve(self, upper: int) -> None:
         """Durably raise the bound to ``upper`` (compare-and-set); state unchanged on failure."""
         new_seqno = 0 if self._seqno is None else self._seqno + 1
-        ok = self._consensus.compare_and_set(
-            self._key, self._seqno, VersionedData(new_seqno, _encode(upper, self._epoch))
-        )
+        data = _encode(upper, self._epoch)
+        try:
+            ok = self._consensus.compare_and_set(
+                self._key, self._seqno, VersionedData(new_seqno, data)
+            )
+        except Exception:
+            # The outcome is unknown: look (if that fails too, nothing changed and the error stands).
+            head = self._consensus.head(self._key)
+            if head is None or head.seqno != new_seqno or head.data != data:
+                raise
+            ok = True
         if not ok:
             head = self._consensus.head(self._key)
-            raise OracleFenced(self._key, self._seqno, None if head is None else head.seqno)
+            if head is None or head.seqno != new_seqno or head.data != data:
+                raise OracleFenced(self._key, self._seqno, None if head is None else head.seqno)
+            # An earlier attempt whose answer was lost landed this very reservation.
         self._seqno, self._upper = new_seqno, upper
         self._reservations += 1
         if self._reservations % _TRUNCATE_EVERY == 0:
             # Housekeeping only: a racing oracle may have moved the head meanwhile.
-            with contextlib.suppress(ConsensusError):
+            with contextlib.suppress(Exception):
                 self._consensus.truncate(self._key, new_seqno)

@@ -1,23 +1,32 @@
-"""Deterministic simulation of tidegate: the spec's controller and replicas under faults.
+"""Deterministic simulation of tidegate: the production runtime among simulated replicas and disks.
 
-Everything runs inside one trio run with a :class:`trio.testing.MockClock`
-(virtual time that jumps whenever the run is idle), drives the real
-:mod:`tidegate.spec` state machines, and draws every nondeterministic choice
-from one :class:`ChoiceSource`. The same seed and scenario give a
-byte-identical trace.
+FoundationDB's rule: the product runs inside the simulation, unmodified, and
+only the world around it is simulated. A run hosts ``tidegate.runtime`` itself
+-- ``Environment.open`` and its restore path, the durable catalog, the
+timestamp oracle, group commit, the shard store's IO, the production
+``ControllerDriver`` -- over a simulated network, a simulated disk (Blob and
+Consensus with latency, failures, crash points and torn writes) and virtual
+time, with replicas (the spec ``ComputeReplica`` on the ``PythonExecutor``) and
+clients that act through the public ``Environment`` API. Everything runs in
+one trio run whose clock and scheduler are deterministic, and every choice
+comes from the seed, so the same seed gives a byte-identical trace.
 
-* :mod:`.choices` -- the one source of nondeterminism (seeded RNG or Hypothesis draws);
-* :mod:`.faults` -- fault plans as data (JSON), generated swarm-style from a seed;
-* :mod:`.network` -- ordered, reliable-while-up connections with latency, cuts and restores;
-* :mod:`.kernel` -- the discrete-event loop on trio's virtual clock;
-* :mod:`.trace` -- the canonical event trace and its hash;
-* :mod:`.scenario` -- what a run hosts and does (``standard()``, ``small()``, JSON files);
-* :mod:`.storage` -- shards over the spec's shard state machine, in memory;
-* :mod:`.replica` -- a replica process: the spec ``ComputeReplica`` on the ``PythonExecutor``;
-* :mod:`.driver` -- the thin interpreter of the controller's effects;
-* :mod:`.clients` -- the workload; :mod:`.history` -- what clients saw, and its offline checker;
-* :mod:`.checkers` -- safety, liveness and "sometimes" counters; :mod:`.world` -- all of it wired;
-* :mod:`.run` -- ``run_simulation(RunOptions(seed, scenario)) -> RunResult``;
+* :mod:`.choices` -- the sources of nondeterminism (seeded streams, or Hypothesis draws);
+* :mod:`.faults` -- plans as data: faults and client actions, generated, saved, replayed;
+* :mod:`.kernel` -- virtual time: world events and trio tasks on one clock;
+* :mod:`.network`, :mod:`.transport` -- ordered connections with latency and cuts,
+  behind the runtime's transport port;
+* :mod:`.storage`, :mod:`.process`, :mod:`.platform` -- the disk, processes that die,
+  and the platform the runtime runs on;
+* :mod:`.replica` -- a replica process: the spec ``ComputeReplica`` over the ``PythonExecutor``;
+* :mod:`.controller` -- the controller process: the runtime's ``Environment``, killed and restored;
+* :mod:`.clients` -- the workload, through the public API; :mod:`.history` -- what clients
+  saw, and its offline checker (strict serializability);
+* :mod:`.truth`, :mod:`.checkers` -- what really landed, safety and liveness checks;
+* :mod:`.coverage` -- the rules, errors and effects a run reached;
+* :mod:`.world` -- all of it wired; :mod:`.run` -- ``run_simulation(RunOptions(seed, scenario))``;
+* :mod:`.campaign`, :mod:`.shrink`, :mod:`.replay`, :mod:`.plot`, :mod:`.cli` -- the tools;
+* :mod:`.mutants` -- deliberately broken variants, to measure bug-finding power;
 * :mod:`.strategies` -- ``scenarios()`` for ``@given``, and ``run_scenario`` to shrink runs.
 
 >>> from tidegate.sim import RunOptions, run_simulation, small

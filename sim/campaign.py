@@ -1,20 +1,26 @@
-"""Campaigns: many seeds of one scenario, in parallel processes, summarised.
+"""Campaigns: many seeds of one scenario, in parallel processes or on Spark, summarised.
 
 Each seed is an independent, deterministic run; a campaign farms seeds out to
-``jobs`` worker processes (``multiprocessing``), reports progress as a plain
-text bar, and ends with a summary: passes, failures, wall time, the failing
-seeds with their broken property, the totals of the "sometimes" counters, and
-the fault kinds that were enabled but never fired (a fault hook that is never
-installed makes a campaign falsely green).
+``jobs`` worker processes (``multiprocessing``) or, given a Spark master, runs
+them as tasks of one Spark job (the project's own distributed engine), and
+ends with a summary: passes, failures, wall time, the failing seeds with their
+broken property and the command that reruns each, the totals of the
+"sometimes" counters, the fault kinds that were enabled but never fired (a
+fault hook that is never installed makes a campaign falsely green), and, on
+request, what the runs reached: protocol rules, error types and effect kinds
+(:mod:`.coverage`), and the runtime's own lines (coverage.py). Failing runs'
+trace files come back with their outcomes, to save and replay.
 """
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, TextIO
 
 from .faults import FaultKind
@@ -26,6 +32,7 @@ __all__ = [
     "SeedOutcome",
     "fired_kinds",
     "parse_seeds",
+    "rerun_command",
     "run_campaign",
     "run_seed",
     "verdict",
@@ -89,6 +96,12 @@ class SeedOutcome:
     """The run raised instead of returning a verdict (counted as a failure)."""
     digest: str = ""
     """The trace digest: equal across processes and machines for the same seed."""
+    trace: dict[str, Any] | None = None
+    """A failing run's trace file (``RunResult.to_json()``), to save and replay."""
+    rules: dict[str, dict[str, int]] | None = None
+    """What the run reached (:mod:`.coverage`), when the campaign counts it."""
+    lines: dict[str, list[int]] | None = None
+    """The runtime and spec lines the run executed, when the campaign measures them."""
 
     def line(self) -> str:
         if self.ok:
@@ -96,10 +109,16 @@ class SeedOutcome:
         return f"seed {self.seed}: {self.property} at {self.at_ms}ms: {self.message}"
 
 
-def _options(seed: int, scenario: Scenario, mutant: str | None) -> Any:
+def rerun_command(seed: int, scenario: str, mutant: str | None = None) -> str:
+    """The command that runs one seed of a campaign again, on its own."""
+    cmd = f"tidegate sim run --seed {seed} --scenario {scenario}"
+    return cmd + (f" --mutant {mutant}" if mutant else "")
+
+
+def _options(seed: int, scenario: Scenario, mutant: str | None, rules: bool = False) -> Any:
     from .run import RunOptions
 
-    return RunOptions(seed=seed, scenario=scenario, mutant=mutant, trace_tail=50)
+    return RunOptions(seed=seed, scenario=scenario, mutant=mutant, trace_tail=50, coverage=rules)
 
 
 def outcome_of(
@@ -119,18 +138,31 @@ def outcome_of(
         enabled=tuple(k.value for k in result.plan.enabled),
         faults=len(result.plan.faults),
         digest=result.trace_digest,
+        trace=None if v is None else result.to_json(),
+        rules=result.coverage,
     )
 
 
-def run_seed(task: tuple[int, dict[str, Any], str | None]) -> SeedOutcome:
-    """Run one seed (a worker-process entry point: arguments are plain data)."""
+Task = tuple[int, dict[str, Any], "str | None", bool, bool]
+"""``(seed, scenario as JSON, mutant, count rules, measure lines)``: plain data, for any worker."""
+
+
+def run_seed(task: Task) -> SeedOutcome:
+    """Run one seed (a worker's entry point, in a process or a Spark task: arguments are data)."""
     from .run import run_simulation
 
-    seed, scenario_json, mutant = task
+    seed, scenario_json, mutant, rules, lines = task
     scenario = Scenario.from_json(scenario_json)
     start = time.perf_counter()
+    measure = _line_coverage() if lines else None
     try:
-        result = run_simulation(_options(seed, scenario, mutant))
+        if measure is not None:
+            measure.start()
+        try:
+            result = run_simulation(_options(seed, scenario, mutant, rules))
+        finally:
+            if measure is not None:
+                measure.stop()
         outcome = outcome_of(seed, result, time.perf_counter() - start, scenario)
     except Exception as e:  # a crash of the simulator is a finding too, not an abort
         return SeedOutcome(
@@ -141,7 +173,21 @@ def run_seed(task: tuple[int, dict[str, Any], str | None]) -> SeedOutcome:
             wall_s=time.perf_counter() - start,
             crashed=True,
         )
+    if measure is not None:
+        data = measure.get_data()
+        outcome = replace(
+            outcome, lines={f: sorted(data.lines(f) or ()) for f in data.measured_files()}
+        )
     return outcome
+
+
+def _line_coverage() -> Any:
+    """A coverage.py measurement of the runtime and the spec (not the simulator itself)."""
+    import coverage
+
+    return coverage.Coverage(
+        data_file=None, source_pkgs=["tidegate.runtime", "tidegate.spec"], branch=False
+    )
 
 
 class ProgressBar:
@@ -180,13 +226,19 @@ class ProgressBar:
 
 @dataclass
 class CampaignReport:
-    """The outcomes of a campaign, in seed order, and how long it took."""
+    """The outcomes of a campaign, in seed order, and how long it took.
+
+    ``scenario_arg`` is how the command line names the scenario (a built-in
+    name or a file), for the commands that rerun failing seeds.
+    """
 
     scenario: str
     mutant: str | None
     jobs: int
     outcomes: list[SeedOutcome]
     wall_s: float
+    scenario_arg: str = ""
+    where: str = ""
 
     @property
     def passes(self) -> int:
@@ -222,7 +274,7 @@ class CampaignReport:
         mean = sum(runs) / n if n else 0.0
         rows = [
             ("scenario", self.scenario + (f" (mutant {self.mutant})" if self.mutant else "")),
-            ("seeds", f"{n} on {self.jobs} process(es)"),
+            ("seeds", f"{n} on {self.where or f'{self.jobs} process(es)'}"),
             ("passed", str(self.passes)),
             ("failed", str(len(self.failures))),
             (
@@ -235,8 +287,11 @@ class CampaignReport:
         out = [f"{k.ljust(width)}  {v}" for k, v in rows]
         if self.failures:
             out.append("")
-            out.append("failing seeds:")
-            out.extend("  " + o.line() for o in self.failures[:50])
+            out.append("failing seeds (each with the command that reruns it):")
+            for o in self.failures[:50]:
+                out.append("  " + o.line())
+                command = rerun_command(o.seed, self.scenario_arg or self.scenario, self.mutant)
+                out.append("    " + command)
             if len(self.failures) > 50:
                 out.append(f"  ... and {len(self.failures) - 50} more")
         totals = self.sometimes_totals()
@@ -248,10 +303,94 @@ class CampaignReport:
         never = self.never_fired()
         out.append("")
         out.append("enabled but never fired: " + (", ".join(never) if never else "(none)"))
+        rules = self.rules()
+        if rules is not None:
+            from .coverage import render_report
+
+            out.append("")
+            out.append("reached (errors raised, protocol rules broken, effects carried out):")
+            out.extend("  " + line for line in render_report(rules).splitlines())
+        lines = self.lines()
+        if lines is not None:
+            out.append("")
+            out.append("runtime and spec lines run: " + _lines_summary(lines))
         return "\n".join(out)
 
+    def rules(self) -> dict[str, dict[str, int]] | None:
+        """The rule, error and effect counts summed over the seeds (``None`` if not counted)."""
+        reports = [o.rules for o in self.outcomes if o.rules is not None]
+        if not reports:
+            return None
+        from .coverage import merge_reports
 
-def _imap(tasks: list[tuple[int, dict[str, Any], str | None]], jobs: int) -> Iterator[SeedOutcome]:
+        return merge_reports(reports)
+
+    def lines(self) -> dict[str, set[int]] | None:
+        """Every runtime and spec line some seed ran (``None`` if not measured)."""
+        measured = [o.lines for o in self.outcomes if o.lines is not None]
+        if not measured:
+            return None
+        merged: dict[str, set[int]] = {}
+        for per_file in measured:
+            for f, lines in per_file.items():
+                merged.setdefault(f, set()).update(lines)
+        return merged
+
+    def save_failures(self, directory: str | Path) -> list[Path]:
+        """Write each failing seed's trace file into ``directory``; the paths written."""
+        out = Path(directory)
+        out.mkdir(parents=True, exist_ok=True)
+        written = []
+        for o in self.failures:
+            if o.trace is None:
+                continue
+            path = out / f"seed-{o.seed}.json"
+            path.write_text(json.dumps(o.trace, sort_keys=True, indent=1) + "\n")
+            written.append(path)
+        return written
+
+
+def _lines_summary(lines: dict[str, set[int]]) -> str:
+    """``N lines in M files``, with the least-run files, from coverage.py's own analysis."""
+    import coverage
+
+    cov = coverage.Coverage(data_file=None)
+    data = cov.get_data()
+    data.add_lines({f: sorted(ls) for f, ls in lines.items()})
+    total_run = total = 0
+    worst: list[tuple[float, str]] = []
+    for f in sorted(lines):
+        try:
+            _name, statements, _excluded, missing, _text = cov.analysis2(f)
+        except Exception:
+            continue
+        if not statements:
+            continue
+        run = len(statements) - len(missing)
+        total_run += run
+        total += len(statements)
+        worst.append((run / len(statements), f))
+    worst.sort()
+    shown = ", ".join(f"{Path(f).name} {100 * r:.0f}%" for r, f in worst[:8])
+    pct = 100 * total_run / max(1, total)
+    return (
+        f"{total_run} of {total} statements ({pct:.0f}%) in {len(worst)} files; least run: {shown}"
+    )
+
+
+def _on_spark(tasks: list[Task], master: str) -> Iterator[SeedOutcome]:
+    """Run each seed as a Spark task on ``master``; outcomes (and failing traces) come back."""
+    from tidegate.replica.spark.session import spark_session
+
+    spark = spark_session(master, app_name="tidegate-sim-campaign")
+    rdd = spark.sparkContext.parallelize(tasks, numSlices=len(tasks))
+    yield from rdd.map(run_seed).toLocalIterator()
+
+
+def _imap(tasks: list[Task], jobs: int, spark_master: str | None = None) -> Iterator[SeedOutcome]:
+    if spark_master is not None:
+        yield from _on_spark(tasks, spark_master)
+        return
     if jobs <= 1 or len(tasks) <= 1:
         for task in tasks:
             yield run_seed(task)
@@ -272,13 +411,24 @@ def run_campaign(
     jobs: int = 1,
     on_outcome: Callable[[SeedOutcome], None] | None = None,
     stop_after: int | None = None,
+    spark_master: str | None = None,
+    rules: bool = False,
+    lines: bool = False,
+    scenario_arg: str = "",
 ) -> CampaignReport:
-    """Run every seed (``jobs`` processes); ``stop_after`` failures end the campaign early."""
+    """Run every seed and summarise; ``stop_after`` failures end the campaign early.
+
+    Seeds run in ``jobs`` processes of this machine, or, with ``spark_master``,
+    as tasks on that Spark cluster (``local[2]``, ``spark://host:7077``...):
+    outcomes and failing traces come back here either way. ``rules`` counts
+    what the runs reached (:mod:`.coverage`); ``lines`` measures which runtime
+    and spec lines ran (coverage.py; slower).
+    """
     start = time.perf_counter()
-    tasks = [(s, scenario.to_json(), mutant) for s in seeds]
+    tasks: list[Task] = [(s, scenario.to_json(), mutant, rules, lines) for s in seeds]
     outcomes: list[SeedOutcome] = []
     failed = 0
-    runs = _imap(tasks, jobs)
+    runs = _imap(tasks, jobs, spark_master)
     try:
         for outcome in runs:
             outcomes.append(outcome)
@@ -292,6 +442,13 @@ def run_campaign(
         if close is not None:
             close()
     outcomes.sort(key=lambda o: o.seed)
+    where = f"Spark ({spark_master})" if spark_master else f"{max(1, jobs)} process(es)"
     return CampaignReport(
-        scenario.name, mutant, max(1, jobs), outcomes, time.perf_counter() - start
+        scenario.name,
+        mutant,
+        max(1, jobs),
+        outcomes,
+        time.perf_counter() - start,
+        scenario_arg,
+        where,
     )

@@ -9,11 +9,12 @@ schedule and workload.
 
 from __future__ import annotations
 
+import hashlib
 import random
 from collections.abc import Sequence
 from typing import Any, Protocol, TypeVar
 
-__all__ = ["ChoiceSource", "HypothesisChoices", "SeededChoices"]
+__all__ = ["ChoiceSource", "HypothesisChoices", "SeededChoices", "stream"]
 
 T = TypeVar("T")
 
@@ -57,6 +58,17 @@ class HypothesisChoices:
             raise ValueError(f"empty range [{low}, {high}]")
         value: int = self._data.draw(self._st.integers(low, high))
         return value
+
+
+def stream(seed: int, name: str) -> SeededChoices:
+    """An independent stream of choices named ``name``, derived from a run's ``seed``.
+
+    A run draws each kind of choice (fault plan, workload, latencies...) from
+    its own stream, so replacing one kind by explicit data (a saved plan)
+    leaves every other draw as it was.
+    """
+    digest = hashlib.blake2b(f"{seed}/{name}".encode(), digest_size=8).digest()
+    return SeededChoices(int.from_bytes(digest, "big"))
 
 
 def chance(source: ChoiceSource, per_mille: int) -> bool:

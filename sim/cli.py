@@ -58,8 +58,11 @@ def _verdict(result: Any, v: Any) -> str:
 
 def _report_violation(result: Any, v: Any, tail: int, out: Any) -> None:
     print(f"seed: {result.seed}", file=out)
-    print("fault plan:", file=out)
-    print(result.plan.dumps(), file=out)
+    plan = result.plan
+    print(f"faults ({len(plan.faults)}):", file=out)
+    for f in plan.faults:
+        print("  " + f.text(), file=out)
+    print(f"client actions: {len(plan.actions or ())}", file=out)
     lines = result.trace_tail[-tail:] if tail > 0 else []
     print(f"last {len(lines)} trace events:", file=out)
     for line in lines:
@@ -90,8 +93,28 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print(f"trace saved to {args.save_trace}", file=out)
     if v is not None:
         _report_violation(result, v, args.tail, out)
+        saved = args.save_plan or (None if args.plan else f"sim-seed-{args.seed}.plan.json")
+        if saved:
+            result.plan.save(Path(saved))
+            print(f"plan (faults and client actions) saved to {saved}; it reruns this very run:")
+            again = f"tidegate sim run --seed {args.seed} --scenario {_scenario_arg(args)}"
+            again += f" --plan {saved}" + (f" --mutant {args.mutant}" if args.mutant else "")
+            print("  " + again, file=out)
         return EXIT_VIOLATION
+    if args.save_plan:
+        result.plan.save(Path(args.save_plan))
+        print(f"plan (faults and client actions) saved to {args.save_plan}", file=out)
     return EXIT_OK
+
+
+def _scenario_arg(args: argparse.Namespace) -> str:
+    """How the command line named the scenario, overrides included (for the commands it prints)."""
+    text = str(args.scenario or "small")
+    if getattr(args, "replicas", None) is not None:
+        text += f" --replicas {args.replicas}"
+    if getattr(args, "virtual_seconds", None) is not None:
+        text += f" --virtual-seconds {args.virtual_seconds:g}"
+    return text
 
 
 def _cmd_campaign(args: argparse.Namespace) -> int:
@@ -104,10 +127,11 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
         return EXIT_MISMATCH
     scenario = _scenario(args)
     jobs = args.jobs if args.jobs is not None else (os.cpu_count() or 1)
+    where = f"Spark ({args.spark_master})" if args.spark_master else f"{jobs} process(es)"
     print(
         f"campaign: seeds {seeds.start}..{seeds.stop - 1} of scenario {scenario.name}"
         + (f" with mutant {args.mutant}" if args.mutant else "")
-        + f" on {jobs} process(es)"
+        + f" on {where}"
     )
     bar = ProgressBar(len(seeds), sys.stderr)
     report = run_campaign(
@@ -117,8 +141,15 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
         jobs=jobs,
         on_outcome=bar.update,
         stop_after=args.stop_after,
+        spark_master=args.spark_master,
+        rules=args.coverage or args.lines,
+        lines=args.lines,
+        scenario_arg=_scenario_arg(args),
     )
     print(report.table())
+    if args.save_failures and report.failures:
+        for path in report.save_failures(args.save_failures):
+            print(f"saved {path} (replay it with: tidegate sim replay {path})")
     if report.failures:
         return EXIT_VIOLATION
     if args.require_fired and report.never_fired():
@@ -159,7 +190,7 @@ def _cmd_replay(args: argparse.Namespace) -> int:
 
 def _cmd_shrink(args: argparse.Namespace) -> int:
     from .replay import Replayable, resolve_scenario, save_result
-    from .shrink import NotFailing, describe, shrink
+    from .shrink import NotFailing, describe, replay_command, shrink
 
     if args.file is not None:
         rep = _load(args)
@@ -173,6 +204,7 @@ def _cmd_shrink(args: argparse.Namespace) -> int:
         result = shrink(
             options,
             max_runs=args.max_runs,
+            max_seconds=args.max_seconds,
             workload=not args.faults_only,
             log=lambda line: print(line, file=sys.stderr),
         )
@@ -180,14 +212,26 @@ def _cmd_shrink(args: argparse.Namespace) -> int:
         print(str(e))
         return EXIT_OK
     print(describe(result))
-    out = args.out or (
-        str(Path(args.file).with_suffix("")) + ".shrunk.json"
-        if args.file
-        else f"sim-seed-{rep.seed}.shrunk.json"
-    )
+    out = Path(args.out) if args.out else _shrunk_path(args.file, rep.seed)
     save_result(result.result, out, result.options)
-    print(f"reproducer saved to {out} (replay it with: tidegate sim replay {out})")
+    print(f"reproducer saved to {out}; replay it with:")
+    print("  " + replay_command(str(out)))
     return EXIT_VIOLATION
+
+
+def _shrunk_path(original: str | None, seed: int) -> Path:
+    """Where a reproducer goes: beside the original, under a name no other file has.
+
+    The original trace (and its plot, ``<name>.png``) are never overwritten.
+    """
+    base = Path(original) if original else Path(f"sim-seed-{seed}.json")
+    stem = base.name.removesuffix(".json")
+    candidate = base.with_name(f"{stem}.shrunk.json")
+    n = 2
+    while candidate.exists() or candidate == base:
+        candidate = base.with_name(f"{stem}.shrunk{n}.json")
+        n += 1
+    return candidate
 
 
 def _cmd_plot(args: argparse.Namespace) -> int:
@@ -223,8 +267,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, required=True)
     common(run, default_scenario="standard")
     shape(run)
-    run.add_argument("--plan", help="a fault-plan file to use instead of the seed's plan")
+    run.add_argument(
+        "--plan", help="a plan file (faults, and client actions) to use instead of the seed's"
+    )
     run.add_argument("--save-trace", metavar="PATH", help="save options, plan and trace here")
+    run.add_argument(
+        "--save-plan",
+        metavar="PATH",
+        help="save the plan as run here (on a failure, by default to sim-seed-N.plan.json)",
+    )
     run.set_defaults(func=_cmd_run)
 
     camp = sub.add_parser("campaign", help="run many seeds in parallel and summarise")
@@ -238,6 +289,22 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="fail if a fault kind was enabled but never fired",
     )
+    camp.add_argument(
+        "--spark-master",
+        metavar="URL",
+        help="run the seeds as tasks on this Spark master (local[2], spark://host:7077)",
+    )
+    camp.add_argument(
+        "--coverage",
+        action="store_true",
+        help="report the protocol rules, error types and effect kinds the runs reached",
+    )
+    camp.add_argument(
+        "--lines",
+        action="store_true",
+        help="also measure which runtime and spec lines ran (coverage.py; slower)",
+    )
+    camp.add_argument("--save-failures", metavar="DIR", help="save failing seeds' traces here")
     camp.set_defaults(func=_cmd_campaign)
 
     rep = sub.add_parser("replay", help="re-run a saved trace or plan and compare digests")
@@ -250,7 +317,8 @@ def build_parser() -> argparse.ArgumentParser:
     shr.add_argument("file", nargs="?", metavar="PLAN_OR_TRACE")
     shr.add_argument("--seed", type=int, help="the seed (for a bare plan, or instead of a file)")
     common(shr, default_scenario=None)
-    shr.add_argument("--max-runs", type=int, default=150, help="budget of simulation runs")
+    shr.add_argument("--max-runs", type=int, default=200, help="budget of simulation runs")
+    shr.add_argument("--max-seconds", type=float, help="budget of wall time")
     shr.add_argument("--faults-only", action="store_true", help="do not shrink the workload")
     shr.add_argument("--out", help="where to save the reproducer (a trace file)")
     shr.set_defaults(func=_cmd_shrink)

@@ -1,126 +1,92 @@
-"""Clients of the simulated controller: a workload drawn from the choice source per ``WorkloadMix``.
+"""The clients of a simulation: a workload carried out through the public ``Environment`` API.
 
-Clients append rows to tables (acknowledged with their write time), peek at
-valid times, at future times and below the since (a typed refusal must come
-back), cancel peeks, install and drop the scenario's indexes, materialized
-views and subscribes, change read policies, and let time pass. Independently
-of the workload, a timestamp oracle ticks every table forward (an append of
-no updates) so that frontiers progress. Every call goes through the spec
-:class:`~tidegate.spec.controller.Controller`; its effects go to the driver.
+Clients act the way an application embedding tidegate acts: they create the
+scenario's tables (and set their read policies), append rows (to one table,
+or several batches to several tables at one timestamp), peek (at the freshest
+time, at a valid time, below the since or beyond the upper -- the last two
+must be refused with a typed error --, by index key, on one replica), cancel
+pending peeks, create and drop the scenario's indexes and materialized views,
+subscribe and unsubscribe, change read policies, and ask whether objects are
+hydrated. Each action runs as its own task of the controller process, so
+actions overlap in time as real clients' do; what each saw goes to the
+:class:`~tidegate.sim.history.ClientHistory`.
 
-What the controller must survive a restart with is kept durably, as the
-runtime keeps it: tables, indexes, materialized views, replicas and read
-policies in a :class:`~tidegate.runtime.catalog.Catalog` over a
-:class:`~tidegate.spec.shard.MemoryConsensus` (every change is committed
-before the controller hears of it), and the timestamp oracle
-(``last_upper``), which never goes back. :meth:`Clients.controller_died`
-ends what the dead controller owed the clients (pending peeks and subscribes
-fail with "controller restarted"; unacknowledged appends become in doubt
-until the storage decides them); :meth:`Clients.restore` builds a new
-controller from the catalog and the shards' frontiers alone.
+The workload is a list of :class:`~tidegate.sim.faults.Action` s: drawn from
+the seed's workload stream as the run goes (each draw may look at what the
+clients know now), or replayed from a plan. Actions name tables and
+dataflows by name and say *how* to choose a time (``fresh``, ``valid`` with a
+pick, ``below`` the since, ``future``), not which: a plan from which the
+shrinker removed earlier actions still means something. Times of actions are
+drawn up front, so a replayed plan schedules its events exactly as the run
+that recorded it did.
+
+A controller crash kills the clients' tasks with it: their operations end as
+``info`` (outcome unknown) in the history, and the clients learn from the
+catalog, once a controller is back, which of their objects exist.
 """
 
 from __future__ import annotations
 
-import uuid as _uuid
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+import contextlib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from tidegate.runtime.catalog import (
-    Catalog,
-    CatalogOp,
-    CreateIndex,
-    CreateMaterializedView,
-    CreateReplica,
-    CreateTable,
-    Drop,
-    DropReplica,
-    MaterializedViewEntry,
-    SetReadPolicy,
-    TableEntry,
-    restore_plan,
-)
-from tidegate.spec.controller import Controller
-from tidegate.spec.errors import TidegateError
+import trio
+
+from tidegate.runtime.environment import Environment
+from tidegate.runtime.errors import DuplicateCatalogName, UnknownCatalogObject
+from tidegate.spec.errors import ReadBeyondUpper, SinceViolation, TidegateError
 from tidegate.spec.frontier import Antichain, Row
-from tidegate.spec.frontier.read_policy import LagWriteFrontier, ReadPolicy
+from tidegate.spec.frontier.read_policy import LagWriteFrontier
 from tidegate.spec.ids import GlobalId
-from tidegate.spec.plan import Schema, gets, typecheck
-from tidegate.spec.protocol.types import (
-    BuildDesc,
-    ColumnOrder,
-    DataflowDescription,
-    IndexExport,
-    MaterializedViewConnection,
-    PeekTargetKind,
-    RowSetFinishing,
-    SinkExport,
-    SourceImport,
-    SubscribeConnection,
-)
-from tidegate.spec.shard import MemoryConsensus
-from tidegate.spec.storage import (
-    AppendCommand,
-    CollectionDescription,
-    MaterializedView,
-    ShardFrontiers,
-    Table,
-)
+from tidegate.spec.plan import Plan, Schema, gets, replace_gets, typecheck
+from tidegate.spec.protocol.types import ColumnOrder, RowSetFinishing
 
 from .choices import ChoiceSource, chance, pick
-from .driver import Driver
-from .history import ClientHistory
-from .kernel import Kernel
+from .faults import Action
+from .history import ClientHistory, finishing_to_json, row_out
+from .process import ProcessKilled
 from .scenario import DataflowSpec, Scenario
 
-__all__ = ["RESTARTED", "Clients", "Installed", "PendingPeek", "dataflow_description"]
+if TYPE_CHECKING:
+    from .world import World
 
-INSTANCE = "c1"
-RESTARTED = "controller restarted"
-"""The failure clients see for requests the dead controller owed them."""
+__all__ = ["ACTION_KINDS", "DIED", "Clients"]
+
+DIED = "the controller died"
+"""Why an operation's outcome is unknown: its controller was killed before it answered."""
 _WORDS = ("ann", "bob", "cy", "dee", "eve", "fay")
+_REGIONS = ("north", "south", "east")
+TABLE_LAG_MS = 300
+INDEX_LAG_MS = 200
+ACTION_KINDS = (
+    "append",
+    "append_many",
+    "append_peek",
+    "peek",
+    "peek_at",
+    "peek_key",
+    "peek_invalid",
+    "peek_future",
+    "cancel_peek",
+    "create_dataflow",
+    "drop_dataflow",
+    "set_read_policy",
+    "subscribe",
+    "unsubscribe",
+    "hydration",
+)
 
 
-def dataflow_description(spec: DataflowSpec, export: GlobalId, as_of: int) -> DataflowDescription:
-    """The dataflow that installs ``spec`` as collection ``export`` from ``as_of``."""
-    sources = tuple(SourceImport(g) for g in sorted(set(gets(spec.plan))))
-    build = (BuildDesc(export, spec.plan),)
-    index_exports: tuple[IndexExport, ...] = ()
-    sinks: tuple[SinkExport, ...] = ()
-    if spec.kind == "index":
-        index_exports = (IndexExport(export, export, spec.key),)
-    elif spec.kind == "materialized_view":
-        sinks = (SinkExport(export, export, MaterializedViewConnection()),)
-    else:
-        sinks = (SinkExport(export, export, SubscribeConnection()),)
-    return DataflowDescription(
-        debug_name=spec.name,
-        source_imports=sources,
-        objects_to_build=build,
-        index_exports=index_exports,
-        sink_exports=sinks,
-        as_of=Antichain([as_of]),
-    )
+@dataclass(eq=False)
+class _Sub:
+    """A live subscription of the clients."""
 
-
-@dataclass
-class Installed:
-    """A dataflow the clients installed: its export id, spec and as_of."""
-
-    id: GlobalId
+    n: int
     spec: DataflowSpec
-    as_of: int
-    inputs: tuple[GlobalId, ...]
-
-
-@dataclass
-class PendingPeek:
-    uuid: _uuid.UUID
-    id: GlobalId
-    time: int
-    target: PeekTargetKind
-    issued_ms: int
-    cancelled: bool = False
+    scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+    upper: Antichain | None = None
 
 
 class Clients:
@@ -128,460 +94,636 @@ class Clients:
 
     def __init__(
         self,
+        world: World,
         scenario: Scenario,
-        controller: Controller,
-        driver: Driver,
-        kernel: Kernel,
-        source: ChoiceSource,
         history: ClientHistory,
-        record: Callable[..., None],
-        count: Callable[[str], None],
-        violate: Callable[[str, str], None],
+        source: ChoiceSource,
+        times: ChoiceSource,
+        actions: Sequence[Action] | None,
     ) -> None:
+        self.world = world
         self.scenario = scenario
-        self.ctl = controller
-        self.driver = driver
-        self.kernel = kernel
-        self.source = source
         self.history = history
-        self._record = record
-        self._count = count
-        self._violate = violate
-        self.peek_finishing: dict[_uuid.UUID, RowSetFinishing] = {}
-        self.tables = tuple(GlobalId.parse(t.id) for t in scenario.tables)
-        self.schemas: dict[GlobalId, Schema] = {
-            GlobalId.parse(t.id): t.schema for t in scenario.tables
-        }
-        self.last_upper: dict[GlobalId, int] = {t: 0 for t in self.tables}
-        self.installed: dict[GlobalId, Installed] = {}
-        self.peeks: dict[_uuid.UUID, PendingPeek] = {}
-        self.appends: dict[int, tuple[GlobalId, int, list[tuple[Row, int]]]] = {}
-        self.acked: list[tuple[GlobalId, int, list[tuple[Row, int]]]] = []
-        self.present: dict[GlobalId, list[Row]] = {t: [] for t in self.tables}
-        self.next_user = 1000
-        self.next_transient = 1
-        self.active = True
-        self.on_install: Callable[[Installed], None] = lambda inst: None
-        self.on_restore: Callable[[dict[GlobalId, tuple[Antichain, Antichain]]], None] = (
-            lambda shards: None
-        )
-        """Called by :meth:`restore` once the as-ofs are chosen, before anything is created."""
+        self.source = source
+        self._times = times
+        self._given = None if actions is None else list(actions)
+        self.recorded: list[Action] = []
+        """The actions performed so far (the plan's ``actions`` once the run ends)."""
+        self.schemas: dict[str, Schema] = {t.id: t.schema for t in scenario.tables}
+        self.specs: dict[str, DataflowSpec] = {d.name: d for d in scenario.dataflows}
+        self.table_ids: dict[str, GlobalId] = {}
+        """Each scenario table's id in the catalog (known once created)."""
+        self.objects: dict[str, GlobalId] = {}
+        """The scenario dataflows (indexes, materialized views) that exist, by name."""
+        self.present: dict[str, list[Row]] = {t.id: [] for t in scenario.tables}
+        """Rows the clients appended and may retract, per table."""
+        self.peeks: list[tuple[dict[str, Any], trio.CancelScope]] = []
+        self.subs: list[_Sub] = []
+        self.ready = False
+        """The scenario's tables exist (set up by the first controller that came up)."""
+        self.setting_up = False
         self.peek_count = 0
         self.append_count = 0
-        self.catalog = Catalog(MemoryConsensus())
-        """The durable catalog: what a restarted controller is rebuilt from."""
-        self.in_doubt: dict[tuple[int, int], tuple[GlobalId, int, list[tuple[Row, int]]]] = {}
-        """Appends a dead controller never acknowledged, by ``(generation, ticket)``."""
-        self.generation = 1
-        """Which controller incarnation the clients talk to (1 for the first)."""
-        self.controller_up = True
-        """False while the controller process is down: clients and the oracle wait."""
-        self.restored: dict[GlobalId, int] = {}
-        """The as_of of each dataflow the last restore re-created."""
-        self._resubscribe: list[DataflowSpec] = []
-        """Subscribes a restart ended, to start again when a controller is back."""
+        self.untyped: list[str] = []
 
-    def _durably(self, *ops: CatalogOp) -> None:
-        """Commit ``ops`` to the catalog (before the controller is told, as the runtime does)."""
-        self.catalog.apply(ops)
-
-    # -- setup ------------------------------------------------------------------------------
-    def setup(self, replicas: list[str]) -> None:
-        ctl = self.ctl
-        apply = self.driver.apply
-        self._durably(
-            *(CreateTable(f"table {t}", t, self.schemas[t]) for t in self.tables),
-            *(CreateReplica(r, executor="python") for r in replicas),
-            *(SetReadPolicy(t, LagWriteFrontier(300, 50)) for t in self.tables),
-        )
-        apply(ctl.create_collections([(t, CollectionDescription(Table())) for t in self.tables]))
-        apply(ctl.initialization_complete())
-        apply(ctl.create_instance(INSTANCE))
-        for r in replicas:
-            apply(ctl.add_replica(INSTANCE, r))
-        apply(ctl.set_storage_read_policy([(t, LagWriteFrontier(300, 50)) for t in self.tables]))
-        for spec in self.scenario.dataflows:
-            self.install(spec)
-
-    # -- time ---------------------------------------------------------------------------------
-    def tick(self) -> None:
-        """The timestamp oracle: advance every table to now + 1 with an empty append."""
-        if not self.controller_up:
+    # -- schedule -----------------------------------------------------------------------------
+    def schedule(self, start_ms: int, end_ms: int) -> None:
+        """Put the action events on the kernel: the plan's, or the drawn times (see the module doc)."""
+        kernel = self.world.kernel
+        if self._given is not None:
+            for action in self._given:
+                if action.at_ms < end_ms:
+                    kernel.call_at(action.at_ms, self._replay, action)
             return
-        now = self.kernel.now_ms
-        cmds = []
-        for t in self.tables:
-            if self.last_upper[t] <= now:
-                cmds.append(AppendCommand(t, [], Antichain([now + 1])))
-                self.last_upper[t] = now + 1
-        if cmds:
-            pending = self.ctl.append(cmds)
-            self.driver.apply(pending.effects)
+        low, high = self.scenario.workload.ms_between_actions
+        at = start_ms + self._times.integer(low, high)
+        while at < end_ms:
+            kernel.call_at(at, self._draw)
+            at += self._times.integer(low, high)
 
-    # -- the workload ---------------------------------------------------------------------------
-    def act(self) -> None:
-        """One client action, drawn by weight (none while the controller is down)."""
-        if not self.controller_up:
-            self._count("client_waits_for_controller")
+    def _replay(self, action: Action) -> None:
+        if self._can_act():
+            self._perform(action)
+
+    def _draw(self) -> None:
+        if not self._can_act():
+            self.world.count("client_waits_for_controller")
             return
         weights = self.scenario.workload.weights()
         total = sum(w for _, w in weights)
+        if total <= 0:
+            return
         roll = self.source.integer(0, total - 1)
         chosen = weights[-1][0]
-        for action, w in weights:
+        for kind, w in weights:
             if roll < w:
-                chosen = action
+                chosen = kind
                 break
             roll -= w
-        getattr(self, f"_do_{chosen}")()
+        args = getattr(self, f"_draw_{chosen}")()
+        if args is None:
+            self.world.count(f"action_not_applicable:{chosen}")
+            return
+        self._perform(Action(self.world.kernel.now_ms, chosen, args))
 
-    def _do_append(self) -> None:
-        table = pick(self.source, self.tables)
+    def _can_act(self) -> bool:
+        return self.ready and self.world.controller.env is not None and not self.world.quiet
+
+    def _perform(self, action: Action) -> None:
+        self.recorded.append(action)
+        self.world.record("action", kind=action.kind)
+        self.world.controller.spawn(self._run, action)
+
+    # -- setup --------------------------------------------------------------------------------
+    async def come_up(self, env: Environment, generation: int) -> None:
+        """A controller is up: learn what exists (after a restart) or create the scenario's tables."""
+        now = self.world.kernel.now_ms
+        if generation > 1:
+            self.history.note("restart", now, generation=generation)
+        state = env.state
+        for t in self.scenario.tables:
+            with contextlib.suppress(UnknownCatalogObject):
+                self.table_ids[t.id] = env.resolve(t.id)
+        for name in sorted(self.specs):
+            spec = self.specs[name]
+            if spec.kind == "subscribe":
+                continue
+            try:
+                gid = env.resolve(name)
+            except UnknownCatalogObject:
+                self.objects.pop(name, None)
+                continue
+            if self.objects.get(name) != gid:
+                self.objects[name] = gid
+                self.history.note("install", now, id=str(gid), name=name, kind=spec.kind)
+        del state
+        if not self.ready and not self.setting_up:
+            self.setting_up = True
+            try:
+                await self._setup(env)
+            finally:
+                self.setting_up = False
+
+    async def _setup(self, env: Environment) -> None:
+        """Create the scenario's tables, their read policies and its first dataflows."""
+        for t in self.scenario.tables:
+            if t.id not in self.table_ids:
+                ev = self.history.invoke(
+                    "create", self.world.kernel.now_ms, name=t.id, kind="table"
+                )
+                try:
+                    gid = await env.create_table(t.id, t.schema)
+                except DuplicateCatalogName:  # created by a call whose answer was lost
+                    gid = env.resolve(t.id)
+                except TidegateError as e:
+                    self.history.fail(ev, self.world.kernel.now_ms, e)
+                    raise
+                self.table_ids[t.id] = gid
+                self.history.ok(ev, self.world.kernel.now_ms, id=str(gid))
+            self.history.note(
+                "table", self.world.kernel.now_ms, name=t.id, id=str(self.table_ids[t.id])
+            )
+        for t in self.scenario.tables:
+            await env.set_read_policy(t.id, LagWriteFrontier(TABLE_LAG_MS, 50))
+        self.ready = True
+        for spec in self.scenario.dataflows:
+            if spec.kind != "subscribe" and spec.name not in self.objects:
+                await self._create(env, spec.name)
+
+    # -- running an action --------------------------------------------------------------------
+    async def _run(self, action: Action) -> None:
+        env = self.world.controller.env
+        if env is None:
+            return
+        await getattr(self, f"_do_{action.kind}")(env, action.args)
+
+    async def _call(
+        self, ev: dict[str, Any], call: Callable[[], Any], **on_ok: Any
+    ) -> tuple[bool, Any]:
+        """Await ``call()`` for op ``ev``; record its outcome. ``(True, value)`` on success."""
+        h = self.history
+
+        def now() -> int:
+            return self.world.kernel.now_ms
+
+        try:
+            value = await call()
+        except (trio.Cancelled, ProcessKilled):
+            if ev["status"] == "pending" and self.world.controller.dying:
+                h.info(ev, now(), DIED)  # a client's own cancellation is settled by the caller
+            raise
+        except TidegateError as e:
+            h.fail(ev, now(), e)
+            return False, e
+        except Exception as e:  # an untyped error escaped the API: a finding
+            h.fail(ev, now(), e)
+            self.untyped.append(f"{ev['op']} {ev['n']}: {type(e).__name__}: {e}")
+            self.world.violate(
+                "typed_errors", f"{ev['op']} raised an untyped {type(e).__name__}: {e}"
+            )
+            return False, e
+        h.ok(ev, now(), **on_ok)
+        return True, value
+
+    # appends
+    def _draw_append(self) -> dict[str, Any] | None:
+        table = pick(self.source, [t.id for t in self.scenario.tables])
+        return {"batches": [[table, self._draw_rows(table)]]}
+
+    def _draw_append_many(self) -> dict[str, Any] | None:
+        names = [t.id for t in self.scenario.tables]
+        batches = []
+        for _ in range(self.source.integer(2, 4)):
+            table = pick(self.source, names)
+            batches.append([table, self._draw_rows(table)])
+        return {"batches": batches}
+
+    def _draw_rows(self, table: str) -> list[list[Any]]:
         low, high = self.scenario.workload.rows_per_append
-        n = self.source.integer(low, high)
-        updates: list[tuple[Row, int]] = []
+        rows: list[list[Any]] = []
         present = self.present[table]
-        for _ in range(n):
+        for _ in range(self.source.integer(low, high)):
             if present and chance(self.source, 250):
                 row = present.pop(self.source.integer(0, len(present) - 1))
-                updates.append((row, -1))
+                rows.append([row_out(row), -1])
             else:
-                row = self._row(self.schemas[table])
-                present.append(row)
-                updates.append((row, 1))
-        ts = max(self.kernel.now_ms, self.last_upper[table])
-        self.last_upper[table] = ts + 1
-        pending = self.ctl.append(
-            [AppendCommand(table, [(r, ts, d) for r, d in updates], Antichain([ts + 1]))]
-        )
-        self.appends[pending.ticket] = (table, ts, updates)
-        self.history.append_issued(pending.ticket, table, ts, updates, self.kernel.now_ms)
-        self.append_count += 1
-        self.driver.apply(pending.effects)
+                rows.append([row_out(self._row(self.schemas[table])), 1])
+        return rows
 
     def _row(self, schema: Schema) -> Row:
         out: list[object] = []
-        for c in schema.columns:
-            if c.type.scalar.value == "string":
-                out.append(pick(self.source, _WORDS))
+        nulls = self.scenario.workload.null_per_mille
+        for i, c in enumerate(schema.columns):
+            if c.type.nullable and chance(self.source, nulls):
+                out.append(None)
+            elif c.type.scalar.value == "string":
+                out.append(pick(self.source, _REGIONS if i and c.name == "region" else _WORDS))
             else:
                 out.append(self.source.integer(0, 9))
         return tuple(out)
 
-    def on_append_completed(self, ticket: int, ok: bool) -> None:
-        entry = self.appends.pop(ticket, None)
-        if entry is None:
-            return  # a tick
-        self.history.append_done(ticket, ok, self.kernel.now_ms)
+    async def _do_append(self, env: Environment, args: Mapping[str, Any]) -> None:
+        batches = [(str(t), [(tuple(r), int(d)) for r, d in rows]) for t, rows in args["batches"]]
+        known = [(t, rows) for t, rows in batches if t in self.table_ids]
+        if not known:
+            return
+        ev = self.history.invoke(
+            "append",
+            self.world.kernel.now_ms,
+            batches=[
+                [str(self.table_ids[t]), [[row_out(r), d] for r, d in rows]] for t, rows in known
+            ],
+        )
+        self.append_count += 1
+        ok, ts = await self._call(ev, lambda: env.append_many(known))
         if ok:
-            self.acked.append(entry)
-        else:
-            self._count("append_failed")
+            ev["time"] = ts
+            for t, rows in known:
+                self.present[t].extend(r for r, d in rows if d > 0)
+        elif ev["status"] == "fail":
+            for t, rows in known:  # nothing happened: the retracted rows are still there
+                self.present[t].extend(r for r, d in rows if d < 0)
+
+    _do_append_many = _do_append
+
+    def _draw_append_peek(self) -> dict[str, Any] | None:
+        """Read your own write: append to a table, then at once read something that reads it."""
+        args = self._draw_append()
+        assert args is not None
+        table = args["batches"][0][0]
+        readers = [table] + [
+            n
+            for n in sorted(self.objects)
+            if GlobalId.parse(table) in set(gets(self.specs[n].plan))
+        ]
+        args["target"] = pick(self.source, readers)
+        args["finishing"] = finishing_to_json(RowSetFinishing())
+        return args
+
+    async def _do_append_peek(self, env: Environment, args: Mapping[str, Any]) -> None:
+        await self._do_append(env, args)
+        await self._do_peek(
+            env, {"target": args["target"], "at": {"mode": "fresh"}, "finishing": args["finishing"]}
+        )
 
     # peeks
-    def _readable(self) -> list[tuple[GlobalId, PeekTargetKind]]:
-        out: list[tuple[GlobalId, PeekTargetKind]] = [(t, "persist") for t in self.tables]
-        for gid in sorted(self.installed):
-            kind = self.installed[gid].spec.kind
-            if kind == "index":
-                out.append((gid, "index"))
-            elif kind == "materialized_view":
-                out.append((gid, "persist"))
-        return out
+    def _readable(self) -> list[str]:
+        return [t.id for t in self.scenario.tables] + sorted(self.objects)
 
-    def frontiers(
-        self, gid: GlobalId, target: PeekTargetKind
-    ) -> tuple[Antichain, Antichain] | None:
-        if target == "persist":
-            return self.ctl.storage_frontiers(gid)
-        try:
-            f = self.ctl.collection_frontiers(INSTANCE, gid)
-        except TidegateError:
-            return None
-        return f.read_frontier, f.write_frontier
-
-    def _arity(self, gid: GlobalId) -> int:
-        if gid in self.schemas:
-            return self.schemas[gid].arity
-        return typecheck(self.installed[gid].spec.plan).arity
-
-    def _finishing(self, gid: GlobalId) -> RowSetFinishing:
+    def _finishing(self, target: str) -> dict[str, Any]:
         if chance(self.source, 700):
-            return RowSetFinishing()
-        order = tuple(
-            ColumnOrder(c, desc=chance(self.source, 500)) for c in range(self._arity(gid))
-        )
-        return RowSetFinishing(order_by=order, limit=self.source.integer(1, 3))
+            return finishing_to_json(RowSetFinishing())
+        arity = self._schema(target).arity
+        order = tuple(ColumnOrder(c, desc=chance(self.source, 500)) for c in range(arity))
+        return finishing_to_json(RowSetFinishing(order_by=order, limit=self.source.integer(1, 3)))
 
-    def _do_peek(self, invalid: bool = False) -> None:
-        gid, target = pick(self.source, self._readable())
-        fr = self.frontiers(gid, target)
-        if fr is None or not fr[0].elements:
-            return
-        since = fr[0].elements[0]
-        if invalid:
-            if since == 0:
-                return
-            ts = since - 1
-        else:
-            upper = fr[1].elements[0] if fr[1].elements else since
-            ts = self.source.integer(since, max(since, upper + 200))
-            if fr[1].less_equal(ts):
-                self._count("peek_future_time")
-        finishing = self._finishing(gid)
+    def _schema(self, target: str) -> Schema:
+        if target in self.schemas:
+            return self.schemas[target]
+        return typecheck(self.specs[target].plan)
+
+    def _draw_peek(self, mode: str = "fresh") -> dict[str, Any] | None:
+        target = pick(self.source, self._readable())
+        args: dict[str, Any] = {
+            "target": target,
+            "at": {"mode": mode, "k": self.source.integer(0, 999)},
+            "finishing": self._finishing(target),
+        }
+        if chance(self.source, 150):
+            replicas = sorted(self.world.replica_names())
+            if replicas:
+                args["replica"] = pick(self.source, replicas)
+        return args
+
+    def _draw_peek_at(self) -> dict[str, Any] | None:
+        return self._draw_peek("valid")
+
+    def _draw_peek_invalid(self) -> dict[str, Any] | None:
+        return self._draw_peek("below")
+
+    def _draw_peek_future(self) -> dict[str, Any] | None:
+        return self._draw_peek("future")
+
+    def _draw_peek_key(self) -> dict[str, Any] | None:
+        keyed = [
+            n for n in sorted(self.objects) if self.specs[n].kind == "index" and self.specs[n].key
+        ]
+        if not keyed:
+            return None
+        target = pick(self.source, keyed)
+        schema = self._schema(target)
+        key = [row_out(self._row(schema))[c] for c in self.specs[target].key]
+        return {
+            "target": target,
+            "at": {"mode": "fresh", "k": 0},
+            "finishing": finishing_to_json(RowSetFinishing()),
+            "key": key,
+        }
+
+    def _ref(self, target: str) -> GlobalId | None:
+        if target in self.table_ids:
+            return self.table_ids[target]
+        return self.objects.get(target)
+
+    def _input_upper(self, env: Environment, target: str) -> Antichain:
+        """The upper of the tables ``target`` reads, as clients see it (public frontiers)."""
+        if target in self.table_ids:
+            return env.frontiers(self.table_ids[target])[1]
+        uppers = [
+            env.frontiers(self.table_ids[t.id])[1]
+            for t in self.scenario.tables
+            if GlobalId.parse(t.id) in set(gets(self.specs[target].plan)) and t.id in self.table_ids
+        ]
+        return Antichain.meet_all(uppers) if uppers else Antichain.empty()
+
+    def _time(self, env: Environment, target: str, at: Mapping[str, Any]) -> int | str | None:
+        """The explicit time a peek asks for (``None``: fresh; ``"skip"``: none exists)."""
+        mode, k = at["mode"], int(at.get("k", 0))
+        if mode == "fresh":
+            return None
+        gid = self._ref(target)
+        assert gid is not None
+        since = env.frontiers(gid)[0]
+        upper = self._input_upper(env, target)
+        if not since.elements or not upper.elements:
+            return "skip"
+        lo, hi = int(since.elements[0]), int(upper.elements[0])
+        if mode == "below":
+            return lo - 1 if lo > 0 else "skip"
+        if mode == "future":
+            return hi + k % 200
+        if hi <= lo:
+            return "skip"
+        return lo + k % (hi - lo)
+
+    async def _do_peek(self, env: Environment, args: Mapping[str, Any]) -> None:
+        target = str(args["target"])
+        gid = self._ref(target)
+        if gid is None:
+            return  # dropped meanwhile (or never created in this run)
         try:
-            uuid, effects = self.ctl.peek(INSTANCE, gid, ts, finishing, target=target)
-        except TidegateError as e:
-            self.history.peek_issued(
-                f"refused-{self.peek_count}",
-                gid,
-                ts,
-                target,
-                finishing,
-                self.kernel.now_ms,
-                refused=f"{type(e).__name__}: {e}",
-            )
-            self.peek_count += 1
-            self._record("peek_refused", id=gid, time=ts)
-            self._count("peek_refused_below_since" if invalid else "peek_refused")
-            if not invalid:
-                self._violate(
-                    "valid_peek_accepted", f"peek of {gid} at {ts} (since {since}) refused: {e}"
-                )
+            t = self._time(env, target, args["at"])
+        except TidegateError:
             return
+        if t == "skip":
+            return
+        assert t is None or isinstance(t, int)
+        mode = args["at"]["mode"]
+        key = args.get("key")
+        spec = self.specs.get(target)
+        fields: dict[str, Any] = {
+            "target": str(gid),
+            "name": target,
+            "at": t,
+            "finishing": dict(args["finishing"]),
+            "expect": "refusal" if mode in ("below", "future") else "answer",
+        }
+        if key is not None and spec is not None:
+            fields["key"] = list(key)
+            fields["key_columns"] = list(spec.key)
+        if args.get("replica"):
+            fields["replica"] = args["replica"]
+        ev = self.history.invoke("peek", self.world.kernel.now_ms, **fields)
         self.peek_count += 1
-        if invalid:
-            self._violate(
-                "read_below_since_refused", f"peek of {gid} at {ts} below since {since} accepted"
+        uuid = f"peek-{ev['n']}"
+        if t is not None:
+            self.world.record("peek", id=str(gid), uuid=uuid, time=t)
+        from .history import finishing_from_json
+
+        fin = finishing_from_json(args["finishing"])
+        scope = trio.CancelScope()
+        entry = (ev, scope)
+        self.peeks.append(entry)
+        try:
+            with scope:
+                ok, value = await self._call(
+                    ev,
+                    lambda: env.peek(
+                        gid,
+                        t,
+                        None if key is None else tuple(key),
+                        fin,
+                        replica=args.get("replica"),
+                    ),
+                )
+                if ok:
+                    ev["rows"] = [[row_out(r), n] for r, n in value]
+            if scope.cancelled_caught and ev["status"] == "pending":
+                self.history.fail(ev, self.world.kernel.now_ms, "cancelled by the client")
+        finally:
+            self.peeks.remove(entry)
+            if t is not None and ev["status"] != "pending":
+                result = {"ok": "PeekRows", "fail": "PeekError"}.get(ev["status"], "PeekCanceled")
+                if str(ev.get("error", "")).startswith("cancelled"):
+                    result = "PeekCanceled"
+                self.world.record("peek_result", uuid=uuid, result=result)
+        self._judge_refusal(ev, mode)
+
+    _do_peek_at = _do_peek
+    _do_peek_key = _do_peek
+    _do_peek_invalid = _do_peek
+    _do_peek_future = _do_peek
+
+    def _judge_refusal(self, ev: Mapping[str, Any], mode: str) -> None:
+        error = str(ev.get("error", ""))
+        if mode in ("below", "future"):
+            want = SinceViolation if mode == "below" else ReadBeyondUpper
+            if ev["status"] == "ok":
+                self.world.violate(
+                    "reads_outside_bounds_refused",
+                    f"peek {ev['n']} of {ev['name']} at {ev['at']} ({mode} its bounds) was answered",
+                )
+            elif ev["status"] == "fail" and not error.startswith(
+                (want.__name__, "UnknownCatalogObject", "CollectionMissing", "cancelled")
+            ):
+                self.world.violate(
+                    "reads_outside_bounds_refused",
+                    f"peek {ev['n']} of {ev['name']} at {ev['at']} ({mode}) failed with "
+                    f"{error}, not {want.__name__}",
+                )
+            self.world.count(f"peek_refused_{mode}" if ev["status"] == "fail" else "peek_answered")
+        elif ev["status"] == "fail" and error.startswith(("SinceViolation", "ReadBeyondUpper")):
+            self.world.violate(
+                "valid_reads_answered",
+                f"peek {ev['n']} of {ev['name']} at {ev['at']} within its bounds was refused: {error}",
             )
-        if target == "persist":
-            self._count("persist_peek")
-        self._record("peek", id=gid, uuid=str(uuid), time=ts)
-        self.peeks[uuid] = PendingPeek(uuid, gid, ts, target, self.kernel.now_ms)
-        self.history.peek_issued(str(uuid), gid, ts, target, finishing, self.kernel.now_ms)
-        self.peek_finishing[uuid] = finishing
-        self.driver.apply(effects)
 
-    def _do_peek_invalid(self) -> None:
-        self._do_peek(invalid=True)
+    def _draw_cancel_peek(self) -> dict[str, Any] | None:
+        if not self.peeks:
+            return None
+        return {"k": self.source.integer(0, 999)}
 
-    def _do_cancel_peek(self) -> None:
-        live = [u for u in sorted(self.peeks) if not self.peeks[u].cancelled]
-        if not live:
+    async def _do_cancel_peek(self, env: Environment, args: Mapping[str, Any]) -> None:
+        if not self.peeks:
             return
-        uuid = pick(self.source, live)
-        self.peeks[uuid].cancelled = True
-        self._record("cancel_peek", uuid=str(uuid))
-        self._count("peek_cancelled_while_pending")
-        self.driver.apply(self.ctl.cancel_peek(INSTANCE, uuid))
+        ev, scope = self.peeks[int(args["k"]) % len(self.peeks)]
+        self.world.count("peek_cancelled_while_pending")
+        self.world.record("cancel_peek", n=ev["n"])
+        scope.cancel()
 
     # dataflows
-    def _new_id(self, kind: str) -> GlobalId:
-        if kind == "subscribe":
-            self.next_transient += 1
-            return GlobalId.transient(self.next_transient)
-        self.next_user += 1
-        return GlobalId.user(self.next_user)
+    def _plan(self, spec: DataflowSpec) -> Plan:
+        ids = {GlobalId.parse(t): gid for t, gid in self.table_ids.items()}
+        return replace_gets(spec.plan, ids)
 
-    def install(self, spec: DataflowSpec) -> None:
-        inputs = tuple(sorted(set(gets(spec.plan))))
-        as_of = 0
-        for g in inputs:
-            fr = self.ctl.storage_frontiers(g)
-            assert fr is not None
-            if fr[0].elements:
-                as_of = max(as_of, fr[0].elements[0])
-        gid = self._new_id(spec.kind)
-        if spec.kind == "index":
-            self._durably(
-                CreateIndex(spec.name, gid, spec.plan, spec.key),
-                SetReadPolicy(gid, LagWriteFrontier(200, 20)),
-            )
-        elif spec.kind == "materialized_view":
-            self._durably(CreateMaterializedView(spec.name, gid, spec.plan))
-        if spec.kind == "materialized_view":
-            desc = CollectionDescription(MaterializedView(inputs=inputs), since=Antichain([as_of]))
-            self.driver.apply(self.ctl.create_collections([(gid, desc)]))
-        df = dataflow_description(spec, gid, as_of)
-        self.driver.apply(self.ctl.create_dataflow(INSTANCE, df))
-        inst = Installed(gid, spec, as_of, inputs)
-        self.installed[gid] = inst
-        self.history.installed(gid, spec.name, spec.kind, as_of, self.kernel.now_ms)
-        self.on_install(inst)
-        if spec.kind == "materialized_view":
-            self.driver.apply(self.ctl.allow_writes(INSTANCE, gid))
-        elif spec.kind == "index":
-            self.driver.apply(
-                self.ctl.set_read_policy(INSTANCE, [(gid, LagWriteFrontier(200, 20))])
-            )
-        self._record("install", id=gid, dataflow=spec.name, as_of=as_of)
-
-    def _do_create_dataflow(self) -> None:
-        running = {i.spec.name for i in self.installed.values()}
-        choices = [
-            d for d in self.scenario.dataflows if d.kind != "subscribe" and d.name not in running
+    def _draw_create_dataflow(self) -> dict[str, Any] | None:
+        names = [
+            d.name
+            for d in self.scenario.dataflows
+            if d.kind != "subscribe" and d.name not in self.objects
         ]
-        if choices:
-            self.install(pick(self.source, choices))
+        return {"dataflow": pick(self.source, names)} if names else None
 
-    def _do_subscribe(self) -> None:
-        subs = [d for d in self.scenario.dataflows if d.kind == "subscribe"]
-        live = sum(1 for i in self.installed.values() if i.spec.kind == "subscribe")
-        if subs and live < 4:
-            self.install(pick(self.source, subs))
+    async def _do_create_dataflow(self, env: Environment, args: Mapping[str, Any]) -> None:
+        await self._create(env, str(args["dataflow"]))
 
-    def _do_drop_dataflow(self) -> None:
-        live = [
-            g for g in sorted(self.installed) if self.installed[g].spec.kind != "materialized_view"
-        ]
-        if not live:
+    async def _create(self, env: Environment, name: str) -> None:
+        spec = self.specs.get(name)
+        if spec is None or name in self.objects or spec.kind == "subscribe":
             return
-        gid = pick(self.source, live)
-        if self.installed[gid].spec.kind != "subscribe":
-            self._durably(Drop(gid))
-        del self.installed[gid]
-        self.history.dropped(gid, self.kernel.now_ms)
-        self._record("drop", id=gid)
-        self._count("drop_dataflow")
-        self.driver.apply(self.ctl.drop_collections(INSTANCE, [gid]))
+        ev = self.history.invoke("create", self.world.kernel.now_ms, name=name, kind=spec.kind)
+        plan = self._plan(spec)
 
-    def _do_set_read_policy(self) -> None:
-        indexes = [g for g in sorted(self.installed) if self.installed[g].spec.kind == "index"]
-        lag = self.source.integer(0, 600)
-        if indexes and chance(self.source, 500):
-            gid = pick(self.source, indexes)
-            self._durably(SetReadPolicy(gid, LagWriteFrontier(lag, 10)))
-            self.driver.apply(
-                self.ctl.set_read_policy(INSTANCE, [(gid, LagWriteFrontier(lag, 10))])
+        def call() -> Any:
+            if spec.kind == "index":
+                return env.create_index(plan, spec.key, name=name)
+            return env.create_materialized_view(name, plan)
+
+        ok, gid = await self._call(ev, call)
+        if (
+            not ok
+            and ev["status"] == "fail"
+            and not str(ev["error"]).startswith(DuplicateCatalogName.__name__)
+        ):
+            self._check_no_effect(env, ev, name)
+        if ok:
+            ev["id"] = str(gid)
+            self.objects[name] = gid
+            self.history.note(
+                "install", self.world.kernel.now_ms, id=str(gid), name=name, kind=spec.kind
             )
-        else:
-            t = pick(self.source, self.tables)
-            self._durably(SetReadPolicy(t, LagWriteFrontier(lag, 10)))
-            self.driver.apply(self.ctl.set_storage_read_policy([(t, LagWriteFrontier(lag, 10))]))
-        self._record("read_policy", lag=lag)
+            self.world.count(f"create_{spec.kind}")
+            if spec.kind == "index":
+                await env.set_read_policy(gid, LagWriteFrontier(INDEX_LAG_MS, 20))
 
-    # -- replicas (the world adds and drops them; the catalog records them) ---------------------
-    def replica_added(self, name: str) -> None:
-        self._durably(CreateReplica(name, executor="python"))
-
-    def replica_dropped(self, name: str) -> None:
-        self._durably(DropReplica(name))
-
-    # -- controller restarts ----------------------------------------------------------------------
-    def controller_died(self) -> None:
-        """End what the dead controller owed: peeks and subscribes fail, appends are in doubt.
-
-        Pending peeks are answered by failure (recorded as ``aborted`` in the
-        history, once); subscribes end (they are transient: the catalog does
-        not hold them, and their clients subscribe again once a controller is
-        back); each unacknowledged append is in doubt until the storage decides
-        it (:meth:`on_orphan_write`).
-        """
-        self.controller_up = False
-        now = self.kernel.now_ms
-        for uid in sorted(self.peeks):
-            self.history.peek_aborted(str(uid), RESTARTED, now)
-            self._count("peek_aborted_by_restart")
-        self.peeks.clear()
-        self.peek_finishing.clear()
-        for ticket in sorted(self.appends):
-            self.in_doubt[(self.generation, ticket)] = self.appends[ticket]
-            self.history.append_in_doubt(self.generation, ticket, now)
-            self._count("append_in_doubt")
-        self.appends.clear()
-        for gid in sorted(self.installed):
-            if self.installed[gid].spec.kind == "subscribe":
-                self._resubscribe.append(self.installed.pop(gid).spec)
-                self._count("subscribe_ended_by_restart")
-
-    def on_orphan_write(self, generation: int, ticket: int, landed: bool) -> None:
-        """The storage decided a write of a dead controller (``generation``)."""
-        entry = self.in_doubt.pop((generation, ticket), None)
-        if entry is None:
-            return  # a tick
-        self.history.append_resolved(generation, ticket, landed, self.kernel.now_ms)
-        self._count("append_in_doubt_landed" if landed else "append_in_doubt_lost")
-
-    def restore(
-        self,
-        controller: Controller,
-        driver: Driver,
-        shards: Mapping[GlobalId, tuple[Antichain, Antichain]],
-    ) -> None:
-        """Build ``controller`` up from durable state only: the catalog and the shards' frontiers.
-
-        Storage collections come back at their shards' ``(since, upper)``; the
-        oracle moves past every table's upper (it never goes back); dataflows
-        are re-created with as-ofs from the spec's as-of selection (the
-        catalog's restore plan), in dependency order; read policies follow
-        (not before: a table's policy could otherwise compact it past an
-        as_of before the dataflow holds it); replicas are added on new
-        connections and reconcile.
-        """
-        self.ctl, self.driver = controller, driver
-        self.generation += 1
-        state = self.catalog.load()
-        frontiers: dict[GlobalId, tuple[Antichain, Antichain]] = {}
-        for gid in [t.id for t in state.tables] + [m.id for m in state.materialized_views]:
-            frontiers[gid] = shards[gid]
-        for t in state.tables:
-            upper = frontiers[t.id][1].elements
-            if upper:
-                self.last_upper[t.id] = max(self.last_upper[t.id], int(upper[0]))
-        now = self.kernel.now_ms
-        plan = restore_plan(state, frontiers, current_time=now)
-        apply = driver.apply
-        descriptions: list[tuple[GlobalId, CollectionDescription]] = []
-        for c in plan.storage_collections:
-            entry = state.get(c.id)
-            if isinstance(entry, TableEntry):
-                descriptions.append((c.id, CollectionDescription(Table())))
-            else:
-                assert isinstance(entry, MaterializedViewEntry)
-                inputs = tuple(sorted(set(gets(entry.plan))))
-                descriptions.append((c.id, CollectionDescription(MaterializedView(inputs=inputs))))
-        apply(
-            controller.create_collections(
-                descriptions, {g: ShardFrontiers(*frontiers[g]) for g, _ in descriptions}
-            )
+    def _check_no_effect(self, env: Environment, ev: Mapping[str, Any], name: str) -> None:
+        """A refused create left nothing behind."""
+        try:
+            gid = env.resolve(name)
+        except UnknownCatalogObject:
+            return
+        self.world.violate(
+            "refusals_have_no_effect",
+            f"create {ev['n']} of {name} failed ({ev['error']}), yet {name} exists as {gid}",
         )
-        apply(controller.create_instance(INSTANCE))
-        specs = {d.name: d for d in self.scenario.dataflows}
-        self.restored = {}
-        for df in plan.dataflows:
-            (gid,) = df.export_ids
-            selected = df.as_of.elements if df.as_of is not None else ()
-            self.restored[gid] = self._restore_as_of(gid, int(selected[0]) if selected else now)
-        self.on_restore(frontiers)
-        for df in plan.dataflows:
-            (gid,) = df.export_ids
-            spec = specs[state.get(gid).name]
-            as_of = self.restored[gid]
-            inst = self.installed.get(gid)
-            if inst is not None:
-                inst.as_of = as_of
-            self._record("restore_dataflow", id=gid, dataflow=spec.name, as_of=as_of)
-            apply(controller.create_dataflow(INSTANCE, dataflow_description(spec, gid, as_of)))
-            if spec.kind == "materialized_view":
-                apply(controller.allow_writes(INSTANCE, gid))
-        # Read policies only now: until the dataflows hold their inputs at their as-ofs, a
-        # storage policy could move an input's since past them (the selection's storage holds).
-        policies: dict[GlobalId, ReadPolicy] = dict(plan.read_policies)
-        storage = [(g, policies[g]) for g, _ in descriptions if g in policies]
-        if storage:
-            apply(controller.set_storage_read_policy(storage))
-        compute = [(g, p) for g, p in sorted(policies.items()) if g not in frontiers]
-        if compute:
-            apply(controller.set_read_policy(INSTANCE, compute))
-        for r in state.replicas:
-            apply(controller.add_replica(INSTANCE, r.name))
-        apply(controller.initialization_complete())
-        self.history.restarted(self.generation, now)
-        specs_again, self._resubscribe = self._resubscribe, []
-        for spec in specs_again:  # their clients subscribe again, from the present
-            self.install(spec)
-        self.controller_up = True
 
-    def _restore_as_of(self, id: GlobalId, selected: int) -> int:
-        """The as_of a restored dataflow gets: the one the as-of selection chose."""
-        return selected
+    def _draw_drop_dataflow(self) -> dict[str, Any] | None:
+        names = sorted(self.objects)
+        return {"dataflow": pick(self.source, names)} if names else None
+
+    async def _do_drop_dataflow(self, env: Environment, args: Mapping[str, Any]) -> None:
+        name = str(args["dataflow"])
+        gid = self.objects.get(name)
+        if gid is None:
+            return
+        ev = self.history.invoke("drop", self.world.kernel.now_ms, id=str(gid), name=name)
+        ok, _ = await self._call(ev, lambda: env.drop(gid))
+        if not ok and ev["status"] == "fail":
+            try:
+                env.resolve(gid)
+            except UnknownCatalogObject:
+                if not str(ev["error"]).startswith(UnknownCatalogObject.__name__):
+                    self.world.violate(
+                        "refusals_have_no_effect",
+                        f"drop {ev['n']} of {name} failed ({ev['error']}), yet {gid} is gone",
+                    )
+        if ok:
+            if self.objects.get(name) == gid:
+                del self.objects[name]
+            self.world.count("drop_dataflow")
+            self.world.dropped(gid)
+
+    def _draw_set_read_policy(self) -> dict[str, Any] | None:
+        targets = [t.id for t in self.scenario.tables] + sorted(
+            n for n in self.objects if self.specs[n].kind == "index"
+        )
+        return {"target": pick(self.source, targets), "lag": self.source.integer(0, 600)}
+
+    async def _do_set_read_policy(self, env: Environment, args: Mapping[str, Any]) -> None:
+        target = str(args["target"])
+        gid = self._ref(target)
+        if gid is None:
+            return
+        lag = int(args["lag"])
+        ev = self.history.invoke("policy", self.world.kernel.now_ms, target=str(gid), lag_ms=lag)
+        await self._call(ev, lambda: env.set_read_policy(gid, LagWriteFrontier(lag, 10)))
+
+    # subscribes
+    def _draw_subscribe(self) -> dict[str, Any] | None:
+        subs = [d.name for d in self.scenario.dataflows if d.kind == "subscribe"]
+        if not subs or len(self.subs) >= 4:
+            return None
+        args: dict[str, Any] = {"dataflow": pick(self.source, subs)}
+        if chance(self.source, 150):
+            replicas = sorted(self.world.replica_names())
+            if replicas:
+                args["replica"] = pick(self.source, replicas)
+        return args
+
+    async def _do_subscribe(self, env: Environment, args: Mapping[str, Any]) -> None:
+        spec = self.specs.get(str(args["dataflow"]))
+        if spec is None or spec.kind != "subscribe" or len(self.subs) >= 4:
+            return
+        ev = self.history.invoke(
+            "subscribe", self.world.kernel.now_ms, target=spec.name, replica=args.get("replica")
+        )
+        sub = _Sub(int(ev["n"]), spec)
+        self.subs.append(sub)
+        try:
+            ok, stream = await self._call(
+                ev, lambda: env.subscribe(self._plan(spec), replica=args.get("replica"))
+            )
+            if not ok:
+                return
+            ev["id"] = str(stream.id)
+            self.world.count("subscribe")
+            with sub.scope:
+                async with stream:
+                    async for batch in stream:
+                        sub.upper = batch.upper
+                        self.history.batch(
+                            sub.n,
+                            batch.lower,
+                            batch.upper,
+                            batch.updates,
+                            batch.error,
+                            self.world.kernel.now_ms,
+                        )
+                        if batch.error is not None:
+                            self.world.count("subscribe_error")
+        except (trio.Cancelled, ProcessKilled):
+            if ev.get("id") is not None and sub.upper is not None and self.world.controller.dying:
+                self.history.batch(
+                    sub.n, sub.upper, Antichain.empty(), (), DIED, self.world.kernel.now_ms
+                )
+            raise
+        finally:
+            self.subs.remove(sub)
+
+    def _draw_unsubscribe(self) -> dict[str, Any] | None:
+        return {"k": self.source.integer(0, 999)} if self.subs else None
+
+    async def _do_unsubscribe(self, env: Environment, args: Mapping[str, Any]) -> None:
+        if self.subs:
+            sub = self.subs[int(args["k"]) % len(self.subs)]
+            self.world.count("unsubscribe")
+            sub.scope.cancel()
+
+    # hydration
+    def _draw_hydration(self) -> dict[str, Any] | None:
+        targets = sorted(self.objects)
+        args: dict[str, Any] = {"target": pick(self.source, targets) if targets else None}
+        if chance(self.source, 400):
+            replicas = sorted(self.world.replica_names())
+            if replicas:
+                args["replicas"] = [pick(self.source, replicas)]
+        return args
+
+    async def _do_hydration(self, env: Environment, args: Mapping[str, Any]) -> None:
+        target = args.get("target")
+        gid = None if target is None else self._ref(str(target))
+        if target is not None and gid is None:
+            return
+        ev = self.history.invoke(
+            "hydration", self.world.kernel.now_ms, target=None if gid is None else str(gid)
+        )
+        replicas = args.get("replicas")
+
+        async def ask() -> bool:
+            await trio.lowlevel.checkpoint()
+            return env.hydrated(gid, replicas=replicas)
+
+        ok, value = await self._call(ev, ask)
+        if ok:
+            ev["hydrated"] = bool(value)
+            self.world.count("hydrated" if value else "not_hydrated")

@@ -1,14 +1,20 @@
-"""Fault plans: the faults of a run as data, printable, saveable, replayable and shrinkable.
+"""The plan of a run: its faults and its client actions, as data -- printable, saveable, replayable.
 
-A plan is a list of :class:`Fault` records ordered by virtual time. Plans come
-from a seed (:func:`generate_plan`, swarm-style: each seed also picks which
-fault kinds are enabled) or from a JSON file (:meth:`FaultPlan.load`).
+A :class:`FaultPlan` lists :class:`Fault` records ordered by virtual time
+and, once known, the run's client :class:`Action` s. A run generates both from
+its seed (:func:`generate_plan` for the faults, swarm-style: each seed also
+picks which fault kinds are enabled; the workload as the run goes) and
+reports the plan it used with every action filled in; passed back
+(``tidegate sim run --plan``), that plan drives an identical run, and the
+shrinker removes faults and actions from it. Each kind of choice comes from
+its own stream of the seed, so replacing the generated faults or actions by
+explicit ones changes nothing else.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -16,13 +22,21 @@ from typing import Any
 
 from .choices import ChoiceSource, pick, subset
 
-__all__ = ["Fault", "FaultKind", "FaultPlan", "FaultPlanError", "generate_plan"]
+__all__ = [
+    "CONTROLLER_CRASH_TARGETS",
+    "Action",
+    "Fault",
+    "FaultKind",
+    "FaultPlan",
+    "FaultPlanError",
+    "generate_plan",
+]
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 
 class FaultPlanError(ValueError):
-    """A fault plan that cannot be read or is inconsistent."""
+    """A plan that cannot be read or is inconsistent."""
 
 
 class FaultKind(StrEnum):
@@ -35,12 +49,35 @@ class FaultKind(StrEnum):
     SLOW_REPLICA = "slow_replica"
     """Messages to and from the replica take ``factor`` times longer for ``duration_ms``."""
     REPLACE_REPLICA = "replace_replica"
-    """The replica is dropped and a new one (a fresh name) is added after ``duration_ms``."""
+    """The replica is dropped (``Environment.drop_replica``) and a new one with a fresh name
+    added after ``duration_ms``."""
     RESTART_CONTROLLER = "restart_controller"
-    """The controller restarts from its durable state after ``duration_ms``."""
+    """The controller process is killed wherever it is and restarts after ``duration_ms``."""
     DELAY_STORAGE_WRITE = "delay_storage_write"
-    """Storage writes complete ``duration_ms`` late while the fault lasts."""
+    """Every storage call takes ``factor`` times longer while the fault lasts."""
+    CRASH_CONTROLLER_IN = "crash_controller_in"
+    """The controller dies inside its next storage call of kind ``target`` (one of
+    :data:`CONTROLLER_CRASH_TARGETS`), before or after the call applies; it restarts
+    ``duration_ms`` later."""
+    CONSENSUS_FAILURES = "consensus_failures"
+    """Consensus calls fail (a third of them, half after applying) for ``duration_ms``."""
+    BLOB_FAILURES = "blob_failures"
+    """Blob calls fail (a third of them, half after applying) for ``duration_ms``."""
+    TORN_BLOB_WRITE = "torn_blob_write"
+    """The controller dies in the middle of its next blob write, leaving a truncated object;
+    it restarts ``duration_ms`` later."""
+    CRASH_REPLICA_REHYDRATING = "crash_replica_rehydrating"
+    """The replica dies in the middle of its next rehydration (a reconnect's history replay)
+    and restarts ``duration_ms`` later."""
+    GHOST_CONNECTION = "ghost_connection"
+    """A stale duplicate of a controller connection attempt reaches the replica
+    ``duration_ms`` later and preempts the stream that is current then."""
 
+
+CONTROLLER_CRASH_TARGETS = ("append", "cas", "catalog", "oracle", "blob", "restore")
+"""Where a :attr:`FaultKind.CRASH_CONTROLLER_IN` strikes: a shard append's commit, any
+consensus compare-and-set, a catalog write, an oracle reservation, a blob write, or any
+storage call while the controller restores its state."""
 
 REPLICA_KINDS = frozenset(
     {
@@ -48,13 +85,16 @@ REPLICA_KINDS = frozenset(
         FaultKind.CUT_CONNECTION,
         FaultKind.SLOW_REPLICA,
         FaultKind.REPLACE_REPLICA,
+        FaultKind.CRASH_REPLICA_REHYDRATING,
+        FaultKind.GHOST_CONNECTION,
     }
 )
+FACTOR_KINDS = frozenset({FaultKind.SLOW_REPLICA, FaultKind.DELAY_STORAGE_WRITE})
 
 
 @dataclass(frozen=True, slots=True)
 class Fault:
-    """One fault: ``kind`` strikes ``target`` (a replica name, or ``""``) at ``at_ms`` virtual time."""
+    """One fault: ``kind`` strikes ``target`` (a replica, a storage call kind, or ``""``) at ``at_ms``."""
 
     at_ms: int
     kind: FaultKind
@@ -67,8 +107,21 @@ class Fault:
             raise FaultPlanError(f"fault times must be non-negative: {self}")
         if self.kind in REPLICA_KINDS and not self.target:
             raise FaultPlanError(f"{self.kind.value} needs a target replica")
+        if self.kind is FaultKind.CRASH_CONTROLLER_IN and self.target not in (
+            CONTROLLER_CRASH_TARGETS
+        ):
+            raise FaultPlanError(
+                f"crash_controller_in needs a target among {', '.join(CONTROLLER_CRASH_TARGETS)}, "
+                f"got {self.target!r}"
+            )
         if self.factor < 1:
             raise FaultPlanError(f"slow-down factor must be >= 1: {self}")
+
+    def text(self) -> str:
+        """A one-line rendering (``crash_replica r1@1200ms+300ms``)."""
+        target = f" {self.target}" if self.target else ""
+        extra = f" x{self.factor}" if self.factor != 1 else ""
+        return f"{self.kind.value}{target}@{self.at_ms}ms+{self.duration_ms}ms{extra}"
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
@@ -76,7 +129,7 @@ class Fault:
         return out
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Fault:
+    def from_json(cls, data: Mapping[str, Any]) -> Fault:
         try:
             return cls(
                 at_ms=int(data["at_ms"]),
@@ -90,46 +143,99 @@ class Fault:
 
 
 @dataclass(frozen=True, slots=True)
+class Action:
+    """One client action: ``kind`` (a :class:`~tidegate.sim.scenario.WorkloadMix` action) at ``at_ms``.
+
+    ``args`` are JSON values naming what it acts on by name (a table, a
+    dataflow of the scenario) and how, so that it still means something when
+    the shrinker removes earlier actions; see :mod:`tidegate.sim.clients`.
+    """
+
+    at_ms: int
+    kind: str
+    args: Mapping[str, Any] = field(default_factory=dict)
+
+    def text(self) -> str:
+        args = " ".join(f"{k}={json.dumps(v, separators=(',', ':'))}" for k, v in self.args.items())
+        return f"{self.kind}@{self.at_ms}ms" + (f" {args}" if args else "")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"at_ms": self.at_ms, "kind": self.kind, "args": dict(self.args)}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Action:
+        try:
+            args = data.get("args", {})
+            if not isinstance(args, Mapping):
+                raise TypeError("args must be an object")
+            return cls(int(data["at_ms"]), str(data["kind"]), dict(args))
+        except (KeyError, ValueError, TypeError) as e:
+            raise FaultPlanError(f"bad action record {data!r}: {e}") from e
+
+
+@dataclass(frozen=True, slots=True)
 class FaultPlan:
-    """The faults of one run, sorted by time, plus which kinds were enabled (for reporting)."""
+    """The faults of a run, sorted by time, which kinds were enabled, and its client actions.
+
+    ``actions`` is ``None`` when the workload is to be generated from the seed;
+    a run's :attr:`~tidegate.sim.run.RunResult.plan` always has them.
+    """
 
     faults: tuple[Fault, ...] = ()
     enabled: tuple[FaultKind, ...] = field(default_factory=tuple)
+    actions: tuple[Action, ...] | None = None
 
     def __post_init__(self) -> None:
         ordered = tuple(sorted(self.faults, key=lambda f: (f.at_ms, f.kind.value, f.target)))
         object.__setattr__(self, "faults", ordered)
+        if self.actions is not None:
+            times = [a.at_ms for a in self.actions]
+            if times != sorted(times):
+                raise FaultPlanError("actions must be in time order")
 
     def without(self, index: int) -> FaultPlan:
         """The plan with fault ``index`` removed (a shrinking step)."""
-        return FaultPlan(self.faults[:index] + self.faults[index + 1 :], self.enabled)
+        return FaultPlan(self.faults[:index] + self.faults[index + 1 :], self.enabled, self.actions)
+
+    @property
+    def steps(self) -> int:
+        """Faults plus client actions: the size of a reproducer."""
+        return len(self.faults) + len(self.actions or ())
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "version": FORMAT_VERSION,
             "enabled": [k.value for k in self.enabled],
             "faults": [f.to_json() for f in self.faults],
         }
+        if self.actions is not None:
+            out["actions"] = [a.to_json() for a in self.actions]
+        return out
 
     def dumps(self) -> str:
         return json.dumps(self.to_json(), sort_keys=True, indent=2)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> FaultPlan:
-        if not isinstance(data, dict) or data.get("version") != FORMAT_VERSION:
-            raise FaultPlanError(f"not a version-{FORMAT_VERSION} fault plan")
+    def from_json(cls, data: Any) -> FaultPlan:
+        if not isinstance(data, dict) or data.get("version") not in (1, FORMAT_VERSION):
+            raise FaultPlanError(f"not a version-{FORMAT_VERSION} (or 1) plan")
         try:
             enabled = tuple(FaultKind(k) for k in data.get("enabled", []))
         except ValueError as e:
             raise FaultPlanError(str(e)) from e
-        return cls(tuple(Fault.from_json(f) for f in data.get("faults", [])), enabled)
+        actions = data.get("actions")
+        return cls(
+            tuple(Fault.from_json(f) for f in data.get("faults", [])),
+            enabled,
+            None if actions is None else tuple(Action.from_json(a) for a in actions),
+        )
 
     @classmethod
     def loads(cls, text: str) -> FaultPlan:
         try:
             return cls.from_json(json.loads(text))
         except json.JSONDecodeError as e:
-            raise FaultPlanError(f"fault plan is not JSON: {e}") from e
+            raise FaultPlanError(f"plan is not JSON: {e}") from e
 
     def save(self, path: Path) -> None:
         path.write_text(self.dumps() + "\n")
@@ -146,7 +252,7 @@ def generate_plan(
     count: int,
     kinds: Sequence[FaultKind] | None = None,
 ) -> FaultPlan:
-    """Draw ``count`` faults within ``[0, horizon_ms)`` over ``replicas``.
+    """Draw ``count`` faults within ``[0, horizon_ms)`` over ``replicas`` (actions: generated).
 
     Unless ``kinds`` is given, a random non-empty subset of all kinds is enabled
     (swarm testing: different seeds stress different combinations).
@@ -160,9 +266,14 @@ def generate_plan(
     faults: list[Fault] = []
     for _ in range(count if enabled else 0):
         kind = pick(source, enabled)
-        target = pick(source, list(replicas)) if kind in REPLICA_KINDS else ""
+        if kind in REPLICA_KINDS:
+            target = pick(source, list(replicas))
+        elif kind is FaultKind.CRASH_CONTROLLER_IN:
+            target = pick(source, CONTROLLER_CRASH_TARGETS)
+        else:
+            target = ""
         at = source.integer(0, max(0, horizon_ms - 1))
         duration = source.integer(10, max(10, horizon_ms // 6))
-        factor = source.integer(2, 20) if kind is FaultKind.SLOW_REPLICA else 1
+        factor = source.integer(2, 20) if kind in FACTOR_KINDS else 1
         faults.append(Fault(at, kind, target, duration, factor))
     return FaultPlan(tuple(faults), tuple(enabled))

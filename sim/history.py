@@ -1,38 +1,62 @@
-"""The client-visible history of a run, as JSON-able data, and its offline checker.
+"""What clients saw, as JSON-able data, and the offline checker that judges it.
 
-Clients see: append acknowledgements (with the write time), dataflow
-installs and drops, peeks (time, target, result, or the typed refusal), and
-subscribe batches. :class:`ClientHistory` records exactly that;
-:func:`check_history` validates it against the reference evaluator using
-nothing but the history and the scenario, so a history recorded by the real
-runtime can be checked by the same code.
+A :class:`ClientHistory` records every client operation as Jepsen does: its
+invocation and its completion, each with a position in one global order
+(``invoke``/``complete``: real time, as the clients experienced it) and the
+virtual millisecond, and its outcome -- ``ok``, ``fail`` (a typed refusal:
+nothing happened) or ``info`` (the outcome is unknown: the controller died
+first). Appends carry the write timestamp the API returned; peeks their
+rows; subscribes their batches.
+
+:func:`check_history` judges a history with nothing but the history and the
+scenario (so a real run's history is checked by the same code):
+
+* every answer equals the reference evaluator's at one timestamp: a peek at
+  an explicit time at that time; a fresh peek (no time given) at *some*
+  time ``t`` in ``[lo, hi)``, where ``lo`` is the largest timestamp of any
+  append acknowledged, or fresh read answered, before the peek started
+  (a read sees every write that completed before it began), and ``hi`` the
+  smallest timestamp of an append that started after the peek returned --
+  Materialize's strict serializability, checked as real-time order;
+* a subscribe starts (its first batch's lower) in that same window, its
+  batches are gap-free and accumulate to the reference at every upper;
+* an append acknowledged before another started has the smaller timestamp;
+* a peek has one outcome; expected refusals are typed refusals.
+
+An append whose outcome is unknown counts as landed at its ``time`` if the
+simulator resolved it so (it reads what really reached the disk), and is
+left out otherwise.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import bisect
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from tidegate.spec.frontier import Antichain, Row, Update, accumulate
 from tidegate.spec.ids import GlobalId
-from tidegate.spec.plan import Collection, evaluate, reference_peek
-from tidegate.spec.protocol.responses import PeekCanceled, PeekError, PeekResult, PeekRows
+from tidegate.spec.plan import Collection, Plan, evaluate, gets, reference_peek, replace_gets
+from tidegate.spec.protocol.responses import PeekResult, PeekRows
 from tidegate.spec.protocol.types import ColumnOrder, RowSetFinishing
 
-from .scenario import DataflowSpec, Scenario
+from .scenario import Scenario
 
 __all__ = [
     "OFFLINE_PREFIX",
     "ClientHistory",
     "ReferenceModel",
     "Violation",
+    "Windows",
+    "appended",
     "check_history",
     "finishing_from_json",
     "finishing_to_json",
-    "result_from_json",
-    "result_to_json",
+    "history_model",
+    "judge_peek",
     "results_agree",
+    "subscription_id",
 ]
 
 OFFLINE_PREFIX = "history:"
@@ -57,11 +81,11 @@ class Violation:
 # -- JSON forms ------------------------------------------------------------------------------
 
 
-def _row_out(row: Row) -> list[Any]:
+def row_out(row: Row) -> list[Any]:
     return list(row)
 
 
-def _row_in(row: Iterable[Any]) -> Row:
+def row_in(row: Iterable[Any]) -> Row:
     return tuple(row)
 
 
@@ -83,22 +107,6 @@ def finishing_from_json(d: Mapping[str, Any]) -> RowSetFinishing:
     )
 
 
-def result_to_json(r: PeekResult) -> dict[str, Any]:
-    if isinstance(r, PeekRows):
-        return {"rows": [[_row_out(row), n] for row, n in r.rows]}
-    if isinstance(r, PeekError):
-        return {"error": r.message}
-    return {"canceled": True}
-
-
-def result_from_json(d: Mapping[str, Any]) -> PeekResult:
-    if "rows" in d:
-        return PeekRows(tuple((_row_in(row), int(n)) for row, n in d["rows"]))
-    if "error" in d:
-        return PeekError(str(d["error"]))
-    return PeekCanceled()
-
-
 def results_agree(got: PeekResult, want: PeekResult, finishing: RowSetFinishing) -> bool:
     """Whether a peek answer equals the reference (row order matters only under ORDER BY)."""
     if got == want:
@@ -115,338 +123,535 @@ def results_agree(got: PeekResult, want: PeekResult, finishing: RowSetFinishing)
 class ReferenceModel:
     """What a collection holds at a time, by the reference evaluator over table updates.
 
-    ``tables`` maps each table id to its updates (a live list may grow). Results
-    are cached per (collection, time): callers only ask about times every input
-    has passed, where the contents are final.
+    ``tables`` maps each table id to its updates (a live list may grow);
+    ``plans`` each derived collection's plan. Results are cached per
+    (collection, time): callers only ask about times every input has passed,
+    where the contents are final (:meth:`forget_cache` when they may not be).
     """
 
     def __init__(self, tables: Mapping[GlobalId, list[Update]] | None = None) -> None:
         self.tables: dict[GlobalId, list[Update]] = dict(tables or {})
-        self.plans: dict[GlobalId, DataflowSpec] = {}
+        self.plans: dict[GlobalId, Plan] = {}
         self._cache: dict[tuple[GlobalId, int], Collection] = {}
 
-    def install(self, id: GlobalId, spec: DataflowSpec) -> None:
-        self.plans[id] = spec
+    def install(self, id: GlobalId, plan: Plan) -> None:
+        self.plans[id] = plan
+
+    def inputs(self, id: GlobalId) -> set[GlobalId]:
+        """The tables ``id`` reads (itself, for a table)."""
+        plan = self.plans.get(id)
+        if plan is None:
+            return {id}
+        out: set[GlobalId] = set()
+        for g in gets(plan):
+            out |= self.inputs(g)
+        return out
 
     def contents(self, id: GlobalId, time: int) -> Collection:
         key = (id, time)
         hit = self._cache.get(key)
         if hit is not None:
             return hit
-        spec = self.plans.get(id)
-        if spec is None:
+        plan = self.plans.get(id)
+        if plan is None:
             out = Collection(accumulate(self.tables.get(id, []), time))
         else:
-            out = evaluate(spec.plan, self.tables, time)
+            out = evaluate(plan, self.tables, time)
         self._cache[key] = out
         return out
 
-    def peek(self, id: GlobalId, time: int, finishing: RowSetFinishing) -> PeekResult:
-        return reference_peek(self.contents(id, time), finishing)
+    def peek(
+        self,
+        id: GlobalId,
+        time: int,
+        finishing: RowSetFinishing,
+        key: tuple[tuple[int, ...], Row] | None = None,
+    ) -> PeekResult:
+        """The reference answer of a peek; ``key`` = (columns, values) of a key lookup."""
+        contents = self.contents(id, time)
+        if key is not None:
+            cols, values = key
+            contents = Collection(
+                {r: n for r, n in contents.rows.items() if tuple(r[c] for c in cols) == values}
+            )
+        return reference_peek(contents, finishing)
 
-    def forget_cache(self) -> None:
-        self._cache.clear()
+    def forget_cache(self, since: int | None = None) -> None:
+        """Forget cached contents (at times ``since`` and later only, if given): new data landed."""
+        if since is None:
+            self._cache.clear()
+        else:
+            self._cache = {k: v for k, v in self._cache.items() if k[1] < since}
 
 
 # -- the history ------------------------------------------------------------------------------
 
 
+def _error_text(e: BaseException) -> str:
+    return f"{type(e).__name__}: {e}".splitlines()[0]
+
+
 @dataclass
 class ClientHistory:
-    """Everything clients observed, in order, as JSON-able events (see :func:`check_history`).
+    """Every client operation, in order, as JSON-able dicts (``"op"`` says which).
 
-    Event shapes (``"op"`` says which):
-    ``append`` {ticket, table, time, updates: [[row, diff]], status, at_ms}, where status is
-    ok|failed|pending, or, for an append its controller died before acknowledging,
-    in_doubt until the storage decides it and then landed|lost;
-    ``install`` {id, dataflow, kind, as_of, at_ms}; ``drop`` {id, at_ms};
-    ``peek`` {uuid, id, time, target, finishing, at_ms, result?} (``result`` filled in when
-    it arrives: {rows}|{error}|{canceled}|{refused}|{aborted}, the last when the controller
-    restarted before answering: a failure, not an answer); ``subscribe`` {id, lower, upper,
-    updates: [[time, row, diff]], error, at_ms} (a subscribe ended by a controller restart
-    gets a last event with an empty upper and the error "controller restarted");
-    ``restart`` {generation, at_ms}: a new controller was restored from durable state.
+    ``append`` {n, batches: [[table, [[row, diff], ...]], ...], status, time?, error?};
+    ``peek`` {n, target, at (null: fresh), finishing, key?, status, rows? | error?};
+    ``subscribe`` {n, id, target, status, error?} and ``batch`` {sub, lower, upper,
+    updates: [[time, row, diff]], error}; ``create`` {n, name, kind, status, id?};
+    ``drop`` {n, id, status}; ``policy`` {n, target, lag_ms, status};
+    ``table`` {name, id, schema?}: a table and its id; ``install`` {id, name, kind}:
+    a dataflow known to exist (created, or found after a restart), whose plan the
+    scenario names; ``restart`` {generation}: a new controller came up.
+    Every op has ``invoke``/``invoke_ms`` and, once done, ``complete``/``complete_ms``;
+    events without an invocation have ``at``/``at_ms``.
     """
 
     events: list[dict[str, Any]] = field(default_factory=list)
-    _appends: dict[int, dict[str, Any]] = field(default_factory=dict, repr=False)
-    _in_doubt: dict[tuple[int, int], dict[str, Any]] = field(default_factory=dict, repr=False)
-    _peeks: dict[str, dict[str, Any]] = field(default_factory=dict, repr=False)
+    completed: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    """Operations in the order they completed (not saved: the positions say it)."""
+    _seq: int = field(default=0, repr=False)
+    _n: int = field(default=0, repr=False)
 
-    def append_issued(
-        self, ticket: int, table: GlobalId, time: int, updates: list[tuple[Row, int]], at_ms: int
-    ) -> None:
-        ev = {
-            "op": "append",
-            "ticket": ticket,
-            "table": str(table),
-            "time": time,
-            "updates": [[_row_out(r), d] for r, d in updates],
-            "status": "pending",
-            "at_ms": at_ms,
-        }
+    def tick(self) -> int:
+        """The next position in the global order."""
+        self._seq += 1
+        return self._seq
+
+    # -- recording ------------------------------------------------------------------------------
+    def invoke(self, op: str, at_ms: int, **fields: Any) -> dict[str, Any]:
+        """Record the invocation of ``op``; complete it with :meth:`ok`, :meth:`fail` or :meth:`info`."""
+        self._n += 1
+        ev: dict[str, Any] = {"op": op, "n": self._n, **fields}
+        ev["status"] = "pending"
+        ev["invoke"] = self.tick()
+        ev["invoke_ms"] = at_ms
         self.events.append(ev)
-        self._appends[ticket] = ev
+        return ev
 
-    def append_done(self, ticket: int, ok: bool, at_ms: int) -> None:
-        ev = self._appends.pop(ticket, None)
-        if ev is not None:
-            ev["status"] = "ok" if ok else "failed"
-            ev["acked_ms"] = at_ms
+    def _complete(self, ev: dict[str, Any], status: str, at_ms: int) -> None:
+        ev["status"] = status
+        ev["complete"] = self.tick()
+        ev["complete_ms"] = at_ms
+        self.completed.append(ev)
 
-    def append_in_doubt(self, generation: int, ticket: int, at_ms: int) -> None:
-        """Controller ``generation`` died before acknowledging append ``ticket``."""
-        ev = self._appends.pop(ticket, None)
-        if ev is not None:
-            ev["status"] = "in_doubt"
-            ev["in_doubt_ms"] = at_ms
-            self._in_doubt[(generation, ticket)] = ev
+    def ok(self, ev: dict[str, Any], at_ms: int, **fields: Any) -> None:
+        ev.update(fields)
+        self._complete(ev, "ok", at_ms)
 
-    def append_resolved(self, generation: int, ticket: int, landed: bool, at_ms: int) -> None:
-        """The storage decided an in-doubt append: it ``landed`` (wholly) or was lost."""
-        ev = self._in_doubt.pop((generation, ticket), None)
-        if ev is not None:
-            ev["status"] = "landed" if landed else "lost"
-            ev["resolved_ms"] = at_ms
+    def fail(self, ev: dict[str, Any], at_ms: int, error: BaseException | str) -> None:
+        """The operation was refused: it had no effect."""
+        ev["error"] = error if isinstance(error, str) else _error_text(error)
+        self._complete(ev, "fail", at_ms)
 
-    def restarted(self, generation: int, at_ms: int) -> None:
-        self.events.append({"op": "restart", "generation": generation, "at_ms": at_ms})
+    def info(self, ev: dict[str, Any], at_ms: int, why: str) -> None:
+        """The operation's outcome is unknown (the controller died before it answered)."""
+        ev["error"] = why
+        self._complete(ev, "info", at_ms)
 
-    def installed(self, id: GlobalId, dataflow: str, kind: str, as_of: int, at_ms: int) -> None:
-        self.events.append(
-            {
-                "op": "install",
-                "id": str(id),
-                "dataflow": dataflow,
-                "kind": kind,
-                "as_of": as_of,
-                "at_ms": at_ms,
-            }
-        )
-
-    def dropped(self, id: GlobalId, at_ms: int) -> None:
-        self.events.append({"op": "drop", "id": str(id), "at_ms": at_ms})
-
-    def peek_issued(
-        self,
-        uuid: str,
-        id: GlobalId,
-        time: int,
-        target: str,
-        finishing: RowSetFinishing,
-        at_ms: int,
-        refused: str | None = None,
-    ) -> None:
-        ev: dict[str, Any] = {
-            "op": "peek",
-            "uuid": uuid,
-            "id": str(id),
-            "time": time,
-            "target": target,
-            "finishing": finishing_to_json(finishing),
-            "at_ms": at_ms,
-        }
-        if refused is not None:
-            ev["result"] = {"refused": refused}
-        else:
-            self._peeks[uuid] = ev
+    def note(self, op: str, at_ms: int, **fields: Any) -> dict[str, Any]:
+        """An event without an invocation (a table's id, a restart, a subscribe batch...)."""
+        ev: dict[str, Any] = {"op": op, **fields, "at": self.tick(), "at_ms": at_ms}
         self.events.append(ev)
+        return ev
 
-    def peek_result(self, uuid: str, result: PeekResult, at_ms: int) -> None:
-        ev = self._peeks.get(uuid)
-        if ev is None:
-            self.events.append({"op": "stray_result", "uuid": uuid, "at_ms": at_ms})
-            return
-        if "result" in ev:
-            ev.setdefault("extra_results", 0)
-            ev["extra_results"] += 1
-            return
-        ev["result"] = result_to_json(result)
-        ev["answered_ms"] = at_ms
-
-    def peek_aborted(self, uuid: str, reason: str, at_ms: int) -> None:
-        """Peek ``uuid`` failed without an answer (its controller died): it counts as answered."""
-        ev = self._peeks.get(uuid)
-        if ev is None:
-            return
-        if "result" in ev:
-            ev["extra_results"] = ev.get("extra_results", 0) + 1
-            return
-        ev["result"] = {"aborted": reason}
-        ev["answered_ms"] = at_ms
-
-    def subscribe_batch(
+    def batch(
         self,
-        id: GlobalId,
+        sub: int,
         lower: Antichain,
         upper: Antichain,
         updates: Iterable[tuple[int, Row, int]],
         error: str | None,
         at_ms: int,
     ) -> None:
-        self.events.append(
-            {
-                "op": "subscribe",
-                "id": str(id),
-                "lower": list(lower.elements),
-                "upper": list(upper.elements),
-                "updates": [[t, _row_out(r), d] for t, r, d in updates],
-                "error": error,
-                "at_ms": at_ms,
-            }
+        self.note(
+            "batch",
+            at_ms,
+            sub=sub,
+            lower=list(lower.elements),
+            upper=list(upper.elements),
+            updates=[[t, row_out(r), d] for t, r, d in updates],
+            error=error,
         )
 
     def to_json(self) -> dict[str, Any]:
-        return {"events": self.events}
+        return {"version": 2, "events": self.events}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ClientHistory:
         h = cls()
         h.events = [dict(e) for e in data["events"]]
+        h._seq = max(
+            (int(e.get("complete", e.get("invoke", e.get("at", 0)))) for e in h.events), default=0
+        )
+        h._n = max((int(e.get("n", 0)) for e in h.events), default=0)
         return h
+
+    def ops(self, op: str) -> list[dict[str, Any]]:
+        return [e for e in self.events if e["op"] == op]
 
 
 # -- the offline checker -------------------------------------------------------------------------
 
 
-def _model_of(history: ClientHistory, scenario: Scenario) -> ReferenceModel:
-    tables: dict[GlobalId, list[Update]] = {GlobalId.parse(t.id): [] for t in scenario.tables}
-    specs = {d.name: d for d in scenario.dataflows}
-    model = ReferenceModel(tables)
+def subscription_id(ev: Mapping[str, Any]) -> GlobalId:
+    """The reference model's id of the subscribe op ``ev`` (unique in a history; the runtime's
+    transient ids start over with each controller incarnation)."""
+    return GlobalId.transient(1_000_000_000 + int(ev["n"]))
+
+
+def appended(ev: Mapping[str, Any]) -> bool:
+    """Whether an append op's writes count as having landed."""
+    return ev["status"] == "ok" or (ev["status"] == "info" and bool(ev.get("landed")))
+
+
+class Windows:
+    """The real-time bounds of fresh reads (see the module docstring).
+
+    Fed with acknowledged appends (``ack``: completion position and timestamp),
+    appends that landed (``started``: invocation position and timestamp) and
+    judged fresh reads (``read_done``); asked for a read's ``lo`` and ``hi``.
+    """
+
+    def __init__(self) -> None:
+        self._acks: list[tuple[int, int]] = []
+        self._ack_max: list[int] = []
+        self._starts: list[tuple[int, int]] = []
+        self._start_min: list[int] | None = []
+        self._reads: list[tuple[int, int]] = []
+        self._read_max: list[int] = []
+
+    @staticmethod
+    def _insert(items: list[tuple[int, int]], prefix: list[int], item: tuple[int, int]) -> None:
+        pos = bisect.bisect_left(items, item)
+        items.insert(pos, item)
+        best = prefix[pos - 1] if pos else -1
+        del prefix[pos:]
+        for _, value in items[pos:]:
+            best = max(best, value)
+            prefix.append(best)
+
+    def ack(self, complete: int, ts: int) -> None:
+        self._insert(self._acks, self._ack_max, (complete, ts))
+
+    def read_done(self, complete: int, t: int) -> None:
+        self._insert(self._reads, self._read_max, (complete, t))
+
+    def started(self, invoke: int, ts: int) -> None:
+        bisect.insort(self._starts, (invoke, ts))
+        self._start_min = None
+
+    def lo(self, invoke: int) -> int:
+        """The least time a read invoked at ``invoke`` may take."""
+        lo = 0
+        k = bisect.bisect_left(self._acks, (invoke, -1))
+        if k:
+            lo = self._ack_max[k - 1]
+        j = bisect.bisect_left(self._reads, (invoke, -1))
+        if j:
+            lo = max(lo, self._read_max[j - 1])
+        return lo
+
+    def hi(self, complete: int | None) -> int | None:
+        """The least timestamp of an append that started after ``complete`` (exclusive bound)."""
+        if complete is None or not self._starts:
+            return None
+        if self._start_min is None:
+            mins: list[int] = [0] * len(self._starts)
+            least: int | None = None
+            for k in range(len(self._starts) - 1, -1, -1):
+                ts = self._starts[k][1]
+                least = ts if least is None else min(least, ts)
+                mins[k] = least
+            self._start_min = mins
+        k = bisect.bisect_right(self._starts, (complete, 2**63))
+        return self._start_min[k] if k < len(self._starts) else None
+
+
+ChangeTimes = Callable[[GlobalId], Sequence[int]]
+"""The ascending times at which a table's contents change."""
+
+
+def candidates(
+    model: ReferenceModel, change_times: ChangeTimes, id: GlobalId, lo: int, hi: int | None
+) -> list[int]:
+    """``lo`` and every time in ``(lo, hi)`` at which an input of ``id`` changes."""
+    out = {lo}
+    for table in model.inputs(id):
+        times = change_times(table)
+        k = bisect.bisect_right(times, lo)
+        while k < len(times) and (hi is None or times[k] < hi):
+            out.add(times[k])
+            k += 1
+    return sorted(out)
+
+
+def judge_peek(
+    model: ReferenceModel,
+    change_times: ChangeTimes,
+    windows: Windows,
+    ev: Mapping[str, Any],
+    *,
+    hi: bool = True,
+) -> Violation | None:
+    """Judge one answered peek: at its time, or (fresh) at some time of its real-time window.
+
+    A fresh read that passes is recorded in ``windows`` at the least time it fits.
+    ``hi=False`` leaves the upper bound open (online, before later appends are known).
+    """
+    fin = finishing_from_json(ev["finishing"])
+    gid = GlobalId.parse(ev["target"])
+    if gid not in model.plans and gid not in model.tables:
+        return None  # not a collection the scenario knows
+    got = PeekRows(tuple((row_in(r), int(n)) for r, n in ev["rows"]))
+    key = _key(ev)
+    at_ms = int(ev.get("complete_ms", 0))
+    name = ev.get("name", ev["target"])
+    if ev.get("at") is not None:
+        t = int(ev["at"])
+        want = model.peek(gid, t, fin, key)
+        if results_agree(got, want, fin):
+            return None
+        return Violation(
+            "peek_matches_reference",
+            f"peek {ev['n']} of {name} at {t} returned {_short(got)}, reference {_short(want)}",
+            at_ms,
+        )
+    lo = windows.lo(int(ev["invoke"]))
+    top = windows.hi(int(ev["complete"])) if hi else None
+    for t in candidates(model, change_times, gid, lo, top):
+        if results_agree(got, model.peek(gid, t, fin, key), fin):
+            windows.read_done(int(ev["complete"]), t)
+            return None
+    outside = [
+        t
+        for t in candidates(model, change_times, gid, 0, None)
+        if (t < lo or (top is not None and t >= top))
+        and results_agree(got, model.peek(gid, t, fin, key), fin)
+    ]
+    window = f"[{lo}, {top if top is not None else 'inf'})"
+    if outside:
+        return Violation(
+            "strict_serializable",
+            f"fresh peek {ev['n']} of {name} returned the contents at {outside[-1]}, outside "
+            f"its real-time window {window} (it missed an acknowledged write or saw one that "
+            "had not started)",
+            at_ms,
+        )
+    return Violation(
+        "peek_matches_reference",
+        f"fresh peek {ev['n']} of {name} returned {_short(got)}, the reference at no time "
+        f"(window {window}; at {lo}: {_short(model.peek(gid, lo, fin, key))})",
+        at_ms,
+    )
+
+
+def history_model(history: ClientHistory, scenario: Scenario) -> tuple[ReferenceModel, ChangeTimes]:
+    """The reference over the history's own appends (acknowledged, or landed when in doubt)."""
+    tables: dict[GlobalId, list[Update]] = {}
+    names: dict[str, GlobalId] = {}
     for ev in history.events:
-        if ev["op"] == "append" and ev["status"] not in ("failed", "lost"):
-            tid = GlobalId.parse(ev["table"])
-            tables.setdefault(tid, []).extend(
-                (_row_in(r), int(ev["time"]), int(d)) for r, d in ev["updates"]
-            )
-        elif ev["op"] == "install" and ev["dataflow"] in specs:
-            model.install(GlobalId.parse(ev["id"]), specs[ev["dataflow"]])
-    return model
+        if ev["op"] == "table":
+            names[ev["name"]] = GlobalId.parse(ev["id"])
+    if not names:  # a history without table events names tables by their scenario ids
+        names = {t.id: GlobalId.parse(t.id) for t in scenario.tables}
+    for gid in names.values():
+        tables.setdefault(gid, [])
+    spec_ids = {
+        GlobalId.parse(t.id): names.get(t.id, GlobalId.parse(t.id)) for t in scenario.tables
+    }
+    model = ReferenceModel(tables)
+    plans = {d.name: replace_gets(d.plan, spec_ids) for d in scenario.dataflows}
+    times: dict[GlobalId, set[int]] = {}
+    for ev in history.events:
+        if ev["op"] == "append" and appended(ev) and ev.get("time") is not None:
+            ts = int(ev["time"])
+            parts = ev.get("landed_tables")
+            for table, rows in ev["batches"]:
+                if parts is not None and not parts.get(table, True):
+                    continue  # this table's part of an append in doubt did not land
+                tid = GlobalId.parse(table)
+                tables.setdefault(tid, []).extend((row_in(r), ts, int(d)) for r, d in rows)
+                if rows:
+                    times.setdefault(tid, set()).add(ts)
+        elif ev["op"] == "install" and ev["name"] in plans:
+            model.install(GlobalId.parse(ev["id"]), plans[ev["name"]])
+        elif ev["op"] == "subscribe" and ev.get("target") in plans:
+            model.install(subscription_id(ev), plans[ev["target"]])
+    sorted_times = {t: sorted(v) for t, v in times.items()}
+    return model, lambda table: sorted_times.get(table, [])
 
 
 def check_history(history: ClientHistory, scenario: Scenario) -> list[Violation]:
-    """Validate a client history against the reference evaluation of the scenario's plans.
-
-    Checks: every peek answer equals the reference at its time (over the
-    appends that were not reported failed, nor lost when in doubt; an append
-    still in doubt at the end counts as landed); a peek has at most one
-    result, and one aborted by a controller restart has that as its result;
-    refused peeks carry their reason; every subscribe stream is gap-free,
-    starts at its as_of and accumulates to the reference at every upper that
-    follows a batch with updates and at its last upper.
-    """
+    """Validate a client history (see the module docstring); the violations found, in time order."""
     out: list[Violation] = []
-    model = _model_of(history, scenario)
-    installs: dict[str, dict[str, Any]] = {}
-    streams: dict[str, dict[str, Any]] = {}
-    for ev in history.events:
-        op = ev["op"]
-        at = int(ev.get("at_ms", 0))
-        if op == "install":
-            installs[ev["id"]] = ev
-            if ev["kind"] == "subscribe":
-                streams[ev["id"]] = {
-                    "next": [ev["as_of"]],
-                    "acc": {},
-                    "closed": False,
-                    "dirty": False,
-                    "last": None,
-                }
-        elif op == "peek":
-            res = ev.get("result")
-            if ev.get("extra_results"):
-                out.append(
-                    Violation(
-                        "one_result_per_peek", f"peek {ev['uuid']} got more than one result", at
-                    )
-                )
-            if res is None or "refused" in res or "canceled" in res or "error" in res:
-                continue
-            if "aborted" in res:
-                continue
-            fin = finishing_from_json(ev["finishing"])
-            gid = GlobalId.parse(ev["id"])
-            want = model.peek(gid, int(ev["time"]), fin)
-            got = result_from_json(res)
-            if not results_agree(got, want, fin):
-                out.append(
-                    Violation(
-                        "peek_matches_reference",
-                        f"peek {ev['uuid']} of {ev['id']} at {ev['time']} returned {got} but the reference is {want}",
-                        int(ev.get("answered_ms", at)),
-                    )
-                )
-        elif op == "stray_result":
+    model, change_times = history_model(history, scenario)
+    windows = Windows()
+    for e in history.ops("append"):
+        if e.get("time") is None:
+            continue
+        if e["status"] == "ok":
+            windows.ack(int(e["complete"]), int(e["time"]))
+        if appended(e):
+            windows.started(int(e["invoke"]), int(e["time"]))
+    answered = sorted(
+        (e for e in history.ops("peek") if e["status"] == "ok" and "rows" in e),
+        key=lambda e: int(e["complete"]),
+    )
+    for ev in answered:
+        v = judge_peek(model, change_times, windows, ev)
+        if v is not None:
+            out.append(v)
+    out.extend(_check_appends(history))
+    out.extend(_check_subscribes(history, model, windows))
+    out.sort(key=lambda v: v.at_ms)
+    return out
+
+
+def _key(ev: Mapping[str, Any]) -> tuple[tuple[int, ...], Row] | None:
+    """The (columns, values) of a key lookup, if the peek was one."""
+    key = ev.get("key")
+    if key is None:
+        return None
+    cols = ev.get("key_columns") or list(range(len(key)))
+    return tuple(int(c) for c in cols), row_in(key)
+
+
+def _check_appends(history: ClientHistory) -> list[Violation]:
+    """An append acknowledged before another started has the smaller timestamp."""
+    out: list[Violation] = []
+    acked = sorted(
+        (int(e["complete"]), int(e["time"]), int(e["n"]), int(e["complete_ms"]))
+        for e in history.ops("append")
+        if e["status"] == "ok"
+    )
+    done_at = [c for c, *_ in acked]
+    best: list[tuple[int, int]] = []
+    cur = (-1, 0)
+    for _c, ts, n, _ms in acked:
+        if ts > cur[0]:
+            cur = (ts, n)
+        best.append(cur)
+    for e in history.ops("append"):
+        if e["status"] != "ok":
+            continue
+        k = bisect.bisect_left(done_at, int(e["invoke"]))
+        if k and best[k - 1][0] >= int(e["time"]):
+            prev_ts, prev_n = best[k - 1]
             out.append(
-                Violation("one_result_per_peek", f"result for unknown peek {ev['uuid']}", at)
+                Violation(
+                    "strict_serializable",
+                    f"append {e['n']} got time {e['time']}, not after append {prev_n} "
+                    f"({prev_ts}), which was acknowledged before it started",
+                    int(e["complete_ms"]),
+                )
             )
-        elif op == "subscribe":
-            s = streams.get(ev["id"])
-            if s is None:
-                out.append(
-                    Violation("subscribe_gap_free", f"batch for unknown subscribe {ev['id']}", at)
-                )
-                continue
-            if s["closed"]:
-                out.append(
-                    Violation(
-                        "subscribe_gap_free", f"subscribe {ev['id']} emitted after it ended", at
-                    )
-                )
-                continue
-            if ev["lower"] != s["next"]:
-                out.append(
-                    Violation(
-                        "subscribe_gap_free",
-                        f"subscribe {ev['id']} batch starts at {ev['lower']}, expected {s['next']}",
-                        at,
-                    )
-                )
-                s["closed"] = True
-                continue
-            s["next"] = ev["upper"]
-            if ev["error"] is not None or not ev["upper"]:
-                s["closed"] = True
-                continue
-            for t, r, d in ev["updates"]:
-                row = _row_in(r)
-                n = s["acc"].get(row, 0) + d
-                if n:
-                    s["acc"][row] = n
-                else:
-                    s["acc"].pop(row, None)
-                if not ev["lower"][0] <= t < ev["upper"][0]:
+    return out
+
+
+def _check_subscribes(
+    history: ClientHistory, model: ReferenceModel, windows: Windows
+) -> list[Violation]:
+    out: list[Violation] = []
+    subs: dict[int, dict[str, Any]] = {}
+    for ev in history.events:
+        if ev["op"] == "subscribe" and ev["status"] in ("ok", "info") and ev.get("id"):
+            subs[int(ev["n"])] = {"ev": ev, "next": None, "acc": {}, "closed": False, "last": None}
+    for ev in history.events:
+        if ev["op"] != "batch":
+            continue
+        at = int(ev["at_ms"])
+        s = subs.get(int(ev["sub"]))
+        if s is None:
+            out.append(
+                Violation("subscribe_gap_free", f"batch for unknown subscribe {ev['sub']}", at)
+            )
+            continue
+        sub = s["ev"]
+        if s["closed"]:
+            out.append(
+                Violation("subscribe_gap_free", f"subscribe {sub['n']} emitted after it ended", at)
+            )
+            continue
+        if s["next"] is None:  # the first batch: where the subscribe starts
+            s["next"] = ev["lower"]
+            if sub.get("as_of") is None and ev["lower"]:
+                lo, hi = windows.lo(int(sub["invoke"])), windows.hi(sub.get("complete"))
+                start = int(ev["lower"][0])
+                if start < lo or (hi is not None and start >= hi):
                     out.append(
                         Violation(
-                            "subscribe_gap_free",
-                            f"subscribe {ev['id']} update at {t} outside its batch",
+                            "strict_serializable",
+                            f"subscribe {sub['n']} starts at {start}, outside its real-time "
+                            f"window [{lo}, {hi if hi is not None else 'inf'})",
                             at,
                         )
                     )
-            s["dirty"] = s["dirty"] or bool(ev["updates"])
-            s["last"] = (ev["upper"][0], at)
-            if ev["updates"]:
-                v = _check_accumulation(model, ev["id"], s, ev["upper"][0], at)
-                if v is not None:
-                    out.append(v)
-                    s["closed"] = True
-    for sid, s in streams.items():
+        if ev["lower"] != s["next"]:
+            out.append(
+                Violation(
+                    "subscribe_gap_free",
+                    f"subscribe {sub['n']} batch starts at {ev['lower']}, expected {s['next']}",
+                    at,
+                )
+            )
+            s["closed"] = True
+            continue
+        s["next"] = ev["upper"]
+        if ev["error"] is not None or not ev["upper"]:
+            s["closed"] = True
+            continue
+        for t, r, d in ev["updates"]:
+            row = row_in(r)
+            n = s["acc"].get(row, 0) + d
+            if n:
+                s["acc"][row] = n
+            else:
+                s["acc"].pop(row, None)
+            if not ev["lower"][0] <= t < ev["upper"][0]:
+                out.append(
+                    Violation(
+                        "subscribe_gap_free",
+                        f"subscribe {sub['n']} update at {t} outside its batch "
+                        f"[{ev['lower']}, {ev['upper']})",
+                        at,
+                    )
+                )
+        s["last"] = (ev["upper"][0], at)
+        if ev["updates"]:
+            v = _check_accumulation(model, sub, s, ev["upper"][0], at)
+            if v is not None:
+                out.append(v)
+                s["closed"] = True
+    for s in subs.values():
         if not s["closed"] and s["last"] is not None:
-            v = _check_accumulation(model, sid, s, s["last"][0], s["last"][1])
+            v = _check_accumulation(model, s["ev"], s, s["last"][0], s["last"][1])
             if v is not None:
                 out.append(v)
     return out
 
 
 def _check_accumulation(
-    model: ReferenceModel, sid: str, s: dict[str, Any], upper: int, at: int
+    model: ReferenceModel, sub: Mapping[str, Any], s: dict[str, Any], upper: int, at: int
 ) -> Violation | None:
-    want = model.contents(GlobalId.parse(sid), upper - 1).rows
+    gid = subscription_id(sub)
+    if gid not in model.plans:
+        return None
+    want = model.contents(gid, upper - 1).rows
     if dict(s["acc"]) != dict(want):
         return Violation(
             "subscribe_matches_reference",
-            f"subscribe {sid} accumulates to {sorted(s['acc'].items(), key=repr)[:6]} at upper {upper}, "
+            f"subscribe {sub['n']} ({sub.get('target')}) accumulates to "
+            f"{sorted(s['acc'].items(), key=repr)[:6]} at upper {upper}, "
             f"reference {sorted(want.items(), key=repr)[:6]}",
             at,
         )
     return None
+
+
+def _short(r: Any) -> str:
+    if isinstance(r, PeekRows):
+        rows = list(r.rows)
+        text = ", ".join(f"{row}x{n}" for row, n in rows[:4])
+        return f"{len(rows)} rows [{text}{', ...' if len(rows) > 4 else ''}]"
+    return repr(r)

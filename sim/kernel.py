@@ -1,23 +1,38 @@
-"""The discrete-event loop of a simulation, on trio's virtual clock.
+"""Virtual time: a discrete-event queue for the simulated world, interleaved with trio tasks.
 
-Actors never run concurrently: the kernel pops the next event (ordered by
-virtual time, then by the order it was scheduled), lets trio's
-:class:`~trio.testing.MockClock` jump to that time, and calls the event's
-callback. Determinism therefore does not depend on trio's task scheduling.
-Virtual time is an integer number of milliseconds.
+The world (network deliveries, replica steps, storage latencies of replicas,
+faults, checks) runs as callbacks on a :class:`Kernel`, ordered by virtual
+time and then by the order they were scheduled. The product (the runtime's
+driver, ``Environment`` and clients) runs as ordinary trio tasks that sleep,
+wait and time out on trio's clock. :meth:`Kernel.run` steps both on one
+virtual clock (a :class:`trio.testing.MockClock` it jumps by hand):
+
+1. while any task can run, let the tasks run (``wait_all_tasks_blocked``);
+2. once every task waits, the next thing to happen is either the kernel's
+   next event or the earliest trio deadline (a sleep or timeout of some
+   task); jump the clock there and run it;
+3. a kernel event never runs after a task deadline it follows, and a task
+   never waits on an event the kernel has already passed.
+
+With trio's scheduler made deterministic (:func:`deterministic_scheduling`),
+the same seed therefore gives the same interleaving, byte for byte. Virtual
+time is an integer number of milliseconds since the run started.
 """
 
 from __future__ import annotations
 
+import contextlib
 import heapq
-from collections.abc import Awaitable, Callable
+import math
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import trio
+import trio.lowlevel
 import trio.testing
 
-__all__ = ["EventHandle", "Kernel", "run_virtual"]
+__all__ = ["EventHandle", "Kernel", "deterministic_scheduling", "run_virtual"]
 
 T = TypeVar("T")
 
@@ -37,7 +52,7 @@ class EventHandle:
 
 
 class Kernel:
-    """An event queue over virtual milliseconds."""
+    """An event queue over virtual milliseconds (see the module docstring)."""
 
     def __init__(self) -> None:
         self.now_ms = 0
@@ -45,6 +60,9 @@ class Kernel:
         self._queue: list[tuple[int, int, EventHandle]] = []
         self._seq = 0
         self.events_run = 0
+        self.task_wakeups = 0
+        """How many times the kernel let trio tasks run (a cost figure)."""
+        self._origin: float | None = None
 
     def call_at(self, at_ms: int, callback: Callable[..., None], *args: Any) -> EventHandle:
         """Run ``callback(*args)`` at virtual time ``at_ms`` (not before now)."""
@@ -79,18 +97,92 @@ class Kernel:
         self.events_run += 1
         handle.callback(*handle.args)
 
+    # -- on trio's clock ---------------------------------------------------------------------
+    def _ms(self, t: float) -> int:
+        assert self._origin is not None
+        return round((t - self._origin) * 1_000_000) // 1000
+
     async def run(self, until_ms: int) -> None:
-        """Run every event up to ``until_ms``, sleeping on trio's clock between them."""
-        start = trio.current_time() - self.now_ms / 1000
-        while (at := self.next_time()) is not None and at <= until_ms:
-            await trio.sleep_until(start + at / 1000)
-            self.step()
-        if self.now_ms < until_ms:
-            await trio.sleep_until(start + until_ms / 1000)
-            self.now_ms = until_ms
+        """Run tasks and events until virtual time ``until_ms`` (see the module docstring).
+
+        The run's clock must be a :class:`trio.testing.MockClock`.
+        """
+        clock = trio.lowlevel.current_clock()
+        if not isinstance(clock, trio.testing.MockClock):
+            raise TypeError("Kernel.run needs trio's MockClock (see run_virtual)")
+        if self._origin is None:
+            self._origin = trio.current_time() - self.now_ms / 1000
+        origin = self._origin
+        stats = trio.lowlevel.current_statistics
+        while True:
+            st = stats()
+            if st.tasks_runnable:
+                self.task_wakeups += 1
+                await trio.testing.wait_all_tasks_blocked()
+                continue
+            now = trio.current_time()
+            task_at = now + max(0.0, st.seconds_to_next_deadline)
+            at = self.next_time()
+            event_at = math.inf if at is None else origin + at / 1000
+            end = origin + until_ms / 1000
+            if event_at < task_at and event_at <= end:
+                if event_at > now:
+                    clock.jump(event_at - now)
+                at_ms = self.now_ms = at if at is not None else self.now_ms
+                # Every event of this millisecond before the tasks it wakes (they run at the
+                # same virtual time either way; one scheduling round instead of one per event).
+                while self.next_time() == at_ms:
+                    self.run_next()
+                continue
+            if task_at > end:
+                if end > now:
+                    clock.jump(end - now)
+                self.now_ms = max(self.now_ms, until_ms)
+                await trio.lowlevel.checkpoint()  # a caller looping on run() stays cancellable
+                return
+            if task_at > now:
+                clock.jump(task_at - now)
+            self.now_ms = max(self.now_ms, self._ms(task_at))
+            self.task_wakeups += 1
+            await trio.testing.wait_all_tasks_blocked()
 
 
-def run_virtual(main: Callable[[], Awaitable[T]]) -> T:
-    """Run ``main`` under trio with a virtual clock that jumps whenever the run is idle."""
+@contextlib.contextmanager
+def deterministic_scheduling(seed: int) -> Iterator[None]:
+    """Make trio's scheduler deterministic for ``seed`` (inside the block; restored after).
+
+    trio shuffles each batch of runnable tasks with a module-level RNG, and its
+    deterministic mode (the one its Hypothesis plugin switches on) first sorts
+    the batch by task creation order. Both live in ``trio._core._run``: there
+    is no public switch, so this sets them and restores them afterwards.
+    """
+    try:
+        from trio._core import _run as run_module
+
+        rng = run_module._r
+        flag = run_module._ALLOW_DETERMINISTIC_SCHEDULING
+    except (ImportError, AttributeError) as e:  # pragma: no cover - a trio without them
+        raise RuntimeError(
+            f"trio {trio.__version__} has no deterministic scheduling switch "
+            "(trio._core._run._r / _ALLOW_DETERMINISTIC_SCHEDULING): the simulator cannot "
+            "make runs reproducible with it"
+        ) from e
+    state = rng.getstate()
+    run_module._ALLOW_DETERMINISTIC_SCHEDULING = True  # type: ignore[misc]
+    rng.seed(seed)
+    try:
+        yield
+    finally:
+        run_module._ALLOW_DETERMINISTIC_SCHEDULING = flag  # type: ignore[misc]
+        rng.setstate(state)
+
+
+def run_virtual(main: Callable[[], Awaitable[T]], *, seed: int = 0) -> T:
+    """Run ``main`` under trio on a virtual clock, with the scheduler made deterministic by ``seed``.
+
+    Time moves only when something drives it: :meth:`Kernel.run`, or trio's
+    autojump when nothing else runs (tests that need no kernel).
+    """
     clock = trio.testing.MockClock(autojump_threshold=0)
-    return trio.run(main, clock=clock)
+    with deterministic_scheduling(seed):
+        return trio.run(main, clock=clock)

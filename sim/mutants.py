@@ -1,9 +1,9 @@
-"""Deliberately broken variants of the spec, to measure the simulator's bug-finding power.
+"""Deliberately broken variants of the spec and the runtime, to measure the simulator's power.
 
 Each :class:`Mutant` is a realistic bug behind a test-only switch: ``patch()``
-returns a context manager that monkeypatches one spec function for the
-duration of a run and restores it afterwards, so ``spec/`` itself stays
-correct. ``run_simulation`` enters ``MUTANTS[options.mutant].patch()`` around
+returns a context manager that monkeypatches one function of ``tidegate.spec``
+or ``tidegate.runtime`` for the duration of a run and restores it afterwards,
+so the product itself stays correct. ``run_simulation`` enters ``MUTANTS[options.mutant].patch()`` around
 the run; a campaign over a handful of seeds must then report a violation.
 
 The patches are process-global while active: run mutated simulations one at a
@@ -132,33 +132,24 @@ def _regressing_frontier(original: Any) -> Any:
     return _publish
 
 
-class _EagerStorage:
-    """The replica's view of storage for a persist peek: it reads at once, whatever the upper."""
-
-    def __init__(self, storage: Any) -> None:
-        self._storage = storage
-
-    def snapshot_when_ready(self, id: Any, time: int, done: Any) -> None:
-        st = self._storage
-        if st.has(id) and not st.state(id).finalized and st.state(id).since.less_equal(time):
-            st._kernel.call_later(st._latency_ms(), done, st.contents(id, time), None)
-        else:
-            st.snapshot_when_ready(id, time, done)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._storage, name)
-
-
 def _persist_peek_eager(original: Any) -> Any:
-    def _persist_peek(self: Any, out: Any) -> None:
-        storage = self._storage
-        self._storage = _EagerStorage(storage)
-        try:
-            original(self, out)
-        finally:
-            self._storage = storage
+    """A persist peek reads the shard at once: at its latest complete time if its own is not yet."""
 
-    return _persist_peek
+    def _persist_poll(self: Any, incarnation: int, p: Any) -> None:
+        state = self._guard(incarnation)
+        if state is not None and state.persist.get(p.out.uuid) is p:
+            shard, t = str(p.out.collection_id), int(p.out.timestamp)
+            try:
+                upper = state.store.upper(shard)
+                if upper.less_equal(t) and upper.elements and upper.elements[0] > 0:
+                    latest = int(upper.elements[0]) - 1
+                    if state.store.since(shard).less_equal(latest):
+                        p.out = dataclasses.replace(p.out, timestamp=latest)
+            except Exception:
+                pass
+        original(self, incarnation, p)
+
+    return _persist_poll
 
 
 def _peek_before_upper_patch() -> AbstractContextManager[None]:
@@ -168,7 +159,7 @@ def _peek_before_upper_patch() -> AbstractContextManager[None]:
     sim_cls = _sim_replica.SimReplica
     return _together(
         _replaced(cls, "_try_peek", _peek_before_upper(cls.__dict__["_try_peek"])),
-        _replaced(sim_cls, "_persist_peek", _persist_peek_eager(sim_cls.__dict__["_persist_peek"])),
+        _replaced(sim_cls, "_persist_poll", _persist_peek_eager(sim_cls.__dict__["_persist_poll"])),
     )
 
 
@@ -437,33 +428,191 @@ def _cas_without_compare(original: Any) -> Any:
 
 
 def _storage_patch() -> AbstractContextManager[None]:
-    from tidegate.sim import storage as _storage
+    from tidegate.spec.shard import transitions as _transitions
 
     return _replaced(
-        _storage,
+        _transitions,
         "compare_and_append",
-        _cas_without_compare(_storage.__dict__["compare_and_append"]),
+        _cas_without_compare(_transitions.__dict__["compare_and_append"]),
     )
 
 
 # -- restart bugs ---------------------------------------------------------------------------
 
 
-def _creation_as_of(_original: Any) -> Any:
-    """Restore each dataflow at the as_of it was created with, not the selected one."""
+def _restore_from_zero(original: Any) -> Any:
+    """The restore plan's dataflows start at time 0, as if nothing had been compacted since."""
 
-    def _restore_as_of(self: Any, id: Any, selected: int) -> int:
-        inst = self.installed.get(id)
-        return selected if inst is None else int(inst.as_of)
+    def restore_plan(state: Any, frontiers: Any = None, **kw: Any) -> Any:
+        plan = original(state, frontiers, **kw)
+        if frontiers is None:
+            return plan
+        return dataclasses.replace(
+            plan, dataflows=tuple(d.with_as_of(Antichain([0])) for d in plan.dataflows)
+        )
 
-    return _restore_as_of
+    return restore_plan
 
 
 def _restore_patch() -> AbstractContextManager[None]:
-    from tidegate.sim import clients as _clients
+    from tidegate.runtime import environment as _environment
 
-    cls = _clients.Clients
-    return _replaced(cls, "_restore_as_of", _creation_as_of(cls.__dict__["_restore_as_of"]))
+    return _replaced(
+        _environment, "restore_plan", _restore_from_zero(_environment.__dict__["restore_plan"])
+    )
+
+
+def _restore_skips_reconcile_patch() -> AbstractContextManager[None]:
+    """A restarted controller never reconciles storage: shards of objects dropped while it was
+    down (or whose drop it never finished) stay behind."""
+    from tidegate.spec.storage import controller as _storage_controller
+
+    cls = _storage_controller.StorageController
+    return _replaced(cls, "reconcile_state", lambda self, claimed=(): [])
+
+
+# -- runtime bugs ---------------------------------------------------------------------------
+
+
+def _old_freshness_patch() -> AbstractContextManager[None]:
+    """The runtime before group commit: a commit advances only the tables it writes, and a
+    fresh read takes its inputs' latest complete time instead of the oracle's read timestamp
+    (the read-your-writes bug of issue 15: a join misses the caller's own append)."""
+    from tidegate.runtime import environment as _environment
+    from tidegate.runtime.controller import driver as _driver
+
+    original_tables = _driver.ControllerDriver.__dict__["tables"]
+
+    def tables(self: Any) -> Any:
+        touched = getattr(self, "_mutant_touched", None)
+        every = original_tables(self)
+        return every if touched is None else [t for t in every if t in touched]
+
+    original_commit = _driver.ControllerDriver.__dict__["_commit"]
+
+    async def _commit(self: Any, group: Any) -> None:
+        touched = {id for req in group for id, _rows in req.batches}
+        self._mutant_touched = touched or None
+        try:
+            await original_commit(self, group)
+        finally:
+            self._mutant_touched = None
+
+    async def _fresh_time(self: Any, inputs: Any, since: Any, what: Any) -> int:
+        def ready() -> bool:
+            lower = since()
+            return bool(lower.elements) and not self._input_upper(*inputs).less_equal(
+                lower.elements[0]
+            )
+
+        await self.driver.wait_frontiers(ready)
+        lower, upper = since(), self._input_upper(*inputs)
+        t = int(lower.elements[0])
+        return max(t, int(upper.elements[0]) - 1) if upper.elements else t
+
+    return _together(
+        _replaced(_driver.ControllerDriver, "tables", tables),
+        _replaced(_driver.ControllerDriver, "_commit", _commit),
+        _replaced(_environment.Environment, "_fresh_time", _fresh_time),
+    )
+
+
+class _EagerAcks(dict):  # type: ignore[type-arg]
+    """The driver's table of append waiters, answering each one as soon as it is registered."""
+
+    def __setitem__(self, ticket: Any, waiter: Any) -> None:
+        super().__setitem__(ticket, waiter)
+        waiter.value = None
+        waiter.done.set()
+
+
+def _ack_before_durable_patch() -> AbstractContextManager[None]:
+    """A group commit acknowledges its appends as soon as it has issued their writes."""
+    from tidegate.runtime.controller import driver as _driver
+
+    cls = _driver.ControllerDriver
+    original = cls.__dict__["__init__"]
+
+    def __init__(self: Any, *args: Any, **kw: Any) -> None:
+        original(self, *args, **kw)
+        self._appends = _EagerAcks()
+
+    return _replaced(cls, "__init__", __init__)
+
+
+def _blob_after_commit_patch() -> AbstractContextManager[None]:
+    """The shard store commits a batch's state before writing its blob (a crash in between
+    leaves the shard referring to a batch that does not exist)."""
+    from tidegate.runtime.storage import store as _store
+
+    cls = _store.ShardStore
+    original_set: list[Any] = []
+
+    def compare_and_append(self: Any, shard: str, updates: Any, *args: Any, **kw: Any) -> Any:
+        blob = self.blob
+        pending: list[tuple[str, bytes]] = []
+
+        class _Later:
+            def set(self, key: str, value: bytes) -> None:
+                pending.append((key, value))
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(blob, name)
+
+        self.blob = _Later()
+        try:
+            out = original_set[0](self, shard, updates, *args, **kw)
+        finally:
+            self.blob = blob
+        for key, value in pending:
+            blob.set(key, value)
+        return out
+
+    original_set.append(cls.__dict__["compare_and_append"])
+    return _replaced(cls, "compare_and_append", compare_and_append)
+
+
+def _write_retry_without_token_patch() -> AbstractContextManager[None]:
+    """Storage writes are retried after an unknown outcome without their idempotency token."""
+    from tidegate.runtime.storage import store as _store
+
+    cls = _store.ShardStore
+    original = cls.__dict__["compare_and_append"]
+
+    def compare_and_append(
+        self: Any, shard: str, updates: Any, expected: Any, new: Any, token: Any = None, **kw: Any
+    ) -> Any:
+        return original(self, shard, updates, expected, new, None, **kw)
+
+    return _replaced(cls, "compare_and_append", compare_and_append)
+
+
+def _finished_subscribe_kept_patch() -> AbstractContextManager[None]:
+    """A subscribe that finished (failed, or complete) is never dropped: its holds stay."""
+    from tidegate.runtime.controller import driver as _driver
+    from tidegate.spec.compute import SubscribeBatchOut
+
+    cls = _driver.ControllerDriver
+    original = cls.__dict__["_apply_one"]
+
+    def _apply_one(self: Any, e: Any) -> None:
+        if isinstance(e, SubscribeBatchOut):
+            sub = self._subscriptions.get(e.id)
+            if sub is not None and (e.error is not None or not e.upper.elements):
+                sub.deliver(e)
+                del self._subscriptions[e.id]
+                self._sub_instance.pop(e.id, None)
+                return
+        original(self, e)
+
+    return _replaced(cls, "_apply_one", _apply_one)
+
+
+def _catalog_unknown_outcome_patch() -> AbstractContextManager[None]:
+    """A catalog write whose answer was lost counts as not done (though it may have landed)."""
+    from tidegate.runtime import catalog as _catalog
+
+    return _replaced(_catalog.Catalog, "_landed", lambda self, seqno, data: False)
 
 
 _ALL = [
@@ -535,12 +684,52 @@ _ALL = [
         "accepts_stale_epoch",
         "the controller does not ignore responses from an old connection (epoch) of a replica",
         _method(_instance.Instance, "handle_response", _accepts_stale_epoch),
+        undetectable="the production driver drops every response of a replaced connection "
+        "before the controller sees it, so the controller's own epoch check is a second line of "
+        "defence that no run can reach",
     ),
     Mutant(
-        "restore_keeps_creation_as_of",
-        "a restarted controller re-creates each dataflow at the as_of it was created with, "
-        "forgetting that its inputs were compacted since (not the as-of selection's choice)",
+        "restore_ignores_compaction",
+        "a restarted controller re-creates each dataflow from time 0, forgetting that its inputs "
+        "were compacted since (not the as-of selection's choice)",
         _restore_patch,
+    ),
+    Mutant(
+        "restore_skips_reconcile",
+        "a restarted controller never reconciles storage, so shards of collections dropped "
+        "around a crash are never finalized",
+        _restore_skips_reconcile_patch,
+    ),
+    Mutant(
+        "fresh_reads_from_uppers",
+        "the runtime before group commit: commits advance only the tables they write, and a "
+        "fresh read takes its inputs' latest complete time, not the oracle's read timestamp",
+        _old_freshness_patch,
+    ),
+    Mutant(
+        "ack_before_durable",
+        "a group commit acknowledges its appends before their writes are durable",
+        _ack_before_durable_patch,
+    ),
+    Mutant(
+        "blob_after_commit",
+        "the shard store commits a batch before writing its blob",
+        _blob_after_commit_patch,
+    ),
+    Mutant(
+        "write_retry_without_token",
+        "storage writes are retried after an unknown outcome without their idempotency token",
+        _write_retry_without_token_patch,
+    ),
+    Mutant(
+        "finished_subscribe_kept",
+        "a finished or failed subscribe is never dropped, so its read holds stay forever",
+        _finished_subscribe_kept_patch,
+    ),
+    Mutant(
+        "catalog_unknown_outcome_lost",
+        "a catalog write whose answer was lost is taken as not done, though it may have landed",
+        _catalog_unknown_outcome_patch,
     ),
 ]
 

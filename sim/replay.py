@@ -1,17 +1,17 @@
-"""Replaying saved runs: a trace file (options + plan + digest) or a bare fault-plan file.
+"""Replaying saved runs: a trace file (options + plan + digest) or a bare plan file.
 
 A trace file is what ``RunResult.to_json()`` writes (``tidegate sim run
 --save-trace``, ``tidegate sim shrink``): it names the seed, the scenario, the
-fault plan, the mutant if any, and the trace digest. Replaying runs the same
-options again and checks that the digest matches -- determinism in the field.
-A bare plan file (``FaultPlan.dumps()``) carries no seed or scenario; the
-caller supplies them.
+plan as run (faults and client actions), the mutant if any, and the trace
+digest. Replaying runs the same options again and checks that the digest
+matches -- determinism in the field. A bare plan file (``FaultPlan.dumps()``)
+carries no seed or scenario; the caller supplies them.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -58,15 +58,10 @@ class Replayable:
     seed: int
     scenario: Scenario
     plan: FaultPlan | None
-    """``None``: the plan the seed generates."""
+    """``None``: the plan the seed generates. A saved run's plan has its client actions
+    too, and drives exactly the run that recorded it."""
     mutant: str | None
     expected_digest: str | None
-    plan_from_seed: bool | None = None
-    """Whether the saved run drew its plan from the seed (``None``: the file does not say).
-
-    It matters: a run given an explicit plan draws its workload from a
-    different point of the seed's choice stream than one that generates it.
-    """
 
     def options(self, *, keep_trace: bool = False, trace_tail: int = 200) -> Any:
         """The :class:`~tidegate.sim.run.RunOptions` of this run."""
@@ -75,7 +70,7 @@ class Replayable:
         return RunOptions(
             seed=self.seed,
             scenario=self.scenario,
-            plan=None if self.plan_from_seed else self.plan,
+            plan=self.plan,
             mutant=self.mutant,
             trace_tail=trace_tail,
             keep_trace=keep_trace,
@@ -129,7 +124,6 @@ def load_replayable(
         plan=plan,
         mutant=mutant if mutant is not None else _pick(data, "mutant"),
         expected_digest=_pick(data, "trace_digest", "digest"),
-        plan_from_seed=data.get("plan_from_seed"),
     )
 
 
@@ -148,16 +142,6 @@ def replay(replayable: Replayable, *, keep_trace: bool = False) -> ReplayOutcome
 
     result = run_simulation(replayable.options(keep_trace=keep_trace))
     expected = replayable.expected_digest
-    if (
-        expected is not None
-        and result.trace_digest != expected
-        and replayable.plan_from_seed is None
-    ):
-        # The file does not say where its plan came from: maybe the seed generated it.
-        seeded = replace(replayable, plan_from_seed=True)
-        again = run_simulation(seeded.options(keep_trace=keep_trace))
-        if again.plan == replayable.plan and again.trace_digest == expected:
-            return ReplayOutcome(seeded, again, True)
     return ReplayOutcome(
         replayable, result, None if expected is None else result.trace_digest == expected
     )
@@ -174,5 +158,4 @@ def save_result(result: Any, path: str | Path, options: Any = None) -> None:
         data["seed"] = options.seed
         data["scenario"] = options.scenario.to_json()
         data["mutant"] = options.mutant
-        data["plan_from_seed"] = options.plan is None
     Path(path).write_text(json.dumps(data, sort_keys=True, indent=1) + "\n")

@@ -2,37 +2,41 @@
 
 ``run_simulation(RunOptions(seed, scenario))`` builds the world, draws the
 fault plan from the seed (unless one is given), runs it on trio's virtual
-clock and returns the verdict, the trace digest and tail, the "sometimes"
-counters, statistics and the client history. The same options give a
-byte-identical trace. With a Hypothesis ``choices`` source the fault plan and
-the workload come from Hypothesis (so they shrink); message and storage
-latencies come from a seed drawn from it.
+clock with trio's scheduler made deterministic, and returns the verdict, the
+trace digest and tail, the "sometimes" counters, statistics, the client
+history and the plan *as run* (its client actions filled in): passed back as
+``RunOptions(plan=...)`` it drives the very same run. Each kind of choice
+comes from its own stream of the seed (:func:`~tidegate.sim.choices.stream`),
+so an explicit plan replaces exactly the draws it stands for. With a
+Hypothesis ``choices`` source the fault plan and the workload come from
+Hypothesis (so they shrink); the other streams from a seed drawn from it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 import traceback
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from .checkers import StopRun
-from .choices import ChoiceSource, SeededChoices, pick, subset
+from .choices import ChoiceSource, pick, stream, subset
 from .faults import FaultPlan, generate_plan
 from .history import OFFLINE_PREFIX, ClientHistory, Violation, check_history
 from .kernel import run_virtual
 from .scenario import Scenario
 from .trace import Trace
-from .world import SUPPORTED_FAULTS, World
+from .world import SUPPORTED_FAULTS, Streams, World
 
 __all__ = ["RunOptions", "RunResult", "RunStats", "Violation", "run_simulation"]
 
 
 @dataclass
 class RunOptions:
-    """What to run: the seed, the scenario, optionally a fixed fault plan and a mutant."""
+    """What to run: the seed, the scenario, optionally a fixed plan and a mutant."""
 
     seed: int
     scenario: Scenario
@@ -40,6 +44,8 @@ class RunOptions:
     mutant: str | None = None
     trace_tail: int = 200
     keep_trace: bool = False
+    coverage: bool = False
+    """Count the spec's error types and the driver's effect kinds (see :mod:`.coverage`)."""
 
 
 @dataclass
@@ -48,11 +54,14 @@ class RunStats:
 
     messages: int = 0
     events: int = 0
+    task_wakeups: int = 0
     virtual_ms: int = 0
     wall_s: float = 0.0
     peeks: int = 0
     appends: int = 0
     subscribe_batches: int = 0
+    storage_calls: int = 0
+    controller_restarts: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -78,6 +87,7 @@ class RunResult:
     mutant: str | None = None
     error: str | None = field(default=None, repr=False)
     """The traceback when the run stopped on an unexpected exception."""
+    coverage: dict[str, dict[str, int]] | None = None
 
     def summary(self) -> str:
         """One line: seed, verdict, and the broken property if any."""
@@ -87,7 +97,7 @@ class RunResult:
     def to_json(self) -> dict[str, Any]:
         return {
             "format": "tidegate-sim-trace",
-            "version": 1,
+            "version": 2,
             "seed": self.seed,
             "scenario_name": self.scenario_name,
             "scenario": None if self.scenario is None else self.scenario.to_json(),
@@ -101,20 +111,21 @@ class RunResult:
             "stats": self.stats.to_json(),
             "trace_tail": self.trace_tail,
             "lines": self.trace_lines,
+            "history": self.history.to_json(),
         }
 
 
-def _plan_for(options: RunOptions, choices: ChoiceSource) -> FaultPlan:
+def _plan_for(options: RunOptions, source: ChoiceSource) -> FaultPlan:
     scenario = options.scenario
     if options.plan is not None:
         return options.plan
     if scenario.fault_kinds is not None:
         enabled = list(scenario.fault_kinds)
     else:
-        enabled = subset(choices, SUPPORTED_FAULTS) or [pick(choices, SUPPORTED_FAULTS)]
+        enabled = subset(source, SUPPORTED_FAULTS) or [pick(source, SUPPORTED_FAULTS)]
     replicas = [f"r{i + 1}" for i in range(scenario.replicas)]
     horizon = max(1, scenario.duration_ms * 4 // 5)
-    return generate_plan(choices, replicas, horizon, scenario.faults, enabled)
+    return generate_plan(source, replicas, horizon, scenario.faults, enabled)
 
 
 @contextlib.contextmanager
@@ -122,21 +133,46 @@ def _mutant(name: str | None) -> Iterator[None]:
     if name is None:
         yield
         return
-    try:
-        from .mutants import MUTANTS
-    except ImportError as e:  # pragma: no cover - the tools helper owns mutants
-        raise ValueError(f"mutant {name!r} requested but sim.mutants is unavailable") from e
+    from .mutants import MUTANTS
+
     if name not in MUTANTS:
         raise ValueError(f"unknown mutant {name!r}; known: {', '.join(sorted(MUTANTS))}")
     with MUTANTS[name].patch():
         yield
 
 
+def _streams(seed: int, choices: ChoiceSource | None) -> tuple[ChoiceSource, Streams, int]:
+    """The plan's source, the other streams, and the scheduler's seed."""
+    if choices is None:
+        return (
+            stream(seed, "plan"),
+            Streams(
+                workload=stream(seed, "workload"),
+                times=stream(seed, "workload times"),
+                latencies=stream(seed, "latencies"),
+                network=stream(seed, "network"),
+                storage=stream(seed, "storage"),
+            ),
+            stream(seed, "scheduler").integer(0, 2**63 - 1),
+        )
+    base = choices.integer(0, 2**31 - 1)
+    return (
+        choices,
+        Streams(
+            workload=choices,
+            times=choices,
+            latencies=stream(base, "latencies"),
+            network=stream(base, "network"),
+            storage=stream(base, "storage"),
+        ),
+        base,
+    )
+
+
 def run_simulation(options: RunOptions, choices: ChoiceSource | None = None) -> RunResult:
     """Run one simulation (see the module docstring)."""
-    source: ChoiceSource = choices if choices is not None else SeededChoices(options.seed)
-    latencies = SeededChoices(source.integer(0, 2**31 - 1))
-    plan = _plan_for(options, source)
+    plan_source, streams, scheduler = _streams(options.seed, choices)
+    plan = _plan_for(options, plan_source)
     scenario = options.scenario
     expanded = {
         "seed": options.seed,
@@ -148,35 +184,48 @@ def run_simulation(options: RunOptions, choices: ChoiceSource | None = None) -> 
         "quiet_ms": scenario.quiet_ms,
         "faults": len(plan.faults),
         "enabled_faults": [k.value for k in plan.enabled],
+        "actions": "generated" if plan.actions is None else len(plan.actions),
         "workload": scenario.workload.to_json(),
         "mutant": options.mutant,
         "choices": "seeded" if choices is None else type(choices).__name__,
     }
     trace = Trace(tail=options.trace_tail, keep_all=options.keep_trace)
-    world = World(scenario, plan, source, latencies, trace)
-    world.record("options", **{k: v for k, v in expanded.items() if k != "choices"})
+    world = World(scenario, plan, streams, trace)
+    world.record(
+        "options", **{k: v for k, v in expanded.items() if k not in ("choices", "actions")}
+    )
     violation: Violation | None = None
     error: str | None = None
     start = time.perf_counter()
-    with _mutant(options.mutant):
+    counting = _coverage(options.coverage)
+    with _mutant(options.mutant), counting as counts, _logs_into(world):
         try:
-            run_virtual(world.run)
-        except StopRun as stop:
-            violation = stop.violation
-        except Exception as e:  # a spec object raised: that is a finding, not a crash
-            violation = Violation(
-                "no_unexpected_error",
-                f"{type(e).__name__}: {e}".splitlines()[0],
-                world.kernel.now_ms,
-            )
-            error = traceback.format_exc()
+            run_virtual(world.run, seed=scheduler)
+        except BaseException as e:
+            stop, rest = _split(e)
+            if stop is not None:
+                violation = stop.violation
+            elif rest is not None:
+                if not isinstance(rest, Exception | BaseExceptionGroup):
+                    raise
+                first = _first(rest)
+                violation = Violation(
+                    "no_unexpected_error",
+                    f"{type(first).__name__}: {first}".splitlines()[0],
+                    world.kernel.now_ms,
+                )
+                error = "".join(traceback.format_exception(rest))
+    if world.violation is not None:
+        violation = world.violation
+    if getattr(world, "error", None):
+        error = world.error
     if violation is None:
-        # The offline checker re-judges every answer against the final data; online checks
-        # judge an answer when it arrives, so only this catches an answer for an incomplete time.
+        # The offline checker re-judges every answer with the whole history: real-time windows
+        # bounded from above too, and appends in doubt decided from the disk.
         found = check_history(world.history, scenario)
         if found:
-            first = found[0]
-            violation = Violation(OFFLINE_PREFIX + first.property, first.message, first.at_ms)
+            first_v = found[0]
+            violation = Violation(OFFLINE_PREFIX + first_v.property, first_v.message, first_v.at_ms)
     wall = time.perf_counter() - start
     if violation is not None:
         trace.record(
@@ -185,19 +234,23 @@ def run_simulation(options: RunOptions, choices: ChoiceSource | None = None) -> 
     stats = RunStats(
         messages=world.network.messages_delivered,
         events=world.kernel.events_run,
+        task_wakeups=world.kernel.task_wakeups,
         virtual_ms=world.kernel.now_ms,
         wall_s=wall,
         peeks=world.clients.peek_count,
         appends=world.clients.append_count,
         subscribe_batches=world.checker.subscribe_batches,
+        storage_calls=world.disk.cas_ok + world.disk.cas_lost,
+        controller_restarts=world.controller.restores,
     )
     sometimes = dict(sorted(world.sometimes.items()))
     for fault in plan.faults:  # a planned kind that never fired shows up as 0
         sometimes.setdefault(fault.kind.value, 0)
+    ran = replace(plan, actions=tuple(world.clients.recorded))
     return RunResult(
         seed=options.seed,
         scenario_name=scenario.name,
-        plan=plan,
+        plan=ran,
         expanded_options=expanded,
         ok=violation is None,
         violation=violation,
@@ -210,4 +263,59 @@ def run_simulation(options: RunOptions, choices: ChoiceSource | None = None) -> 
         scenario=scenario,
         mutant=options.mutant,
         error=error,
+        coverage=counts.report() if counts is not None else None,
     )
+
+
+def _split(e: BaseException) -> tuple[StopRun | None, BaseException | None]:
+    """The :class:`StopRun` inside ``e`` (a group, maybe), and whatever else it holds."""
+    if isinstance(e, StopRun):
+        return e, None
+    if isinstance(e, BaseExceptionGroup):
+        stops, rest = e.split(StopRun)
+        stop: StopRun | None = None
+        if stops is not None:
+            first = _first(stops)
+            assert isinstance(first, StopRun)
+            stop = first
+        return stop, rest
+    return None, e
+
+
+def _first(e: BaseException) -> BaseException:
+    while isinstance(e, BaseExceptionGroup):
+        e = e.exceptions[0]
+    return e
+
+
+class _TraceHandler(logging.Handler):
+    """The runtime's warnings go into the run's trace (and nowhere else while it runs)."""
+
+    def __init__(self, world: World) -> None:
+        super().__init__(logging.WARNING)
+        self.world = world
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.world.record("log", logger=record.name, message=record.getMessage()[:300])
+
+
+@contextlib.contextmanager
+def _logs_into(world: World) -> Iterator[None]:
+    logger = logging.getLogger("tidegate")
+    handler = _TraceHandler(world)
+    propagate = logger.propagate
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.propagate = propagate
+
+
+def _coverage(on: bool) -> Any:
+    if not on:
+        return contextlib.nullcontext(None)
+    from .coverage import RuleCounter
+
+    return RuleCounter()

@@ -81,26 +81,42 @@ class DataflowSpec:
 class WorkloadMix:
     """Relative weights of client actions, rows per append, and virtual ms between actions."""
 
-    append: int = 30
-    peek: int = 25
-    peek_invalid: int = 5
-    cancel_peek: int = 5
+    append: int = 20
+    append_many: int = 6
+    append_peek: int = 6
+    peek: int = 14
+    peek_at: int = 8
+    peek_key: int = 4
+    peek_invalid: int = 4
+    peek_future: int = 3
+    cancel_peek: int = 4
     create_dataflow: int = 6
     drop_dataflow: int = 3
     set_read_policy: int = 4
     subscribe: int = 3
+    unsubscribe: int = 2
+    hydration: int = 2
     rows_per_append: tuple[int, int] = (1, 4)
     ms_between_actions: tuple[int, int] = (20, 120)
+    null_per_mille: int = 150
+    """How often a nullable column gets a NULL."""
 
     ACTIONS = (
         "append",
+        "append_many",
+        "append_peek",
         "peek",
+        "peek_at",
+        "peek_key",
         "peek_invalid",
+        "peek_future",
         "cancel_peek",
         "create_dataflow",
         "drop_dataflow",
         "set_read_policy",
         "subscribe",
+        "unsubscribe",
+        "hydration",
     )
 
     def weights(self) -> list[tuple[str, int]]:
@@ -119,7 +135,7 @@ class WorkloadMix:
         for k, v in data.items():
             if k in ("rows_per_append", "ms_between_actions"):
                 kw[k] = (int(v[0]), int(v[1]))
-            elif k in cls.ACTIONS:
+            elif k in cls.ACTIONS or k == "null_per_mille":
                 kw[k] = int(v)
             else:
                 raise ScenarioError(f"unknown workload field {k!r}")
@@ -245,14 +261,14 @@ class Scenario:
 
 def _tables() -> tuple[TableSpec, ...]:
     return (
-        TableSpec("u1", Schema.of(("customer", "string", False), ("amount", "int64", False))),
-        TableSpec("u2", Schema.of(("customer", "string", False), ("region", "string", False))),
-        TableSpec("u3", Schema.of(("kind", "string", False), ("n", "int64", False))),
+        TableSpec("u1", Schema.of(("customer", "string", False), ("amount", "int64", True))),
+        TableSpec("u2", Schema.of(("customer", "string", False), ("region", "string", True))),
+        TableSpec("u3", Schema.of(("kind", "string", False), ("n", "int64", True))),
     )
 
 
 def _dataflows() -> tuple[DataflowSpec, ...]:
-    from tidegate.spec.plan.builder import col, count, desc, max_, sum_, table
+    from tidegate.spec.plan.builder import avg, col, count, desc, max_, min_, sum_, table
 
     t1, t2, t3 = (table(t.id, t.schema) for t in _tables())
     return (
@@ -261,7 +277,16 @@ def _dataflows() -> tuple[DataflowSpec, ...]:
         DataflowSpec(
             "per_customer",
             "index",
-            t1.group_by("customer").agg(count(), sum_("amount")).plan,
+            t1.group_by("customer")
+            .agg(
+                count(),
+                count("amount"),
+                sum_("amount"),
+                avg("amount"),
+                min_("amount"),
+                max_("amount"),
+            )
+            .plan,
             (0,),
         ),
         DataflowSpec(
@@ -269,12 +294,24 @@ def _dataflows() -> tuple[DataflowSpec, ...]:
             "index",
             t1.join(t2, on="customer").select("region", "amount").plan,
         ),
+        DataflowSpec(
+            "orders_customers",
+            "index",
+            t1.join(t2, on="customer", how="left").plan,
+            (0,),
+        ),
         DataflowSpec("regions", "index", t2.select("region").distinct().plan),
         DataflowSpec("top_events", "index", t3.top_k(by=[desc("n")], limit=3).plan),
         DataflowSpec(
+            "top_per_kind",
+            "index",
+            t3.top_k(by=[desc("n")], limit=2, group_by=["kind"]).plan,
+            (0,),
+        ),
+        DataflowSpec(
             "event_totals_mv",
             "materialized_view",
-            t3.group_by("kind").agg(sum_("n"), max_("n")).plan,
+            t3.group_by("kind").agg(sum_("n"), max_("n"), min_("n"), count("n")).plan,
         ),
         DataflowSpec("customers_mv", "materialized_view", t2.plan),
         DataflowSpec("orders_sub", "subscribe", t1.filter(col("amount") < 8).plan),
@@ -283,7 +320,7 @@ def _dataflows() -> tuple[DataflowSpec, ...]:
 
 
 def standard() -> Scenario:
-    """3 replicas, 10 dataflows over 3 tables, 60 virtual seconds, 5 faults; tables tick every second."""
+    """3 replicas, 12 dataflows over 3 tables, 60 virtual seconds, 5 faults; tables tick every second."""
     return Scenario(
         name="standard",
         replicas=3,
@@ -299,7 +336,10 @@ def standard() -> Scenario:
 
 
 def small() -> Scenario:
-    """2 replicas, 4 dataflows over 2 tables, 8 virtual seconds, 3 faults: quick to run."""
+    """2 replicas, 4 dataflows over 2 tables, 8 virtual seconds and 6 quiet ones, 3 faults.
+
+    The quiet phase outlasts the runtime's reconnection backoff (capped at 5 s), so a
+    replica that failed often still reconnects before the liveness checks."""
     all_flows = {d.name: d for d in _dataflows()}
     return Scenario(
         name="small",
@@ -312,7 +352,7 @@ def small() -> Scenario:
         duration_ms=8_000,
         faults=3,
         fault_kinds=None,
-        quiet_ms=4_000,
+        quiet_ms=6_000,
     )
 
 

@@ -1,35 +1,35 @@
-"""Shrinking a failing run to a smallest reproducer, by delta debugging.
+"""Shrinking a failing run to a small reproducer, by delta debugging over faults *and* client actions.
 
-Given options whose run violates a property, :func:`shrink` keeps the seed
-and looks for a smaller run that still violates the *same* property:
+Given options whose run breaks a property, :func:`shrink` keeps the seed and
+looks for a smaller run that breaks the *same* property. Every candidate is a
+full, deterministic run of an explicit plan (faults and client actions), so
+the result replays byte for byte (:mod:`.replay`). The steps, repeated until a
+whole pass removes nothing or the budget of runs is spent:
 
-0. nothing after a safety violation -- the faults that strike later, and the
-   rest of the run's duration;
-1. fewer faults -- delta debugging (ddmin) over the plan's faults, built from
-   :meth:`FaultPlan.without`;
-2. shorter faults -- each fault's ``duration_ms`` halved while it still fails;
-3. a smaller workload -- the scenario's ``duration_ms`` and ``quiet_ms``
-   halved, client actions switched off one kind at a time, unused dataflows
+1. what happens after a safety violation goes: later faults and actions, and
+   the rest of the run's duration;
+2. delta debugging (ddmin) over the faults, then over the client actions;
+3. each remaining fault made shorter (its duration halved while it still fails);
+4. the scenario made smaller: the quiet phase halved, dataflows nothing needs
    removed, fewer replicas.
 
-A candidate reproduces if its verdict (the online checkers', else the offline
-history checker's, see :func:`tidegate.sim.campaign.verdict`) names the same
-property. Every candidate is a full deterministic run, so the result is a reproducer
-that :mod:`.replay` re-runs byte for byte. The number of runs is bounded.
+The size of a reproducer is its number of steps: faults plus client actions.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
-from .faults import Fault, FaultPlan
+from .faults import Action, Fault, FaultPlan
 from .scenario import Scenario
 
-__all__ = ["NotFailing", "ShrinkResult", "describe", "shrink"]
+__all__ = ["NotFailing", "ShrinkResult", "describe", "replay_command", "shrink"]
 
 Runner = Callable[[Any], Any]
+T = TypeVar("T")
 
 
 class NotFailing(ValueError):
@@ -43,17 +43,23 @@ class ShrinkResult:
     options: Any
     result: Any
     violation: Any
-    """The broken property of ``result`` (online checkers', else the offline history checker's)."""
+    original_steps: int
     original_faults: int
     original_duration_ms: int
     runs: int
+    wall_s: float = 0.0
     steps: list[str] = field(default_factory=list)
 
     @property
     def plan(self) -> FaultPlan:
-        """The reproducer's faults (the plan its run used)."""
+        """The reproducer's plan (faults and client actions)."""
         plan: FaultPlan = self.result.plan
         return plan
+
+    @property
+    def size(self) -> int:
+        """Faults plus client actions."""
+        return self.plan.steps
 
     @property
     def scenario(self) -> Scenario:
@@ -67,7 +73,7 @@ class _Search:
     def __init__(self, options: Any, result: Any, run: Runner, max_runs: int) -> None:
         self.options = options
         self.result = result
-        self.violation = _verdict(result, options)
+        self.violation = result.violation
         self.property = self.violation.property
         self._run = run
         self.runs = 0
@@ -78,157 +84,142 @@ class _Search:
     def exhausted(self) -> bool:
         return self.runs >= self.max_runs
 
-    def fails(self, options: Any) -> tuple[Any, Any] | None:
-        """The failing result of ``options`` and its violation if it breaks the same property."""
+    @property
+    def plan(self) -> FaultPlan:
+        plan: FaultPlan = self.options.plan
+        return plan
+
+    def attempt(self, options: Any, step: str) -> bool:
+        """Run ``options``; adopt them if they break the same property."""
         if self.exhausted:
-            return None
+            return False
         self.runs += 1
         try:
             result = self._run(options)
         except Exception:  # a candidate that crashes the simulator is not a reproducer
-            return None
-        v = _verdict(result, options)
-        if v is None or v.property != self.property:
-            return None
-        return result, v
-
-    def attempt(self, options: Any, step: str) -> bool:
-        found = self.fails(options)
-        if found is None:
             return False
-        self.options, (self.result, self.violation) = options, found
+        v = result.violation
+        if v is None or v.property != self.property:
+            return False
+        # The plan as run: the actions that were performed (others were no-ops).
+        self.options = replace(options, plan=result.plan)
+        self.result, self.violation = result, v
         self.steps.append(step)
         return True
 
 
-def _verdict(result: Any, options: Any) -> Any:
-    from .campaign import verdict
-
-    return verdict(result, getattr(options, "scenario", None))
-
-
-def _with_plan(options: Any, faults: Iterable[Fault]) -> Any:
+def _with(
+    options: Any, *, faults: Sequence[Fault] | None = None, actions: Sequence[Action] | None = None
+) -> Any:
     plan: FaultPlan = options.plan
-    return replace(options, plan=FaultPlan(tuple(faults), plan.enabled))
+    return replace(
+        options,
+        plan=FaultPlan(
+            tuple(plan.faults if faults is None else faults),
+            plan.enabled,
+            tuple(plan.actions or () if actions is None else actions),
+        ),
+    )
 
 
-def _ddmin(search: _Search) -> None:
-    """Delta debugging over the plan's faults: remove chunks while the failure persists."""
+def _ddmin(
+    search: _Search,
+    items: Callable[[], Sequence[T]],
+    rebuild: Callable[[Sequence[T]], Any],
+    what: str,
+    text: Callable[[T], str],
+) -> None:
+    """Delta debugging: remove chunks of ``items()`` while the failure persists."""
     n = 2
     while not search.exhausted:
-        faults = list(search.options.plan.faults)
-        if not faults:
+        current = list(items())
+        if not current:
             return
-        if len(faults) == 1:
-            search.attempt(_with_plan(search.options, ()), "removed the last fault")
+        if len(current) == 1:
+            search.attempt(rebuild([]), f"removed the last {what}: {text(current[0])}")
             return
-        n = min(n, len(faults))
-        size = -(-len(faults) // n)
-        chunks = [faults[i : i + size] for i in range(0, len(faults), size)]
+        n = min(n, len(current))
+        size = -(-len(current) // n)
+        chunks = [current[i : i + size] for i in range(0, len(current), size)]
         reduced = False
         for i, chunk in enumerate(chunks):
-            rest = [f for j, c in enumerate(chunks) if j != i for f in c]
-            if search.attempt(
-                _with_plan(search.options, rest),
-                f"removed {len(chunk)} fault(s): {', '.join(_fault_text(f) for f in chunk)}",
-            ):
+            rest = [x for j, c in enumerate(chunks) if j != i for x in c]
+            shown = ", ".join(text(x) for x in chunk[:3]) + (", ..." if len(chunk) > 3 else "")
+            if search.attempt(rebuild(rest), f"removed {len(chunk)} {what}(s): {shown}"):
                 n = max(n - 1, 2)
                 reduced = True
                 break
         if not reduced:
-            if n >= len(faults):
+            if n >= len(current):
                 return
-            n = min(2 * n, len(faults))
+            n = min(2 * n, len(current))
 
 
 def _cut_at_violation(search: _Search) -> None:
-    """Drop what happens after a safety violation: later faults, and the rest of the run."""
+    """Drop what happens after a safety violation: later faults and actions, and the duration."""
     at = int(search.violation.at_ms)
-    plan = search.options.plan
-    if plan is not None:
-        kept = [f for f in plan.faults if f.at_ms <= at]
-        if len(kept) < len(plan.faults):
-            search.attempt(
-                _with_plan(search.options, kept),
-                f"removed {len(plan.faults) - len(kept)} fault(s) after the violation at {at}ms",
-            )
     sc: Scenario = search.options.scenario
+    if at >= sc.duration_ms:
+        return  # a liveness violation: the whole run matters
+    plan = search.plan
+    faults = [f for f in plan.faults if f.at_ms <= at]
+    actions = [a for a in plan.actions or () if a.at_ms <= at]
+    if len(faults) < len(plan.faults) or len(actions) < len(plan.actions or ()):
+        search.attempt(
+            _with(search.options, faults=faults, actions=actions),
+            f"removed {len(plan.faults) - len(faults)} fault(s) and "
+            f"{len(plan.actions or ()) - len(actions)} action(s) after the violation at {at}ms",
+        )
     cut = max(200, -(-(at + 1) // 100) * 100)
+    sc = search.options.scenario
     if cut < sc.duration_ms:
         search.attempt(
-            _with_scenario(search.options, replace(sc, duration_ms=cut)),
+            replace(search.options, scenario=replace(sc, duration_ms=cut)),
             f"duration_ms {sc.duration_ms} -> {cut} (just past the violation)",
         )
 
 
 def _shorten_faults(search: _Search) -> None:
     i = 0
-    while i < len(search.options.plan.faults) and not search.exhausted:
-        f = search.options.plan.faults[i]
+    while i < len(search.plan.faults) and not search.exhausted:
+        f = search.plan.faults[i]
         shorter = f.duration_ms // 2
         if shorter < 10 or shorter == f.duration_ms:
             i += 1
             continue
-        faults = list(search.options.plan.faults)
+        faults = list(search.plan.faults)
         faults[i] = replace(f, duration_ms=shorter)
         if not search.attempt(
-            _with_plan(search.options, faults),
-            f"shortened {f.kind.value}@{f.at_ms}ms to {shorter}ms",
+            _with(search.options, faults=faults), f"shortened {f.text()} to {shorter}ms"
         ):
             i += 1
 
 
-def _without_action(workload: Any, action: str) -> Any:
-    return replace(workload, **{action: 0})
-
-
-def _with_scenario(options: Any, scenario: Scenario) -> Any:
-    return replace(options, scenario=scenario)
-
-
-def _shrink_workload(search: _Search) -> None:
-    # Durations: halve while it still fails.
-    for attr, floor in (("duration_ms", 200), ("quiet_ms", 200)):
-        while not search.exhausted:
-            sc: Scenario = search.options.scenario
-            value = getattr(sc, attr)
-            half = value // 2
-            if half < floor:
-                break
-            if not search.attempt(
-                _with_scenario(search.options, replace(sc, **{attr: half})),
-                f"{attr} {value} -> {half}",
-            ):
-                break
-    # Client actions: switch each kind off.
-    sc = search.options.scenario
-    for action, weight in sc.workload.weights():
-        if search.exhausted:
-            return
-        sc = search.options.scenario
-        if len(sc.workload.weights()) <= 1:
+def _smaller_scenario(search: _Search) -> None:
+    while not search.exhausted:
+        sc: Scenario = search.options.scenario
+        half = sc.quiet_ms // 2
+        if half < 500 or not search.attempt(
+            replace(search.options, scenario=replace(sc, quiet_ms=half)),
+            f"quiet_ms {sc.quiet_ms} -> {half}",
+        ):
             break
-        search.attempt(
-            _with_scenario(
-                search.options, replace(sc, workload=_without_action(sc.workload, action))
-            ),
-            f"no {action} actions (weight was {weight})",
-        )
-    # Dataflows: drop each one.
+    named = {
+        str(a.args.get("dataflow", a.args.get("target", ""))) for a in search.plan.actions or ()
+    }
     for d in list(search.options.scenario.dataflows):
-        if search.exhausted:
-            return
+        if search.exhausted or d.name in named:
+            continue
         sc = search.options.scenario
         kept = tuple(x for x in sc.dataflows if x.name != d.name)
         search.attempt(
-            _with_scenario(search.options, replace(sc, dataflows=kept)),
+            replace(search.options, scenario=replace(sc, dataflows=kept)),
             f"without dataflow {d.name}",
         )
-    # Fewer replicas (faults aimed at a replica that no longer exists must go first).
     while not search.exhausted and search.options.scenario.replicas > 1:
         sc = search.options.scenario
         if not search.attempt(
-            _with_scenario(search.options, replace(sc, replicas=sc.replicas - 1)),
+            replace(search.options, scenario=replace(sc, replicas=sc.replicas - 1)),
             f"replicas {sc.replicas} -> {sc.replicas - 1}",
         ):
             break
@@ -238,85 +229,121 @@ def shrink(
     options: Any,
     *,
     run: Runner | None = None,
-    max_runs: int = 150,
+    max_runs: int = 200,
+    max_seconds: float | None = None,
     workload: bool = True,
     log: Callable[[str], None] | None = None,
 ) -> ShrinkResult:
     """Minimise a failing run (see the module docstring); raises :class:`NotFailing` if it passes.
 
-    ``options.plan`` may be ``None`` (generated from the seed); the plan the
-    run actually used is then made explicit first.
+    ``options.plan`` may be ``None`` (generated from the seed): the plan the
+    run used, client actions included, is made explicit first (it drives the
+    same run). ``workload=False`` keeps the client actions and the scenario.
+    ``max_seconds`` bounds the wall time as ``max_runs`` bounds the runs.
     """
     if run is None:
         from .run import run_simulation
 
         run = run_simulation
+    start = time.perf_counter()
     first = run(options)
-    if _verdict(first, options) is None:
+    if first.violation is None:
         raise NotFailing(f"seed {options.seed} passes: nothing to shrink")
-    search = _Search(options, first, run, max_runs)
-    original_faults = len(first.plan.faults)
-    original_duration = options.scenario.duration_ms
-    if options.plan is None:
-        # Make the seed's plan explicit, if the run with it still fails the same way.
-        search.attempt(replace(options, plan=first.plan), "made the seed's fault plan explicit")
+    explicit = replace(options, plan=first.plan)
+    search = _Search(explicit, first, run, max_runs)
+    if max_seconds is not None:
+        deadline = start + max_seconds
+        attempt = search.attempt
+
+        def timed(options: Any, step: str) -> bool:
+            if time.perf_counter() > deadline:
+                search.max_runs = search.runs
+                return False
+            return attempt(options, step)
+
+        search.attempt = timed  # type: ignore[method-assign]
+    original = first.plan
     phases: list[tuple[str, Callable[[_Search], None]]] = [
-        ("after the violation", _cut_at_violation)
+        ("after the violation", _cut_at_violation),
+        (
+            "faults",
+            lambda s: _ddmin(
+                s,
+                lambda: s.plan.faults,
+                lambda kept: _with(s.options, faults=kept),
+                "fault",
+                lambda f: f.text(),
+            ),
+        ),
     ]
-    if search.options.plan is not None:
-        phases += [("faults", _ddmin), ("fault durations", _shorten_faults)]
-    elif log is not None:
-        log("shrink: the run does not fail with its plan made explicit; faults kept as generated")
     if workload:
-        phases.append(("workload", _shrink_workload))
-    # Repeat the phases until a whole pass removes nothing (a smaller workload can make
-    # faults removable, and the other way round), within the run budget.
+        phases.append(
+            (
+                "client actions",
+                lambda s: _ddmin(
+                    s,
+                    lambda: s.plan.actions or (),
+                    lambda kept: _with(s.options, actions=kept),
+                    "action",
+                    lambda a: a.text(),
+                ),
+            )
+        )
+    phases.append(("fault durations", _shorten_faults))
+    if workload:
+        phases.append(("scenario", _smaller_scenario))
+    # Repeat until a whole pass removes nothing (a smaller workload can make faults
+    # removable, and the other way round), within the budget.
     progress = True
     while progress and not search.exhausted:
-        start = len(search.steps)
+        before = len(search.steps)
         for name, phase in phases:
-            before = len(search.steps)
+            done = len(search.steps)
             phase(search)
             if log is not None:
                 log(
-                    f"shrink {name}: {len(search.steps) - before} step(s), "
-                    f"{search.runs} run(s) so far"
+                    f"shrink {name}: {len(search.steps) - done} step(s), {search.runs} run(s), "
+                    f"{search.plan.steps} steps left"
                 )
-        progress = len(search.steps) > start
+        progress = len(search.steps) > before
     return ShrinkResult(
         search.options,
         search.result,
         search.violation,
-        original_faults,
-        original_duration,
+        original.steps,
+        len(original.faults),
+        options.scenario.duration_ms,
         search.runs + 1,
+        time.perf_counter() - start,
         search.steps,
     )
 
 
-def _fault_text(f: Fault) -> str:
-    target = f" {f.target}" if f.target else ""
-    extra = f" x{f.factor}" if f.factor != 1 else ""
-    return f"{f.kind.value}{target}@{f.at_ms}ms+{f.duration_ms}ms{extra}"
+def replay_command(path: str) -> str:
+    """The command that replays a saved reproducer."""
+    return f"tidegate sim replay {path}"
 
 
 def describe(result: ShrinkResult) -> str:
-    """A human-readable reproducer: what was removed and what is left."""
+    """A human-readable reproducer: what is left, and what was removed."""
     opts = result.options
     sc: Scenario = opts.scenario
     v = result.violation
+    plan = result.plan
     lines = [
         f"reproducer: seed {opts.seed}, scenario {sc.name}"
         + (f", mutant {opts.mutant}" if getattr(opts, "mutant", None) else ""),
         f"  broken property: {v.property} at {v.at_ms}ms: {v.message}",
-        f"  faults: {len(result.plan.faults)} (was {result.original_faults})",
+        f"  size: {plan.steps} steps (was {result.original_steps}): "
+        f"{len(plan.faults)} fault(s) (was {result.original_faults}), "
+        f"{len(plan.actions or ())} client action(s)",
     ]
-    lines.extend(f"    {_fault_text(f)}" for f in result.plan.faults)
+    lines.extend(f"    fault  {f.text()}" for f in plan.faults)
+    lines.extend(f"    action {a.text()}" for a in plan.actions or ())
     lines.append(
         f"  scenario: {sc.replicas} replica(s), {len(sc.dataflows)} dataflow(s), "
         f"duration {sc.duration_ms}ms (was {result.original_duration_ms}ms), quiet {sc.quiet_ms}ms"
     )
-    lines.append("  workload: " + ", ".join(f"{a}={w}" for a, w in sc.workload.weights()))
-    lines.append(f"  {result.runs} run(s); steps:")
+    lines.append(f"  {result.runs} run(s) in {result.wall_s:.1f}s; steps:")
     lines.extend(f"    - {s}" for s in result.steps or ["(nothing could be removed)"])
     return "\n".join(lines)

@@ -49,15 +49,23 @@ def workload_mixes() -> st.SearchStrategy[WorkloadMix]:
     return st.builds(
         WorkloadMix,
         append=st.integers(5, 40),
+        append_many=w,
+        append_peek=w,
         peek=st.integers(5, 30),
+        peek_at=w,
+        peek_key=w,
         peek_invalid=w,
+        peek_future=w,
         cancel_peek=w,
         create_dataflow=w,
         drop_dataflow=w,
         set_read_policy=w,
         subscribe=w,
+        unsubscribe=w,
+        hydration=w,
         rows_per_append=st.tuples(st.integers(1, 2), st.integers(2, 5)),
         ms_between_actions=st.tuples(st.integers(10, 40), st.integers(40, 150)),
+        null_per_mille=st.integers(0, 500),
     )
 
 
@@ -112,7 +120,7 @@ def _scenario(
         duration_ms=draw(st.integers(500, max_duration_ms)),
         faults=draw(st.integers(0, max_faults)),
         fault_kinds=fault_kinds,
-        quiet_ms=draw(st.integers(2_000, 3_000)),
+        quiet_ms=draw(st.integers(6_000, 7_000)),  # outlasts the runtime's reconnect backoff
     )
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-__all__ = ["Trace", "TraceEvent", "canonical"]
+__all__ = ["Trace", "TraceEvent", "canonical", "summarize"]
 
 
 def canonical(value: Any) -> Any:
@@ -121,3 +121,31 @@ class Trace:
         if self._all is None:
             raise ValueError("this trace was recorded without keep_all=True")
         return iter(self._all)
+
+
+def summarize(message: Any) -> str:
+    """A short, deterministic rendering of a protocol command or response for the trace."""
+    name = type(message).__name__
+    parts = [name]
+    for attr in ("id", "uuid"):
+        v = getattr(message, attr, None)
+        if v is not None:
+            parts.append(str(v))
+    if name == "Frontiers":
+        for attr in ("write", "input", "output"):
+            v = getattr(message, attr)
+            if v is not None:
+                parts.append(f"{attr[0]}={list(v.elements)}")
+    elif name == "CreateDataflow":
+        parts.append(",".join(str(e) for e in message.dataflow.export_ids))
+        parts.append(f"as_of={list(message.dataflow.as_of.elements)}")
+    elif name == "AllowCompaction":
+        parts.append(str(list(message.frontier.elements)))
+    elif name == "Peek":
+        parts.append(f"{message.peek.uuid} {message.peek.id}@{message.peek.timestamp}")
+    elif name in ("PeekResponse", "SubscribeResponse"):
+        inner = message.result
+        parts.append(type(inner).__name__)
+        if hasattr(inner, "lower"):
+            parts.append(f"{list(inner.lower.elements)}..{list(inner.upper.elements)}")
+    return " ".join(parts)

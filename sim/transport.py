@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hmac
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -63,7 +63,9 @@ class _Link:
 
     # ResponseSink, used by the session.
     def send(self, response: ComputeResponse) -> None:
-        if self.conn is not None:
+        if self.conn is not None and self.conn.up:
+            if self.endpoint.observe is not None:
+                self.endpoint.observe("resp", self.endpoint.name, response)
             self.endpoint.network.send_to_controller(self.conn, response)
 
     def send_many(self, responses: Sequence[ComputeResponse]) -> None:
@@ -73,6 +75,8 @@ class _Link:
     def to_replica(self, conn: Connection, command: Any) -> None:
         if self.session is None:
             return
+        if self.endpoint.observe is not None:
+            self.endpoint.observe("cmd", self.endpoint.name, command)
         try:
             self.session.on_command(command)
         except TidegateError as e:
@@ -87,6 +91,8 @@ class _Link:
         if session is not None:
             session.on_close()
         self.endpoint._forget(self)
+        if self.endpoint.on_cut is not None and self.reason.startswith("command rejected"):
+            self.endpoint.on_cut(self.endpoint.name, self.reason)
 
     def cut(self, reason: str) -> None:
         if self.conn is not None and self.conn.up:
@@ -113,6 +119,14 @@ class SimReplicaEndpoint:
         self.token = token
         self.up = True
         self.accepted = 0
+        self.refuse_until_ms = 0
+        """Connections are refused before this virtual time (a cut that lasts)."""
+        self.now_ms: Any = None
+        """A callable giving the virtual time (needed for ``refuse_until_ms``)."""
+        self.observe: Any = None
+        """Called ``(direction, replica, message)`` for every command delivered and response sent."""
+        self.on_cut: Any = None
+        """Called ``(replica, reason)`` when the replica rejected a command and cut the stream."""
         self._current: _Link | None = None
 
     def crash(self) -> None:
@@ -125,15 +139,32 @@ class SimReplicaEndpoint:
         """Accept connections again (state is the handler's business)."""
         self.up = True
 
-    def cut(self) -> None:
-        """Cut the current stream (a network fault; the replica stays up)."""
-        if self._current is not None:
+    def cut(self, until_ms: int = 0) -> bool:
+        """Cut the current stream and refuse new ones until ``until_ms`` (a network fault).
+
+        The replica stays up. False if no stream was up.
+        """
+        self.refuse_until_ms = max(self.refuse_until_ms, until_ms)
+        if self._current is not None and self._current.conn is not None and self._current.conn.up:
             self._current.cut("the network connection was cut")
+            return True
+        return False
+
+    def ghost(self, metadata: Mapping[str, str]) -> None:
+        """A stale duplicate of a connection attempt arrives now and preempts the current stream.
+
+        The ghost stream has no reader: it never sends ``Hello``; the next real
+        connection preempts it in turn.
+        """
+        if self.up:
+            self._accept(metadata, SimReplicaStream(f"{self.name} (ghost)"))
 
     def _accept(self, metadata: Mapping[str, str], stream: SimReplicaStream) -> _Link:
         address = stream.address
         if not self.up:
             raise ConnectionRefused(f"{address}: the replica is down")
+        if self.now_ms is not None and self.now_ms() < self.refuse_until_ms:
+            raise ConnectionRefused(f"{address}: the network is cut")
         if self.token is not None:
             given = metadata.get(AUTH_HEADER)
             if given is None or not hmac.compare_digest(given, bearer(self.token)):
@@ -176,10 +207,13 @@ class SimTransport(Transport):
         *,
         version: str | None = PROTOCOL_VERSION,
         token: str | None = None,
+        alive: Callable[[], bool] | None = None,
     ) -> None:
         self.endpoints = endpoints
         self.version = version
         self.token = token
+        self.alive = alive
+        """Whether the process using this transport lives (a dead one's sends never leave it)."""
 
     def metadata(self) -> dict[str, str]:
         md: dict[str, str] = {}
@@ -191,10 +225,12 @@ class SimTransport(Transport):
 
     async def connect(self, address: str) -> SimReplicaStream:
         await anyio.lowlevel.checkpoint()
+        if self.alive is not None and not self.alive():
+            await anyio.sleep_forever()  # a dead process: its task is being cancelled
         endpoint = self.endpoints.get(address)
         if endpoint is None:
             raise ConnectionRefused(f"{address}: no such replica")
-        stream = SimReplicaStream(address)
+        stream = SimReplicaStream(address, self.alive)
         stream._link = endpoint._accept(self.metadata(), stream)
         return stream
 
@@ -202,8 +238,9 @@ class SimTransport(Transport):
 class SimReplicaStream(ReplicaStream):
     """A stream over one simulated connection; see :class:`~tidegate.runtime.transport.port.ReplicaStream`."""
 
-    def __init__(self, address: str) -> None:
+    def __init__(self, address: str, alive: Callable[[], bool] | None = None) -> None:
         self.address = address
+        self._alive = alive
         self._link: _Link | None = None
         self._ready: deque[ComputeResponse] = deque()
         self._end: Exception | None = None
@@ -235,16 +272,20 @@ class SimReplicaStream(ReplicaStream):
 
     async def send_many(self, commands: Sequence[ComputeCommand]) -> None:
         link = self._check()
-        await anyio.lowlevel.checkpoint()
+        # Only a cancellation point: sending never blocks here, and a yield per message would
+        # cost a scheduling round each.
+        await anyio.lowlevel.checkpoint_if_cancelled()
         if self._end is not None:
             raise self._end
+        if self._alive is not None and not self._alive():
+            return  # a dead process's messages never leave it
         if link.conn is not None:
             for command in commands:
                 link.endpoint.network.send_to_replica(link.conn, command)
 
     async def receive(self) -> ComputeResponse:
         self._check()
-        await anyio.lowlevel.checkpoint()
+        await anyio.lowlevel.checkpoint_if_cancelled()
         while not self._ready:
             if self._closed:
                 raise StreamClosed(f"{self.address}: stream closed by this side")

@@ -1,58 +1,68 @@
-"""The simulated world: controller, replicas, storage, clients, faults and checkers on one kernel.
+"""The simulated world: the production runtime among simulated replicas, disk, network and clients.
 
-:class:`World` wires the pieces together and schedules the run's recurring
-events: the timestamp oracle's table ticks, the controller's ``maintain()``,
-client actions (until ``duration_ms``), the fault plan, and the periodic
-checks. At ``duration_ms`` every fault heals and the quiet (liveness) phase
-starts; at ``duration_ms + quiet_ms`` the end checks run.
+:class:`World` wires one run together on one trio run and one
+:class:`~tidegate.sim.kernel.Kernel`:
 
-A "restart the controller" fault kills the controller process (the spec
-``Controller`` and its driver are discarded) and, after the fault's
-duration, starts a new one from durable state only (see
-:meth:`World._restart_controller` and :meth:`Clients.restore`).
+* the controller process (:mod:`.controller`): ``tidegate.runtime`` itself,
+  killed and restarted by the fault plan;
+* N replica processes (:mod:`.replica`) behind simulated endpoints;
+* the disk (:mod:`.storage`), the network (:mod:`.network`), the clients
+  (:mod:`.clients`) and the checkers (:mod:`.checkers`).
+
+Until ``duration_ms`` the clients act and the faults strike; then every fault
+heals and the quiet (liveness) phase runs to ``duration_ms + quiet_ms``,
+where the end checks run.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from functools import partial
+from dataclasses import dataclass
 from typing import Any
 
 import trio
 
-from tidegate.spec.compute.uuids import counter_uuids
-from tidegate.spec.controller import Controller
-from tidegate.spec.frontier import Antichain
+from tidegate.runtime.transport.version import PROTOCOL_VERSION, VERSION_HEADER
 from tidegate.spec.ids import GlobalId
 
-from .checkers import Checker, StopRun
+from .checkers import CHECK_MS, Checker, StopRun
 from .choices import ChoiceSource
-from .clients import INSTANCE, Clients
-from .driver import Driver
+from .clients import Clients
+from .controller import ControllerProcess
 from .faults import Fault, FaultKind, FaultPlan
-from .history import ClientHistory
-from .kernel import EventHandle, Kernel
+from .history import ClientHistory, Violation
+from .kernel import Kernel
 from .network import SimNetwork
-from .replica import SimReplica
+from .replica import ReplicaWorld, SimReplica
 from .scenario import Scenario
-from .storage import SimStorage, StorageViolation
-from .trace import Trace
+from .storage import CrashPoint, SimDisk, StorageFaults
+from .trace import Trace, summarize
+from .transport import SimReplicaEndpoint
 
-__all__ = ["SUPPORTED_FAULTS", "World"]
+__all__ = ["SUPPORTED_FAULTS", "Streams", "World"]
 
-MAINTAIN_MS = 100
-CHECK_MS = 50
-SLEEP_EVERY_MS = 100
-
-SUPPORTED_FAULTS = (
-    FaultKind.CRASH_REPLICA,
-    FaultKind.CUT_CONNECTION,
-    FaultKind.SLOW_REPLICA,
-    FaultKind.REPLACE_REPLICA,
-    FaultKind.DELAY_STORAGE_WRITE,
-    FaultKind.RESTART_CONTROLLER,
-)
+SUPPORTED_FAULTS = tuple(FaultKind)
 """Fault kinds the world can inject (all of them)."""
+
+ARMED_KINDS = frozenset(
+    {
+        FaultKind.CRASH_CONTROLLER_IN,
+        FaultKind.TORN_BLOB_WRITE,
+        FaultKind.CRASH_REPLICA_REHYDRATING,
+    }
+)
+"""Faults that wait for their moment (a matching storage call, a rehydration) once planned."""
+
+
+@dataclass(frozen=True)
+class Streams:
+    """The run's independent streams of choices (see :func:`tidegate.sim.choices.stream`)."""
+
+    workload: ChoiceSource
+    times: ChoiceSource
+    latencies: ChoiceSource
+    network: ChoiceSource
+    storage: ChoiceSource
 
 
 class World:
@@ -62,292 +72,296 @@ class World:
         self,
         scenario: Scenario,
         plan: FaultPlan,
-        choices: ChoiceSource,
-        latencies: ChoiceSource,
+        streams: Streams,
         trace: Trace,
+        *,
+        trace_messages: bool = True,
     ) -> None:
         self.scenario = scenario
         self.plan = plan
+        self.streams = streams
         self.trace = trace
         self.kernel = Kernel()
         self.sometimes: Counter[str] = Counter()
-        self.network = SimNetwork(self.kernel, latencies)
-        self.tables = frozenset(GlobalId.parse(t.id) for t in scenario.tables)
-        self.storage = SimStorage(self.kernel, latencies, on_upper=self._storage_upper)
-        self.controller = Controller(check_protocol=True)
+        self.network = SimNetwork(self.kernel, streams.network)
+        self.disk = SimDisk()
+        self.faults = StorageFaults(streams.storage, count=self.count, on_crash=self._crash_fired)
         self.history = ClientHistory()
-        self.checker = Checker(self.kernel, self.storage, self.history, self.record, self.count)
-        self.processes: dict[str, SimReplica] = {}
+        self.replicas: dict[str, SimReplica] = {}
+        self.endpoints: dict[str, SimReplicaEndpoint] = {}
         self.alias: dict[str, str] = {}
-        self._latencies = latencies
-        self.generation = 1
-        """The controller process's incarnation (a restart starts the next)."""
-        self.driver = self._new_driver()
-        self.clients = Clients(
-            scenario,
-            self.controller,
-            self.driver,
+        self.quiet = False
+        self.ending = False
+        self.violation: Violation | None = None
+        self.dropped_ids: set[GlobalId] = set()
+        self.crash_restart_ms = 100
+        self.end_ms = scenario.duration_ms + scenario.quiet_ms
+        self._trace_messages = trace_messages
+        self._pending_replace: dict[str, str] = {}
+        self._replacements = 0
+        self._replica_world = ReplicaWorld(
             self.kernel,
-            choices,
-            self.history,
+            self.network,
+            self.disk,
+            self.faults,
+            streams.latencies,
             self.record,
             self.count,
-            self.checker.violate,
+            self.violate,
+            scenario.replica_step_ms,
         )
-        self.checker.attach(self.clients)
-        self._choices = choices
-        self.end_ms = scenario.duration_ms + scenario.quiet_ms
-        self.quiet = False
-        self._pending_replace: dict[str, tuple[str, str]] = {}
-        self._replacements = 0
-        self.input_uppers: dict[GlobalId, Antichain] = {}
-        self._controller_back: EventHandle | None = None
+        self.controller = ControllerProcess(self)
+        self.clients = Clients(
+            self, scenario, self.history, streams.workload, streams.times, plan.actions
+        )
+        self.checker = Checker(self)
+        self.nursery: trio.Nursery
 
     # -- bookkeeping -----------------------------------------------------------------------
     def record(self, event: str, /, **fields: Any) -> None:
-        for k, v in fields.items():
-            if isinstance(v, GlobalId):
-                fields[k] = str(v)
         self.trace.record_fields(self.kernel.now_ms, event, fields)
 
     def count(self, name: str) -> None:
         self.sometimes[name] += 1
 
-    def _storage_upper(self, id: GlobalId, upper: Antichain) -> None:
-        self.driver.storage_upper(id, upper, self.tables)
+    def violate(self, property: str, message: str) -> None:
+        """Stop the run at a broken property (the first one is the run's verdict)."""
+        v = Violation(property, message, self.kernel.now_ms)
+        if self.violation is None:
+            self.violation = v
+        raise StopRun(v)
+
+    def controller_crashed(self, group: BaseException) -> None:
+        """The controller process raised an exception it did not handle: a finding."""
+        import traceback
+
+        self.error = "".join(traceback.format_exception(group))
+        first = group.exceptions[0] if isinstance(group, BaseExceptionGroup) else group
+        while isinstance(first, BaseExceptionGroup):
+            first = first.exceptions[0]
+        self.violate(
+            "controller_survives",
+            f"the controller crashed: {type(first).__name__}: {first}".splitlines()[0],
+        )
+
+    def dropped(self, gid: GlobalId) -> None:
+        self.dropped_ids.add(gid)
+
+    def replica_names(self) -> list[str]:
+        return sorted(self.replicas)
+
+    def catalog_has_replicas(self) -> bool:
+        """Whether the durable catalog records replicas (the world reads the disk directly)."""
+        from tidegate.runtime.catalog import DEFAULT_CATALOG_KEY, decode_state
+
+        head = self.disk.consensus.head(DEFAULT_CATALOG_KEY)
+        return head is not None and bool(decode_state(head.data).replicas)
+
+    def _message(self, direction: str, replica: str, message: Any) -> None:
+        self.record(direction, r=replica, m=summarize(message))
+
+    def _command_rejected(self, replica: str, reason: str) -> None:
+        self.violate("controller_protocol", f"replica {replica} rejected a command: {reason}")
 
     # -- setup -------------------------------------------------------------------------------
-    def _new_process(self, name: str) -> SimReplica:
-        proc = SimReplica(
-            name,
-            self.kernel,
-            self.network,
-            self.storage,
-            self._latencies,
-            self.record,
-            self.scenario.replica_step_ms,
-        )
-        self.processes[name] = proc
-        proc.start()
-        return proc
+    def _new_replica(self, name: str) -> SimReplica:
+        replica = SimReplica(name, self._replica_world)
+        replica.endpoint.on_cut = self._command_rejected
+        if self._trace_messages:
+            replica.endpoint.observe = self._message
+        self.replicas[name] = replica
+        self.endpoints[name] = replica.endpoint
+        replica.start()
+        return replica
 
     def start(self) -> None:
-        names = [f"r{i + 1}" for i in range(self.scenario.replicas)]
-        for n in names:
-            self.alias[n] = n
-            self._new_process(n)
-        self.clients.setup(names)
+        for i in range(self.scenario.replicas):
+            name = f"r{i + 1}"
+            self.alias[name] = name
+            self._new_replica(name)
         k = self.kernel
-        k.call_at(self.scenario.tick_ms, self._tick)
-        k.call_at(MAINTAIN_MS, self._maintain)
-        k.call_at(CHECK_MS, self._check)
-        k.call_at(self._gap(), self._act)
+        self.clients.schedule(0, self.scenario.duration_ms)
         for fault in self.plan.faults:
             if fault.at_ms < self.scenario.duration_ms:
                 k.call_at(fault.at_ms, self._fault, fault)
+        k.call_at(CHECK_MS, self._check)
         k.call_at(self.scenario.duration_ms, self._quiet)
-
-    def _gap(self) -> int:
-        low, high = self.scenario.workload.ms_between_actions
-        return self.kernel.now_ms + self._choices.integer(low, high)
-
-    # -- recurring events -----------------------------------------------------------------------
-    def _tick(self) -> None:
-        self.clients.tick()
-        self.kernel.call_later(self.scenario.tick_ms, self._tick)
-
-    def _maintain(self) -> None:
-        if self.clients.controller_up:
-            self.driver.apply(self.controller.maintain())
-        self.kernel.call_later(MAINTAIN_MS, self._maintain)
+        self.controller.start()
 
     def _check(self) -> None:
-        self.checker.check_state()
+        self.checker.check()
         self.kernel.call_later(CHECK_MS, self._check)
-
-    def _act(self) -> None:
-        if self.quiet:
-            return
-        self.clients.act()
-        self.kernel.call_at(self._gap(), self._act)
 
     # -- faults ---------------------------------------------------------------------------------
     def _fault(self, f: Fault) -> None:
         if self.quiet:
             return
         name = self.alias.get(f.target, f.target)
-        proc = self.processes.get(name)
-        self.record("fault", fault=f.kind, target=name, duration=f.duration_ms, factor=f.factor)
+        replica = self.replicas.get(name)
+        self.record(
+            "fault", fault=f.kind.value, target=name, duration=f.duration_ms, factor=f.factor
+        )
         k = self.kernel
-        if f.kind is FaultKind.CRASH_REPLICA:
-            if proc is None or not proc.alive:
+        kind = f.kind
+        if kind in (
+            FaultKind.CRASH_REPLICA,
+            FaultKind.CUT_CONNECTION,
+            FaultKind.SLOW_REPLICA,
+            FaultKind.REPLACE_REPLICA,
+            FaultKind.CRASH_REPLICA_REHYDRATING,
+            FaultKind.GHOST_CONNECTION,
+        ) and (replica is None or f.target in self._pending_replace):
+            self.count("fault_skipped")
+            return
+        assert replica is not None or kind not in (FaultKind.CRASH_REPLICA,)
+        if kind is FaultKind.CRASH_REPLICA:
+            assert replica is not None
+            if not replica.alive:
                 self.count("fault_skipped")
                 return
-            proc.crash()
-            k.call_later(f.duration_ms, self._restart, name)
-        elif f.kind is FaultKind.CUT_CONNECTION:
-            link = self.driver.link(INSTANCE, name)
-            conn = None if link is None else link.conn
-            if conn is not None and (proc is None or proc.initialized_on != conn.number):
-                self.count("reconnect_mid_replay")
-            if not self.driver.cut(INSTANCE, name, k.now_ms + f.duration_ms):
+            replica.crash()
+            k.call_later(f.duration_ms, self._restart_replica, name)
+        elif kind is FaultKind.CUT_CONNECTION:
+            assert replica is not None
+            if not replica.endpoint.cut(k.now_ms + f.duration_ms):
                 self.count("fault_skipped")
                 return
-        elif f.kind is FaultKind.SLOW_REPLICA:
-            if proc is None:
-                self.count("fault_skipped")
-                return
+        elif kind is FaultKind.SLOW_REPLICA:
             self.network.slow[name] = f.factor
             k.call_later(f.duration_ms, self._unslow, name)
-        elif f.kind is FaultKind.REPLACE_REPLICA:
-            if proc is None or f.target in self._pending_replace:
+        elif kind is FaultKind.REPLACE_REPLICA:
+            if not self.controller.ready:
                 self.count("fault_skipped")
                 return
             self._replacements += 1
             new = f"{f.target}x{self._replacements}"
-            self._pending_replace[f.target] = (name, new)
-            self.clients.replica_dropped(name)
-            if self.clients.controller_up:
-                self.driver.apply(self.controller.drop_replica(INSTANCE, name))
-            proc.crash()
-            del self.processes[name]
-            k.call_later(f.duration_ms, self._add_replacement, f.target)
-        elif f.kind is FaultKind.RESTART_CONTROLLER:
-            self._restart_controller(f.duration_ms)
-        elif f.kind is FaultKind.DELAY_STORAGE_WRITE:
-            self.storage.write_delay_ms = min(f.duration_ms, 1_000)
-            k.call_later(f.duration_ms, self._undelay)
+            self._pending_replace[f.target] = new
+            self.controller.spawn(self._replace, f.target, name, new, f.duration_ms)
+        elif kind is FaultKind.RESTART_CONTROLLER:
+            if not self.controller.up:
+                self.count("restart_while_down")
+            self.controller.kill("restart fault", f.duration_ms)
+        elif kind is FaultKind.DELAY_STORAGE_WRITE:
+            self.faults.slow_factor = max(self.faults.slow_factor, f.factor)
+            k.call_later(f.duration_ms, self._storage_speed_back)
+        elif kind in (FaultKind.CRASH_CONTROLLER_IN, FaultKind.TORN_BLOB_WRITE):
+            if not self.controller.up:
+                self.count("fault_skipped")
+                return
+            torn = kind is FaultKind.TORN_BLOB_WRITE
+            target = "blob" if torn else f.target
+            after = bool(self.streams.storage.integer(0, 1)) and not torn
+            self.faults.crash_points = [
+                p for p in self.faults.crash_points if p.process != "controller"
+            ]
+            self.faults.crash_points.append(CrashPoint("controller", target, after, torn))
+            self.crash_restart_ms = f.duration_ms
+        elif kind is FaultKind.CONSENSUS_FAILURES:
+            self.faults.consensus_failing += 1
+            k.call_later(f.duration_ms, self._consensus_back)
+        elif kind is FaultKind.BLOB_FAILURES:
+            self.faults.blob_failing += 1
+            k.call_later(f.duration_ms, self._blob_back)
+        elif kind is FaultKind.CRASH_REPLICA_REHYDRATING:
+            assert replica is not None
+            replica.crash_on_rehydration = f.duration_ms
+        elif kind is FaultKind.GHOST_CONNECTION:
+            assert replica is not None
+            k.call_later(f.duration_ms, replica.endpoint.ghost, {VERSION_HEADER: PROTOCOL_VERSION})
+        if kind in ARMED_KINDS:
+            self.count(f"armed:{kind.value}")  # counted as fired when it strikes
         else:
-            self.count("fault_unsupported")
-            return
-        self.count(f.kind.value)
+            self.count(kind.value)
 
-    def _restart(self, name: str) -> None:
-        proc = self.processes.get(name)
-        if proc is not None and not proc.alive:
-            proc.start()
+    def _crash_fired(self, point: CrashPoint) -> None:
+        self.record("crash_point", process=point.process, target=point.target)
+        kind = FaultKind.TORN_BLOB_WRITE if point.torn else FaultKind.CRASH_CONTROLLER_IN
+        self.count(kind.value)
+
+    def _restart_replica(self, name: str) -> None:
+        replica = self.replicas.get(name)
+        if replica is not None and not replica.alive:
+            replica.start()
 
     def _unslow(self, name: str) -> None:
         self.network.slow.pop(name, None)
 
-    def _undelay(self) -> None:
-        self.storage.write_delay_ms = 0
+    def _storage_speed_back(self) -> None:
+        self.faults.slow_factor = 1
+
+    def _consensus_back(self) -> None:
+        self.faults.consensus_failing = max(0, self.faults.consensus_failing - 1)
+
+    def _blob_back(self) -> None:
+        self.faults.blob_failing = max(0, self.faults.blob_failing - 1)
+
+    async def _replace(self, target: str, old: str, new: str, after_ms: int) -> None:
+        """Drop replica ``old`` through the API, add ``new`` ``after_ms`` later (a client's work)."""
+        env = self.controller.env
+        if env is None:
+            return
+        try:
+            await env.drop_replica(old)
+        except Exception as e:  # typed refusals are findings only if unexpected; record them
+            self.record("replace_failed", replica=old, error=type(e).__name__)
+            self._pending_replace.pop(target, None)
+            return
+        replica = self.replicas.pop(old, None)
+        self.endpoints.pop(old, None)
+        if replica is not None:
+            replica.crash()
+        self.kernel.call_later(after_ms, self._add_replacement, target)
 
     def _add_replacement(self, target: str) -> None:
-        entry = self._pending_replace.pop(target, None)
-        if entry is None:
+        new = self._pending_replace.get(target)
+        if new is None or new in self.replicas:
             return
-        _, new = entry
         self.alias[target] = new
-        self._new_process(new)
-        self.clients.replica_added(new)
-        if self.clients.controller_up:
-            self.driver.apply(self.controller.add_replica(INSTANCE, new))
+        self._new_replica(new)
+        self.controller.spawn(self._add, target, new)
+
+    async def _add(self, target: str, new: str) -> None:
+        env = self.controller.env
+        if env is None:
+            return
+        try:
+            await env.add_replica(new, address=new)
+        except Exception as e:
+            self.record("add_replica_failed", replica=new, error=type(e).__name__)
+            return
+        self._pending_replace.pop(target, None)
+        self.count("replica_added")
 
     def _quiet(self) -> None:
         """Faults stop and heal; clients stop acting; the liveness clock starts."""
         self.quiet = True
         self.record("quiet")
-        if self._controller_back is not None:
-            self._controller_back.cancel()
-            self._restore_controller()
+        self.faults.crash_points.clear()
+        self.faults.consensus_failing = self.faults.blob_failing = 0
+        self.faults.slow_factor = 1
+        self.network.slow.clear()
+        for replica in self.replicas.values():
+            replica.crash_on_rehydration = None
+            replica.endpoint.refuse_until_ms = 0
+            if not replica.alive:
+                replica.start()
+        self.controller.restart_now()
         for target in sorted(self._pending_replace):
             self._add_replacement(target)
-        for name in sorted(self.processes):
-            self._restart(name)
-        self.network.slow.clear()
-        self.storage.write_delay_ms = 0
-        for link in self.driver.links.values():
-            link.blocked_until = self.kernel.now_ms
-        for t in sorted(self.tables):
-            self.input_uppers[t] = Antichain([self.clients.last_upper[t]])
+        self.kernel.call_later(self.scenario.quiet_ms // 2, self._mark_quiet)
 
-    # -- the controller process -------------------------------------------------------------
-    def _new_driver(self) -> Driver:
-        latencies = self._latencies
-        driver = Driver(
-            self.controller,
-            self.kernel,
-            self.network,
-            self.storage,
-            self.processes.get,
-            self.checker,
-            self.record,
-            lambda: latencies.integer(0, 2),
-        )
-        driver.orphan_write = partial(self._orphan_write, self.generation)
-        return driver
-
-    def _orphan_write(self, generation: int, ticket: int, landed: bool) -> None:
-        self.clients.on_orphan_write(generation, ticket, landed)
-
-    def _restart_controller(self, down_ms: int) -> None:
-        """The controller process dies now and a new one starts from durable state after ``down_ms``.
-
-        The dead process's state is gone: its driver cuts every replica
-        connection and hears nothing more; clients' pending peeks and subscribes
-        fail; each of its table writes still in flight lands or not, as the
-        storage decides. A restart fault while it is down extends the outage.
-        """
-        if not self.clients.controller_up:
-            self.count("restart_while_down")
-            assert self._controller_back is not None
-            if self._controller_back.at_ms < self.kernel.now_ms + down_ms:
-                self._controller_back.cancel()
-                self._controller_back = self.kernel.call_later(down_ms, self._restore_controller)
-            return
-        self.record("controller_down", generation=self.generation)
-        self.driver.shutdown()
-        self.checker.controller_died()
-        self.clients.controller_died()
-        dropped = self.storage.abandon("controller", self._choices)
-        self.record("writes_abandoned", shards=",".join(str(g) for g in dropped))
-        self._controller_back = self.kernel.call_later(down_ms, self._restore_controller)
-
-    def _restore_controller(self) -> None:
-        """A new controller process: a fresh spec ``Controller`` built from durable state only."""
-        self._controller_back = None
-        self.generation += 1
-        # Peek ids and Hello nonces must not repeat the dead incarnations' (a real driver would use
-        # uuid4); the first controller keeps the default counter, seed 0.
-        uuids = counter_uuids(self.generation - 1)
-        self.controller = Controller(uuid_factory=uuids, check_protocol=True)
-        self.driver = self._new_driver()
-        shards = {
-            gid: (self.storage.state(gid).since, self.storage.state(gid).upper)
-            for gid in self.storage.shard_ids()
-        }
-        self.record("controller_restore", generation=self.generation)
-        self.clients.restore(self.controller, self.driver, shards)
+    def _mark_quiet(self) -> None:
+        """Half way through the quiet phase, when the controller is surely back: the baseline."""
+        self.checker.quiet_started()
 
     # -- running ---------------------------------------------------------------------------------
-    def step_all(self) -> None:
-        """Run every event up to the end synchronously (the trio loop calls this in slices)."""
-        k = self.kernel
-        while (at := k.next_time()) is not None and at <= self.end_ms:
-            k.step()
-
     async def run(self) -> None:
-        """Run the world on trio's virtual clock; violations propagate as :class:`StopRun`."""
-        self.start()
-        k = self.kernel
-        origin = trio.current_time()
-        slept = 0
-        try:
-            while (at := k.next_time()) is not None and at <= self.end_ms:
-                if at - slept >= SLEEP_EVERY_MS:
-                    await trio.sleep_until(origin + at / 1000)
-                    slept = at
-                k.run_next()
-            if k.now_ms < self.end_ms:
-                k.now_ms = self.end_ms
-            await trio.sleep_until(origin + self.end_ms / 1000)
+        """Run the world on trio's virtual clock; a violation ends it as :class:`StopRun`."""
+        async with trio.open_nursery() as nursery:
+            self.nursery = nursery
+            self.start()
+            await self.kernel.run(self.end_ms)
             self.record("end")
-            self.checker.check_end(self.input_uppers)
-        except StorageViolation as e:
-            raise StopRun(self._violation(e.property, e.message)) from e
-
-    def _violation(self, prop: str, message: str) -> Any:
-        from .history import Violation
-
-        return Violation(prop, message, self.kernel.now_ms)
+            self.checker.check_end()
+            self.ending = True
+            nursery.cancel_scope.cancel()

@@ -13,11 +13,16 @@ controller's effects onto IO and feeds the outcomes back.
 * storage effects go to :class:`~.storage_io.ShardStorageIO` (worker threads);
 * client effects resolve the waiting client calls (appends, peeks,
   snapshots), feed subscriptions, and publish replica status events;
-* background tasks: a table tick every ``tick_ms`` (every table's upper
-  advances to a fresh oracle timestamp, so frontiers progress without data),
-  ``maintain()`` every ``maintain_ms``, and a poll of materialized-view shard
-  uppers every ``poll_ms`` (replicas write them; the uppers come back as
-  write frontiers).
+* table writes are group-committed: appends that arrive while a commit is in
+  flight join the next one, which takes one timestamp from the oracle and
+  advances *every* table's upper to just past it (tables without updates get
+  an empty append), so the uppers move together; each append is acknowledged
+  once its commit is durable, and the oracle's read timestamp then covers it,
+  so a read that starts afterwards sees it (strict serializability);
+* background tasks: an empty commit every ``tick_ms`` (frontiers progress
+  without data), ``maintain()`` every ``maintain_ms``, and a poll of
+  materialized-view shard uppers every ``poll_ms`` (replicas write them; the
+  uppers come back as write frontiers).
 
 All controller calls happen on the driver's event loop, one at a time; effects
 are applied in the order produced (effects produced while applying are
@@ -50,7 +55,7 @@ from tidegate.spec.compute import (
     SubscribeBatchOut,
 )
 from tidegate.spec.controller import Controller, ControllerEffect
-from tidegate.spec.errors import CollectionMissing, ReplicaMissing, TidegateError
+from tidegate.spec.errors import CollectionMissing, InvalidUppers, ReplicaMissing, TidegateError
 from tidegate.spec.frontier import Antichain, Row, Time, Update
 from tidegate.spec.frontier.read_policy import ReadPolicy
 from tidegate.spec.ids import GlobalId, InstanceId, ReplicaId
@@ -114,6 +119,21 @@ class _Waiter:
     value: Any = None
 
 
+@dataclass(eq=False)
+class _AppendRequest:
+    """One client's appends, waiting for a group commit (``taken`` once a commit holds it)."""
+
+    batches: Sequence[tuple[GlobalId, Sequence[tuple[Row, int]]]]
+    done: anyio.Event = field(default_factory=anyio.Event)
+    ts: int | None = None
+    error: BaseException | None = None
+    taken: bool = False
+
+    def finish(self, ts: int | None = None, error: BaseException | None = None) -> None:
+        self.ts, self.error = ts, error
+        self.done.set()
+
+
 class ControllerDriver:
     """Drives ``controller`` (see the module docstring); use as ``async with driver:``.
 
@@ -158,7 +178,9 @@ class ControllerDriver:
         self._queue: deque[ControllerEffect] = deque()
         self._applying = False
         self._appends: dict[int, _Waiter] = {}
-        self._tick_tickets: dict[int, int] = {}
+        self._queued: list[_AppendRequest] = []
+        self._committing: list[_AppendRequest] = []
+        self._commit_wanted = anyio.Event()
         self._peeks: dict[_uuid.UUID, _Waiter] = {}
         self._subscriptions: dict[GlobalId, Subscription] = {}
         self._sub_instance: dict[GlobalId, InstanceId] = {}
@@ -166,12 +188,15 @@ class ControllerDriver:
         self._listeners: set[EventStream[ReplicaStatusEvent]] = set()
         self._frontiers_moved = anyio.Event()
         self._replicas_changed = anyio.Event()
-        self._write_lock = anyio.Lock()
         self._next_transient = 0
         self.commands_sent = 0
         self.responses = 0
         self.appends_acknowledged = 0
         """Client appends (``append``/``append_many`` calls) made durable; table ticks not counted."""
+        self.commits = 0
+        """Group commits made durable (each one timestamp, every table advanced)."""
+        self.observers: list[Callable[[ControllerEffect], None]] = []
+        """Called with every effect as it is carried out (tracing, checking); keep them cheap."""
 
     # -- lifecycle --------------------------------------------------------------------------
     async def __aenter__(self) -> ControllerDriver:
@@ -179,6 +204,7 @@ class ControllerDriver:
         await tg.__aenter__()
         self._tg = tg
         self.storage.start(tg, self.report)
+        tg.start_soon(self._committer)
         for period, step in (
             (self.tick_ms, self.tick),
             (self.maintain_ms, self.maintain),
@@ -195,6 +221,11 @@ class ControllerDriver:
         tb: TracebackType | None,
     ) -> bool | None:
         tg, self._tg = self._tg, None
+        stopped = DriverNotRunning("the controller driver stopped before the append committed")
+        for req in [*self._queued, *self._committing]:
+            if not req.done.is_set():
+                req.finish(error=stopped)
+        self._queued.clear()
         for link in list(self.links.values()):
             link.close()
         for listener in list(self._listeners):
@@ -220,6 +251,8 @@ class ControllerDriver:
                 if result is not None:
                     await result
             except Exception as e:  # a background step never takes the driver down
+                if self._tg is None:
+                    return  # stopping: the step was cut short, nothing to report
                 log.warning("periodic %s failed: %r", getattr(step, "__name__", step), e)
 
     # -- the effect loop --------------------------------------------------------------------
@@ -231,7 +264,10 @@ class ControllerDriver:
         self._applying = True
         try:
             while self._queue:
-                self._apply_one(self._queue.popleft())
+                effect = self._queue.popleft()
+                for observe in self.observers:
+                    observe(effect)
+                self._apply_one(effect)
                 while not self._queue and self._lagged:
                     self._drop_lagged(self._lagged.pop(0))
         finally:
@@ -269,8 +305,11 @@ class ControllerDriver:
                 if not sub.deliver(e):
                     self._lagged.append(sub)
                 elif sub.finished:
+                    # Over (its upper is empty, or it failed): drop it, so that its holds go.
                     del self._subscriptions[e.id]
-                    self._sub_instance.pop(e.id, None)
+                    instance = self._sub_instance.pop(e.id, self.instance)
+                    with contextlib.suppress(TidegateError):  # already gone
+                        self._queue.extend(self.ctl.drop_collections(instance, [e.id]))
         elif isinstance(e, AppendCompleted):
             self._append_completed(e)
         elif isinstance(e, FrontierUpper | UpperChanged | SinceChanged | CollectionDropped):
@@ -284,15 +323,8 @@ class ControllerDriver:
             log.debug("effect ignored: %r", e)
 
     def _append_completed(self, e: AppendCompleted) -> None:
-        ts = self._tick_tickets.pop(e.ticket, None)
-        if ts is not None:
-            if e.error is None:
-                self.oracle.apply_write(ts)
-            return
         waiter = self._appends.pop(e.ticket, None)
         if waiter is not None:
-            if e.error is None:
-                self.appends_acknowledged += 1
             waiter.value = e.error
             waiter.done.set()
 
@@ -442,17 +474,13 @@ class ControllerDriver:
         ]
 
     async def tick(self) -> int | None:
-        """Advance every table's upper to a fresh timestamp (an empty append); returns it."""
-        self._task_group()
-        async with self._write_lock:
-            tables = self.tables()
-            if not tables:
-                return None
-            ts = await self.storage.run_sync(self.oracle.write_ts)
-            pending = self.ctl.append([AppendCommand(t, [], Antichain([ts + 1])) for t in tables])
-            self._tick_tickets[pending.ticket] = ts
-            self.apply(pending.effects)
-        return ts
+        """Advance every table's upper past a fresh timestamp (an empty commit); returns it.
+
+        ``None`` when there are no tables.
+        """
+        if not self.tables():
+            return None
+        return await self._submit(_AppendRequest(()))
 
     def maintain(self) -> None:
         """The controller's periodic maintenance."""
@@ -544,25 +572,100 @@ class ControllerDriver:
     async def append_many(
         self, batches: Sequence[tuple[GlobalId, Sequence[tuple[Row, int]]]]
     ) -> list[int]:
-        """Several tables' appends at one timestamp, atomically validated; returns it per batch."""
+        """Several batches (tables may repeat) at one timestamp; returns it per batch, once durable.
+
+        The appends join the next group commit (see the module docstring).
+        Unknown or dropped tables raise the spec's typed errors at once, with
+        nothing written. Cancelling the caller before its commit starts
+        withdraws the appends; once the commit started they are seen through.
+        """
         self._task_group()
-        waiter = _Waiter()
-        async with self._write_lock:
-            ts = await self.storage.run_sync(self.oracle.write_ts)
-            upper = Antichain([ts + 1])
-            commands = [
-                AppendCommand(id, [(row, ts, diff) for row, diff in updates], upper)
-                for id, updates in batches
-            ]
-            pending = self.ctl.append(commands)
-            self._appends[pending.ticket] = waiter
-            self.apply(pending.effects)
-        with anyio.CancelScope(shield=True):  # an append, once issued, is seen through
-            await waiter.done.wait()
-        if waiter.value is not None:
-            raise waiter.value
-        self.oracle.apply_write(ts)
+        self.ctl.storage.check_appendable([id for id, _ in batches])
+        ts = await self._submit(_AppendRequest([(id, list(rows)) for id, rows in batches]))
+        assert ts is not None
+        self.appends_acknowledged += 1
         return [ts] * len(batches)
+
+    def request_commit(self) -> None:
+        """Ask for a commit soon (an empty one if nothing is queued): every table advances."""
+        if not self._queued:
+            self._queued.append(_AppendRequest(()))
+        self._commit_wanted.set()
+
+    async def _submit(self, req: _AppendRequest) -> int | None:
+        self._task_group()
+        self._queued.append(req)
+        self._commit_wanted.set()
+        try:
+            await req.done.wait()
+        except BaseException:
+            if not req.taken:  # never issued: withdrawn
+                self._queued.remove(req)
+            raise
+        if req.error is not None:
+            raise req.error
+        return req.ts
+
+    async def _committer(self) -> None:
+        """Commit the queued appends, one group at a time (see the module docstring)."""
+        while True:
+            await self._commit_wanted.wait()
+            self._commit_wanted = anyio.Event()
+            while self._queued:
+                group, self._queued = self._queued, []
+                for req in group:
+                    req.taken = True
+                self._committing = group
+                try:
+                    await self._commit(group)
+                except Exception as e:  # a bug or a fenced oracle: the group fails, typed
+                    log.warning("group commit failed: %r", e)
+                    for req in group:
+                        if not req.done.is_set():
+                            req.finish(error=e)
+                finally:
+                    self._committing = []
+
+    async def _commit(self, group: Sequence[_AppendRequest]) -> None:
+        live: list[_AppendRequest] = []
+        for req in group:  # a table dropped since the request was accepted fails it alone
+            try:
+                self.ctl.storage.check_appendable([id for id, _ in req.batches])
+            except TidegateError as e:
+                req.finish(error=e)
+            else:
+                live.append(req)
+        tables = self.tables()
+        if not live:
+            return
+        if not tables:  # only ticks (requests with batches name live tables): nothing to tick
+            for req in live:
+                req.finish(ts=None)
+            return
+        ts = await self.storage.retrying("oracle write timestamp", self.oracle.write_ts)
+        updates: dict[GlobalId, list[Update]] = {t: [] for t in tables}
+        for req in live:
+            for id, rows in req.batches:
+                updates[id].extend((row, ts, diff) for row, diff in rows)
+        upper = Antichain([ts + 1])
+        pending = self.ctl.append([AppendCommand(t, updates[t], upper) for t in tables])
+        waiter = _Waiter()
+        self._appends[pending.ticket] = waiter
+        self.apply(pending.effects)
+        await waiter.done.wait()
+        error = waiter.value
+        failed = set(error.ids) if isinstance(error, InvalidUppers) else set()
+        if error is not None and not failed:
+            failed = set(tables)
+        if len(failed) < len(tables):
+            # The tables that advanced are complete at ts: later reads must see them.
+            await self.storage.retrying("oracle apply", self.oracle.apply_write, ts)
+            self.commits += 1
+        for req in live:
+            if any(id in failed for id, _ in req.batches):
+                req.finish(error=error)
+            else:
+                req.finish(ts=ts)
 
     async def snapshot(self, id: GlobalId, as_of: Time) -> list[Update]:
         """The contents of storage collection ``id`` as of ``as_of`` (read from its shard)."""
@@ -605,6 +708,7 @@ class ControllerDriver:
         target: PeekTargetKind = "index",
         literal_constraints: tuple[Row, ...] | None = None,
         instance: InstanceId | None = None,
+        target_replica: ReplicaId | None = None,
     ) -> list[tuple[Row, int]]:
         """Read ``id`` at ``timestamp`` (default: :meth:`freshest`); returns ``(row, count)`` pairs.
 
@@ -621,6 +725,7 @@ class ControllerDriver:
             id,
             timestamp,
             finishing,
+            target_replica,
             target=target,
             literal_constraints=literal_constraints,
         )
@@ -651,6 +756,7 @@ class ControllerDriver:
         *,
         buffer: int | None = None,
         instance: InstanceId | None = None,
+        target_replica: ReplicaId | None = None,
     ) -> Subscription:
         """Install ``dataflow`` (one subscribe export) and return its batches' iterator."""
         instance = instance or self.instance
@@ -659,7 +765,7 @@ class ControllerDriver:
         self._subscriptions[id] = sub
         self._sub_instance[id] = instance
         try:
-            self.create_dataflow(dataflow, instance)
+            self.create_dataflow(dataflow, instance, target_replica)
         except BaseException:
             del self._subscriptions[id]
             del self._sub_instance[id]

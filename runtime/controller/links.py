@@ -14,6 +14,7 @@ reported through ``on_refused`` with its reason, and the link keeps trying.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -66,8 +67,15 @@ class ReplicaLink:
         return self.stream is not None
 
     def send(self, command: ComputeCommand) -> None:
-        """Queue ``command`` (sent as soon as the stream is up, after everything queued before)."""
-        if not self.closed:
+        """Queue ``command`` (sent as soon as the stream is up, after everything queued before).
+
+        Once the link's stream broke (or the link was closed) a command goes nowhere: the
+        controller replays what it needs on the replica's next connection.
+        """
+        if self.closed:
+            return
+        # A closed queue: the stream ended, its failure is being reported, a new epoch replays.
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
             self._queue_in.send_nowait(command)
 
     def close(self) -> None:

@@ -5,10 +5,17 @@
 ``str(id)`` of each collection. Work on one shard runs in the order the
 effects arrived (one worker task per busy shard; consecutive since
 downgrades collapse into the last one), different shards proceed in
-parallel. Blocking store calls run in ``anyio.to_thread``. Outcomes go back
-to the controller through the ``report`` callback given to :meth:`start`: a
-function of the controller that returns its effects (``complete_write``,
-``complete_snapshot``).
+parallel. Blocking store calls run where the :class:`~tidegate.runtime.platform.Platform`
+puts them (worker threads in production). Outcomes go back to the controller
+through the ``report`` callback given to :meth:`start`: a function of the
+controller that returns its effects (``complete_write``, ``complete_snapshot``).
+
+A failure that may be transient (the backend unreachable, an outcome left
+unknown: :class:`~tidegate.spec.errors.Indeterminate`) is retried with capped
+backoff until the store answers definitely; writes carry an idempotency token,
+so a retry after an unknown outcome never appends twice and a write is never
+reported failed when it in fact landed. Definite refusals (typed errors such
+as :class:`~tidegate.spec.errors.UpperMismatch`) are reported at once.
 
 The controller holds each shard with one critical reader (``reader_id``):
 the compute and storage read holds reach the shard through its since
@@ -29,9 +36,16 @@ import anyio.abc
 import anyio.lowlevel
 import pyarrow as pa
 
+from tidegate.runtime.platform import REAL, Platform
 from tidegate.runtime.storage.store import ShardStore
 from tidegate.spec.controller import Controller, ControllerEffect
-from tidegate.spec.errors import ShardFinalized, TidegateError, UnknownShard, UpperMismatch
+from tidegate.spec.errors import (
+    Indeterminate,
+    ShardFinalized,
+    TidegateError,
+    UnknownShard,
+    UpperMismatch,
+)
 from tidegate.spec.frontier import Antichain, Update
 from tidegate.spec.ids import GlobalId
 from tidegate.spec.plan.schema import Schema
@@ -46,7 +60,7 @@ from tidegate.spec.storage import (
 
 from .schemas import arrow_schema, shard_name
 
-__all__ = ["CONTROLLER_READER", "Report", "ShardStorageIO", "StorageEffectIO"]
+__all__ = ["CONTROLLER_READER", "Report", "ShardStorageIO", "StorageEffectIO", "is_transient"]
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +76,19 @@ StorageEffectIO: TypeAlias = (
     RegisterShard | WriteToShard | ReadSnapshot | DowngradeShardSince | DropShard
 )
 
+RETRY_FIRST_S = 0.01
+RETRY_CAP_S = 1.0
+
+
+def is_transient(error: BaseException) -> bool:
+    """Whether a storage call that raised ``error`` may succeed when retried.
+
+    Typed errors are definite answers (the store refused), except
+    :class:`Indeterminate`; anything else (OS, network, driver errors) is the
+    backend being unavailable.
+    """
+    return isinstance(error, Indeterminate) or not isinstance(error, TidegateError)
+
 
 @dataclass
 class _SnapshotWaiter:
@@ -74,13 +101,11 @@ class ShardStorageIO:
     """Storage effects against ``store`` (see the module docstring)."""
 
     def __init__(
-        self, store: ShardStore, *, reader_id: str = CONTROLLER_READER, threads: bool = True
+        self, store: ShardStore, *, reader_id: str = CONTROLLER_READER, platform: Platform = REAL
     ) -> None:
         self.store = store
         self.reader_id = reader_id
-        self.threads = threads
-        """Whether blocking store calls run in worker threads (else inline: for an
-        in-memory store under a virtual clock, where threads would race the clock)."""
+        self.platform = platform
         self._schemas: dict[GlobalId, pa.Schema] = {}
         self._queues: dict[GlobalId, deque[StorageEffectIO]] = {}
         self._tg: anyio.abc.TaskGroup | None = None
@@ -88,13 +113,30 @@ class ShardStorageIO:
         self._snapshots: dict[int, _SnapshotWaiter] = {}
         self.errors: list[tuple[str, BaseException]] = []
         """Failures of best-effort work (since downgrades, drops), newest last, for operators and tests."""
+        self.retries = 0
+        """Storage calls retried after a transient failure (a metric; see the module docstring)."""
 
     async def run_sync(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run blocking ``fn(*args)`` as configured (a worker thread, or inline)."""
-        if self.threads:
-            return await anyio.to_thread.run_sync(fn, *args)
-        await anyio.lowlevel.checkpoint()
-        return fn(*args)
+        """Run blocking ``fn(*args)`` where the platform runs blocking work (once, no retry)."""
+        return await self.platform.run_blocking(fn, *args)
+
+    async def retrying(self, what: str, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` retried with capped backoff while it fails transiently (:func:`is_transient`)."""
+        delay = RETRY_FIRST_S
+        complained = ""
+        while True:
+            try:
+                return await self.platform.run_blocking(fn, *args)
+            except Exception as e:
+                if not is_transient(e):
+                    raise
+                self.retries += 1
+                text = f"{type(e).__name__}: {e}"
+                if text != complained:  # once per distinct problem, not per retry
+                    complained = text
+                    log.warning("storage %s failed, retrying: %s", what, text)
+            await anyio.sleep(delay)
+            delay = min(delay * 2, RETRY_CAP_S)
 
     # -- setup ---------------------------------------------------------------------------
     def start(self, task_group: anyio.abc.TaskGroup, report: Report) -> None:
@@ -109,7 +151,7 @@ class ShardStorageIO:
     async def ensure_shard(self, id: GlobalId, schema: Schema | pa.Schema) -> ShardFrontiers:
         """Create (or find) ``id``'s shard with ``schema`` and the controller's reader; its frontiers."""
         self.set_schema(id, schema)
-        return await self.run_sync(self._ensure, id)
+        return await self.retrying(f"create shard {id}", self._ensure, id)
 
     def _ensure(self, id: GlobalId) -> ShardFrontiers:
         name = shard_name(id)
@@ -128,7 +170,7 @@ class ShardStorageIO:
                 return None
             return ShardFrontiers(state.since, state.upper)
 
-        return await self.run_sync(read)
+        return await self.retrying(f"read shard {id}", read)
 
     async def uppers(self, ids: Iterable[GlobalId]) -> dict[GlobalId, Antichain]:
         """The current uppers of the shards of ``ids`` (missing shards are left out)."""
@@ -197,7 +239,7 @@ class ShardStorageIO:
 
     async def _best_effort(self, what: str, fn: Callable[..., Any], *args: Any) -> None:
         try:
-            await self.run_sync(fn, *args)
+            await self.retrying(f"{what} {args[0]}", fn, *args)
         except Exception as e:
             log.warning("shard %s of %s failed: %r", what, args[0], e)
             self.errors.append((f"{what} {args[0]}", e))
@@ -222,28 +264,35 @@ class ShardStorageIO:
             self.store.finalize_shard(shard_name(id), force=True)
 
     async def _write(self, e: WriteToShard) -> None:
+        name = shard_name(e.id)
+        token = self.platform.new_id()  # the same on every retry: a landed write is not repeated
+
         def write() -> tuple[bool, Antichain]:
-            name = shard_name(e.id)
             try:
                 return True, self.store.compare_and_append(
-                    name, list(e.updates), e.expected_upper, e.new_upper
+                    name, list(e.updates), e.expected_upper, e.new_upper, token
                 )
             except UpperMismatch as m:
                 upper = m.actual_upper
                 return False, upper if isinstance(upper, Antichain) else self.store.upper(name)
 
         try:
-            ok, upper = await self.run_sync(write)
-        except Exception as err:
-            log.warning("write to shard %s failed: %r", e.id, err)
+            ok, upper = await self.retrying(f"write {e.id}", write)
+        except Exception as err:  # a definite refusal (the shard is gone, the rows do not fit)
+            log.warning("write to shard %s refused: %r", e.id, err)
             self.errors.append((f"write {e.id}", err))
-            ok, upper = False, e.expected_upper
+            try:
+                ok, upper = False, await self.retrying(f"read shard {e.id}", self.store.upper, name)
+            except Exception:
+                ok, upper = False, e.expected_upper
         self._emit(lambda ctl: ctl.complete_write(e.ticket, e.id, ok, upper))
 
     async def _snapshot(self, e: ReadSnapshot) -> None:
         waiter = self._snapshots.pop(e.request, None)
         try:
-            rows = await self.run_sync(self.store.snapshot_rows, shard_name(e.id), e.as_of)
+            rows = await self.retrying(
+                f"snapshot {e.id}", self.store.snapshot_rows, shard_name(e.id), e.as_of
+            )
         except Exception as err:
             if waiter is not None:
                 waiter.error = err

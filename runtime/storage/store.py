@@ -77,6 +77,8 @@ Updates: TypeAlias = pa.Table | pa.RecordBatch | Iterable[Update]
 
 _SHARD_ID = re.compile(r"^[A-Za-z0-9_.\-]{1,200}$")
 DEFAULT_LEASE_MS = 15 * 60 * 1000
+DEFAULT_DOWNGRADE_MS = 1000
+"""How often a :class:`Listener` moves its read hold forward at most."""
 EXPIRY_EVERY = 64
 """Maintenance after every this many appends also expires lapsed readers and idle writers."""
 
@@ -89,6 +91,38 @@ def _frontier(f: Frontier) -> Antichain:
 
 def _wall_ms() -> int:
     return int(time.time() * 1000)
+
+
+def _uuid_hex() -> str:
+    return uuid.uuid4().hex
+
+
+_DECODED: dict[tuple[str, int], tuple[bytes, ShardState]] = {}
+"""Decoded shard states by (shard, seqno), shared by the stores of a process: every reader of a
+shard (a controller, replicas, listeners) decodes each version once, not once each. Entries are
+checked against the bytes they came from; the cache is emptied when it grows past its bound."""
+_DECODED_MAX = 1024
+
+
+def decoded_state(shard: str, seqno: int, data: bytes) -> ShardState:
+    """:func:`~tidegate.spec.shard.decode_state`, through the process's shared cache."""
+    return _decode(shard, seqno, data)
+
+
+def _decode(shard: str, seqno: int, data: bytes) -> ShardState:
+    key = (shard, seqno)
+    hit = _DECODED.get(key)
+    if hit is not None and hit[0] == data:
+        return hit[1]
+    state = decode_state(shard, seqno, data)
+    _remember(key, data, state)
+    return state
+
+
+def _remember(key: tuple[str, int], data: bytes, state: ShardState) -> None:
+    if len(_DECODED) >= _DECODED_MAX:
+        _DECODED.clear()
+    _DECODED[key] = (data, state)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,9 +152,11 @@ class ShardStore:
 
     ``writer_id`` names this store's writes for idempotency (pass a stable one
     to retry across restarts); ``clock_ms`` supplies wall time for leases;
-    ``auto_compact`` merges small batches after appends per ``policy``: in the
-    appending thread, or with ``background=True`` in a worker thread of this
-    store (call :meth:`close` to wait for it).
+    ``new_id`` fresh hex identifiers (blob keys, writer and reader ids; the
+    simulator passes a seeded one); ``auto_compact`` merges small batches
+    after appends per ``policy``: in the appending thread, or with
+    ``background=True`` in a worker thread of this store (call :meth:`close`
+    to wait for it).
     """
 
     def __init__(
@@ -130,6 +166,7 @@ class ShardStore:
         *,
         writer_id: str | None = None,
         clock_ms: Callable[[], int] = _wall_ms,
+        new_id: Callable[[], str] = _uuid_hex,
         policy: CompactionPolicy | None = None,
         auto_compact: bool = True,
         background: bool = False,
@@ -137,7 +174,8 @@ class ShardStore:
     ) -> None:
         self.blob = blob
         self.consensus = consensus
-        self.writer_id = writer_id or f"w-{uuid.uuid4().hex}"
+        self.new_id = new_id
+        self.writer_id = writer_id or f"w-{new_id()}"
         self.clock_ms = clock_ms
         self.policy = policy or CompactionPolicy()
         self.auto_compact = auto_compact
@@ -172,7 +210,8 @@ class ShardStore:
         head = self.consensus.head(shard)
         if head is None:
             raise UnknownShard(shard, f"no shard {shard!r}")
-        return decode_state(shard, head.seqno, head.data)
+        # Decoding is most of a read's cost, and most reads find a version read before.
+        return _decode(shard, head.seqno, head.data)
 
     def state(self, shard: str) -> ShardState:
         """The shard's current state (a fresh read from Consensus)."""
@@ -233,12 +272,15 @@ class ShardStore:
             except Exception as e:
                 raise Indeterminate(shard, f"consensus write failed: {e!r}") from e
             if ok:
+                _remember((shard, new.seqno), data.data, new)
                 if self.truncate_every and new.seqno % self.truncate_every == 0:
                     self._truncate(shard, new.seqno)
                 return new
 
     def _truncate(self, shard: str, seqno: int) -> None:
-        with contextlib.suppress(ConsensusError):  # someone truncated further already
+        # Housekeeping after a commit: someone truncated further already, or the store is
+        # unavailable (the commit stands either way; a later commit truncates again).
+        with contextlib.suppress(Exception):
             self.consensus.truncate(shard, seqno)
 
     def create_shard(self, shard: str, schema: pa.Schema) -> ShardState:
@@ -300,7 +342,7 @@ class ShardStore:
             return outcome.upper
         key = None
         if meta is not None:
-            key = f"{shard}/{uuid.uuid4().hex}.parquet"
+            key = f"{shard}/{self.new_id()}.parquet"
             meta = BatchMeta(key, expected, new, expected, table.num_rows, tmin, tmax)
             self.blob.set(key, encode_parquet(table))
         result: list[tr.AppendOutcome] = []
@@ -338,7 +380,7 @@ class ShardStore:
         self, shard: str, reader_id: str | None = None, *, lease_ms: int = DEFAULT_LEASE_MS
     ) -> str:
         """Register a leased reader at the shard's since; returns its id. It expires unless heartbeated."""
-        rid = reader_id or f"r-{uuid.uuid4().hex}"
+        rid = reader_id or f"r-{self.new_id()}"
         self._commit(
             shard,
             lambda s: tr.register_leased_reader(s, rid, now_ms=self.clock_ms(), lease_ms=lease_ms),
@@ -448,9 +490,12 @@ class ShardStore:
         *,
         reader_id: str | None = None,
         lease_ms: int = DEFAULT_LEASE_MS,
+        downgrade_ms: int = DEFAULT_DOWNGRADE_MS,
     ) -> Listener:
         """Follow the updates after ``as_of``, batch by batch, with progress (see :class:`Listener`)."""
-        return Listener(self, shard, as_of, reader_id=reader_id, lease_ms=lease_ms)
+        return Listener(
+            self, shard, as_of, reader_id=reader_id, lease_ms=lease_ms, downgrade_ms=downgrade_ms
+        )
 
     # -- compaction and garbage ------------------------------------------------------
 
@@ -495,7 +540,7 @@ class ShardStore:
             )
         table = consolidate_table(table)
         tmin, tmax = time_bounds(table)
-        key = f"{shard}/{uuid.uuid4().hex}.parquet"
+        key = f"{shard}/{self.new_id()}.parquet"
         output = plan.output(key, table.num_rows, tmin, tmax)
         if output is not None:
             self.blob.set(key, encode_parquet(table))
@@ -564,8 +609,11 @@ class Listener:
     """Follows a shard from ``as_of``: each event carries the updates beyond the previous
     progress (and beyond ``as_of``) and the new progress (the shard's upper then).
 
-    It registers a leased reader holding the since at the previous progress, so
-    compaction never merges away what it has yet to read; :meth:`close` releases it.
+    It registers a leased reader holding the since at (or behind) the previous
+    progress, so compaction never merges away what it has yet to read;
+    :meth:`close` releases it. The hold moves forward at most every
+    ``downgrade_ms`` (each move is a consensus write; lagging only delays
+    compaction), and the lease is renewed every quarter lease.
     """
 
     def __init__(
@@ -576,6 +624,7 @@ class Listener:
         *,
         reader_id: str | None = None,
         lease_ms: int = DEFAULT_LEASE_MS,
+        downgrade_ms: int = DEFAULT_DOWNGRADE_MS,
     ) -> None:
         self.store = store
         self.shard = shard
@@ -592,7 +641,8 @@ class Listener:
             store.release_reader(shard, self.reader_id)
             raise
         self._lease_ms = lease_ms
-        self._last_beat = store.clock_ms()
+        self._downgrade_ms = downgrade_ms
+        self._last_beat = self._last_downgrade = store.clock_ms()
         self.closed = False
 
     def poll(self) -> ListenEvent | None:
@@ -616,8 +666,13 @@ class Listener:
         table = pa.concat_tables(tables) if tables else batch_schema(schema).empty_table()
         # Hold the since at the previous progress: still strictly before the new one,
         # so a merge can never move an emitted update to a time not yet emitted.
-        self.store.downgrade_since(self.shard, self.reader_id, frontier)
-        self._last_beat = self.store.clock_ms()
+        now = self.store.clock_ms()
+        if now - self._last_downgrade >= self._downgrade_ms:
+            self.store.downgrade_since(self.shard, self.reader_id, frontier)
+            self._last_beat = self._last_downgrade = now
+        elif now - self._last_beat > self._lease_ms // 4:
+            self.store.heartbeat_reader(self.shard, self.reader_id)
+            self._last_beat = now
         self.frontier = progress
         return ListenEvent(table, progress)
 

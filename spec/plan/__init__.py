@@ -37,6 +37,8 @@ from .relation import (
     TopK,
     Union,
     children,
+    replace_gets,
+    with_children,
 )
 from .scalar import (
     BinaryFunc,
@@ -111,9 +113,11 @@ __all__ = [
     "plan_from_dict",
     "plan_to_dict",
     "reference_peek",
+    "replace_gets",
     "scalar_type",
     "schema_from_dict",
     "schema_to_dict",
     "typecheck",
     "validate_dataflow",
+    "with_children",
 ]

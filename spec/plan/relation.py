@@ -8,6 +8,8 @@ computes every node's :class:`~.schema.Schema`.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TypeAlias
@@ -243,3 +245,33 @@ def children(plan: Plan) -> tuple[Plan, ...]:
     ):
         return (plan.input,)
     raise InvalidPlan(f"not a plan node: {plan!r} ({type(plan).__name__})")
+
+
+def with_children(plan: Plan, new: tuple[Plan, ...]) -> Plan:
+    """``plan`` with its direct inputs replaced by ``new`` (in the order of :func:`children`)."""
+    if len(new) != len(children(plan)):
+        raise InvalidPlan(f"{type(plan).__name__} has {len(children(plan))} inputs, got {len(new)}")
+    if isinstance(plan, Union | Join):
+        return dataclasses.replace(plan, inputs=new)
+    if isinstance(plan, Let):
+        return dataclasses.replace(plan, value=new[0], body=new[1])
+    if isinstance(plan, Get | Constant | LetRef):
+        return plan
+    return dataclasses.replace(plan, input=new[0])
+
+
+def replace_gets(plan: Plan, ids: Mapping[GlobalId, GlobalId]) -> Plan:
+    """``plan`` reading collection ``ids[g]`` wherever it read ``g`` (other reads unchanged).
+
+    >>> from tidegate.spec.plan import Schema
+    >>> p = Filter(Get(GlobalId.user(1), Schema.of(("x", "int64"))), ())
+    >>> replace_gets(p, {GlobalId.user(1): GlobalId.user(7)}).input.id
+    GlobalId.parse('u7')
+    """
+    if isinstance(plan, Get):
+        target = ids.get(plan.id)
+        return plan if target is None else dataclasses.replace(plan, id=target)
+    inputs = children(plan)
+    if not inputs:
+        return plan
+    return with_children(plan, tuple(replace_gets(c, ids) for c in inputs))

@@ -567,13 +567,7 @@ class StorageController:
         for cmd in commands:
             id, updates, upper = cmd
             _check_antichain(upper, "append upper")
-            c = self._collections.get(id)
-            if c is None or c.dropped:
-                if id in self._exports:
-                    raise IdentifierInvalid(id, "exports cannot be appended to")
-                raise IdentifierMissing(id)
-            if isinstance(c.description.data_source, Ingestion):
-                raise IdentifierInvalid(id, "an ingestion is written by its storage instance")
+            self.check_appendable([id])
             for _row, t, _diff in updates:
                 check_time(t)
                 if upper.less_equal(t):
@@ -604,6 +598,22 @@ class StorageController:
             self._inflight[id] = self._inflight.get(id, 0) + 1
         self._appends[ticket] = AppendBatch(writes)
         return PendingAppend(ticket, list(writes.values()))
+
+    def check_appendable(self, ids: Iterable[GlobalId]) -> None:
+        """Raise unless every id is a live collection the controller writes (a table).
+
+        [IdentifierMissing] for an unknown or dropped id; [IdentifierInvalid] for an
+        export or an ingestion (its storage instance writes it). :meth:`append`
+        checks this first; a driver that batches appends checks each request alone.
+        """
+        for id in ids:
+            c = self._collections.get(id)
+            if c is None or c.dropped:
+                if id in self._exports:
+                    raise IdentifierInvalid(id, "exports cannot be appended to")
+                raise IdentifierMissing(id)
+            if isinstance(c.description.data_source, Ingestion):
+                raise IdentifierInvalid(id, "an ingestion is written by its storage instance")
 
     def _expected_upper(self, id: GlobalId) -> Antichain:
         upper = self._write_upper.get(id)

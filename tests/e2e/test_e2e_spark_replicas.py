@@ -136,5 +136,5 @@ def test_the_recorded_history_passes_the_offline_checker(
     violations = live.rec.check()
     assert violations == [], [str(v) for v in violations]
     peeks = [e for e in live.rec.history.events if e["op"] == "peek"]
-    batches = [e for e in live.rec.history.events if e["op"] == "subscribe"]
+    batches = [e for e in live.rec.history.events if e["op"] == "batch"]
     assert len(peeks) >= 10 and len(batches) >= 5

@@ -256,3 +256,101 @@ def test_a_peek_of_a_view_at_the_default_time_sees_every_acknowledged_append(
                     assert sorted(await env.peek("v")) == seen
 
     run(backend, main)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_group_commit_gives_concurrent_appends_one_timestamp_and_moves_every_table(
+    tmp_path: Path, backend: str
+) -> None:
+    """Appends that arrive while a commit is in flight join the next one; every table's upper
+    passes every acknowledged timestamp, so a read of any table sees every acknowledged write."""
+
+    async def main() -> None:
+        with replica(tmp_path) as address, anyio.fail_after(60):
+            async with Environment.open(tmp_path, replicas={"r1": address}, tick_ms=None) as env:
+                schema = Schema.of(("x", "int64", False))
+                for name in ("a", "b", "c"):
+                    await env.create_table(name, schema)
+                stamps: list[int] = []
+
+                async def write(name: str, x: int) -> None:
+                    stamps.append(await env.append(name, [(x,)]))
+
+                async with anyio.create_task_group() as tg:
+                    for i in range(12):
+                        tg.start_soon(write, "ab"[i % 2], i)
+                assert len(set(stamps)) < len(stamps)  # some appends shared a commit
+                assert env.driver.commits < 12
+                top = max(stamps)
+                for name in ("a", "b", "c"):
+                    assert not env.frontiers(name)[1].less_equal(top)
+                assert await env.freshest("c") >= top
+                ts = await env.append_many([("a", [(100,)]), ("c", [(200,)]), ("a", [(101,)])])
+                assert sorted(await env.peek("a", ts)) == sorted(
+                    [((i,), 1) for i in range(0, 12, 2)] + [((100,), 1), ((101,), 1)]
+                )
+                assert await env.peek("c", ts) == [((200,), 1)]
+                with pytest.raises(UnknownCatalogObject):
+                    await env.append_many([("a", [(7,)]), ("nope", [(8,)])])
+                assert ((7,), 1) not in await env.peek("a")
+
+    run(backend, main)
+
+
+def test_objects_without_a_read_policy_compact_by_the_default(tmp_path: Path) -> None:
+    """Found by the simulator: an index created without a read policy held its since (and its
+    input's) at its as_of for ever. Every object now compacts by ``DEFAULT_READ_POLICY``."""
+    from tidegate.runtime.environment import DEFAULT_READ_POLICY
+
+    async def main() -> None:
+        with replica(tmp_path) as address, anyio.fail_after(60):
+            async with Environment.open(tmp_path, replicas={"r1": address}, tick_ms=50) as env:
+                await env.create_table("t", Schema.of(("x", "int64", False)))
+                idx = await env.create_index(env.table("t"), ["x"], name="t_x")
+                assert env.read_policy(idx) == DEFAULT_READ_POLICY == env.read_policy("t")
+                first = await env.append("t", [(1,)])
+                await env.wait_for(idx, first + 2_500, timeout_s=30)
+                for ref in (idx, "t"):
+                    since = env.frontiers(ref)[0]
+                    assert not since.less_equal(first), (ref, since)
+                await env.set_read_policy(idx, LagWriteFrontier(100, 10))
+                assert env.read_policy(idx) == LagWriteFrontier(100, 10)
+
+    run("trio", main)
+
+
+def test_replicas_added_and_dropped_while_running_and_targeted_reads(tmp_path: Path) -> None:
+    """``add_replica``/``drop_replica`` (recorded in the catalog); a peek or subscribe targeted at
+    one replica; a subscribe whose replica is dropped ends with an error and is dropped itself
+    (the simulator found such subscribes holding their inputs for ever)."""
+    from tidegate.runtime.errors import DuplicateCatalogName as Duplicate
+    from tidegate.spec.errors import ReplicaMissing
+
+    async def main() -> None:
+        with replica(tmp_path) as a1, replica(tmp_path) as a2, anyio.fail_after(60):
+            async with Environment.open(tmp_path, replicas={"r1": a1}, tick_ms=20) as env:
+                await env.create_table("t", Schema.of(("x", "int64", False)))
+                idx = await env.create_index(env.table("t"), ["x"], name="t_x")
+                await env.append("t", [(1,), (2,)])
+                await env.add_replica("r2", a2)
+                with pytest.raises(Duplicate):
+                    await env.add_replica("r2", a2)
+                await env.wait_connected(timeout_s=30)
+                assert {r.name for r in env.state.replicas} == {"r1", "r2"}
+                assert sorted(await env.peek(idx, replica="r2")) == [((1,), 1), ((2,), 1)]
+                sub = await env.subscribe(env.table("t"), replica="r2")
+                first = await sub.__anext__()
+                assert sorted((r, d) for _t, r, d in first.updates) == [((1,), 1), ((2,), 1)]
+                assert env.hydrated() and env.hydrated(idx, replicas=["r2"])
+                await env.drop_replica("r2")
+                with pytest.raises(ReplicaMissing):
+                    await env.peek(idx, replica="r2")
+                errors = [b.error async for b in sub if b.error is not None]
+                assert errors, "the subscribe should end with its replica's failure"
+                ctl = env.driver.ctl
+                assert sub.id not in {c.id for c in ctl.instance("default").collections()}
+                assert {r.name for r in env.state.replicas} == {"r1"}
+            async with Environment.open(tmp_path, tick_ms=20) as env:  # the catalog kept r1 only
+                assert [r.replica for r in env.replicas()] == ["r1"]
+
+    run("trio", main)

@@ -28,7 +28,7 @@ def test_standard_has_the_documented_shape() -> None:
     s = SCENARIOS["standard"]()
     assert (s.replicas, len(s.dataflows), len(s.tables), s.duration_ms, s.faults) == (
         3,
-        10,
+        12,
         3,
         60_000,
         5,
@@ -63,7 +63,7 @@ def test_a_non_json_file_is_refused(tmp_path: Path) -> None:
 @settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
 @given(scenario=scenarios(max_duration_ms=1_500, max_replicas=2), data=st.data())
 def test_generated_scenarios_pass_every_checker(scenario: Scenario, data: st.DataObject) -> None:
-    short = dataclasses.replace(scenario, quiet_ms=2_000)
+    short = dataclasses.replace(scenario, quiet_ms=6_000)
     result = run_scenario(short, data)
     assert result.ok, "\n".join([result.summary(), *result.trace_tail[-20:], result.error or ""])
     assert check_history(result.history, short) == []

@@ -11,17 +11,21 @@ real run with the same code that validates simulated ones. It also answers
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections.abc import Iterable
 from typing import Any
 
-from tidegate.sim.history import ClientHistory, ReferenceModel, Violation, check_history
+from tidegate.sim.history import (
+    ClientHistory,
+    ReferenceModel,
+    Violation,
+    check_history,
+    finishing_to_json,
+)
 from tidegate.sim.scenario import DataflowKind, DataflowSpec, Scenario, TableSpec
 from tidegate.spec.frontier import Antichain, Row, Update
 from tidegate.spec.ids import GlobalId
 from tidegate.spec.plan import Plan, Schema, evaluate
-from tidegate.spec.protocol.responses import PeekRows
 from tidegate.spec.protocol.types import RowSetFinishing
 
 __all__ = ["RunRecorder"]
@@ -37,25 +41,29 @@ class RunRecorder:
         self.tables: dict[GlobalId, Schema] = {}
         self.dataflows: dict[GlobalId, DataflowSpec] = {}
         self.updates: dict[GlobalId, list[Update]] = {}
-        self._tickets = itertools.count(1)
-        self._peeks = itertools.count(1)
+        self._subs: dict[GlobalId, int] = {}
         self._t0 = time.monotonic()
 
     def now_ms(self) -> int:
         return int((time.monotonic() - self._t0) * 1000)
 
     # -- what happened -------------------------------------------------------------------------
+    # Each call records an operation that already completed: invoked and completed at once,
+    # in the order the calls come (a real client records after it got its answer).
 
     def table(self, id: GlobalId, schema: Schema) -> None:
         self.tables[id] = schema
         self.updates.setdefault(id, [])
+        self.history.note("table", self.now_ms(), name=str(id), id=str(id))
 
     def appended(self, table: GlobalId, time: int, updates: Iterable[tuple[Row, int]]) -> None:
         """An append acknowledged at write time ``time``."""
         ups = list(updates)
-        ticket = next(self._tickets)
-        self.history.append_issued(ticket, table, time, ups, self.now_ms())
-        self.history.append_done(ticket, True, self.now_ms())
+        now = self.now_ms()
+        ev = self.history.invoke(
+            "append", now, batches=[[str(table), [[list(r), d] for r, d in ups]]]
+        )
+        self.history.ok(ev, now, time=time)
         self.updates.setdefault(table, []).extend((r, time, d) for r, d in ups)
 
     def installed(
@@ -69,7 +77,13 @@ class RunRecorder:
         """A dataflow exporting ``id``; for a subscribe, ``as_of`` is where its first batch starts."""
         spec = DataflowSpec(str(id), kind, plan, key)
         self.dataflows[id] = spec
-        self.history.installed(id, spec.name, kind, as_of, self.now_ms())
+        now = self.now_ms()
+        if kind == "subscribe":
+            ev = self.history.invoke("subscribe", now, target=spec.name, as_of=as_of)
+            self.history.ok(ev, now, id=str(id))
+            self._subs[id] = int(ev["n"])
+        else:
+            self.history.note("install", now, id=str(id), name=spec.name, kind=kind)
 
     def peeked(
         self,
@@ -79,10 +93,12 @@ class RunRecorder:
         finishing: RowSetFinishing | None = None,
     ) -> None:
         """A whole-collection peek of ``id`` at ``at`` and its answer."""
-        uuid = f"peek-{next(self._peeks)}"
         fin = finishing or RowSetFinishing()
-        self.history.peek_issued(uuid, id, at, "index", fin, self.now_ms())
-        self.history.peek_result(uuid, PeekRows(tuple(rows)), self.now_ms())
+        now = self.now_ms()
+        ev = self.history.invoke(
+            "peek", now, target=str(id), name=str(id), at=at, finishing=finishing_to_json(fin)
+        )
+        self.history.ok(ev, now, rows=[[list(r), n] for r, n in rows])
 
     def subscribe_batch(
         self,
@@ -92,7 +108,7 @@ class RunRecorder:
         updates: Iterable[tuple[int, Row, int]],
         error: str | None = None,
     ) -> None:
-        self.history.subscribe_batch(id, lower, upper, updates, error, self.now_ms())
+        self.history.batch(self._subs[id], lower, upper, updates, error, self.now_ms())
 
     # -- the reference -------------------------------------------------------------------------
 
@@ -101,7 +117,7 @@ class RunRecorder:
         model = ReferenceModel({t: list(u) for t, u in self.updates.items()})
         spec = self.dataflows.get(id)
         if spec is not None:
-            model.install(id, spec)
+            model.install(id, spec.plan)
         return dict(model.contents(id, at).rows)
 
     def expected_plan(self, plan: Plan, at: int) -> dict[Row, int]:

@@ -18,6 +18,7 @@ import trio
 import trio.testing
 
 from tidegate.runtime.controller import Backoff, ControllerDriver, MemoryOracle, ShardStorageIO
+from tidegate.runtime.platform import InlinePlatform
 from tidegate.runtime.storage.store import Listener, ShardStore
 from tidegate.runtime.transport.handler import ResponseSink
 from tidegate.sim.choices import SeededChoices
@@ -154,7 +155,7 @@ def test_driver_runs_under_virtual_time_over_the_simulated_transport() -> None:
         replica = SimStoreReplica(kernel, store)
         endpoints = {"r1": SimReplicaEndpoint(network, "r1", replica)}
         oracle = MemoryOracle(lambda: int(trio.current_time() * 1000))
-        io = ShardStorageIO(store, threads=False)
+        io = ShardStorageIO(store, platform=InlinePlatform())
         start = trio.current_time()
         with anyio.fail_after(120):  # virtual seconds
             async with anyio.create_task_group() as world:

@@ -125,3 +125,38 @@ def test_since_downgrades_reach_the_critical_reader_and_drop_finalizes() -> None
         await drained(io, lambda: len(io.errors) == 1)
 
     run_io(main)
+
+
+def test_transient_failures_are_retried_and_a_write_whose_answer_was_lost_lands_once() -> None:
+    """A write whose compare-and-set applied but whose answer was lost used to be reported
+    *failed* (so the client's append failed though its rows landed); a downgrade or drop that
+    failed once was never retried (a dropped shard stayed unfinalized). Storage effects are now
+    retried while they fail transiently, writes with their idempotency token."""
+    from tidegate.runtime.platform import InlinePlatform
+    from tidegate.sim.choices import SeededChoices
+    from tidegate.sim.process import SimProcess
+    from tidegate.sim.storage import BlobClient, ConsensusClient, SimDisk, StorageFaults
+
+    async def main() -> None:
+        disk, faults, process = SimDisk(), StorageFaults(SeededChoices(3)), SimProcess("c")
+        process.start()
+        s = ShardStore(BlobClient(disk, process, faults), ConsensusClient(disk, process, faults))
+        io = ShardStorageIO(s, platform=InlinePlatform())
+        rec = Recorder()
+        row = (1, "a", None, 0.5)
+        async with anyio.create_task_group() as tg:
+            io.start(tg, lambda fn: fn(rec))
+            await io.ensure_shard(G, SCHEMA)
+            cas = "consensus compare-and-set"
+            faults.scripted[cas] = ["after", "before"]
+            io.handle(WriteToShard(1, G, ((row, 3, 1),), Antichain([0]), Antichain([5])))
+            await drained(io, lambda: len(rec.calls) == 1)
+            assert rec.calls == [("write", 1, G, True, Antichain([5]))]
+            assert s.snapshot_rows(str(G), 4) == [(row, 4, 1)]  # once, not twice
+            faults.scripted[cas] = ["before", "before"]
+            io.handle(DropShard(G))
+            await drained(io, lambda: io.idle)
+            assert s.state(str(G)).finalized
+        assert io.retries >= 3 and not io.errors
+
+    anyio.run(main)
