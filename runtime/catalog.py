@@ -702,17 +702,17 @@ class Catalog:
             if not self._landed(seqno, data):
                 raise
             ok = True
-        if not ok:
+        # Not applied now, but an earlier attempt whose answer was lost may have landed it.
+        if not ok and not self._landed(seqno, data):
             head = self._consensus.head(self._key)
-            if head is None or head.seqno != seqno or head.data != data:
-                raise CatalogConflict(self._key, self._seqno, None if head is None else head.seqno)
-            # An earlier attempt whose answer was lost landed this very state.
+            raise CatalogConflict(self._key, self._seqno, None if head is None else head.seqno)
         self._seqno, self._state = seqno, new
         with contextlib.suppress(Exception):  # housekeeping only: history is not needed
             self._consensus.truncate(self._key, seqno)
         return new
 
     def _landed(self, seqno: int, data: bytes) -> bool:
+        """Whether version ``seqno`` with ``data`` is durable (a write whose answer was lost)."""
         head = self._consensus.head(self._key)
         return head is not None and head.seqno == seqno and head.data == data
 

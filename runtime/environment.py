@@ -652,7 +652,8 @@ class Environment:
         (``lower``, ``upper``, ``updates`` as ``(time, row, diff)``); the first
         batch holds the snapshot at the as_of. Closing it drops the subscribe.
         ``replica`` runs it on that replica only (it ends with an error if the
-        replica fails).
+        replica fails). It also ends with an error if an object it reads is
+        dropped.
         """
         p = self._plan(plan)
         typecheck(p)
@@ -677,6 +678,7 @@ class Environment:
             after = await self._apply([Drop(gid, cascade)])
             gone = sorted(set(before) - {e.id for e in after.entries()}, reverse=True)
             ctl, driver = self.driver.ctl, self.driver
+            driver.end_reads_of(gone)
             for g in gone:
                 entry = before[g]
                 if isinstance(entry, IndexEntry | MaterializedViewEntry):
@@ -745,7 +747,8 @@ class Environment:
         ``key`` looks up one key of an index; ``finishing``
         (or a list of column orders, plus ``limit``) orders and limits;
         ``replica`` asks that replica only (a :class:`PeekFailed` if it fails
-        meanwhile) [ReplicaMissing].
+        meanwhile) [ReplicaMissing]. Dropping ``ref`` while the peek waits
+        fails it with :class:`DependencyDropped`, a :class:`PeekFailed`.
         """
         gid = self.resolve(ref)
         entry = self.state.get(gid)

@@ -11,6 +11,7 @@
 
 from .driver import ControllerDriver, ReplicaInfo
 from .errors import (
+    DependencyDropped,
     DriverNotRunning,
     PeekFailed,
     ReplicasNotConnected,
@@ -25,6 +26,7 @@ from .timestamps import MemoryOracle, Oracle, default_oracle
 __all__ = [
     "Backoff",
     "ControllerDriver",
+    "DependencyDropped",
     "DriverNotRunning",
     "EventStream",
     "MemoryOracle",

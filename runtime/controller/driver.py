@@ -82,7 +82,7 @@ from tidegate.spec.storage import (
     WriteToShard,
 )
 
-from .errors import DriverNotRunning, PeekFailed, ReplicasNotConnected
+from .errors import DependencyDropped, DriverNotRunning, PeekFailed, ReplicasNotConnected
 from .links import Backoff, ReplicaLink
 from .storage_io import ShardStorageIO
 from .streams import EventStream, Subscription
@@ -117,6 +117,10 @@ class ReplicaInfo:
 class _Waiter:
     done: anyio.Event = field(default_factory=anyio.Event)
     value: Any = None
+    reads: tuple[InstanceId, GlobalId, Time] | None = None
+    """For a peek: the instance, the collection it reads and its time."""
+    error: TidegateError | None = None
+    """Raised instead of the result (the peek was cancelled on the client's behalf)."""
 
 
 @dataclass(eq=False)
@@ -729,7 +733,7 @@ class ControllerDriver:
             target=target,
             literal_constraints=literal_constraints,
         )
-        waiter = _Waiter()
+        waiter = _Waiter(reads=(instance, id, timestamp))
         self._peeks[uuid] = waiter
         self.apply(effects)
         try:
@@ -744,7 +748,32 @@ class ControllerDriver:
         if isinstance(result, PeekError):
             raise PeekFailed(id, int(timestamp), result.message)
         assert isinstance(result, PeekCanceled)
+        if waiter.error is not None:
+            raise waiter.error
         raise PeekFailed(id, int(timestamp), "canceled")
+
+    def end_reads_of(self, dropped: Iterable[GlobalId]) -> None:
+        """End the pending reads of ``dropped`` collections (the client dropped them).
+
+        A pending peek of one fails with :class:`DependencyDropped`; a
+        subscribe importing one gets a last batch with that error and is
+        dropped. Without this they could wait forever, as a dropped
+        collection's data stops advancing (Materialize ends them the same way).
+        """
+        gone = set(dropped)
+        for uuid, waiter in list(self._peeks.items()):
+            assert waiter.reads is not None
+            instance, id, at = waiter.reads
+            if id in gone and not waiter.done.is_set():
+                waiter.error = DependencyDropped(id, int(at), id)
+                self.apply(self.ctl.cancel_peek(instance, uuid))
+        for sub in list(self._subscriptions.values()):
+            hit = sorted(sub.reads & gone)
+            if hit:
+                instance = self._sub_instance.get(sub.id, self.instance)
+                last, why = sub.upper, f"{hit[0]} was dropped while the subscribe ran"
+                sub.deliver(SubscribeBatchOut(instance, sub.id, last, last, (), why))
+                self._drop_lagged(sub)
 
     def new_transient_id(self) -> GlobalId:
         self._next_transient += 1
@@ -761,7 +790,13 @@ class ControllerDriver:
         """Install ``dataflow`` (one subscribe export) and return its batches' iterator."""
         instance = instance or self.instance
         (id,) = dataflow.subscribe_ids
-        sub = Subscription(id, buffer or self.subscribe_buffer, self._close_sub)
+        sub = Subscription(
+            id,
+            buffer or self.subscribe_buffer,
+            self._close_sub,
+            reads=frozenset(dataflow.import_ids),
+            as_of=dataflow.as_of,
+        )
         self._subscriptions[id] = sub
         self._sub_instance[id] = instance
         try:

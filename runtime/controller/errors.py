@@ -14,6 +14,7 @@ from typing import Any
 from tidegate.spec.errors import TidegateError
 
 __all__ = [
+    "DependencyDropped",
     "DriverNotRunning",
     "PeekFailed",
     "ReplicasNotConnected",
@@ -34,6 +35,19 @@ class PeekFailed(RuntimeControllerError):
         self.id = id
         self.timestamp = timestamp
         self.message = message
+
+
+class DependencyDropped(PeekFailed):
+    """What a pending peek reads was dropped before it was answered.
+
+    Materialize's ``ConcurrentDependencyDrop``: once an object is dropped its
+    data stops advancing, so a read waiting on it could wait forever. A
+    subscribe reading it ends with a batch carrying the same message.
+    """
+
+    def __init__(self, id: object, timestamp: int, dropped: object) -> None:
+        super().__init__(id, timestamp, f"{dropped} was dropped while the peek was pending")
+        self.dropped = dropped
 
 
 class SubscribeLagged(RuntimeControllerError):

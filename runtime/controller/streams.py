@@ -17,6 +17,7 @@ from typing import Generic, TypeVar
 import anyio
 
 from tidegate.spec.compute import SubscribeBatchOut
+from tidegate.spec.frontier import Antichain
 from tidegate.spec.ids import GlobalId
 
 from .errors import SubscribeLagged
@@ -64,8 +65,20 @@ class Subscription:
     after the batch whose upper is empty or which carries an ``error``.
     """
 
-    def __init__(self, id: GlobalId, buffer: int, on_close: Callable[[Subscription], None]) -> None:
+    def __init__(
+        self,
+        id: GlobalId,
+        buffer: int,
+        on_close: Callable[[Subscription], None],
+        *,
+        reads: frozenset[GlobalId] = frozenset(),
+        as_of: Antichain | None = None,
+    ) -> None:
         self.id = id
+        self.reads = reads
+        """The collections the subscribe imports."""
+        self.upper = as_of if as_of is not None else Antichain.empty()
+        """The upper of the last batch delivered (at first the as_of)."""
         self._buffer: _Buffer[SubscribeBatchOut] = _Buffer(max(1, buffer))
         self._on_close = on_close
         self.lagged = False
@@ -82,6 +95,7 @@ class Subscription:
             self._buffer.end()
             return False
         self._buffer.put(batch)
+        self.upper = batch.upper
         if batch.error is not None or not batch.upper.elements:
             self.finished = True
             self._buffer.end()

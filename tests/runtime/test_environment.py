@@ -354,3 +354,48 @@ def test_replicas_added_and_dropped_while_running_and_targeted_reads(tmp_path: P
                 assert [r.replica for r in env.replicas()] == ["r1"]
 
     run("trio", main)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dropping_what_a_pending_peek_or_subscribe_reads_ends_it(
+    tmp_path: Path, backend: str
+) -> None:
+    """Regression (found by the simulator): a peek waiting on a view that was dropped waited for
+    ever, as the view's shard stops advancing. It fails with ``DependencyDropped`` and a subscribe
+    reading the view ends with an error batch (Materialize's ``ConcurrentDependencyDrop``)."""
+    from tidegate.runtime.controller import DependencyDropped, PeekFailed
+
+    async def main() -> None:
+        with replica(tmp_path) as address, anyio.fail_after(60):
+            async with Environment.open(tmp_path, replicas={"r1": address}, tick_ms=20) as env:
+                await env.create_table("t", Schema.of(("x", "int64", False)))
+                v = await env.create_materialized_view("v", env.table("t").filter(col("x") > 0))
+                t0 = await env.append("t", [(1,)])
+                await env.wait_for(v, t0, timeout_s=30)
+                sub = await env.subscribe("v")
+                first = await sub.__anext__()
+                assert [(r, d) for _t, r, d in first.updates] == [((1,), 1)]
+                await env.drop_replica("r1")  # nothing answers reads of v any more
+                failure: list[BaseException] = []
+
+                async def pending_peek() -> None:
+                    try:
+                        await env.peek(v)
+                    except PeekFailed as e:
+                        failure.append(e)
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(pending_peek)
+                    instance = env.driver.ctl.instance("default")
+                    while not instance.pending_peeks():
+                        await anyio.sleep(0.01)
+                    assert await env.drop("v") == [v]
+                (e,) = failure
+                assert isinstance(e, DependencyDropped) and e.dropped == v
+                assert not instance.pending_peeks()
+                last = [b async for b in sub][-1]
+                assert last.error == f"{v} was dropped while the subscribe ran"
+                assert sub.id not in {c.id for c in instance.collections()}
+                assert v not in {c.id for c in env.driver.ctl.storage.collections()}
+
+    run(backend, main)
