@@ -114,7 +114,7 @@ class ReplicaMetrics:
         )
         self.writes = Counter(
             "tidegate_replica_writes",
-            "Materialized-view appends, by outcome (ok, upper_mismatch, retry)",
+            "Materialized-view appends, by outcome (ok, upper_mismatch, finalized, retry)",
             ["outcome"],
             registry=r,
         )

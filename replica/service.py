@@ -1,21 +1,21 @@
 """``ReplicaService``: the spec's ``ComputeReplica`` driven with real IO, served over gRPC.
 
 It is the :class:`~tidegate.runtime.transport.handler.ReplicaHandler` that
-:class:`~tidegate.runtime.transport.grpc_server.ReplicaServer` serves. One
-loop thread owns the core (which is not thread-safe); everything reaches it
-as an event on one queue: commands from the current stream, storage
-deliveries (one follower thread per collection read), write completions (one
-writer thread) and persist-peek results (one waiter thread per persist peek).
-The loop performs the core's outputs (as :mod:`tidegate.sim.replica` does in
-the simulator):
+:class:`~tidegate.runtime.transport.grpc_server.ReplicaServer` serves. A loop
+owns the core (which is not thread-safe); everything reaches it as an event
+on one queue: commands from the current stream, storage deliveries (one
+follower per collection read), write completions (one writer) and
+persist-peek results (one per persist peek). The loop performs the core's
+outputs (as :mod:`tidegate.sim.replica` does in the simulator):
 
 * ``Respond``: to the current stream's response sink;
 * ``ReadSource``: a follower on shard ``str(id)``: once its upper passes the
   as_of, the snapshot at the as_of (delivered with upper ``as_of + 1``), then
   every change of a :meth:`~tidegate.runtime.storage.ShardStore.listen`;
 * ``StopReading``: stop that follower (releasing its lease);
-* ``WriteOutput``: ``compare_and_append`` expecting ``lower``, reported with
-  ``write_completed`` or, on a mismatch, ``write_failed``;
+* ``WriteOutput``: ``compare_and_append`` expecting ``lower`` with an
+  idempotency token, reported with ``write_completed`` or, on a mismatch (or
+  a finalized shard), ``write_failed``; other failures are retried;
 * ``PeekPersist``: a snapshot once the shard's upper passes the peek's time;
 * ``Reconciled``: a log line and the reconciliation metrics.
 
@@ -28,6 +28,16 @@ the server ends the stream with ``FAILED_PRECONDITION`` naming the rule; the
 core is unchanged and the next stream starts over with ``Hello``. Executor
 failures become typed answers (see :class:`~.executors.GuardedExecutor`) or
 a logged failed step; the service keeps serving.
+
+Nothing here blocks, sleeps or reads a clock: the loop is one step function
+(:meth:`ReplicaService._turn`: drain the events, step if due, say when to be
+called next) and each piece of IO work (``_Follower``, ``_Writer``,
+``_PersistPeek``) is a :class:`~.host.Work` whose ``step()`` polls once and
+says when to poll again. A :class:`~.host.ServiceHost` runs them and gives the
+time: :class:`~.host.ThreadHost` in production (the loop in one thread, each
+piece of work in a thread of its own, as before), or the simulator's kernel
+host (``tidegate.sim.service_replica``), where they are events on virtual
+time. The service's behaviour is the same on both.
 """
 
 from __future__ import annotations
@@ -35,14 +45,14 @@ from __future__ import annotations
 import logging
 import queue
 import threading
-import time
 import uuid as _uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
-from tidegate.runtime.storage import ShardStore
+from tidegate.runtime.storage import Listener, ShardStore
+from tidegate.runtime.storage.store import DEFAULT_LEASE_MS
 from tidegate.runtime.transport.handler import ResponseSink
 from tidegate.spec.compute_replica import ComputeReplica
 from tidegate.spec.compute_replica.outputs import (
@@ -54,7 +64,7 @@ from tidegate.spec.compute_replica.outputs import (
     StopReading,
     WriteOutput,
 )
-from tidegate.spec.errors import StageViolation, TidegateError, UpperMismatch
+from tidegate.spec.errors import ShardFinalized, StageViolation, TidegateError, UpperMismatch
 from tidegate.spec.errors.replica import IncompatibleInstance
 from tidegate.spec.executor.contract import Executor
 from tidegate.spec.frontier import Antichain, Row, Update
@@ -69,6 +79,7 @@ from tidegate.spec.protocol.responses import (
 )
 
 from .executors import GuardedExecutor
+from .host import IDLE, ServiceHost, Task, ThreadHost
 from .logs import LOGGER_NAME, log_event
 from .metrics import ReplicaMetrics
 
@@ -77,10 +88,6 @@ __all__ = ["ReplicaService", "ServiceStopped"]
 
 class ServiceStopped(TidegateError):
     """The replica service stopped before it could handle a command."""
-
-
-def _wall_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def _least(f: Antichain) -> int | None:
@@ -142,173 +149,191 @@ class _Connection:
     def on_command(self, command: ComputeCommand) -> None:
         done: Future[None] = Future()
         self.service._post(_Command(self, command, done))
-        done.result()  # re-raises the core's typed error in the stream's reader
+        self.service.host.wait(done)  # re-raises the core's typed error in the stream's reader
 
     def on_close(self) -> None:
         self.service._post(_Closed(self))
 
 
-# -- IO workers -------------------------------------------------------------------------------
+# -- IO work (steps that a host calls; see :mod:`.host`) -----------------------------------
 
 
 class _Follower:
-    """Follows shard ``str(id)`` from ``as_of`` in a thread: the snapshot, then every change."""
+    """Follows shard ``str(id)`` from ``as_of``: the snapshot, then every change."""
 
     def __init__(self, service: ReplicaService, id: GlobalId, as_of: int) -> None:
         self.service = service
         self.id = id
         self.as_of = as_of
-        self.stopped = threading.Event()
-        self.thread = threading.Thread(target=self._run, name=f"follow-{id}", daemon=True)
+        self.listener: Listener | None = None
+        self.snapshotted = False
+        self.delay = service.poll_s
+        self.complained = ""
+        self.task: Task | None = None
 
     def start(self) -> None:
-        self.thread.start()
+        self.task = self.service.host.spawn(f"follow-{self.id}", self)
 
     def stop(self) -> None:
-        self.stopped.set()
+        if self.task is not None:
+            self.task.stop()
 
-    def _run(self) -> None:
-        svc, shard, log = self.service, str(self.id), self.service.log
-        listener = None
-        snapshotted = False
-        delay = svc.poll_s
-        complained = ""
+    def _backoff(self) -> float:
+        delay, self.delay = self.delay, min(self.delay * 2, self.service.poll_max_s)
+        return delay
+
+    def step(self) -> float | None:
+        svc, shard = self.service, str(self.id)
         try:
-            while not self.stopped.is_set():
-                try:
-                    if listener is None:  # holds the since at the as_of from now on
-                        listener = svc.store.listen(shard, self.as_of)
-                    if not snapshotted:
-                        upper = svc.store.upper(shard)
-                        while upper.less_equal(self.as_of) and not self.stopped.is_set():
-                            self.stopped.wait(delay)
-                            delay = min(delay * 2, svc.poll_max_s)
-                            upper = svc.store.upper(shard)
-                        if self.stopped.is_set():
-                            return
-                        rows = svc.store.snapshot_rows(shard, self.as_of)
-                        svc._post(_Delivery(self, rows, Antichain([self.as_of + 1])))
-                        snapshotted = True
-                        delay = svc.poll_s
-                    event = listener.poll()
-                    if event is not None:
-                        svc._post(_Delivery(self, event.updates, event.progress))
-                        delay = svc.poll_s
-                        if event.progress.is_empty():
-                            return
-                        continue
-                except Exception as e:
-                    what = f"{type(e).__name__}: {e}"
-                    if what != complained:  # once per distinct problem, not per retry
-                        complained = what
-                        log_event(
-                            log, "storage_read_failed", level=logging.WARNING, id=shard, error=what
-                        )
-                    delay = max(delay, 0.1)
-                self.stopped.wait(delay)
-                delay = min(delay * 2, svc.poll_max_s)
-        finally:
-            if listener is not None:
-                try:
-                    listener.close()
-                except Exception as e:
-                    log_event(
-                        log,
-                        "storage_release_failed",
-                        level=logging.WARNING,
-                        id=shard,
-                        error=repr(e),
-                    )
+            if self.listener is None:  # holds the since at the as_of from now on
+                self.listener = svc.store.listen(shard, self.as_of, lease_ms=svc.lease_ms)
+            if not self.snapshotted:
+                if svc.store.upper(shard).less_equal(self.as_of):
+                    return self._backoff()
+                rows = svc.store.snapshot_rows(shard, self.as_of)
+                svc._post(_Delivery(self, rows, Antichain([self.as_of + 1])))
+                self.snapshotted = True
+                self.delay = svc.poll_s
+            event = self.listener.poll()
+            if event is not None:
+                svc._post(_Delivery(self, event.updates, event.progress))
+                self.delay = svc.poll_s
+                return None if event.progress.is_empty() else 0.0
+        except Exception as e:
+            what = f"{type(e).__name__}: {e}"
+            if what != self.complained:  # once per distinct problem, not per retry
+                self.complained = what
+                log_event(
+                    svc.log, "storage_read_failed", level=logging.WARNING, id=shard, error=what
+                )
+            self.delay = max(self.delay, 0.1)
+        return self._backoff()
+
+    def close(self) -> None:
+        listener, self.listener = self.listener, None
+        if listener is None:
+            return
+        try:
+            listener.close()
+        except Exception as e:
+            log_event(
+                self.service.log,
+                "storage_release_failed",
+                level=logging.WARNING,
+                id=str(self.id),
+                error=repr(e),
+            )
 
 
 class _Writer:
-    """Appends materialized-view outputs in one thread, in order; retries what may succeed later."""
+    """Appends materialized-view outputs, one at a time and in order; retries what may succeed later."""
 
     def __init__(self, service: ReplicaService) -> None:
         self.service = service
-        self.jobs: queue.SimpleQueue[tuple[WriteOutput, str] | None] = queue.SimpleQueue()
-        self.stopped = threading.Event()
-        self.thread = threading.Thread(target=self._run, name="mv-writer", daemon=True)
+        self.jobs: queue.SimpleQueue[tuple[WriteOutput, str]] = queue.SimpleQueue()
+        self.job: tuple[WriteOutput, str] | None = None
+        self.delay = 0.05
+        self.retry_at = 0.0
+        self.task: Task | None = None
+
+    def start(self) -> None:
+        self.task = self.service.host.spawn("mv-writer", self)
 
     def submit(self, out: WriteOutput) -> None:
-        self.jobs.put((out, f"{self.service.store.writer_id}-{_uuid.uuid4().hex}"))
+        store = self.service.store
+        self.jobs.put((out, f"{store.writer_id}-{store.new_id()}"))
+        if self.task is not None:
+            self.task.wake()
 
     def stop(self) -> None:
-        self.stopped.set()
-        self.jobs.put(None)
+        if self.task is not None:
+            self.task.stop()
 
-    def _run(self) -> None:
+    def step(self) -> float | None:
         svc = self.service
-        while True:
-            job = self.jobs.get()
-            if job is None or self.stopped.is_set():
-                return
-            out, token = job
-            delay = 0.05
-            while not self.stopped.is_set():
-                try:
-                    new = svc.store.compare_and_append(
-                        str(out.sink_id), list(out.updates), out.lower, out.upper, token
-                    )
-                except UpperMismatch as e:
-                    actual = e.actual_upper
-                    if not isinstance(actual, Antichain):
-                        actual = Antichain([actual])
-                    svc.metrics.writes.labels("upper_mismatch").inc()
-                    svc._post(_WriteDone(out.sink_id, False, actual))
-                    break
-                except Exception as e:
-                    svc.metrics.writes.labels("retry").inc()
-                    log_event(
-                        svc.log,
-                        "write_failed",
-                        level=logging.WARNING,
-                        id=str(out.sink_id),
-                        error=f"{type(e).__name__}: {e}",
-                        retry_in_s=delay,
-                    )
-                    self.stopped.wait(delay)
-                    delay = min(delay * 2, 5.0)
-                else:
-                    svc.metrics.writes.labels("ok").inc()
-                    svc._post(_WriteDone(out.sink_id, True, new))
-                    break
+        if self.job is None:
+            try:
+                self.job = self.jobs.get_nowait()
+            except queue.Empty:
+                return IDLE
+            self.delay = 0.05
+        elif (left := self.retry_at - svc.host.monotonic()) > 0:
+            return left  # woken by a new job while backing off
+        out, token = self.job
+        try:
+            new = svc.store.compare_and_append(
+                str(out.sink_id), list(out.updates), out.lower, out.upper, token
+            )
+        except UpperMismatch as e:
+            actual = e.actual_upper
+            if not isinstance(actual, Antichain):
+                actual = Antichain([actual])
+            svc.metrics.writes.labels("upper_mismatch").inc()
+            svc._post(_WriteDone(out.sink_id, False, actual))
+        except ShardFinalized:
+            # The view was dropped and its shard closed for good: no retry can succeed, and
+            # retrying would hold up every write queued behind this one.
+            svc.metrics.writes.labels("finalized").inc()
+            svc._post(_WriteDone(out.sink_id, False, Antichain.empty()))
+        except Exception as e:
+            svc.metrics.writes.labels("retry").inc()
+            log_event(
+                svc.log,
+                "write_failed",
+                level=logging.WARNING,
+                id=str(out.sink_id),
+                error=f"{type(e).__name__}: {e}",
+                retry_in_s=self.delay,
+            )
+            delay, self.delay = self.delay, min(self.delay * 2, 5.0)
+            self.retry_at = svc.host.monotonic() + delay
+            return delay
+        else:
+            svc.metrics.writes.labels("ok").inc()
+            svc._post(_WriteDone(out.sink_id, True, new))
+        self.job = None
+        return 0.0
+
+    def close(self) -> None:
+        pass
 
 
 class _PersistPeek:
-    """Reads shard ``str(id)`` at ``time`` once its upper passes it, in a thread."""
+    """Reads shard ``str(id)`` at ``time`` once its upper passes it."""
 
     def __init__(self, service: ReplicaService, out: PeekPersist) -> None:
         self.service = service
         self.out = out
-        self.stopped = threading.Event()
-        self.thread = threading.Thread(target=self._run, name=f"peek-{out.uuid}", daemon=True)
+        self.delay = service.poll_s
+        self.task: Task | None = None
 
     def start(self) -> None:
-        self.thread.start()
+        self.task = self.service.host.spawn(f"peek-{self.out.uuid}", self)
 
     def stop(self) -> None:
-        self.stopped.set()
+        if self.task is not None:
+            self.task.stop()
 
-    def _run(self) -> None:
+    def step(self) -> float | None:
         svc, out = self.service, self.out
         shard, t = str(out.collection_id), int(out.timestamp)
-        delay = svc.poll_s
-        while not self.stopped.is_set():
-            try:
-                if not svc.store.upper(shard).less_equal(t):
-                    rows: dict[Row, int] = {}
-                    for row, _t, d in svc.store.snapshot_rows(shard, t):
-                        rows[row] = rows.get(row, 0) + d
-                    svc._post(_PersistDone(out.uuid, rows, None))
-                    return
-            except TidegateError as e:  # unknown shard, compacted past t, finalized
-                svc._post(_PersistDone(out.uuid, None, f"{type(e).__name__}: {e}"))
-                return
-            except Exception as e:
-                log_event(svc.log, "persist_peek_retry", level=logging.WARNING, error=repr(e))
-            self.stopped.wait(delay)
-            delay = min(delay * 2, svc.poll_max_s)
+        try:
+            if not svc.store.upper(shard).less_equal(t):
+                rows: dict[Row, int] = {}
+                for row, _t, d in svc.store.snapshot_rows(shard, t):
+                    rows[row] = rows.get(row, 0) + d
+                svc._post(_PersistDone(out.uuid, rows, None))
+                return None
+        except TidegateError as e:  # unknown shard, compacted past t, finalized
+            svc._post(_PersistDone(out.uuid, None, f"{type(e).__name__}: {e}"))
+            return None
+        except Exception as e:
+            log_event(svc.log, "persist_peek_retry", level=logging.WARNING, error=repr(e))
+        delay, self.delay = self.delay, min(self.delay * 2, svc.poll_max_s)
+        return delay
+
+    def close(self) -> None:
+        pass
 
 
 # -- the service ------------------------------------------------------------------------------
@@ -320,9 +345,13 @@ class ReplicaService:
     ``tick_s``: the periodic step; ``step_delay_s``: how soon after an input
     the loop steps (inputs arriving meanwhile share that step);
     ``poll_s``/``poll_max_s``: the storage polling interval (backing off
-    from the first to the second while idle); ``on_halt(reason)``: called
-    (from the loop thread) when the core demands that the process halt (an
-    incompatible ``CreateInstance`` on reconnect).
+    from the first to the second while idle); ``lease_ms``: the lease of each
+    storage follower's reader (a dead replica's read holds lapse after it);
+    ``on_halt(reason)``: called (from the loop) when the core demands that
+    the process halt (an incompatible ``CreateInstance`` on reconnect);
+    ``host``: where the loop and the IO work run, and the clock
+    (:class:`~.host.ThreadHost` by default); ``clock_ms``: the core's clock
+    (the host's wall clock by default).
     """
 
     def __init__(
@@ -334,27 +363,35 @@ class ReplicaService:
         step_delay_s: float = 0.002,
         poll_s: float = 0.005,
         poll_max_s: float = 0.05,
+        lease_ms: int = DEFAULT_LEASE_MS,
         metrics: ReplicaMetrics | None = None,
         logger: logging.Logger | None = None,
         on_halt: Callable[[str], None] | None = None,
-        clock_ms: Callable[[], int] = _wall_ms,
+        host: ServiceHost | None = None,
+        clock_ms: Callable[[], int] | None = None,
     ) -> None:
+        self.host: ServiceHost = host if host is not None else ThreadHost()
         self.executor = GuardedExecutor(executor)
         self.store = store
         self.tick_s = tick_s
         self.step_delay_s = step_delay_s
         self.poll_s = poll_s
         self.poll_max_s = poll_max_s
+        self.lease_ms = lease_ms
         self.metrics = metrics if metrics is not None else ReplicaMetrics()
         self.log = logger if logger is not None else logging.getLogger(LOGGER_NAME)
         self.on_halt = on_halt
-        self.core = ComputeReplica(self.executor, clock=clock_ms)
+        self.core = ComputeReplica(
+            self.executor, clock=clock_ms if clock_ms is not None else self.host.wall_ms
+        )
         self._events: queue.SimpleQueue[_Event] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._loop, name="replica-loop", daemon=True)
+        self._loop: Task | None = None
         self._lock = threading.Lock()
         self._connections = 0
         self._stopped = False
-        # Loop-thread state.
+        # Loop state (touched only in turns).
+        self._next_tick = 0.0
+        self._soon: float | None = None  # when to step for inputs that arrived
         self._conn: _Connection | None = None
         self._newest = 0
         self._followers: dict[GlobalId, _Follower] = {}
@@ -370,8 +407,9 @@ class ReplicaService:
     # -- lifecycle --------------------------------------------------------------------------
 
     def start(self) -> ReplicaService:
-        self._writer.thread.start()
-        self._thread.start()
+        self._writer.start()
+        self._next_tick = self.host.monotonic() + self.tick_s
+        self._loop = self.host.run_loop(self._turn)
         return self
 
     def stop(self, timeout: float = 10.0) -> None:
@@ -379,10 +417,12 @@ class ReplicaService:
         with self._lock:
             self._stopped = True
         self._events.put(_Stop())
-        if self._thread.is_alive():
-            self._thread.join(timeout)
+        if self._loop is not None:
+            self._loop.wake()
+            self._loop.join(timeout)
         self._writer.stop()
-        self._writer.thread.join(timeout)
+        if self._writer.task is not None:
+            self._writer.task.join(timeout)
 
     @property
     def connections(self) -> int:
@@ -396,10 +436,12 @@ class ReplicaService:
             with self._lock:
                 if self._stopped:
                     event.done.set_exception(ServiceStopped("the replica is shutting down"))
-                else:
-                    self._events.put(event)
-            return
-        self._events.put(event)
+                    return
+                self._events.put(event)
+        else:
+            self._events.put(event)
+        if self._loop is not None:  # outside the lock: a host may run the turn right here
+            self._loop.wake()
 
     # -- ReplicaHandler ---------------------------------------------------------------------
 
@@ -415,47 +457,47 @@ class ReplicaService:
 
     # -- the loop ---------------------------------------------------------------------------
 
-    def _loop(self) -> None:
-        next_tick = time.monotonic() + self.tick_s
-        soon: float | None = None  # when to step for inputs that arrived
+    def _turn(self) -> float | None:
+        """One turn of the loop: handle the events posted so far, step if due.
+
+        Returns the host time of the next turn at the latest (an event posted
+        meanwhile brings it forward), or ``None`` once stopped.
+        """
         try:
+            events: list[_Event] = []
             while True:
-                deadline = next_tick if soon is None else min(next_tick, soon)
                 try:
-                    first = self._events.get(timeout=max(0.0, deadline - time.monotonic()))
-                    events = [first]
+                    events.append(self._events.get_nowait())
                 except queue.Empty:
-                    events = []
-                while True:
-                    try:
-                        events.append(self._events.get_nowait())
-                    except queue.Empty:
-                        break
-                inputs = False
-                for i, ev in enumerate(events):
-                    if isinstance(ev, _Stop):
-                        for rest in events[i + 1 :]:
-                            if isinstance(rest, _Command):
-                                rest.done.set_exception(
-                                    ServiceStopped("the replica is shutting down")
-                                )
-                        return
-                    inputs = self._guarded(self._handle, ev) or inputs
-                now = time.monotonic()
-                if inputs and soon is None:
-                    soon = now + self.step_delay_s
-                if (soon is not None and now >= soon) or now >= next_tick:
-                    self._guarded(self._step)
-                    soon = None
-                    if now >= next_tick:
-                        next_tick = now + self.tick_s
+                    break
+            inputs = False
+            for i, ev in enumerate(events):
+                if isinstance(ev, _Stop):
+                    for rest in events[i + 1 :]:
+                        if isinstance(rest, _Command):
+                            rest.done.set_exception(ServiceStopped("the replica is shutting down"))
+                    self._end()
+                    return None
+                inputs = self._guarded(self._handle, ev) or inputs
+            now = self.host.monotonic()
+            if inputs and self._soon is None:
+                self._soon = now + self.step_delay_s
+            if (self._soon is not None and now >= self._soon) or now >= self._next_tick:
+                self._guarded(self._step)
+                self._soon = None
+                if now >= self._next_tick:
+                    self._next_tick = now + self.tick_s
+            return self._next_tick if self._soon is None else min(self._next_tick, self._soon)
         except BaseException:
             log_event(self.log, "loop_crashed", level=logging.CRITICAL, exc_info=True)
+            self._end()
             raise
-        finally:
-            with self._lock:
-                self._stopped = True
-            self._shutdown_io()
+
+    def _end(self) -> None:
+        """The loop ends: refuse new commands, stop the IO work."""
+        with self._lock:
+            self._stopped = True
+        self._shutdown_io()
 
     def _guarded(self, fn: Callable[..., bool | None], *args: Any) -> bool:
         """``fn(*args)``; a bug in handling one event is logged, and the loop goes on."""
@@ -524,7 +566,7 @@ class ReplicaService:
             ev.done.set_exception(ServiceStopped("preempted by a newer controller connection"))
             return False
         self.metrics.commands.labels(type(cmd).__name__).inc()
-        received = time.monotonic()
+        received = self.host.monotonic()
         try:
             if not conn.started and not isinstance(cmd, Hello):
                 raise StageViolation(
@@ -596,7 +638,7 @@ class ReplicaService:
     def _step(self) -> None:
         if not self.core.stage.is_computation:
             return
-        start = time.perf_counter()
+        start = self.host.monotonic()
         try:
             outputs = self.core.step()
         except Exception as e:
@@ -609,7 +651,7 @@ class ReplicaService:
                 exc_info=not isinstance(e, TidegateError),
             )
             return
-        self.metrics.step_latency.observe(time.perf_counter() - start)
+        self.metrics.step_latency.observe(self.host.monotonic() - start)
         self._perform(outputs)
         self._update_gauges()
 
@@ -687,7 +729,7 @@ class ReplicaService:
                     if isinstance(resp.result, PeekError)
                     else "rows"
                 )
-                self.metrics.peek_latency.labels(kind).observe(time.monotonic() - started)
+                self.metrics.peek_latency.labels(kind).observe(self.host.monotonic() - started)
         elif isinstance(resp, Frontiers) and resp.output is not None:
             if resp.output.is_empty():
                 self._outputs.pop(resp.id, None)

@@ -22,6 +22,7 @@ from tidegate.spec.executor.python import PythonExecutor
 from tidegate.spec.frontier import Antichain, Row
 from tidegate.spec.ids import GlobalId
 from tidegate.spec.protocol import (
+    AllowWrites,
     CreateDataflow,
     Frontiers,
     Peek,
@@ -33,6 +34,7 @@ from tidegate.spec.protocol import (
     Schedule,
 )
 from tidegate.spec.protocol.responses import PeekResult
+from tidegate.spec.protocol.types import MaterializedViewConnection, SinkExport
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -133,6 +135,35 @@ def test_executor_exceptions_become_typed_errors_and_the_service_keeps_serving(
     assert _sample(service, "tidegate_replica_step_errors_total") == 2
     assert _sample(service, "tidegate_replica_command_errors_total", error="DataflowRejected") == 1
     assert service.executor.failures == 4  # install, peek, two steps
+
+
+def test_a_write_to_a_finalized_view_does_not_block_the_writes_after_it(
+    served: tuple[ReplicaService, str, FlakyExecutor, Tables],
+) -> None:
+    """The view was dropped (its shard finalized) while its write was queued: the writer gives
+    that write up as failed at the empty frontier, rather than retrying it forever in front of
+    every other view's writes."""
+    service, address, _executor, tables = served
+    t, gone, kept = tables.create(), tables.create(), tables.create()
+    tables.append(t, ROWS, 3)
+    tables.store.finalize_shard(str(gone), force=True)
+
+    def view(sink: GlobalId) -> CreateDataflow:
+        obj = fresh_id()
+        sinks = [SinkExport(sink, obj, MaterializedViewConnection())]
+        return CreateDataflow(index_dataflow(t, obj=obj, sinks=sinks))
+
+    async def main() -> None:
+        c = await Client.connect(address)
+        await c.initialized(view(gone), Schedule(gone), AllowWrites(gone))
+        await c.drain(0.3)  # its write is tried (and, before the fix, retried forever)
+        await c.send(view(kept), Schedule(kept), AllowWrites(kept))
+        await c.until(lambda r: isinstance(r, Frontiers) and r.id == kept and r.write == at(3))
+        await c.close()
+
+    anyio.run(main)
+    assert tables.contents(kept, 2) == {(1, "a"): 1, (2, "b"): 1, (3, "c"): 1}
+    assert _sample(service, "tidegate_replica_writes_total", outcome="finalized") == 1
 
 
 class StatusExecutor(PythonExecutor):
