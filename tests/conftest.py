@@ -2,13 +2,25 @@
 
 Hypothesis profiles: ``dev`` (default, quick), ``ci`` (what ``make test``
 uses under CI), ``nightly`` (long). Pick one with ``HYPOTHESIS_PROFILE``.
+
+The Spark fixtures (``spark``, ``standalone_cluster``) come from the plugin
+module ``tests/spark_cluster.py``. Spark's Python workers of an in-process
+session run this interpreter (the one with tidegate installed), not whatever
+``python3`` is first on the PATH.
 """
 
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 from hypothesis import HealthCheck, settings
+
+sys.path.insert(0, str(Path(__file__).parent))
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+pytest_plugins = ["spark_cluster"]
 
 settings.register_profile("dev", max_examples=50, deadline=None)
 settings.register_profile(

@@ -1,19 +1,13 @@
 """The replica process on Spark: ``--executor spark`` on ``local[2]``, and against a Spark
-standalone master and worker started on loopback from the pyspark package."""
+standalone master and worker started on loopback from the pyspark package (the
+``standalone_cluster`` fixture of ``tests/spark_cluster.py``)."""
 
 from __future__ import annotations
 
-import os
-import re
-import subprocess
-import sys
-import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
-import pyspark
 import pytest
 from replica_harness import (
     Client,
@@ -24,6 +18,7 @@ from replica_harness import (
     index_dataflow,
     replica_process,
 )
+from spark_cluster import LOOPBACK_ENV
 
 from tidegate.spec.protocol import (
     CreateDataflow,
@@ -36,14 +31,6 @@ from tidegate.spec.protocol import (
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
-
-SPARK_HOME = str(Path(pyspark.__file__).parent)
-LOOPBACK_ENV = {
-    "SPARK_HOME": SPARK_HOME,
-    "SPARK_LOCAL_IP": "127.0.0.1",
-    "PYSPARK_PYTHON": sys.executable,
-    "PYSPARK_DRIVER_PYTHON": sys.executable,
-}
 
 
 def _peek(idx: object, t: int) -> Peek:
@@ -89,81 +76,6 @@ def test_a_replica_process_on_local_spark(tmp_path: Path) -> None:
     ) as replica:
         index_append_peek(replica, tables)
         assert replica.terminate(60) == 0
-
-
-# -- a standalone cluster on loopback ---------------------------------------------------------
-
-
-def _daemon(log: Path, cls: str, *args: str) -> subprocess.Popen[bytes]:
-    env = {
-        **os.environ,
-        **LOOPBACK_ENV,
-        "SPARK_DAEMON_MEMORY": "256m",
-        "SPARK_WORKER_DIR": str(log.parent / "work"),
-        "SPARK_LOG_DIR": str(log.parent),
-    }
-    with log.open("wb") as out:
-        return subprocess.Popen(
-            [os.path.join(SPARK_HOME, "bin", "spark-class"), cls, *args],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,
-        )
-
-
-def _wait_in_log(
-    log: Path, pattern: str, proc: subprocess.Popen[bytes], timeout: float
-) -> re.Match[str]:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        m = re.search(pattern, log.read_text(errors="replace"))
-        if m is not None:
-            return m
-        if proc.poll() is not None:
-            break
-        time.sleep(0.2)
-    raise AssertionError(f"{pattern!r} not in {log}:\n{log.read_text(errors='replace')[-3000:]}")
-
-
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-
-
-@pytest.fixture
-def standalone_cluster(tmp_path: Path) -> Iterator[str]:
-    """A master and one worker (2 cores, 1 GiB) on 127.0.0.1; yields the master URL."""
-    logs = tmp_path / "spark"
-    logs.mkdir()
-    master = _daemon(
-        logs / "master.out",
-        "org.apache.spark.deploy.master.Master",
-        *("--host", "127.0.0.1", "--port", "0", "--webui-port", "0"),
-    )
-    worker = None
-    try:
-        m = _wait_in_log(
-            logs / "master.out", r"Starting Spark master at (spark://127\.0\.0\.1:\d+)", master, 120
-        )
-        url = m.group(1)
-        worker = _daemon(
-            logs / "worker.out",
-            "org.apache.spark.deploy.worker.Worker",
-            url,
-            *("--host", "127.0.0.1", "--webui-port", "0", "--cores", "2", "--memory", "1g"),
-        )
-        _wait_in_log(logs / "worker.out", r"Successfully registered with master", worker, 120)
-        yield url
-    finally:
-        if worker is not None:
-            _stop(worker)
-        _stop(master)
 
 
 def test_a_replica_process_on_a_standalone_spark_cluster(
