@@ -43,7 +43,6 @@ from tidegate.spec.errors import (
     Indeterminate,
     ShardFinalized,
     TidegateError,
-    UnknownShard,
     UpperMismatch,
 )
 from tidegate.spec.frontier import Antichain, Update
@@ -154,23 +153,16 @@ class ShardStorageIO:
         return await self.retrying(f"create shard {id}", self._ensure, id)
 
     def _ensure(self, id: GlobalId) -> ShardFrontiers:
+        """The since is the controller's own reader's: the shard's since (the meet over every
+        reader) can be held back by a replica's leased reader, which may let go at any time, so
+        a time below the controller's since is not one it can keep readable."""
         name = shard_name(id)
         self.store.create_shard(name, self._schemas[id])
         self.store.register_critical_reader(name, self.reader_id)
         state = self.store.state(name)
-        return ShardFrontiers(state.since, state.upper)
-
-    async def shard_frontiers(self, id: GlobalId) -> ShardFrontiers | None:
-        """The shard's durable ``since`` and ``upper`` (``None`` if it does not exist)."""
-
-        def read() -> ShardFrontiers | None:
-            try:
-                state = self.store.state(shard_name(id))
-            except UnknownShard:
-                return None
-            return ShardFrontiers(state.since, state.upper)
-
-        return await self.retrying(f"read shard {id}", read)
+        held = state.reader_since(self.reader_id)
+        since = state.since if held is None else state.since.join(held)
+        return ShardFrontiers(since, state.upper)
 
     async def uppers(self, ids: Iterable[GlobalId]) -> dict[GlobalId, Antichain]:
         """The current uppers of the shards of ``ids`` (missing shards are left out)."""

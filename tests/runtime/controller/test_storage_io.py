@@ -127,6 +127,26 @@ def test_since_downgrades_reach_the_critical_reader_and_drop_finalizes() -> None
     run_io(main)
 
 
+def test_a_restored_controller_takes_its_own_readers_since_not_a_lagging_replicas() -> None:
+    """Regression (simulator, ``tidegate sim run --seed 114 --scenario standard``): a replica's
+    leased reader, which moves its since lazily, held the shard's since behind the controller's
+    own. A restarted controller took that lower since, chose an index's as-of below its own
+    since, and the replica's read failed once the lease let go. The controller can only keep
+    readable what its critical reader holds."""
+
+    async def main(io: ShardStorageIO, rec: Recorder, s: ShardStore) -> None:
+        await io.ensure_shard(G, SCHEMA)
+        s.compare_and_append(str(G), [], 0, 10)
+        s.register_leased_reader(str(G), "replica-r1")  # holds the since at 0
+        s.downgrade_since(str(G), CONTROLLER_READER, Antichain([6]))
+        assert s.since(str(G)) == Antichain([0])
+        restored = ShardStorageIO(s)  # the next incarnation, same reader id
+        fr = await restored.ensure_shard(G, SCHEMA)
+        assert (fr.since, fr.upper) == (Antichain([6]), Antichain([10]))
+
+    run_io(main)
+
+
 def test_transient_failures_are_retried_and_a_write_whose_answer_was_lost_lands_once() -> None:
     """A write whose compare-and-set applied but whose answer was lost used to be reported
     *failed* (so the client's append failed though its rows landed); a downgrade or drop that
