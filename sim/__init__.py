@@ -6,10 +6,11 @@ only the world around it is simulated. A run hosts ``tidegate.runtime`` itself
 timestamp oracle, group commit, the shard store's IO, the production
 ``ControllerDriver`` -- over a simulated network, a simulated disk (Blob and
 Consensus with latency, failures, crash points and torn writes) and virtual
-time, with replicas (the spec ``ComputeReplica`` on the ``PythonExecutor``) and
-clients that act through the public ``Environment`` API. Everything runs in
-one trio run whose clock and scheduler are deterministic, and every choice
-comes from the seed, so the same seed gives a byte-identical trace.
+time, with replicas (by default the spec ``ComputeReplica`` on the
+``PythonExecutor``, or the real replica service) and clients that act through
+the public ``Environment`` API. Everything runs in one trio run whose clock and
+scheduler are deterministic, and every choice comes from the seed, so the same
+seed gives a byte-identical trace.
 
 * :mod:`.choices` -- the sources of nondeterminism (seeded streams, or Hypothesis draws);
 * :mod:`.faults` -- plans as data: faults and client actions, generated, saved, replayed;
@@ -19,6 +20,7 @@ comes from the seed, so the same seed gives a byte-identical trace.
 * :mod:`.storage`, :mod:`.process`, :mod:`.platform` -- the disk, processes that die,
   and the platform the runtime runs on;
 * :mod:`.replica` -- a replica process: the spec ``ComputeReplica`` over the ``PythonExecutor``;
+  :mod:`.service_replica` -- the option of running ``tidegate.replica``'s real service instead;
 * :mod:`.controller` -- the controller process: the runtime's ``Environment``, killed and restored;
 * :mod:`.clients` -- the workload, through the public API; :mod:`.history` -- what clients
   saw, and its offline checker (strict serializability);
@@ -29,9 +31,11 @@ comes from the seed, so the same seed gives a byte-identical trace.
 * :mod:`.mutants` -- deliberately broken variants, to measure bug-finding power;
 * :mod:`.strategies` -- ``scenarios()`` for ``@given``, and ``run_scenario`` to shrink runs.
 
->>> from tidegate.sim import RunOptions, run_simulation, small
->>> result = run_simulation(RunOptions(seed=1, scenario=small()))  # doctest: +SKIP
->>> result.ok, result.trace_digest[:8]  # doctest: +SKIP
+Running one seed (the README shows more)::
+
+    from tidegate.sim import RunOptions, run_simulation, small
+    result = run_simulation(RunOptions(seed=1, scenario=small()))
+    print(result.summary())   # seed 1 [small] ok
 """
 
 from __future__ import annotations

@@ -2,9 +2,10 @@
 
 Each seed is an independent, deterministic run; a campaign farms seeds out to
 ``jobs`` worker processes (``multiprocessing``) or, given a Spark master, runs
-them as tasks of one Spark job (the project's own distributed engine), and
-ends with a summary: passes, failures, wall time, the failing seeds with their
-broken property and the command that reruns each, the totals of the
+each as a Spark task on that cluster (the project's own distributed engine),
+as many at once as it has task slots. It ends with a summary: passes,
+failures, wall time, the failing seeds with their broken property and the
+command that reruns each, the totals of the
 "sometimes" counters, the fault kinds that were enabled but never fired (a
 fault hook that is never installed makes a campaign falsely green), and, on
 request, what the runs reached: protocol rules, error types and effect kinds
@@ -14,11 +15,15 @@ trace files come back with their outcomes, to save and replay.
 
 from __future__ import annotations
 
+import gc
 import json
 import multiprocessing
+import os
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
@@ -175,19 +180,80 @@ def run_seed(task: Task) -> SeedOutcome:
         )
     if measure is not None:
         data = measure.get_data()
-        outcome = replace(
-            outcome, lines={f: sorted(data.lines(f) or ()) for f in data.measured_files()}
-        )
+        imported = _imported_files()
+        measured: dict[str, list[int]] = {}
+        for f in data.measured_files():
+            ran = set(data.lines(f) or ())
+            if os.path.realpath(f) in imported:
+                ran |= _import_time_lines(f)
+            measured[f] = sorted(ran)
+        outcome = replace(outcome, lines=measured)
     return outcome
 
 
 def _line_coverage() -> Any:
-    """A coverage.py measurement of the runtime and the spec (not the simulator itself)."""
+    """A coverage.py measurement of the runtime and the spec (not the simulator itself).
+
+    The modules are imported before the measurement starts (in this process or the
+    parent a worker was forked from), so coverage.py sees none of their import-time
+    lines and says so; :func:`run_seed` adds those lines itself (:func:`_import_time_lines`).
+    """
     import coverage
 
-    return coverage.Coverage(
+    cov = coverage.Coverage(
         data_file=None, source_pkgs=["tidegate.runtime", "tidegate.spec"], branch=False
     )
+    cov.set_option("run:disable_warnings", ["module-not-measured", "no-data-collected"])
+    return cov
+
+
+def _imported_files() -> set[str]:
+    """The real paths of the tidegate modules this process has imported."""
+    out: set[str] = set()
+    for name, module in list(sys.modules.items()):
+        path = getattr(module, "__file__", None)
+        if name.startswith("tidegate.") and path:
+            out.add(os.path.realpath(path))
+    return out
+
+
+def _import_time_lines(path: str) -> set[int]:
+    """The lines of a module that run when it is imported (approximately).
+
+    Module and class bodies, and the headers (decorators and ``def`` line) of
+    functions, but not function bodies, nor ``if TYPE_CHECKING:`` blocks.
+    """
+    import ast
+
+    try:
+        tree = ast.parse(Path(path).read_text())
+    except (OSError, SyntaxError, ValueError):
+        return set()
+    lines: set[int] = set()
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            first = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", ()))])
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines.update(range(first, node.lineno + 1))
+            elif isinstance(node, ast.ClassDef):
+                lines.update(range(first, node.lineno + 1))
+                visit(node.body)
+            elif isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+                lines.add(node.lineno)
+                visit(node.orelse)
+            elif isinstance(node, ast.If | ast.For | ast.While | ast.With | ast.Try):
+                lines.add(node.lineno)
+                for name in ("body", "orelse", "finalbody"):
+                    visit(getattr(node, name, []))
+                for handler in getattr(node, "handlers", []):
+                    lines.add(handler.lineno)
+                    visit(handler.body)
+            else:
+                lines.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
+
+    visit(tree.body)
+    return lines
 
 
 class ProgressBar:
@@ -378,13 +444,66 @@ def _lines_summary(lines: dict[str, set[int]]) -> str:
     )
 
 
-def _on_spark(tasks: list[Task], master: str) -> Iterator[SeedOutcome]:
-    """Run each seed as a Spark task on ``master``; outcomes (and failing traces) come back."""
+SPARK_JOBS_IN_FLIGHT = 64
+"""At most this many seeds are submitted to Spark at once (one single-task job each)."""
+
+
+def _spark_context(master: str) -> Any:
+    """The process's SparkContext on ``master``: the active one, or a new campaign session.
+
+    Spark allows one context per process, so a context already running on another
+    master is refused rather than silently used. A new one runs its Python workers on
+    this interpreter (which has tidegate) unless ``PYSPARK_PYTHON`` says otherwise.
+    """
+    from pyspark import SparkContext
+
+    active = SparkContext._active_spark_context
+    if active is not None:
+        if active.master != master:
+            raise ValueError(
+                f"this process already has a SparkContext on {active.master}: a campaign "
+                f"cannot run on {master} here (Spark allows one context per process)"
+            )
+        return active
     from tidegate.replica.spark.session import spark_session
 
-    spark = spark_session(master, app_name="tidegate-sim-campaign")
-    rdd = spark.sparkContext.parallelize(tasks, numSlices=len(tasks))
-    yield from rdd.map(run_seed).toLocalIterator()
+    unset = "PYSPARK_PYTHON" not in os.environ
+    if unset:
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+    try:
+        return spark_session(master, app_name="tidegate-sim-campaign").sparkContext
+    finally:
+        if unset:
+            os.environ.pop("PYSPARK_PYTHON", None)
+
+
+def _on_spark(tasks: list[Task], master: str) -> Iterator[SeedOutcome]:
+    """Run each seed as a Spark task on ``master``; outcomes (and failing traces) come back.
+
+    Each seed is a one-task job submitted from its own thread, so the cluster runs as
+    many at once as it has task slots and outcomes stream back as seeds finish (a
+    single job's ``toLocalIterator`` would run its partitions one after another). When
+    the campaign ends early the jobs still queued or running are cancelled.
+    """
+    sc = _spark_context(master)
+    group = f"tidegate-sim-campaign-{uuid.uuid4().hex}"
+
+    def one(task: Task) -> SeedOutcome:
+        sc.setJobGroup(group, f"tidegate sim seed {task[0]}", interruptOnCancel=True)
+        outcomes: list[SeedOutcome] = sc.parallelize([task], 1).map(run_seed).collect()
+        return outcomes[0]
+
+    pool = ThreadPoolExecutor(min(len(tasks), SPARK_JOBS_IN_FLIGHT) or 1)
+    futures = [pool.submit(one, task) for task in tasks]
+    try:
+        for done in as_completed(futures):
+            yield done.result()
+    finally:
+        if not all(f.done() for f in futures):
+            for f in futures:
+                f.cancel()
+            sc.cancelJobGroup(group)
+        pool.shutdown(wait=True)
 
 
 def _imap(tasks: list[Task], jobs: int, spark_master: str | None = None) -> Iterator[SeedOutcome]:
@@ -399,8 +518,26 @@ def _imap(tasks: list[Task], jobs: int, spark_master: str | None = None) -> Iter
     # entry point without a main guard would otherwise run again in every worker).
     methods = multiprocessing.get_all_start_methods()
     ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
-    with ctx.Pool(min(jobs, len(tasks))) as pool:
+    with _pool(ctx, min(jobs, len(tasks))) as pool:
         yield from pool.imap_unordered(run_seed, tasks, chunksize=1)
+
+
+def _pool(ctx: Any, processes: int) -> Any:
+    """A pool of ``processes`` workers that never finalize this process's objects.
+
+    The garbage of this process is collected before the workers fork, and what lives
+    is frozen while they do: a forked worker's collections then skip the inherited
+    heap, and never run the finalizers of objects whose resources it does not have.
+    (A test session's leftover gRPC calls, collected in forked workers, made every
+    collection there wait for threads that only exist in the parent: runs of a second
+    took minutes.)
+    """
+    gc.collect()
+    gc.freeze()
+    try:
+        return ctx.Pool(processes)
+    finally:
+        gc.unfreeze()
 
 
 def run_campaign(

@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from tidegate.runtime.catalog import IndexEntry, MaterializedViewEntry, TableEntry
 from tidegate.runtime.environment import DEFAULT_READ_POLICY, INSTANCE, Environment
+from tidegate.runtime.storage.store import decoded_state
 from tidegate.spec.compute import FrontierUpper
 from tidegate.spec.errors import TidegateError
 from tidegate.spec.frontier import Antichain, Row
@@ -527,6 +528,31 @@ class Checker:
 
     def _check_cleanup(self, env: Environment) -> None:
         ctl = env.driver.ctl
+        # A subscribe lives as long as a client reads it: one that ended (its replica failed,
+        # its client left) is dropped, so its holds go.
+        reading = {str(s.stream_id) for s in self.world.clients.subs if s.stream_id is not None}
+        for c in ctl.instance(INSTANCE).collections():
+            if c.id.is_transient and not c.dropped and str(c.id) not in reading:
+                self.violate(
+                    "drops_clean_up",
+                    f"subscribe {c.id} has no client any more but still exists (since "
+                    f"{c.read_frontier}, holding its inputs)",
+                )
+        # Every shard on disk belongs to a live catalog object or is finalized: a collection
+        # dropped around a controller's death is cleaned up by the next one.
+        live = {str(e.id) for e in env.state.entries()}
+        for key in self.world.disk.consensus.list_keys():
+            if "/" in key or key in live:
+                continue
+            head = self.world.disk.consensus.head(key)
+            if head is None:
+                continue
+            state = decoded_state(key, head.seqno, head.data)
+            if not state.finalized:
+                self.violate(
+                    "drops_clean_up",
+                    f"shard {key} belongs to no catalog object but was never finalized",
+                )
         known = {c.id for c in ctl.instance(INSTANCE).collections(include_dropped=True)}
         storage = {c.id: c for c in ctl.storage.collections()}
         self.truth.refresh()
@@ -536,8 +562,8 @@ class Checker:
                     "drops_clean_up",
                     f"dropped {gid} is still known to the compute controller at the end",
                 )
-            c = storage.get(gid)
-            if c is not None and not c.is_dropped:
+            sc = storage.get(gid)
+            if sc is not None and not sc.is_dropped:
                 self.violate("drops_clean_up", f"dropped {gid} is still a storage collection")
             shard = self.truth.frontiers.get(str(gid))
             if shard is not None and (shard[0].elements or shard[1].elements):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -20,7 +21,7 @@ from typing import Any
 
 from .campaign import verdict
 from .faults import FaultPlan
-from .scenario import SCENARIOS, Scenario
+from .scenario import REPLICA_KINDS, SCENARIOS, Scenario
 
 __all__ = ["build_parser", "main"]
 
@@ -33,6 +34,8 @@ def _scenario(args: argparse.Namespace, saved: Scenario | None = None) -> Scenar
     sc = saved if saved is not None and args.scenario is None else resolve_scenario(args.scenario)
     if getattr(args, "replicas", None) is not None:
         sc = replace(sc, replicas=args.replicas)
+    if getattr(args, "replica", None) is not None:
+        sc = replace(sc, replica=args.replica)
     if getattr(args, "virtual_seconds", None) is not None:
         sc = replace(sc, duration_ms=int(args.virtual_seconds * 1000))
     return sc
@@ -98,7 +101,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
             result.plan.save(Path(saved))
             print(f"plan (faults and client actions) saved to {saved}; it reruns this very run:")
             again = f"tidegate sim run --seed {args.seed} --scenario {_scenario_arg(args)}"
-            again += f" --plan {saved}" + (f" --mutant {args.mutant}" if args.mutant else "")
+            again += f" --plan {shlex.quote(saved)}"
+            again += f" --mutant {args.mutant}" if args.mutant else ""
             print("  " + again, file=out)
         return EXIT_VIOLATION
     if args.save_plan:
@@ -109,9 +113,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _scenario_arg(args: argparse.Namespace) -> str:
     """How the command line named the scenario, overrides included (for the commands it prints)."""
-    text = str(args.scenario or "small")
+    text = shlex.quote(str(args.scenario or "small"))
     if getattr(args, "replicas", None) is not None:
         text += f" --replicas {args.replicas}"
+    if getattr(args, "replica", None) is not None:
+        text += f" --replica {args.replica}"
     if getattr(args, "virtual_seconds", None) is not None:
         text += f" --virtual-seconds {args.virtual_seconds:g}"
     return text
@@ -119,6 +125,7 @@ def _scenario_arg(args: argparse.Namespace) -> str:
 
 def _cmd_campaign(args: argparse.Namespace) -> int:
     from .campaign import ProgressBar, parse_seeds, run_campaign
+    from .shrink import replay_command
 
     try:
         seeds = parse_seeds(args.seeds)
@@ -149,7 +156,7 @@ def _cmd_campaign(args: argparse.Namespace) -> int:
     print(report.table())
     if args.save_failures and report.failures:
         for path in report.save_failures(args.save_failures):
-            print(f"saved {path} (replay it with: tidegate sim replay {path})")
+            print(f"saved {path} (replay it with: {replay_command(str(path))})")
     if report.failures:
         return EXIT_VIOLATION
     if args.require_fired and report.never_fired():
@@ -261,6 +268,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     def shape(p: argparse.ArgumentParser) -> None:
         p.add_argument("--replicas", type=int, help="override the scenario's replica count")
+        p.add_argument(
+            "--replica",
+            choices=REPLICA_KINDS,
+            help="override what runs as a replica: spec (the spec's ComputeReplica, the "
+            "built-in scenarios' choice) or service (the real replica service)",
+        )
         p.add_argument("--virtual-seconds", type=float, help="override the scenario's duration")
 
     run = sub.add_parser("run", help="run one seed and check every property")

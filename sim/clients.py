@@ -47,7 +47,7 @@ from .choices import ChoiceSource, chance, pick
 from .faults import Action
 from .history import ClientHistory, finishing_to_json, row_out
 from .process import ProcessKilled
-from .scenario import DataflowSpec, Scenario
+from .scenario import DataflowSpec, Scenario, WorkloadMix
 
 if TYPE_CHECKING:
     from .world import World
@@ -60,23 +60,10 @@ _WORDS = ("ann", "bob", "cy", "dee", "eve", "fay")
 _REGIONS = ("north", "south", "east")
 TABLE_LAG_MS = 300
 INDEX_LAG_MS = 200
-ACTION_KINDS = (
-    "append",
-    "append_many",
-    "append_peek",
-    "peek",
-    "peek_at",
-    "peek_key",
-    "peek_invalid",
-    "peek_future",
-    "cancel_peek",
-    "create_dataflow",
-    "drop_dataflow",
-    "set_read_policy",
-    "subscribe",
-    "unsubscribe",
-    "hydration",
-)
+GRANULARITY_MS = 1000
+"""Read policies round sinces to ``min(lag, 1 s)``, as Materialize's do (the granularity of the
+compaction window): a since then moves every ``lag`` ms, not at every commit."""
+ACTION_KINDS = WorkloadMix.ACTIONS
 
 
 @dataclass(eq=False)
@@ -87,6 +74,8 @@ class _Sub:
     spec: DataflowSpec
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
     upper: Antichain | None = None
+    stream_id: GlobalId | None = None
+    """The runtime's id of the subscribe, while its client reads it."""
 
 
 class Clients:
@@ -224,7 +213,7 @@ class Clients:
                 "table", self.world.kernel.now_ms, name=t.id, id=str(self.table_ids[t.id])
             )
         for t in self.scenario.tables:
-            await env.set_read_policy(t.id, LagWriteFrontier(TABLE_LAG_MS, 50))
+            await env.set_read_policy(t.id, LagWriteFrontier(TABLE_LAG_MS, GRANULARITY_MS))
         self.ready = True
         for spec in self.scenario.dataflows:
             if spec.kind != "subscribe" and spec.name not in self.objects:
@@ -436,7 +425,12 @@ class Clients:
             return "skip"
         return lo + k % (hi - lo)
 
-    async def _do_peek(self, env: Environment, args: Mapping[str, Any]) -> None:
+    async def _do_peek(
+        self,
+        env: Environment,
+        args: Mapping[str, Any],
+        issued: Callable[[tuple[dict[str, Any], trio.CancelScope]], None] | None = None,
+    ) -> None:
         target = str(args["target"])
         gid = self._ref(target)
         if gid is None:
@@ -474,6 +468,8 @@ class Clients:
         scope = trio.CancelScope()
         entry = (ev, scope)
         self.peeks.append(entry)
+        if issued is not None:
+            issued(entry)
         try:
             with scope:
                 ok, value = await self._call(
@@ -527,19 +523,32 @@ class Clients:
                 "valid_reads_answered",
                 f"peek {ev['n']} of {ev['name']} at {ev['at']} within its bounds was refused: {error}",
             )
+        if error.startswith("DependencyDropped"):
+            self.world.count("peek_ended_by_drop")
+            if not any(d["id"] == ev["target"] for d in self.history.ops("drop")):
+                self.world.violate(
+                    "valid_reads_answered",
+                    f"peek {ev['n']} of {ev['name']} failed with {error}, "
+                    f"but no client dropped {ev['target']}",
+                )
 
     def _draw_cancel_peek(self) -> dict[str, Any] | None:
-        if not self.peeks:
-            return None
-        return {"k": self.source.integer(0, 999)}
+        """A peek that its client gives up on after ``after_ms`` (answered by then or not)."""
+        args = self._draw_peek(pick(self.source, ("fresh", "valid")))
+        assert args is not None
+        args["after_ms"] = self.source.integer(0, 12)
+        return args
 
     async def _do_cancel_peek(self, env: Environment, args: Mapping[str, Any]) -> None:
-        if not self.peeks:
-            return
-        ev, scope = self.peeks[int(args["k"]) % len(self.peeks)]
-        self.world.count("peek_cancelled_while_pending")
-        self.world.record("cancel_peek", n=ev["n"])
-        scope.cancel()
+        mine: list[tuple[dict[str, Any], trio.CancelScope]] = []
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(self._do_peek, env, args, mine.append)
+            await trio.sleep(int(args["after_ms"]) / 1000)
+            for ev, scope in mine:
+                if ev["status"] == "pending":
+                    self.world.count("peek_cancelled_while_pending")
+                    self.world.record("cancel_peek", n=ev["n"])
+                    scope.cancel()
 
     # dataflows
     def _plan(self, spec: DataflowSpec) -> Plan:
@@ -584,7 +593,7 @@ class Clients:
             )
             self.world.count(f"create_{spec.kind}")
             if spec.kind == "index":
-                await env.set_read_policy(gid, LagWriteFrontier(INDEX_LAG_MS, 20))
+                await env.set_read_policy(gid, LagWriteFrontier(INDEX_LAG_MS, GRANULARITY_MS))
 
     def _check_no_effect(self, env: Environment, ev: Mapping[str, Any], name: str) -> None:
         """A refused create left nothing behind."""
@@ -636,7 +645,8 @@ class Clients:
             return
         lag = int(args["lag"])
         ev = self.history.invoke("policy", self.world.kernel.now_ms, target=str(gid), lag_ms=lag)
-        await self._call(ev, lambda: env.set_read_policy(gid, LagWriteFrontier(lag, 10)))
+        policy = LagWriteFrontier(lag, GRANULARITY_MS)
+        await self._call(ev, lambda: env.set_read_policy(gid, policy))
 
     # subscribes
     def _draw_subscribe(self) -> dict[str, Any] | None:
@@ -644,7 +654,7 @@ class Clients:
         if not subs or len(self.subs) >= 4:
             return None
         args: dict[str, Any] = {"dataflow": pick(self.source, subs)}
-        if chance(self.source, 150):
+        if chance(self.source, 350):
             replicas = sorted(self.world.replica_names())
             if replicas:
                 args["replica"] = pick(self.source, replicas)
@@ -666,6 +676,7 @@ class Clients:
             if not ok:
                 return
             ev["id"] = str(stream.id)
+            sub.stream_id = stream.id
             self.world.count("subscribe")
             with sub.scope:
                 async with stream:
@@ -681,6 +692,7 @@ class Clients:
                         )
                         if batch.error is not None:
                             self.world.count("subscribe_error")
+                            self._judge_subscribe_error(sub, batch.error)
         except (trio.Cancelled, ProcessKilled):
             if ev.get("id") is not None and sub.upper is not None and self.world.controller.dying:
                 self.history.batch(
@@ -689,6 +701,17 @@ class Clients:
             raise
         finally:
             self.subs.remove(sub)
+
+    def _judge_subscribe_error(self, sub: _Sub, error: str) -> None:
+        """A subscribe may end with an error only if its target replica went or an input was dropped."""
+        dropped = {d["id"] for d in self.history.ops("drop")}
+        if error.endswith("was dropped while the subscribe ran"):
+            self.world.count("subscribe_ended_by_drop")
+            if error.split()[0] not in dropped:
+                self.world.violate(
+                    "valid_reads_answered",
+                    f"subscribe {sub.n} ended with {error!r}, but no client dropped that",
+                )
 
     def _draw_unsubscribe(self) -> dict[str, Any] | None:
         return {"k": self.source.integer(0, 999)} if self.subs else None

@@ -52,12 +52,14 @@ class Mutant:
 
     ``undetectable`` is ``None`` for bugs the default campaign must find; otherwise it
     says why the simulator cannot observe this bug yet (a known gap, tested as such).
+    ``scenario`` names the built-in scenario whose campaign is expected to find it.
     """
 
     name: str
     description: str
     patch: Patch
     undetectable: str | None = None
+    scenario: str = "small"
 
 
 @contextmanager
@@ -699,6 +701,7 @@ _ALL = [
         "a restarted controller never reconciles storage, so shards of collections dropped "
         "around a crash are never finalized",
         _restore_skips_reconcile_patch,
+        scenario="churn",
     ),
     Mutant(
         "fresh_reads_from_uppers",

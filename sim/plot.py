@@ -28,7 +28,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Canvas", "TraceSummary", "plot_file", "render", "summarise"]
+__all__ = ["Canvas", "TraceSummary", "plot_file", "plot_paths", "render", "summarise"]
 
 Color = tuple[int, int, int]
 
@@ -589,7 +589,9 @@ def _html(canvas: Canvas, title: str) -> str:
 def plot_file(path: str | Path, out: str | Path | None = None) -> tuple[Path, Path]:
     """Re-run a saved trace or plan file (keeping every trace line) and draw it; returns the PNG and HTML paths.
 
-    ``out`` is a path prefix (default: the input path without its suffix). The
+    ``out`` is a path prefix (default: the input path without its ``.json``): the
+    files are ``<prefix>.png`` and ``<prefix>.html``, whatever dots the prefix has
+    (``run.shrunk.json`` draws to ``run.shrunk.png``, never onto ``run.png``). The
     re-run must reproduce the saved digest; a mismatch is noted in the title.
     """
     from .replay import load_replayable
@@ -612,11 +614,17 @@ def plot_file(path: str | Path, out: str | Path | None = None) -> tuple[Path, Pa
         summary.violation = (int(v.at_ms), str(v.property))
     summary.end_ms = max(1, result.stats.virtual_ms)
     canvas = render(summary)
-    prefix = Path(out) if out is not None else p.with_suffix("")
-    png, html = prefix.with_suffix(".png"), prefix.with_suffix(".html")
+    png, html = plot_paths(p, out)
     png.write_bytes(canvas.png())
     html.write_text(_html(canvas, title))
     return png, html
+
+
+def plot_paths(path: str | Path, out: str | Path | None = None) -> tuple[Path, Path]:
+    """Where :func:`plot_file` draws ``path``: ``<prefix>.png`` and ``<prefix>.html``."""
+    p = Path(path)
+    prefix = Path(out) if out is not None else p.with_name(p.name.removesuffix(".json"))
+    return prefix.with_name(prefix.name + ".png"), prefix.with_name(prefix.name + ".html")
 
 
 def _scenario_name(data: dict[str, Any]) -> str:

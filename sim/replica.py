@@ -25,13 +25,13 @@ Callbacks of an earlier incarnation are dropped.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from tidegate.runtime.controller.storage_io import is_transient
 from tidegate.runtime.storage.store import Listener, ShardStore
-from tidegate.runtime.transport.handler import ResponseSink
+from tidegate.runtime.transport.handler import ReplicaSession, ResponseSink
 from tidegate.spec.compute_replica import ComputeReplica
 from tidegate.spec.compute_replica.outputs import (
     PeekPersist,
@@ -155,8 +155,10 @@ class _State:
     soon: EventHandle | None = None
 
 
-class SimReplica:
-    """One replica process (see the module docstring); ``name`` is its replica id."""
+class ReplicaProcess:
+    """What every simulated replica process has, whatever it runs: a name, a process that
+    dies and restarts, an endpoint on the network, a step interval and a storage client of
+    its own; and the ``crash_replica_rehydrating`` fault."""
 
     def __init__(self, name: str, world: ReplicaWorld) -> None:
         self.name = name
@@ -165,11 +167,8 @@ class SimReplica:
         self.endpoint = SimReplicaEndpoint(world.network, name, self)
         self.endpoint.now_ms = lambda: world.kernel.now_ms
         self.step_ms = world.latencies.integer(*world.step_ms)
-        self.state: _State | None = None
-        self._sessions = 0
         self.crash_on_rehydration: int | None = None
         """Set by a fault: die at the next rehydration, restarting this many ms later."""
-        self.commands_seen = 0
 
     @property
     def alive(self) -> bool:
@@ -179,17 +178,65 @@ class SimReplica:
     def incarnation(self) -> int:
         return self.process.incarnation
 
-    # -- lifecycle --------------------------------------------------------------------------
     def start(self) -> None:
-        self.process.start()
+        """Start (or restart) the process with fresh state."""
+        raise NotImplementedError
+
+    def crash(self) -> None:
+        """The process dies, losing everything but what is on the disk."""
+        raise NotImplementedError
+
+    def on_connect(self, metadata: Mapping[str, str], responses: ResponseSink) -> ReplicaSession:
+        """The transport's handler: a controller connected."""
+        raise NotImplementedError
+
+    def _restart_after_crash(self) -> None:
+        if not self.process.alive:
+            self.start()
+
+    def _store(self) -> ShardStore:
+        """The production shard store over this incarnation's simulated Blob and Consensus."""
         w = self.world
-        store = ShardStore(
+        return ShardStore(
             BlobClient(w.disk, self.process, w.faults),
             ConsensusClient(w.disk, self.process, w.faults),
             writer_id=f"replica-{self.name}-{self.process.incarnation}",
             clock_ms=lambda: w.kernel.now_ms,
             new_id=self.process.new_id,
         )
+
+    def _crashes_rehydrating(self, iterations: int, command: ComputeCommand) -> bool:
+        """Whether a pending ``crash_replica_rehydrating`` fault strikes at ``command`` (a
+        rehydration's ``CreateDataflow`` or ``InitializationComplete``, once a protocol
+        iteration ran); if so the replica has died, and restarts later."""
+        if (
+            self.crash_on_rehydration is None
+            or iterations < 1
+            or not isinstance(command, CreateDataflow | InitializationComplete)
+        ):
+            return False
+        back, self.crash_on_rehydration = self.crash_on_rehydration, None
+        self.world.count("crash_replica_rehydrating")
+        self.world.record("replica_crash_rehydrating", replica=self.name)
+        self.crash()
+        self.world.kernel.call_later(back, self._restart_after_crash)
+        return True
+
+
+class SimReplica(ReplicaProcess):
+    """One replica process (see the module docstring); ``name`` is its replica id."""
+
+    def __init__(self, name: str, world: ReplicaWorld) -> None:
+        super().__init__(name, world)
+        self.state: _State | None = None
+        self._sessions = 0
+        self.commands_seen = 0
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def start(self) -> None:
+        self.process.start()
+        w = self.world
+        store = self._store()
         core = ComputeReplica(PythonExecutor(), clock=lambda: w.kernel.now_ms)
         self.state = _State(core, store)
         self.endpoint.restart()
@@ -212,10 +259,6 @@ class SimReplica:
                     h.cancel()
         self.endpoint.crash()
         self.world.record("replica_crash", replica=self.name, incarnation=self.incarnation)
-
-    def _restart_after_crash(self) -> None:
-        if not self.process.alive:
-            self.start()
 
     def _guard(self, incarnation: int) -> _State | None:
         if incarnation != self.incarnation or not self.process.alive:
@@ -244,16 +287,7 @@ class SimReplica:
                 f"{type(command).__name__} as the first command of a new connection: "
                 "every connection starts with Hello"
             )
-        if (
-            self.crash_on_rehydration is not None
-            and state.iterations >= 1
-            and isinstance(command, CreateDataflow | InitializationComplete)
-        ):
-            back, self.crash_on_rehydration = self.crash_on_rehydration, None
-            self.world.count("crash_replica_rehydrating")
-            self.world.record("replica_crash_rehydrating", replica=self.name)
-            self.crash()
-            self.world.kernel.call_later(back, self._restart_after_crash)
+        if self._crashes_rehydrating(state.iterations, command):
             return
         outputs = state.core.handle_command(command)  # a typed refusal cuts the stream
         if not session.started:

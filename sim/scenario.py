@@ -2,15 +2,15 @@
 
 A :class:`Scenario` is plain data with a hand-writable JSON form
 (:meth:`Scenario.to_json` / :meth:`Scenario.from_json` / :meth:`Scenario.load`);
-plans are stored with :func:`tidegate.spec.plan.plan_to_dict`. ``standard()``
-and ``small()`` are the built-ins; :data:`SCENARIOS` names them.
+plans are stored with :func:`tidegate.spec.plan.plan_to_dict`. ``standard()``,
+``small()`` and ``churn()`` are the built-ins; :data:`SCENARIOS` names them.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -22,9 +22,11 @@ from .faults import FaultKind
 __all__ = [
     "DEFAULT_REPLICA_STEP_MS",
     "DEFAULT_TICK_MS",
+    "REPLICA_KINDS",
     "SCENARIOS",
     "DataflowKind",
     "DataflowSpec",
+    "ReplicaKind",
     "Scenario",
     "ScenarioError",
     "TableSpec",
@@ -35,6 +37,11 @@ __all__ = [
 
 DataflowKind = Literal["index", "materialized_view", "subscribe"]
 _KINDS = ("index", "materialized_view", "subscribe")
+
+ReplicaKind = Literal["spec", "service"]
+REPLICA_KINDS: tuple[ReplicaKind, ...] = ("spec", "service")
+"""What runs as a replica: the spec's ``ComputeReplica`` (:mod:`.replica`, the default) or the
+real replica service (:mod:`.service_replica`)."""
 
 
 DEFAULT_TICK_MS = 40
@@ -148,7 +155,8 @@ class Scenario:
 
     ``tick_ms`` is the virtual time between table ticks (each table's upper then moves
     to now + 1, which drives most frontier reports); ``replica_step_ms`` is the range
-    each replica's periodic step interval is drawn from (inputs also trigger a step).
+    each replica's periodic step interval is drawn from (inputs also trigger a step);
+    ``replica`` says what runs as a replica (see :data:`REPLICA_KINDS`).
     """
 
     name: str
@@ -162,10 +170,13 @@ class Scenario:
     quiet_ms: int = 5_000
     tick_ms: int = DEFAULT_TICK_MS
     replica_step_ms: tuple[int, int] = DEFAULT_REPLICA_STEP_MS
+    replica: ReplicaKind = "spec"
 
     def __post_init__(self) -> None:
         if not 1 <= self.replicas <= 5:
             raise ScenarioError(f"replicas must be 1..5, got {self.replicas}")
+        if self.replica not in REPLICA_KINDS:
+            raise ScenarioError(f"replica must be one of {REPLICA_KINDS}, got {self.replica!r}")
         if not self.tables:
             raise ScenarioError("a scenario needs at least one table")
         if self.duration_ms <= 0 or self.quiet_ms < 0 or self.faults < 0:
@@ -202,6 +213,7 @@ class Scenario:
             "quiet_ms": self.quiet_ms,
             "tick_ms": self.tick_ms,
             "replica_step_ms": list(self.replica_step_ms),
+            "replica": self.replica,
         }
 
     @classmethod
@@ -230,6 +242,7 @@ class Scenario:
                 quiet_ms=int(data.get("quiet_ms", 5_000)),
                 tick_ms=int(data.get("tick_ms", DEFAULT_TICK_MS)),
                 replica_step_ms=_pair(data.get("replica_step_ms", DEFAULT_REPLICA_STEP_MS)),
+                replica=data.get("replica", "spec"),
             )
         except ScenarioError:
             raise
@@ -301,6 +314,12 @@ def _dataflows() -> tuple[DataflowSpec, ...]:
             (0,),
         ),
         DataflowSpec("regions", "index", t2.select("region").distinct().plan),
+        DataflowSpec(
+            "orders_kinds",
+            "index",
+            t1.join(t3, on=[("customer", "kind")]).select("customer", "amount", "n").plan,
+            (0,),
+        ),
         DataflowSpec("top_events", "index", t3.top_k(by=[desc("n")], limit=3).plan),
         DataflowSpec(
             "top_per_kind",
@@ -320,7 +339,7 @@ def _dataflows() -> tuple[DataflowSpec, ...]:
 
 
 def standard() -> Scenario:
-    """3 replicas, 12 dataflows over 3 tables, 60 virtual seconds, 5 faults; tables tick every second."""
+    """3 replicas, 13 dataflows over 3 tables, 60 virtual seconds, 5 faults; tables tick every second."""
     return Scenario(
         name="standard",
         replicas=3,
@@ -336,7 +355,8 @@ def standard() -> Scenario:
 
 
 def small() -> Scenario:
-    """2 replicas, 4 dataflows over 2 tables, 8 virtual seconds and 6 quiet ones, 3 faults.
+    """2 replicas, 5 dataflows over 2 tables (one joins them), 8 virtual seconds and 6 quiet ones,
+    3 faults.
 
     The quiet phase outlasts the runtime's reconnection backoff (capped at 5 s), so a
     replica that failed often still reconnects before the liveness checks."""
@@ -346,7 +366,8 @@ def small() -> Scenario:
         replicas=2,
         tables=_tables()[:1] + _tables()[2:],
         dataflows=tuple(
-            all_flows[n] for n in ("orders", "per_customer", "event_totals_mv", "orders_sub")
+            all_flows[n]
+            for n in ("orders", "per_customer", "orders_kinds", "event_totals_mv", "orders_sub")
         ),
         workload=WorkloadMix(ms_between_actions=(20, 80)),
         duration_ms=8_000,
@@ -356,5 +377,22 @@ def small() -> Scenario:
     )
 
 
-SCENARIOS: dict[str, Callable[[], Scenario]] = {"standard": standard, "small": small}
+def churn() -> Scenario:
+    """``small()`` with dataflows created and dropped all the time while the controller dies
+    inside storage calls (8 crash points): where a restarted controller must clean up after a
+    predecessor that died in the middle of a drop, which the default workload reaches rarely."""
+    return replace(
+        small(),
+        name="churn",
+        faults=8,
+        fault_kinds=(FaultKind.CRASH_CONTROLLER_IN,),
+        workload=WorkloadMix(create_dataflow=20, drop_dataflow=20, append=20, peek=10),
+    )
+
+
+SCENARIOS: dict[str, Callable[[], Scenario]] = {
+    "standard": standard,
+    "small": small,
+    "churn": churn,
+}
 """The built-in scenarios by name."""

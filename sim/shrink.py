@@ -6,27 +6,31 @@ full, deterministic run of an explicit plan (faults and client actions), so
 the result replays byte for byte (:mod:`.replay`). The steps, repeated until a
 whole pass removes nothing or the budget of runs is spent:
 
-1. what happens after a safety violation goes: later faults and actions, and
-   the rest of the run's duration;
-2. delta debugging (ddmin) over the faults, then over the client actions;
-3. each remaining fault made shorter (its duration halved while it still fails);
-4. the scenario made smaller: the quiet phase halved, dataflows nothing needs
-   removed, fewer replicas.
+1. what happens after a safety violation goes: later faults and actions, the
+   rest of the run's duration, and the quiet phase (it serves liveness checks);
+2. whole kinds removed at once (every ``peek``, every ``cut_connection``, ...),
+   the largest kind first: most of a workload is usually beside the point, and
+   one run shows it;
+3. delta debugging (ddmin) over the faults, then over the client actions;
+4. each remaining fault made shorter (its duration halved while it still fails);
+5. the scenario made smaller: the quiet phase halved (never below
+   :func:`min_quiet_ms`), dataflows nothing needs removed, fewer replicas.
 
 The size of a reproducer is its number of steps: faults plus client actions.
 """
 
 from __future__ import annotations
 
+import shlex
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from .faults import Action, Fault, FaultPlan
 from .scenario import Scenario
 
-__all__ = ["NotFailing", "ShrinkResult", "describe", "replay_command", "shrink"]
+__all__ = ["NotFailing", "ShrinkResult", "describe", "min_quiet_ms", "replay_command", "shrink"]
 
 Runner = Callable[[Any], Any]
 T = TypeVar("T")
@@ -155,6 +159,26 @@ def _ddmin(
             n = min(2 * n, len(current))
 
 
+def _drop_kinds(search: _Search, actions: bool) -> None:
+    """Remove every fault (then, with ``actions``, every client action) of one kind at a time,
+    the commonest kind first."""
+    for kind in _kinds_by_count(f.kind.value for f in search.plan.faults):
+        faults = [f for f in search.plan.faults if f.kind.value != kind]
+        search.attempt(_with(search.options, faults=faults), f"removed every {kind} fault")
+    if not actions:
+        return
+    for kind in _kinds_by_count(a.kind for a in search.plan.actions or ()):
+        kept = [a for a in search.plan.actions or () if a.kind != kind]
+        search.attempt(_with(search.options, actions=kept), f"removed every {kind} action")
+
+
+def _kinds_by_count(kinds: Iterable[str]) -> list[str]:
+    counts: dict[str, int] = {}
+    for k in kinds:
+        counts[k] = counts.get(k, 0) + 1
+    return sorted(counts, key=lambda k: (-counts[k], k))
+
+
 def _cut_at_violation(search: _Search) -> None:
     """Drop what happens after a safety violation: later faults and actions, and the duration."""
     at = int(search.violation.at_ms)
@@ -177,6 +201,14 @@ def _cut_at_violation(search: _Search) -> None:
             replace(search.options, scenario=replace(sc, duration_ms=cut)),
             f"duration_ms {sc.duration_ms} -> {cut} (just past the violation)",
         )
+    # No quiet phase either: it is there for liveness checks. Every candidate that no longer
+    # fails then ends at once, which is most of what shrinking spends its time on.
+    sc = search.options.scenario
+    if sc.quiet_ms:
+        search.attempt(
+            replace(search.options, scenario=replace(sc, quiet_ms=0)),
+            f"quiet_ms {sc.quiet_ms} -> 0 (a safety violation)",
+        )
 
 
 def _shorten_faults(search: _Search) -> None:
@@ -195,11 +227,22 @@ def _shorten_faults(search: _Search) -> None:
             i += 1
 
 
+def min_quiet_ms() -> int:
+    """The shortest quiet phase a reproducer may have: the runtime's longest reconnect backoff
+    plus a second. A shorter one can leave a replica that failed often unconnected when the
+    liveness checks run, which breaks the same liveness property for another reason than the
+    bug being shrunk (a false reproducer)."""
+    from tidegate.runtime.controller.driver import DEFAULT_BACKOFF
+
+    return int(DEFAULT_BACKOFF.cap_s * 1000) + 1000
+
+
 def _smaller_scenario(search: _Search) -> None:
+    floor = min_quiet_ms()
     while not search.exhausted:
         sc: Scenario = search.options.scenario
-        half = sc.quiet_ms // 2
-        if half < 500 or not search.attempt(
+        half = max(sc.quiet_ms // 2, floor)
+        if half >= sc.quiet_ms or not search.attempt(
             replace(search.options, scenario=replace(sc, quiet_ms=half)),
             f"quiet_ms {sc.quiet_ms} -> {half}",
         ):
@@ -265,6 +308,7 @@ def shrink(
     original = first.plan
     phases: list[tuple[str, Callable[[_Search], None]]] = [
         ("after the violation", _cut_at_violation),
+        ("whole kinds", lambda s: _drop_kinds(s, actions=workload)),
         (
             "faults",
             lambda s: _ddmin(
@@ -321,7 +365,7 @@ def shrink(
 
 def replay_command(path: str) -> str:
     """The command that replays a saved reproducer."""
-    return f"tidegate sim replay {path}"
+    return f"tidegate sim replay {shlex.quote(path)}"
 
 
 def describe(result: ShrinkResult) -> str:

@@ -35,6 +35,7 @@ from .kernel import Kernel
 from .network import SimNetwork
 from .replica import ReplicaWorld, SimReplica
 from .scenario import Scenario
+from .service_replica import ServiceReplica
 from .storage import CrashPoint, SimDisk, StorageFaults
 from .trace import Trace, summarize
 from .transport import SimReplicaEndpoint
@@ -87,7 +88,7 @@ class World:
         self.disk = SimDisk()
         self.faults = StorageFaults(streams.storage, count=self.count, on_crash=self._crash_fired)
         self.history = ClientHistory()
-        self.replicas: dict[str, SimReplica] = {}
+        self.replicas: dict[str, SimReplica | ServiceReplica] = {}
         self.endpoints: dict[str, SimReplicaEndpoint] = {}
         self.alias: dict[str, str] = {}
         self.quiet = False
@@ -164,8 +165,9 @@ class World:
         self.violate("controller_protocol", f"replica {replica} rejected a command: {reason}")
 
     # -- setup -------------------------------------------------------------------------------
-    def _new_replica(self, name: str) -> SimReplica:
-        replica = SimReplica(name, self._replica_world)
+    def _new_replica(self, name: str) -> SimReplica | ServiceReplica:
+        kind = ServiceReplica if self.scenario.replica == "service" else SimReplica
+        replica = kind(name, self._replica_world)
         replica.endpoint.on_cut = self._command_rejected
         if self._trace_messages:
             replica.endpoint.observe = self._message
@@ -245,9 +247,8 @@ class World:
             self.faults.slow_factor = max(self.faults.slow_factor, f.factor)
             k.call_later(f.duration_ms, self._storage_speed_back)
         elif kind in (FaultKind.CRASH_CONTROLLER_IN, FaultKind.TORN_BLOB_WRITE):
-            if not self.controller.up:
-                self.count("fault_skipped")
-                return
+            # Armed even while the controller is down: it strikes the next incarnation
+            # (a "restore" crash point is meant for exactly that).
             torn = kind is FaultKind.TORN_BLOB_WRITE
             target = "blob" if torn else f.target
             after = bool(self.streams.storage.integer(0, 1)) and not torn

@@ -1,6 +1,7 @@
 """The production controller driver: the spec :class:`Controller` driven over real IO, with anyio.
 
-:class:`ControllerDriver` is the runtime twin of :mod:`tidegate.sim.driver`:
+:class:`ControllerDriver` is the one driver of the spec controller, in
+production and inside the simulator (:mod:`tidegate.sim` runs it unmodified):
 nothing here decides protocol or controller behaviour, it maps the
 controller's effects onto IO and feeds the outcomes back.
 
@@ -10,7 +11,9 @@ controller's effects onto IO and feeds the outcomes back.
   ``SendCommand`` queues on the link of that
   epoch; a broken stream becomes ``replica_failed`` (the spec replays the
   reduced history on epoch + 1); every response goes to ``handle_response``;
-* storage effects go to :class:`~.storage_io.ShardStorageIO` (worker threads);
+* storage effects go to :class:`~.storage_io.ShardStorageIO` (blocking calls
+  on the :class:`~tidegate.runtime.platform.Platform`: worker threads, or
+  inline on the simulator's virtual clock);
 * client effects resolve the waiting client calls (appends, peeks,
   snapshots), feed subscriptions, and publish replica status events;
 * table writes are group-committed: appends that arrive while a commit is in
@@ -27,6 +30,7 @@ controller's effects onto IO and feeds the outcomes back.
 All controller calls happen on the driver's event loop, one at a time; effects
 are applied in the order produced (effects produced while applying are
 queued behind). Runs on asyncio and trio, and under trio's ``MockClock``.
+Reads of an object that is dropped meanwhile end (:meth:`ControllerDriver.end_reads_of`).
 """
 
 from __future__ import annotations

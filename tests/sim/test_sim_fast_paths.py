@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import uuid
 from typing import Any
 
@@ -49,9 +50,11 @@ from tidegate.spec.protocol.responses import Frontiers, PeekCanceled, PeekRespon
 from tidegate.spec.protocol.types import InstanceConfig, LoggingConfig, PeekDescription
 from tidegate.spec.testing.controller import commands_to, index_dataflow, of_type
 
+SHORT = dataclasses.replace(small(), duration_ms=3_000, quiet_ms=6_000)
+
 
 def _digest(seed: int) -> str:
-    return run_simulation(RunOptions(seed=seed, scenario=small())).trace_digest
+    return run_simulation(RunOptions(seed=seed, scenario=SHORT)).trace_digest
 
 
 @pytest.mark.parametrize("seed", [1, 4])
@@ -170,20 +173,29 @@ def test_bad_tick_or_step_is_refused(change: dict[str, Any]) -> None:
         Scenario.from_json({**small().to_json(), **change})
 
 
-def test_standard_ticks_once_a_second_and_keeps_its_size() -> None:
-    sc = standard()
-    assert sc.tick_ms == 1_000
-    assert (sc.replicas, len(sc.dataflows), len(sc.tables), sc.duration_ms, sc.faults) == (
-        3,
-        10,
-        3,
-        60_000,
-        5,
-    )
+@pytest.mark.parametrize("make", [standard, small])
+def test_built_in_scenarios_have_the_size_their_docstring_states(make: Any) -> None:
+    sc: Scenario = make()
+    doc = " ".join(make.__doc__.split())
+    stated = {
+        what: int(n)
+        for n, what in re.findall(r"(\d+) (replicas|dataflows|tables|virtual seconds|faults)", doc)
+    }
+    assert stated == {
+        "replicas": sc.replicas,
+        "dataflows": len(sc.dataflows),
+        "tables": len(sc.tables),
+        "virtual seconds": sc.duration_ms // 1000,
+        "faults": sc.faults,
+    }
+
+
+def test_standard_ticks_once_a_second() -> None:
+    assert standard().tick_ms == 1_000
 
 
 def test_the_tick_interval_drives_the_message_volume() -> None:
-    base = dataclasses.replace(small(), duration_ms=2_000, quiet_ms=1_000, faults=0)
+    base = dataclasses.replace(small(), duration_ms=2_000, quiet_ms=6_000, faults=0)
     fast = run_simulation(RunOptions(seed=3, scenario=dataclasses.replace(base, tick_ms=40)))
     slow = run_simulation(RunOptions(seed=3, scenario=dataclasses.replace(base, tick_ms=1_000)))
     assert fast.ok and slow.ok

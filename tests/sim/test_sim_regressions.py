@@ -1,16 +1,18 @@
-"""Spec bugs the simulator found, each pinned by a minimal example (with the run that found it)."""
+"""Bugs the simulator found, each pinned by a minimal example or by the run that found it."""
 
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 
-from tidegate.sim.clients import dataflow_description
-from tidegate.sim.scenario import small
+from tidegate.sim import FaultKind, FaultPlan, RunOptions, run_simulation, small, standard
 from tidegate.spec.compute_replica import ComputeReplica, ReadSource, Respond
 from tidegate.spec.errors import TidegateError
 from tidegate.spec.executor import PythonExecutor
 from tidegate.spec.frontier import Antichain
 from tidegate.spec.ids import GlobalId
+from tidegate.spec.plan import Schema
+from tidegate.spec.plan.builder import DataflowBuilder, table
 from tidegate.spec.protocol.commands import (
     CreateDataflow,
     CreateInstance,
@@ -22,12 +24,22 @@ from tidegate.spec.protocol.commands import (
 from tidegate.spec.protocol.responses import PeekError, PeekResponse
 from tidegate.spec.protocol.types import (
     ColumnOrder,
+    DataflowDescription,
     InstanceConfig,
     PeekDescription,
     RowSetFinishing,
 )
 
 T1 = GlobalId.user(1)
+ORDERS = Schema.of(("customer", "string", False), ("amount", "int64", True))
+
+
+def orders_index(export: GlobalId, as_of: int) -> DataflowDescription:
+    """The simulator's ``orders`` dataflow: an index of table ``T1`` by customer, from ``as_of``."""
+    df = DataflowBuilder("orders")
+    view = df.build(export, table(T1, ORDERS))
+    df.index(export, view, key=["customer"])
+    return df.finish(as_of=Antichain([as_of]))
 
 
 def test_a_second_reader_of_a_source_does_not_restart_it_below_the_first_readers_progress() -> None:
@@ -36,7 +48,6 @@ def test_a_second_reader_of_a_source_does_not_restart_it_below_the_first_readers
     restart the read from the first dataflow's as_of 0 -- a snapshot below the table's since,
     which storage cannot serve. The restarted read must start no earlier than the readers need:
     the meet of the new as_of and each existing reader's progress (joined with its as_of)."""
-    spec = next(d for d in small().dataflows if d.name == "orders")
     replica = ComputeReplica(PythonExecutor())
     for cmd in (
         Hello(uuid.UUID(int=1)),
@@ -45,12 +56,12 @@ def test_a_second_reader_of_a_source_does_not_restart_it_below_the_first_readers
     ):
         replica.handle_command(cmd)
     first = GlobalId.user(10)
-    replica.handle_command(CreateDataflow(dataflow_description(spec, first, 0)))
+    replica.handle_command(CreateDataflow(orders_index(first, 0)))
     replica.handle_command(Schedule(first))
     replica.feed_source(T1, [(("ann", 1), 5, 1)], Antichain([300]))
     replica.step()
     second = GlobalId.user(11)
-    replica.handle_command(CreateDataflow(dataflow_description(spec, second, 100)))
+    replica.handle_command(CreateDataflow(orders_index(second, 100)))
     outputs = replica.handle_command(Schedule(second))
     reads = [o for o in outputs if isinstance(o, ReadSource) and o.collection_id == T1]
     assert reads, outputs
@@ -62,7 +73,6 @@ def test_a_peek_whose_finishing_names_a_missing_column_gets_a_typed_answer() -> 
     the controller accepted a peek of a one-column index ordered by column 1, and the replica
     then raised a bare ``IndexError`` while sorting. Bad input must get a typed error (from the
     controller, or a ``PeekError`` answer), never crash the replica."""
-    spec = next(d for d in small().dataflows if d.name == "orders")
     replica = ComputeReplica(PythonExecutor())
     for cmd in (
         Hello(uuid.UUID(int=1)),
@@ -71,7 +81,7 @@ def test_a_peek_whose_finishing_names_a_missing_column_gets_a_typed_answer() -> 
     ):
         replica.handle_command(cmd)
     index = GlobalId.user(10)
-    replica.handle_command(CreateDataflow(dataflow_description(spec, index, 0)))
+    replica.handle_command(CreateDataflow(orders_index(index, 0)))
     replica.handle_command(Schedule(index))
     replica.feed_source(T1, [(("ann", 1), 0, 1)], Antichain([5]))
     replica.step()
@@ -83,3 +93,78 @@ def test_a_peek_whose_finishing_names_a_missing_column_gets_a_typed_answer() -> 
         return
     answers = [o.response for o in outputs if isinstance(o, Respond)]
     assert any(isinstance(a, PeekResponse) and isinstance(a.result, PeekError) for a in answers)
+
+
+def test_a_peek_waiting_on_a_view_that_is_dropped_ends_with_dependency_dropped() -> None:
+    """Found by seeds 72, 86 and 113 of this variant of ``small()`` (and by seed 84 of ``small()``
+    with ``--replica service``): a peek waiting for a materialized view's shard to reach its time
+    never completed once the view was dropped, as the dropped view's shard stops advancing
+    (``operations_complete``). The runtime now fails such reads with ``DependencyDropped``,
+    which the clients accept only for a target some client dropped. (Shrinking the failing run,
+    with delays and storage failures, stopped at 3 faults and 59 actions after 200 runs.)"""
+    sc = small()
+    sc = replace(
+        sc,
+        fault_kinds=(
+            FaultKind.BLOB_FAILURES,
+            FaultKind.CONSENSUS_FAILURES,
+            FaultKind.DELAY_STORAGE_WRITE,
+        ),
+        faults=6,
+        workload=replace(sc.workload, drop_dataflow=10, create_dataflow=12, peek=30),
+    )
+    result = run_simulation(RunOptions(seed=72, scenario=sc))
+    assert result.ok, result.summary()
+    assert result.sometimes.get("peek_ended_by_drop", 0) >= 1
+
+
+SEED_114_SHRUNK = {
+    "version": 2,
+    "enabled": [
+        "crash_replica",
+        "cut_connection",
+        "replace_replica",
+        "restart_controller",
+        "torn_blob_write",
+    ],
+    "faults": [{"at_ms": 12319, "kind": "restart_controller", "duration_ms": 10}],
+    "actions": [
+        {"at_ms": 9700, "kind": "drop_dataflow", "args": {"dataflow": "orders"}},
+        {"at_ms": 10282, "kind": "create_dataflow", "args": {"dataflow": "orders"}},
+        {
+            "at_ms": 11603,
+            "kind": "append",
+            "args": {
+                "batches": [
+                    ["u2", [[["bob", "east"], 1], [["cy", "south"], -1], [["fay", "south"], 1]]]
+                ]
+            },
+        },
+        {
+            "at_ms": 11759,
+            "kind": "set_read_policy",
+            "args": {"target": "orders_customers", "lag": 540},
+        },
+    ],
+}
+"""``tidegate sim shrink`` of ``tidegate sim run --seed 114 --scenario standard`` (175 steps,
+then 5, in 55 s): a controller restart right after an index was recreated."""
+
+
+def test_a_restarted_controller_chooses_as_ofs_its_own_reader_keeps_readable() -> None:
+    """Found by the 20-seed standard campaign of ``bench/sim.py`` (seed 114): after a controller
+    restart, a replica read table ``u1`` below its since (``read_below_since``). The restored
+    controller had taken the shard's since, held back by a replica's lazily downgraded lease,
+    instead of its own reader's, and chose the recreated index's as-of below the latter."""
+    flows = {d.name: d for d in standard().dataflows}
+    sc = replace(
+        standard(),
+        replicas=1,
+        dataflows=tuple(flows[n] for n in ("orders", "orders_customers", "customers_mv")),
+        duration_ms=12_400,
+        quiet_ms=6_000,
+    )
+    plan = FaultPlan.from_json(SEED_114_SHRUNK)
+    result = run_simulation(RunOptions(seed=114, scenario=sc, plan=plan))
+    assert result.ok, result.summary()
+    assert result.stats.controller_restarts == 1

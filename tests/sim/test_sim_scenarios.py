@@ -28,7 +28,7 @@ def test_standard_has_the_documented_shape() -> None:
     s = SCENARIOS["standard"]()
     assert (s.replicas, len(s.dataflows), len(s.tables), s.duration_ms, s.faults) == (
         3,
-        12,
+        13,
         3,
         60_000,
         5,

@@ -16,7 +16,9 @@ def _area_modules() -> list[str]:
 
 def test_no_error_name_is_defined_in_two_areas() -> None:
     names = Counter(
-        name for area in _area_modules() for name in importlib.import_module(f"{errors.__name__}.{area}").__all__
+        name
+        for area in _area_modules()
+        for name in importlib.import_module(f"{errors.__name__}.{area}").__all__
     )
     assert [n for n, count in names.items() if count > 1] == []
 
