@@ -78,6 +78,7 @@ def test_up_then_append_and_peek_a_table_and_its_index(e2e: Any, tmp_path: Path)
     data = tmp_path / "data"
     with e2e.open_live(data, "cli", 1, executor="python") as live:
         from tidegate.dsl import Schema, count, sum_
+        from tidegate.spec.frontier import LagWriteFrontier
 
         schema = Schema.of(("customer", "string", False), ("amount", "int64", False))
         live.call(lambda: live.env.create_table("orders", schema))
@@ -87,6 +88,12 @@ def test_up_then_append_and_peek_a_table_and_its_index(e2e: Any, tmp_path: Path)
             .agg(count(), sum_("amount"))
         )
         live.call(lambda: live.env.create_index(totals, ["customer"], name="totals"))
+        # Peeks below at the append's time, seconds later: keep a minute of history
+        # (the default keeps one second, as Materialize's does). Read policies are
+        # in the catalog, so `up` keeps them.
+        history = LagWriteFrontier(lag=60_000, max_granularity=1000)
+        for name in ("orders", "totals"):
+            live.call(live.env.set_read_policy, name, history)
     up = subprocess.Popen(
         [*TIDEGATE, "up", "--data-dir", str(data), "--executor", "python"],
         stdout=subprocess.DEVNULL,
