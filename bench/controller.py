@@ -54,6 +54,7 @@ def build(dataflows: int) -> tuple[ComputeController, InMemoryStorage, list[Glob
             ctl.set_read_policy("c", [(gid, LagWriteFrontier(2, 1))])
             order.append(gid)
             prev = gid
+    ctl.drain()
     return ctl, storage, order
 
 
@@ -66,7 +67,7 @@ def run(dataflows: int, rounds: int, *, collector: bool = True) -> dict[str, flo
     handle_cpu = 0.0
     maintain_time = 0.0
     effects = 0
-    handle = ctl.handle_response
+    handle, drain = ctl.handle_response, ctl.drain
     gc.collect()
     if not collector:
         gc.disable()
@@ -75,15 +76,18 @@ def run(dataflows: int, rounds: int, *, collector: bool = True) -> dict[str, flo
         for s in sources:
             storage.advance_upper(s, upper)
         ctl.storage_frontiers_advanced(sources)
+        drain()
         batch = [(r, Frontiers(gid, upper, upper, upper)) for r in REPLICAS for gid in order]
         start, cpu = time.perf_counter(), time.process_time()
         for replica, resp in batch:
-            effects += len(handle("c", replica, 1, resp))
+            handle("c", replica, 1, resp)
+            effects += len(drain())
         handle_time += time.perf_counter() - start
         handle_cpu += time.process_time() - cpu
         responses += len(batch)
         start = time.perf_counter()
-        effects += len(ctl.maintain())
+        ctl.maintain()
+        effects += len(drain())
         maintain_time += time.perf_counter() - start
     gc.enable()
     view = ctl.instance("c")

@@ -31,12 +31,12 @@ import time
 
 from tidegate.spec.history import CommandHistory, reduce_commands
 from tidegate.spec.protocol import ComputeCommand
-from tidegate.spec.testing.history import DATAFLOW_KINDS, Answered, ChurnWorkload, DataflowKind
+from tidegate.spec.testing.history import DATAFLOW_KINDS, Answered, ChurnWorkload, DataflowShape
 
 BATCH = 20_000
 
 
-def run(commands: int, live_target: int, seed: int, kinds: tuple[DataflowKind, ...]) -> None:
+def run(commands: int, live_target: int, seed: int, kinds: tuple[DataflowShape, ...]) -> None:
     rng = random.Random(seed)
     workload = ChurnWorkload(rng.randrange, target_dataflows=live_target, kinds=kinds)
     timed = CommandHistory()

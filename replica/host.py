@@ -25,6 +25,8 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Protocol, TypeVar
 
+from tidegate.runtime.platform import wall_ms as _wall_ms
+
 __all__ = ["IDLE", "ServiceHost", "Task", "ThreadHost", "Work"]
 
 T = TypeVar("T")
@@ -87,10 +89,6 @@ class ServiceHost(Protocol):
     def wait(self, done: Future[T]) -> T:
         """The result of something the loop does for a caller (a command), once it is done."""
         ...
-
-
-def _wall_ms() -> int:
-    return int(time.time() * 1000)
 
 
 class _Thread:

@@ -29,7 +29,7 @@ from types import FrameType
 __all__ = ["HALT_EXIT_CODE", "build_parser", "main"]
 
 HALT_EXIT_CODE = 2
-"""Exit status after a halt demanded by the protocol (reference/compute.md §6.2)."""
+"""Exit status after a halt demanded by the protocol (docs/reference/compute.md §6.2)."""
 
 _PR_SET_PDEATHSIG = 1
 
@@ -133,7 +133,7 @@ def _die_with_parent(stop: threading.Event) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-    from .logs import configure_logging, log_event
+    from ._logs import configure_logging, log_event
 
     log = configure_logging(getattr(logging, args.log_level.upper()))
     blob_url, consensus_url = _storage_urls(args)
@@ -157,8 +157,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from tidegate.runtime.storage import ShardStore
     from tidegate.runtime.transport.grpc_server import ReplicaServer, ServerTls
 
-    from .executors import make_executor
-    from .metrics import ReplicaMetrics
+    from ._executors import make_executor
+    from ._metrics import ReplicaMetrics
     from .service import ReplicaService
 
     tls = None

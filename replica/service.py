@@ -26,7 +26,7 @@ until then, responses belong to the old stream and are dropped with it.
 A command the core rejects raises its typed error in the stream's reader, so
 the server ends the stream with ``FAILED_PRECONDITION`` naming the rule; the
 core is unchanged and the next stream starts over with ``Hello``. Executor
-failures become typed answers (see :class:`~.executors.GuardedExecutor`) or
+failures become typed answers (see :class:`~tidegate.replica.GuardedExecutor`) or
 a logged failed step; the service keeps serving.
 
 Nothing here blocks, sleeps or reads a clock: the loop is one step function
@@ -59,12 +59,17 @@ from tidegate.spec.compute_replica.outputs import (
     PeekPersist,
     ReadSource,
     Reconciled,
-    ReplicaOutput,
     Respond,
     StopReading,
     WriteOutput,
 )
-from tidegate.spec.errors import ShardFinalized, StageViolation, TidegateError, UpperMismatch
+from tidegate.spec.errors import (
+    ShardFinalized,
+    StageViolation,
+    TidegateError,
+    UnhandledEffect,
+    UpperMismatch,
+)
 from tidegate.spec.errors.replica import IncompatibleInstance
 from tidegate.spec.executor.contract import Executor
 from tidegate.spec.frontier import Antichain, Row, Update
@@ -78,10 +83,10 @@ from tidegate.spec.protocol.responses import (
     PeekResponse,
 )
 
-from .executors import GuardedExecutor
+from ._executors import GuardedExecutor
+from ._logs import LOGGER_NAME, log_event
+from ._metrics import ReplicaMetrics
 from .host import IDLE, ServiceHost, Task, ThreadHost
-from .logs import LOGGER_NAME, log_event
-from .metrics import ReplicaMetrics
 
 __all__ = ["ReplicaService", "ServiceStopped"]
 
@@ -138,7 +143,7 @@ _Event = _Command | _Closed | _Delivery | _WriteDone | _PersistDone | _Stop
 
 
 class _Connection:
-    """One accepted stream (a :class:`~tidegate.runtime.transport.handler.ReplicaSession`)."""
+    """One accepted stream (a :class:`~tidegate.runtime.transport.handler.ReplicaConnection`)."""
 
     def __init__(self, service: ReplicaService, number: int, sink: ResponseSink) -> None:
         self.service = service
@@ -540,16 +545,20 @@ class ReplicaService:
                 if self._followers.get(f.id) is not f:
                     return False  # a read that was restarted or stopped meanwhile
                 self._delivered[f.id] = ev.upper
-                self._perform(self.core.feed_source(f.id, ev.updates, ev.upper))
+                self.core.feed_source(f.id, ev.updates, ev.upper)
+                self._perform()
             elif isinstance(ev, _WriteDone):
                 if ev.ok:
-                    self._perform(self.core.write_completed(ev.sink_id, ev.upper))
+                    self.core.write_completed(ev.sink_id, ev.upper)
+                    self._perform()
                 else:
                     log_event(self.log, "write_lost_race", id=str(ev.sink_id), upper=str(ev.upper))
-                    self._perform(self.core.write_failed(ev.sink_id, ev.upper))
+                    self.core.write_failed(ev.sink_id, ev.upper)
+                    self._perform()
             elif isinstance(ev, _PersistDone):
                 self._persist.pop(ev.uuid, None)
-                self._perform(self.core.complete_persist_peek(ev.uuid, ev.rows, error=ev.error))
+                self.core.complete_persist_peek(ev.uuid, ev.rows, error=ev.error)
+                self._perform()
         except TidegateError as e:
             log_event(
                 self.log,
@@ -573,7 +582,7 @@ class ReplicaService:
                     f"{type(cmd).__name__} as the first command of a new connection: "
                     "every connection starts with Hello"
                 )
-            outputs = self.core.handle_command(cmd)
+            self.core.handle_command(cmd)
         except IncompatibleInstance as e:
             self._reject(ev, e)
             log_event(self.log, "halt", level=logging.CRITICAL, reason=str(e))
@@ -603,7 +612,7 @@ class ReplicaService:
         elif isinstance(cmd, CreateDataflow):
             self._note_inputs(cmd)
         ev.done.set_result(None)
-        self._perform(outputs)
+        self._perform()
         return True
 
     def _reject(self, ev: _Command, e: TidegateError) -> None:
@@ -640,7 +649,7 @@ class ReplicaService:
             return
         start = self.host.monotonic()
         try:
-            outputs = self.core.step()
+            self.core.step()
         except Exception as e:
             self.metrics.step_errors.inc()
             log_event(
@@ -652,14 +661,15 @@ class ReplicaService:
             )
             return
         self.metrics.step_latency.observe(self.host.monotonic() - start)
-        self._perform(outputs)
+        self._perform()
         self._update_gauges()
 
     # -- outputs ----------------------------------------------------------------------------
 
-    def _perform(self, outputs: list[ReplicaOutput]) -> None:
+    def _perform(self) -> None:
+        """Carry out what the replica core asked for since the last call."""
         responses: list[ComputeResponse] = []
-        for out in outputs:
+        for out in self.core.drain():
             if isinstance(out, Respond):
                 responses.append(out.response)
                 self._observe(out.response)
@@ -679,6 +689,8 @@ class ReplicaService:
                 p.start()
             elif isinstance(out, Reconciled):
                 self._reconciled(out)
+            else:
+                raise UnhandledEffect("the replica service", out)
         if responses and self._conn is not None:
             self._conn.sink.send_many(responses)
         self.metrics.storage_reads.set(len(self._followers))

@@ -5,6 +5,7 @@ The embedding API is re-exported here (imported on first use, so that
 
 * :class:`Environment` -- the async API (``async with Environment.open(...) as env``);
 * :class:`SyncEnvironment` -- its blocking twin for scripts and notebooks;
+* :class:`EnvironmentOptions` -- how to open one (every option of :meth:`Environment.open`);
 * :class:`ReplicaSpec` -- a replica to run or connect to;
 * :class:`ControllerDriver` -- the spec controller driven over gRPC and the shard store.
 """
@@ -16,15 +17,23 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # type checkers see the real classes; at run time they load on first use
     from .controller.driver import ControllerDriver
-    from .environment import Environment, ReplicaSpec
+    from .environment import Environment
+    from .options import EnvironmentOptions, ReplicaSpec
     from .sync import SyncEnvironment
 
-__all__ = ["ControllerDriver", "Environment", "ReplicaSpec", "SyncEnvironment"]
+__all__ = [
+    "ControllerDriver",
+    "Environment",
+    "EnvironmentOptions",
+    "ReplicaSpec",
+    "SyncEnvironment",
+]
 
 _EXPORTS = {
     "ControllerDriver": "tidegate.runtime.controller.driver",
     "Environment": "tidegate.runtime.environment",
-    "ReplicaSpec": "tidegate.runtime.environment",
+    "EnvironmentOptions": "tidegate.runtime.options",
+    "ReplicaSpec": "tidegate.runtime.options",
     "SyncEnvironment": "tidegate.runtime.sync",
 }
 

@@ -34,10 +34,9 @@ import sys
 import tempfile
 import uuid as _uuid
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, Unpack
 
 import anyio
 
@@ -61,7 +60,6 @@ from tidegate.spec.protocol.types import (
     SourceImport,
     SubscribeConnection,
 )
-from tidegate.spec.shard import Blob, Consensus
 from tidegate.spec.storage import (
     CollectionDescription,
     MaterializedView,
@@ -95,10 +93,10 @@ from .controller.errors import RuntimeControllerError
 from .controller.storage_io import ShardStorageIO
 from .controller.streams import EventStream, Subscription
 from .controller.timestamps import Oracle, default_oracle
+from .options import EnvironmentOptions, EnvironmentOverrides, Replicas, ReplicaSpec
 from .platform import REAL, Platform
 from .storage.store import ShardStore
 from .storage.urls import default_urls, open_blob, open_consensus
-from .transport import Transport
 
 __all__ = ["DEFAULT_READ_POLICY", "Environment", "ReplicaSpec", "Replicas", "replica_ops"]
 
@@ -107,20 +105,6 @@ INSTANCE = "default"
 DEFAULT_READ_POLICY: ReadPolicy = LagWriteFrontier(1000, 1000)
 """How far objects without a read policy of their own may be compacted: one second behind
 their upper, in whole seconds (Materialize's default logical compaction window)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ReplicaSpec:
-    """A replica: ``address`` set = unmanaged (connect there), else managed by the orchestrator."""
-
-    name: str
-    address: str | None = None
-    spark_master: str | None = None
-    executor: str | None = None
-
-
-Replicas: TypeAlias = int | Mapping[str, str] | Sequence[ReplicaSpec]
-"""``n`` managed replicas ``r1..rn``, ``{name: "host:port"}`` unmanaged ones, or explicit specs."""
 
 Ref: TypeAlias = GlobalId | str
 """An object by id or by name."""
@@ -187,25 +171,8 @@ class Environment:
     def open(
         cls,
         data_dir: str | Path | None = None,
-        *,
-        blob_url: str | None = None,
-        consensus_url: str | None = None,
-        replicas: Replicas | None = None,
-        spark_master: str = "local[1]",
-        executor: str = "spark",
-        token: str | None = None,
-        tls: Any = None,
-        replica_tls: Any = None,
-        transport: Transport | None = None,
-        tick_ms: int | None = 1000,
-        maintain_ms: int | None = 1000,
-        poll_ms: int | None = 100,
-        oracle: Oracle | None = None,
-        orchestrator: Any = None,
-        blob: Blob | None = None,
-        consensus: Consensus | None = None,
-        platform: Platform = REAL,
-        check_protocol: bool = False,
+        options: EnvironmentOptions | None = None,
+        **overrides: Unpack[EnvironmentOverrides],
     ) -> _Opening:
         """Open (creating or restoring) the environment stored in ``data_dir`` or at the URLs.
 
@@ -213,76 +180,40 @@ class Environment:
         Environment.open(...)`` and later ``await env.aclose()`` in the same task
         (the environment's background tasks live in a task group it enters).
 
+        The options are an :class:`~tidegate.runtime.options.EnvironmentOptions`
+        (its fields document each one), given as ``options``, as keywords
+        (``Environment.open("data", replicas=2, executor="python")``), or both
+        (keywords override fields of ``options``). Bad values raise
+        :class:`~tidegate.runtime.errors.InvalidEnvironmentOptions` here,
+        before anything is opened; an unknown keyword is a :class:`TypeError`.
+
         Without a directory or URLs a temporary directory is used (deleted at
-        close). ``replicas``: see :data:`Replicas`; ``None`` (the default) runs
-        the replicas recorded in the catalog (one managed replica ``r1`` in a
-        catalog that records none); given explicitly, it replaces the
-        catalog's record (replicas created, altered or dropped to match). Managed
-        replicas run under ``orchestrator`` (by default a
-        :class:`tidegate.runtime.orchestrator.Orchestrator` in ``data_dir`` with
-        ``executor``, ``spark_master``, ``token`` and ``replica_tls``, a
-        :class:`~tidegate.runtime.orchestrator.TlsFiles`) and are started
-        concurrently; the environment opens once their processes run
-        (:meth:`wait_connected` waits for the connections).
-        ``transport`` defaults to gRPC with ``token`` and ``tls`` (a
-        :class:`~tidegate.runtime.transport.grpc_client.ClientTls`).
-        ``blob`` and ``consensus`` give the storage backends as objects instead
-        of URLs; ``platform`` is where time, blocking work and identifiers come
-        from (the simulator passes its own); ``check_protocol`` checks every
-        replica response against the protocol's rules (a replica that breaks
-        one is disconnected).
+        close). ``replicas`` ``None`` (the default) runs the replicas recorded
+        in the catalog (one managed replica ``r1`` in a catalog that records
+        none); given explicitly, it replaces the catalog's record (replicas
+        created, altered or dropped to match). Managed replicas run under the
+        ``orchestrator`` and are started concurrently; the environment opens
+        once their processes run (:meth:`wait_connected` waits for the
+        connections).
         """
-        return _Opening(
-            cls,
-            data_dir,
-            dict(
-                blob_url=blob_url,
-                consensus_url=consensus_url,
-                replicas=replicas,
-                spark_master=spark_master,
-                executor=executor,
-                token=token,
-                tls=tls,
-                replica_tls=replica_tls,
-                transport=transport,
-                tick_ms=tick_ms,
-                maintain_ms=maintain_ms,
-                poll_ms=poll_ms,
-                oracle=oracle,
-                orchestrator=orchestrator,
-                blob=blob,
-                consensus=consensus,
-                platform=platform,
-                check_protocol=check_protocol,
-            ),
-        )
+        if options is None:
+            options = EnvironmentOptions()
+        elif not isinstance(options, EnvironmentOptions):
+            raise TypeError(f"options must be an EnvironmentOptions, got {options!r}")
+        return _Opening(cls, data_dir, options.replace(**overrides))
 
     @classmethod
     async def _open(
         cls,
         stack: contextlib.AsyncExitStack,
         data_dir: str | Path | None,
-        *,
-        blob_url: str | None,
-        consensus_url: str | None,
-        replicas: Replicas | None,
-        spark_master: str,
-        executor: str,
-        token: str | None,
-        tls: Any,
-        replica_tls: Any,
-        transport: Transport | None,
-        tick_ms: int | None,
-        maintain_ms: int | None,
-        poll_ms: int | None,
-        oracle: Oracle | None,
-        orchestrator: Any,
-        blob: Blob | None,
-        consensus: Consensus | None,
-        platform: Platform,
-        check_protocol: bool,
+        options: EnvironmentOptions,
     ) -> Environment:
         """The body of :meth:`open`: everything it enters is pushed on ``stack``."""
+        blob, consensus, platform = options.blob, options.consensus, options.platform
+        blob_url, consensus_url = options.blob_url, options.consensus_url
+        oracle, orchestrator, transport = options.oracle, options.orchestrator, options.transport
+        executor, spark_master, token = options.executor, options.spark_master, options.token
         given = (blob is not None or blob_url is not None) and (
             consensus is not None or consensus_url is not None
         )
@@ -316,7 +247,7 @@ class Environment:
             oracle = await retry(
                 "timestamp oracle", default_oracle, store.consensus, platform.clock_ms
             )
-        ops = replica_ops(state, replicas, executor=executor, spark_master=spark_master)
+        ops = replica_ops(state, options.replicas, executor=executor, spark_master=spark_master)
         wanted = apply_ops(state, ops)
         if data_dir is None and orchestrator is None and any(r.managed for r in wanted.replicas):
             raise RuntimeControllerError(
@@ -339,13 +270,13 @@ class Environment:
                     executor=executor,
                     spark_master=spark_master,
                     token=token,
-                    tls=replica_tls,
+                    tls=options.replica_tls,
                 )
             )
         if transport is None:
             from .transport.grpc_client import GrpcTransport
 
-            transport = GrpcTransport(token=token, tls=tls)
+            transport = GrpcTransport(token=token, tls=options.tls)
             stack.push_async_callback(transport.aclose)
 
         def address_of(name: str) -> str:
@@ -360,7 +291,7 @@ class Environment:
         controller = Controller(
             StorageController(durable_shards=durable),
             uuid_factory=lambda: _uuid.UUID(hex=platform.new_id()),
-            check_protocol=check_protocol,
+            check_protocol=options.check_protocol,
         )
         driver = ControllerDriver(
             controller,
@@ -369,9 +300,9 @@ class Environment:
             address_of=address_of,
             oracle=oracle,
             instance=INSTANCE,
-            tick_ms=tick_ms,
-            maintain_ms=maintain_ms,
-            poll_ms=poll_ms,
+            tick_ms=options.tick_ms,
+            maintain_ms=options.maintain_ms,
+            poll_ms=options.poll_ms,
         )
         await stack.enter_async_context(driver)
         env = cls(driver, catalog, store, io, oracle, orchestrator, platform)
@@ -439,14 +370,17 @@ class Environment:
         descriptions = [
             (c.id, self._description(state, c.id, c.kind)) for c in plan.storage_collections
         ]
-        driver.apply(ctl.create_collections(descriptions, shards))
-        driver.apply(ctl.create_instance(INSTANCE))
+        ctl.create_collections(descriptions, shards)
+        driver.apply()
+        ctl.create_instance(INSTANCE)
+        driver.apply()
         for df in plan.dataflows:
             if df.as_of is None:
                 df = df.with_as_of(self._select_as_of(state, df, current))
             driver.create_dataflow(df)
             for id in df.persist_sink_ids:
-                driver.apply(ctl.allow_writes(INSTANCE, id))
+                ctl.allow_writes(INSTANCE, id)
+                driver.apply()
         # Policies last: the dataflows now hold their inputs at their as-ofs, so no
         # policy can move a since past an as_of chosen above. Objects without one compact
         # by the default policy.
@@ -459,9 +393,12 @@ class Environment:
         if compute_policies:
             driver.set_read_policy(compute_policies)
         for name in replicas:
-            driver.apply(ctl.add_replica(INSTANCE, name))
-        driver.apply(ctl.initialization_complete())
-        driver.apply(ctl.storage.reconcile_state())
+            ctl.add_replica(INSTANCE, name)
+            driver.apply()
+        ctl.initialization_complete()
+        driver.apply()
+        ctl.reconcile_state()
+        driver.apply()
 
     @staticmethod
     def _effective_policy(state: CatalogState, id: GlobalId) -> ReadPolicy:
@@ -528,9 +465,8 @@ class Environment:
             state = await self._apply([CreateTable(name, gid, schema)])
             fr = await self.io.ensure_shard(gid, schema)
             ctl = self.driver.ctl
-            self.driver.apply(
-                ctl.create_collections([(gid, self._description(state, gid, "table"))], {gid: fr})
-            )
+            ctl.create_collections([(gid, self._description(state, gid, "table"))], {gid: fr})
+            self.driver.apply()
             self.driver.set_storage_read_policy([(gid, DEFAULT_READ_POLICY)])
             return gid
 
@@ -568,9 +504,11 @@ class Environment:
             desc = self._description(state, gid, "materialized_view")
             desc = CollectionDescription(desc.data_source, since=as_of)
             ctl = self.driver.ctl
-            self.driver.apply(ctl.create_collections([(gid, desc)], {gid: fr}))
+            ctl.create_collections([(gid, desc)], {gid: fr})
+            self.driver.apply()
             self.driver.create_dataflow(df.with_as_of(as_of))
-            self.driver.apply(ctl.allow_writes(INSTANCE, gid))
+            ctl.allow_writes(INSTANCE, gid)
+            self.driver.apply()
             self.driver.set_storage_read_policy([(gid, DEFAULT_READ_POLICY)])
             return gid
 
@@ -684,7 +622,8 @@ class Environment:
                 if isinstance(entry, IndexEntry | MaterializedViewEntry):
                     driver.drop_collections([g])
                 if isinstance(entry, TableEntry | MaterializedViewEntry):
-                    driver.apply(ctl.drop_sources([g]))
+                    ctl.drop_sources([g])
+                    driver.apply()
             return gone
 
     async def set_read_policy(self, ref: Ref, policy: ReadPolicy) -> None:
@@ -713,7 +652,7 @@ class Environment:
         is written if a batch is refused. The batches land together, with one
         exception: if the controller process dies while the commit is writing,
         each table's share lands whole or not at all, independently of the
-        other tables' (one compare-and-append per table; see the README).
+        other tables' (one compare-and-append per table; see docs/environment.md).
         """
         checked: list[tuple[GlobalId, list[tuple[Row, int]]]] = []
         for ref, rows in batches:
@@ -896,7 +835,8 @@ class Environment:
                 await _start_all(self.orchestrator, [entry])
             elif address is not None:
                 self._addresses[name] = address
-            self.driver.apply(self.driver.ctl.add_replica(INSTANCE, name))
+            self.driver.ctl.add_replica(INSTANCE, name)
+            self.driver.apply()
 
     async def drop_replica(self, name: str) -> None:
         """Drop replica ``name`` (Materialize's ``DROP CLUSTER REPLICA``); a managed one is stopped.
@@ -906,7 +846,8 @@ class Environment:
         async with self._ddl:
             entry = self.state.replica(name)
             await self._apply([DropReplica(name)])
-            self.driver.apply(self.driver.ctl.drop_replica(INSTANCE, name))
+            self.driver.ctl.drop_replica(INSTANCE, name)
+            self.driver.apply()
             self._addresses.pop(name, None)
             if entry.managed and self.orchestrator is not None:
                 await self.orchestrator.stop(name)
@@ -926,17 +867,19 @@ class Environment:
 class _Opening:
     """What :meth:`Environment.open` returns: awaitable, or an async context manager."""
 
-    def __init__(self, cls: type[Environment], data_dir: str | Path | None, kwargs: Any) -> None:
+    def __init__(
+        self, cls: type[Environment], data_dir: str | Path | None, options: EnvironmentOptions
+    ) -> None:
         self._cls = cls
         self._data_dir = data_dir
-        self._kwargs = kwargs
+        self._options = options
         self._env: Environment | None = None
 
     async def _enter(self) -> Environment:
         stack = contextlib.AsyncExitStack()
         await stack.__aenter__()
         try:
-            env = await self._cls._open(stack, self._data_dir, **self._kwargs)
+            env = await self._cls._open(stack, self._data_dir, self._options)
         except BaseException:
             await stack.__aexit__(*sys.exc_info())
             raise

@@ -1,4 +1,4 @@
-"""Typed errors of the runtime's durable services: timestamp oracle, catalog, orchestrator.
+"""Typed errors of the runtime: environment options, timestamp oracle, catalog, orchestrator.
 
 Everything derives from :class:`tidegate.spec.errors.TidegateError`. A call
 that raises one of these leaves the object it was called on unchanged.
@@ -16,6 +16,7 @@ __all__ = [
     "DuplicateCatalogName",
     "HasDependents",
     "InvalidCatalogOp",
+    "InvalidEnvironmentOptions",
     "OracleError",
     "OracleFenced",
     "OrchestratorError",
@@ -23,6 +24,21 @@ __all__ = [
     "UnknownCatalogObject",
     "UnknownManagedReplica",
 ]
+
+
+# -- environment options -----------------------------------------------------------------------
+
+
+class InvalidEnvironmentOptions(TidegateError, ValueError):
+    """An option of :class:`~tidegate.runtime.options.EnvironmentOptions` has a bad value.
+
+    Raised when the options are built, before anything is opened; ``option``
+    names the offending field.
+    """
+
+    def __init__(self, option: str, message: str) -> None:
+        self.option = option
+        super().__init__(f"{option}: {message}")
 
 
 # -- timestamp oracle -------------------------------------------------------------------------

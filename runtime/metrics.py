@@ -19,7 +19,6 @@ named ``tidegate_controller_*``; ``describe()`` lists them (see the help texts).
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +26,7 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from tidegate.runtime.platform import wall_ms
 from tidegate.spec.errors import TidegateError
 from tidegate.spec.frontier import Antichain
 from tidegate.spec.frontier.read_policy import (
@@ -50,11 +50,6 @@ REPLICA_STATUSES = ("connecting", "connected", "failed", "rehydrating", "dropped
 _COLLECTION = ["name", "id", "kind"]
 _REPLICA = ["replica"]
 _READ_ATTEMPTS = 5
-
-
-def wall_ms() -> int:
-    """The wall clock in epoch milliseconds (the environment's timestamps)."""
-    return time.time_ns() // 1_000_000
 
 
 def frontier_value(f: Antichain) -> float:

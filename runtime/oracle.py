@@ -27,23 +27,18 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
-import time
 from collections.abc import Callable
 
+from tidegate.runtime.platform import wall_ms
 from tidegate.spec.shard import Consensus, VersionedData
 
 from .errors import OracleError, OracleFenced
 
-__all__ = ["DEFAULT_ORACLE_KEY", "TimestampOracle", "wall_ms"]
+__all__ = ["DEFAULT_ORACLE_KEY", "TimestampOracle"]
 
 DEFAULT_ORACLE_KEY = "tidegate/oracle"
 _FORMAT_VERSION = 1
 _TRUNCATE_EVERY = 16
-
-
-def wall_ms() -> int:
-    """The wall clock in epoch milliseconds."""
-    return time.time_ns() // 1_000_000
 
 
 def _encode(upper: int, epoch: int) -> bytes:

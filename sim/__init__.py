@@ -31,7 +31,7 @@ seed gives a byte-identical trace.
 * :mod:`.mutants` -- deliberately broken variants, to measure bug-finding power;
 * :mod:`.strategies` -- ``scenarios()`` for ``@given``, and ``run_scenario`` to shrink runs.
 
-Running one seed (the README shows more)::
+Running one seed (docs/simulator.md shows more)::
 
     from tidegate.sim import RunOptions, run_simulation, small
     result = run_simulation(RunOptions(seed=1, scenario=small()))

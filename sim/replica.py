@@ -31,13 +31,12 @@ from typing import Any
 
 from tidegate.runtime.controller.storage_io import is_transient
 from tidegate.runtime.storage.store import Listener, ShardStore
-from tidegate.runtime.transport.handler import ReplicaSession, ResponseSink
+from tidegate.runtime.transport.handler import ReplicaConnection, ResponseSink
 from tidegate.spec.compute_replica import ComputeReplica
 from tidegate.spec.compute_replica.outputs import (
     PeekPersist,
     ReadSource,
     Reconciled,
-    ReplicaOutput,
     Respond,
     StopReading,
     WriteOutput,
@@ -47,6 +46,7 @@ from tidegate.spec.errors import (
     SnapshotBeforeSince,
     StageViolation,
     TidegateError,
+    UnhandledEffect,
     UpperMismatch,
 )
 from tidegate.spec.executor.python import PythonExecutor
@@ -123,7 +123,7 @@ class _Write:
 
 @dataclass(eq=False)
 class _Session:
-    """One accepted stream (the transport's ``ReplicaSession``)."""
+    """One accepted stream (the transport's ``ReplicaConnection``)."""
 
     replica: SimReplica
     number: int
@@ -186,7 +186,7 @@ class ReplicaProcess:
         """The process dies, losing everything but what is on the disk."""
         raise NotImplementedError
 
-    def on_connect(self, metadata: Mapping[str, str], responses: ResponseSink) -> ReplicaSession:
+    def on_connect(self, metadata: Mapping[str, str], responses: ResponseSink) -> ReplicaConnection:
         """The transport's handler: a controller connected."""
         raise NotImplementedError
 
@@ -289,14 +289,14 @@ class SimReplica(ReplicaProcess):
             )
         if self._crashes_rehydrating(state.iterations, command):
             return
-        outputs = state.core.handle_command(command)  # a typed refusal cuts the stream
+        state.core.handle_command(command)  # a typed refusal cuts the stream
         if not session.started:
             session.started = True
             state.newest = session.number
             state.sink = session.sink
             state.iterations += 1
             self._new_iteration(state)
-        self._perform(state, outputs)
+        self._perform(state)
         self._step_soon(state)
 
     def _on_close(self, session: _Session) -> None:
@@ -332,11 +332,13 @@ class SimReplica(ReplicaProcess):
 
     def _step(self, state: _State) -> None:
         if state.core.stage.is_computation:
-            self._perform(state, state.core.step())
+            state.core.step()
+            self._perform(state)
 
     # -- outputs ------------------------------------------------------------------------------
-    def _perform(self, state: _State, outputs: list[ReplicaOutput]) -> None:
-        for out in outputs:
+    def _perform(self, state: _State) -> None:
+        """Carry out what the replica core asked for since the last call."""
+        for out in state.core.drain():
             if isinstance(out, Respond):
                 if state.sink is not None:
                     state.sink.send(out.response)
@@ -361,6 +363,8 @@ class SimReplica(ReplicaProcess):
                     rebuilt=len(out.rebuilt),
                     dropped=len(out.dropped),
                 )
+            else:
+                raise UnhandledEffect("the simulated replica", out)
 
     def _latency(self) -> int:
         low, high = self.world.storage_latency_ms
@@ -473,7 +477,8 @@ class SimReplica(ReplicaProcess):
         state = self._guard(incarnation)
         if state is None or f.stopped or state.followers.get(f.id) is not f:
             return
-        self._perform(state, state.core.feed_source(f.id, updates, upper))
+        state.core.feed_source(f.id, updates, upper)
+        self._perform(state)
         self._step_soon(state)
 
     # -- writes -------------------------------------------------------------------------------
@@ -529,14 +534,14 @@ class SimReplica(ReplicaProcess):
             return
         try:
             if ok:
-                outputs = state.core.write_completed(sink, upper)
+                state.core.write_completed(sink, upper)
             else:
                 self.world.record("mv_write_lost", replica=self.name, id=str(sink))
-                outputs = state.core.write_failed(sink, upper)
+                state.core.write_failed(sink, upper)
         except TidegateError as e:  # the sink was dropped meanwhile
             self.world.record("mv_write_ignored", replica=self.name, error=type(e).__name__)
             return
-        self._perform(state, outputs)
+        self._perform(state)
         self._step_soon(state)
 
     # -- persist peeks ------------------------------------------------------------------------
@@ -609,7 +614,7 @@ class SimReplica(ReplicaProcess):
         if state is None:
             return
         try:
-            outputs = state.core.complete_persist_peek(uuid, rows, error=error)
+            state.core.complete_persist_peek(uuid, rows, error=error)
         except TidegateError:
             return  # the peek was cancelled or its iteration replaced meanwhile
-        self._perform(state, outputs)
+        self._perform(state)

@@ -40,7 +40,7 @@ from typing import Any, TypeVar
 
 from tidegate.replica.host import IDLE, Work
 from tidegate.replica.service import ReplicaService
-from tidegate.runtime.transport.handler import ReplicaSession, ResponseSink
+from tidegate.runtime.transport.handler import ReplicaConnection, ResponseSink
 from tidegate.spec.executor.python import PythonExecutor
 from tidegate.spec.protocol.commands import (
     ComputeCommand,
@@ -254,7 +254,7 @@ class _Session:
     """One accepted stream: the service's session, behind the fault that strikes at rehydration."""
 
     def __init__(
-        self, replica: ServiceReplica, number: int, incarnation: int, inner: ReplicaSession
+        self, replica: ServiceReplica, number: int, incarnation: int, inner: ReplicaConnection
     ) -> None:
         self.replica = replica
         self.number = number

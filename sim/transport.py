@@ -34,7 +34,7 @@ from tidegate.runtime.transport.errors import (
     Unauthenticated,
     VersionMismatch,
 )
-from tidegate.runtime.transport.handler import ReplicaHandler, ReplicaSession
+from tidegate.runtime.transport.handler import ReplicaConnection, ReplicaHandler
 from tidegate.runtime.transport.port import ReplicaStream, Transport
 from tidegate.runtime.transport.version import (
     AUTH_HEADER,
@@ -57,7 +57,7 @@ class _Link:
     def __init__(self, endpoint: SimReplicaEndpoint, stream: SimReplicaStream) -> None:
         self.endpoint = endpoint
         self.stream = stream
-        self.session: ReplicaSession | None = None
+        self.session: ReplicaConnection | None = None
         self.conn: Connection | None = None
         self.reason = "the network connection was cut"
 

@@ -153,10 +153,10 @@ class World:
 
     def catalog_has_replicas(self) -> bool:
         """Whether the durable catalog records replicas (the world reads the disk directly)."""
-        from tidegate.runtime.catalog import DEFAULT_CATALOG_KEY, decode_state
+        from tidegate.runtime.catalog import DEFAULT_CATALOG_KEY, decode_catalog
 
         head = self.disk.consensus.head(DEFAULT_CATALOG_KEY)
-        return head is not None and bool(decode_state(head.data).replicas)
+        return head is not None and bool(decode_catalog(head.data).replicas)
 
     def _message(self, direction: str, replica: str, message: Any) -> None:
         self.record(direction, r=replica, m=summarize(message))

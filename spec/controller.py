@@ -9,14 +9,22 @@ and a :class:`~tidegate.spec.compute.ComputeController` wired to it:
 * storage write frontiers flow into compute scheduling: a dataflow waiting
   for its storage inputs is scheduled as soon as their uppers pass its as_of.
 
-Every call returns the effects of both layers, compute's first, in the order
-they arose. ``sim/`` and ``runtime/`` drive this one object.
+Every call records the effects of both layers, compute's first, in the order
+they arose, in the controller's outbox; the owner takes them with
+:meth:`Controller.drain`. Storage's new uppers reach compute as explicit
+events (:class:`~tidegate.spec.storage.UpperChanged`, routed by the controller
+after each call); compute's holds on storage collections go through the
+synchronous :class:`~tidegate.spec.compute.StoragePort`, because a hold must be
+checked against the since in the same step that takes it. ``runtime/`` drives
+this one object, and ``sim/`` runs the runtime.
 
 >>> from tidegate.spec.controller import Controller
 >>> from tidegate.spec.storage import CollectionDescription, Table
 >>> from tidegate.spec.ids import GlobalId
 >>> ctl = Controller()
->>> _ = ctl.create_collections([(GlobalId.user(1), CollectionDescription(Table()))])
+>>> ctl.create_collections([(GlobalId.user(1), CollectionDescription(Table()))])
+>>> [type(e).__name__ for e in ctl.drain()]
+['RegisterShard']
 >>> ctl.storage_frontiers(GlobalId.user(1))
 (Antichain([0]), Antichain([0]))
 """
@@ -30,22 +38,21 @@ from typing import TypeAlias
 from .compute import (
     CollectionFrontiers,
     ComputeController,
+    ComputeReadHold,
     Effect,
     InstanceView,
-    ReadHold,
     ReplicaConfig,
     UuidFactory,
 )
 from .frontier import Antichain, Row, Time
 from .frontier.read_policy import ReadPolicy
 from .ids import GlobalId, InstanceId, ReplicaId
+from .outbox import Outbox
 from .protocol.responses import ComputeResponse
 from .protocol.types import ComputeParameters, DataflowDescription, PeekTargetKind, RowSetFinishing
 from .storage import (
     AppendCommand,
     CollectionDescription,
-    PendingAppend,
-    PendingSnapshot,
     ShardFrontiers,
     StorageController,
     StorageEffect,
@@ -63,8 +70,8 @@ class Controller:
 
     ``compute`` and ``storage`` are exposed for inspection and for the
     operations not wrapped here (``check_protocol`` is passed to the compute
-    controller); a caller that mutates ``storage`` directly
-    should pass its uppers on with :meth:`storage_uppers_changed`.
+    controller): their effects, too, are taken by :meth:`drain`, which first
+    routes storage's new uppers to compute.
     """
 
     def __init__(
@@ -76,77 +83,100 @@ class Controller:
     ) -> None:
         self.storage = storage if storage is not None else StorageController()
         self.compute = ComputeController(self.storage, uuid_factory, check_protocol=check_protocol)
+        self._outbox: Outbox[ControllerEffect] = Outbox()
 
     # -- plumbing ------------------------------------------------------------------------
-    def _with_storage(self, effects: Sequence[ControllerEffect]) -> list[ControllerEffect]:
-        """Append the storage effects that compute's hold changes caused, then follow new uppers."""
-        out: list[ControllerEffect] = [*effects, *self.storage.take_effects()]
-        advanced = [e.id for e in out if isinstance(e, UpperChanged)]
-        if advanced:
-            out.extend(self.compute.storage_frontiers_advanced(advanced))
-            out.extend(self.storage.take_effects())
-        return out
+    def _settle(self) -> None:
+        """Take both layers' effects, compute's first; storage's new uppers go to compute as events.
 
-    def storage_uppers_changed(self, ids: Iterable[GlobalId]) -> list[ControllerEffect]:
-        """Tell compute that storage collections ``ids`` have new uppers (schedules waiting dataflows)."""
-        return self._with_storage(self.compute.storage_frontiers_advanced(ids))
+        Runs after every call, so the composed outbox holds each call's
+        effects in the order they arose, and a dataflow waiting on a storage
+        upper is scheduled in the same call that advanced it.
+        """
+        while fresh := [*self.compute.drain(), *self.storage.drain()]:
+            self._outbox.extend(fresh)
+            advanced = [e.id for e in fresh if isinstance(e, UpperChanged)]
+            if advanced:
+                self.compute.storage_frontiers_advanced(advanced)
+
+    def drain(self) -> list[ControllerEffect]:
+        """The effects of every call since the last drain (both layers), in the order they arose.
+
+        Calls made on ``compute`` or ``storage`` directly are settled here too,
+        so an operation of either layer needs no wrapper on this class.
+        """
+        self._settle()
+        return self._outbox.drain()
 
     # -- lifecycle -------------------------------------------------------------------------
-    def initialization_complete(self) -> list[ControllerEffect]:
+    def initialization_complete(self) -> None:
         """Both layers leave their initialization stage."""
-        return self._with_storage(
-            [*self.storage.initialization_complete(), *self.compute.initialization_complete()]
-        )
+        self.storage.initialization_complete()
+        self.compute.initialization_complete()
+        self._settle()
 
-    def update_compute_configuration(self, params: ComputeParameters) -> list[ControllerEffect]:
-        return self._with_storage(self.compute.update_configuration(params))
+    def update_compute_configuration(self, params: ComputeParameters) -> None:
+        self.compute.update_configuration(params)
+        self._settle()
 
-    def maintain(self) -> list[ControllerEffect]:
+    def maintain(self) -> None:
         """Compute's periodic maintenance (warmup holds, scheduling, cleanup)."""
-        return self._with_storage(self.compute.maintain())
+        self.compute.maintain()
+        self._settle()
 
     # -- storage ---------------------------------------------------------------------------
     def create_collections(
         self,
         descriptions: Sequence[tuple[GlobalId, CollectionDescription]],
         shards: Mapping[GlobalId, ShardFrontiers] | None = None,
-    ) -> list[ControllerEffect]:
-        return self._with_storage(self.storage.create_collections(descriptions, shards))
+    ) -> None:
+        self.storage.create_collections(descriptions, shards)
+        self._settle()
 
     def storage_frontiers(self, id: GlobalId) -> tuple[Antichain, Antichain] | None:
         """``(since, upper)`` of storage collection ``id`` (``None`` if there is none)."""
         return self.storage.storage_frontiers(id)
 
-    def update_write_frontiers(
-        self, updates: Iterable[tuple[GlobalId, Antichain]]
-    ) -> list[ControllerEffect]:
+    def update_write_frontiers(self, updates: Iterable[tuple[GlobalId, Antichain]]) -> None:
         """New storage uppers (from the shard store): storage policies move, waiting dataflows start."""
-        return self._with_storage(self.storage.update_write_frontiers(updates))
+        self.storage.update_write_frontiers(updates)
+        self._settle()
 
-    def append(self, commands: Sequence[AppendCommand]) -> PendingAppend:
-        """Table appends; their completion arrives through :meth:`complete_write`."""
-        return self.storage.append(commands)
+    def append(self, commands: Sequence[AppendCommand]) -> int:
+        """Table appends; returns the ticket whose completion arrives through :meth:`complete_write`."""
+        ticket = self.storage.append(commands)
+        self._settle()
+        return ticket
 
     def complete_write(
         self, ticket: int, id: GlobalId, success: bool, current_upper: Antichain
-    ) -> list[ControllerEffect]:
+    ) -> None:
         """The shard store finished one write of an append; a new upper may start waiting dataflows."""
-        return self._with_storage(self.storage.complete_write(ticket, id, success, current_upper))
+        self.storage.complete_write(ticket, id, success, current_upper)
+        self._settle()
 
-    def snapshot(self, id: GlobalId, as_of: Time) -> PendingSnapshot:
-        """Read ``id`` as of ``as_of`` (held there until :meth:`complete_snapshot`)."""
-        return self.storage.snapshot(id, as_of)
+    def snapshot(self, id: GlobalId, as_of: Time) -> int:
+        """Read ``id`` as of ``as_of`` (held there until :meth:`complete_snapshot`); the request number."""
+        request = self.storage.snapshot(id, as_of)
+        self._settle()
+        return request
 
-    def complete_snapshot(self, request: int) -> list[ControllerEffect]:
-        return self._with_storage(self.storage.complete_snapshot(request))
+    def complete_snapshot(self, request: int) -> None:
+        self.storage.complete_snapshot(request)
+        self._settle()
 
-    def set_storage_read_policy(
-        self, policies: Sequence[tuple[GlobalId, ReadPolicy]]
-    ) -> list[ControllerEffect]:
-        return self._with_storage(self.storage.set_read_policy(policies))
+    def set_storage_read_policy(self, policies: Sequence[tuple[GlobalId, ReadPolicy]]) -> None:
+        self.storage.set_read_policy(policies)
+        self._settle()
 
-    def drop_sources(self, ids: Iterable[GlobalId]) -> list[ControllerEffect]:
-        return self._with_storage(self.storage.drop_sources(ids))
+    def reconcile_state(self, claimed: Iterable[GlobalId] = ()) -> None:
+        """After a restart: drop the durable shards no live collection (nor ``claimed``) owns."""
+        self.storage.reconcile_state(claimed)
+        self._settle()
+
+    def drop_sources(self, ids: Iterable[GlobalId]) -> None:
+        self.storage.drop_sources(ids)
+        self._settle()
 
     # -- compute ---------------------------------------------------------------------------
     def instance(self, instance: InstanceId) -> InstanceView:
@@ -158,57 +188,62 @@ class Controller:
         instance: InstanceId,
         arranged_logs: Mapping[str, GlobalId] | Iterable[tuple[str, GlobalId]] = (),
         workload_class: str | None = None,
-    ) -> list[ControllerEffect]:
-        return self._with_storage(
-            self.compute.create_instance(instance, arranged_logs, workload_class)
-        )
+    ) -> None:
+        self.compute.create_instance(instance, arranged_logs, workload_class)
+        self._settle()
 
-    def drop_instance(self, instance: InstanceId) -> list[ControllerEffect]:
-        return self._with_storage(self.compute.drop_instance(instance))
+    def drop_instance(self, instance: InstanceId) -> None:
+        self.compute.drop_instance(instance)
+        self._settle()
 
     def add_replica(
         self, instance: InstanceId, replica: ReplicaId, config: ReplicaConfig | None = None
-    ) -> list[ControllerEffect]:
-        return self._with_storage(self.compute.add_replica(instance, replica, config))
+    ) -> None:
+        self.compute.add_replica(instance, replica, config)
+        self._settle()
 
-    def drop_replica(self, instance: InstanceId, replica: ReplicaId) -> list[ControllerEffect]:
-        return self._with_storage(self.compute.drop_replica(instance, replica))
+    def drop_replica(self, instance: InstanceId, replica: ReplicaId) -> None:
+        self.compute.drop_replica(instance, replica)
+        self._settle()
 
-    def replica_connected(
-        self, instance: InstanceId, replica: ReplicaId, epoch: int
-    ) -> list[ControllerEffect]:
-        return self._with_storage(self.compute.replica_connected(instance, replica, epoch))
+    def replica_connected(self, instance: InstanceId, replica: ReplicaId, epoch: int) -> None:
+        self.compute.replica_connected(instance, replica, epoch)
+        self._settle()
 
     def replica_failed(
         self, instance: InstanceId, replica: ReplicaId, epoch: int, reason: str = ""
-    ) -> list[ControllerEffect]:
-        return self._with_storage(self.compute.replica_failed(instance, replica, epoch, reason))
+    ) -> None:
+        self.compute.replica_failed(instance, replica, epoch, reason)
+        self._settle()
 
     def handle_response(
         self, instance: InstanceId, replica: ReplicaId, epoch: int, response: ComputeResponse
-    ) -> list[ControllerEffect]:
-        return self._with_storage(self.compute.handle_response(instance, replica, epoch, response))
+    ) -> None:
+        self.compute.handle_response(instance, replica, epoch, response)
+        self._settle()
 
     def create_dataflow(
         self,
         instance: InstanceId,
         dataflow: DataflowDescription,
         target_replica: ReplicaId | None = None,
-    ) -> list[ControllerEffect]:
-        return self._with_storage(self.compute.create_dataflow(instance, dataflow, target_replica))
+    ) -> None:
+        self.compute.create_dataflow(instance, dataflow, target_replica)
+        self._settle()
 
-    def drop_collections(
-        self, instance: InstanceId, ids: Iterable[GlobalId]
-    ) -> list[ControllerEffect]:
-        return self._with_storage(self.compute.drop_collections(instance, ids))
+    def drop_collections(self, instance: InstanceId, ids: Iterable[GlobalId]) -> None:
+        self.compute.drop_collections(instance, ids)
+        self._settle()
 
     def set_read_policy(
         self, instance: InstanceId, policies: Iterable[tuple[GlobalId, ReadPolicy]]
-    ) -> list[ControllerEffect]:
-        return self._with_storage(self.compute.set_read_policy(instance, policies))
+    ) -> None:
+        self.compute.set_read_policy(instance, policies)
+        self._settle()
 
-    def allow_writes(self, instance: InstanceId, id: GlobalId) -> list[ControllerEffect]:
-        return self._with_storage(self.compute.allow_writes(instance, id))
+    def allow_writes(self, instance: InstanceId, id: GlobalId) -> None:
+        self.compute.allow_writes(instance, id)
+        self._settle()
 
     def collection_frontiers(self, instance: InstanceId, id: GlobalId) -> CollectionFrontiers:
         return self.compute.collection_frontiers(instance, id)
@@ -216,14 +251,18 @@ class Controller:
     def collection_hydrated(self, instance: InstanceId, id: GlobalId) -> bool:
         return self.compute.collection_hydrated(instance, id)
 
-    def acquire_read_hold(self, instance: InstanceId, id: GlobalId) -> ReadHold:
-        return self.compute.acquire_read_hold(instance, id)
+    def acquire_read_hold(self, instance: InstanceId, id: GlobalId) -> ComputeReadHold:
+        hold = self.compute.acquire_read_hold(instance, id)
+        self._settle()
+        return hold
 
-    def downgrade_read_hold(self, hold: ReadHold, frontier: Antichain) -> list[ControllerEffect]:
-        return self._with_storage(self.compute.downgrade_read_hold(hold, frontier))
+    def downgrade_read_hold(self, hold: ComputeReadHold, frontier: Antichain) -> None:
+        self.compute.downgrade_read_hold(hold, frontier)
+        self._settle()
 
-    def release_read_hold(self, hold: ReadHold) -> list[ControllerEffect]:
-        return self._with_storage(self.compute.release_read_hold(hold))
+    def release_read_hold(self, hold: ComputeReadHold) -> None:
+        self.compute.release_read_hold(hold)
+        self._settle()
 
     def peek(
         self,
@@ -236,8 +275,9 @@ class Controller:
         target: PeekTargetKind = "index",
         literal_constraints: tuple[Row, ...] | None = None,
         uuid: _uuid.UUID | None = None,
-    ) -> tuple[_uuid.UUID, list[ControllerEffect]]:
-        uid, effects = self.compute.peek(
+    ) -> _uuid.UUID:
+        """Read ``id`` at ``timestamp`` (see :meth:`ComputeController.peek`); the peek's uuid."""
+        uid = self.compute.peek(
             instance,
             id,
             timestamp,
@@ -247,7 +287,9 @@ class Controller:
             literal_constraints=literal_constraints,
             uuid=uuid,
         )
-        return uid, self._with_storage(effects)
+        self._settle()
+        return uid
 
-    def cancel_peek(self, instance: InstanceId, uuid: _uuid.UUID) -> list[ControllerEffect]:
-        return self._with_storage(self.compute.cancel_peek(instance, uuid))
+    def cancel_peek(self, instance: InstanceId, uuid: _uuid.UUID) -> None:
+        self.compute.cancel_peek(instance, uuid)
+        self._settle()

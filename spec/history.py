@@ -6,7 +6,7 @@ the last reduction, so its length stays proportional to the live state
 (dataflows, peeks, compaction that is still ahead of an as_of) instead of to
 everything ever sent. A new or reconnecting replica is sent the reduced
 history, and a replica reduces its own history when it reconciles
-(reference/compute.md section 8).
+(docs/reference/compute.md section 8).
 
 Reduction (:func:`reduce_commands`) folds the commands into accumulators --
 the last ``AllowCompaction`` per id, the merged configuration, the peeks not
@@ -126,7 +126,7 @@ class _Reduced:
 
 
 def reduce_commands(commands: Iterable[ComputeCommand]) -> list[ComputeCommand]:
-    """The reduced form of a command sequence (reference/compute.md section 8.2).
+    """The reduced form of a command sequence (docs/reference/compute.md section 8.2).
 
     Pure: the input is not modified, and commands that survive unchanged are
     the very objects passed in. A second ``Hello`` or ``CreateInstance`` keeps
@@ -387,7 +387,7 @@ class CommandHistory:
     # -- reduction -------------------------------------------------------------------
 
     def reduce(self) -> None:
-        """Reduce the history in place (reference/compute.md section 8.2; see the module docstring)."""
+        """Reduce the history in place (docs/reference/compute.md section 8.2; see the module docstring)."""
         reduced = _reduce(self._commands)
         self._commands = reduced.commands
         self._reduced_count = len(reduced.commands)

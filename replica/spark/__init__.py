@@ -41,7 +41,7 @@ step's time goes, from :mod:`.phases`):
   checkpointed runs merged like the state's, a driver buffer of recent
   updates); its peeks are then Spark jobs (~85-160 ms for key lookups, ~3 s
   for a scan of 1,000,000 rows on local[2]) and the driver holds no copy
-  (:mod:`.index_output`). Neither is ever read as operator state: old values
+  (:mod:`._index_output`). Neither is ever read as operator state: old values
   always come from the Spark state, which stays complete and authoritative.
 * The JVMs run with the client JIT only (:data:`.session.JAVA_OPTIONS`): many
   small jobs kept the optimising JIT compiling (630 ms of JIT per step).
@@ -56,8 +56,8 @@ the lookup's scan of the cached runs (Spark has no index to probe) and the
 larger merges.
 """
 
-from .executor import SparkExecutor
-from .index_output import IndexStatus
+from ._executor import SparkExecutor
+from ._index_output import IndexStatus
 from .session import JAVA_OPTIONS, spark_session
 
 __all__ = ["JAVA_OPTIONS", "IndexStatus", "SparkExecutor", "spark_session"]

@@ -59,9 +59,9 @@ from pyspark.sql import functions as F
 from tidegate.spec.frontier import Row
 from tidegate.spec.plan.schema import Schema
 
-from .arrow import COUNT, column_names, rows_from_table, table_from_counts
+from ._arrow import COUNT, column_names, rows_from_table, table_from_counts
+from ._fingerprint import PRIME
 from .bloom import might_contain
-from .fingerprint import PRIME
 from .phases import PHASES
 
 __all__ = [
@@ -487,7 +487,7 @@ class SparkAccumulators(Spine):
     """Per-key vectors of additive integer accumulators of the given ``kinds``.
 
     The state of a key is the element-wise sum of its vectors over the runs
-    (fingerprints modulo :data:`~.fingerprint.PRIME`). Stored columns: ``v{j}``
+    (fingerprints modulo :data:`~._fingerprint.PRIME`). Stored columns: ``v{j}``
     for a count or fingerprint, ``v{j}l`` and ``v{j}h`` for a sum.
     """
 

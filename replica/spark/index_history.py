@@ -66,8 +66,8 @@ from tidegate.spec.executor import ErrorUpdate, IndexHistory
 from tidegate.spec.frontier import Row, Update
 from tidegate.spec.plan.schema import INT64_MAX, INT64_MIN, ScalarType, Schema
 
+from ._arrow import arrow_schema, column_names
 from .arrangement import BACKGROUND_POOL
-from .arrow import arrow_schema, column_names
 from .bloom import might_contain
 
 __all__ = ["SparkIndexHistory"]

@@ -59,7 +59,14 @@ from tidegate.spec.compute import (
     SubscribeBatchOut,
 )
 from tidegate.spec.controller import Controller, ControllerEffect
-from tidegate.spec.errors import CollectionMissing, InvalidUppers, ReplicaMissing, TidegateError
+from tidegate.spec.errors import (
+    CollectionMissing,
+    InvalidUppers,
+    RemoteProtocolError,
+    ReplicaMissing,
+    TidegateError,
+    UnhandledEffect,
+)
 from tidegate.spec.frontier import Antichain, Row, Time, Update
 from tidegate.spec.frontier.read_policy import ReadPolicy
 from tidegate.spec.ids import GlobalId, InstanceId, ReplicaId
@@ -264,9 +271,14 @@ class ControllerDriver:
                 log.warning("periodic %s failed: %r", getattr(step, "__name__", step), e)
 
     # -- the effect loop --------------------------------------------------------------------
-    def apply(self, effects: Iterable[ControllerEffect]) -> None:
-        """Carry out ``effects`` in order; effects they cause are queued behind them."""
-        self._queue.extend(effects)
+    def apply(self) -> None:
+        """Carry out the controller's effects in order; effects they cause are queued behind them.
+
+        Every call on the controller is followed by ``apply()``: the controller
+        records effects in its outbox and this loop is the one place that
+        takes them (:meth:`Controller.drain`).
+        """
+        self._queue.extend(self.ctl.drain())
         if self._applying:
             return
         self._applying = True
@@ -276,14 +288,17 @@ class ControllerDriver:
                 for observe in self.observers:
                     observe(effect)
                 self._apply_one(effect)
+                self._queue.extend(self.ctl.drain())
                 while not self._queue and self._lagged:
                     self._drop_lagged(self._lagged.pop(0))
+                    self._queue.extend(self.ctl.drain())
         finally:
             self._applying = False
 
-    def report(self, fn: Callable[[Controller], Sequence[ControllerEffect]]) -> None:
-        """An IO outcome: call ``fn`` on the controller and apply its effects."""
-        self.apply(fn(self.ctl))
+    def report(self, fn: Callable[[Controller], object]) -> None:
+        """An IO outcome: call ``fn`` on the controller and apply the effects it caused."""
+        fn(self.ctl)
+        self.apply()
 
     def _apply_one(self, e: ControllerEffect) -> None:
         if isinstance(e, SendCommand):
@@ -317,7 +332,7 @@ class ControllerDriver:
                     del self._subscriptions[e.id]
                     instance = self._sub_instance.pop(e.id, self.instance)
                     with contextlib.suppress(TidegateError):  # already gone
-                        self._queue.extend(self.ctl.drop_collections(instance, [e.id]))
+                        self.ctl.drop_collections(instance, [e.id])
         elif isinstance(e, AppendCompleted):
             self._append_completed(e)
         elif isinstance(e, FrontierUpper | UpperChanged | SinceChanged | CollectionDropped):
@@ -326,9 +341,9 @@ class ControllerDriver:
         elif isinstance(e, ReplicaStatusEvent):
             self._publish(e)
         elif isinstance(e, PeekNotification):
-            pass
+            pass  # the result itself (PeekResultOut) is what a waiting client needs
         else:
-            log.debug("effect ignored: %r", e)
+            raise UnhandledEffect("the controller driver", e)
 
     def _append_completed(self, e: AppendCompleted) -> None:
         waiter = self._appends.pop(e.ticket, None)
@@ -367,7 +382,8 @@ class ControllerDriver:
 
     def _on_connected(self, link: ReplicaLink) -> None:
         if self.links.get(link.replica) is link:
-            self.apply(self.ctl.replica_connected(link.instance, link.replica, link.epoch))
+            self.ctl.replica_connected(link.instance, link.replica, link.epoch)
+            self.apply()
             self._replicas_moved()
 
     def _on_refused(self, link: ReplicaLink, reason: str) -> None:
@@ -388,17 +404,20 @@ class ControllerDriver:
         self.responses += 1
         self._failures[link.replica] = 0
         try:
-            effects = self.ctl.handle_response(link.instance, link.replica, link.epoch, response)
-        except TidegateError as e:
+            self.ctl.handle_response(link.instance, link.replica, link.epoch, response)
+        except RemoteProtocolError as e:
+            # The replica broke a rule: its connection ends (and is replaced). Any other
+            # error here is the controller's own bug and propagates: never blame the replica.
             return f"illegal response {type(response).__name__}: {type(e).__name__}: {e}"
-        self.apply(effects)
+        self.apply()
         return None
 
     def _on_failed(self, link: ReplicaLink, reason: str) -> None:
         if self.links.get(link.replica) is not link:
             return
         self._failures[link.replica] = self._failures.get(link.replica, 0) + 1
-        self.apply(self.ctl.replica_failed(link.instance, link.replica, link.epoch, reason))
+        self.ctl.replica_failed(link.instance, link.replica, link.epoch, reason)
+        self.apply()
 
     def replicas(self, instance: InstanceId | None = None) -> list[ReplicaInfo]:
         """Every replica of ``instance``: the spec's status and the link's state."""
@@ -492,7 +511,8 @@ class ControllerDriver:
 
     def maintain(self) -> None:
         """The controller's periodic maintenance."""
-        self.apply(self.ctl.maintain())
+        self.ctl.maintain()
+        self.apply()
 
     async def poll_uppers(self) -> None:
         """Report materialized-view shard uppers (written by replicas) as write frontiers."""
@@ -510,7 +530,8 @@ class ControllerDriver:
             if fr is not None and fr[1] < upper:
                 moved.append((id, upper))
         if moved:
-            self.apply(self.ctl.update_write_frontiers(moved))
+            self.ctl.update_write_frontiers(moved)
+            self.apply()
 
     # -- frontiers --------------------------------------------------------------------------
     def frontiers(
@@ -656,10 +677,10 @@ class ControllerDriver:
             for id, rows in req.batches:
                 updates[id].extend((row, ts, diff) for row, diff in rows)
         upper = Antichain([ts + 1])
-        pending = self.ctl.append([AppendCommand(t, updates[t], upper) for t in tables])
+        ticket = self.ctl.append([AppendCommand(t, updates[t], upper) for t in tables])
         waiter = _Waiter()
-        self._appends[pending.ticket] = waiter
-        self.apply(pending.effects)
+        self._appends[ticket] = waiter
+        self.apply()
         await waiter.done.wait()
         error = waiter.value
         failed = set(error.ids) if isinstance(error, InvalidUppers) else set()
@@ -678,9 +699,9 @@ class ControllerDriver:
     async def snapshot(self, id: GlobalId, as_of: Time) -> list[Update]:
         """The contents of storage collection ``id`` as of ``as_of`` (read from its shard)."""
         self._task_group()
-        pending = self.ctl.snapshot(id, as_of)
-        waiter = self.storage.expect_snapshot(pending.request)
-        self.apply(pending.effects)
+        request = self.ctl.snapshot(id, as_of)
+        waiter = self.storage.expect_snapshot(request)
+        self.apply()
         await waiter.done.wait()
         if waiter.error is not None:
             raise waiter.error
@@ -693,19 +714,23 @@ class ControllerDriver:
         target_replica: ReplicaId | None = None,
     ) -> None:
         """Install ``dataflow`` (its as_of set) on ``instance``."""
-        self.apply(self.ctl.create_dataflow(instance or self.instance, dataflow, target_replica))
+        self.ctl.create_dataflow(instance or self.instance, dataflow, target_replica)
+        self.apply()
 
     def drop_collections(self, ids: Iterable[GlobalId], instance: InstanceId | None = None) -> None:
-        self.apply(self.ctl.drop_collections(instance or self.instance, ids))
+        self.ctl.drop_collections(instance or self.instance, ids)
+        self.apply()
 
     def set_read_policy(
         self, policies: Sequence[tuple[GlobalId, ReadPolicy]], instance: InstanceId | None = None
     ) -> None:
         """Read policies of compute collections of ``instance``."""
-        self.apply(self.ctl.set_read_policy(instance or self.instance, policies))
+        self.ctl.set_read_policy(instance or self.instance, policies)
+        self.apply()
 
     def set_storage_read_policy(self, policies: Sequence[tuple[GlobalId, ReadPolicy]]) -> None:
-        self.apply(self.ctl.set_storage_read_policy(policies))
+        self.ctl.set_storage_read_policy(policies)
+        self.apply()
 
     async def peek(
         self,
@@ -728,7 +753,7 @@ class ControllerDriver:
         instance = instance or self.instance
         if timestamp is None:
             timestamp = await self.freshest(id, target, instance)
-        uuid, effects = self.ctl.peek(
+        uuid = self.ctl.peek(
             instance,
             id,
             timestamp,
@@ -739,12 +764,13 @@ class ControllerDriver:
         )
         waiter = _Waiter(reads=(instance, id, timestamp))
         self._peeks[uuid] = waiter
-        self.apply(effects)
+        self.apply()
         try:
             await waiter.done.wait()
         except BaseException:
             if self._peeks.pop(uuid, None) is not None:
-                self.apply(self.ctl.cancel_peek(instance, uuid))
+                self.ctl.cancel_peek(instance, uuid)
+                self.apply()
             raise
         result: PeekResult = waiter.value
         if isinstance(result, PeekRows):
@@ -770,7 +796,8 @@ class ControllerDriver:
             instance, id, at = waiter.reads
             if id in gone and not waiter.done.is_set():
                 waiter.error = DependencyDropped(id, int(at), id)
-                self.apply(self.ctl.cancel_peek(instance, uuid))
+                self.ctl.cancel_peek(instance, uuid)
+                self.apply()
         for sub in list(self._subscriptions.values()):
             hit = sorted(sub.reads & gone)
             if hit:
@@ -825,4 +852,5 @@ class ControllerDriver:
         if self._tg is None:
             return
         with contextlib.suppress(TidegateError):  # already gone
-            self.apply(self.ctl.drop_collections(instance, [sub.id]))
+            self.ctl.drop_collections(instance, [sub.id])
+            self.apply()

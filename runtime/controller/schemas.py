@@ -13,9 +13,9 @@ import pyarrow as pa
 from tidegate.spec.ids import GlobalId
 from tidegate.spec.plan.schema import ScalarType, Schema
 
-__all__ = ["arrow_schema", "shard_name"]
+__all__ = ["ARROW_TYPES", "arrow_schema", "shard_name"]
 
-_ARROW: dict[ScalarType, pa.DataType] = {
+ARROW_TYPES: dict[ScalarType, pa.DataType] = {
     ScalarType.INT64: pa.int64(),
     ScalarType.FLOAT64: pa.float64(),
     ScalarType.STRING: pa.string(),
@@ -23,13 +23,14 @@ _ARROW: dict[ScalarType, pa.DataType] = {
     ScalarType.DATE: pa.date32(),
     ScalarType.TIMESTAMP: pa.timestamp("us"),
 }
+"""The Arrow type of each scalar type (shards, replica state and results share it)."""
 
 
 def arrow_schema(schema: Schema) -> pa.Schema:
     """The shard row schema for rows of ``schema``."""
     return pa.schema(
         [
-            pa.field(f"c{i}", _ARROW[c.type.scalar], nullable=c.type.nullable)
+            pa.field(f"c{i}", ARROW_TYPES[c.type.scalar], nullable=c.type.nullable)
             for i, c in enumerate(schema.columns)
         ]
     )

@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias, TypeVar
 
@@ -38,7 +38,7 @@ import pyarrow as pa
 
 from tidegate.runtime.platform import REAL, Platform
 from tidegate.runtime.storage.store import ShardStore
-from tidegate.spec.controller import Controller, ControllerEffect
+from tidegate.spec.controller import Controller
 from tidegate.spec.errors import (
     Indeterminate,
     ShardFinalized,
@@ -68,7 +68,7 @@ T = TypeVar("T")
 CONTROLLER_READER = "controller"
 """The id of the controller's critical reader on every shard."""
 
-Report: TypeAlias = Callable[[Callable[[Controller], Sequence[ControllerEffect]]], None]
+Report: TypeAlias = Callable[[Callable[[Controller], object]], None]
 """How outcomes reach the controller: ``report(lambda ctl: ctl.complete_write(...))``."""
 
 StorageEffectIO: TypeAlias = (
@@ -295,6 +295,6 @@ class ShardStorageIO:
             waiter.done.set()
         self._emit(lambda ctl: ctl.complete_snapshot(e.request))
 
-    def _emit(self, fn: Callable[[Controller], Sequence[ControllerEffect]]) -> None:
+    def _emit(self, fn: Callable[[Controller], object]) -> None:
         if self._report is not None:
             self._report(fn)

@@ -8,16 +8,12 @@ throwaway environments) otherwise.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-__all__ = ["MemoryOracle", "Oracle", "default_oracle", "wall_ms"]
+from tidegate.runtime.platform import wall_ms
 
-
-def wall_ms() -> int:
-    """Milliseconds since the epoch (the default clock)."""
-    return int(time.time() * 1000)
+__all__ = ["MemoryOracle", "Oracle", "default_oracle"]
 
 
 class Oracle(Protocol):

@@ -4,6 +4,10 @@
 :func:`default_urls`) gives the embedded defaults; ``s3://`` and
 ``postgresql://`` URLs select the networked backends. The semantics (pure
 transitions, typed errors) come from :mod:`tidegate.spec.shard`.
+
+The backends are :class:`FileBlob`, :class:`SqliteConsensus`, :class:`S3Blob`
+and :class:`PostgresConsensus` (the last two import boto3 or psycopg only
+when built); their modules are private, so import them from here.
 """
 
 from tidegate.spec.shard import (
@@ -17,10 +21,12 @@ from tidegate.spec.shard import (
     VersionedData,
 )
 
+from ._file_blob import FileBlob
+from ._postgres_consensus import PostgresConsensus
+from ._s3_blob import S3Blob
+from ._sqlite_consensus import SqliteConsensus
 from .arrow_batches import DIFF, TIME, batch_schema
-from .file_blob import FileBlob
-from .sqlite_consensus import SqliteConsensus
-from .store import CompactionReport, Frontier, Listener, ListenEvent, ShardStore
+from .store import CompactionReport, FrontierLike, Listener, ListenEvent, ShardStore
 from .urls import default_urls, open_blob, open_consensus, open_shard_store
 
 __all__ = [
@@ -32,11 +38,13 @@ __all__ = [
     "CompactionReport",
     "Consensus",
     "FileBlob",
-    "Frontier",
+    "FrontierLike",
     "ListenEvent",
     "Listener",
     "MemoryBlob",
     "MemoryConsensus",
+    "PostgresConsensus",
+    "S3Blob",
     "ShardState",
     "ShardStore",
     "SqliteConsensus",

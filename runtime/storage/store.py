@@ -23,6 +23,7 @@ from typing import Any, TypeAlias
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tidegate.runtime.platform import wall_ms as _wall_ms
 from tidegate.spec.errors import (
     BlobCorrupt,
     BlobMissing,
@@ -68,9 +69,9 @@ from .arrow_batches import (
     validate_append_table,
 )
 
-__all__ = ["CompactionReport", "Frontier", "ListenEvent", "Listener", "ShardStore"]
+__all__ = ["CompactionReport", "FrontierLike", "ListenEvent", "Listener", "ShardStore"]
 
-Frontier: TypeAlias = Antichain | int
+FrontierLike: TypeAlias = Antichain | int
 """A frontier argument: an :class:`Antichain`, or an ``int`` ``t`` meaning ``[t]``."""
 
 Updates: TypeAlias = pa.Table | pa.RecordBatch | Iterable[Update]
@@ -83,14 +84,10 @@ EXPIRY_EVERY = 64
 """Maintenance after every this many appends also expires lapsed readers and idle writers."""
 
 
-def _frontier(f: Frontier) -> Antichain:
+def _frontier(f: FrontierLike) -> Antichain:
     if isinstance(f, Antichain):
         return f
     return Antichain.from_elem(f)
-
-
-def _wall_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def _uuid_hex() -> str:
@@ -309,8 +306,8 @@ class ShardStore:
         self,
         shard: str,
         updates: Updates,
-        expected_upper: Frontier,
-        new_upper: Frontier,
+        expected_upper: FrontierLike,
+        new_upper: FrontierLike,
         idempotency_token: str | None = None,
         *,
         writer_id: str | None = None,
@@ -398,7 +395,7 @@ class ShardStore:
     def heartbeat_reader(self, shard: str, reader_id: str) -> None:
         self._commit(shard, lambda s: tr.heartbeat_reader(s, reader_id, now_ms=self.clock_ms()))
 
-    def downgrade_since(self, shard: str, reader_id: str, new_since: Frontier) -> Antichain:
+    def downgrade_since(self, shard: str, reader_id: str, new_since: FrontierLike) -> Antichain:
         """Move a reader's since forward; returns the shard's since afterwards."""
         f = _frontier(new_since)
         state = self._commit(
@@ -407,7 +404,12 @@ class ShardStore:
         return state.since
 
     def compare_and_downgrade_since(
-        self, shard: str, reader_id: str, expected_opaque: int, new_opaque: int, new_since: Frontier
+        self,
+        shard: str,
+        reader_id: str,
+        expected_opaque: int,
+        new_opaque: int,
+        new_since: FrontierLike,
     ) -> Antichain:
         """Downgrade a critical reader's since if its opaque matches; returns the shard's since."""
         f = _frontier(new_since)

@@ -14,8 +14,8 @@ from urllib.parse import parse_qs, urlsplit
 
 from tidegate.spec.shard import Blob, Consensus, MemoryBlob, MemoryConsensus
 
-from .file_blob import FileBlob
-from .sqlite_consensus import SqliteConsensus
+from ._file_blob import FileBlob
+from ._sqlite_consensus import SqliteConsensus
 
 __all__ = ["default_urls", "open_blob", "open_consensus", "open_shard_store"]
 
@@ -39,7 +39,7 @@ def open_blob(url: str) -> Blob:
     if parts.scheme == "mem":
         return _MEM_BLOBS.setdefault(parts.netloc + parts.path, MemoryBlob())
     if parts.scheme == "s3":
-        from .s3_blob import S3Blob
+        from ._s3_blob import S3Blob
 
         q = {k: v[-1] for k, v in parse_qs(parts.query).items()}
         return S3Blob(
@@ -61,7 +61,7 @@ def open_consensus(url: str) -> Consensus:
     if parts.scheme == "mem":
         return _MEM_CONSENSUS.setdefault(parts.netloc + parts.path, MemoryConsensus())
     if parts.scheme in ("postgres", "postgresql"):
-        from .postgres_consensus import PostgresConsensus
+        from ._postgres_consensus import PostgresConsensus
 
         return PostgresConsensus(url)
     raise ValueError(f"unknown consensus URL scheme in {url!r} (sqlite, postgresql, mem)")

@@ -20,7 +20,7 @@ from .errors import (
     Unauthenticated,
     VersionMismatch,
 )
-from .handler import ReplicaHandler, ReplicaSession, ResponseSink
+from .handler import ReplicaConnection, ReplicaHandler, ResponseSink
 from .port import ReplicaStream, Transport
 from .version import AUTH_HEADER, PROTOCOL_VERSION, VERSION_HEADER
 
@@ -30,8 +30,8 @@ __all__ = [
     "VERSION_HEADER",
     "ConnectionLost",
     "ConnectionRefused",
+    "ReplicaConnection",
     "ReplicaHandler",
-    "ReplicaSession",
     "ReplicaStream",
     "ResponseSink",
     "StreamClosed",

@@ -1,19 +1,19 @@
 """A bridge from anyio code (trio or asyncio) to one dedicated asyncio thread.
 
 grpc.aio only runs on an asyncio loop, and wants exactly one such loop per
-process with every channel created on it (reference/simulation-and-style.md
+process with every channel created on it (docs/reference/simulation-and-style.md
 §3). :class:`AioThread` owns that loop in a thread of its own. Callers on any
 anyio backend submit coroutines to it (:meth:`AioThread.call`) and receive
-streams of items from it (:class:`Inbox`); results cross back by scheduling a
+streams of items from it (:class:`CallerInbox`); results cross back by scheduling a
 callback on the caller's own loop (``TrioToken.run_sync_soon`` on trio,
 ``loop.call_soon_threadsafe`` on asyncio), so no thread is spent per call and
 the caller never touches asyncio objects of the other loop.
 
 * Cancelling the caller cancels the submitted coroutine (unless told not to).
-* :class:`Inbox` is bounded by credits: the producer waits when the consumer
+* :class:`CallerInbox` is bounded by credits: the producer waits when the consumer
   is ``capacity`` items behind, and items produced while a hop is pending ride
   on that hop (coalescing).
-* :class:`Outbox` is the other direction: callers queue items without waiting
+* :class:`CallerOutbox` is the other direction: callers queue items without waiting
   for the loop thread (only while ``capacity`` items are still unconsumed),
   and one drainer on the loop takes them in order; a drainer already awake
   needs no wakeup (coalescing).
@@ -35,7 +35,7 @@ from typing import Any, Generic, TypeVar
 import anyio
 import anyio.lowlevel
 
-__all__ = ["AioThread", "Inbox", "Outbox", "Post", "caller_post", "shared_aio_thread"]
+__all__ = ["AioThread", "CallerInbox", "CallerOutbox", "Post", "caller_post", "shared_aio_thread"]
 
 T = TypeVar("T")
 
@@ -184,7 +184,7 @@ def shared_aio_thread() -> AioThread:
         return _shared.start()
 
 
-class Inbox(Generic[T]):
+class CallerInbox(Generic[T]):
     """Items produced on the loop thread, consumed by anyio tasks on one caller loop.
 
     The producer calls :meth:`put` (awaits a credit) and finally :meth:`finish`
@@ -297,7 +297,7 @@ class Inbox(Generic[T]):
         return items
 
 
-class Outbox(Generic[T]):
+class CallerOutbox(Generic[T]):
     """Items queued by anyio tasks on one caller loop, drained in order on the loop thread.
 
     Callers :meth:`put_many`: the items are queued and the call returns

@@ -36,7 +36,7 @@ from tidegate.spec.protocol.responses import (
     Status,
 )
 
-from .handler import ReplicaSession, ResponseSink
+from .handler import ReplicaConnection, ResponseSink
 
 __all__ = ["EchoReplica", "EchoSession", "main"]
 
@@ -77,7 +77,7 @@ class EchoReplica:
         self.sessions: list[EchoSession] = []
         self.metadata: list[Mapping[str, str]] = []
 
-    def on_connect(self, metadata: Mapping[str, str], responses: ResponseSink) -> ReplicaSession:
+    def on_connect(self, metadata: Mapping[str, str], responses: ResponseSink) -> ReplicaConnection:
         with self._lock:
             session = EchoSession(len(self.sessions) + 1, responses)
             self.sessions.append(session)

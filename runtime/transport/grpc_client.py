@@ -2,14 +2,14 @@
 
 Every channel and call lives on :func:`~.aio_thread.shared_aio_thread` (or the
 :class:`~.aio_thread.AioThread` given); the anyio side only submits coroutines
-and drains an :class:`~.aio_thread.Inbox`. Each :meth:`GrpcTransport.connect`
+and drains an :class:`~.aio_thread.CallerInbox`. Each :meth:`GrpcTransport.connect`
 opens a channel and one ``CommandResponseStream`` call carrying the version
 header (and ``authorization: Bearer <token>`` when a token is set), then waits
 for the replica's initial metadata, so a refused version or token surfaces from
 ``connect`` itself. Messages travel as codec bytes (:mod:`tidegate.runtime.wire.codec`).
 
 Sending does not wait for the write: commands are encoded on the caller's
-thread and queued in an :class:`~.aio_thread.Outbox` that one writer task on
+thread and queued in a :class:`~.aio_thread.CallerOutbox` that one writer task on
 the loop thread drains in order, so a send costs no thread hop back. A send
 waits only while ``send_buffer`` commands are queued and unwritten
 (backpressure), and raises :class:`~.errors.ConnectionLost` once the stream is
@@ -35,7 +35,7 @@ from tidegate.runtime.wire.errors import WireError
 from tidegate.spec.protocol.commands import ComputeCommand
 from tidegate.spec.protocol.responses import ComputeResponse
 
-from .aio_thread import AioThread, Inbox, Outbox, caller_post, shared_aio_thread
+from .aio_thread import AioThread, CallerInbox, CallerOutbox, caller_post, shared_aio_thread
 from .errors import (
     ConnectionLost,
     ConnectionRefused,
@@ -137,8 +137,8 @@ class GrpcTransport(Transport):
     async def connect(self, address: str) -> GrpcReplicaStream:
         aio = self.aio
         post = caller_post()
-        inbox: Inbox[ComputeResponse] = Inbox(aio.loop, post, self.buffer)
-        outbox: Outbox[bytes] = Outbox(
+        inbox: CallerInbox[ComputeResponse] = CallerInbox(aio.loop, post, self.buffer)
+        outbox: CallerOutbox[bytes] = CallerOutbox(
             aio.loop,
             post,
             self.send_buffer,
@@ -163,8 +163,8 @@ class GrpcReplicaStream(ReplicaStream):
         self,
         aio: AioThread,
         call: _AioCall,
-        inbox: Inbox[ComputeResponse],
-        outbox: Outbox[bytes],
+        inbox: CallerInbox[ComputeResponse],
+        outbox: CallerOutbox[bytes],
         on_close: Callable[[GrpcReplicaStream], None] = lambda _: None,
     ) -> None:
         self.address = call.address
@@ -214,8 +214,8 @@ class _AioCall:
         self,
         transport: GrpcTransport,
         address: str,
-        inbox: Inbox[ComputeResponse],
-        outbox: Outbox[bytes],
+        inbox: CallerInbox[ComputeResponse],
+        outbox: CallerOutbox[bytes],
     ):
         self.transport = transport
         self.address = address

@@ -1,7 +1,7 @@
 """The replica's gRPC server: ``ProtoCompute`` served by a plain sync ``grpc.server``.
 
 Thin on purpose: it checks each new stream's metadata, keeps one controller at
-a time, and moves bytes between the call and a :class:`~.handler.ReplicaSession`
+a time, and moves bytes between the call and a :class:`~.handler.ReplicaConnection`
 (the replica's logic, e.g. the Spark replica) through the codec. Rules it enforces:
 
 * a wrong or missing ``authorization: Bearer <token>`` (when a token is
@@ -41,7 +41,7 @@ from tidegate.runtime.wire.errors import WireError
 from tidegate.spec.errors import TidegateError
 from tidegate.spec.protocol.responses import ComputeResponse
 
-from .handler import ReplicaHandler, ReplicaSession
+from .handler import ReplicaConnection, ReplicaHandler
 from .version import AUTH_HEADER, PROTOCOL_VERSION, VERSION_HEADER, bearer
 
 __all__ = ["SERVICE", "ReplicaServer", "ServerTls"]
@@ -93,7 +93,7 @@ class _Connection:
         self.outgoing: queue.SimpleQueue[bytes | _End] = queue.SimpleQueue()
         self.lock = threading.RLock()  # serialises on_command with end()
         self.ended = False
-        self.session: ReplicaSession | None = None
+        self.session: ReplicaConnection | None = None
 
     # ResponseSink
     def send(self, response: ComputeResponse) -> None:

@@ -2,7 +2,7 @@
 
 Both the gRPC server (:mod:`.grpc_server`) and the simulator's endpoint
 (:mod:`tidegate.sim.transport`) accept a stream after checking version and
-token, then ask the :class:`ReplicaHandler` for a :class:`ReplicaSession`, feed
+token, then ask the :class:`ReplicaHandler` for a :class:`ReplicaConnection`, feed
 it the commands in order and forward whatever it puts into its
 :class:`ResponseSink`. Sessions are synchronous: the gRPC server calls them
 from one reader thread per stream, the simulator from its event loop.
@@ -16,7 +16,7 @@ from typing import Protocol
 from tidegate.spec.protocol.commands import ComputeCommand
 from tidegate.spec.protocol.responses import ComputeResponse
 
-__all__ = ["ReplicaHandler", "ReplicaSession", "ResponseSink"]
+__all__ = ["ReplicaConnection", "ReplicaHandler", "ResponseSink"]
 
 
 class ResponseSink(Protocol):
@@ -31,7 +31,7 @@ class ResponseSink(Protocol):
         ...
 
 
-class ReplicaSession(Protocol):
+class ReplicaConnection(Protocol):
     """One accepted stream's replica-side state (one protocol iteration)."""
 
     def on_command(self, command: ComputeCommand) -> None:
@@ -46,6 +46,6 @@ class ReplicaSession(Protocol):
 class ReplicaHandler(Protocol):
     """Creates a session per accepted stream; the newest stream preempts the previous one."""
 
-    def on_connect(self, metadata: Mapping[str, str], responses: ResponseSink) -> ReplicaSession:
+    def on_connect(self, metadata: Mapping[str, str], responses: ResponseSink) -> ReplicaConnection:
         """A controller connected with call ``metadata``; return its session."""
         ...

@@ -3,7 +3,7 @@
 * ``proto/tidegate_compute.proto`` -- the contract; generated code in :mod:`.gen`;
 * :mod:`.codec` -- ``encode_command``/``decode_command``, ``encode_response``/``decode_response``;
 * :mod:`.plans` -- plans (the IR of :mod:`tidegate.spec.plan`) as typed messages;
-* :mod:`.rows` -- row payloads as Arrow IPC bytes;
+* ``_rows`` (private) -- row payloads as Arrow IPC bytes;
 * :mod:`.errors` -- :class:`WireError` and its subclasses.
 """
 

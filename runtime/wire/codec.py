@@ -57,10 +57,10 @@ from tidegate.spec.protocol import (
     UpdateConfiguration,
 )
 
+from ._rows import decode_table, encode_table
 from .errors import MalformedMessage, UnknownMessageKind, WireError
 from .gen import tidegate_compute_pb2 as pb
 from .plans import decode_plan, encode_plan
-from .rows import decode_table, encode_table
 
 __all__ = [
     "command_from_bytes",

@@ -1,4 +1,4 @@
-"""The compute controller as a pure state machine (reference/compute.md sections 9 and 10).
+"""The compute controller as a pure state machine (docs/reference/compute.md sections 9 and 10).
 
 :class:`ComputeController` is the API; calls return :mod:`effects` for a
 driver (the simulator or the runtime) to carry out. Storage is reached through
@@ -15,7 +15,7 @@ from .config import (
     ReplicaLogging,
     UnmanagedLocation,
 )
-from .controller import CollectionFrontiers, ComputeController, ReadHold
+from .controller import CollectionFrontiers, ComputeController, ComputeReadHold
 from .effects import (
     ConnectReplica,
     DisconnectReplica,
@@ -39,6 +39,7 @@ __all__ = [
     "CollectionFrontiers",
     "CollectionSnapshot",
     "ComputeController",
+    "ComputeReadHold",
     "ConnectReplica",
     "DisconnectReplica",
     "Effect",
@@ -48,7 +49,6 @@ __all__ = [
     "ManagedLocation",
     "PeekNotification",
     "PeekResultOut",
-    "ReadHold",
     "ReplicaCollectionSnapshot",
     "ReplicaConfig",
     "ReplicaLocation",

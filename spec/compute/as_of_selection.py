@@ -1,4 +1,4 @@
-"""As-of selection at bootstrap (reference/compute.md section 10).
+"""As-of selection at bootstrap (docs/reference/compute.md section 10).
 
 When a controller restarts it must choose an ``as_of`` for every catalog
 dataflow. The choice must be *correct* (a durable output never skips or

@@ -1,10 +1,13 @@
 """The compute controller: the public, synchronous API over all compute instances.
 
-A sans-IO state machine (reference/compute.md section 9): each call validates
-its arguments, then changes state and returns the effects the driver must carry
-out (commands to named replicas, results and notifications for clients,
-connect/disconnect requests, replica status events). A call that raises has
-changed nothing. Storage is reached through a :class:`StoragePort`.
+A sans-IO state machine (docs/reference/compute.md section 9): each call validates
+its arguments, then changes state and records in its outbox the effects the
+driver must carry out (commands to named replicas, results and notifications
+for clients, connect/disconnect requests, replica status events), which the
+driver takes with :meth:`ComputeController.drain`. A call that raises has
+changed nothing, outbox included. Storage is reached through a
+:class:`StoragePort`: its frontiers and the holds compute takes on it, which
+must be checked in the same step as the call that takes them.
 
 Replica responses come in through :meth:`ComputeController.handle_response`
 tagged with the connection epoch they arrived on; a connection failure is
@@ -14,8 +17,10 @@ replica on epoch + 1 by replaying the reduced command history.
 >>> from tidegate.spec.compute import ComputeController, InMemoryStorage
 >>> ctl = ComputeController(InMemoryStorage())
 >>> ctl.create_instance("c1")
+>>> ctl.drain()
 []
->>> [type(e).__name__ for e in ctl.add_replica("c1", "r1")][:3]
+>>> ctl.add_replica("c1", "r1")
+>>> [type(e).__name__ for e in ctl.drain()][:3]
 ['ConnectReplica', 'ReplicaStatusEvent', 'SendCommand']
 """
 
@@ -30,6 +35,7 @@ from ..errors.frontier import HoldRegression
 from ..frontier import Antichain, Row, Time
 from ..frontier.read_policy import ReadPolicy
 from ..ids import GlobalId, InstanceId, ReplicaId
+from ..outbox import Outbox, atomic
 from ..protocol.responses import ComputeResponse
 from ..protocol.types import (
     ComputeParameters,
@@ -44,7 +50,7 @@ from .storage_port import StoragePort
 from .uuids import UuidFactory, counter_uuids
 from .view import InstanceView
 
-__all__ = ["CollectionFrontiers", "ComputeController", "ReadHold"]
+__all__ = ["CollectionFrontiers", "ComputeController", "ComputeReadHold"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +62,7 @@ class CollectionFrontiers:
 
 
 @dataclass(frozen=True, slots=True)
-class ReadHold:
+class ComputeReadHold:
     """A client's read hold on a compute collection, issued by :meth:`ComputeController.acquire_read_hold`.
 
     The hold's current frontier is kept by the controller; this is only its name.
@@ -95,6 +101,7 @@ class ComputeController:
         self._initialized = False
         self._holds: dict[int, tuple[InstanceId, GlobalId, Antichain]] = {}
         self._next_hold = 0
+        self._outbox: Outbox[Effect] = Outbox()
 
     # -- lookup ---------------------------------------------------------------------------
     def _instance(self, instance: InstanceId) -> Instance:
@@ -110,13 +117,18 @@ class ComputeController:
         """A read-only handle on ``instance`` for inspection."""
         return InstanceView(self._instance(instance))
 
+    def drain(self) -> list[Effect]:
+        """The effects of every call since the last drain, in the order they arose."""
+        return self._outbox.drain()
+
     # -- instances -----------------------------------------------------------------------
+    @atomic
     def create_instance(
         self,
         instance: InstanceId,
         arranged_logs: Mapping[str, GlobalId] | Iterable[tuple[str, GlobalId]] = (),
         workload_class: str | None = None,
-    ) -> list[Effect]:
+    ) -> None:
         """Create an instance with its arranged log collections (readable from time 0 on every replica)."""
         if instance in self._instances:
             raise InstanceExists(instance)
@@ -130,123 +142,109 @@ class ComputeController:
             params,
             self._initialized,
             self.check_protocol,
+            self._outbox,
         )
         self._instances[instance] = inst
         self._workload_classes[instance] = workload_class
-        return []
 
-    def drop_instance(self, instance: InstanceId) -> list[Effect]:
+    @atomic
+    def drop_instance(self, instance: InstanceId) -> None:
         """Remove an instance: its replicas are disconnected and all its holds released."""
         inst = self._instance(instance)
-        out: list[Effect] = []
         for rid in sorted(inst.replicas):
-            inst.remove_replica(rid, out, dropped=True)
+            inst.remove_replica(rid, dropped=True)
         for uuid in sorted(inst.peeks):
-            inst.cancel_peek(uuid, out)
+            inst.cancel_peek(uuid)
         live = sorted(c.id for c in inst.collections.values() if not c.dropped)
         if live:
-            inst.drop_collections(live, out)
+            inst.drop_collections(live)
         for hold_id in sorted(h for h, (i, _, _) in self._holds.items() if i == instance):
-            self._release(hold_id, out)
+            self._release(hold_id)
         del self._instances[instance]
         del self._workload_classes[instance]
-        return out
 
-    def update_configuration(self, params: ComputeParameters) -> list[Effect]:
+    @atomic
+    def update_configuration(self, params: ComputeParameters) -> None:
         """Merge ``params`` into the controller's configuration and send them to every instance."""
-        out: list[Effect] = []
         self._params = self._params.update(params)
         for name in sorted(self._instances):
             p = params.update(ComputeParameters(workload_class=self._workload_classes[name]))
-            self._instances[name].update_configuration(p, out)
-        return out
+            self._instances[name].update_configuration(p)
 
-    def initialization_complete(self) -> list[Effect]:
+    @atomic
+    def initialization_complete(self) -> None:
         """Mark the controller initialized; every instance sends ``InitializationComplete`` once."""
         self._initialized = True
-        out: list[Effect] = []
         for name in sorted(self._instances):
-            self._instances[name].initialization_complete(out)
-        return out
+            self._instances[name].initialization_complete()
 
     # -- replicas --------------------------------------------------------------------------
+    @atomic
     def add_replica(
         self, instance: InstanceId, replica: ReplicaId, config: ReplicaConfig | None = None
-    ) -> list[Effect]:
+    ) -> None:
         """Add a replica (epoch 1 for a new id) and replay the instance's reduced history to it."""
         inst = self._instance(instance)
         inst.check_add_replica(replica)
-        out: list[Effect] = []
         epoch = inst.epochs.get(replica, 0) + 1
-        inst.add_replica(replica, config if config is not None else ReplicaConfig(), epoch, out)
-        return out
+        inst.add_replica(replica, config if config is not None else ReplicaConfig(), epoch)
 
-    def drop_replica(self, instance: InstanceId, replica: ReplicaId) -> list[Effect]:
+    @atomic
+    def drop_replica(self, instance: InstanceId, replica: ReplicaId) -> None:
         """Remove a replica; peeks and subscribes targeted at it fail with the documented error."""
         inst = self._instance(instance)
         inst.check_replica(replica)
-        out: list[Effect] = []
-        r = inst.remove_replica(replica, out, dropped=True)
-        out.append(ReplicaStatusEvent(instance, replica, "dropped", r.epoch))
-        return out
+        r = inst.remove_replica(replica, dropped=True)
+        self._outbox.emit(ReplicaStatusEvent(instance, replica, "dropped", r.epoch))
 
-    def replica_connected(
-        self, instance: InstanceId, replica: ReplicaId, epoch: int
-    ) -> list[Effect]:
+    @atomic
+    def replica_connected(self, instance: InstanceId, replica: ReplicaId, epoch: int) -> None:
         """The driver's connection of ``epoch`` is up (a status event for clients)."""
-        out: list[Effect] = []
-        self._instance(instance).replica_connected(replica, epoch, out)
-        return out
+        self._instance(instance).replica_connected(replica, epoch)
 
+    @atomic
     def replica_failed(
         self, instance: InstanceId, replica: ReplicaId, epoch: int, reason: str = ""
-    ) -> list[Effect]:
+    ) -> None:
         """The connection of ``epoch`` failed: rehydrate on epoch + 1 (stale epochs are ignored)."""
-        out: list[Effect] = []
-        self._instance(instance).replica_failed(replica, epoch, reason, out)
-        return out
+        self._instance(instance).replica_failed(replica, epoch, reason)
 
+    @atomic
     def handle_response(
         self, instance: InstanceId, replica: ReplicaId, epoch: int, response: ComputeResponse
-    ) -> list[Effect]:
+    ) -> None:
         """Merge a response from ``replica`` received on its connection of ``epoch``."""
-        out: list[Effect] = []
         inst = self._instances.get(instance)
         if inst is not None:
-            inst.handle_response(replica, epoch, response, out)
-        return out
+            inst.handle_response(replica, epoch, response)
 
     # -- dataflows and collections -----------------------------------------------------------
+    @atomic
     def create_dataflow(
         self,
         instance: InstanceId,
         dataflow: DataflowDescription,
         target_replica: ReplicaId | None = None,
-    ) -> list[Effect]:
+    ) -> None:
         """Install a dataflow; its exports get read and write frontier ``{as_of}`` at once."""
-        out: list[Effect] = []
-        self._instance(instance).create_dataflow(dataflow, target_replica, out)
-        return out
+        self._instance(instance).create_dataflow(dataflow, target_replica)
 
-    def drop_collections(self, instance: InstanceId, ids: Iterable[GlobalId]) -> list[Effect]:
+    @atomic
+    def drop_collections(self, instance: InstanceId, ids: Iterable[GlobalId]) -> None:
         """Drop collections (all ids validated first); replicas are told once nothing holds them."""
-        out: list[Effect] = []
-        self._instance(instance).drop_collections(ids, out)
-        return out
+        self._instance(instance).drop_collections(ids)
 
+    @atomic
     def set_read_policy(
         self, instance: InstanceId, policies: Iterable[tuple[GlobalId, ReadPolicy]]
-    ) -> list[Effect]:
+    ) -> None:
         """Set read policies; an unknown or write-only id rejects the whole batch."""
-        out: list[Effect] = []
-        self._instance(instance).set_read_policy(policies, out)
-        return out
+        self._instance(instance).set_read_policy(policies)
 
-    def allow_writes(self, instance: InstanceId, id: GlobalId) -> list[Effect]:
+    @atomic
+    def allow_writes(self, instance: InstanceId, id: GlobalId) -> None:
         """Let collection ``id`` write to storage (sends ``AllowWrites`` once)."""
-        out: list[Effect] = []
-        self._instance(instance).allow_writes(id, out)
-        return out
+        self._instance(instance).allow_writes(id)
 
     def collection_frontiers(self, instance: InstanceId, id: GlobalId) -> CollectionFrontiers:
         c = self._instance(instance).live(id)
@@ -264,41 +262,40 @@ class ComputeController:
     ) -> bool:
         return self._instance(instance).collections_hydrated_on_replicas(targets, exclude)
 
-    def storage_frontiers_advanced(self, ids: Iterable[GlobalId]) -> list[Effect]:
+    @atomic
+    def storage_frontiers_advanced(self, ids: Iterable[GlobalId]) -> None:
         """Storage write frontiers moved: schedule dataflows that were waiting on them."""
-        out: list[Effect] = []
         items = list(ids)
         for name in sorted(self._instances):
-            self._instances[name].storage_uppers_advanced(items, out)
-        return out
+            self._instances[name].storage_uppers_advanced(items)
 
-    def maintain(self) -> list[Effect]:
+    @atomic
+    def maintain(self) -> None:
         """Periodic work on every instance: warmup holds, paused-cluster forwarding, scheduling, cleanup."""
-        out: list[Effect] = []
         for name in sorted(self._instances):
-            self._instances[name].maintain(out)
-        return out
+            self._instances[name].maintain()
 
     # -- read holds ------------------------------------------------------------------------
-    def acquire_read_hold(self, instance: InstanceId, id: GlobalId) -> ReadHold:
+    @atomic
+    def acquire_read_hold(self, instance: InstanceId, id: GlobalId) -> ComputeReadHold:
         """A hold on ``id`` at its current read frontier; it keeps the since there until moved."""
         inst = self._instance(instance)
         c = inst.live(id)
         since = c.read_frontier
-        out: list[Effect] = []
-        inst._update_read_caps(id, [(t, 1) for t in since.elements], out)
+        inst._update_read_caps(id, [(t, 1) for t in since.elements])
         hold_id = self._next_hold
         self._next_hold += 1
         self._holds[hold_id] = (instance, id, since)
-        return ReadHold(hold_id, instance, id)
+        return ComputeReadHold(hold_id, instance, id)
 
-    def read_hold_frontier(self, hold: ReadHold) -> Antichain:
+    def read_hold_frontier(self, hold: ComputeReadHold) -> Antichain:
         entry = self._holds.get(hold.hold_id)
         if entry is None:
             raise ReadHoldMissing(hold)
         return entry[2]
 
-    def downgrade_read_hold(self, hold: ReadHold, frontier: Antichain) -> list[Effect]:
+    @atomic
+    def downgrade_read_hold(self, hold: ComputeReadHold, frontier: Antichain) -> None:
         """Move a hold forward to ``frontier`` (``[]`` releases it); moving back raises."""
         entry = self._holds.get(hold.hold_id)
         if entry is None:
@@ -306,31 +303,29 @@ class ComputeController:
         instance, id, old = entry
         if not old <= frontier:
             raise HoldRegression(f"read hold on {id} cannot move from {old!r} back to {frontier!r}")
-        out: list[Effect] = []
         if frontier == old:
-            return out
+            return
         inst = self._instances[instance]
         changes = [*((t, 1) for t in frontier.elements), *((t, -1) for t in old.elements)]
         if frontier.elements:
             self._holds[hold.hold_id] = (instance, id, frontier)
         else:
             del self._holds[hold.hold_id]
-        inst._update_read_caps(id, changes, out)
-        return out
+        inst._update_read_caps(id, changes)
 
-    def release_read_hold(self, hold: ReadHold) -> list[Effect]:
+    @atomic
+    def release_read_hold(self, hold: ComputeReadHold) -> None:
         if hold.hold_id not in self._holds:
             raise ReadHoldMissing(hold)
-        out: list[Effect] = []
-        self._release(hold.hold_id, out)
-        return out
+        self._release(hold.hold_id)
 
-    def _release(self, hold_id: int, out: list[Effect]) -> None:
+    def _release(self, hold_id: int) -> None:
         instance, id, old = self._holds.pop(hold_id)
         inst = self._instances[instance]
-        inst._update_read_caps(id, [(t, -1) for t in old.elements], out)
+        inst._update_read_caps(id, [(t, -1) for t in old.elements])
 
     # -- peeks ---------------------------------------------------------------------------
+    @atomic
     def peek(
         self,
         instance: InstanceId,
@@ -342,14 +337,13 @@ class ComputeController:
         target: PeekTargetKind = "index",
         literal_constraints: tuple[Row, ...] | None = None,
         uuid: _uuid.UUID | None = None,
-    ) -> tuple[_uuid.UUID, list[Effect]]:
-        """Read ``id`` at ``timestamp``: returns the peek's uuid and the effects.
+    ) -> _uuid.UUID:
+        """Read ``id`` at ``timestamp``; returns the peek's uuid.
 
         The collection is held at ``timestamp`` until the peek is answered or
         cancelled; the client then gets exactly one :class:`PeekResultOut`
         and one :class:`PeekNotification`.
         """
-        out: list[Effect] = []
         uid = self._instance(instance).peek(
             id,
             timestamp,
@@ -358,12 +352,10 @@ class ComputeController:
             target,
             literal_constraints,
             uuid,
-            out,
         )
-        return uid, out
+        return uid
 
-    def cancel_peek(self, instance: InstanceId, uuid: _uuid.UUID) -> list[Effect]:
+    @atomic
+    def cancel_peek(self, instance: InstanceId, uuid: _uuid.UUID) -> None:
         """Cancel a pending peek: the client gets a ``PeekCanceled`` result (``PeekMissing`` if none pending)."""
-        out: list[Effect] = []
-        self._instance(instance).cancel_peek(uuid, out)
-        return out
+        self._instance(instance).cancel_peek(uuid)

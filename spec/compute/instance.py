@@ -1,9 +1,10 @@
 """One compute instance (cluster): its replicas, collections, peeks, subscribes and command history.
 
 This is the state machine behind :class:`~tidegate.spec.compute.ComputeController`
-(reference/compute.md section 9). Every public method validates its arguments
+(docs/reference/compute.md section 9). Every public method validates its arguments
 first and mutates after, so a call that raises leaves the instance as it was;
-it appends the effects it causes to the ``out`` list it is given.
+it emits the effects it causes into its owner's :class:`~tidegate.spec.outbox.Outbox`
+(an instance is a part of the compute controller, not a machine of its own).
 
 Read holds follow section 9.3: a collection's read frontier is the frontier of
 its read-capability multiset, and the *only* place an ``AllowCompaction`` is
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 import uuid as _uuid
 from collections.abc import Iterable
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from ..errors import (
     CollectionExists,
@@ -34,6 +35,7 @@ from ..frontier import Antichain, ChangeBatch, Row, Time
 from ..frontier.read_policy import ReadPolicy, ValidFrom
 from ..history import CommandHistory
 from ..ids import GlobalId, InstanceId, ReplicaId
+from ..outbox import Outbox
 from ..protocol.commands import (
     AllowCompaction,
     AllowWrites,
@@ -85,8 +87,8 @@ from .effects import (
 )
 from .state import (
     ActiveSubscribe,
-    CollectionKind,
-    CollectionState,
+    ComputeCollectionKind,
+    ComputeCollectionState,
     PendingPeek,
     ReplicaCollectionState,
     ReplicaState,
@@ -124,6 +126,16 @@ def _step_back(frontier: Antichain) -> Antichain:
     return frontier
 
 
+@dataclass(slots=True)
+class _CheckedDataflow:
+    """What validating a dataflow learned: its as_of and its inputs' and outputs' frontiers."""
+
+    as_of: Antichain
+    storage_since: dict[GlobalId, Antichain] = field(default_factory=dict)
+    storage_upper: dict[GlobalId, Antichain] = field(default_factory=dict)
+    mv_uppers: dict[GlobalId, Antichain] = field(default_factory=dict)
+
+
 class Instance:
     """The controller's state for one compute instance (see the module docstring)."""
 
@@ -136,15 +148,17 @@ class Instance:
         params: ComputeParameters | None = None,
         initialized: bool = False,
         check_protocol: bool = False,
+        outbox: Outbox[Effect] | None = None,
     ) -> None:
         self.id = id
+        self._outbox: Outbox[Effect] = outbox if outbox is not None else Outbox()
         # One protocol session per replica connection, when commands and responses are checked.
         self.sessions: dict[ReplicaId, ControllerSession] | None = {} if check_protocol else None
         self.storage = storage
         self.uuids = uuids
         self.arranged_logs: tuple[tuple[str, GlobalId], ...] = tuple(arranged_logs)
         self.replicas: dict[ReplicaId, ReplicaState] = {}
-        self.collections: dict[GlobalId, CollectionState] = {}
+        self.collections: dict[GlobalId, ComputeCollectionState] = {}
         self.peeks: dict[_uuid.UUID, PendingPeek] = {}
         self.subscribes: dict[GlobalId, ActiveSubscribe] = {}
         self.history = CommandHistory()
@@ -157,21 +171,19 @@ class Instance:
         self.unscheduled: set[GlobalId] = set()
         self.epochs: dict[ReplicaId, int] = {}
 
-        out: list[Effect] = []
-        self._send(Hello(_NIL_UUID), out)
+        self._send(Hello(_NIL_UUID))
         self._send(
             CreateInstance(InstanceConfig(logging=LoggingConfig(index_logs=self.arranged_logs))),
-            out,
         )
         if initialized:
-            self.initialization_complete(out)
+            self.initialization_complete()
         if params is not None and not params.all_unset():
-            self._send(UpdateConfiguration(params), out)
+            self._send(UpdateConfiguration(params))
         zero = Antichain.bottom(0)
         for _, log_id in self.arranged_logs:
             if log_id in self.collections:
                 raise CollectionExists(log_id)
-            self.collections[log_id] = CollectionState(
+            self.collections[log_id] = ComputeCollectionState(
                 id=log_id,
                 kind="log",
                 as_of=zero,
@@ -184,9 +196,7 @@ class Instance:
             )
 
     # -- sending -------------------------------------------------------------------
-    def _send(
-        self, cmd: ComputeCommand, out: list[Effect], target: ReplicaId | None = None
-    ) -> None:
+    def _send(self, cmd: ComputeCommand, target: ReplicaId | None = None) -> None:
         """Record ``cmd`` in the history and send it to every replica (or only ``target``)."""
         self.history.push(cmd)
         sessions = self.sessions
@@ -194,13 +204,13 @@ class Instance:
             for r in self.replicas.values():
                 if sessions is not None:
                     sessions[r.id].on_command(cmd)
-                out.append(SendCommand(self.id, r.id, r.epoch, cmd))
+                self._outbox.emit(SendCommand(self.id, r.id, r.epoch, cmd))
         else:
             one = self.replicas.get(target)
             if one is not None:
                 if sessions is not None:
                     sessions[one.id].on_command(cmd)
-                out.append(SendCommand(self.id, one.id, one.epoch, cmd))
+                self._outbox.emit(SendCommand(self.id, one.id, one.epoch, cmd))
 
     def _specialize(self, cmd: ComputeCommand, replica: ReplicaState) -> ComputeCommand:
         """``Hello`` gets a fresh nonce; ``CreateInstance`` gets the replica's logging config."""
@@ -223,28 +233,24 @@ class Instance:
         return None
 
     # -- configuration ---------------------------------------------------------------
-    def initialization_complete(self, out: list[Effect]) -> None:
+    def initialization_complete(self) -> None:
         """Send ``InitializationComplete`` unless already sent."""
         if not self.initialized:
             self.initialized = True
-            self._send(InitializationComplete(), out)
+            self._send(InitializationComplete())
 
-    def update_configuration(self, params: ComputeParameters, out: list[Effect]) -> None:
-        self._send(UpdateConfiguration(params), out)
+    def update_configuration(self, params: ComputeParameters) -> None:
+        self._send(UpdateConfiguration(params))
 
     # -- read capabilities -------------------------------------------------------------
-    def _update_read_caps(
-        self, id: GlobalId, changes: list[tuple[Time, int]], out: list[Effect]
-    ) -> None:
+    def _update_read_caps(self, id: GlobalId, changes: list[tuple[Time, int]]) -> None:
         """Apply hold changes to ``id``; if its read frontier moves, cascade and send AllowCompaction."""
         c = self.collections.get(id)
         if c is None:
             return  # the collection is gone; releases of its holds are moot
-        self._update_caps_of(c, changes, out)
+        self._update_caps_of(c, changes)
 
-    def _update_caps_of(
-        self, c: CollectionState, changes: list[tuple[Time, int]], out: list[Effect]
-    ) -> None:
+    def _update_caps_of(self, c: ComputeCollectionState, changes: list[tuple[Time, int]]) -> None:
         if not c.read_capabilities.update(changes):
             return
         id = c.id
@@ -253,7 +259,7 @@ class Instance:
             moved = held.join(new)
             if moved != held:
                 c.compute_dependencies[dep] = moved
-                self._update_read_caps(dep, _move(held, moved), out)
+                self._update_read_caps(dep, _move(held, moved))
         if c.storage_dependencies:
             storage_changes: dict[GlobalId, ChangeBatch[Time]] = {}
             for dep, held in c.storage_dependencies.items():
@@ -263,34 +269,34 @@ class Instance:
                     storage_changes[dep] = ChangeBatch(_move(held, moved))
             if storage_changes:
                 self.storage.update_storage_read_holds(storage_changes)
-        self._send(AllowCompaction(id, new), out, target=c.target_replica)
+        self._send(AllowCompaction(id, new), target=c.target_replica)
         if not new.elements and c.dropped:
-            self._maybe_cleanup(id, out)
+            self._maybe_cleanup(id)
 
-    def _downgrade_implied(self, c: CollectionState, new: Antichain, out: list[Effect]) -> None:
+    def _downgrade_implied(self, c: ComputeCollectionState, new: Antichain) -> None:
         """Move the implied hold to ``new`` if that is forward; otherwise leave it."""
         old = c.implied
         if old != new and old <= new:
             c.implied = new
-            self._update_caps_of(c, _move(old, new), out)
+            self._update_caps_of(c, _move(old, new))
 
     def _maybe_update_global_write_frontier(
-        self, c: CollectionState, frontier: Antichain, out: list[Effect]
+        self, c: ComputeCollectionState, frontier: Antichain
     ) -> None:
         """The global upper is the maximum over replicas; the implied hold follows it."""
         if not _advances(c.write_frontier, frontier):
             return
         c.write_frontier = frontier
         if c.read_policy is not None:
-            self._downgrade_implied(c, c.read_policy.frontier(frontier), out)
+            self._downgrade_implied(c, c.read_policy.frontier(frontier))
         else:
-            self._downgrade_implied(c, _step_back(frontier), out)
-        out.append(FrontierUpper(self.id, c.id, frontier))
+            self._downgrade_implied(c, _step_back(frontier))
+        self._outbox.emit(FrontierUpper(self.id, c.id, frontier))
         if self.unscheduled:
             dependents = self.compute_dependents.get(c.id)
             if dependents:
                 for d in sorted(dependents & self.unscheduled):
-                    self._maybe_schedule(d, out)
+                    self._maybe_schedule(d)
 
     # -- replicas ----------------------------------------------------------------------
     def check_add_replica(self, replica: ReplicaId) -> None:
@@ -302,7 +308,6 @@ class Instance:
         replica: ReplicaId,
         config: ReplicaConfig,
         epoch: int,
-        out: list[Effect],
         status: ReplicaStatus = "connecting",
     ) -> None:
         """Add a replica on connection ``epoch`` and replay the reduced history to it."""
@@ -310,8 +315,8 @@ class Instance:
         r = ReplicaState(replica, config, epoch, status)
         self.replicas[replica] = r
         self.epochs[replica] = epoch
-        out.append(ConnectReplica(self.id, replica, config, epoch))
-        out.append(ReplicaStatusEvent(self.id, replica, status, epoch))
+        self._outbox.emit(ConnectReplica(self.id, replica, config, epoch))
+        self._outbox.emit(ReplicaStatusEvent(self.id, replica, status, epoch))
         self.history.reduce()
         uppers: dict[GlobalId, Antichain] = {}
         for sid in self.storage_dependents:
@@ -328,7 +333,7 @@ class Instance:
                 sent = self._specialize(cmd, r)
                 if session is not None:
                     session.on_command(sent)
-                out.append(SendCommand(self.id, replica, epoch, sent))
+                self._outbox.emit(SendCommand(self.id, replica, epoch, sent))
         storage_changes: dict[GlobalId, ChangeBatch[Time]] = {}
         for c in self.collections.values():
             if c.target_replica is not None and c.target_replica != replica:
@@ -349,13 +354,13 @@ class Instance:
             raise ReplicaMissing(self.id, replica)
         return r
 
-    def remove_replica(self, replica: ReplicaId, out: list[Effect], dropped: bool) -> ReplicaState:
+    def remove_replica(self, replica: ReplicaId, dropped: bool) -> ReplicaState:
         """Remove a replica: release its input holds, fail what targeted it (section 9.2)."""
         r = self.check_replica(replica)
         del self.replicas[replica]
         if self.sessions is not None:
             del self.sessions[replica]
-        out.append(DisconnectReplica(self.id, replica, r.epoch, dropped))
+        self._outbox.emit(DisconnectReplica(self.id, replica, r.epoch, dropped))
         storage_changes: dict[GlobalId, ChangeBatch[Time]] = {}
         for rc in r.collections.values():
             for sid, held in rc.input_holds.items():
@@ -367,39 +372,37 @@ class Instance:
             sub = self.subscribes[sid_]
             if sub.target_replica == replica:
                 del self.subscribes[sid_]
-                out.append(
+                self._outbox.emit(
                     SubscribeBatchOut(
                         self.id, sid_, sub.frontier, sub.frontier, (), ERROR_TARGET_REPLICA_FAILED
                     )
                 )
         for uuid in sorted(u for u, p in self.peeks.items() if p.target_replica == replica):
-            self._finish_peek(uuid, PeekError(ERROR_TARGET_REPLICA_FAILED), out)
+            self._finish_peek(uuid, PeekError(ERROR_TARGET_REPLICA_FAILED))
         if not self.replicas:
-            self._forward_implied_capabilities(out)
+            self._forward_implied_capabilities()
         for id in sorted(c.id for c in self.collections.values() if c.dropped):
-            self._maybe_cleanup(id, out)
+            self._maybe_cleanup(id)
         return r
 
-    def replica_connected(self, replica: ReplicaId, epoch: int, out: list[Effect]) -> None:
+    def replica_connected(self, replica: ReplicaId, epoch: int) -> None:
         r = self.replicas.get(replica)
         if r is None or r.epoch != epoch or r.status == "connected":
             return
         r.status = "connected"
-        out.append(ReplicaStatusEvent(self.id, replica, "connected", epoch))
+        self._outbox.emit(ReplicaStatusEvent(self.id, replica, "connected", epoch))
 
-    def replica_failed(
-        self, replica: ReplicaId, epoch: int, reason: str, out: list[Effect]
-    ) -> None:
+    def replica_failed(self, replica: ReplicaId, epoch: int, reason: str) -> None:
         """Rehydrate a failed replica: remove it, then add it back on epoch + 1 with a full replay."""
         r = self.replicas.get(replica)
         if r is None or r.epoch != epoch:
             return  # a stale report about a connection we already replaced
-        out.append(ReplicaStatusEvent(self.id, replica, "failed", epoch, reason))
-        self.remove_replica(replica, out, dropped=False)
-        self.add_replica(replica, r.config, epoch + 1, out, status="rehydrating")
+        self._outbox.emit(ReplicaStatusEvent(self.id, replica, "failed", epoch, reason))
+        self.remove_replica(replica, dropped=False)
+        self.add_replica(replica, r.config, epoch + 1, status="rehydrating")
 
     # -- dataflows ---------------------------------------------------------------------
-    def live(self, id: GlobalId) -> CollectionState:
+    def live(self, id: GlobalId) -> ComputeCollectionState:
         """The collection ``id`` as clients see it (dropped collections are gone)."""
         c = self.collections.get(id)
         if c is None or c.dropped:
@@ -407,9 +410,57 @@ class Instance:
         return c
 
     def create_dataflow(
-        self, dataflow: DataflowDescription, target_replica: ReplicaId | None, out: list[Effect]
+        self, dataflow: DataflowDescription, target_replica: ReplicaId | None
     ) -> None:
-        """Validate (section 9.4, in its order), then install the dataflow's exports."""
+        """Validate (section 9.4, in its order), then hold the inputs and install the exports."""
+        checked = self._check_dataflow(dataflow, target_replica)
+        as_of, exports = checked.as_of, dataflow.export_ids
+        replicas = [
+            r for r in self.replicas.values() if target_replica is None or r.id == target_replica
+        ]
+        main_storage, compute_deps = self._hold_inputs(dataflow, checked, len(replicas))
+        subscribe_ids = set(dataflow.subscribe_ids)
+        for e in exports:
+            kind: ComputeCollectionKind
+            if e in subscribe_ids:
+                kind = "subscribe"
+            elif e in checked.mv_uppers:
+                kind = "materialized_view"
+            else:
+                kind = "index"
+            c = ComputeCollectionState(
+                id=e,
+                kind=kind,
+                as_of=as_of,
+                read_capabilities=ReadCapabilities([*as_of.elements, *as_of.elements]),
+                implied=as_of,
+                warmup=as_of,
+                write_frontier=as_of,
+                read_policy=None if kind != "index" else ValidFrom(as_of),
+                storage_dependencies=dict(main_storage),
+                compute_dependencies=dict(compute_deps),
+                target_replica=target_replica,
+            )
+            self._register(c, replicas, checked.storage_since)
+            if e in subscribe_ids:
+                self.subscribes[e] = ActiveSubscribe(as_of, target_replica)
+            if e in checked.mv_uppers:
+                self._maybe_update_global_write_frontier(c, checked.mv_uppers[e])
+            self.unscheduled.add(e)
+        if not as_of.elements:
+            for e in exports:
+                self.unscheduled.discard(e)
+            return
+        self._send(
+            CreateDataflow(dataflow.with_source_uppers(checked.storage_upper)), target_replica
+        )
+        for e in exports:
+            self._maybe_schedule(e)
+
+    def _check_dataflow(
+        self, dataflow: DataflowDescription, target_replica: ReplicaId | None
+    ) -> _CheckedDataflow:
+        """Every refusal of :meth:`create_dataflow`, in the order of section 9.4; mutates nothing."""
         if target_replica is not None:
             self.check_replica(target_replica)
             if dataflow.index_exports:
@@ -419,29 +470,27 @@ class Instance:
             raise MissingAsOf(dataflow.debug_name)
         if not as_of.elements and dataflow.subscribe_ids:
             raise EmptyAsOfForSubscribe(dataflow.subscribe_ids[0])
-        storage_since: dict[GlobalId, Antichain] = {}
-        storage_upper: dict[GlobalId, Antichain] = {}
+        checked = _CheckedDataflow(as_of)
         for s in dataflow.source_imports:
             fr = self.storage.storage_frontiers(s.id)
             if fr is None:
                 raise CollectionMissing(s.id)
-            storage_since[s.id], storage_upper[s.id] = fr
+            checked.storage_since[s.id], checked.storage_upper[s.id] = fr
         for ii in dataflow.index_imports:
             self.live(ii.id)
-        for sid, since in storage_since.items():
+        for sid, since in checked.storage_since.items():
             if not since <= as_of:
                 raise SinceViolation(sid, since, as_of)
         for ii in dataflow.index_imports:
             since = self.collections[ii.id].read_frontier
             if not since <= as_of:
                 raise SinceViolation(ii.id, since, as_of)
-        mv_uppers: dict[GlobalId, Antichain] = {}
         for sink in dataflow.sink_exports:
             if isinstance(sink.connection, MaterializedViewConnection):
                 fr = self.storage.storage_frontiers(sink.id)
                 if fr is None:
                     raise CollectionMissing(sink.id)
-                mv_uppers[sink.id] = fr[1]
+                checked.mv_uppers[sink.id] = fr[1]
         exports = dataflow.export_ids
         if len(set(exports)) != len(exports):
             raise CollectionExists(next(e for e in exports if exports.count(e) > 1))
@@ -455,21 +504,26 @@ class Instance:
         for sink in dataflow.sink_exports:
             if sink.from_id not in built:
                 raise InvalidDataflow(f"sink {sink.id} reads unknown object {sink.from_id}")
+        return checked
 
-        # -- validated; mutate from here on --
+    def _hold_inputs(
+        self, dataflow: DataflowDescription, checked: _CheckedDataflow, replicas: int
+    ) -> tuple[dict[GlobalId, Antichain], dict[GlobalId, Antichain]]:
+        """Hold every input at the as_of; returns the storage and compute dependencies' holds.
+
+        Each replica also holds a storage input at its since until it reports
+        progress (section 9.3), so a rehydrating replica can still read it.
+        """
+        as_of = checked.as_of
         storage_changes: dict[GlobalId, ChangeBatch[Time]] = {}
-        replicas = [
-            r for r in self.replicas.values() if target_replica is None or r.id == target_replica
-        ]
         main_storage: dict[GlobalId, Antichain] = {}
-        for sid, since in storage_since.items():
+        for sid, since in checked.storage_since.items():
             held = since.join(as_of) if as_of.elements else _EMPTY
             main_storage[sid] = held
             batch = storage_changes.setdefault(sid, ChangeBatch())
             batch.extend((t, 1) for t in held)
             if as_of.elements:
-                # Each replica also holds the input at the storage since until it reports progress.
-                for _ in replicas:
+                for _ in range(replicas):
                     batch.extend((t, 1) for t in since)
         if storage_changes:
             self.storage.update_storage_read_holds(storage_changes)
@@ -478,55 +532,31 @@ class Instance:
             if ii.id not in compute_deps:
                 compute_deps[ii.id] = as_of
                 if as_of.elements:
-                    self._update_read_caps(ii.id, _move(_EMPTY, as_of), out)
-        subscribe_ids = set(dataflow.subscribe_ids)
-        for e in exports:
-            kind: CollectionKind
-            if e in subscribe_ids:
-                kind = "subscribe"
-            elif e in mv_uppers:
-                kind = "materialized_view"
-            else:
-                kind = "index"
-            c = CollectionState(
-                id=e,
-                kind=kind,
-                as_of=as_of,
-                read_capabilities=ReadCapabilities([*as_of.elements, *as_of.elements]),
-                implied=as_of,
-                warmup=as_of,
-                write_frontier=as_of,
-                read_policy=None if kind != "index" else ValidFrom(as_of),
-                storage_dependencies=dict(main_storage),
-                compute_dependencies=dict(compute_deps),
-                target_replica=target_replica,
-            )
-            if target_replica is not None:
-                self.targets[e] = target_replica
-            self.collections[e] = c
-            for dep in compute_deps:
-                self.compute_dependents.setdefault(dep, set()).add(e)
-            for sid in main_storage:
-                self.storage_dependents.setdefault(sid, set()).add(e)
-            for r in replicas:
-                rc = ReplicaCollectionState.starting_at(as_of)
-                if as_of.elements:
-                    rc.input_holds = dict(storage_since)
-                r.collections[e] = rc
-            if e in subscribe_ids:
-                self.subscribes[e] = ActiveSubscribe(as_of, target_replica)
-            if e in mv_uppers:
-                self._maybe_update_global_write_frontier(c, mv_uppers[e], out)
-            self.unscheduled.add(e)
-        if not as_of.elements:
-            for e in exports:
-                self.unscheduled.discard(e)
-            return
-        self._send(CreateDataflow(dataflow.with_source_uppers(storage_upper)), out, target_replica)
-        for e in exports:
-            self._maybe_schedule(e, out)
+                    self._update_read_caps(ii.id, _move(_EMPTY, as_of))
+        return main_storage, compute_deps
 
-    def _maybe_schedule(self, id: GlobalId, out: list[Effect]) -> None:
+    def _register(
+        self,
+        c: ComputeCollectionState,
+        replicas: list[ReplicaState],
+        storage_since: dict[GlobalId, Antichain],
+    ) -> None:
+        """Add a new export to the instance, its dependency indexes and every replica's view."""
+        e = c.id
+        if c.target_replica is not None:
+            self.targets[e] = c.target_replica
+        self.collections[e] = c
+        for dep in c.compute_dependencies:
+            self.compute_dependents.setdefault(dep, set()).add(e)
+        for sid in c.storage_dependencies:
+            self.storage_dependents.setdefault(sid, set()).add(e)
+        for r in replicas:
+            rc = ReplicaCollectionState.starting_at(c.as_of)
+            if c.as_of.elements:
+                rc.input_holds = dict(storage_since)
+            r.collections[e] = rc
+
+    def _maybe_schedule(self, id: GlobalId) -> None:
         """Send ``Schedule(id)`` once every input can serve the collection's read frontier."""
         c = self.collections.get(id)
         if c is None or c.scheduled:
@@ -547,9 +577,9 @@ class Instance:
                     return
         c.scheduled = True
         self.unscheduled.discard(id)
-        self._send(Schedule(id), out, target=c.target_replica)
+        self._send(Schedule(id), target=c.target_replica)
 
-    def storage_uppers_advanced(self, ids: Iterable[GlobalId], out: list[Effect]) -> None:
+    def storage_uppers_advanced(self, ids: Iterable[GlobalId]) -> None:
         """Storage collections ``ids`` have new write frontiers: schedule what waited on them."""
         waiting: set[GlobalId] = set()
         for sid in ids:
@@ -557,12 +587,10 @@ class Instance:
             if deps:
                 waiting |= deps & self.unscheduled
         for id in sorted(waiting):
-            self._maybe_schedule(id, out)
+            self._maybe_schedule(id)
 
     # -- policies, holds, drops -------------------------------------------------------
-    def set_read_policy(
-        self, policies: Iterable[tuple[GlobalId, ReadPolicy]], out: list[Effect]
-    ) -> None:
+    def set_read_policy(self, policies: Iterable[tuple[GlobalId, ReadPolicy]]) -> None:
         """Validate every id (section 9.6), then apply the policies in order."""
         items = list(policies)
         for id, _ in items:
@@ -572,9 +600,9 @@ class Instance:
         for id, policy in items:
             c = self.collections[id]
             c.read_policy = policy
-            self._downgrade_implied(c, policy.frontier(c.write_frontier), out)
+            self._downgrade_implied(c, policy.frontier(c.write_frontier))
 
-    def drop_collections(self, ids: Iterable[GlobalId], out: list[Effect]) -> None:
+    def drop_collections(self, ids: Iterable[GlobalId]) -> None:
         """Validate all ids, then release each collection's implied and warmup holds (section 9.7)."""
         items = list(dict.fromkeys(ids))
         for id in items:
@@ -588,11 +616,11 @@ class Instance:
             # and ``_maybe_cleanup`` forget it once nothing holds it.
             changes = _move(c.implied, _EMPTY) + _move(c.warmup, _EMPTY)
             c.implied = c.warmup = _EMPTY
-            self._update_read_caps(id, changes, out)
+            self._update_read_caps(id, changes)
         for id in items:
-            self._maybe_cleanup(id, out)
+            self._maybe_cleanup(id)
 
-    def _maybe_cleanup(self, id: GlobalId, out: list[Effect]) -> None:
+    def _maybe_cleanup(self, id: GlobalId) -> None:
         """Forget a dropped collection once nothing holds it and every replica reported ``[]``."""
         c = self.collections.get(id)
         if c is None or not c.dropped or c.read_frontier.elements:
@@ -625,13 +653,13 @@ class Instance:
         if storage_release:
             self.storage.update_storage_read_holds(storage_release)
         for dep, held in sorted(c.compute_dependencies.items()):
-            self._update_read_caps(dep, _move(held, _EMPTY), out)
+            self._update_read_caps(dep, _move(held, _EMPTY))
 
-    def allow_writes(self, id: GlobalId, out: list[Effect]) -> None:
+    def allow_writes(self, id: GlobalId) -> None:
         c = self.live(id)
         if c.read_only and c.read_frontier.elements:
             c.read_only = False
-            self._send(AllowWrites(id), out, target=c.target_replica)
+            self._send(AllowWrites(id), target=c.target_replica)
 
     # -- peeks ---------------------------------------------------------------------------
     def peek(
@@ -643,7 +671,6 @@ class Instance:
         target: PeekTargetKind,
         literal_constraints: tuple[Row, ...] | None,
         uuid: _uuid.UUID | None,
-        out: list[Effect],
     ) -> _uuid.UUID:
         """Validate (section 9.8), hold the collection at ``timestamp``, send the Peek to every replica."""
         if target_replica is not None:
@@ -664,7 +691,7 @@ class Instance:
             raise ValueError(f"peek uuid {uuid} is already pending")
         uid = uuid if uuid is not None else self.uuids()
         if target == "index":
-            self._update_read_caps(id, [(timestamp, 1)], out)
+            self._update_read_caps(id, [(timestamp, 1)])
         else:
             self.storage.update_storage_read_holds({id: ChangeBatch([(timestamp, 1)])})
         self.peeks[uid] = PendingPeek(
@@ -678,10 +705,10 @@ class Instance:
             target=target,
             literal_constraints=literal_constraints,
         )
-        self._send(Peek(desc), out)
+        self._send(Peek(desc))
         return uid
 
-    def _finish_peek(self, uuid: _uuid.UUID, result: PeekResult, out: list[Effect]) -> None:
+    def _finish_peek(self, uuid: _uuid.UUID, result: PeekResult) -> None:
         """Answer the client once, cancel on every replica, and only then release the hold."""
         p = self.peeks.pop(uuid)
         if isinstance(result, PeekRows):
@@ -690,23 +717,21 @@ class Instance:
             note = PeekNotification(self.id, uuid, "error", message=result.message)
         else:
             note = PeekNotification(self.id, uuid, "canceled")
-        out.append(note)
-        out.append(PeekResultOut(self.id, uuid, result))
-        self._send(CancelPeek(uuid), out)
+        self._outbox.emit(note)
+        self._outbox.emit(PeekResultOut(self.id, uuid, result))
+        self._send(CancelPeek(uuid))
         if p.on_storage:
             self.storage.update_storage_read_holds({p.id: ChangeBatch([(p.timestamp, -1)])})
         else:
-            self._update_read_caps(p.id, [(p.timestamp, -1)], out)
+            self._update_read_caps(p.id, [(p.timestamp, -1)])
 
-    def cancel_peek(self, uuid: _uuid.UUID, out: list[Effect]) -> None:
+    def cancel_peek(self, uuid: _uuid.UUID) -> None:
         if uuid not in self.peeks:
             raise PeekMissing(uuid)
-        self._finish_peek(uuid, PeekCanceled(), out)
+        self._finish_peek(uuid, PeekCanceled())
 
     # -- responses -----------------------------------------------------------------------
-    def handle_response(
-        self, replica: ReplicaId, epoch: int, response: ComputeResponse, out: list[Effect]
-    ) -> None:
+    def handle_response(self, replica: ReplicaId, epoch: int, response: ComputeResponse) -> None:
         """Merge one replica's response (section 9.13); stale epochs and unknown replicas are dropped."""
         r = self.replicas.get(replica)
         if r is None or r.epoch != epoch:
@@ -715,17 +740,17 @@ class Instance:
             # Rejects (raises on) responses no correct replica could send, before any state changes.
             self.sessions[replica].on_response(response)
         if isinstance(response, Frontiers):
-            self._on_frontiers(r, response, out)
+            self._on_frontiers(r, response)
         elif isinstance(response, PeekResponse):
             p = self.peeks.get(response.uuid)
             if p is None or (p.target_replica is not None and p.target_replica != replica):
                 return
-            self._finish_peek(response.uuid, response.result, out)
+            self._finish_peek(response.uuid, response.result)
         elif isinstance(response, SubscribeResponse):
-            self._on_subscribe(r, response, out)
+            self._on_subscribe(r, response)
         # Status responses carry no lifecycle information.
 
-    def _on_frontiers(self, r: ReplicaState, resp: Frontiers, out: list[Effect]) -> None:
+    def _on_frontiers(self, r: ReplicaState, resp: Frontiers) -> None:
         id = resp.id
         rc = r.collections.get(id)
         c = self.collections.get(id)
@@ -733,7 +758,7 @@ class Instance:
             return
         if resp.write is not None and _advances(rc.write_frontier, resp.write):
             rc.write_frontier = resp.write
-            self._maybe_update_global_write_frontier(c, resp.write, out)
+            self._maybe_update_global_write_frontier(c, resp.write)
         if resp.input is not None and rc.input_frontier <= resp.input:
             # Not strict: the first report may equal the as_of, while the holds sit at the storage since.
             rc.input_frontier = resp.input
@@ -741,7 +766,7 @@ class Instance:
         if resp.output is not None and _advances(rc.output_frontier, resp.output):
             rc.output_frontier = resp.output
         if c.dropped:
-            self._maybe_cleanup(id, out)
+            self._maybe_cleanup(id)
 
     def _downgrade_input_holds(self, rc: ReplicaCollectionState, frontier: Antichain) -> None:
         if not rc.input_holds:
@@ -755,7 +780,7 @@ class Instance:
         if changes:
             self.storage.update_storage_read_holds(changes)
 
-    def _on_subscribe(self, r: ReplicaState, resp: SubscribeResponse, out: list[Effect]) -> None:
+    def _on_subscribe(self, r: ReplicaState, resp: SubscribeResponse) -> None:
         id = resp.id
         rc = r.collections.get(id)
         c = self.collections.get(id)
@@ -772,7 +797,7 @@ class Instance:
             self._downgrade_input_holds(rc, upper)
         sub = self.subscribes.get(id)
         if sub is not None:
-            self._maybe_update_global_write_frontier(c, upper, out)
+            self._maybe_update_global_write_frontier(c, upper)
             if isinstance(result, SubscribeBatch):
                 if _advances(sub.frontier, upper):
                     lower = sub.frontier
@@ -781,24 +806,26 @@ class Instance:
                         updates = tuple(u for u in result.updates if lower.less_equal(u[0]))
                     else:
                         updates = ()
-                    out.append(SubscribeBatchOut(self.id, id, lower, upper, updates, result.error))
+                    self._outbox.emit(
+                        SubscribeBatchOut(self.id, id, lower, upper, updates, result.error)
+                    )
                     if not upper.elements:
                         del self.subscribes[id]
             else:
                 del self.subscribes[id]
         if c.dropped:
-            self._maybe_cleanup(id, out)
+            self._maybe_cleanup(id)
 
     # -- maintenance -------------------------------------------------------------------
-    def maintain(self, out: list[Effect]) -> None:
+    def maintain(self) -> None:
         """Periodic work: warmup holds, paused-cluster forwarding, scheduling, cleanup."""
-        self._downgrade_warmup(out)
+        self._downgrade_warmup()
         if not self.replicas:
-            self._forward_implied_capabilities(out)
+            self._forward_implied_capabilities()
         for id in sorted(self.unscheduled):
-            self._maybe_schedule(id, out)
+            self._maybe_schedule(id)
         for id in sorted(c.id for c in self.collections.values() if c.dropped):
-            self._maybe_cleanup(id, out)
+            self._maybe_cleanup(id)
 
     def _dependency_upper(self, dep: GlobalId, storage: bool) -> Antichain:
         if storage:
@@ -807,7 +834,7 @@ class Instance:
         d = self.collections.get(dep)
         return _EMPTY if d is None else d.write_frontier
 
-    def _downgrade_warmup(self, out: list[Effect]) -> None:
+    def _downgrade_warmup(self) -> None:
         for id in sorted(self.collections):
             c = self.collections.get(id)
             if c is None or not c.warmup.elements:
@@ -830,9 +857,9 @@ class Instance:
             old = c.warmup
             if old != new and old <= new:
                 c.warmup = new
-                self._update_read_caps(id, _move(old, new), out)
+                self._update_read_caps(id, _move(old, new))
 
-    def _transitive_storage_uppers(self, c: CollectionState) -> Antichain:
+    def _transitive_storage_uppers(self, c: ComputeCollectionState) -> Antichain:
         seen: set[GlobalId] = set()
         stack = [c]
         result = _EMPTY
@@ -847,7 +874,7 @@ class Instance:
                     stack.append(d)
         return result
 
-    def _forward_implied_capabilities(self, out: list[Effect]) -> None:
+    def _forward_implied_capabilities(self) -> None:
         """With no replicas, nothing can advance write frontiers: let policies follow the inputs."""
         for id in sorted(self.collections):
             c = self.collections.get(id)
@@ -855,7 +882,7 @@ class Instance:
                 continue
             new = c.read_policy.frontier(self._transitive_storage_uppers(c))
             if _advances(c.implied, new):
-                self._downgrade_implied(c, new, out)
+                self._downgrade_implied(c, new)
 
     # -- queries -------------------------------------------------------------------------
     def collection_hydrated(self, id: GlobalId) -> bool:

@@ -1,6 +1,6 @@
 """The mutable records a compute instance keeps: collections, replicas, peeks, subscribes.
 
-These are the controller's internal bookkeeping (reference/compute.md section
+These are the controller's internal bookkeeping (docs/reference/compute.md section
 9.3). Nothing outside :mod:`tidegate.spec.compute` should mutate them; the
 read-only :class:`~tidegate.spec.compute.view.InstanceView` exposes frozen
 snapshots instead.
@@ -22,20 +22,20 @@ from .effects import ReplicaStatus
 
 __all__ = [
     "ActiveSubscribe",
-    "CollectionKind",
-    "CollectionState",
+    "ComputeCollectionKind",
+    "ComputeCollectionState",
     "PendingPeek",
     "ReplicaCollectionState",
     "ReplicaState",
 ]
 
-CollectionKind: TypeAlias = Literal["log", "index", "materialized_view", "subscribe"]
+ComputeCollectionKind: TypeAlias = Literal["log", "index", "materialized_view", "subscribe"]
 
 _EMPTY = Antichain.empty()
 
 
 @dataclass(slots=True)
-class CollectionState:
+class ComputeCollectionState:
     """Global state of one compute collection on an instance.
 
     ``read_capabilities`` accumulates every hold: the implied hold (tracks the
@@ -45,7 +45,7 @@ class CollectionState:
     """
 
     id: GlobalId
-    kind: CollectionKind
+    kind: ComputeCollectionKind
     as_of: Antichain
     read_capabilities: ReadCapabilities
     implied: Antichain

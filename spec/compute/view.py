@@ -16,7 +16,7 @@ from ..ids import GlobalId, InstanceId, ReplicaId
 from ..protocol.commands import ComputeCommand
 from .config import ReplicaConfig
 from .effects import ReplicaStatus
-from .state import CollectionKind
+from .state import ComputeCollectionKind
 
 if TYPE_CHECKING:
     from .instance import Instance
@@ -34,7 +34,7 @@ class CollectionSnapshot:
     """A compute collection as the controller sees it now."""
 
     id: GlobalId
-    kind: CollectionKind
+    kind: ComputeCollectionKind
     as_of: Antichain
     read_frontier: Antichain
     write_frontier: Antichain

@@ -91,7 +91,7 @@ class PeekPersist:
 
 @dataclass(frozen=True, slots=True)
 class Reconciled:
-    """A reconnect's reconciliation is done (reference/compute.md §6.2).
+    """A reconnect's reconciliation is done (docs/reference/compute.md §6.2).
 
     ``reused``: dataflows kept running (by export ids), ``rebuilt``: new
     dataflows installed from their new as_of, ``dropped``: old dataflows removed.

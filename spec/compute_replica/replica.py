@@ -1,8 +1,9 @@
 """``ComputeReplica``: what a compute replica does with each command, as one sans-IO state machine.
 
 The replica feeds every command to its :class:`ReplicaSession` (the protocol
-rules), performs the returned effects on an :class:`Executor`, and returns
-:mod:`outputs <tidegate.spec.compute_replica.outputs>` for its driver: responses
+rules), performs the returned effects on an :class:`Executor`, and records in
+its outbox the :mod:`outputs <tidegate.spec.compute_replica.outputs>` its
+driver takes with :meth:`ComputeReplica.drain`: responses
 (each validated by the session before it is returned), storage reads and
 writes, persist peeks. The driver delivers storage data (:meth:`feed_source`),
 write outcomes (:meth:`write_completed`, :meth:`write_failed`) and persist-peek
@@ -10,7 +11,7 @@ results (:meth:`complete_persist_peek`), and calls :meth:`step` to make
 progress. Nothing here does IO or reads a clock: time comes from the
 ``clock`` argument, if any.
 
-Behaviour follows reference/compute.md §6: commands of an iteration are
+Behaviour follows docs/reference/compute.md §6: commands of an iteration are
 collected until ``InitializationComplete`` and then reconciled with what the
 replica already runs (§6.2): a compatible dataflow is kept, others are dropped
 and rebuilt; peeks are answered once the index's upper passes their time
@@ -41,6 +42,7 @@ from ..executor.contract import DataflowHandle, Executor, ExportBatch
 from ..frontier import Antichain, Row, Update, row_sort_key
 from ..history import CommandHistory, reduce_commands
 from ..ids import GlobalId
+from ..outbox import Outbox, atomic
 from ..plan.ordering import peek_result
 from ..plan.typecheck import validate_dataflow
 from ..protocol.commands import (
@@ -258,10 +260,15 @@ class ComputeReplica:
         # function of those inputs alone, so a step of a settled replica has nothing to do.
         self._settled = False
         self._steps = 0
+        self._outbox: Outbox[ReplicaOutput] = Outbox()
         self.reused_dataflows = 0
         """Dataflows kept running across reconnects (reconciliation reused them)."""
         self.built_dataflows = 0
         """Dataflows installed on the executor (log dataflows excluded)."""
+
+    def drain(self) -> list[ReplicaOutput]:
+        """The outputs of every call since the last drain, in the order they arose."""
+        return self._outbox.drain()
 
     # -- queries --------------------------------------------------------------------
 
@@ -298,8 +305,9 @@ class ComputeReplica:
 
     # -- commands -------------------------------------------------------------------
 
-    def handle_command(self, cmd: ComputeCommand) -> list[ReplicaOutput]:
-        """Take one command from the controller; return what the driver must do now."""
+    @atomic
+    def handle_command(self, cmd: ComputeCommand) -> None:
+        """Take one command from the controller; what the driver must do now goes to the outbox."""
         session = self._session
         session.check_command(cmd)
         self._settled = False
@@ -330,7 +338,7 @@ class ComputeReplica:
             effects = session.on_command(cmd, checked=True)
             self._remember(cmd)
             self._deferred.append((cmd, effects))
-            return []
+            return
         handle: DataflowHandle | None = None
         if isinstance(cmd, CreateDataflow):
             handle = self._install(cmd.dataflow)
@@ -347,7 +355,7 @@ class ComputeReplica:
         if session.stage.is_computation:
             out.extend(self._serve_peeks())
             out.extend(self._pay_owed())
-        return out
+        self._outbox.extend(out)
 
     def _remember(self, cmd: ComputeCommand) -> None:
         """Keep ``cmd`` for reconciliation after a reconnect (peeks never matter there)."""
@@ -655,13 +663,14 @@ class ComputeReplica:
             return PeekError(f"result exceeds max size of {limit} bytes")
         return result
 
+    @atomic
     def complete_persist_peek(
         self,
         uuid: _uuid.UUID,
         rows: Mapping[Row, int] | None = None,
         *,
         error: str | None = None,
-    ) -> list[ReplicaOutput]:
+    ) -> None:
         """The driver read a persist peek's collection: ``rows`` (row -> count) at its time, or ``error``.
 
         The replica applies the peek's finishing and the result-size limit. A
@@ -676,7 +685,7 @@ class ComputeReplica:
                     del self._retired_persist[uuid]
                 else:
                     self._retired_persist[uuid] = retired - 1
-                return []
+                return
             raise UnknownPersistPeek(f"no persist peek {uuid} was handed to the driver")
         self._settled = False
         if error is not None:
@@ -686,13 +695,14 @@ class ComputeReplica:
         del self._persist_peeks[uuid]
         out: list[ReplicaOutput] = [self._answer(pending, result)]
         out.extend(self._pay_owed())
-        return out
+        self._outbox.extend(out)
 
     # -- storage --------------------------------------------------------------------
 
+    @atomic
     def feed_source(
         self, collection_id: GlobalId, updates: Iterable[Update], upper: Antichain
-    ) -> list[ReplicaOutput]:
+    ) -> None:
         """Storage data for a collection the replica reads: updates in ``[previous upper, upper)``.
 
         Deliveries for a collection the replica stopped reading are ignored
@@ -701,7 +711,7 @@ class ComputeReplica:
         read = self._reads.get(collection_id)
         if read is None:
             if collection_id in self._stopped_reads:
-                return []
+                return
             raise UnknownSource(
                 f"storage data for {collection_id}, which the replica does not read"
             )
@@ -732,13 +742,13 @@ class ComputeReplica:
                 self._dirty.update(key)
         read.upper = upper
         self._settled = False
-        return []
 
-    def write_completed(self, sink_id: GlobalId, upper: Antichain) -> list[ReplicaOutput]:
+    @atomic
+    def write_completed(self, sink_id: GlobalId, upper: Antichain) -> None:
         """The in-flight :class:`WriteOutput` of ``sink_id`` was appended: the collection's upper is ``upper``."""
         sink = self._sink(sink_id)
         if sink is None:
-            return []
+            return
         if sink.in_flight is None or sink.in_flight != upper:
             raise WriteNotInFlight(
                 f"write_completed({sink_id}, {_fmt(upper)}): the write in flight is "
@@ -749,9 +759,10 @@ class ComputeReplica:
         self._settled = False
         self._advance_sink(sink, upper)
         self._dirty.add(sink_id)
-        return self._publish_after_callback()
+        self._outbox.extend(self._publish_after_callback())
 
-    def write_failed(self, sink_id: GlobalId, actual_upper: Antichain) -> list[ReplicaOutput]:
+    @atomic
+    def write_failed(self, sink_id: GlobalId, actual_upper: Antichain) -> None:
         """``sink_id``'s storage collection is at ``actual_upper`` (not where a write expected it).
 
         Another replica wrote first: the replica advances without writing what
@@ -761,13 +772,13 @@ class ComputeReplica:
         """
         sink = self._sink(sink_id)
         if sink is None:
-            return []
+            return
         sink.in_flight = None
         self._settled = False
         target = sink.write_lower.join(actual_upper) if sink.has_written else actual_upper
         self._advance_sink(sink, target)
         self._dirty.add(sink_id)
-        return self._publish_after_callback()
+        self._outbox.extend(self._publish_after_callback())
 
     def _sink(self, sink_id: GlobalId) -> _Sink | None:
         sink = self._sinks.get(sink_id)
@@ -788,7 +799,8 @@ class ComputeReplica:
 
     # -- progress -------------------------------------------------------------------
 
-    def step(self) -> list[ReplicaOutput]:
+    @atomic
+    def step(self) -> None:
         """Run the executor on what has arrived; report, stream, write and answer what is ready.
 
         Does nothing before ``InitializationComplete`` (nothing may be sent then), nor
@@ -796,9 +808,9 @@ class ComputeReplica:
         on: then every step is a logged event).
         """
         if not self._session.stage.is_computation or self._initializing:
-            return []
+            return
         if self._settled and not self._logging():
-            return []
+            return
         start = self._now()
         self._advance_logs()
         batches = self._executor.step()
@@ -813,7 +825,7 @@ class ComputeReplica:
         self._log("dataflow_steps", (self._steps, self._now() - start, len(batches)), 1)
         self._record_lag()
         self._settled = True
-        return out
+        self._outbox.extend(out)
 
     def _absorb(self, batch: ExportBatch) -> None:
         sub = self._subscribes.get(batch.id)

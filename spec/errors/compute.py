@@ -1,4 +1,4 @@
-"""Errors of the compute controller (reference/compute.md section 9.14).
+"""Errors of the compute controller (docs/reference/compute.md section 9.14).
 
 Each error carries the ids it names as attributes, so callers can react
 without parsing messages. A call that raises one of these has changed nothing.

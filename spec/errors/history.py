@@ -40,7 +40,7 @@ class NotACommand(HistoryError, TypeError):
 class IllegalReplay(HistoryError):
     """The model replica (``spec/testing/history.py``) got a command that breaks a dependency rule.
 
-    ``rule`` names the rule of reference/compute.md section 3 that was broken.
+    ``rule`` names the rule of docs/reference/compute.md section 3 that was broken.
     """
 
     def __init__(self, rule: str, detail: str) -> None:

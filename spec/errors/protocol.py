@@ -1,10 +1,21 @@
-"""Errors of the compute protocol: a command or response that breaks a rule of reference/compute.md §3-6.
+"""Errors of the compute protocol: a command or response that breaks a rule of docs/reference/compute.md §3-6.
 
 Every error is a :class:`ProtocolError` whose class attribute ``rule`` names the
 broken rule in a short, stable, greppable form (e.g. ``"one-response-per-peek"``);
 the message names the offending id, uuid or frontier. Raised by
 :class:`~tidegate.spec.protocol.ControllerSession` and
 :class:`~tidegate.spec.protocol.ReplicaSession` *before* any state changes.
+
+Each error also says who broke the rule, as h11's errors do: a session
+raises every rule as a :class:`LocalProtocolError` when its own side broke it
+(a bug in this process: raise, never blame the peer) and as a
+:class:`RemoteProtocolError` when the peer did (drop the connection to it).
+``except SubscribeGap`` catches both; ``except RemoteProtocolError`` catches
+every rule the peer broke.
+
+>>> e = blamed(SubscribeGap("batch starts at [5], expected [3]"), RemoteProtocolError)
+>>> isinstance(e, SubscribeGap), isinstance(e, RemoteProtocolError), type(e).__name__
+(True, True, 'RemoteSubscribeGap')
 """
 
 from __future__ import annotations
@@ -15,7 +26,7 @@ from .base import TidegateError
 
 __all__ = [
     "AllowCompactionRegression",
-    "CollectionDropped",
+    "CommandAfterDrop",
     "CompactionPastPendingPeek",
     "DataflowAsOfUnset",
     "DroppedAtMismatch",
@@ -29,9 +40,11 @@ __all__ = [
     "FrontiersForSubscribe",
     "ImportSinceViolation",
     "InvalidPeekRows",
+    "LocalProtocolError",
     "NotASubscribe",
     "NotAnIndex",
     "ProtocolError",
+    "RemoteProtocolError",
     "ResponseAfterClose",
     "ResponseAfterDrop",
     "StageViolation",
@@ -42,6 +55,7 @@ __all__ = [
     "UnknownPeek",
     "UnrequestedCancel",
     "UnrequestedDroppedAt",
+    "blamed",
 ]
 
 
@@ -76,7 +90,7 @@ class UnknownCollection(ProtocolError):
     rule = "collection-created-first"
 
 
-class CollectionDropped(ProtocolError):
+class CommandAfterDrop(ProtocolError):
     """A command names a collection already dropped by ``AllowCompaction(id, [])``."""
 
     rule = "no-command-after-drop"
@@ -239,3 +253,53 @@ class DroppedAtMismatch(ProtocolError):
     """A ``DroppedAt`` whose frontier is not the upper of the subscribe's last batch."""
 
     rule = "dropped-at-last-upper"
+
+
+# -- blame --------------------------------------------------------------------------
+
+
+class LocalProtocolError(ProtocolError):
+    """This side broke a protocol rule: a bug here, not the peer's fault (h11's ``LocalProtocolError``)."""
+
+
+class RemoteProtocolError(ProtocolError):
+    """The peer broke a protocol rule: the connection to it cannot go on (h11's ``RemoteProtocolError``)."""
+
+
+_BLAMED: dict[tuple[type[ProtocolError], type[ProtocolError]], type[ProtocolError]] = {}
+
+
+def _rules() -> list[type[ProtocolError]]:
+    found: list[type[ProtocolError]] = []
+    pending = list(ProtocolError.__subclasses__())
+    while pending:
+        cls = pending.pop()
+        if cls not in (LocalProtocolError, RemoteProtocolError) and cls.__module__ == __name__:
+            found.append(cls)
+            pending.extend(cls.__subclasses__())
+    return found
+
+
+for _rule in _rules():
+    for _side in (LocalProtocolError, RemoteProtocolError):
+        _name = f"{_side.__name__.removesuffix('ProtocolError')}{_rule.__name__}"
+        _cls = type(_name, (_rule, _side), {"__module__": __name__, "__doc__": _rule.__doc__})
+        globals()[_name] = _cls  # a module attribute, so the error pickles
+        _BLAMED[(_rule, _side)] = _cls
+
+
+def blamed(
+    error: ProtocolError, side: type[LocalProtocolError] | type[RemoteProtocolError]
+) -> ProtocolError:
+    """``error`` as the same rule, blamed on ``side`` (already blamed errors are returned as they are)."""
+    if isinstance(error, LocalProtocolError | RemoteProtocolError):
+        return error
+    cls = _BLAMED.get((type(error), side))
+    if cls is None:  # a rule defined outside this module
+        cls = type(
+            f"{side.__name__.removesuffix('ProtocolError')}{type(error).__name__}",
+            (type(error), side),
+            {},
+        )
+        _BLAMED[(type(error), side)] = cls
+    return cls(*error.args)

@@ -41,7 +41,7 @@ class IncompatibleInstance(ReplicaError):
     """A reconnecting controller sent a ``CreateInstance`` incompatible with the running one.
 
     The replica cannot reconcile its state with it: the driver must halt the
-    process (reference/compute.md §6.2 step 6); a fresh process can start over.
+    process (docs/reference/compute.md §6.2 step 6); a fresh process can start over.
     """
 
     rule = "halt-on-incompatible-instance"

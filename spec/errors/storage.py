@@ -1,4 +1,4 @@
-"""Errors of the storage controller (reference/storage-and-frontiers.md section 2.13).
+"""Errors of the storage controller (docs/reference/storage-and-frontiers.md section 2.13).
 
 The variant names follow the reference's ``StorageError``. Each error carries
 the ids (and frontiers) it names as attributes, so callers can react without

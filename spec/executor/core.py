@@ -45,9 +45,9 @@ from .int_frontiers import (
 
 __all__ = [
     "DataflowState",
-    "ExportState",
     "IndexStore",
     "InputState",
+    "InstalledExport",
     "IntTimeExecutor",
     "StepChanges",
 ]
@@ -87,7 +87,7 @@ IndexT = TypeVar("IndexT", bound=IndexStore)
 
 
 @dataclass(eq=False)
-class ExportState(Generic[NodeT, IndexT]):
+class InstalledExport(Generic[NodeT, IndexT]):
     """An installed export: its node, frontiers, index history and importing inputs."""
 
     id: GlobalId
@@ -127,7 +127,7 @@ class InputState(Generic[NodeT, IndexT]):
     node: NodeT
     schema: Schema | None
     upper: Frontier = 0
-    index_of: ExportState[NodeT, IndexT] | None = None
+    index_of: InstalledExport[NodeT, IndexT] | None = None
     is_index: bool = False
 
 
@@ -142,7 +142,7 @@ class DataflowState(Generic[NodeT, IndexT]):
     processed: Frontier
     inputs: dict[GlobalId, InputState[NodeT, IndexT]]
     nodes: list[NodeT]
-    exports: dict[GlobalId, ExportState[NodeT, IndexT]]
+    exports: dict[GlobalId, InstalledExport[NodeT, IndexT]]
     started: bool = False
     # Whether an input's upper may have moved since the last step; a step with no
     # input upper moved does nothing (it would stop at ``meet <= processed``).
@@ -166,7 +166,7 @@ class IntTimeExecutor(ABC, Generic[NodeT, IndexT]):
         self._check_rows = check_rows
         self._dataflows: dict[DataflowHandle, DataflowState[NodeT, IndexT]] = {}
         self._exports: dict[
-            GlobalId, tuple[DataflowState[NodeT, IndexT], ExportState[NodeT, IndexT]]
+            GlobalId, tuple[DataflowState[NodeT, IndexT], InstalledExport[NodeT, IndexT]]
         ] = {}
         self._next_handle = 0
 
@@ -202,7 +202,7 @@ class IntTimeExecutor(ABC, Generic[NodeT, IndexT]):
         ``first``: this is the dataflow's first step, which includes the as_of
         (constants appear there). Times at or past the dataflow's ``until`` are
         discarded. Returns the consolidated changes each export emits
-        (:meth:`ExportState.emits`).
+        (:meth:`InstalledExport.emits`).
         """
 
     def _close_index(self, index: IndexT) -> None:
@@ -241,7 +241,7 @@ class IntTimeExecutor(ABC, Generic[NodeT, IndexT]):
         df = DataflowState(handle, desc, as_of, until, as_of, inputs, compiler.nodes, {})
         for ex in desc.index_exports:
             schema = schemas[ex.on_id]
-            df.exports[ex.id] = ExportState(
+            df.exports[ex.id] = InstalledExport(
                 ex.id,
                 compiler.by_id[ex.on_id],
                 as_of,
@@ -250,7 +250,7 @@ class IntTimeExecutor(ABC, Generic[NodeT, IndexT]):
                 arity=schema.arity,
             )
         for sk in desc.sink_exports:
-            df.exports[sk.id] = ExportState(
+            df.exports[sk.id] = InstalledExport(
                 sk.id,
                 compiler.by_id[sk.from_id],
                 as_of,
@@ -270,7 +270,7 @@ class IntTimeExecutor(ABC, Generic[NodeT, IndexT]):
         self,
         df: DataflowState[NodeT, IndexT],
         inp: InputState[NodeT, IndexT],
-        source: ExportState[NodeT, IndexT],
+        source: InstalledExport[NodeT, IndexT],
     ) -> None:
         source.importers.append((df, inp))
         if df.processed is not None and source.index is not None:
@@ -427,7 +427,7 @@ class IntTimeExecutor(ABC, Generic[NodeT, IndexT]):
 
     def _export(
         self, export_id: GlobalId
-    ) -> tuple[DataflowState[NodeT, IndexT], ExportState[NodeT, IndexT]]:
+    ) -> tuple[DataflowState[NodeT, IndexT], InstalledExport[NodeT, IndexT]]:
         found = self._exports.get(export_id)
         if found is None:
             raise UnknownExport(f"{export_id} is not an export of an installed dataflow")

@@ -1,6 +1,6 @@
 """The frontier algebra: timestamps, antichains, change batches, compaction, read policies and holds.
 
-See ``reference/storage-and-frontiers.md`` section 1 for the laws this module
+See ``docs/reference/storage-and-frontiers.md`` section 1 for the laws this module
 satisfies; ``tests/spec/frontier`` checks each of them with Hypothesis.
 """
 

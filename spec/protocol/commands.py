@@ -1,4 +1,4 @@
-"""Compute commands: what a controller sends to a replica (reference/compute.md section 3)."""
+"""Compute commands: what a controller sends to a replica (docs/reference/compute.md section 3)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@
 >>> session.on_command(InitializationComplete())
 Traceback (most recent call last):
 ...
-tidegate.spec.errors.protocol.StageViolation: [stage-order] InitializationComplete in stage creation: ...
+tidegate.spec.errors.protocol.LocalStageViolation: [stage-order] InitializationComplete in stage creation: ...
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import uuid as _uuid
 from collections.abc import Mapping
 from typing import Any
 
+from ..errors.protocol import LocalProtocolError, ProtocolError, RemoteProtocolError, blamed
 from ..ids import GlobalId
 from .commands import ComputeCommand
 from .ledger import CollectionRecord, ProtocolLedger
@@ -31,12 +32,14 @@ class ControllerSession:
     """Checks a controller's commands on one connection against the protocol, and the replica's answers.
 
     Call :meth:`on_command` with every command *before* sending it: it raises a
-    :class:`~tidegate.spec.errors.ProtocolError` if the command is illegal now
+    :class:`~tidegate.spec.errors.ProtocolError` (a ``LocalProtocolError``: the
+    controller's own bug) if the command is illegal now
     (wrong stage, unknown or dropped collection, reused export id or peek uuid,
     ...) and otherwise records it and returns the stage that follows. Call
     :meth:`on_response` with every response received: it rejects responses no
     correct replica could send (an answer for an unknown or answered peek, a
-    regressing frontier, a gap in a subscribe stream, ...). Responses are
+    regressing frontier, a gap in a subscribe stream, ...) with a
+    ``RemoteProtocolError``: the replica's fault. Responses are
     checked knowing that the replica may not yet have seen the latest
     commands. A ``Hello`` starts a new iteration and forgets the old one.
     A call that raises leaves the session unchanged.
@@ -48,22 +51,28 @@ class ControllerSession:
     # -- events ---------------------------------------------------------------------
 
     def check_command(self, cmd: ComputeCommand) -> None:
-        """Raise if ``cmd`` may not be sent now; never changes the session."""
-        self._ledger.check_command(cmd)
+        """Raise (a :class:`LocalProtocolError`) if ``cmd`` may not be sent now; never changes the session."""
+        try:
+            self._ledger.check_command(cmd)
+        except ProtocolError as e:
+            raise blamed(e, LocalProtocolError) from None
 
     def on_command(self, cmd: ComputeCommand) -> Stage:
         """Validate and record a command about to be sent; return the stage after it."""
-        self._ledger.check_command(cmd)
+        self.check_command(cmd)
         self._ledger.apply_command(cmd)
         return self._ledger.stage
 
     def check_response(self, resp: ComputeResponse) -> None:
-        """Raise if ``resp`` is one no correct replica could send now; never changes the session."""
-        self._ledger.check_response(resp)
+        """Raise (a :class:`RemoteProtocolError`) if no correct replica could send ``resp`` now; never changes the session."""
+        try:
+            self._ledger.check_response(resp)
+        except ProtocolError as e:
+            raise blamed(e, RemoteProtocolError) from None
 
     def on_response(self, resp: ComputeResponse) -> None:
         """Validate and record a response received from the replica."""
-        self._ledger.check_response(resp)
+        self.check_response(resp)
         self._ledger.apply_response(resp)
 
     # -- queries --------------------------------------------------------------------

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..errors import (
     AllowCompactionRegression,
-    CollectionDropped,
+    CommandAfterDrop,
     CompactionPastPendingPeek,
     DataflowAsOfUnset,
     DroppedAtMismatch,
@@ -343,9 +343,7 @@ class ProtocolLedger:
         if rec is None:
             raise UnknownCollection(f"{what} names {gid}, which was not created in this iteration")
         if rec.dropped:
-            raise CollectionDropped(
-                f"{what} names {gid}, which was dropped (AllowCompaction to [])"
-            )
+            raise CommandAfterDrop(f"{what} names {gid}, which was dropped (AllowCompaction to [])")
         return rec
 
     def _check_dataflow(self, df: DataflowDescription) -> None:

@@ -29,6 +29,7 @@ import uuid as _uuid
 from collections.abc import Mapping
 from typing import Any
 
+from ..errors.protocol import LocalProtocolError, ProtocolError, RemoteProtocolError, blamed
 from ..frontier import Antichain
 from ..ids import GlobalId
 from .commands import (
@@ -69,7 +70,7 @@ __all__ = ["ReplicaSession"]
 
 
 class ReplicaSession:
-    """What a replica owes on one connection (reference/compute.md §4, §6).
+    """What a replica owes on one connection (docs/reference/compute.md §4, §6).
 
     Rules checked on responses: nothing before ``InitializationComplete``;
     exactly one ``PeekResponse`` per ``Peek``, ``PeekCanceled`` only after a
@@ -90,8 +91,11 @@ class ReplicaSession:
     # -- commands -------------------------------------------------------------------
 
     def check_command(self, cmd: ComputeCommand) -> None:
-        """Raise if ``cmd`` is illegal now; never changes the session."""
-        self._ledger.check_command(cmd)
+        """Raise (a :class:`RemoteProtocolError`: the controller's fault) if ``cmd`` is illegal now."""
+        try:
+            self._ledger.check_command(cmd)
+        except ProtocolError as e:
+            raise blamed(e, RemoteProtocolError) from None
 
     def on_command(self, cmd: ComputeCommand, *, checked: bool = False) -> list[ReplicaEffect]:
         """Validate and record a received command; return what the replica must do and now owes.
@@ -101,7 +105,7 @@ class ReplicaSession:
         """
         ledger = self._ledger
         if not checked:
-            ledger.check_command(cmd)
+            self.check_command(cmd)
         # Only Schedule and AllowCompaction change readiness, and only of their own dataflow.
         touched: tuple[GlobalId, ...] = ()
         if isinstance(cmd, Schedule | AllowCompaction) and cmd.id in ledger.collections:
@@ -162,8 +166,11 @@ class ReplicaSession:
     # -- responses ------------------------------------------------------------------
 
     def check_response(self, resp: ComputeResponse) -> None:
-        """Raise if sending ``resp`` now breaks the protocol; never changes the session."""
-        self._ledger.check_response(resp)
+        """Raise (a :class:`LocalProtocolError`: the replica's own bug) if sending ``resp`` now breaks the protocol."""
+        try:
+            self._ledger.check_response(resp)
+        except ProtocolError as e:
+            raise blamed(e, LocalProtocolError) from None
 
     def on_response(self, resp: ComputeResponse, *, checked: bool = False) -> None:
         """Validate and record a response the replica is about to send.
@@ -172,7 +179,7 @@ class ReplicaSession:
         value :meth:`frontier_report_allowed` has just accepted.
         """
         if not checked:
-            self._ledger.check_response(resp)
+            self.check_response(resp)
         self._ledger.apply_response(resp)
 
     # -- queries --------------------------------------------------------------------

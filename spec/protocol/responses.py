@@ -1,4 +1,4 @@
-"""Compute responses: what a replica sends back (reference/compute.md section 4)."""
+"""Compute responses: what a replica sends back (docs/reference/compute.md section 4)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The stages of a protocol iteration, and the vocabulary the two sessions share.
 
 A protocol iteration (one connection) passes through its stages in order
-(reference/compute.md §5)::
+(docs/reference/compute.md §5)::
 
     AWAITING_HELLO --Hello--> CREATION --CreateInstance--> INITIALIZATION
         --InitializationComplete--> READ_ONLY --AllowWrites--> READ_WRITE

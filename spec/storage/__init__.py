@@ -1,11 +1,11 @@
-"""The storage controller as a pure state machine (reference storage-and-frontiers.md section 2).
+"""The storage controller as a pure state machine (docs/reference/storage-and-frontiers.md section 2).
 
 :class:`StorageController` keeps durable collections and exports, their
 sinces, uppers, read policies, holds and dependencies, and the storage
-instances that run ingestions and sinks. Calls return effects
-(:mod:`.effects`) for a driver to carry out against the shard store and the
-instances; the driver reports outcomes back (``complete_write``,
-``complete_snapshot``, ``handle_response``).
+instances that run ingestions and sinks. Calls record effects
+(:mod:`.effects`) in its outbox; a driver takes them with ``drain()``, carries
+them out against the shard store and the instances, and reports outcomes back
+(``complete_write``, ``complete_snapshot``, ``handle_response``).
 """
 
 from .appends import *  # noqa: F403

@@ -1,4 +1,4 @@
-"""The append and snapshot requests of the storage controller and their pending handles (section 2.9)."""
+"""The append requests of the storage controller and its book-keeping of them (section 2.9)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import NamedTuple
 from ..errors import InvalidUpper
 from ..frontier import Antichain, Update
 from ..ids import GlobalId
-from .effects import StorageEffect, WriteToShard
+from .effects import WriteToShard
 
-__all__ = ["AppendCommand", "PendingAppend", "PendingSnapshot"]
+__all__ = ["AppendCommand"]
 
 
 class AppendCommand(NamedTuple):
@@ -19,20 +19,6 @@ class AppendCommand(NamedTuple):
     id: GlobalId
     updates: Sequence[Update]
     upper: Antichain
-
-
-class PendingAppend(NamedTuple):
-    """An accepted append: ``ticket`` resolves with an :class:`AppendCompleted` effect."""
-
-    ticket: int
-    effects: list[StorageEffect]
-
-
-class PendingSnapshot(NamedTuple):
-    """An accepted snapshot: ``request`` names the :class:`ReadSnapshot` effect in ``effects``."""
-
-    request: int
-    effects: list[StorageEffect]
 
 
 class AppendBatch:

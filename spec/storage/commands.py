@@ -16,11 +16,11 @@ from .descriptions import CollectionDescription, ExportDescription, StorageParam
 
 __all__ = [
     "DroppedId",
-    "FrontierUpper",
     "RunIngestion",
     "RunSink",
     "StorageAllowCompaction",
     "StorageCommand",
+    "StorageFrontierUpper",
     "StorageInitializationComplete",
     "StorageResponse",
     "StorageUpdateConfiguration",
@@ -76,7 +76,7 @@ StorageCommand: TypeAlias = (
 
 
 @dataclass(frozen=True, slots=True)
-class FrontierUpper:
+class StorageFrontierUpper:
     """The write frontier of ingestion or sink ``id`` advanced to ``upper``."""
 
     id: GlobalId
@@ -90,4 +90,4 @@ class DroppedId:
     id: GlobalId
 
 
-StorageResponse: TypeAlias = FrontierUpper | DroppedId
+StorageResponse: TypeAlias = StorageFrontierUpper | DroppedId

@@ -1,11 +1,12 @@
-"""The storage controller as a pure state machine (reference storage-and-frontiers.md section 2).
+"""The storage controller as a pure state machine (docs/reference/storage-and-frontiers.md section 2).
 
 It manages durable collections (tables, ingested sources, materialized-view
 outputs) and exports (sinks): their sinces and uppers, read policies and read
 holds, dependencies between them, appends and snapshots, and the storage
 instances that run ingestions and sinks. Every public call validates first and
-mutates after -- a call that raises changes nothing -- and returns the
-effects the driver must carry out (:mod:`.effects`).
+mutates after -- a call that raises changes nothing -- and records the effects
+the driver must carry out (:mod:`.effects`) in the controller's outbox, which
+the owner takes with :meth:`StorageController.drain`.
 
 Read capabilities propagate along dependencies with the worklist algorithm of
 section 2.4; its cost for one change is proportional to the dependencies it
@@ -42,14 +43,15 @@ from ..errors.frontier import InvalidFrontier
 from ..frontier import Antichain, ChangeBatch, Time, Update, check_time
 from ..frontier.read_policy import ReadPolicy, StepBack, ValidFrom, apply_policy
 from ..ids import GlobalId, InstanceId, ReplicaId
-from .appends import AppendBatch, AppendCommand, PendingAppend, PendingSnapshot
+from ..outbox import Outbox, atomic
+from .appends import AppendBatch, AppendCommand
 from .commands import (
     DroppedId,
-    FrontierUpper,
     RunIngestion,
     RunSink,
     StorageAllowCompaction,
     StorageCommand,
+    StorageFrontierUpper,
     StorageInitializationComplete,
     StorageResponse,
     StorageUpdateConfiguration,
@@ -126,29 +128,31 @@ class StorageController:
         self._serial = 0
         self._initialized = False
         self._config = StorageParameters()
-        self._outbox: list[StorageEffect] = []
+        self._outbox: Outbox[StorageEffect] = Outbox()
         # Tests flip the worklist's order to check that the fixed point does not depend on it.
         self._largest_first = True
 
     # ------------------------------------------------------------------ lifecycle
 
-    def initialization_complete(self) -> list[StorageEffect]:
+    @atomic
+    def initialization_complete(self) -> None:
         """Mark the controller initialized and tell every instance (once)."""
         if self._initialized:
-            return []
+            return
         self._initialized = True
-        return self._broadcast(StorageInitializationComplete())
+        self._outbox.extend(self._broadcast(StorageInitializationComplete()))
 
     @property
     def initialized(self) -> bool:
         return self._initialized
 
-    def update_configuration(self, params: StorageParameters) -> list[StorageEffect]:
+    @atomic
+    def update_configuration(self, params: StorageParameters) -> None:
         """Merge ``params`` into the configuration and send the merged result to every instance."""
         if not isinstance(params, StorageParameters):
             raise InvalidUsage(f"update_configuration takes StorageParameters, got {params!r}")
         self._config = self._config.update(params)
-        return self._broadcast(StorageUpdateConfiguration(self._config))
+        self._outbox.extend(self._broadcast(StorageUpdateConfiguration(self._config)))
 
     @property
     def configuration(self) -> StorageParameters:
@@ -162,7 +166,8 @@ class StorageController:
 
     # ------------------------------------------------------------------ instances
 
-    def create_instance(self, instance: InstanceId) -> list[StorageEffect]:
+    @atomic
+    def create_instance(self, instance: InstanceId) -> None:
         """Create storage instance ``instance`` (:class:`StorageInstanceExists` if it exists).
 
         It has no replica yet; initialization and configuration reach its
@@ -171,9 +176,9 @@ class StorageController:
         if instance in self._instances:
             raise StorageInstanceExists(instance)
         self._instances[instance] = StorageInstance(instance)
-        return []
 
-    def drop_instance(self, instance: InstanceId) -> list[StorageEffect]:
+    @atomic
+    def drop_instance(self, instance: InstanceId) -> None:
         """Forget storage instance ``instance`` and its replicas (:class:`StorageInstanceMissing`).
 
         Ingestions and sinks still assigned to it keep their collections and
@@ -181,26 +186,26 @@ class StorageController:
         """
         self._instance(instance)
         del self._instances[instance]
-        return []
 
-    def connect_replica(
-        self, instance: InstanceId, replica: ReplicaId, location: str = ""
-    ) -> list[StorageEffect]:
+    @atomic
+    def connect_replica(self, instance: InstanceId, replica: ReplicaId, location: str = "") -> None:
         """(Re)connect ``replica`` at ``location`` to ``instance`` and replay the reduced history to it."""
         inst = self._instance(instance)
         inst.replicas[replica] = location
-        return [
-            SendStorageCommand(instance, replica, cmd)
-            for cmd in inst.history(self._initialized, self._config, self._upper_of)
-        ]
+        self._outbox.extend(
+            [
+                SendStorageCommand(instance, replica, cmd)
+                for cmd in inst.history(self._initialized, self._config, self._upper_of)
+            ]
+        )
 
-    def drop_replica(self, instance: InstanceId, replica: ReplicaId) -> list[StorageEffect]:
+    @atomic
+    def drop_replica(self, instance: InstanceId, replica: ReplicaId) -> None:
         """Disconnect ``replica`` from ``instance`` (:class:`StorageReplicaMissing`)."""
         inst = self._instance(instance)
         if replica not in inst.replicas:
             raise StorageReplicaMissing(instance, replica)
         del inst.replicas[replica]
-        return []
 
     def instances(self) -> list[InstanceId]:
         return sorted(self._instances)
@@ -231,12 +236,13 @@ class StorageController:
         inst = self._instances.get(instance)
         return list(inst.send(command)) if inst is not None else []
 
+    @atomic
     def handle_response(
         self, instance: InstanceId, replica: ReplicaId, response: StorageResponse
-    ) -> list[StorageEffect]:
+    ) -> None:
         """Take a response from a replica of ``instance``.
 
-        ``FrontierUpper`` advances the write frontier of an ingestion or sink
+        ``StorageFrontierUpper`` advances the write frontier of an ingestion or sink
         the instance runs (non-advancing and unknown ids are ignored, so replays
         never move frontiers back); ``DroppedId`` needs nothing, the object's
         state left when its compaction reached ``[]``.
@@ -244,13 +250,13 @@ class StorageController:
         inst = self._instance(instance)
         if replica not in inst.replicas:
             raise StorageReplicaMissing(instance, replica)
-        if isinstance(response, FrontierUpper):
-            _check_antichain(response.upper, "FrontierUpper.upper")
+        if isinstance(response, StorageFrontierUpper):
+            _check_antichain(response.upper, "StorageFrontierUpper.upper")
             if response.id in inst.ingestions or response.id in inst.sinks:
-                return self.update_write_frontiers([(response.id, response.upper)])
-            return []
+                self.update_write_frontiers([(response.id, response.upper)])
+            return
         if isinstance(response, DroppedId):
-            return []
+            return
         raise InvalidUsage(f"not a storage response: {response!r}")
 
     # ------------------------------------------------------------------ inspection
@@ -311,20 +317,21 @@ class StorageController:
 
     # ------------------------------------------------------------------ collections
 
+    @atomic
     def migrate_collections(
         self, descriptions: Sequence[tuple[GlobalId, CollectionDescription]]
-    ) -> list[StorageEffect]:
+    ) -> None:
         """The durable-metadata migration hook; it has no frontier semantics, so it only validates ids."""
         for id, _ in descriptions:
             if id not in self._collections:
                 raise IdentifierMissing(id)
-        return []
 
+    @atomic
     def create_collections(
         self,
         descriptions: Sequence[tuple[GlobalId, CollectionDescription]],
         shards: Mapping[GlobalId, ShardFrontiers] | None = None,
-    ) -> list[StorageEffect]:
+    ) -> None:
         """Create collections (reference sections 2.2, 2.6 and 2.7 #10), all or nothing.
 
         ``shards`` gives the since and upper the driver found in each existing
@@ -403,10 +410,11 @@ class StorageController:
                 effects.extend(
                     self._send_to(desc.data_source.instance, RunIngestion(id, desc, upper))
                 )
-        return effects
+        self._outbox.extend(effects)
 
     # ------------------------------------------------------------------ exports
 
+    @atomic
     def prepare_export(self, id: GlobalId, from_id: GlobalId) -> CreateExportToken:
         """Hold ``from_id`` at its implied capability until the export is created or the token cancelled.
 
@@ -426,20 +434,22 @@ class StorageController:
         self._tokens[token.serial] = token
         return token
 
-    def cancel_prepare_export(self, token: CreateExportToken) -> list[StorageEffect]:
+    @atomic
+    def cancel_prepare_export(self, token: CreateExportToken) -> None:
         """Release the hold of an unused token [InvalidUsage if it was consumed or cancelled]."""
         self._check_token(token)
         moved = self._apply_capabilities({token.from_id: [(t, -1) for t in token.acquired_since]})
         del self._tokens[token.serial]
-        return self._finish(moved)
+        self._outbox.extend(self._finish(moved))
 
     def _check_token(self, token: CreateExportToken) -> None:
         if self._tokens.get(token.serial) != token:
             raise InvalidUsage(f"export token {token!r} was already used or cancelled")
 
+    @atomic
     def create_exports(
         self, exports: Sequence[tuple[CreateExportToken, ExportDescription]]
-    ) -> list[StorageEffect]:
+    ) -> None:
         """Create exports from prepared tokens (reference section 2.8); the token's hold passes to the export.
 
         Errors: an id twice in the call, or already used by another
@@ -480,9 +490,9 @@ class StorageController:
                 raise ExportInstanceMissing(id, desc.instance)
             fresh.append((token, desc))
 
-        effects: list[StorageEffect] = []
         for token in repeats:
-            effects.extend(self.cancel_prepare_export(token))
+            self.cancel_prepare_export(token)
+        effects: list[StorageEffect] = []
         for token, desc in fresh:
             del self._tokens[token.serial]
             as_of, strict = sink_as_of(desc.as_of, token.acquired_since)
@@ -490,19 +500,21 @@ class StorageController:
             self._exports[token.id] = state
             self._graph.add_edge(token.id, token.from_id)
             effects.extend(self._send_to(desc.instance, RunSink(token.id, desc, as_of, strict)))
-        return effects
+        self._outbox.extend(effects)
 
     # ------------------------------------------------------------------ drops
 
-    def drop_sources(self, ids: Iterable[GlobalId]) -> list[StorageEffect]:
+    @atomic
+    def drop_sources(self, ids: Iterable[GlobalId]) -> None:
         """Drop collections; every id must exist [IdentifierMissing, nothing dropped]."""
         ids = list(ids)
         for id in ids:
             if id not in self._collections:
                 raise IdentifierMissing(id)
-        return self.drop_sources_unvalidated(ids)
+        self.drop_sources_unvalidated(ids)
 
-    def drop_sources_unvalidated(self, ids: Iterable[GlobalId]) -> list[StorageEffect]:
+    @atomic
+    def drop_sources_unvalidated(self, ids: Iterable[GlobalId]) -> None:
         """Drop the known collections among ``ids``: their policy becomes ``ValidFrom([])``.
 
         This releases each collection's own hold; it stays readable while other
@@ -521,17 +533,19 @@ class StorageController:
             c.dropped = True
             c.policy = ValidFrom(_EMPTY)
             c.implied = _EMPTY
-        return self._finish(moved)
+        self._outbox.extend(self._finish(moved))
 
-    def drop_sinks(self, ids: Iterable[GlobalId]) -> list[StorageEffect]:
+    @atomic
+    def drop_sinks(self, ids: Iterable[GlobalId]) -> None:
         """Drop exports; every id must be an export [IdentifierMissing, nothing dropped]."""
         ids = list(ids)
         for id in ids:
             if id not in self._exports:
                 raise IdentifierMissing(id)
-        return self.drop_sinks_unvalidated(ids)
+        self.drop_sinks_unvalidated(ids)
 
-    def drop_sinks_unvalidated(self, ids: Iterable[GlobalId]) -> list[StorageEffect]:
+    @atomic
+    def drop_sinks_unvalidated(self, ids: Iterable[GlobalId]) -> None:
         """Drop the known exports among ``ids``: release their holds, close their uppers, tear them down."""
         targets = sorted({id for id in ids if id in self._exports})
         changes = {id: _replace(self._exports[id].read_capability, _EMPTY) for id in targets}
@@ -546,12 +560,13 @@ class StorageController:
             self._graph.remove_node(id)
             self._retired.add(id)
             effects.append(CollectionDropped(id))
-        return effects
+        self._outbox.extend(effects)
 
     # ------------------------------------------------------------------ appends
 
-    def append(self, commands: Sequence[AppendCommand]) -> PendingAppend:
-        """Append to collections (reference section 2.9); returns a ticket and the shard writes.
+    @atomic
+    def append(self, commands: Sequence[AppendCommand]) -> int:
+        """Append to collections (reference section 2.9); returns a ticket, and emits the shard writes.
 
         Per collection the commands' updates are concatenated and their uppers
         joined into one compare-and-append that expects the upper the previous
@@ -589,7 +604,8 @@ class StorageController:
         self._serial += 1
         ticket = self._serial
         if not grouped:
-            return PendingAppend(ticket, [AppendCompleted(ticket, None)])
+            self._outbox.emit(AppendCompleted(ticket, None))
+            return ticket
         writes: dict[GlobalId, WriteToShard] = {}
         for id in sorted(grouped):
             updates, upper = grouped[id]
@@ -597,7 +613,8 @@ class StorageController:
             self._write_upper[id] = upper
             self._inflight[id] = self._inflight.get(id, 0) + 1
         self._appends[ticket] = AppendBatch(writes)
-        return PendingAppend(ticket, list(writes.values()))
+        self._outbox.extend(writes.values())
+        return ticket
 
     def check_appendable(self, ids: Iterable[GlobalId]) -> None:
         """Raise unless every id is a live collection the controller writes (a table).
@@ -619,9 +636,10 @@ class StorageController:
         upper = self._write_upper.get(id)
         return upper if upper is not None else self._collections[id].write_frontier
 
+    @atomic
     def complete_write(
         self, ticket: int, id: GlobalId, success: bool, current_upper: Antichain
-    ) -> list[StorageEffect]:
+    ) -> None:
         """The driver's report on one :class:`WriteToShard`: whether it applied, and the shard's upper now.
 
         A success advances the collection's upper; a mismatch is recorded as
@@ -634,7 +652,7 @@ class StorageController:
         _check_antichain(current_upper, "current upper")
         write = pending.writes[id]
         learned = write.new_upper if success else current_upper
-        effects = self.update_write_frontiers([(id, learned)])
+        self.update_write_frontiers([(id, learned)])
         pending.outstanding.discard(id)
         if not success:
             pending.failures.append(InvalidUpper(id, current_upper))
@@ -653,17 +671,18 @@ class StorageController:
                 if pending.failures
                 else None
             )
-            effects.append(AppendCompleted(ticket, error))
-        return effects
+            self._outbox.emit(AppendCompleted(ticket, error))
 
     # ------------------------------------------------------------------ snapshots
 
-    def snapshot(self, id: GlobalId, as_of: Time) -> PendingSnapshot:
+    @atomic
+    def snapshot(self, id: GlobalId, as_of: Time) -> int:
         """Request the contents of ``id`` as of ``as_of`` (reference section 2.10).
 
         Valid only for ``since <= as_of < upper``: [IdentifierMissing],
         [ReadBeforeSince], [ReadBeyondUpper]. The controller holds ``as_of``
         until :meth:`complete_snapshot`, so the read cannot be compacted away.
+        Returns the request number, named by the :class:`ReadSnapshot` it emits.
         """
         c = self._collections.get(id)
         if c is None:
@@ -679,11 +698,12 @@ class StorageController:
         moved = self._apply_capabilities({id: [(as_of, 1)]})
         self._serial += 1
         self._snapshots[self._serial] = (id, as_of)
-        return PendingSnapshot(
-            self._serial, [*self._finish(moved), ReadSnapshot(self._serial, id, as_of)]
-        )
+        self._outbox.extend(self._finish(moved))
+        self._outbox.emit(ReadSnapshot(self._serial, id, as_of))
+        return self._serial
 
-    def complete_snapshot(self, request: int) -> list[StorageEffect]:
+    @atomic
+    def complete_snapshot(self, request: int) -> None:
         """The driver has read snapshot ``request``; its hold is released [InvalidUsage if unknown]."""
         entry = self._snapshots.get(request)
         if entry is None:
@@ -691,13 +711,12 @@ class StorageController:
         id, as_of = entry
         moved = self._apply_capabilities({id: [(as_of, -1)]})
         del self._snapshots[request]
-        return self._finish(moved)
+        self._outbox.extend(self._finish(moved))
 
     # ------------------------------------------------------------------ frontiers
 
-    def set_read_policy(
-        self, policies: Sequence[tuple[GlobalId, ReadPolicy]]
-    ) -> list[StorageEffect]:
+    @atomic
+    def set_read_policy(self, policies: Sequence[tuple[GlobalId, ReadPolicy]]) -> None:
         """Set read policies (reference section 2.3), in order, the last for an id winning.
 
         The implied capability moves to the policy's frontier if that is at or
@@ -729,11 +748,10 @@ class StorageController:
             c = self._collections[id]
             c.policy = policy
             c.implied = implied[id]
-        return self._finish(moved)
+        self._outbox.extend(self._finish(moved))
 
-    def update_write_frontiers(
-        self, updates: Iterable[tuple[GlobalId, Antichain]]
-    ) -> list[StorageEffect]:
+    @atomic
+    def update_write_frontiers(self, updates: Iterable[tuple[GlobalId, Antichain]]) -> None:
         """New uppers for collections and exports (reference sections 2.3 and 2.8).
 
         An upper is taken only if it is strictly beyond the current one;
@@ -757,7 +775,7 @@ class StorageController:
             if current < upper:
                 targets[id] = (state, upper)
         if not targets:
-            return []
+            return
         changes: dict[GlobalId, list[tuple[Time, int]]] = {}
         implied: dict[GlobalId, Antichain] = {}
         for id, (state, upper) in targets.items():
@@ -783,11 +801,12 @@ class StorageController:
             effects.append(UpperChanged(id, upper))
         if moved:
             effects.extend(self._finish(moved))
-        return effects
+        self._outbox.extend(effects)
 
+    @atomic
     def update_read_capabilities(
         self, changes: Mapping[GlobalId, Iterable[tuple[Time, int]]]
-    ) -> list[StorageEffect]:
+    ) -> None:
         """Add (+1) and release (-1) holds on collections and propagate them (reference section 2.4).
 
         Purely negative changes for unknown ids are ignored (the collection is
@@ -812,8 +831,9 @@ class StorageController:
                 check_time(t)
             batches[id] = cb
         moved = self._apply_capabilities(batches)
-        return self._finish(moved)
+        self._outbox.extend(self._finish(moved))
 
+    @atomic
     def acquire_read_holds(self, ids: Iterable[GlobalId]) -> list[StorageReadHold]:
         """One hold per id at its current since [IdentifierMissing, no hold taken]."""
         wanted = list(dict.fromkeys(ids))
@@ -831,12 +851,13 @@ class StorageController:
 
     # ------------------------------------------------------------------ reconcile
 
-    def reconcile_state(self, claimed: Iterable[GlobalId] = ()) -> list[StorageEffect]:
+    @atomic
+    def reconcile_state(self, claimed: Iterable[GlobalId] = ()) -> None:
         """After bootstrapping: drop every durable shard that no live collection (nor ``claimed``) owns."""
         keep = set(self._collections) | set(claimed)
         orphans = sorted(self._durable_shards - keep)
         self._durable_shards -= set(orphans)
-        return [DropShard(id) for id in orphans]
+        self._outbox.extend([DropShard(id) for id in orphans])
 
     def durable_shards(self) -> list[GlobalId]:
         """The shards this controller believes the store holds."""
@@ -851,14 +872,14 @@ class StorageController:
             return None
         return c.read_capabilities.frontier, c.write_frontier
 
+    @atomic
     def update_storage_read_holds(self, changes: Mapping[GlobalId, ChangeBatch[Time]]) -> None:
-        """:meth:`update_read_capabilities` whose effects wait in the outbox (see :meth:`take_effects`)."""
-        self._outbox.extend(self.update_read_capabilities(changes))
+        """:meth:`update_read_capabilities`, for the compute controller's port."""
+        self.update_read_capabilities(changes)
 
-    def take_effects(self) -> list[StorageEffect]:
-        """Effects of calls that could not return them (the port adapter, :meth:`prepare_export`)."""
-        out, self._outbox = self._outbox, []
-        return out
+    def drain(self) -> list[StorageEffect]:
+        """The effects of every call since the last drain, in the order they arose."""
+        return self._outbox.drain()
 
     # ------------------------------------------------------------------ propagation
 

@@ -10,7 +10,6 @@ from ..ids import GlobalId
 
 if TYPE_CHECKING:
     from .controller import StorageController
-    from .effects import StorageEffect
 
 __all__ = ["StorageReadHold"]
 
@@ -19,8 +18,8 @@ class StorageReadHold:
     """A hold keeping storage collection ``id`` readable from ``frontier`` on.
 
     Issued by :meth:`StorageController.acquire_read_holds`. It only moves
-    forward; each move goes through the controller's propagation and returns
-    the resulting effects (compaction requests and since changes).
+    forward; each move goes through the controller's propagation, whose effects
+    (compaction requests and since changes) wait in the controller's outbox.
     """
 
     __slots__ = ("_frontier", "_id", "_owner")
@@ -41,7 +40,7 @@ class StorageReadHold:
     def is_released(self) -> bool:
         return self._frontier.is_empty()
 
-    def downgrade(self, new: Antichain) -> list[StorageEffect]:
+    def downgrade(self, new: Antichain) -> None:
         """Move the hold to ``new`` (:class:`HoldRegression` unless ``frontier <= new``)."""
         if not isinstance(new, Antichain):
             raise InvalidFrontier(f"new hold frontier must be an Antichain, got {new!r}")
@@ -50,15 +49,14 @@ class StorageReadHold:
                 f"hold on {self._id} cannot move from {self._frontier!r} back to {new!r}"
             )
         if new == self._frontier:
-            return []
+            return
         changes = [(t, -1) for t in self._frontier] + [(t, 1) for t in new]
-        effects = self._owner.update_read_capabilities({self._id: changes})
+        self._owner.update_read_capabilities({self._id: changes})
         self._frontier = new
-        return effects
 
-    def release(self) -> list[StorageEffect]:
+    def release(self) -> None:
         """Release the hold; releasing twice is a no-op."""
-        return self.downgrade(Antichain.empty())
+        self.downgrade(Antichain.empty())
 
     def __repr__(self) -> str:
         return f"StorageReadHold({self._id}, {self._frontier!r})"

@@ -95,17 +95,17 @@ _EMPTY = Antichain()
 class ComputeReplicaLike(Protocol):
     """What the harness drives: the interface of :class:`~tidegate.spec.compute_replica.ComputeReplica`."""
 
-    def handle_command(self, cmd: ComputeCommand) -> list[ReplicaOutput]: ...
+    def handle_command(self, cmd: ComputeCommand) -> None: ...
 
     def feed_source(
         self, collection_id: GlobalId, updates: Iterable[Update], upper: Antichain
-    ) -> list[ReplicaOutput]: ...
+    ) -> None: ...
 
-    def step(self) -> list[ReplicaOutput]: ...
+    def step(self) -> None: ...
 
-    def write_completed(self, sink_id: GlobalId, upper: Antichain) -> list[ReplicaOutput]: ...
+    def write_completed(self, sink_id: GlobalId, upper: Antichain) -> None: ...
 
-    def write_failed(self, sink_id: GlobalId, actual_upper: Antichain) -> list[ReplicaOutput]: ...
+    def write_failed(self, sink_id: GlobalId, actual_upper: Antichain) -> None: ...
 
     def complete_persist_peek(
         self,
@@ -113,7 +113,9 @@ class ComputeReplicaLike(Protocol):
         rows: Mapping[Row, int] | None = None,
         *,
         error: str | None = None,
-    ) -> list[ReplicaOutput]: ...
+    ) -> None: ...
+
+    def drain(self) -> list[ReplicaOutput]: ...
 
 
 class ComputeReplicaConformanceFailure(AssertionError):
@@ -202,12 +204,14 @@ class ReplicaDriver:
         self.checker.on_command(cmd)
         if isinstance(cmd, Hello):
             self.persist_peeks.clear()
-        return self.perform(self.replica.handle_command(cmd))
+        self.replica.handle_command(cmd)
+        return self.perform()
 
     def step(self) -> list[ComputeResponse]:
         """Deliver storage data, then step the replica."""
         out = self.pump()
-        out.extend(self.perform(self.replica.step()))
+        self.replica.step()
+        out.extend(self.perform())
         return out
 
     def pump(self) -> list[ComputeResponse]:
@@ -229,24 +233,23 @@ class ReplicaDriver:
                     continue
                 batch = [u for u in updates if u[1] >= delivered]
             self.reads[gid] = (as_of, upper)
-            out.extend(self.perform(self.replica.feed_source(gid, batch, _at(upper))))
+            self.replica.feed_source(gid, batch, _at(upper))
+            out.extend(self.perform())
         for uuid, pp in sorted(self.persist_peeks.items()):
             if pp.collection_id not in self.storage.collections:
                 del self.persist_peeks[uuid]
-                out.extend(
-                    self.perform(
-                        self.replica.complete_persist_peek(
-                            uuid, error=f"unknown storage collection {pp.collection_id}"
-                        )
-                    )
+                self.replica.complete_persist_peek(
+                    uuid, error=f"unknown storage collection {pp.collection_id}"
                 )
+                out.extend(self.perform())
                 continue
             upper = self.storage.upper(pp.collection_id)
             if upper is not None and upper <= pp.timestamp:
                 continue
             del self.persist_peeks[uuid]
             rows = self.storage.contents(pp.collection_id, pp.timestamp)
-            out.extend(self.perform(self.replica.complete_persist_peek(uuid, rows)))
+            self.replica.complete_persist_peek(uuid, rows)
+            out.extend(self.perform())
         return out
 
     def complete_writes(self) -> list[ComputeResponse]:
@@ -259,15 +262,18 @@ class ReplicaDriver:
         self.write_log.append(w)
         actual = self.storage.compare_and_append(w.sink_id, w.updates, _int(w.lower), _int(w.upper))
         if actual is None:
-            return self.perform(self.replica.write_completed(w.sink_id, w.upper))
-        return self.perform(
+            self.replica.write_completed(w.sink_id, w.upper)
+        else:
             self.replica.write_failed(w.sink_id, _EMPTY if actual < 0 else Antichain([actual]))
-        )
+        return self.perform()
 
-    def perform(self, outputs: Sequence[ReplicaOutput]) -> list[ComputeResponse]:
-        """Carry out outputs; return the responses among them (and among their consequences)."""
+    def perform(self, taken: Sequence[ReplicaOutput] = ()) -> list[ComputeResponse]:
+        """Carry out ``taken`` (outputs already drained) and the replica's outputs.
+
+        Returns the responses among them (and among their consequences).
+        """
         out: list[ComputeResponse] = []
-        for o in outputs:
+        for o in [*taken, *self.replica.drain()]:
             if isinstance(o, Respond):
                 self.checker.on_response(o.response)
                 self.responses.append(o.response)

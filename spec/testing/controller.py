@@ -25,11 +25,11 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 
 from ..compute import (
     ComputeController,
+    ComputeReadHold,
     Effect,
     InMemoryStorage,
     ManagedLocation,
     PeekResultOut,
-    ReadHold,
     ReplicaConfig,
     ReplicaLogging,
     SendCommand,
@@ -343,20 +343,23 @@ class ControllerMachine(RuleBasedStateMachine):
         self.peeks_issued: set[_uuid.UUID] = set()
         self.peek_results: dict[_uuid.UUID, int] = {}
         self.pending: dict[_uuid.UUID, tuple[GlobalId, Time]] = {}
-        self.holds: list[ReadHold] = []
+        self.holds: list[ComputeReadHold] = []
         self.streams: dict[GlobalId, _Stream] = {}
         self.last: dict[GlobalId, tuple[Antichain, Antichain]] = {}
         self.compaction: dict[tuple[ReplicaId, int, GlobalId], Antichain] = {}
         self.peak = 0
-        self.absorb(self.ctl.create_instance(self.instance, {"log": LOG_ID}))
-        self.absorb(self.ctl.initialization_complete())
+        self.ctl.create_instance(self.instance, {"log": LOG_ID})
+        self.absorb()
+        self.ctl.initialization_complete()
+        self.absorb()
 
     # -- effect routing and per-effect checks ------------------------------------------------
-    def absorb(self, effects: list[Effect]) -> None:
+    def absorb(self) -> None:
+        """Take the controller's effects and route them (to scripted replicas, peek and stream checks)."""
         from ..compute import ConnectReplica, DisconnectReplica
         from ..protocol.commands import AllowCompaction
 
-        for e in effects:
+        for e in self.take_effects():
             if isinstance(e, ConnectReplica):
                 self.replicas[e.replica] = ScriptedReplica(e.epoch)
             elif isinstance(e, DisconnectReplica):
@@ -413,7 +416,11 @@ class ControllerMachine(RuleBasedStateMachine):
         """A comparable image of every storage hold (equal before and after a rejected call)."""
         return [self.storage.hold_count(s) for s in STORAGE_IDS]
 
-    def advance_storage(self, step: int) -> list[Any]:
+    def take_effects(self) -> list[Any]:
+        """The effects of the calls since the last :meth:`absorb`."""
+        return self.ctl.drain()
+
+    def advance_storage(self, step: int) -> None:
         """Advance every storage upper by ``step``; storage's own hold follows one tick behind."""
         for id in STORAGE_IDS:
             upper = self.storage.upper(id).elements[0]
@@ -421,7 +428,7 @@ class ControllerMachine(RuleBasedStateMachine):
             target = Antichain([upper + step - 1])
             if self.storage._implied[id] <= target:
                 self.storage.set_implied(id, target)
-        return list(self.ctl.storage_frontiers_advanced(STORAGE_IDS))
+        self.ctl.storage_frontiers_advanced(STORAGE_IDS)
 
     def _live(self, kinds: tuple[str, ...]) -> list[GlobalId]:
         return sorted(i for i, k in self.kinds.items() if k in kinds)
@@ -435,7 +442,8 @@ class ControllerMachine(RuleBasedStateMachine):
     def start(self, replicas: int, subscribe_target: bool) -> None:
         """Every run starts with replicas, an index and a subscribe on storage, so there is work."""
         for name in REPLICA_IDS[:replicas]:
-            self.absorb(self.ctl.add_replica(self.instance, name))
+            self.ctl.add_replica(self.instance, name)
+            self.absorb()
         self._install("index", [STORAGE_IDS[0]], [], Antichain([0]), 1, None)
         self._install(
             "subscribe", [STORAGE_IDS[0]], [], Antichain([0]), 0, "r1" if subscribe_target else None
@@ -446,18 +454,21 @@ class ControllerMachine(RuleBasedStateMachine):
     def add_replica(self, name: ReplicaId, config: ReplicaConfig) -> None:
         if name in self.replicas:
             return
-        self.absorb(self.ctl.add_replica(self.instance, name, config))
+        self.ctl.add_replica(self.instance, name, config)
+        self.absorb()
 
     @rule(name=st.sampled_from(REPLICA_IDS))
     def drop_replica(self, name: ReplicaId) -> None:
         if name in self.replicas:
-            self.absorb(self.ctl.drop_replica(self.instance, name))
+            self.ctl.drop_replica(self.instance, name)
+            self.absorb()
 
     @rule(name=st.sampled_from(REPLICA_IDS))
     def fail_replica(self, name: ReplicaId) -> None:
         r = self.replicas.get(name)
         if r is not None:
-            self.absorb(self.ctl.replica_failed(self.instance, name, r.epoch, "scripted failure"))
+            self.ctl.replica_failed(self.instance, name, r.epoch, "scripted failure")
+            self.absorb()
             assert self.replicas[name].epoch == r.epoch + 1
 
     @precondition(lambda self: bool(self.replicas))
@@ -469,12 +480,14 @@ class ControllerMachine(RuleBasedStateMachine):
         for id in sorted(r.collections):
             response = r.progress(id, step, self.storage_upper)
             if response is not None:
-                self.absorb(self.ctl.handle_response(self.instance, name, r.epoch, response))
+                self.ctl.handle_response(self.instance, name, r.epoch, response)
+                self.absorb()
             if self.replicas.get(name) is not r:
                 return
         if data.draw(st.booleans()):
             for uuid in r.answerable_peeks():
-                self.absorb(self.ctl.handle_response(self.instance, name, r.epoch, r.answer(uuid)))
+                self.ctl.handle_response(self.instance, name, r.epoch, r.answer(uuid))
+                self.absorb()
 
     @rule(name=st.sampled_from(REPLICA_IDS))
     def stale_response(self, name: ReplicaId) -> None:
@@ -485,13 +498,16 @@ class ControllerMachine(RuleBasedStateMachine):
         if r is not None and r.epoch > 1:
             for cid in self._live(("index",)):
                 before = self.ctl.collection_frontiers(self.instance, cid)
-                out = self.ctl.handle_response(
+                self.ctl.handle_response(
                     self.instance,
                     name,
                     r.epoch - 1,
                     Frontiers(cid, Antichain(), Antichain(), Antichain()),
                 )
-                assert out == [] and self.ctl.collection_frontiers(self.instance, cid) == before
+                assert (
+                    self.take_effects() == []
+                    and self.ctl.collection_frontiers(self.instance, cid) == before
+                )
 
     # -- dataflows -----------------------------------------------------------------------
     @rule(
@@ -539,14 +555,14 @@ class ControllerMachine(RuleBasedStateMachine):
         self.next_id += 1
         build = index_dataflow if kind == "index" else subscribe_dataflow
         df = build(export, sources=sources, indexes=indexes, as_of=as_of)
-        self.absorb(self.ctl.create_dataflow(self.instance, df, target_replica=target))
+        self.ctl.create_dataflow(self.instance, df, target_replica=target)
+        self.absorb()
         self.kinds[export] = kind
         if kind == "subscribe":
             self.streams[export] = _Stream(as_of)
         else:
-            self.absorb(
-                self.ctl.set_read_policy(self.instance, [(export, LagWriteFrontier(lag, 1))])
-            )
+            self.ctl.set_read_policy(self.instance, [(export, LagWriteFrontier(lag, 1))])
+            self.absorb()
 
     @rule(data=st.data())
     def create_dataflow_below_since(self, data: st.DataObject) -> None:
@@ -589,7 +605,8 @@ class ControllerMachine(RuleBasedStateMachine):
         if not live:
             return
         id = data.draw(st.sampled_from(live))
-        self.absorb(self.ctl.drop_collections(self.instance, [id]))
+        self.ctl.drop_collections(self.instance, [id])
+        self.absorb()
         del self.kinds[id]
         if id in self.streams:
             self.streams[id].closed = True
@@ -600,7 +617,8 @@ class ControllerMachine(RuleBasedStateMachine):
 
         live = self._live(("index", "log"))
         id = data.draw(st.sampled_from(live))
-        self.absorb(self.ctl.set_read_policy(self.instance, [(id, LagWriteFrontier(lag, 1))]))
+        self.ctl.set_read_policy(self.instance, [(id, LagWriteFrontier(lag, 1))])
+        self.absorb()
 
     # -- peeks and holds ----------------------------------------------------------------------
     @rule(data=st.data(), delta=st.integers(0, 3), targeted=st.booleans())
@@ -616,16 +634,17 @@ class ControllerMachine(RuleBasedStateMachine):
             else None
         )
         ts = since.elements[0] + delta
-        uuid, effects = self.ctl.peek(self.instance, id, ts, target_replica=target)
+        uuid = self.ctl.peek(self.instance, id, ts, target_replica=target)
         self.peeks_issued.add(uuid)
         self.pending[uuid] = (id, ts)
-        self.absorb(effects)
+        self.absorb()
 
     @rule(data=st.data())
     def cancel_peek(self, data: st.DataObject) -> None:
         if self.pending:
             uuid = data.draw(st.sampled_from(sorted(self.pending)))
-            self.absorb(self.ctl.cancel_peek(self.instance, uuid))
+            self.ctl.cancel_peek(self.instance, uuid)
+            self.absorb()
 
     @rule(data=st.data())
     def acquire_hold(self, data: st.DataObject) -> None:
@@ -643,16 +662,20 @@ class ControllerMachine(RuleBasedStateMachine):
         current = self.ctl.read_hold_frontier(hold)
         if step == 0 or not current.elements:
             self.holds.remove(hold)
-            self.absorb(self.ctl.release_read_hold(hold))
+            self.ctl.release_read_hold(hold)
+            self.absorb()
         else:
-            self.absorb(self.ctl.downgrade_read_hold(hold, Antichain([current.elements[0] + step])))
+            self.ctl.downgrade_read_hold(hold, Antichain([current.elements[0] + step]))
+            self.absorb()
 
     # -- storage and time --------------------------------------------------------------------
     @rule(step=st.integers(1, 3))
     def storage_tick(self, step: int) -> None:
         """Every storage collection advances, storage compacts what it no longer needs, maintenance runs."""
-        self.absorb(self.advance_storage(step))
-        self.absorb(self.ctl.maintain())
+        self.advance_storage(step)
+        self.absorb()
+        self.ctl.maintain()
+        self.absorb()
 
     # -- invariants -----------------------------------------------------------------------------
     @invariant()
@@ -723,7 +746,8 @@ class ControllerMachine(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         for uuid in sorted(self.pending):
-            self.absorb(self.ctl.cancel_peek(self.instance, uuid))
+            self.ctl.cancel_peek(self.instance, uuid)
+            self.absorb()
         assert all(self.peek_results.get(u) == 1 for u in self.peeks_issued), "a peek got no result"
 
 
@@ -755,6 +779,9 @@ class ComposedControllerMachine(ControllerMachine):
     def storage_fingerprint(self) -> object:
         return [self.composed.storage.collection(s).read_capabilities for s in STORAGE_IDS]
 
-    def advance_storage(self, step: int) -> list[Any]:
+    def take_effects(self) -> list[Any]:
+        return self.composed.drain()  # calls made on ``ctl`` (compute) directly included
+
+    def advance_storage(self, step: int) -> None:
         updates = [(s, Antichain([self.storage_upper(s).elements[0] + step])) for s in STORAGE_IDS]
-        return list(self.composed.update_write_frontiers(updates))
+        self.composed.update_write_frontiers(updates)

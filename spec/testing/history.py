@@ -4,7 +4,7 @@
   changes under them -- live collections with their compaction frontiers,
   scheduled and writable collections, peeks still pending, the configuration
   -- and rejects commands that break a dependency rule of
-  reference/compute.md section 3 (:class:`~tidegate.spec.errors.IllegalReplay`).
+  docs/reference/compute.md section 3 (:class:`~tidegate.spec.errors.IllegalReplay`).
   Replaying a reduced history into a fresh model must give the same
   :meth:`ModelReplica.state` as replaying the full history (law H7).
 * :class:`ChurnWorkload` generates a legal controller command stream that
@@ -57,7 +57,7 @@ __all__ = [
     "DATAFLOW_KINDS",
     "Answered",
     "ChurnWorkload",
-    "DataflowKind",
+    "DataflowShape",
     "HistoryEvent",
     "ModelReplica",
     "ReplicaModelState",
@@ -304,8 +304,8 @@ class _Export:
     dependents: set[int] = field(default_factory=set)
 
 
-DataflowKind: TypeAlias = Literal["index", "index_on_index", "index_subscribe", "mv", "index_mv"]
-DATAFLOW_KINDS: tuple[DataflowKind, ...] = (
+DataflowShape: TypeAlias = Literal["index", "index_on_index", "index_subscribe", "mv", "index_mv"]
+DATAFLOW_KINDS: tuple[DataflowShape, ...] = (
     "index",
     "index_on_index",
     "index_subscribe",
@@ -326,7 +326,7 @@ class ChurnWorkload:
     (:data:`DATAFLOW_KINDS`), compacts their exports within the
     holds that peeks and dependent dataflows place on them, peeks at readable
     times, answers and cancels peeks, and updates the configuration. Every
-    command respects reference/compute.md section 3, so a :class:`ModelReplica`
+    command respects docs/reference/compute.md section 3, so a :class:`ModelReplica`
     accepts the stream.
     """
 
@@ -336,7 +336,7 @@ class ChurnWorkload:
         *,
         target_dataflows: int = 6,
         log_indexes: int = 2,
-        kinds: Sequence[DataflowKind] = DATAFLOW_KINDS,
+        kinds: Sequence[DataflowShape] = DATAFLOW_KINDS,
     ) -> None:
         if not kinds or any(k not in DATAFLOW_KINDS for k in kinds):
             raise ValueError(

@@ -44,7 +44,6 @@ from ..storage import (
     DowngradeShardSince,
     DropShard,
     ExportDescription,
-    FrontierUpper,
     Ingestion,
     MaterializedView,
     ReadSnapshot,
@@ -53,21 +52,22 @@ from ..storage import (
     StorageAllowCompaction,
     StorageController,
     StorageEffect,
+    StorageFrontierUpper,
     StorageReadHold,
     Table,
     WriteToShard,
 )
 
 __all__ = [
-    "ShardState",
+    "ModelShard",
     "ShardStoreModel",
     "StorageControllerMachine",
     "controller_fingerprint",
-    "read_policies",
+    "storage_read_policies",
 ]
 
 
-def read_policies(max_time: int = 20) -> st.SearchStrategy[ReadPolicy]:
+def storage_read_policies(max_time: int = 20) -> st.SearchStrategy[ReadPolicy]:
     """Read policies over int times: lags, step-back, fixed sinces, and combinations of them."""
     leaf: st.SearchStrategy[ReadPolicy] = st.one_of(
         st.builds(LagWriteFrontier, st.integers(0, 4), st.integers(1, 3)),
@@ -79,7 +79,7 @@ def read_policies(max_time: int = 20) -> st.SearchStrategy[ReadPolicy]:
 
 
 @dataclass
-class ShardState:
+class ModelShard:
     """One shard: its since, upper and every update written to it."""
 
     since: Antichain = field(default_factory=lambda: Antichain.bottom(0))
@@ -97,15 +97,15 @@ class ShardStoreModel:
     """
 
     def __init__(self) -> None:
-        self.shards: dict[GlobalId, ShardState] = {}
+        self.shards: dict[GlobalId, ModelShard] = {}
         self.dropped: list[GlobalId] = []
         self.snapshots: dict[int, list[tuple[Row, int]]] = {}
         self.violations: list[str] = []
 
-    def execute(self, controller: StorageController, effect: StorageEffect) -> list[StorageEffect]:
-        """Carry out one effect; returns the effects of reporting its outcome to ``controller``."""
+    def execute(self, controller: StorageController, effect: StorageEffect) -> None:
+        """Carry out one effect; reporting its outcome leaves effects in ``controller``'s outbox."""
         if isinstance(effect, RegisterShard):
-            self.shards.setdefault(effect.id, ShardState())
+            self.shards.setdefault(effect.id, ModelShard())
         elif isinstance(effect, DowngradeShardSince):
             shard = self.shards.get(effect.id)
             if shard is None:
@@ -120,21 +120,21 @@ class ShardStoreModel:
             self.shards.pop(effect.id, None)
             self.dropped.append(effect.id)
         elif isinstance(effect, WriteToShard):
-            return self.write(controller, effect)
+            self.write(controller, effect)
         elif isinstance(effect, ReadSnapshot):
-            return self.read(controller, effect)
-        return []
+            self.read(controller, effect)
 
-    def write(self, controller: StorageController, write: WriteToShard) -> list[StorageEffect]:
+    def write(self, controller: StorageController, write: WriteToShard) -> None:
         shard = self.shards.get(write.id)
         if shard is None or shard.upper != write.expected_upper:
             current = shard.upper if shard is not None else Antichain.empty()
-            return controller.complete_write(write.ticket, write.id, False, current)
+            controller.complete_write(write.ticket, write.id, False, current)
+            return
         shard.updates.extend(write.updates)
         shard.upper = write.new_upper
-        return controller.complete_write(write.ticket, write.id, True, shard.upper)
+        controller.complete_write(write.ticket, write.id, True, shard.upper)
 
-    def read(self, controller: StorageController, read: ReadSnapshot) -> list[StorageEffect]:
+    def read(self, controller: StorageController, read: ReadSnapshot) -> None:
         shard = self.shards.get(read.id)
         if shard is None or not shard.since.less_equal(read.as_of):
             self.violations.append(f"snapshot of {read.id} at {read.as_of} is not readable")
@@ -144,22 +144,26 @@ class ShardStoreModel:
             self.snapshots[read.request] = []
         else:
             self.snapshots[read.request] = self.contents(read.id, read.as_of)
-        return controller.complete_snapshot(read.request)
+        controller.complete_snapshot(read.request)
 
     def contents(self, id: GlobalId, as_of: Time) -> list[tuple[Row, int]]:
         """The consolidated ``(row, diff)`` pairs of shard ``id`` at ``as_of``."""
         return consolidate_pairs((row, d) for row, t, d in self.shards[id].updates if t <= as_of)
 
     def run(
-        self, controller: StorageController, effects: Iterable[StorageEffect]
+        self, controller: StorageController, taken: Iterable[StorageEffect] = ()
     ) -> list[StorageEffect]:
-        """Execute effects to a fixed point; returns every effect seen (inputs and follow-ups)."""
-        queue = list(effects)
+        """Execute ``taken`` (effects already drained) and ``controller``'s effects to a fixed point.
+
+        Returns every effect seen, in order.
+        """
+        queue = [*taken, *controller.drain()]
         seen: list[StorageEffect] = []
         while queue:
             effect = queue.pop(0)
             seen.append(effect)
-            queue.extend(self.execute(controller, effect))
+            self.execute(controller, effect)
+            queue.extend(controller.drain())
         return seen
 
 
@@ -210,9 +214,9 @@ class StorageControllerMachine(RuleBasedStateMachine):
 
     # -- plumbing ----------------------------------------------------------------------
 
-    def _take(self, effects: Iterable[StorageEffect]) -> None:
-        """Run effects: defer writes and reads (to interleave them), execute the rest, check them."""
-        queue = list(effects)
+    def _take(self) -> None:
+        """Run the controller's effects: defer writes and reads (to interleave them), execute the rest."""
+        queue = self.controller.drain()
         while queue:
             effect = queue.pop(0)
             if isinstance(effect, WriteToShard):
@@ -236,20 +240,20 @@ class StorageControllerMachine(RuleBasedStateMachine):
                     f"AllowCompaction regressed for {key}: {previous!r} -> {effect.command.frontier!r}"
                 )
                 self.compactions[key] = effect.command.frontier
-            queue.extend(self.store.execute(self.controller, effect))
+            self.store.execute(self.controller, effect)
+            queue.extend(self.controller.drain())
 
     def _rejected(self, call: Any, *args: Any) -> bool:
         """Run ``call``; if it raises a StorageError, check that nothing changed. True if it raised."""
         before = controller_fingerprint(self.controller)
         try:
-            result = call(*args)
+            call(*args)
         except StorageError:
             assert controller_fingerprint(self.controller) == before, (
                 f"{call.__name__} raised but changed state"
             )
             return True
-        if isinstance(result, list):
-            self._take(result)
+        self._take()
         return False
 
     def _fresh_id(self) -> GlobalId:
@@ -302,7 +306,7 @@ class StorageControllerMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def set_policy(self, data: st.DataObject) -> None:
         id = data.draw(st.sampled_from(self._live()))
-        policy = data.draw(read_policies(max_time=12))
+        policy = data.draw(storage_read_policies(max_time=12))
         self._rejected(self.controller.set_read_policy, [(id, policy)])
 
     # -- appends and uppers ----------------------------------------------------------------
@@ -327,21 +331,20 @@ class StorageControllerMachine(RuleBasedStateMachine):
         updates = data.draw(rows)
         before = controller_fingerprint(self.controller)
         try:
-            ticket, effects = self.controller.append(
-                [AppendCommand(id, updates, Antichain([new_upper]))]
-            )
+            ticket = self.controller.append([AppendCommand(id, updates, Antichain([new_upper]))])
         except StorageError:
             assert controller_fingerprint(self.controller) == before
             return
         self.tickets[ticket] = 0
         self.appended[ticket] = [(id, updates)]
-        self._take(effects)
+        self._take()
 
     @precondition(lambda self: bool(self.deferred_writes))
     @rule(data=st.data())
     def complete_write(self, data: st.DataObject) -> None:
         write = self.deferred_writes.pop(data.draw(st.integers(0, len(self.deferred_writes) - 1)))
-        self._take(self.store.write(self.controller, write))
+        self.store.write(self.controller, write)
+        self._take()
 
     @precondition(lambda self: bool(self.deferred_reads))
     @rule(data=st.data())
@@ -349,7 +352,8 @@ class StorageControllerMachine(RuleBasedStateMachine):
         read = self.deferred_reads.pop(data.draw(st.integers(0, len(self.deferred_reads) - 1)))
         acked = self.acknowledged.get(read.id, [])
         expected = consolidate_pairs((row, d) for row, t, d in acked if t <= read.as_of)
-        self._take(self.store.read(self.controller, read))
+        self.store.read(self.controller, read)
+        self._take()
         assert self.store.snapshots[read.request] == expected, (
             "snapshot differs from acknowledged appends"
         )
@@ -372,11 +376,11 @@ class StorageControllerMachine(RuleBasedStateMachine):
         id = view.id
         before = controller_fingerprint(self.controller)
         try:
-            _request, effects = self.controller.snapshot(id, as_of)
+            self.controller.snapshot(id, as_of)
         except StorageError:
             assert controller_fingerprint(self.controller) == before
             return
-        self._take(effects)
+        self._take()
 
     @precondition(lambda self: bool(self.controller.exports() or self._written_elsewhere()))
     @rule(data=st.data())
@@ -395,7 +399,8 @@ class StorageControllerMachine(RuleBasedStateMachine):
         else:
             instance = self.controller.collection(id).description.instance
         if instance is None:
-            self._take(self.controller.update_write_frontiers([(id, self.store.shards[id].upper)]))
+            self.controller.update_write_frontiers([(id, self.store.shards[id].upper)])
+            self._take()
             return
         replicas = self.controller.replicas(instance)
         if not replicas:
@@ -403,7 +408,8 @@ class StorageControllerMachine(RuleBasedStateMachine):
         replica = data.draw(st.sampled_from(replicas))
         if id in self.store.shards:
             upper = self.store.shards[id].upper
-        self._take(self.controller.handle_response(instance, replica, FrontierUpper(id, upper)))
+        self.controller.handle_response(instance, replica, StorageFrontierUpper(id, upper))
+        self._take()
 
     def _written_elsewhere(self) -> list[GlobalId]:
         return [
@@ -425,11 +431,13 @@ class StorageControllerMachine(RuleBasedStateMachine):
     def move_hold(self, data: st.DataObject) -> None:
         hold = data.draw(st.sampled_from(self.holds))
         if data.draw(st.booleans()):
-            self._take(hold.release())
+            hold.release()
+            self._take()
             self.holds.remove(hold)
             return
         current = hold.frontier.as_option() or 0
-        self._take(hold.downgrade(Antichain([current + data.draw(st.integers(0, 3))])))
+        hold.downgrade(Antichain([current + data.draw(st.integers(0, 3))]))
+        self._take()
 
     @precondition(lambda self: len(self._live()) >= 2)
     @rule(data=st.data())
@@ -451,7 +459,7 @@ class StorageControllerMachine(RuleBasedStateMachine):
     def prepare_export(self, data: st.DataObject) -> None:
         source = data.draw(st.sampled_from(self._live()))
         self.tokens.append(self.controller.prepare_export(self._fresh_id(), source))
-        self._take(self.controller.take_effects())
+        self._take()
 
     @precondition(lambda self: bool(self.tokens))
     @rule(data=st.data(), create=st.booleans())
@@ -484,7 +492,8 @@ class StorageControllerMachine(RuleBasedStateMachine):
     def connect_replica(self, instance: str, replica: str) -> None:
         # The replay repeats the last compaction of each live object, so even across
         # reconnections a replica never sees a compaction frontier move back.
-        self._take(self.controller.connect_replica(instance, replica))
+        self.controller.connect_replica(instance, replica)
+        self._take()
 
     @rule(instance=st.sampled_from(_INSTANCES), replica=st.sampled_from(_REPLICAS))
     def drop_replica(self, instance: str, replica: str) -> None:
@@ -492,7 +501,8 @@ class StorageControllerMachine(RuleBasedStateMachine):
 
     @rule()
     def initialization_complete(self) -> None:
-        self._take(self.controller.initialization_complete())
+        self.controller.initialization_complete()
+        self._take()
 
     # -- invariants ------------------------------------------------------------------------------
 
@@ -581,9 +591,11 @@ class StorageControllerMachine(RuleBasedStateMachine):
         # Drain everything outstanding: every append and snapshot must resolve.
         while self.deferred_writes or self.deferred_reads:
             if self.deferred_writes:
-                self._take(self.store.write(self.controller, self.deferred_writes.pop(0)))
+                self.store.write(self.controller, self.deferred_writes.pop(0))
+                self._take()
             if self.deferred_reads:
-                self._take(self.store.read(self.controller, self.deferred_reads.pop(0)))
+                self.store.read(self.controller, self.deferred_reads.pop(0))
+                self._take()
         assert not self.controller.pending_appends()
         assert not self.controller.pending_snapshots()
         assert all(n == 1 for n in self.tickets.values())

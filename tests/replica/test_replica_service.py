@@ -11,10 +11,9 @@ import anyio
 import pytest
 from replica_harness import ROWS, Client, Tables, at, fresh_id, index_dataflow
 
-from tidegate.replica.executors import GuardedExecutor, make_executor
-from tidegate.replica.metrics import ReplicaMetrics
+from tidegate.replica import GuardedExecutor, ReplicaMetrics, make_executor
 from tidegate.replica.service import ReplicaService
-from tidegate.replica.spark.index_output import IndexStatus
+from tidegate.replica.spark import IndexStatus
 from tidegate.runtime.transport.grpc_server import ReplicaServer
 from tidegate.spec.errors import ExecutorError
 from tidegate.spec.executor.contract import ExportBatch

@@ -24,8 +24,8 @@ from tidegate.runtime.catalog import (
     apply_op,
     apply_ops,
     dataflow_for,
-    decode_state,
-    encode_state,
+    decode_catalog,
+    encode_catalog,
     restore_plan,
 )
 from tidegate.runtime.errors import (
@@ -196,7 +196,7 @@ def test_round_trip_of_the_example_state() -> None:
             U(1), Multiple([ValidFrom(Antichain([7])), StepBack(), NoPolicy(Antichain([0]))])
         ),
     )
-    assert decode_state(encode_state(s)) == s
+    assert decode_catalog(encode_catalog(s)) == s
 
 
 @pytest.mark.parametrize(
@@ -205,7 +205,7 @@ def test_round_trip_of_the_example_state() -> None:
 )
 def test_undecodable_catalogs_are_typed_errors(data: bytes) -> None:
     with pytest.raises(CatalogDecodeError):
-        decode_state(data)
+        decode_catalog(data)
 
 
 def test_catalog_persists_across_reopen_over_sqlite(tmp_path: Path) -> None:
@@ -315,7 +315,7 @@ def test_alter_replica_replaces_its_spec_and_keeps_the_others() -> None:
     assert s3.replica("r1") == ReplicaEntry("r1", False, "h:7000", None, "spark")
     assert apply_op(s3, AlterReplica("r1", managed=False, address="h:7000")) == s3
     assert apply_op(s3, AlterReplica("r1")).replica("r1") == s.replica("r1")
-    assert decode_state(encode_state(s3)) == s3
+    assert decode_catalog(encode_catalog(s3)) == s3
 
 
 def test_alter_replica_is_durable(tmp_path: Path) -> None:
@@ -399,8 +399,8 @@ def _histories(draw: st.DrawFn, max_ops: int = 12) -> tuple[list[CatalogOp], lis
 @given(_histories())
 def test_encoding_round_trips(history: tuple[list[CatalogOp], list[CatalogState]]) -> None:
     for state in history[1]:
-        assert decode_state(encode_state(state)) == state
-        assert encode_state(decode_state(encode_state(state))) == encode_state(state)
+        assert decode_catalog(encode_catalog(state)) == state
+        assert encode_catalog(decode_catalog(encode_catalog(state))) == encode_catalog(state)
 
 
 @given(_histories(), st.data())

@@ -9,7 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tidegate.runtime.errors import OracleError, OracleFenced
-from tidegate.runtime.oracle import TimestampOracle, wall_ms
+from tidegate.runtime.oracle import TimestampOracle
+from tidegate.runtime.platform import wall_ms
 from tidegate.runtime.storage import SqliteConsensus
 from tidegate.spec.shard import MemoryConsensus, VersionedData
 

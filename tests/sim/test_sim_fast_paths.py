@@ -220,12 +220,18 @@ def test_an_index_dropped_before_scheduling_still_serves_its_pending_peek() -> N
     ctl.create_instance("c1")
     ctl.add_replica("c1", "r1")
     ctl.create_dataflow("c1", index_dataflow(i1, sources=[s1], as_of=10))
-    uid, _ = ctl.peek("c1", i1, 10)
+    ctl.drain()
+    uid = ctl.peek("c1", i1, 10)
+    ctl.drain()
     ctl.drop_collections("c1", [i1])
     storage.advance_upper(s1, Antichain([11]))
-    assert Schedule(i1) in commands_to(ctl.storage_frontiers_advanced([s1]))
+    ctl.drain()
+    ctl.storage_frontiers_advanced([s1])
+    assert Schedule(i1) in commands_to(ctl.drain())
     ctl.handle_response("c1", "r1", 1, Frontiers(i1, Antichain([11])))
-    out = ctl.handle_response("c1", "r1", 1, PeekResponse(uid, PeekRows(())))
+    ctl.drain()
+    ctl.handle_response("c1", "r1", 1, PeekResponse(uid, PeekRows(())))
+    out = ctl.drain()
     assert of_type(out, PeekResultOut) == [PeekResultOut("c1", uid, PeekRows(()))]
     assert AllowCompaction(i1, Antichain()) in commands_to(out, "r1")
     assert ctl.instance("c1").pending_peeks() == []
@@ -246,10 +252,15 @@ def test_a_persist_peek_replayed_then_cancelled_tolerates_both_late_reads() -> N
         replica.handle_command(Hello(uuid.UUID(int=nonce)))
         replica.handle_command(CreateInstance(InstanceConfig(LoggingConfig())))
         replica.handle_command(InitializationComplete())
-        handed += sum(isinstance(o, PeekPersist) for o in replica.handle_command(persist))
+        replica.drain()
+        replica.handle_command(persist)
+        handed += sum(isinstance(o, PeekPersist) for o in replica.drain())
     assert handed == 2
-    assert replica.handle_command(CancelPeek(u)) == [Respond(PeekResponse(u, PeekCanceled()))]
-    assert replica.complete_persist_peek(u, {(1,): 1}) == []
-    assert replica.complete_persist_peek(u, {(1,): 1}) == []
+    replica.handle_command(CancelPeek(u))
+    assert replica.drain() == [Respond(PeekResponse(u, PeekCanceled()))]
+    replica.complete_persist_peek(u, {(1,): 1})
+    assert replica.drain() == []
+    replica.complete_persist_peek(u, {(1,): 1})
+    assert replica.drain() == []
     with pytest.raises(UnknownPersistPeek):
         replica.complete_persist_peek(u, {(1,): 1})

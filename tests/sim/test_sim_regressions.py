@@ -62,7 +62,9 @@ def test_a_second_reader_of_a_source_does_not_restart_it_below_the_first_readers
     replica.step()
     second = GlobalId.user(11)
     replica.handle_command(CreateDataflow(orders_index(second, 100)))
-    outputs = replica.handle_command(Schedule(second))
+    replica.drain()
+    replica.handle_command(Schedule(second))
+    outputs = replica.drain()
     reads = [o for o in outputs if isinstance(o, ReadSource) and o.collection_id == T1]
     assert reads, outputs
     assert reads[-1].as_of == Antichain([100])
@@ -88,7 +90,9 @@ def test_a_peek_whose_finishing_names_a_missing_column_gets_a_typed_answer() -> 
     bad = RowSetFinishing(order_by=(ColumnOrder(7),))
     peek = Peek(PeekDescription(uuid.UUID(int=9), index, 1, bad))
     try:
-        outputs = replica.handle_command(peek) + replica.step()
+        replica.handle_command(peek)
+        replica.step()
+        outputs = replica.drain()
     except TidegateError:
         return
     answers = [o.response for o in outputs if isinstance(o, Respond)]
@@ -168,3 +172,4 @@ def test_a_restarted_controller_chooses_as_ofs_its_own_reader_keeps_readable() -
     result = run_simulation(RunOptions(seed=114, scenario=sc, plan=plan))
     assert result.ok, result.summary()
     assert result.stats.controller_restarts == 1
+

@@ -20,7 +20,8 @@ from typing import Any
 import anyio
 
 from tidegate.runtime.errors import DuplicateCatalogName, HasDependents, UnknownCatalogObject
-from tidegate.runtime.metrics import lag_ms, wall_ms
+from tidegate.runtime.metrics import lag_ms
+from tidegate.runtime.platform import wall_ms
 from tidegate.spec.errors import InvalidId, TidegateError
 from tidegate.spec.frontier import Antichain
 from tidegate.spec.ids import GlobalId

@@ -10,8 +10,9 @@ from collections.abc import Callable
 import pytest
 from pyspark.sql import SparkSession
 
+from tidegate.replica.spark import IndexStatus
+from tidegate.replica.spark._index_output import IndexOutput
 from tidegate.replica.spark.index_history import SparkIndexHistory
-from tidegate.replica.spark.index_output import IndexOutput, IndexStatus
 from tidegate.spec.executor import IndexHistory
 from tidegate.spec.frontier import Update
 from tidegate.spec.plan.schema import Schema

@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tidegate.replica.spark.fingerprint import PRIME, Fingerprinter
+from tidegate.replica.spark._fingerprint import PRIME, Fingerprinter
 from tidegate.spec.executor import IndexHistory
 from tidegate.spec.frontier import accumulate
 

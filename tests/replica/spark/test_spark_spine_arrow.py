@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 
 from tidegate.replica.spark import SparkExecutor
+from tidegate.replica.spark._fingerprint import PRIME
 from tidegate.replica.spark.arrangement import Acc, SparkAccumulators, fold_mod_prime
-from tidegate.replica.spark.fingerprint import PRIME
 from tidegate.replica.spark.operators import AccumulatingReduceNode
 from tidegate.spec.executor import PythonExecutor
 from tidegate.spec.frontier import Antichain

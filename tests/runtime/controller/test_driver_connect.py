@@ -60,9 +60,12 @@ def test_refusals_are_failed_events_until_the_replica_accepts(cluster: Any, back
             ):
                 ctl = driver.ctl
                 events = driver.events()
-                driver.apply(ctl.create_instance(driver.instance))
-                driver.apply(ctl.add_replica(driver.instance, "r1"))
-                driver.apply(ctl.initialization_complete())
+                ctl.create_instance(driver.instance)
+                driver.apply()
+                ctl.add_replica(driver.instance, "r1")
+                driver.apply()
+                ctl.initialization_complete()
+                driver.apply()
                 seen = []
                 async for e in events:
                     seen.append((e.status, e.epoch, e.reason))

@@ -104,11 +104,15 @@ async def driving(
     ):
         ctl = driver.ctl
         fr = await io.ensure_shard(T, SCHEMA)
-        driver.apply(ctl.create_collections([(T, CollectionDescription(Table()))], {T: fr}))
-        driver.apply(ctl.create_instance(driver.instance))
+        ctl.create_collections([(T, CollectionDescription(Table()))], {T: fr})
+        driver.apply()
+        ctl.create_instance(driver.instance)
+        driver.apply()
         for r in replicas:
-            driver.apply(ctl.add_replica(driver.instance, r))
-        driver.apply(ctl.initialization_complete())
+            ctl.add_replica(driver.instance, r)
+            driver.apply()
+        ctl.initialization_complete()
+        driver.apply()
         yield driver
 
 
@@ -253,9 +257,12 @@ def test_materialized_view_reaches_its_shard_and_compaction_follows_the_policy(
                 t0 = await append(driver, log, [((1, 15), 1), ((2, 5), 1)])
                 fr = await driver.storage.ensure_shard(MV, SCHEMA)
                 desc = CollectionDescription(MaterializedView((T,)), since=Antichain([t0]))
-                driver.apply(ctl.create_collections([(MV, desc)], {MV: fr}))
+                ctl.drain()
+                ctl.create_collections([(MV, desc)], {MV: fr})
+                driver.apply()
                 driver.create_dataflow(dataflow(FILTERED, MV, "mv", t0))
-                driver.apply(ctl.allow_writes(driver.instance, MV))
+                ctl.allow_writes(driver.instance, MV)
+                driver.apply()
                 t1 = await append(driver, log, [((3, 35), 1), ((1, 15), -1)])
                 # The replica writes the shard; the polled upper flows back as a write frontier.
                 await driver.wait_frontiers(

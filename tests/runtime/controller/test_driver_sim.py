@@ -86,7 +86,9 @@ class SimStoreReplica:
         class Session:
             def on_command(self, command: ComputeCommand) -> None:
                 replica.sink = responses
-                replica._perform(replica.core.handle_command(command))
+                replica.core.drain()
+                replica.core.handle_command(command)
+                replica._perform(replica.core.drain())
 
             def on_close(self) -> None:
                 if replica.sink is responses:
@@ -103,17 +105,22 @@ class SimStoreReplica:
                 listener = self.store.listen(shard, as_of)
                 self.reads[id] = (as_of, listener)
                 rows = self.store.snapshot_rows(shard, as_of)
-                self._perform(self.core.feed_source(id, rows, Antichain([as_of + 1])))
+                self.core.drain()
+                self.core.feed_source(id, rows, Antichain([as_of + 1]))
+                self._perform(self.core.drain())
             event = listener.poll()
             if event is not None:
-                self._perform(self.core.feed_source(id, event.updates, event.progress))
+                self.core.feed_source(id, event.updates, event.progress)
+                self._perform(self.core.drain())
         for p in list(self.persist):
             if not self.store.upper(str(p.collection_id)).less_equal(p.timestamp):
                 self.persist.remove(p)
                 rows = self.store.snapshot_rows(str(p.collection_id), p.timestamp)
-                self._perform(self.core.complete_persist_peek(p.uuid, {r: d for r, _, d in rows}))
+                self.core.complete_persist_peek(p.uuid, {r: d for r, _, d in rows})
+                self._perform(self.core.drain())
         if self.core.stage.is_computation:
-            self._perform(self.core.step())
+            self.core.step()
+            self._perform(self.core.drain())
         self.kernel.call_later(STEP_MS, self._tick)
 
     def _perform(self, outputs: list[ReplicaOutput]) -> None:
@@ -137,9 +144,12 @@ class SimStoreReplica:
                         str(out.sink_id), list(out.updates), out.lower, out.upper
                     )
                 except UpperMismatch as e:
-                    self._perform(self.core.write_failed(out.sink_id, e.actual_upper))
+                    self.core.write_failed(out.sink_id, e.actual_upper)
+                    self._perform(self.core.drain())
                 else:
-                    self._perform(self.core.write_completed(out.sink_id, upper))
+                    self.core.drain()
+                    self.core.write_completed(out.sink_id, upper)
+                    self._perform(self.core.drain())
             elif isinstance(out, PeekPersist):
                 self.persist.append(out)
 
@@ -177,12 +187,14 @@ def test_driver_runs_under_virtual_time_over_the_simulated_transport() -> None:
                 ) as driver:
                     ctl = driver.ctl
                     fr = await io.ensure_shard(T, SCHEMA)
-                    driver.apply(
-                        ctl.create_collections([(T, CollectionDescription(Table()))], {T: fr})
-                    )
-                    driver.apply(ctl.create_instance(driver.instance))
-                    driver.apply(ctl.add_replica(driver.instance, "r1"))
-                    driver.apply(ctl.initialization_complete())
+                    ctl.create_collections([(T, CollectionDescription(Table()))], {T: fr})
+                    driver.apply()
+                    ctl.create_instance(driver.instance)
+                    driver.apply()
+                    ctl.add_replica(driver.instance, "r1")
+                    driver.apply()
+                    ctl.initialization_complete()
+                    driver.apply()
                     log: list[Update] = []
 
                     async def append(rows: list[tuple[Row, int]]) -> int:

@@ -112,7 +112,7 @@ _OPEN_AT_ONCE = """
 import multiprocessing as mp
 import sys
 
-from tidegate.runtime.storage.sqlite_consensus import SqliteConsensus
+from tidegate.runtime.storage import SqliteConsensus
 
 
 def worker(path, barrier, results):

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tidegate.runtime.transport.aio_thread import AioThread, Outbox, caller_post
+from tidegate.runtime.transport.aio_thread import AioThread, CallerOutbox, caller_post
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -29,7 +29,7 @@ def aio() -> Iterator[AioThread]:
 class Drainer:
     """A consumer on the loop thread that takes batches, gated so a test can hold it back."""
 
-    def __init__(self, aio: AioThread, outbox: Outbox[int]) -> None:
+    def __init__(self, aio: AioThread, outbox: CallerOutbox[int]) -> None:
         self.outbox = outbox
         self.got: list[int] = []
         self.batches = 0
@@ -65,7 +65,7 @@ def test_everything_put_is_drained_in_order_then_close_ends_the_drainer(
     aio: AioThread, batches: list[list[int]], capacity: int, backend: str
 ) -> None:
     async def main() -> list[int]:
-        outbox: Outbox[int] = Outbox(aio.loop, caller_post(), capacity)
+        outbox: CallerOutbox[int] = CallerOutbox(aio.loop, caller_post(), capacity)
         drainer = Drainer(aio, outbox)
         for batch in batches:
             await outbox.put_many(batch)
@@ -81,7 +81,7 @@ def test_put_does_not_wait_for_the_drainer_until_capacity_is_reached(
     aio: AioThread, backend: str
 ) -> None:
     async def main() -> None:
-        outbox: Outbox[int] = Outbox(aio.loop, caller_post(), capacity=4)
+        outbox: CallerOutbox[int] = CallerOutbox(aio.loop, caller_post(), capacity=4)
         drainer = Drainer(aio, outbox)
         drainer.gate.clear()  # the drainer takes a batch, then stalls before consuming it
         await outbox.put_many([1])
@@ -113,7 +113,7 @@ def test_put_does_not_wait_for_the_drainer_until_capacity_is_reached(
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_sender_cancelled_while_held_back_queues_nothing(aio: AioThread, backend: str) -> None:
     async def main() -> None:
-        outbox: Outbox[int] = Outbox(aio.loop, caller_post(), capacity=1)
+        outbox: CallerOutbox[int] = CallerOutbox(aio.loop, caller_post(), capacity=1)
         drainer = Drainer(aio, outbox)
         drainer.gate.clear()
         await outbox.put_many([1])
@@ -134,7 +134,7 @@ def test_fail_wakes_held_back_senders_and_every_later_put_raises(
     aio: AioThread, backend: str
 ) -> None:
     async def main() -> None:
-        outbox: Outbox[int] = Outbox(aio.loop, caller_post(), capacity=2)
+        outbox: CallerOutbox[int] = CallerOutbox(aio.loop, caller_post(), capacity=2)
         drainer = Drainer(aio, outbox)
         drainer.gate.clear()
         await outbox.put_many([1])
@@ -164,7 +164,7 @@ def test_fail_wakes_held_back_senders_and_every_later_put_raises(
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_an_awake_drainer_needs_no_wakeup(aio: AioThread, backend: str) -> None:
     async def main() -> None:
-        outbox: Outbox[int] = Outbox(aio.loop, caller_post(), capacity=10_000)
+        outbox: CallerOutbox[int] = CallerOutbox(aio.loop, caller_post(), capacity=10_000)
         drainer = Drainer(aio, outbox)
         await eventually(lambda: outbox._drainer_idle)
         drainer.gate.clear()
@@ -186,7 +186,7 @@ def test_a_put_after_the_loop_thread_stopped_raises_the_loop_gone_error() -> Non
     thread = AioThread("stops").start()
 
     async def main() -> None:
-        outbox: Outbox[int] = Outbox(
+        outbox: CallerOutbox[int] = CallerOutbox(
             thread.loop, caller_post(), 4, lambda: ConnectionError("loop gone")
         )
         Drainer(thread, outbox)
@@ -203,6 +203,6 @@ def test_a_put_after_the_loop_thread_stopped_raises_the_loop_gone_error() -> Non
 def test_capacity_must_be_positive(aio: AioThread) -> None:
     async def main() -> None:
         with pytest.raises(ValueError, match="positive"):
-            Outbox(aio.loop, caller_post(), 0)
+            CallerOutbox(aio.loop, caller_post(), 0)
 
     anyio.run(main, backend="trio")

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tidegate.runtime.transport.aio_thread import AioThread, Inbox, caller_post
+from tidegate.runtime.transport.aio_thread import AioThread, CallerInbox, caller_post
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -84,7 +84,7 @@ def test_an_abandoned_call_can_be_left_to_finish(aio: AioThread):
     assert finished.wait(5)
 
 
-def produce(aio: AioThread, inbox: Inbox[int], items: list[int], end: Exception) -> None:
+def produce(aio: AioThread, inbox: CallerInbox[int], items: list[int], end: Exception) -> None:
     async def producer() -> None:
         for item in items:
             await inbox.put(item)
@@ -98,7 +98,7 @@ def test_inbox_is_bounded_by_credits(aio: AioThread, backend: str):
     seen_unconsumed: list[int] = []
 
     async def main() -> None:
-        inbox: Inbox[int] = Inbox(aio.loop, caller_post(), capacity=8)
+        inbox: CallerInbox[int] = CallerInbox(aio.loop, caller_post(), capacity=8)
         produce(aio, inbox, list(range(500)), EOFError("done"))
         got = []
         for _ in range(500):
@@ -117,7 +117,7 @@ def test_inbox_is_bounded_by_credits(aio: AioThread, backend: str):
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_items_produced_during_a_pending_hop_ride_on_it(aio: AioThread, backend: str):
     async def main() -> None:
-        inbox: Inbox[int] = Inbox(aio.loop, caller_post(), capacity=1000)
+        inbox: CallerInbox[int] = CallerInbox(aio.loop, caller_post(), capacity=1000)
 
         async def burst() -> None:
             for i in range(1000):
@@ -136,7 +136,7 @@ def test_items_produced_during_a_pending_hop_ride_on_it(aio: AioThread, backend:
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_cancelled_get_loses_nothing(aio: AioThread, backend: str):
     async def main() -> None:
-        inbox: Inbox[int] = Inbox(aio.loop, caller_post(), capacity=4)
+        inbox: CallerInbox[int] = CallerInbox(aio.loop, caller_post(), capacity=4)
         with anyio.move_on_after(0.02):
             await inbox.get()
         produce(aio, inbox, [1, 2, 3], EOFError())
@@ -154,7 +154,7 @@ def test_inbox_delivers_everything_in_order_then_the_end(
     aio: AioThread, items: list[int], capacity: int, backend: str
 ):
     async def main() -> list[int]:
-        inbox: Inbox[int] = Inbox(aio.loop, caller_post(), capacity=capacity)
+        inbox: CallerInbox[int] = CallerInbox(aio.loop, caller_post(), capacity=capacity)
         produce(aio, inbox, items, EOFError("end"))
         got = []
         while True:
@@ -168,7 +168,7 @@ def test_inbox_delivers_everything_in_order_then_the_end(
 
 def test_close_locally_drops_the_queue_and_ends_every_get(aio: AioThread):
     async def main() -> None:
-        inbox: Inbox[int] = Inbox(aio.loop, caller_post(), capacity=4)
+        inbox: CallerInbox[int] = CallerInbox(aio.loop, caller_post(), capacity=4)
         produce(aio, inbox, [1, 2], EOFError())
         assert await inbox.get() == 1
         inbox.close_locally(RuntimeError("closed"))
@@ -200,10 +200,10 @@ def test_stop_cancels_running_tasks_and_joins_the_thread():
 
 
 def test_results_for_a_finished_caller_are_dropped(aio: AioThread):
-    inbox: list[Inbox[int]] = []
+    inbox: list[CallerInbox[int]] = []
 
     async def main() -> None:
-        inbox.append(Inbox(aio.loop, caller_post(), capacity=2))
+        inbox.append(CallerInbox(aio.loop, caller_post(), capacity=2))
 
     anyio.run(main, backend="trio")
     produce(aio, inbox[0], [1], EOFError())  # posts a hop to a trio run that has ended

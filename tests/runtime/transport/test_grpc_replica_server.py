@@ -33,7 +33,7 @@ from tidegate.runtime.transport import (
 from tidegate.runtime.transport.echo import EchoReplica, EchoSession
 from tidegate.runtime.transport.grpc_client import METHOD, ClientTls, GrpcTransport
 from tidegate.runtime.transport.grpc_server import SERVICE, ReplicaServer, ServerTls
-from tidegate.runtime.transport.handler import ReplicaSession, ResponseSink
+from tidegate.runtime.transport.handler import ReplicaConnection, ResponseSink
 from tidegate.runtime.wire.codec import command_to_bytes
 from tidegate.spec.errors import UnknownCollection
 from tidegate.spec.ids import GlobalId
@@ -128,7 +128,7 @@ class Picky:
     def __init__(self) -> None:
         self.closed: list[int] = []
 
-    def on_connect(self, metadata: Mapping[str, str], responses: ResponseSink) -> ReplicaSession:
+    def on_connect(self, metadata: Mapping[str, str], responses: ResponseSink) -> ReplicaConnection:
         outer = self
 
         class Session(EchoSession):
@@ -241,7 +241,7 @@ class SlowToAccept(EchoReplica):
         super().__init__()
         self.release = threading.Event()
 
-    def on_connect(self, metadata: Mapping[str, str], responses: ResponseSink) -> ReplicaSession:
+    def on_connect(self, metadata: Mapping[str, str], responses: ResponseSink) -> ReplicaConnection:
         self.release.wait(30)
         return super().on_connect(metadata, responses)
 

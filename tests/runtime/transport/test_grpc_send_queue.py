@@ -15,7 +15,7 @@ from tidegate.runtime.transport import StreamClosed
 from tidegate.runtime.transport.echo import EchoReplica
 from tidegate.runtime.transport.grpc_client import GrpcReplicaStream, GrpcTransport
 from tidegate.runtime.transport.grpc_server import ReplicaServer
-from tidegate.runtime.transport.handler import ReplicaSession, ResponseSink
+from tidegate.runtime.transport.handler import ReplicaConnection, ResponseSink
 from tidegate.spec.ids import GlobalId
 from tidegate.spec.protocol.commands import ComputeCommand, CreateDataflow, Schedule
 from tidegate.spec.protocol.types import DataflowDescription
@@ -28,7 +28,7 @@ BACKENDS = ["trio", "asyncio"]
 class StalledSession:
     """An echo session that handles nothing until :attr:`release` is set."""
 
-    def __init__(self, inner: ReplicaSession, release: threading.Event) -> None:
+    def __init__(self, inner: ReplicaConnection, release: threading.Event) -> None:
         self.inner = inner
         self.release = release
 
@@ -45,7 +45,7 @@ class StalledReplica:
         self.echo = EchoReplica()
         self.release = threading.Event()
 
-    def on_connect(self, metadata: Mapping[str, str], responses: ResponseSink) -> ReplicaSession:
+    def on_connect(self, metadata: Mapping[str, str], responses: ResponseSink) -> ReplicaConnection:
         return StalledSession(self.echo.on_connect(metadata, responses), self.release)
 
 

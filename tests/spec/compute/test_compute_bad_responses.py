@@ -38,7 +38,9 @@ def _setup() -> tuple[ComputeController, InMemoryStorage, list[uuid.UUID]]:
     ctl.handle_response(
         "c1", "r1", 1, Frontiers(IDX, Antichain([5]), Antichain([4]), Antichain([5]))
     )
-    peek, _ = ctl.peek("c1", IDX, 4)
+    ctl.drain()
+    peek = ctl.peek("c1", IDX, 4)
+    ctl.drain()
     return ctl, storage, [peek, uuid.UUID(int=1)]
 
 

@@ -90,12 +90,14 @@ def frontiers(ctl: ComputeController, id: GlobalId) -> tuple[Antichain, Antichai
 
 def report(ctl, replica, id, t, epoch=1, *, write=True, input=True, output=True):
     fr = f(t)
-    return ctl.handle_response(
+    ctl.drain()
+    ctl.handle_response(
         "c1",
         replica,
         epoch,
         Frontiers(id, fr if write else None, fr if input else None, fr if output else None),
     )
+    return ctl.drain()
 
 
 # -- instances ---------------------------------------------------------------------------
@@ -124,7 +126,9 @@ def test_new_replica_gets_the_replayed_prefix_and_its_own_logging(ctl: ComputeCo
     ctl.initialization_complete()
     ctl.create_instance("c2", {"arrangements": GlobalId.system(7)})
     cfg = ReplicaConfig(UnmanagedLocation(("127.0.0.1:2100",)), ReplicaLogging(interval_ms=250))
-    effects = ctl.add_replica("c2", "r1", cfg)
+    ctl.drain()
+    ctl.add_replica("c2", "r1", cfg)
+    effects = ctl.drain()
     assert effects[0] == ConnectReplica("c2", "r1", cfg, 1)
     assert of_type(effects, ReplicaStatusEvent)[0].status == "connecting"
     cmds = commands_to(effects, "r1")
@@ -134,7 +138,8 @@ def test_new_replica_gets_the_replayed_prefix_and_its_own_logging(ctl: ComputeCo
     assert logging.enable_logging and logging.interval_ms == 250
     assert logging.index_logs == (("arrangements", GlobalId.system(7)),)
     # Every connection gets a fresh nonce.
-    other = commands_to(ctl.add_replica("c2", "r2"), "r2")[0]
+    ctl.add_replica("c2", "r2")
+    other = commands_to(ctl.drain(), "r2")[0]
     assert isinstance(other, Hello) and other.nonce != cmds[0].nonce
 
 
@@ -142,18 +147,25 @@ def test_initialization_complete_sent_once_per_instance(storage: InMemoryStorage
     ctl = ComputeController(storage, check_protocol=True)
     ctl.create_instance("c1")
     ctl.add_replica("c1", "r1")
-    first = commands_to(ctl.initialization_complete())
+    ctl.drain()
+    ctl.initialization_complete()
+    first = commands_to(ctl.drain())
     assert first == [InitializationComplete()]
-    assert commands_to(ctl.initialization_complete()) == []
+    ctl.initialization_complete()
+    assert commands_to(ctl.drain()) == []
 
 
 def test_update_configuration_merges_and_reaches_every_replica(ctl: ComputeController) -> None:
     ctl.add_replica("c1", "r1")
     ctl.add_replica("c1", "r2")
-    sent = ctl.update_configuration(ComputeParameters(max_result_size=10))
+    ctl.drain()
+    ctl.update_configuration(ComputeParameters(max_result_size=10))
+    sent = ctl.drain()
     assert {e.replica for e in of_type(sent, SendCommand)} == {"r1", "r2"}
     ctl.update_configuration(ComputeParameters(dyncfg_updates=(("x", 1),)))
-    replay = commands_to(ctl.add_replica("c1", "r3"))
+    ctl.drain()
+    ctl.add_replica("c1", "r3")
+    replay = commands_to(ctl.drain())
     confs = [c for c in replay if isinstance(c, UpdateConfiguration)]
     assert confs == [
         UpdateConfiguration(ComputeParameters(max_result_size=10, dyncfg_updates=(("x", 1),)))
@@ -167,7 +179,9 @@ def test_replica_exists_and_missing(ctl: ComputeController) -> None:
     assert (e.value.instance, e.value.replica) == ("c1", "r1")
     with pytest.raises(ReplicaMissing):
         ctl.drop_replica("c1", "r9")
-    effects = ctl.drop_replica("c1", "r1")
+    ctl.drain()
+    ctl.drop_replica("c1", "r1")
+    effects = ctl.drain()
     assert of_type(effects, DisconnectReplica) == [DisconnectReplica("c1", "r1", 1, True)]
     assert of_type(effects, ReplicaStatusEvent)[-1].status == "dropped"
     assert ctl.instance("c1").replica_ids() == []
@@ -241,7 +255,9 @@ def test_exports_start_with_read_and_write_frontier_at_as_of(ctl: ComputeControl
 
 def test_empty_as_of_sends_nothing(ctl: ComputeController) -> None:
     ctl.add_replica("c1", "r1")
-    effects = ctl.create_dataflow("c1", index_dataflow(I1, sources=[S1], as_of=A()))
+    ctl.drain()
+    ctl.create_dataflow("c1", index_dataflow(I1, sources=[S1], as_of=A()))
+    effects = ctl.drain()
     assert commands_to(effects) == []
     assert frontiers(ctl, I1) == (A(), A())
 
@@ -268,14 +284,19 @@ def test_schedule_waits_for_inputs_to_pass_the_as_of(
     ctl: ComputeController, storage: InMemoryStorage
 ) -> None:
     ctl.add_replica("c1", "r1")
-    effects = ctl.create_dataflow("c1", index_dataflow(I1, sources=[S1], as_of=10))
+    ctl.drain()
+    ctl.create_dataflow("c1", index_dataflow(I1, sources=[S1], as_of=10))
+    effects = ctl.drain()
     assert Schedule(I1) not in commands_to(effects)
     assert CreateDataflow in [type(c) for c in commands_to(effects)]
     storage.advance_upper(S1, A([11]))
-    assert commands_to(ctl.storage_frontiers_advanced([S1])) == [Schedule(I1)]
-    assert commands_to(ctl.maintain()) == []  # scheduled once only
+    ctl.storage_frontiers_advanced([S1])
+    assert commands_to(ctl.drain()) == [Schedule(I1)]
+    ctl.maintain()
+    assert commands_to(ctl.drain()) == []  # scheduled once only
     # A dependent index waits for its compute input's write frontier.
-    effects = ctl.create_dataflow("c1", index_dataflow(I2, indexes=[I1], as_of=10))
+    ctl.create_dataflow("c1", index_dataflow(I2, indexes=[I1], as_of=10))
+    effects = ctl.drain()
     assert Schedule(I2) not in commands_to(effects)
     effects = report(ctl, "r1", I1, 11)
     assert Schedule(I2) in commands_to(effects)
@@ -284,7 +305,9 @@ def test_schedule_waits_for_inputs_to_pass_the_as_of(
 def test_transient_dataflows_schedule_at_once(ctl: ComputeController) -> None:
     ctl.add_replica("c1", "r1")
     t = GlobalId.transient(1)
-    effects = ctl.create_dataflow("c1", index_dataflow(t, sources=[S1], as_of=10))
+    ctl.drain()
+    ctl.create_dataflow("c1", index_dataflow(t, sources=[S1], as_of=10))
+    effects = ctl.drain()
     assert Schedule(t) in commands_to(effects)
 
 
@@ -321,11 +344,14 @@ def test_read_policy_moves_since_and_allow_compaction_once(ctl: ComputeControlle
     ctl.create_dataflow("c1", index_dataflow(I1, sources=[S1], as_of=0))
     ctl.maintain()  # release warmup past the inputs
     report(ctl, "r1", I1, 20)
-    effects = ctl.set_read_policy("c1", [(I1, LagWriteFrontier(5, 1))])
+    ctl.drain()
+    ctl.set_read_policy("c1", [(I1, LagWriteFrontier(5, 1))])
+    effects = ctl.drain()
     assert commands_to(effects) == [AllowCompaction(I1, A([9]))]  # warmup: S1 upper 10 - 1
     assert frontiers(ctl, I1)[0] == A([9])
     # Never regresses: a policy behind the current implied hold has no effect.
-    assert commands_to(ctl.set_read_policy("c1", [(I1, ValidFrom(A([1])))])) == []
+    ctl.set_read_policy("c1", [(I1, ValidFrom(A([1])))])
+    assert commands_to(ctl.drain()) == []
     assert frontiers(ctl, I1)[0] == A([9])
 
 
@@ -349,7 +375,9 @@ def test_dependent_dataflow_holds_its_input_index(ctl: ComputeController) -> Non
     ctl.set_read_policy("c1", [(I1, ValidFrom(A([6])))])
     ctl.maintain()
     assert frontiers(ctl, I1)[0] == A([0])  # I2 holds I1 at its own since
-    effects = ctl.set_read_policy("c1", [(I2, ValidFrom(A([4])))])
+    ctl.drain()
+    ctl.set_read_policy("c1", [(I2, ValidFrom(A([4])))])
+    effects = ctl.drain()
     ctl.maintain()
     assert frontiers(ctl, I2)[0] == A([4])
     assert frontiers(ctl, I1)[0] == A([4])
@@ -360,7 +388,9 @@ def test_write_only_sink_implied_hold_steps_back(
     ctl: ComputeController, storage: InMemoryStorage
 ) -> None:
     storage.advance_upper(MV, A([7]))
-    effects = ctl.create_dataflow("c1", mv_dataflow(MV, sources=[S1], as_of=0))
+    ctl.drain()
+    ctl.create_dataflow("c1", mv_dataflow(MV, sources=[S1], as_of=0))
+    effects = ctl.drain()
     assert FrontierUpper("c1", MV, A([7])) in effects
     snap = ctl.instance("c1").collection(MV)
     assert snap.implied == A([6]) and snap.write_frontier == A([7])
@@ -369,8 +399,11 @@ def test_write_only_sink_implied_hold_steps_back(
 def test_allow_writes_once(ctl: ComputeController) -> None:
     ctl.add_replica("c1", "r1")
     ctl.create_dataflow("c1", mv_dataflow(MV, sources=[S1]))
-    assert commands_to(ctl.allow_writes("c1", MV)) == [AllowWrites(MV)]
-    assert commands_to(ctl.allow_writes("c1", MV)) == []
+    ctl.drain()
+    ctl.allow_writes("c1", MV)
+    assert commands_to(ctl.drain()) == [AllowWrites(MV)]
+    ctl.allow_writes("c1", MV)
+    assert commands_to(ctl.drain()) == []
     with pytest.raises(CollectionMissing):
         ctl.allow_writes("c1", GlobalId.user(99))
 
@@ -384,7 +417,9 @@ def test_drop_waits_for_every_replica_to_report_empty(
     ctl.add_replica("c1", "r1")
     ctl.add_replica("c1", "r2")
     ctl.create_dataflow("c1", index_dataflow(I1, sources=[S1], as_of=2))
-    effects = ctl.drop_collections("c1", [I1])
+    ctl.drain()
+    ctl.drop_collections("c1", [I1])
+    effects = ctl.drain()
     assert commands_to(effects, "r1") == [AllowCompaction(I1, A())]
     with pytest.raises(CollectionMissing):
         ctl.collection_frontiers("c1", I1)
@@ -411,9 +446,12 @@ def test_drop_of_input_is_held_by_dependent(ctl: ComputeController) -> None:
     ctl.add_replica("c1", "r1")
     ctl.create_dataflow("c1", index_dataflow(I1, sources=[S1], as_of=2))
     ctl.create_dataflow("c1", index_dataflow(I2, indexes=[I1], as_of=2))
-    effects = ctl.drop_collections("c1", [I1])
+    ctl.drain()
+    ctl.drop_collections("c1", [I1])
+    effects = ctl.drain()
     assert AllowCompaction(I1, A()) not in commands_to(effects)
-    effects = ctl.drop_collections("c1", [I2])
+    ctl.drop_collections("c1", [I2])
+    effects = ctl.drain()
     assert AllowCompaction(I2, A()) in commands_to(effects)
     report(ctl, "r1", I2, None)  # I2 forgotten: releases its hold on I1
     assert ctl.instance("c1").collection(I1).read_frontier == A()

@@ -51,10 +51,14 @@ def test_read_hold_pins_since_until_downgraded(ctl: ComputeController) -> None:
     ctl.set_read_policy("c1", [(I1, ValidFrom(A([8])))])
     ctl.maintain()
     assert since(ctl) == A([2])
-    assert commands_to(ctl.downgrade_read_hold(hold, A([5])), "r1") == [AllowCompaction(I1, A([5]))]
+    ctl.drain()
+    ctl.downgrade_read_hold(hold, A([5]))
+    assert commands_to(ctl.drain(), "r1") == [AllowCompaction(I1, A([5]))]
     with pytest.raises(HoldRegression):
         ctl.downgrade_read_hold(hold, A([4]))
-    assert commands_to(ctl.release_read_hold(hold), "r1") == [AllowCompaction(I1, A([8]))]
+    ctl.drain()
+    ctl.release_read_hold(hold)
+    assert commands_to(ctl.drain(), "r1") == [AllowCompaction(I1, A([8]))]
     with pytest.raises(ReadHoldMissing):
         ctl.release_read_hold(hold)
     with pytest.raises(CollectionMissing):

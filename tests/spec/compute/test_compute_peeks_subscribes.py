@@ -89,14 +89,18 @@ def since(ctl: ComputeController, id: GlobalId) -> Antichain:
 def test_peek_holds_then_first_answer_wins(ctl: ComputeController) -> None:
     ctl.set_read_policy("c1", [(I1, ValidFrom(A([3])))])
     assert since(ctl, I1) == A([2])  # warmup still at the as_of
-    uid, effects = ctl.peek("c1", I1, 2, RowSetFinishing(limit=5))
+    ctl.drain()
+    uid = ctl.peek("c1", I1, 2, RowSetFinishing(limit=5))
+    effects = ctl.drain()
     sent = of_type(effects, SendCommand)
     assert {e.replica for e in sent} == {"r1", "r2"}
     assert all(isinstance(e.command, Peek) and e.command.uuid == uid for e in sent)
     ctl.maintain()
     ctl.handle_response("c1", "r1", 1, Frontiers(I1, A([9])))
     assert since(ctl, I1) == A([2])  # the peek holds it
-    out = ctl.handle_response("c1", "r2", 1, PeekResponse(uid, ROWS))
+    ctl.drain()
+    ctl.handle_response("c1", "r2", 1, PeekResponse(uid, ROWS))
+    out = ctl.drain()
     assert of_type(out, PeekNotification) == [PeekNotification("c1", uid, "success", rows=3)]
     assert of_type(out, PeekResultOut) == [PeekResultOut("c1", uid, ROWS)]
     cmds = commands_to(out, "r1")
@@ -104,7 +108,8 @@ def test_peek_holds_then_first_answer_wins(ctl: ComputeController) -> None:
     assert cmds == [CancelPeek(uid), AllowCompaction(I1, A([3]))]
     assert commands_to(out, "r2") == cmds
     # The slower replica's answer is ignored.
-    assert ctl.handle_response("c1", "r1", 1, PeekResponse(uid, PeekRows(()))) == []
+    ctl.handle_response("c1", "r1", 1, PeekResponse(uid, PeekRows(())))
+    assert ctl.drain() == []
 
 
 def test_peek_validation(ctl: ComputeController) -> None:
@@ -122,23 +127,33 @@ def test_peek_validation(ctl: ComputeController) -> None:
 
 
 def test_peek_exactly_at_since_is_allowed(ctl: ComputeController) -> None:
-    uid, _ = ctl.peek("c1", I1, 2)
+    ctl.drain()
+    uid = ctl.peek("c1", I1, 2)
+    ctl.drain()
     assert ctl.instance("c1").pending_peeks() == [uid]
 
 
 def test_targeted_peek_ignores_other_replicas(ctl: ComputeController) -> None:
-    uid, effects = ctl.peek("c1", I1, 3, target_replica="r2")
+    ctl.drain()
+    uid = ctl.peek("c1", I1, 3, target_replica="r2")
+    effects = ctl.drain()
     assert {e.replica for e in of_type(effects, SendCommand)} == {"r1", "r2"}
-    assert ctl.handle_response("c1", "r1", 1, PeekResponse(uid, ROWS)) == []
-    out = ctl.handle_response("c1", "r2", 1, PeekResponse(uid, PeekError("boom")))
+    ctl.handle_response("c1", "r1", 1, PeekResponse(uid, ROWS))
+    assert ctl.drain() == []
+    ctl.handle_response("c1", "r2", 1, PeekResponse(uid, PeekError("boom")))
+    out = ctl.drain()
     assert of_type(out, PeekNotification) == [PeekNotification("c1", uid, "error", message="boom")]
     assert of_type(out, PeekResultOut) == [PeekResultOut("c1", uid, PeekError("boom"))]
 
 
 def test_targeted_peek_fails_when_its_replica_goes(ctl: ComputeController) -> None:
-    uid, _ = ctl.peek("c1", I1, 3, target_replica="r2")
-    other, _ = ctl.peek("c1", I1, 3)
-    out = ctl.drop_replica("c1", "r2")
+    ctl.drain()
+    uid = ctl.peek("c1", I1, 3, target_replica="r2")
+    ctl.drain()
+    other = ctl.peek("c1", I1, 3)
+    ctl.drain()
+    ctl.drop_replica("c1", "r2")
+    out = ctl.drain()
     assert of_type(out, PeekResultOut) == [
         PeekResultOut("c1", uid, PeekError(ERROR_TARGET_REPLICA_FAILED))
     ]
@@ -147,13 +162,17 @@ def test_targeted_peek_fails_when_its_replica_goes(ctl: ComputeController) -> No
 
 
 def test_cancel_peek(ctl: ComputeController) -> None:
-    uid, _ = ctl.peek("c1", I1, 3)
-    out = ctl.cancel_peek("c1", uid)
+    ctl.drain()
+    uid = ctl.peek("c1", I1, 3)
+    ctl.drain()
+    ctl.cancel_peek("c1", uid)
+    out = ctl.drain()
     assert of_type(out, PeekResultOut) == [PeekResultOut("c1", uid, PeekCanceled())]
     assert of_type(out, PeekNotification)[0].kind == "canceled"
     assert CancelPeek(uid) in commands_to(out, "r1")
     # A late answer is ignored; a second cancel names no pending peek.
-    assert ctl.handle_response("c1", "r1", 1, PeekResponse(uid, ROWS)) == []
+    ctl.handle_response("c1", "r1", 1, PeekResponse(uid, ROWS))
+    assert ctl.drain() == []
     with pytest.raises(PeekMissing):
         ctl.cancel_peek("c1", uid)
 
@@ -164,9 +183,9 @@ def test_peek_uuid_comes_from_the_factory_or_the_caller() -> None:
     ctl = ComputeController(st, uuid_factory=lambda: uuid.UUID(int=42))
     ctl.create_instance("c1")
     ctl.create_dataflow("c1", index_dataflow(I1, sources=[S1]))
-    assert ctl.peek("c1", I1, 0)[0] == uuid.UUID(int=42)
+    assert ctl.peek("c1", I1, 0) == uuid.UUID(int=42)
     mine = uuid.UUID(int=7)
-    assert ctl.peek("c1", I1, 0, uuid=mine)[0] == mine
+    assert ctl.peek("c1", I1, 0, uuid=mine) == mine
 
 
 def test_peek_on_storage_collection_holds_storage(
@@ -176,10 +195,13 @@ def test_peek_on_storage_collection_holds_storage(
     for r in ("r1", "r2"):
         ctl.handle_response("c1", r, 1, Frontiers(I1, input=A([2])))
     assert storage.since(S1) == A([1])
-    uid, _ = ctl.peek("c1", S1, 1, target="persist")
+    ctl.drain()
+    uid = ctl.peek("c1", S1, 1, target="persist")
+    ctl.drain()
     storage.set_implied(S1, A([5]))
     assert storage.since(S1) == A([1])  # the peek holds it
-    out = ctl.handle_response("c1", "r1", 1, PeekResponse(uid, ROWS))
+    ctl.handle_response("c1", "r1", 1, PeekResponse(uid, ROWS))
+    out = ctl.drain()
     assert len(of_type(out, PeekResultOut)) == 1
     assert storage.since(S1) == A([2])  # now only the dataflow's holds at its as_of
     with pytest.raises(SinceViolation):
@@ -192,9 +214,12 @@ def test_log_collections_are_peekable_from_zero(ctl: ComputeController) -> None:
     view = ctl.instance("c1")
     assert view.collection(LOG).kind == "log"
     assert view.replica_collection("r1", LOG).as_of == A([0])
-    uid, effects = ctl.peek("c1", LOG, 0)
+    ctl.drain()
+    uid = ctl.peek("c1", LOG, 0)
+    effects = ctl.drain()
     assert len(of_type(effects, SendCommand)) == 2
-    out = ctl.handle_response("c1", "r1", 1, PeekResponse(uid, PeekRows(())))
+    ctl.handle_response("c1", "r1", 1, PeekResponse(uid, PeekRows(())))
+    out = ctl.drain()
     assert of_type(out, PeekNotification)[0].rows == 0
 
 
@@ -207,34 +232,38 @@ def batch(lower, upper, updates=(), error=None):
 
 def test_subscribe_merges_replicas_gap_free(ctl: ComputeController) -> None:
     ctl.create_dataflow("c1", subscribe_dataflow(SUB, sources=[S1], as_of=2))
-    out = ctl.handle_response("c1", "r1", 1, batch([0], [4], [(2, ("a",), 1), (3, ("b",), 1)]))
+    ctl.drain()
+    ctl.handle_response("c1", "r1", 1, batch([0], [4], [(2, ("a",), 1), (3, ("b",), 1)]))
+    out = ctl.drain()
     assert of_type(out, SubscribeBatchOut) == [
         SubscribeBatchOut("c1", SUB, A([2]), A([4]), ((2, ("a",), 1), (3, ("b",), 1)))
     ]
     # r2 lags: its first batch is a duplicate and is suppressed; the next one is trimmed.
-    assert (
-        of_type(
-            ctl.handle_response("c1", "r2", 1, batch([0], [3], [(2, ("a",), 1)])), SubscribeBatchOut
-        )
-        == []
-    )
-    out = ctl.handle_response("c1", "r2", 1, batch([3], [6], [(3, ("b",), 1), (5, ("c",), 1)]))
+    ctl.handle_response("c1", "r2", 1, batch([0], [3], [(2, ("a",), 1)]))
+    assert of_type(ctl.drain(), SubscribeBatchOut) == []
+    ctl.handle_response("c1", "r2", 1, batch([3], [6], [(3, ("b",), 1), (5, ("c",), 1)]))
+    out = ctl.drain()
     assert of_type(out, SubscribeBatchOut) == [
         SubscribeBatchOut("c1", SUB, A([4]), A([6]), ((5, ("c",), 1),))
     ]
-    out = ctl.handle_response("c1", "r1", 1, batch([4], [], [(5, ("c",), 1)]))
+    ctl.handle_response("c1", "r1", 1, batch([4], [], [(5, ("c",), 1)]))
+    out = ctl.drain()
     assert of_type(out, SubscribeBatchOut) == [SubscribeBatchOut("c1", SUB, A([6]), A(), ())]
     # Nothing after the upper reached [].
-    assert of_type(ctl.handle_response("c1", "r2", 1, batch([6], [])), SubscribeBatchOut) == []
+    ctl.handle_response("c1", "r2", 1, batch([6], []))
+    assert of_type(ctl.drain(), SubscribeBatchOut) == []
     assert ctl.instance("c1").active_subscribes() == []
 
 
 def test_subscribe_stops_after_drop(ctl: ComputeController) -> None:
     ctl.create_dataflow("c1", subscribe_dataflow(SUB, sources=[S1], as_of=2))
     ctl.handle_response("c1", "r1", 1, batch([0], [3]))
-    out = ctl.drop_collections("c1", [SUB])
+    ctl.drain()
+    ctl.drop_collections("c1", [SUB])
+    out = ctl.drain()
     assert AllowCompaction(SUB, A()) in commands_to(out, "r1")
-    assert of_type(ctl.handle_response("c1", "r1", 1, batch([3], [5])), SubscribeBatchOut) == []
+    ctl.handle_response("c1", "r1", 1, batch([3], [5]))
+    assert of_type(ctl.drain(), SubscribeBatchOut) == []
     ctl.handle_response("c1", "r1", 1, SubscribeResponse(SUB, SubscribeDroppedAt(A([5]))))
     assert SUB in ctl.instance("c1").collection_ids(include_dropped=True)
     ctl.handle_response("c1", "r2", 1, SubscribeResponse(SUB, SubscribeDroppedAt(A([0]))))
@@ -242,13 +271,15 @@ def test_subscribe_stops_after_drop(ctl: ComputeController) -> None:
 
 
 def test_targeted_subscribe_error_batch_when_replica_goes(ctl: ComputeController) -> None:
-    effects = ctl.create_dataflow(
-        "c1", subscribe_dataflow(SUB, sources=[S1], as_of=2), target_replica="r2"
-    )
+    ctl.drain()
+    ctl.create_dataflow("c1", subscribe_dataflow(SUB, sources=[S1], as_of=2), target_replica="r2")
+    effects = ctl.drain()
     assert commands_to(effects, "r1") == []
     assert any(isinstance(c, CreateDataflow) for c in commands_to(effects, "r2"))
     ctl.handle_response("c1", "r2", 1, batch([0], [4]))
-    out = ctl.replica_failed("c1", "r2", 1)
+    ctl.drain()
+    ctl.replica_failed("c1", "r2", 1)
+    out = ctl.drain()
     assert of_type(out, SubscribeBatchOut) == [
         SubscribeBatchOut("c1", SUB, A([4]), A([4]), (), ERROR_TARGET_REPLICA_FAILED)
     ]
@@ -257,7 +288,9 @@ def test_targeted_subscribe_error_batch_when_replica_goes(ctl: ComputeController
 
 def test_subscribe_error_batch_is_forwarded(ctl: ComputeController) -> None:
     ctl.create_dataflow("c1", subscribe_dataflow(SUB, sources=[S1], as_of=2))
-    out = ctl.handle_response("c1", "r1", 1, batch([0], [3], error="too big"))
+    ctl.drain()
+    ctl.handle_response("c1", "r1", 1, batch([0], [3], error="too big"))
+    out = ctl.drain()
     assert of_type(out, SubscribeBatchOut) == [
         SubscribeBatchOut("c1", SUB, A([2]), A([3]), (), "too big")
     ]
@@ -275,8 +308,11 @@ def test_rehydration_replays_reduced_history_on_next_epoch(
     ctl.storage_frontiers_advanced([S1])
     ctl.set_read_policy("c1", [(I1, ValidFrom(A([5])))])
     ctl.maintain()
-    pending, _ = ctl.peek("c1", I1, 6)
-    out = ctl.replica_failed("c1", "r1", 1, "connection reset")
+    ctl.drain()
+    pending = ctl.peek("c1", I1, 6)
+    ctl.drain()
+    ctl.replica_failed("c1", "r1", 1, "connection reset")
+    out = ctl.drain()
     statuses = [(e.status, e.epoch) for e in of_type(out, ReplicaStatusEvent)]
     assert statuses == [("failed", 1), ("rehydrating", 2)]
     assert of_type(out, ConnectReplica)[0].epoch == 2
@@ -291,16 +327,15 @@ def test_rehydration_replays_reduced_history_on_next_epoch(
     assert [c.uuid for c in replay if isinstance(c, Peek)] == [pending]
     assert ctl.instance("c1").replica_collection("r1", I1).as_of == A([5])
     # Responses from the old epoch are ignored; the new epoch is heard.
-    assert ctl.handle_response("c1", "r1", 1, PeekResponse(pending, ROWS)) == []
-    assert (
-        len(of_type(ctl.handle_response("c1", "r1", 2, PeekResponse(pending, ROWS)), PeekResultOut))
-        == 1
-    )
+    ctl.handle_response("c1", "r1", 1, PeekResponse(pending, ROWS))
+    assert ctl.drain() == []
+    ctl.handle_response("c1", "r1", 2, PeekResponse(pending, ROWS))
+    assert len(of_type(ctl.drain(), PeekResultOut)) == 1
     # A stale failure report does nothing.
-    assert ctl.replica_failed("c1", "r1", 1) == []
-    assert (
-        of_type(ctl.replica_connected("c1", "r1", 2), ReplicaStatusEvent)[0].status == "connected"
-    )
+    ctl.replica_failed("c1", "r1", 1)
+    assert ctl.drain() == []
+    ctl.replica_connected("c1", "r1", 2)
+    assert of_type(ctl.drain(), ReplicaStatusEvent)[0].status == "connected"
 
 
 def test_failed_replica_releases_and_retakes_input_holds(

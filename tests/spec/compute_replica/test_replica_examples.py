@@ -184,7 +184,9 @@ def test_reading_starts_at_schedule_and_frontiers_strictly_increase_from_the_as_
     rig.connect()
     assert rig.cmd(CreateDataflow(dataflow(as_of=2))) == []
     assert rig.replica.reading() == {}
-    outs = rig.replica.handle_command(Schedule(IDX))
+    rig.replica.drain()
+    rig.replica.handle_command(Schedule(IDX))
+    outs = rig.replica.drain()
     rig.driver.checker.on_command(Schedule(IDX))
     rig.driver.perform(outs)
     assert ReadSource(T1, at(2)) in outs
@@ -211,7 +213,9 @@ def test_two_dataflows_on_one_source_restart_the_read_and_both_see_everything() 
     rig.step()
     other = dataflow(as_of=0, obj=GlobalId.user(20), idx=GlobalId.user(21))
     rig.cmd(CreateDataflow(other))
-    outs = rig.replica.handle_command(Schedule(GlobalId.user(21)))
+    rig.replica.drain()
+    rig.replica.handle_command(Schedule(GlobalId.user(21)))
+    outs = rig.replica.drain()
     rig.driver.checker.on_command(Schedule(GlobalId.user(21)))
     rig.driver.perform(outs)
     assert outs == [ReadSource(T1, at(0))]
@@ -332,11 +336,12 @@ def test_persist_peeks_go_to_the_driver_and_come_back_finished() -> None:
     rig = Rig()
     rig.connect()
     rig.append([((1, "a"), 0, 1), ((2, "b"), 1, 1)], 3)
-    outs = rig.replica.handle_command(
-        peek(1, 1, T1, target="persist", finishing=RowSetFinishing(limit=1))
-    )
+    rig.replica.drain()
+    rig.replica.handle_command(peek(1, 1, T1, target="persist", finishing=RowSetFinishing(limit=1)))
+    outs = rig.replica.drain()
     assert outs == [PeekPersist(uuid.UUID(int=1), T1, 1, RowSetFinishing(limit=1))]
-    [answer] = rig.replica.complete_persist_peek(uuid.UUID(int=1), {(2, "b"): 1, (1, "a"): 1})
+    rig.replica.complete_persist_peek(uuid.UUID(int=1), {(2, "b"): 1, (1, "a"): 1})
+    [answer] = rig.replica.drain()
     assert answer == Respond(PeekResponse(uuid.UUID(int=1), PeekRows((((1, "a"), 1),))))
     with pytest.raises(UnknownPersistPeek):
         rig.replica.complete_persist_peek(uuid.UUID(int=99), {})
@@ -346,9 +351,12 @@ def test_a_cancelled_persist_peek_ignores_the_late_result() -> None:
     rig = Rig()
     rig.connect()
     rig.replica.handle_command(peek(1, 5, T1, target="persist"))
-    outs = rig.replica.handle_command(CancelPeek(uuid.UUID(int=1)))
+    rig.replica.drain()
+    rig.replica.handle_command(CancelPeek(uuid.UUID(int=1)))
+    outs = rig.replica.drain()
     assert outs == [Respond(PeekResponse(uuid.UUID(int=1), PeekCanceled()))]
-    assert rig.replica.complete_persist_peek(uuid.UUID(int=1), {(1, "a"): 1}) == []
+    rig.replica.complete_persist_peek(uuid.UUID(int=1), {(1, "a"): 1})
+    assert rig.replica.drain() == []
 
 
 # -- subscribes -------------------------------------------------------------------------------
@@ -427,7 +435,9 @@ def test_drop_reports_empty_frontiers_and_stops_reading() -> None:
     rig.connect(CreateDataflow(dataflow()), Schedule(IDX))
     rig.append([((1, "a"), 0, 1)], 2)
     rig.step()
-    outs = rig.replica.handle_command(AllowCompaction(IDX, EMPTY))
+    rig.replica.drain()
+    rig.replica.handle_command(AllowCompaction(IDX, EMPTY))
+    outs = rig.replica.drain()
     rig.driver.checker.on_command(AllowCompaction(IDX, EMPTY))
     assert Respond(Frontiers(IDX, write=EMPTY, input=EMPTY, output=EMPTY)) in outs
     assert StopReading(T1) in outs
@@ -648,7 +658,9 @@ def test_a_later_reader_restarts_the_read_just_below_the_earlier_readers_progres
     rig.cmd(AllowCompaction(IDX, at(5)))
     late = dataflow(as_of=5, obj=GlobalId.user(20), idx=GlobalId.user(21))
     rig.cmd(CreateDataflow(late))
-    outs = rig.replica.handle_command(Schedule(GlobalId.user(21)))
+    rig.replica.drain()
+    rig.replica.handle_command(Schedule(GlobalId.user(21)))
+    outs = rig.replica.drain()
     rig.driver.checker.on_command(Schedule(GlobalId.user(21)))
     rig.driver.perform(outs)
     # u11 was fed up to 5 and reported input 4: the new read starts at 4, below what u11 has.
@@ -698,7 +710,9 @@ def test_every_command_is_taken_or_refused_typed_and_unchanged(cmds: list[Any]) 
     for cmd in cmds:
         before = _replica_state(rig)
         try:
-            outputs = rig.replica.handle_command(cmd)
+            rig.replica.drain()
+            rig.replica.handle_command(cmd)
+            outputs = rig.replica.drain()
         except TidegateError:
             assert _replica_state(rig) == before
         else:

@@ -37,10 +37,13 @@ def storage_since(ctl: Controller, id: GlobalId) -> Antichain:
 
 
 def test_storage_upper_schedules_waiting_dataflow(ctl: Controller) -> None:
-    effects = ctl.create_dataflow("c1", index_dataflow(I1, sources=[T1], as_of=0))
+    ctl.drain()
+    ctl.create_dataflow("c1", index_dataflow(I1, sources=[T1], as_of=0))
+    effects = ctl.drain()
     assert CreateDataflow in [type(c) for c in commands_to(effects)]
     assert Schedule(I1) not in commands_to(effects)  # T1's upper is still [0]
-    effects = ctl.update_write_frontiers([(T1, A([5]))])
+    ctl.update_write_frontiers([(T1, A([5]))])
+    effects = ctl.drain()
     assert UpperChanged(T1, A([5])) in effects
     assert commands_to(effects) == [Schedule(I1)]
 
@@ -66,10 +69,14 @@ def test_compute_holds_keep_storage_readable(ctl: Controller) -> None:
 
 def test_persist_peek_holds_storage(ctl: Controller) -> None:
     ctl.update_write_frontiers([(T1, A([10]))])
-    uid, _ = ctl.peek("c1", T1, 3, target="persist")
+    ctl.drain()
+    uid = ctl.peek("c1", T1, 3, target="persist")
+    ctl.drain()
     ctl.set_storage_read_policy([(T1, LagWriteFrontier(0, 1))])
     assert storage_since(ctl, T1) == A([3])
-    out = ctl.handle_response("c1", "r1", 1, PeekResponse(uid, PeekRows(())))
+    ctl.drain()
+    ctl.handle_response("c1", "r1", 1, PeekResponse(uid, PeekRows(())))
+    out = ctl.drain()
     assert len(of_type(out, PeekResultOut)) == 1
     assert storage_since(ctl, T1) == A([10])
     with pytest.raises(SinceViolation):
@@ -81,7 +88,9 @@ def test_materialized_view_needs_its_storage_collection(ctl: Controller) -> None
         ctl.create_dataflow("c1", mv_dataflow(MV, sources=[T1]))
     ctl.create_collections([(MV, CollectionDescription(MaterializedView(inputs=(T1,))))])
     ctl.update_write_frontiers([(MV, A([4])), (T1, A([8]))])
-    effects = ctl.create_dataflow("c1", mv_dataflow(MV, sources=[T1], as_of=3))
+    ctl.drain()
+    ctl.create_dataflow("c1", mv_dataflow(MV, sources=[T1], as_of=3))
+    effects = ctl.drain()
     assert FrontierUpper("c1", MV, A([4])) in effects
     assert ctl.collection_frontiers("c1", MV).write_frontier == A([4])
 
@@ -90,7 +99,9 @@ def test_append_completion_schedules_waiting_dataflow(ctl: Controller) -> None:
     from tidegate.spec.storage import AppendCommand
 
     ctl.create_dataflow("c1", index_dataflow(I1, sources=[T1], as_of=0))
-    pending = ctl.append([AppendCommand(T1, [(("a",), 0, 1)], A([1]))])
-    effects = ctl.complete_write(pending.ticket, T1, True, A([1]))
+    ticket = ctl.append([AppendCommand(T1, [(("a",), 0, 1)], A([1]))])
+    ctl.drain()
+    ctl.complete_write(ticket, T1, True, A([1]))
+    effects = ctl.drain()
     assert UpperChanged(T1, A([1])) in effects
     assert commands_to(effects) == [Schedule(I1)]

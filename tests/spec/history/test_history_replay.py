@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tidegate.spec.errors import CollectionDropped, IllegalReplay
+from tidegate.spec.errors import CommandAfterDrop, IllegalReplay
 from tidegate.spec.frontier import Antichain
 from tidegate.spec.history import CommandHistory, reduce_commands
 from tidegate.spec.ids import GlobalId
@@ -153,7 +153,7 @@ def test_replaying_materializes_order_literally_would_break_the_protocol() -> No
         AllowCompaction(u2, Antichain.empty()),
         AllowWrites(u2),
     ]
-    with pytest.raises(CollectionDropped):
+    with pytest.raises(CommandAfterDrop):
         replay_session(literal)
 
 

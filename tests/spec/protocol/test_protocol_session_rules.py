@@ -10,7 +10,7 @@ import pytest
 
 from tidegate.spec.errors import (
     AllowCompactionRegression,
-    CollectionDropped,
+    CommandAfterDrop,
     CompactionPastPendingPeek,
     DataflowAsOfUnset,
     DroppedAtMismatch,
@@ -24,9 +24,11 @@ from tidegate.spec.errors import (
     FrontiersForSubscribe,
     ImportSinceViolation,
     InvalidPeekRows,
+    LocalProtocolError,
     NotAnIndex,
     NotASubscribe,
     ProtocolError,
+    RemoteProtocolError,
     ResponseAfterClose,
     ResponseAfterDrop,
     StageViolation,
@@ -38,6 +40,7 @@ from tidegate.spec.errors import (
     UnknownPeek,
     UnrequestedCancel,
     UnrequestedDroppedAt,
+    blamed,
 )
 from tidegate.spec.frontier import Antichain
 from tidegate.spec.ids import GlobalId
@@ -156,7 +159,10 @@ def rejects(session: Session, event: Any, error: type[ProtocolError]) -> Protoco
     before = session.snapshot()
     with pytest.raises(error) as info:
         call(event)
-    assert type(info.value) is error
+    # Blame: the controller's own commands and the replica's own responses are local bugs.
+    local = is_command == isinstance(session, ControllerSession)
+    side = LocalProtocolError if local else RemoteProtocolError
+    assert type(info.value) is type(blamed(error("probe"), side))
     assert session.snapshot() == before
     assert f"[{error.rule}]" in str(info.value)
     return info.value
@@ -276,7 +282,7 @@ def test_index_imports_must_be_live_indexes_with_since_at_most_as_of() -> None:
         rejects(
             s,
             CreateDataflow(index_df(GlobalId.user(7), as_of=9, imports=(LOG,))),
-            CollectionDropped,
+            CommandAfterDrop,
         )
 
 
@@ -311,7 +317,7 @@ def test_create_dataflow_precedes_commands_naming_its_collections(cmd: Any) -> N
 def test_nothing_names_a_dropped_collection(cmd: Any) -> None:
     for s in sessions():
         drop_idx(s)
-        rejects(s, cmd, CollectionDropped)
+        rejects(s, cmd, CommandAfterDrop)
 
 
 def test_no_compaction_past_a_pending_peek() -> None:

@@ -43,12 +43,14 @@ def A(*ts: int) -> Antichain:
 @pytest.fixture
 def ctl(store: ShardStoreModel) -> StorageController:
     c = StorageController()
-    store.run(c, c.create_collections([(u1, TABLE), (u2, TABLE)]))
+    c.create_collections([(u1, TABLE), (u2, TABLE)])
+    store.run(c)
     return c
 
 
 def test_append_writes_then_completes(ctl: StorageController, store: ShardStoreModel) -> None:
-    ticket, effects = ctl.append([AppendCommand(u1, [(("a",), 0, 1), (("b",), 2, 1)], A(3))])
+    ticket = ctl.append([AppendCommand(u1, [(("a",), 0, 1), (("b",), 2, 1)], A(3))])
+    effects = ctl.drain()
     assert effects == [WriteToShard(ticket, u1, ((("a",), 0, 1), (("b",), 2, 1)), A(0), A(3))]
     assert ctl.pending_appends() == [ticket]
     assert ctl.collection(u1).upper == A(0)  # nothing is visible before the store confirms
@@ -59,17 +61,20 @@ def test_append_writes_then_completes(ctl: StorageController, store: ShardStoreM
 
 
 def test_commands_for_one_id_are_grouped(ctl: StorageController) -> None:
-    ticket, effects = ctl.append(
+    ticket = ctl.append(
         [AppendCommand(u1, [(("a",), 0, 1)], A(2)), AppendCommand(u1, [(("b",), 3, 1)], A(4))]
     )
+    effects = ctl.drain()
     assert effects == [WriteToShard(ticket, u1, ((("a",), 0, 1), (("b",), 3, 1)), A(0), A(4))]
 
 
 def test_pipelined_appends_expect_the_previous_upper(
     ctl: StorageController, store: ShardStoreModel
 ) -> None:
-    _, first = ctl.append([AppendCommand(u1, [(("a",), 0, 1)], A(2))])
-    _, second = ctl.append([AppendCommand(u1, [(("b",), 2, 1)], A(5))])
+    ctl.append([AppendCommand(u1, [(("a",), 0, 1)], A(2))])
+    first = ctl.drain()
+    ctl.append([AppendCommand(u1, [(("b",), 2, 1)], A(5))])
+    second = ctl.drain()
     assert isinstance(second[0], WriteToShard) and second[0].expected_upper == A(2)
     store.run(ctl, first + second)
     assert ctl.collection(u1).upper == A(5)
@@ -77,7 +82,8 @@ def test_pipelined_appends_expect_the_previous_upper(
 
 
 def test_an_empty_append_completes_at_once(ctl: StorageController) -> None:
-    ticket, effects = ctl.append([])
+    ticket = ctl.append([])
+    effects = ctl.drain()
     assert effects == [AppendCompleted(ticket, None)]
     assert ctl.pending_appends() == []
 
@@ -85,7 +91,8 @@ def test_an_empty_append_completes_at_once(ctl: StorageController) -> None:
 def test_an_append_without_updates_advances_the_upper(
     ctl: StorageController, store: ShardStoreModel
 ) -> None:
-    store.run(ctl, ctl.append([AppendCommand(u1, [], A(7))]).effects)
+    ctl.append([AppendCommand(u1, [], A(7))])
+    store.run(ctl)
     assert ctl.collection(u1).upper == A(7)
 
 
@@ -93,17 +100,16 @@ def test_upper_mismatch_resolves_with_invalid_uppers(
     ctl: StorageController, store: ShardStoreModel
 ) -> None:
     store.shards[u1].upper = A(4)  # another writer moved the shard on
-    ticket, effects = ctl.append(
-        [AppendCommand(u1, [(("a",), 1, 1)], A(2)), AppendCommand(u2, [], A(2))]
-    )
-    done = store.run(ctl, effects)
+    ticket = ctl.append([AppendCommand(u1, [(("a",), 1, 1)], A(2)), AppendCommand(u2, [], A(2))])
+    done = store.run(ctl)
     (completed,) = [e for e in done if isinstance(e, AppendCompleted)]
     assert completed == AppendCompleted(ticket, InvalidUppers([InvalidUpper(u1, A(4))]))
     assert completed.error is not None and completed.error.ids == (u1,)
     assert ctl.collection(u1).upper == A(4)  # the controller learns the shard's upper
     assert ctl.collection(u2).upper == A(2)  # no atomicity across collections
     # The next append starts from the learned upper and succeeds.
-    done = store.run(ctl, ctl.append([AppendCommand(u1, [(("a",), 4, 1)], A(5))]).effects)
+    ctl.append([AppendCommand(u1, [(("a",), 4, 1)], A(5))])
+    done = store.run(ctl)
     assert done[-1] == AppendCompleted(ticket + 1, None)
 
 
@@ -130,7 +136,8 @@ def test_synchronous_append_errors(
 def test_appends_before_the_upper_or_moving_it_back(
     ctl: StorageController, store: ShardStoreModel
 ) -> None:
-    store.run(ctl, ctl.append([AppendCommand(u1, [], A(5))]).effects)
+    ctl.append([AppendCommand(u1, [], A(5))])
+    store.run(ctl)
     with pytest.raises(UpdateNotBeyondLower) as err:
         ctl.append([AppendCommand(u1, [(("a",), 4, 1)], A(6))])
     assert (err.value.id, err.value.time, err.value.lower) == (u1, 4, A(5))
@@ -160,13 +167,10 @@ def test_complete_write_for_an_unknown_ticket(ctl: StorageController) -> None:
 def test_snapshot_reads_at_as_of_and_holds_it(
     ctl: StorageController, store: ShardStoreModel
 ) -> None:
-    store.run(
-        ctl,
-        ctl.append(
-            [AppendCommand(u1, [(("a",), 1, 1), (("a",), 3, 1), (("b",), 5, 1)], A(8))]
-        ).effects,
-    )
-    request, effects = ctl.snapshot(u1, 4)
+    ctl.append([AppendCommand(u1, [(("a",), 1, 1), (("a",), 3, 1), (("b",), 5, 1)], A(8))])
+    store.run(ctl)
+    request = ctl.snapshot(u1, 4)
+    effects = ctl.drain()
     assert effects == [ReadSnapshot(request, u1, 4)]
     ctl.set_read_policy([(u1, LagWriteFrontier(0, 1))])
     assert ctl.collection(u1).since == A(4)  # the pending read holds 4
@@ -181,7 +185,8 @@ def test_snapshot_reads_at_as_of_and_holds_it(
 def test_snapshot_is_valid_only_between_since_and_upper(
     ctl: StorageController, store: ShardStoreModel
 ) -> None:
-    store.run(ctl, ctl.append([AppendCommand(u1, [], A(8))]).effects)
+    ctl.append([AppendCommand(u1, [], A(8))])
+    store.run(ctl)
     ctl.set_read_policy([(u1, ValidFrom(A(3)))])
     before = controller_fingerprint(ctl)
     with pytest.raises(ReadBeforeSince) as before_since:

@@ -37,7 +37,9 @@ def A(*ts: int) -> Antichain:
 
 
 def test_new_collection_starts_at_bottom_with_no_policy(ctl: StorageController) -> None:
-    assert ctl.create_collections([(u1, TABLE)]) == [RegisterShard(u1)]
+    ctl.drain()
+    ctl.create_collections([(u1, TABLE)])
+    assert ctl.drain() == [RegisterShard(u1)]
     v = ctl.collection(u1)
     assert (v.since, v.upper, v.implied_capability) == (A(0), A(0), A(0))
     assert v.read_policy == NoPolicy(A(0))
@@ -48,7 +50,9 @@ def test_new_collection_starts_at_bottom_with_no_policy(ctl: StorageController) 
 
 def test_initial_since_joins_shard_and_description(ctl: StorageController) -> None:
     desc = CollectionDescription(Table(), since=A(7))
-    effects = ctl.create_collections([(u1, desc)], shards={u1: ShardFrontiers(A(3), A(9))})
+    ctl.drain()
+    ctl.create_collections([(u1, desc)], shards={u1: ShardFrontiers(A(3), A(9))})
+    effects = ctl.drain()
     assert effects == [RegisterShard(u1), DowngradeShardSince(u1, A(7))]
     v = ctl.collection(u1)
     assert (v.since, v.upper) == (A(7), A(9))
@@ -80,7 +84,9 @@ def test_ingestion_is_sent_to_connected_replicas(ctl: StorageController) -> None
     ctl.create_instance("i")
     ctl.connect_replica("i", "r")
     desc = CollectionDescription(Ingestion("i"))
-    effects = ctl.create_collections([(u1, desc)], shards={u1: ShardFrontiers(A(0), A(6))})
+    ctl.drain()
+    ctl.create_collections([(u1, desc)], shards={u1: ShardFrontiers(A(0), A(6))})
+    effects = ctl.drain()
     assert effects == [
         RegisterShard(u1),
         SendStorageCommand("i", "r", RunIngestion(u1, desc, A(6))),
@@ -90,7 +96,9 @@ def test_ingestion_is_sent_to_connected_replicas(ctl: StorageController) -> None
 def test_same_description_again_is_a_no_op(ctl: StorageController) -> None:
     ctl.create_collections([(u1, TABLE)])
     before = controller_fingerprint(ctl)
-    assert ctl.create_collections([(u1, TABLE), (u1, TABLE)]) == []
+    ctl.drain()
+    ctl.create_collections([(u1, TABLE), (u1, TABLE)])
+    assert ctl.drain() == []
     assert controller_fingerprint(ctl) == before
 
 
@@ -186,7 +194,9 @@ def test_collections_lists_dropped_but_held(ctl: StorageController) -> None:
 def test_migrate_collections_only_validates(ctl: StorageController) -> None:
     ctl.create_collections([(u1, TABLE)])
     before = controller_fingerprint(ctl)
-    assert ctl.migrate_collections([(u1, TABLE)]) == []
+    ctl.drain()
+    ctl.migrate_collections([(u1, TABLE)])
+    assert ctl.drain() == []
     assert controller_fingerprint(ctl) == before
     with pytest.raises(IdentifierMissing):
         ctl.migrate_collections([(u2, TABLE)])

@@ -35,7 +35,9 @@ def A(*ts: int) -> Antichain:
 
 def test_drop_of_an_unheld_collection_removes_it(ctl: StorageController) -> None:
     ctl.create_collections([(u1, TABLE)])
-    assert ctl.drop_sources([u1]) == [
+    ctl.drain()
+    ctl.drop_sources([u1])
+    assert ctl.drain() == [
         DowngradeShardSince(u1, EMPTY),
         SinceChanged(u1, EMPTY),
         DropShard(u1),
@@ -51,14 +53,18 @@ def test_drop_sources_validates_every_id_first(ctl: StorageController) -> None:
         ctl.drop_sources([u1, u2])
     assert err.value.id == u2
     assert controller_fingerprint(ctl) == before
-    assert ctl.drop_sources_unvalidated([u2]) == []
+    ctl.drain()
+    ctl.drop_sources_unvalidated([u2])
+    assert ctl.drain() == []
     assert ctl.collection(u1).is_dropped is False
 
 
 def test_dropping_twice_is_harmless(ctl: StorageController) -> None:
     ctl.create_collections([(u1, TABLE), (u2, CollectionDescription(MaterializedView((u1,))))])
     ctl.drop_sources([u1])
-    assert ctl.drop_sources([u1]) == []
+    ctl.drain()
+    ctl.drop_sources([u1])
+    assert ctl.drain() == []
 
 
 def test_a_dropped_dependency_lives_as_long_as_its_dependents(ctl: StorageController) -> None:
@@ -71,7 +77,9 @@ def test_a_dropped_dependency_lives_as_long_as_its_dependents(ctl: StorageContro
     )
     ctl.update_write_frontiers([(u1, A(10)), (u2, A(10)), (u3, A(10))])
     ctl.set_read_policy([(u3, LagWriteFrontier(0, 1))])
-    assert [e for e in ctl.drop_sources([u1, u2]) if isinstance(e, SinceChanged)] == [
+    ctl.drain()
+    ctl.drop_sources([u1, u2])
+    assert [e for e in ctl.drain() if isinstance(e, SinceChanged)] == [
         SinceChanged(u1, A(10)),
         SinceChanged(u2, A(10)),
     ]
@@ -80,7 +88,9 @@ def test_a_dropped_dependency_lives_as_long_as_its_dependents(ctl: StorageContro
     assert ctl.collection(u1).is_dropped and ctl.collection(u1).since == A(10)
     ctl.update_write_frontiers([(u3, A(15))])
     assert ctl.collection(u1).since == A(15)
-    effects = ctl.drop_sources([u3])
+    ctl.drain()
+    ctl.drop_sources([u3])
+    effects = ctl.drain()
     assert [e for e in effects if isinstance(e, CollectionDropped)] == [
         CollectionDropped(u1),
         CollectionDropped(u2),
@@ -95,9 +105,13 @@ def test_read_holds_and_exports_keep_a_dropped_collection(ctl: StorageController
     (hold,) = ctl.acquire_read_holds([u1])
     ctl.create_exports([(ctl.prepare_export(u4, u1), ExportDescription(u1, "i"))])
     ctl.drop_sources([u1])
-    assert hold.release() == []  # the export still holds it
+    ctl.drain()
+    hold.release()
+    assert ctl.drain() == []  # the export still holds it
     assert ctl.collection(u1).is_dropped
-    effects = ctl.drop_sinks([u4])
+    ctl.drain()
+    ctl.drop_sinks([u4])
+    effects = ctl.drain()
     assert CollectionDropped(u1) in effects and CollectionDropped(u4) in effects
 
 
@@ -112,7 +126,9 @@ def test_dropping_an_ingestion_tells_its_instance_and_shrinks_history(
     ctl.set_read_policy([(u2, LagWriteFrontier(0, 1))])
     ctl.update_write_frontiers([(u2, A(5))])
     assert len(ctl.history("i")) == 2  # the ingestion and its last compaction
-    effects = ctl.drop_sources([u2])
+    ctl.drain()
+    ctl.drop_sources([u2])
+    effects = ctl.drain()
     assert SendStorageCommand("i", "r", StorageAllowCompaction(u2, EMPTY)) in effects
     assert SinceChanged(u1, A(0)) not in effects  # the remap collection's own policy still holds it
     assert ctl.collection(u1).read_capabilities == ((0, 1),)
@@ -123,7 +139,9 @@ def test_set_policy_on_a_dropped_collection_keeps_it_dropped(ctl: StorageControl
     ctl.create_collections([(u1, TABLE)])
     (hold,) = ctl.acquire_read_holds([u1])
     ctl.drop_sources([u1])
-    assert ctl.set_read_policy([(u1, LagWriteFrontier(0, 1))]) == []
+    ctl.drain()
+    ctl.set_read_policy([(u1, LagWriteFrontier(0, 1))])
+    assert ctl.drain() == []
     assert ctl.collection(u1).implied_capability == EMPTY
     hold.release()
     with pytest.raises(IdentifierMissing):
@@ -133,6 +151,9 @@ def test_set_policy_on_a_dropped_collection_keeps_it_dropped(ctl: StorageControl
 def test_reconcile_drops_unclaimed_shards() -> None:
     ctl = StorageController(durable_shards=[u1, u2, u3])
     ctl.create_collections([(u1, TABLE)])
-    assert ctl.reconcile_state(claimed=[u3]) == [DropShard(u2)]
+    ctl.drain()
+    ctl.reconcile_state(claimed=[u3])
+    assert ctl.drain() == [DropShard(u2)]
     assert ctl.durable_shards() == [u1, u3]
-    assert ctl.reconcile_state(claimed=[u3]) == []
+    ctl.reconcile_state(claimed=[u3])
+    assert ctl.drain() == []

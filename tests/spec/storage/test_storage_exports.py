@@ -19,12 +19,12 @@ from tidegate.spec.storage import (
     CollectionDescription,
     CollectionDropped,
     ExportDescription,
-    FrontierUpper,
     RunSink,
     SendStorageCommand,
     SinceChanged,
     StorageAllowCompaction,
     StorageController,
+    StorageFrontierUpper,
     Table,
 )
 from tidegate.spec.testing import controller_fingerprint
@@ -55,7 +55,9 @@ def test_prepare_export_holds_the_input_at_its_implied_capability(ctl: StorageCo
     ctl.update_write_frontiers([(u1, A(20))])
     assert ctl.collection(u1).since == A(8)
     assert ctl.outstanding_tokens() == [token]
-    effects = ctl.cancel_prepare_export(token)
+    ctl.drain()
+    ctl.cancel_prepare_export(token)
+    effects = ctl.drain()
     assert SinceChanged(u1, A(18)) in effects
     assert ctl.outstanding_tokens() == []
     with pytest.raises(InvalidUsage):
@@ -74,7 +76,9 @@ def test_prepare_export_errors(ctl: StorageController) -> None:
 def test_create_exports_takes_over_the_token_hold(ctl: StorageController) -> None:
     token = ctl.prepare_export(u5, u1)
     desc = ExportDescription(u1, "i", as_of=A(3))
-    effects = ctl.create_exports([(token, desc)])
+    ctl.drain()
+    ctl.create_exports([(token, desc)])
+    effects = ctl.drain()
     # The as_of (3) is before the held since (8): it is advanced and marked strict.
     assert effects == [SendStorageCommand("i", "r", RunSink(u5, desc, A(8), True))]
     e = ctl.export(u5)
@@ -98,12 +102,15 @@ def test_sink_progress_moves_its_hold_by_step_back(ctl: StorageController) -> No
     ctl.create_exports([(token, ExportDescription(u1, "i"))])
     ctl.update_write_frontiers([(u1, A(30))])
     assert ctl.collection(u1).since == A(8)
-    effects = ctl.handle_response("i", "r", FrontierUpper(u5, A(15)))
+    ctl.drain()
+    ctl.handle_response("i", "r", StorageFrontierUpper(u5, A(15)))
+    effects = ctl.drain()
     assert SendStorageCommand("i", "r", StorageAllowCompaction(u5, A(14))) in effects
     assert ctl.export(u5).read_capability == A(14)
     assert ctl.collection(u1).since == A(14)
     # A step back behind the capability changes nothing.
-    assert ctl.handle_response("i", "r", FrontierUpper(u5, A(12))) == []
+    ctl.handle_response("i", "r", StorageFrontierUpper(u5, A(12)))
+    assert ctl.drain() == []
 
 
 def test_create_exports_validation_is_all_or_nothing(ctl: StorageController) -> None:
@@ -161,13 +168,16 @@ def test_drop_sinks_releases_the_input_and_tears_the_sink_down(ctl: StorageContr
     ctl.update_write_frontiers([(u1, A(30))])
     with pytest.raises(IdentifierMissing):
         ctl.drop_sinks([u5, u6])
-    effects = ctl.drop_sinks([u5])
+    ctl.drain()
+    ctl.drop_sinks([u5])
+    effects = ctl.drain()
     assert SinceChanged(u1, A(28)) in effects
     assert SendStorageCommand("i", "r", StorageAllowCompaction(u5, Antichain.empty())) in effects
     assert effects[-1] == CollectionDropped(u5)
     assert ctl.exports() == [] and ctl.history("i") == []
     with pytest.raises(IdentifierMissing):
         ctl.export(u5)
-    assert ctl.drop_sinks_unvalidated([u5, u6]) == []
+    ctl.drop_sinks_unvalidated([u5, u6])
+    assert ctl.drain() == []
     with pytest.raises(SinkIdReused):
         ctl.create_exports([(ctl.prepare_export(u5, u1), ExportDescription(u1, "i"))])

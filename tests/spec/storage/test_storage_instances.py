@@ -17,13 +17,13 @@ from tidegate.spec.storage import (
     CollectionDescription,
     DroppedId,
     ExportDescription,
-    FrontierUpper,
     Ingestion,
     RunIngestion,
     RunSink,
     SendStorageCommand,
     StorageAllowCompaction,
     StorageController,
+    StorageFrontierUpper,
     StorageInitializationComplete,
     StorageParameters,
     StorageUpdateConfiguration,
@@ -56,14 +56,19 @@ def test_initialization_and_configuration_are_broadcast(ctl: StorageController) 
     ctl.create_instance("i")
     ctl.connect_replica("i", "r1")
     ctl.connect_replica("i", "r2")
-    effects = ctl.initialization_complete()
+    ctl.drain()
+    ctl.initialization_complete()
+    effects = ctl.drain()
     assert effects == [
         SendStorageCommand("i", "r1", StorageInitializationComplete()),
         SendStorageCommand("i", "r2", StorageInitializationComplete()),
     ]
-    assert ctl.initialization_complete() == []
+    ctl.initialization_complete()
+    assert ctl.drain() == []
     ctl.update_configuration(StorageParameters.of(a=1, b="x"))
-    effects = ctl.update_configuration(StorageParameters.of(a=2))
+    ctl.drain()
+    ctl.update_configuration(StorageParameters.of(a=2))
+    effects = ctl.drain()
     merged = StorageParameters.of(a=2, b="x")
     assert effects[0] == SendStorageCommand("i", "r1", StorageUpdateConfiguration(merged))
     assert ctl.configuration == merged
@@ -81,7 +86,9 @@ def test_a_connecting_replica_gets_the_reduced_history(ctl: StorageController) -
     ctl.create_exports([(ctl.prepare_export(u5, u1), sink)])
     ctl.initialization_complete()
     ctl.update_write_frontiers([(u1, A(6)), (u5, A(4))])
-    effects = ctl.connect_replica("i", "r")
+    ctl.drain()
+    ctl.connect_replica("i", "r")
+    effects = ctl.drain()
     assert [e.command for e in effects if isinstance(e, SendStorageCommand)] == [
         StorageUpdateConfiguration(StorageParameters.of(a=1)),
         RunIngestion(u1, ingestion, A(6)),  # resumes from the current upper
@@ -92,7 +99,8 @@ def test_a_connecting_replica_gets_the_reduced_history(ctl: StorageController) -
     ]
     assert len(effects) == len(ctl.history("i"))
     # Reconnecting replays the same history again.
-    assert ctl.connect_replica("i", "r") == effects
+    ctl.connect_replica("i", "r")
+    assert ctl.drain() == effects
     assert ctl.replicas("i") == ["r"]
 
 
@@ -102,11 +110,16 @@ def test_responses_advance_only_the_instance_objects(ctl: StorageController) -> 
     ctl.create_collections(
         [(u1, CollectionDescription(Ingestion("i"))), (u2, CollectionDescription(Table()))]
     )
-    assert ctl.handle_response("i", "r", FrontierUpper(u1, A(3))) == [UpperChanged(u1, A(3))]
-    assert ctl.handle_response("i", "r", FrontierUpper(u1, A(2))) == []  # replays never regress
-    assert ctl.handle_response("i", "r", FrontierUpper(u2, A(9))) == []  # not this instance's
-    assert ctl.handle_response("i", "r", DroppedId(u1)) == []
+    ctl.drain()
+    ctl.handle_response("i", "r", StorageFrontierUpper(u1, A(3)))
+    assert ctl.drain() == [UpperChanged(u1, A(3))]
+    ctl.handle_response("i", "r", StorageFrontierUpper(u1, A(2)))
+    assert ctl.drain() == []  # replays never regress
+    ctl.handle_response("i", "r", StorageFrontierUpper(u2, A(9)))
+    assert ctl.drain() == []  # not this instance's
+    ctl.handle_response("i", "r", DroppedId(u1))
+    assert ctl.drain() == []
     with pytest.raises(StorageReplicaMissing):
-        ctl.handle_response("i", "other", FrontierUpper(u1, A(5)))
+        ctl.handle_response("i", "other", StorageFrontierUpper(u1, A(5)))
     ctl.drop_replica("i", "r")
     assert ctl.replicas("i") == []

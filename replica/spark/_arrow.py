@@ -13,6 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from tidegate.runtime.controller.schemas import ARROW_TYPES
 from tidegate.spec.frontier import Row
 from tidegate.spec.plan.schema import ScalarType, Schema
 
@@ -21,14 +22,6 @@ __all__ = ["COUNT", "arrow_schema", "column_names", "rows_from_table", "table_fr
 COUNT = "_n"
 """The name of the multiplicity column."""
 
-_ARROW = {
-    ScalarType.INT64: pa.int64(),
-    ScalarType.FLOAT64: pa.float64(),
-    ScalarType.STRING: pa.string(),
-    ScalarType.BOOL: pa.bool_(),
-    ScalarType.DATE: pa.date32(),
-    ScalarType.TIMESTAMP: pa.timestamp("us"),
-}
 _WIDE_INT = pa.decimal128(38, 0)
 
 
@@ -39,7 +32,7 @@ def column_names(arity: int) -> list[str]:
 
 def arrow_schema(schema: Schema, extra: Sequence[tuple[str, pa.DataType]] = ()) -> pa.Schema:
     """The Arrow schema of rows of ``schema`` plus ``extra`` columns."""
-    fields = [pa.field(f"c{i}", _ARROW[c.type.scalar]) for i, c in enumerate(schema.columns)]
+    fields = [pa.field(f"c{i}", ARROW_TYPES[c.type.scalar]) for i, c in enumerate(schema.columns)]
     fields.extend(pa.field(n, t) for n, t in extra)
     return pa.schema(fields)
 
@@ -65,7 +58,7 @@ def table_from_counts(schema: Schema, counts: Iterable[tuple[Row, int]]) -> pa.T
         if c.type.scalar is ScalarType.INT64:
             arrays.append(_int_column(values))
         else:
-            arrays.append(pa.array(values, _ARROW[c.type.scalar]))
+            arrays.append(pa.array(values, ARROW_TYPES[c.type.scalar]))
     arrays.append(pa.array([n for _, n in pairs], pa.int64()))
     return pa.Table.from_arrays(arrays, names=[*column_names(schema.arity), COUNT])
 

@@ -6,7 +6,7 @@ below the meet of the inputs' uppers and runs the DAG once over all of them:
 stateless operators transform the change as it passes, stateful ones look up
 the keys it touches in their Spark arrangements (one job each), replay it in
 time order, and append it to the arrangement. Index exports keep their output
-in an :class:`~.index_output.IndexOutput`: in the driver while the index holds at
+in an :class:`~._index_output.IndexOutput`: in the driver while the index holds at
 most ``index_memory_rows`` rows (a peek is then never a Spark job), in Spark
 after (a peek is then one Spark job, and the driver holds no copy); a large
 history moves there in the background while the driver's copy goes on serving.
@@ -34,9 +34,9 @@ from tidegate.spec.plan.relation import Reduce, TopK
 from tidegate.spec.plan.schema import Schema
 
 from . import operators as ops
-from .fingerprint import Fingerprinter
+from ._fingerprint import Fingerprinter
+from ._index_output import DEFAULT_INDEX_MEMORY_ROWS, IndexOutput, IndexStatus
 from .index_history import SparkIndexHistory
-from .index_output import DEFAULT_INDEX_MEMORY_ROWS, IndexOutput, IndexStatus
 from .phases import PHASES
 from .session import spark_session
 

@@ -1,0 +1,238 @@
+"""How ops change a state: :func:`apply_op`, pure and validated, and :func:`apply_ops`.
+
+The rules it enforces are listed in the package docstring
+(:mod:`tidegate.runtime.catalog`); each violation is a typed error from
+:mod:`tidegate.runtime.errors`, raised before anything is built, so an
+invalid op never yields a half-changed state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+
+from tidegate.spec.errors import PlanError
+from tidegate.spec.frontier.read_policy import ReadPolicy
+from tidegate.spec.ids import GlobalId
+from tidegate.spec.plan import Schema, gets, typecheck
+
+from ..errors import (
+    DuplicateCatalogId,
+    DuplicateCatalogName,
+    HasDependents,
+    InvalidCatalogOp,
+    UnknownCatalogObject,
+)
+from ._codec import policy_to_dict
+from ._entries import (
+    CatalogState,
+    Entry,
+    IndexEntry,
+    MaterializedViewEntry,
+    ReplicaEntry,
+    TableEntry,
+)
+from ._ops import (
+    AlterReplica,
+    CatalogOp,
+    CreateIndex,
+    CreateMaterializedView,
+    CreateReplica,
+    CreateTable,
+    Drop,
+    DropReplica,
+    SetReadPolicy,
+)
+
+__all__ = ["EXECUTORS", "apply_op", "apply_ops"]
+
+EXECUTORS = ("spark", "python")
+"""The executors a managed replica may run."""
+
+
+def _check_name(name: object, what: str) -> str:
+    if not isinstance(name, str) or not name or name.strip() != name or not name.isprintable():
+        raise InvalidCatalogOp(f"{what} name must be a non-empty, unpadded string, got {name!r}")
+    return name
+
+
+def _check_fresh(state: CatalogState, id: object) -> GlobalId:
+    if not isinstance(id, GlobalId) or id.namespace != "u":
+        raise InvalidCatalogOp(f"catalog ids are user GlobalIds like u7, got {id!r}")
+    if any(e.id == id for e in state.entries()):
+        raise DuplicateCatalogId(f"id {id} is in use")
+    if id.value < state.next_user_id:
+        raise DuplicateCatalogId(
+            f"id {id} is not fresh: ids are never reused (next user id is u{state.next_user_id})"
+        )
+    return id
+
+
+def _check_new_name(state: CatalogState, name: str) -> None:
+    for e in state.entries():
+        if e.name == name:
+            raise DuplicateCatalogName(name, _kind(e))
+
+
+def _kind(e: Entry) -> str:
+    if isinstance(e, TableEntry):
+        return "table"
+    return "index" if isinstance(e, IndexEntry) else "materialized view"
+
+
+def _check_plan(state: CatalogState, plan: object, what: str) -> Schema:
+    """Typecheck ``plan`` against the catalog's objects; returns its output schema."""
+    try:
+        reads = gets(plan)  # type: ignore[arg-type]
+        sources: dict[GlobalId, Schema] = {}
+        for gid in reads:
+            sources[gid] = state.schema_of(gid)
+        return typecheck(plan, sources)  # type: ignore[arg-type]
+    except UnknownCatalogObject as e:
+        raise UnknownCatalogObject(f"{what} reads an unknown object: {e}") from None
+    except PlanError as e:
+        raise InvalidCatalogOp(f"{what}: invalid plan: {e}") from e
+    except (AttributeError, TypeError) as e:
+        raise InvalidCatalogOp(f"{what}: not a plan: {plan!r}") from e
+
+
+def _with_entry(state: CatalogState, e: Entry) -> CatalogState:
+    nxt = max(state.next_user_id, e.id.value + 1)
+    key = _by_id
+    if isinstance(e, TableEntry):
+        return replace(state, tables=tuple(sorted((*state.tables, e), key=key)), next_user_id=nxt)
+    if isinstance(e, IndexEntry):
+        return replace(state, indexes=tuple(sorted((*state.indexes, e), key=key)), next_user_id=nxt)
+    mvs = tuple(sorted((*state.materialized_views, e), key=key))
+    return replace(state, materialized_views=mvs, next_user_id=nxt)
+
+
+def _by_id(e: Entry) -> tuple[int, int]:
+    return e.id.sort_key
+
+
+def apply_op(state: CatalogState, op: CatalogOp) -> CatalogState:
+    """``state`` after ``op``; raises a typed error (see the module docstring) if ``op`` is invalid."""
+    if isinstance(op, CreateTable):
+        name = _check_name(op.name, "table")
+        gid = _check_fresh(state, op.id)
+        _check_new_name(state, name)
+        if not isinstance(op.schema, Schema):
+            raise InvalidCatalogOp(f"table {name!r}: schema must be a Schema, got {op.schema!r}")
+        return _with_entry(state, TableEntry(name, gid, op.schema))
+    if isinstance(op, CreateIndex):
+        name = _check_name(op.name, "index")
+        gid = _check_fresh(state, op.id)
+        _check_new_name(state, name)
+        schema = _check_plan(state, op.plan, f"index {name!r}")
+        keys = tuple(op.keys) if isinstance(op.keys, (tuple, list)) else None
+        if keys is None or any(type(k) is not int or not 0 <= k < schema.arity for k in keys):
+            raise InvalidCatalogOp(
+                f"index {name!r}: keys {keys!r} must be column positions below {schema.arity}"
+            )
+        if op.on is not None:
+            if not isinstance(op.on, GlobalId):
+                raise InvalidCatalogOp(f"index {name!r}: on must be a GlobalId, got {op.on!r}")
+            state.get(op.on)
+        return _with_entry(state, IndexEntry(name, gid, op.plan, keys, op.on))
+    if isinstance(op, CreateMaterializedView):
+        name = _check_name(op.name, "materialized view")
+        gid = _check_fresh(state, op.id)
+        _check_new_name(state, name)
+        _check_plan(state, op.plan, f"materialized view {name!r}")
+        return _with_entry(state, MaterializedViewEntry(name, gid, op.plan))
+    if isinstance(op, CreateReplica):
+        return replace(
+            state, replicas=tuple(sorted((*state.replicas, _replica(state, op)), key=_by_name))
+        )
+    if isinstance(op, AlterReplica):
+        state.replica(op.name)
+        others = CatalogState(replicas=tuple(r for r in state.replicas if r.name != op.name))
+        entry = _replica(others, CreateReplica(*_replica_fields(op)))
+        replicas = tuple(entry if r.name == op.name else r for r in state.replicas)
+        return replace(state, replicas=replicas)
+    if isinstance(op, Drop):
+        return _drop(state, op)
+    if isinstance(op, DropReplica):
+        state.replica(op.name)
+        return replace(state, replicas=tuple(r for r in state.replicas if r.name != op.name))
+    if isinstance(op, SetReadPolicy):
+        state.get(op.id)
+        policies = dict(state.read_policies)
+        if op.policy is None:
+            policies.pop(op.id, None)
+        else:
+            policy_to_dict(op.policy)  # only policies the catalog can store
+            policies[op.id] = op.policy
+        return replace(state, read_policies=_sorted_policies(policies))
+    raise InvalidCatalogOp(f"not a catalog op: {op!r}")
+
+
+def apply_ops(state: CatalogState, ops: Iterable[CatalogOp]) -> CatalogState:
+    """``state`` after every op in order (all or nothing: the first invalid op raises)."""
+    for op in ops:
+        state = apply_op(state, op)
+    return state
+
+
+def _by_name(r: ReplicaEntry) -> str:
+    return r.name
+
+
+def _sorted_policies(
+    policies: Mapping[GlobalId, ReadPolicy],
+) -> tuple[tuple[GlobalId, ReadPolicy], ...]:
+    return tuple(sorted(policies.items(), key=lambda kv: kv[0].sort_key))
+
+
+def _replica_fields(op: AlterReplica) -> tuple[str, bool, str | None, str | None, str]:
+    return op.name, op.managed, op.address, op.spark_master, op.executor
+
+
+def _replica(state: CatalogState, op: CreateReplica) -> ReplicaEntry:
+    name = _check_name(op.name, "replica")
+    if any(r.name == name for r in state.replicas):
+        raise DuplicateCatalogName(name, "replica")
+    if type(op.managed) is not bool:
+        raise InvalidCatalogOp(f"replica {name!r}: managed must be a bool, got {op.managed!r}")
+    if op.managed:
+        if op.address is not None:
+            raise InvalidCatalogOp(
+                f"replica {name!r}: a managed replica's address is chosen by the orchestrator"
+            )
+        if op.executor not in EXECUTORS:
+            raise InvalidCatalogOp(
+                f"replica {name!r}: executor must be one of {EXECUTORS}, got {op.executor!r}"
+            )
+        master = "local[1]" if op.spark_master is None else op.spark_master
+        if not isinstance(master, str) or not master:
+            raise InvalidCatalogOp(f"replica {name!r}: bad spark master {master!r}")
+        return ReplicaEntry(name, True, None, master, op.executor)
+    if not isinstance(op.address, str) or not op.address or op.spark_master is not None:
+        raise InvalidCatalogOp(
+            f"replica {name!r}: an unmanaged replica needs an address (host:port) and no spark master"
+        )
+    return ReplicaEntry(name, False, op.address, None, op.executor)
+
+
+def _drop(state: CatalogState, op: Drop) -> CatalogState:
+    if not isinstance(op.id, GlobalId):
+        raise InvalidCatalogOp(f"drop needs a GlobalId, got {op.id!r}")
+    state.get(op.id)
+    doomed = {op.id}
+    frontier = [op.id]
+    while frontier:
+        gid = frontier.pop()
+        for d in state.dependents(gid):
+            if d not in doomed:
+                if not op.cascade:
+                    raise HasDependents(op.id, state.dependents(op.id))
+                doomed.add(d)
+                frontier.append(d)
+    return replace(
+        state,
+        tables=tuple(e for e in state.tables if e.id not in doomed),
+        indexes=tuple(e for e in state.indexes if e.id not in doomed),
+        materialized_views=tuple(e for e in state.materialized_views if e.id not in doomed),
+        read_policies=tuple(kv for kv in state.read_policies if kv[0] not in doomed),
+    )

@@ -1,0 +1,113 @@
+"""The catalog's ops: one frozen dataclass per change a user can make, under :data:`CatalogOp`.
+
+An op is a request, not yet a fact: :func:`~._apply.apply_op` validates it
+against a state and only then makes it part of the catalog.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TypeAlias
+
+from tidegate.spec.frontier.read_policy import ReadPolicy
+from tidegate.spec.ids import GlobalId
+from tidegate.spec.plan import Plan, Schema
+
+__all__ = [
+    "AlterReplica",
+    "CatalogOp",
+    "CreateIndex",
+    "CreateMaterializedView",
+    "CreateReplica",
+    "CreateTable",
+    "Drop",
+    "DropReplica",
+    "SetReadPolicy",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class CreateTable:
+    """Create table ``name`` as storage collection ``id`` with rows of ``schema``."""
+
+    name: str
+    id: GlobalId
+    schema: Schema
+
+
+@dataclass(frozen=True, slots=True)
+class CreateIndex:
+    """Create index ``name``: object ``id`` built by ``plan``, arranged by ``keys`` (on ``on``)."""
+
+    name: str
+    id: GlobalId
+    plan: Plan
+    keys: tuple[int, ...] = ()
+    on: GlobalId | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CreateMaterializedView:
+    """Create materialized view ``name``: ``plan`` written into storage collection ``id``."""
+
+    name: str
+    id: GlobalId
+    plan: Plan
+
+
+@dataclass(frozen=True, slots=True)
+class CreateReplica:
+    """Add a replica; managed replicas default to ``spark_master="local[1]"``."""
+
+    name: str
+    managed: bool = True
+    address: str | None = None
+    spark_master: str | None = None
+    executor: str = "spark"
+
+
+@dataclass(frozen=True, slots=True)
+class Drop:
+    """Drop object ``id`` (and, with ``cascade``, everything that reads it)."""
+
+    id: GlobalId
+    cascade: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AlterReplica:
+    """Replace the recorded spec of replica ``name`` (fields and defaults as :class:`CreateReplica`)."""
+
+    name: str
+    managed: bool = True
+    address: str | None = None
+    spark_master: str | None = None
+    executor: str = "spark"
+
+
+@dataclass(frozen=True, slots=True)
+class DropReplica:
+    """Drop replica ``name`` (a managed one is stopped by the environment)."""
+
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class SetReadPolicy:
+    """Set (or with ``None``, clear) the read policy of object ``id``."""
+
+    id: GlobalId
+    policy: ReadPolicy | None
+
+
+CatalogOp: TypeAlias = (
+    CreateTable
+    | CreateIndex
+    | CreateMaterializedView
+    | CreateReplica
+    | AlterReplica
+    | Drop
+    | DropReplica
+    | SetReadPolicy
+)
+"""Every op :func:`~._apply.apply_op` accepts."""

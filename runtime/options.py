@@ -1,0 +1,209 @@
+"""How to open an environment: :class:`EnvironmentOptions`, one frozen, validated value.
+
+:meth:`~tidegate.runtime.environment.Environment.open` takes its options as
+keywords (``Environment.open("data", replicas=2)``) or as a value built once
+and reused (``Environment.open("data", options)``, keywords then override
+fields of it). Either way they become an :class:`EnvironmentOptions`, checked
+when it is built: a bad value is an
+:class:`~tidegate.runtime.errors.InvalidEnvironmentOptions` naming the option,
+raised before anything is opened. Like h2's ``H2Configuration``, one object
+carries the settings through every layer, instead of a long list of keyword
+arguments repeated at each.
+
+:class:`EnvironmentOverrides` is the same fields as a ``TypedDict``, so that
+keyword calls stay type-checked; a test keeps the two in step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, TypeAlias, TypedDict
+
+from .catalog import EXECUTORS
+from .errors import InvalidEnvironmentOptions
+from .platform import REAL, Platform
+
+if TYPE_CHECKING:  # annotations only: these load grpc or the orchestrator's subprocess machinery
+    from tidegate.spec.shard import Blob, Consensus
+
+    from .controller.timestamps import Oracle
+    from .orchestrator import Orchestrator, TlsFiles
+    from .transport import Transport
+    from .transport.grpc_client import ClientTls
+
+__all__ = ["EnvironmentOptions", "EnvironmentOverrides", "ReplicaSpec", "Replicas"]
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaSpec:
+    """A replica: ``address`` set = unmanaged (connect there), else managed by the orchestrator."""
+
+    name: str
+    address: str | None = None
+    spark_master: str | None = None
+    executor: str | None = None
+
+
+Replicas: TypeAlias = int | Mapping[str, str] | Sequence[ReplicaSpec]
+"""``n`` managed replicas ``r1..rn``, ``{name: "host:port"}`` unmanaged ones, or explicit specs."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EnvironmentOptions:
+    """Everything :meth:`Environment.open` can be told besides the data directory.
+
+    Every field has the default ``Environment.open`` always had, so
+    ``EnvironmentOptions()`` is the common case. Build one with keywords and
+    derive variants with :meth:`replace`; both validate.
+    """
+
+    blob_url: str | None = None
+    """Where batches are stored (``file://``, ``s3://``, ``mem://``); default: in the data dir."""
+    consensus_url: str | None = None
+    """Where shard state is versioned (``sqlite://``, ``postgres://``); default: in the data dir."""
+    replicas: Replicas | None = None
+    """The replicas to run (see :data:`Replicas`). ``None`` runs those the catalog records (one
+    managed ``r1`` in a catalog that records none); given, it replaces the catalog's record."""
+    spark_master: str = "local[1]"
+    """The Spark master of managed replicas that do not name their own."""
+    executor: str = "spark"
+    """The executor of managed replicas that do not name their own (``spark`` or ``python``)."""
+    token: str | None = None
+    """The bearer token replicas require (passed to managed ones and sent by the transport)."""
+    tls: ClientTls | None = None
+    """TLS of the default gRPC transport (``None``: plaintext)."""
+    replica_tls: TlsFiles | None = None
+    """Certificate and key the default orchestrator gives managed replicas (``None``: plaintext)."""
+    transport: Transport | None = None
+    """How to reach replicas; default: gRPC with ``token`` and ``tls``."""
+    tick_ms: int | None = 1000
+    """Period of the empty group commit that moves table uppers without data (``None``: never)."""
+    maintain_ms: int | None = 1000
+    """Period of the controller's maintenance (compaction, history reduction; ``None``: never)."""
+    poll_ms: int | None = 100
+    """Period of the poll of materialized views' shard uppers (``None``: never)."""
+    oracle: Oracle | None = None
+    """The timestamp oracle; default: the durable one in Consensus."""
+    orchestrator: Orchestrator | None = None
+    """Runs managed replicas; default: an :class:`~tidegate.runtime.orchestrator.Orchestrator`
+    in the data dir with ``executor``, ``spark_master``, ``token`` and ``replica_tls``."""
+    blob: Blob | None = None
+    """The Blob store as an object (instead of ``blob_url``)."""
+    consensus: Consensus | None = None
+    """The Consensus store as an object (instead of ``consensus_url``)."""
+    platform: Platform = REAL
+    """Where time, blocking work and identifiers come from (the simulator passes its own)."""
+    check_protocol: bool = True
+    """Check every command and response against the protocol's rules: a replica that breaks
+    one is disconnected (a ``RemoteProtocolError``); a command the controller must not send
+    raises a ``LocalProtocolError`` (a bug here). Off only to measure what the checks cost."""
+
+    def __post_init__(self) -> None:
+        _check_replicas(self.replicas)
+        if not isinstance(self.spark_master, str) or not self.spark_master:
+            raise InvalidEnvironmentOptions(
+                "spark_master", f"must be a non-empty string, got {self.spark_master!r}"
+            )
+        if self.executor not in EXECUTORS:
+            raise InvalidEnvironmentOptions(
+                "executor", f"must be one of {EXECUTORS}, got {self.executor!r}"
+            )
+        for name in ("blob_url", "consensus_url", "token"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise InvalidEnvironmentOptions(
+                    name, f"must be a non-empty string or None, got {value!r}"
+                )
+        for name in ("tick_ms", "maintain_ms", "poll_ms"):
+            value = getattr(self, name)
+            if value is not None and (type(value) is not int or value <= 0):
+                raise InvalidEnvironmentOptions(
+                    name, f"must be a positive int (milliseconds) or None, got {value!r}"
+                )
+        if self.blob is not None and self.blob_url is not None:
+            raise InvalidEnvironmentOptions("blob", "give blob or blob_url, not both")
+        if self.consensus is not None and self.consensus_url is not None:
+            raise InvalidEnvironmentOptions(
+                "consensus", "give consensus or consensus_url, not both"
+            )
+        if type(self.check_protocol) is not bool:
+            raise InvalidEnvironmentOptions(
+                "check_protocol", f"must be a bool, got {self.check_protocol!r}"
+            )
+
+    def replace(self, **overrides: object) -> EnvironmentOptions:
+        """A copy with ``overrides`` (field names as keywords), validated again.
+
+        An unknown name is a :class:`TypeError`, as for any call.
+        """
+        unknown = sorted(set(overrides) - _FIELDS)
+        if unknown:
+            raise TypeError(f"unknown environment option(s): {', '.join(unknown)}")
+        return dataclasses.replace(self, **overrides)  # type: ignore[arg-type]
+
+
+class EnvironmentOverrides(TypedDict, total=False):
+    """The fields of :class:`EnvironmentOptions` as keyword arguments (see there for each)."""
+
+    blob_url: str | None
+    consensus_url: str | None
+    replicas: Replicas | None
+    spark_master: str
+    executor: str
+    token: str | None
+    tls: ClientTls | None
+    replica_tls: TlsFiles | None
+    transport: Transport | None
+    tick_ms: int | None
+    maintain_ms: int | None
+    poll_ms: int | None
+    oracle: Oracle | None
+    orchestrator: Orchestrator | None
+    blob: Blob | None
+    consensus: Consensus | None
+    platform: Platform
+    check_protocol: bool
+
+
+_FIELDS = frozenset(f.name for f in fields(EnvironmentOptions))
+
+
+def _check_replicas(replicas: object) -> None:
+    """Raise :class:`InvalidEnvironmentOptions` unless ``replicas`` is a :data:`Replicas` or None."""
+    if replicas is None:
+        return
+    if isinstance(replicas, int):
+        if isinstance(replicas, bool) or replicas < 0:
+            raise InvalidEnvironmentOptions(
+                "replicas", f"a count of replicas must be an int >= 0, got {replicas!r}"
+            )
+        return
+    if isinstance(replicas, Mapping):
+        for name, address in replicas.items():
+            if not isinstance(name, str) or not name:
+                raise InvalidEnvironmentOptions(
+                    "replicas", f"replica names must be non-empty strings, got {name!r}"
+                )
+            if not isinstance(address, str) or not address:
+                raise InvalidEnvironmentOptions(
+                    "replicas",
+                    f"replica {name!r}: the address must be 'host:port', got {address!r}",
+                )
+        return
+    if isinstance(replicas, str | bytes) or not isinstance(replicas, Sequence):
+        raise InvalidEnvironmentOptions(
+            "replicas",
+            "must be a count, a {name: 'host:port'} mapping or a sequence of ReplicaSpec, "
+            f"got {replicas!r}",
+        )
+    seen: set[str] = set()
+    for spec in replicas:
+        if not isinstance(spec, ReplicaSpec):
+            raise InvalidEnvironmentOptions(
+                "replicas", f"a sequence of replicas must hold ReplicaSpecs, got {spec!r}"
+            )
+        if spec.name in seen:
+            raise InvalidEnvironmentOptions("replicas", f"replica {spec.name!r} is given twice")
+        seen.add(spec.name)
