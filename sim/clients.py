@@ -204,6 +204,9 @@ class Clients:
                     gid = await env.create_table(t.id, t.schema)
                 except DuplicateCatalogName:  # created by a call whose answer was lost
                     gid = env.resolve(t.id)
+                except (trio.Cancelled, ProcessKilled):
+                    self._died(ev)  # the controller died mid-call: created or not, unknown
+                    raise
                 except TidegateError as e:
                     self.history.fail(ev, self.world.kernel.now_ms, e)
                     raise
@@ -226,6 +229,14 @@ class Clients:
             return
         await getattr(self, f"_do_{action.kind}")(env, action.args)
 
+    def _died(self, ev: dict[str, Any]) -> None:
+        """Op ``ev`` was cut short: by the controller's death, its outcome is unknown.
+
+        A client's own cancellation is settled by the caller.
+        """
+        if ev["status"] == "pending" and self.world.controller.dying:
+            self.history.info(ev, self.world.kernel.now_ms, DIED)
+
     async def _call(
         self, ev: dict[str, Any], call: Callable[[], Any], **on_ok: Any
     ) -> tuple[bool, Any]:
@@ -238,8 +249,7 @@ class Clients:
         try:
             value = await call()
         except (trio.Cancelled, ProcessKilled):
-            if ev["status"] == "pending" and self.world.controller.dying:
-                h.info(ev, now(), DIED)  # a client's own cancellation is settled by the caller
+            self._died(ev)
             raise
         except TidegateError as e:
             h.fail(ev, now(), e)
