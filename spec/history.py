@@ -204,6 +204,8 @@ def _reduce(commands: Iterable[ComputeCommand]) -> _Reduced:
             continue
         exports = [(e.id.namespace, e.id.value) for e in index_exports]
         exports.extend([(s.id.namespace, s.id.value) for s in dataflow.sink_exports])
+        if not exports:
+            continue  # the meet over no exports is []: nothing of the dataflow remains
         finals = [final.get(e) for e in exports]
         if finals.count(None) == len(finals) and as_of:
             # No export compacted since the dataflow was created or last reduced: unchanged.

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import uuid as _uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..errors import InstanceExists, InstanceMissing, ReadHoldMissing
 from ..errors.frontier import HoldRegression
@@ -129,11 +129,15 @@ class ComputeController:
         arranged_logs: Mapping[str, GlobalId] | Iterable[tuple[str, GlobalId]] = (),
         workload_class: str | None = None,
     ) -> None:
-        """Create an instance with its arranged log collections (readable from time 0 on every replica)."""
+        """Create an instance with its arranged log collections (readable from time 0 on every replica).
+
+        ``workload_class`` is the instance's own: every ``UpdateConfiguration``
+        it sends carries it (or none), never another instance's.
+        """
         if instance in self._instances:
             raise InstanceExists(instance)
         logs = tuple(arranged_logs.items() if isinstance(arranged_logs, Mapping) else arranged_logs)
-        params = self._params.update(ComputeParameters(workload_class=workload_class))
+        params = replace(self._params, workload_class=workload_class)
         inst = Instance(
             instance,
             self.storage,
@@ -165,10 +169,15 @@ class ComputeController:
 
     @atomic
     def update_configuration(self, params: ComputeParameters) -> None:
-        """Merge ``params`` into the controller's configuration and send them to every instance."""
-        self._params = self._params.update(params)
+        """Merge ``params`` into the controller's configuration and send them to every instance.
+
+        A workload class in ``params`` is not the controller's to set: each
+        instance keeps the one it was created with (Materialize's instances
+        overwrite the field with their own), so it never leaks between them.
+        """
+        self._params = replace(self._params.update(params), workload_class=None)
         for name in sorted(self._instances):
-            p = params.update(ComputeParameters(workload_class=self._workload_classes[name]))
+            p = replace(params, workload_class=self._workload_classes[name])
             self._instances[name].update_configuration(p)
 
     @atomic

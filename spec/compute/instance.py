@@ -412,9 +412,16 @@ class Instance:
     def create_dataflow(
         self, dataflow: DataflowDescription, target_replica: ReplicaId | None
     ) -> None:
-        """Validate (section 9.4, in its order), then hold the inputs and install the exports."""
+        """Validate (section 9.4, in its order), then hold the inputs and install the exports.
+
+        A dataflow without exports has nothing to maintain or read: it is
+        validated and then neither installed nor held (its compaction frontier,
+        the meet over no exports, is ``[]`` from the start).
+        """
         checked = self._check_dataflow(dataflow, target_replica)
         as_of, exports = checked.as_of, dataflow.export_ids
+        if not exports:
+            return
         replicas = [
             r for r in self.replicas.values() if target_replica is None or r.id == target_replica
         ]

@@ -172,6 +172,36 @@ def test_update_configuration_merges_and_reaches_every_replica(ctl: ComputeContr
     ]
 
 
+def test_each_instance_sends_its_own_workload_class_and_no_other(storage: InMemoryStorage) -> None:
+    """Issue 16: an instance created without a class inherited the caller's, and a later
+    update_configuration leaked one instance's class into the others."""
+    ctl = ComputeController(storage)
+    ctl.update_configuration(ComputeParameters(workload_class="prod", max_result_size=7))
+    ctl.create_instance("a", workload_class="analytics")
+    ctl.create_instance("b")
+    for instance in ("a", "b"):
+        ctl.add_replica(instance, "r1")
+    ctl.drain()
+
+    def classes(effects: list[object], instance: str) -> list[str | None]:
+        return [
+            e.command.params.workload_class
+            for e in of_type(effects, SendCommand)
+            if e.instance == instance and isinstance(e.command, UpdateConfiguration)
+        ]
+
+    ctl.update_configuration(ComputeParameters(workload_class="batch", dyncfg_updates=(("x", 1),)))
+    sent = ctl.drain()
+    assert classes(sent, "a") == ["analytics"]
+    assert classes(sent, "b") == [None]
+    # A replica added later gets the instance's own class in the replayed history, and the
+    # controller's other parameters.
+    ctl.add_replica("b", "r2")
+    replay = [c for c in commands_to(ctl.drain(), "r2") if isinstance(c, UpdateConfiguration)]
+    assert [c.params.workload_class for c in replay] == [None]
+    assert replay[0].params.max_result_size == 7
+
+
 def test_replica_exists_and_missing(ctl: ComputeController) -> None:
     ctl.add_replica("c1", "r1")
     with pytest.raises(ReplicaExists) as e:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from tidegate.spec.compute import ComputeController, InMemoryStorage
@@ -108,6 +110,18 @@ def test_drop_instance_releases_everything(
     ctl.drop_instance("c1")
     assert storage.hold_count(S1) == 1
     assert ctl.instance_ids() == []
+
+
+def test_a_dataflow_without_exports_takes_no_hold_and_installs_nothing(
+    ctl: ComputeController, storage: InMemoryStorage
+) -> None:
+    """Issue 16: such a dataflow took storage holds nothing ever released."""
+    before = (storage.hold_count(S1), ctl.instance("c1").collection_ids())
+    ctl.drain()
+    bare = replace(index_dataflow(GlobalId.user(90), sources=[S1], as_of=2), index_exports=())
+    ctl.create_dataflow("c1", bare)
+    assert ctl.drain() == []
+    assert (storage.hold_count(S1), ctl.instance("c1").collection_ids()) == before
 
 
 def test_duplicate_log_ids_rejected(storage: InMemoryStorage) -> None:

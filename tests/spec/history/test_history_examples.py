@@ -254,6 +254,16 @@ def test_dataflow_with_empty_as_of_is_dropped() -> None:
     assert reduced(cmd, Schedule(U1)) == []
 
 
+def test_dataflow_without_exports_is_dropped() -> None:
+    """Issue 16: the meet of its exports' frontiers is the meet over none, ``[]``."""
+    bare = CreateDataflow(
+        DataflowDescription(
+            debug_name="bare", source_imports=(SourceImport(SRC, af(0)),), as_of=af(0)
+        )
+    )
+    assert reduced(HELLO, bare, index_dataflow(U3, 1)) == [HELLO, index_dataflow(U3, 1)]
+
+
 def test_push_reduces_when_the_history_has_doubled() -> None:
     h = CommandHistory()
     h.push(index_dataflow(U1, 0))
