@@ -29,6 +29,7 @@ every ``tick_ms`` even without data.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import shutil
 import sys
 import tempfile
@@ -126,18 +127,21 @@ def _updates(schema: Schema, rows: Iterable[Any], what: str) -> list[tuple[Row, 
         )
     out: list[tuple[Row, int]] = []
     for item in rows:
-        if (
-            isinstance(item, tuple)
-            and len(item) == 2
-            and isinstance(item[0], tuple)
-            and type(item[1]) is int
-        ):
+        if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], tuple):
+            # A (row, diff) pair: no column holds a tuple, so the shape says which it is.
             row, diff = item
+            if type(diff) is not int or not _INT64_MIN <= diff <= _INT64_MAX:
+                raise TypeMismatch(
+                    f"{what} row {row!r}: its diff must be an int64 (a count), got {diff!r}"
+                )
         else:
             row, diff = item, 1
         check_row(row, schema, f"{what} row")
         out.append((row, diff))
     return out
+
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
 
 class Environment:
@@ -700,9 +704,9 @@ class Environment:
             finishing = RowSetFinishing(order_by=tuple(finishing), limit=limit)
         constraints = None
         if key is not None:
-            if target != "index":
+            if not isinstance(entry, IndexEntry):
                 raise RuntimeControllerError(f"key lookups need an index; {entry.name} is not one")
-            constraints = (tuple(key),)
+            constraints = (self._check_key(entry, key),)
         if at is None:
             at = await self.freshest(gid)
         else:
@@ -717,6 +721,25 @@ class Environment:
             literal_constraints=constraints,
             target_replica=replica,
         )
+
+    def _check_key(self, entry: IndexEntry, key: Any) -> Row:
+        """``key`` as a row of the index's key columns [ArityMismatch, TypeMismatch].
+
+        A NULL is allowed in any key column (it matches nothing, as in SQL).
+        """
+        columns = self.state.schema_of(entry.id).columns
+        key_schema = Schema(
+            tuple(
+                dataclasses.replace(c, type=dataclasses.replace(c.type, nullable=True))
+                for c in (columns[k] for k in entry.keys)
+            )
+        )
+        if type(key) is not tuple:
+            raise TypeMismatch(
+                f"a key of index {entry.name} is a tuple ({key_schema}), got {key!r}"
+            )
+        check_row(key, key_schema, f"key of index {entry.name}")
+        return key
 
     async def freshest(self, ref: Ref) -> int:
         """The time a read of ``ref`` that starts now takes: every acknowledged append shows there.

@@ -37,7 +37,7 @@ one per concept:
 * ``_restore`` -- :func:`restore_plan` and :func:`dataflow_for`.
 """
 
-from ._apply import EXECUTORS, apply_op, apply_ops
+from ._apply import EXECUTORS, MAX_NAME_BYTES, apply_op, apply_ops
 from ._codec import (
     CATALOG_FORMAT_VERSION,
     decode_catalog,
@@ -71,6 +71,7 @@ __all__ = [
     "CATALOG_FORMAT_VERSION",
     "DEFAULT_CATALOG_KEY",
     "EXECUTORS",
+    "MAX_NAME_BYTES",
     "AlterReplica",
     "Catalog",
     "CatalogOp",

@@ -44,15 +44,24 @@ from ._ops import (
     SetReadPolicy,
 )
 
-__all__ = ["EXECUTORS", "apply_op", "apply_ops"]
+__all__ = ["EXECUTORS", "MAX_NAME_BYTES", "apply_op", "apply_ops"]
 
 EXECUTORS = ("spark", "python")
 """The executors a managed replica may run."""
 
 
+MAX_NAME_BYTES = 255
+"""The longest object name, in UTF-8 bytes (Materialize's identifier limit)."""
+
+
 def _check_name(name: object, what: str) -> str:
     if not isinstance(name, str) or not name or name.strip() != name or not name.isprintable():
         raise InvalidCatalogOp(f"{what} name must be a non-empty, unpadded string, got {name!r}")
+    if len(name.encode()) > MAX_NAME_BYTES:
+        raise InvalidCatalogOp(
+            f"{what} name is {len(name.encode())} bytes long; the limit is {MAX_NAME_BYTES}: "
+            f"{name[:40]!r}..."
+        )
     return name
 
 

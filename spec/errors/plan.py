@@ -23,6 +23,7 @@ __all__ = [
     "PlanCycle",
     "PlanDecodeError",
     "PlanError",
+    "PlanTooDeep",
     "TypeMismatch",
     "UnknownColumn",
     "UnknownExport",
@@ -34,6 +35,14 @@ __all__ = [
 
 class PlanError(TidegateError, ValueError):
     """Base class of errors about a plan's shape or types (raised before anything runs)."""
+
+
+class PlanTooDeep(PlanError):
+    """A plan (or its JSON form) nested deeper than :data:`~tidegate.spec.plan.depth.MAX_NESTING`.
+
+    Refused before anything walks it, so that no part of tidegate hits Python's
+    recursion limit on it.
+    """
 
 
 class UnknownColumn(PlanError):

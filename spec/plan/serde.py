@@ -3,7 +3,7 @@
 Every node is a dict with a ``"op"`` (plans) or ``"kind"`` (scalars) tag;
 dates and timestamps are ISO strings, GlobalIds their text form. Used where
 plans are stored as JSON (the runtime's catalog, scenario files); the wire has
-its own typed Protobuf messages. ``plan_from_dict(plan_to_dict(p)) == p``.
+its own typed Protobuf messages. ``plan_from_dict(_plan_out(p)) == p``.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from typing import Any
 from ..errors import InvalidId, PlanDecodeError
 from ..ids import GlobalId
 from ..protocol.types import ColumnOrder
+from .depth import check_nesting
 from .relation import (
     AggFunc,
     Aggregate,
@@ -98,37 +99,37 @@ def schema_from_dict(d: Obj) -> Schema:
     )
 
 
-def expr_to_dict(e: ScalarExpr) -> Obj:
+def _expr_out(e: ScalarExpr) -> Obj:
     if isinstance(e, ColumnRef):
         return {"kind": "column", "index": e.index}
     if isinstance(e, Literal):
         return {"kind": "literal", "value": _value_out(e.value), "type": e.type.value}
     if isinstance(e, CallUnary):
-        return {"kind": "unary", "func": e.func.value, "expr": expr_to_dict(e.expr)}
+        return {"kind": "unary", "func": e.func.value, "expr": _expr_out(e.expr)}
     if isinstance(e, CallBinary):
         return {
             "kind": "binary",
             "func": e.func.value,
-            "left": expr_to_dict(e.left),
-            "right": expr_to_dict(e.right),
+            "left": _expr_out(e.left),
+            "right": _expr_out(e.right),
         }
     if isinstance(e, CallVariadic):
         return {
             "kind": "variadic",
             "func": e.func.value,
-            "exprs": [expr_to_dict(x) for x in e.exprs],
+            "exprs": [_expr_out(x) for x in e.exprs],
         }
     if isinstance(e, If):
         return {
             "kind": "if",
-            "cond": expr_to_dict(e.cond),
-            "then": expr_to_dict(e.then),
-            "else": expr_to_dict(e.els),
+            "cond": _expr_out(e.cond),
+            "then": _expr_out(e.then),
+            "else": _expr_out(e.els),
         }
-    return {"kind": "cast", "expr": expr_to_dict(e.expr), "to": e.to.value}
+    return {"kind": "cast", "expr": _expr_out(e.expr), "to": e.to.value}
 
 
-def expr_from_dict(d: Obj) -> ScalarExpr:
+def _expr_in(d: Obj) -> ScalarExpr:
     k = d["kind"]
     if k == "column":
         return ColumnRef(int(d["index"]))
@@ -136,17 +137,15 @@ def expr_from_dict(d: Obj) -> ScalarExpr:
         t = ScalarType(d["type"])
         return Literal(_value_in(d["value"], t), t)
     if k == "unary":
-        return CallUnary(UnaryFunc(d["func"]), expr_from_dict(d["expr"]))
+        return CallUnary(UnaryFunc(d["func"]), _expr_in(d["expr"]))
     if k == "binary":
-        return CallBinary(
-            BinaryFunc(d["func"]), expr_from_dict(d["left"]), expr_from_dict(d["right"])
-        )
+        return CallBinary(BinaryFunc(d["func"]), _expr_in(d["left"]), _expr_in(d["right"]))
     if k == "variadic":
-        return CallVariadic(VariadicFunc(d["func"]), tuple(expr_from_dict(x) for x in d["exprs"]))
+        return CallVariadic(VariadicFunc(d["func"]), tuple(_expr_in(x) for x in d["exprs"]))
     if k == "if":
-        return If(expr_from_dict(d["cond"]), expr_from_dict(d["then"]), expr_from_dict(d["else"]))
+        return If(_expr_in(d["cond"]), _expr_in(d["then"]), _expr_in(d["else"]))
     if k == "cast":
-        return Cast(expr_from_dict(d["expr"]), ScalarType(d["to"]))
+        return Cast(_expr_in(d["expr"]), ScalarType(d["to"]))
     raise PlanDecodeError(f"unknown scalar kind {k!r}")
 
 
@@ -154,8 +153,7 @@ def _order_out(o: ColumnOrder) -> Obj:
     return {"column": o.column, "desc": o.desc, "nulls_last": o.nulls_last}
 
 
-def plan_to_dict(p: Plan) -> Obj:
-    """``p`` as nested plain dicts/lists of JSON scalars."""
+def _plan_out(p: Plan) -> Obj:
     if isinstance(p, Get):
         return {"op": "get", "id": str(p.id), "schema": schema_to_dict(p.schema)}
     if isinstance(p, Constant):
@@ -170,28 +168,28 @@ def plan_to_dict(p: Plan) -> Obj:
         return {
             "op": "let",
             "name": p.name,
-            "value": plan_to_dict(p.value),
-            "body": plan_to_dict(p.body),
+            "value": _plan_out(p.value),
+            "body": _plan_out(p.body),
         }
     if isinstance(p, Union):
-        return {"op": "union", "inputs": [plan_to_dict(x) for x in p.inputs]}
+        return {"op": "union", "inputs": [_plan_out(x) for x in p.inputs]}
     if isinstance(p, Join):
         return {
             "op": "join",
-            "inputs": [plan_to_dict(x) for x in p.inputs],
+            "inputs": [_plan_out(x) for x in p.inputs],
             "equivalences": [list(c) for c in p.equivalences],
             "kind": p.kind.value,
         }
-    base: Obj = {"input": plan_to_dict(p.input)}
+    base: Obj = {"input": _plan_out(p.input)}
     if isinstance(p, Map):
         return {
             "op": "map",
             **base,
-            "exprs": [expr_to_dict(e) for e in p.exprs],
+            "exprs": [_expr_out(e) for e in p.exprs],
             "names": list(p.names),
         }
     if isinstance(p, Filter):
-        return {"op": "filter", **base, "predicates": [expr_to_dict(e) for e in p.predicates]}
+        return {"op": "filter", **base, "predicates": [_expr_out(e) for e in p.predicates]}
     if isinstance(p, Project):
         return {"op": "project", **base, "columns": list(p.columns)}
     if isinstance(p, Negate):
@@ -222,8 +220,33 @@ def plan_to_dict(p: Plan) -> Obj:
     }
 
 
+def expr_to_dict(e: ScalarExpr) -> Obj:
+    """``e`` as nested plain dicts [PlanTooDeep past :data:`~.depth.MAX_NESTING`]."""
+    check_nesting(e, "scalar expression")
+    return _expr_out(e)
+
+
+def expr_from_dict(d: Obj) -> ScalarExpr:
+    """Decode :func:`expr_to_dict`'s output [PlanDecodeError, PlanTooDeep]."""
+    check_nesting(d, "scalar expression")
+    try:
+        return _expr_in(d)
+    except (KeyError, TypeError, ValueError, AttributeError, InvalidId) as e:
+        raise PlanDecodeError(f"malformed scalar expression: {type(e).__name__}: {e}") from None
+
+
+def plan_to_dict(p: Plan) -> Obj:
+    """``p`` as nested plain dicts/lists of JSON scalars [PlanTooDeep past :data:`~.depth.MAX_NESTING`]."""
+    check_nesting(p)
+    return _plan_out(p)
+
+
 def plan_from_dict(d: Obj) -> Plan:
-    """Decode :func:`plan_to_dict`'s output; raise :class:`PlanDecodeError` on malformed input."""
+    """Decode :func:`plan_to_dict`'s output; raise :class:`PlanDecodeError` on malformed input.
+
+    Input nested deeper than :data:`~.depth.MAX_NESTING` is :class:`PlanTooDeep`.
+    """
+    check_nesting(d)
     try:
         return _plan_in(d)
     except PlanDecodeError:
@@ -262,11 +285,9 @@ def _plan_in(d: Obj) -> Plan:
         )
     inp = _plan_in(d["input"])
     if op == "map":
-        return Map(
-            inp, tuple(expr_from_dict(e) for e in d["exprs"]), tuple(str(n) for n in d["names"])
-        )
+        return Map(inp, tuple(_expr_in(e) for e in d["exprs"]), tuple(str(n) for n in d["names"]))
     if op == "filter":
-        return Filter(inp, tuple(expr_from_dict(e) for e in d["predicates"]))
+        return Filter(inp, tuple(_expr_in(e) for e in d["predicates"]))
     if op == "project":
         return Project(inp, _ints(d["columns"]))
     if op == "negate":

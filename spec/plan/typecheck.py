@@ -19,6 +19,7 @@ from ..errors import (
 )
 from ..ids import GlobalId
 from ..protocol.types import DataflowDescription
+from .depth import check_nesting
 from .relation import (
     AggFunc,
     ArrangeBy,
@@ -60,7 +61,10 @@ def typecheck(
     """The output schema of ``plan``; raise a typed :class:`PlanError` if it is invalid.
 
     With ``sources``, every ``Get`` must name a key of it and carry the same schema.
+    A plan nested deeper than :data:`~.depth.MAX_NESTING` is :class:`PlanTooDeep`.
     """
+    if _lets is None:
+        check_nesting(plan)
     lets = _lets or {}
     if isinstance(plan, Get):
         if not isinstance(plan.id, GlobalId):

@@ -17,7 +17,12 @@ import pytest
 from tidegate.dsl import Schema, col, count, table
 from tidegate.replica.testing import in_process_replica as replica
 from tidegate.runtime import Environment, SyncEnvironment
-from tidegate.runtime.errors import DuplicateCatalogName, HasDependents, UnknownCatalogObject
+from tidegate.runtime.errors import (
+    DuplicateCatalogName,
+    HasDependents,
+    InvalidCatalogOp,
+    UnknownCatalogObject,
+)
 from tidegate.spec.errors import ArityMismatch, ReadBeyondUpper, SinceViolation, TypeMismatch
 from tidegate.spec.frontier import Antichain, Row, Update
 from tidegate.spec.frontier.read_policy import LagWriteFrontier
@@ -97,8 +102,24 @@ def test_typed_errors_leave_state_unchanged(tmp_path: Path, backend: str) -> Non
                 for not_rows in (None, 5, "34", {(3,): 1}):
                     with pytest.raises(TypeMismatch, match="iterable of tuples"):
                         await env.append("t", not_rows)  # type: ignore[arg-type]
+                # A diff outside int64 (it was sent to the store and answered InvalidUppers).
+                for diff in (2**63, -(2**63) - 1, 1.5, True):
+                    with pytest.raises(TypeMismatch, match="diff must be an int64"):
+                        await env.append("t", [((3,), diff)])
                 with pytest.raises(DuplicateCatalogName):
                     await env.create_table("t", Schema.of(("y", "int64")))
+                with pytest.raises(InvalidCatalogOp, match="the limit is 255"):
+                    await env.create_table("é" * 128, Schema.of(("y", "int64")))
+                # A key of the wrong type was a silent empty answer; not a tuple, a TypeError.
+                for bad_key, error in (
+                    (("1",), TypeMismatch),
+                    (1, TypeMismatch),
+                    ([1], TypeMismatch),
+                    ((1, 2), ArityMismatch),
+                ):
+                    with pytest.raises(error):
+                        await env.peek(idx, t0, key=bad_key)  # type: ignore[arg-type]
+                assert await env.peek(idx, t0, key=(None,)) == []  # NULL matches nothing
                 with pytest.raises(ReadBeyondUpper):
                     await env.peek("t", t0 + 1)
                 with pytest.raises(SinceViolation):
