@@ -226,7 +226,8 @@ class Environment:
             stack.callback(shutil.rmtree, tmp, True)
             data_dir = tmp
         if data_dir is not None:
-            Path(data_dir).mkdir(parents=True, exist_ok=True)
+            # Private: the shards, the catalog and the replicas' logs are nobody else's to read.
+            Path(data_dir).mkdir(mode=0o700, parents=True, exist_ok=True)
             default_blob, default_consensus = default_urls(data_dir)
             blob_url = blob_url or default_blob
             consensus_url = consensus_url or default_consensus
@@ -266,6 +267,11 @@ class Environment:
         managed = [r for r in entries if r.managed]
         if managed and orchestrator is None:
             from .orchestrator import Orchestrator
+
+            if token is None:
+                # Authenticated by default: managed replicas start afresh with each open, so a
+                # token of this environment's lifetime is enough (and is never written down).
+                token = platform.new_id()
 
             assert data_dir is not None  # checked above
             orchestrator = await stack.enter_async_context(

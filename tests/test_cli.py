@@ -486,3 +486,57 @@ async def test_malformed_requests_get_400_and_the_endpoint_keeps_serving(data_di
         nowhere = b"GET /nowhere HTTP/1.1\r\nAuthorization: Bearer t0ken\r\n\r\n"
         assert (await raw(nowhere)).startswith(b"HTTP/1.1 404")
         tg.cancel_scope.cancel()
+
+
+async def _raw(address: str, request: bytes) -> bytes:
+    host, port = address.rsplit(":", 1)
+    async with await anyio.connect_tcp(host, int(port)) as s:
+        await s.send(request)
+        out = b""
+        with anyio.fail_after(10):
+            while True:
+                try:
+                    out += await s.receive()
+                except (anyio.EndOfStream, anyio.BrokenResourceError):
+                    return out
+
+
+@pytest.mark.anyio
+async def test_the_control_endpoint_authenticates_before_reading_and_bounds_every_request(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 17: the token is checked before the body is read; nesting is limited before
+    parsing; a silent client times out; requests beyond the connection limit get 503."""
+    import tidegate.commands.control as control
+
+    monkeypatch.setattr(control, "_READ_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(control, "_MAX_CONNECTIONS", 2)
+    env = ScriptedEnvironment()
+    async with anyio.create_task_group() as tg:
+        info = await _serving(env, data_dir, tg)
+        # A wrong token announcing 60 MiB it never sends: refused at once, not waited for.
+        head = b"POST /append HTTP/1.1\r\nAuthorization: Bearer wrong\r\nContent-Length: 62914560\r\n\r\n"
+        with anyio.fail_after(5):
+            assert b" 401 " in (await _raw(info.address, head)).split(b"\r\n")[0]
+        # Nesting is counted before json.loads runs.
+        body = b"[" * 5_000 + b"]" * 5_000
+        auth = f"Authorization: Bearer {info.token}\r\n".encode()
+        request = (
+            b"POST /peek HTTP/1.1\r\n" + auth + b"Content-Length: %d\r\n\r\n" % len(body) + body
+        )
+        reply = await _raw(info.address, request)
+        assert b" 400 " in reply.split(b"\r\n")[0] and b"nests deeper than 600" in reply
+        # Two silent clients fill the endpoint: a third is turned away; the silent ones time out.
+        host, port = info.address.rsplit(":", 1)
+        silent = [await anyio.connect_tcp(host, int(port)) for _ in range(2)]
+        await anyio.sleep(0.2)
+        assert (
+            b" 503 "
+            in (await _raw(info.address, b"GET /health HTTP/1.1\r\n\r\n")).split(b"\r\n")[0]
+        )
+        for s in silent:
+            with anyio.fail_after(5):
+                assert b" 408 " in (await s.receive()).split(b"\r\n")[0]
+            await s.aclose()
+        assert env.rows == []
+        tg.cancel_scope.cancel()

@@ -79,3 +79,31 @@ def test_a_read_after_an_acknowledged_append_sees_it_through_a_join(
                     assert sorted(await env.peek(idx, at=t)) == sorted(want), f"try {i}"
 
     anyio.run(main, backend=backend)
+
+
+def test_managed_replicas_are_authenticated_and_the_data_directory_private(
+    tmp_path: Path,
+) -> None:
+    """Issue 17: managed replicas ran without a token, so any local user could read every table
+    through them. Now each environment gives its replicas a fresh token; the data directory is
+    created 0700."""
+    from tidegate.runtime.transport import TransportError
+    from tidegate.runtime.transport.grpc_client import GrpcTransport
+    from tidegate.spec.protocol.commands import Hello
+
+    data = tmp_path / "data"
+
+    async def main() -> None:
+        with anyio.fail_after(120):
+            async with Environment.open(data, replicas=1, executor="python", tick_ms=50) as env:
+                assert env.orchestrator is not None and env.orchestrator.token
+                await env.wait_connected(timeout_s=60)  # the controller has the token
+                address = str(env.orchestrator.address("r1"))
+                async with GrpcTransport() as intruder:  # no token
+                    with pytest.raises(TransportError, match="(?i)unauthenticated"):
+                        stream = await intruder.connect(address)
+                        await stream.send_many([Hello(__import__("uuid").UUID(int=1))])
+                        await stream.receive()
+
+    anyio.run(main)
+    assert data.stat().st_mode & 0o777 == 0o700

@@ -16,6 +16,11 @@ Routes (all but ``/health`` need ``Authorization: Bearer <token>``):
 ``POST /read-policy`` ``{"name", "policy"}``. Answers are ``{"result": ...}``
 or, on a refusal, ``{"error": {"type": <error class>, "message": ...}}`` with a
 4xx status.
+
+A request is one connection. The bearer token is checked before the body is
+read; a request must arrive within 30 s (else 408), its body is at most
+64 MiB and nests at most 600 levels (checked before parsing; else 400); at
+most 64 requests are served at once (more get 503).
 """
 
 from __future__ import annotations
@@ -53,6 +58,34 @@ CONTROLLER_FILE = "controller.json"
 
 _MAX_HEADER = 64 * 1024
 _MAX_BODY = 64 * 1024 * 1024
+_MAX_NESTING = 600
+"""The deepest JSON body accepted: a plan at its own limit (256 levels) fits, twice over."""
+_READ_TIMEOUT_S = 30.0
+"""How long a client may take to send its request, head and body."""
+_MAX_CONNECTIONS = 64
+"""Requests served at once; more are answered 503 at once."""
+
+
+def _nesting(raw: bytes) -> int:
+    """How deeply the JSON text ``raw`` nests (brackets outside strings), without parsing it."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for b in raw:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif b == 0x5C:  # backslash
+                escaped = True
+            elif b == 0x22:  # quote
+                in_string = False
+        elif b == 0x22:
+            in_string = True
+        elif b in (0x5B, 0x7B):  # [ {
+            depth += 1
+            deepest = max(deepest, depth)
+        elif b in (0x5D, 0x7D):  # ] }
+            depth -= 1
+    return deepest
 
 
 class ControlError(Exception):
@@ -179,9 +212,11 @@ async def _respond(stream: anyio.abc.ByteStream, status: int, payload: Any) -> N
 
 
 async def _serve_one(stream: anyio.abc.ByteStream, handler: Handler, token: str) -> None:
+    """One request: its head within the read timeout, the token checked before the body is read."""
     reader = BufferedByteReceiveStream(stream)
     try:
-        head = await reader.receive_until(b"\r\n\r\n", _MAX_HEADER)
+        with anyio.fail_after(_READ_TIMEOUT_S):
+            head = await reader.receive_until(b"\r\n\r\n", _MAX_HEADER)
         lines = head.decode("latin-1").split("\r\n")
         method, target, _version = lines[0].split(" ", 2)
         headers = {}
@@ -190,8 +225,10 @@ async def _serve_one(stream: anyio.abc.ByteStream, handler: Handler, token: str)
             headers[name.strip().lower()] = value.strip()
         length = int(headers.get("content-length", "0"))
         if not 0 <= length <= _MAX_BODY:
-            raise ValueError(f"body of {length} bytes")
-        raw = await reader.receive_exactly(length) if length else b""
+            raise ValueError(f"body of {length} bytes (at most {_MAX_BODY})")
+    except TimeoutError:
+        await _respond(stream, 408, {"error": {"type": "RequestTimeout", "message": "too slow"}})
+        return
     except (anyio.IncompleteRead, anyio.DelimiterNotFound, ValueError, UnicodeDecodeError) as e:
         await _respond(stream, 400, {"error": {"type": "BadRequest", "message": str(e)}})
         return
@@ -206,10 +243,17 @@ async def _serve_one(stream: anyio.abc.ByteStream, handler: Handler, token: str)
             )
             return
     try:
+        with anyio.fail_after(_READ_TIMEOUT_S):
+            raw = await reader.receive_exactly(length) if length else b""
+        if _nesting(raw) > _MAX_NESTING:
+            raise ValueError(f"the body nests deeper than {_MAX_NESTING} levels")
         body = json.loads(raw) if raw else {}
         if not isinstance(body, dict):
             raise ValueError("the body must be a JSON object")
-    except (ValueError, RecursionError) as e:  # RecursionError: JSON nested too deeply
+    except TimeoutError:
+        await _respond(stream, 408, {"error": {"type": "RequestTimeout", "message": "too slow"}})
+        return
+    except (anyio.IncompleteRead, ValueError, RecursionError) as e:
         await _respond(stream, 400, {"error": {"type": "BadRequest", "message": str(e)}})
         return
     try:
@@ -235,9 +279,20 @@ async def serve_control(
     server keeps serving.
     """
     listener = await anyio.create_tcp_listener(local_host=host, local_port=port)
+    limiter = anyio.CapacityLimiter(_MAX_CONNECTIONS)
 
     async def connection(stream: anyio.abc.SocketStream) -> None:
         async with stream:
+            try:
+                limiter.acquire_nowait()
+            except anyio.WouldBlock:
+                with contextlib.suppress(
+                    anyio.BrokenResourceError, anyio.ClosedResourceError, OSError
+                ):
+                    await _respond(
+                        stream, 503, {"error": {"type": "Busy", "message": "too many requests"}}
+                    )
+                return
             try:
                 await _serve_one(stream, handler, token)
             except anyio.get_cancelled_exc_class():
@@ -251,6 +306,8 @@ async def serve_control(
                     await _respond(
                         stream, 500, {"error": {"type": type(e).__name__, "message": str(e)}}
                     )
+            finally:
+                limiter.release()
 
     async with listener:
         local = listener.extra(SocketAttribute.local_address)
