@@ -7,6 +7,7 @@ driver reconnects to it and replays the history (epoch + 1).
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 
 import anyio
@@ -100,9 +101,9 @@ def test_managed_replicas_are_authenticated_and_the_data_directory_private(
                 await env.wait_connected(timeout_s=60)  # the controller has the token
                 address = str(env.orchestrator.address("r1"))
                 async with GrpcTransport() as intruder:  # no token
-                    with pytest.raises(TransportError, match="(?i)unauthenticated"):
+                    with pytest.raises(TransportError, match=r"(?i)unauthenticated"):
                         stream = await intruder.connect(address)
-                        await stream.send_many([Hello(__import__("uuid").UUID(int=1))])
+                        await stream.send_many([Hello(uuid.UUID(int=1))])
                         await stream.receive()
 
     anyio.run(main)
