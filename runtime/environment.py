@@ -54,6 +54,7 @@ from tidegate.spec.plan.schema import check_row
 from tidegate.spec.protocol.types import (
     BuildDesc,
     ColumnOrder,
+    ComputeParameters,
     DataflowDescription,
     IndexImport,
     RowSetFinishing,
@@ -303,6 +304,10 @@ class Environment:
             uuid_factory=lambda: _uuid.UUID(hex=platform.new_id()),
             check_protocol=options.check_protocol,
         )
+        if options.max_result_size is not None:  # every instance's first UpdateConfiguration
+            controller.update_compute_configuration(
+                ComputeParameters(max_result_size=options.max_result_size)
+            )
         driver = ControllerDriver(
             controller,
             transport,

@@ -99,6 +99,10 @@ class EnvironmentOptions:
     """Check every command and response against the protocol's rules: a replica that breaks
     one is disconnected (a ``RemoteProtocolError``); a command the controller must not send
     raises a ``LocalProtocolError`` (a bug here). Off only to measure what the checks cost."""
+    max_result_size: int | None = None
+    """The largest peek answer in bytes (values' widths times counts, as Materialize counts):
+    a larger one is a ``ResultTooLarge`` error instead. ``None``: no limit (answers of any
+    size travel in fragments between replica and controller)."""
 
     def __post_init__(self) -> None:
         _check_replicas(self.replicas)
@@ -116,6 +120,13 @@ class EnvironmentOptions:
                 raise InvalidEnvironmentOptions(
                     name, f"must be a non-empty string or None, got {value!r}"
                 )
+        if self.max_result_size is not None and (
+            type(self.max_result_size) is not int or self.max_result_size <= 0
+        ):
+            raise InvalidEnvironmentOptions(
+                "max_result_size",
+                f"must be a positive int (bytes) or None, got {self.max_result_size!r}",
+            )
         for name in ("tick_ms", "maintain_ms", "poll_ms"):
             value = getattr(self, name)
             if value is not None and (type(value) is not int or value <= 0):
@@ -165,6 +176,7 @@ class EnvironmentOverrides(TypedDict, total=False):
     consensus: Consensus | None
     platform: Platform
     check_protocol: bool
+    max_result_size: int | None
 
 
 _FIELDS = frozenset(f.name for f in fields(EnvironmentOptions))

@@ -15,6 +15,7 @@ from .errors import (
     DriverNotRunning,
     PeekFailed,
     ReplicasNotConnected,
+    ResultTooLarge,
     RuntimeControllerError,
     SubscribeLagged,
 )
@@ -35,6 +36,7 @@ __all__ = [
     "ReplicaInfo",
     "ReplicaLink",
     "ReplicasNotConnected",
+    "ResultTooLarge",
     "RuntimeControllerError",
     "ShardStorageIO",
     "SubscribeLagged",

@@ -58,6 +58,7 @@ from tidegate.spec.compute import (
     SendCommand,
     SubscribeBatchOut,
 )
+from tidegate.spec.compute_replica import RESULT_TOO_LARGE
 from tidegate.spec.controller import Controller, ControllerEffect
 from tidegate.spec.errors import (
     CollectionMissing,
@@ -93,7 +94,13 @@ from tidegate.spec.storage import (
     WriteToShard,
 )
 
-from .errors import DependencyDropped, DriverNotRunning, PeekFailed, ReplicasNotConnected
+from .errors import (
+    DependencyDropped,
+    DriverNotRunning,
+    PeekFailed,
+    ReplicasNotConnected,
+    ResultTooLarge,
+)
 from .links import Backoff, ReplicaLink
 from .storage_io import ShardStorageIO
 from .streams import EventStream, Subscription
@@ -776,6 +783,8 @@ class ControllerDriver:
         if isinstance(result, PeekRows):
             return list(result.rows)
         if isinstance(result, PeekError):
+            if result.message.startswith(RESULT_TOO_LARGE):
+                raise ResultTooLarge(id, int(timestamp), result.message)
             raise PeekFailed(id, int(timestamp), result.message)
         assert isinstance(result, PeekCanceled)
         if waiter.error is not None:

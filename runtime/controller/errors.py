@@ -18,6 +18,7 @@ __all__ = [
     "DriverNotRunning",
     "PeekFailed",
     "ReplicasNotConnected",
+    "ResultTooLarge",
     "RuntimeControllerError",
     "SubscribeLagged",
 ]
@@ -35,6 +36,10 @@ class PeekFailed(RuntimeControllerError):
         self.id = id
         self.timestamp = timestamp
         self.message = message
+
+
+class ResultTooLarge(PeekFailed):
+    """A peek's answer is larger than the environment's ``max_result_size``."""
 
 
 class DependencyDropped(PeekFailed):

@@ -30,8 +30,8 @@ import anyio
 import grpc
 import grpc.aio
 
-from tidegate.runtime.wire.codec import command_to_bytes, response_from_bytes
 from tidegate.runtime.wire.errors import WireError
+from tidegate.runtime.wire.frames import FrameAssembler, command_frames
 from tidegate.spec.protocol.commands import ComputeCommand
 from tidegate.spec.protocol.responses import ComputeResponse
 
@@ -186,7 +186,7 @@ class GrpcReplicaStream(ReplicaStream):
         self._check_open()
         if not commands:
             return
-        await self._outbox.put_many([command_to_bytes(c) for c in commands])
+        await self._outbox.put_many([f for c in commands for f in command_frames(c)])
 
     async def receive(self) -> ComputeResponse:
         self._check_open()
@@ -280,6 +280,7 @@ class _AioCall:
         self.inbox.finish(end)
 
     async def _read(self) -> None:
+        assembler = FrameAssembler("response")
         try:
             while True:
                 raw = await self.call.read()
@@ -291,12 +292,13 @@ class _AioCall:
                     )
                     return
                 try:
-                    response = response_from_bytes(raw)
+                    response = assembler.feed(raw)
                 except WireError as e:
                     self.call.cancel()
                     self._break(e)
                     return
-                await self.inbox.put(response)
+                if response is not None:  # else a fragment of a large response
+                    await self.inbox.put(response)
         except grpc.aio.AioRpcError as e:
             self._break(
                 ConnectionLost(f"{self.address}: stream broken: {e.code().name}: {e.details()}")

@@ -36,8 +36,8 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
-from tidegate.runtime.wire.codec import command_from_bytes, response_to_bytes
 from tidegate.runtime.wire.errors import WireError
+from tidegate.runtime.wire.frames import FrameAssembler, response_frames
 from tidegate.spec.errors import TidegateError
 from tidegate.spec.protocol.responses import ComputeResponse
 
@@ -98,7 +98,8 @@ class _Connection:
     # ResponseSink
     def send(self, response: ComputeResponse) -> None:
         if not self.ended:
-            self.outgoing.put(response_to_bytes(response))
+            for frame in response_frames(response):  # one, unless the response is large
+                self.outgoing.put(frame)
 
     def send_many(self, responses: Sequence[ComputeResponse]) -> None:
         for response in responses:
@@ -117,13 +118,16 @@ class _Connection:
 
     def read(self, requests: Iterator[bytes]) -> None:
         """The stream's reader thread: decode each command and hand it to the session."""
+        assembler = FrameAssembler("command")
         try:
             for raw in requests:
                 try:
-                    command = command_from_bytes(raw)
+                    command = assembler.feed(raw)
                 except WireError as e:
                     self.end(grpc.StatusCode.INVALID_ARGUMENT, f"malformed command: {e}")
                     return
+                if command is None:
+                    continue  # a fragment of a large command
                 with self.lock:
                     if self.ended or self.session is None:
                         return

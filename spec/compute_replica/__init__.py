@@ -20,10 +20,11 @@ from .outputs import (
     StopReading,
     WriteOutput,
 )
-from .replica import ComputeReplica, compaction_error_message, result_size
+from .replica import RESULT_TOO_LARGE, ComputeReplica, compaction_error_message, result_size
 
 __all__ = [
     "LOG_SCHEMAS",
+    "RESULT_TOO_LARGE",
     "ComputeReplica",
     "PeekPersist",
     "ReadSource",

@@ -94,7 +94,7 @@ from .outputs import (
     WriteOutput,
 )
 
-__all__ = ["ComputeReplica", "compaction_error_message", "result_size"]
+__all__ = ["RESULT_TOO_LARGE", "ComputeReplica", "compaction_error_message", "result_size"]
 
 _EMPTY = Antichain()
 _BOTTOM = Antichain([0])
@@ -127,6 +127,10 @@ def _value_size(v: Any) -> int:
     if isinstance(v, _dt.date):
         return 4
     return len(repr(v))
+
+
+RESULT_TOO_LARGE = "result exceeds max size of"
+"""How the error answer to a peek over ``max_result_size`` begins (Materialize's wording)."""
 
 
 def result_size(rows: Iterable[tuple[Row, int]]) -> int:
@@ -660,7 +664,7 @@ class ComputeReplica:
     def _limit(self, result: PeekResult) -> PeekResult:
         limit = self._params.max_result_size
         if isinstance(result, PeekRows) and limit is not None and result_size(result.rows) > limit:
-            return PeekError(f"result exceeds max size of {limit} bytes")
+            return PeekError(f"{RESULT_TOO_LARGE} {limit} bytes")
         return result
 
     @atomic

@@ -649,7 +649,7 @@ class ProtoAllowCompaction(_message.Message):
     def __init__(self, id: _Optional[str] = ..., frontier: _Optional[_Union[ProtoAntichain, _Mapping]] = ...) -> None: ...
 
 class ProtoComputeCommand(_message.Message):
-    __slots__ = ("hello", "create_instance", "initialization_complete", "allow_writes", "update_configuration", "create_dataflow", "schedule", "allow_compaction", "peek", "cancel_peek")
+    __slots__ = ("hello", "create_instance", "initialization_complete", "allow_writes", "update_configuration", "create_dataflow", "schedule", "allow_compaction", "peek", "cancel_peek", "fragment")
     HELLO_FIELD_NUMBER: _ClassVar[int]
     CREATE_INSTANCE_FIELD_NUMBER: _ClassVar[int]
     INITIALIZATION_COMPLETE_FIELD_NUMBER: _ClassVar[int]
@@ -660,6 +660,7 @@ class ProtoComputeCommand(_message.Message):
     ALLOW_COMPACTION_FIELD_NUMBER: _ClassVar[int]
     PEEK_FIELD_NUMBER: _ClassVar[int]
     CANCEL_PEEK_FIELD_NUMBER: _ClassVar[int]
+    FRAGMENT_FIELD_NUMBER: _ClassVar[int]
     hello: bytes
     create_instance: ProtoInstanceConfig
     initialization_complete: ProtoEmpty
@@ -670,7 +671,16 @@ class ProtoComputeCommand(_message.Message):
     allow_compaction: ProtoAllowCompaction
     peek: ProtoPeekDescription
     cancel_peek: bytes
-    def __init__(self, hello: _Optional[bytes] = ..., create_instance: _Optional[_Union[ProtoInstanceConfig, _Mapping]] = ..., initialization_complete: _Optional[_Union[ProtoEmpty, _Mapping]] = ..., allow_writes: _Optional[str] = ..., update_configuration: _Optional[_Union[ProtoComputeParameters, _Mapping]] = ..., create_dataflow: _Optional[_Union[ProtoDataflowDescription, _Mapping]] = ..., schedule: _Optional[str] = ..., allow_compaction: _Optional[_Union[ProtoAllowCompaction, _Mapping]] = ..., peek: _Optional[_Union[ProtoPeekDescription, _Mapping]] = ..., cancel_peek: _Optional[bytes] = ...) -> None: ...
+    fragment: ProtoFragment
+    def __init__(self, hello: _Optional[bytes] = ..., create_instance: _Optional[_Union[ProtoInstanceConfig, _Mapping]] = ..., initialization_complete: _Optional[_Union[ProtoEmpty, _Mapping]] = ..., allow_writes: _Optional[str] = ..., update_configuration: _Optional[_Union[ProtoComputeParameters, _Mapping]] = ..., create_dataflow: _Optional[_Union[ProtoDataflowDescription, _Mapping]] = ..., schedule: _Optional[str] = ..., allow_compaction: _Optional[_Union[ProtoAllowCompaction, _Mapping]] = ..., peek: _Optional[_Union[ProtoPeekDescription, _Mapping]] = ..., cancel_peek: _Optional[bytes] = ..., fragment: _Optional[_Union[ProtoFragment, _Mapping]] = ...) -> None: ...
+
+class ProtoFragment(_message.Message):
+    __slots__ = ("data", "more")
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    MORE_FIELD_NUMBER: _ClassVar[int]
+    data: bytes
+    more: bool
+    def __init__(self, data: _Optional[bytes] = ..., more: _Optional[bool] = ...) -> None: ...
 
 class ProtoFrontiers(_message.Message):
     __slots__ = ("id", "write", "input", "output")
@@ -727,13 +737,15 @@ class ProtoStatus(_message.Message):
     def __init__(self, id: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
 
 class ProtoComputeResponse(_message.Message):
-    __slots__ = ("frontiers", "peek_response", "subscribe_response", "status")
+    __slots__ = ("frontiers", "peek_response", "subscribe_response", "status", "fragment")
     FRONTIERS_FIELD_NUMBER: _ClassVar[int]
     PEEK_RESPONSE_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIBE_RESPONSE_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
+    FRAGMENT_FIELD_NUMBER: _ClassVar[int]
     frontiers: ProtoFrontiers
     peek_response: ProtoPeekResponse
     subscribe_response: ProtoSubscribeResponse
     status: ProtoStatus
-    def __init__(self, frontiers: _Optional[_Union[ProtoFrontiers, _Mapping]] = ..., peek_response: _Optional[_Union[ProtoPeekResponse, _Mapping]] = ..., subscribe_response: _Optional[_Union[ProtoSubscribeResponse, _Mapping]] = ..., status: _Optional[_Union[ProtoStatus, _Mapping]] = ...) -> None: ...
+    fragment: ProtoFragment
+    def __init__(self, frontiers: _Optional[_Union[ProtoFrontiers, _Mapping]] = ..., peek_response: _Optional[_Union[ProtoPeekResponse, _Mapping]] = ..., subscribe_response: _Optional[_Union[ProtoSubscribeResponse, _Mapping]] = ..., status: _Optional[_Union[ProtoStatus, _Mapping]] = ..., fragment: _Optional[_Union[ProtoFragment, _Mapping]] = ...) -> None: ...
