@@ -40,6 +40,7 @@ def test_defaults_are_those_open_always_had() -> None:
         "consensus": None,
         "platform": REAL,
         "check_protocol": True,
+        "max_result_size": None,
     }
 
 
@@ -71,6 +72,8 @@ def test_the_keyword_form_has_exactly_the_fields_with_their_types() -> None:
         ("poll_ms", 1.5),
         ("poll_ms", True),
         ("check_protocol", 1),
+        ("max_result_size", 0),
+        ("max_result_size", 1.5),
     ],
 )
 def test_bad_values_are_typed_errors_naming_the_option(option: str, value: Any) -> None:
