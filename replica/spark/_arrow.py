@@ -38,7 +38,7 @@ def arrow_schema(schema: Schema, extra: Sequence[tuple[str, pa.DataType]] = ()) 
 
 
 def _int_column(values: list[Any]) -> pa.Array:
-    """An int64 column, or decimal(38, 0) when unchecked sums left the int64 range."""
+    """An int64 column, or decimal(38, 0) when a value is outside the int64 range."""
     try:
         return pa.array(values, pa.int64())
     except (OverflowError, pa.ArrowInvalid):
@@ -48,8 +48,10 @@ def _int_column(values: list[Any]) -> pa.Array:
 def table_from_counts(schema: Schema, counts: Iterable[tuple[Row, int]]) -> pa.Table:
     """A table of ``(row, count)`` pairs: one column per row column, then ``_n``.
 
-    An int64 column holding a value outside the int64 range (a sum is not
-    overflow-checked) travels as ``decimal(38, 0)``; Spark widens it in unions.
+    An int64 column holding a value outside the int64 range travels as
+    ``decimal(38, 0)``; Spark widens it in unions. No operator makes such a
+    value (arithmetic and sums are range-checked: an overflow is an error), but
+    rows fed with ``check_rows=False`` are not checked.
     """
     pairs = list(counts)
     arrays: list[pa.Array] = []

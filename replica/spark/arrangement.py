@@ -56,8 +56,10 @@ import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from tidegate.spec.executor.operators import key_function
 from tidegate.spec.frontier import Row
-from tidegate.spec.plan.schema import Schema
+from tidegate.spec.plan.schema import Column as SchemaColumn
+from tidegate.spec.plan.schema import ColumnType, ScalarType, Schema
 
 from ._arrow import COUNT, column_names, rows_from_table, table_from_counts
 from ._fingerprint import PRIME
@@ -174,6 +176,9 @@ class Spine:
     ) -> None:
         self.spark = spark
         self.key_schema = key_schema
+        self.lookup_schema = key_schema
+        """The schema of the keys a lookup asks for (:meth:`keys_table`): the key schema, but
+        float64 where an arrangement compares an int64 key column as float64."""
         self.key_cols = list(key_cols)
         self.partitions = max(partitions, 1)
         self.fanout = 4
@@ -205,7 +210,7 @@ class Spine:
         ``None`` (read every key) when a key does not fit its column's Arrow type -- e.g. an
         int joined with a float column; callers filter with Python's equality anyway."""
         try:
-            ktab = table_from_counts(self.key_schema, ((k, 0) for k in keys))
+            ktab = table_from_counts(self.lookup_schema, ((k, 0) for k in keys))
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError, ValueError):
             return None
         return ktab.drop_columns([COUNT]).rename_columns(self.key_cols)
@@ -282,6 +287,8 @@ class Spine:
         col = self.key_cols[0]
         if pa.types.is_floating(table.schema.field(col).type):
             return table  # Arrow tells -0.0 from 0.0; the caller filters with Python's equality
+        if keys.column(col).type != table.schema.field(col).type:
+            return table  # float keys of an int64 column: Arrow would cast them to int64
         try:
             mask = pc.is_in(table.column(col), value_set=keys.column(col), skip_nulls=False)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
@@ -391,15 +398,38 @@ class Spine:
 
 
 class SparkArrangement(Spine):
-    """A multiset of rows of ``schema`` (``row -> count``) indexed by the ``key`` columns."""
+    """A multiset of rows of ``schema`` (``row -> count``) indexed by the ``key`` columns.
+
+    ``as_float[j]`` makes the ``j``-th key column (an int64 one) compared as
+    float64: its keys are the column's values converted to float (a join of an
+    int64 with a float64 column, which SQL compares as float64), looked up in
+    Spark by comparing the column cast to double, as Spark casts a long
+    compared with a double.
+    """
 
     def __init__(
-        self, spark: SparkSession, schema: Schema, key: tuple[int, ...], partitions: int = 2
+        self,
+        spark: SparkSession,
+        schema: Schema,
+        key: tuple[int, ...],
+        partitions: int = 2,
+        *,
+        as_float: tuple[bool, ...] | None = None,
     ) -> None:
         super().__init__(spark, schema.project(key), [f"c{i}" for i in key], partitions)
         self.schema = schema
         self.key = key
         self.cols = column_names(schema.arity)
+        self.keyfn = key_function(key, as_float)
+        if as_float is not None and any(as_float):
+            self.lookup_schema = Schema(
+                tuple(
+                    SchemaColumn(c.name, ColumnType(ScalarType.FLOAT64, c.type.nullable))
+                    if conv
+                    else c
+                    for c, conv in zip(self.key_schema.columns, as_float, strict=True)
+                )
+            )
 
     @property
     def group_cols(self) -> list[str]:
@@ -413,10 +443,10 @@ class SparkArrangement(Spine):
         wanted = None if keys is None else set(keys)
         ktab = None if wanted is None else self.keys_table(wanted)
         out: dict[Row, dict[Row, int]] = {}
-        key = self.key
+        keyfn = self.keyfn
         for table in self.fetch_start(ktab)():
             for row, n in rows_from_table(table, self.schema.arity):
-                k = tuple(row[i] for i in key)
+                k = keyfn(row)
                 if wanted is not None and k not in wanted:
                     continue
                 group = out.setdefault(k, {})

@@ -58,8 +58,8 @@ class StatelessNodes(Generic[N]):
     filter: Callable[[N, tuple[ScalarExpr, ...]], N]
     project: Callable[[N, tuple[int, ...]], N]
     negate: Callable[[list[N]], N]
-    filter_classes: Callable[[N, list[tuple[int, ...]]], N]
-    """A one-input join: keeps the rows whose columns agree within each class."""
+    filter_classes: Callable[[N, list[tuple[int, ...]], Schema], N]
+    """A one-input join: keeps the rows (of the schema) whose columns agree within each class."""
 
 
 class PlanCompiler(ABC, Generic[N]):
@@ -130,7 +130,7 @@ class PlanCompiler(ABC, Generic[N]):
         if len(nodes) == 1:
             if not classes:
                 return nodes[0]
-            return self.add(self.stateless.filter_classes(nodes[0], classes))
+            return self.add(self.stateless.filter_classes(nodes[0], classes, parts[0]))
         left, left_schema = nodes[0], parts[0]
         for node, schema in zip(nodes[1:], parts[1:], strict=True):
             offset = left_schema.arity

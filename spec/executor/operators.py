@@ -21,7 +21,7 @@ from typing import Any
 
 from ..errors import EvaluationError
 from ..frontier import Row
-from ..plan.aggregates import aggregate, exact_to_value
+from ..plan.aggregates import aggregate, exact_mean, exact_to_value
 from ..plan.ordering import top_range
 from ..plan.relation import AggFunc, Aggregate, TopK
 from ..plan.scalar import ScalarExpr
@@ -45,6 +45,7 @@ __all__ = [
     "UnionNode",
     "consolidate_pairs_fast",
     "equivalence_check",
+    "join_key_casts",
     "key_function",
 ]
 
@@ -59,8 +60,26 @@ def consolidate_pairs_fast(changes: Changes) -> dict[Any, int]:
     return {k: d for k, d in acc.items() if d}
 
 
-def key_function(key: tuple[int, ...]) -> Callable[[Row], Row]:
-    """A fast function extracting the ``key`` columns of a row as a tuple."""
+def key_function(
+    key: tuple[int, ...], as_float: tuple[bool, ...] | None = None
+) -> Callable[[Row], Row]:
+    """A fast function extracting the ``key`` columns of a row as a tuple.
+
+    ``as_float[j]`` converts the ``j``-th key column's non-NULL values to
+    float: an int64 column joined with a float64 one is compared as float64,
+    as SQL does (see :func:`join_key_casts`), so equal keys must be equal floats.
+    """
+    if as_float is not None and any(as_float):
+        cols = tuple(zip(key, as_float, strict=True))
+
+        def converted(row: Row) -> Row:
+            out = []
+            for i, conv in cols:
+                v = row[i]
+                out.append(float(v) if conv and v is not None else v)
+            return tuple(out)
+
+        return converted
     if not key:
         return lambda row: ()
     if len(key) == 1:
@@ -68,6 +87,29 @@ def key_function(key: tuple[int, ...]) -> Callable[[Row], Row]:
         return lambda row: (row[i],)
     getter: Callable[[Row], Row] = itemgetter(*key)
     return getter
+
+
+def join_key_casts(
+    schemas: tuple[Schema, Schema], keys: tuple[tuple[int, ...], tuple[int, ...]]
+) -> tuple[tuple[bool, ...], tuple[bool, ...]]:
+    """For each side of a binary join, which of its key columns to compare as float64.
+
+    A key pair of an int64 and a float64 column is compared as SQL compares
+    them, the int64 converted to float64 (``2**62 + 1`` joins ``2.0**62``); pairs
+    of one type are compared as they are. The result is ``as_float`` for
+    :func:`key_function` of the left and of the right key.
+    """
+    ltypes = [schemas[0].columns[i].type.scalar for i in keys[0]]
+    rtypes = [schemas[1].columns[i].type.scalar for i in keys[1]]
+    left = tuple(
+        a is ScalarType.INT64 and b is ScalarType.FLOAT64
+        for a, b in zip(ltypes, rtypes, strict=True)
+    )
+    right = tuple(
+        b is ScalarType.INT64 and a is ScalarType.FLOAT64
+        for a, b in zip(ltypes, rtypes, strict=True)
+    )
+    return left, right
 
 
 def _bump(state: dict[Any, int], key: Any, d: int) -> tuple[int, int]:
@@ -211,11 +253,39 @@ class UnionNode(Node):
         self.out, self.errs = out, self._input_errs()
 
 
-def equivalence_check(classes: list[tuple[int, ...]]) -> Callable[[Row], bool]:
-    """Whether a row's columns agree within each class of positions (NULL never agrees)."""
+def equivalence_check(classes: list[tuple[int, ...]], schema: Schema) -> Callable[[Row], bool]:
+    """Whether a row (of ``schema``) has every two columns of each class of positions equal.
+
+    NULL never agrees. Columns are compared as SQL compares them: of one type
+    exactly, an int64 with a float64 as float64. So a class mixing the two
+    holds when its int64 columns are exactly equal, its float64 columns are
+    equal, and the int64 value converted to float64 equals the float64 one
+    (``(2**62 + 1, 2.0**62, 2**62)`` fails: its two int64s differ).
+    """
+    same: list[tuple[int, ...]] = []
+    mixed: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
+    for cls in classes:
+        types = {i: schema.columns[i].type.scalar for i in cls}
+        ints = tuple(i for i in cls if types[i] is ScalarType.INT64)
+        floats = tuple(i for i in cls if types[i] is ScalarType.FLOAT64)
+        if ints and floats:
+            mixed.append((ints, floats))
+        else:
+            same.append(cls)
+
+    def exact(row: Row, cls: tuple[int, ...]) -> Any:
+        """The common value of ``cls``'s columns in ``row``, or ``None`` if they differ."""
+        first = row[cls[0]]
+        if first is None:
+            return None
+        for i in cls[1:]:
+            v = row[i]
+            if v is None or v != first:
+                return None
+        return first
 
     def ok(row: Row) -> bool:
-        for cls in classes:
+        for cls in same:
             first = row[cls[0]]
             if first is None:
                 return False
@@ -225,13 +295,26 @@ def equivalence_check(classes: list[tuple[int, ...]]) -> Callable[[Row], bool]:
                     return False
         return True
 
-    return ok
+    if not mixed:
+        return ok
+
+    def ok_mixed(row: Row) -> bool:
+        if not ok(row):
+            return False
+        for ints, floats in mixed:
+            i0, f0 = exact(row, ints), exact(row, floats)
+            if i0 is None or f0 is None or float(i0) != f0:
+                return False
+        return True
+
+    return ok_mixed
 
 
 class JoinNode(Node):
     """A binary equi-join stage: both sides arranged by key; a left-deep cascade makes n-way joins.
 
-    ``lkey``/``rkey`` are column positions in the left/right rows; ``classes``
+    ``keys`` are column positions in the left/right rows (of ``schemas``), an
+    int64 key meeting a float64 one arranged as float64; ``classes``
     (positions in the joined row) are re-checked on each output row.
     """
 
@@ -241,21 +324,23 @@ class JoinNode(Node):
         self,
         left: Node,
         right: Node,
-        lkey: tuple[int, ...],
-        rkey: tuple[int, ...],
+        schemas: tuple[Schema, Schema],
+        keys: tuple[tuple[int, ...], tuple[int, ...]],
         classes: list[tuple[int, ...]],
     ) -> None:
         super().__init__([left, right])
-        self.lkey, self.rkey = lkey, rkey
+        lcast, rcast = join_key_casts(schemas, keys)
+        self.lkey = key_function(keys[0], lcast)
+        self.rkey = key_function(keys[1], rcast)
         self.larr: dict[Row, dict[Row, int]] = {}
         self.rarr: dict[Row, dict[Row, int]] = {}
-        self.check = equivalence_check(classes)
+        self.check = equivalence_check(classes, schemas[0].concat(schemas[1]))
 
     @staticmethod
-    def _arrange(changes: Changes, key: tuple[int, ...]) -> dict[Row, dict[Row, int]]:
+    def _arrange(changes: Changes, keyfn: Callable[[Row], Row]) -> dict[Row, dict[Row, int]]:
         out: dict[Row, dict[Row, int]] = {}
         for row, d in changes:
-            k = tuple(row[i] for i in key)
+            k = keyfn(row)
             if None in k:
                 continue  # a NULL key never joins
             group = out.setdefault(k, {})
@@ -300,13 +385,13 @@ class JoinNode(Node):
 
 
 class FilterClassesNode(Node):
-    """The equivalence check of a one-input join."""
+    """The equivalence check of a one-input join (over rows of ``schema``)."""
 
     __slots__ = ("check",)
 
-    def __init__(self, inp: Node, classes: list[tuple[int, ...]]) -> None:
+    def __init__(self, inp: Node, classes: list[tuple[int, ...]], schema: Schema) -> None:
         super().__init__([inp])
-        self.check = equivalence_check(classes)
+        self.check = equivalence_check(classes, schema)
 
     def run(self, t: int) -> None:
         check = self.check
@@ -348,12 +433,14 @@ class _Group:
         self.counts = [0] * n_inc
         self.sums: list[int | Fraction] = [0] * n_inc
         self.support = [0] * n_inc
-        self.output: Row | None = None
+        self.output: Row | str | None = None
+        """The group's output: its row, its error message (a sum out of range), or none."""
 
 
 class ReduceNode(Node):
     """Group-by with aggregates. count/sum/avg (not distinct) are maintained as running sums;
-    min/max and distinct aggregates are recomputed for the touched groups from their rows."""
+    min/max and distinct aggregates are recomputed for the touched groups from their rows.
+    A group whose sum is out of range outputs its error message instead of a row."""
 
     __slots__ = ("aggs", "groups", "inc", "inc_out", "key", "keyfn", "recompute")
 
@@ -420,20 +507,28 @@ class ReduceNode(Node):
                 elif new == 0:
                     support[j] -= 1
         out: Changes = []
-        append = out.append
+        own_errs: Changes = []
         for k, g in touched.items():
-            new_out = self._output(k, g) if g.rows else None
-            if new_out != g.output:
-                if g.output is not None:
-                    append((g.output, -1))
+            new_out: Row | str | None = None
+            if g.rows:
+                try:
+                    new_out = self._output(k, g)
+                except EvaluationError as e:  # a sum out of range: the group is one error
+                    new_out = str(e)
+            old_out = g.output
+            if new_out != old_out:
+                if old_out is not None:
+                    (own_errs if type(old_out) is str else out).append((old_out, -1))
                 if new_out is not None:
-                    append((new_out, 1))
+                    (own_errs if type(new_out) is str else out).append((new_out, 1))
                 g.output = new_out
             if not g.rows:
                 del groups[k]
-        self.out, self.errs = out, self.inputs[0].errs
+        self.out = out
+        self.errs = [*self.inputs[0].errs, *own_errs] if own_errs else self.inputs[0].errs
 
     def _output(self, k: Row, g: _Group) -> Row:
+        """The group's row; raises :class:`EvaluationError` for a sum out of range."""
         vals: list[Any] = [None] * len(self.aggs)
         counts, sums, support = g.counts, g.sums, g.support
         for j, i, func, is_float in self.inc_out:
@@ -444,7 +539,7 @@ class ReduceNode(Node):
             elif func is AggFunc.SUM:
                 vals[i] = exact_to_value(sums[j], is_float)
             else:
-                vals[i] = None if counts[j] == 0 else float(Fraction(sums[j]) / counts[j])
+                vals[i] = None if counts[j] == 0 else exact_mean(sums[j], counts[j])
         for i in self.recompute:
             a = self.aggs[i]
             col = a.column

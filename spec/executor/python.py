@@ -80,7 +80,7 @@ class _Compiler(PlanCompiler[Node]):
         keys: tuple[tuple[int, ...], tuple[int, ...]],
         checks: list[tuple[int, ...]],
     ) -> Node:
-        return JoinNode(left, right, keys[0], keys[1], checks)
+        return JoinNode(left, right, schemas, keys, checks)
 
 
 class PythonExecutor(IntTimeExecutor[Node, IndexHistory]):

@@ -1,4 +1,10 @@
-"""Aggregate functions over a group's accumulated values (the semantics documented on ``Aggregate``)."""
+"""Aggregate functions over a group's accumulated values (the semantics documented on ``Aggregate``).
+
+A ``sum`` whose exact value is outside its type's range (int64, or float64
+once rounded) raises :class:`NumericOverflow`, as any other overflow in a
+scalar expression does, and so does an ``avg`` beyond float64 (possible with
+negative multiplicities); the evaluators turn it into one error of the group.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +12,12 @@ from collections.abc import Iterable
 from fractions import Fraction
 from typing import Any
 
+from ..errors import NumericOverflow
 from ..frontier import value_sort_key
 from .relation import AggFunc, Aggregate
+from .schema import INT64_MAX, INT64_MIN
 
-__all__ = ["aggregate", "exact_to_value", "value_to_exact"]
+__all__ = ["aggregate", "exact_mean", "exact_to_value", "value_to_exact"]
 
 
 def value_to_exact(v: Any) -> int | Fraction:
@@ -18,15 +26,37 @@ def value_to_exact(v: Any) -> int | Fraction:
 
 
 def exact_to_value(total: int | Fraction, is_float: bool) -> Any:
-    """Round an exact sum once to the column's type."""
-    return float(total) if is_float else int(total)
+    """Round an exact sum once to the column's type; raise :class:`NumericOverflow` if the
+    result is beyond it ("float out of range" when it rounds to an infinity, "integer out
+    of range" outside int64)."""
+    if is_float:
+        try:
+            return float(total)
+        except OverflowError:
+            raise NumericOverflow("float out of range") from None
+    n = int(total)
+    if not INT64_MIN <= n <= INT64_MAX:
+        raise NumericOverflow("integer out of range")
+    return n
+
+
+def exact_mean(total: int | Fraction, count: int) -> float:
+    """``total / count`` (``count`` non-zero) rounded once to float64; raise
+    :class:`NumericOverflow` ("float out of range") if it rounds to an infinity, which
+    negative multiplicities make possible (values ``x, x`` counted ``+1`` and ``0`` counted
+    ``-1`` average to ``2x``)."""
+    try:
+        return float(Fraction(total) / count)
+    except OverflowError:
+        raise NumericOverflow("float out of range") from None
 
 
 def aggregate(agg: Aggregate, rows: Iterable[tuple[Any, int]]) -> Any:
     """``agg`` over one group's accumulated rows, given as ``(value, count)`` pairs.
 
     ``value`` is the aggregated column's value in that row (anything for
-    ``count(*)``); counts are the rows' non-zero multiplicities.
+    ``count(*)``); counts are the rows' non-zero multiplicities. Raises
+    :class:`NumericOverflow` for a sum beyond its type.
     """
     pairs = [(v, c) for v, c in rows if c]
     if agg.func is AggFunc.COUNT and agg.column is None:
@@ -53,4 +83,4 @@ def aggregate(agg: Aggregate, rows: Iterable[tuple[Any, int]]) -> Any:
     count = sum(c for _, c in present)
     if count == 0:
         return None
-    return float(Fraction(total) / count)
+    return exact_mean(total, count)

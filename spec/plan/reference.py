@@ -7,7 +7,9 @@ on purpose; every executor is checked against it.
 A collection here is a :class:`Collection`: the rows with their (non-zero)
 multiplicities, and the error collection -- messages of scalar evaluation
 errors with multiplicities. Errors flow unchanged through every operator
-(``Negate`` included), summed over all inputs of an operator.
+(``Negate`` included), summed over all inputs of an operator. A row whose
+expression fails becomes its error with the row's multiplicity; a ``Reduce``
+group whose sum is out of range becomes its error once, and has no row.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from .relation import (
     TopK,
     Union,
 )
-from .scalar_eval import compile_scalar
+from .scalar_eval import compile_scalar, sql_equal
 from .typecheck import object_order, typecheck, validate_dataflow
 
 __all__ = ["Collection", "evaluate", "evaluate_dataflow", "reference_peek"]
@@ -164,13 +166,18 @@ def _eval(
         for r, c in src.rows.items():
             groups.setdefault(tuple(r[i] for i in plan.group_key), []).append((r, c))
         rows = {}
+        errors = dict(src.errors)
         for key, members in groups.items():
-            vals = tuple(
-                aggregate(a, [(r if a.column is None else r[a.column], c) for r, c in members])
-                for a in plan.aggregates
-            )
+            try:
+                vals = tuple(
+                    aggregate(a, [(r if a.column is None else r[a.column], c) for r, c in members])
+                    for a in plan.aggregates
+                )
+            except EvaluationError as err:  # a sum out of range: the group is one error
+                _add(errors, str(err), 1)
+                continue
             _add(rows, key + vals, 1)
-        return Collection(rows, src.errors)
+        return Collection(rows, errors)
     if isinstance(plan, TopK):
         groups = {}
         for r, c in src.rows.items():
@@ -206,8 +213,11 @@ def _join(plan: Join, parts: list[Collection]) -> Collection:
         row: Row = tuple(v for r, _ in combo for v in r)
         ok = True
         for cls in plan.equivalences:
-            first = row[cls[0]]
-            if first is None or any(row[i] is None or row[i] != first for i in cls[1:]):
+            # every two columns of the class equal, as SQL compares them (NULL never equal)
+            vals = [row[i] for i in cls]
+            if any(v is None for v in vals) or not all(
+                sql_equal(a, b) for a, b in itertools.combinations(vals, 2)
+            ):
                 ok = False
                 break
         if ok:

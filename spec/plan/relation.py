@@ -110,7 +110,9 @@ class Join:
     """Equi-join of ``inputs`` over their concatenated columns.
 
     Each class in ``equivalences`` lists column positions (of the concatenated
-    row) that must all be equal and non-NULL. ``kind=LEFT`` needs exactly two
+    row) that must all be non-NULL and every two of them equal, compared as
+    SQL compares them: an int64 with a float64 as float64 (``2**62 + 1``
+    equals ``2.0**62``), columns of one type exactly. ``kind=LEFT`` needs exactly two
     inputs, every class must name columns of both, and it is defined as
     ``inner + pad(left - semijoin)``, where ``semijoin`` is the left rows that
     match a distinct right key, and ``pad`` appends NULLs (see :mod:`.lower`).
@@ -139,7 +141,10 @@ class Aggregate:
     (float sums are exact, rounded once); ``avg`` = sum / count as float64,
     NULL if there are no such rows or the count is 0; ``min``/``max`` over
     values whose total multiplicity is positive, NULL if none. With
-    ``distinct``, each value of positive total multiplicity counts once.
+    ``distinct``, each value of positive total multiplicity counts once. A
+    ``sum`` beyond its type (int64, or float64 once rounded) or an ``avg``
+    beyond float64 makes the group one evaluation error ("integer out of
+    range", "float out of range") instead of a row, like any other overflow.
     """
 
     func: AggFunc

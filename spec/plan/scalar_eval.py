@@ -10,6 +10,15 @@ NULL; ``AND``/``OR``/``NOT`` follow three-valued logic and are evaluated left
 to right, stopping at the first ``false`` (``AND``) or ``true`` (``OR``);
 ``COALESCE`` stops at the first non-NULL; ``CONCAT`` skips NULLs; int64
 ``/`` truncates toward zero and ``%`` takes the sign of the dividend.
+
+As in SQL, an int64 meeting a float64 (in arithmetic or a comparison) is
+converted to float64 first, so ``2**62 + 1 = 2.0**62`` is true. A string cast
+to a number accepts what PostgreSQL's input functions accept, in ASCII only:
+surrounding ASCII whitespace, a sign, and for int64 decimal digits (or
+``0x``/``0o``/``0b`` digits) with single underscores between them, for
+float64 decimal notation with an optional exponent (``NaN`` and infinities
+are valid syntax but not float64 values here). ``LIKE`` raises when its
+pattern ends in the escape character (a backslash), as PostgreSQL does.
 """
 
 from __future__ import annotations
@@ -38,7 +47,7 @@ from .scalar import (
 )
 from .schema import INT64_MAX, INT64_MIN, ScalarType
 
-__all__ = ["RowFn", "cast_value", "compile_scalar", "eval_scalar", "like_match"]
+__all__ = ["RowFn", "cast_value", "compile_scalar", "eval_scalar", "like_match", "sql_equal"]
 
 RowFn = Callable[[Row], Any]
 
@@ -82,18 +91,62 @@ def _mod(a: Any, b: Any) -> Any:
     return _float(math.fmod(a, b))
 
 
+def _eq(a: Any, b: Any) -> Any:
+    # operands of one type but for int64 against float64 (the typechecker allows no other
+    # mix): SQL converts the int64 to float64, where Python would compare exactly
+    if type(a) is not type(b):
+        return float(a) == float(b)
+    return a == b
+
+
+def _ne(a: Any, b: Any) -> Any:
+    if type(a) is not type(b):
+        return float(a) != float(b)
+    return a != b
+
+
+def _lt(a: Any, b: Any) -> Any:
+    if type(a) is not type(b):
+        return float(a) < float(b)
+    return a < b
+
+
+def _le(a: Any, b: Any) -> Any:
+    if type(a) is not type(b):
+        return float(a) <= float(b)
+    return a <= b
+
+
+def _gt(a: Any, b: Any) -> Any:
+    if type(a) is not type(b):
+        return float(a) > float(b)
+    return a > b
+
+
+def _ge(a: Any, b: Any) -> Any:
+    if type(a) is not type(b):
+        return float(a) >= float(b)
+    return a >= b
+
+
+def sql_equal(a: Any, b: Any) -> bool:
+    """Whether non-NULL ``a`` and ``b`` are equal as SQL compares them: an int64 and a
+    float64 as float64 (``2**62 + 1`` equals ``2.0**62``), other values of one type exactly."""
+    return bool(_eq(a, b))
+
+
 _BINARY: dict[BinaryFunc, Callable[[Any, Any], Any]] = {
     BinaryFunc.ADD: lambda a, b: _num(a + b),
     BinaryFunc.SUB: lambda a, b: _num(a - b),
     BinaryFunc.MUL: lambda a, b: _num(a * b),
     BinaryFunc.DIV: _div,
     BinaryFunc.MOD: _mod,
-    BinaryFunc.EQ: lambda a, b: a == b,
-    BinaryFunc.NE: lambda a, b: a != b,
-    BinaryFunc.LT: lambda a, b: a < b,
-    BinaryFunc.LE: lambda a, b: a <= b,
-    BinaryFunc.GT: lambda a, b: a > b,
-    BinaryFunc.GE: lambda a, b: a >= b,
+    BinaryFunc.EQ: _eq,
+    BinaryFunc.NE: _ne,
+    BinaryFunc.LT: _lt,
+    BinaryFunc.LE: _le,
+    BinaryFunc.GT: _gt,
+    BinaryFunc.GE: _ge,
     BinaryFunc.LIKE: lambda s, p: like_match(s, p),
 }
 
@@ -107,11 +160,14 @@ _UNARY: dict[UnaryFunc, Callable[[Any], Any]] = {
 
 
 @lru_cache(maxsize=256)
-def _like_regex(pattern: str) -> re.Pattern[str]:
+def _like_regex(pattern: str) -> re.Pattern[str] | None:
+    """The regex of a LIKE pattern, or ``None`` if it ends in an unpaired escape."""
     out, i = [], 0
     while i < len(pattern):
         ch = pattern[i]
-        if ch == "\\" and i + 1 < len(pattern):
+        if ch == "\\":
+            if i + 1 == len(pattern):
+                return None
             out.append(re.escape(pattern[i + 1]))
             i += 2
             continue
@@ -121,8 +177,17 @@ def _like_regex(pattern: str) -> re.Pattern[str]:
 
 
 def like_match(s: str, pattern: str) -> bool:
-    """SQL ``s LIKE pattern``: ``%`` any run, ``_`` one character, ``\\`` escapes; case-sensitive."""
-    return _like_regex(pattern).fullmatch(s) is not None
+    """SQL ``s LIKE pattern``: ``%`` any run, ``_`` one character, ``\\`` escapes; case-sensitive.
+
+    A pattern ending in the escape character is an error (PostgreSQL's "LIKE
+    pattern must not end with escape character"), raised on every evaluation
+    rather than only when matching reaches the end of the pattern, so the
+    outcome does not depend on the matching algorithm.
+    """
+    rx = _like_regex(pattern)
+    if rx is None:
+        raise InvalidArgument("LIKE pattern must not end with escape character")
+    return rx.fullmatch(s) is not None
 
 
 def _substring(s: str, start: int, length: int | None) -> str:
@@ -133,6 +198,65 @@ def _substring(s: str, start: int, length: int | None) -> str:
         raise InvalidArgument("negative substring length not allowed")
     end = max(start + length - 1, begin)
     return s[begin:end]
+
+
+_INT_SYNTAX = re.compile(
+    r"[ \t\n\r\v\f]*([+-]?)"
+    r"(0[xX](?:_?[0-9A-Fa-f])+|0[oO](?:_?[0-7])+|0[bB](?:_?[01])+|[0-9](?:_?[0-9])*)"
+    r"[ \t\n\r\v\f]*"
+)
+"""What PostgreSQL's int8 input accepts (version 16 on): ASCII whitespace around, a sign,
+decimal, hexadecimal, octal or binary digits with single underscores between them (and
+after the base prefix)."""
+_BASES = {"0x": 16, "0X": 16, "0o": 8, "0O": 8, "0b": 2, "0B": 2}
+_FLOAT_SYNTAX = re.compile(
+    r"[ \t\n\r\v\f]*[+-]?"
+    r"(?:(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?|inf(?:inity)?|nan)"
+    r"[ \t\n\r\v\f]*",
+    re.ASCII | re.IGNORECASE,
+)
+"""What PostgreSQL's float8 input accepts, in decimal notation: ASCII whitespace around, a
+sign, digits with an optional point and exponent, ``NaN``, ``Inf`` and ``Infinity`` (any
+case). Python's ``float`` reads every such string the same way (and more: non-ASCII
+digits and spaces, underscores, which this excludes)."""
+
+
+def _parse_int(v: str) -> int:
+    """``v`` as an int64 literal (:data:`_INT_SYNTAX`); raise :class:`InvalidCast` or
+    :class:`NumericOverflow`.
+
+    On printable ASCII without underscores, Python's ``int`` and ``float`` read
+    exactly the decimal literals PostgreSQL reads (they differ from it only on
+    non-ASCII digits and spaces, ASCII control characters they take for spaces,
+    and underscores), so the common case skips the regular expression.
+    """
+    if v.isascii() and v.isprintable() and "_" not in v:
+        try:
+            return _int(int(v))
+        except ValueError:
+            pass  # not decimal (or too long for Python): the full syntax decides
+    m = _INT_SYNTAX.fullmatch(v)
+    if m is None:
+        raise InvalidCast(f"invalid input syntax for type int64: {v!r}")
+    sign, digits = m.group(1, 2)
+    base = _BASES[digits[:2]] if len(digits) > 1 and digits[1] in "xXoObB" else 10
+    try:
+        n = int((digits[2:] if base != 10 else digits).replace("_", ""), base)
+    except ValueError:  # more decimal digits than Python converts: far beyond int64
+        raise NumericOverflow("integer out of range") from None
+    return _int(-n if sign == "-" else n)
+
+
+def _parse_float(v: str) -> float:
+    """``v`` as a float64 literal (:data:`_FLOAT_SYNTAX`), possibly not finite; raise
+    :class:`InvalidCast` (see :func:`_parse_int` for the shortcut)."""
+    try:
+        f = float(v)
+    except ValueError:
+        raise InvalidCast(f"invalid input syntax for type float64: {v!r}") from None
+    if not (v.isascii() and v.isprintable() and "_" not in v) and not _FLOAT_SYNTAX.fullmatch(v):
+        raise InvalidCast(f"invalid input syntax for type float64: {v!r}")
+    return f
 
 
 _TRUE = {"true", "t", "yes", "y", "on", "1"}
@@ -166,19 +290,13 @@ def cast_value(v: Any, to: ScalarType) -> Any:
             if not INT64_MIN <= r <= INT64_MAX:
                 raise NumericOverflow("integer out of range")
             return r
-        try:
-            return _int(int(v.strip()))
-        except ValueError:
-            raise InvalidCast(f"invalid input syntax for type int64: {v!r}") from None
+        return _parse_int(v)
     if to is ScalarType.FLOAT64:
         if t is float:
             return v
         if t is int:
             return float(v)
-        try:
-            f = float(v)
-        except ValueError:
-            raise InvalidCast(f"invalid input syntax for type float64: {v!r}") from None
+        f = _parse_float(v)
         if not math.isfinite(f):
             raise InvalidCast(f"invalid input syntax for type float64: {v!r}")
         return f

@@ -86,13 +86,20 @@ _COMMON = (S.INT64, S.INT64, S.STRING, S.BOOL, S.FLOAT64, S.DATE, S.TIMESTAMP)
 
 
 def scalar_values(scalar: ScalarType) -> st.SearchStrategy[Any]:
-    """Non-NULL values of ``scalar`` from a small domain (int64 includes an overflow-prone extreme)."""
+    """Non-NULL values of ``scalar`` from a small domain.
+
+    Besides small values: int64 ``INT64_MAX`` and ``2**62 + 1`` (sums and
+    arithmetic overflow), float64 the largest finite float (float sums and
+    averages overflow) and ``2.0**62`` (an int64 ``2**62 + 1`` equals it as SQL
+    compares them, though not exactly), and the string ``"1_0"`` (an int64 but
+    not a float64 literal).
+    """
     if scalar is S.INT64:
-        return st.one_of(st.integers(-3, 3), st.just(INT64_MAX))
+        return st.one_of(st.integers(-3, 3), st.sampled_from([INT64_MAX, 2**62 + 1]))
     if scalar is S.FLOAT64:
-        return st.sampled_from([-1.5, 0.0, 0.5, 2.0, 0.1])
+        return st.sampled_from([-1.5, 0.0, 0.5, 2.0, 0.1, 1.7976931348623157e308, 2.0**62])
     if scalar is S.STRING:
-        return st.sampled_from(["", "a", "b", "ab", "B", "a%", "12"])
+        return st.sampled_from(["", "a", "b", "ab", "B", "a%", "12", "1_0"])
     if scalar is S.BOOL:
         return st.booleans()
     if scalar is S.DATE:
@@ -291,7 +298,7 @@ def _op(draw: st.DrawFn, schema: Schema, want: ScalarType, d: int) -> ScalarExpr
             return CallUnary(
                 UnaryFunc.IS_NULL, _expr(draw, schema, draw(st.sampled_from(_SCALARS)), d)
             )
-        pattern = Literal(draw(st.sampled_from(["a%", "_", "%b%", "a\\%", ""])), S.STRING)
+        pattern = Literal(draw(st.sampled_from(["a%", "_", "%b%", "a\\%", "", "a\\"])), S.STRING)
         return CallBinary(BinaryFunc.LIKE, _expr(draw, schema, S.STRING, d), pattern)
     return (
         draw(_lit(want))

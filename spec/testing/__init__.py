@@ -15,6 +15,8 @@ from .history import *  # noqa: F403
 from .history import __all__ as _history_all
 from .protocol import *  # noqa: F403
 from .protocol import __all__ as _protocol_all
+from .sql_cases import *  # noqa: F403
+from .sql_cases import __all__ as _sql_cases_all
 from .storage_controller import *  # noqa: F403
 from .storage_controller import __all__ as _storage_controller_all
 
@@ -24,5 +26,6 @@ __all__ = [
     *_controller_all,
     *_storage_controller_all,
     *_executor_all,
+    *_sql_cases_all,
     *_compute_replica_all,
 ]

@@ -37,7 +37,7 @@ from ..errors import (
 from ..executor.contract import Executor, ExportBatch
 from ..frontier import Antichain, accumulate
 from ..ids import GlobalId
-from ..plan.reference import Collection, evaluate_dataflow, reference_peek
+from ..plan.reference import Collection, evaluate, evaluate_dataflow, reference_peek
 from ..plan.relation import AggFunc, Aggregate, Get, Reduce
 from ..plan.schema import Schema
 from ..protocol.types import (
@@ -48,12 +48,14 @@ from ..protocol.types import (
     SourceImport,
 )
 from ..strategies.plan import ExecutorAction, ExecutorCase, executor_cases, plans, update_streams
+from .sql_cases import SQL_CASES, SqlCase, sql_executor_case
 
 __all__ = [
     "ExecutorAction",
     "ExecutorCase",
     "ExecutorContractTests",
     "check_executor_against_reference",
+    "check_sql_case",
     "executor_cases",
     "plans",
     "run_executor_case",
@@ -229,6 +231,24 @@ def _simple_dataflow(as_of: int = 0) -> DataflowDescription:
     )
 
 
+def check_sql_case(case: SqlCase, executor: Executor | None = None) -> None:
+    """The reference gives ``case``'s expected rows and errors; ``executor`` (if given), fed
+    the case one time per step, agrees with the reference at every time. Raises
+    ``AssertionError`` naming the case and the first difference."""
+    for t, (rows, errors) in case.expected.items():
+        got = evaluate(case.plan, case.inputs, t)
+        if got.rows != rows or got.errors != errors:
+            _fail(
+                f"SQL case {case.name!r} at {t}: reference rows={got.rows} errors={got.errors}, "
+                f"SQL wants rows={rows} errors={errors}"
+            )
+    if executor is not None:
+        try:
+            run_executor_case(executor, sql_executor_case(case))
+        except AssertionError as e:
+            raise AssertionError(f"SQL case {case.name!r}: {e}") from None
+
+
 class ExecutorContractTests:
     """Pytest mixin: subclass as ``TestX(ExecutorContractTests)`` and implement :meth:`make_executor`."""
 
@@ -239,6 +259,12 @@ class ExecutorContractTests:
 
     def test_matches_reference(self) -> None:
         check_executor_against_reference(self.make_executor, self.max_examples)
+
+    def test_sql_cases(self) -> None:
+        """Edge cases whose answer SQL fixes (:data:`~.sql_cases.SQL_CASES`): overflowing sums,
+        int64 against float64, number casts, LIKE escapes -- the reference and the executor."""
+        for case in SQL_CASES:
+            check_sql_case(case, self.make_executor())
 
     def test_peek_outside_since_upper_is_rejected(self) -> None:
         ex = self.make_executor()

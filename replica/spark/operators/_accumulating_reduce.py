@@ -8,7 +8,6 @@ per step follow the keys the change touches, not the rows accumulated.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from fractions import Fraction
 from itertools import repeat
 from typing import Any
 
@@ -16,8 +15,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 
+from tidegate.spec.errors import EvaluationError
 from tidegate.spec.executor.operators import key_function
 from tidegate.spec.frontier import Row
+from tidegate.spec.plan.aggregates import exact_mean, exact_to_value
 from tidegate.spec.plan.relation import AggFunc, Aggregate
 from tidegate.spec.plan.schema import ScalarType, Schema
 
@@ -51,6 +52,9 @@ class AccumulatingReduceNode(StatefulNode):
     the old vectors (:meth:`_replay_arrow`). Float keys, NULL keys, values or
     sums beyond int64 and averages beyond 2**53 fall back, for that step, to
     the per-key Python replay (:meth:`_replay`), which uses Python integers.
+    A group whose sum leaves int64 outputs the error "integer out of range"
+    (once) instead of a row, as in the reference; the Arrow replay's checked
+    arithmetic never holds such a sum (it falls back instead).
     """
 
     def __init__(
@@ -100,27 +104,32 @@ class AccumulatingReduceNode(StatefulNode):
             for a in aggs
         )
 
-    def _output(self, key: Row, v: list[int]) -> Row | None:
+    def _output(self, key: Row, v: list[int]) -> Row | str | None:
+        """The key's output for vector ``v``: its row, none (an empty group), or the error
+        message of a sum beyond int64 (the group is then that error, as in the reference)."""
         if v[0] == 0 and v[1] == 0 and v[2] == 0:
             return None
         vals: list[Any] = []
-        for a in self.aggs:
-            if a.column is None:
-                vals.append(v[0])
-                continue
-            s = self.slot[a.column]
-            if a.column in self._nullable:
-                count, total, present = v[s], v[s + 1], v[s] or v[s + 2] or v[s + 3]
-            else:  # no NULLs: its values are the group's rows (present, as the group is)
-                count, total, present = v[0], v[s], True
-            if a.func is AggFunc.COUNT:
-                vals.append(count)
-            elif not present:
-                vals.append(None)
-            elif a.func is AggFunc.SUM:
-                vals.append(total)
-            else:
-                vals.append(None if count == 0 else float(Fraction(total) / count))
+        try:
+            for a in self.aggs:
+                if a.column is None:
+                    vals.append(v[0])
+                    continue
+                s = self.slot[a.column]
+                if a.column in self._nullable:
+                    count, total, present = v[s], v[s + 1], v[s] or v[s + 2] or v[s + 3]
+                else:  # no NULLs: its values are the group's rows (present, as the group is)
+                    count, total, present = v[0], v[s], True
+                if a.func is AggFunc.COUNT:
+                    vals.append(count)
+                elif not present:
+                    vals.append(None)
+                elif a.func is AggFunc.SUM:
+                    vals.append(exact_to_value(total, False))
+                else:
+                    vals.append(None if count == 0 else exact_mean(total, count))
+        except EvaluationError as e:  # a sum beyond int64
+            return str(e)
         return key + tuple(vals)
 
     def _deltas(self, rows: dict[Row, int]) -> list[int]:
@@ -272,7 +281,7 @@ class AccumulatingReduceNode(StatefulNode):
                 )
                 times = grouped.column("t").to_pylist()
                 deltas = list(zip(*(d.to_pylist() for d in dvs), strict=True))
-                out = self._replay(old, zip(group_keys, times, deltas, strict=True))
+                out = self._replay(old, zip(group_keys, times, deltas, strict=True), self.errs)
             self.out = out
         with PHASES("reduce.push"):
             if run.num_rows:
@@ -407,16 +416,18 @@ class AccumulatingReduceNode(StatefulNode):
         self,
         old: dict[Row, list[int]],
         groups: Iterable[tuple[Row, int, Sequence[int]]],
+        errs: Changes,
     ) -> Changes:
         """The output changes of ``(key, time, vector change)`` groups, ordered by key then
-        time, starting from each key's ``old`` vector."""
+        time, starting from each key's ``old`` vector; the changes of groups' errors (sums
+        beyond int64) are appended to ``errs``."""
         out: Changes = []
         width = self.acc.width
         fps = self._fps
         output = self._output
         key: Row | None = None
         v: list[int] = []
-        prev: Row | None = None
+        prev: Row | str | None = None
         for k, t, dv in groups:
             if k != key:
                 key = k
@@ -429,9 +440,9 @@ class AccumulatingReduceNode(StatefulNode):
             cur = output(k, v)
             if cur != prev:
                 if prev is not None:
-                    out.append((prev, t, -1))
+                    (errs if type(prev) is str else out).append((prev, t, -1))
                 if cur is not None:
-                    out.append((cur, t, 1))
+                    (errs if type(cur) is str else out).append((cur, t, 1))
                 prev = cur
         return out
 
@@ -457,6 +468,6 @@ class AccumulatingReduceNode(StatefulNode):
                 acc[j] %= PRIME
             total[k] = acc
         run = self.acc.prepare(total)
-        self.out = self._replay(pending(), groups)
+        self.out = self._replay(pending(), groups, self.errs)
         if run is not None:
             self.acc.push(run)

@@ -4,13 +4,15 @@ Each keeps its input arrangement in Spark, indexed by its group key; a step
 looks up the groups its change touches (one Spark job), replays the change
 time by time for those groups only with the spec's aggregate, ordering and
 selection functions (so results agree with the reference), and appends the
-change to the arrangement.
+change to the arrangement. A Reduce group whose sum is out of range outputs
+its error (once) instead of a row, as in the reference.
 """
 
 from __future__ import annotations
 
 from pyspark.sql import SparkSession
 
+from tidegate.spec.errors import EvaluationError
 from tidegate.spec.executor.operators import key_function
 from tidegate.spec.frontier import Row
 from tidegate.spec.plan.aggregates import aggregate
@@ -36,8 +38,10 @@ class _GroupedNode(StatefulNode):
         self.arr = SparkArrangement(spark, schema, key)
         self.arrangements = (self.arr,)
 
-    def group_output(self, key: Row, rows: dict[Row, int]) -> dict[Row, int]:
-        """The group's output rows (with counts) given its accumulated rows."""
+    def group_output(self, key: Row, rows: dict[Row, int]) -> dict[Row | str, int]:
+        """The group's output rows (with counts) given its accumulated rows; a ``str`` in
+        place of a row is an error message the group outputs instead (a Reduce's sum out
+        of range)."""
         raise NotImplementedError
 
     def run(self, first_time: int | None) -> None:
@@ -48,6 +52,7 @@ class _GroupedNode(StatefulNode):
             return
         old = self.arr.lookup(by_key)
         out: Changes = []
+        errs = self.errs
         for k, times in by_key.items():
             rows = dict(old.get(k, {}))
             prev = self.group_output(k, rows) if rows else {}
@@ -56,10 +61,10 @@ class _GroupedNode(StatefulNode):
                     bump(rows, r, d)
                 cur = self.group_output(k, rows) if rows else {}
                 if cur != prev:
-                    for r in prev.keys() | cur.keys():
-                        d = cur.get(r, 0) - prev.get(r, 0)
-                        if d:
-                            out.append((r, t, d))
+                    for o in prev.keys() | cur.keys():
+                        n = cur.get(o, 0) - prev.get(o, 0)
+                        if n:
+                            (errs if type(o) is str else out).append((o, t, n))
                     prev = cur
         self.arr.append(net_rows(by_key))
         self.out = out
@@ -79,11 +84,15 @@ class ReduceNode(_GroupedNode):
         super().__init__(spark, inp, schema, key)
         self.aggs = aggs
 
-    def group_output(self, key: Row, rows: dict[Row, int]) -> dict[Row, int]:
+    def group_output(self, key: Row, rows: dict[Row, int]) -> dict[Row | str, int]:
         vals = []
-        for a in self.aggs:
-            col = a.column
-            vals.append(aggregate(a, [(r if col is None else r[col], c) for r, c in rows.items()]))
+        try:
+            for a in self.aggs:
+                col = a.column
+                pairs = [(r if col is None else r[col], c) for r, c in rows.items()]
+                vals.append(aggregate(a, pairs))
+        except EvaluationError as e:  # a sum out of range: the group is one error
+            return {str(e): 1}
         return {key + tuple(vals): 1}
 
 
@@ -94,7 +103,7 @@ class DistinctNode(_GroupedNode):
         super().__init__(spark, inp, schema, tuple(range(schema.arity)))
         self.threshold = threshold
 
-    def group_output(self, key: Row, rows: dict[Row, int]) -> dict[Row, int]:
+    def group_output(self, key: Row, rows: dict[Row, int]) -> dict[Row | str, int]:
         return {r: (c if self.threshold else 1) for r, c in rows.items() if c > 0}
 
 
@@ -105,6 +114,6 @@ class TopKNode(_GroupedNode):
         super().__init__(spark, inp, schema, plan.group_key)
         self.plan = plan
 
-    def group_output(self, key: Row, rows: dict[Row, int]) -> dict[Row, int]:
+    def group_output(self, key: Row, rows: dict[Row, int]) -> dict[Row | str, int]:
         p = self.plan
         return dict(top_range(rows.items(), p.order_by, p.offset, p.limit))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pyspark.sql import SparkSession
 
-from tidegate.spec.executor.operators import equivalence_check, key_function
+from tidegate.spec.executor.operators import equivalence_check, join_key_casts, key_function
 from tidegate.spec.frontier import Row
 from tidegate.spec.plan.schema import Schema
 
@@ -19,7 +19,8 @@ class JoinNode(StatefulNode):
 
     A step's output is ``dL x R + L x dR + dL x dR`` (old arrangements ``L``,
     ``R``; a pair of changes at ``t1``, ``t2`` lands at ``max(t1, t2)``). Rows
-    with a NULL key never join and are not stored.
+    with a NULL key never join and are not stored. An int64 key column paired
+    with a float64 one is keyed (and looked up) as float64, as SQL compares them.
     """
 
     def __init__(
@@ -32,13 +33,14 @@ class JoinNode(StatefulNode):
         classes: list[tuple[int, ...]],
     ) -> None:
         super().__init__([left, right])
-        self.keyfns = (key_function(keys[0]), key_function(keys[1]))
+        casts = join_key_casts(schemas, keys)
+        self.keyfns = (key_function(keys[0], casts[0]), key_function(keys[1], casts[1]))
         self.arrs = (
-            SparkArrangement(spark, schemas[0], keys[0]),
-            SparkArrangement(spark, schemas[1], keys[1]),
+            SparkArrangement(spark, schemas[0], keys[0], as_float=casts[0]),
+            SparkArrangement(spark, schemas[1], keys[1], as_float=casts[1]),
         )
         self.arrangements = self.arrs
-        self.check = equivalence_check(classes)
+        self.check = equivalence_check(classes, schemas[0].concat(schemas[1]))
 
     def _delta(self, side: int) -> dict[Row, dict[int, dict[Row, int]]]:
         keyfn = self.keyfns[side]

@@ -12,6 +12,7 @@ from tidegate.spec.executor.operators import equivalence_check
 from tidegate.spec.frontier import Row
 from tidegate.spec.plan.scalar import ScalarExpr
 from tidegate.spec.plan.scalar_eval import compile_scalar
+from tidegate.spec.plan.schema import Schema
 
 from ._base import Changes, Node
 
@@ -124,11 +125,11 @@ class UnionNode(Node):
 
 
 class FilterClassesNode(Node):
-    """The equivalence check of a one-input join."""
+    """The equivalence check of a one-input join (over rows of ``schema``)."""
 
-    def __init__(self, inp: Node, classes: list[tuple[int, ...]]) -> None:
+    def __init__(self, inp: Node, classes: list[tuple[int, ...]], schema: Schema) -> None:
         super().__init__([inp])
-        self.check = equivalence_check(classes)
+        self.check = equivalence_check(classes, schema)
 
     def run(self, first_time: int | None) -> None:
         check = self.check

@@ -54,7 +54,7 @@ from tidegate.spec.plan import (
     TopK,
     Union,
 )
-from tidegate.spec.protocol.responses import PeekRows
+from tidegate.spec.protocol.responses import PeekError, PeekRows
 from tidegate.spec.protocol.types import (
     BuildDesc,
     ColumnOrder,
@@ -206,16 +206,19 @@ def test_many_times_in_one_step_replay_in_order(spark: SparkSession) -> None:
         assert sx.peek(IDX, t) == px.peek(IDX, t)
 
 
-def test_unchecked_int64_sums_leave_the_range(spark: SparkSession) -> None:
+def test_int64_sums_beyond_the_range_are_errors(spark: SparkSession) -> None:
+    # issue 16: a sum typed int64 returned 3 * (2**63 - 1), which an importing index then
+    # refused with InvalidInputRow; it is the group's "integer out of range" error now
     big = 2**63 - 1
     plan = Distinct(Reduce(GA, (0,), (Aggregate(AggFunc.SUM, 1),)))
     feeds: Feeds = [
-        {A: ups(0, ((1, big), 2))},
+        {A: ups(0, ((1, big), 2), ((2, 1), 1))},
         {A: ups(1, ((1, big), 1))},
-        {A: ups(2, ((1, big), -3))},
+        {A: ups(2, ((1, big), -2))},
     ]
     sx = assert_agrees(spark, dataflow(plan), feeds)
-    assert sx.peek(IDX, 1) == PeekRows((((1, 3 * big), 1),))
+    assert sx.peek(IDX, 1) == PeekError("integer out of range")
+    assert sx.peek(IDX, 2) == PeekRows((((1, big), 1), ((2, 1), 1)))
 
 
 def test_accumulating_reduce_keeps_a_group_whose_counts_cancel(spark: SparkSession) -> None:
@@ -443,3 +446,49 @@ def test_accumulating_reduce_over_a_non_nullable_column(spark: SparkSession) -> 
     sx = assert_agrees(spark, dataflow(plan), feeds)
     node = next(n for n in sx._dataflows[0].nodes if isinstance(n, AccumulatingReduceNode))
     assert node.acc.kinds == [Acc.COUNT, Acc.FINGERPRINT, Acc.FINGERPRINT, Acc.SUM]
+
+
+def test_int64_float64_join_keys_compare_as_float64_in_spark_state(spark: SparkSession) -> None:
+    """Issue 16: an int64 joined with a float64 compares as float64 (SQL converts the int),
+    also when the matching rows are in Spark: state merged into materialised runs, looked
+    up with float keys by a semi-join that casts the long column to double."""
+    big = 2**62
+    si = Schema.of(("i", "int64"), ("n", "int64"))
+    sf = Schema.of(("f", "float64"), ("n", "int64"))
+    plan = Join((Get(A, si), Get(B, sf)), ((0, 2),))
+    filler_a = [((t * 100 + j, t), 1) for t in range(6) for j in range(12)]
+    feeds: Feeds = [{A: ups(0, ((big + 1, -1), 1), ((big, -2), 1), *filler_a[:12])}]
+    feeds += [{A: ups(t, *filler_a[12 * t : 12 * t + 12])} for t in range(1, 6)]
+    # by now the int64 side's early rows are in a materialised run; the float key finds them
+    feeds += [{B: ups(6, ((float(big), -3), 1), ((float(big + 1024), -4), 1))}]
+    feeds += [{A: ups(7, ((big + 3, -5), 1), ((big + 1023, -6), 1))}]
+    sx = assert_agrees(spark, dataflow(plan, (A, B)), feeds)
+    fb = float(big)
+    want = {
+        (big + 1, -1, fb, -3),
+        (big, -2, fb, -3),
+        (big + 3, -5, fb, -3),  # 2**62 + 3 is 2.0**62 as a float64
+        (big + 1023, -6, fb + 1024, -4),  # and 2**62 + 1023 is 2.0**62 + 1024
+    }
+    got = sx.peek(IDX, 7)
+    assert isinstance(got, PeekRows)
+    assert {r for r, _ in got.rows} == want
+
+
+def test_arrangement_with_float_keys_over_an_int64_column(spark: SparkSession) -> None:
+    big = 2**62
+    si = Schema.of(("i", "int64"), ("n", "int64"))
+    arr = SparkArrangement(spark, si, (0,), as_float=(True,))
+    for step in range(8):
+        arr.append({(step * 10 + j, step): 1 for j in range(10)})
+        if step == 0:
+            arr.append({(big + 1, -1): 1, (big, -2): 1, (big + 5000, -3): 1})
+    for run in arr.runs:
+        if run.pending is not None:
+            run.pending.result()
+    arr.lookup([(0.0,)])  # settles the finished materialisations
+    assert arr.runs[0].level >= 1 and arr.runs[0].sources()[1] == []  # in Spark only
+    fb = float(big)
+    assert arr.lookup([(fb,)]) == {(fb,): {(big + 1, -1): 1, (big, -2): 1}}
+    assert arr.lookup([(3.0,), (-0.0,)]) == {(3.0,): {(3, 0): 1}, (0.0,): {(0, 0): 1}}
+    assert arr.lookup([(fb + 2048,)]) == {}  # 2**62 + 5000 is 2.0**62 + 5120
