@@ -80,9 +80,12 @@ class Controller:
         uuid_factory: UuidFactory | None = None,
         *,
         check_protocol: bool = False,
+        read_only: bool = False,
     ) -> None:
-        self.storage = storage if storage is not None else StorageController()
-        self.compute = ComputeController(self.storage, uuid_factory, check_protocol=check_protocol)
+        self.storage = storage if storage is not None else StorageController(read_only=read_only)
+        self.compute = ComputeController(
+            self.storage, uuid_factory, check_protocol=check_protocol, read_only=read_only
+        )
         self._outbox: Outbox[ControllerEffect] = Outbox()
 
     # -- plumbing ------------------------------------------------------------------------
@@ -109,6 +112,18 @@ class Controller:
         return self._outbox.drain()
 
     # -- lifecycle -------------------------------------------------------------------------
+    @property
+    def read_only(self) -> bool:
+        """Read-only mode (seed 001): no ``AllowWrites``, no table appends, no shard dropped."""
+        return self.compute.read_only
+
+    def read_write(self) -> None:
+        """Leave read-only mode: appends are accepted and every MV allowed to write gets
+        ``AllowWrites`` once. The caller fences out the controller that wrote until now."""
+        self.storage.read_write()
+        self.compute.read_write()
+        self._settle()
+
     def initialization_complete(self) -> None:
         """Both layers leave their initialization stage."""
         self.storage.initialization_complete()

@@ -91,8 +91,10 @@ class ComputeController:
         uuid_factory: UuidFactory | None = None,
         *,
         check_protocol: bool = False,
+        read_only: bool = False,
     ) -> None:
         self.storage = storage
+        self._read_only = read_only
         self.check_protocol = check_protocol
         self._uuids = uuid_factory if uuid_factory is not None else counter_uuids(0)
         self._instances: dict[InstanceId, Instance] = {}
@@ -147,6 +149,7 @@ class ComputeController:
             self._initialized,
             self.check_protocol,
             self._outbox,
+            self._read_only,
         )
         self._instances[instance] = inst
         self._workload_classes[instance] = workload_class
@@ -252,8 +255,28 @@ class ComputeController:
 
     @atomic
     def allow_writes(self, instance: InstanceId, id: GlobalId) -> None:
-        """Let collection ``id`` write to storage (sends ``AllowWrites`` once)."""
+        """Let collection ``id`` write to storage (sends ``AllowWrites`` once).
+
+        In read-only mode this succeeds and sends nothing; :meth:`read_write`
+        sends it later.
+        """
         self._instance(instance).allow_writes(id)
+
+    @property
+    def read_only(self) -> bool:
+        """Whether the controller keeps its collections from writing (seed 001's read-only mode)."""
+        return self._read_only
+
+    @atomic
+    def read_write(self) -> None:
+        """Leave read-only mode: ``AllowWrites`` for every live collection allowed to write, once.
+
+        How a controller that warmed up beside another (a zero-downtime
+        upgrade) takes over writing, once the other is fenced out.
+        """
+        self._read_only = False
+        for name in sorted(self._instances):
+            self._instances[name].read_write()
 
     def collection_frontiers(self, instance: InstanceId, id: GlobalId) -> CollectionFrontiers:
         c = self._instance(instance).live(id)

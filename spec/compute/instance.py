@@ -149,8 +149,11 @@ class Instance:
         initialized: bool = False,
         check_protocol: bool = False,
         outbox: Outbox[Effect] | None = None,
+        read_only: bool = False,
     ) -> None:
         self.id = id
+        self.read_only = read_only
+        """Send no ``AllowWrites`` (seed 001: a controller warming up beside the one that writes)."""
         self._outbox: Outbox[Effect] = outbox if outbox is not None else Outbox()
         # One protocol session per replica connection, when commands and responses are checked.
         self.sessions: dict[ReplicaId, ControllerSession] | None = {} if check_protocol else None
@@ -663,10 +666,23 @@ class Instance:
             self._update_read_caps(dep, _move(held, _EMPTY))
 
     def allow_writes(self, id: GlobalId) -> None:
+        """Let ``id`` write; in a read-only controller only remembered until :meth:`read_write`."""
         c = self.live(id)
+        c.writes_requested = True
+        if not self.read_only:
+            self._send_allow_writes(c)
+
+    def read_write(self) -> None:
+        """Leave read-only mode: every live collection allowed to write gets its ``AllowWrites``."""
+        self.read_only = False
+        for c in list(self.collections.values()):
+            if c.writes_requested and not c.dropped:
+                self._send_allow_writes(c)
+
+    def _send_allow_writes(self, c: ComputeCollectionState) -> None:
         if c.read_only and c.read_frontier.elements:
             c.read_only = False
-            self._send(AllowWrites(id), target=c.target_replica)
+            self._send(AllowWrites(c.id), target=c.target_replica)
 
     # -- peeks ---------------------------------------------------------------------------
     def peek(

@@ -58,6 +58,8 @@ class ComputeCollectionState:
     scheduled: bool = False
     dropped: bool = False
     read_only: bool = True
+    writes_requested: bool = False
+    """``allow_writes`` was called: the collection writes once the controller is read-write."""
 
     @property
     def write_only(self) -> bool:

@@ -30,6 +30,7 @@ __all__ = [
     "ReadBeforeSince",
     "ReadBeyondUpper",
     "ReadCapabilityBeforeSince",
+    "ReadOnlyController",
     "SinkIdReused",
     "SourceIdReused",
     "StorageError",
@@ -80,6 +81,13 @@ class IdentifierInvalid(StorageError):
         super().__init__(f"invalid identifier {id}{': ' + reason if reason else ''}")
         self.id = id
         self.reason = reason
+
+
+class ReadOnlyController(StorageError):
+    """A write (a table append) asked of a controller in read-only mode: it writes nothing."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(f"{what}: the controller is read-only (it writes nothing to storage)")
 
 
 class UpdateBeyondUpper(StorageError):

@@ -31,6 +31,7 @@ from ..errors import (
     InvalidUsage,
     ReadBeforeSince,
     ReadBeyondUpper,
+    ReadOnlyController,
     SinkIdReused,
     SourceIdReused,
     StorageInstanceExists,
@@ -113,7 +114,8 @@ class StorageController:
     collection claimed since.
     """
 
-    def __init__(self, durable_shards: Iterable[GlobalId] = ()) -> None:
+    def __init__(self, durable_shards: Iterable[GlobalId] = (), *, read_only: bool = False) -> None:
+        self._read_only = read_only
         self._collections: dict[GlobalId, CollectionState] = {}
         self._exports: dict[GlobalId, ExportState] = {}
         self._graph: nx.DiGraph = nx.DiGraph()
@@ -578,6 +580,8 @@ class StorageController:
         [InvalidAppendBounds]. Upper mismatches at the store resolve the ticket
         with :class:`InvalidUppers`. An empty command list resolves at once.
         """
+        if self._read_only:
+            raise ReadOnlyController("a table append")
         grouped: dict[GlobalId, tuple[list[Update], Antichain]] = {}
         for cmd in commands:
             id, updates, upper = cmd
@@ -853,11 +857,25 @@ class StorageController:
 
     @atomic
     def reconcile_state(self, claimed: Iterable[GlobalId] = ()) -> None:
-        """After bootstrapping: drop every durable shard that no live collection (nor ``claimed``) owns."""
+        """After bootstrapping: drop every durable shard that no live collection (nor ``claimed``) owns.
+
+        A read-only controller drops nothing: the shards may be the writer's newer objects.
+        """
+        if self._read_only:
+            return
         keep = set(self._collections) | set(claimed)
         orphans = sorted(self._durable_shards - keep)
         self._durable_shards -= set(orphans)
         self._outbox.extend([DropShard(id) for id in orphans])
+
+    @property
+    def read_only(self) -> bool:
+        """Whether table appends are refused and no orphaned shard is dropped (read-only mode)."""
+        return self._read_only
+
+    def read_write(self) -> None:
+        """Leave read-only mode (the caller has fenced out the controller that wrote)."""
+        self._read_only = False
 
     def durable_shards(self) -> list[GlobalId]:
         """The shards this controller believes the store holds."""

@@ -105,3 +105,45 @@ def test_append_completion_schedules_waiting_dataflow(ctl: Controller) -> None:
     effects = ctl.drain()
     assert UpperChanged(T1, A([1])) in effects
     assert commands_to(effects) == [Schedule(I1)]
+
+
+def test_a_read_only_controller_writes_nothing_until_it_is_made_read_write() -> None:
+    """Seed 001's read-only mode (a controller warming up beside the one that writes):
+    allow_writes succeeds and sends nothing, appends are refused and change nothing, orphaned
+    shards are not dropped, peeks are served; read_write sends AllowWrites for every live
+    materialized view allowed to write, once, and a replica added later gets it replayed."""
+    from tidegate.spec.errors import ReadOnlyController
+    from tidegate.spec.protocol.commands import AllowWrites, Peek
+    from tidegate.spec.storage import AppendCommand, StorageController
+
+    # u99: a shard of an object the writer created after this controller read the catalog.
+    ctl = Controller(StorageController([GlobalId.user(99)], read_only=True), read_only=True)
+    ctl.create_collections(
+        [(T1, CollectionDescription(Table())), (MV, CollectionDescription(MaterializedView()))]
+    )
+    ctl.initialization_complete()
+    ctl.create_instance("c1")
+    ctl.add_replica("c1", "r1")
+    ctl.create_dataflow("c1", mv_dataflow(MV, sources=[T1], as_of=0))
+    ctl.create_dataflow("c1", index_dataflow(I1, sources=[T1], as_of=0))
+    ctl.allow_writes("c1", MV)
+    ctl.reconcile_state()
+    effects = ctl.drain()
+    assert not [c for c in commands_to(effects) if isinstance(c, AllowWrites)]
+    assert not [e for e in effects if type(e).__name__ == "DropShard"]
+    assert ctl.read_only
+    with pytest.raises(ReadOnlyController):
+        ctl.append([AppendCommand(T1, [(("a",), 0, 1)], A([1]))])
+    assert ctl.drain() == [] and ctl.storage.pending_appends() == []
+    ctl.peek("c1", I1, 0)
+    assert [type(c) for c in commands_to(ctl.drain())] == [Peek]
+
+    ctl.read_write()
+    assert commands_to(ctl.drain()) == [AllowWrites(MV)]
+    ctl.read_write()
+    ctl.allow_writes("c1", MV)
+    assert commands_to(ctl.drain()) == []  # once
+    ctl.add_replica("c1", "r2")
+    assert AllowWrites(MV) in commands_to(ctl.drain(), "r2")
+    ctl.append([AppendCommand(T1, [(("a",), 0, 1)], A([1]))])
+    assert ctl.storage.pending_appends() != []
