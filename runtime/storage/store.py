@@ -35,6 +35,7 @@ from tidegate.spec.errors import (
     ShardFinalized,
     SnapshotBeforeSince,
     UnknownShard,
+    UpperMismatch,
 )
 from tidegate.spec.frontier import Antichain, Update, consolidate
 from tidegate.spec.shard import (
@@ -92,6 +93,14 @@ def _frontier(f: FrontierLike) -> Antichain:
 
 def _uuid_hex() -> str:
     return uuid.uuid4().hex
+
+
+def _truncated(table: pa.Table, start: Antichain) -> pa.Table:
+    """The rows of ``table`` at times not before ``start`` (the table itself if none is before it)."""
+    (t,) = start.elements
+    if not table.num_rows or pc.min(table.column(TIME)).as_py() >= t:
+        return table
+    return table.filter(pc.greater_equal(table.column(TIME), t))
 
 
 _DECODED: dict[tuple[str, int], tuple[bytes, ShardState]] = {}
@@ -319,7 +328,9 @@ class ShardStore:
         (with ``actual_upper``), :class:`InvalidUpdates`, :class:`InvalidShardBounds`,
         :class:`SchemaMismatch` or :class:`ShardFinalized`, changing nothing. With
         an ``idempotency_token``, retrying the same append after an unknown
-        outcome never appends twice.
+        outcome never appends twice. No updates with ``new_upper ==
+        expected_upper`` is a no-op that succeeds if the upper is that (persist's
+        semantics): it writes nothing, neither blob nor consensus.
         """
         expected, new = _frontier(expected_upper), _frontier(new_upper)
         writer = writer_id or self.writer_id
@@ -335,7 +346,9 @@ class ShardStore:
         outcome = tr.compare_and_append(
             state, meta, expected, new, writer_id=writer, token=idempotency_token, now_ms=0
         )
-        if outcome.already_committed:
+        if outcome.already_committed or outcome.state is state:
+            # A retry of a committed append, or a no-op (no updates, an empty interval):
+            # the upper just read, checked, is the linearization point. Nothing to commit.
             return outcome.upper
         key = None
         if meta is not None:
@@ -370,6 +383,78 @@ class ShardStore:
         if self.auto_compact:
             self._maybe_compact(shard)
         return result[0].upper
+
+    def append(
+        self,
+        shard: str,
+        updates: Updates,
+        lower: FrontierLike,
+        upper: FrontierLike,
+        *,
+        writer_id: str | None = None,
+    ) -> Antichain:
+        """Persist's non-CAS ``append``: add the updates of ``[lower, upper)`` the shard lacks; returns its upper.
+
+        For a writer that owns the shard, or several that write the same definite
+        updates (replicas of one dataflow): the part of ``updates`` before the
+        shard's upper is already there and is truncated away, the rest is
+        appended and the upper advances to ``upper``; if the upper is already at
+        or beyond ``upper`` nothing is written. An upper before ``lower`` (a gap)
+        raises :class:`~tidegate.spec.errors.AppendGap`, changing nothing; bad
+        bounds or updates raise as :meth:`compare_and_append` does.
+
+        It is linearizable as compare-and-append is: each attempt commits with a
+        compare-and-set on the state it read. If the upper moves while the
+        batch is being written, it truncates again at the new upper (rewriting
+        the blob only if rows must go) and retries, so racing writers store each
+        update exactly once. An unknown outcome raises
+        :class:`~tidegate.spec.errors.Indeterminate`; calling again is always
+        safe (if the attempt landed, the retry is a no-op).
+        """
+        lo, up = _frontier(lower), _frontier(upper)
+        writer = writer_id or self.writer_id
+        state = self._fetch(shard)
+        schema = self._schema_of(state)
+        table = self._to_table(shard, updates, schema)
+        check_append_times(shard, *time_bounds(table), lo, up)
+        result: list[tr.AppendOutcome] = []
+        while True:
+            start = tr.append_lower(state, lo, up)
+            if start is None:  # the shard has every update already
+                return state.upper
+            table = _truncated(table, start)
+            meta, key = None, None
+            if table.num_rows:
+                key = f"{shard}/{self.new_id()}.parquet"
+                tmin, tmax = time_bounds(table)
+                meta = BatchMeta(key, start, up, start, table.num_rows, tmin, tmax)
+                self.blob.set(key, encode_parquet(table))
+
+            def step(s: ShardState, meta: BatchMeta | None = meta) -> ShardState:
+                out = tr.append(s, meta, lo, up, writer_id=writer, now_ms=self.clock_ms())
+                result[:] = [out]
+                return out.state
+
+            try:
+                self._commit(shard, step)
+            except UpperMismatch:
+                # The upper moved past ``start`` and the batch holds rows before it: cut again.
+                if key is not None:
+                    self.blob.delete(key)
+                state = self._fetch(shard)
+                continue
+            except Indeterminate:
+                raise  # the blob may be referenced now: keep it
+            except BaseException:
+                if key is not None:
+                    self.blob.delete(key)
+                raise
+            outcome = result[0]
+            if key is not None and key not in outcome.state.batch_keys:
+                self.blob.delete(key)  # the shard reached ``upper`` meanwhile: a no-op
+            elif self.auto_compact:
+                self._maybe_compact(shard)
+            return outcome.upper
 
     # -- readers ---------------------------------------------------------------------
 

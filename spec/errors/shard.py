@@ -12,6 +12,7 @@ from typing import Any
 from .base import TidegateError
 
 __all__ = [
+    "AppendGap",
     "BlobCorrupt",
     "BlobMissing",
     "CompactionConflict",
@@ -52,8 +53,24 @@ class UpperMismatch(ShardError):
         self.actual_upper = actual_upper
 
 
+class AppendGap(ShardError):
+    """A truncating append whose ``lower`` is beyond the shard's upper (``actual_upper``).
+
+    Appending would leave the times in ``[actual_upper, lower)`` unwritten, so
+    nothing is appended; the writer must first write what comes before ``lower``.
+    """
+
+    def __init__(self, shard: str, lower: Any, actual_upper: Any) -> None:
+        super().__init__(
+            shard, f"an append from {lower!r} would leave a gap after the upper {actual_upper!r}"
+        )
+        self.lower = lower
+        self.actual_upper = actual_upper
+
+
 class InvalidShardBounds(ShardError, ValueError):
-    """An append whose new upper is not strictly beyond its expected upper."""
+    """An append whose new upper is behind its expected upper (or lower), or whose interval is
+    empty (``expected_upper == new_upper``) although it carries updates."""
 
 
 class InvalidUpdates(ShardError, ValueError):

@@ -44,6 +44,8 @@ from .state import (
 )
 from .transitions import (
     AppendOutcome,
+    append,
+    append_lower,
     check_append_times,
     compare_and_append,
     compare_and_downgrade_since,
@@ -74,6 +76,8 @@ __all__ = [
     "ShardState",
     "VersionedData",
     "WriterState",
+    "append",
+    "append_lower",
     "apply_compaction",
     "check_append_times",
     "check_cas_arguments",

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from ..errors import (
+    AppendGap,
     FinalizationNotReady,
     InvalidShardBounds,
     InvalidUpdates,
@@ -30,6 +31,8 @@ from .state import BatchMeta, CriticalReader, LeasedReader, ShardState, WriterSt
 
 __all__ = [
     "AppendOutcome",
+    "append",
+    "append_lower",
     "check_append_times",
     "compare_and_append",
     "compare_and_downgrade_since",
@@ -95,11 +98,14 @@ def register_schema(state: ShardState, schema: str) -> ShardState:
 
 @dataclass(frozen=True, slots=True)
 class AppendOutcome:
-    """The result of :func:`compare_and_append`.
+    """The result of :func:`compare_and_append` and :func:`append`.
 
-    ``already_committed`` is true when the idempotency token shows that this very
-    append was committed before (a retry after an unknown outcome); then
-    ``state`` is the input state unchanged and the caller's batch is unused.
+    ``upper`` is the shard's upper after the append. ``already_committed`` is
+    true when the idempotency token shows that this very append was committed
+    before (a retry after an unknown outcome); then ``state`` is the input
+    state unchanged and the caller's batch is unused. A no-op (an empty
+    interval without updates; a truncating append the shard already covers)
+    also returns the input state itself, with ``already_committed`` false.
     """
 
     state: ShardState
@@ -114,16 +120,26 @@ def check_append_times(
     expected_upper: Antichain,
     new_upper: Antichain,
 ) -> None:
-    """Raise unless ``expected_upper < new_upper`` and every time lies in ``[expected_upper, new_upper)``.
+    """Raise unless ``expected_upper <= new_upper`` and every time lies in ``[expected_upper, new_upper)``.
 
     ``min_time``/``max_time`` bound the appended times (``None`` for no updates).
+    An empty interval (``expected_upper == new_upper``) holds no time, so only an
+    append without updates may have one (it moves nothing: persist's empty
+    append, reference §3.2 rule 4); with updates it is :class:`InvalidShardBounds`,
+    as is a new upper behind (or incomparable to) the expected one.
     """
-    if not expected_upper < new_upper:
+    if not expected_upper <= new_upper:
         raise InvalidShardBounds(
-            shard, f"new upper {new_upper!r} is not beyond the expected upper {expected_upper!r}"
+            shard, f"new upper {new_upper!r} is behind the expected upper {expected_upper!r}"
         )
     if min_time is None or max_time is None:
         return
+    if expected_upper == new_upper:
+        raise InvalidShardBounds(
+            shard,
+            f"updates need a new upper beyond the expected upper {expected_upper!r}: "
+            "the interval between them is empty",
+        )
     for t in (min_time, max_time):
         if type(t) is not int or t < 0:
             raise InvalidUpdates(shard, f"time {t!r} is not a non-negative int")
@@ -149,10 +165,16 @@ def compare_and_append(
 ) -> AppendOutcome:
     """Append ``batch`` (``None`` or length 0: no updates) if the upper is ``expected_upper``.
 
-    Checks, in order: the shard is live; ``new_upper`` is beyond ``expected_upper``;
-    the batch's bounds and times lie in ``[expected_upper, new_upper)``; a retry of
-    the writer's last committed token succeeds without appending again; the upper
-    must equal ``expected_upper`` (else :class:`UpperMismatch` with the actual one).
+    Checks, in order: the shard is live; ``new_upper`` is not behind
+    ``expected_upper`` (:func:`check_append_times`); the batch's bounds and
+    times lie in ``[expected_upper, new_upper)``; a retry of the writer's last
+    committed token succeeds without appending again; the upper must equal
+    ``expected_upper`` (else :class:`UpperMismatch` with the actual one).
+
+    An append without updates whose ``new_upper`` is its ``expected_upper``
+    succeeds as a no-op when the upper is that (persist's semantics): it
+    returns ``state`` itself, so the store commits nothing, and the check of
+    the upper against the version read is what linearizes it.
     """
     _check_live(state)
     has_updates = batch is not None and batch.length > 0
@@ -182,6 +204,8 @@ def compare_and_append(
             return AppendOutcome(state, new_upper, already_committed=True)
     if state.upper != expected_upper:
         raise UpperMismatch(state.shard, expected_upper, state.upper)
+    if expected_upper == new_upper:
+        return AppendOutcome(state, new_upper, already_committed=False)
     batches = state.batches
     if batch is not None and has_updates:
         # A fresh batch is exact: nothing in it has been advanced.
@@ -191,6 +215,89 @@ def compare_and_append(
         state, upper=new_upper, batches=batches, writers=_with(state.writers, writer_id, writer)
     )
     return AppendOutcome(new, new_upper, already_committed=False)
+
+
+def append_lower(state: ShardState, lower: Antichain, upper: Antichain) -> Antichain | None:
+    """Where a truncating append of ``[lower, upper)`` starts against ``state`` (see :func:`append`).
+
+    The shard's upper ``c`` when ``lower <= c < upper`` (the updates before ``c``
+    are there already), ``None`` when ``upper <= c`` (all of them are: nothing
+    to append). Raises :class:`AppendGap` when ``c`` is before (or incomparable
+    to) ``lower``, and :class:`ShardFinalized` for a finalized shard.
+    """
+    _check_live(state)
+    c = state.upper
+    if upper <= c:
+        return None
+    if not lower <= c:
+        raise AppendGap(state.shard, lower, c)
+    return c
+
+
+def append(
+    state: ShardState,
+    batch: BatchMeta | None,
+    lower: Antichain,
+    upper: Antichain,
+    *,
+    writer_id: str,
+    now_ms: int,
+) -> AppendOutcome:
+    """Persist's ``append`` (reference §3.2): add the updates of ``[lower, upper)`` the shard lacks.
+
+    For a writer that owns the shard, or for several that write the same
+    definite updates (replicas of one dataflow): racing, they store each update
+    exactly once. ``batch`` (``None`` or length 0: no updates) holds the
+    updates at times in ``[batch.lower, upper)``, where ``batch.lower`` is
+    ``lower``, or a later shard upper the caller truncated them to. Against the
+    shard's upper ``c`` (:func:`append_lower`):
+
+    * ``upper <= c``: the shard has them all: a no-op returning ``state`` itself;
+    * ``lower <= c < upper``: the updates before ``c`` are there already; the
+      rest is appended as the batch ``[c, upper)`` and the upper becomes
+      ``upper``. The batch must then start at or before ``c`` and hold nothing
+      before ``c``; if it does not, :class:`UpperMismatch` (``actual_upper = c``)
+      asks the caller to truncate its updates to ``c`` and call again;
+    * ``c`` before ``lower``: :class:`AppendGap`, nothing changes.
+
+    With ``lower == c`` it is :func:`compare_and_append` without a token,
+    exactly. A retry after an unknown outcome is safe without a token: if the
+    first attempt landed, the shard's upper is at or beyond ``upper`` and the
+    retry is a no-op.
+    """
+    _check_live(state)
+    has_updates = batch is not None and batch.length > 0
+    if not lower <= upper:
+        raise InvalidShardBounds(
+            state.shard, f"upper {upper!r} is behind the append's lower {lower!r}"
+        )
+    start = lower
+    if batch is not None:
+        if batch.upper != upper or not lower <= batch.lower:
+            raise InvalidUpdates(
+                state.shard,
+                f"batch bounds [{batch.lower!r}, {batch.upper!r}) are not within the append's "
+                f"[{lower!r}, {upper!r})",
+            )
+        if batch.length < 0:
+            raise InvalidUpdates(state.shard, f"batch length {batch.length} is negative")
+        if has_updates and (batch.min_time is None or batch.max_time is None):
+            raise InvalidUpdates(state.shard, "a non-empty batch needs its time bounds")
+        start = batch.lower
+    min_time = batch.min_time if batch is not None and has_updates else None
+    max_time = batch.max_time if batch is not None and has_updates else None
+    check_append_times(state.shard, min_time, max_time, start, upper)
+    c = append_lower(state, lower, upper)
+    if c is None:
+        return AppendOutcome(state, state.upper, already_committed=False)
+    if not start <= c or (min_time is not None and not c.less_equal(min_time)):
+        # The batch holds updates the shard has (before c), or lacks some it needs
+        # (between c and the batch's start): the caller truncates at c and retries.
+        raise UpperMismatch(state.shard, start, c)
+    moved = None if batch is None or not has_updates else dataclasses.replace(batch, lower=c)
+    return compare_and_append(
+        state, moved, c, upper, writer_id=writer_id, token=None, now_ms=now_ms
+    )
 
 
 # -- readers --------------------------------------------------------------------------

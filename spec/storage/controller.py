@@ -579,6 +579,11 @@ class StorageController:
         expected upper [UpdateNotBeyondLower]; an upper behind it
         [InvalidAppendBounds]. Upper mismatches at the store resolve the ticket
         with :class:`InvalidUppers`. An empty command list resolves at once.
+
+        A command without updates whose upper is the expected upper (section
+        2.9, item 6) still goes to the store, as a write expecting the upper it
+        sets: the shard accepts it as a no-op if its upper is still that, and
+        reports a mismatch if another writer moved it on.
         """
         if self._read_only:
             raise ReadOnlyController("a table append")

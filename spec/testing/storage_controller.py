@@ -2,8 +2,9 @@
 
 :class:`ShardStoreModel` carries out the shard requests a
 :class:`~tidegate.spec.storage.StorageController` emits (compare-and-append,
-since downgrades, snapshots, drops) the way a persist-like store would, and
-records what it saw so tests can check the controller's promises.
+since downgrades, snapshots, drops) the way a persist-like store would (its
+compare-and-append is the spec shard's), and records what it saw so tests
+can check the controller's promises.
 
 :class:`StorageControllerMachine` is a Hypothesis ``RuleBasedStateMachine``
 that drives a controller through tables, materialized-view outputs with
@@ -25,7 +26,7 @@ from typing import Any
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from ..errors import StorageError
+from ..errors import StorageError, UpperMismatch
 from ..frontier import Antichain, ChangeBatch, Row, Time, Update, consolidate_pairs
 from ..frontier.read_policy import (
     LagWriteFrontier,
@@ -36,6 +37,7 @@ from ..frontier.read_policy import (
     ValidFrom,
 )
 from ..ids import GlobalId
+from ..shard import BatchMeta, ShardState, compare_and_append
 from ..storage import (
     AppendCommand,
     AppendCompleted,
@@ -125,13 +127,33 @@ class ShardStoreModel:
             self.read(controller, effect)
 
     def write(self, controller: StorageController, write: WriteToShard) -> None:
+        """Compare-and-append decided by the spec shard's own transition, so the controller's
+        writes must be ones a shard accepts (an empty one at the upper is a no-op success).
+        A write the shard refuses for any reason but an upper mismatch raises."""
         shard = self.shards.get(write.id)
-        if shard is None or shard.upper != write.expected_upper:
-            current = shard.upper if shard is not None else Antichain.empty()
-            controller.complete_write(write.ticket, write.id, False, current)
+        if shard is None:
+            controller.complete_write(write.ticket, write.id, False, Antichain.empty())
+            return
+        batch = None
+        if write.updates:
+            times = [t for _row, t, _d in write.updates]
+            lower = write.expected_upper
+            batch = BatchMeta("", lower, write.new_upper, lower, len(times), min(times), max(times))
+        try:
+            out = compare_and_append(
+                ShardState(shard=str(write.id), upper=shard.upper),
+                batch,
+                write.expected_upper,
+                write.new_upper,
+                writer_id="controller",
+                token=None,
+                now_ms=0,
+            )
+        except UpperMismatch as e:
+            controller.complete_write(write.ticket, write.id, False, e.actual_upper)
             return
         shard.updates.extend(write.updates)
-        shard.upper = write.new_upper
+        shard.upper = out.upper
         controller.complete_write(write.ticket, write.id, True, shard.upper)
 
     def read(self, controller: StorageController, read: ReadSnapshot) -> None:

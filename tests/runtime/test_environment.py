@@ -318,6 +318,38 @@ def test_group_commit_gives_concurrent_appends_one_timestamp_and_moves_every_tab
     run(backend, main)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_appends_of_no_rows_advance_every_table_past_a_fresh_timestamp(
+    tmp_path: Path, backend: str
+) -> None:
+    """Issue 16 asked whether the environment can send the store an empty append expecting the
+    upper it sets (a no-op, refused before the fix). It cannot: a commit stamps one fresh
+    timestamp from the oracle, strictly after every table's upper, and moves every table past
+    it, so a table with no rows (an append of zero rows, or a group commit where its batch is
+    empty, or across a reopen) still advances its upper. This pins that down."""
+
+    async def main() -> None:
+        with anyio.fail_after(60):
+            schema = Schema.of(("x", "int64", False))
+            async with Environment.open(tmp_path, replicas={}, tick_ms=None) as env:
+                await env.create_table("a", schema)
+                await env.create_table("b", schema)
+                for batches in ([("a", [])], [("a", [(1,)]), ("b", [])], [("b", [])]):
+                    uppers = [env.frontiers(t)[1] for t in ("a", "b")]
+                    ts = await env.append_many(batches)
+                    for t, before in zip(("a", "b"), uppers, strict=True):
+                        assert before < env.frontiers(t)[1] == Antichain([ts + 1])
+                assert env.driver.storage.errors == []
+            async with Environment.open(tmp_path, replicas={}, tick_ms=None) as env:
+                before = env.frontiers("a")[1]
+                ts = await env.append("a", [])
+                assert before < env.frontiers("a")[1] == Antichain([ts + 1])
+                assert await env.driver.snapshot(env.resolve("a"), ts) == [((1,), ts, 1)]
+                assert env.driver.storage.errors == []
+
+    run(backend, main)
+
+
 def test_objects_without_a_read_policy_compact_by_the_default(tmp_path: Path) -> None:
     """Found by the simulator: an index created without a read policy held its since (and its
     input's) at its as_of for ever. Every object now compacts by ``DEFAULT_READ_POLICY``."""

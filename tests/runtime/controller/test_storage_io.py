@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -12,16 +13,22 @@ import pytest
 from tidegate.runtime.controller import ShardStorageIO
 from tidegate.runtime.controller.schemas import arrow_schema
 from tidegate.runtime.controller.storage_io import CONTROLLER_READER
+from tidegate.runtime.storage import default_urls
 from tidegate.runtime.storage.store import ShardStore
+from tidegate.spec.controller import Controller
 from tidegate.spec.errors import ShardFinalized
 from tidegate.spec.frontier import Antichain
 from tidegate.spec.ids import GlobalId
 from tidegate.spec.plan import Schema
 from tidegate.spec.storage import (
+    AppendCommand,
+    AppendCompleted,
+    CollectionDescription,
     DowngradeShardSince,
     DropShard,
     ReadSnapshot,
     RegisterShard,
+    Table,
     WriteToShard,
 )
 
@@ -57,9 +64,11 @@ async def drained(io: ShardStorageIO, until: Callable[[], bool]) -> None:
             await anyio.sleep(0.01)
 
 
-def run_io(main: Callable[[ShardStorageIO, Recorder, ShardStore], Any]) -> None:
+def run_io(
+    main: Callable[[ShardStorageIO, Recorder, ShardStore], Any], on: ShardStore | None = None
+) -> None:
     async def outer() -> None:
-        s = store()
+        s = on or store()
         io = ShardStorageIO(s)
         rec = Recorder()
         async with anyio.create_task_group() as tg:
@@ -180,3 +189,71 @@ def test_transient_failures_are_retried_and_a_write_whose_answer_was_lost_lands_
         assert io.retries >= 3 and not io.errors
 
     anyio.run(main)
+
+
+def test_an_empty_write_at_the_upper_is_reported_applied(tmp_path: Path) -> None:
+    """Issue 16: a write without updates expecting the upper it sets is a no-op success at the
+    store (file blob + SQLite consensus here). Before the fix the store refused it with
+    InvalidShardBounds, and the IO reported it failed with the shard's upper, which was the
+    expected upper itself: an ``InvalidUppers`` that contradicts itself."""
+
+    async def main(io: ShardStorageIO, rec: Recorder, s: ShardStore) -> None:
+        io.set_schema(G, SCHEMA)
+        row = (1, "a", None, 0.5)
+        io.handle(RegisterShard(G))
+        io.handle(WriteToShard(1, G, ((row, 3, 1),), Antichain([0]), Antichain([5])))
+        io.handle(WriteToShard(2, G, (), Antichain([5]), Antichain([5])))
+        io.handle(WriteToShard(3, G, (), Antichain([4]), Antichain([4])))  # not the upper
+        await drained(io, lambda: len(rec.calls) == 3)
+        assert rec.calls == [
+            ("write", 1, G, True, Antichain([5])),
+            ("write", 2, G, True, Antichain([5])),
+            ("write", 3, G, False, Antichain([5])),
+        ]
+        assert io.errors == []
+        assert s.snapshot_rows(str(G), 4) == [(row, 4, 1)]
+
+    run_io(main, ShardStore.open(*default_urls(tmp_path)))
+
+
+def test_the_controllers_empty_append_at_the_upper_completes_without_error(
+    tmp_path: Path,
+) -> None:
+    """The same through the spec controller, wired to the IO as the driver wires it (outcomes
+    call the controller, then its effects are carried out): the append completes with no
+    error and the upper stays. Before the fix it completed with ``InvalidUppers`` naming the
+    table at the very upper the append expected."""
+
+    async def outer() -> None:
+        io = ShardStorageIO(ShardStore.open(*default_urls(tmp_path)))
+        ctl = Controller()
+        completed: list[AppendCompleted] = []
+
+        def apply() -> None:
+            for e in ctl.drain():
+                if isinstance(e, AppendCompleted):
+                    completed.append(e)
+                elif isinstance(
+                    e, RegisterShard | WriteToShard | ReadSnapshot | DowngradeShardSince | DropShard
+                ):
+                    io.handle(e)
+
+        def report(fn: Callable[[Any], object]) -> None:
+            fn(ctl)
+            apply()
+
+        async with anyio.create_task_group() as tg:
+            io.start(tg, report)
+            fr = await io.ensure_shard(G, SCHEMA)
+            ctl.create_collections([(G, CollectionDescription(Table()))], {G: fr})
+            apply()
+            row = (1, "a", None, 0.5)
+            first = ctl.append([AppendCommand(G, [(row, 0, 1)], Antichain([3]))])
+            empty = ctl.append([AppendCommand(G, [], Antichain([3]))])
+            apply()
+            await drained(io, lambda: len(completed) == 2)
+            assert completed == [AppendCompleted(first, None), AppendCompleted(empty, None)]
+            assert ctl.storage.collection(G).upper == Antichain([3])
+            assert io.errors == []
+
+    anyio.run(outer)

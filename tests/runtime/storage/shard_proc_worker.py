@@ -3,17 +3,22 @@
     python shard_proc_worker.py race   ROOT SHARD ROUNDS GO_PREFIX
     python shard_proc_worker.py writer ROOT SHARD ROWS ACK_FILE
     python shard_proc_worker.py reader ROOT SHARD ROWS SECONDS
+    python shard_proc_worker.py replica ROOT SHARD HORIZON SEED
 
 ``race``, in round ``r``, waits for the file GO_PREFIX``r``, appends at upper ``r``
 and prints ``ok <upper>`` or ``mismatch <actual upper>``. ``writer`` appends batch after batch (time ``u``,
 rows ``(u, j)`` for ``j < ROWS``) from the shard's upper and records each
 acknowledged append in ACK_FILE. ``reader`` snapshots repeatedly and checks
 every append it sees is whole; prints ``ok <snapshots>`` or ``partial ...``.
+``replica`` writes the definite collection :func:`definite` up to HORIZON with
+truncating appends in chunks of random width (from SEED), as one replica of a
+dataflow writes its output, and prints ``ok <upper>``.
 """
 
 from __future__ import annotations
 
 import os
+import random
 import sys
 import time
 
@@ -49,6 +54,26 @@ def writer(root: str, shard: str, rows: int, ack: str) -> None:
         os.write(fd, f"{u}\n".encode())
 
 
+def definite(horizon: int) -> list[tuple[tuple[int, int], int, int]]:
+    """The updates every replica writes: ``t % 4`` rows at each time ``t``, diffs +-1."""
+    return [((t, j), t, (-1) ** j) for t in range(horizon) for j in range(t % 4)]
+
+
+def replica(root: str, shard: str, horizon: int, seed: int) -> None:
+    s = store(root, auto_compact=False)
+    rng = random.Random(seed)
+    updates = definite(horizon)
+    s.state(shard)
+    print("ready", flush=True)
+    lo = 0
+    upper = s.upper(shard)
+    while lo < horizon:
+        hi = min(horizon, lo + rng.randint(1, 4))
+        upper = s.append(shard, [u for u in updates if lo <= u[1] < hi], lo, hi)
+        lo = hi
+    print("ok", upper.elements[0], flush=True)
+
+
 def reader(root: str, shard: str, rows: int, seconds: float) -> None:
     s = store(root, auto_compact=False)
     deadline = time.monotonic() + seconds
@@ -76,5 +101,7 @@ if __name__ == "__main__":
         race(root, shard, int(a), b)
     elif mode == "writer":
         writer(root, shard, int(a), b)
+    elif mode == "replica":
+        replica(root, shard, int(a), int(b))
     else:
         reader(root, shard, int(a), float(b))

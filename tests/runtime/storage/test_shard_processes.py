@@ -1,5 +1,6 @@
 """Several real processes on one shard (file blob + SQLite consensus): racing appends,
-concurrent readers, and a writer killed with SIGKILL at random points.
+concurrent readers, a writer killed with SIGKILL at random points, and replicas of one
+dataflow writing the same output with truncating appends.
 
 ``TIDEGATE_SHARD_KILLS`` sets the number of kills (default 8; ``bench/shards_crash.py``
 runs 50).
@@ -7,6 +8,7 @@ runs 50).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import random
 import signal
@@ -19,6 +21,7 @@ import pyarrow as pa
 import pytest
 
 from tidegate.runtime.storage import ShardStore, default_urls
+from tidegate.spec.shard import snapshot_updates
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -63,6 +66,23 @@ def test_racing_appends_exactly_one_wins(root: Path):
     for p in procs:
         p.communicate(timeout=60)
         assert p.returncode == 0
+
+
+def test_replicas_writing_one_output_store_each_update_exactly_once(root: Path):
+    spec = importlib.util.spec_from_file_location("shard_proc_worker", WORKER)
+    assert spec is not None and spec.loader is not None
+    worker = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(worker)
+    horizon = 60
+    procs = [spawn("replica", root, "s1", horizon, seed) for seed in range(3)]
+    outs = [p.communicate(timeout=120)[0].split() for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    assert outs == [["ok", str(horizon)]] * 3, outs
+    store = ShardStore.open(*default_urls(root))
+    updates = worker.definite(horizon)
+    assert store.state("s1").length == len(updates)  # none twice
+    for at in range(horizon):
+        assert store.snapshot_rows("s1", at) == snapshot_updates(updates, at)
 
 
 def test_readers_never_see_partial_appends(root: Path):

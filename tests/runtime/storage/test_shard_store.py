@@ -1,7 +1,10 @@
-"""The shard store's documented behaviour, on the in-memory and the local (file + SQLite) backends."""
+"""The shard store's documented behaviour, on the in-memory, the local (file + SQLite) and the
+networked (S3 + PostgreSQL, started by the tests) backends."""
 
 from __future__ import annotations
 
+import random
+import threading
 import uuid
 
 import pyarrow as pa
@@ -15,6 +18,7 @@ from tidegate.runtime.storage import (
     default_urls,
 )
 from tidegate.spec.errors import (
+    AppendGap,
     BlobCorrupt,
     BlobMissing,
     FinalizationNotReady,
@@ -350,3 +354,205 @@ def test_urls_pick_backends(tmp_path):
             open_blob(bad)
     with pytest.raises(ValueError):
         open_consensus("mysql://x")
+
+
+# -- empty appends (issue 16) --------------------------------------------------------------------
+
+EMPTY = pa.table(
+    {
+        "id": pa.array([], pa.int64()),
+        "name": pa.array([], pa.string()),
+        "__time": pa.array([], pa.int64()),
+        "__diff": pa.array([], pa.int64()),
+    }
+)
+
+
+@pytest.mark.parametrize("updates", [[], EMPTY], ids=["tuples", "arrow"])
+def test_an_empty_append_at_the_upper_is_a_no_op(store, updates):
+    """No updates with ``expected == new ==`` the upper succeeds and writes nothing (persist's
+    no-op); before issue 16 the store refused it with InvalidShardBounds."""
+    store.compare_and_append("u1", [((1, "a"), 0, 1)], 0, 3)
+    before, blobs = heads(store), store.blob.list_keys()
+    assert store.compare_and_append("u1", updates, 3, 3) == Antichain([3])
+    assert store.compare_and_append(
+        "u1", updates, Antichain([3]), Antichain([3]), "t"
+    ) == Antichain([3])
+    assert heads(store) == before and store.blob.list_keys() == blobs
+    with pytest.raises(UpperMismatch) as e:  # not at the upper: a mismatch, as usual
+        store.compare_and_append("u1", updates, 2, 2)
+    assert e.value.actual_upper == Antichain([3])
+    store.compare_and_append("u1", [], 3, Antichain())
+    assert store.compare_and_append("u1", updates, Antichain(), Antichain()) == Antichain()
+
+
+# -- the truncating append (persist's non-CAS ``append``) ----------------------------------------
+
+
+def rows(*times: int) -> list[tuple[tuple[int, str], int, int]]:
+    """One update per time: row ``(t, "r<t>")`` at ``t``."""
+    return [((t, f"r{t}"), t, 1) for t in times]
+
+
+def blob_keys(store: ShardStore) -> set[str]:
+    return {m.key for m in store.blob.list_keys("u1/")}
+
+
+def test_truncating_append_stores_only_what_the_shard_lacks(store):
+    store.compare_and_append("u1", rows(0, 1, 2), 0, 3)
+    assert store.append("u1", rows(1, 2, 3, 4), 1, 5) == Antichain([5])
+    assert store.snapshot_rows("u1", 4) == [(r, 4, 1) for r, _t, _d in rows(0, 1, 2, 3, 4)]
+    last = store.state("u1").batches[-1]
+    assert (last.lower, last.upper, last.length) == (Antichain([3]), Antichain([5]), 2)
+    assert blob_keys(store) == set(store.state("u1").batch_keys)  # cut before writing
+
+
+def test_truncating_append_at_the_upper_is_compare_and_append(store):
+    store.append("u1", rows(0, 1), 0, 2)
+    store.compare_and_append("u1", rows(2), 2, 3)
+    s = store.state("u1")
+    assert [(b.lower, b.upper, b.length) for b in s.batches] == [
+        (Antichain([0]), Antichain([2]), 2),
+        (Antichain([2]), Antichain([3]), 1),
+    ]
+    assert store.append("u1", [], 3, 7) == Antichain([7]) == store.upper("u1")
+
+
+def test_truncating_append_the_shard_covers_writes_nothing(store):
+    store.compare_and_append("u1", rows(0, 1, 2), 0, 3)
+    store.compare_and_append("u1", [], 3, Antichain([4]))
+    before, blobs = heads(store), store.blob.list_keys()
+    assert store.append("u1", rows(0, 1), 0, 2) == Antichain([4])
+    assert store.append("u1", rows(1, 2, 3), 1, 4) == Antichain([4])
+    assert store.append("u1", [], 4, 4) == Antichain([4])
+    assert heads(store) == before and store.blob.list_keys() == blobs
+
+
+def test_truncating_append_after_a_gap_is_refused(store):
+    store.compare_and_append("u1", [], 0, 3)
+    before = heads(store)
+    with pytest.raises(AppendGap) as e:
+        store.append("u1", rows(4, 5), 4, 6)
+    assert (e.value.shard, e.value.lower, e.value.actual_upper) == (
+        "u1",
+        Antichain([4]),
+        Antichain([3]),
+    )
+    assert heads(store) == before and store.blob.list_keys() == []
+
+
+@pytest.mark.parametrize(
+    "updates,lo,hi,err",
+    [
+        (rows(5), 0, 3, InvalidUpdates),
+        (rows(0), 1, 3, InvalidUpdates),
+        (rows(0), 0, 0, InvalidShardBounds),
+        ([], 3, 2, InvalidShardBounds),
+        ([((1,), 0, 1)], 0, 3, SchemaMismatch),
+    ],
+)
+def test_bad_truncating_appends_are_rejected_and_change_nothing(store, updates, lo, hi, err):
+    store.compare_and_append("u1", [], 0, 1)
+    before = heads(store)
+    with pytest.raises(err):
+        store.append("u1", updates, lo, hi)
+    assert heads(store) == before and store.blob.list_keys() == []
+
+
+class RacingBlob:
+    """A blob that runs ``race`` (another writer's append) right after its first ``set``."""
+
+    def __init__(self, inner, race) -> None:
+        self.inner, self.race, self.sets = inner, race, 0
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+    def set(self, key, value):
+        self.inner.set(key, value)
+        self.sets += 1
+        race, self.race = self.race, None
+        if race is not None:
+            race()
+
+
+@pytest.mark.parametrize(
+    "ours,theirs,sets",
+    [
+        (rows(2, 3, 4, 5), rows(2, 3), 2),  # the upper passes rows of ours: cut again, rewrite
+        (rows(2, 3, 4, 5), rows(2, 3, 4, 5), 1),  # it passes all of them: a no-op
+        (rows(4, 5), [], 1),  # it passes none: the same batch, from the new upper
+    ],
+    ids=["cut-again", "covered", "no-rows-before"],
+)
+def test_truncating_append_cuts_again_when_the_upper_moves_while_it_writes(
+    store, ours, theirs, sets
+):
+    """Another writer of the same definite updates commits between our cut and our commit."""
+    store.compare_and_append("u1", rows(0, 1), 0, 2)
+    other = ShardStore(store.blob, store.consensus, auto_compact=False)
+    their_upper = 6 if len(theirs) == 4 else 4
+    blob = RacingBlob(store.blob, lambda: other.append("u1", theirs, 2, their_upper))
+    racing = ShardStore(blob, store.consensus, auto_compact=False)
+    assert racing.append("u1", ours, 2, 6) == Antichain([6])
+    want = rows(0, 1, 2, 3, 4, 5) if len(ours) == 4 else rows(0, 1, 4, 5)
+    assert store.snapshot_rows("u1", 5) == [(r, 5, 1) for r, _t, _d in want]
+    assert store.state("u1").length == len(want)  # each update stored exactly once
+    assert blob.sets == sets
+    assert blob_keys(store) == set(store.state("u1").batch_keys)  # no orphan blob left
+
+
+def test_racing_truncating_appends_store_each_update_exactly_once(store):
+    """Writers of one definite collection (replicas of a dataflow) append it in random chunks at
+    once, each from its own store: every update lands once, whoever wins each race."""
+    horizon = 30
+    definite = [((t, f"r{t}-{j}"), t, (-1) ** j) for t in range(horizon) for j in range(t % 3)]
+    errors: list[BaseException] = []
+
+    def replica(seed: int) -> None:
+        rng = random.Random(seed)
+        writer = ShardStore(store.blob, store.consensus, writer_id=f"w{seed}", auto_compact=False)
+        lo = 0
+        try:
+            while lo < horizon:
+                hi = min(horizon, lo + rng.randint(1, 5))
+                writer.append("u1", [u for u in definite if lo <= u[1] < hi], lo, hi)
+                lo = hi
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=replica, args=(seed,)) for seed in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    state = store.state("u1")
+    assert state.upper == Antichain([horizon])
+    assert state.length == len(definite)
+    for at in (*range(0, horizon, 4), horizon - 1):
+        assert store.snapshot_rows("u1", at) == snapshot_updates(definite, at)
+    assert blob_keys(store) == set(state.batch_keys)
+
+
+def test_truncating_append_retried_after_an_unknown_outcome_lands_once(store):
+    class CommitThenFail:
+        def __init__(self, inner):
+            self.inner, self.fail = inner, True
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def compare_and_set(self, key, expected, new):
+            ok = self.inner.compare_and_set(key, expected, new)
+            if self.fail:
+                self.fail = False
+                raise ConnectionError("lost the reply")
+            return ok
+
+    flaky = ShardStore(store.blob, CommitThenFail(store.consensus), auto_compact=False)
+    with pytest.raises(Indeterminate):
+        flaky.append("u1", rows(0, 1), 0, 2)
+    assert flaky.append("u1", rows(0, 1), 0, 2) == Antichain([2])  # landed: now a no-op
+    assert store.snapshot_rows("u1", 1) == [(r, 1, 1) for r, _t, _d in rows(0, 1)]
+    assert len(store.blob.list_keys("u1/")) == 1

@@ -6,6 +6,7 @@ import pytest
 from shard_pure_model import PureShard
 
 from tidegate.spec.errors import (
+    AppendGap,
     CompactionConflict,
     FinalizationNotReady,
     InvalidShardBounds,
@@ -25,6 +26,8 @@ from tidegate.spec.shard import (
     BatchMeta,
     CompactionPolicy,
     ShardState,
+    append,
+    append_lower,
     apply_compaction,
     compare_and_append,
     compare_and_downgrade_since,
@@ -70,10 +73,122 @@ def test_upper_mismatch_reports_actual_upper():
     assert e.value.actual_upper == A([4]) and e.value.shard == "s1"
 
 
-@pytest.mark.parametrize("lo,up", [(0, 0), (3, 2)])
-def test_new_upper_must_be_beyond_expected(lo, up):
+def test_new_upper_must_not_be_behind_expected():
     with pytest.raises(InvalidShardBounds):
-        compare_and_append(fresh(), None, A([lo]), A([up]), writer_id="w", token=None, now_ms=0)
+        compare_and_append(fresh(), None, A([3]), A([2]), writer_id="w", token=None, now_ms=0)
+
+
+def test_updates_need_a_non_empty_interval():
+    with pytest.raises(InvalidShardBounds):
+        compare_and_append(
+            fresh(), meta("k", 0, 0, [0]), A([0]), A([0]), writer_id="w", token=None, now_ms=0
+        )
+
+
+@pytest.mark.parametrize("empty_batch", [False, True])
+def test_an_empty_append_at_the_upper_is_a_no_op(empty_batch):
+    """Issue 16: no updates and ``expected == new == upper`` succeeds, changing nothing.
+
+    Before the fix this raised InvalidShardBounds (persist: a successful no-op).
+    """
+    s = compare_and_append(fresh(), None, A([0]), A([4]), writer_id="w", token=None, now_ms=0).state
+    batch = BatchMeta("k", A([4]), A([4]), A([4]), 0) if empty_batch else None
+    out = compare_and_append(s, batch, A([4]), A([4]), writer_id="w2", token="t", now_ms=9)
+    assert out.state is s and out.upper == A([4]) and not out.already_committed
+    # Not at the upper: an ordinary mismatch, reporting the actual upper.
+    with pytest.raises(UpperMismatch) as e:
+        compare_and_append(s, None, A([2]), A([2]), writer_id="w", token=None, now_ms=0)
+    assert e.value.actual_upper == A([4])
+    closed = compare_and_append(s, None, A([4]), A([]), writer_id="w", token=None, now_ms=0).state
+    assert (
+        compare_and_append(closed, None, A([]), A([]), writer_id="w", token=None, now_ms=0).state
+        is closed
+    )
+
+
+# -- the truncating append (persist's non-CAS ``append``) -----------------------------------------
+
+
+def at_upper(n: int) -> ShardState:
+    """A shard whose updates ``(i,)`` at time ``i`` fill ``[0, n)``."""
+    p = PureShard(fresh())
+    p.append([((i,), i, 1) for i in range(n)], 0, n)
+    return p.state
+
+
+def test_append_at_the_upper_is_compare_and_append():
+    s = at_upper(3)
+    out = append(s, meta("k", 3, 5, [3, 4]), A([3]), A([5]), writer_id="w", now_ms=1)
+    cas = compare_and_append(
+        s, meta("k", 3, 5, [3, 4]), A([3]), A([5]), writer_id="w", token=None, now_ms=1
+    )
+    assert out == cas and out.state.upper == A([5])
+
+
+def test_an_overlapping_append_must_be_truncated_at_the_upper():
+    s = at_upper(3)
+    whole = meta("k", 1, 5, [1, 2, 3, 4])
+    with pytest.raises(UpperMismatch) as e:  # it holds updates the shard has
+        append(s, whole, A([1]), A([5]), writer_id="w", now_ms=0)
+    assert e.value.actual_upper == A([3])
+    out = append(s, meta("k", 3, 5, [3, 4]), A([1]), A([5]), writer_id="w", now_ms=0)
+    assert out.state.upper == A([5]) and out.upper == A([5])
+    (b,) = out.state.batches[-1:]
+    assert (b.lower, b.upper, b.since) == (A([3]), A([5]), A([3]))
+
+
+def test_an_overlapping_append_with_nothing_before_the_upper_needs_no_truncation():
+    s = at_upper(3)
+    out = append(s, meta("k", 1, 6, [4, 5]), A([1]), A([6]), writer_id="w", now_ms=0)
+    assert out.state.batches[-1].lower == A([3]) and out.state.upper == A([6])
+    # Without updates, only the upper moves.
+    assert append(s, None, A([0]), A([6]), writer_id="w", now_ms=0).state.upper == A([6])
+
+
+@pytest.mark.parametrize("lo,up", [(0, 3), (1, 2), (3, 3), (0, 0)])
+def test_an_append_the_shard_already_covers_is_a_no_op(lo, up):
+    s = at_upper(3)
+    times = list(range(lo, up))
+    batch = meta("k", lo, up, times) if times else None
+    out = append(s, batch, A([lo]), A([up]), writer_id="w", now_ms=0)
+    assert out.state is s and out.upper == A([3]) and not out.already_committed
+
+
+def test_an_append_after_a_gap_is_refused():
+    s = at_upper(3)
+    with pytest.raises(AppendGap) as e:
+        append(s, meta("k", 4, 6, [4]), A([4]), A([6]), writer_id="w", now_ms=0)
+    assert (e.value.lower, e.value.actual_upper, e.value.shard) == (A([4]), A([3]), "s1")
+    with pytest.raises(AppendGap):
+        append_lower(s, A([5]), A([5]))
+
+
+def test_a_batch_cut_past_the_upper_is_refused():
+    """A batch that starts after the shard's upper would skip updates: cut it again at the upper."""
+    s = at_upper(3)
+    with pytest.raises(UpperMismatch) as e:
+        append(s, meta("k", 4, 6, [4]), A([1]), A([6]), writer_id="w", now_ms=0)
+    assert e.value.actual_upper == A([3])
+
+
+@pytest.mark.parametrize(
+    "batch,lo,up,err",
+    [
+        (None, 4, 2, InvalidShardBounds),
+        (meta("k", 2, 2, [2]), 2, 2, InvalidShardBounds),
+        (meta("k", 0, 5, [0]), 1, 5, InvalidUpdates),  # the batch starts before lower
+        (meta("k", 1, 4, [1]), 1, 5, InvalidUpdates),  # the batch ends elsewhere
+        (meta("k", 1, 5, [5]), 1, 5, InvalidUpdates),  # a time not before upper
+    ],
+)
+def test_bad_truncating_appends_are_rejected(batch, lo, up, err):
+    with pytest.raises(err):
+        append(at_upper(3), batch, A([lo]), A([up]), writer_id="w", now_ms=0)
+
+
+def test_truncating_append_on_a_finalized_shard():
+    with pytest.raises(ShardFinalized):
+        append(finalize(at_upper(3), force=True), None, A([3]), A([4]), writer_id="w", now_ms=0)
 
 
 @pytest.mark.parametrize("times", [[3], [0, 2], [1, 5]])

@@ -96,6 +96,33 @@ def test_an_append_without_updates_advances_the_upper(
     assert ctl.collection(u1).upper == A(7)
 
 
+def test_an_empty_append_at_the_upper_succeeds_as_a_no_op(
+    ctl: StorageController, store: ShardStoreModel
+) -> None:
+    """Issue 16: no updates and the upper unchanged is one write expecting the upper it sets, which
+    the shard (the spec shard's compare-and-append) accepts as a no-op. Before the fix the shard
+    refused it with InvalidShardBounds and the runtime reported a contradictory InvalidUppers."""
+    ctl.append([AppendCommand(u1, [(("a",), 1, 1)], A(5))])
+    store.run(ctl)
+    ticket = ctl.append([AppendCommand(u1, [], A(5))])
+    effects = ctl.drain()
+    assert effects == [WriteToShard(ticket, u1, (), A(5), A(5))]
+    done = store.run(ctl, effects)
+    assert done[1:] == [AppendCompleted(ticket, None)]  # no UpperChanged: nothing moved
+    assert ctl.collection(u1).upper == A(5) == store.shards[u1].upper
+    # Behind a write in flight it expects the upper that write leaves.
+    ctl.append([AppendCommand(u1, [(("b",), 5, 1)], A(6))])
+    ticket = ctl.append([AppendCommand(u1, [], A(6))])
+    assert AppendCompleted(ticket, None) in store.run(ctl)
+    assert ctl.collection(u1).upper == A(6)
+    assert store.contents(u1, 5) == [(("a",), 1), (("b",), 1)]
+    # Another writer moved the shard on: an ordinary mismatch, and the controller learns the upper.
+    store.shards[u1].upper = A(9)
+    ticket = ctl.append([AppendCommand(u1, [], A(6))])
+    assert store.run(ctl)[-1] == AppendCompleted(ticket, InvalidUppers([InvalidUpper(u1, A(9))]))
+    assert ctl.collection(u1).upper == A(9)
+
+
 def test_upper_mismatch_resolves_with_invalid_uppers(
     ctl: StorageController, store: ShardStoreModel
 ) -> None:
