@@ -7,7 +7,7 @@ its public methods return no effect lists. The owner -- a driver, the
 simulator, a test -- takes them with ``drain()`` after each call, as dask's
 ``WorkerState`` hands back one list of instructions per stimulus.
 
-A call that raises leaves the outbox as it was (:meth:`Outbox.atomic`), so
+A call that raises leaves the outbox as it was (:func:`atomic`), so
 "a call that raises has changed nothing" holds for effects too.
 
 >>> box: Outbox[str] = Outbox()
@@ -19,8 +19,7 @@ A call that raises leaves the outbox as it was (:meth:`Outbox.atomic`), so
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable
 from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar
 
 __all__ = ["HasOutbox", "Outbox", "atomic"]
@@ -55,16 +54,6 @@ class Outbox(Generic[E]):
     def __bool__(self) -> bool:
         return bool(self._items)
 
-    @contextmanager
-    def atomic(self) -> Iterator[None]:
-        """Discard what the block emitted if it raises (the caller's state is unchanged too)."""
-        mark = len(self._items)
-        try:
-            yield
-        except BaseException:
-            del self._items[mark:]
-            raise
-
 
 class HasOutbox(Protocol):
     """A state machine with an outbox (what :func:`atomic` needs)."""
@@ -76,11 +65,11 @@ S = TypeVar("S", bound=HasOutbox)
 
 
 def atomic(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P], R]:
-    """Decorate a public method: if it raises, what it emitted is discarded (see :meth:`Outbox.atomic`)."""
+    """Decorate a public method: if it raises, what it emitted is discarded."""
 
     @functools.wraps(method)
     def call(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        items = self._outbox._items  # inlined Outbox.atomic: this wraps every hot-path call
+        items = self._outbox._items  # plain try/except: this wraps every hot-path call
         mark = len(items)
         try:
             return method(self, *args, **kwargs)

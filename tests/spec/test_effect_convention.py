@@ -19,7 +19,7 @@ from tidegate.spec.compute_replica import ComputeReplica
 from tidegate.spec.compute_replica.outputs import ReplicaOutput
 from tidegate.spec.controller import Controller, ControllerEffect
 from tidegate.spec.executor.python import PythonExecutor
-from tidegate.spec.outbox import Outbox
+from tidegate.spec.outbox import Outbox, atomic
 from tidegate.spec.storage import StorageController, StorageEffect
 
 MACHINES = [ComputeController, StorageController, Controller, ComputeReplica]
@@ -83,10 +83,18 @@ def test_a_call_that_raises_emits_nothing() -> None:
     assert ctl.drain() == []
 
 
-def test_outbox_atomic_discards_what_a_failed_block_emitted() -> None:
-    box: Outbox[int] = Outbox()
-    box.emit(1)
-    with pytest.raises(ValueError), box.atomic():
-        box.emit(2)
-        raise ValueError
-    assert box.drain() == [1]
+def test_atomic_discards_what_a_failed_call_emitted() -> None:
+    class Machine:
+        def __init__(self) -> None:
+            self._outbox: Outbox[int] = Outbox()
+
+        @atomic
+        def fail_after_emitting(self) -> None:
+            self._outbox.emit(2)
+            raise ValueError
+
+    m = Machine()
+    m._outbox.emit(1)
+    with pytest.raises(ValueError):
+        m.fail_after_emitting()
+    assert m._outbox.drain() == [1]
