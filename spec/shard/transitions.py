@@ -113,6 +113,14 @@ class AppendOutcome:
     already_committed: bool
 
 
+def _check_batch_shape(state: ShardState, batch: BatchMeta, has_updates: bool) -> None:
+    """[InvalidUpdates] for a negative length, or a non-empty batch without time bounds."""
+    if batch.length < 0:
+        raise InvalidUpdates(state.shard, f"batch length {batch.length} is negative")
+    if has_updates and (batch.min_time is None or batch.max_time is None):
+        raise InvalidUpdates(state.shard, "a non-empty batch needs its time bounds")
+
+
 def check_append_times(
     shard: str,
     min_time: int | None,
@@ -185,10 +193,7 @@ def compare_and_append(
                 f"batch bounds [{batch.lower!r}, {batch.upper!r}) differ from the append's "
                 f"[{expected_upper!r}, {new_upper!r})",
             )
-        if batch.length < 0:
-            raise InvalidUpdates(state.shard, f"batch length {batch.length} is negative")
-        if has_updates and (batch.min_time is None or batch.max_time is None):
-            raise InvalidUpdates(state.shard, "a non-empty batch needs its time bounds")
+        _check_batch_shape(state, batch, has_updates)
         check_append_times(
             state.shard,
             batch.min_time if has_updates else None,
@@ -279,10 +284,7 @@ def append(
                 f"batch bounds [{batch.lower!r}, {batch.upper!r}) are not within the append's "
                 f"[{lower!r}, {upper!r})",
             )
-        if batch.length < 0:
-            raise InvalidUpdates(state.shard, f"batch length {batch.length} is negative")
-        if has_updates and (batch.min_time is None or batch.max_time is None):
-            raise InvalidUpdates(state.shard, "a non-empty batch needs its time bounds")
+        _check_batch_shape(state, batch, has_updates)
         start = batch.lower
     min_time = batch.min_time if batch is not None and has_updates else None
     max_time = batch.max_time if batch is not None and has_updates else None
