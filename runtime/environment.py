@@ -747,7 +747,7 @@ class Environment:
         )
         if type(key) is not tuple:
             raise TypeMismatch(
-                f"a key of index {entry.name} is a tuple ({key_schema}), got {key!r}"
+                f"a key of index {entry.name} is a tuple of its key columns {key_schema}, got {key!r}"
             )
         check_row(key, key_schema, f"key of index {entry.name}")
         return key
