@@ -1,4 +1,4 @@
-"""``tidegate sim``: run, campaign, replay, shrink and plot deterministic simulations.
+"""``tidegate sim``: run, campaign, replay, shrink and plot deterministic simulations; show scenarios.
 
 A run's verdict is the online checkers' and, when they pass, the offline
 history checker's (``tidegate.sim.campaign.verdict``).
@@ -244,8 +244,40 @@ def _shrunk_path(original: str | None, seed: int) -> Path:
 def _cmd_plot(args: argparse.Namespace) -> int:
     from .plot import plot_file
 
-    png, html = plot_file(args.file, args.out)
-    print(f"wrote {png} and {html}")
+    written = [str(p) for p in plot_file(args.file, args.out)]
+    text = written[0] if len(written) == 1 else ", ".join(written[:-1]) + " and " + written[-1]
+    print(f"wrote {text}")
+    return EXIT_OK
+
+
+def _cmd_scenario_list(args: argparse.Namespace) -> int:
+    for name, make in SCENARIOS.items():
+        doc = (make.__doc__ or "").strip().split("\n\n")[0]
+        print(f"{name:<10} {' '.join(doc.split())}")
+    return EXIT_OK
+
+
+def _cmd_scenario_show(args: argparse.Namespace) -> int:
+    from .replay import resolve_scenario
+
+    print(json.dumps(resolve_scenario(args.name).to_json(), indent=2))
+    return EXIT_OK
+
+
+def _cmd_scenario_check(args: argparse.Namespace) -> int:
+    sc = Scenario.load(args.file)
+    print(
+        f"{args.file}: scenario {sc.name}: {sc.replicas} replica(s), {len(sc.tables)} table(s), "
+        f"{len(sc.dataflows)} dataflow(s), {sc.duration_ms} + {sc.quiet_ms} virtual ms, "
+        f"{sc.faults} fault(s)"
+    )
+    return EXIT_OK
+
+
+def _cmd_scenario_schema(args: argparse.Namespace) -> int:
+    from .scenario_schema import json_schema
+
+    print(json.dumps(json_schema(), indent=2))
     return EXIT_OK
 
 
@@ -336,10 +368,34 @@ def build_parser() -> argparse.ArgumentParser:
     shr.add_argument("--out", help="where to save the reproducer (a trace file)")
     shr.set_defaults(func=_cmd_shrink)
 
-    plot = sub.add_parser("plot", help="draw a trace: PNG and standalone HTML")
+    plot = sub.add_parser(
+        "plot", help="draw a run: PNG or SVG (matplotlib) and interactive HTML (plotly)"
+    )
     plot.add_argument("file", metavar="TRACE")
-    plot.add_argument("--out", help="output path prefix (default: next to the trace)")
+    plot.add_argument(
+        "-o",
+        "--out",
+        action="append",
+        metavar="PATH",
+        help="a file to draw, its format by suffix (.png, .svg, .html), or a path prefix "
+        "for PREFIX.png and PREFIX.html (default: next to the trace); repeatable",
+    )
     plot.set_defaults(func=_cmd_plot)
+
+    scen = sub.add_parser("scenario", help="the built-in scenarios, and scenario files")
+    scen_sub = scen.add_subparsers(dest="scenario_command", required=True)
+    scen_sub.add_parser("list", help="the built-in scenarios").set_defaults(func=_cmd_scenario_list)
+    show = scen_sub.add_parser(
+        "show", help="print a scenario as a JSON file (a starting point for your own)"
+    )
+    show.add_argument("name", metavar="NAME_OR_FILE", help=scenario_help)
+    show.set_defaults(func=_cmd_scenario_show)
+    check = scen_sub.add_parser("check", help="validate a scenario file against the schema")
+    check.add_argument("file", metavar="FILE")
+    check.set_defaults(func=_cmd_scenario_check)
+    scen_sub.add_parser("schema", help="print the JSON Schema of scenario files").set_defaults(
+        func=_cmd_scenario_schema
+    )
     return parser
 
 
@@ -347,12 +403,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``tidegate sim``; returns the exit code."""
     args = build_parser().parse_args(argv)
     from .faults import FaultPlanError
+    from .plot import PlotError
     from .replay import ReplayError
     from .scenario import ScenarioError
 
     try:
         code: int = args.func(args)
-    except (ReplayError, ScenarioError, FaultPlanError, OSError) as e:
+    except (ReplayError, ScenarioError, FaultPlanError, PlotError, OSError) as e:
         print(f"tidegate sim: {e}", file=sys.stderr)
         return EXIT_MISMATCH
     return code

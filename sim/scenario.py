@@ -2,20 +2,24 @@
 
 A :class:`Scenario` is plain data with a hand-writable JSON form
 (:meth:`Scenario.to_json` / :meth:`Scenario.from_json` / :meth:`Scenario.load`);
-plans are stored with :func:`tidegate.spec.plan.plan_to_dict`. ``standard()``,
-``small()`` and ``churn()`` are the built-ins; :data:`SCENARIOS` names them.
+plans are stored with :func:`tidegate.spec.plan.plan_to_dict`. Files are validated
+against a schema (:mod:`tidegate.sim.scenario_schema`): an unknown key, a value of the
+wrong type or out of range, a missing field is a :class:`ScenarioError` naming the
+field's path. ``standard()``, ``small()`` and ``churn()`` are the built-ins;
+:data:`SCENARIOS` names them (``tidegate sim scenario show standard`` prints one as a
+starting file).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from tidegate.spec.plan import Plan, Schema, plan_from_dict, plan_to_dict
-from tidegate.spec.plan.serde import schema_from_dict, schema_to_dict
+from tidegate.spec.plan import Plan, Schema, plan_to_dict
+from tidegate.spec.plan.serde import schema_to_dict
 
 from .faults import FaultKind
 
@@ -54,13 +58,15 @@ DEFAULT_REPLICA_STEP_MS = (10, 50)
 """The range each replica's periodic step interval is drawn from when a scenario names none."""
 
 
-def _pair(v: Any) -> tuple[int, int]:
-    low, high = v
-    return (int(low), int(high))
-
-
 class ScenarioError(ValueError):
-    """A scenario file or value that cannot be used."""
+    """A scenario file or value that cannot be used.
+
+    ``problems`` lists what a file's validation found, as ``(path, message)`` pairs: the
+    field's dotted path (``dataflows.0.kind``) and what was expected there."""
+
+    def __init__(self, message: str, problems: Iterable[tuple[str, str]] = ()) -> None:
+        super().__init__(message)
+        self.problems: tuple[tuple[str, str], ...] = tuple(problems)
 
 
 @dataclass(frozen=True)
@@ -138,15 +144,18 @@ class WorkloadMix:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> WorkloadMix:
-        kw: dict[str, Any] = {}
-        for k, v in data.items():
-            if k in ("rows_per_append", "ms_between_actions"):
-                kw[k] = (int(v[0]), int(v[1]))
-            elif k in cls.ACTIONS or k == "null_per_mille":
-                kw[k] = int(v)
-            else:
-                raise ScenarioError(f"unknown workload field {k!r}")
-        return cls(**kw)
+        """Validate a scenario file's ``workload`` object (see :mod:`.scenario_schema`)."""
+        from pydantic import ValidationError
+
+        from .scenario_schema import WorkloadModel, problems
+
+        try:
+            return cls(**WorkloadModel.model_validate(data).model_dump())
+        except ValidationError as e:
+            found = [(f"workload.{path}", message) for path, message in problems(e)]
+            raise ScenarioError(
+                "bad workload: " + "; ".join(f"{p}: {m}" for p, m in found), found
+            ) from None
 
 
 @dataclass(frozen=True)
@@ -217,37 +226,11 @@ class Scenario:
         }
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Scenario:
-        try:
-            kinds = data.get("fault_kinds")
-            return cls(
-                name=str(data["name"]),
-                replicas=int(data.get("replicas", 1)),
-                tables=tuple(
-                    TableSpec(str(t["id"]), schema_from_dict(t["schema"])) for t in data["tables"]
-                ),
-                dataflows=tuple(
-                    DataflowSpec(
-                        str(d["name"]),
-                        d["kind"],
-                        plan_from_dict(d["plan"]),
-                        tuple(int(k) for k in d.get("key", ())),
-                    )
-                    for d in data.get("dataflows", ())
-                ),
-                workload=WorkloadMix.from_json(data.get("workload", {})),
-                duration_ms=int(data.get("duration_ms", 10_000)),
-                faults=int(data.get("faults", 0)),
-                fault_kinds=None if kinds is None else tuple(FaultKind(k) for k in kinds),
-                quiet_ms=int(data.get("quiet_ms", 5_000)),
-                tick_ms=int(data.get("tick_ms", DEFAULT_TICK_MS)),
-                replica_step_ms=_pair(data.get("replica_step_ms", DEFAULT_REPLICA_STEP_MS)),
-                replica=data.get("replica", "spec"),
-            )
-        except ScenarioError:
-            raise
-        except (KeyError, TypeError, ValueError) as e:
-            raise ScenarioError(f"bad scenario: {e!r}") from e
+    def from_json(cls, data: Any) -> Scenario:
+        """Validate a scenario file's parsed JSON (see :mod:`.scenario_schema`) and build it."""
+        from .scenario_schema import validate
+
+        return validate(data)
 
     def dumps(self) -> str:
         return json.dumps(self.to_json(), indent=2, sort_keys=True)
@@ -262,11 +245,16 @@ class Scenario:
                 import yaml  # type: ignore[import-untyped]
             except ImportError as e:  # pragma: no cover - optional
                 raise ScenarioError("YAML scenarios need PyYAML") from e
-            return cls.from_json(yaml.safe_load(text))
+            data = yaml.safe_load(text)
+        else:
+            try:
+                data = json.loads(text)
+            except json.JSONDecodeError as e:
+                raise ScenarioError(f"{p}: not JSON: {e}") from e
         try:
-            return cls.from_json(json.loads(text))
-        except json.JSONDecodeError as e:
-            raise ScenarioError(f"{p}: not JSON: {e}") from e
+            return cls.from_json(data)
+        except ScenarioError as e:
+            raise ScenarioError(f"{p}: {e}", e.problems) from None
 
 
 # -- built-ins -----------------------------------------------------------------------------

@@ -21,7 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     register(sub)  # up and its clients: status, peek, append, DDL
     sim = sub.add_parser(
         "sim",
-        help="deterministic simulation: run, campaign, replay, shrink, plot",
+        help="deterministic simulation: run, campaign, replay, shrink, plot, scenario",
         add_help=False,
     )
     sim.add_argument("args", nargs=argparse.REMAINDER, help="see: tidegate sim --help")

@@ -111,7 +111,7 @@ def test_plot_summary_reads_reports_and_peeks_from_trace_lines() -> None:
         '{"id":"u5","k":"since","since":"[1]","t":13}',
         '{"id":"u5","k":"peek","t":20,"time":2,"uuid":"abc"}',
         '{"k":"peek_result","result":"PeekRows","t":25,"uuid":"abc"}',
-        '{"id":"u5","k":"peek_refused","t":26,"time":0}',
+        '{"id":"u5","k":"peek","t":26,"time":0,"uuid":"def"}',
     ]
     s = summarise(lines)
     assert s.series["u5"] == {
@@ -120,10 +120,9 @@ def test_plot_summary_reads_reports_and_peeks_from_trace_lines() -> None:
         "controller since": [(13, 1)],
     }
     assert s.series["u6"] == {"r2 write": [(11, 4)]}
-    assert [(t, when, status) for t, when, status, _ in s.peeks["u5"]] == [
-        (20, 2, "issued"),
-        (25, 2, "answered"),
-        (26, 0, "error"),
+    assert [(p.issued_ms, p.done_ms, p.read_at, p.status) for p in s.peeks["u5"]] == [
+        (20, 25, 2, "answered"),
+        (26, None, 0, "issued"),
     ]
     assert s.replicas == {}
 

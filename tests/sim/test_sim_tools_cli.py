@@ -375,10 +375,9 @@ def test_plot_writes_a_png_and_a_standalone_html(failing_trace: Path) -> None:
     assert (png.name, html.name) == ("picture.png", "picture.html")
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     page = html.read_text()
-    assert page.startswith("<!DOCTYPE html>") and "<svg" in page
-    assert "replica r1" in page and "collection " in page
+    assert "Plotly.newPlot" in page and "r1" in page
     assert "digest differs" not in page and f"mutant {MUTANT}" in page
-    assert "<script" not in page and "http://" not in page.replace("http://www.w3.org", "")
+    assert '<script src="http' not in page  # standalone: plotly.js is inlined
 
 
 def test_a_scenario_file_round_trips_through_the_tools(quick_file: Path) -> None:

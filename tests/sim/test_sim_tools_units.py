@@ -1,6 +1,6 @@
 """Unit laws of the simulator tools that need no simulation: seeds, campaign reports, plans,
-shrinking (against a pure stand-in for the simulator), mutant patches, file names, the PNG
-writer, trace parsing, what a campaign counts."""
+shrinking (against a pure stand-in for the simulator), mutant patches, file names, what
+a campaign counts (the pictures' tests are in ``test_sim_plot.py``)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,7 @@ import json
 import multiprocessing
 import os
 import pkgutil
-import struct
 import sys
-import zlib
 from collections.abc import Callable, Iterator, Set
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -35,7 +33,7 @@ from tidegate.sim.cli import _shrunk_path
 from tidegate.sim.coverage import merge_reports, render_report
 from tidegate.sim.faults import Action, Fault, FaultKind, FaultPlan, FaultPlanError
 from tidegate.sim.mutants import MUTANTS, mutant_names
-from tidegate.sim.plot import _CLOSED, Canvas, _frontier, plot_paths, render, summarise
+from tidegate.sim.plot import plot_paths
 from tidegate.sim.replay import ReplayError, load_replayable
 from tidegate.sim.scenario import Scenario, small
 from tidegate.sim.shrink import NotFailing, describe, min_quiet_ms, replay_command, shrink
@@ -390,6 +388,9 @@ def test_a_picture_is_named_after_its_whole_trace_name(tmp_path: Path) -> None:
         tmp_path / "p.v2.png",
         tmp_path / "p.v2.html",
     )
+    # A named picture is that one file, in the format its suffix says.
+    assert plot_paths("t.json", tmp_path / "p.svg") == (tmp_path / "p.svg",)
+    assert plot_paths("t.json", "p.HTML") == (Path("p.HTML"),)
 
 
 # -- replay files ----------------------------------------------------------------------------
@@ -487,78 +488,3 @@ def test_the_undo_check_sees_a_patch_left_behind() -> None:
     finally:
         instance.Instance.peek = original  # type: ignore[method-assign]
     assert _changes(before, _snapshot()) == []
-
-
-# -- the picture --------------------------------------------------------------------------
-
-
-def _decode_png(data: bytes) -> tuple[int, int, list[bytes]]:
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    pos, idat, width, height = 8, b"", 0, 0
-    while pos < len(data):
-        (length,) = struct.unpack(">I", data[pos : pos + 4])
-        kind = data[pos + 4 : pos + 8]
-        body = data[pos + 8 : pos + 8 + length]
-        (crc,) = struct.unpack(">I", data[pos + 8 + length : pos + 12 + length])
-        assert crc == zlib.crc32(kind + body)
-        if kind == b"IHDR":
-            width, height = struct.unpack(">II", body[:8])
-        elif kind == b"IDAT":
-            idat += body
-        pos += 12 + length
-    raw = zlib.decompress(idat)
-    stride = 1 + 3 * width
-    assert len(raw) == stride * height
-    return width, height, [raw[y * stride + 1 : (y + 1) * stride] for y in range(height)]
-
-
-def test_png_has_the_canvas_size_and_its_shapes() -> None:
-    c = Canvas(40, 20, background=(255, 255, 255))
-    c.rect(5, 5, 10, 10, (255, 0, 0))
-    c.line(0, 19, 39, 19, (0, 0, 255))
-    c.circle(30, 8, 3, (0, 128, 0))
-    c.text(100, 100, "off canvas is clipped")
-    w, h, rows = _decode_png(c.png())
-    assert (w, h) == (40, 20)
-
-    def px(x: int, y: int) -> tuple[int, ...]:
-        return tuple(rows[y][3 * x : 3 * x + 3])
-
-    assert px(7, 7) == (255, 0, 0)
-    assert px(20, 19) == (0, 0, 255)
-    assert px(30, 8) == (0, 128, 0)
-    assert px(1, 1) == (255, 255, 255)
-    assert "<svg" in c.svg() and 'fill="rgb(255,0,0)"' in c.svg()
-
-
-def test_frontiers_are_read_from_their_canonical_renderings() -> None:
-    assert _frontier("Antichain([5])") == 5
-    assert _frontier("Antichain([])") == _CLOSED
-    assert _frontier([3]) == 3
-    assert _frontier([]) == _CLOSED
-    assert _frontier(7) == 7
-    assert _frontier("r1") is None
-    assert _frontier(True) is None
-
-
-def test_summary_has_lanes_for_replicas_collections_faults_and_peeks() -> None:
-    lines = [
-        '{"t":10,"k":"resp","m":"Frontiers u5 w=[3] i=[2] o=[3]","r":"r1","e":1}',
-        '{"t":20,"k":"upper","id":"u5","upper":"[4]"}',
-        '{"t":25,"k":"peek","id":"u5","time":3,"uuid":"peek-1"}',
-        '{"t":30,"k":"peek_result","result":"PeekRows","uuid":"peek-1"}',
-        '{"t":40,"k":"replica_crash","replica":"r2","incarnation":1}',
-        "not json",
-    ]
-    plan = FaultPlan((Fault(5, FaultKind.CUT_CONNECTION, "r1", 50),)).to_json()
-    s = summarise(lines, plan, "t")
-    assert sorted(s.replicas) == ["r1", "r2"]
-    assert s.series["u5"] == {"r1 write": [(10, 3)], "controller upper": [(20, 4)]}
-    assert [(t, at, status) for t, at, status, _ in s.peeks["u5"]] == [
-        (25, 3, "issued"),
-        (30, 3, "answered"),
-    ]
-    assert s.faults == [("r1", 5, 55, "cut_connection")]
-    assert s.end_ms == 55
-    svg = render(s).svg()
-    assert "collection u5" in svg and "replica r2" in svg
