@@ -8,7 +8,7 @@
 #   make docs       build the documentation site (mkdocs --strict) into site/
 #   make bench      set up, then run every benchmark in bench/
 #   make proto      regenerate runtime/wire/gen from proto/ (checked in)
-#   make soak       the long crash test of the shard store
+#   make soak       the long crash tests: the shard store, then the whole runtime
 
 PYTHON ?= python3
 VENV   := .venv
@@ -78,15 +78,18 @@ lint: setup
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
+# Every benchmark; the soaks (bench/soak.py, bench/shards_crash.py) run in make soak.
 bench: setup
 	@for b in bench/*.py; do \
-		case $$b in bench/_*) continue;; esac; \
+		case $$b in bench/_*|bench/soak.py|bench/shards_crash.py) continue;; esac; \
 		echo "== $$b"; $(PY) $$b || exit 1; \
 	done
 
-# The long crash test of the shard store: a writer SIGKILLed 50 times.
+# The long crash tests: a shard writer SIGKILLed 50 times, then the whole runtime
+# (controller and replicas, appends and peeks) SIGKILLed 200 times.
 soak: setup
 	$(PY) bench/shards_crash.py --kills 50
+	$(PY) bench/soak.py --kills 200
 
 clean:
 	rm -rf $(VENV) build dist site *.egg-info .mypy_cache .ruff_cache .pytest_cache .hypothesis spark-warehouse metastore_db

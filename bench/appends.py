@@ -1,0 +1,200 @@
+"""Group commit: single-row appends from many clients, and how soon each is visible.
+
+    python bench/appends.py [--executor python|spark] [--seconds 5] [--clients 1,4,16,64]
+
+With a table ``t (id, v)``, an index on ``id`` and a maintained view (count and
+sum per ``v % 100``, indexed), for each number of concurrent clients:
+
+(a) through the embedding API: ``Environment.append`` of one row per call,
+    from that many tasks for ``--seconds``; appends/s;
+(b) through the control endpoint of a ``tidegate up`` process: ``POST /append``
+    of one row per request (``ControlClient``, one connection per request),
+    from that many threads; appends/s;
+(c) freshness, during (a): a probe client appends one row, then waits for the
+    index to pass the append's timestamp and peeks the row there; the time
+    from ``append`` returning to the peek answering with the row, p50/p99.
+
+Appends that arrive while a commit is in flight join the next one (one
+timestamp, one compare-and-append per table, one consensus write), so
+throughput grows with concurrency. Targets (issue 21): >= 5,000 appends/s from
+16 clients through ``Environment``, >= 1,000/s through the control endpoint,
+freshness p99 <= 100 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import anyio
+
+from tidegate.dsl import Schema, col, count, sum_
+from tidegate.runtime.environment import Environment
+
+SCHEMA = Schema.of(("id", "int64", False), ("v", "int64", False))
+TARGET_ENV, TARGET_HTTP, TARGET_FRESH_P99_MS = 5_000, 1_000, 100.0
+RESULTS: dict[str, float] = {}
+"""What the summary prints: ``env16``, ``http16`` (appends/s), ``fresh99`` (ms)."""
+
+
+def pct(xs: Sequence[float], q: float) -> float:
+    s = sorted(xs)
+    return s[min(len(s) - 1, max(0, round(q * len(s)) - 1))]
+
+
+async def define(env: Environment) -> None:
+    await env.create_table("t", SCHEMA)
+    await env.create_index(env.table("t"), ["id"], name="t_by_id")
+    buckets = (
+        env.table("t")
+        .with_columns(bucket=col("v") % 100)
+        .group_by("bucket")
+        .agg(count(), sum_("v"))
+    )
+    await env.create_index(buckets, ["bucket"], name="buckets")
+
+
+async def embedded(executor: str, clients: Sequence[int], seconds: float) -> None:
+    ids = itertools.count()
+    async with Environment.open(replicas=1, executor=executor) as env:
+        await define(env)
+        await env.wait_connected()
+        await env.peek("t_by_id")  # hydrated
+        for c in clients:
+            done = [0]
+            fresh: list[float] = []
+            stop = time.perf_counter() + seconds
+
+            async def client(stop: float, done: list[int]) -> None:
+                while time.perf_counter() < stop:
+                    i = next(ids)
+                    await env.append("t", [(i, i)])
+                    done[0] += 1
+
+            async def probe(stop: float, fresh: list[float]) -> None:
+                while time.perf_counter() < stop:
+                    i = next(ids)
+                    ts = await env.append("t", [(i, i)])
+                    t0 = time.perf_counter()
+                    await env.wait_for("t_by_id", ts)
+                    rows = await env.peek("t_by_id", ts, key=(i,))
+                    assert rows == [((i, i), 1)], rows
+                    fresh.append(time.perf_counter() - t0)
+                    await anyio.sleep(0.01)
+
+            t0 = time.perf_counter()
+            async with anyio.create_task_group() as tg:
+                for _ in range(c):
+                    tg.start_soon(client, stop, done)
+                tg.start_soon(probe, stop, fresh)
+            rate = done[0] / (time.perf_counter() - t0)
+            if c == 16:
+                RESULTS["env16"] = rate
+            RESULTS["fresh99"] = max(RESULTS.get("fresh99", 0.0), pct(fresh, 0.99) * 1e3)
+            mark = "  target >= 5,000/s" if c == 16 else ""
+            print(
+                f"(a) Environment.append, {c:3} clients: {rate:8.0f} appends/s{mark}\n"
+                f"(c)   freshness append -> visible in a peek: p50 {pct(fresh, 0.5) * 1e3:6.1f} ms"
+                f"  p99 {pct(fresh, 0.99) * 1e3:6.1f} ms  (n={len(fresh)}, target p99 <= 100 ms)",
+                flush=True,
+            )
+
+
+def control_endpoint(executor: str, clients: Sequence[int], seconds: float) -> None:
+    from tidegate.commands.control import ControlClient, ControlError
+
+    with tempfile.TemporaryDirectory(prefix="tidegate-appends-") as tmp:
+        data = Path(tmp) / "data"
+        log = open(Path(tmp) / "up.log", "w")  # noqa: SIM115
+        up = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tidegate",
+                "up",
+                "--data-dir",
+                str(data),
+                "--executor",
+                executor,
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            deadline = time.monotonic() + 180
+            while True:
+                try:
+                    api = ControlClient.for_data_dir(data)
+                    api.call("GET", "/status")
+                    break
+                except (OSError, ValueError, KeyError, ControlError):
+                    if time.monotonic() > deadline or up.poll() is not None:
+                        raise SystemExit(f"tidegate up did not start; see {log.name}") from None
+                    time.sleep(0.2)
+            columns = [{"name": "id", "type": "int64"}, {"name": "v", "type": "int64"}]
+            api.call("POST", "/create-table", {"name": "t", "columns": columns})
+            api.call("POST", "/create-index", {"on": "t", "keys": ["id"], "name": "t_by_id"})
+            ids = itertools.count(10**9)
+            lock = threading.Lock()
+            for c in clients:
+                done = [0]
+                stop = time.perf_counter() + seconds
+
+                def client(stop: float, done: list[int]) -> None:
+                    while time.perf_counter() < stop:
+                        with lock:
+                            i = next(ids)
+                        api.call("POST", "/append", {"table": "t", "rows": [[i, i]]})
+                        with lock:
+                            done[0] += 1
+
+                t0 = time.perf_counter()
+                threads = [threading.Thread(target=client, args=(stop, done)) for _ in range(c)]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+                rate = done[0] / (time.perf_counter() - t0)
+                if c == 16:
+                    RESULTS["http16"] = rate
+                mark = "  target >= 1,000/s" if c == 16 else ""
+                print(
+                    f"(b) control endpoint,     {c:3} clients: {rate:8.0f} appends/s{mark}",
+                    flush=True,
+                )
+        finally:
+            up.terminate()
+            up.wait(60)
+            log.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--executor", choices=["python", "spark"], default="spark")
+    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--clients", default="1,4,16,64")
+    args = ap.parse_args()
+    clients = [int(c) for c in args.clients.split(",")]
+    print(
+        f"group commit, single-row appends, {args.executor} replica, {args.seconds:g} s per level"
+    )
+    anyio.run(embedded, args.executor, clients, args.seconds)
+    control_endpoint(args.executor, clients, args.seconds)
+    print("summary (issue 21 targets):")
+    for label, got, target in (
+        ("Environment.append, 16 clients /s", RESULTS.get("env16"), f">= {TARGET_ENV:,}"),
+        ("control endpoint, 16 clients /s", RESULTS.get("http16"), f">= {TARGET_HTTP:,}"),
+        ("freshness p99 ms, worst level", RESULTS.get("fresh99"), f"<= {TARGET_FRESH_P99_MS:g}"),
+    ):
+        print(f"  {label:34s} {'-' if got is None else f'{got:,.0f}':>8}   target {target}")
+
+
+if __name__ == "__main__":
+    main()
