@@ -297,6 +297,10 @@ class _Encoder:
             if a.column is not None:
                 agg.column = _u32(a.column, "aggregated column")
             agg.distinct = a.distinct
+            if a.separator is not None:
+                if type(a.separator) is not str:
+                    raise MalformedMessage(f"cannot encode separator {a.separator!r}: not a str")
+                agg.separator = a.separator
 
     def distinct(self, p: Distinct) -> None:
         inp = self.node(p.input)
@@ -498,6 +502,7 @@ def _read_reduce(m: pb.ProtoReduce, n: _Nodes, x: _Exprs) -> Plan:
                 _enum_in(_AGG_IN, a.func, "aggregate function"),
                 a.column if a.HasField("column") else None,
                 a.distinct,
+                a.separator if a.HasField("separator") else None,
             )
             for a in m.aggregates
         ]

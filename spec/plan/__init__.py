@@ -4,7 +4,7 @@
 * :mod:`.scalar` / :mod:`.scalar_eval` -- scalar expressions, their types and evaluation;
 * :mod:`.relation` -- the relational operators (the plan IR);
 * :mod:`.typecheck` -- validation of plans and whole dataflows;
-* :mod:`.lower` -- rewriting derived operators (left joins) into primitive ones;
+* :mod:`.lower` -- rewriting derived operators (outer joins) into primitive ones;
 * :mod:`.ordering` / :mod:`.aggregates` -- ORDER BY, TopK, finishing and aggregates;
 * :mod:`.reference` -- the oracle: ``evaluate(plan, inputs, time)``;
 * :mod:`.serde` / :mod:`.explain` -- plain-dict serialisation and EXPLAIN text;

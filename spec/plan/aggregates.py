@@ -20,6 +20,12 @@ from .schema import INT64_MAX, INT64_MIN
 __all__ = ["aggregate", "exact_mean", "exact_to_value", "value_to_exact"]
 
 
+_BY_VALUE = frozenset(
+    {AggFunc.MIN, AggFunc.MAX, AggFunc.BOOL_AND, AggFunc.BOOL_OR, AggFunc.STRING_AGG}
+)
+"""The aggregates of the values of positive total multiplicity (not of the rows)."""
+
+
 def value_to_exact(v: Any) -> int | Fraction:
     """An exact number for summing: ints stay ints, floats become Fractions (so sums are order-free)."""
     return v if type(v) is int else Fraction(v)
@@ -62,15 +68,21 @@ def aggregate(agg: Aggregate, rows: Iterable[tuple[Any, int]]) -> Any:
     if agg.func is AggFunc.COUNT and agg.column is None:
         return sum(c for _, c in pairs)
     present = [(v, c) for v, c in pairs if v is not None]
-    if agg.distinct or agg.func in (AggFunc.MIN, AggFunc.MAX):
+    if agg.distinct or agg.func in _BY_VALUE:
         per_value: dict[Any, int] = {}
         for v, c in present:
             per_value[v] = per_value.get(v, 0) + c
         positive = sorted((v for v, c in per_value.items() if c > 0), key=value_sort_key)
-        if agg.func is AggFunc.MIN:
+        if agg.func in (AggFunc.MIN, AggFunc.BOOL_AND):
             return positive[0] if positive else None
-        if agg.func is AggFunc.MAX:
+        if agg.func in (AggFunc.MAX, AggFunc.BOOL_OR):
             return positive[-1] if positive else None
+        if agg.func is AggFunc.STRING_AGG:
+            if not positive:
+                return None
+            sep = agg.separator if agg.separator is not None else ","
+            times = (1 if agg.distinct else per_value[v] for v in positive)
+            return sep.join(v for v, n in zip(positive, times, strict=True) for _ in range(n))
         present = [(v, 1) for v in positive]
     if agg.func is AggFunc.COUNT:
         return sum(c for _, c in present)

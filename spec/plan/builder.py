@@ -82,15 +82,21 @@ __all__ = [
     "Grouped",
     "asc",
     "avg",
+    "bool_and",
+    "bool_or",
     "coalesce",
     "col",
     "concat",
     "constant",
     "count",
     "desc",
+    "greatest",
+    "least",
     "lit",
     "max_",
     "min_",
+    "nullif",
+    "string_agg",
     "sum_",
     "table",
     "when",
@@ -238,8 +244,65 @@ class Expr:
     def length(self) -> Expr:
         return self._unary(UnaryFunc.LENGTH)
 
-    def like(self, pattern: str) -> Expr:
-        return self._bin(BinaryFunc.LIKE, pattern)
+    def like(self, pattern: Any, escape: str | None = None) -> Expr:
+        """``self LIKE pattern`` (escape ``\\``), or ``... ESCAPE escape`` (one character, or
+        ``""`` for none)."""
+        if escape is None:
+            return self._bin(BinaryFunc.LIKE, pattern)
+        return _variadic(VariadicFunc.LIKE_ESCAPE, [self, pattern, lit(escape, ScalarType.STRING)])
+
+    def ilike(self, pattern: Any, escape: str | None = None) -> Expr:
+        """Case-insensitive :meth:`like` (each character lower-cased, one to one)."""
+        if escape is None:
+            return self._bin(BinaryFunc.ILIKE, pattern)
+        return _variadic(VariadicFunc.ILIKE_ESCAPE, [self, pattern, lit(escape, ScalarType.STRING)])
+
+    def cat(self, other: Any) -> Expr:
+        """``self || other``: NULL if either is NULL (``concat()`` skips NULLs instead)."""
+        return self._bin(BinaryFunc.CONCAT, other)
+
+    def abs(self) -> Expr:
+        return self._unary(UnaryFunc.ABS)
+
+    def round(self) -> Expr:
+        """To an integral value of the same type, halves away from zero."""
+        return self._unary(UnaryFunc.ROUND)
+
+    def trim(self) -> Expr:
+        """Without leading and trailing spaces (``' '`` only, as SQL's ``trim``)."""
+        return self._unary(UnaryFunc.TRIM)
+
+    def ltrim(self) -> Expr:
+        return self._unary(UnaryFunc.LTRIM)
+
+    def rtrim(self) -> Expr:
+        return self._unary(UnaryFunc.RTRIM)
+
+    def replace(self, old: Any, new: Any) -> Expr:
+        """Every occurrence of ``old`` replaced by ``new`` (an empty ``old`` changes nothing)."""
+        return _variadic(VariadicFunc.REPLACE, [self, old, new])
+
+    def nullif(self, other: Any) -> Expr:
+        """NULL if ``self = other``, else ``self``."""
+        return nullif(self, other)
+
+    def add_ms(self, ms: Any) -> Expr:
+        """A timestamp (or a date's midnight) plus ``ms`` milliseconds (int64)."""
+        return self._bin(BinaryFunc.ADD_MS, ms)
+
+    def sub_ms(self, ms: Any) -> Expr:
+        """A timestamp (or a date's midnight) minus ``ms`` milliseconds (int64)."""
+        return self._bin(BinaryFunc.SUB_MS, ms)
+
+    def date_trunc(self, unit: str) -> Expr:
+        """The timestamp truncated to ``unit`` (second, minute, hour, day, week, month, quarter, year)."""
+        u = Literal(unit, ScalarType.STRING)
+        return Expr(lambda s, h: CallVariadic(VariadicFunc.DATE_TRUNC, (u, self.resolve(s))))
+
+    def extract(self, field: str) -> Expr:
+        """``extract(field FROM self)`` (year, quarter, month, day, hour, minute, second, dow, doy, epoch)."""
+        f = Literal(field, ScalarType.STRING)
+        return Expr(lambda s, h: CallVariadic(VariadicFunc.EXTRACT, (f, self.resolve(s))))
 
     def substring(self, start: int, length: int | None = None) -> Expr:
         args = [self, start] if length is None else [self, start, length]
@@ -323,8 +386,29 @@ def coalesce(*exprs: Any) -> Expr:
 
 
 def concat(*exprs: Any) -> Expr:
-    """String concatenation, skipping NULLs."""
+    """String concatenation, skipping NULLs (``a.cat(b)`` is ``a || b``, NULL if either is)."""
     return _variadic(VariadicFunc.CONCAT, exprs)
+
+
+def greatest(*exprs: Any) -> Expr:
+    """The largest non-NULL argument (NULL if all are); arguments of one type."""
+    return _variadic(VariadicFunc.GREATEST, exprs)
+
+
+def least(*exprs: Any) -> Expr:
+    """The smallest non-NULL argument (NULL if all are); arguments of one type."""
+    return _variadic(VariadicFunc.LEAST, exprs)
+
+
+def nullif(a: Any, b: Any) -> Expr:
+    """NULL if ``a = b``, else ``a``."""
+    x, y = _expr(a), _expr(b)
+
+    def build(schema: Schema, hint: ScalarType | None) -> ScalarExpr:
+        left, right = _resolve_pair(x, y, schema)
+        return CallVariadic(VariadicFunc.NULLIF, (left, right))
+
+    return Expr(build)
 
 
 class _When:
@@ -354,9 +438,10 @@ class AggSpec:
     column: str | None = None
     distinct: bool = False
     name: str | None = None
+    separator: str | None = None
 
     def alias(self, name: str) -> AggSpec:
-        return AggSpec(self.func, self.column, self.distinct, name)
+        return AggSpec(self.func, self.column, self.distinct, name, self.separator)
 
 
 def count(column: str | None = None, *, distinct: bool = False) -> AggSpec:
@@ -377,6 +462,21 @@ def max_(column: str) -> AggSpec:
 
 def avg(column: str, *, distinct: bool = False) -> AggSpec:
     return AggSpec(AggFunc.AVG, column, distinct)
+
+
+def bool_and(column: str) -> AggSpec:
+    """True if every value is true (NULLs ignored; NULL if there are none)."""
+    return AggSpec(AggFunc.BOOL_AND, column)
+
+
+def bool_or(column: str) -> AggSpec:
+    """True if some value is true (NULLs ignored; NULL if there are none)."""
+    return AggSpec(AggFunc.BOOL_OR, column)
+
+
+def string_agg(column: str, separator: str, *, distinct: bool = False) -> AggSpec:
+    """The values joined by ``separator``, in ascending code point order (NULLs skipped)."""
+    return AggSpec(AggFunc.STRING_AGG, column, distinct, separator=separator)
 
 
 @dataclass(frozen=True)
@@ -480,7 +580,10 @@ class Frame:
     def join(
         self, other: Frame, on: str | Sequence[str | tuple[str, str]] = (), how: str = "inner"
     ) -> Frame:
-        """Equi-join: ``on="k"`` (same name both sides) or ``on=[("left_col", "right_col"), ...]``."""
+        """Equi-join: ``on="k"`` (same name both sides) or ``on=[("left_col", "right_col"), ...]``.
+
+        ``how`` is ``"inner"``, ``"left"``, ``"right"`` or ``"full"`` (outer joins pad the
+        unmatched rows of the other side with NULLs)."""
         pairs = [on] if isinstance(on, str) else list(on)
         n = self.schema.arity
         eqs = []
@@ -492,7 +595,9 @@ class Frame:
         try:
             kind = JoinKind(how)
         except ValueError:
-            raise InvalidPlan(f"join(): how={how!r}, expected 'inner' or 'left'") from None
+            raise InvalidPlan(
+                f"join(): how={how!r}, expected 'inner', 'left', 'right' or 'full'"
+            ) from None
         return _checked("join()", Join((self.plan, other.plan), tuple(eqs), kind))
 
     def group_by(self, *keys: str) -> Grouped:
@@ -530,7 +635,7 @@ class Grouped:
         built = []
         for a in aggs:
             column = None if a.column is None else frame._cols(f"{a.func.value}()", [a.column])[0]
-            built.append(Aggregate(a.func, column, a.distinct))
+            built.append(Aggregate(a.func, column, a.distinct, a.separator))
         out = _checked("agg()", Reduce(frame.plan, self.key, tuple(built)))
         if not any(a.name for a in aggs):
             return out

@@ -42,6 +42,7 @@ from .scalar import (
     If,
     Literal,
     ScalarExpr,
+    VariadicFunc,
 )
 from .schema import Schema
 from .typecheck import typecheck
@@ -61,6 +62,10 @@ _INFIX = {
     BinaryFunc.GT: ">",
     BinaryFunc.GE: ">=",
     BinaryFunc.LIKE: "LIKE",
+    BinaryFunc.ILIKE: "ILIKE",
+    BinaryFunc.CONCAT: "||",
+    BinaryFunc.ADD_MS: "+ms",
+    BinaryFunc.SUB_MS: "-ms",
 }
 
 
@@ -81,7 +86,13 @@ def expr_text(e: ScalarExpr, names: tuple[str, ...] | None = None) -> str:
     if isinstance(e, CallBinary):
         return f"({expr_text(e.left, names)} {_INFIX[e.func]} {expr_text(e.right, names)})"
     if isinstance(e, CallVariadic):
-        return f"{e.func.value}({', '.join(expr_text(x, names) for x in e.exprs)})"
+        args = [expr_text(x, names) for x in e.exprs]
+        if e.func in (VariadicFunc.LIKE_ESCAPE, VariadicFunc.ILIKE_ESCAPE) and len(args) == 3:
+            op = "LIKE" if e.func is VariadicFunc.LIKE_ESCAPE else "ILIKE"
+            return f"({args[0]} {op} {args[1]} ESCAPE {args[2]})"
+        if e.func is VariadicFunc.EXTRACT and len(args) == 2:
+            return f"extract({args[0]} FROM {args[1]})"
+        return f"{e.func.value}({', '.join(args)})"
     if isinstance(e, If):
         c, t, f = (expr_text(x, names) for x in (e.cond, e.then, e.els))
         return f"if({c}, {t}, {f})"
@@ -114,7 +125,7 @@ def _line(plan: Plan, lets: Mapping[str, Schema]) -> str:
             part = _names(p, lets)
             joined.extend(part if part is not None else ())
         eqs = ", ".join("=".join(_col(i, tuple(joined)) for i in cls) for cls in plan.equivalences)
-        kind = "" if plan.kind is JoinKind.INNER else " left"
+        kind = "" if plan.kind is JoinKind.INNER else f" {plan.kind.value}"
         return f"Join{kind} on=[{eqs}]"
     names = _names(plan.input, lets)
     if isinstance(plan, Map):
@@ -142,7 +153,8 @@ def _line(plan: Plan, lets: Mapping[str, Schema]) -> str:
         aggs = []
         for a in plan.aggregates:
             arg = "*" if a.column is None else _col(a.column, names)
-            aggs.append(f"{a.func.value}({'distinct ' if a.distinct else ''}{arg})")
+            sep = "" if a.separator is None else f", {a.separator!r}"
+            aggs.append(f"{a.func.value}({'distinct ' if a.distinct else ''}{arg}{sep})")
         group = ", ".join(_col(i, names) for i in plan.group_key)
         return f"Reduce group=[{group}] aggs=[{', '.join(aggs)}]"
     if not isinstance(plan, TopK):

@@ -1,7 +1,10 @@
-"""Lowering: rewrite derived operators (left outer joins) into primitive ones.
+"""Lowering: rewrite derived operators (outer joins) into primitive ones.
 
 Evaluators and executors run the lowered plan, so a left join means exactly
-``inner + pad(left - semijoin(left, right))`` for every one of them.
+``inner + pad(left - semijoin(left, right))`` for every one of them, a right
+join its mirror image, and a full join ``inner`` plus both paddings. Each
+operator of the lowering is incremental in every executor (joins, distinct,
+negate, union), so outer joins are maintained incrementally with retractions.
 """
 
 from __future__ import annotations
@@ -33,7 +36,7 @@ __all__ = ["lower"]
 
 
 def lower(plan: Plan, _lets: Mapping[str, Schema] | None = None) -> Plan:
-    """``plan`` with every left join rewritten into inner joins, distinct, negate and union."""
+    """``plan`` with every outer join rewritten into inner joins, distinct, negate and union."""
     lets = dict(_lets or {})
     if isinstance(plan, Let):
         value = lower(plan.value, lets)
@@ -46,7 +49,7 @@ def lower(plan: Plan, _lets: Mapping[str, Schema] | None = None) -> Plan:
         inputs = tuple(lower(p, lets) for p in plan.inputs)
         if plan.kind is JoinKind.INNER:
             return Join(inputs, plan.equivalences)
-        return _lower_left(inputs, plan.equivalences, lets)
+        return _lower_outer(plan.kind, inputs, plan.equivalences, lets)
     if isinstance(plan, Map):
         return Map(lower(plan.input, lets), plan.exprs, plan.names)
     if isinstance(plan, Filter):
@@ -68,15 +71,12 @@ def lower(plan: Plan, _lets: Mapping[str, Schema] | None = None) -> Plan:
     return plan  # Get, Constant, LetRef
 
 
-def _lower_left(
-    inputs: tuple[Plan, ...], eqs: tuple[tuple[int, ...], ...], lets: Mapping[str, Schema]
+def _unmatched(
+    left: Plan, right: Plan, nl: int, eqs: tuple[tuple[int, ...], ...], rs: Schema
 ) -> Plan:
-    left, right = inputs
-    ls, rs = typecheck(left, None, lets), typecheck(right, None, lets)
-    n = ls.arity
-    for cls in eqs:
-        if not any(i < n for i in cls) or not any(i >= n for i in cls):
-            raise InvalidPlan(f"left Join equivalence {cls} must name columns of both inputs")
+    """The rows of ``left`` (arity ``nl``) that match no right key of positive
+    multiplicity, padded with NULL columns of ``rs``: ``pad(left - semijoin(left, right))``."""
+    n = nl
     rcols = sorted({i - n for cls in eqs for i in cls if i >= n})
     remap = {n + r: n + k for k, r in enumerate(rcols)}
     keys = Distinct(Project(right, tuple(rcols)))
@@ -84,5 +84,30 @@ def _lower_left(
     semi = Project(Join((left, keys), semi_eqs), tuple(range(n)))
     unmatched = Union((left, Negate(semi)))
     nulls = tuple(Literal(None, c.type.scalar) for c in rs.columns)
-    padded = Map(unmatched, nulls, rs.names)
-    return Union((Join((left, right), eqs), padded))
+    return Map(unmatched, nulls, rs.names)
+
+
+def _lower_outer(
+    kind: JoinKind,
+    inputs: tuple[Plan, ...],
+    eqs: tuple[tuple[int, ...], ...],
+    lets: Mapping[str, Schema],
+) -> Plan:
+    left, right = inputs
+    ls, rs = typecheck(left, None, lets), typecheck(right, None, lets)
+    n, m = ls.arity, rs.arity
+    for cls in eqs:
+        if not any(i < n for i in cls) or not any(i >= n for i in cls):
+            raise InvalidPlan(
+                f"{kind.value} Join equivalence {cls} must name columns of both inputs"
+            )
+    parts: list[Plan] = [Join((left, right), eqs)]
+    if kind in (JoinKind.LEFT, JoinKind.FULL):
+        parts.append(_unmatched(left, right, n, eqs, rs))
+    if kind in (JoinKind.RIGHT, JoinKind.FULL):
+        # the mirror image: positions of the (right, left) row, then right's columns moved after
+        swap = {i: (i + m if i < n else i - n) for cls in eqs for i in cls}
+        mirrored = tuple(tuple(swap[i] for i in cls) for cls in eqs)
+        padded = _unmatched(right, left, m, mirrored, ls)
+        parts.append(Project(padded, (*range(m, m + n), *range(m))))
+    return Union(tuple(parts))

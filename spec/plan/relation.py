@@ -103,6 +103,8 @@ class Negate:
 class JoinKind(StrEnum):
     INNER = "inner"
     LEFT = "left"
+    RIGHT = "right"
+    FULL = "full"
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,10 +114,16 @@ class Join:
     Each class in ``equivalences`` lists column positions (of the concatenated
     row) that must all be non-NULL and every two of them equal, compared as
     SQL compares them: an int64 with a float64 as float64 (``2**62 + 1``
-    equals ``2.0**62``), columns of one type exactly. ``kind=LEFT`` needs exactly two
-    inputs, every class must name columns of both, and it is defined as
-    ``inner + pad(left - semijoin)``, where ``semijoin`` is the left rows that
-    match a distinct right key, and ``pad`` appends NULLs (see :mod:`.lower`).
+    equals ``2.0**62``), columns of one type exactly. An outer join (``LEFT``,
+    ``RIGHT``, ``FULL``) needs exactly two inputs and every class must name
+    columns of both. ``LEFT`` is defined as ``inner + pad(left - semijoin)``,
+    where ``semijoin`` is the left rows that match a distinct right key (of
+    positive multiplicity), and ``pad`` appends NULLs; ``RIGHT`` is the mirror
+    image (the right input's unmatched rows, with NULLs in the left columns);
+    ``FULL`` is ``inner`` plus both paddings (see :mod:`.lower`). The output
+    columns are always the left input's, then the right one's; the padded side's
+    columns are nullable. Multiplicities follow from the definition, also for
+    negative ones: an unmatched row keeps its multiplicity.
     """
 
     inputs: tuple[Plan, ...]
@@ -129,6 +137,9 @@ class AggFunc(StrEnum):
     MIN = "min"
     MAX = "max"
     AVG = "avg"
+    BOOL_AND = "bool_and"
+    BOOL_OR = "bool_or"
+    STRING_AGG = "string_agg"
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,11 +156,21 @@ class Aggregate:
     ``sum`` beyond its type (int64, or float64 once rounded) or an ``avg``
     beyond float64 makes the group one evaluation error ("integer out of
     range", "float out of range") instead of a row, like any other overflow.
+
+    ``bool_and``/``bool_or`` (of a bool column) are ``min``/``max`` with
+    ``false < true``: over values of positive total multiplicity, NULL if
+    none. ``string_agg`` (of a string column, with ``separator``) joins the
+    values of positive total multiplicity, each repeated that many times (once
+    with ``distinct``), in ascending code point order -- SQL leaves the order
+    to the engine unless the call has an ``ORDER BY``; tidegate always sorts,
+    so the result is deterministic -- and is NULL if there are none.
+    ``separator`` is set for ``string_agg`` only.
     """
 
     func: AggFunc
     column: int | None = None
     distinct: bool = False
+    separator: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

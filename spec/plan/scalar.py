@@ -8,6 +8,7 @@ against a schema and gives its result type; evaluation lives in
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, TypeAlias
@@ -17,6 +18,8 @@ from .schema import ColumnType, ScalarType, Schema, value_matches
 
 __all__ = [
     "CAST_TABLE",
+    "DATE_TRUNC_UNITS",
+    "EXTRACT_FIELDS",
     "BinaryFunc",
     "CallBinary",
     "CallUnary",
@@ -41,6 +44,11 @@ class UnaryFunc(StrEnum):
     LOWER = "lower"
     UPPER = "upper"
     LENGTH = "length"
+    ABS = "abs"
+    ROUND = "round"
+    TRIM = "trim"
+    LTRIM = "ltrim"
+    RTRIM = "rtrim"
 
 
 class BinaryFunc(StrEnum):
@@ -56,6 +64,13 @@ class BinaryFunc(StrEnum):
     GT = "gt"
     GE = "ge"
     LIKE = "like"
+    ILIKE = "ilike"
+    CONCAT = "concat"
+    """``a || b``: NULL if either is NULL (unlike :attr:`VariadicFunc.CONCAT`)."""
+    ADD_MS = "add_ms"
+    """``timestamp + interval`` with the interval an int64 count of milliseconds."""
+    SUB_MS = "sub_ms"
+    """``timestamp - interval`` with the interval an int64 count of milliseconds."""
 
 
 class VariadicFunc(StrEnum):
@@ -64,6 +79,19 @@ class VariadicFunc(StrEnum):
     COALESCE = "coalesce"
     CONCAT = "concat"
     SUBSTRING = "substring"
+    GREATEST = "greatest"
+    LEAST = "least"
+    NULLIF = "nullif"
+    REPLACE = "replace"
+    LIKE_ESCAPE = "like_escape"
+    """``s LIKE pattern ESCAPE e``: arguments ``(s, pattern, e)``."""
+    ILIKE_ESCAPE = "ilike_escape"
+    """``s ILIKE pattern ESCAPE e``: arguments ``(s, pattern, e)``."""
+    DATE_TRUNC = "date_trunc"
+    """``date_trunc(unit, timestamp)``: ``unit`` a string :class:`Literal` of :data:`DATE_TRUNC_UNITS`."""
+    EXTRACT = "extract"
+    """``extract(field FROM x)``: arguments ``(field, x)``, ``field`` a string :class:`Literal`
+    of :data:`EXTRACT_FIELDS`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +161,37 @@ CAST_TABLE: frozenset[tuple[ScalarType, ScalarType]] = frozenset(
 )
 """The (from, to) pairs a :class:`Cast` supports, besides the identity."""
 
+DATE_TRUNC_UNITS: tuple[str, ...] = (
+    "second",
+    "minute",
+    "hour",
+    "day",
+    "week",
+    "month",
+    "quarter",
+    "year",
+)
+"""The units of ``date_trunc`` (``week`` starts on Monday, as ISO 8601, PostgreSQL and DuckDB say)."""
+
+EXTRACT_FIELDS: dict[str, ScalarType] = {
+    "year": ScalarType.INT64,
+    "quarter": ScalarType.INT64,
+    "month": ScalarType.INT64,
+    "day": ScalarType.INT64,
+    "hour": ScalarType.INT64,
+    "minute": ScalarType.INT64,
+    "second": ScalarType.INT64,
+    "dow": ScalarType.INT64,
+    "doy": ScalarType.INT64,
+    "epoch": ScalarType.FLOAT64,
+}
+"""The fields of ``extract`` and their result types. ``second`` is the whole seconds
+(0..59, fraction dropped), ``dow`` the day of the week (0 = Sunday .. 6), ``doy`` the day
+of the year (1..366), ``epoch`` the seconds since 1970-01-01 00:00:00 as float64 (with the
+fraction). On a date, ``hour``, ``minute`` and ``second`` are refused."""
+
+_TIME_OF_DAY = frozenset({"hour", "minute", "second"})
+
 _ARITH = {BinaryFunc.ADD, BinaryFunc.SUB, BinaryFunc.MUL, BinaryFunc.DIV, BinaryFunc.MOD}
 _COMPARE = {
     BinaryFunc.EQ,
@@ -166,9 +225,14 @@ def scalar_type(expr: ScalarExpr, schema: Schema) -> ColumnType:
         want = {
             UnaryFunc.NOT: (S.BOOL,),
             UnaryFunc.NEG: (S.INT64, S.FLOAT64),
+            UnaryFunc.ABS: (S.INT64, S.FLOAT64),
+            UnaryFunc.ROUND: (S.INT64, S.FLOAT64),
             UnaryFunc.LOWER: (S.STRING,),
             UnaryFunc.UPPER: (S.STRING,),
             UnaryFunc.LENGTH: (S.STRING,),
+            UnaryFunc.TRIM: (S.STRING,),
+            UnaryFunc.LTRIM: (S.STRING,),
+            UnaryFunc.RTRIM: (S.STRING,),
         }[f]
         if t.scalar not in want:
             raise TypeMismatch(
@@ -189,9 +253,16 @@ def scalar_type(expr: ScalarExpr, schema: Schema) -> ColumnType:
             if not _comparable(lt.scalar, rt.scalar):
                 raise TypeMismatch(f"cannot compare {lt.scalar} with {rt.scalar} ({fn.value})")
             return ColumnType(S.BOOL, nullable)
+        if fn in (BinaryFunc.ADD_MS, BinaryFunc.SUB_MS):
+            if lt.scalar not in (S.TIMESTAMP, S.DATE) or rt.scalar is not S.INT64:
+                raise TypeMismatch(
+                    f"{fn.value} expects (timestamp or date, int64 milliseconds), "
+                    f"got {lt.scalar} and {rt.scalar}"
+                )
+            return ColumnType(S.TIMESTAMP, nullable)
         if lt.scalar is not S.STRING or rt.scalar is not S.STRING:
-            raise TypeMismatch(f"like expects strings, got {lt.scalar} and {rt.scalar}")
-        return ColumnType(S.BOOL, nullable)
+            raise TypeMismatch(f"{fn.value} expects strings, got {lt.scalar} and {rt.scalar}")
+        return ColumnType(S.STRING if fn is BinaryFunc.CONCAT else S.BOOL, nullable)
     if isinstance(expr, CallVariadic):
         ts = [scalar_type(e, schema) for e in expr.exprs]
         vf = expr.func
@@ -212,6 +283,17 @@ def scalar_type(expr: ScalarExpr, schema: Schema) -> ColumnType:
                         f"coalesce() arguments differ: {ts[0].scalar} and {t.scalar}"
                     )
             return ColumnType(ts[0].scalar, all(t.nullable for t in ts))
+        if vf in (VariadicFunc.GREATEST, VariadicFunc.LEAST):
+            # one type for all (cast an int64 to mix it with float64s): the result's type is
+            # then known without a schema, as the evaluator needs
+            first = ts[0].scalar
+            if any(t.scalar is not first for t in ts):
+                raise TypeMismatch(
+                    f"{vf.value}() arguments differ: {', '.join(t.scalar.value for t in ts)}"
+                )
+            return ColumnType(first, all(t.nullable for t in ts))
+        if vf is not VariadicFunc.SUBSTRING:
+            return _variadic_fixed(expr, ts)
         if len(ts) not in (2, 3):
             raise InvalidPlan(f"substring() takes 2 or 3 arguments, got {len(ts)}")
         if ts[0].scalar is not S.STRING or any(t.scalar is not S.INT64 for t in ts[1:]):
@@ -233,3 +315,51 @@ def scalar_type(expr: ScalarExpr, schema: Schema) -> ColumnType:
             raise TypeMismatch(f"cannot cast {t.scalar} to {expr.to}")
         return ColumnType(expr.to, t.nullable)
     raise InvalidPlan(f"not a scalar expression: {expr!r}")
+
+
+def _literal_word(e: ScalarExpr, what: str, allowed: Collection[str]) -> str:
+    if not (isinstance(e, Literal) and e.type is S.STRING and isinstance(e.value, str)):
+        raise InvalidPlan(f"{what} must be a non-NULL string literal, got {e!r}")
+    word = e.value.lower()
+    if word not in allowed:
+        raise InvalidPlan(f"{what} {e.value!r} is not one of {', '.join(allowed)}")
+    return word
+
+
+def _variadic_fixed(expr: CallVariadic, ts: list[ColumnType]) -> ColumnType:
+    """The functions of a fixed number of arguments: nullif, replace, like/ilike with an
+    escape, date_trunc and extract."""
+    vf = expr.func
+    arity = {
+        VariadicFunc.NULLIF: 2,
+        VariadicFunc.REPLACE: 3,
+        VariadicFunc.LIKE_ESCAPE: 3,
+        VariadicFunc.ILIKE_ESCAPE: 3,
+        VariadicFunc.DATE_TRUNC: 2,
+        VariadicFunc.EXTRACT: 2,
+    }[vf]
+    if len(ts) != arity:
+        raise InvalidPlan(f"{vf.value}() takes {arity} arguments, got {len(ts)}")
+    if vf is VariadicFunc.NULLIF:
+        a, b = ts
+        if not _comparable(a.scalar, b.scalar):
+            raise TypeMismatch(f"nullif() cannot compare {a.scalar} with {b.scalar}")
+        return ColumnType(a.scalar, True)
+    if vf is VariadicFunc.DATE_TRUNC:
+        _literal_word(expr.exprs[0], "date_trunc() unit", DATE_TRUNC_UNITS)
+        if ts[1].scalar is not S.TIMESTAMP:
+            raise TypeMismatch(f"date_trunc() expects a timestamp, got {ts[1].scalar}")
+        return ColumnType(S.TIMESTAMP, ts[1].nullable)
+    if vf is VariadicFunc.EXTRACT:
+        field = _literal_word(expr.exprs[0], "extract() field", EXTRACT_FIELDS)
+        src = ts[1].scalar
+        if src not in (S.TIMESTAMP, S.DATE):
+            raise TypeMismatch(f"extract() expects a timestamp or date, got {src}")
+        if src is S.DATE and field in _TIME_OF_DAY:
+            raise TypeMismatch(f"extract({field}) of a date: cast it to timestamp first")
+        return ColumnType(EXTRACT_FIELDS[field], ts[1].nullable)
+    for t in ts:
+        if t.scalar is not S.STRING:
+            raise TypeMismatch(f"{vf.value}() expects string arguments, got {t.scalar}")
+    out = S.STRING if vf is VariadicFunc.REPLACE else S.BOOL
+    return ColumnType(out, any(t.nullable for t in ts))

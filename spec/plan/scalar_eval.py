@@ -18,7 +18,30 @@ surrounding ASCII whitespace, a sign, and for int64 decimal digits (or
 ``0x``/``0o``/``0b`` digits) with single underscores between them, for
 float64 decimal notation with an optional exponent (``NaN`` and infinities
 are valid syntax but not float64 values here). ``LIKE`` raises when its
-pattern ends in the escape character (a backslash), as PostgreSQL does.
+pattern ends in the escape character (a backslash, or the ``ESCAPE`` one), as
+PostgreSQL does.
+
+A string cast to bool, date or timestamp follows PostgreSQL's (and DuckDB's)
+literal syntax, in ASCII: surrounding ASCII whitespace (never Unicode spaces);
+for bool ``true``/``false``/``yes``/``no``/``on``/``off``/``1``/``0`` and
+PostgreSQL's unambiguous prefixes (``t``, ``tr``, ``y``, ``of``, ...), in any
+case; for a date ``YYYY-M-D`` (four-digit year, one or two digits for month
+and day); for a timestamp a date, optionally followed by a space or ``T`` and
+``HH:MM``, ``HH:MM:SS`` or ``HH:MM:SS.ffffff`` (one to six fraction digits:
+PostgreSQL rounds a seventh, DuckDB truncates it, tidegate refuses it).
+
+The functions added by issue 16 (see ``docs/plan-language.md``): ``abs``
+(int64 overflow on ``abs(INT64_MIN)``), ``round`` (to an integral value of the
+same type, half away from zero as PostgreSQL's ``numeric`` and DuckDB's
+``double`` do; PostgreSQL's ``double precision`` rounds half to even),
+``greatest``/``least`` (NULLs ignored, NULL only if all are), ``nullif``,
+``trim``/``ltrim``/``rtrim`` (spaces only, as SQL's default), ``replace`` (an
+empty search string leaves the string as it is), ``ILIKE`` (each character
+lower-cased by its simple one-to-one mapping, as DuckDB does; the escape
+character matched as written, as PostgreSQL does),
+``LIKE``/``ILIKE ... ESCAPE`` (an escape of one character, or empty for none),
+``||`` (NULL if either side is), ``date_trunc``, ``extract`` and
+``timestamp ± milliseconds`` (years 1 to 9999, else "timestamp out of range").
 """
 
 from __future__ import annotations
@@ -33,6 +56,7 @@ from typing import Any
 from ..errors import DivisionByZero, InvalidArgument, InvalidCast, InvalidPlan, NumericOverflow
 from ..frontier import Row
 from .scalar import (
+    EXTRACT_FIELDS,
     BinaryFunc,
     CallBinary,
     CallUnary,
@@ -47,7 +71,18 @@ from .scalar import (
 )
 from .schema import INT64_MAX, INT64_MIN, ScalarType
 
-__all__ = ["RowFn", "cast_value", "compile_scalar", "eval_scalar", "like_match", "sql_equal"]
+__all__ = [
+    "RowFn",
+    "cast_value",
+    "compile_scalar",
+    "date_trunc",
+    "eval_scalar",
+    "extract_field",
+    "ilike_match",
+    "like_match",
+    "sql_equal",
+    "sql_round",
+]
 
 RowFn = Callable[[Row], Any]
 
@@ -148,6 +183,10 @@ _BINARY: dict[BinaryFunc, Callable[[Any, Any], Any]] = {
     BinaryFunc.GT: _gt,
     BinaryFunc.GE: _ge,
     BinaryFunc.LIKE: lambda s, p: like_match(s, p),
+    BinaryFunc.ILIKE: lambda s, p: ilike_match(s, p),
+    BinaryFunc.CONCAT: lambda a, b: a + b,
+    BinaryFunc.ADD_MS: lambda t, ms: _add_ms(t, ms),
+    BinaryFunc.SUB_MS: lambda t, ms: _add_ms(t, -ms),
 }
 
 _UNARY: dict[UnaryFunc, Callable[[Any], Any]] = {
@@ -156,38 +195,154 @@ _UNARY: dict[UnaryFunc, Callable[[Any], Any]] = {
     UnaryFunc.LOWER: str.lower,
     UnaryFunc.UPPER: str.upper,
     UnaryFunc.LENGTH: len,
+    UnaryFunc.ABS: lambda v: _num(abs(v)),
+    UnaryFunc.ROUND: lambda v: sql_round(v),
+    UnaryFunc.TRIM: lambda v: v.strip(" "),
+    UnaryFunc.LTRIM: lambda v: v.lstrip(" "),
+    UnaryFunc.RTRIM: lambda v: v.rstrip(" "),
 }
 
 
+def sql_round(v: Any) -> Any:
+    """``round(v)``: an int64 unchanged; a float64 to the nearest integral float64, halves
+    away from zero (``round(2.5) = 3.0``, ``round(-0.5) = -1.0``, ``round(-0.4) = -0.0``)."""
+    if type(v) is int:
+        return v
+    a = abs(v)
+    f = math.floor(a)
+    r = f + 1.0 if a - f >= 0.5 else float(f)  # a - f is exact: no 0.49999999999999994 trap
+    return math.copysign(r, v)
+
+
+_EPOCH = _dt.datetime(1970, 1, 1)
+_MICRO = _dt.timedelta(microseconds=1)
+_TS_MIN_US = (_dt.datetime.min - _EPOCH) // _MICRO
+_TS_MAX_US = (_dt.datetime.max - _EPOCH) // _MICRO
+
+
+def _micros(v: _dt.date) -> int:
+    """Microseconds since 1970-01-01 00:00 of a timestamp (or a date's midnight)."""
+    if type(v) is not _dt.datetime:
+        v = _dt.datetime(v.year, v.month, v.day)
+    return (v - _EPOCH) // _MICRO
+
+
+def _add_ms(v: _dt.date, ms: int) -> _dt.datetime:
+    us = _micros(v) + ms * 1000
+    if not _TS_MIN_US <= us <= _TS_MAX_US:
+        raise NumericOverflow("timestamp out of range")
+    return _EPOCH + _dt.timedelta(microseconds=us)
+
+
+def date_trunc(unit: str, ts: _dt.datetime) -> _dt.datetime:
+    """``ts`` truncated to the start of its ``unit`` (one of :data:`~.scalar.DATE_TRUNC_UNITS`)."""
+    if unit == "second":
+        return ts.replace(microsecond=0)
+    if unit == "minute":
+        return ts.replace(second=0, microsecond=0)
+    if unit == "hour":
+        return ts.replace(minute=0, second=0, microsecond=0)
+    day = _dt.datetime(ts.year, ts.month, ts.day)
+    if unit == "day":
+        return day
+    if unit == "week":  # ISO weeks start on Monday; 0001-01-01 is a Monday, so none is lost
+        return day - _dt.timedelta(days=ts.weekday())
+    if unit == "month":
+        return day.replace(day=1)
+    if unit == "quarter":
+        return _dt.datetime(ts.year, 3 * ((ts.month - 1) // 3) + 1, 1)
+    if unit == "year":
+        return _dt.datetime(ts.year, 1, 1)
+    raise InvalidArgument(f"date_trunc() unit {unit!r} not supported")
+
+
+def extract_field(field: str, v: _dt.date) -> Any:
+    """``extract(field FROM v)`` (see :data:`~.scalar.EXTRACT_FIELDS`)."""
+    if field == "year":
+        return v.year
+    if field == "quarter":
+        return (v.month - 1) // 3 + 1
+    if field == "month":
+        return v.month
+    if field == "day":
+        return v.day
+    if field == "dow":
+        return v.isoweekday() % 7
+    if field == "doy":
+        return v.timetuple().tm_yday
+    if field == "epoch":
+        # the microseconds as float64, then divided: exact below 2^53 us (years 1685-2255)
+        return float(_micros(v)) / 1e6
+    if type(v) is not _dt.datetime:
+        raise InvalidArgument(f"extract({field}) of a date")
+    if field == "hour":
+        return v.hour
+    if field == "minute":
+        return v.minute
+    if field == "second":
+        return v.second
+    raise InvalidArgument(f"extract() field {field!r} not supported")
+
+
 @lru_cache(maxsize=256)
-def _like_regex(pattern: str) -> re.Pattern[str] | None:
-    """The regex of a LIKE pattern, or ``None`` if it ends in an unpaired escape."""
+def _like_regex(pattern: str, escape: str, fold: bool) -> re.Pattern[str] | None:
+    """The regex of a LIKE pattern, or ``None`` if it ends in an unpaired escape.
+
+    ``escape`` is one character, or empty for none; with ``fold``, literal
+    characters are lower-cased (:func:`_simple_lower`), for ILIKE.
+    """
     out, i = [], 0
+    lit = _simple_lower if fold else str
     while i < len(pattern):
         ch = pattern[i]
-        if ch == "\\":
+        if ch == escape:
             if i + 1 == len(pattern):
                 return None
-            out.append(re.escape(pattern[i + 1]))
+            out.append(re.escape(lit(pattern[i + 1])))
             i += 2
             continue
-        out.append(".*" if ch == "%" else "." if ch == "_" else re.escape(ch))
+        out.append(".*" if ch == "%" else "." if ch == "_" else re.escape(lit(ch)))
         i += 1
     return re.compile("".join(out), re.DOTALL)
 
 
-def like_match(s: str, pattern: str) -> bool:
-    """SQL ``s LIKE pattern``: ``%`` any run, ``_`` one character, ``\\`` escapes; case-sensitive.
+def _match(s: str, pattern: str, escape: str, fold: bool) -> bool:
+    if len(escape) > 1:
+        raise InvalidArgument("invalid escape string: must be empty or one character")
+    rx = _like_regex(pattern, escape, fold)
+    if rx is None:
+        raise InvalidArgument("LIKE pattern must not end with escape character")
+    return rx.fullmatch(_simple_lower(s) if fold else s) is not None
+
+
+def like_match(s: str, pattern: str, escape: str = "\\") -> bool:
+    """SQL ``s LIKE pattern ESCAPE escape``: ``%`` any run, ``_`` one character, ``escape``
+    (a backslash unless given; empty for none) makes the next character literal;
+    case-sensitive.
 
     A pattern ending in the escape character is an error (PostgreSQL's "LIKE
     pattern must not end with escape character"), raised on every evaluation
     rather than only when matching reaches the end of the pattern, so the
-    outcome does not depend on the matching algorithm.
+    outcome does not depend on the matching algorithm. An escape of more than
+    one character is an error too ("invalid escape string").
     """
-    rx = _like_regex(pattern)
-    if rx is None:
-        raise InvalidArgument("LIKE pattern must not end with escape character")
-    return rx.fullmatch(s) is not None
+    return _match(s, pattern, escape, False)
+
+
+def _simple_lower(s: str) -> str:
+    """``s`` with each character lower-cased by its simple (one-to-one) mapping: Python's
+    ``lower`` is the full mapping, which turns ``İ`` into two characters; its first is the
+    simple mapping's (the only unconditional one-to-many lower-case mapping)."""
+    if s.isascii():
+        return s.lower()
+    return "".join(c.lower()[0] for c in s)
+
+
+def ilike_match(s: str, pattern: str, escape: str = "\\") -> bool:
+    """SQL ``s ILIKE pattern ESCAPE escape``: :func:`like_match` with the string and the
+    pattern's literal characters lower-cased character by character (so ``'İ' ILIKE 'i'``
+    holds, ``'ß' ILIKE 'SS'`` does not); the escape character is matched as written."""
+    return _match(s, pattern, escape, True)
 
 
 def _substring(s: str, start: int, length: int | None) -> str:
@@ -259,8 +414,55 @@ def _parse_float(v: str) -> float:
     return f
 
 
-_TRUE = {"true", "t", "yes", "y", "on", "1"}
-_FALSE = {"false", "f", "no", "n", "off", "0"}
+_WS = "[ \t\n\r\v\f]*"
+_DATE = "([0-9]{4})-([0-9]{1,2})-([0-9]{1,2})"
+_DATE_SYNTAX = re.compile(f"{_WS}{_DATE}{_WS}", re.ASCII)
+_TS_SYNTAX = re.compile(
+    f"{_WS}{_DATE}(?:[ T]([0-9]{{2}}):([0-9]{{2}})(?::([0-9]{{2}})(?:\\.([0-9]{{1,6}}))?)?)?{_WS}",
+    re.ASCII,
+)
+"""The date and timestamp literals PostgreSQL and DuckDB both read (ASCII only)."""
+_BOOL_WORDS = (("true", True, 1), ("yes", True, 1), ("on", True, 2))
+_BOOL_WORDS_FALSE = (("false", False, 1), ("no", False, 1), ("off", False, 2))
+
+
+def _parse_bool(v: str) -> bool:
+    """PostgreSQL's ``boolin``: ASCII whitespace around, any ASCII case, ``1``/``0`` or a
+    prefix of ``true``, ``yes``, ``false``, ``no`` (at least one letter) or of ``on``,
+    ``off`` (at least two)."""
+    w = v.strip(" \t\n\r\v\f")
+    if w.isascii() and w:
+        low = w.lower()
+        if low == "1":
+            return True
+        if low == "0":
+            return False
+        for word, value, least in (*_BOOL_WORDS, *_BOOL_WORDS_FALSE):
+            if len(low) >= least and word.startswith(low):
+                return value
+    raise InvalidCast(f"invalid input syntax for type bool: {v!r}")
+
+
+def _parse_datetime(v: str, to: ScalarType) -> Any:
+    m = (_DATE_SYNTAX if to is ScalarType.DATE else _TS_SYNTAX).fullmatch(v)
+    if m is None:
+        raise InvalidCast(f"invalid input syntax for type {to.value}: {v!r}")
+    parts = m.groups()
+    try:
+        if to is ScalarType.DATE:
+            return _dt.date(int(parts[0]), int(parts[1]), int(parts[2]))
+        y, mo, d, h, mi, sec, frac = parts
+        return _dt.datetime(
+            int(y),
+            int(mo),
+            int(d),
+            int(h or 0),
+            int(mi or 0),
+            int(sec or 0),
+            int((frac or "0").ljust(6, "0")),
+        )
+    except ValueError:  # a field out of range (month 13, 2020-02-30, hour 24, year 0)
+        raise InvalidCast(f"invalid input syntax for type {to.value}: {v!r}") from None
 
 
 def _to_string(v: Any) -> str:
@@ -305,32 +507,18 @@ def cast_value(v: Any, to: ScalarType) -> Any:
             return v
         if t is int:
             return v != 0
-        low = v.strip().lower()
-        if low in _TRUE:
-            return True
-        if low in _FALSE:
-            return False
-        raise InvalidCast(f"invalid input syntax for type bool: {v!r}")
+        return _parse_bool(v)
     if to is ScalarType.DATE:
         if t is _dt.date:
             return v
         if t is _dt.datetime:
             return v.date()
-        try:
-            return _dt.date.fromisoformat(v.strip())
-        except ValueError:
-            raise InvalidCast(f"invalid input syntax for type date: {v!r}") from None
+        return _parse_datetime(v, to)
     if t is _dt.datetime:
         return v
     if t is _dt.date:
         return _dt.datetime(v.year, v.month, v.day)
-    try:
-        ts = _dt.datetime.fromisoformat(v.strip())
-    except ValueError:
-        raise InvalidCast(f"invalid input syntax for type timestamp: {v!r}") from None
-    if ts.tzinfo is not None:
-        raise InvalidCast(f"timestamp with a time zone: {v!r}")
-    return ts
+    return _parse_datetime(v, to)
 
 
 def _compile_and(fs: list[RowFn]) -> RowFn:
@@ -359,6 +547,71 @@ def _compile_or(fs: list[RowFn]) -> RowFn:
         return None if saw_null else False
 
     return f
+
+
+def _word(e: ScalarExpr) -> str:
+    if not (isinstance(e, Literal) and isinstance(e.value, str)):
+        raise InvalidPlan(f"expected a string literal, got {e!r}")
+    return e.value.lower()
+
+
+def _strict(fn: Callable[..., Any], fs: list[RowFn]) -> RowFn:
+    """``fn`` of the arguments' values, NULL if any is NULL (every argument evaluated)."""
+
+    def f(row: Row) -> Any:
+        args = [g(row) for g in fs]
+        if any(a is None for a in args):
+            return None
+        return fn(*args)
+
+    return f
+
+
+def _compile_variadic(expr: CallVariadic, fs: list[RowFn]) -> RowFn:
+    vf = expr.func
+    if vf in (VariadicFunc.GREATEST, VariadicFunc.LEAST):
+        pick = max if vf is VariadicFunc.GREATEST else min
+
+        def extreme(row: Row) -> Any:
+            vals = [v for v in (g(row) for g in fs) if v is not None]
+            return pick(vals) if vals else None
+
+        return extreme
+    if vf is VariadicFunc.NULLIF:
+        a, b = fs
+
+        def nullif(row: Row) -> Any:
+            x, y = a(row), b(row)
+            if x is None or y is None:
+                return x
+            return None if sql_equal(x, y) else x
+
+        return nullif
+    if vf is VariadicFunc.REPLACE:
+        return _strict(lambda s, old, new: s.replace(old, new) if old else s, fs)
+    if vf is VariadicFunc.LIKE_ESCAPE:
+        return _strict(like_match, fs)
+    if vf is VariadicFunc.ILIKE_ESCAPE:
+        return _strict(ilike_match, fs)
+    if vf is VariadicFunc.DATE_TRUNC:
+        unit, ts = _word(expr.exprs[0]), fs[1]
+
+        def trunc(row: Row) -> Any:
+            v = ts(row)
+            return None if v is None else date_trunc(unit, v)
+
+        return trunc
+    if vf is VariadicFunc.EXTRACT:
+        field, src = _word(expr.exprs[0]), fs[1]
+        if field not in EXTRACT_FIELDS:
+            raise InvalidPlan(f"extract() field {field!r} not supported")
+
+        def extract(row: Row) -> Any:
+            v = src(row)
+            return None if v is None else extract_field(field, v)
+
+        return extract
+    raise InvalidPlan(f"not a variadic function: {vf!r}")
 
 
 def compile_scalar(expr: ScalarExpr) -> RowFn:
@@ -414,6 +667,8 @@ def compile_scalar(expr: ScalarExpr) -> RowFn:
                 return "".join(v for v in (g(row) for g in fs) if v is not None)
 
             return concat
+        if expr.func is not VariadicFunc.SUBSTRING:
+            return _compile_variadic(expr, fs)
 
         def substring(row: Row) -> Any:
             args = [g(row) for g in fs]

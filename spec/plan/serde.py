@@ -206,7 +206,12 @@ def _plan_out(p: Plan) -> Obj:
             **base,
             "group_key": list(p.group_key),
             "aggregates": [
-                {"func": a.func.value, "column": a.column, "distinct": a.distinct}
+                {
+                    "func": a.func.value,
+                    "column": a.column,
+                    "distinct": a.distinct,
+                    **({} if a.separator is None else {"separator": a.separator}),
+                }
                 for a in p.aggregates
             ],
         }
@@ -304,6 +309,7 @@ def _plan_in(d: Obj) -> Plan:
                 AggFunc(a["func"]),
                 None if a["column"] is None else int(a["column"]),
                 bool(a["distinct"]),
+                None if a.get("separator") is None else str(a["separator"]),
             )
             for a in d["aggregates"]
         )

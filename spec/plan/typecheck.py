@@ -155,13 +155,25 @@ def typecheck(
 def _join_schema(plan: Join, schemas: list[Schema]) -> Schema:
     if not schemas:
         raise InvalidPlan("Join of no inputs")
-    if plan.kind is JoinKind.LEFT and len(schemas) != 2:
-        raise InvalidPlan(f"left Join needs exactly 2 inputs, got {len(schemas)}")
-    if plan.kind is JoinKind.LEFT:
-        right = Schema(
-            tuple(Column(c.name, ColumnType(c.type.scalar, True)) for c in schemas[1].columns)
-        )
-        schemas = [schemas[0], right]
+    if not isinstance(plan.kind, JoinKind):
+        raise InvalidPlan(f"Join kind {plan.kind!r} is not a JoinKind")
+    if plan.kind is not JoinKind.INNER:
+        if len(schemas) != 2:
+            raise InvalidPlan(f"{plan.kind.value} Join needs exactly 2 inputs, got {len(schemas)}")
+        n = schemas[0].arity
+        for cls in plan.equivalences:
+            if not any(type(i) is int and i < n for i in cls) or not any(
+                type(i) is int and i >= n for i in cls
+            ):
+                raise InvalidPlan(
+                    f"{plan.kind.value} Join equivalence {cls} must name columns of both inputs"
+                )
+        pad_left = plan.kind in (JoinKind.RIGHT, JoinKind.FULL)
+        pad_right = plan.kind in (JoinKind.LEFT, JoinKind.FULL)
+        schemas = [
+            _nullable(schemas[0]) if pad_left else schemas[0],
+            _nullable(schemas[1]) if pad_right else schemas[1],
+        ]
     out = schemas[0]
     for s in schemas[1:]:
         out = out.concat(s)
@@ -177,10 +189,21 @@ def _join_schema(plan: Join, schemas: list[Schema]) -> Schema:
     return out
 
 
+def _nullable(s: Schema) -> Schema:
+    return Schema(tuple(Column(c.name, ColumnType(c.type.scalar, True)) for c in s.columns))
+
+
 def _reduce_schema(plan: Reduce, inner: Schema) -> Schema:
     _cols(inner, plan.group_key, "Reduce group key")
     cols = list(inner.project(plan.group_key).columns)
     for agg in plan.aggregates:
+        if not isinstance(agg.func, AggFunc):
+            raise InvalidPlan(f"aggregate function {agg.func!r} is not an AggFunc")
+        if agg.func is AggFunc.STRING_AGG:
+            if type(agg.separator) is not str:
+                raise InvalidPlan(f"string_agg() needs a string separator, got {agg.separator!r}")
+        elif agg.separator is not None:
+            raise InvalidPlan(f"{agg.func.value}() takes no separator (only string_agg does)")
         if agg.column is None:
             if agg.func is not AggFunc.COUNT:
                 raise InvalidPlan(f"{agg.func.value}() needs a column (only count may omit it)")
@@ -198,9 +221,23 @@ def _reduce_schema(plan: Reduce, inner: Schema) -> Schema:
                 )
             out = ScalarType.FLOAT64 if agg.func is AggFunc.AVG else c.type.scalar
             cols.append(Column(name, ColumnType(out, True)))
+        elif agg.func in _WANTS:
+            want = _WANTS[agg.func]
+            if c.type.scalar is not want:
+                raise TypeMismatch(
+                    f"{agg.func.value}({c.name}) needs a {want}, {c.name!r} is {c.type.scalar}"
+                )
+            cols.append(Column(name, ColumnType(want, True)))
         else:
             cols.append(Column(name, ColumnType(c.type.scalar, True)))
     return Schema(tuple(cols))
+
+
+_WANTS = {
+    AggFunc.BOOL_AND: ScalarType.BOOL,
+    AggFunc.BOOL_OR: ScalarType.BOOL,
+    AggFunc.STRING_AGG: ScalarType.STRING,
+}
 
 
 def gets(plan: Plan) -> dict[GlobalId, Schema]:

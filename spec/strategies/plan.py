@@ -243,7 +243,20 @@ def _castable(a: ScalarType, b: ScalarType) -> bool:
 
 def _op(draw: st.DrawFn, schema: Schema, want: ScalarType, d: int) -> ScalarExpr:
     if want is S.INT64:
-        k = draw(st.sampled_from(["arith", "arith", "neg", "length"]))
+        k = draw(st.sampled_from(["arith", "arith", "neg", "length", "abs", "greatest", "extract"]))
+        if k == "abs":
+            return CallUnary(UnaryFunc.ABS, _expr(draw, schema, S.INT64, d))
+        if k == "greatest":
+            vf = draw(st.sampled_from([VariadicFunc.GREATEST, VariadicFunc.LEAST]))
+            n = draw(st.integers(1, 3))
+            return CallVariadic(vf, tuple(_expr(draw, schema, S.INT64, d) for _ in range(n)))
+        if k == "extract":
+            src = draw(st.sampled_from([S.TIMESTAMP, S.DATE]))
+            fields = ["year", "month", "day", "dow", "doy", "quarter"]
+            if src is S.TIMESTAMP:
+                fields += ["hour", "minute", "second"]
+            field = Literal(draw(st.sampled_from(fields)), S.STRING)
+            return CallVariadic(VariadicFunc.EXTRACT, (field, _expr(draw, schema, src, d)))
         if k == "arith":
             f = draw(
                 st.sampled_from(
@@ -255,13 +268,36 @@ def _op(draw: st.DrawFn, schema: Schema, want: ScalarType, d: int) -> ScalarExpr
             return CallUnary(UnaryFunc.NEG, _expr(draw, schema, S.INT64, d))
         return CallUnary(UnaryFunc.LENGTH, _expr(draw, schema, S.STRING, d))
     if want is S.FLOAT64:
+        k = draw(st.sampled_from(["arith", "arith", "arith", "round", "abs"]))
+        if k != "arith":
+            u = UnaryFunc.ROUND if k == "round" else UnaryFunc.ABS
+            return CallUnary(u, _expr(draw, schema, S.FLOAT64, d))
         f = draw(st.sampled_from([BinaryFunc.ADD, BinaryFunc.SUB, BinaryFunc.MUL, BinaryFunc.DIV]))
         other = draw(st.sampled_from([S.INT64, S.FLOAT64]))
         return CallBinary(f, _expr(draw, schema, S.FLOAT64, d), _expr(draw, schema, other, d))
     if want is S.STRING:
-        k = draw(st.sampled_from(["lower", "upper", "concat", "substring"]))
-        if k in ("lower", "upper"):
+        k = draw(
+            st.sampled_from(
+                ["lower", "upper", "concat", "substring", "trim", "rtrim", "replace", "cat"]
+            )
+        )
+        if k in ("lower", "upper", "trim", "rtrim"):
             return CallUnary(UnaryFunc(k), _expr(draw, schema, S.STRING, d))
+        if k == "replace":
+            return CallVariadic(
+                VariadicFunc.REPLACE,
+                (
+                    _expr(draw, schema, S.STRING, d),
+                    Literal(draw(st.sampled_from(["a", "", " "])), S.STRING),
+                    _expr(draw, schema, S.STRING, d),
+                ),
+            )
+        if k == "cat":
+            return CallBinary(
+                BinaryFunc.CONCAT,
+                _expr(draw, schema, S.STRING, d),
+                _expr(draw, schema, S.STRING, d),
+            )
         if k == "concat":
             return CallVariadic(
                 VariadicFunc.CONCAT,
@@ -299,7 +335,23 @@ def _op(draw: st.DrawFn, schema: Schema, want: ScalarType, d: int) -> ScalarExpr
                 UnaryFunc.IS_NULL, _expr(draw, schema, draw(st.sampled_from(_SCALARS)), d)
             )
         pattern = Literal(draw(st.sampled_from(["a%", "_", "%b%", "a\\%", "", "a\\"])), S.STRING)
-        return CallBinary(BinaryFunc.LIKE, _expr(draw, schema, S.STRING, d), pattern)
+        subject = _expr(draw, schema, S.STRING, d)
+        like = draw(st.sampled_from(["like", "like", "ilike", "escape"]))
+        if like == "escape":
+            esc = Literal(draw(st.sampled_from(["#", "", "%"])), S.STRING)
+            return CallVariadic(VariadicFunc.ILIKE_ESCAPE, (subject, pattern, esc))
+        f = BinaryFunc.ILIKE if like == "ilike" else BinaryFunc.LIKE
+        return CallBinary(f, subject, pattern)
+    if want is S.TIMESTAMP and draw(st.booleans()):
+        if draw(st.booleans()):
+            unit = Literal(draw(st.sampled_from(["second", "hour", "week", "month"])), S.STRING)
+            return CallVariadic(
+                VariadicFunc.DATE_TRUNC, (unit, _expr(draw, schema, S.TIMESTAMP, d))
+            )
+        f = draw(st.sampled_from([BinaryFunc.ADD_MS, BinaryFunc.SUB_MS]))
+        src = draw(st.sampled_from([S.TIMESTAMP, S.DATE]))
+        ms = Literal(draw(st.sampled_from([0, 1500, -86_400_000, 2**62])), S.INT64)
+        return CallBinary(f, _expr(draw, schema, src, d), ms)
     return (
         draw(_lit(want))
         if not _cols_of(schema, want)
@@ -360,7 +412,11 @@ def _plan(
     if kind in ("join", "left_join"):
         n = 2 if kind == "left_join" else draw(st.integers(1, 3))
         parts = [_plan(draw, inputs, d, lets) for _ in range(n)]
-        join_kind = JoinKind.LEFT if kind == "left_join" else JoinKind.INNER
+        join_kind = (
+            draw(st.sampled_from([JoinKind.LEFT, JoinKind.RIGHT, JoinKind.FULL]))
+            if kind == "left_join"
+            else JoinKind.INNER
+        )
         eqs = _equivalences(draw, [s for _, s in parts], join_kind)
         plan: Plan = Join(tuple(p for p, _ in parts), eqs, join_kind)
         return plan, typecheck(plan, None, lets)
@@ -441,10 +497,17 @@ def _aggregates(schema: Schema) -> st.SearchStrategy[Aggregate]:
             return Aggregate(AggFunc.COUNT)
         col = draw(st.integers(0, schema.arity - 1))
         numeric = schema.columns[col].type.scalar.is_numeric
+        scalar = schema.columns[col].type.scalar
         funcs = [AggFunc.COUNT, AggFunc.MIN, AggFunc.MAX] + (
             [AggFunc.SUM, AggFunc.AVG] * 2 if numeric else []
         )
-        return Aggregate(draw(st.sampled_from(funcs)), col, draw(st.integers(0, 3)) == 0)
+        if scalar is S.BOOL:
+            funcs += [AggFunc.BOOL_AND, AggFunc.BOOL_OR]
+        if scalar is S.STRING:
+            funcs += [AggFunc.STRING_AGG]
+        func = draw(st.sampled_from(funcs))
+        sep = draw(st.sampled_from([",", "", " | "])) if func is AggFunc.STRING_AGG else None
+        return Aggregate(func, col, draw(st.integers(0, 3)) == 0, sep)
 
     return build()
 

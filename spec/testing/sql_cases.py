@@ -10,19 +10,33 @@ inputs one time at a time, agrees with the reference at every time.
 
 The cases are the edge cases of issue 16: sums beyond the range of their
 type, int64 compared with (and joined to) float64, string-to-number casts of
-non-ASCII or malformed numbers, and LIKE patterns ending in the escape
-character.
+non-ASCII or malformed numbers, LIKE patterns ending in the escape
+character, string-to-bool/date/timestamp casts in SQL's literal syntax, and
+the plan language of its section 4 (right and full joins, bool and string
+aggregates, the scalar functions users reach for).
 """
 
 from __future__ import annotations
 
+import datetime as _dt
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ..frontier import Antichain, Row, Update
 from ..ids import GlobalId
 from ..plan.relation import AggFunc, Aggregate, Get, Join, JoinKind, Map, Plan, Reduce
-from ..plan.scalar import BinaryFunc, CallBinary, Cast, ColumnRef, Literal, ScalarExpr
+from ..plan.scalar import (
+    BinaryFunc,
+    CallBinary,
+    CallUnary,
+    CallVariadic,
+    Cast,
+    ColumnRef,
+    Literal,
+    ScalarExpr,
+    UnaryFunc,
+    VariadicFunc,
+)
 from ..plan.schema import ScalarType, Schema
 from ..protocol.types import (
     BuildDesc,
@@ -416,11 +430,212 @@ def _like_cases() -> list[SqlCase]:
     ]
 
 
+def _outer_join_cases() -> list[SqlCase]:
+    left = Schema.of(("i", "int64"), ("s", "string"))
+    right = Schema.of(("f", "float64"), ("t", "string"))
+    # left key 2 is retracted below zero at time 1: right row 2.0 becomes unmatched (padded),
+    # and comes back matched at time 2; 2**62 + 1 meets 2.0**62 as float64
+    lups = (
+        ((BIG + 1, "odd"), 0, 1),
+        ((2, "two"), 0, 1),
+        ((None, "null"), 0, 1),
+        ((2, "two"), 1, -2),
+        ((2, "two"), 2, 2),
+    )
+    rups = (
+        ((float(BIG), "big"), 0, 1),
+        ((2.0, "x"), 0, 1),
+        ((None, "n"), 0, 1),
+        ((7.5, "y"), 0, 2),
+    )
+    fb = float(BIG)
+    right_at0 = {
+        (BIG + 1, "odd", fb, "big"): 1,
+        (2, "two", 2.0, "x"): 1,
+        (None, None, None, "n"): 1,
+        (None, None, 7.5, "y"): 2,
+    }
+    right_at1 = {
+        (BIG + 1, "odd", fb, "big"): 1,
+        (2, "two", 2.0, "x"): -1,
+        (None, None, 2.0, "x"): 1,
+        (None, None, None, "n"): 1,
+        (None, None, 7.5, "y"): 2,
+    }
+    return [
+        SqlCase(
+            "int-float-join-right",
+            Join((Get(_A, left), Get(_B, right)), ((0, 2),), JoinKind.RIGHT),
+            {_A: lups, _B: rups},
+            {0: (right_at0, {}), 1: (right_at1, {})},
+        ),
+        SqlCase(
+            "int-float-join-full",
+            Join((Get(_A, left), Get(_B, right)), ((0, 2),), JoinKind.FULL),
+            {_A: lups, _B: rups},
+            {
+                0: ({**right_at0, (None, "null", None, None): 1}, {}),
+                # left (2, "two") at -1 still meets right key 2.0: joined, not padded
+                1: ({**right_at1, (None, "null", None, None): 1}, {}),
+                2: ({**right_at0, (None, "null", None, None): 1}, {}),
+            },
+        ),
+    ]
+
+
+def _aggregate_cases() -> list[SqlCase]:
+    rows = Schema.of(("k", "int64"), ("b", "bool"), ("s", "string"))
+    plan = Reduce(
+        Get(_A, rows),
+        (0,),
+        (
+            Aggregate(AggFunc.BOOL_AND, 1),
+            Aggregate(AggFunc.BOOL_OR, 1),
+            Aggregate(AggFunc.STRING_AGG, 2, separator=","),
+            Aggregate(AggFunc.STRING_AGG, 2, distinct=True, separator=""),
+        ),
+    )
+    ups = (
+        ((1, True, "b"), 0, 2),
+        ((1, False, "a"), 0, 1),
+        ((1, None, None), 0, 1),
+        ((2, None, "z"), 0, 1),
+        ((1, False, "a"), 1, -1),
+        ((2, True, "z"), 1, -2),  # "z" at -1 in total: no value of group 2 at time 1
+    )
+    return [
+        SqlCase(
+            "bool-and-or-string-agg",
+            plan,
+            {_A: ups},
+            {
+                0: ({(1, False, True, "a,b,b", "ab"): 1, (2, None, None, "z", "z"): 1}, {}),
+                1: ({(1, True, True, "b,b", "b"): 1, (2, None, None, None, None): 1}, {}),
+            },
+        )
+    ]
+
+
+def _function_cases() -> list[SqlCase]:
+    rows = Schema.of(("i", "int64"), ("s", "string"), ("t", "timestamp"))
+    i, st, t = _col(0), _col(1), _col(2)
+
+    def text(v: str) -> Literal:
+        return Literal(v, S.STRING)
+
+    exprs: tuple[ScalarExpr, ...] = (
+        CallUnary(UnaryFunc.ABS, i),
+        CallUnary(UnaryFunc.ROUND, Cast(i, S.FLOAT64)),
+        CallUnary(UnaryFunc.TRIM, st),
+        CallBinary(BinaryFunc.ILIKE, st, text("%B%")),
+        CallBinary(BinaryFunc.CONCAT, st, text("|")),
+        CallVariadic(VariadicFunc.GREATEST, (i, Literal(0, S.INT64))),
+        CallVariadic(VariadicFunc.NULLIF, (st, text(" ab "))),
+        CallVariadic(VariadicFunc.REPLACE, (st, text("b"), text("B"))),
+        CallVariadic(VariadicFunc.LIKE_ESCAPE, (st, text("%#%"), text("#"))),
+        CallVariadic(VariadicFunc.DATE_TRUNC, (text("week"), t)),
+        CallVariadic(VariadicFunc.EXTRACT, (text("dow"), t)),
+        CallBinary(BinaryFunc.SUB_MS, t, i),
+    )
+    plan = Map(Get(_A, rows), exprs, tuple(f"e{k}" for k in range(len(exprs))))
+    ts = _dt.datetime(2020, 1, 1, 12)  # a Wednesday
+    week = _dt.datetime(2019, 12, 30)
+    ups = (
+        ((-3, " ab ", ts), 0, 1),
+        ((5, "x%", None), 0, 2),
+        ((-(2**63), "", ts), 1, 1),  # abs overflows
+        ((2**62, "", ts), 1, 1),  # far before year 1
+    )
+    later = _dt.datetime(2020, 1, 1, 12, 0, 0, 3000)  # minus -3 ms
+    row1: Row = (
+        -3,
+        " ab ",
+        ts,
+        3,
+        -3.0,
+        "ab",
+        True,
+        " ab |",
+        0,
+        None,
+        " aB ",
+        False,
+        week,
+        3,
+        later,
+    )
+    row2: Row = (5, "x%", None, 5, 5.0, "x%", False, "x%|", 5, "x%", "x%", True, None, None, None)
+    return [
+        SqlCase(
+            "scalar-functions",
+            plan,
+            {_A: ups},
+            {
+                0: ({row1: 1, row2: 2}, {}),
+                1: (
+                    {row1: 1, row2: 2},
+                    {"integer out of range": 1, "timestamp out of range": 1},
+                ),
+            },
+        )
+    ]
+
+
+def _string_literal_cases() -> list[SqlCase]:
+    strings = Schema.of(("s", "string"))
+    to_bool = Map(Get(_A, strings), (Cast(_col(0), S.BOOL),), ("b",))
+    to_ts = Map(Get(_A, strings), (Cast(_col(0), S.TIMESTAMP),), ("t",))
+    good_bool = {" yes ": True, "TR": True, "on": True, "Of": False, "n": False, "0": False}
+    bad_bool = ["\u00a0true", "true\u3000", "o", "2", "", "truex"]
+    good_ts = {
+        "2020-01-02 03:04:05.5": _dt.datetime(2020, 1, 2, 3, 4, 5, 500000),
+        " 2020-1-2T03:04 ": _dt.datetime(2020, 1, 2, 3, 4),
+        "2020-01-02": _dt.datetime(2020, 1, 2),
+    }
+    bad_ts = [
+        "20200102",
+        "2020-W01-1",
+        "2020-01-02 03",
+        "2020-01-02X03:04:05",
+        "2020-01-02 03:04:05.1234567",
+        "\u00a02020-01-02",
+        "2020-01-02 24:00:00",
+    ]
+    return [
+        SqlCase(
+            "string-to-bool-cast",
+            to_bool,
+            {_A: tuple(((s,), 0, 1) for s in [*good_bool, *bad_bool])},
+            {
+                0: (
+                    {(s, b): 1 for s, b in good_bool.items()},
+                    {f"invalid input syntax for type bool: {s!r}": 1 for s in bad_bool},
+                )
+            },
+        ),
+        SqlCase(
+            "string-to-timestamp-cast",
+            to_ts,
+            {_A: tuple(((s,), 0, 1) for s in [*good_ts, *bad_ts])},
+            {
+                0: (
+                    {(s, v): 1 for s, v in good_ts.items()},
+                    {f"invalid input syntax for type timestamp: {s!r}": 1 for s in bad_ts},
+                )
+            },
+        ),
+    ]
+
+
 SQL_CASES: tuple[SqlCase, ...] = (
     *_sum_cases(),
     *_comparison_cases(),
     *_join_cases(),
     *_cast_cases(),
     *_like_cases(),
+    *_outer_join_cases(),
+    *_aggregate_cases(),
+    *_function_cases(),
+    *_string_literal_cases(),
 )
 """Every case, named (see :class:`SqlCase`)."""

@@ -170,14 +170,25 @@ INT, F, STR, B, D, T = (ColumnRef(k) for k in range(6))
 _CAST_FROM = {S.INT64: F, S.FLOAT64: INT, S.STRING: D, S.BOOL: INT, S.DATE: T, S.TIMESTAMP: D}
 _UNARY_ARG = {
     UnaryFunc.NOT: B, UnaryFunc.NEG: F, UnaryFunc.IS_NULL: T, UnaryFunc.LOWER: STR,
-    UnaryFunc.UPPER: STR, UnaryFunc.LENGTH: STR,
+    UnaryFunc.UPPER: STR, UnaryFunc.LENGTH: STR, UnaryFunc.ABS: INT, UnaryFunc.ROUND: F,
+    UnaryFunc.TRIM: STR, UnaryFunc.LTRIM: STR, UnaryFunc.RTRIM: STR,
 }  # fmt: skip
+_STRING_BINARY = (BinaryFunc.LIKE, BinaryFunc.ILIKE, BinaryFunc.CONCAT)
+_TIME_BINARY = (BinaryFunc.ADD_MS, BinaryFunc.SUB_MS)
 _VARIADIC_ARGS: dict[VariadicFunc, tuple[ScalarExpr, ...]] = {
     VariadicFunc.AND: (B, Literal(True, S.BOOL)),
     VariadicFunc.OR: (B, B, Literal(None, S.BOOL)),
     VariadicFunc.COALESCE: (INT, Literal(0, S.INT64)),
     VariadicFunc.CONCAT: (STR, Literal("-", S.STRING)),
     VariadicFunc.SUBSTRING: (STR, Literal(2, S.INT64), INT),
+    VariadicFunc.GREATEST: (INT, Literal(None, S.INT64), INT),
+    VariadicFunc.LEAST: (D, D),
+    VariadicFunc.NULLIF: (INT, F),
+    VariadicFunc.REPLACE: (STR, Literal("a", S.STRING), Literal("b", S.STRING)),
+    VariadicFunc.LIKE_ESCAPE: (STR, Literal("a#%", S.STRING), Literal("#", S.STRING)),
+    VariadicFunc.ILIKE_ESCAPE: (STR, STR, Literal("", S.STRING)),
+    VariadicFunc.DATE_TRUNC: (Literal("month", S.STRING), T),
+    VariadicFunc.EXTRACT: (Literal("epoch", S.STRING), D),
 }
 _SAMPLE = {
     S.INT64: -7, S.FLOAT64: 2.5, S.STRING: "x", S.BOOL: True, S.DATE: dt.date(2026, 2, 28),
@@ -185,8 +196,10 @@ _SAMPLE = {
 }  # fmt: skip
 _ZOO_EXPRS: tuple[ScalarExpr, ...] = (
     *(CallUnary(f, _UNARY_ARG[f]) for f in UnaryFunc),
-    *(CallBinary(f, INT, F) for f in BinaryFunc if f is not BinaryFunc.LIKE),
-    CallBinary(BinaryFunc.LIKE, STR, Literal("a%", S.STRING)),
+    *(CallBinary(f, INT, F) for f in BinaryFunc if f not in (*_STRING_BINARY, *_TIME_BINARY)),
+    *(CallBinary(f, STR, Literal("a%", S.STRING)) for f in _STRING_BINARY),
+    CallBinary(BinaryFunc.ADD_MS, T, INT),
+    CallBinary(BinaryFunc.SUB_MS, D, Literal(-1, S.INT64)),
     *(CallVariadic(f, _VARIADIC_ARGS[f]) for f in VariadicFunc),
     *(Literal(_SAMPLE[t], t) for t in S),
     *(Literal(None, t) for t in S),
@@ -194,6 +207,16 @@ _ZOO_EXPRS: tuple[ScalarExpr, ...] = (
     If(B, STR, Literal(None, S.STRING)),
 )
 _W = _Z.arity + len(_ZOO_EXPRS)  # the width of the Map
+
+
+def _to_out(p: Plan, count_first: bool = False) -> Plan:
+    """A (string key, x, y) reduce reshaped to (string, int64, float64)."""
+    a, b = ColumnRef(1), ColumnRef(2)
+    n = a if count_first else Cast(a, S.INT64)
+    x = Cast(Cast(b, S.INT64) if count_first else CallUnary(UnaryFunc.LENGTH, b), S.FLOAT64)
+    return Project(Map(p, (n, x), ("n", "x")), (0, 3, 4))
+
+
 _OUT = Schema.of(("k", S.STRING), ("n", S.INT64), ("x", S.FLOAT64))
 ZOO: Plan = Let(
     "z",
@@ -219,6 +242,27 @@ ZOO: Plan = Let(
                             (2,),
                             (Aggregate(AggFunc.COUNT, 0), Aggregate(AggFunc.MIN, 1)),
                         )
+                    ),
+                    _to_out(
+                        Reduce(
+                            Join((Get(U1, _Z), Get(U1, _Z)), ((0, 6),), JoinKind.RIGHT),
+                            (2,),
+                            (
+                                Aggregate(AggFunc.BOOL_AND, 3),
+                                Aggregate(AggFunc.STRING_AGG, 8, separator=", "),
+                            ),
+                        )
+                    ),
+                    _to_out(
+                        Reduce(
+                            Join((Get(U1, _Z), Get(U1, _Z)), ((1, 6),), JoinKind.FULL),
+                            (2,),
+                            (
+                                Aggregate(AggFunc.COUNT),
+                                Aggregate(AggFunc.BOOL_OR, 9, distinct=True),
+                            ),
+                        ),
+                        count_first=True,
                     ),
                     Threshold(
                         Distinct(

@@ -9,8 +9,9 @@ A case is a few input collections (1-3, each 1-4 typed columns, nullable or
 not), a stream of updates per input at times ``0..max_time`` (inserts, some of
 them retracted later, a few bare retractions that leave a negative
 multiplicity), a plan over every operator of the IR (``Get``, ``Constant``,
-``Map``, ``Filter``, ``Project``, ``Union``, ``Negate``, inner and left
-``Join``, ``Reduce`` with count/sum/min/max/avg and their distinct forms,
+``Map``, ``Filter``, ``Project``, ``Union``, ``Negate``, inner, left, right
+and full ``Join``, ``Reduce`` with count/sum/min/max/avg/bool_and/bool_or/
+string_agg and their distinct forms,
 ``Distinct``, ``Threshold``, ``TopK``, ``ArrangeBy``, ``Let``/``LetRef``) and
 every scalar function, the dataflow's ``as_of``, and the schedule by which an
 executor is fed (how far each input's upper moves per step).
@@ -168,7 +169,25 @@ CAST_STRINGS: dict[ScalarType, tuple[str, ...]] = {
         "e5",
         ".",
     ),
-    S.BOOL: ("true", "Yes", " off ", "T", "0", "1", "maybe", "ON", "\u00a0true", "tr", ""),
+    S.BOOL: (
+        "true",
+        "Yes",
+        " off ",
+        "T",
+        "0",
+        "1",
+        "maybe",
+        "ON",
+        "\u00a0true",
+        "tr",
+        "",
+        "o",
+        "OF",
+        "n",
+        "truex",
+        "\ttrue\n",
+        "true\u3000",
+    ),
     S.DATE: (
         "2020-01-31",
         "2020-02-30",
@@ -180,6 +199,8 @@ CAST_STRINGS: dict[ScalarType, tuple[str, ...]] = {
         "2020-W01-1",
         "2020-1-1",
         "\u00a02020-01-31",
+        "2020-01-31\u2003",
+        "2020-01-01 10:11:12",
     ),
     S.TIMESTAMP: (
         "2020-01-01 10:11:12",
@@ -193,6 +214,12 @@ CAST_STRINGS: dict[ScalarType, tuple[str, ...]] = {
         "2020-01-01 10:11:12Z",
         "2020-01-01 24:00:00",
         "2020-01-01 23:59:60",
+        "2020-01-01T10:11",
+        " 2020-1-2 03:04:05 ",
+        "2020-01-01X10:11:12",
+        "2020-01-01\u00a010:11:12",
+        "20200101T101112",
+        "2020-01-01 10:11:12.",
     ),
 }
 # LIKE metacharacters and the escape, characters whose case mapping is special (ß, İ, ﬁ), a
@@ -236,6 +263,27 @@ LIKE_PATTERNS = (
     "a\\",
     "\\",
 )
+# Milliseconds to add to a timestamp: a day, a leap year, the whole range of timestamps, the
+# int64 ends.
+MS_EDGES = (
+    0,
+    1,
+    -1,
+    999,
+    1500,
+    86_400_000,
+    -86_400_000,
+    366 * 86_400_000,
+    253_402_300_799_999,
+    -253_402_300_799_999,
+    INT64_MAX,
+    INT64_MIN,
+)
+DATE_TRUNC_UNITS = ("second", "minute", "hour", "day", "week", "month", "quarter", "year")
+EXTRACT_INT_FIELDS = ("year", "quarter", "month", "day", "dow", "doy")
+EXTRACT_TIME_FIELDS = ("hour", "minute", "second")
+LIKE_ESCAPES = ("#", "\\", "", "%", "a", "ab")
+SEPARATORS = (",", ", ", "", "|")
 DATE_EDGES = (
     dt.date(2020, 1, 31),
     dt.date(2020, 2, 29),
@@ -397,6 +445,11 @@ class _Gen:
                     (8, arith),
                     (2, lambda: CallUnary(UnaryFunc.NEG, e(S.INT64, types, d))),
                     (2, lambda: CallUnary(UnaryFunc.LENGTH, e(S.STRING, types, d))),
+                    (1, lambda: CallUnary(UnaryFunc.ABS, e(S.INT64, types, d))),
+                    (1, lambda: CallUnary(UnaryFunc.ROUND, e(S.INT64, types, d))),
+                    (2, lambda: self.extreme(S.INT64, types, d)),
+                    (1, lambda: self.nullif(S.INT64, types, d)),
+                    (2, lambda: self.extract(types, d)),
                     (2, lambda: Cast(e(S.FLOAT64, types, d), S.INT64)),
                     (1, lambda: Cast(e(S.BOOL, types, d), S.INT64)),
                     *common(),
@@ -417,6 +470,17 @@ class _Gen:
                 [
                     (8, farith),
                     (2, lambda: CallUnary(UnaryFunc.NEG, e(S.FLOAT64, types, d))),
+                    (1, lambda: CallUnary(UnaryFunc.ABS, e(S.FLOAT64, types, d))),
+                    (2, lambda: CallUnary(UnaryFunc.ROUND, e(S.FLOAT64, types, d))),
+                    (1, lambda: self.extreme(S.FLOAT64, types, d)),
+                    (1, lambda: self.nullif(S.FLOAT64, types, d)),
+                    (
+                        1,
+                        lambda: CallVariadic(
+                            VariadicFunc.EXTRACT,
+                            (Literal("epoch", S.STRING), e(self.time_type(), types, d)),
+                        ),
+                    ),
                     (2, lambda: Cast(e(S.INT64, types, d), S.FLOAT64)),
                     *common(),
                 ]
@@ -444,7 +508,14 @@ class _Gen:
                     if self.flip(60)
                     else e(S.STRING, types, d)
                 )
-                return CallBinary(BinaryFunc.LIKE, e(S.STRING, types, d), pat)
+                if self.flip(40):
+                    esc = Literal(self.draw(st.sampled_from(LIKE_ESCAPES)), S.STRING)
+                    f = self.draw(
+                        st.sampled_from([VariadicFunc.LIKE_ESCAPE, VariadicFunc.ILIKE_ESCAPE])
+                    )
+                    return CallVariadic(f, (e(S.STRING, types, d), pat, esc))
+                f = self.draw(st.sampled_from([BinaryFunc.LIKE, BinaryFunc.LIKE, BinaryFunc.ILIKE]))
+                return CallBinary(f, e(S.STRING, types, d), pat)
 
             def andor() -> ScalarExpr:
                 f = self.draw(st.sampled_from([VariadicFunc.AND, VariadicFunc.OR]))
@@ -464,10 +535,13 @@ class _Gen:
                     ),
                     (4, andor),
                     (1, lambda: Cast(e(S.INT64, types, d), S.BOOL)),
+                    (1, lambda: self.extreme(S.BOOL, types, d)),
+                    (1, lambda: self.nullif(S.BOOL, types, d)),
                     *common(),
                 ]
             )
         if t is S.STRING:
+            trims = [UnaryFunc.TRIM, UnaryFunc.LTRIM, UnaryFunc.RTRIM]
 
             def substring() -> ScalarExpr:
                 def pos() -> ScalarExpr:
@@ -498,12 +572,94 @@ class _Gen:
                     ),
                     (3, substring),
                     (5, to_string),
+                    (
+                        1,
+                        lambda: CallUnary(self.draw(st.sampled_from(trims)), e(S.STRING, types, d)),
+                    ),
+                    (
+                        2,
+                        lambda: CallVariadic(
+                            VariadicFunc.REPLACE,
+                            (
+                                e(S.STRING, types, d),
+                                self.short_string(types, d),
+                                self.short_string(types, d),
+                            ),
+                        ),
+                    ),
+                    (
+                        3,
+                        lambda: CallBinary(
+                            BinaryFunc.CONCAT, e(S.STRING, types, d), e(S.STRING, types, d)
+                        ),
+                    ),
+                    (1, lambda: self.extreme(S.STRING, types, d)),
+                    (1, lambda: self.nullif(S.STRING, types, d)),
                     *common()[:2],
                 ]
             )
         if t is S.DATE:
-            return self.choose([(2, lambda: Cast(e(S.TIMESTAMP, types, d), S.DATE)), *common()])
-        return self.choose([(2, lambda: Cast(e(S.DATE, types, d), S.TIMESTAMP)), *common()])
+            return self.choose(
+                [
+                    (2, lambda: Cast(e(S.TIMESTAMP, types, d), S.DATE)),
+                    (1, lambda: self.extreme(S.DATE, types, d)),
+                    (1, lambda: self.nullif(S.DATE, types, d)),
+                    *common(),
+                ]
+            )
+
+        def shift() -> ScalarExpr:
+            f = self.draw(st.sampled_from([BinaryFunc.ADD_MS, BinaryFunc.SUB_MS]))
+            ms = (
+                Literal(self.draw(st.sampled_from(MS_EDGES)), S.INT64)
+                if self.flip(60)
+                else e(S.INT64, types, d)
+            )
+            return CallBinary(f, e(self.time_type(), types, d), ms)
+
+        def trunc() -> ScalarExpr:
+            unit = Literal(self.draw(st.sampled_from(DATE_TRUNC_UNITS)), S.STRING)
+            return CallVariadic(VariadicFunc.DATE_TRUNC, (unit, e(S.TIMESTAMP, types, d)))
+
+        return self.choose(
+            [
+                (2, lambda: Cast(e(S.DATE, types, d), S.TIMESTAMP)),
+                (3, shift),
+                (2, trunc),
+                (1, lambda: self.extreme(S.TIMESTAMP, types, d)),
+                (1, lambda: self.nullif(S.TIMESTAMP, types, d)),
+                *common(),
+            ]
+        )
+
+    def time_type(self) -> ScalarType:
+        return S.TIMESTAMP if self.flip(70) else S.DATE
+
+    def extreme(self, t: ScalarType, types: Types, d: int) -> ScalarExpr:
+        f = self.draw(st.sampled_from([VariadicFunc.GREATEST, VariadicFunc.LEAST]))
+        n = self.draw(st.integers(1, 3))
+        return CallVariadic(f, tuple(self.expr(t, types, d) for _ in range(n)))
+
+    def nullif(self, t: ScalarType, types: Types, d: int) -> ScalarExpr:
+        other = t
+        if t.is_numeric and self.flip(30):
+            other = S.FLOAT64 if t is S.INT64 else S.INT64
+        return CallVariadic(
+            VariadicFunc.NULLIF, (self.expr(t, types, d), self.expr(other, types, d))
+        )
+
+    def extract(self, types: Types, d: int) -> ScalarExpr:
+        src = self.time_type()
+        fields = EXTRACT_INT_FIELDS + (EXTRACT_TIME_FIELDS if src is S.TIMESTAMP else ())
+        field = Literal(self.draw(st.sampled_from(fields)), S.STRING)
+        return CallVariadic(VariadicFunc.EXTRACT, (field, self.expr(src, types, d)))
+
+    def short_string(self, types: Types, d: int) -> ScalarExpr:
+        if self.flip(60):
+            return Literal(
+                self.draw(st.sampled_from(("", "a", "b", "ab", "%", " ", "é"))), S.STRING
+            )
+        return self.expr(S.STRING, types, d)
 
     def cast_source(self, t: ScalarType, types: Types, depth: int) -> ScalarExpr:
         if self.flip(50):
@@ -653,9 +809,13 @@ class _Gen:
                     cls.append(self.draw(st.sampled_from(extra)))
             classes.append(tuple(self.draw(st.permutations(cls))))
         if left and not classes:
-            # a left join needs an equivalence naming both sides; without one, join inner
+            # an outer join needs an equivalence naming both sides; without one, join inner
             left = False
-        kind = JoinKind.LEFT if left else JoinKind.INNER
+        kind = (
+            self.draw(st.sampled_from([JoinKind.LEFT, JoinKind.RIGHT, JoinKind.FULL]))
+            if left
+            else JoinKind.INNER
+        )
         return Join(tuple(p for p, _ in parts), tuple(classes), kind), tuple(all_types)
 
     def reduce(self, d: int) -> tuple[Plan, Types]:
@@ -673,14 +833,29 @@ class _Gen:
                 funcs += [AggFunc.MIN, AggFunc.MAX]
             if numeric:
                 funcs += [AggFunc.SUM, AggFunc.SUM, AggFunc.AVG]
+            bools = [i for i, t in enumerate(types) if t is S.BOOL]
+            strings = [i for i, t in enumerate(types) if t is S.STRING]
+            if bools:
+                funcs += [AggFunc.BOOL_AND, AggFunc.BOOL_OR]
+            if strings:
+                funcs += [AggFunc.STRING_AGG]
             f = self.draw(st.sampled_from(funcs))
             if f is AggFunc.COUNT and (not n or self.flip(40)):
                 aggs.append(Aggregate(AggFunc.COUNT))
                 out.append(S.INT64)
                 continue
-            cols = numeric if f in (AggFunc.SUM, AggFunc.AVG) else list(range(n))
+            cols = (
+                numeric
+                if f in (AggFunc.SUM, AggFunc.AVG)
+                else bools
+                if f in (AggFunc.BOOL_AND, AggFunc.BOOL_OR)
+                else strings
+                if f is AggFunc.STRING_AGG
+                else list(range(n))
+            )
             col = self.draw(st.sampled_from(cols))
-            aggs.append(Aggregate(f, col, self.flip(25)))
+            sep = self.draw(st.sampled_from(SEPARATORS)) if f is AggFunc.STRING_AGG else None
+            aggs.append(Aggregate(f, col, self.flip(25), sep))
             out.append(
                 S.INT64 if f is AggFunc.COUNT else S.FLOAT64 if f is AggFunc.AVG else types[col]
             )

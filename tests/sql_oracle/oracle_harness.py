@@ -6,7 +6,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from hypothesis import event, reject
 from oracle_cases import OracleCase
 from oracle_sql import DuckOracle, OracleResult, category_of_tidegate_error
 
@@ -187,13 +186,6 @@ def check_case(
             why = differs(want, got)
             if why is None:
                 return
-            if want.findings:
-                # REPORTED FINDING (not decided yet): a cast tidegate accepts and SQL's literal
-                # syntax does not was evaluated at this time. Skip the case, counted in
-                # pytest --hypothesis-show-statistics; remove with the decision (oracle_sql.py).
-                for f in sorted(want.findings):
-                    event(f"skipped: {f}")
-                reject()
             _fail(case, oracle, engine, t, why)
 
         for t in times_of(case):

@@ -31,11 +31,12 @@ compared: when an operator's statement fails, the oracle re-runs it row by
 row, keeps the rows that succeed, and counts each failing row's multiplicity
 against the error's *category* (division by zero, integer out of range, float
 out of range, invalid cast, negative substring length, LIKE pattern ending in
-the escape); a ``Reduce`` group whose ``sum``/``avg`` is out of range is one
+the escape, invalid escape string, timestamp out of range); a ``Reduce`` group whose ``sum``/``avg`` is out of range is one
 error and no row. Errors reach the output once per path (a ``Let`` value read
 twice counts twice; a left join reads its left input three times and its
 right input twice, as its documented lowering ``inner + pad(left -
-semijoin)`` does). tidegate's messages are mapped to the same categories and
+semijoin)`` does, a right join the reverse, a full join each input four
+times). tidegate's messages are mapped to the same categories and
 the counts per category must be equal; the wording is tidegate's and is not
 compared. When a failing row has a negative multiplicity the errors are not
 compared (tidegate cancels errors per message, which categories cannot
@@ -59,7 +60,7 @@ What SQL leaves to the implementation, and the translation emulates
   (``count`` = Σ multiplicities, ``min``/``max``/distinct over values of
   positive total multiplicity, a group exists while its input is non-empty),
   and a left join pads a left row that no right key of positive multiplicity
-  matches. A global aggregate over an empty input has no row (SQL returns one;
+  matches (a right join the mirror image, a full join both). A global aggregate over an empty input has no row (SQL returns one;
   tidegate's ``Reduce`` is Materialize's).
 * **Unused work.** Each operator is materialized and DuckDB's optimizer is
   off, so every expression runs on every row that reaches it, as in tidegate.
@@ -88,9 +89,23 @@ What SQL leaves to the implementation, and the translation emulates
   digits itself); decimal notation with an optional exponent, finite, for
   float64 (DuckDB reads ``inf``, ``NaN``, ``1_0``).
 * **String -> bool/date/timestamp**: SQL's literal syntax around ASCII
-  whitespace: true/t/yes/y/on/1 and false/f/no/n/off/0 in any case,
-  ``YYYY-MM-DD``, ``YYYY-MM-DD[( |T)HH:MM:SS[.f{1,6}]]``, years 1..9999
-  (DuckDB reads offsets, hour 24, year 0).
+  whitespace: PostgreSQL's words and their unambiguous prefixes (true, tr, t,
+  yes, y, on, 1, false, f, no, n, off, of, 0) in any case, ``YYYY-M-D``,
+  ``YYYY-M-D[( |T)HH:MM[:SS[.f{1,6}]]]``, years 1..9999 (DuckDB reads offsets,
+  hour 24, year 0, seven fraction digits; it reads no ``yes``/``on``).
+* **round** rounds halves away from zero (DuckDB's ``round(DOUBLE)`` does).
+  ``abs(INT64_MIN)`` is an overflow (DuckDB fails it as a conversion).
+* **ILIKE, LIKE ... ESCAPE.** DuckDB lower-cases one character to one, as
+  tidegate documents. An escape longer than one character is an error on each
+  non-NULL row (DuckDB refuses the statement); a pattern ending in the escape
+  is an error on each evaluation, as for LIKE.
+* **Timestamps ± milliseconds** are computed in exact microseconds
+  (``epoch_us``, HUGEINT) and are an error outside years 1..9999 (DuckDB's
+  range is wider). ``extract(epoch)`` is the microseconds as DOUBLE divided by
+  10^6, as tidegate documents.
+* **string_agg** orders by code point (tidegate's choice; SQL leaves the
+  order open): ``ORDER BY`` for the distinct form, a sorted list of each value
+  repeated its total multiplicity otherwise.
 * **LIKE.** Backslash is the escape (tidegate's default; SQL has none unless
   ``ESCAPE`` is given). A pattern ending in an unpaired escape is an error on
   every evaluation, as tidegate documents (DuckDB and PostgreSQL raise only
@@ -112,19 +127,15 @@ What SQL leaves to the implementation, and the translation emulates
   ``false < true``. Inputs never hold ``-0.0`` (equal to ``0.0``; which of the
   two a GROUP BY keeps is arbitrary).
 
-Reported findings (not decided yet)
------------------------------------
+Findings fixed
+--------------
 
-tidegate's casts from string to bool, date and timestamp read more than SQL's
-literal syntax: they strip Unicode whitespace (``'\u00a0true'``; issue 16 §2
-made number casts ASCII-only) and read what Python's ``fromisoformat`` reads
+The oracle found that tidegate's casts from string to bool, date and timestamp
+read more than SQL's literal syntax: they stripped Unicode whitespace
+(``'\u00a0true'``) and read what Python's ``fromisoformat`` reads
 (``'20200101'``, ``'2020-W01-1'``, ``'2020-01-01 10'``, any separator instead
-of ``T``, seven or more fraction digits, truncated where PostgreSQL rounds).
-The oracle tags the rows where it refuses such a string (``oracle_sql.FINDING_*``),
-and a disagreement at a time with such a row is skipped (Hypothesis
-``reject``, listed in ``--hypothesis-show-statistics``), never passed;
-``test_sql_oracle_examples.test_reported_finding_still_open`` fails once
-tidegate changes there, to say the filter can go.
+of ``T``, seven or more fraction digits). tidegate follows SQL now (issue 16);
+those strings are regression examples in ``test_sql_oracle_examples.py``.
 
 Budget: 300 cases (reference and ``PythonExecutor``) under the ``dev`` and
 ``ci`` profiles, 3,000 under ``nightly``; Spark: 20 and 200.

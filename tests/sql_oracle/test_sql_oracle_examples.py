@@ -17,11 +17,13 @@ from oracle_cases import OracleCase
 from oracle_harness import Observation, differs, reference_at
 from oracle_sql import (
     BAD_CAST,
+    BAD_ESCAPE,
     DIV0,
     FLOAT_RANGE,
     INT_RANGE,
     LIKE_ESCAPE,
     SUBSTRING,
+    TS_RANGE,
     DuckOracle,
     OracleResult,
 )
@@ -137,7 +139,36 @@ SCALARS: list[tuple[str, ScalarExpr, Any]] = [
     ("string->float underscore", Cast(s("1_0.5"), S.FLOAT64), Err(BAD_CAST)),
     ("string->bool yes", Cast(s(" Yes "), S.BOOL), True),
     ("string->bool off", Cast(s("off"), S.BOOL), False),
-    ("string->bool prefix", Cast(s("tr"), S.BOOL), Err(BAD_CAST)),
+    ("string->bool prefix", Cast(s("tr"), S.BOOL), True),
+    ("string->bool of", Cast(s("OF"), S.BOOL), False),
+    ("string->bool o is ambiguous", Cast(s("o"), S.BOOL), Err(BAD_CAST)),
+    ("string->bool 2", Cast(s("2"), S.BOOL), Err(BAD_CAST)),
+    ("string->bool empty", Cast(s(""), S.BOOL), Err(BAD_CAST)),
+    # what Python's strip() and fromisoformat() read, SQL's literal syntax does not (these
+    # were the oracle's findings 1 and 2)
+    ("string->bool no-break space", Cast(s("\u00a0true"), S.BOOL), Err(BAD_CAST)),
+    ("string->date no-break space", Cast(s("\u00a02020-01-31"), S.DATE), Err(BAD_CAST)),
+    ("string->date ISO 8601 basic", Cast(s("20200101"), S.DATE), Err(BAD_CAST)),
+    ("string->date ISO 8601 week", Cast(s("2020-W01-1"), S.DATE), Err(BAD_CAST)),
+    ("string->date one-digit fields", Cast(s("2020-1-2"), S.DATE), dt.date(2020, 1, 2)),
+    ("string->timestamp hour only", Cast(s("2020-01-01 10"), S.TIMESTAMP), Err(BAD_CAST)),
+    (
+        "string->timestamp hours and minutes",
+        Cast(s("\t2020-01-01T10:11 "), S.TIMESTAMP),
+        dt.datetime(2020, 1, 1, 10, 11),
+    ),
+    ("string->timestamp any separator", Cast(s("2020-01-01X10:11:12"), S.TIMESTAMP), Err(BAD_CAST)),
+    (
+        "string->timestamp 7 fraction digits",
+        Cast(s("2020-01-01 10:11:12.1234567"), S.TIMESTAMP),
+        Err(BAD_CAST),
+    ),
+    (
+        "string->timestamp ideographic space",
+        Cast(s("2020-01-01\u300010:11:12"), S.TIMESTAMP),
+        Err(BAD_CAST),
+    ),
+    ("string->timestamp of a date", Cast(s("2020-01-01"), S.TIMESTAMP), dt.datetime(2020, 1, 1)),
     ("string->date", Cast(s(" 2021-12-01 "), S.DATE), dt.date(2021, 12, 1)),
     ("string->date invalid day", Cast(s("2020-02-30"), S.DATE), Err(BAD_CAST)),
     ("string->date year 0", Cast(s("0000-01-01"), S.DATE), Err(BAD_CAST)),
@@ -173,6 +204,104 @@ SCALARS: list[tuple[str, ScalarExpr, Any]] = [
     ("like trailing escape", call(B.LIKE, s("b"), s("a\\")), Err(LIKE_ESCAPE)),
     ("like escaped escape", call(B.LIKE, s("a\\"), s("a\\\\")), True),
     ("like NULL pattern", call(B.LIKE, s(None), s("a\\")), None),
+    # issue 16 section 4: the functions users reach for
+    ("abs int", CallUnary(UnaryFunc.ABS, i(-7)), 7),
+    ("abs INT64_MIN overflows", CallUnary(UnaryFunc.ABS, i(INT64_MIN)), Err(INT_RANGE)),
+    ("abs float", CallUnary(UnaryFunc.ABS, f(-2.5)), 2.5),
+    ("round half away from zero", CallUnary(UnaryFunc.ROUND, f(2.5)), 3.0),
+    ("round negative half", CallUnary(UnaryFunc.ROUND, f(-2.5)), -3.0),
+    ("round just below a half", CallUnary(UnaryFunc.ROUND, f(0.49999999999999994)), 0.0),
+    ("round int is the identity", CallUnary(UnaryFunc.ROUND, i(INT64_MAX)), INT64_MAX),
+    ("trim spaces only", CallUnary(UnaryFunc.TRIM, s(" \ta \t ")), "\ta \t"),
+    ("ltrim", CallUnary(UnaryFunc.LTRIM, s("  a ")), "a "),
+    ("rtrim", CallUnary(UnaryFunc.RTRIM, s("  a ")), "  a"),
+    ("greatest skips NULL", CallVariadic(V.GREATEST, (i(1), i(None), i(3))), 3),
+    ("least of NULLs", CallVariadic(V.LEAST, (s(None), s(None))), None),
+    ("least strings by code point", CallVariadic(V.LEAST, (s("b"), s("B"), s("é"))), "B"),
+    ("nullif equal", CallVariadic(V.NULLIF, (i(2**53 + 1), f(2.0**53))), None),
+    ("nullif differs", CallVariadic(V.NULLIF, (s("a"), s("b"))), "a"),
+    ("nullif NULL second", CallVariadic(V.NULLIF, (i(1), i(None))), 1),
+    ("replace", CallVariadic(V.REPLACE, (s("banana"), s("an"), s("AN"))), "bANANa"),
+    ("replace empty search", CallVariadic(V.REPLACE, (s("abc"), s(""), s("x"))), "abc"),
+    ("replace NULL", CallVariadic(V.REPLACE, (s("abc"), s(None), s("x"))), None),
+    ("ilike", call(B.ILIKE, s("ABC"), s("a%")), True),
+    ("ilike dotted I", call(B.ILIKE, s("İ"), s("i")), True),
+    ("ilike sharp s", call(B.ILIKE, s("Straße"), s("STRASSE")), False),
+    ("ilike trailing escape", call(B.ILIKE, s("b"), s("a\\")), Err(LIKE_ESCAPE)),
+    ("like escape #", CallVariadic(V.LIKE_ESCAPE, (s("a%"), s("a#%"), s("#"))), True),
+    ("like escape # no match", CallVariadic(V.LIKE_ESCAPE, (s("ab"), s("a#%"), s("#"))), False),
+    ("like no escape", CallVariadic(V.LIKE_ESCAPE, (s("a\\b"), s("a\\_"), s(""))), True),
+    ("like ends in #", CallVariadic(V.LIKE_ESCAPE, (s("a"), s("a#"), s("#"))), Err(LIKE_ESCAPE)),
+    ("like long escape", CallVariadic(V.LIKE_ESCAPE, (s("a"), s("a"), s("ab"))), Err(BAD_ESCAPE)),
+    ("like long escape, NULL", CallVariadic(V.LIKE_ESCAPE, (s(None), s("a"), s("ab"))), None),
+    ("ilike escape", CallVariadic(V.ILIKE_ESCAPE, (s("A%"), s("a#%"), s("#"))), True),
+    # the escape is case-sensitive (PostgreSQL's like_escape runs before ILIKE lower-cases;
+    # DuckDB lower-cases the escape too): 'A' is a literal here, '%' a wildcard
+    ("ilike escape as written", CallVariadic(V.ILIKE_ESCAPE, (s("x%"), s("xA%"), s("a"))), False),
+    ("ilike escape letter", CallVariadic(V.ILIKE_ESCAPE, (s("x%"), s("xA%"), s("A"))), True),
+    (
+        "ilike ends in escape",
+        CallVariadic(V.ILIKE_ESCAPE, (s("xa"), s("xAa"), s("a"))),
+        Err(LIKE_ESCAPE),
+    ),
+    ("|| concatenates", call(B.CONCAT, s("a"), s("b")), "ab"),
+    ("|| NULL", call(B.CONCAT, s("a"), s(None)), None),
+    (
+        "date_trunc week",
+        CallVariadic(V.DATE_TRUNC, (s("week"), lit(dt.datetime(2020, 1, 1, 10), S.TIMESTAMP))),
+        dt.datetime(2019, 12, 30),
+    ),
+    (
+        "date_trunc quarter",
+        CallVariadic(V.DATE_TRUNC, (s("quarter"), lit(dt.datetime(2020, 5, 9, 1), S.TIMESTAMP))),
+        dt.datetime(2020, 4, 1),
+    ),
+    (
+        "date_trunc second",
+        CallVariadic(
+            V.DATE_TRUNC, (s("second"), lit(dt.datetime(2020, 1, 1, 1, 2, 3, 999999), S.TIMESTAMP))
+        ),
+        dt.datetime(2020, 1, 1, 1, 2, 3),
+    ),
+    (
+        "extract second drops the fraction",
+        CallVariadic(
+            V.EXTRACT, (s("second"), lit(dt.datetime(2020, 1, 1, 1, 2, 3, 500000), S.TIMESTAMP))
+        ),
+        3,
+    ),
+    (
+        "extract dow Sunday is 0",
+        CallVariadic(V.EXTRACT, (s("dow"), lit(dt.date(2020, 1, 5), S.DATE))),
+        0,
+    ),
+    (
+        "extract epoch",
+        CallVariadic(
+            V.EXTRACT, (s("epoch"), lit(dt.datetime(2020, 1, 1, 10, 11, 12, 500000), S.TIMESTAMP))
+        ),
+        1577873472.5,
+    ),
+    (
+        "timestamp + ms",
+        call(B.ADD_MS, lit(dt.datetime(2020, 1, 1, 23, 59, 59, 500000), S.TIMESTAMP), i(1500)),
+        dt.datetime(2020, 1, 2, 0, 0, 1),
+    ),
+    (
+        "date - ms is a timestamp",
+        call(B.SUB_MS, lit(dt.date(2020, 1, 1), S.DATE), i(1)),
+        dt.datetime(2019, 12, 31, 23, 59, 59, 999000),
+    ),
+    (
+        "timestamp + ms beyond year 9999",
+        call(B.ADD_MS, lit(dt.datetime(9999, 12, 31, 23, 59, 59), S.TIMESTAMP), i(1000)),
+        Err(TS_RANGE),
+    ),
+    (
+        "timestamp - INT64_MIN ms",
+        call(B.SUB_MS, lit(dt.datetime(2020, 1, 1), S.TIMESTAMP), i(INT64_MIN)),
+        Err(TS_RANGE),
+    ),
     # evaluation order: what is evaluated fails, what is skipped does not
     ("and stops at false", CallVariadic(V.AND, (b(False), div0(i(1)))), False),
     ("and goes past NULL", CallVariadic(V.AND, (b(None), div0(i(1)))), Err(DIV0)),
@@ -339,40 +468,108 @@ def test_errors_reach_the_output_once_per_path() -> None:
     assert differs(want, got) is None, differs(want, got)
 
 
-# -- reported findings: tidegate disagrees with SQL here (see test_sql_oracle.py) ------------
-# The random cases skip a disagreement where the oracle met one of these (oracle_sql.FINDING_*).
-# Each example fails once tidegate follows SQL: then remove its FINDING_* tag from
-# oracle_sql.py, the skip in oracle_harness.check_case if none is left, and the example.
-
-FINDINGS: list[tuple[str, ScalarExpr, Any]] = [
-    ("bool: no-break space", Cast(s("\u00a0true"), S.BOOL), True),
-    ("date: no-break space", Cast(s("\u00a02020-01-31"), S.DATE), dt.date(2020, 1, 31)),
-    ("date: ISO 8601 basic", Cast(s("20200101"), S.DATE), dt.date(2020, 1, 1)),
-    ("date: ISO 8601 week", Cast(s("2020-W01-1"), S.DATE), dt.date(2019, 12, 30)),
-    ("timestamp: hour only", Cast(s("2020-01-01 10"), S.TIMESTAMP), dt.datetime(2020, 1, 1, 10)),
-    (
-        "timestamp: any separator",
-        Cast(s("2020-01-01X10:11:12"), S.TIMESTAMP),
-        dt.datetime(2020, 1, 1, 10, 11, 12),
-    ),
-    (
-        "timestamp: 7 digits truncated",
-        Cast(s("2020-01-01 10:11:12.1234567"), S.TIMESTAMP),
-        dt.datetime(2020, 1, 1, 10, 11, 12, 123456),
-    ),
-]
+BOOLS = Schema.of(("k", "string"), ("b", "bool"), ("s", "string"))
 
 
-@pytest.mark.parametrize(("name", "expr", "tidegate"), FINDINGS, ids=[x[0] for x in FINDINGS])
-def test_reported_finding_still_open(name: str, expr: ScalarExpr, tidegate: Any) -> None:
-    """SQL's literal syntax refuses the string (an invalid cast); tidegate reads it."""
-    schema = Schema.of(("x", "int64"))
-    plan = Map(Get(U1, schema), (expr,), ("out",))
-    want, got = _run(plan, {U1: schema}, {U1: (((0,), 0, 1),)})
-    assert want.rows == {} and want.errors == {BAD_CAST: 1} and want.findings, want
-    if got.rows == {(0, tidegate): 1} and not got.errors:
-        return
-    pytest.fail(
-        f"tidegate no longer reads {name!r} as before ({got}): if it now follows SQL, remove "
-        "the finding (oracle_sql.FINDING_*) and this example"
+@pytest.mark.parametrize(
+    ("name", "aggs", "updates", "rows"),
+    [
+        (
+            "bool_and, bool_or over values of positive multiplicity",
+            (Aggregate(AggFunc.BOOL_AND, 1), Aggregate(AggFunc.BOOL_OR, 1)),
+            # false only at a negative multiplicity: it is not a value of the group
+            ((("a", True, ""), 0, 2), (("a", False, ""), 0, -1), (("a", None, ""), 0, 1)),
+            {("a", True, True): 1},
+        ),
+        (
+            "bool_and of NULLs only is NULL",
+            (Aggregate(AggFunc.BOOL_AND, 1), Aggregate(AggFunc.BOOL_OR, 1, distinct=True)),
+            ((("a", None, ""), 0, 1),),
+            {("a", None, None): 1},
+        ),
+        (
+            "string_agg sorted by code point, repeated by multiplicity",
+            (Aggregate(AggFunc.STRING_AGG, 2, separator=", "),),
+            (
+                (("a", True, "b"), 0, 2),
+                (("a", False, "B"), 0, 1),
+                (("a", None, "é"), 0, 1),
+                (("a", True, "z"), 0, -1),
+                (("a", True, None), 0, 1),
+            ),
+            {("a", "B, b, b, é"): 1},
+        ),
+        (
+            "string_agg distinct, and of no values",
+            (
+                Aggregate(AggFunc.STRING_AGG, 2, distinct=True, separator=""),
+                Aggregate(AggFunc.STRING_AGG, 2, separator="-"),
+            ),
+            ((("a", True, "x"), 0, 2), (("b", True, None), 0, 1)),
+            {("a", "x", "x-x"): 1, ("b", None, None): 1},
+        ),
+    ],
+)
+def test_bool_and_string_aggregates(
+    name: str,
+    aggs: tuple[Aggregate, ...],
+    updates: tuple[Update, ...],
+    rows: dict[tuple[Any, ...], int],
+) -> None:
+    plan = Reduce(Get(U1, BOOLS), (0,), aggs)
+    want, got = _run(plan, {U1: BOOLS}, {U1: updates})
+    assert (want.rows, want.errors) == (rows, {}), want
+    assert differs(want, got) is None, differs(want, got)
+
+
+@pytest.mark.parametrize(
+    ("kind", "rows"),
+    [
+        (
+            JoinKind.RIGHT,
+            {(1, 1.0, "x"): 1, (2, 2.0, "y"): -1, (None, 3.0, "w"): 2, (None, 2.0, "y"): 1},
+        ),
+        (
+            JoinKind.FULL,
+            {
+                (1, 1.0, "x"): 1,
+                (2, 2.0, "y"): -1,
+                (None, 3.0, "w"): 2,
+                (None, 2.0, "y"): 1,
+                (4, None, None): -1,
+            },
+        ),
+    ],
+)
+def test_right_and_full_joins_pad_against_keys_of_positive_multiplicity(
+    kind: JoinKind, rows: dict[tuple[Any, ...], int]
+) -> None:
+    left = Schema.of(("k", "int64"))
+    right = Schema.of(("k", "float64"), ("s", "string"))
+    plan = Join((Get(U1, left), Get(U2, right)), ((0, 1),), kind)
+    want, got = _run(
+        plan,
+        {U1: left, U2: right},
+        {
+            # left key 2 only at a negative multiplicity: the right row 2.0 is padded (and
+            # joined, with the product of the multiplicities); left row 4 matches nothing
+            U1: (((1,), 0, 1), ((2,), 0, 1), ((2,), 0, -2), ((4,), 0, -1)),
+            U2: (((1.0, "x"), 0, 1), ((2.0, "y"), 0, 1), ((3.0, "w"), 0, 2)),
+        },
     )
+    assert (want.rows, want.errors) == (rows, {}), want
+    assert differs(want, got) is None, differs(want, got)
+
+
+@pytest.mark.parametrize(("kind", "errors"), [(JoinKind.RIGHT, 2), (JoinKind.FULL, 4)])
+def test_outer_join_errors_reach_the_output_once_per_path(kind: JoinKind, errors: int) -> None:
+    """RIGHT reads its left input twice (the inner join and the right side's semijoin), FULL
+    four times (and both paddings)."""
+    schema = Schema.of(("k", "int64"))
+    failing = Map(Get(U1, schema), (call(B.DIV, i(1), ColumnRef(0)),), ("q",))
+    plan = Join((failing, Get(U2, schema)), ((0, 2),), kind)
+    want, got = _run(
+        plan, {U1: schema, U2: schema}, {U1: (((0,), 0, 1), ((1,), 0, 1)), U2: (((1,), 0, 1),)}
+    )
+    assert want.rows == {(1, 1, 1): 1} and want.errors == {DIV0: errors}, want
+    assert differs(want, got) is None, differs(want, got)

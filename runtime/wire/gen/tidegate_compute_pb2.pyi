@@ -31,6 +31,11 @@ class ProtoUnaryFunc(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PROTO_UNARY_FUNC_LOWER: _ClassVar[ProtoUnaryFunc]
     PROTO_UNARY_FUNC_UPPER: _ClassVar[ProtoUnaryFunc]
     PROTO_UNARY_FUNC_LENGTH: _ClassVar[ProtoUnaryFunc]
+    PROTO_UNARY_FUNC_ABS: _ClassVar[ProtoUnaryFunc]
+    PROTO_UNARY_FUNC_ROUND: _ClassVar[ProtoUnaryFunc]
+    PROTO_UNARY_FUNC_TRIM: _ClassVar[ProtoUnaryFunc]
+    PROTO_UNARY_FUNC_LTRIM: _ClassVar[ProtoUnaryFunc]
+    PROTO_UNARY_FUNC_RTRIM: _ClassVar[ProtoUnaryFunc]
 
 class ProtoBinaryFunc(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -47,6 +52,10 @@ class ProtoBinaryFunc(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PROTO_BINARY_FUNC_GT: _ClassVar[ProtoBinaryFunc]
     PROTO_BINARY_FUNC_GE: _ClassVar[ProtoBinaryFunc]
     PROTO_BINARY_FUNC_LIKE: _ClassVar[ProtoBinaryFunc]
+    PROTO_BINARY_FUNC_ILIKE: _ClassVar[ProtoBinaryFunc]
+    PROTO_BINARY_FUNC_CONCAT: _ClassVar[ProtoBinaryFunc]
+    PROTO_BINARY_FUNC_ADD_MS: _ClassVar[ProtoBinaryFunc]
+    PROTO_BINARY_FUNC_SUB_MS: _ClassVar[ProtoBinaryFunc]
 
 class ProtoVariadicFunc(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -56,12 +65,22 @@ class ProtoVariadicFunc(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PROTO_VARIADIC_FUNC_COALESCE: _ClassVar[ProtoVariadicFunc]
     PROTO_VARIADIC_FUNC_CONCAT: _ClassVar[ProtoVariadicFunc]
     PROTO_VARIADIC_FUNC_SUBSTRING: _ClassVar[ProtoVariadicFunc]
+    PROTO_VARIADIC_FUNC_GREATEST: _ClassVar[ProtoVariadicFunc]
+    PROTO_VARIADIC_FUNC_LEAST: _ClassVar[ProtoVariadicFunc]
+    PROTO_VARIADIC_FUNC_NULLIF: _ClassVar[ProtoVariadicFunc]
+    PROTO_VARIADIC_FUNC_REPLACE: _ClassVar[ProtoVariadicFunc]
+    PROTO_VARIADIC_FUNC_LIKE_ESCAPE: _ClassVar[ProtoVariadicFunc]
+    PROTO_VARIADIC_FUNC_ILIKE_ESCAPE: _ClassVar[ProtoVariadicFunc]
+    PROTO_VARIADIC_FUNC_DATE_TRUNC: _ClassVar[ProtoVariadicFunc]
+    PROTO_VARIADIC_FUNC_EXTRACT: _ClassVar[ProtoVariadicFunc]
 
 class ProtoJoinKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     PROTO_JOIN_KIND_UNSPECIFIED: _ClassVar[ProtoJoinKind]
     PROTO_JOIN_KIND_INNER: _ClassVar[ProtoJoinKind]
     PROTO_JOIN_KIND_LEFT: _ClassVar[ProtoJoinKind]
+    PROTO_JOIN_KIND_RIGHT: _ClassVar[ProtoJoinKind]
+    PROTO_JOIN_KIND_FULL: _ClassVar[ProtoJoinKind]
 
 class ProtoAggFunc(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -71,6 +90,9 @@ class ProtoAggFunc(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PROTO_AGG_FUNC_MIN: _ClassVar[ProtoAggFunc]
     PROTO_AGG_FUNC_MAX: _ClassVar[ProtoAggFunc]
     PROTO_AGG_FUNC_AVG: _ClassVar[ProtoAggFunc]
+    PROTO_AGG_FUNC_BOOL_AND: _ClassVar[ProtoAggFunc]
+    PROTO_AGG_FUNC_BOOL_OR: _ClassVar[ProtoAggFunc]
+    PROTO_AGG_FUNC_STRING_AGG: _ClassVar[ProtoAggFunc]
 PROTO_PEEK_TARGET_INDEX: ProtoPeekTarget
 PROTO_PEEK_TARGET_PERSIST: ProtoPeekTarget
 PROTO_SCALAR_TYPE_UNSPECIFIED: ProtoScalarType
@@ -87,6 +109,11 @@ PROTO_UNARY_FUNC_IS_NULL: ProtoUnaryFunc
 PROTO_UNARY_FUNC_LOWER: ProtoUnaryFunc
 PROTO_UNARY_FUNC_UPPER: ProtoUnaryFunc
 PROTO_UNARY_FUNC_LENGTH: ProtoUnaryFunc
+PROTO_UNARY_FUNC_ABS: ProtoUnaryFunc
+PROTO_UNARY_FUNC_ROUND: ProtoUnaryFunc
+PROTO_UNARY_FUNC_TRIM: ProtoUnaryFunc
+PROTO_UNARY_FUNC_LTRIM: ProtoUnaryFunc
+PROTO_UNARY_FUNC_RTRIM: ProtoUnaryFunc
 PROTO_BINARY_FUNC_UNSPECIFIED: ProtoBinaryFunc
 PROTO_BINARY_FUNC_ADD: ProtoBinaryFunc
 PROTO_BINARY_FUNC_SUB: ProtoBinaryFunc
@@ -100,21 +127,38 @@ PROTO_BINARY_FUNC_LE: ProtoBinaryFunc
 PROTO_BINARY_FUNC_GT: ProtoBinaryFunc
 PROTO_BINARY_FUNC_GE: ProtoBinaryFunc
 PROTO_BINARY_FUNC_LIKE: ProtoBinaryFunc
+PROTO_BINARY_FUNC_ILIKE: ProtoBinaryFunc
+PROTO_BINARY_FUNC_CONCAT: ProtoBinaryFunc
+PROTO_BINARY_FUNC_ADD_MS: ProtoBinaryFunc
+PROTO_BINARY_FUNC_SUB_MS: ProtoBinaryFunc
 PROTO_VARIADIC_FUNC_UNSPECIFIED: ProtoVariadicFunc
 PROTO_VARIADIC_FUNC_AND: ProtoVariadicFunc
 PROTO_VARIADIC_FUNC_OR: ProtoVariadicFunc
 PROTO_VARIADIC_FUNC_COALESCE: ProtoVariadicFunc
 PROTO_VARIADIC_FUNC_CONCAT: ProtoVariadicFunc
 PROTO_VARIADIC_FUNC_SUBSTRING: ProtoVariadicFunc
+PROTO_VARIADIC_FUNC_GREATEST: ProtoVariadicFunc
+PROTO_VARIADIC_FUNC_LEAST: ProtoVariadicFunc
+PROTO_VARIADIC_FUNC_NULLIF: ProtoVariadicFunc
+PROTO_VARIADIC_FUNC_REPLACE: ProtoVariadicFunc
+PROTO_VARIADIC_FUNC_LIKE_ESCAPE: ProtoVariadicFunc
+PROTO_VARIADIC_FUNC_ILIKE_ESCAPE: ProtoVariadicFunc
+PROTO_VARIADIC_FUNC_DATE_TRUNC: ProtoVariadicFunc
+PROTO_VARIADIC_FUNC_EXTRACT: ProtoVariadicFunc
 PROTO_JOIN_KIND_UNSPECIFIED: ProtoJoinKind
 PROTO_JOIN_KIND_INNER: ProtoJoinKind
 PROTO_JOIN_KIND_LEFT: ProtoJoinKind
+PROTO_JOIN_KIND_RIGHT: ProtoJoinKind
+PROTO_JOIN_KIND_FULL: ProtoJoinKind
 PROTO_AGG_FUNC_UNSPECIFIED: ProtoAggFunc
 PROTO_AGG_FUNC_COUNT: ProtoAggFunc
 PROTO_AGG_FUNC_SUM: ProtoAggFunc
 PROTO_AGG_FUNC_MIN: ProtoAggFunc
 PROTO_AGG_FUNC_MAX: ProtoAggFunc
 PROTO_AGG_FUNC_AVG: ProtoAggFunc
+PROTO_AGG_FUNC_BOOL_AND: ProtoAggFunc
+PROTO_AGG_FUNC_BOOL_OR: ProtoAggFunc
+PROTO_AGG_FUNC_STRING_AGG: ProtoAggFunc
 
 class ProtoEmpty(_message.Message):
     __slots__ = ()
@@ -469,14 +513,16 @@ class ProtoJoin(_message.Message):
     def __init__(self, inputs: _Optional[_Iterable[int]] = ..., equivalences: _Optional[_Iterable[_Union[ProtoEquivalence, _Mapping]]] = ..., kind: _Optional[_Union[ProtoJoinKind, str]] = ...) -> None: ...
 
 class ProtoAggregate(_message.Message):
-    __slots__ = ("func", "column", "distinct")
+    __slots__ = ("func", "column", "distinct", "separator")
     FUNC_FIELD_NUMBER: _ClassVar[int]
     COLUMN_FIELD_NUMBER: _ClassVar[int]
     DISTINCT_FIELD_NUMBER: _ClassVar[int]
+    SEPARATOR_FIELD_NUMBER: _ClassVar[int]
     func: ProtoAggFunc
     column: int
     distinct: bool
-    def __init__(self, func: _Optional[_Union[ProtoAggFunc, str]] = ..., column: _Optional[int] = ..., distinct: _Optional[bool] = ...) -> None: ...
+    separator: str
+    def __init__(self, func: _Optional[_Union[ProtoAggFunc, str]] = ..., column: _Optional[int] = ..., distinct: _Optional[bool] = ..., separator: _Optional[str] = ...) -> None: ...
 
 class ProtoReduce(_message.Message):
     __slots__ = ("input", "group_key", "aggregates")
@@ -605,20 +651,28 @@ class ProtoIndexExport(_message.Message):
     def __init__(self, id: _Optional[str] = ..., on_id: _Optional[str] = ..., key: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class ProtoSinkExport(_message.Message):
-    __slots__ = ("id", "from_id", "subscribe", "materialized_view", "with_snapshot", "up_to")
+    __slots__ = ("id", "from_id", "subscribe", "materialized_view", "copy_to", "with_snapshot", "up_to")
     ID_FIELD_NUMBER: _ClassVar[int]
     FROM_ID_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIBE_FIELD_NUMBER: _ClassVar[int]
     MATERIALIZED_VIEW_FIELD_NUMBER: _ClassVar[int]
+    COPY_TO_FIELD_NUMBER: _ClassVar[int]
     WITH_SNAPSHOT_FIELD_NUMBER: _ClassVar[int]
     UP_TO_FIELD_NUMBER: _ClassVar[int]
     id: str
     from_id: str
     subscribe: ProtoEmpty
     materialized_view: ProtoEmpty
+    copy_to: ProtoCopyToConnection
     with_snapshot: bool
     up_to: ProtoAntichain
-    def __init__(self, id: _Optional[str] = ..., from_id: _Optional[str] = ..., subscribe: _Optional[_Union[ProtoEmpty, _Mapping]] = ..., materialized_view: _Optional[_Union[ProtoEmpty, _Mapping]] = ..., with_snapshot: _Optional[bool] = ..., up_to: _Optional[_Union[ProtoAntichain, _Mapping]] = ...) -> None: ...
+    def __init__(self, id: _Optional[str] = ..., from_id: _Optional[str] = ..., subscribe: _Optional[_Union[ProtoEmpty, _Mapping]] = ..., materialized_view: _Optional[_Union[ProtoEmpty, _Mapping]] = ..., copy_to: _Optional[_Union[ProtoCopyToConnection, _Mapping]] = ..., with_snapshot: _Optional[bool] = ..., up_to: _Optional[_Union[ProtoAntichain, _Mapping]] = ...) -> None: ...
+
+class ProtoCopyToConnection(_message.Message):
+    __slots__ = ("url",)
+    URL_FIELD_NUMBER: _ClassVar[int]
+    url: str
+    def __init__(self, url: _Optional[str] = ...) -> None: ...
 
 class ProtoDataflowDescription(_message.Message):
     __slots__ = ("debug_name", "source_imports", "index_imports", "objects_to_build", "index_exports", "sink_exports", "as_of", "until")
@@ -736,16 +790,30 @@ class ProtoStatus(_message.Message):
     message: str
     def __init__(self, id: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
 
+class ProtoCopyToResponse(_message.Message):
+    __slots__ = ("id", "row_count", "error", "dropped")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    ROW_COUNT_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    DROPPED_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    row_count: int
+    error: str
+    dropped: ProtoEmpty
+    def __init__(self, id: _Optional[str] = ..., row_count: _Optional[int] = ..., error: _Optional[str] = ..., dropped: _Optional[_Union[ProtoEmpty, _Mapping]] = ...) -> None: ...
+
 class ProtoComputeResponse(_message.Message):
-    __slots__ = ("frontiers", "peek_response", "subscribe_response", "status", "fragment")
+    __slots__ = ("frontiers", "peek_response", "subscribe_response", "status", "fragment", "copy_to_response")
     FRONTIERS_FIELD_NUMBER: _ClassVar[int]
     PEEK_RESPONSE_FIELD_NUMBER: _ClassVar[int]
     SUBSCRIBE_RESPONSE_FIELD_NUMBER: _ClassVar[int]
     STATUS_FIELD_NUMBER: _ClassVar[int]
     FRAGMENT_FIELD_NUMBER: _ClassVar[int]
+    COPY_TO_RESPONSE_FIELD_NUMBER: _ClassVar[int]
     frontiers: ProtoFrontiers
     peek_response: ProtoPeekResponse
     subscribe_response: ProtoSubscribeResponse
     status: ProtoStatus
     fragment: ProtoFragment
-    def __init__(self, frontiers: _Optional[_Union[ProtoFrontiers, _Mapping]] = ..., peek_response: _Optional[_Union[ProtoPeekResponse, _Mapping]] = ..., subscribe_response: _Optional[_Union[ProtoSubscribeResponse, _Mapping]] = ..., status: _Optional[_Union[ProtoStatus, _Mapping]] = ..., fragment: _Optional[_Union[ProtoFragment, _Mapping]] = ...) -> None: ...
+    copy_to_response: ProtoCopyToResponse
+    def __init__(self, frontiers: _Optional[_Union[ProtoFrontiers, _Mapping]] = ..., peek_response: _Optional[_Union[ProtoPeekResponse, _Mapping]] = ..., subscribe_response: _Optional[_Union[ProtoSubscribeResponse, _Mapping]] = ..., status: _Optional[_Union[ProtoStatus, _Mapping]] = ..., fragment: _Optional[_Union[ProtoFragment, _Mapping]] = ..., copy_to_response: _Optional[_Union[ProtoCopyToResponse, _Mapping]] = ...) -> None: ...

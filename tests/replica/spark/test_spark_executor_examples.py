@@ -4,6 +4,7 @@ errors that leave the state unchanged."""
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
@@ -35,6 +36,8 @@ from tidegate.spec.plan import (
     Aggregate,
     BinaryFunc,
     CallBinary,
+    CallUnary,
+    CallVariadic,
     ColumnRef,
     Constant,
     Distinct,
@@ -52,7 +55,9 @@ from tidegate.spec.plan import (
     Schema,
     Threshold,
     TopK,
+    UnaryFunc,
     Union,
+    VariadicFunc,
 )
 from tidegate.spec.protocol.responses import PeekError, PeekRows
 from tidegate.spec.protocol.types import (
@@ -192,6 +197,154 @@ def test_joins_agree(spark: SparkSession) -> None:
     assert_agrees(spark, dataflow(Join((GA, GB), ((0, 2),)), (A, B)), feeds)
     assert_agrees(spark, dataflow(Join((GA, GB), ((0, 2),), JoinKind.LEFT), (A, B)), feeds)
     assert_agrees(spark, dataflow(Join((GA, GB)), (A, B)), feeds)  # cross product
+
+
+@pytest.mark.parametrize("kind", [JoinKind.RIGHT, JoinKind.FULL])
+def test_right_and_full_joins_agree_incrementally(spark: SparkSession, kind: JoinKind) -> None:
+    # issue 16: a key appears, is retracted below zero and comes back; each step's batch (the
+    # padded rows retracted when a match arrives) equals the PythonExecutor's
+    feeds: Feeds = [
+        {A: ups(0, ((1, 10), 1), ((None, 1), 1)), B: ups(0, ((1, "x"), 1), ((3, "w"), 2))},
+        {A: ups(1, ((3, 11), 1), ((1, 10), -1)), B: ups(1, ((None, "n"), 1))},
+        {A: ups(2, ((1, 10), 1), ((3, 11), -1)), B: ups(2, ((1, "x"), -1), ((4, "v"), -1))},
+        {A: ups(3, ((4, 2), 1)), B: ups(3, ((4, "v"), 2))},
+    ]
+    sx = assert_agrees(spark, dataflow(Join((GA, GB), ((0, 2),), kind), (A, B)), feeds)
+    rows = sx.peek(IDX, 1)
+    assert isinstance(rows, PeekRows)
+    # at time 1: left (1, 10) is gone, (3, 11) matches (3, "w") twice; the right rows
+    # (1, "x") and (None, "n") are padded on the left, FULL pads (None, 1) on the right
+    assert dict(rows.rows) == {
+        **({(None, 1, None, None): 1} if kind is JoinKind.FULL else {}),
+        (3, 11, 3, "w"): 2,
+        (None, None, 1, "x"): 1,
+        (None, None, None, "n"): 1,
+    }
+
+
+def test_bool_and_string_aggregates_agree(spark: SparkSession) -> None:
+    sb = Schema.of(("k", "int64"), ("s", "string"), ("b", "bool"))
+    g = Get(A, sb)
+    plan = Reduce(
+        g,
+        (0,),
+        (
+            Aggregate(AggFunc.BOOL_AND, 2),
+            Aggregate(AggFunc.BOOL_OR, 2),
+            Aggregate(AggFunc.STRING_AGG, 1, separator=","),
+            Aggregate(AggFunc.STRING_AGG, 1, distinct=True, separator=""),
+        ),
+    )
+    desc = DataflowDescription(
+        "aggs",
+        source_imports=(SourceImport(A),),
+        objects_to_build=(BuildDesc(OBJ, plan),),
+        index_exports=(IndexExport(IDX, OBJ, (0,)),),
+        sink_exports=(SinkExport(SUB, OBJ, SubscribeConnection()),),
+        as_of=Antichain([0]),
+    )
+    feeds: Feeds = [
+        {A: ups(0, ((1, "b", True), 1), ((1, "a", False), 2), ((2, None, None), 1))},
+        {A: ups(1, ((1, "a", False), -2), ((1, "c", True), 1), ((2, "z", True), -1))},
+        {A: ups(2, ((2, "y", None), 2), ((1, "b", True), -1))},
+    ]
+    sx = assert_agrees(spark, desc, feeds)
+    assert sx.peek(IDX, 0) == PeekRows(
+        (((1, False, True, "a,a,b", "ab"), 1), ((2, None, None, None, None), 1))
+    )
+    assert sx.peek(IDX, 1) == PeekRows(
+        (((1, True, True, "b,c", "bc"), 1), ((2, None, None, None, None), 1))
+    )
+
+
+def test_scalar_functions_agree(spark: SparkSession) -> None:
+    # the Spark operators compile scalars with the spec's compile_scalar: one example each
+    st = Schema.of(("k", "int64"), ("s", "string"), ("t", "timestamp"), ("f", "float64"))
+    c = ColumnRef
+    sl = Literal
+    exprs = (
+        CallUnary(UnaryFunc.ABS, c(0)),
+        CallUnary(UnaryFunc.ROUND, c(3)),
+        CallUnary(UnaryFunc.TRIM, c(1)),
+        CallBinary(BinaryFunc.ILIKE, c(1), sl("%A%", ScalarType.STRING)),
+        CallBinary(BinaryFunc.CONCAT, c(1), sl("!", ScalarType.STRING)),
+        CallBinary(BinaryFunc.ADD_MS, c(2), c(0)),
+        CallVariadic(VariadicFunc.GREATEST, (c(0), sl(0, ScalarType.INT64))),
+        CallVariadic(VariadicFunc.NULLIF, (c(0), sl(2, ScalarType.INT64))),
+        CallVariadic(
+            VariadicFunc.REPLACE, (c(1), sl("a", ScalarType.STRING), sl("b", ScalarType.STRING))
+        ),
+        CallVariadic(
+            VariadicFunc.LIKE_ESCAPE,
+            (c(1), sl("a#%", ScalarType.STRING), sl("#", ScalarType.STRING)),
+        ),
+        CallVariadic(VariadicFunc.DATE_TRUNC, (sl("hour", ScalarType.STRING), c(2))),
+        CallVariadic(VariadicFunc.EXTRACT, (sl("epoch", ScalarType.STRING), c(2))),
+    )
+    plan = Map(Get(A, st), exprs, tuple(f"e{k}" for k in range(len(exprs))))
+    desc = DataflowDescription(
+        "scalars",
+        source_imports=(SourceImport(A),),
+        objects_to_build=(BuildDesc(OBJ, plan),),
+        index_exports=(IndexExport(IDX, OBJ, (0,)),),
+        sink_exports=(SinkExport(SUB, OBJ, SubscribeConnection()),),
+        as_of=Antichain([0]),
+    )
+    t0 = dt.datetime(2020, 1, 1, 10, 11, 12, 500000)
+    feeds: Feeds = [
+        {A: ups(0, ((-2, " a% ", t0, 2.5), 1), ((2, None, None, -0.5), 2))},
+        # (INT64_MIN ms): abs overflows, the shift leaves the range: errors, retracted later
+        {A: ups(1, ((-(2**63), "A", t0, 1.0), 1))},
+        {A: ups(2, ((-(2**63), "A", t0, 1.0), -1), ((2, None, None, -0.5), -1))},
+    ]
+    sx = assert_agrees(spark, desc, feeds)
+    assert sx.peek(IDX, 1) == PeekError("integer out of range")
+    assert sx.peek(IDX, 2) == PeekRows(
+        (
+            (
+                (
+                    -2,
+                    " a% ",
+                    t0,
+                    2.5,
+                    2,
+                    3.0,
+                    "a%",
+                    True,
+                    " a% !",
+                    dt.datetime(2020, 1, 1, 10, 11, 12, 498000),
+                    0,
+                    -2,
+                    " b% ",
+                    False,
+                    dt.datetime(2020, 1, 1, 10),
+                    1577873472.5,
+                ),
+                1,
+            ),
+            (
+                (
+                    2,
+                    None,
+                    None,
+                    -0.5,
+                    2,
+                    -1.0,
+                    None,
+                    None,
+                    None,
+                    None,
+                    2,
+                    None,
+                    None,
+                    None,
+                    None,
+                    None,
+                ),
+                1,
+            ),
+        )
+    )
 
 
 def test_many_times_in_one_step_replay_in_order(spark: SparkSession) -> None:
