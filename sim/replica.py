@@ -16,7 +16,9 @@ performs the core's outputs against the production
   shard's consensus key changes, and periodically for the lease);
 * ``WriteOutput``: ``compare_and_append`` with an idempotency token, one
   write at a time, retried while storage fails transiently;
-* ``PeekPersist``: a snapshot once the shard's upper passes the peek's time.
+* ``PeekPersist``: a snapshot once the shard's upper passes the peek's time;
+* ``WriteCopyTo``: the simulated world has no external blob store: a copy-to
+  is reported written (its row count) a storage latency later, in order.
 
 Everything happens in kernel events, each storage result a latency later. A
 crash loses everything; the process restarts later with a fresh core.
@@ -39,6 +41,7 @@ from tidegate.spec.compute_replica.outputs import (
     Reconciled,
     Respond,
     StopReading,
+    WriteCopyTo,
     WriteOutput,
 )
 from tidegate.spec.errors import (
@@ -148,6 +151,8 @@ class _State:
     persist: dict[Any, _PersistPeek] = field(default_factory=dict)
     writes: list[_Write] = field(default_factory=list)
     writing: bool = False
+    copy_tos: list[WriteCopyTo] = field(default_factory=list)
+    copying: bool = False
     sink: ResponseSink | None = None
     newest: int = 0
     iterations: int = 0
@@ -355,6 +360,9 @@ class SimReplica(ReplicaProcess):
                 p = _PersistPeek(out)
                 state.persist[out.uuid] = p
                 self._watch_persist(state, p)
+            elif isinstance(out, WriteCopyTo):
+                state.copy_tos.append(out)
+                self._copy_to_next(state)
             elif isinstance(out, Reconciled):
                 self.world.record(
                     "replica_reconciled",
@@ -527,6 +535,22 @@ class SimReplica(ReplicaProcess):
                 self._latency(), self._written, incarnation, out.sink_id, ok, upper
             )
         self._write_next(state)
+
+    def _copy_to_next(self, state: _State) -> None:
+        if state.copying or not state.copy_tos:
+            return
+        state.copying = True
+        self.world.kernel.call_later(self._latency(), self._copied, self.incarnation)
+
+    def _copied(self, incarnation: int) -> None:
+        state = self._guard(incarnation)
+        if state is None:
+            return
+        state.copying = False
+        out = state.copy_tos.pop(0)
+        state.core.copy_to_completed(out.sink_id, sum(n for _, n in out.rows))
+        self._perform(state)
+        self._copy_to_next(state)
 
     def _written(self, incarnation: int, sink: GlobalId, ok: bool, upper: Antichain) -> None:
         state = self._guard(incarnation)

@@ -143,7 +143,7 @@ def summarize(message: Any) -> str:
         parts.append(str(list(message.frontier.elements)))
     elif name == "Peek":
         parts.append(f"{message.peek.uuid} {message.peek.id}@{message.peek.timestamp}")
-    elif name in ("PeekResponse", "SubscribeResponse"):
+    elif name in ("PeekResponse", "SubscribeResponse", "CopyToResponse"):
         inner = message.result
         parts.append(type(inner).__name__)
         if hasattr(inner, "lower"):

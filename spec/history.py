@@ -17,6 +17,12 @@ the replay order ``Hello, CreateInstance, [UpdateConfiguration],
 CreateDataflow*, Schedule*, Peek* (by uuid), AllowCompaction* (by id),
 AllowWrites* (by id), [InitializationComplete]``.
 
+A copy-to dataflow is kept, at its own ``as_of`` (nothing compacts a
+copy-to), only until it has been answered: the controller drops it as soon
+as the first replica answers, and its ``AllowCompaction(id, [])`` removes it
+like any dropped dataflow, so a replica that connects later never writes it
+again.
+
 Two deliberate differences from Materialize's ``history.rs``, both only
 visible on inputs a correct controller never sends, or to keep the replayed
 sequence legal:

@@ -11,6 +11,7 @@
 
 from .driver import ControllerDriver, ReplicaInfo
 from .errors import (
+    CopyToFailed,
     DependencyDropped,
     DriverNotRunning,
     PeekFailed,
@@ -27,6 +28,7 @@ from .timestamps import MemoryOracle, Oracle, default_oracle
 __all__ = [
     "Backoff",
     "ControllerDriver",
+    "CopyToFailed",
     "DependencyDropped",
     "DriverNotRunning",
     "EventStream",

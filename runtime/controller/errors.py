@@ -14,6 +14,7 @@ from typing import Any
 from tidegate.spec.errors import TidegateError
 
 __all__ = [
+    "CopyToFailed",
     "DependencyDropped",
     "DriverNotRunning",
     "PeekFailed",
@@ -53,6 +54,17 @@ class DependencyDropped(PeekFailed):
     def __init__(self, id: object, timestamp: int, dropped: object) -> None:
         super().__init__(id, timestamp, f"{dropped} was dropped while the peek was pending")
         self.dropped = dropped
+
+
+class CopyToFailed(RuntimeControllerError):
+    """A copy-to was refused or answered with an error (``message`` says why: e.g. the URL is
+    not writable, or the collection has an error at the copy-to's time)."""
+
+    def __init__(self, id: object, url: str, message: str) -> None:
+        super().__init__(f"copy-to {id} to {url!r} failed: {message}")
+        self.id = id
+        self.url = url
+        self.message = message
 
 
 class SubscribeLagged(RuntimeControllerError):

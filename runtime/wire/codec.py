@@ -27,6 +27,11 @@ from tidegate.spec.protocol import (
     ComputeCommand,
     ComputeParameters,
     ComputeResponse,
+    CopyToConnection,
+    CopyToDropped,
+    CopyToError,
+    CopyToResponse,
+    CopyToRowCount,
     CreateDataflow,
     CreateInstance,
     DataflowDescription,
@@ -344,6 +349,8 @@ def _enc_sink(s: SinkExport) -> pb.ProtoSinkExport:
     )
     if isinstance(s.connection, SubscribeConnection):
         m.subscribe.SetInParent()
+    elif isinstance(s.connection, CopyToConnection):
+        m.copy_to.url = s.connection.url
     else:
         m.materialized_view.SetInParent()
     return m
@@ -352,9 +359,13 @@ def _enc_sink(s: SinkExport) -> pb.ProtoSinkExport:
 def _dec_sink(m: pb.ProtoSinkExport) -> SinkExport:
     kind = m.WhichOneof("connection")
     if kind == "subscribe":
-        connection: SubscribeConnection | MaterializedViewConnection = SubscribeConnection()
+        connection: SubscribeConnection | MaterializedViewConnection | CopyToConnection = (
+            SubscribeConnection()
+        )
     elif kind == "materialized_view":
         connection = MaterializedViewConnection()
+    elif kind == "copy_to":
+        connection = CopyToConnection(m.copy_to.url)
     else:
         raise UnknownMessageKind(f"sink {m.id!r} without a connection kind")
     return SinkExport(
@@ -502,6 +513,16 @@ def encode_response(resp: ComputeResponse) -> pb.ProtoComputeResponse:
                         s.batch.updates.CopyFrom(_enc_updates(updates))
                 case SubscribeDroppedAt(frontier):
                     s.dropped_at.CopyFrom(_enc_frontier(frontier))
+        case CopyToResponse(id, result):
+            c = m.copy_to_response
+            c.id = str(id)
+            match result:
+                case CopyToRowCount(count):
+                    c.row_count = count
+                case CopyToError(message):
+                    c.error = message
+                case CopyToDropped():
+                    c.dropped.SetInParent()
         case Status(id, message):
             m.status.id = str(id)
             m.status.message = message
@@ -549,6 +570,17 @@ def decode_response(m: pb.ProtoComputeResponse) -> ComputeResponse:
         if which == "dropped_at":
             return SubscribeResponse(id, SubscribeDroppedAt(_dec_frontier(s.dropped_at)))
         raise UnknownMessageKind("subscribe response without a kind")
+    if kind == "copy_to_response":
+        c = m.copy_to_response
+        id = _id(c.id, "copy-to response")
+        which = c.WhichOneof("result")
+        if which == "row_count":
+            return CopyToResponse(id, CopyToRowCount(c.row_count))
+        if which == "error":
+            return CopyToResponse(id, CopyToError(c.error))
+        if which == "dropped":
+            return CopyToResponse(id, CopyToDropped())
+        raise UnknownMessageKind("copy-to response without a result")
     if kind == "status":
         return Status(_id(m.status.id, "status"), m.status.message)
     raise UnknownMessageKind("response message without a known kind (an empty or newer oneof)")

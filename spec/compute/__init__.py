@@ -18,6 +18,7 @@ from .config import (
 from .controller import CollectionFrontiers, ComputeController, ComputeReadHold
 from .effects import (
     ConnectReplica,
+    CopyToOut,
     DisconnectReplica,
     Effect,
     FrontierUpper,
@@ -41,6 +42,7 @@ __all__ = [
     "ComputeController",
     "ComputeReadHold",
     "ConnectReplica",
+    "CopyToOut",
     "DisconnectReplica",
     "Effect",
     "FrontierUpper",

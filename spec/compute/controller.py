@@ -203,7 +203,7 @@ class ComputeController:
 
     @atomic
     def drop_replica(self, instance: InstanceId, replica: ReplicaId) -> None:
-        """Remove a replica; peeks and subscribes targeted at it fail with the documented error."""
+        """Remove a replica; peeks, subscribes and copy-tos targeted at it fail with the documented error."""
         inst = self._instance(instance)
         inst.check_replica(replica)
         r = inst.remove_replica(replica, dropped=True)

@@ -19,6 +19,7 @@ from .config import ReplicaConfig
 
 __all__ = [
     "ConnectReplica",
+    "CopyToOut",
     "DisconnectReplica",
     "Effect",
     "FrontierUpper",
@@ -109,6 +110,21 @@ class SubscribeBatchOut:
 
 
 @dataclass(frozen=True, slots=True)
+class CopyToOut:
+    """The one outcome of copy-to ``id``, for its client: the first replica's answer.
+
+    ``rows`` is the number of rows written (with multiplicity), or ``None``
+    when the copy-to failed and ``error`` says why. Later replicas' answers are
+    dropped; the controller drops the copy-to's collection right after this.
+    """
+
+    instance: InstanceId
+    id: GlobalId
+    rows: int | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class FrontierUpper:
     """Collection ``id``'s global write frontier advanced to ``upper``."""
 
@@ -135,6 +151,7 @@ Effect: TypeAlias = (
     | PeekResultOut
     | PeekNotification
     | SubscribeBatchOut
+    | CopyToOut
     | FrontierUpper
     | ReplicaStatusEvent
 )

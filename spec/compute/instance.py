@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from ..errors import (
     CollectionExists,
     CollectionMissing,
+    EmptyAsOfForCopyTo,
     EmptyAsOfForSubscribe,
     HydrationCheckBadTarget,
     InvalidDataflow,
@@ -52,6 +53,10 @@ from ..protocol.commands import (
 from ..protocol.controller_session import ControllerSession
 from ..protocol.responses import (
     ComputeResponse,
+    CopyToDropped,
+    CopyToError,
+    CopyToResponse,
+    CopyToRowCount,
     Frontiers,
     PeekCanceled,
     PeekError,
@@ -63,6 +68,7 @@ from ..protocol.responses import (
 )
 from ..protocol.types import (
     ComputeParameters,
+    CopyToConnection,
     DataflowDescription,
     InstanceConfig,
     LoggingConfig,
@@ -75,6 +81,7 @@ from .capabilities import ReadCapabilities
 from .config import ReplicaConfig
 from .effects import (
     ConnectReplica,
+    CopyToOut,
     DisconnectReplica,
     Effect,
     FrontierUpper,
@@ -86,6 +93,7 @@ from .effects import (
     SubscribeBatchOut,
 )
 from .state import (
+    ActiveCopyTo,
     ActiveSubscribe,
     ComputeCollectionKind,
     ComputeCollectionState,
@@ -164,6 +172,7 @@ class Instance:
         self.collections: dict[GlobalId, ComputeCollectionState] = {}
         self.peeks: dict[_uuid.UUID, PendingPeek] = {}
         self.subscribes: dict[GlobalId, ActiveSubscribe] = {}
+        self.copy_tos: dict[GlobalId, ActiveCopyTo] = {}
         self.history = CommandHistory()
         self.initialized = False
         # Which collections read a compute collection / a storage collection (for scheduling).
@@ -380,6 +389,8 @@ class Instance:
                         self.id, sid_, sub.frontier, sub.frontier, (), ERROR_TARGET_REPLICA_FAILED
                     )
                 )
+        for cid in sorted(g for g, a in self.copy_tos.items() if a.target_replica == replica):
+            self._finish_copy_to(cid, None, ERROR_TARGET_REPLICA_FAILED)
         for uuid in sorted(u for u, p in self.peeks.items() if p.target_replica == replica):
             self._finish_peek(uuid, PeekError(ERROR_TARGET_REPLICA_FAILED))
         if not self.replicas:
@@ -430,10 +441,17 @@ class Instance:
         ]
         main_storage, compute_deps = self._hold_inputs(dataflow, checked, len(replicas))
         subscribe_ids = set(dataflow.subscribe_ids)
+        copy_tos = {
+            s.id: s.connection
+            for s in dataflow.sink_exports
+            if isinstance(s.connection, CopyToConnection)
+        }
         for e in exports:
             kind: ComputeCollectionKind
             if e in subscribe_ids:
                 kind = "subscribe"
+            elif e in copy_tos:
+                kind = "copy_to"
             elif e in checked.mv_uppers:
                 kind = "materialized_view"
             else:
@@ -454,6 +472,8 @@ class Instance:
             self._register(c, replicas, checked.storage_since)
             if e in subscribe_ids:
                 self.subscribes[e] = ActiveSubscribe(as_of, target_replica)
+            if e in copy_tos:
+                self.copy_tos[e] = ActiveCopyTo(copy_tos[e].url, target_replica)
             if e in checked.mv_uppers:
                 self._maybe_update_global_write_frontier(c, checked.mv_uppers[e])
             self.unscheduled.add(e)
@@ -480,6 +500,8 @@ class Instance:
             raise MissingAsOf(dataflow.debug_name)
         if not as_of.elements and dataflow.subscribe_ids:
             raise EmptyAsOfForSubscribe(dataflow.subscribe_ids[0])
+        if not as_of.elements and dataflow.copy_to_ids:
+            raise EmptyAsOfForCopyTo(dataflow.copy_to_ids[0])
         checked = _CheckedDataflow(as_of)
         for s in dataflow.source_imports:
             fr = self.storage.storage_frontiers(s.id)
@@ -621,6 +643,7 @@ class Instance:
             c = self.collections[id]
             c.dropped = True
             self.subscribes.pop(id, None)
+            self.copy_tos.pop(id, None)
             # An unscheduled collection stays waiting for its inputs: a pending peek may still
             # hold it, and only a scheduled dataflow can answer that peek. ``_maybe_schedule``
             # and ``_maybe_cleanup`` forget it once nothing holds it.
@@ -771,6 +794,8 @@ class Instance:
             self._finish_peek(response.uuid, response.result)
         elif isinstance(response, SubscribeResponse):
             self._on_subscribe(r, response)
+        elif isinstance(response, CopyToResponse):
+            self._on_copy_to(r, response)
         # Status responses carry no lifecycle information.
 
     def _on_frontiers(self, r: ReplicaState, resp: Frontiers) -> None:
@@ -838,6 +863,37 @@ class Instance:
                 del self.subscribes[id]
         if c.dropped:
             self._maybe_cleanup(id)
+
+    def _on_copy_to(self, r: ReplicaState, resp: CopyToResponse) -> None:
+        """The first replica's answer goes to the client, and the copy-to is dropped (section 9.10).
+
+        Every answer marks the replica done with the copy-to (all its frontiers
+        ``[]``), which cleanup waits for; later replicas' answers (rows, errors,
+        ``CopyToDropped`` after the drop) reach no client.
+        """
+        id = resp.id
+        rc = r.collections.get(id)
+        c = self.collections.get(id)
+        if rc is None or c is None:
+            return
+        rc.write_frontier = rc.input_frontier = rc.output_frontier = _EMPTY
+        self._downgrade_input_holds(rc, _EMPTY)
+        result = resp.result
+        if id in self.copy_tos and not isinstance(result, CopyToDropped):
+            if isinstance(result, CopyToRowCount):
+                self._finish_copy_to(id, result.count, None)
+            elif isinstance(result, CopyToError):
+                self._finish_copy_to(id, None, result.message)
+        if c.dropped:
+            self._maybe_cleanup(id)
+
+    def _finish_copy_to(self, id: GlobalId, rows: int | None, error: str | None) -> None:
+        """Answer copy-to ``id``'s client once, then drop it (its holds go, the replicas drop it)."""
+        del self.copy_tos[id]
+        self._outbox.emit(CopyToOut(self.id, id, rows, error))
+        c = self.collections.get(id)
+        if c is not None and not c.dropped:
+            self.drop_collections([id])
 
     # -- maintenance -------------------------------------------------------------------
     def maintain(self) -> None:

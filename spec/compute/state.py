@@ -21,6 +21,7 @@ from .config import ReplicaConfig
 from .effects import ReplicaStatus
 
 __all__ = [
+    "ActiveCopyTo",
     "ActiveSubscribe",
     "ComputeCollectionKind",
     "ComputeCollectionState",
@@ -29,7 +30,9 @@ __all__ = [
     "ReplicaState",
 ]
 
-ComputeCollectionKind: TypeAlias = Literal["log", "index", "materialized_view", "subscribe"]
+ComputeCollectionKind: TypeAlias = Literal[
+    "log", "index", "materialized_view", "subscribe", "copy_to"
+]
 
 _EMPTY = Antichain.empty()
 
@@ -63,8 +66,8 @@ class ComputeCollectionState:
 
     @property
     def write_only(self) -> bool:
-        """Sinks (materialized views, subscribes) have no read policy and cannot be read."""
-        return self.kind in ("materialized_view", "subscribe")
+        """Sinks (materialized views, subscribes, copy-tos) have no read policy and cannot be read."""
+        return self.kind in ("materialized_view", "subscribe", "copy_to")
 
     @property
     def read_frontier(self) -> Antichain:
@@ -127,6 +130,14 @@ class ActiveSubscribe:
     """A subscribe whose client stream is still open; ``frontier`` is the last emitted upper."""
 
     frontier: Antichain
+    target_replica: ReplicaId | None = None
+
+
+@dataclass(slots=True)
+class ActiveCopyTo:
+    """A copy-to whose client has not had its answer: the first replica's answer goes to it."""
+
+    url: str
     target_replica: ReplicaId | None = None
 
 

@@ -153,6 +153,10 @@ class InstanceView:
     def pending_peeks(self) -> list[_uuid.UUID]:
         return sorted(self._inst.peeks)
 
+    def active_copy_tos(self) -> list[GlobalId]:
+        """Copy-tos whose client still waits for their one answer."""
+        return sorted(self._inst.copy_tos)
+
     def active_subscribes(self) -> list[tuple[GlobalId, Antichain]]:
         """Subscribes whose client stream is open, with the last emitted upper."""
         return sorted((i, s.frontier) for i, s in self._inst.subscribes.items())

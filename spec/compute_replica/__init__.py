@@ -18,12 +18,20 @@ from .outputs import (
     ReplicaOutput,
     Respond,
     StopReading,
+    WriteCopyTo,
     WriteOutput,
 )
-from .replica import RESULT_TOO_LARGE, ComputeReplica, compaction_error_message, result_size
+from .replica import (
+    MEMORY_LIMIT_EXCEEDED,
+    RESULT_TOO_LARGE,
+    ComputeReplica,
+    compaction_error_message,
+    result_size,
+)
 
 __all__ = [
     "LOG_SCHEMAS",
+    "MEMORY_LIMIT_EXCEEDED",
     "RESULT_TOO_LARGE",
     "ComputeReplica",
     "PeekPersist",
@@ -32,6 +40,7 @@ __all__ = [
     "ReplicaOutput",
     "Respond",
     "StopReading",
+    "WriteCopyTo",
     "WriteOutput",
     "compaction_error_message",
     "log_dataflow",

@@ -4,7 +4,7 @@ Every call into the replica returns a list of these, in order. The driver
 sends each :class:`Respond` to the controller (it is already validated by the
 replica's :class:`~tidegate.spec.protocol.ReplicaSession`), performs the
 storage work (:class:`ReadSource`, :class:`StopReading`, :class:`WriteOutput`,
-:class:`PeekPersist`) and reports back through the replica's callbacks.
+:class:`WriteCopyTo`, :class:`PeekPersist`) and reports back through the replica's callbacks.
 :class:`Reconciled` only informs (reconnect bookkeeping, for logs and tests).
 """
 
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import uuid as _uuid
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
-from ..frontier import Antichain, Time, Update
+from ..frontier import Antichain, Row, Time, Update
 from ..ids import GlobalId
 from ..protocol.responses import ComputeResponse
 from ..protocol.types import RowSetFinishing
@@ -26,6 +26,7 @@ __all__ = [
     "ReplicaOutput",
     "Respond",
     "StopReading",
+    "WriteCopyTo",
     "WriteOutput",
 ]
 
@@ -76,6 +77,26 @@ class WriteOutput:
 
 
 @dataclass(frozen=True, slots=True)
+class WriteCopyTo:
+    """Write copy-to ``sink_id``'s contents at its as_of, once, as Parquet under blob URL ``url``.
+
+    ``rows`` are the collection's ``(row, count)`` pairs at ``as_of`` (counts
+    positive; a row is written ``count`` times), typed by ``schema`` (a plan
+    :class:`~tidegate.spec.plan.Schema`). Report the outcome with
+    :meth:`ComputeReplica.copy_to_completed` (rows written) or
+    :meth:`ComputeReplica.copy_to_failed` (why not); the replica answers the
+    controller with its one ``CopyToResponse``. An outcome for a copy-to
+    dropped meanwhile is ignored.
+    """
+
+    sink_id: GlobalId
+    url: str
+    as_of: Time
+    schema: Any
+    rows: tuple[tuple[Row, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
 class PeekPersist:
     """Read storage collection ``collection_id`` as of ``timestamp`` (once its upper passes it).
 
@@ -103,5 +124,5 @@ class Reconciled:
 
 
 ReplicaOutput: TypeAlias = (
-    Respond | ReadSource | StopReading | WriteOutput | PeekPersist | Reconciled
+    Respond | ReadSource | StopReading | WriteOutput | WriteCopyTo | PeekPersist | Reconciled
 )

@@ -16,6 +16,7 @@ __all__ = [
     "CollectionExists",
     "CollectionMissing",
     "ComputeError",
+    "EmptyAsOfForCopyTo",
     "EmptyAsOfForSubscribe",
     "HydrationCheckBadTarget",
     "InstanceExists",
@@ -99,6 +100,14 @@ class EmptyAsOfForSubscribe(ComputeError):
 
     def __init__(self, id: Any) -> None:
         super().__init__(f"subscribe dataflow has an empty as_of: {id}")
+        self.id = id
+
+
+class EmptyAsOfForCopyTo(ComputeError):
+    """A dataflow exporting a copy-to has ``as_of = []`` (there would be no time to copy)."""
+
+    def __init__(self, id: Any) -> None:
+        super().__init__(f"copy-to dataflow has an empty as_of: {id}")
         self.id = id
 
 

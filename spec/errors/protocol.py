@@ -32,15 +32,18 @@ __all__ = [
     "DroppedAtMismatch",
     "DuplicateAllowWrites",
     "DuplicateCollection",
+    "DuplicateCopyToResponse",
     "DuplicatePeek",
     "DuplicatePeekResponse",
     "DuplicateSchedule",
     "FrontierBeforeAsOf",
     "FrontierRegression",
+    "FrontiersForCopyTo",
     "FrontiersForSubscribe",
     "ImportSinceViolation",
     "InvalidPeekRows",
     "LocalProtocolError",
+    "NotACopyTo",
     "NotASubscribe",
     "NotAnIndex",
     "ProtocolError",
@@ -54,6 +57,7 @@ __all__ = [
     "UnknownCollection",
     "UnknownPeek",
     "UnrequestedCancel",
+    "UnrequestedCopyToDropped",
     "UnrequestedDroppedAt",
     "blamed",
 ]
@@ -203,6 +207,12 @@ class FrontiersForSubscribe(ProtocolError):
     rule = "no-frontiers-for-subscribes"
 
 
+class FrontiersForCopyTo(ProtocolError):
+    """A ``Frontiers`` report for a copy-to (a copy-to answers only with its ``CopyToResponse``)."""
+
+    rule = "no-frontiers-for-copy-tos"
+
+
 class ResponseAfterDrop(ProtocolError):
     """After ``AllowCompaction(id, [])``: a non-empty frontier or a subscribe batch for ``id``."""
 
@@ -253,6 +263,27 @@ class DroppedAtMismatch(ProtocolError):
     """A ``DroppedAt`` whose frontier is not the upper of the subscribe's last batch."""
 
     rule = "dropped-at-last-upper"
+
+
+# -- responses: copy-tos -----------------------------------------------------------
+
+
+class NotACopyTo(ProtocolError):
+    """A ``CopyToResponse`` for a collection that is not a copy-to sink."""
+
+    rule = "copy-to-response-for-copy-to"
+
+
+class DuplicateCopyToResponse(ProtocolError):
+    """A second ``CopyToResponse`` for one copy-to (a replica answers each copy-to at most once)."""
+
+    rule = "one-response-per-copy-to"
+
+
+class UnrequestedCopyToDropped(ProtocolError):
+    """A ``CopyToDropped`` for a copy-to that was not dropped."""
+
+    rule = "copy-to-dropped-only-after-drop"
 
 
 # -- blame --------------------------------------------------------------------------

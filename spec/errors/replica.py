@@ -21,6 +21,7 @@ __all__ = [
     "IncompatibleInstance",
     "ReplicaError",
     "SourceFeedRejected",
+    "UnknownCopyTo",
     "UnknownPersistPeek",
     "UnknownSink",
     "UnknownSource",
@@ -91,3 +92,9 @@ class UnknownPersistPeek(ReplicaError):
     """A persist-peek result for a uuid the replica never handed to the driver."""
 
     rule = "persist-peek-known"
+
+
+class UnknownCopyTo(ReplicaError):
+    """A copy-to outcome for a sink the replica never handed to the driver to write."""
+
+    rule = "copy-to-known"

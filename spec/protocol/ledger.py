@@ -29,14 +29,17 @@ from ..errors import (
     DroppedAtMismatch,
     DuplicateAllowWrites,
     DuplicateCollection,
+    DuplicateCopyToResponse,
     DuplicatePeek,
     DuplicatePeekResponse,
     DuplicateSchedule,
     FrontierBeforeAsOf,
     FrontierRegression,
+    FrontiersForCopyTo,
     FrontiersForSubscribe,
     ImportSinceViolation,
     InvalidPeekRows,
+    NotACopyTo,
     NotAnIndex,
     NotASubscribe,
     ProtocolError,
@@ -49,6 +52,7 @@ from ..errors import (
     UnknownCollection,
     UnknownPeek,
     UnrequestedCancel,
+    UnrequestedCopyToDropped,
     UnrequestedDroppedAt,
 )
 from ..frontier import Antichain, minimum
@@ -68,6 +72,8 @@ from .commands import (
 )
 from .responses import (
     ComputeResponse,
+    CopyToDropped,
+    CopyToResponse,
     Frontiers,
     PeekCanceled,
     PeekResponse,
@@ -80,6 +86,7 @@ from .responses import (
 from .stages import CollectionKind, FrontierKind, Stage, allowed_stages
 from .types import (
     ComputeParameters,
+    CopyToConnection,
     DataflowDescription,
     InstanceConfig,
     PeekDescription,
@@ -124,11 +131,12 @@ def _fmt(f: Antichain) -> str:
 def _export_kinds(df: DataflowDescription) -> list[tuple[GlobalId, CollectionKind]]:
     out = [(e.id, CollectionKind.INDEX) for e in df.index_exports]
     for s in df.sink_exports:
-        kind = (
-            CollectionKind.SUBSCRIBE
-            if isinstance(s.connection, SubscribeConnection)
-            else CollectionKind.MATERIALIZED_VIEW
-        )
+        if isinstance(s.connection, SubscribeConnection):
+            kind = CollectionKind.SUBSCRIBE
+        elif isinstance(s.connection, CopyToConnection):
+            kind = CollectionKind.COPY_TO
+        else:
+            kind = CollectionKind.MATERIALIZED_VIEW
         out.append((s.id, kind))
     return out
 
@@ -158,7 +166,9 @@ class ProtocolLedger:
         self.reported: dict[tuple[GlobalId, FrontierKind], Antichain] = {}
         self.subscribe_uppers: dict[GlobalId, Antichain] = {}
         self.subscribes_ended: set[GlobalId] = set()
-        # Dropped collections that still owe ``[]`` reports or a ``DroppedAt``.
+        # Copy-tos of this iteration that got their one ``CopyToResponse``.
+        self.copy_tos_answered: set[GlobalId] = set()
+        # Dropped collections that still owe ``[]`` reports, a ``DroppedAt`` or a ``CopyToDropped``.
         self.owing: set[GlobalId] = set()
         # Index peeks neither answered nor cancelled, by collection: they pin its compaction.
         self.holding_peeks: dict[GlobalId, set[_uuid.UUID]] = {}
@@ -180,10 +190,13 @@ class ProtocolLedger:
         return {u: p for u, p in self.peeks.items() if u not in self.answered}
 
     def closed(self, gid: GlobalId) -> bool:
-        """Whether ``gid`` may get no more responses: its subscribe ended, or every kind reported ``[]``."""
+        """Whether ``gid`` may get no more responses: its subscribe ended, its copy-to was
+        answered, or every kind reported ``[]``."""
         rec = self.collections[gid]
         if rec.kind is CollectionKind.SUBSCRIBE:
             return gid in self.subscribes_ended
+        if rec.kind is CollectionKind.COPY_TO:
+            return gid in self.copy_tos_answered
         return all(self.reported_empty(gid, k) for k in FrontierKind)
 
     def owed_empty_frontiers(self, gid: GlobalId) -> tuple[FrontierKind, ...]:
@@ -200,6 +213,23 @@ class ProtocolLedger:
             rec.dropped
             and rec.kind is CollectionKind.SUBSCRIBE
             and gid not in self.subscribes_ended
+        )
+
+    def owes_copy_to_dropped(self, gid: GlobalId) -> bool:
+        """Whether a dropped copy-to must still send ``CopyToDropped`` (it was not answered)."""
+        rec = self.collections[gid]
+        return (
+            rec.dropped and rec.kind is CollectionKind.COPY_TO and gid not in self.copy_tos_answered
+        )
+
+    def pending_copy_tos(self) -> tuple[GlobalId, ...]:
+        """Copy-tos of this iteration owed their one ``CopyToResponse`` (dropped ones included)."""
+        return tuple(
+            sorted(
+                g
+                for g, rec in self.collections.items()
+                if rec.kind is CollectionKind.COPY_TO and g not in self.copy_tos_answered
+            )
         )
 
     def subscribe_next_lower(self, gid: GlobalId) -> Antichain:
@@ -221,6 +251,7 @@ class ProtocolLedger:
             tuple(sorted(self.reported.items(), key=lambda kv: (kv[0][0], kv[0][1].value))),
             tuple(sorted(self.subscribe_uppers.items())),
             tuple(sorted(self.subscribes_ended)),
+            tuple(sorted(self.copy_tos_answered)),
         )
 
     # -- commands -------------------------------------------------------------------
@@ -386,6 +417,8 @@ class ProtocolLedger:
             self._check_peek_response(resp)
         elif isinstance(resp, SubscribeResponse):
             self._check_subscribe(resp)
+        elif isinstance(resp, CopyToResponse):
+            self._check_copy_to(resp)
         elif isinstance(resp, Status):
             rec = self._require_known(resp.id, "Status")
             if self.closed(rec.id):
@@ -409,6 +442,9 @@ class ProtocolLedger:
             else:
                 self.subscribes_ended.add(resp.id)
             self._settle(resp.id)
+        elif isinstance(resp, CopyToResponse):
+            self.copy_tos_answered.add(resp.id)
+            self._settle(resp.id)
 
     def _release_peek(self, uuid: _uuid.UUID) -> None:
         """Peek ``uuid`` no longer pins its collection's compaction (answered or cancelled)."""
@@ -425,6 +461,7 @@ class ProtocolLedger:
             gid in self.owing
             and not self.owed_empty_frontiers(gid)
             and not self.owes_dropped_at(gid)
+            and not self.owes_copy_to_dropped(gid)
         ):
             self.owing.discard(gid)
 
@@ -456,6 +493,8 @@ class ProtocolLedger:
 
     def _check_frontiers(self, resp: Frontiers) -> None:
         rec = self._require_known(resp.id, "Frontiers")
+        if rec.kind is CollectionKind.COPY_TO:
+            raise FrontiersForCopyTo(f"Frontiers for copy-to {resp.id}")
         if not rec.kind.reports_frontiers:
             raise FrontiersForSubscribe(f"Frontiers for subscribe {resp.id}")
         for kind, value in self._values(resp):
@@ -552,3 +591,21 @@ class ProtocolLedger:
                     f"{span} is not consolidated at time {t}, row {row!r}"
                 )
             seen.add((t, row))
+
+    def _check_copy_to(self, resp: CopyToResponse) -> None:
+        gid = resp.id
+        rec = self._require_known(gid, "CopyToResponse")
+        if rec.kind is not CollectionKind.COPY_TO:
+            raise NotACopyTo(f"CopyToResponse for {gid}, a {rec.kind.value}")
+        if gid in self.copy_tos_answered:
+            raise DuplicateCopyToResponse(f"second CopyToResponse for copy-to {gid}")
+        if isinstance(resp.result, CopyToDropped):
+            if not rec.dropped:
+                raise UnrequestedCopyToDropped(
+                    f"CopyToDropped for copy-to {gid}, which was not dropped"
+                )
+        elif self.exact and rec.dropped:
+            raise ResponseAfterDrop(
+                f"{type(resp.result).__name__} for copy-to {gid} after its drop: "
+                "only CopyToDropped may follow"
+            )

@@ -73,8 +73,9 @@ class SetConfiguration:
 class BuildDataflow:
     """``CreateDataflow``: build it suspended (it runs after :class:`RunDataflow`).
 
-    Every export now owes frontier reports (indexes, materialized views) or a
-    batch stream (subscribes) starting from the dataflow's as_of.
+    Every export now owes frontier reports (indexes, materialized views), a
+    batch stream (subscribes) starting from the dataflow's as_of, or exactly one
+    ``CopyToResponse`` (copy-tos: the contents at the as_of written once).
     """
 
     dataflow: DataflowDescription
@@ -114,14 +115,16 @@ class DropCollection:
     """``AllowCompaction`` to ``[]``: drop collection ``id``.
 
     The replica now owes ``Frontiers`` with ``[]`` for each kind in
-    ``owed_empty_frontiers``, and a ``DroppedAt`` if ``owes_dropped_at`` (a
-    subscribe that had not completed); nothing else for ``id``.
+    ``owed_empty_frontiers``, a ``DroppedAt`` if ``owes_dropped_at`` (a
+    subscribe that had not completed), and a ``CopyToDropped`` if
+    ``owes_copy_to_dropped`` (a copy-to that had not answered); nothing else for ``id``.
     """
 
     id: GlobalId
     kind: CollectionKind
     owed_empty_frontiers: tuple[FrontierKind, ...] = ()
     owes_dropped_at: bool = False
+    owes_copy_to_dropped: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -63,7 +63,7 @@ from .replica_effects import (
     StartIteration,
 )
 from .responses import ComputeResponse
-from .stages import FrontierKind, Stage
+from .stages import CollectionKind, FrontierKind, Stage
 from .types import PeekDescription
 
 __all__ = ["ReplicaSession"]
@@ -79,7 +79,9 @@ class ReplicaSession:
     after ``[]``; subscribe batches contiguous from the minimum time, the first
     upper at least the as_of, updates consolidated and inside their batch;
     ``DroppedAt`` only after a drop, at the last upper, and nothing after it or
-    after upper ``[]``. Incoming commands are checked by the same rules as
+    after upper ``[]``; at most one ``CopyToResponse`` per copy-to (none after
+    a drop but ``CopyToDropped``, which only a drop allows), and no
+    ``Frontiers`` for a copy-to. Incoming commands are checked by the same rules as
     :class:`~tidegate.spec.protocol.ControllerSession`. A ``Hello`` starts a new
     iteration: pending peeks are abandoned unanswered and all bookkeeping
     restarts. A call that raises leaves the session unchanged.
@@ -135,8 +137,13 @@ class ReplicaSession:
                     for k in FrontierKind
                     if rec.kind.reports_frontiers and not ledger.reported_empty(cmd.id, k)
                 )
-                owes_dropped_at = not rec.kind.reports_frontiers and not ledger.closed(cmd.id)
-                effects.append(DropCollection(cmd.id, rec.kind, kinds, owes_dropped_at))
+                owes_dropped_at = rec.kind is CollectionKind.SUBSCRIBE and not ledger.closed(cmd.id)
+                owes_copy_to_dropped = rec.kind is CollectionKind.COPY_TO and not ledger.closed(
+                    cmd.id
+                )
+                effects.append(
+                    DropCollection(cmd.id, rec.kind, kinds, owes_dropped_at, owes_copy_to_dropped)
+                )
             else:
                 effects.append(CompactCollection(cmd.id, cmd.frontier))
         elif isinstance(cmd, Peek):
@@ -237,6 +244,18 @@ class ReplicaSession:
         """Dropped subscribes that must still send ``DroppedAt``."""
         return tuple(g for g in sorted(self._ledger.owing) if self._ledger.owes_dropped_at(g))
 
+    def owed_copy_to_dropped(self) -> tuple[GlobalId, ...]:
+        """Dropped copy-tos that were not answered: each must still send ``CopyToDropped``."""
+        return tuple(g for g in sorted(self._ledger.owing) if self._ledger.owes_copy_to_dropped(g))
+
+    def pending_copy_tos(self) -> tuple[GlobalId, ...]:
+        """Copy-tos owed their one ``CopyToResponse`` (rows or error; ``CopyToDropped`` once dropped)."""
+        return self._ledger.pending_copy_tos()
+
+    def copy_to_answered(self, gid: GlobalId) -> bool:
+        """Whether copy-to ``gid`` got its ``CopyToResponse`` in this iteration (none may follow)."""
+        return gid in self._ledger.copy_tos_answered
+
     def subscribe_next_lower(self, gid: GlobalId) -> Antichain:
         """The lower that subscribe ``gid``'s next batch (or ``DroppedAt`` frontier) must have."""
         return self._ledger.subscribe_next_lower(gid)
@@ -246,11 +265,12 @@ class ReplicaSession:
         return gid in self._ledger.subscribes_ended
 
     def owes_nothing(self) -> bool:
-        """No pending peek, no owed ``[]`` report, no owed ``DroppedAt``."""
+        """No pending peek, no owed ``[]`` report, no owed ``DroppedAt``, no unanswered copy-to."""
         return (
             not self._ledger.pending_peeks()
             and not self.owed_frontier_reports()
             and not self.owed_dropped_at()
+            and not self._ledger.pending_copy_tos()
         )
 
     def snapshot(self) -> tuple[Any, ...]:

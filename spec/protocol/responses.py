@@ -11,6 +11,11 @@ from ..ids import GlobalId
 
 __all__ = [
     "ComputeResponse",
+    "CopyToDropped",
+    "CopyToError",
+    "CopyToResponse",
+    "CopyToResult",
+    "CopyToRowCount",
     "Frontiers",
     "PeekCanceled",
     "PeekError",
@@ -108,4 +113,34 @@ class Status:
     message: str = ""
 
 
-ComputeResponse: TypeAlias = Frontiers | PeekResponse | SubscribeResponse | Status
+@dataclass(frozen=True, slots=True)
+class CopyToRowCount:
+    """A copy-to finished: ``count`` rows (with multiplicity) were written."""
+
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class CopyToError:
+    """A copy-to failed (e.g. the URL is not writable, or the collection has an error)."""
+
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class CopyToDropped:
+    """The copy-to was dropped (``AllowCompaction(id, [])``) before it finished."""
+
+
+CopyToResult: TypeAlias = CopyToRowCount | CopyToError | CopyToDropped
+
+
+@dataclass(frozen=True, slots=True)
+class CopyToResponse:
+    """The one answer a replica gives a copy-to sink ``id`` (docs/reference/compute.md section 4)."""
+
+    id: GlobalId
+    result: CopyToResult
+
+
+ComputeResponse: TypeAlias = Frontiers | PeekResponse | SubscribeResponse | CopyToResponse | Status

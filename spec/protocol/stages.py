@@ -55,6 +55,7 @@ class CollectionKind(Enum):
     LOG_INDEX = "log-index"
     MATERIALIZED_VIEW = "materialized-view"
     SUBSCRIBE = "subscribe"
+    COPY_TO = "copy-to"
 
     @property
     def is_index(self) -> bool:
@@ -63,8 +64,11 @@ class CollectionKind(Enum):
 
     @property
     def reports_frontiers(self) -> bool:
-        """Everything but subscribes gets ``Frontiers`` reports; subscribes report through batches."""
-        return self is not CollectionKind.SUBSCRIBE
+        """Everything but subscribes and copy-tos gets ``Frontiers`` reports.
+
+        Subscribes report through their batches, a copy-to through its one ``CopyToResponse``.
+        """
+        return self is not CollectionKind.SUBSCRIBE and self is not CollectionKind.COPY_TO
 
 
 class FrontierKind(Enum):

@@ -13,6 +13,7 @@ __all__ = [
     "BuildDesc",
     "ColumnOrder",
     "ComputeParameters",
+    "CopyToConnection",
     "DataflowDescription",
     "IndexExport",
     "IndexImport",
@@ -190,7 +191,20 @@ class MaterializedViewConnection:
     """A materialized-view sink: output is written into the storage collection named by the sink id."""
 
 
-SinkConnection: TypeAlias = SubscribeConnection | MaterializedViewConnection
+@dataclass(frozen=True, slots=True)
+class CopyToConnection:
+    """A copy-to sink (Materialize's ``CopyToS3Oneshot``): write-only and one-shot.
+
+    The replica writes the contents of the sink's input at the dataflow's
+    as_of, once, as Parquet files under the blob URL ``url`` (``file://`` or
+    ``s3://``), and answers with one ``CopyToResponse`` (rows written, or an
+    error). Updates after the as_of are never written.
+    """
+
+    url: str
+
+
+SinkConnection: TypeAlias = SubscribeConnection | MaterializedViewConnection | CopyToConnection
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,6 +250,11 @@ class DataflowDescription:
         return tuple(
             s.id for s in self.sink_exports if isinstance(s.connection, SubscribeConnection)
         )
+
+    @property
+    def copy_to_ids(self) -> tuple[GlobalId, ...]:
+        """Copy-to sinks (one-shot writes of the as_of's contents to a blob URL)."""
+        return tuple(s.id for s in self.sink_exports if isinstance(s.connection, CopyToConnection))
 
     @property
     def persist_sink_ids(self) -> tuple[GlobalId, ...]:

@@ -31,6 +31,11 @@ from ..protocol import (
     ComputeCommand,
     ComputeParameters,
     ComputeResponse,
+    CopyToConnection,
+    CopyToDropped,
+    CopyToError,
+    CopyToResponse,
+    CopyToRowCount,
     CreateDataflow,
     CreateInstance,
     DataflowDescription,
@@ -72,6 +77,7 @@ __all__ = [
     "commands",
     "compute_parameters",
     "config_values",
+    "copy_to_responses",
     "create_dataflows",
     "create_instances",
     "dataflow_descriptions",
@@ -314,7 +320,13 @@ def index_exports(ids: st.SearchStrategy[GlobalId] | None = None) -> st.SearchSt
 
 
 def sink_connections() -> st.SearchStrategy[SinkConnection]:
-    return st.sampled_from([SubscribeConnection(), MaterializedViewConnection()])
+    plain: st.SearchStrategy[SinkConnection] = st.sampled_from(
+        [SubscribeConnection(), MaterializedViewConnection()]
+    )
+    copy_to: st.SearchStrategy[SinkConnection] = st.builds(
+        CopyToConnection, st.sampled_from(["file:///tmp/out", "s3://bucket/prefix?region=r"])
+    )
+    return st.one_of(plain, copy_to)
 
 
 def sink_exports(
@@ -471,10 +483,26 @@ def subscribe_responses() -> st.SearchStrategy[SubscribeResponse]:
     return st.builds(SubscribeResponse, global_ids(), subscribe_results())
 
 
+def copy_to_responses() -> st.SearchStrategy[CopyToResponse]:
+    """Copy-to answers: a row count, an error or ``CopyToDropped``."""
+    results = st.one_of(
+        st.builds(CopyToRowCount, st.integers(0, 2**63 - 1)),
+        st.builds(CopyToError, st.text(max_size=16)),
+        st.just(CopyToDropped()),
+    )
+    return st.builds(CopyToResponse, global_ids(), results)
+
+
 def statuses() -> st.SearchStrategy[Status]:
     return st.builds(Status, global_ids(), st.text(max_size=16))
 
 
 def responses() -> st.SearchStrategy[ComputeResponse]:
     """Any compute response, every variant and field (not necessarily legal in a session)."""
-    return st.one_of(frontiers_responses(), peek_responses(), subscribe_responses(), statuses())
+    return st.one_of(
+        frontiers_responses(),
+        peek_responses(),
+        subscribe_responses(),
+        copy_to_responses(),
+        statuses(),
+    )

@@ -38,6 +38,7 @@ from ..compute_replica import (
     ReplicaOutput,
     Respond,
     StopReading,
+    WriteCopyTo,
     WriteOutput,
 )
 from ..executor import PythonExecutor
@@ -195,6 +196,8 @@ class ReplicaDriver:
         self.responses: list[ComputeResponse] = []
         self.reads: dict[GlobalId, tuple[int, int | None]] = {}
         self.writes: dict[GlobalId, WriteOutput] = {}
+        self.copy_tos: dict[GlobalId, WriteCopyTo] = {}
+        """Copy-to writes handed out, for the test to complete (``copy_to_completed``/``failed``)."""
         self.persist_peeks: dict[_uuid.UUID, PeekPersist] = {}
         self.reconciled: list[Reconciled] = []
         self.write_log: list[WriteOutput] = []
@@ -291,6 +294,8 @@ class ReplicaDriver:
                     self.writes[o.sink_id] = o
             elif isinstance(o, PeekPersist):
                 self.persist_peeks[o.uuid] = o
+            elif isinstance(o, WriteCopyTo):
+                self.copy_tos[o.sink_id] = o
             elif isinstance(o, Reconciled):
                 self.reconciled.append(o)
         return out

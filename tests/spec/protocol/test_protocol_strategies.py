@@ -15,6 +15,9 @@ from tidegate.spec.protocol import (
     AllowWrites,
     CancelPeek,
     ControllerSession,
+    CopyToDropped,
+    CopyToResponse,
+    CopyToRowCount,
     CreateDataflow,
     CreateInstance,
     Frontiers,
@@ -92,7 +95,7 @@ def test_commands_are_commands(cmd: Any) -> None:
 
 @given(responses())
 def test_responses_are_responses(resp: Any) -> None:
-    assert isinstance(resp, Frontiers | PeekResponse | SubscribeResponse | Status)
+    assert isinstance(resp, Frontiers | PeekResponse | SubscribeResponse | CopyToResponse | Status)
 
 
 def test_every_command_and_response_variant_is_generated() -> None:
@@ -103,6 +106,8 @@ def test_every_command_and_response_variant_is_generated() -> None:
         lambda r: isinstance(r, PeekResponse) and isinstance(r.result, PeekError),
         lambda r: isinstance(r, PeekResponse) and isinstance(r.result, PeekCanceled),
         lambda r: isinstance(r, SubscribeResponse) and isinstance(r.result, SubscribeDroppedAt),
+        lambda r: isinstance(r, CopyToResponse) and isinstance(r.result, CopyToRowCount),
+        lambda r: isinstance(r, CopyToResponse) and isinstance(r.result, CopyToDropped),
         lambda r: isinstance(r, Status),
     ):
         exists(responses(), pred)
@@ -157,7 +162,9 @@ def test_sessions_reject_arbitrary_messages_only_with_protocol_errors(msgs: list
     session unchanged; nothing else ever escapes."""
     for session in (ControllerSession(), ReplicaSession()):
         for msg in msgs:
-            is_response = isinstance(msg, Frontiers | PeekResponse | SubscribeResponse | Status)
+            is_response = isinstance(
+                msg, Frontiers | PeekResponse | SubscribeResponse | CopyToResponse | Status
+            )
             before = session.snapshot()
             try:
                 if is_response:
