@@ -14,7 +14,7 @@ catalog and timestamp oracle run over them unmodified -- and inject the
 faults of :class:`StorageFaults`:
 
 * a dead process's calls raise :class:`~.process.ProcessKilled`;
-* while a failure window is open, a call raises :class:`StorageUnavailable`
+* while a failure window is open, a call raises :class:`StorageOutage`
   (an ``OSError``) either before it applies or *after* (its outcome is then
   unknown to the caller, as with a timed-out request);
 * an armed crash point kills the process at its next matching call, before
@@ -48,7 +48,7 @@ __all__ = [
     "CrashPoint",
     "SimDisk",
     "StorageFaults",
-    "StorageUnavailable",
+    "StorageOutage",
 ]
 
 CATALOG_KEY = "tidegate/catalog"
@@ -60,7 +60,7 @@ compare-and-set, a catalog write, an oracle reservation, a blob write, or any st
 while the controller restores its state."""
 
 
-class StorageUnavailable(OSError):
+class StorageOutage(OSError):
     """A simulated storage failure: the backend did not answer (the call may have applied)."""
 
 
@@ -204,12 +204,12 @@ class _Client:
         self.process.check(op)
         when = self.faults._fail(self._kind, op)
         if when == "before":
-            raise StorageUnavailable(f"simulated {self._kind} outage: {op} was not applied")
+            raise StorageOutage(f"simulated {self._kind} outage: {op} was not applied")
         return when
 
     def _leave(self, op: str, when: str | None) -> None:
         if when == "after":
-            raise StorageUnavailable(f"simulated {self._kind} outage: no answer to {op}")
+            raise StorageOutage(f"simulated {self._kind} outage: no answer to {op}")
 
     def _killed(self, op: str) -> ProcessKilled:
         self.process.die()

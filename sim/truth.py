@@ -111,7 +111,7 @@ class TruthLog:
         fresh = [b for b in state.batches if b.key not in known and b.lower == prev.upper]
         updates: tuple[Update, ...] = ()
         for b in fresh:
-            data = self._disk.blob(b.key)
+            data = b.inline if b.inline is not None else self._disk.blob(b.key)
             if data is None or state.schema is None:
                 self._violate("batches_readable", f"shard {key}: batch {b.key} has no blob")
                 continue

@@ -7,13 +7,35 @@ serialize on the shard and exactly one commits.
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator
 from typing import Any
 
-from tidegate.spec.errors import ConsensusError
+from tidegate.spec.errors import ConsensusError, StorageUnavailable
 from tidegate.spec.shard import VersionedData, check_cas_arguments
 
 __all__ = ["PostgresConsensus"]
+
+_REFUSED_SQLSTATES = ("53", "25006", "42501")
+"""SQLSTATEs that refuse a statement outright, its transaction rolled back: insufficient
+resources (class 53: a full disk, out of memory), a read-only transaction (a standby, or
+``default_transaction_read_only``), insufficient privilege."""
+
+
+@contextlib.contextmanager
+def _refusals(key: str, operation: str) -> Iterator[None]:
+    """Raise :class:`StorageUnavailable` for a refusal of the server inside the block."""
+    import psycopg
+
+    try:
+        yield
+    except psycopg.Error as e:
+        state = getattr(e, "sqlstate", None) or ""
+        if not state.startswith(_REFUSED_SQLSTATES):
+            raise
+        raise StorageUnavailable(key, "consensus", key, operation, f"{e} (SQLSTATE {state})") from e
+
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS consensus (
@@ -46,8 +68,13 @@ class PostgresConsensus:
                 cur.execute("SELECT pg_advisory_unlock(727274)")
 
     def close(self) -> None:
+        """Close the connection to the server (idempotent); the store is unusable afterwards."""
         with self._lock:
             self._conn.close()
+            self.closed = True
+
+    closed = False
+    """Whether :meth:`close` was called."""
 
     def _head(self, cur: Any, key: str) -> VersionedData | None:
         cur.execute(
@@ -64,7 +91,12 @@ class PostgresConsensus:
 
     def compare_and_set(self, key: str, expected: int | None, new: VersionedData) -> bool:
         check_cas_arguments(key, expected, new)
-        with self._lock, self._conn.transaction(), self._conn.cursor() as cur:
+        with (
+            self._lock,
+            _refusals(key, "compare-and-set"),
+            self._conn.transaction(),
+            self._conn.cursor() as cur,
+        ):
             cur.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
             head = self._head(cur, key)
             if (None if head is None else head.seqno) != expected:
@@ -85,7 +117,12 @@ class PostgresConsensus:
             return [VersionedData(s, bytes(d)) for s, d in cur.fetchall()]
 
     def truncate(self, key: str, seqno: int) -> int:
-        with self._lock, self._conn.transaction(), self._conn.cursor() as cur:
+        with (
+            self._lock,
+            _refusals(key, "truncate"),
+            self._conn.transaction(),
+            self._conn.cursor() as cur,
+        ):
             cur.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (key,))
             head = self._head(cur, key)
             if head is None:

@@ -2,16 +2,51 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
-from tidegate.spec.errors import ConsensusError
+from tidegate.spec.errors import ConsensusError, StorageUnavailable
 from tidegate.spec.shard import VersionedData, check_cas_arguments
 
+from ._file_blob import refused_by_os
+
 __all__ = ["SqliteConsensus"]
+
+_REFUSALS = (
+    "SQLITE_FULL",
+    "SQLITE_READONLY",
+    "SQLITE_CANTOPEN",
+    "SQLITE_PERM",
+    "SQLITE_IOERR_WRITE",
+)
+"""SQLite errors (by name prefix) that refuse a statement outright: the disk or the file's size
+limit is full, the file or its directory is read-only or cannot be opened. SQLite rolls back a
+transaction that fails so, so nothing was applied. Other IO errors (an fsync that failed, say)
+leave the outcome unknown and pass through."""
+
+
+@contextlib.contextmanager
+def _refusals(key: str, operation: str, shard: str | None = None) -> Iterator[None]:
+    """Raise :class:`StorageUnavailable` for an SQLite refusal inside the block (about consensus
+    key ``key``, which is the shard's id unless ``shard`` says otherwise)."""
+    shard = key if shard is None else shard
+    try:
+        yield
+    except sqlite3.Error as e:
+        name = getattr(e, "sqlite_errorname", "") or ""
+        if not name.startswith(_REFUSALS):
+            raise
+        raise StorageUnavailable(shard, "consensus", key, operation, f"{e} ({name})") from e
+    except OSError as e:
+        if not refused_by_os(e):
+            raise
+        raise StorageUnavailable(shard, "consensus", key, operation, str(e), errno=e.errno) from e
+
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS consensus (
@@ -31,7 +66,9 @@ class SqliteConsensus:
     write lock), checks the head and inserts, so racing writers serialize.
     ``synchronous="FULL"`` (the default) fsyncs every commit, so its rate is
     bounded by the disk's fsync rate; ``"NORMAL"`` survives process crashes
-    but not power loss.
+    but not power loss. A statement SQLite refuses for lack of room or of
+    write access (a full disk, a read-only directory) raises
+    :class:`StorageUnavailable`, with nothing applied.
     """
 
     def __init__(
@@ -42,18 +79,19 @@ class SqliteConsensus:
         synchronous: str = "FULL",
     ) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         if synchronous not in ("FULL", "NORMAL", "EXTRA"):
             raise ValueError(f"synchronous must be FULL, NORMAL or EXTRA, got {synchronous!r}")
-        self._conn = sqlite3.connect(
-            self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
-        )
-        try:
-            self._set_up(synchronous, busy_timeout_s)
-        except BaseException:
-            self._conn.close()
-            raise
+        with _refusals(str(self.path), "open", shard=""):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._conn = sqlite3.connect(
+                self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
+            )
+            try:
+                self._set_up(synchronous, busy_timeout_s)
+            except BaseException:
+                self._conn.close()
+                raise
 
     def _set_up(self, synchronous: str, busy_timeout_s: float) -> None:
         """WAL mode, sync level and the table, retried while another process does the same.
@@ -80,8 +118,13 @@ class SqliteConsensus:
                 pause = min(pause * 2, 0.2)
 
     def close(self) -> None:
+        """Close the database connection (idempotent); the store is unusable afterwards."""
         with self._lock:
             self._conn.close()
+            self.closed = True
+
+    closed = False
+    """Whether :meth:`close` was called."""
 
     def _head(self, key: str) -> VersionedData | None:
         row = self._conn.execute(
@@ -92,12 +135,12 @@ class SqliteConsensus:
         return None if row is None else VersionedData(row[0], bytes(row[1]))
 
     def head(self, key: str) -> VersionedData | None:
-        with self._lock:
+        with self._lock, _refusals(key, "read"):
             return self._head(key)
 
     def compare_and_set(self, key: str, expected: int | None, new: VersionedData) -> bool:
         check_cas_arguments(key, expected, new)
-        with self._lock:
+        with self._lock, _refusals(key, "compare-and-set"):
             c = self._conn
             c.execute("BEGIN IMMEDIATE")
             try:
@@ -117,7 +160,7 @@ class SqliteConsensus:
                 raise
 
     def scan(self, key: str, from_seqno: int, limit: int) -> list[VersionedData]:
-        with self._lock:
+        with self._lock, _refusals(key, "scan"):
             rows = self._conn.execute(
                 "SELECT sequence_number, data FROM consensus WHERE shard = ? AND "
                 "sequence_number >= ? ORDER BY sequence_number LIMIT ?",
@@ -126,7 +169,7 @@ class SqliteConsensus:
         return [VersionedData(s, bytes(d)) for s, d in rows]
 
     def truncate(self, key: str, seqno: int) -> int:
-        with self._lock:
+        with self._lock, _refusals(key, "truncate"):
             c = self._conn
             c.execute("BEGIN IMMEDIATE")
             try:
@@ -146,7 +189,7 @@ class SqliteConsensus:
                 raise
 
     def list_keys(self) -> list[str]:
-        with self._lock:
+        with self._lock, _refusals("", "list", shard=""):
             rows = self._conn.execute(
                 "SELECT DISTINCT shard FROM consensus ORDER BY shard"
             ).fetchall()

@@ -39,6 +39,7 @@ from tidegate.spec.errors import (
 )
 from tidegate.spec.frontier import Antichain, Update, consolidate
 from tidegate.spec.shard import (
+    INLINE_PREFIX,
     BatchMeta,
     Blob,
     CompactionPlan,
@@ -47,6 +48,7 @@ from tidegate.spec.shard import (
     ShardState,
     VersionedData,
     apply_compaction,
+    blob_digest,
     check_append_times,
     decode_state,
     encode_state,
@@ -81,6 +83,11 @@ _SHARD_ID = re.compile(r"^[A-Za-z0-9_.\-]{1,200}$")
 DEFAULT_LEASE_MS = 15 * 60 * 1000
 DEFAULT_DOWNGRADE_MS = 1000
 """How often a :class:`Listener` moves its read hold forward at most."""
+INLINE_MAX_BYTES = 4096
+"""A batch whose encoding is at most this many bytes is stored inline (persist's default)."""
+INLINE_TOTAL_MAX_BYTES = 64 * 1024
+"""Inline batches stop once a shard's state carries this many bytes of them (every commit
+rewrites the state, so it stays small); compaction moves them into blobs."""
 EXPIRY_EVERY = 64
 """Maintenance after every this many appends also expires lapsed readers and idle writers."""
 
@@ -162,7 +169,12 @@ class ShardStore:
     simulator passes a seeded one); ``auto_compact`` merges small batches
     after appends per ``policy``: in the appending thread, or with
     ``background=True`` in a worker thread of this store (call :meth:`close`
-    to wait for it).
+    to wait for it). ``owns_backends``: :meth:`close` also closes ``blob`` and
+    ``consensus`` (their database connections); :meth:`open` sets it, as the
+    store opened them. ``inline_max_bytes`` / ``inline_total_max_bytes``: a
+    batch whose encoding is at most the first is stored inline, in the shard's
+    state, while the state's inline batches stay within the second (persist's
+    inline writes; ``0`` turns them off); compaction moves them into blobs.
     """
 
     def __init__(
@@ -177,6 +189,9 @@ class ShardStore:
         auto_compact: bool = True,
         background: bool = False,
         truncate_every: int = 32,
+        owns_backends: bool = False,
+        inline_max_bytes: int = INLINE_MAX_BYTES,
+        inline_total_max_bytes: int = INLINE_TOTAL_MAX_BYTES,
     ) -> None:
         self.blob = blob
         self.consensus = consensus
@@ -196,18 +211,29 @@ class ShardStore:
         self._pending: set[str] = set()
         self._appends_since_expiry = 0
         self._pending_lock = threading.Lock()
+        self._owns_backends = owns_backends
+        self.inline_max_bytes = inline_max_bytes
+        self.inline_total_max_bytes = inline_total_max_bytes
 
     def close(self) -> None:
-        """Wait for background compaction to finish and stop its thread."""
+        """Wait for background compaction to finish and stop its thread; close the backends
+        the store owns (``owns_backends``), ending their database connections. Idempotent."""
         if self._worker is not None:
             self._worker.shutdown(wait=True)
             self._worker = None
+        if self._owns_backends:
+            self._owns_backends = False
+            for backend in (self.consensus, self.blob):
+                closer = getattr(backend, "close", None)
+                if callable(closer):
+                    closer()
 
     @classmethod
     def open(cls, blob_url: str, consensus_url: str, **kwargs: Any) -> ShardStore:
-        """A store over the backends the URLs name (see :mod:`.urls`)."""
+        """A store over the backends the URLs name (see :mod:`.urls`); :meth:`close` closes them."""
         from .urls import open_blob, open_consensus
 
+        kwargs.setdefault("owns_backends", True)
         return cls(open_blob(blob_url), open_consensus(consensus_url), **kwargs)
 
     # -- state -----------------------------------------------------------------------
@@ -311,6 +337,34 @@ class ShardStore:
             return validate_append_table(shard, updates, schema)
         return table_from_updates(shard, updates, schema)
 
+    def _stage(
+        self,
+        state: ShardState,
+        table: pa.Table,
+        lower: Antichain,
+        upper: Antichain,
+        tmin: int | None,
+        tmax: int | None,
+    ) -> tuple[BatchMeta, str | None]:
+        """The batch of ``table`` and the blob written for it (``None``: stored inline).
+
+        Small batches go inline while the state's inline bytes stay under their
+        cap: one consensus write per append instead of a blob write (with its
+        fsyncs) and a consensus write.
+        """
+        data = encode_parquet(table)
+        digest = blob_digest(data)
+        if (
+            len(data) <= self.inline_max_bytes
+            and state.inline_bytes + len(data) <= self.inline_total_max_bytes
+        ):
+            key = f"{INLINE_PREFIX}{self.new_id()}"
+            meta = BatchMeta(key, lower, upper, lower, table.num_rows, tmin, tmax, digest, data)
+            return meta, None
+        key = f"{state.shard}/{self.new_id()}.parquet"
+        self.blob.set(key, data)
+        return BatchMeta(key, lower, upper, lower, table.num_rows, tmin, tmax, digest), key
+
     def compare_and_append(
         self,
         shard: str,
@@ -352,9 +406,7 @@ class ShardStore:
             return outcome.upper
         key = None
         if meta is not None:
-            key = f"{shard}/{self.new_id()}.parquet"
-            meta = BatchMeta(key, expected, new, expected, table.num_rows, tmin, tmax)
-            self.blob.set(key, encode_parquet(table))
+            meta, key = self._stage(state, table, expected, new, tmin, tmax)
         result: list[tr.AppendOutcome] = []
 
         def step(s: ShardState) -> ShardState:
@@ -425,10 +477,7 @@ class ShardStore:
             table = _truncated(table, start)
             meta, key = None, None
             if table.num_rows:
-                key = f"{shard}/{self.new_id()}.parquet"
-                tmin, tmax = time_bounds(table)
-                meta = BatchMeta(key, start, up, start, table.num_rows, tmin, tmax)
-                self.blob.set(key, encode_parquet(table))
+                meta, key = self._stage(state, table, start, up, *time_bounds(table))
 
             def step(s: ShardState, meta: BatchMeta | None = meta) -> ShardState:
                 out = tr.append(s, meta, lo, up, writer_id=writer, now_ms=self.clock_ms())
@@ -517,9 +566,20 @@ class ShardStore:
     # -- reads -----------------------------------------------------------------------
 
     def _read_batch(self, state: ShardState, schema: pa.Schema, b: BatchMeta) -> pa.Table:
-        data = self.blob.get(b.key)
+        data = b.inline if b.inline is not None else self.blob.get(b.key)
         if data is None:
             raise BlobMissing(state.shard, b.key)
+        if b.digest is not None:  # None only for batches written before digests (format 1)
+            actual = blob_digest(data)
+            if actual != b.digest:
+                raise BlobCorrupt(
+                    state.shard,
+                    b.key,
+                    f"sha256 of its {len(data)} bytes is {actual[:12]}…, "
+                    f"the state recorded {b.digest[:12]}…",
+                    expected=b.digest,
+                    actual=actual,
+                )
         table = decode_parquet(state.shard, b.key, data, schema)
         if table.num_rows != b.length:
             raise BlobCorrupt(
@@ -628,17 +688,19 @@ class ShardStore:
         table = consolidate_table(table)
         tmin, tmax = time_bounds(table)
         key = f"{shard}/{self.new_id()}.parquet"
-        output = plan.output(key, table.num_rows, tmin, tmax)
+        data = encode_parquet(table) if table.num_rows else b""
+        output = plan.output(key, table.num_rows, tmin, tmax, blob_digest(data))
         if output is not None:
-            self.blob.set(key, encode_parquet(table))
+            self.blob.set(key, data)
         try:
             self._commit(shard, lambda s: apply_compaction(s, plan, output))
         except CompactionConflict:
             if output is not None:
                 self.blob.delete(key)
             return False
-        for k in plan.input_keys:
-            self.blob.delete(k)
+        for b in plan.inputs:
+            if not b.is_inline:
+                self.blob.delete(b.key)
         return True
 
     def compact(

@@ -68,7 +68,7 @@ def open_consensus(url: str) -> Consensus:
 
 
 def open_shard_store(blob_url: str, consensus_url: str, **kwargs: Any) -> Any:
-    """A :class:`ShardStore` over the backends the URLs name."""
+    """A :class:`ShardStore` over the backends the URLs name (its ``close`` closes them)."""
     from .store import ShardStore
 
-    return ShardStore(open_blob(blob_url), open_consensus(consensus_url), **kwargs)
+    return ShardStore.open(blob_url, consensus_url, **kwargs)

@@ -16,6 +16,7 @@ __all__ = [
     "BlobCorrupt",
     "BlobMissing",
     "CompactionConflict",
+    "ConsensusCorrupt",
     "ConsensusError",
     "FinalizationNotReady",
     "Indeterminate",
@@ -29,6 +30,7 @@ __all__ = [
     "SinceRegression",
     "SnapshotBeforeSince",
     "SnapshotNotReady",
+    "StorageUnavailable",
     "UnknownReader",
     "UnknownShard",
     "UnsupportedStateVersion",
@@ -143,7 +145,31 @@ class UnknownShard(ShardError, KeyError):
 
 
 class UnsupportedStateVersion(ShardError):
-    """A consensus record written in a newer (or unknown) format version, or not decodable."""
+    """A consensus record, intact (its checksum verifies), in a format this build cannot read:
+    a newer format version, or an unknown one."""
+
+
+class ConsensusCorrupt(ShardError):
+    """A consensus record of the shard that is damaged: its checksum does not match its bytes, or
+    it is not a state record at all (a torn or overwritten row). Nothing was decoded from it.
+
+    ``seqno`` is the record's sequence number; ``expected`` and ``actual`` are the recorded
+    and the computed digest (hex, ``None`` when the record is too damaged to carry one).
+    """
+
+    def __init__(
+        self,
+        shard: str,
+        seqno: int,
+        reason: str,
+        *,
+        expected: str | None = None,
+        actual: str | None = None,
+    ) -> None:
+        super().__init__(shard, f"consensus record at seqno {seqno} is corrupt: {reason}")
+        self.seqno = seqno
+        self.expected = expected
+        self.actual = actual
 
 
 class BlobMissing(ShardError):
@@ -155,11 +181,54 @@ class BlobMissing(ShardError):
 
 
 class BlobCorrupt(ShardError):
-    """A batch blob under ``key`` is not a readable Parquet batch of the shard's schema."""
+    """A batch blob under ``key`` is damaged: its bytes do not match the digest the shard's state
+    recorded when it was written, or (for a batch written before digests) it is not a readable
+    Parquet batch of the shard's schema.
 
-    def __init__(self, shard: str, key: str, reason: str) -> None:
+    ``expected`` and ``actual`` are the recorded and the computed digest (hex), or ``None``
+    when the blob was refused for another reason.
+    """
+
+    def __init__(
+        self,
+        shard: str,
+        key: str,
+        reason: str,
+        *,
+        expected: str | None = None,
+        actual: str | None = None,
+    ) -> None:
         super().__init__(shard, f"blob {key!r} is corrupt: {reason}")
         self.key = key
+        self.expected = expected
+        self.actual = actual
+
+
+class StorageUnavailable(ShardError):
+    """The Blob or Consensus store refused a write for good reason of its own (a full disk, a
+    file too large, a read-only or inaccessible data directory), and nothing was applied.
+
+    ``store`` is ``"blob"`` or ``"consensus"``; ``key`` the blob key or consensus key;
+    ``operation`` what was attempted; ``errno`` the OS error number when one is known. Unlike
+    :class:`Indeterminate`, the outcome is known: the call did not take effect (the state is
+    unchanged), and retrying helps only once an operator made room or access.
+    """
+
+    def __init__(
+        self,
+        shard: str,
+        store: str,
+        key: str,
+        operation: str,
+        reason: str,
+        *,
+        errno: int | None = None,
+    ) -> None:
+        super().__init__(shard, f"{store} {operation} of {key!r} failed: {reason}")
+        self.store = store
+        self.key = key
+        self.operation = operation
+        self.errno = errno
 
 
 class ConsensusError(ShardError, ValueError):

@@ -9,7 +9,7 @@ successor states (never mutating); :mod:`.codec` encodes states durably and
 ``tidegate.runtime.storage`` drives all of this against real backends.
 """
 
-from .codec import decode_state, encode_state
+from .codec import blob_digest, decode_state, encode_state
 from .compaction import (
     CompactionPlan,
     CompactionPolicy,
@@ -36,6 +36,7 @@ from .reads import (
 )
 from .state import (
     FORMAT_VERSION,
+    INLINE_PREFIX,
     BatchMeta,
     CriticalReader,
     LeasedReader,
@@ -61,6 +62,7 @@ from .transitions import (
 
 __all__ = [
     "FORMAT_VERSION",
+    "INLINE_PREFIX",
     "MAX_SEQNO",
     "AppendOutcome",
     "BatchMeta",
@@ -79,6 +81,7 @@ __all__ = [
     "append",
     "append_lower",
     "apply_compaction",
+    "blob_digest",
     "check_append_times",
     "check_cas_arguments",
     "check_snapshot",

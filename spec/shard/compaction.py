@@ -60,12 +60,20 @@ class CompactionPlan:
         return tuple(b.key for b in self.inputs)
 
     def output(
-        self, key: str, length: int, min_time: int | None, max_time: int | None
+        self,
+        key: str,
+        length: int,
+        min_time: int | None,
+        max_time: int | None,
+        digest: str | None = None,
     ) -> BatchMeta | None:
-        """The merged batch's description (``None`` if everything cancelled out)."""
+        """The merged batch's description (``None`` if everything cancelled out); ``digest``
+        is its blob's (see :func:`~.codec.blob_digest`)."""
         if length == 0:
             return None
-        return BatchMeta(key, self.lower, self.upper, self.since, length, min_time, max_time)
+        return BatchMeta(
+            key, self.lower, self.upper, self.since, length, min_time, max_time, digest
+        )
 
 
 def plan_compaction(

@@ -16,6 +16,7 @@ from ..frontier import Antichain
 
 __all__ = [
     "FORMAT_VERSION",
+    "INLINE_PREFIX",
     "BatchMeta",
     "CriticalReader",
     "LeasedReader",
@@ -23,8 +24,9 @@ __all__ = [
     "WriterState",
 ]
 
-FORMAT_VERSION = 1
-"""The version of the state record's encoding (see :mod:`.codec`)."""
+FORMAT_VERSION = 2
+"""The version of the state record's encoding (see :mod:`.codec`): 2 adds a checksum of every
+record, a digest of every batch and inline batches; records of format 1 are still read."""
 
 _EMPTY_MAP: Mapping[str, object] = MappingProxyType({})
 
@@ -37,7 +39,14 @@ class BatchMeta:
     beyond ``lower`` their times may have been advanced to ``since`` (only
     accumulations at times beyond ``since`` are exact). ``length`` counts the
     stored updates; ``min_time``/``max_time`` bound the stored times (``None``
-    when empty).
+    when empty). ``digest`` is the SHA-256 (hex) of the blob's bytes, recorded
+    when it was written and checked on every read (``None`` only for a batch
+    written before format 2, which is read unchecked).
+
+    ``inline``, when set, holds the batch's bytes in the state itself and no
+    blob exists (persist's inline writes: a small append costs one consensus
+    write instead of a blob write and a consensus write); ``key`` then starts
+    with :data:`INLINE_PREFIX`, outside every shard's blob prefix.
     """
 
     key: str
@@ -47,6 +56,17 @@ class BatchMeta:
     length: int
     min_time: int | None = None
     max_time: int | None = None
+    digest: str | None = None
+    inline: bytes | None = None
+
+    @property
+    def is_inline(self) -> bool:
+        """Whether the batch's bytes live in the state (no blob to read, write or delete)."""
+        return self.inline is not None
+
+
+INLINE_PREFIX = "inline:"
+"""How the key of an inline batch starts (see :class:`BatchMeta`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,6 +135,11 @@ class ShardState:
     def batch_keys(self) -> tuple[str, ...]:
         """The blob keys of every live batch, in order."""
         return tuple(b.key for b in self.batches)
+
+    @property
+    def inline_bytes(self) -> int:
+        """The bytes of the inline batches the state carries (see :class:`BatchMeta`)."""
+        return sum(len(b.inline) for b in self.batches if b.inline is not None)
 
     @property
     def length(self) -> int:

@@ -105,7 +105,9 @@ def test_a_peek_waiting_on_a_view_that_is_dropped_ends_with_dependency_dropped()
     never completed once the view was dropped, as the dropped view's shard stops advancing
     (``operations_complete``). The runtime now fails such reads with ``DependencyDropped``,
     which the clients accept only for a target some client dropped. (Shrinking the failing run,
-    with delays and storage failures, stopped at 3 faults and 59 actions after 200 runs.)"""
+    with delays and storage failures, stopped at 3 faults and 59 actions after 200 runs.)
+    Since small appends are stored inline (one storage write fewer each), seed 72's run no
+    longer reaches the case; seed 9 of the same variant does, and is the one pinned here."""
     sc = small()
     sc = replace(
         sc,
@@ -117,7 +119,7 @@ def test_a_peek_waiting_on_a_view_that_is_dropped_ends_with_dependency_dropped()
         faults=6,
         workload=replace(sc.workload, drop_dataflow=10, create_dataflow=12, peek=30),
     )
-    result = run_simulation(RunOptions(seed=72, scenario=sc))
+    result = run_simulation(RunOptions(seed=9, scenario=sc))
     assert result.ok, result.summary()
     assert result.sometimes.get("peek_ended_by_drop", 0) >= 1
 

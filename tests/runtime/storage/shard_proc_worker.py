@@ -23,6 +23,7 @@ import sys
 import time
 
 from tidegate.runtime.storage import CompactionPolicy, ShardStore, default_urls
+from tidegate.runtime.storage.arrow_batches import encode_parquet, table_from_updates
 from tidegate.spec.errors import SnapshotNotReady, UpperMismatch
 
 
@@ -47,6 +48,11 @@ def race(root: str, shard: str, rounds: int, go: str) -> None:
 def writer(root: str, shard: str, rows: int, ack: str) -> None:
     s = store(root, writer_id="crashy", policy=CompactionPolicy(max_batches=4, small_len=10_000))
     fd = os.open(ack, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    # Warm up (the kills are to strike appends, not a slow first import): the connection
+    # open, the Parquet writer loaded, and pyarrow's conversion of Python rows, which
+    # imports pandas when it is installed (a second here on a loaded machine).
+    s.state(shard)
+    encode_parquet(table_from_updates(shard, [((0, 0), 0, 1)], s.schema(shard)))
     print("ready", flush=True)
     while True:
         (u,) = s.upper(shard).elements

@@ -1,5 +1,8 @@
 """The shard store's documented behaviour, on the in-memory, the local (file + SQLite) and the
-networked (S3 + PostgreSQL, started by the tests) backends."""
+networked (S3 + PostgreSQL, started by the tests) backends.
+
+Every store here writes each batch to a blob (``inline_max_bytes=0``): these tests look at
+blobs; batches stored inline in the state are tested in ``test_shard_inline.py``."""
 
 from __future__ import annotations
 
@@ -66,14 +69,19 @@ class _Namespaced:
 @pytest.fixture(params=["mem", "local", "s3+postgres"])
 def store(request, tmp_path) -> ShardStore:
     if request.param == "mem":
-        s = ShardStore(MemoryBlob(), MemoryConsensus(), auto_compact=False)
+        s = ShardStore(MemoryBlob(), MemoryConsensus(), auto_compact=False, inline_max_bytes=0)
     elif request.param == "local":
-        s = ShardStore.open(*default_urls(tmp_path), auto_compact=False)
+        s = ShardStore.open(*default_urls(tmp_path), auto_compact=False, inline_max_bytes=0)
     else:
         endpoint = request.getfixturevalue("s3_endpoint")
         pg = request.getfixturevalue("postgres_url")
         prefix = uuid.uuid4().hex
-        s = ShardStore.open(f"s3://tidegate/{prefix}?endpoint={endpoint}", pg, auto_compact=False)
+        s = ShardStore.open(
+            f"s3://tidegate/{prefix}?endpoint={endpoint}",
+            pg,
+            auto_compact=False,
+            inline_max_bytes=0,
+        )
         # One PostgreSQL database serves every test: give each its own shard namespace.
         s.consensus = _Namespaced(s.consensus, prefix)
     s.create_shard("u1", SCHEMA)
@@ -156,7 +164,11 @@ def test_idempotent_retry_after_unknown_outcome(store):
             return ok
 
     flaky = ShardStore(
-        store.blob, CommitThenFail(store.consensus), writer_id="w1", auto_compact=False
+        store.blob,
+        CommitThenFail(store.consensus),
+        writer_id="w1",
+        auto_compact=False,
+        inline_max_bytes=0,
     )
     with pytest.raises(Indeterminate):
         flaky.compare_and_append("u1", [((7, "z"), 0, 1)], 0, 1, "tok-1")
@@ -182,7 +194,9 @@ def test_readers_and_since(store):
 
 def test_leased_readers_expire_on_the_clock(store):
     now = [0]
-    s = ShardStore(store.blob, store.consensus, clock_ms=lambda: now[0], auto_compact=False)
+    s = ShardStore(
+        store.blob, store.consensus, clock_ms=lambda: now[0], auto_compact=False, inline_max_bytes=0
+    )
     r = s.register_leased_reader("u1", lease_ms=100)
     s.register_leased_reader("u1", "other", lease_ms=1_000)
     s.downgrade_since("u1", "other", 4)
@@ -247,7 +261,10 @@ def test_compaction_preserves_snapshots_and_collects_blobs(store):
 
 def test_auto_compaction_bounds_batch_count(store):
     s = ShardStore(
-        store.blob, store.consensus, policy=CompactionPolicy(max_batches=5, small_len=10)
+        store.blob,
+        store.consensus,
+        policy=CompactionPolicy(max_batches=5, small_len=10),
+        inline_max_bytes=0,
     )
     for i in range(30):
         s.compare_and_append("u1", [((i, "a"), i, 1)], i, i + 1)
@@ -260,13 +277,17 @@ def test_corrupt_and_missing_blobs_name_shard_and_key(store):
     store.compare_and_append("u1", [((2, "b"), 1, 1)], 1, 2)
     store.compare_and_append("u1", [((3, "c"), 2, 1)], 2, 3)
     _k0, k1, k2 = store.state("u1").batch_keys
+    original = store.blob.get(k1)
     store.blob.set(k1, b"garbage")
     store.blob.delete(k2)
     with pytest.raises(BlobCorrupt) as e:
         store.snapshot("u1", 1)
     assert e.value.shard == "u1" and e.value.key == k1 and k1 in str(e.value)
     assert store.snapshot_rows("u1", 0) == [((1, "a"), 0, 1)]  # intact part still readable
-    store.blob.set(k1, store.blob.get(_k0))  # repair k1 with a readable file; k2 stays missing
+    store.blob.set(k1, store.blob.get(_k0))  # another batch's file is not k1's: still corrupt
+    with pytest.raises(BlobCorrupt):
+        store.snapshot("u1", 1)
+    store.blob.set(k1, original)  # repair k1 with its own bytes; k2 stays missing
     with pytest.raises(BlobMissing) as m:
         store.snapshot("u1", 2)
     assert m.value.key == k2 and k2 in str(m.value)
@@ -313,7 +334,7 @@ def test_force_finalize_and_orphan_collection(store):
 
 def test_background_compaction(store):
     policy = CompactionPolicy(max_batches=3, small_len=10)
-    s = ShardStore(store.blob, store.consensus, background=True, policy=policy)
+    s = ShardStore(store.blob, store.consensus, background=True, policy=policy, inline_max_bytes=0)
     for i in range(25):
         s.compare_and_append("u1", [((i, "a"), i, 1)], i, i + 1)
     s.close()
@@ -490,10 +511,10 @@ def test_truncating_append_cuts_again_when_the_upper_moves_while_it_writes(
 ):
     """Another writer of the same definite updates commits between our cut and our commit."""
     store.compare_and_append("u1", rows(0, 1), 0, 2)
-    other = ShardStore(store.blob, store.consensus, auto_compact=False)
+    other = ShardStore(store.blob, store.consensus, auto_compact=False, inline_max_bytes=0)
     their_upper = 6 if len(theirs) == 4 else 4
     blob = RacingBlob(store.blob, lambda: other.append("u1", theirs, 2, their_upper))
-    racing = ShardStore(blob, store.consensus, auto_compact=False)
+    racing = ShardStore(blob, store.consensus, auto_compact=False, inline_max_bytes=0)
     assert racing.append("u1", ours, 2, 6) == Antichain([6])
     want = rows(0, 1, 2, 3, 4, 5) if len(ours) == 4 else rows(0, 1, 4, 5)
     assert store.snapshot_rows("u1", 5) == [(r, 5, 1) for r, _t, _d in want]
@@ -511,7 +532,13 @@ def test_racing_truncating_appends_store_each_update_exactly_once(store):
 
     def replica(seed: int) -> None:
         rng = random.Random(seed)
-        writer = ShardStore(store.blob, store.consensus, writer_id=f"w{seed}", auto_compact=False)
+        writer = ShardStore(
+            store.blob,
+            store.consensus,
+            writer_id=f"w{seed}",
+            auto_compact=False,
+            inline_max_bytes=0,
+        )
         lo = 0
         try:
             while lo < horizon:
@@ -550,7 +577,9 @@ def test_truncating_append_retried_after_an_unknown_outcome_lands_once(store):
                 raise ConnectionError("lost the reply")
             return ok
 
-    flaky = ShardStore(store.blob, CommitThenFail(store.consensus), auto_compact=False)
+    flaky = ShardStore(
+        store.blob, CommitThenFail(store.consensus), auto_compact=False, inline_max_bytes=0
+    )
     with pytest.raises(Indeterminate):
         flaky.append("u1", rows(0, 1), 0, 2)
     assert flaky.append("u1", rows(0, 1), 0, 2) == Antichain([2])  # landed: now a no-op

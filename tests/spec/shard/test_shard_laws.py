@@ -19,7 +19,13 @@ from hypothesis.stateful import (
 )
 from shard_pure_model import PureShard
 
-from tidegate.spec.errors import AppendGap, TidegateError, UnsupportedStateVersion, UpperMismatch
+from tidegate.spec.errors import (
+    AppendGap,
+    ConsensusCorrupt,
+    TidegateError,
+    UnsupportedStateVersion,
+    UpperMismatch,
+)
 from tidegate.spec.frontier import Antichain, Update, advance_updates, consolidate
 from tidegate.spec.shard import (
     AppendOutcome,
@@ -28,6 +34,7 @@ from tidegate.spec.shard import (
     ShardState,
     append,
     append_lower,
+    blob_digest,
     compare_and_append,
     decode_state,
     downgrade_since,
@@ -38,6 +45,7 @@ from tidegate.spec.shard import (
     register_leased_reader,
     snapshot_updates,
 )
+from tidegate.spec.shard.codec import ENVELOPE
 
 ROWS = st.tuples(st.integers(0, 3), st.sampled_from(["a", "b", None]))
 
@@ -295,10 +303,60 @@ def test_since_is_join_of_history_and_meet_of_readers(moves):
     assert s.since == Antichain([min(held.values())])
 
 
-@pytest.mark.parametrize(
-    "doc", [b'{"format": 2}', b'{"format": "1"}', b"not json", b"[1]", b'{"format": 1}']
-)
+@pytest.mark.parametrize("doc", [b'{"format": 2}', b'{"format": "1"}', b'{"format": 1}'])
 def test_unknown_or_malformed_state_records_are_rejected(doc):
     with pytest.raises(UnsupportedStateVersion) as e:
         decode_state("s9", 4, doc)
     assert "s9" in str(e.value)
+
+
+@pytest.mark.parametrize("doc", [b"not json", b"[1]", b"", b"{not json", ENVELOPE + b"00"])
+def test_records_that_are_not_state_records_are_corrupt(doc):
+    with pytest.raises(ConsensusCorrupt) as e:
+        decode_state("s9", 4, doc)
+    assert "s9" in str(e.value) and e.value.seqno == 4
+
+
+def _a_state() -> ShardState:
+    batch = BatchMeta(
+        "s9/b.parquet", Antichain([0]), Antichain([3]), Antichain([0]), 2, 0, 2, "ab" * 32
+    )
+    return ShardState(shard="s9", seqno=4, upper=Antichain([3]), batches=(batch,), schema="x")
+
+
+def test_a_record_is_checksummed_and_every_changed_byte_is_detected():
+    state = _a_state()
+    data = encode_state(state)
+    assert data.startswith(ENVELOPE) and decode_state("s9", 4, data) == state
+    for i in range(len(data)):
+        for flip in (0x01, 0x80, 0xFF):
+            bad = bytearray(data)
+            bad[i] ^= flip
+            with pytest.raises(ConsensusCorrupt) as e:
+                decode_state("s9", 4, bytes(bad))
+            assert e.value.shard == "s9"
+    with pytest.raises(ConsensusCorrupt):  # torn: a prefix of the record
+        decode_state("s9", 4, data[: len(data) // 2])
+
+
+def test_a_record_of_another_shard_is_corrupt():
+    with pytest.raises(ConsensusCorrupt, match="state of shard 's9'"):
+        decode_state("s8", 4, encode_state(_a_state()))
+
+
+def test_an_intact_record_of_a_newer_format_is_unsupported():
+    payload = b'{"format":3}'
+    data = ENVELOPE + blob_digest(payload).encode() + b"\n" + payload
+    with pytest.raises(UnsupportedStateVersion, match="format 3"):
+        decode_state("s9", 4, data)
+
+
+def test_format_1_records_are_still_read_without_digests():
+    legacy = (
+        b'{"format":1,"shard":"s9","since":[0],"upper":[3],'
+        b'"batches":[["s9/b.parquet",[0],[3],[0],2,0,2]],"leased":{},"critical":{},'
+        b'"writers":{},"schema":"x","finalized":false}'
+    )
+    state = decode_state("s9", 4, legacy)
+    assert state.upper == Antichain([3]) and state.batches[0].digest is None
+    assert decode_state("s9", 4, encode_state(state)) == state  # re-encoded as format 2
