@@ -1,4 +1,4 @@
-"""Typed errors of the runtime: environment options, timestamp oracle, catalog, orchestrator.
+"""Typed errors of the runtime: environment options and modes, timestamp oracle, catalog, orchestrator.
 
 Everything derives from :class:`tidegate.spec.errors.TidegateError`. A call
 that raises one of these leaves the object it was called on unchanged.
@@ -14,12 +14,14 @@ __all__ = [
     "CatalogError",
     "DuplicateCatalogId",
     "DuplicateCatalogName",
+    "EnvironmentFenced",
     "HasDependents",
     "InvalidCatalogOp",
     "InvalidEnvironmentOptions",
     "OracleError",
     "OracleFenced",
     "OrchestratorError",
+    "ReadOnlyEnvironment",
     "ReplicaStartFailed",
     "UnknownCatalogObject",
     "UnknownManagedReplica",
@@ -39,6 +41,35 @@ class InvalidEnvironmentOptions(TidegateError, ValueError):
     def __init__(self, option: str, message: str) -> None:
         self.option = option
         super().__init__(f"{option}: {message}")
+
+
+class ReadOnlyEnvironment(TidegateError):
+    """A write asked of an environment opened with ``read_only=True`` (before its promotion).
+
+    A read-only environment writes nothing: no catalog change, no table
+    append, no oracle timestamp. Promote it (:meth:`Environment.promote`) to write.
+    """
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        super().__init__(f"{what}: the environment is read-only (promote it to write)")
+
+
+class EnvironmentFenced(TidegateError):
+    """Another environment took over writing this environment's data: this one may write no more.
+
+    Raised by every write (append, DDL) of an environment once a newer one
+    opened read-write or was promoted on the same data (its writer epoch,
+    the timestamp oracle's epoch, is ``found_epoch``). Nothing was written;
+    close this environment.
+    """
+
+    def __init__(self, epoch: int, found_epoch: int | None) -> None:
+        self.epoch, self.found_epoch = epoch, found_epoch
+        super().__init__(
+            f"this environment (writer epoch {epoch}) is fenced: an environment with writer "
+            f"epoch {found_epoch} took over its data; nothing was written, close this one"
+        )
 
 
 # -- timestamp oracle -------------------------------------------------------------------------

@@ -112,6 +112,16 @@ class TimestampOracle:
         """The durable bound: no timestamp above it has been handed out."""
         return self._upper
 
+    def durable_epoch(self) -> int | None:
+        """The epoch of the oracle that last wrote the durable state (one read, no write).
+
+        Larger than :attr:`epoch` once a newer oracle opened on the same key:
+        this one is then fenced (an environment uses it as its writer epoch).
+        ``None`` if nothing was ever written.
+        """
+        head = self._consensus.head(self._key)
+        return None if head is None else _decode(self._key, head.data)[1]
+
     def write_ts(self) -> int:
         """A new write timestamp: ``max(last + 1, clock)``, strictly above all earlier ones.
 

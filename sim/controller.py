@@ -122,6 +122,8 @@ class ControllerProcess:
         # The replicas are given until the catalog records them (an incarnation may die first);
         # afterwards each incarnation runs the ones the catalog names.
         initial = None if w.catalog_has_replicas() else {n: n for n in sorted(w.replicas)}
+        # An upgrade: a restarted controller is the new version, opened read-only and promoted.
+        upgrade = w.scenario.upgrade and generation > 1
         with trio.CancelScope() as scope:
             self._scope = scope
             try:
@@ -136,7 +138,12 @@ class ControllerProcess:
                     poll_ms=POLL_MS,
                     platform=self.platform,
                     check_protocol=True,
+                    read_only=upgrade,
                 ) as env:
+                    if upgrade:
+                        w.record("controller_read_only", generation=generation)
+                        await env.promote()
+                        w.count("controller_promoted")
                     w.faults.restoring.discard(proc.name)
                     env.driver.observers.append(w.checker.on_effect)
                     if generation > 1:

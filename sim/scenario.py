@@ -165,7 +165,9 @@ class Scenario:
     ``tick_ms`` is the virtual time between table ticks (each table's upper then moves
     to now + 1, which drives most frontier reports); ``replica_step_ms`` is the range
     each replica's periodic step interval is drawn from (inputs also trigger a step);
-    ``replica`` says what runs as a replica (see :data:`REPLICA_KINDS`).
+    ``replica`` says what runs as a replica (see :data:`REPLICA_KINDS`). With
+    ``upgrade``, every restarted controller is a new version taking over (a
+    zero-downtime upgrade): it opens read-only and promotes itself once restored.
     """
 
     name: str
@@ -180,6 +182,7 @@ class Scenario:
     tick_ms: int = DEFAULT_TICK_MS
     replica_step_ms: tuple[int, int] = DEFAULT_REPLICA_STEP_MS
     replica: ReplicaKind = "spec"
+    upgrade: bool = False
 
     def __post_init__(self) -> None:
         if not 1 <= self.replicas <= 5:
@@ -223,6 +226,7 @@ class Scenario:
             "tick_ms": self.tick_ms,
             "replica_step_ms": list(self.replica_step_ms),
             "replica": self.replica,
+            **({"upgrade": True} if self.upgrade else {}),  # older files stay as they were
         }
 
     @classmethod

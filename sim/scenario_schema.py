@@ -157,6 +157,7 @@ class ScenarioModel(BaseModel):
         DEFAULT_REPLICA_STEP_MS
     )
     replica: Literal["spec", "service"] = "spec"
+    upgrade: StrictBool = False
 
     @model_validator(mode="after")
     def _unique_names(self) -> ScenarioModel:
@@ -199,6 +200,7 @@ class ScenarioModel(BaseModel):
             tick_ms=self.tick_ms,
             replica_step_ms=self.replica_step_ms,
             replica=self.replica,
+            upgrade=self.upgrade,
         )
 
 

@@ -76,6 +76,21 @@ class Catalog:
         new = apply_ops(current, ops)
         if not ops:
             return current
+        return self._write(new)
+
+    def touch(self) -> CatalogState:
+        """Write the current state again as a new version: only the version changes.
+
+        A writer that loaded an earlier version can apply nothing more (its
+        next :meth:`apply` raises :class:`CatalogConflict`): a promoted
+        environment fences the old writer's DDL this way. Raises
+        :class:`CatalogConflict` if another writer committed since this
+        catalog's last load or apply (nothing written; :meth:`load` and retry).
+        """
+        return self._write(self.state)
+
+    def _write(self, new: CatalogState) -> CatalogState:
+        """Commit ``new`` as the version after the cached one (compare-and-set)."""
         data = encode_catalog(new)
         seqno = 0 if self._seqno is None else self._seqno + 1
         try:

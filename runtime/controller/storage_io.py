@@ -19,7 +19,11 @@ as :class:`~tidegate.spec.errors.UpperMismatch`) are reported at once.
 
 The controller holds each shard with one critical reader (``reader_id``):
 the compute and storage read holds reach the shard through its since
-downgrades, so shard compaction follows the read policies.
+downgrades, so shard compaction follows the read policies. Downgrades
+compare the reader's *opaque* (learned when the shard is opened): once a
+promoted controller took the reader over (:meth:`ShardStorageIO.take_over`,
+with its own opaque), the fenced controller's downgrades are refused
+(``OpaqueMismatch``) and cannot move the new controller's holds.
 """
 
 from __future__ import annotations
@@ -40,9 +44,12 @@ from tidegate.runtime.platform import REAL, Platform
 from tidegate.runtime.storage.store import ShardStore
 from tidegate.spec.controller import Controller
 from tidegate.spec.errors import (
+    ConsensusCorrupt,
     Indeterminate,
     ShardFinalized,
+    StorageUnavailable,
     TidegateError,
+    UnsupportedStateVersion,
     UpperMismatch,
 )
 from tidegate.spec.frontier import Antichain, Update
@@ -89,6 +96,22 @@ def is_transient(error: BaseException) -> bool:
     return isinstance(error, Indeterminate) or not isinstance(error, TidegateError)
 
 
+@dataclass(eq=False)
+class _TakeOver:
+    """Queued behind a shard's earlier work: move its hold to another critical reader."""
+
+    id: GlobalId
+    from_reader: str
+    reader_id: str
+    opaque: int
+    done: anyio.Event = field(default_factory=anyio.Event)
+
+
+_STORE_REFUSALS = (StorageUnavailable, ConsensusCorrupt, UnsupportedStateVersion)
+"""Refusals of a write by the store itself (not by the shard's rules): the append's callers get
+them rather than a misleading ``InvalidUppers``."""
+
+
 @dataclass
 class _SnapshotWaiter:
     done: anyio.Event = field(default_factory=anyio.Event)
@@ -106,10 +129,15 @@ class ShardStorageIO:
         self.reader_id = reader_id
         self.platform = platform
         self._schemas: dict[GlobalId, pa.Schema] = {}
-        self._queues: dict[GlobalId, deque[StorageEffectIO]] = {}
+        self._queues: dict[GlobalId, deque[StorageEffectIO | _TakeOver]] = {}
+        self._opaque: dict[GlobalId, int] = {}
+        """The opaque of this controller's critical reader on each shard (compared on downgrades)."""
+        self._reader: dict[GlobalId, str] = {}
+        """Shards held by a reader other than ``reader_id`` (taken over, see :meth:`take_over`)."""
         self._tg: anyio.abc.TaskGroup | None = None
         self._report: Report | None = None
         self._snapshots: dict[int, _SnapshotWaiter] = {}
+        self._refusals: dict[int, dict[GlobalId, BaseException]] = {}
         self.errors: list[tuple[str, BaseException]] = []
         """Failures of best-effort work (since downgrades, drops), newest last, for operators and tests."""
         self.retries = 0
@@ -157,12 +185,19 @@ class ShardStorageIO:
         reader) can be held back by a replica's leased reader, which may let go at any time, so
         a time below the controller's since is not one it can keep readable."""
         name = shard_name(id)
+        reader = self._reader_of(id)
         self.store.create_shard(name, self._schemas[id])
-        self.store.register_critical_reader(name, self.reader_id)
+        self.store.register_critical_reader(name, reader, opaque=self._opaque.get(id, 0))
         state = self.store.state(name)
-        held = state.reader_since(self.reader_id)
+        mine = state.critical_readers.get(reader)
+        if mine is not None:
+            self._opaque[id] = mine.opaque
+        held = state.reader_since(reader)
         since = state.since if held is None else state.since.join(held)
         return ShardFrontiers(since, state.upper)
+
+    def _reader_of(self, id: GlobalId) -> str:
+        return self._reader.get(id, self.reader_id)
 
     async def uppers(self, ids: Iterable[GlobalId]) -> dict[GlobalId, Antichain]:
         """The current uppers of the shards of ``ids`` (missing shards are left out)."""
@@ -180,7 +215,7 @@ class ShardStorageIO:
         return await self.run_sync(read)
 
     # -- effects -------------------------------------------------------------------------
-    def handle(self, effect: StorageEffectIO) -> None:
+    def handle(self, effect: StorageEffectIO | _TakeOver) -> None:
         """Queue ``effect`` behind earlier work on the same shard (never blocks)."""
         if self._tg is None:
             raise RuntimeError("ShardStorageIO.start() was not called")
@@ -217,8 +252,20 @@ class ShardStorageIO:
         finally:
             del self._queues[id]
 
-    async def _perform(self, effect: StorageEffectIO) -> None:
-        if isinstance(effect, WriteToShard):
+    async def _perform(self, effect: StorageEffectIO | _TakeOver) -> None:
+        if isinstance(effect, _TakeOver):
+            try:
+                await self._best_effort(
+                    "take over",
+                    self._take_over,
+                    effect.id,
+                    effect.from_reader,
+                    effect.reader_id,
+                    effect.opaque,
+                )
+            finally:
+                effect.done.set()
+        elif isinstance(effect, WriteToShard):
             await self._write(effect)
         elif isinstance(effect, ReadSnapshot):
             await self._snapshot(effect)
@@ -241,14 +288,73 @@ class ShardStorageIO:
         schema = self._schemas.get(id)
         if schema is not None:
             self.store.create_shard(name, schema)
-        self.store.register_critical_reader(name, self.reader_id)
+        self.store.register_critical_reader(
+            name, self._reader_of(id), opaque=self._opaque.get(id, 0)
+        )
 
     def _downgrade(self, id: GlobalId, frontier: Antichain) -> None:
-        name = shard_name(id)
-        current = self.store.state(name).critical_readers.get(self.reader_id)
+        name, reader = shard_name(id), self._reader_of(id)
+        current = self.store.state(name).critical_readers.get(reader)
         if current is not None and frontier <= current.since:
             return  # the shard is already there (e.g. it was restored ahead of the controller)
-        self.store.downgrade_since(name, self.reader_id, frontier)
+        opaque = self._opaque.get(id)
+        if opaque is None:
+            self.store.downgrade_since(name, reader, frontier)
+        else:  # refused (OpaqueMismatch) if a promoted controller took the reader over
+            self.store.compare_and_downgrade_since(name, reader, opaque, opaque, frontier)
+
+    async def take_over(self, ids: Iterable[GlobalId], reader_id: str, opaque: int) -> None:
+        """Move this controller's holds on the shards of ``ids`` to critical reader ``reader_id``.
+
+        For a promoted controller: ``reader_id`` is the one every controller
+        uses, held until now by the controller it fenced. On each shard (after
+        its earlier work) that reader is released and registered afresh with
+        ``opaque`` (so the fenced controller's downgrades are refused) at this
+        controller's since, and this controller's own reader is released.
+        Best effort per shard (failures are logged in :attr:`errors`).
+        """
+        moves = [
+            _TakeOver(id, self._reader_of(id), reader_id, opaque)
+            for id in ids
+            if self._reader_of(id) != reader_id
+        ]
+        for move in moves:
+            self.handle(move)
+        for move in moves:
+            await move.done.wait()
+        self.reader_id = reader_id
+        self._reader.clear()
+
+    async def release_holds(self, ids: Iterable[GlobalId]) -> None:
+        """Release this controller's reader on the shards of ``ids`` (once each, failures logged).
+
+        A read-only controller that closes without being promoted does this:
+        its critical reader would otherwise hold the shards' sinces for ever.
+        """
+        wanted = [(shard_name(id), self._reader_of(id)) for id in ids]
+
+        def release() -> None:
+            for name, reader in wanted:
+                try:
+                    self.store.release_reader(name, reader)
+                except Exception as e:
+                    log.warning("releasing reader %s of shard %s failed: %r", reader, name, e)
+                    self.errors.append((f"release {name}", e))
+
+        await self.run_sync(release)
+
+    def _take_over(self, id: GlobalId, mine: str, reader_id: str, opaque: int) -> None:
+        name = shard_name(id)
+        state = self.store.state(name)
+        held = state.critical_readers.get(mine)
+        if held is not None:  # else: done before (a retry after an unknown outcome)
+            if reader_id in state.critical_readers:
+                self.store.release_reader(name, reader_id)
+            self.store.register_critical_reader(name, reader_id, opaque=opaque)
+            self.store.compare_and_downgrade_since(name, reader_id, opaque, opaque, held.since)
+        self._reader[id], self._opaque[id] = reader_id, opaque
+        if held is not None:
+            self.store.release_reader(name, mine)
 
     def _drop(self, id: GlobalId) -> None:
         self._schemas.pop(id, None)
@@ -273,11 +379,19 @@ class ShardStorageIO:
         except Exception as err:  # a definite refusal (the shard is gone, the rows do not fit)
             log.warning("write to shard %s refused: %r", e.id, err)
             self.errors.append((f"write {e.id}", err))
+            if isinstance(err, _STORE_REFUSALS):  # the cause, for the append's callers
+                self._refusals.setdefault(e.ticket, {})[e.id] = err
             try:
                 ok, upper = False, await self.retrying(f"read shard {e.id}", self.store.upper, name)
             except Exception:
                 ok, upper = False, e.expected_upper
         self._emit(lambda ctl: ctl.complete_write(e.ticket, e.id, ok, upper))
+
+    def take_refusals(self, ticket: int) -> dict[GlobalId, BaseException]:
+        """Why writes of append ``ticket`` were refused when the store could not take them
+        (:data:`_STORE_REFUSALS`: a full disk, a corrupt shard state), by collection; the
+        controller only learns that they failed (an ``InvalidUppers``)."""
+        return self._refusals.pop(ticket, {})
 
     async def _snapshot(self, e: ReadSnapshot) -> None:
         waiter = self._snapshots.pop(e.request, None)

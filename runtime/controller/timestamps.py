@@ -3,7 +3,9 @@
 The production oracle is :class:`tidegate.runtime.oracle.TimestampOracle`
 (durable in the consensus store); :func:`default_oracle` uses it when given a
 consensus store, and :class:`MemoryOracle` (for tests and embedded
-throwaway environments) otherwise.
+throwaway environments) otherwise. :class:`UpperOracle` is the read-only
+environment's: it hands out no write timestamps and reads where the tables'
+uppers (advanced by another environment) say.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from typing import Any, Protocol
 
 from tidegate.runtime.platform import wall_ms
 
-__all__ = ["MemoryOracle", "Oracle", "default_oracle"]
+__all__ = ["MemoryOracle", "Oracle", "UpperOracle", "default_oracle"]
 
 
 class Oracle(Protocol):
@@ -53,6 +55,35 @@ class MemoryOracle:
 
     def apply_write(self, ts: int) -> None:
         self._write = max(self._write, ts)
+        self._read = max(self._read, ts)
+
+
+class UpperOracle:
+    """The oracle of a read-only environment: no writes; reads just below the tables' uppers.
+
+    ``uppers()`` gives the tables' upper as this environment last learned it
+    (the writing environment advances it); :meth:`read_ts` is one less, so
+    every write the writer acknowledged before those uppers were read shows
+    there. :meth:`write_ts` raises ``ReadOnlyEnvironment``; :meth:`apply_write`
+    only moves the read timestamp (nothing durable).
+    """
+
+    def __init__(self, uppers: Callable[[], int | None]) -> None:
+        self._uppers = uppers
+        self._read = 0
+
+    def write_ts(self) -> int:
+        from tidegate.runtime.errors import ReadOnlyEnvironment
+
+        raise ReadOnlyEnvironment("a write timestamp")
+
+    def read_ts(self) -> int:
+        upper = self._uppers()
+        if upper is not None and upper - 1 > self._read:
+            self._read = upper - 1
+        return self._read
+
+    def apply_write(self, ts: int) -> None:
         self._read = max(self._read, ts)
 
 

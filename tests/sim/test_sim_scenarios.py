@@ -108,7 +108,7 @@ def test_an_unknown_key_is_refused_with_its_path_and_the_fields_expected() -> No
             [*WorkloadMix.ACTIONS, "rows_per_append", "ms_between_actions", "null_per_mille"]
         ),
         "colour": "unknown field; expected one of: name, replicas, tables, dataflows, workload, "
-        "duration_ms, faults, fault_kinds, quiet_ms, tick_ms, replica_step_ms, replica",
+        "duration_ms, faults, fault_kinds, quiet_ms, tick_ms, replica_step_ms, replica, upgrade",
     }
 
 
