@@ -12,7 +12,7 @@ are known.
 Rules (checked by :func:`apply_op`, each a typed error from
 :mod:`tidegate.runtime.errors`):
 
-* Tables, indexes and materialized views share one namespace of names;
+* Tables, indexes, materialized views and views share one namespace of names;
   replicas have their own (created, altered to a new spec, dropped).
   Names are non-empty and unpadded.
 * Ids are user ids (``u7``) and *fresh*: at least ``next_user_id``, so an id
@@ -22,6 +22,10 @@ Rules (checked by :func:`apply_op`, each a typed error from
   with the catalog's schema for it. An index is built by its own dataflow,
   which builds object ``id`` from its plan and exports it arranged by ``keys``;
   ``on`` optionally names the catalog object it indexes (then a dependency).
+* A view is a named plan (no collection, no dataflow): its plan reads
+  collections only (views it was defined on are inlined, and recorded as
+  dependencies); an index may be ``on`` a view. ``definitions`` keeps the SQL
+  text that created an object, for ``SHOW CREATE``.
 * Dropping an object others read is refused (:class:`HasDependents`) unless
   ``cascade=True``, which drops every transitive dependent too. A drop
   removes the dropped objects' read policies.
@@ -52,6 +56,7 @@ from ._entries import (
     MaterializedViewEntry,
     ReplicaEntry,
     TableEntry,
+    ViewEntry,
 )
 from ._ops import (
     AlterReplica,
@@ -60,8 +65,10 @@ from ._ops import (
     CreateMaterializedView,
     CreateReplica,
     CreateTable,
+    CreateView,
     Drop,
     DropReplica,
+    SetDefinition,
     SetReadPolicy,
 )
 from ._restore import RestorePlan, StorageCollection, dataflow_for, restore_plan
@@ -80,6 +87,7 @@ __all__ = [
     "CreateMaterializedView",
     "CreateReplica",
     "CreateTable",
+    "CreateView",
     "Drop",
     "DropReplica",
     "Entry",
@@ -87,9 +95,11 @@ __all__ = [
     "MaterializedViewEntry",
     "ReplicaEntry",
     "RestorePlan",
+    "SetDefinition",
     "SetReadPolicy",
     "StorageCollection",
     "TableEntry",
+    "ViewEntry",
     "apply_op",
     "apply_ops",
     "dataflow_for",

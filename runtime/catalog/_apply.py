@@ -31,6 +31,7 @@ from ._entries import (
     MaterializedViewEntry,
     ReplicaEntry,
     TableEntry,
+    ViewEntry,
 )
 from ._ops import (
     AlterReplica,
@@ -39,8 +40,10 @@ from ._ops import (
     CreateMaterializedView,
     CreateReplica,
     CreateTable,
+    CreateView,
     Drop,
     DropReplica,
+    SetDefinition,
     SetReadPolicy,
 )
 
@@ -68,7 +71,7 @@ def _check_name(name: object, what: str) -> str:
 def _check_fresh(state: CatalogState, id: object) -> GlobalId:
     if not isinstance(id, GlobalId) or id.namespace != "u":
         raise InvalidCatalogOp(f"catalog ids are user GlobalIds like u7, got {id!r}")
-    if any(e.id == id for e in state.entries()):
+    if any(e.id == id for e in (*state.entries(), *state.views)):
         raise DuplicateCatalogId(f"id {id} is in use")
     if id.value < state.next_user_id:
         raise DuplicateCatalogId(
@@ -78,15 +81,26 @@ def _check_fresh(state: CatalogState, id: object) -> GlobalId:
 
 
 def _check_new_name(state: CatalogState, name: str) -> None:
-    for e in state.entries():
+    for e in (*state.entries(), *state.views):
         if e.name == name:
             raise DuplicateCatalogName(name, _kind(e))
 
 
-def _kind(e: Entry) -> str:
+def _kind(e: Entry | ViewEntry) -> str:
     if isinstance(e, TableEntry):
         return "table"
+    if isinstance(e, ViewEntry):
+        return "view"
     return "index" if isinstance(e, IndexEntry) else "materialized view"
+
+
+def _check_object(state: CatalogState, id: object, what: str) -> GlobalId:
+    """``id``, the id of a collection or a view of the catalog."""
+    if not isinstance(id, GlobalId):
+        raise InvalidCatalogOp(f"{what} must be a GlobalId, got {id!r}")
+    if state.view(id) is None:
+        state.get(id)
+    return id
 
 
 def _check_plan(state: CatalogState, plan: object, what: str) -> Schema:
@@ -94,7 +108,8 @@ def _check_plan(state: CatalogState, plan: object, what: str) -> Schema:
     try:
         reads = gets(plan)  # type: ignore[arg-type]
         sources: dict[GlobalId, Schema] = {}
-        for gid in reads:
+        for gid in reads:  # collections only: a view is read by inlining its plan
+            state.get(gid)
             sources[gid] = state.schema_of(gid)
         return typecheck(plan, sources)  # type: ignore[arg-type]
     except UnknownCatalogObject as e:
@@ -105,9 +120,11 @@ def _check_plan(state: CatalogState, plan: object, what: str) -> Schema:
         raise InvalidCatalogOp(f"{what}: not a plan: {plan!r}") from e
 
 
-def _with_entry(state: CatalogState, e: Entry) -> CatalogState:
+def _with_entry(state: CatalogState, e: Entry | ViewEntry) -> CatalogState:
     nxt = max(state.next_user_id, e.id.value + 1)
     key = _by_id
+    if isinstance(e, ViewEntry):
+        return replace(state, views=tuple(sorted((*state.views, e), key=key)), next_user_id=nxt)
     if isinstance(e, TableEntry):
         return replace(state, tables=tuple(sorted((*state.tables, e), key=key)), next_user_id=nxt)
     if isinstance(e, IndexEntry):
@@ -116,7 +133,7 @@ def _with_entry(state: CatalogState, e: Entry) -> CatalogState:
     return replace(state, materialized_views=mvs, next_user_id=nxt)
 
 
-def _by_id(e: Entry) -> tuple[int, int]:
+def _by_id(e: Entry | ViewEntry) -> tuple[int, int]:
     return e.id.sort_key
 
 
@@ -140,9 +157,7 @@ def apply_op(state: CatalogState, op: CatalogOp) -> CatalogState:
                 f"index {name!r}: keys {keys!r} must be column positions below {schema.arity}"
             )
         if op.on is not None:
-            if not isinstance(op.on, GlobalId):
-                raise InvalidCatalogOp(f"index {name!r}: on must be a GlobalId, got {op.on!r}")
-            state.get(op.on)
+            _check_object(state, op.on, f"index {name!r}: on")
         return _with_entry(state, IndexEntry(name, gid, op.plan, keys, op.on))
     if isinstance(op, CreateMaterializedView):
         name = _check_name(op.name, "materialized view")
@@ -150,6 +165,24 @@ def apply_op(state: CatalogState, op: CatalogOp) -> CatalogState:
         _check_new_name(state, name)
         _check_plan(state, op.plan, f"materialized view {name!r}")
         return _with_entry(state, MaterializedViewEntry(name, gid, op.plan))
+    if isinstance(op, CreateView):
+        name = _check_name(op.name, "view")
+        gid = _check_fresh(state, op.id)
+        _check_new_name(state, name)
+        _check_plan(state, op.plan, f"view {name!r}")
+        if not isinstance(op.views, tuple):
+            raise InvalidCatalogOp(f"view {name!r}: views must be a tuple, got {op.views!r}")
+        for v in op.views:
+            if not isinstance(v, GlobalId) or state.view(v) is None:
+                raise UnknownCatalogObject(f"view {name!r} is defined on {v!r}, not a view")
+        return _with_entry(state, ViewEntry(name, gid, op.plan, op.views))
+    if isinstance(op, SetDefinition):
+        _check_object(state, op.id, "a definition's id")
+        if not isinstance(op.sql, str) or not op.sql.strip():
+            raise InvalidCatalogOp(f"the definition of {op.id} must be SQL text, got {op.sql!r}")
+        definitions = dict(state.definitions)
+        definitions[op.id] = op.sql
+        return replace(state, definitions=_sorted_by_id(definitions))
     if isinstance(op, CreateReplica):
         return replace(
             state, replicas=tuple(sorted((*state.replicas, _replica(state, op)), key=_by_name))
@@ -194,6 +227,10 @@ def _sorted_policies(
     return tuple(sorted(policies.items(), key=lambda kv: kv[0].sort_key))
 
 
+def _sorted_by_id(texts: Mapping[GlobalId, str]) -> tuple[tuple[GlobalId, str], ...]:
+    return tuple(sorted(texts.items(), key=lambda kv: kv[0].sort_key))
+
+
 def _replica_fields(op: AlterReplica) -> tuple[str, bool, str | None, str | None, str]:
     return op.name, op.managed, op.address, op.spark_master, op.executor
 
@@ -225,9 +262,7 @@ def _replica(state: CatalogState, op: CreateReplica) -> ReplicaEntry:
 
 
 def _drop(state: CatalogState, op: Drop) -> CatalogState:
-    if not isinstance(op.id, GlobalId):
-        raise InvalidCatalogOp(f"drop needs a GlobalId, got {op.id!r}")
-    state.get(op.id)
+    _check_object(state, op.id, "drop needs an object: its id")
     doomed = {op.id}
     frontier = [op.id]
     while frontier:
@@ -243,5 +278,7 @@ def _drop(state: CatalogState, op: Drop) -> CatalogState:
         tables=tuple(e for e in state.tables if e.id not in doomed),
         indexes=tuple(e for e in state.indexes if e.id not in doomed),
         materialized_views=tuple(e for e in state.materialized_views if e.id not in doomed),
+        views=tuple(e for e in state.views if e.id not in doomed),
         read_policies=tuple(kv for kv in state.read_policies if kv[0] not in doomed),
+        definitions=tuple(kv for kv in state.definitions if kv[0] not in doomed),
     )

@@ -26,7 +26,14 @@ from tidegate.spec.ids import GlobalId
 from tidegate.spec.plan import plan_from_dict, plan_to_dict, schema_from_dict, schema_to_dict
 
 from ..errors import CatalogDecodeError, InvalidCatalogOp
-from ._entries import CatalogState, IndexEntry, MaterializedViewEntry, ReplicaEntry, TableEntry
+from ._entries import (
+    CatalogState,
+    IndexEntry,
+    MaterializedViewEntry,
+    ReplicaEntry,
+    TableEntry,
+    ViewEntry,
+)
 
 __all__ = [
     "CATALOG_FORMAT_VERSION",
@@ -36,8 +43,9 @@ __all__ = [
     "policy_to_dict",
 ]
 
-CATALOG_FORMAT_VERSION = 1
-"""The version of the JSON document :func:`encode_catalog` writes and :func:`decode_catalog` reads."""
+CATALOG_FORMAT_VERSION = 2
+"""The version of the JSON document :func:`encode_catalog` writes; :func:`decode_catalog` reads
+it and version 1 (before views and definitions)."""
 
 
 def _antichain_out(a: Antichain, what: str) -> list[int]:
@@ -90,6 +98,12 @@ def _ints(xs: Any) -> list[int]:
     return [_int(x) for x in xs]
 
 
+def _text(x: Any) -> str:
+    if type(x) is not str:
+        raise ValueError(f"expected text, got {x!r}")
+    return x
+
+
 def _opt_id(x: Any) -> GlobalId | None:
     return None if x is None else GlobalId.parse(x)
 
@@ -130,6 +144,16 @@ def encode_catalog(state: CatalogState) -> bytes:
         "read_policies": [
             {"id": str(gid), "policy": policy_to_dict(p)} for gid, p in state.read_policies
         ],
+        "views": [
+            {
+                "name": v.name,
+                "id": str(v.id),
+                "plan": plan_to_dict(v.plan),
+                "views": [str(g) for g in v.views],
+            }
+            for v in state.views
+        ],
+        "definitions": [{"id": str(gid), "sql": sql} for gid, sql in state.definitions],
     }
     return json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
 
@@ -139,10 +163,10 @@ def decode_catalog(data: bytes) -> CatalogState:
     try:
         obj = json.loads(data)
         version = obj.get("version")
-        if version != CATALOG_FORMAT_VERSION:
+        if version not in (1, CATALOG_FORMAT_VERSION):
             raise CatalogDecodeError(
                 f"catalog format version {version!r} is not supported "
-                f"(this build reads {CATALOG_FORMAT_VERSION})"
+                f"(this build reads 1 to {CATALOG_FORMAT_VERSION})"
             )
         tables = tuple(
             TableEntry(t["name"], GlobalId.parse(t["id"]), schema_from_dict(t["schema"]))
@@ -171,7 +195,28 @@ def decode_catalog(data: bytes) -> CatalogState:
         policies = tuple(
             (GlobalId.parse(p["id"]), policy_from_dict(p["policy"])) for p in obj["read_policies"]
         )
-        return CatalogState(tables, indexes, mvs, replicas, policies, _int(obj["next_user_id"]))
+        views = tuple(
+            ViewEntry(
+                v["name"],
+                GlobalId.parse(v["id"]),
+                plan_from_dict(v["plan"]),
+                tuple(GlobalId.parse(g) for g in v["views"]),
+            )
+            for v in obj.get("views", [])  # none before version 2
+        )
+        definitions = tuple(
+            (GlobalId.parse(d["id"]), _text(d["sql"])) for d in obj.get("definitions", [])
+        )
+        return CatalogState(
+            tables,
+            indexes,
+            mvs,
+            replicas,
+            policies,
+            _int(obj["next_user_id"]),
+            views,
+            definitions,
+        )
     except CatalogDecodeError:
         raise
     except (ValueError, TypeError, KeyError, AttributeError, InvalidId, PlanError) as e:

@@ -23,6 +23,7 @@ __all__ = [
     "MaterializedViewEntry",
     "ReplicaEntry",
     "TableEntry",
+    "ViewEntry",
     "entry_dependencies",
 ]
 
@@ -57,6 +58,22 @@ class MaterializedViewEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class ViewEntry:
+    """A view: a named query, not a collection (Materialize's ``CREATE VIEW``).
+
+    Nothing computes or stores it; reading it reads ``plan``, which reads
+    collections only (a view defined on views has them inlined). ``views``
+    lists the views its definition named, so dropping one of them drops it too
+    (with ``cascade``) or is refused.
+    """
+
+    name: str
+    id: GlobalId
+    plan: Plan
+    views: tuple[GlobalId, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class ReplicaEntry:
     """A replica: *managed* (the orchestrator runs it, with ``executor`` on ``spark_master``)
     or unmanaged (a process someone else runs at ``address``)."""
@@ -81,6 +98,9 @@ class CatalogState:
     replicas: tuple[ReplicaEntry, ...] = ()
     read_policies: tuple[tuple[GlobalId, ReadPolicy], ...] = ()
     next_user_id: int = 1
+    views: tuple[ViewEntry, ...] = ()
+    definitions: tuple[tuple[GlobalId, str], ...] = ()
+    """The SQL text that created an object (objects created through SQL), for ``SHOW CREATE``."""
 
     @property
     def next_id(self) -> GlobalId:
@@ -93,18 +113,33 @@ class CatalogState:
         return sorted(out, key=lambda e: e.id.sort_key)
 
     def get(self, id: GlobalId) -> Entry:
-        """The object with ``id`` (:class:`UnknownCatalogObject` if none)."""
+        """The collection with ``id`` (:class:`UnknownCatalogObject` if none; a view is none)."""
         for e in self.entries():
             if e.id == id:
                 return e
+        if any(v.id == id for v in self.views):
+            raise UnknownCatalogObject(f"{id} is a view, which has no collection of its own")
         raise UnknownCatalogObject(f"no catalog object with id {id}")
 
     def by_name(self, name: str) -> Entry:
-        """The object named ``name`` (:class:`UnknownCatalogObject` if none)."""
+        """The collection named ``name`` (:class:`UnknownCatalogObject` if none; a view is none)."""
         for e in self.entries():
             if e.name == name:
                 return e
+        if any(v.name == name for v in self.views):
+            raise UnknownCatalogObject(f"{name!r} is a view, which has no collection of its own")
         raise UnknownCatalogObject(f"no catalog object named {name!r}")
+
+    def view(self, ref: str | GlobalId) -> ViewEntry | None:
+        """The view named ``ref`` (or with id ``ref``), if there is one."""
+        for v in self.views:
+            if v.name == ref or v.id == ref:
+                return v
+        return None
+
+    def definition(self, id: GlobalId) -> str | None:
+        """The SQL text that created object ``id``, if it was created through SQL."""
+        return dict(self.definitions).get(id)
 
     def replica(self, name: str) -> ReplicaEntry:
         """The replica named ``name`` (:class:`UnknownCatalogObject` if none)."""
@@ -114,7 +149,10 @@ class CatalogState:
         raise UnknownCatalogObject(f"no replica named {name!r}")
 
     def schema_of(self, id: GlobalId) -> Schema:
-        """The schema of object ``id``'s rows."""
+        """The schema of object ``id``'s rows (a collection or a view)."""
+        v = self.view(id)
+        if v is not None:
+            return typecheck(v.plan)
         e = self.get(id)
         return e.schema if isinstance(e, TableEntry) else typecheck(e.plan)
 
@@ -123,19 +161,23 @@ class CatalogState:
         return dict(self.read_policies).get(id)
 
     def dependencies(self, id: GlobalId) -> tuple[GlobalId, ...]:
-        """The catalog objects object ``id`` reads (sorted)."""
-        return entry_dependencies(self.get(id))
+        """The catalog objects object ``id`` (a collection or a view) reads (sorted)."""
+        return entry_dependencies(self.view(id) or self.get(id))
 
     def dependents(self, id: GlobalId) -> tuple[GlobalId, ...]:
-        """The objects that read ``id`` directly (sorted)."""
-        return tuple(e.id for e in self.entries() if id in entry_dependencies(e))
+        """The objects (views included) that read ``id`` directly (sorted)."""
+        readers = [e for e in (*self.entries(), *self.views) if id in entry_dependencies(e)]
+        return tuple(sorted((e.id for e in readers), key=lambda g: g.sort_key))
 
 
-def entry_dependencies(e: Entry) -> tuple[GlobalId, ...]:
-    """The catalog objects entry ``e`` reads: its plan's inputs and the object it indexes (sorted)."""
+def entry_dependencies(e: Entry | ViewEntry) -> tuple[GlobalId, ...]:
+    """The catalog objects ``e`` reads: its plan's inputs, the object it indexes, the views
+    it was defined on (sorted)."""
     if isinstance(e, TableEntry):
         return ()
     deps = set(gets(e.plan))
     if isinstance(e, IndexEntry) and e.on is not None:
         deps.add(e.on)
+    if isinstance(e, ViewEntry):
+        deps.update(e.views)
     return tuple(sorted(deps, key=lambda g: g.sort_key))

@@ -20,8 +20,10 @@ __all__ = [
     "CreateMaterializedView",
     "CreateReplica",
     "CreateTable",
+    "CreateView",
     "Drop",
     "DropReplica",
+    "SetDefinition",
     "SetReadPolicy",
 ]
 
@@ -53,6 +55,24 @@ class CreateMaterializedView:
     name: str
     id: GlobalId
     plan: Plan
+
+
+@dataclass(frozen=True, slots=True)
+class CreateView:
+    """Create view ``name``: the query ``plan`` (over collections), defined on ``views``."""
+
+    name: str
+    id: GlobalId
+    plan: Plan
+    views: tuple[GlobalId, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SetDefinition:
+    """Record ``sql``, the statement that created object ``id`` (for ``SHOW CREATE``)."""
+
+    id: GlobalId
+    sql: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,10 +124,12 @@ CatalogOp: TypeAlias = (
     CreateTable
     | CreateIndex
     | CreateMaterializedView
+    | CreateView
     | CreateReplica
     | AlterReplica
     | Drop
     | DropReplica
     | SetReadPolicy
+    | SetDefinition
 )
 """Every op :func:`~._apply.apply_op` accepts."""

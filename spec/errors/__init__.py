@@ -2,7 +2,7 @@
 
 All errors derive from :class:`TidegateError`. Each area keeps its errors in a
 module of its own (``frontier``, ``protocol``, ``compute``, ``storage``,
-``shard``, ``plan``, ``history``, ``replica``); this package re-exports them all, so users write
+``shard``, ``plan``, ``history``, ``replica``, ``sql``); this package re-exports them all, so users write
 ``from tidegate.spec.errors import SinceViolation``.
 
 An error is raised *before* any state changes: a call that raises leaves the
@@ -25,6 +25,8 @@ from .replica import *  # noqa: F403
 from .replica import __all__ as _replica_all
 from .shard import *  # noqa: F403
 from .shard import __all__ as _shard_all
+from .sql import *  # noqa: F403
+from .sql import __all__ as _sql_all
 from .storage import *  # noqa: F403
 from .storage import __all__ as _storage_all
 
@@ -38,4 +40,5 @@ __all__ = [
     *_shard_all,
     *_history_all,
     *_plan_all,
+    *_sql_all,
 ]

@@ -1,0 +1,684 @@
+"""Running SQL on an :class:`~tidegate.runtime.environment.Environment`: ``env.execute(sql)``.
+
+The statements are parsed, bound and lowered by :mod:`tidegate.spec.sql`;
+this module maps each one onto the Environment's methods and answers a
+:class:`SqlResult` (column names, types, rows; ``to_arrow()``):
+
+* ``CREATE TABLE`` / ``CREATE MATERIALIZED VIEW`` / ``CREATE INDEX`` / ``DROP`` /
+  ``ALTER ... SET (RETAIN HISTORY FOR ...)``: ``create_table``,
+  ``create_materialized_view``, ``create_index``, ``drop``, ``set_read_policy``
+  (``RETAIN HISTORY FOR '1h'`` is ``LagWriteFrontier(3_600_000, 1000)``; ``RESET``
+  the default policy).
+* ``CREATE VIEW``: ``create_view``, a named query in the catalog (no
+  collection). A query reading a view reads its plan; ``CREATE INDEX ON view``
+  maintains it; the views a view was written against are its dependencies
+  (``DROP ... CASCADE``). The text of every statement that created an object
+  is kept by the catalog with it (``definition=``), for ``SHOW CREATE``.
+* ``SELECT``: a peek, served by the fastest path that fits (:func:`_fast_path`): a
+  table or materialized view read directly, an index whose plan is the query's
+  plan (``SELECT * FROM v`` with an index on ``v``), a key lookup in an index
+  (``WHERE k = 5`` on every key column), otherwise a **transient
+  dataflow**: the Environment has no peek of an arbitrary plan, so the query
+  is run as a subscribe whose first batch (the snapshot at the as-of) is the
+  answer; the subscribe is then dropped (Materialize's slow path, which
+  builds a temporary dataflow for one peek). ``ORDER BY``/``LIMIT``/``OFFSET``
+  are the peek's finishing. ``AS OF t`` reads at ``t``, else the freshest time.
+* ``INSERT``/``DELETE``/``UPDATE``: one ``append_many`` at one timestamp of
+  the rows, their retractions, or both. The rows to delete or update are read
+  first (at the freshest time); a write by someone else in between is not
+  seen (no read-write transaction).
+* ``SUBSCRIBE``: :func:`subscribe_sql` (an async iterator of batches);
+  ``execute`` answers the snapshot (the first batch) and drops it.
+* ``COPY name TO 'url'``: ``copy_to`` (a table, materialized view or indexed view).
+* ``EXPLAIN``, ``SHOW ...``: text rows from the plan and the catalog.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from tidegate.spec.errors import (
+    SqlError,
+    UndefinedObject,
+    UnsupportedSql,
+    WrongObjectType,
+)
+from tidegate.spec.frontier import Row
+from tidegate.spec.frontier.read_policy import LagWriteFrontier
+from tidegate.spec.ids import GlobalId
+from tidegate.spec.plan import (
+    ColumnType,
+    Get,
+    Plan,
+    ScalarType,
+    Schema,
+    explain,
+    typecheck,
+)
+from tidegate.spec.plan.ordering import apply_finishing
+from tidegate.spec.plan.schema import value_matches
+from tidegate.spec.protocol.types import RowSetFinishing
+from tidegate.spec.sql import (
+    AlterRetainHistoryStmt,
+    CatalogItem,
+    CopyToStmt,
+    CreateIndexStmt,
+    CreateTableStmt,
+    CreateViewStmt,
+    DeleteStmt,
+    DropStmt,
+    ExplainStmt,
+    InsertStmt,
+    Lowered,
+    SelectStmt,
+    ShowColumnsStmt,
+    ShowCreateStmt,
+    ShowStmt,
+    Statement,
+    SubscribeStmt,
+    UpdateStmt,
+    lower_query,
+    parse_one,
+    pg_type,
+    plan_delete,
+    plan_insert,
+    plan_update,
+    split_statements,
+)
+from tidegate.spec.sql.lower import ExprBinder, Scope
+
+from .catalog import IndexEntry, TableEntry
+from .controller.errors import PeekFailed
+from .errors import HasDependents
+
+if TYPE_CHECKING:
+    from .environment import Environment
+
+__all__ = [
+    "EnvCatalog",
+    "SqlResult",
+    "execute",
+    "execute_script",
+    "subscribe_sql",
+]
+
+
+@dataclass
+class SqlResult:
+    """What a statement answers: ``columns`` and ``types`` of ``rows`` (for queries), and a
+    PostgreSQL-style command ``status`` (``SELECT 3``, ``CREATE TABLE``, ``INSERT 0 2``).
+
+    ``rows`` is a list of tuples, a row of multiplicity ``n`` repeated ``n`` times, in the
+    query's order. ``time`` is the timestamp read or written, when there is one.
+    """
+
+    status: str
+    columns: tuple[str, ...] = ()
+    types: tuple[ColumnType, ...] = ()
+    rows: list[Row] = field(default_factory=list)
+    time: int | None = None
+    notice: str | None = None
+
+    @property
+    def schema(self) -> Schema:
+        return Schema.of(
+            *((n, t.scalar, t.nullable) for n, t in zip(self.columns, self.types, strict=True))
+        )
+
+    def to_arrow(self) -> Any:
+        """The rows as a ``pyarrow.Table`` (dates as date32, timestamps as microseconds)."""
+        import pyarrow as pa
+
+        arrow = {
+            ScalarType.INT64: pa.int64(),
+            ScalarType.FLOAT64: pa.float64(),
+            ScalarType.STRING: pa.string(),
+            ScalarType.BOOL: pa.bool_(),
+            ScalarType.DATE: pa.date32(),
+            ScalarType.TIMESTAMP: pa.timestamp("us"),
+        }
+        fields = [
+            pa.field(n, arrow[t.scalar], t.nullable)
+            for n, t in zip(self.columns, self.types, strict=True)
+        ]
+        cols = (
+            [list(c) for c in zip(*self.rows, strict=True)] if self.rows else [[] for _ in fields]
+        )
+        return pa.table(
+            [pa.array(c, type=f.type) for c, f in zip(cols, fields, strict=True)],
+            schema=pa.schema(fields),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-able form (dates and timestamps as ISO text)."""
+        from datetime import date
+
+        def value(v: Any) -> Any:
+            return v.isoformat() if isinstance(v, date) else v
+
+        return {
+            "status": self.status,
+            "columns": list(self.columns),
+            "types": [pg_type(t.scalar) for t in self.types],
+            "rows": [[value(v) for v in r] for r in self.rows],
+            "time": self.time,
+            "notice": self.notice,
+        }
+
+
+def _kind(entry: Any) -> str:
+    if isinstance(entry, TableEntry):
+        return "table"
+    if isinstance(entry, IndexEntry):
+        return "index"
+    return "materialized-view"
+
+
+class EnvCatalog:
+    """The :class:`~tidegate.spec.sql.SqlCatalog` of an environment's catalog (views included).
+
+    ``views_read``: the views a lowering resolved, in order (a view created from a
+    query depends on them).
+    """
+
+    def __init__(self, env: Environment) -> None:
+        self.env = env
+        self.views_read: list[GlobalId] = []
+
+    def items(self) -> list[CatalogItem]:
+        state = self.env.state
+        out: list[CatalogItem] = []
+        for e in state.entries():
+            schema = state.schema_of(e.id)
+            if isinstance(e, TableEntry):
+                out.append(CatalogItem(e.name, e.id, schema, "table"))
+            elif isinstance(e, IndexEntry):
+                out.append(CatalogItem(e.name, e.id, schema, "index", e.plan, e.on, e.keys))
+            else:
+                out.append(CatalogItem(e.name, e.id, schema, "materialized-view", e.plan))
+        out.extend(
+            CatalogItem(v.name, v.id, typecheck(v.plan), "view", v.plan) for v in state.views
+        )
+        return out
+
+    def resolve(self, name: str) -> CatalogItem | None:
+        items = self.items()
+        found = next((i for i in items if i.name == name), None)
+        found = found or next((i for i in items if str(i.id) == name), None)
+        if found is not None and found.kind == "view" and found.id not in self.views_read:
+            self.views_read.append(found.id)
+        return found
+
+
+def _positions(err: SqlError, stmt_sql: str) -> SqlError:
+    return err.located(stmt_sql)
+
+
+async def execute(env: Environment, sql: str, params: Sequence[Any] | None = None) -> SqlResult:
+    """Run the statement(s) of ``sql``; the last one's result (``params`` fill ``$1``, ``$2``, ...)."""
+    results = await execute_script(env, sql, params)
+    if not results:
+        return SqlResult("EMPTY")
+    return results[-1]
+
+
+async def execute_script(
+    env: Environment, sql: str, params: Sequence[Any] | None = None
+) -> list[SqlResult]:
+    """Run every statement of ``sql`` in order; each one's result (stops at the first error)."""
+    statements = split_statements(sql)
+    if params and len(statements) > 1:
+        raise SqlError("parameters need exactly one statement")
+    out = []
+    for text, _offset in statements:
+        stmt = parse_one(text)
+        try:
+            out.append(await _run(env, stmt, list(params or ())))
+        except SqlError as e:
+            raise e.located(text) from None
+    return out
+
+
+async def _run(env: Environment, stmt: Statement, params: list[Any]) -> SqlResult:
+    cat = EnvCatalog(env)
+    if isinstance(stmt, SelectStmt):
+        return await _select(env, cat, stmt, params)
+    if isinstance(stmt, CreateTableStmt):
+        if cat.resolve(stmt.name) is not None and stmt.if_not_exists:
+            return SqlResult(
+                "CREATE TABLE", notice=f'relation "{stmt.name}" already exists, skipping'
+            )
+        schema = Schema.of(*((c.name, c.type, c.nullable) for c in stmt.columns))
+        _check_free(cat, stmt.name)
+        await env.create_table(stmt.name, schema, definition=stmt.sql.strip())
+        return SqlResult("CREATE TABLE")
+    if isinstance(stmt, CreateViewStmt):
+        return await _create_view(env, cat, stmt, params)
+    if isinstance(stmt, CreateIndexStmt):
+        return await _create_index(env, cat, stmt, params)
+    if isinstance(stmt, InsertStmt | DeleteStmt | UpdateStmt):
+        return await _write(env, cat, stmt, params)
+    if isinstance(stmt, DropStmt):
+        return await _drop(env, cat, stmt)
+    if isinstance(stmt, AlterRetainHistoryStmt):
+        item = _object(cat, stmt.name, stmt.kind)
+        if item.kind == "view":
+            raise WrongObjectType(f'"{stmt.name}" is a view: it keeps no history of its own')
+        from .environment import DEFAULT_READ_POLICY
+
+        policy = DEFAULT_READ_POLICY if stmt.ms is None else LagWriteFrontier(stmt.ms, 1000)
+        await env.set_read_policy(item.id, policy)
+        return SqlResult(f"ALTER {stmt.kind.replace('-', ' ').upper()}")
+    if isinstance(stmt, ExplainStmt):
+        return _explain(cat, stmt, params)
+    if isinstance(stmt, ShowStmt):
+        return _show(cat, stmt)
+    if isinstance(stmt, ShowColumnsStmt):
+        item = _object(cat, stmt.name, None)
+        rows: list[Row] = [
+            (c.name, c.type.nullable, pg_type(c.type.scalar)) for c in item.schema.columns
+        ]
+        return _text_result(
+            "SHOW",
+            ("name", "nullable", "type"),
+            rows,
+            (ScalarType.STRING, ScalarType.BOOL, ScalarType.STRING),
+        )
+    if isinstance(stmt, ShowCreateStmt):
+        item = _object(cat, stmt.name, stmt.kind)
+        return _text_result("SHOW", ("name", "create_sql"), [(item.name, _create_sql(cat, item))])
+    if isinstance(stmt, SubscribeStmt):
+        return await _subscribe_snapshot(env, cat, stmt, params)
+    if isinstance(stmt, CopyToStmt):
+        low = lower_query(stmt.query, cat, params, stmt.sql)
+        fast = _fast_path(env, low.plan, low.finishing())
+        if fast is None or fast[1] is not None or fast[2] != RowSetFinishing():
+            raise UnsupportedSql(
+                "COPY of a query that is not a table, materialized view or indexed view",
+                hint="create a materialized view of the query and copy that",
+            )
+        n = await env.copy_to(fast[0], stmt.url)
+        return SqlResult(f"COPY {n}")
+    raise UnsupportedSql(type(stmt).__name__)
+
+
+def _text_result(
+    status: str,
+    columns: tuple[str, ...],
+    rows: list[Row],
+    types: tuple[ScalarType, ...] | None = None,
+) -> SqlResult:
+    ts = types or tuple(ScalarType.STRING for _ in columns)
+    return SqlResult(
+        f"{status} {len(rows)}" if status == "SELECT" else status,
+        columns,
+        tuple(ColumnType(t, False) for t in ts),
+        rows,
+    )
+
+
+def _check_free(cat: EnvCatalog, name: str) -> None:
+    if cat.resolve(name) is not None:
+        raise SqlError(f'relation "{name}" already exists')
+
+
+_KIND_WORDS = {
+    "table": "table",
+    "view": "view",
+    "materialized-view": "materialized view",
+    "index": "index",
+}
+
+
+def _object(cat: EnvCatalog, name: str, kind: str | None) -> CatalogItem:
+    item = cat.resolve(name)
+    if item is None:
+        import difflib
+
+        near = difflib.get_close_matches(name, [i.name for i in cat.items()], n=1, cutoff=0.6)
+        raise UndefinedObject(
+            f'{_KIND_WORDS.get(kind or "", "relation")} "{name}" does not exist',
+            hint=f'Perhaps you meant "{near[0]}".' if near else None,
+        )
+    if kind is not None and item.kind != kind:
+        raise WrongObjectType(f'"{name}" is a {_KIND_WORDS[item.kind]}, not a {_KIND_WORDS[kind]}')
+    return item
+
+
+def _create_sql(cat: EnvCatalog, item: CatalogItem) -> str:
+    text = cat.env.state.definition(item.id)
+    if text is not None:
+        return text
+    if item.kind == "table":
+        cols = ", ".join(
+            f"{c.name} {pg_type(c.type.scalar)}{'' if c.type.nullable else ' NOT NULL'}"
+            for c in item.schema.columns
+        )
+        return f"CREATE TABLE {item.name} ({cols})"
+    return f"-- {item.kind} {item.name} ({item.id}) was not created by SQL; its plan:\n" + (
+        explain(item.plan) if item.plan is not None else ""
+    )
+
+
+# -- queries ---------------------------------------------------------------------------------
+
+
+async def _read(
+    env: Environment,
+    plan: Plan,
+    finishing: RowSetFinishing,
+    at: int | None,
+) -> tuple[list[tuple[Row, int]], int | None]:
+    """The finished rows of ``plan`` at ``at`` (default: freshest), by the fastest path."""
+    fast = _fast_path(env, plan, finishing)
+    if fast is not None:
+        target, key, fin = fast
+        rows = await env.peek(target, at, key=key, finishing=fin)
+        return [(tuple(r), int(n)) for r, n in getattr(rows, "rows", rows)], at
+    # the slow path: a transient dataflow (a subscribe), its snapshot, then dropped
+    sub = await env.subscribe(plan, at)
+    try:
+        batch = await sub.__anext__()
+    finally:
+        await sub.aclose()
+    as_of = int(batch.lower.elements[0]) if batch.lower.elements else at
+    if batch.error is not None:
+        raise PeekFailed(batch.id, as_of if as_of is not None else -1, batch.error)
+    acc: dict[Row, int] = {}
+    for t, row, diff in batch.updates:
+        # the first batch covers [as_of, upper): the snapshot is what is at or before the as_of
+        if as_of is None or int(t) <= as_of:
+            acc[row] = acc.get(row, 0) + diff
+    bad = [(r, c) for r, c in acc.items() if c < 0]
+    if bad:
+        raise PeekFailed(
+            batch.id,
+            as_of if as_of is not None else -1,
+            f"invalid data: negative multiplicity {bad[0][1]} for row {bad[0][0]!r}",
+        )
+    return list(apply_finishing({r: c for r, c in acc.items() if c}, finishing)), as_of
+
+
+def _fast_path(
+    env: Environment, plan: Plan, finishing: RowSetFinishing
+) -> tuple[GlobalId, Row | None, RowSetFinishing] | None:
+    """A peek that answers ``plan`` without a dataflow: ``(collection, index key, finishing)``.
+
+    A projection on top moves into the finishing; then the plan must be a table or
+    materialized view (read from storage), an index's plan (read from the index), or
+    equalities of every key column of an index with constants over what it indexes (a
+    key lookup in the index).
+    """
+    from tidegate.spec.plan import BinaryFunc, CallBinary, ColumnRef, Filter, Literal, Project
+
+    if isinstance(plan, Project):
+        cols = plan.columns
+        project = cols if finishing.project is None else tuple(cols[j] for j in finishing.project)
+        # the finishing orders the projection's rows: its columns are the input's cols[i]
+        order = tuple(dataclasses.replace(o, column=cols[o.column]) for o in finishing.order_by)
+        finishing = RowSetFinishing(order, finishing.limit, finishing.offset, project)
+        plan = plan.input
+    state = env.state
+    ids = {e.id for e in state.entries()}
+    if isinstance(plan, Get) and plan.id in ids:
+        return plan.id, None, finishing
+    for e in state.indexes:
+        if e.plan == plan:
+            return e.id, None, finishing
+    if isinstance(plan, Filter):
+        eqs: dict[int, Any] = {}
+        for p in plan.predicates:
+            if (
+                isinstance(p, CallBinary)
+                and p.func is BinaryFunc.EQ
+                and isinstance(p.left, ColumnRef)
+                and isinstance(p.right, Literal)
+                and p.right.value is not None
+            ):
+                eqs[p.left.index] = p.right.value
+            else:
+                return None
+        for e in state.indexes:
+            if e.plan == plan.input and e.keys and set(e.keys) == set(eqs):
+                schema = state.schema_of(e.id)
+                key = tuple(eqs[k] for k in e.keys)
+                if all(
+                    value_matches(v, schema.columns[k].type.scalar)
+                    for k, v in zip(e.keys, key, strict=True)
+                ):
+                    return e.id, key, finishing
+    return None
+
+
+def _expand(rows: Iterable[tuple[Row, int]]) -> list[Row]:
+    out: list[Row] = []
+    for r, n in rows:
+        out.extend([r] * n)
+    return out
+
+
+async def _select(
+    env: Environment, cat: EnvCatalog, stmt: SelectStmt, params: list[Any]
+) -> SqlResult:
+    low = lower_query(stmt.query, cat, params, stmt.sql)
+    rows, at = await _read(env, low.plan, low.finishing(), stmt.as_of)
+    out = _expand(rows)
+    return SqlResult(f"SELECT {len(out)}", low.names, low.types, out, at)
+
+
+def _lowered(cat: EnvCatalog, stmt: Any, params: list[Any]) -> Lowered:
+    return lower_query(stmt.query, cat, params, stmt.sql)
+
+
+async def subscribe_sql(
+    env: Environment, sql: str, params: Sequence[Any] | None = None
+) -> AsyncIterator[Any]:
+    """``SUBSCRIBE [TO] name | (query) [AS OF t]``: the subscribe's batches, as an async iterator
+    (:class:`~tidegate.runtime.controller.streams.Subscription`; close it to drop it)."""
+    stmt = parse_one(sql)
+    if not isinstance(stmt, SubscribeStmt | SelectStmt):
+        raise SqlError("subscribe_sql takes a SUBSCRIBE statement or a query")
+    low = lower_query(stmt.query, EnvCatalog(env), list(params or ()), stmt.sql)
+    sub: AsyncIterator[Any] = await env.subscribe(low.relation(), stmt.as_of)
+    return sub
+
+
+async def _subscribe_snapshot(
+    env: Environment, cat: EnvCatalog, stmt: SubscribeStmt, params: list[Any]
+) -> SqlResult:
+    low = _lowered(cat, stmt, params)
+    sub = await env.subscribe(low.relation(), stmt.as_of)
+    try:
+        batch = await sub.__anext__()
+    finally:
+        await sub.aclose()
+    if batch.error is not None:
+        raise PeekFailed(batch.id, -1, batch.error)
+    rows: list[Row] = [(int(t), int(d), *r) for t, r, d in batch.updates]
+    return SqlResult(
+        f"SUBSCRIBE {len(rows)}",
+        ("mz_timestamp", "mz_diff", *low.names),
+        (ColumnType(ScalarType.INT64, False), ColumnType(ScalarType.INT64, False), *low.types),
+        rows,
+        int(batch.lower.elements[0]) if batch.lower.elements else None,
+    )
+
+
+# -- DDL -------------------------------------------------------------------------------------
+
+
+async def _create_view(
+    env: Environment, cat: EnvCatalog, stmt: CreateViewStmt, params: list[Any]
+) -> SqlResult:
+    word = "CREATE MATERIALIZED VIEW" if stmt.materialized else "CREATE VIEW"
+    existing = cat.resolve(stmt.name)
+    if existing is not None:
+        if stmt.if_not_exists:
+            return SqlResult(word, notice=f'view "{stmt.name}" already exists, skipping')
+        if not (stmt.or_replace and existing.kind == "view" and not stmt.materialized):
+            raise SqlError(f'relation "{stmt.name}" already exists')
+    low = _lowered(cat, stmt, params)
+    plan = low.relation()
+    text = stmt.sql.strip()
+    if stmt.materialized:
+        await env.create_materialized_view(stmt.name, plan, definition=text)
+        return SqlResult(word)
+    if existing is not None:  # OR REPLACE: refused while other objects depend on it
+        try:
+            await env.drop(existing.id)
+        except HasDependents as e:
+            raise _has_dependents(cat, existing, e) from None
+    views = [v for v in cat.views_read if existing is None or v != existing.id]
+    await env.create_view(stmt.name, plan, views=views, definition=text)
+    return SqlResult(word)
+
+
+def _has_dependents(cat: EnvCatalog, item: CatalogItem, e: HasDependents) -> SqlError:
+    names = [_name_of(cat, g) for g in e.dependents if isinstance(g, GlobalId)]
+    return SqlError(
+        f'cannot drop {_KIND_WORDS[item.kind]} "{item.name}": other objects depend on it',
+        hint=f"{', '.join(names)} read it; use DROP ... CASCADE to drop them too",
+    )
+
+
+def _name_of(cat: EnvCatalog, gid: GlobalId) -> str:
+    return next((i.name for i in cat.items() if i.id == gid), str(gid))
+
+
+async def _create_index(
+    env: Environment, cat: EnvCatalog, stmt: CreateIndexStmt, params: list[Any]
+) -> SqlResult:
+    item = _object(cat, stmt.on, None)
+    if item.kind == "index":
+        raise WrongObjectType(f'cannot create an index on "{stmt.on}": it is an index')
+    binder = ExprBinder(Scope.of(item.schema, item.name), params, context="index keys")
+    positions: list[int] = []
+    from tidegate.spec.plan import ColumnRef
+    from tidegate.spec.sql.lower import position_of
+
+    for k in stmt.keys:
+        e, _t = binder.scalar(k)
+        if not isinstance(e, ColumnRef):
+            raise UnsupportedSql("expressions as index keys", position=position_of(k))
+        positions.append(e.index)
+    names = [item.schema.columns[p].name for p in positions]
+    name = stmt.name or f"{item.name}_{'_'.join(names) if names else 'primary'}_idx"
+    if cat.resolve(name) is not None:
+        if stmt.if_not_exists:
+            return SqlResult("CREATE INDEX", notice=f'index "{name}" already exists, skipping')
+        raise SqlError(f'relation "{name}" already exists')
+    await env.create_index(item.id, positions, name=name, definition=stmt.sql.strip())
+    return SqlResult("CREATE INDEX")
+
+
+async def _drop(env: Environment, cat: EnvCatalog, stmt: DropStmt) -> SqlResult:
+    word = f"DROP {_KIND_WORDS[stmt.kind].upper()}"
+    notices = []
+    for name in stmt.names:
+        item = cat.resolve(name)
+        if item is None:
+            if stmt.if_exists:
+                notices.append(f'{_KIND_WORDS[stmt.kind]} "{name}" does not exist, skipping')
+                continue
+            _object(cat, name, stmt.kind)
+        item = _object(cat, name, stmt.kind)
+        try:
+            await env.drop(item.id, cascade=stmt.cascade)
+        except HasDependents as e:
+            raise _has_dependents(cat, item, e) from None
+    return SqlResult(word, notice="\n".join(notices) or None)
+
+
+def _explain(cat: EnvCatalog, stmt: ExplainStmt, params: list[Any]) -> SqlResult:
+    inner = stmt.statement
+    if isinstance(inner, SelectStmt | CreateViewStmt):
+        low = lower_query(inner.query, cat, params, stmt.sql)
+        plan = low.relation() if isinstance(inner, CreateViewStmt) else low.plan
+        text = explain(plan)
+        fin = low.finishing()
+        if isinstance(inner, SelectStmt) and (fin.order_by or fin.limit is not None or fin.offset):
+            text += (
+                f"\nFinishing order_by={[(o.column, 'desc' if o.desc else 'asc') for o in fin.order_by]}"
+                f" limit={fin.limit} offset={fin.offset}"
+            )
+    else:
+        item = _object(cat, inner.on, None)
+        text = explain(
+            item.plan
+            if item.kind == "view" and item.plan is not None
+            else Get(item.id, item.schema)
+        )
+    return _text_result("EXPLAIN", ("Optimized Plan",), [(text,)])
+
+
+def _show(cat: EnvCatalog, stmt: ShowStmt) -> SqlResult:
+    items = cat.items()
+    if stmt.kind == "objects":
+        rows: list[Row] = [(i.name, _KIND_WORDS[i.kind]) for i in items]
+        return _text_result("SELECT", ("name", "type"), sorted(rows))
+    kind = {
+        "tables": "table",
+        "views": "view",
+        "materialized-views": "materialized-view",
+        "indexes": "index",
+    }[stmt.kind]
+    chosen = [i for i in items if i.kind == kind]
+    if kind == "index":
+        by_id = {i.id: i for i in items}
+        out: list[Row] = []
+        for i in chosen:
+            on = by_id[i.on].name if i.on is not None and i.on in by_id else _view_of(cat, i)
+            if stmt.on is not None and on != stmt.on:
+                continue
+            keys = ", ".join(i.schema.columns[k].name for k in i.keys)
+            out.append((i.name, on, keys))
+        return _text_result("SELECT", ("name", "on", "key"), sorted(out))
+    return _text_result("SELECT", ("name",), sorted((i.name,) for i in chosen))
+
+
+def _view_of(cat: EnvCatalog, index: CatalogItem) -> str:
+    """What an index was created on, when that is not a collection: a view, or a query."""
+    view = cat.env.state.view(index.on) if index.on is not None else None
+    return view.name if view is not None else "(query)"
+
+
+async def _write(
+    env: Environment, cat: EnvCatalog, stmt: InsertStmt | DeleteStmt | UpdateStmt, params: list[Any]
+) -> SqlResult:
+    try:
+        if isinstance(stmt, InsertStmt):
+            w = plan_insert(stmt, cat, params)
+        elif isinstance(stmt, DeleteStmt):
+            w = plan_delete(stmt, cat, params)
+        else:
+            w = plan_update(stmt, cat, params)
+    except SqlError as e:
+        raise e.located(stmt.sql) from None
+    updates: list[tuple[Row, int]] = [(r, 1) for r in w.rows]
+    if w.plan is not None:
+        read, _at = await _read(env, w.plan, RowSetFinishing(), None)
+        if w.mode == "insert":
+            updates.extend(read)
+        elif w.mode == "delete":
+            updates.extend((r, -n) for r, n in read)
+        else:
+            for r, n in read:
+                updates.append((r[: w.arity], -n))
+                updates.append((r[w.arity :], n))
+    count = (
+        sum(abs(n) for _r, n in updates)
+        if w.mode != "update"
+        else sum(n for _r, n in updates if n > 0)
+    )
+    status = {
+        "insert": f"INSERT 0 {count}",
+        "delete": f"DELETE {count}",
+        "update": f"UPDATE {count}",
+    }[w.mode]
+    if not updates:
+        return SqlResult(status)
+    ts = await env.append_many([(w.table, updates)])
+    return SqlResult(status, time=ts)

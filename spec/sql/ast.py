@@ -1,0 +1,212 @@
+"""The statements of tidegate's SQL, as a typed AST of our own.
+
+Each statement keeps its own text (``sql``): positions in errors are
+1-based offsets into it. Queries (``SELECT`` and set operations) stay
+sqlglot expression trees (``query``): :mod:`.lower` binds and lowers them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, TypeAlias
+
+from ..plan import ScalarType
+
+__all__ = [
+    "AlterRetainHistoryStmt",
+    "ColumnDef",
+    "CopyToStmt",
+    "CreateIndexStmt",
+    "CreateTableStmt",
+    "CreateViewStmt",
+    "DeleteStmt",
+    "DropKind",
+    "DropStmt",
+    "ExplainStmt",
+    "InsertStmt",
+    "SelectStmt",
+    "ShowColumnsStmt",
+    "ShowCreateStmt",
+    "ShowKind",
+    "ShowStmt",
+    "Statement",
+    "SubscribeStmt",
+    "UpdateStmt",
+]
+
+DropKind: TypeAlias = Literal["table", "view", "materialized-view", "index"]
+ShowKind: TypeAlias = Literal["objects", "tables", "views", "materialized-views", "indexes"]
+
+
+@dataclass(frozen=True)
+class ColumnDef:
+    name: str
+    type: ScalarType
+    nullable: bool = True
+
+
+@dataclass(frozen=True)
+class CreateTableStmt:
+    """``CREATE TABLE [IF NOT EXISTS] name (col type [NOT NULL], ...)``."""
+
+    sql: str
+    name: str
+    columns: tuple[ColumnDef, ...]
+    if_not_exists: bool = False
+
+
+@dataclass(frozen=True)
+class InsertStmt:
+    """``INSERT INTO table [(cols)] VALUES ... | SELECT ...``: ``source`` is a sqlglot Values or query."""
+
+    sql: str
+    table: str
+    columns: tuple[str, ...] | None
+    source: Any
+
+
+@dataclass(frozen=True)
+class DeleteStmt:
+    """``DELETE FROM table [WHERE cond]``: retractions of the matching rows."""
+
+    sql: str
+    table: str
+    where: Any | None
+
+
+@dataclass(frozen=True)
+class UpdateStmt:
+    """``UPDATE table SET col = expr, ... [WHERE cond]``: retractions and insertions at one time."""
+
+    sql: str
+    table: str
+    assignments: tuple[tuple[str, Any], ...]
+    where: Any | None
+
+
+@dataclass(frozen=True)
+class CreateIndexStmt:
+    """``CREATE INDEX [name] ON object (expr, ...)`` (an empty list: the whole row is the key)."""
+
+    sql: str
+    name: str | None
+    on: str
+    keys: tuple[Any, ...]
+    if_not_exists: bool = False
+
+
+@dataclass(frozen=True)
+class CreateViewStmt:
+    """``CREATE [MATERIALIZED] VIEW name AS query``."""
+
+    sql: str
+    name: str
+    query: Any
+    materialized: bool
+    if_not_exists: bool = False
+    or_replace: bool = False
+
+
+@dataclass(frozen=True)
+class SelectStmt:
+    """A query read once (a peek), ``AS OF time`` or at the freshest time."""
+
+    sql: str
+    query: Any
+    as_of: int | None = None
+
+
+@dataclass(frozen=True)
+class SubscribeStmt:
+    """``SUBSCRIBE [TO] name | (query) [AS OF time]``: ``query`` is a sqlglot query."""
+
+    sql: str
+    query: Any
+    as_of: int | None = None
+
+
+@dataclass(frozen=True)
+class ExplainStmt:
+    """``EXPLAIN [PLAN FOR] query | CREATE [MATERIALIZED] VIEW ... | CREATE INDEX ...``."""
+
+    sql: str
+    statement: SelectStmt | CreateViewStmt | CreateIndexStmt
+
+
+@dataclass(frozen=True)
+class ShowStmt:
+    """``SHOW OBJECTS | TABLES | VIEWS | MATERIALIZED VIEWS | INDEXES [ON name]``."""
+
+    sql: str
+    kind: ShowKind
+    on: str | None = None
+
+
+@dataclass(frozen=True)
+class ShowColumnsStmt:
+    """``SHOW COLUMNS FROM name``."""
+
+    sql: str
+    name: str
+
+
+@dataclass(frozen=True)
+class ShowCreateStmt:
+    """``SHOW CREATE TABLE | VIEW | MATERIALIZED VIEW | INDEX name``."""
+
+    sql: str
+    kind: DropKind
+    name: str
+
+
+@dataclass(frozen=True)
+class DropStmt:
+    """``DROP kind [IF EXISTS] name, ... [CASCADE | RESTRICT]``."""
+
+    sql: str
+    kind: DropKind
+    names: tuple[str, ...]
+    cascade: bool = False
+    if_exists: bool = False
+
+
+@dataclass(frozen=True)
+class AlterRetainHistoryStmt:
+    """``ALTER kind name SET (RETAIN HISTORY [=] FOR 'interval')`` or ``RESET (RETAIN HISTORY)``.
+
+    ``ms`` is the interval in milliseconds, ``None`` for ``RESET`` (the default policy).
+    """
+
+    sql: str
+    kind: DropKind
+    name: str
+    ms: int | None
+
+
+@dataclass(frozen=True)
+class CopyToStmt:
+    """``COPY name | (query) TO 'url' [WITH (FORMAT = 'parquet')]``: the contents, once, as
+    Parquet files under ``url`` (``file://`` or ``s3://``)."""
+
+    sql: str
+    query: Any
+    url: str
+
+
+Statement: TypeAlias = (
+    CreateTableStmt
+    | InsertStmt
+    | DeleteStmt
+    | UpdateStmt
+    | CreateIndexStmt
+    | CreateViewStmt
+    | SelectStmt
+    | SubscribeStmt
+    | ExplainStmt
+    | ShowStmt
+    | ShowColumnsStmt
+    | ShowCreateStmt
+    | DropStmt
+    | AlterRetainHistoryStmt
+    | CopyToStmt
+)

@@ -1,0 +1,449 @@
+"""Parsing: SQL text to :mod:`.ast` statements.
+
+The text is split into statements at top-level semicolons (sqlglot's
+tokenizer, so a ``;`` inside a string does not split). Materialize's own
+statements (``SUBSCRIBE``, ``SHOW ...``, ``EXPLAIN``, ``ALTER ... SET
+(RETAIN HISTORY ...)``) and the ``AS OF`` suffix of a ``SELECT`` are
+recognised here; everything else is parsed by sqlglot (PostgreSQL dialect)
+and mapped onto our statements. A prefix handled here is blanked out with
+spaces before sqlglot sees the rest, so positions stay those of the
+statement's text.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, TokenError
+
+from ..errors import SqlError, SqlSyntaxError, UnsupportedSql
+from .ast import (
+    AlterRetainHistoryStmt,
+    ColumnDef,
+    CopyToStmt,
+    CreateIndexStmt,
+    CreateTableStmt,
+    CreateViewStmt,
+    DeleteStmt,
+    DropKind,
+    DropStmt,
+    ExplainStmt,
+    InsertStmt,
+    SelectStmt,
+    ShowColumnsStmt,
+    ShowCreateStmt,
+    ShowKind,
+    ShowStmt,
+    Statement,
+    SubscribeStmt,
+    UpdateStmt,
+)
+from .lower import ident, position_of, sql_type
+
+__all__ = ["parse", "parse_interval_ms", "parse_one", "split_statements"]
+
+_DIALECT = "postgres"
+
+
+def split_statements(text: str) -> list[tuple[str, int]]:
+    """The statements of ``text`` as ``(statement text, offset in text)``, empty ones left out."""
+    from sqlglot.dialects.postgres import Postgres
+
+    try:
+        tokens = Postgres().tokenize(text)
+    except TokenError as e:
+        raise SqlSyntaxError(f"syntax error: {e}", sql=text) from None
+    out: list[tuple[str, int]] = []
+    start = 0
+    for t in tokens:
+        if t.token_type == sqlglot.TokenType.SEMICOLON:
+            out.append((text[start : t.start], start))
+            start = t.end + 1
+    out.append((text[start:], start))
+    return [(s, o) for s, o in out if s.strip()]
+
+
+def parse(text: str) -> list[Statement]:
+    """Every statement of ``text`` (each error carries its statement's text and a position in it)."""
+    return [parse_one(s) for s, _ in split_statements(text)]
+
+
+def _blank(text: str, upto: int) -> str:
+    """``text`` with its first ``upto`` characters replaced by spaces (newlines kept)."""
+    head = "".join("\n" if ch == "\n" else " " for ch in text[:upto])
+    return head + text[upto:]
+
+
+_KIND = r"(table|view|materialized\s+view|index|source|sink)"
+_NAME = r'("(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$.]*)'
+_AS_OF = re.compile(r"\bAS\s+OF\s+(?:AT\s+LEAST\s+)?(\S+?)\s*$", re.IGNORECASE)
+_EXPLAIN = re.compile(
+    r"^\s*EXPLAIN\b(?:\s+(?:OPTIMIZED\s+|RAW\s+|DECORRELATED\s+)?PLAN(?:\s+AS\s+TEXT)?\s+FOR\b)?",
+    re.IGNORECASE,
+)
+_SUBSCRIBE = re.compile(r"^\s*SUBSCRIBE\b(?:\s+TO\b)?", re.IGNORECASE)
+_SHOW = re.compile(r"^\s*SHOW\b", re.IGNORECASE)
+_COPY = re.compile(r"^\s*COPY\b", re.IGNORECASE)
+_COPY_TAIL = re.compile(
+    r"\bTO\s+'([^']*)'\s*(?:WITH\s*\(\s*FORMAT\s*=?\s*'?(\w+)'?\s*\)\s*)?$", re.IGNORECASE
+)
+_SHOW_LIST = re.compile(
+    r"^\s*SHOW\s+(objects|tables|views|materialized\s+views|indexes|indices)"
+    rf"(?:\s+(?:on|from|in)\s+{_NAME})?\s*$",
+    re.IGNORECASE,
+)
+_SHOW_COLUMNS = re.compile(rf"^\s*SHOW\s+COLUMNS\s+(?:FROM|IN)\s+{_NAME}\s*$", re.IGNORECASE)
+_SHOW_CREATE = re.compile(rf"^\s*SHOW\s+CREATE\s+{_KIND}\s+{_NAME}\s*$", re.IGNORECASE)
+_ALTER = re.compile(
+    rf"^\s*ALTER\s+{_KIND}\s+{_NAME}\s+(SET|RESET)\s*\(\s*RETAIN\s+HISTORY"
+    r"(?:\s*=?\s*FOR\s+'([^']*)')?\s*\)\s*$",
+    re.IGNORECASE,
+)
+
+
+def _name(text: str) -> str:
+    if text.startswith('"'):
+        return text[1:-1].replace('""', '"')
+    return text.lower()
+
+
+def _kind(text: str) -> DropKind:
+    k = " ".join(text.lower().split())
+    if k in ("source", "sink"):
+        raise UnsupportedSql(f"{k.upper()}s")
+    return "materialized-view" if k == "materialized view" else k  # type: ignore[return-value]
+
+
+def parse_one(text: str) -> Statement:
+    """One statement (``text`` holds exactly one) [SqlSyntaxError, UnsupportedSql]."""
+    try:
+        return _parse(text)
+    except SqlError as e:
+        raise e.located(text) from None
+
+
+def _syntax(e: ParseError, text: str) -> SqlSyntaxError:
+    errs = e.errors or [{}]
+    first = errs[0]
+    start = first.get("start")
+    highlight = first.get("highlight")
+    desc = str(first.get("description") or e).split("\n")[0]
+    where = f' at or near "{highlight}"' if highlight else " at end of input"
+    pos = int(start) + 1 if isinstance(start, int) else None
+    line, col = first.get("line"), first.get("col")
+    if pos is None and isinstance(line, int) and isinstance(col, int):
+        lines = text.split("\n")
+        before = sum(len(x) + 1 for x in lines[: line - 1])
+        pos = max(1, before + col - len(str(highlight or "")) + 1)
+    if pos is None and highlight is None:
+        pos = len(text.rstrip()) or None
+    return SqlSyntaxError(f"syntax error{where}: {desc}", position=pos, sql=text)
+
+
+def _sqlglot(text: str) -> Any:
+    try:
+        trees = [t for t in sqlglot.parse(text, read=_DIALECT) if t is not None]
+    except ParseError as e:
+        raise _syntax(e, text) from None
+    except TokenError as e:
+        raise SqlSyntaxError(f"syntax error: {e}", sql=text) from None
+    if len(trees) != 1:
+        raise SqlSyntaxError("expected exactly one statement", sql=text)
+    return trees[0]
+
+
+def _as_of(text: str) -> tuple[str, int | None]:
+    """``text`` without a trailing ``AS OF [AT LEAST] t`` (blanked), and ``t``."""
+    m = _AS_OF.search(text)
+    if m is None:
+        return text, None
+    raw = m.group(1)
+    if not raw.isdigit():
+        raise SqlSyntaxError(
+            f'AS OF needs a timestamp (an integer), got "{raw}"', position=m.start(1) + 1
+        )
+    return text[: m.start()] + " " * (len(text) - m.start()), int(raw)
+
+
+def _parse(text: str) -> Statement:
+    m = _EXPLAIN.match(text)
+    if m:
+        inner = _parse(_blank(text, m.end()))
+        if not isinstance(inner, SelectStmt | CreateViewStmt | CreateIndexStmt):
+            raise UnsupportedSql("EXPLAIN of this statement", position=m.end() + 1)
+        return ExplainStmt(text, inner)
+    m = _SUBSCRIBE.match(text)
+    if m:
+        rest, as_of = _as_of(_blank(text, m.end()))
+        body = rest[m.end() :].strip()
+        if not body:
+            raise SqlSyntaxError("SUBSCRIBE needs an object or a (query)", position=m.end() + 1)
+        if body.startswith("("):
+            q = _sqlglot(rest)
+            if isinstance(q, exp.Subquery):
+                q = q.this
+        elif re.fullmatch(_NAME, body):
+            q = exp.select("*").from_(exp.to_table(_quoted(body)))
+        else:
+            tail = re.search(r"\bWITH\b|\bENVELOPE\b|\bUP\s+TO\b", rest, re.IGNORECASE)
+            pos = tail.start() + 1 if tail else m.end() + 1
+            raise UnsupportedSql("SUBSCRIBE options", position=pos)
+        if not isinstance(q, exp.Query):
+            raise SqlSyntaxError("SUBSCRIBE needs a query in parentheses", position=m.end() + 1)
+        return SubscribeStmt(text, q, as_of)
+    if _SHOW.match(text):
+        return _show(text)
+    m = _COPY.match(text)
+    if m:
+        return _copy(text, m.end())
+    m = _ALTER.match(text)
+    if m:
+        kind = _kind(m.group(1))
+        name = _name(m.group(2))
+        if m.group(3).upper() == "RESET":
+            return AlterRetainHistoryStmt(text, kind, name, None)
+        if m.group(4) is None:
+            raise SqlSyntaxError("RETAIN HISTORY needs FOR '<interval>'", sql=text)
+        try:
+            ms = parse_interval_ms(m.group(4))
+        except ValueError as e:
+            raise SqlSyntaxError(str(e), position=m.start(4), sql=text) from None
+        return AlterRetainHistoryStmt(text, kind, name, ms)
+    if re.match(r"^\s*ALTER\b", text, re.IGNORECASE):
+        raise UnsupportedSql("ALTER other than SET/RESET (RETAIN HISTORY ...)", position=1)
+    is_query = re.match(r"^\s*(SELECT|WITH|\(|VALUES)", text, re.IGNORECASE) is not None
+    stripped, as_of = _as_of(text) if is_query else (text, None)
+    if as_of is not None:
+        tree = _sqlglot(stripped)
+        if not isinstance(tree, exp.Query):
+            raise UnsupportedSql("AS OF on this statement", position=1)
+        return SelectStmt(text, tree, as_of)
+    return _from_tree(_sqlglot(text), text)
+
+
+def _copy(text: str, start: int) -> CopyToStmt:
+    tail = _COPY_TAIL.search(text)
+    if tail is None:
+        raise UnsupportedSql("COPY other than COPY ... TO '<url>'", position=1)
+    if tail.group(2) is not None and tail.group(2).lower() != "parquet":
+        raise UnsupportedSql(f"COPY ... FORMAT {tail.group(2)}", position=tail.start(2) + 1)
+    body = text[start : tail.start()].strip()
+    blanked = _blank(text, start)[: tail.start()] + " " * (len(text) - tail.start())
+    if body.startswith("("):
+        q = _sqlglot(blanked)
+        if isinstance(q, exp.Subquery):
+            q = q.this
+        if not isinstance(q, exp.Query):
+            raise SqlSyntaxError("COPY needs a name or a (query)", position=start + 1)
+    elif re.fullmatch(_NAME, body):
+        q = exp.select("*").from_(exp.to_table(_quoted(body)))
+    else:
+        raise SqlSyntaxError("COPY needs a name or a (query)", position=start + 1)
+    return CopyToStmt(text, q, tail.group(1))
+
+
+def _quoted(name: str) -> str:
+    return name if name.startswith('"') else name.lower()
+
+
+def _show(text: str) -> Statement:
+    m = _SHOW_LIST.match(text)
+    if m:
+        word = " ".join(m.group(1).lower().split())
+        kind: ShowKind = {
+            "objects": "objects",
+            "tables": "tables",
+            "views": "views",
+            "materialized views": "materialized-views",
+            "indexes": "indexes",
+            "indices": "indexes",
+        }[word]  # type: ignore[assignment]
+        on = _name(m.group(2)) if m.group(2) else None
+        return ShowStmt(text, kind, on)
+    m = _SHOW_COLUMNS.match(text)
+    if m:
+        return ShowColumnsStmt(text, _name(m.group(1)))
+    m = _SHOW_CREATE.match(text)
+    if m:
+        return ShowCreateStmt(text, _kind(m.group(1)), _name(m.group(2)))
+    raise UnsupportedSql(
+        "this SHOW (supported: SHOW OBJECTS | TABLES | VIEWS | MATERIALIZED VIEWS | INDEXES, "
+        "SHOW COLUMNS FROM, SHOW CREATE)",
+        position=1,
+    )
+
+
+def _table_name(node: Any) -> str:
+    if isinstance(node, exp.Schema):
+        node = node.this
+    if not isinstance(node, exp.Table):
+        raise UnsupportedSql(f"{type(node).__name__} as a table name", position=position_of(node))
+    if node.args.get("db") or node.args.get("catalog"):
+        raise UnsupportedSql("schema-qualified names", position=position_of(node))
+    return ident(node.this)
+
+
+def _from_tree(tree: Any, text: str) -> Statement:
+    if isinstance(tree, exp.Query):
+        return SelectStmt(text, tree)
+    if isinstance(tree, exp.Create):
+        kind = str(tree.args.get("kind") or "").upper()
+        exists = bool(tree.args.get("exists"))
+        if kind == "TABLE":
+            if tree.expression is not None:
+                raise UnsupportedSql("CREATE TABLE ... AS", position=position_of(tree.expression))
+            schema = tree.this
+            if not isinstance(schema, exp.Schema):
+                raise SqlSyntaxError("CREATE TABLE needs a column list", position=1)
+            cols: list[ColumnDef] = []
+            for c in schema.expressions:
+                if not isinstance(c, exp.ColumnDef):
+                    raise UnsupportedSql("table constraints", position=position_of(c))
+                nullable = True
+                for con in c.args.get("constraints") or []:
+                    k = con.args.get("kind")
+                    if isinstance(k, exp.NotNullColumnConstraint):
+                        nullable = bool(k.args.get("allow_null"))
+                    elif isinstance(k, exp.PrimaryKeyColumnConstraint):
+                        raise UnsupportedSql("PRIMARY KEY", position=position_of(con))
+                    else:
+                        raise UnsupportedSql(
+                            f"column constraint {con.sql(dialect=_DIALECT)}",
+                            position=position_of(con),
+                        )
+                if c.args.get("kind") is None:
+                    raise SqlSyntaxError(
+                        f'column "{ident(c.this)}" needs a type', position=position_of(c)
+                    )
+                cols.append(ColumnDef(ident(c.this), sql_type(c.args["kind"]), nullable))
+            names = [c.name for c in cols]
+            dup = next((n for n in names if names.count(n) > 1), None)
+            if dup is not None:
+                raise SqlError(f'column "{dup}" specified more than once', position=1)
+            return CreateTableStmt(text, _table_name(schema), tuple(cols), exists)
+        if kind == "VIEW":
+            props = tree.args.get("properties")
+            materialized = bool(
+                props and any(isinstance(p, exp.MaterializedProperty) for p in props.expressions)
+            )
+            q = tree.expression
+            if not isinstance(q, exp.Query):
+                raise SqlSyntaxError("CREATE VIEW needs AS <query>", position=1)
+            target = tree.this
+            if isinstance(target, exp.Schema):
+                raise UnsupportedSql("a column list in CREATE VIEW", position=position_of(target))
+            return CreateViewStmt(
+                text,
+                _table_name(target),
+                q,
+                materialized,
+                exists,
+                bool(tree.args.get("replace")),
+            )
+        if kind == "INDEX":
+            index = tree.this
+            name = ident(index.this) if index.this is not None else None
+            params = index.args.get("params")
+            keys: list[Any] = []
+            if params is not None:
+                for k in params.args.get("columns") or []:
+                    if isinstance(k, exp.Ordered):
+                        if k.args.get("desc"):
+                            raise UnsupportedSql("DESC in an index key", position=position_of(k))
+                        k = k.this
+                    keys.append(k)
+                if params.args.get("using"):
+                    raise UnsupportedSql("CREATE INDEX ... USING", position=1)
+                if params.args.get("where"):
+                    raise UnsupportedSql("partial indexes", position=position_of(params))
+            return CreateIndexStmt(
+                text, name, _table_name(index.args["table"]), tuple(keys), exists
+            )
+        raise UnsupportedSql(f"CREATE {kind or '?'}", position=1)
+    if isinstance(tree, exp.Insert):
+        target = tree.this
+        columns = None
+        if isinstance(target, exp.Schema):
+            columns = tuple(ident(c) for c in target.expressions)
+        for key in ("returning", "conflict", "overwrite"):
+            if tree.args.get(key):
+                raise UnsupportedSql(f"INSERT ... {key.upper()}", position=1)
+        source = tree.expression
+        if not isinstance(source, exp.Values | exp.Query):
+            raise UnsupportedSql("INSERT without VALUES or a query", position=1)
+        return InsertStmt(text, _table_name(target), columns, source)
+    if isinstance(tree, exp.Delete):
+        for key in ("using", "returning", "limit"):
+            if tree.args.get(key):
+                raise UnsupportedSql(f"DELETE ... {key.upper()}", position=1)
+        where = tree.args.get("where")
+        return DeleteStmt(text, _table_name(tree.this), where.this if where is not None else None)
+    if isinstance(tree, exp.Update):
+        for key in ("from_", "from", "returning", "limit"):
+            if tree.args.get(key):
+                raise UnsupportedSql(f"UPDATE ... {key.upper().rstrip('_')}", position=1)
+        sets: list[tuple[str, Any]] = []
+        for a in tree.expressions:
+            if not isinstance(a, exp.EQ) or not isinstance(a.this, exp.Column):
+                raise SqlSyntaxError("SET needs column = value", position=position_of(a))
+            sets.append((ident(a.this.this), a.expression))
+        where = tree.args.get("where")
+        return UpdateStmt(
+            text, _table_name(tree.this), tuple(sets), where.this if where is not None else None
+        )
+    if isinstance(tree, exp.Drop):
+        word = str(tree.args.get("kind") or "").upper()
+        materialized = bool(tree.args.get("materialized"))
+        kinds: dict[str, DropKind] = {"TABLE": "table", "VIEW": "view", "INDEX": "index"}
+        if word not in kinds:
+            raise UnsupportedSql(f"DROP {word or '?'}", position=1)
+        kind2: DropKind = "materialized-view" if materialized else kinds[word]
+        dropped = tuple(_table_name(t) for t in tree.args.get("tables") or [tree.this])
+        return DropStmt(
+            text, kind2, dropped, bool(tree.args.get("cascade")), bool(tree.args.get("exists"))
+        )
+    if isinstance(tree, exp.Command):
+        word = str(tree.this).upper()
+        raise UnsupportedSql(f"{word} statements", position=1)
+    raise UnsupportedSql(f"{type(tree).__name__} statements", position=1)
+
+
+_UNITS = {
+    "ms": 1,
+    "millisecond": 1,
+    "milliseconds": 1,
+    "s": 1000,
+    "sec": 1000,
+    "secs": 1000,
+    "second": 1000,
+    "seconds": 1000,
+    "m": 60_000,
+    "min": 60_000,
+    "mins": 60_000,
+    "minute": 60_000,
+    "minutes": 60_000,
+    "h": 3_600_000,
+    "hr": 3_600_000,
+    "hour": 3_600_000,
+    "hours": 3_600_000,
+    "d": 86_400_000,
+    "day": 86_400_000,
+    "days": 86_400_000,
+}
+
+
+def parse_interval_ms(text: str) -> int:
+    """``'1h'``, ``'30 seconds'``, ``'1 day 2 hours'``, ``'500ms'`` in milliseconds [ValueError]."""
+    parts = re.findall(r"(\d+(?:\.\d+)?)\s*([A-Za-z]+)", text)
+    if not parts or re.sub(r"(\d+(?:\.\d+)?)\s*([A-Za-z]+)", "", text).strip():
+        raise ValueError(f"invalid interval \"{text}\" (write e.g. '1 hour', '30s', '500ms')")
+    total = 0.0
+    for number, unit in parts:
+        scale = _UNITS.get(unit.lower())
+        if scale is None:
+            raise ValueError(f'invalid interval unit "{unit}" in "{text}"')
+        total += float(number) * scale
+    return int(total)
