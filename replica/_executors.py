@@ -13,7 +13,7 @@ arrangement sizes the metrics report.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
 from tidegate.spec.errors import ExecutorError, TidegateError
@@ -36,6 +36,8 @@ def make_executor(
     spark_master: str = DEFAULT_SPARK_MASTER,
     workers: int | None = None,
     index_memory_rows: int | None = None,
+    spark_conf: Mapping[str, str] | None = None,
+    spark_ui: bool = False,
 ) -> Executor:
     """The executor named by ``kind``.
 
@@ -43,8 +45,9 @@ def make_executor(
     ``workers`` sets the shuffle partitions and, with the default local
     master, the local thread count (``local[workers]``); an index with more
     than ``index_memory_rows`` rows (default: the executor's) keeps its history
-    in Spark. ``"python"``: the single-threaded reference executor (the other
-    options are ignored).
+    in Spark; ``spark_conf`` are Spark properties set on the session (over its
+    defaults) and ``spark_ui`` turns the web UI on. ``"python"``: the
+    single-threaded reference executor (the other options are ignored).
     """
     if kind == "python":
         from tidegate.spec.executor.python import PythonExecutor
@@ -56,7 +59,7 @@ def make_executor(
         master = spark_master
         if workers is not None and master == DEFAULT_SPARK_MASTER:
             master = f"local[{workers}]"
-        session = spark_session(master, shuffle_partitions=workers)
+        session = spark_session(master, shuffle_partitions=workers, conf=spark_conf, ui=spark_ui)
         executor: Executor = (
             SparkExecutor(session)
             if index_memory_rows is None
@@ -187,3 +190,19 @@ class GuardedExecutor:
             raise
         except Exception as e:
             raise self._fail(f"source_inputs of dataflow {handle}", e) from e
+
+    def state_records(self) -> dict[DataflowHandle, int]:
+        try:
+            return self.inner.state_records()
+        except TidegateError:
+            raise
+        except Exception as e:
+            raise self._fail("state_records", e) from e
+
+    def fail(self, handle: DataflowHandle, message: str) -> None:
+        try:
+            self.inner.fail(handle, message)
+        except TidegateError:
+            raise
+        except Exception as e:
+            raise self._fail(f"fail of dataflow {handle}", e) from e

@@ -33,6 +33,7 @@ from ..errors.replica import (
     DataflowRejected,
     IncompatibleInstance,
     SourceFeedRejected,
+    UnknownCopyTo,
     UnknownPersistPeek,
     UnknownSink,
     UnknownSource,
@@ -71,6 +72,10 @@ from ..protocol.replica_effects import (
 from ..protocol.replica_session import ReplicaSession
 from ..protocol.responses import (
     ComputeResponse,
+    CopyToDropped,
+    CopyToError,
+    CopyToResponse,
+    CopyToRowCount,
     Frontiers,
     PeekCanceled,
     PeekError,
@@ -82,7 +87,13 @@ from ..protocol.responses import (
     SubscribeResponse,
 )
 from ..protocol.stages import CollectionKind, FrontierKind, Stage
-from ..protocol.types import ComputeParameters, DataflowDescription, InstanceConfig, PeekDescription
+from ..protocol.types import (
+    ComputeParameters,
+    CopyToConnection,
+    DataflowDescription,
+    InstanceConfig,
+    PeekDescription,
+)
 from .logs import log_dataflow
 from .outputs import (
     PeekPersist,
@@ -91,6 +102,7 @@ from .outputs import (
     ReplicaOutput,
     Respond,
     StopReading,
+    WriteCopyTo,
     WriteOutput,
 )
 
@@ -130,6 +142,8 @@ def _value_size(v: Any) -> int:
 
 
 RESULT_TOO_LARGE = "result exceeds max size of"
+MEMORY_LIMIT_EXCEEDED = "exceeded the replica's memory limit"
+"""How the error of a dataflow failed by :meth:`ComputeReplica.fail_largest_dataflow` reads."""
 """How the error answer to a peek over ``max_result_size`` begins (Materialize's wording)."""
 
 
@@ -189,6 +203,19 @@ class _Sink:
 
 
 @dataclass
+class _CopyTo:
+    """A copy-to: its contents at the as_of, gathered until complete, then handed out to write."""
+
+    url: str
+    as_of: int | None
+    schema: Any
+    counts: dict[Row, int] = field(default_factory=dict)
+    errors: dict[str, int] = field(default_factory=dict)
+    upper: Antichain = field(default_factory=lambda: _BOTTOM)
+    writing: bool = False
+
+
+@dataclass
 class _PendingPeek:
     peek: PeekDescription
     received: int
@@ -239,9 +266,16 @@ class ComputeReplica:
         self._owner: dict[GlobalId, Key] = {}
         self._reads: dict[GlobalId, _Read] = {}
         self._stopped_reads: set[GlobalId] = set()
+        # Storage collections the driver reports unreadable (corrupt or missing data), and why;
+        # until data arrives again, peeks waiting on them answer an error (see source_failed).
+        self._source_errors: dict[GlobalId, str] = {}
         self._subscribes: dict[GlobalId, _Subscribe] = {}
         self._sinks: dict[GlobalId, _Sink] = {}
         self._retired_sinks: set[GlobalId] = set()
+        self._copy_tos: dict[GlobalId, _CopyTo] = {}
+        # Copy-to writes handed out and then dropped (or of an earlier iteration), counted:
+        # their outcomes answer nothing.
+        self._retired_copy_tos: dict[GlobalId, int] = {}
         self._peeks: dict[_uuid.UUID, _PendingPeek] = {}
         self._persist_peeks: dict[_uuid.UUID, _PendingPeek] = {}
         # Driver reads of retired persist peeks (cancelled, or of an earlier iteration) not yet
@@ -456,7 +490,7 @@ class ComputeReplica:
         finals: Mapping[GlobalId, Antichain],
         retained: set[GlobalId],
     ) -> bool:
-        if new.subscribe_ids or new.as_of is None or old.as_of is None:
+        if new.subscribe_ids or new.copy_to_ids or new.as_of is None or old.as_of is None:
             return False
         if not old.compatible_with(new):
             return False
@@ -524,6 +558,13 @@ class ComputeReplica:
         for gid in df.persist_sink_ids:
             self._sinks[gid] = _Sink(as_of, write_lower=as_of)
             self._retired_sinks.discard(gid)
+        copy_tos = [s for s in df.sink_exports if isinstance(s.connection, CopyToConnection)]
+        if copy_tos:
+            schemas = validate_dataflow(df)
+            at = int(as_of.elements[0]) if len(as_of.elements) == 1 else None
+            for sk in copy_tos:
+                assert isinstance(sk.connection, CopyToConnection)
+                self._copy_tos[sk.id] = _CopyTo(sk.connection.url, at, schemas[sk.from_id])
         self.built_dataflows += 1
 
     def _run(self, key: Key) -> list[ReplicaOutput]:
@@ -588,6 +629,9 @@ class ComputeReplica:
 
     def _forget_export(self, gid: GlobalId) -> None:
         self._subscribes.pop(gid, None)
+        copy_to = self._copy_tos.pop(gid, None)
+        if copy_to is not None and copy_to.writing:
+            self._retired_copy_tos[gid] = self._retired_copy_tos.get(gid, 0) + 1
         if self._sinks.pop(gid, None) is not None:
             self._retired_sinks.add(gid)
         lag = self._lag_rows.pop(gid, None)
@@ -651,6 +695,9 @@ class ComputeReplica:
                 f"collection {p.id} was dropped before the peek at {p.timestamp} was ready"
             )
         if ex.upper(p.id).less_equal(p.timestamp):
+            blocked = self._unreadable_input(p.id)
+            if blocked is not None:
+                return PeekError(f"peek of {p.id} at {p.timestamp}: {blocked}")
             return None
         since = ex.since(p.id)
         if not since.less_equal(p.timestamp):
@@ -701,7 +748,78 @@ class ComputeReplica:
         out.extend(self._pay_owed())
         self._outbox.extend(out)
 
+    # -- resource limits ------------------------------------------------------------
+
+    @atomic
+    def fail_largest_dataflow(self, reason: str) -> tuple[GlobalId, ...]:
+        """The replica is over its memory limit (``reason`` says by how much): fail the
+        dataflow holding the most state (the executor's estimate, in records; ties go to the
+        newest) and return its exports; ``()`` if no running dataflow holds any.
+
+        Its exports hold the error ``dataflow <exports> exceeded the replica's memory
+        limit: <reason>`` from the next time on (reads there answer it, see
+        :meth:`~tidegate.spec.executor.contract.Executor.fail`); the state is freed. The
+        controller sees errored collections, as for any dataflow error; nothing else changes.
+        """
+        sizes = self._executor.state_records()
+        candidates = [
+            (sizes[inst.handle], inst.handle, inst)
+            for inst in self._dataflows.values()
+            if inst.live and sizes.get(inst.handle, 0) > 0
+        ]
+        if not candidates:
+            return ()
+        records, _, inst = max(candidates, key=lambda c: (c[0], c[1]))
+        exports = tuple(sorted(inst.live, key=lambda g: g.sort_key))
+        names = ", ".join(str(g) for g in exports)
+        self._executor.fail(
+            inst.handle,
+            f"dataflow {names} {MEMORY_LIMIT_EXCEEDED}: {reason} ({records} records, the most)",
+        )
+        self._settled = False
+        self._all_dirty = True
+        return exports
+
     # -- storage --------------------------------------------------------------------
+
+    @atomic
+    def source_failed(self, collection_id: GlobalId, error: str) -> None:
+        """The driver cannot read storage collection ``collection_id``: ``error`` says why (its
+        data is corrupt or missing, a definite failure, not a slow store).
+
+        Until data for it arrives again (:meth:`feed_source`, after a repair), every index
+        peek that waits on it (directly, or through imported indexes) answers a ``PeekError``
+        naming ``error`` rather than waiting for ever. A collection the replica does not
+        read is ignored.
+        """
+        if collection_id not in self._reads:
+            return
+        self._source_errors[collection_id] = error
+        self._settled = False
+
+    def source_errors(self) -> Mapping[GlobalId, str]:
+        """Storage collections reported unreadable (:meth:`source_failed`) and not fed since."""
+        return dict(self._source_errors)
+
+    def _unreadable_input(self, gid: GlobalId) -> str | None:
+        """Why ``gid`` cannot advance, if an input storage collection of its dataflow (or of a
+        dataflow whose index it imports) is unreadable; else ``None``."""
+        if not self._source_errors:
+            return None
+        seen: set[Key] = set()
+        todo = [gid]
+        while todo:
+            key = self._owner.get(todo.pop())
+            if key is None or key in seen:
+                continue
+            seen.add(key)
+            inst = self._dataflows[key]
+            for src in inst.sources:
+                error = self._source_errors.get(src)
+                if error is not None:
+                    return f"storage collection {src} is unreadable: {error}"
+            todo.extend(imp.id for imp in inst.desc.index_imports)
+        return None
 
     @atomic
     def feed_source(
@@ -745,6 +863,7 @@ class ComputeReplica:
                 inst.fed[collection_id] = upper
                 self._dirty.update(key)
         read.upper = upper
+        self._source_errors.pop(collection_id, None)  # readable again
         self._settled = False
 
     @atomic
@@ -832,6 +951,27 @@ class ComputeReplica:
         self._outbox.extend(out)
 
     def _absorb(self, batch: ExportBatch) -> None:
+        copy_to = self._copy_tos.get(batch.id)
+        if copy_to is not None:
+            if not copy_to.writing and copy_to.as_of is not None:
+                at = copy_to.as_of
+                counts, errors = copy_to.counts, copy_to.errors
+                for row, t, d in batch.updates:
+                    if t <= at:
+                        n = counts.get(row, 0) + d
+                        if n:
+                            counts[row] = n
+                        else:
+                            counts.pop(row, None)
+                for m, t, d in batch.errors:
+                    if t <= at:
+                        n = errors.get(m, 0) + d
+                        if n:
+                            errors[m] = n
+                        else:
+                            errors.pop(m, None)
+            copy_to.upper = batch.upper
+            return
         sub = self._subscribes.get(batch.id)
         if sub is not None:
             for row, t, d in batch.updates:
@@ -897,6 +1037,8 @@ class ComputeReplica:
                 dirty.discard(gid)
                 if rec.kind is CollectionKind.SUBSCRIBE:
                     out.extend(self._publish_subscribe(gid))
+                elif rec.kind is CollectionKind.COPY_TO:
+                    out.extend(self._publish_copy_to(gid))
                 else:
                     resp = self._frontiers(gid, rec.kind, self._dataflows[key])
                     if resp is not None:
@@ -961,6 +1103,68 @@ class ComputeReplica:
         sub.updates = {}
         return [self._respond(SubscribeResponse(gid, batch))]
 
+    def _publish_copy_to(self, gid: GlobalId) -> list[ReplicaOutput]:
+        """Once the copy-to's contents at its as_of are complete: an error answer, or the write."""
+        copy_to = self._copy_tos.get(gid)
+        if copy_to is None or copy_to.writing or self._session.copy_to_answered(gid):
+            return []
+        at = copy_to.as_of
+        if at is None or copy_to.upper.less_equal(at):
+            return []
+        errors = sorted(m for m, n in copy_to.errors.items() if n)
+        if errors:
+            return [self._respond(CopyToResponse(gid, CopyToError(errors[0])))]
+        negative = sorted((r for r, n in copy_to.counts.items() if n < 0), key=row_sort_key)
+        if negative:
+            message = (
+                f"copy-to of {gid} at {at}: row {negative[0]!r} has a negative "
+                f"multiplicity ({copy_to.counts[negative[0]]})"
+            )
+            return [self._respond(CopyToResponse(gid, CopyToError(message)))]
+        rows = tuple(
+            sorted(
+                ((r, n) for r, n in copy_to.counts.items() if n), key=lambda p: row_sort_key(p[0])
+            )
+        )
+        copy_to.writing = True
+        copy_to.counts, copy_to.errors = {}, {}
+        return [WriteCopyTo(gid, copy_to.url, at, copy_to.schema, rows)]
+
+    @atomic
+    def copy_to_completed(self, sink_id: GlobalId, rows: int) -> None:
+        """The :class:`WriteCopyTo` of ``sink_id`` wrote ``rows`` rows: answer the controller.
+
+        Outcomes must be reported in the order the writes were handed out. An
+        outcome of a write whose copy-to was dropped, or belonged to an earlier
+        connection, answers nothing.
+        """
+        self._copy_to_outcome(sink_id, CopyToRowCount(rows))
+
+    @atomic
+    def copy_to_failed(self, sink_id: GlobalId, message: str) -> None:
+        """The :class:`WriteCopyTo` of ``sink_id`` failed (``message`` says why): answer with the error."""
+        self._copy_to_outcome(sink_id, CopyToError(message))
+
+    def _copy_to_outcome(self, sink_id: GlobalId, result: CopyToRowCount | CopyToError) -> None:
+        # Outcomes come in the order the writes were handed out: a retired write (dropped, or
+        # of an earlier iteration) was handed out before the live one of the same sink.
+        retired = self._retired_copy_tos.get(sink_id, 0)
+        if retired:
+            if retired == 1:
+                del self._retired_copy_tos[sink_id]
+            else:
+                self._retired_copy_tos[sink_id] = retired - 1
+            return
+        copy_to = self._copy_tos.get(sink_id)
+        if copy_to is None or not copy_to.writing:
+            raise UnknownCopyTo(f"no copy-to write of {sink_id} was handed to the driver")
+        self._settled = False
+        copy_to.writing = False
+        copy_to.as_of = None  # answered: nothing more to gather or write
+        out: list[ReplicaOutput] = [self._respond(CopyToResponse(sink_id, result))]
+        out.extend(self._pay_owed())
+        self._outbox.extend(out)
+
     def _maybe_write(self, gid: GlobalId) -> list[ReplicaOutput]:
         sink = self._sinks[gid]
         if sink.in_flight is not None:
@@ -997,6 +1201,8 @@ class ComputeReplica:
         for gid in session.owed_dropped_at():
             resp = SubscribeResponse(gid, SubscribeDroppedAt(session.subscribe_next_lower(gid)))
             out.append(self._respond(resp))
+        for gid in session.owed_copy_to_dropped():
+            out.append(self._respond(CopyToResponse(gid, CopyToDropped())))
         return out
 
     def _respond(self, resp: ComputeResponse) -> Respond:

@@ -105,3 +105,18 @@ class Executor(Protocol):
     def source_inputs(self, handle: DataflowHandle) -> tuple[GlobalId, ...]:
         """The source imports of ``handle`` that the caller must :meth:`feed`."""
         ...
+
+    def state_records(self) -> dict[DataflowHandle, int]:
+        """An estimate of the state each live dataflow holds, in records (operators' state,
+        pending input, indexes kept in this process): what a memory limit weighs."""
+        ...
+
+    def fail(self, handle: DataflowHandle, message: str) -> None:
+        """Give up on dataflow ``handle`` (it exceeded a resource limit) and free its state.
+
+        From the first time it has not processed on, each export holds only the error
+        ``message`` (an index's rows are retracted there): reads at or after that time
+        answer it; earlier times keep their contents; uppers keep advancing with the
+        inputs; later input is not kept. A finished or failed dataflow is left alone.
+        """
+        ...

@@ -147,6 +147,10 @@ class DataflowState(Generic[NodeT, IndexT]):
     # Whether an input's upper may have moved since the last step; a step with no
     # input upper moved does nothing (it would stop at ``meet <= processed``).
     dirty: bool = True
+    # Set by :meth:`IntTimeExecutor.fail`: the error each export holds from ``processed`` on
+    # (``failure_emitted`` once the step placing it has run).
+    failed: str | None = None
+    failure_emitted: bool = False
 
 
 StepChanges: TypeAlias = Mapping[GlobalId, tuple[tuple[Update, ...], tuple[ErrorUpdate, ...]]]
@@ -301,7 +305,7 @@ class IntTimeExecutor(ABC, Generic[NodeT, IndexT]):
         batch, new_upper = check_feed(
             input_id, updates, inp.upper, upper, schema, self.executor_name
         )
-        if df.processed is not None:
+        if df.processed is not None and df.failed is None:
             self._push(df, inp, (u for u in batch if u[2]), ())
         inp.upper = new_upper
         df.dirty = True
@@ -329,7 +333,10 @@ class IntTimeExecutor(ABC, Generic[NodeT, IndexT]):
             return []
         first = not df.started
         df.started = True
-        changes = self._run(df, as_of, meet, first)
+        if df.failed is None:
+            changes = self._run(df, as_of, meet, first)
+        else:
+            changes = self._failure_changes(df, processed)
         df.processed = meet
         new_upper = meet if meet is None or meet > as_of else as_of
         batches = []
@@ -344,11 +351,69 @@ class IntTimeExecutor(ABC, Generic[NodeT, IndexT]):
             )
             ex.upper = new_upper
             for idf, inp in ex.importers:
-                if idf.processed is not None:
+                if idf.processed is not None and idf.failed is None:
                     self._push(idf, inp, ups, es)
                 inp.upper = new_upper
                 idf.dirty = True
         return batches
+
+    # -- state, and failing a dataflow ------------------------------------------------------
+
+    def state_records(self) -> dict[DataflowHandle, int]:
+        """An estimate of each live (not failed) dataflow's state: the records its operators,
+        pending inputs and indexes hold."""
+        return {
+            h: sum(self._node_records(n) for n in df.nodes)
+            + sum(self._index_records(ex.index) for ex in df.exports.values() if ex.index)
+            for h, df in self._dataflows.items()
+            if df.failed is None
+        }
+
+    def _node_records(self, node: NodeT) -> int:
+        """The records operator ``node`` holds (0 for stateless operators)."""
+        return 0
+
+    def _index_records(self, index: IndexT) -> int:
+        """The records index ``index`` holds."""
+        return 0
+
+    def _release_nodes(self, nodes: list[NodeT]) -> None:
+        """Free what operator nodes hold outside this process's objects (a failed dataflow's)."""
+
+    def fail(self, handle: DataflowHandle, message: str) -> None:
+        """Give up on dataflow ``handle`` (a resource limit): release its operators' state.
+
+        From the first time it has not processed on, each export holds only the
+        error ``message`` (an index's rows are retracted there, so compaction frees
+        them); earlier times keep their contents, and the exports' uppers go on
+        advancing with the inputs, so reads at those times answer the error. A
+        finished or already failed dataflow is left alone.
+        """
+        df = self._dataflow(handle)
+        if df.failed is not None or df.processed is None or df.as_of is None:
+            return
+        df.failed = message
+        self._release_nodes(df.nodes)
+        df.nodes = []
+        for inp in df.inputs.values():
+            inp.node = self._compiler(df.as_of).stateless.source()  # its pending rows go too
+        df.dirty = True
+
+    def _failure_changes(self, df: DataflowState[NodeT, IndexT], at: Frontier) -> StepChanges:
+        """The step of a failed dataflow: the error (and an index's retractions) once, at ``at``."""
+        if df.failure_emitted or at is None or df.failed is None:
+            return {eid: ((), ()) for eid in df.exports}
+        df.failure_emitted = True
+        changes: dict[GlobalId, tuple[tuple[Update, ...], tuple[ErrorUpdate, ...]]] = {}
+        for eid, ex in df.exports.items():
+            retract: tuple[Update, ...] = ()
+            if ex.index is not None:
+                held: dict[Row, int] = {}
+                for row, _t, d in ex.index.updates():
+                    held[row] = held.get(row, 0) + d
+                retract = tuple((row, at, -n) for row, n in held.items() if n)
+            changes[eid] = (retract, ((df.failed, at, 1),) if ex.emits(at, df.as_of or 0) else ())
+        return changes
 
     # -- compaction, peeks, drop ------------------------------------------------------------
 

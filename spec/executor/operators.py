@@ -136,6 +136,10 @@ class Node:
     def run(self, t: int) -> None:
         raise NotImplementedError
 
+    def records(self) -> int:
+        """The records of state this operator holds (what a memory limit weighs)."""
+        return 0
+
     def _input_errs(self) -> Changes:
         if len(self.inputs) == 1:
             return self.inputs[0].errs
@@ -158,6 +162,9 @@ class SourceNode(Node):
     def run(self, t: int) -> None:
         self.out = self.pending_rows.pop(t, [])
         self.errs = self.pending_errs.pop(t, [])
+
+    def records(self) -> int:
+        return sum(map(len, self.pending_rows.values()))
 
 
 class ConstantNode(Node):
@@ -356,6 +363,9 @@ class JoinNode(Node):
             if not group:
                 del arr[k]
 
+    def records(self) -> int:
+        return sum(map(len, self.larr.values())) + sum(map(len, self.rarr.values()))
+
     def run(self, t: int) -> None:
         dl = self._arrange(self.inputs[0].out, self.lkey)
         dr = self._arrange(self.inputs[1].out, self.rkey)
@@ -408,6 +418,9 @@ class DistinctNode(Node):
         super().__init__([inp])
         self.counts: dict[Row, int] = {}
         self.threshold = threshold
+
+    def records(self) -> int:
+        return len(self.counts)
 
     def run(self, t: int) -> None:
         out: Changes = []
@@ -468,6 +481,9 @@ class ReduceNode(Node):
             else:
                 self.recompute.append(i)
         self.groups: dict[Row, _Group] = {}
+
+    def records(self) -> int:
+        return sum(len(g.rows) + 1 for g in self.groups.values())
 
     def run(self, t: int) -> None:
         keyfn, inc = self.keyfn, self.inc
@@ -558,6 +574,9 @@ class TopKNode(Node):
         self.plan = plan
         self.groups: dict[Row, dict[Row, int]] = {}
         self.outputs: dict[Row, dict[Row, int]] = {}
+
+    def records(self) -> int:
+        return sum(map(len, self.groups.values())) + sum(map(len, self.outputs.values()))
 
     def run(self, t: int) -> None:
         p = self.plan

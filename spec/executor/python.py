@@ -97,6 +97,12 @@ class PythonExecutor(IntTimeExecutor[Node, IndexHistory]):
     def _new_index(self, schema: Schema, key: tuple[int, ...]) -> IndexHistory:
         return IndexHistory(key)
 
+    def _node_records(self, node: Node) -> int:
+        return node.records()
+
+    def _index_records(self, index: IndexHistory) -> int:
+        return index.rows
+
     def _push(
         self, df: _Dataflow, inp: _Input, updates: Iterable[Update], errors: Iterable[ErrorUpdate]
     ) -> None:

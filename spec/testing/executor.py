@@ -40,6 +40,7 @@ from ..ids import GlobalId
 from ..plan.reference import Collection, evaluate, evaluate_dataflow, reference_peek
 from ..plan.relation import AggFunc, Aggregate, Get, Reduce
 from ..plan.schema import Schema
+from ..protocol.responses import PeekError
 from ..protocol.types import (
     BuildDesc,
     DataflowDescription,
@@ -323,3 +324,36 @@ class ExecutorContractTests:
             _fail("installing an export twice must raise DuplicateExport")
         if ex.since(GlobalId.user(3)) != Antichain([2]):
             _fail("since should be [2]")
+
+    def test_a_failed_dataflow_holds_only_its_error_from_then_on(self) -> None:
+        """:meth:`~.contract.Executor.fail` (a resource limit): the state goes, the exports hold
+        the error from the first unprocessed time on, earlier times keep their contents, the
+        uppers go on advancing, and what is fed afterwards is not kept."""
+        ex = self.make_executor()
+        h = ex.install(_simple_dataflow())
+        ix = GlobalId.user(3)
+        ex.feed(h, _U1, [(("a", 1), 0, 1), (("b", 2), 1, 1)], Antichain([2]))
+        ex.step()
+        if ex.state_records().get(h, 0) <= 0:
+            _fail(f"a reduce over two rows holds state, got {ex.state_records()}")
+        before = ex.peek(ix, 1)
+        ex.fail(h, "dataflow exceeded the replica's memory limit")
+        if h in ex.state_records():
+            _fail("a failed dataflow counts no state")
+        ex.feed(h, _U1, [(("c", 3), t, 1) for t in range(2, 6)], Antichain([6]))
+        batches = [b for b in ex.step() if b.id == ix]
+        placed = [(m, t, d) for b in batches for m, t, d in b.errors]
+        if placed != [("dataflow exceeded the replica's memory limit", 2, 1)]:
+            _fail(f"the error goes in once, at the first unprocessed time 2: {placed}")
+        if ex.upper(ix) != Antichain([6]):
+            _fail(f"the upper advances with the input: {ex.upper(ix)}")
+        if ex.peek(ix, 1) != before:
+            _fail("times before the failure keep their contents")
+        for t in (2, 5):
+            result = ex.peek(ix, t)
+            if not isinstance(result, PeekError) or "memory limit" not in result.message:
+                _fail(f"a peek at {t}, after the failure, answers the error: {result!r}")
+        ex.fail(h, "again")  # a failed dataflow is left alone
+        ex.feed(h, _U1, [], Antichain([8]))
+        if any(b.errors or b.updates for b in ex.step()):
+            _fail("nothing changes after the failure was placed")
