@@ -40,12 +40,24 @@ Running one seed (docs/simulator.md shows more)::
 
 from __future__ import annotations
 
-from typing import Any
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from .faults import Fault, FaultKind, FaultPlan
-from .history import ClientHistory, Violation, check_history
-from .run import RunOptions, RunResult, RunStats, run_simulation
 from .scenario import SCENARIOS, DataflowSpec, Scenario, TableSpec, WorkloadMix, small, standard
+
+# Imported when first asked for: they bring the runtime (and, for ``scenarios``, Hypothesis),
+# which ``tidegate sim --help`` and scenario files do not need.
+_LAZY = {
+    "ClientHistory": "history",
+    "Violation": "history",
+    "check_history": "history",
+    "RunOptions": "run",
+    "RunResult": "run",
+    "RunStats": "run",
+    "run_simulation": "run",
+    "scenarios": "strategies",
+}
 
 __all__ = [
     "SCENARIOS",
@@ -70,9 +82,15 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    # ``scenarios`` needs Hypothesis: import it only when asked for.
-    if name == "scenarios":
-        from .strategies import scenarios
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
 
-        return scenarios
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+if TYPE_CHECKING:
+    from .history import ClientHistory, Violation, check_history
+    from .run import RunOptions, RunResult, RunStats, run_simulation
+    from .strategies import scenarios

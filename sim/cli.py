@@ -19,7 +19,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .campaign import verdict
 from .faults import FaultPlan
 from .scenario import REPLICA_KINDS, SCENARIOS, Scenario
 
@@ -74,6 +73,7 @@ def _report_violation(result: Any, v: Any, tail: int, out: Any) -> None:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from .campaign import verdict
     from .replay import save_result
     from .run import RunOptions, run_simulation
 
@@ -174,6 +174,7 @@ def _load(args: argparse.Namespace) -> Any:
 
 
 def _cmd_replay(args: argparse.Namespace) -> int:
+    from .campaign import verdict
     from .replay import replay
 
     outcome = replay(_load(args))

@@ -16,15 +16,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tidegate.runtime.defaults import default_data_dir
+
 from .control import ControlClient, ControlError, NoController
-from .ddl import DdlError, parse_column_spec
-from .render import format_table, status_table
 
 __all__ = ["add_parsers"]
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data-dir", default="./tidegate-data", help="default: ./tidegate-data")
+    p.add_argument(
+        "--data-dir",
+        default=default_data_dir(),
+        help="default: $TIDEGATE_DATA_DIR, else ./tidegate-data",
+    )
     p.add_argument("--json", action="store_true", help="print the controller's answer as JSON")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for an answer")
 
@@ -49,19 +53,37 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     _common(pk)
     pk.set_defaults(func=run_peek)
 
+    cp = sub.add_parser(
+        "copy-to", help="write a collection's contents at a time as Parquet files under a URL"
+    )
+    cp.add_argument("name", help="the collection's name (or id, like u3)")
+    cp.add_argument("url", help="file:///absolute/dir or s3://bucket/prefix?endpoint=...")
+    cp.add_argument("--at", type=int, help="timestamp (default: the freshest complete one)")
+    _common(cp)
+    cp.set_defaults(func=run_copy_to)
+
     ap = sub.add_parser("append", help="append rows to a table (returns once durable)")
     ap.add_argument("table")
-    ap.add_argument(
+    rows = ap.add_mutually_exclusive_group(required=True)
+    rows.add_argument(
         "--rows",
-        required=True,
         help='JSON: [[v, ...], ...] to insert, or [[[v, ...], diff], ...]; "-" reads stdin',
     )
+    for fmt, what in (("csv", "a CSV file with a header line"), ("parquet", "a Parquet file")):
+        rows.add_argument(
+            f"--{fmt}",
+            metavar="FILE",
+            help=f"{what}: the table's columns by name, and an optional integer diff column "
+            "(else each row is inserted once)",
+        )
     _common(ap)
     ap.set_defaults(func=run_append)
     _add_ddl_parsers(sub)
 
 
 def _column(text: str) -> dict[str, Any]:
+    from .ddl import DdlError, parse_column_spec
+
     try:
         return parse_column_spec(text)
     except DdlError as e:
@@ -162,8 +184,8 @@ def _key_value(text: str) -> Any:
 
 
 def _call(args: argparse.Namespace, method: str, path: str, body: dict[str, Any] | None) -> Any:
-    client = ControlClient.for_data_dir(args.data_dir, timeout=args.timeout)
-    return client.call(method, path, body)
+    with ControlClient.for_data_dir(args.data_dir, timeout=args.timeout) as client:
+        return client.call(method, path, body)
 
 
 def _run(args: argparse.Namespace, method: str, path: str, body: dict[str, Any] | None) -> Any:
@@ -179,6 +201,8 @@ def _run(args: argparse.Namespace, method: str, path: str, body: dict[str, Any] 
 
 def run_status(args: argparse.Namespace) -> int:
     status = _run(args, "GET", "/status", None)
+    from .render import status_table
+
     print(json.dumps(status, indent=2) if args.json else status_table(status))
     return 0
 
@@ -188,6 +212,8 @@ def run_peek(args: argparse.Namespace) -> int:
     if args.key is not None:
         body["key"] = [_key_value(k) for k in args.key]
     result = _run(args, "POST", "/peek", body)
+    from .render import format_table
+
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
@@ -196,7 +222,38 @@ def run_peek(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_copy_to(args: argparse.Namespace) -> int:
+    body: dict[str, Any] = {"name": args.name, "url": args.url, "at": args.at}
+    result = _run(args, "POST", "/copy-to", body)
+    text = f"{result['name']} ({result['id']}): {result['rows']} row(s) written to {result['url']}"
+    return _print(args, result, text)
+
+
+def _rows_from_file(args: argparse.Namespace) -> list[Any] | None:
+    """``--csv``/``--parquet``: the file checked against the table's schema, as JSON rows."""
+    from tidegate.runtime.frames import frame_updates, read_frame, schema_from_columns
+    from tidegate.spec.errors import TidegateError
+
+    from .values import row_to_json
+
+    fmt, path = ("csv", args.csv) if args.csv is not None else ("parquet", args.parquet)
+    quoted = '"' + args.table.replace('"', '""') + '"'
+    shown = _run(args, "POST", "/sql", {"sql": f"SHOW COLUMNS FROM {quoted}"})
+    try:
+        schema = schema_from_columns(shown["rows"])
+        updates = frame_updates(schema, read_frame(path, fmt, schema), args.table)
+    except (OSError, TidegateError) as e:
+        print(f"tidegate append: {path}: {type(e).__name__}: {e}", file=sys.stderr)
+        return None
+    return [[row_to_json(row), diff] for row, diff in updates]
+
+
 def run_append(args: argparse.Namespace) -> int:
+    if args.rows is None:
+        from_file = _rows_from_file(args)
+        if from_file is None:
+            return 1
+        args.rows = json.dumps(from_file)
     text = sys.stdin.read() if args.rows == "-" else args.rows
     try:
         rows = json.loads(text)

@@ -9,37 +9,42 @@ timestamp oracle.
 
 Routes (all but ``/health`` need ``Authorization: Bearer <token>``):
 ``GET /health``, ``GET /status``, ``POST /peek`` ``{"name", "at"?, "key"?}``,
-``POST /append`` ``{"table", "rows"}``; DDL (see :mod:`.ddl` and :mod:`.service`):
+``POST /append`` ``{"table", "rows"}``, ``POST /copy-to`` ``{"name", "url", "at"?}``; DDL (see :mod:`.ddl` and :mod:`.service`):
 ``POST /create-table`` ``{"name", "columns"}``, ``POST /create-index``
 ``{"on", "keys", "name"?}``, ``POST /create-view`` ``{"name", "plan"}`` or
 ``{"name", "from", "columns"?}``, ``POST /drop`` ``{"name", "cascade"?}``,
-``POST /read-policy`` ``{"name", "policy"}``. Answers are ``{"result": ...}``
+``POST /read-policy`` ``{"name", "policy"}``; ``POST /sql`` ``{"sql", "params"?}`` (see
+:mod:`.sql`). Answers are ``{"result": ...}``
 or, on a refusal, ``{"error": {"type": <error class>, "message": ...}}`` with a
 4xx status.
 
-A request is one connection. The bearer token is checked before the body is
-read; a request must arrive within 30 s (else 408), its body is at most
-64 MiB and nests at most 600 levels (checked before parsing; else 400); at
-most 64 requests are served at once (more get 503).
+The server is Starlette on uvicorn (:mod:`.control_server`, imported only by
+:func:`serve_control`). Connections are kept alive between requests. The
+bearer token is checked before the body is read (else 401); a request's head
+must arrive within 30 s, and its body within 30 s of the head (else 408); a
+body is at most 64 MiB, counted as it streams in (else 413), and nests at most
+600 levels, checked before parsing (else 400); at most 64 connections are
+served at once (more get 503). :class:`ControlClient` keeps its connections
+open between calls.
 """
 
 from __future__ import annotations
 
-import contextlib
-import hmac
-import http.client
 import json
 import os
 import secrets
+import select
+import threading
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anyio
-import anyio.abc
-from anyio.abc import SocketAttribute
-from anyio.streams.buffered import BufferedByteReceiveStream
+if TYPE_CHECKING:
+    import http.client
+
+    import anyio.abc
 
 __all__ = [
     "CONTROLLER_FILE",
@@ -56,36 +61,16 @@ __all__ = [
 CONTROLLER_FILE = "controller.json"
 """Name, inside the data directory, of the file that says where the controller listens."""
 
-_MAX_HEADER = 64 * 1024
 _MAX_BODY = 64 * 1024 * 1024
+"""The largest request body accepted."""
 _MAX_NESTING = 600
 """The deepest JSON body accepted: a plan at its own limit (256 levels) fits, twice over."""
 _READ_TIMEOUT_S = 30.0
-"""How long a client may take to send its request, head and body."""
+"""How long a client may take to send a request's head, and then its body."""
 _MAX_CONNECTIONS = 64
-"""Requests served at once; more are answered 503 at once."""
-
-
-def _nesting(raw: bytes) -> int:
-    """How deeply the JSON text ``raw`` nests (brackets outside strings), without parsing it."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for b in raw:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif b == 0x5C:  # backslash
-                escaped = True
-            elif b == 0x22:  # quote
-                in_string = False
-        elif b == 0x22:
-            in_string = True
-        elif b in (0x5B, 0x7B):  # [ {
-            depth += 1
-            deepest = max(deepest, depth)
-        elif b in (0x5D, 0x7D):  # ] }
-            depth -= 1
-    return deepest
+"""Connections served at once; one more is answered 503 at once."""
+_CLIENT_IDLE_S = 3.0
+"""How long :class:`ControlClient` reuses an idle connection (the server keeps one for 5 s)."""
 
 
 class ControlError(Exception):
@@ -201,127 +186,44 @@ Handler = Callable[[str, str, Mapping[str, Any]], Awaitable[Any]]
 """``(method, path, body) -> result``; raises :class:`Refusal` to refuse."""
 
 
-async def _respond(stream: anyio.abc.ByteStream, status: int, payload: Any) -> None:
-    body = json.dumps(payload, default=str).encode()
-    reason = http.client.responses.get(status, "")
-    head = (
-        f"HTTP/1.1 {status} {reason}\r\nContent-Type: application/json\r\n"
-        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
-    ).encode()
-    await stream.send(head + body)
-
-
-async def _serve_one(stream: anyio.abc.ByteStream, handler: Handler, token: str) -> None:
-    """One request: its head within the read timeout, the token checked before the body is read."""
-    reader = BufferedByteReceiveStream(stream)
-    try:
-        with anyio.fail_after(_READ_TIMEOUT_S):
-            head = await reader.receive_until(b"\r\n\r\n", _MAX_HEADER)
-        lines = head.decode("latin-1").split("\r\n")
-        method, target, _version = lines[0].split(" ", 2)
-        headers = {}
-        for line in lines[1:]:
-            name, _, value = line.partition(":")
-            headers[name.strip().lower()] = value.strip()
-        length = int(headers.get("content-length", "0"))
-        if not 0 <= length <= _MAX_BODY:
-            raise ValueError(f"body of {length} bytes (at most {_MAX_BODY})")
-    except TimeoutError:
-        await _respond(stream, 408, {"error": {"type": "RequestTimeout", "message": "too slow"}})
-        return
-    except (anyio.IncompleteRead, anyio.DelimiterNotFound, ValueError, UnicodeDecodeError) as e:
-        await _respond(stream, 400, {"error": {"type": "BadRequest", "message": str(e)}})
-        return
-    path = target.split("?", 1)[0]
-    if path != "/health":
-        given = headers.get("authorization", "")
-        if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
-            await _respond(
-                stream,
-                401,
-                {"error": {"type": "Unauthenticated", "message": "missing or wrong bearer token"}},
-            )
-            return
-    try:
-        with anyio.fail_after(_READ_TIMEOUT_S):
-            raw = await reader.receive_exactly(length) if length else b""
-        if _nesting(raw) > _MAX_NESTING:
-            raise ValueError(f"the body nests deeper than {_MAX_NESTING} levels")
-        body = json.loads(raw) if raw else {}
-        if not isinstance(body, dict):
-            raise ValueError("the body must be a JSON object")
-    except TimeoutError:
-        await _respond(stream, 408, {"error": {"type": "RequestTimeout", "message": "too slow"}})
-        return
-    except (anyio.IncompleteRead, ValueError, RecursionError) as e:
-        await _respond(stream, 400, {"error": {"type": "BadRequest", "message": str(e)}})
-        return
-    try:
-        result = await handler(method, path, body)
-    except Refusal as r:
-        await _respond(stream, r.status, {"error": {"type": r.type, "message": r.message}})
-        return
-    await _respond(stream, 200, {"result": result})
-
-
 async def serve_control(
     handler: Handler,
     token: str,
     *,
     host: str = "127.0.0.1",
     port: int = 0,
-    task_status: anyio.abc.TaskStatus[str] = anyio.TASK_STATUS_IGNORED,
+    task_status: anyio.abc.TaskStatus[str] | None = None,
 ) -> None:
     """Serve the control endpoint until cancelled; reports ``host:port`` through ``task_status``.
 
-    Each connection carries one request. A handler error other than
-    :class:`Refusal` is answered 500 with its type and message, and the
-    server keeps serving.
+    A handler error other than :class:`Refusal` is answered 500 with its type
+    and message, and the server keeps serving. On cancellation the server stops
+    accepting, lets requests in flight finish (for up to 3 s) and returns.
     """
-    listener = await anyio.create_tcp_listener(local_host=host, local_port=port)
-    limiter = anyio.CapacityLimiter(_MAX_CONNECTIONS)
+    import anyio
 
-    async def connection(stream: anyio.abc.SocketStream) -> None:
-        async with stream:
-            try:
-                limiter.acquire_nowait()
-            except anyio.WouldBlock:
-                with contextlib.suppress(
-                    anyio.BrokenResourceError, anyio.ClosedResourceError, OSError
-                ):
-                    await _respond(
-                        stream, 503, {"error": {"type": "Busy", "message": "too many requests"}}
-                    )
-                return
-            try:
-                await _serve_one(stream, handler, token)
-            except anyio.get_cancelled_exc_class():
-                raise
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-                pass  # the client went away
-            except Exception as e:  # one bad request must not take the controller down
-                with contextlib.suppress(
-                    anyio.BrokenResourceError, anyio.ClosedResourceError, OSError
-                ):
-                    await _respond(
-                        stream, 500, {"error": {"type": type(e).__name__, "message": str(e)}}
-                    )
-            finally:
-                limiter.release()
+    from .control_server import Limits, serve
 
-    async with listener:
-        local = listener.extra(SocketAttribute.local_address)
-        assert isinstance(local, tuple)  # an IP listener's (host, port, ...)
-        task_status.started(f"{local[0]}:{local[1]}")
-        await listener.serve(connection)
+    limits = Limits(_MAX_BODY, _MAX_NESTING, _READ_TIMEOUT_S, _MAX_CONNECTIONS)
+    status = anyio.TASK_STATUS_IGNORED if task_status is None else task_status
+    await serve(handler, token, host, port, limits, status)
 
 
 class ControlClient:
-    """A blocking client of the control endpoint (``http.client``; one connection per call)."""
+    """A blocking client of the control endpoint (``http.client``), safe to share between threads.
+
+    Connections are kept alive and reused across calls (one per concurrent
+    caller); a connection the server has closed while idle is replaced before
+    it is used, or, if the server closed it just as it was reused, the call is
+    retried once on a fresh one (the server closes only idle connections, so
+    the request was not seen). :meth:`close` (or ``with``) closes them.
+    """
 
     def __init__(self, info: ControllerInfo, *, timeout: float = 60.0) -> None:
         self.info = info
         self.timeout = timeout
+        self._idle: list[tuple[http.client.HTTPConnection, float]] = []
+        self._lock = threading.Lock()
 
     @classmethod
     def for_data_dir(cls, data_dir: str | Path, *, timeout: float = 60.0) -> ControlClient:
@@ -334,34 +236,97 @@ class ControlClient:
             )
         return cls(info, timeout=timeout)
 
+    def __enter__(self) -> ControlClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the idle connections (a later call opens a new one)."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn, _ in idle:
+            conn.close()
+
+    def _connection(self) -> tuple[http.client.HTTPConnection, bool]:
+        """An open idle connection that is still good (and True), else a new one (and False)."""
+        import http.client  # here: a command that finds no controller never needs it
+
+        now = time.monotonic()
+        while True:
+            with self._lock:
+                if not self._idle:
+                    break
+                conn, since = self._idle.pop()
+            if now - since < _CLIENT_IDLE_S and not _dropped(conn):
+                return conn, True
+            conn.close()
+        host, _, port = self.info.address.rpartition(":")
+        return http.client.HTTPConnection(host, int(port), timeout=self.timeout), False
+
     def call(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> Any:
         """One request; the result, or :class:`ControlError` with the server's error type."""
-        host, _, port = self.info.address.rpartition(":")
-        conn = http.client.HTTPConnection(host, int(port), timeout=self.timeout)
+        import http.client
+
         payload = json.dumps(body or {}).encode()
+        headers = {
+            "Authorization": f"Bearer {self.info.token}",
+            "Content-Type": "application/json",
+        }
+        for attempt in range(2):
+            conn, reused = self._connection()
+            try:
+                conn.request(method, path, body=payload, headers=headers)
+                response = conn.getresponse()
+                raw = response.read()
+            except ConnectionRefusedError:
+                conn.close()
+                raise NoController(
+                    f"the controller at {self.info.address} (pid {self.info.pid}) refuses "
+                    "connections"
+                ) from None
+            except (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError) as e:
+                conn.close()
+                if reused and attempt == 0:
+                    continue  # closed by the server while idle: the request was not read
+                raise ControlError(
+                    type(e).__name__, f"control endpoint {self.info.address}: {e}"
+                ) from None
+            except (OSError, http.client.HTTPException) as e:
+                conn.close()
+                raise ControlError(
+                    type(e).__name__, f"control endpoint {self.info.address}: {e}"
+                ) from None
+            if response.will_close:
+                conn.close()
+            else:
+                with self._lock:
+                    self._idle.append((conn, time.monotonic()))
+            break
         try:
-            conn.request(
-                method,
-                path,
-                body=payload,
-                headers={
-                    "Authorization": f"Bearer {self.info.token}",
-                    "Content-Type": "application/json",
-                },
-            )
-            response = conn.getresponse()
-            data = json.loads(response.read() or b"{}")
-        except ConnectionRefusedError:
-            raise NoController(
-                f"the controller at {self.info.address} (pid {self.info.pid}) refuses connections"
-            ) from None
-        except (OSError, http.client.HTTPException, ValueError) as e:
+            data = json.loads(raw or b"{}")
+        except ValueError as e:
             raise ControlError(
-                type(e).__name__, f"control endpoint {self.info.address}: {e}"
+                f"HTTP{response.status}", f"control endpoint {self.info.address}: {e}"
             ) from None
-        finally:
-            conn.close()
+        if not isinstance(data, dict):
+            raise ControlError(
+                f"HTTP{response.status}", f"control endpoint {self.info.address}: {data!r}"
+            )
         if "error" in data:
             err = data["error"]
             raise ControlError(str(err.get("type")), str(err.get("message")))
         return data.get("result")
+
+
+def _dropped(conn: http.client.HTTPConnection) -> bool:
+    """Whether an idle connection was closed by the server (it is readable: EOF, or stray bytes)."""
+    sock = conn.sock
+    if sock is None:
+        return True
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+    except (OSError, ValueError):
+        return True
+    return bool(readable)

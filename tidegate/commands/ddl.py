@@ -20,7 +20,7 @@ input it cannot use, so a refused request never reaches the environment.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from tidegate.spec.errors import PlanDecodeError
 from tidegate.spec.frontier import Antichain
@@ -33,9 +33,10 @@ from tidegate.spec.frontier.read_policy import (
     ValidFrom,
 )
 from tidegate.spec.ids import GlobalId
-from tidegate.spec.plan import Plan, plan_from_dict, schema_to_dict
-from tidegate.spec.plan.relation import Get, Project
-from tidegate.spec.plan.schema import Column, ColumnType, ScalarType, Schema
+
+if TYPE_CHECKING:  # the plan IR is imported where it is used: the CLI's parser stays light
+    from tidegate.spec.plan import Plan
+    from tidegate.spec.plan.schema import Schema
 
 __all__ = [
     "DEFAULT_GRANULARITY_MS",
@@ -53,8 +54,8 @@ __all__ = [
     "schema_from_json",
 ]
 
-SCALAR_TYPES = tuple(t.value for t in ScalarType)
-"""The column types a table may have (the spec's scalar types)."""
+SCALAR_TYPES = ("int64", "float64", "string", "bool", "date", "timestamp")
+"""The column types a table may have: the values of the spec's ``ScalarType`` (a test checks)."""
 
 POLICY_KINDS = ("lag", "valid-from", "step-back", "none", "multiple")
 """The read policy kinds :func:`policy_from_json` understands."""
@@ -62,7 +63,7 @@ POLICY_KINDS = ("lag", "valid-from", "step-back", "none", "multiple")
 DEFAULT_GRANULARITY_MS = 1000
 """How coarsely a ``lag`` policy rounds the since by default (one tick of ``tidegate up``)."""
 
-Lookup = Callable[[str], tuple[GlobalId, Schema]]
+Lookup: TypeAlias = "Callable[[str], tuple[GlobalId, Schema]]"
 """The id and schema of a catalog object named (or identified) by a string."""
 
 
@@ -100,6 +101,8 @@ def parse_column_spec(text: str) -> dict[str, Any]:
 
 def schema_from_json(columns: Any) -> Schema:
     """A table's schema from ``[{"name", "type", "nullable"?}, ...]``: at least one column, unique names."""
+    from tidegate.spec.plan.schema import Column, ColumnType, ScalarType, Schema
+
     if not isinstance(columns, list) or not columns:
         raise DdlError(
             "BadColumns",
@@ -134,6 +137,8 @@ def schema_from_json(columns: Any) -> Schema:
 
 def columns_to_json(schema: Schema) -> list[dict[str, Any]]:
     """The inverse of :func:`schema_from_json`."""
+    from tidegate.spec.plan import schema_to_dict
+
     cols: list[dict[str, Any]] = schema_to_dict(schema)["columns"]
     return cols
 
@@ -256,6 +261,8 @@ def _named_gets(node: Any, lookup: Lookup) -> Any:
             raise DdlError(
                 "BadPlan", f"a get names a catalog object by 'name' or 'id', got {node!r}"
             )
+        from tidegate.spec.plan import schema_to_dict
+
         gid, schema = lookup(ref)
         return {"op": "get", "id": str(gid), "schema": schema_to_dict(schema)}
     return {k: _named_gets(v, lookup) for k, v in node.items()}
@@ -267,6 +274,8 @@ def plan_from_json(data: Any, lookup: Lookup) -> Plan:
     Only decodes: whether the plan typechecks against the catalog is the
     catalog's to say when the object is created.
     """
+    from tidegate.spec.plan import plan_from_dict
+
     if not isinstance(data, dict):
         raise DdlError(
             "BadPlan", f"a plan is a JSON object with an 'op', got {type(data).__name__}"
@@ -281,6 +290,8 @@ def plan_from_json(data: Any, lookup: Lookup) -> Plan:
 
 def projection_plan(source: tuple[GlobalId, Schema], columns: Sequence[str] | None) -> Plan:
     """``source`` read whole, or just ``columns`` (by name, in that order)."""
+    from tidegate.spec.plan.relation import Get, Project
+
     gid, schema = source
     get = Get(gid, schema)
     if columns is None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import shutil
 import tempfile
@@ -25,24 +26,26 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import anyio
+from tidegate.runtime.defaults import DATA_DIR_ENV
 
-from tidegate.dsl import Schema, col, count, sum_
-from tidegate.spec.frontier import LagWriteFrontier, Row
-from tidegate.spec.ids import GlobalId
-
-from .recording import RunRecorder
-from .render import ProgressBar, format_table
+if TYPE_CHECKING:  # the demo's modules are imported when it runs, not to build the CLI's parser
+    from tidegate.spec.frontier import LagWriteFrontier, Row
+    from tidegate.spec.ids import GlobalId
 
 __all__ = ["DemoOptions", "add_parser", "run_demo"]
 
 CUSTOMERS = ["ann", "bob", "cyd", "dee", "eve", "fay", "gus", "hal"]
 REGIONS = {"ann": "north", "bob": "south", "cyd": "north", "dee": "east",
            "eve": "west", "fay": "south", "gus": "east", "hal": "west"}  # fmt: skip
-HISTORY = LagWriteFrontier(lag=600_000, max_granularity=1_000)
-"""Keep ten minutes of history readable, so the demo can peek at earlier times."""
+
+
+def history() -> LagWriteFrontier:
+    """Keep ten minutes of history readable, so the demo can peek at earlier times."""
+    from tidegate.spec.frontier import LagWriteFrontier
+
+    return LagWriteFrontier(lag=600_000, max_granularity=1_000)
 
 
 @dataclass
@@ -79,7 +82,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--data-dir", help="keep the data here (default: a temporary directory)")
+    p.add_argument(
+        "--data-dir",
+        default=os.environ.get(DATA_DIR_ENV) or None,
+        help="keep the data here (default: $TIDEGATE_DATA_DIR, else a temporary directory)",
+    )
     p.add_argument("--batches", type=int, default=20, help="appends to stream (default 20)")
     p.add_argument("--rows", type=int, default=50, help="rows per append (default 50)")
     p.add_argument("--executor", default="spark", choices=["spark", "python"])
@@ -97,6 +104,8 @@ def run_demo(args: argparse.Namespace) -> int:
         spark_master=args.spark_master,
         seed=args.seed,
     )
+    import anyio
+
     return anyio.run(demo, opts)
 
 
@@ -108,6 +117,8 @@ async def replica_processes(
     data_dir: Path, opts: DemoOptions, names: list[str]
 ) -> AsyncIterator[Any]:
     """An orchestrator running replicas ``names`` (started in parallel); stops them at exit."""
+    import anyio
+
     from tidegate.runtime.orchestrator import Orchestrator
 
     async with Orchestrator(
@@ -160,6 +171,8 @@ class Demo:
     def __init__(self, opts: DemoOptions, data_dir: Path) -> None:
         self.opts = opts
         self.data_dir = data_dir
+        from .recording import RunRecorder
+
         self.rec = RunRecorder("demo", replicas=2)
         self.tally = Tally()
         self.rng = random.Random(opts.seed)
@@ -184,6 +197,9 @@ class Demo:
     # -- steps -----------------------------------------------------------------------------
 
     async def define(self, env: Any) -> None:
+        from tidegate.dsl import Schema, col, count, sum_
+
+        HISTORY = history()
         orders = await env.create_table(
             "orders", Schema.of(("customer", "string", False), ("amount", "int64", False))
         )
@@ -245,14 +261,15 @@ class Demo:
         self.tally.rows += len(batch)
         return ts
 
-    async def subscriber(self, env: Any, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+    async def subscriber(self, env: Any, task_status: Any = None) -> None:
         """Consume the subscribe and record its batches (checked by the history checker).
 
         Not checked on arrival: a batch may show an append before its ``append``
         call has returned here, so the reference is only complete at the end.
         """
         async with await env.subscribe(self.big) as stream:
-            task_status.started()
+            if task_status is not None:
+                task_status.started()
             async for batch in stream:
                 if not self.tally.batches:
                     as_of = batch.lower.elements[0]
@@ -263,10 +280,11 @@ class Demo:
                 self.tally.batches += 1
                 self.tally.subscribe_updates += len(batch.updates)
 
-    async def watch_events(self, env: Any, task_status: Any = anyio.TASK_STATUS_IGNORED) -> None:
+    async def watch_events(self, env: Any, task_status: Any = None) -> None:
         """Print replica status events while :attr:`show_events` is set."""
         async with env.events() as events:
-            task_status.started()
+            if task_status is not None:
+                task_status.started()
             async for e in events:
                 self.events.append(e)
                 if self.show_events:
@@ -287,6 +305,8 @@ class Demo:
         if not ok:
             self.fail(f"peek {name} at {at}: {len(rows)} rows, reference {len(want)}")
         if show:
+            from .render import format_table
+
             body = sorted(rows.items())
             self.say(
                 f"   peek {name} at {at}: {len(rows)} rows "
@@ -332,6 +352,8 @@ async def demo(opts: DemoOptions) -> int:
         data_dir.mkdir(parents=True, exist_ok=True)
     d = Demo(opts, data_dir)
     try:
+        import anyio
+
         with anyio.fail_after(opts.timeout_s * 3):
             await _script(d)
     except Exception as e:
@@ -353,6 +375,10 @@ async def _script(d: Demo) -> None:
 
 
 async def _phases(d: Demo, orchestrator: Any) -> None:
+    import anyio
+
+    from .render import ProgressBar
+
     opts = d.opts
     async with open_environment(d.data_dir, opts, orchestrator, 2) as env:
         names = await _wait_online(d, env)
@@ -443,6 +469,8 @@ async def _wait_online(d: Demo, env: Any) -> list[str]:
 
 
 def _summary(d: Demo) -> int:
+    from .render import format_table
+
     elapsed = time.monotonic() - d.t0
     d.say("\n== summary")
     d.say(

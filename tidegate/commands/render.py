@@ -1,12 +1,28 @@
-"""Plain-text output of the CLI: aligned tables, frontiers, durations and a progress bar."""
+"""Text output of the CLI through ``rich``: aligned tables, frontiers, durations and a progress bar.
+
+Tables are laid out by ``rich`` (widths measured in terminal cells, so wide
+characters align) and come back as plain text without colour or borders:
+left-aligned columns two spaces apart, a rule of dashes under the header, no
+trailing spaces. That is what a terminal shows and what a script reads, the
+same in both. ``tidegate sql`` prints psql's aligned format
+(:func:`psql_table`). The progress bar is ``rich.progress``: redrawn in place
+on a terminal, printed once, as one plain line, when it finishes otherwise.
+"""
 
 from __future__ import annotations
 
+import io
+import re
 import sys
 from collections.abc import Iterable, Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from .ddl import DEFAULT_GRANULARITY_MS
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+if TYPE_CHECKING:
+    from rich.progress import Progress, TaskID
 
 __all__ = [
     "ProgressBar",
@@ -14,17 +30,62 @@ __all__ = [
     "format_lag",
     "format_policy",
     "format_table",
+    "psql_table",
     "status_table",
 ]
+
+DEFAULT_GRANULARITY_MS = 1000
+"""A ``lag`` policy's default granularity (:data:`.ddl.DEFAULT_GRANULARITY_MS`; a test checks)."""
+
+# Box rows: top, head, head rule, mid, row, foot rule, foot, bottom (left, line, divider, right).
+_PLAIN = box.Box("    \n    \n -  \n    \n    \n    \n    \n    \n", ascii=True)
+_PSQL = box.Box("    \n  | \n -+ \n  | \n  | \n    \n  | \n    \n", ascii=True)
+_RULE_GAP = re.compile(r"-(?= )")
+
+
+def _render(table: Table) -> list[str]:
+    out = io.StringIO()
+    console = Console(
+        file=out,
+        width=1_000_000,
+        color_system=None,
+        force_terminal=False,
+        highlight=False,
+        emoji=False,
+        markup=False,
+        legacy_windows=False,
+    )
+    console.print(table, crop=False)
+    return [line.rstrip() for line in out.getvalue().splitlines()]
+
+
+def _cell(v: Any) -> str:
+    return "" if v is None else str(v)
 
 
 def format_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     """Left-aligned columns separated by two spaces, with a rule under the header."""
-    cells = [[str(h) for h in headers]] + [["" if v is None else str(v) for v in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in cells]
-    lines.insert(1, "  ".join("-" * w for w in widths))
+    table = Table(box=_PLAIN, show_edge=False, pad_edge=False, padding=(0, 1, 0, 0))
+    for h in headers:
+        table.add_column(str(h), no_wrap=True)
+    for r in rows:
+        table.add_row(*(_cell(v) for v in r))
+    lines = _render(table)
+    if len(lines) > 1:  # rich's rule runs under each column's padding too: leave the gap
+        lines[1] = _RULE_GAP.sub(" ", lines[1])
     return "\n".join(lines)
+
+
+def psql_table(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
+    """psql's aligned format: `` a | b``, a ``---+---`` rule, then the rows (NULL shown empty)."""
+    table = Table(box=_PSQL, show_edge=False, pad_edge=True, padding=(0, 1))
+    for c in columns:
+        table.add_column(str(c), no_wrap=True)
+    for r in rows:
+        table.add_row(
+            *("" if v is None else "t" if v is True else "f" if v is False else str(v) for v in r)
+        )
+    return "\n".join(_render(table))
 
 
 def format_frontier(elements: Sequence[Any]) -> str:
@@ -103,7 +164,11 @@ def status_table(status: dict[str, Any]) -> str:
 
 
 class ProgressBar:
-    """A one-line progress bar, redrawn in place on a terminal and printed at the end otherwise."""
+    """A progress bar (``rich.progress``): redrawn in place on a terminal; one line at the end otherwise.
+
+    Not on a terminal, nothing is written until :meth:`finish`, which writes
+    ``LABEL [#####.....] DONE/TOTAL PCT% NOTE`` once.
+    """
 
     def __init__(self, total: int, label: str = "", width: int = 30, out: TextIO | None = None):
         self.total = max(1, total)
@@ -112,8 +177,36 @@ class ProgressBar:
         self.out = out or sys.stdout
         self.done = 0
         self.tty = self.out.isatty()
+        self._progress: Progress | None = None
+        self._task: TaskID | None = None
+        if self.tty:
+            self._start()
+
+    def _start(self) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TaskProgressColumn,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        console = Console(file=self.out, highlight=False, markup=False, emoji=False)
+        self._progress = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(bar_width=self.width),
+            MofNCompleteColumn(),
+            TaskProgressColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.fields[note]}"),
+            console=console,
+        )
+        self._task = self._progress.add_task(self.label, total=self.total, note="")
+        self._progress.start()
 
     def line(self, note: str = "") -> str:
+        """The plain line: ``LABEL [#####.....] DONE/TOTAL PCT% NOTE``."""
         filled = self.width * self.done // self.total
         bar = "#" * filled + "." * (self.width - filled)
         pct = 100 * self.done // self.total
@@ -121,13 +214,14 @@ class ProgressBar:
 
     def advance(self, n: int = 1, note: str = "") -> None:
         self.done = min(self.total, self.done + n)
-        if self.tty:
-            self.out.write("\r" + self.line(note) + "\x1b[K")
-            self.out.flush()
+        if self._progress is not None and self._task is not None:
+            self._progress.update(self._task, completed=self.done, note=note)
 
     def finish(self, note: str = "") -> None:
-        if self.tty:
-            self.out.write("\r" + self.line(note) + "\x1b[K\n")
-        else:
-            self.out.write(self.line(note) + "\n")
+        if self._progress is not None and self._task is not None:
+            self._progress.update(self._task, completed=self.done, note=note)
+            self._progress.stop()
+            self._progress = None
+            return
+        self.out.write(self.line(note) + "\n")
         self.out.flush()

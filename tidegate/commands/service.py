@@ -161,6 +161,16 @@ class ControlService:
             "rows": [[row_to_json(r), n] for r, n in _rows_of(result)],
         }
 
+    async def copy_to(self, name: str, url: str, at: int | None) -> dict[str, Any]:
+        """Write ``name``'s contents at ``at`` (or the freshest time) as Parquet under ``url``."""
+        c = self.resolve(name)
+        if at is not None:
+            at = int(at)
+            with anyio.move_on_after(self.wait_s):
+                await self.env.wait_for(c.id, at)
+        rows = await self.env.copy_to(c.id, str(url), at=at)
+        return {"name": c.name, "id": str(c.id), "url": url, "rows": rows}
+
     async def append(self, table: str, rows: Any) -> dict[str, Any]:
         c = self.resolve(table)
         if c.kind != "table":
@@ -171,6 +181,25 @@ class ControlService:
             raise Refusal(400, "BadRows", str(e)) from None
         ts = await self.env.append(c.name, updates)
         return {"table": c.name, "time": ts, "rows": len(updates)}
+
+    async def sql(self, text: Any, params: Any = None) -> dict[str, Any]:
+        """Run the SQL statement(s) ``text`` (see :mod:`tidegate.runtime.sql`); the last result.
+
+        A refused statement is a :class:`Refusal` whose message is PostgreSQL-style
+        (the line with a caret under the position, and a hint).
+        """
+        from tidegate.spec.errors import SqlError
+
+        if not isinstance(text, str):
+            raise Refusal(400, "BadRequest", f"sql must be a string, got {text!r}")
+        if params is not None and not isinstance(params, list):
+            raise Refusal(400, "BadRequest", f"params must be a list, got {params!r}")
+        try:
+            result = await self.env.execute(text, params)
+        except SqlError as e:
+            raise Refusal(400, type(e).__name__, e.render()) from None
+        out: dict[str, Any] = result.to_json()
+        return out
 
     # -- DDL -----------------------------------------------------------------------------------
 
@@ -251,8 +280,9 @@ class ControlService:
             raise Refusal(400, "BadRequest", f"cascade must be true or false, got {cascade!r}")
         c = self.resolve(name)
         before = {x.id: x for x in self.collections()}
-        try:
-            gone = await self.env.drop(c.id, cascade=cascade)
+        entries: dict[GlobalId, Any] = {}  # as the drop found them: a cascade may take objects
+        try:  # created while it waited for another DDL (they are not in ``before``)
+            gone = await self.env.drop(c.id, cascade=cascade, dropped=entries)
         except HasDependents as e:  # the catalog's refusal, told in the CLI's words
             named = {str(g): info.name for g, info in before.items()}
             names = ", ".join(f"{named.get(str(d), d)} ({d})" for d in e.dependents)
@@ -264,7 +294,7 @@ class ControlService:
             ) from None
         return {
             "dropped": [
-                {"name": before[g].name, "id": str(g), "kind": before[g].kind} for g in gone
+                {"name": entries[g].name, "id": str(g), "kind": _kind(entries[g])} for g in gone
             ]
         }
 
@@ -293,8 +323,12 @@ class ControlService:
                 return await self.status()
             if (method, path) == ("POST", "/peek"):
                 return await self.peek(str(body["name"]), body.get("at"), body.get("key"))
+            if (method, path) == ("POST", "/copy-to"):
+                return await self.copy_to(str(body["name"]), body["url"], body.get("at"))
             if (method, path) == ("POST", "/append"):
                 return await self.append(str(body["table"]), body.get("rows"))
+            if (method, path) == ("POST", "/sql"):
+                return await self.sql(body["sql"], body.get("params"))
             if method == "POST" and path in _DDL_FIELDS:
                 required, optional = _DDL_FIELDS[path]
                 unknown = set(body) - required - optional

@@ -7,8 +7,8 @@ status/peek/append`` talk to, and writes ``DATA_DIR/controller.json``. With
 ``--metrics HOST:PORT`` it also serves the controller's Prometheus metrics
 (:mod:`tidegate.runtime.metrics`) on ``http://HOST:PORT/metrics``, records
 that address in ``controller.json`` and shows it in ``tidegate status``. On
-SIGINT or SIGTERM it closes the environment (which stops its replicas) and
-removes the file.
+SIGINT or SIGTERM it stops serving (requests in flight get up to 3 s to finish), closes
+the environment (which stops its replicas) and removes the file.
 """
 
 from __future__ import annotations
@@ -21,10 +21,9 @@ import sys
 from functools import partial
 from pathlib import Path
 
-import anyio
+from tidegate.runtime.defaults import default_data_dir
 
-from .control import ControllerInfo, NoController, new_token, serve_control
-from .service import ControlService
+from .control import ControllerInfo, NoController, new_token
 
 __all__ = ["add_parser", "run_up"]
 
@@ -43,7 +42,11 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--data-dir", default="./tidegate-data", help="default: ./tidegate-data")
+    p.add_argument(
+        "--data-dir",
+        default=default_data_dir(),
+        help="default: $TIDEGATE_DATA_DIR, else ./tidegate-data",
+    )
     p.add_argument(
         "--replicas",
         type=int,
@@ -62,6 +65,23 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="where the control endpoint listens (default: loopback, a free port)",
     )
     p.add_argument(
+        "--replica-memory-limit",
+        type=_byte_size,
+        default=None,
+        metavar="SIZE",
+        help="memory limit of each replica (e.g. 4GiB): above it the replica fails the dataflow "
+        "holding the most state, whose collections then answer an error (default: none)",
+    )
+    p.add_argument(
+        "--spark-conf",
+        type=_spark_conf_pair,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark property of every replica's session (repeatable)",
+    )
+    p.add_argument("--spark-ui", action="store_true", help="replicas serve Spark's web UI")
+    p.add_argument(
         "--metrics",
         type=_host_port,
         default=None,
@@ -69,6 +89,18 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         help="serve the controller's Prometheus metrics on http://HOST:PORT/metrics (0: a free port)",
     )
     p.set_defaults(func=run_up)
+
+
+def _spark_conf_pair(text: str) -> tuple[str, str]:
+    from tidegate.replica.main import spark_conf_pair
+
+    return spark_conf_pair(text)
+
+
+def _byte_size(text: str) -> int:
+    from tidegate.replica.main import byte_size
+
+    return byte_size(text)
 
 
 def _refuse_if_running(data_dir: Path) -> None:
@@ -83,15 +115,32 @@ def _refuse_if_running(data_dir: Path) -> None:
 
 
 async def _up(args: argparse.Namespace) -> None:
+    import anyio
+
     from tidegate.runtime.environment import Environment
     from tidegate.runtime.orchestrator import Orchestrator
+
+    from .control import serve_control
+    from .service import ControlService
 
     data_dir = Path(args.data_dir)
     data_dir.mkdir(parents=True, exist_ok=True)
     _refuse_if_running(data_dir)
     how_many = "the recorded" if args.replicas is None else str(args.replicas)
     print(f"tidegate up: data in {data_dir.resolve()}; starting {how_many} replica(s)...")
-    orchestrator = Orchestrator(data_dir, executor=args.executor, spark_master=args.spark_master)
+    limit = (
+        ()
+        if args.replica_memory_limit is None
+        else ("--memory-limit", str(args.replica_memory_limit))
+    )
+    orchestrator = Orchestrator(
+        data_dir,
+        executor=args.executor,
+        spark_master=args.spark_master,
+        extra_args=limit,
+        spark_conf=dict(args.spark_conf),
+        spark_ui=args.spark_ui,
+    )
     async with (
         orchestrator,
         Environment.open(
@@ -145,6 +194,12 @@ async def _up(args: argparse.Namespace) -> None:
 
 
 def run_up(args: argparse.Namespace) -> int:
+    import anyio
+
+    from tidegate.runtime.logs import configure_logging
+
+    configure_logging(loggers=("tidegate",), static={"component": "controller"})  # JSON on stderr
+
     try:
         anyio.run(_up, args)
     except KeyboardInterrupt:  # a second Ctrl-C during shutdown

@@ -1,0 +1,410 @@
+"""The control endpoint's server: a Starlette app served by uvicorn (h11), with its limits.
+
+:func:`.control.serve_control` starts it; nothing else imports this module, so
+the CLI's clients never pay for starlette and uvicorn. What each layer keeps:
+
+* :class:`_ControlProtocol` (uvicorn's h11 protocol, per connection): at most
+  ``max_connections`` connections at once (one more is answered 503 ``Busy``
+  at once and closed); a request's head must arrive within ``read_timeout_s``
+  of the connection (or of the previous answer on a kept-alive connection),
+  else 408 ``RequestTimeout``; a head is at most 64 KiB; a malformed request is
+  answered 400 ``BadRequest``, as JSON like every other refusal.
+* :class:`_Guard` (ASGI middleware, per request): the bearer token is checked
+  from the head alone, before ``receive()`` is ever called (401
+  ``Unauthenticated``); a ``Content-Length`` over the limit is refused before
+  reading (413 ``BodyTooLarge``), and a body streamed without one is counted
+  as it arrives and refused once it passes the limit; the whole body must
+  arrive within ``read_timeout_s`` of its head (else 408). Every refusal that
+  leaves a body unread closes the connection.
+* the endpoint (Starlette): the body's JSON nesting is counted before parsing
+  (at most ``max_nesting``, else 400), then the handler answers; a
+  :class:`~.control.Refusal` keeps its status and type, any other error is a
+  500 naming its type, and the server keeps serving.
+
+On asyncio (what ``tidegate up`` runs on) uvicorn runs in the caller's event
+loop. On trio it runs on its own asyncio loop in a worker thread and calls the
+handler back in the caller's loop through a blocking portal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+import re
+import threading
+from collections.abc import Awaitable, Callable, Generator
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import anyio.abc
+import anyio.from_thread
+import h11
+import sniffio
+import uvicorn
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from .control import Handler, Refusal
+
+__all__ = ["Limits", "serve"]
+
+_MAX_HEAD = 64 * 1024
+_KEEP_ALIVE_S = 5
+"""How long an idle kept-alive connection stays open (the client reuses one for less)."""
+_GRACE_S = 3
+"""On shutdown, how long requests in flight may take to finish before they are cancelled."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The endpoint's bounds (see :mod:`.control`)."""
+
+    max_body: int
+    max_nesting: int
+    read_timeout_s: float
+    max_connections: int
+
+
+def _error(status: int, type: str, message: str, *, close: bool = False) -> Response:
+    headers = {"connection": "close"} if close else None
+    return _json(status, {"error": {"type": type, "message": message}}, headers)
+
+
+def _json(status: int, payload: Any, headers: dict[str, str] | None = None) -> Response:
+    body = json.dumps(payload, default=str).encode()
+    return Response(body, status, headers=headers, media_type="application/json")
+
+
+def _error_bytes(status: int, type: str, message: str) -> bytes:
+    return json.dumps({"error": {"type": type, "message": message}}).encode()
+
+
+# -- the body's nesting, counted before it is parsed ---------------------------------------------
+
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+
+
+def nesting(raw: bytes) -> int:
+    """How deeply the JSON text ``raw`` nests (brackets outside strings), without parsing it.
+
+    Strings are cut out and everything but brackets dropped at C speed; only
+    the brackets are walked. An unterminated string's brackets count (the body
+    is refused either way).
+    """
+    brackets = _STRING.sub(b"", raw).translate(None, _NOT_BRACKETS)
+    depth = deepest = 0
+    for b in brackets:
+        if b in (0x5B, 0x7B):  # [ {
+            depth += 1
+            deepest = max(deepest, depth)
+        else:
+            depth -= 1
+    return deepest
+
+
+# -- per request: the token, the body's size and time --------------------------------------------
+
+
+class _TooLarge(Exception):
+    pass
+
+
+class _Guard:
+    """Authenticates from the head alone, then reads the body within its size and time limits."""
+
+    def __init__(self, app: ASGIApp, token: str, limits: Limits) -> None:
+        self.app = app
+        self.expected = f"Bearer {token}".encode()
+        self.limits = limits
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":  # pragma: no cover - lifespan is off, websockets too
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        if scope["path"] != "/health" and not hmac.compare_digest(
+            headers.get(b"authorization", b""), self.expected
+        ):
+            await _error(401, "Unauthenticated", "missing or wrong bearer token", close=True)(
+                scope, receive, send
+            )
+            return
+        limit = self.limits.max_body
+        length = headers.get(b"content-length")
+        if length is not None and int(length) > limit:  # h11 has checked it is a number
+            told = f"body of {int(length)} bytes (at most {limit})"
+            await _error(413, "BodyTooLarge", told, close=True)(scope, receive, send)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            async with asyncio.timeout(self.limits.read_timeout_s):
+                while True:
+                    message = await receive()
+                    if message["type"] == "http.disconnect":
+                        return  # the client went away
+                    chunk = message.get("body", b"")
+                    size += len(chunk)
+                    if size > limit:
+                        raise _TooLarge
+                    chunks.append(chunk)
+                    if not message.get("more_body", False):
+                        break
+        except TimeoutError:
+            await _error(408, "RequestTimeout", "too slow", close=True)(scope, receive, send)
+            return
+        except _TooLarge:
+            told = f"body of more than {limit} bytes"
+            await _error(413, "BodyTooLarge", told, close=True)(scope, receive, send)
+            return
+        body = b"".join(chunks)
+        replayed = False
+
+        async def replay() -> Message:
+            nonlocal replayed
+            if replayed:
+                return await receive()  # the next message: a disconnect
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+
+# -- the app -------------------------------------------------------------------------------------
+
+
+def _app(handler: Handler, token: str, limits: Limits) -> Starlette:
+    async def endpoint(request: Request) -> Response:
+        method, path = request.method, request.url.path
+        raw = await request.body()
+        try:
+            if nesting(raw) > limits.max_nesting:
+                raise ValueError(f"the body nests deeper than {limits.max_nesting} levels")
+            body = json.loads(raw) if raw else {}
+            if not isinstance(body, dict):
+                raise ValueError("the body must be a JSON object")
+        except (ValueError, RecursionError) as e:  # UnicodeDecodeError is a ValueError
+            return _error(400, "BadRequest", str(e))
+        try:
+            result = await handler(method, path, body)
+        except Refusal as r:
+            return _error(r.status, r.type, r.message)
+        except Exception as e:  # one bad request must not take the controller down
+            return _error(500, type(e).__name__, str(e))
+        return _json(200, {"result": result})
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        return _error(exc.status_code, "BadRequest", str(exc.detail))
+
+    return Starlette(
+        routes=[Route("/{path:path}", endpoint, methods=["GET", "POST", "PUT", "PATCH", "DELETE"])],
+        middleware=[Middleware(_Guard, token=token, limits=limits)],
+        exception_handlers={HTTPException: http_error},
+    )
+
+
+# -- per connection: the connection limit and the head's time ------------------------------------
+
+
+class _ControlProtocol(H11Protocol):
+    """uvicorn's h11 protocol, with the connection limit and the head's read timeout."""
+
+    limits: Limits  # set on the subclass made for each server
+
+    _head_timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        if len(self.connections) > self.limits.max_connections:
+            self._refuse(503, "Busy", "too many requests")
+            return
+        self._arm()
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._head_timer = self.loop.call_later(self.limits.read_timeout_s, self._head_timeout)
+
+    def _disarm(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.conn.their_state is not h11.IDLE:  # the head is in: the guard times the body
+            self._disarm()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing():
+            self._arm()  # the next head (uvicorn's keep-alive timer closes an idle connection)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _head_timeout(self) -> None:
+        self._head_timer = None
+        if self.transport.is_closing():
+            return
+        if self.conn.their_state is h11.IDLE and self.conn.our_state is h11.IDLE:
+            self._refuse(408, "RequestTimeout", "too slow")
+
+    def send_400_response(self, msg: str) -> None:
+        self._refuse(400, "BadRequest", msg)
+
+    def _refuse(self, status: int, type: str, message: str) -> None:
+        body = _error_bytes(status, type, message)
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close"),
+        ]
+        with contextlib.suppress(h11.LocalProtocolError):
+            self.transport.write(self.conn.send(h11.Response(status_code=status, headers=headers)))
+            self.transport.write(self.conn.send(h11.Data(data=body)) or b"")
+            self.transport.write(self.conn.send(h11.EndOfMessage()) or b"")
+        self.transport.close()
+
+
+class _Server(uvicorn.Server):
+    """A uvicorn server that leaves signals to its host (``tidegate up`` handles SIGINT/SIGTERM)."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        yield
+
+
+def _server(
+    handler: Callable[[str, str, Any], Awaitable[Any]],
+    token: str,
+    host: str,
+    port: int,
+    limits: Limits,
+) -> _Server:
+    protocol = type("ControlProtocol", (_ControlProtocol,), {"limits": limits})
+    config = uvicorn.Config(
+        _app(handler, token, limits),
+        host=host,
+        port=port,
+        http=protocol,
+        ws="none",
+        lifespan="off",
+        interface="asgi3",
+        log_config=None,
+        access_log=False,
+        proxy_headers=False,
+        server_header=False,
+        timeout_keep_alive=_KEEP_ALIVE_S,
+        timeout_graceful_shutdown=_GRACE_S,
+        h11_max_incomplete_event_size=_MAX_HEAD,
+    )
+    return _Server(config)
+
+
+def _address(server: _Server) -> str:
+    sock = server.servers[0].sockets[0]
+    local = sock.getsockname()
+    return f"{local[0]}:{local[1]}"
+
+
+async def serve(
+    handler: Handler,
+    token: str,
+    host: str,
+    port: int,
+    limits: Limits,
+    task_status: anyio.abc.TaskStatus[str],
+) -> None:
+    """Serve until cancelled; reports ``host:port`` through ``task_status`` once listening."""
+    if sniffio.current_async_library() == "asyncio":
+        await _serve_here(_server(handler, token, host, port, limits), task_status)
+    else:
+        await _serve_in_thread(handler, token, host, port, limits, task_status)
+
+
+async def _serve_here(server: _Server, task_status: anyio.abc.TaskStatus[str]) -> None:
+    """uvicorn in this asyncio loop; on cancellation it shuts down gracefully, then returns."""
+    failed: list[BaseException] = []
+    done = anyio.Event()
+
+    async def run() -> None:
+        with anyio.CancelScope(shield=True):  # cancelled, it still shuts down gracefully
+            try:
+                await server.serve()
+            except BaseException as e:  # reported to the waiting task
+                failed.append(e)
+            finally:
+                done.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        try:
+            await _wait_started(server, done, failed)
+            task_status.started(_address(server))
+            await done.wait()
+        finally:
+            server.should_exit = True
+            with anyio.CancelScope(shield=True):
+                await done.wait()
+
+
+async def _wait_started(server: _Server, done: anyio.Event, failed: list[BaseException]) -> None:
+    while not server.started:
+        if done.is_set():
+            why = failed[0] if failed else None
+            raise OSError(f"the control endpoint did not start: {why!r}") from None
+        await anyio.sleep(0.005)
+
+
+async def _serve_in_thread(
+    handler: Handler,
+    token: str,
+    host: str,
+    port: int,
+    limits: Limits,
+    task_status: anyio.abc.TaskStatus[str],
+) -> None:
+    """uvicorn on an asyncio loop of its own, calling ``handler`` back in this loop."""
+    async with anyio.from_thread.BlockingPortal() as portal:
+
+        async def bridged(method: str, path: str, body: Any) -> Any:
+            return await asyncio.wrap_future(portal.start_task_soon(handler, method, path, body))
+
+        server = _server(bridged, token, host, port, limits)
+        failed: list[BaseException] = []
+        stopped = threading.Event()
+
+        def run() -> None:
+            try:
+                asyncio.run(server.serve())
+            except BaseException as e:  # reported to the waiting task
+                failed.append(e)
+            finally:
+                stopped.set()
+
+        thread = threading.Thread(target=run, name="tidegate-control", daemon=True)
+        thread.start()
+        try:
+            while not server.started:
+                if stopped.is_set():
+                    why = failed[0] if failed else None
+                    raise OSError(f"the control endpoint did not start: {why!r}")
+                await anyio.sleep(0.005)
+            task_status.started(_address(server))
+            await anyio.sleep_forever()
+        finally:
+            server.should_exit = True
+            with anyio.CancelScope(shield=True):
+                await anyio.to_thread.run_sync(thread.join)
