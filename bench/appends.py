@@ -8,7 +8,7 @@ sum per ``v % 100``, indexed), for each number of concurrent clients:
 (a) through the embedding API: ``Environment.append`` of one row per call,
     from that many tasks for ``--seconds``; appends/s;
 (b) through the control endpoint of a ``tidegate up`` process: ``POST /append``
-    of one row per request (``ControlClient``, one connection per request),
+    of one row per request (``ControlClient``, which keeps a connection per thread),
     from that many threads; appends/s;
 (c) freshness, during (a): a probe client appends one row, then waits for the
     index to pass the append's timestamp and peeks the row there; the time

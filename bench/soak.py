@@ -73,8 +73,8 @@ def replica_pids(data_dir: Path) -> list[int]:
     pids = []
     for f in (data_dir / "replicas").glob("*.pid"):
         try:
-            pids.append(int(json.loads(f.read_text())["pid"]))
-        except (OSError, ValueError, KeyError):
+            pids.append(int(f.read_text()))
+        except (OSError, ValueError):
             continue  # being rewritten by a restart
     return pids
 

@@ -1,7 +1,12 @@
 """The replica's Prometheus metrics, in a registry of their own (one per service, never the global one).
 
 :meth:`ReplicaMetrics.serve` exposes them in the text format on ``/metrics``.
-Frontier values and lags are in timestamp units (the controller's times).
+Prometheus conventions: base units (the controller's timestamps are epoch
+milliseconds: a frontier is a ``*_timestamp_seconds``, a lag ``*_seconds``;
+memory in ``*_bytes``), counters ``*_total``, commands and responses counted
+by ``kind``; the registry also holds the default ``process_*``/``python_*``
+collectors and ``tidegate_build_info{component="replica"}``
+(:func:`tidegate.runtime.metrics.register_defaults`).
 """
 
 from __future__ import annotations
@@ -11,6 +16,8 @@ import threading
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+from tidegate.runtime.metrics import register_defaults
 
 __all__ = ["ReplicaMetrics"]
 
@@ -39,6 +46,7 @@ class ReplicaMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         r = self.registry
+        register_defaults(r, "replica")
         self.connections = Counter(
             "tidegate_replica_connections_accepted", "Controller streams accepted", registry=r
         )
@@ -71,14 +79,15 @@ class ReplicaMetrics:
             "tidegate_replica_step_errors", "Steps that failed in the executor", registry=r
         )
         self.frontier_lag = Gauge(
-            "tidegate_replica_frontier_lag",
-            "How far a collection's output frontier trails the storage uppers of its inputs",
+            "tidegate_replica_frontier_lag_seconds",
+            "How far a collection's output frontier trails the storage uppers of its inputs, "
+            "in seconds",
             ["collection"],
             registry=r,
         )
         self.output_frontier = Gauge(
-            "tidegate_replica_output_frontier",
-            "A collection's last reported output frontier (its least time)",
+            "tidegate_replica_output_frontier_timestamp_seconds",
+            "A collection's last reported output frontier (its least time, Unix time in seconds)",
             ["collection"],
             registry=r,
         )
@@ -116,6 +125,36 @@ class ReplicaMetrics:
             "tidegate_replica_writes",
             "Materialized-view appends, by outcome (ok, upper_mismatch, finalized, retry)",
             ["outcome"],
+            registry=r,
+        )
+        self.storage_read_errors = Counter(
+            "tidegate_replica_storage_read_errors",
+            "Distinct failures reading a storage collection, by error class (BlobCorrupt, ...)",
+            ["error"],
+            registry=r,
+        )
+        self.memory_bytes = Gauge(
+            "tidegate_replica_memory_bytes",
+            "Resident memory of the replica process and its children (the JVM), in bytes, "
+            "measured after each step when a memory limit is set",
+            registry=r,
+        )
+        self.memory_limit_bytes = Gauge(
+            "tidegate_replica_memory_limit_bytes",
+            "The replica's memory limit in bytes (0: none)",
+            registry=r,
+        )
+        self.dataflows_failed = Counter(
+            "tidegate_replica_dataflows_failed",
+            "Dataflows the replica gave up on, by reason (memory_limit)",
+            ["reason"],
+            registry=r,
+        )
+        self.unreadable_sources = Gauge(
+            "tidegate_replica_unreadable_source",
+            "1 while a storage collection the replica reads is unreadable (corrupt or missing "
+            "data; peeks waiting on it answer an error), 0 once it is read again",
+            ["collection"],
             registry=r,
         )
         self._server: Any = None

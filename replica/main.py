@@ -5,7 +5,13 @@ Prints one JSON line to stdout when it serves::
     {"event": "listening", "address": "127.0.0.1:7001", "metrics": "127.0.0.1:9101", "pid": 1234}
 
 (``metrics`` is ``null`` without ``--metrics``); everything else is a JSON
-log line on stderr. SIGTERM or SIGINT shut it down gracefully: health turns
+log line on stderr, rendered by structlog: the replica's own records, other
+libraries' and every other line that reaches stderr (the JVM's log4j output,
+Spark's first lines), which the process captures from its stderr descriptor
+and wraps (see :mod:`tidegate.runtime.logs`). ``--spark-conf KEY=VALUE``
+(repeatable) sets Spark properties of the session, read back and logged as
+one ``spark_conf`` record; ``--spark-ui`` turns Spark's web UI on (logged as
+``spark_ui`` with its address). SIGTERM or SIGINT shut it down gracefully: health turns
 ``NOT_SERVING``, the current stream ends with ``UNAVAILABLE``, storage reads
 stop, exit status 0. An incompatible ``CreateInstance`` on reconnect halts
 it with status 2 (a fresh process starts over). ``--exit-with-parent`` also
@@ -41,6 +47,36 @@ def _host_port(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
+_UNITS = {"": 1, "B": 1, "KB": 10**3, "MB": 10**6, "GB": 10**9}
+_UNITS.update({"KIB": 2**10, "MIB": 2**20, "GIB": 2**30})
+
+
+def byte_size(text: str) -> int:
+    """``"2GiB"``, ``"500MB"``, ``"1048576"``: a number of bytes (positive)."""
+    number = text.strip().upper().rstrip()
+    unit = number.lstrip("0123456789.")
+    digits = number[: len(number) - len(unit)]
+    factor = _UNITS.get(unit.strip())
+    try:
+        value = int(float(digits) * factor) if factor is not None and digits else 0
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise argparse.ArgumentTypeError(
+            f"expected a size such as 2GiB, 500MB or 1048576 (bytes), got {text!r}"
+        )
+    return value
+
+
+def spark_conf_pair(text: str) -> tuple[str, str]:
+    """``"spark.sql.shuffle.partitions=4"``: a Spark property and its value."""
+    key, sep, value = text.partition("=")
+    key = key.strip()
+    if not sep or not key or any(c.isspace() for c in key):
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE (a Spark property), got {text!r}")
+    return key, value
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="tidegate replica",
@@ -63,6 +99,22 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="an index with more rows keeps its history in Spark, not the driver (default 1000000)",
     )
+    p.add_argument(
+        "--memory-limit",
+        type=byte_size,
+        default=None,
+        help="resident memory (this process and its JVM) above which the dataflow holding the "
+        "most state is failed with an error, e.g. 2GiB or 500MB (default: no limit)",
+    )
+    p.add_argument(
+        "--spark-conf",
+        type=spark_conf_pair,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a Spark property of the replica's session (repeatable; overrides the defaults)",
+    )
+    p.add_argument("--spark-ui", action="store_true", help="serve Spark's web UI (default: off)")
     p.add_argument("--metrics", help="HOST:PORT to serve Prometheus /metrics on (port 0: any)")
     p.add_argument("--token", default=os.environ.get("TIDEGATE_TOKEN"), help="shared bearer token")
     p.add_argument("--tls-cert", help="PEM certificate chain (enables TLS)")
@@ -131,11 +183,37 @@ def _die_with_parent(stop: threading.Event) -> None:
     threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
 
 
+def _log_spark(log: logging.Logger, conf: dict[str, str], ui: bool) -> None:
+    """Log the ``--spark-conf`` properties as the session reads them back, and the UI's address."""
+    from pyspark.sql import SparkSession
+
+    from ._logs import log_event
+
+    session = SparkSession.getActiveSession()
+    if session is None:
+        return
+    if conf:
+        effective = {key: session.conf.get(key, None) for key in conf}
+        log_event(log, "spark_conf", conf=effective)
+    if ui:
+        log_event(log, "spark_ui", url=session.sparkContext.uiWebUrl)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
-    from ._logs import configure_logging, log_event
+    from ._logs import capture_stderr, configure_logging
 
-    log = configure_logging(getattr(logging, args.log_level.upper()))
+    captured = capture_stderr()  # before the JVM starts: it inherits the captured descriptor
+    log = configure_logging(getattr(logging, args.log_level.upper()), captured.original)
+    try:
+        return _serve(args, log)
+    finally:
+        captured.close()
+
+
+def _serve(args: argparse.Namespace, log: logging.Logger) -> int:
+    from ._logs import log_event
+
     blob_url, consensus_url = _storage_urls(args)
     listen_host, _ = _host_port(args.listen)
     metrics_addr = _host_port(args.metrics) if args.metrics else None
@@ -175,10 +253,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             spark_master=args.spark_master,
             workers=args.workers,
             index_memory_rows=args.index_memory_rows,
+            spark_conf=dict(args.spark_conf),
+            spark_ui=args.spark_ui,
         )
     except Exception as e:
         log_event(log, "startup_failed", level=logging.CRITICAL, error=repr(e), exc_info=True)
         return 1
+    if args.executor == "spark":
+        _log_spark(log, dict(args.spark_conf), args.spark_ui)
     metrics = ReplicaMetrics()
 
     def on_halt(reason: str) -> None:
@@ -192,6 +274,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         metrics=metrics,
         logger=log,
         on_halt=on_halt,
+        memory_limit=args.memory_limit,
     ).start()
     try:
         server = ReplicaServer(service, address=args.listen, token=args.token, tls=tls).start()

@@ -17,6 +17,10 @@ outputs (as :mod:`tidegate.sim.replica` does in the simulator):
   idempotency token, reported with ``write_completed`` or, on a mismatch (or
   a finalized shard), ``write_failed``; other failures are retried;
 * ``PeekPersist``: a snapshot once the shard's upper passes the peek's time;
+* ``WriteCopyTo``: the rows written as Parquet under the copy-to's blob URL
+  (:func:`~tidegate.replica._copy_to.write_copy_to`), one copy-to at a time
+  and in order, reported with ``copy_to_completed`` (rows written) or
+  ``copy_to_failed`` (why not: the answer the client gets);
 * ``Reconciled``: a log line and the reconciliation metrics.
 
 The loop steps shortly after inputs (those arriving within ``step_delay_s``
@@ -42,6 +46,8 @@ time. The service's behaviour is the same on both.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
 import queue
 import threading
@@ -50,6 +56,8 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
+
+import psutil
 
 from tidegate.runtime.storage import Listener, ShardStore
 from tidegate.runtime.storage.store import DEFAULT_LEASE_MS
@@ -61,20 +69,31 @@ from tidegate.spec.compute_replica.outputs import (
     Reconciled,
     Respond,
     StopReading,
+    WriteCopyTo,
     WriteOutput,
 )
 from tidegate.spec.errors import (
+    BlobCorrupt,
+    BlobMissing,
+    ConsensusCorrupt,
     ShardFinalized,
     StageViolation,
     TidegateError,
     UnhandledEffect,
+    UnsupportedStateVersion,
     UpperMismatch,
 )
 from tidegate.spec.errors.replica import IncompatibleInstance
 from tidegate.spec.executor.contract import Executor
 from tidegate.spec.frontier import Antichain, Row, Update
 from tidegate.spec.ids import GlobalId
-from tidegate.spec.protocol.commands import ComputeCommand, CreateDataflow, Hello, Peek
+from tidegate.spec.protocol.commands import (
+    CancelPeek,
+    ComputeCommand,
+    CreateDataflow,
+    Hello,
+    Peek,
+)
 from tidegate.spec.protocol.responses import (
     ComputeResponse,
     Frontiers,
@@ -83,6 +102,7 @@ from tidegate.spec.protocol.responses import (
     PeekResponse,
 )
 
+from ._copy_to import write_copy_to
 from ._executors import GuardedExecutor
 from ._logs import LOGGER_NAME, log_event
 from ._metrics import ReplicaMetrics
@@ -135,11 +155,32 @@ class _PersistDone:
     error: str | None
 
 
+@dataclass(eq=False)
+class _CopyToDone:
+    sink_id: GlobalId
+    rows: int | None
+    error: str | None
+
+
+@dataclass(eq=False)
+class _SourceFailed:
+    follower: _Follower
+    error: str
+
+
 class _Stop:
     pass
 
 
-_Event = _Command | _Closed | _Delivery | _WriteDone | _PersistDone | _Stop
+_Event = (
+    _Command | _Closed | _Delivery | _WriteDone | _PersistDone | _CopyToDone | _SourceFailed | _Stop
+)
+
+UNREADABLE = (BlobCorrupt, BlobMissing, ConsensusCorrupt, UnsupportedStateVersion)
+"""Storage read errors that retrying will not cure until an operator repairs the data: the
+collection is reported unreadable (peeks waiting on it answer an error) until a read succeeds."""
+UNREADABLE_RETRY_S = 1.0
+"""How often a follower retries an unreadable collection (to notice a repair)."""
 
 
 class _Connection:
@@ -174,6 +215,7 @@ class _Follower:
         self.snapshotted = False
         self.delay = service.poll_s
         self.complained = ""
+        self.unreadable = False
         self.task: Task | None = None
 
     def start(self) -> None:
@@ -206,11 +248,23 @@ class _Follower:
                 return None if event.progress.is_empty() else 0.0
         except Exception as e:
             what = f"{type(e).__name__}: {e}"
+            unreadable = isinstance(e, UNREADABLE)
             if what != self.complained:  # once per distinct problem, not per retry
                 self.complained = what
                 log_event(
-                    svc.log, "storage_read_failed", level=logging.WARNING, id=shard, error=what
+                    svc.log,
+                    "storage_unreadable" if unreadable else "storage_read_failed",
+                    level=logging.ERROR if unreadable else logging.WARNING,
+                    id=shard,
+                    error=what,
                 )
+                svc.metrics.storage_read_errors.labels(type(e).__name__).inc()
+            if unreadable:
+                # A definite failure: say so (peeks waiting on it answer an error), and look
+                # again now and then for a repair.
+                self.unreadable = True
+                svc._post(_SourceFailed(self, what))
+                return UNREADABLE_RETRY_S
             self.delay = max(self.delay, 0.1)
         return self._backoff()
 
@@ -303,6 +357,55 @@ class _Writer:
         pass
 
 
+class _CopyToWriter:
+    """Writes copy-tos as Parquet under their blob URLs, one at a time and in order (no retries:
+    a failure is the copy-to's answer)."""
+
+    def __init__(self, service: ReplicaService) -> None:
+        self.service = service
+        self.jobs: queue.SimpleQueue[WriteCopyTo] = queue.SimpleQueue()
+        self.task: Task | None = None
+
+    def start(self) -> None:
+        self.task = self.service.host.spawn("copy-to-writer", self)
+
+    def submit(self, out: WriteCopyTo) -> None:
+        self.jobs.put(out)
+        if self.task is not None:
+            self.task.wake()
+
+    def stop(self) -> None:
+        if self.task is not None:
+            self.task.stop()
+
+    def step(self) -> float | None:
+        svc = self.service
+        try:
+            out = self.jobs.get_nowait()
+        except queue.Empty:
+            return IDLE
+        try:
+            rows = write_copy_to(out.url, out.sink_id, int(out.as_of), out.schema, out.rows)
+        except Exception as e:
+            message = str(e) if isinstance(e, TidegateError) else f"{type(e).__name__}: {e}"
+            log_event(
+                svc.log,
+                "copy_to_failed",
+                level=logging.WARNING,
+                id=str(out.sink_id),
+                url=out.url,
+                error=message,
+            )
+            svc._post(_CopyToDone(out.sink_id, None, message))
+        else:
+            log_event(svc.log, "copy_to_written", id=str(out.sink_id), url=out.url, rows=rows)
+            svc._post(_CopyToDone(out.sink_id, rows, None))
+        return 0.0
+
+    def close(self) -> None:
+        pass
+
+
 class _PersistPeek:
     """Reads shard ``str(id)`` at ``time`` once its upper passes it."""
 
@@ -374,8 +477,14 @@ class ReplicaService:
         on_halt: Callable[[str], None] | None = None,
         host: ServiceHost | None = None,
         clock_ms: Callable[[], int] | None = None,
+        memory_limit: int | None = None,
+        memory_usage: Callable[[], int] | None = None,
     ) -> None:
         self.host: ServiceHost = host if host is not None else ThreadHost()
+        self.memory_limit = memory_limit
+        self.memory_usage = memory_usage if memory_usage is not None else process_tree_rss
+        self._next_memory_check = 0.0
+        self._state_after_failure: int | None = None
         self.executor = GuardedExecutor(executor)
         self.store = store
         self.tick_s = tick_s
@@ -384,6 +493,7 @@ class ReplicaService:
         self.poll_max_s = poll_max_s
         self.lease_ms = lease_ms
         self.metrics = metrics if metrics is not None else ReplicaMetrics()
+        self.metrics.memory_limit_bytes.set(memory_limit or 0)
         self.log = logger if logger is not None else logging.getLogger(LOGGER_NAME)
         self.on_halt = on_halt
         self.core = ComputeReplica(
@@ -408,11 +518,13 @@ class ReplicaService:
         self._outputs: dict[GlobalId, Antichain] = {}
         self._gauged: set[GlobalId] = set()
         self._writer = _Writer(self)
+        self._copy_to_writer = _CopyToWriter(self)
 
     # -- lifecycle --------------------------------------------------------------------------
 
     def start(self) -> ReplicaService:
         self._writer.start()
+        self._copy_to_writer.start()
         self._next_tick = self.host.monotonic() + self.tick_s
         self._loop = self.host.run_loop(self._turn)
         return self
@@ -425,9 +537,10 @@ class ReplicaService:
         if self._loop is not None:
             self._loop.wake()
             self._loop.join(timeout)
-        self._writer.stop()
-        if self._writer.task is not None:
-            self._writer.task.join(timeout)
+        for writer in (self._writer, self._copy_to_writer):
+            writer.stop()
+            if writer.task is not None:
+                writer.task.join(timeout)
 
     @property
     def connections(self) -> int:
@@ -516,10 +629,12 @@ class ReplicaService:
             return False
 
     def _shutdown_io(self) -> None:
-        for f in self._followers.values():
-            f.stop()
-        for p in self._persist.values():
-            p.stop()
+        work = [*self._followers.values(), *self._persist.values()]
+        for w in work:
+            w.stop()
+        for w in work:  # their leases are released before the store can close
+            if w.task is not None:
+                w.task.join(SHUTDOWN_JOIN_S)
         self._followers.clear()
         self._persist.clear()
         while True:  # commands queued behind the stop get an answer
@@ -545,6 +660,11 @@ class ReplicaService:
                 if self._followers.get(f.id) is not f:
                     return False  # a read that was restarted or stopped meanwhile
                 self._delivered[f.id] = ev.upper
+                if f.unreadable:  # repaired: readable again
+                    f.unreadable = False
+                    f.complained = ""
+                    self.metrics.unreadable_sources.labels(str(f.id)).set(0)
+                    log_event(self.log, "storage_readable", id=str(f.id))
                 self.core.feed_source(f.id, ev.updates, ev.upper)
                 self._perform()
             elif isinstance(ev, _WriteDone):
@@ -555,9 +675,22 @@ class ReplicaService:
                     log_event(self.log, "write_lost_race", id=str(ev.sink_id), upper=str(ev.upper))
                     self.core.write_failed(ev.sink_id, ev.upper)
                     self._perform()
+            elif isinstance(ev, _SourceFailed):
+                f = ev.follower
+                if self._followers.get(f.id) is not f:
+                    return False
+                self.metrics.unreadable_sources.labels(str(f.id)).set(1)
+                self.core.source_failed(f.id, ev.error)
+                self._perform()
             elif isinstance(ev, _PersistDone):
                 self._persist.pop(ev.uuid, None)
                 self.core.complete_persist_peek(ev.uuid, ev.rows, error=ev.error)
+                self._perform()
+            elif isinstance(ev, _CopyToDone):
+                if ev.error is None:
+                    self.core.copy_to_completed(ev.sink_id, ev.rows or 0)
+                else:
+                    self.core.copy_to_failed(ev.sink_id, ev.error)
                 self._perform()
         except TidegateError as e:
             log_event(
@@ -613,7 +746,9 @@ class ReplicaService:
             self._note_inputs(cmd)
         ev.done.set_result(None)
         self._perform()
-        return True
+        # a peek is answered (or parked until a step passes its time) by the command itself:
+        # no step is due for it, and one 2 ms later only competed with the next peek's answer
+        return not isinstance(cmd, (Peek, CancelPeek))
 
     def _reject(self, ev: _Command, e: TidegateError) -> None:
         self.metrics.command_errors.labels(type(e).__name__).inc()
@@ -661,8 +796,42 @@ class ReplicaService:
             )
             return
         self.metrics.step_latency.observe(self.host.monotonic() - start)
+        if self.memory_limit is not None and self.host.monotonic() >= self._next_memory_check:
+            self._next_memory_check = self.host.monotonic() + MEMORY_CHECK_S
+            self._enforce_memory_limit(self.memory_limit)
         self._perform()
         self._update_gauges()
+
+    def _enforce_memory_limit(self, limit: int) -> None:
+        """Over ``limit``, fail the dataflow holding the most state (the core chooses).
+
+        Memory a failed dataflow freed may stay resident (Python's allocator keeps its
+        arenas): while the state left is no larger than it was right after the last
+        failure, being over the limit is that, and nothing more is failed.
+        """
+        used = self.memory_usage()
+        self.metrics.memory_bytes.set(used)
+        if used <= limit:
+            self._state_after_failure = None
+            return
+        held = sum(self.executor.state_records().values())
+        if self._state_after_failure is not None and held <= self._state_after_failure:
+            return
+        reason = f"the replica used {used:,} bytes of its {limit:,}"
+        exports = self.core.fail_largest_dataflow(reason)
+        if not exports:
+            return  # nothing holds state: the memory is the process's own
+        self._state_after_failure = sum(self.executor.state_records().values())
+        self.metrics.dataflows_failed.labels("memory_limit").inc()
+        log_event(
+            self.log,
+            "memory_limit_exceeded",
+            level=logging.ERROR,
+            exports=[str(g) for g in exports],
+            used_bytes=used,
+            limit_bytes=limit,
+        )
+        gc.collect()
 
     # -- outputs ----------------------------------------------------------------------------
 
@@ -683,6 +852,8 @@ class ReplicaService:
                 log_event(self.log, "stop_reading", id=str(out.collection_id))
             elif isinstance(out, WriteOutput):
                 self._writer.submit(out)
+            elif isinstance(out, WriteCopyTo):
+                self._copy_to_writer.submit(out)
             elif isinstance(out, PeekPersist):
                 p = _PersistPeek(self, out)
                 self._persist[out.uuid] = p
@@ -781,7 +952,7 @@ class ReplicaService:
             if least is None:
                 continue
             name = str(gid)
-            m.output_frontier.labels(name).set(least)
+            m.output_frontier.labels(name).set(least / 1000)  # epoch ms: seconds
             uppers = [
                 _least(self._delivered[s])
                 for s in self._inputs.get(gid, ())
@@ -789,7 +960,7 @@ class ReplicaService:
             ]
             known = [u for u in uppers if u is not None]
             if known:
-                m.frontier_lag.labels(name).set(max(0, min(known) - least))
+                m.frontier_lag.labels(name).set(max(0, min(known) - least) / 1000)
         self._gauge_indexes()
         records = self.executor.records
         for gid in self._gauged - records.keys():
@@ -797,3 +968,20 @@ class ReplicaService:
         for gid, n in records.items():
             m.arrangement_records.labels(str(gid)).set(n)
         self._gauged = set(records)
+
+
+SHUTDOWN_JOIN_S = 5.0
+"""How long a stopping replica waits for each storage reader to release its lease."""
+
+MEMORY_CHECK_S = 0.2
+"""How often, at most, a replica with a memory limit measures its memory (after a step)."""
+
+
+def process_tree_rss() -> int:
+    """Resident memory of this process and its descendants (a local Spark's JVM), in bytes."""
+    me = psutil.Process()
+    total = int(me.memory_info().rss)
+    for child in me.children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            total += int(child.memory_info().rss)
+    return total

@@ -24,12 +24,19 @@ typed errors (and the catalog's); a call that raises leaves state unchanged.
 Tables are written at timestamps of the durable
 :class:`~tidegate.runtime.oracle.TimestampOracle`; their uppers tick forward
 every ``tick_ms`` even without data.
+
+Opened with ``read_only=True`` beside the environment that writes the same
+data, an environment restores everything and serves peeks and subscribes but
+writes nothing, learning the tables' uppers from their shards;
+:meth:`Environment.promote` then fences the writer and takes over (a
+zero-downtime upgrade; see docs/environment.md).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import shutil
 import sys
 import tempfile
@@ -43,7 +50,7 @@ import anyio
 
 from tidegate.spec.compute.as_of_selection import select_as_ofs
 from tidegate.spec.controller import Controller
-from tidegate.spec.errors import CollectionMissing, ReadBeyondUpper, TypeMismatch
+from tidegate.spec.errors import CollectionMissing, InvalidUppers, ReadBeyondUpper, TypeMismatch
 from tidegate.spec.frontier import Antichain, Row
 from tidegate.spec.frontier.read_policy import LagWriteFrontier, ReadPolicy
 from tidegate.spec.ids import GlobalId
@@ -79,11 +86,13 @@ from .catalog import (
     CreateMaterializedView,
     CreateReplica,
     CreateTable,
+    CreateView,
     Drop,
     DropReplica,
     IndexEntry,
     MaterializedViewEntry,
     ReplicaEntry,
+    SetDefinition,
     SetReadPolicy,
     TableEntry,
     apply_ops,
@@ -92,9 +101,12 @@ from .catalog import (
 )
 from .controller.driver import ControllerDriver, ReplicaInfo
 from .controller.errors import RuntimeControllerError
-from .controller.storage_io import ShardStorageIO
+from .controller.storage_io import CONTROLLER_READER, ShardStorageIO
 from .controller.streams import EventStream, Subscription
-from .controller.timestamps import Oracle, default_oracle
+from .controller.timestamps import Oracle, UpperOracle, default_oracle
+from .errors import CatalogConflict, EnvironmentFenced, ReadOnlyEnvironment
+from .frames import PeekAnswer, frame_updates, is_frame
+from .hydration import HydrationInfo, HydrationTracker, catalog_hydration
 from .options import EnvironmentOptions, EnvironmentOverrides, Replicas, ReplicaSpec
 from .platform import REAL, Platform
 from .storage.store import ShardStore
@@ -103,6 +115,8 @@ from .storage.urls import default_urls, open_blob, open_consensus
 __all__ = ["DEFAULT_READ_POLICY", "Environment", "ReplicaSpec", "Replicas", "replica_ops"]
 
 INSTANCE = "default"
+
+log = logging.getLogger(__name__)
 
 DEFAULT_READ_POLICY: ReadPolicy = LagWriteFrontier(1000, 1000)
 """How far objects without a read policy of their own may be compacted: one second behind
@@ -121,7 +135,10 @@ def _replica_specs(replicas: Replicas) -> list[ReplicaSpec]:
 
 
 def _updates(schema: Schema, rows: Iterable[Any], what: str) -> list[tuple[Row, int]]:
-    """``rows`` (tuples, or ``(row, diff)`` pairs) checked against ``schema``, as ``(row, diff)``."""
+    """``rows`` (tuples, ``(row, diff)`` pairs, or an Arrow table/batch or DataFrame: see
+    :mod:`tidegate.runtime.frames`) checked against ``schema``, as ``(row, diff)``."""
+    if is_frame(rows):
+        return frame_updates(schema, rows, what)
     if isinstance(rows, str | bytes | Mapping) or not isinstance(rows, Iterable):
         raise TypeMismatch(
             f"{what}: rows must be an iterable of tuples or (row, diff) pairs, got {rows!r}"
@@ -170,6 +187,11 @@ class Environment:
         self._stack: contextlib.AsyncExitStack | None = None
         self._addresses: dict[str, str] = {}
         """Where unmanaged replicas listen, by name (the driver resolves through it)."""
+        self.read_only = driver.ctl.read_only
+        """Opened with ``read_only=True`` and not yet promoted (:meth:`promote`)."""
+        self._options = EnvironmentOptions()
+        self.hydration_tracker = HydrationTracker(driver, platform.clock_ms)
+        """Times each collection's hydration on each replica (see :meth:`hydration`)."""
 
     # -- opening ---------------------------------------------------------------------------
     @classmethod
@@ -241,15 +263,23 @@ class Environment:
                 clock_ms=platform.clock_ms,
                 new_id=platform.new_id,
                 background=platform.threads,
+                owns_backends=blob is None and consensus is None,  # closed with the store
             )
 
         store = await run(open_store)
         stack.callback(store.close)
-        io = ShardStorageIO(store, platform=platform)
+        read_only = options.read_only
+        # A read-only environment holds the shards with a critical reader of its own: its
+        # holds must not move the writer's (it takes the writer's over when promoted).
+        reader = f"{CONTROLLER_READER}-read-only-{platform.new_id()}" if read_only else None
+        io = ShardStorageIO(store, platform=platform, reader_id=reader or CONTROLLER_READER)
         retry = io.retrying  # the store may be unreachable for a while: wait for it
         catalog = Catalog(store.consensus)
         state = await retry("catalog read", catalog.load)
-        if oracle is None:
+        tables_upper: list[Callable[[], int | None]] = []
+        if read_only:  # no oracle (opening one fences the writer): reads follow the tables
+            oracle = UpperOracle(lambda: tables_upper[0]() if tables_upper else None)
+        elif oracle is None:
             oracle = await retry(
                 "timestamp oracle", default_oracle, store.consensus, platform.clock_ms
             )
@@ -261,9 +291,9 @@ class Environment:
                 "environment with a data_dir, or pass replicas={name: 'host:port'} to connect "
                 "to replicas that run already"
             )
-        if wanted != state:
+        if wanted != state and not read_only:
             state = await retry("catalog write", catalog.apply, ops)
-        entries = state.replicas
+        entries = wanted.replicas  # a read-only environment runs them without recording them
         addresses = {r.name: r.address for r in entries if not r.managed and r.address}
         managed = [r for r in entries if r.managed]
         if managed and orchestrator is None:
@@ -275,6 +305,9 @@ class Environment:
                 token = platform.new_id()
 
             assert data_dir is not None  # checked above
+            # A read-only environment's replicas get a directory of their own: the writer's
+            # orchestrator owns DATA_DIR/replicas (and would reap what it finds there).
+            own = Path(data_dir) / f"replicas-{platform.new_id()[:12]}" if read_only else None
             orchestrator = await stack.enter_async_context(
                 Orchestrator(
                     data_dir,
@@ -282,6 +315,10 @@ class Environment:
                     spark_master=spark_master,
                     token=token,
                     tls=options.replica_tls,
+                    replicas_dir=own,
+                    extra_args=_memory_limit_args(options.replica_memory_limit),
+                    spark_conf=options.spark_conf,
+                    spark_ui=options.spark_ui,
                 )
             )
         if transport is None:
@@ -300,9 +337,10 @@ class Environment:
         shard_ids = await retry("shard listing", store.list_shards)
         durable = [g for g in (_parse_id(s) for s in shard_ids) if g is not None]
         controller = Controller(
-            StorageController(durable_shards=durable),
+            StorageController(durable_shards=durable, read_only=read_only),
             uuid_factory=lambda: _uuid.UUID(hex=platform.new_id()),
             check_protocol=options.check_protocol,
+            read_only=read_only,
         )
         if options.max_result_size is not None:  # every instance's first UpdateConfiguration
             controller.update_compute_configuration(
@@ -320,11 +358,19 @@ class Environment:
             poll_ms=options.poll_ms,
         )
         await stack.enter_async_context(driver)
+        tables_upper.append(driver.tables_upper)
         env = cls(driver, catalog, store, io, oracle, orchestrator, platform)
         env._addresses = addresses
+        env._options = options
+        if read_only:  # its holds go with it, unless it was promoted (they are the writer's then)
+            stack.push_async_callback(env._release_read_only_holds)
+        else:
+            driver.fence_check = env._fence_check
         if managed:
             await _start_all(orchestrator, managed)
         await env._restore(state, [r.name for r in entries])
+        if read_only:
+            driver.start_soon(env._follow_catalog, options.tick_ms or 1000)
         return env
 
     async def aclose(self) -> None:
@@ -359,6 +405,128 @@ class Environment:
         """
         await self.driver.wait_connected(replicas, timeout_s=timeout_s)
 
+    # -- zero-downtime upgrades: read-only, then promoted ------------------------------------
+    async def promote(self) -> None:
+        """Take over writing from the environment that writes this data (a read-only one only).
+
+        The last step of a zero-downtime upgrade: an environment opened with
+        ``read_only=True`` has warmed up beside the writer (its replicas
+        hydrated); now it fences the writer and becomes the writer, in order:
+
+        1. *Fence.* It opens the durable timestamp oracle, whose new epoch is
+           the writer epoch: the old writer's oracle can reserve no more
+           timestamps, and its failed writes find out they are fenced.
+        2. *Catalog.* It loads the writer's latest catalog and writes it again
+           as a new version (recording its own replicas if ``replicas`` was
+           given), so the old writer's next DDL fails; objects the writer
+           created or dropped meanwhile are created or dropped here.
+        3. *Read-write.* The spec controller's ``read_write``: every
+           materialized view gets its ``AllowWrites`` (once), appends and ticks
+           start. Every table is then advanced past the old writer's last
+           timestamp, so the old writer's next append fails too.
+        4. *Read holds.* Its holds on the shards move to the controller's
+           reader (the old writer's holds there are released).
+
+        From then on every write of the old environment raises
+        :class:`~tidegate.runtime.errors.EnvironmentFenced`, and nothing it
+        acknowledged is lost. [RuntimeControllerError] if this environment is
+        not read-only.
+        """
+        async with self._ddl:
+            if not self.read_only:
+                raise RuntimeControllerError("promote: this environment is not read-only")
+            retry, options = self.io.retrying, self._options
+            oracle = await retry(
+                "timestamp oracle", default_oracle, self.store.consensus, self.platform.clock_ms
+            )
+            before = self.state
+            # The new catalog is swapped in once the controller has caught up with it, so
+            # that no name resolves to an object the controller does not have yet.
+            catalog = Catalog(self.store.consensus, key=self.catalog.key)
+            while True:  # the old writer may commit DDL up to our catalog write: reload, retry
+                latest = await retry("catalog read", catalog.load)
+                ops = replica_ops(
+                    latest,
+                    options.replicas,
+                    executor=options.executor,
+                    spark_master=options.spark_master,
+                )
+                try:
+                    if ops:
+                        await retry("catalog write", catalog.apply, ops)
+                    else:
+                        await retry("catalog fence", catalog.touch)
+                    break
+                except CatalogConflict:
+                    continue
+            self.oracle = oracle
+            self.driver.oracle = oracle
+            self.driver.fence_check = self._fence_check
+            await self._catch_up(before, catalog.state)
+            self.catalog = catalog
+            await self.driver.poll_uppers()  # the old writer's last uppers
+            self.driver.read_write()
+            self.read_only = False
+            for _ in range(100):  # each failure means the old writer wrote first: it is adopted
+                try:
+                    await self.driver.tick()
+                    break
+                except InvalidUppers:
+                    continue
+            ids = [c.id for c in self.driver.ctl.storage.collections() if not c.is_dropped]
+            await self.io.take_over(ids, CONTROLLER_READER, oracle_epoch(oracle))
+
+    async def _release_read_only_holds(self) -> None:
+        """At close, unless promoted: release the read-only reader's holds on every shard.
+
+        Not shielded: a close that is cancelled (the process is going away) skips it.
+        """
+        if self.read_only:
+            ids = [c.id for c in self.driver.ctl.storage.collections()]
+            await self.io.release_holds(ids)
+
+    async def _catch_up(self, before: CatalogState, after: CatalogState) -> None:
+        """Bring the controller from catalog ``before`` to ``after`` (another environment's DDL).
+
+        Dropped objects are dropped, new ones created (by id: dependencies
+        first), changed read policies set. Replicas are this environment's own.
+        """
+        old = {e.id: e for e in before.entries()}
+        new = {e.id for e in after.entries()}
+        gone = sorted(set(old) - new, reverse=True)
+        if gone:
+            self._uninstall(old, gone)
+        for e in after.entries():
+            if e.id in old:
+                if after.read_policy(e.id) != before.read_policy(e.id):
+                    policy = [(e.id, self._effective_policy(after, e.id))]
+                    if isinstance(e, IndexEntry):
+                        self.driver.set_read_policy(policy)
+                    else:
+                        self.driver.set_storage_read_policy(policy)
+            elif isinstance(e, TableEntry):
+                await self._install_table(after, e.id)
+            elif isinstance(e, MaterializedViewEntry):
+                await self._install_materialized_view(after, e.id)
+            elif isinstance(e, IndexEntry):
+                self._install_index(after, e.id)
+
+    async def _follow_catalog(self, period_ms: int) -> None:
+        """While read-only: pick up the writer's DDL every ``period_ms`` (so it hydrates too)."""
+        while self.read_only:
+            await anyio.sleep(period_ms / 1000)
+            async with self._ddl:
+                if not self.read_only:
+                    return
+                before, catalog = self.state, Catalog(self.store.consensus, key=self.catalog.key)
+                try:
+                    after = await self.io.retrying("catalog read", catalog.load)
+                    if after != before:
+                        await self._catch_up(before, after)
+                        self.catalog = catalog  # once the controller has it all
+                except Exception as e:  # a background step never takes the environment down
+                    log.warning("following the catalog failed: %r", e)
+
     async def _restore(self, state: CatalogState, replicas: Sequence[str]) -> None:
         """Bring back everything in ``state``: collections at their shards' frontiers, then dataflows.
 
@@ -381,7 +549,7 @@ class Environment:
                 )
         current = self.oracle.read_ts()
         if frontiers:
-            plan = restore_plan(state, frontiers, current_time=current)
+            plan = restore_plan(state, frontiers, current_time=current, read_only=self.read_only)
         descriptions = [
             (c.id, self._description(state, c.id, c.kind)) for c in plan.storage_collections
         ]
@@ -445,7 +613,14 @@ class Environment:
         return self.catalog.state
 
     def resolve(self, ref: Ref) -> GlobalId:
-        """The id of the object ``ref`` (a name, an id, or an id's text) [UnknownCatalogObject]."""
+        """The id of the object ``ref`` (a name, an id, or an id's text) [UnknownCatalogObject].
+
+        Views resolve too; what needs a collection (peeks, appends, read
+        policies) then refuses the view's id with :class:`UnknownCatalogObject`.
+        """
+        view = self.state.view(ref if isinstance(ref, GlobalId) else _parse_id(ref) or ref)
+        if view is not None:
+            return view.id
         if isinstance(ref, GlobalId):
             return self.state.get(ref).id
         try:
@@ -461,29 +636,73 @@ class Environment:
         return self.state.schema_of(self.resolve(ref))
 
     def table(self, name: Ref) -> Frame:
-        """A :class:`tidegate.dsl.Frame` reading table (or materialized view or index) ``name``."""
+        """A :class:`tidegate.dsl.Frame` reading table (or materialized view, index or view) ``name``.
+
+        A view's frame is its plan: a view is read by inlining it, as Materialize does.
+        """
         gid = self.resolve(name)
         schema = self.state.schema_of(gid)
-        return Frame(Get(gid, schema), schema)
+        view = self.state.view(gid)
+        return Frame(view.plan if view is not None else Get(gid, schema), schema)
 
     # -- DDL -------------------------------------------------------------------------------
     async def _apply(self, ops: Sequence[CatalogOp]) -> CatalogState:
-        return await self.io.retrying("catalog write", self.catalog.apply, ops)
+        """Apply ``ops`` to the durable catalog [ReadOnlyEnvironment, EnvironmentFenced]."""
+        if self.read_only:
+            raise ReadOnlyEnvironment("a catalog change")
+        if self.driver.fenced is not None:
+            raise self.driver.fenced
+        try:
+            return await self.io.retrying("catalog write", self.catalog.apply, ops)
+        except CatalogConflict as e:  # another writer: a newer environment that fenced this one?
+            fenced = await self.io.retrying("fence check", self._fence_check)
+            if fenced is None:
+                raise
+            self.driver.fenced = fenced
+            raise fenced from e
+
+    def _fence_check(self) -> EnvironmentFenced | None:
+        """Blocking: the error to fence with if a newer environment took over writing, else ``None``.
+
+        The writer epoch is the durable timestamp oracle's: an environment that opens
+        read-write, or is promoted, opens a new oracle, which bumps it.
+        """
+        from .oracle import TimestampOracle
+
+        oracle = self.oracle
+        if not isinstance(oracle, TimestampOracle):
+            return None
+        found = oracle.durable_epoch()
+        if found is not None and found > oracle.epoch:
+            return EnvironmentFenced(oracle.epoch, found)
+        return None
 
     def _fresh_id(self) -> GlobalId:
         return GlobalId.user(self.state.next_user_id)
 
-    async def create_table(self, name: str, schema: Schema) -> GlobalId:
-        """Create table ``name`` with ``schema``; returns its id."""
+    async def create_table(
+        self, name: str, schema: Schema, *, definition: str | None = None
+    ) -> GlobalId:
+        """Create table ``name`` with ``schema``; returns its id.
+
+        ``definition`` (on every ``create_*``): the SQL text that created it, which
+        the catalog keeps for ``SHOW CREATE``.
+        """
         async with self._ddl:
             gid = self._fresh_id()
-            state = await self._apply([CreateTable(name, gid, schema)])
-            fr = await self.io.ensure_shard(gid, schema)
-            ctl = self.driver.ctl
-            ctl.create_collections([(gid, self._description(state, gid, "table"))], {gid: fr})
-            self.driver.apply()
-            self.driver.set_storage_read_policy([(gid, DEFAULT_READ_POLICY)])
+            state = await self._apply([CreateTable(name, gid, schema), *_defined(gid, definition)])
+            await self._install_table(state, gid)
             return gid
+
+    async def _install_table(self, state: CatalogState, gid: GlobalId) -> None:
+        """Create table ``gid`` of catalog ``state`` in the controller (its shard too)."""
+        entry = state.get(gid)
+        assert isinstance(entry, TableEntry)
+        fr = await self.io.ensure_shard(gid, entry.schema)
+        ctl = self.driver.ctl
+        ctl.create_collections([(gid, self._description(state, gid, "table"))], {gid: fr})
+        self.driver.apply()
+        self.driver.set_storage_read_policy([(gid, self._effective_policy(state, gid))])
 
     async def create_index(
         self,
@@ -491,48 +710,92 @@ class Environment:
         keys: Sequence[str | int] = (),
         *,
         name: str | None = None,
+        definition: str | None = None,
     ) -> GlobalId:
-        """Maintain ``plan`` in an index arranged by ``keys`` (names or positions); returns its id."""
+        """Maintain ``plan`` in an index arranged by ``keys`` (names or positions); returns its id.
+
+        Given a name (or id) rather than a plan, the index is *on* that object (a
+        dependency: dropping it needs ``cascade``); a view's index maintains its plan.
+        """
         async with self._ddl:
             p = self._plan(plan)
             schema = typecheck(p)
             positions = tuple(k if isinstance(k, int) else schema.index(k) for k in keys)
             on = p.id if isinstance(p, Get) else None
+            if isinstance(plan, GlobalId | str) and self.state.view(self.resolve(plan)) is not None:
+                on = self.resolve(plan)
             gid = self._fresh_id()
-            state = await self._apply([CreateIndex(name or f"index_{gid}", gid, p, positions, on)])
-            df = dataflow_for(state, gid)
-            current = self.oracle.read_ts()
-            self.driver.create_dataflow(df.with_as_of(self._select_as_of(state, df, current)))
-            self.driver.set_read_policy([(gid, DEFAULT_READ_POLICY)])
+            index = CreateIndex(name or f"index_{gid}", gid, p, positions, on)
+            state = await self._apply([index, *_defined(gid, definition)])
+            self._install_index(state, gid)
             return gid
 
-    async def create_materialized_view(self, name: str, plan: Frame | Plan | Ref) -> GlobalId:
+    def _install_index(self, state: CatalogState, gid: GlobalId) -> None:
+        """Create index ``gid`` of catalog ``state`` in the controller."""
+        df = dataflow_for(state, gid)
+        current = self.oracle.read_ts()
+        self.driver.create_dataflow(df.with_as_of(self._select_as_of(state, df, current)))
+        self.driver.set_read_policy([(gid, self._effective_policy(state, gid))])
+
+    async def create_materialized_view(
+        self, name: str, plan: Frame | Plan | Ref, *, definition: str | None = None
+    ) -> GlobalId:
         """Maintain ``plan`` into durable storage collection ``name``; returns its id."""
         async with self._ddl:
             p = self._plan(plan)
             gid = self._fresh_id()
-            state = await self._apply([CreateMaterializedView(name, gid, p)])
-            fr = await self.io.ensure_shard(gid, typecheck(p))
-            df = dataflow_for(state, gid)
-            current = self.oracle.read_ts()
-            as_of = self._select_as_of(state, df, current, output=(fr.since, fr.upper))
-            desc = self._description(state, gid, "materialized_view")
-            desc = CollectionDescription(desc.data_source, since=as_of)
-            ctl = self.driver.ctl
-            ctl.create_collections([(gid, desc)], {gid: fr})
-            self.driver.apply()
-            self.driver.create_dataflow(df.with_as_of(as_of))
-            ctl.allow_writes(INSTANCE, gid)
-            self.driver.apply()
-            self.driver.set_storage_read_policy([(gid, DEFAULT_READ_POLICY)])
+            mv = CreateMaterializedView(name, gid, p)
+            state = await self._apply([mv, *_defined(gid, definition)])
+            await self._install_materialized_view(state, gid)
+            return gid
+
+    async def _install_materialized_view(self, state: CatalogState, gid: GlobalId) -> None:
+        """Create materialized view ``gid`` of catalog ``state`` in the controller (its shard too)."""
+        entry = state.get(gid)
+        assert isinstance(entry, MaterializedViewEntry)
+        fr = await self.io.ensure_shard(gid, typecheck(entry.plan))
+        df = dataflow_for(state, gid)
+        current = self.oracle.read_ts()
+        as_of = self._select_as_of(state, df, current, output=(fr.since, fr.upper))
+        desc = self._description(state, gid, "materialized_view")
+        desc = CollectionDescription(desc.data_source, since=as_of)
+        ctl = self.driver.ctl
+        ctl.create_collections([(gid, desc)], {gid: fr})
+        self.driver.apply()
+        self.driver.create_dataflow(df.with_as_of(as_of))
+        ctl.allow_writes(INSTANCE, gid)  # a read-only controller sends it once promoted
+        self.driver.apply()
+        self.driver.set_storage_read_policy([(gid, self._effective_policy(state, gid))])
+
+    async def create_view(
+        self,
+        name: str,
+        plan: Frame | Plan | Ref,
+        *,
+        views: Sequence[Ref] = (),
+        definition: str | None = None,
+    ) -> GlobalId:
+        """Name the query ``plan`` (Materialize's ``CREATE VIEW``); returns its id.
+
+        Nothing is computed or stored: reading the view (:meth:`table`, SQL)
+        reads its plan, and an index on it maintains that plan. ``views``: the
+        views the query was written against (their plans are inlined in
+        ``plan``); dropping one of them drops this view too (``cascade``) or is
+        refused. A view has no collection: peeks, appends and read policies
+        refuse it [UnknownCatalogObject].
+        """
+        async with self._ddl:
+            p = self._plan(plan)
+            on_views = tuple(self.resolve(v) for v in views)
+            gid = self._fresh_id()
+            await self._apply([CreateView(name, gid, p, on_views), *_defined(gid, definition)])
             return gid
 
     def _plan(self, plan: Frame | Plan | Ref) -> Plan:
         if isinstance(plan, Frame):
             return plan.plan
         if isinstance(plan, GlobalId | str):
-            gid = self.resolve(plan)
-            return Get(gid, self.state.schema_of(gid))
+            return self.table(plan).plan
         return plan
 
     def _select_as_of(
@@ -609,7 +872,7 @@ class Environment:
         dropped.
         """
         p = self._plan(plan)
-        typecheck(p)
+        schema = typecheck(p)
         gid = self.driver.new_transient_id()
         if as_of is not None:
             df = self._dataflow(p, gid, Antichain([as_of]))
@@ -621,25 +884,87 @@ class Environment:
                 df = df.with_as_of(Antichain([t]))
             else:
                 df = df.with_as_of(self._select_as_of(self.state, df, self.oracle.read_ts()))
-        return self.driver.subscribe(df, buffer=buffer, target_replica=replica)
+        sub = self.driver.subscribe(df, buffer=buffer, target_replica=replica)
+        sub.schema = schema  # its batches have to_arrow() and to_pandas()
+        return sub
 
-    async def drop(self, ref: Ref, *, cascade: bool = False) -> list[GlobalId]:
-        """Drop object ``ref`` (with ``cascade``, its dependents too); returns the dropped ids."""
+    async def execute(self, sql: str, params: Sequence[Any] | None = None) -> Any:
+        """Run SQL; the last statement's :class:`~tidegate.runtime.sql.SqlResult` (see
+        :mod:`tidegate.runtime.sql`; ``params`` fill ``$1``, ``$2``, ...)."""
+        from .sql import execute
+
+        return await execute(self, sql, params)
+
+    async def subscribe_sql(self, sql: str, params: Sequence[Any] | None = None) -> Any:
+        """``SUBSCRIBE ...`` (or a query) as a :class:`Subscription` of batches."""
+        from .sql import subscribe_sql
+
+        return await subscribe_sql(self, sql, params)
+
+    async def copy_to(self, ref: Ref, url: str, *, at: int | None = None) -> int:
+        """Write the contents of ``ref`` at time ``at`` once, as Parquet files under ``url``.
+
+        ``url`` is a blob URL (``file:///dir`` or ``s3://bucket/prefix?...``);
+        the files are ``part-<id>-<at>-<n>.parquet`` under it (see
+        docs/environment.md). ``at`` defaults to :meth:`freshest`; like a peek's
+        time it must be readable [SinceViolation, ReadBeyondUpper]. Returns the
+        number of rows written (a row with count ``k`` is written ``k``
+        times). A replica's failure to write (an unwritable URL, an error in
+        the collection) raises :class:`CopyToFailed` with its message, as does
+        a URL of another scheme (before anything runs). Every replica runs
+        the copy-to; the first answer is the result.
+        """
+        from urllib.parse import urlsplit
+
+        from tidegate.spec.protocol.types import CopyToConnection
+
+        from .controller.errors import CopyToFailed
+
+        if urlsplit(url).scheme not in ("file", "s3", "mem"):
+            raise CopyToFailed(ref, url, "unsupported URL scheme (use file:// or s3://)")
+        gid = self.resolve(ref)
+        if at is None:
+            at = await self.freshest(gid)
+        else:
+            upper = self._input_upper(gid)
+            if upper.less_equal(at):
+                raise ReadBeyondUpper(gid, at, upper)
+        cid = self.driver.new_transient_id()
+        df = self._dataflow(self._plan(gid), cid, Antichain([at]))
+        sink = SinkExport(cid, cid, CopyToConnection(url), up_to=Antichain([at + 1]))
+        df = dataclasses.replace(df, debug_name=f"copy-to {cid}", sink_exports=(sink,))
+        return await self.driver.copy_to(df)
+
+    async def drop(
+        self, ref: Ref, *, cascade: bool = False, dropped: dict[GlobalId, Any] | None = None
+    ) -> list[GlobalId]:
+        """Drop object ``ref`` (with ``cascade``, its dependents too); returns the dropped ids.
+
+        ``dropped``, if given, receives each dropped object's catalog entry as it was when the
+        drop applied (a cascade may take objects created while the call waited its turn).
+        """
         async with self._ddl:
             gid = self.resolve(ref)
-            before = {e.id: e for e in self.state.entries()}
+            before = {e.id: e for e in (*self.state.entries(), *self.state.views)}
             after = await self._apply([Drop(gid, cascade)])
-            gone = sorted(set(before) - {e.id for e in after.entries()}, reverse=True)
-            ctl, driver = self.driver.ctl, self.driver
-            driver.end_reads_of(gone)
-            for g in gone:
-                entry = before[g]
-                if isinstance(entry, IndexEntry | MaterializedViewEntry):
-                    driver.drop_collections([g])
-                if isinstance(entry, TableEntry | MaterializedViewEntry):
-                    ctl.drop_sources([g])
-                    driver.apply()
+            left = {e.id for e in (*after.entries(), *after.views)}
+            gone = sorted(set(before) - left, reverse=True)
+            if dropped is not None:
+                dropped.update((g, before[g]) for g in gone)
+            self._uninstall(before, gone)
             return gone
+
+    def _uninstall(self, before: Mapping[GlobalId, Any], gone: Sequence[GlobalId]) -> None:
+        """Drop the objects ``gone`` (entries in ``before``, dependents first) from the controller."""
+        ctl, driver = self.driver.ctl, self.driver
+        driver.end_reads_of(gone)
+        for g in gone:
+            entry = before[g]
+            if isinstance(entry, IndexEntry | MaterializedViewEntry):
+                driver.drop_collections([g])
+            if isinstance(entry, TableEntry | MaterializedViewEntry):
+                ctl.drop_sources([g])
+                driver.apply()
 
     async def set_read_policy(self, ref: Ref, policy: ReadPolicy) -> None:
         """How far object ``ref`` may be compacted (its shard too, for tables and views)."""
@@ -691,8 +1016,9 @@ class Environment:
         *,
         limit: int | None = None,
         replica: str | None = None,
-    ) -> list[tuple[Row, int]]:
-        """The contents of ``ref`` at time ``at`` as ``(row, count)`` pairs.
+    ) -> PeekAnswer:
+        """The contents of ``ref`` at time ``at`` as ``(row, count)`` pairs (a
+        :class:`~tidegate.runtime.frames.PeekAnswer`: a list with ``to_arrow()``/``to_pandas()``).
 
         ``at`` defaults to :meth:`freshest` (every acknowledged append shows). It
         must not be before ``ref``'s since [SinceViolation] nor at or beyond
@@ -724,7 +1050,7 @@ class Environment:
             upper = self._input_upper(gid)
             if upper.less_equal(at):
                 raise ReadBeyondUpper(gid, at, upper)
-        return await self.driver.peek(
+        pairs = await self.driver.peek(
             gid,
             at,
             finishing=finishing,
@@ -732,6 +1058,7 @@ class Environment:
             literal_constraints=constraints,
             target_replica=replica,
         )
+        return PeekAnswer(pairs, _project(self.schema(gid), finishing))
 
     def _check_key(self, entry: IndexEntry, key: Any) -> Row:
         """``key`` as a row of the index's key columns [ArityMismatch, TypeMismatch].
@@ -775,6 +1102,8 @@ class Environment:
             lower = since()
             if not lower.elements:
                 raise CollectionMissing(what)
+            if self.read_only:  # the writer moves the tables: learn where they are now
+                await self.driver.poll_uppers()
             read = self.oracle.read_ts()
             t = max(int(lower.elements[0]), read)
             if t > read:
@@ -800,7 +1129,7 @@ class Environment:
             if g in seen:
                 continue
             seen.add(g)
-            if isinstance(state.get(g), TableEntry):
+            if state.view(g) is None and isinstance(state.get(g), TableEntry):
                 uppers.append(self.driver.storage_frontiers(g)[1])
             else:
                 stack.extend(state.dependencies(g))
@@ -834,6 +1163,13 @@ class Environment:
             return ctl.collection_hydrated(INSTANCE, gid)
         others = [c.id for c in ctl.instance(INSTANCE).collections() if c.id != gid]
         return ctl.compute.collections_hydrated_on_replicas(INSTANCE, replicas, others)
+
+    def hydration(self, ref: Ref | None = None) -> list[HydrationInfo]:
+        """Per index and materialized view (or only ``ref``) and replica: whether it is hydrated
+        and how long hydration took in seconds (from the dataflow's creation on the replica to
+        its frontier first passing the as_of; a reconnect's rehydration starts the clock again).
+        See :mod:`tidegate.runtime.hydration`."""
+        return catalog_hydration(self, None if ref is None else self.resolve(ref))
 
     async def add_replica(
         self,
@@ -994,6 +1330,29 @@ async def _start_all(orchestrator: Any, replicas: Sequence[ReplicaEntry]) -> Non
         for name in rest:
             error.add_note(f"replica {name!r} failed too: {failures[name]}")
         raise error
+
+
+def oracle_epoch(oracle: Oracle) -> int:
+    """The writer epoch of ``oracle`` (the durable oracle's epoch; 0 for another kind)."""
+    epoch = getattr(oracle, "epoch", 0)
+    return epoch if type(epoch) is int else 0
+
+
+def _memory_limit_args(limit: int | None) -> tuple[str, ...]:
+    """A managed replica's arguments for ``replica_memory_limit``."""
+    return () if limit is None else ("--memory-limit", str(limit))
+
+
+def _project(schema: Schema, finishing: RowSetFinishing | None) -> Schema:
+    """The schema of a peek's rows: ``schema``, projected by ``finishing`` if it projects."""
+    if finishing is None or finishing.project is None:
+        return schema
+    return Schema(tuple(schema.columns[i] for i in finishing.project))
+
+
+def _defined(gid: GlobalId, definition: str | None) -> list[CatalogOp]:
+    """The op recording ``definition`` as object ``gid``'s SQL text, if there is one."""
+    return [] if definition is None else [SetDefinition(gid, definition)]
 
 
 def _parse_id(text: str) -> GlobalId | None:

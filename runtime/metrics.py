@@ -11,9 +11,14 @@ families. :meth:`ControllerMetrics.serve` exposes them on ``/metrics``::
         ...
         metrics.close()
 
-Frontiers are in timestamp units (the environment's oracle: epoch
-milliseconds); a closed frontier (``[]``) reads ``+Inf``. Every family is
-named ``tidegate_controller_*``; ``describe()`` lists them (see the help texts).
+Prometheus conventions: base units (times as seconds: frontiers, which are
+the oracle's epoch milliseconds, become ``*_timestamp_seconds``, lags
+``*_seconds``), counters named ``*_total`` with a ``kind`` label where they count
+several kinds (commands, responses). A closed frontier (``[]``) reads
+``+Inf``. Every family of ours is named ``tidegate_controller_*`` (``describe()``
+lists them, see the help texts); the registry also holds the default
+``process_*`` and ``python_*`` collectors and ``tidegate_build_info``
+(:func:`register_defaults`, which the replicas' registries use as well).
 """
 
 from __future__ import annotations
@@ -22,10 +27,19 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import (
+    REGISTRY,
+    CollectorRegistry,
+    Gauge,
+    GCCollector,
+    PlatformCollector,
+    ProcessCollector,
+    start_http_server,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from tidegate.runtime.hydration import catalog_hydration
 from tidegate.runtime.platform import wall_ms
 from tidegate.spec.errors import TidegateError
 from tidegate.spec.frontier import Antichain
@@ -42,7 +56,15 @@ if TYPE_CHECKING:
     from .environment import Environment
     from .sync import SyncEnvironment
 
-__all__ = ["REPLICA_STATUSES", "ControllerMetrics", "frontier_value", "lag_ms", "policy_kind"]
+__all__ = [
+    "REPLICA_STATUSES",
+    "ControllerMetrics",
+    "frontier_seconds",
+    "frontier_value",
+    "lag_ms",
+    "policy_kind",
+    "register_defaults",
+]
 
 REPLICA_STATUSES = ("connecting", "connected", "failed", "rehydrating", "dropped")
 """The replica states of ``tidegate_controller_replica_status`` (the spec's, see ``ReplicaInfo``)."""
@@ -55,6 +77,36 @@ _READ_ATTEMPTS = 5
 def frontier_value(f: Antichain) -> float:
     """A frontier as one sample: its least element, ``+Inf`` when closed (``[]``)."""
     return float("inf") if f.is_empty() else float(min(f.elements))
+
+
+def frontier_seconds(f: Antichain) -> float:
+    """A frontier of epoch-ms timestamps in seconds (Prometheus' base unit); ``+Inf`` when closed."""
+    return frontier_value(f) / 1000
+
+
+def register_defaults(registry: CollectorRegistry, component: str) -> None:
+    """Register the default collectors and ``tidegate_build_info`` in ``registry``.
+
+    The ``process_*`` family (CPU seconds, resident memory bytes, open file
+    descriptors, start time), ``python_info`` and the ``python_gc_*`` families:
+    prometheus_client's ``ProcessCollector``, ``PlatformCollector`` and
+    ``GCCollector``, which it registers only in its global registry by default.
+    ``tidegate_build_info{version, component}`` is 1 (``component``: ``controller``
+    or ``replica``).
+    """
+    from tidegate import __version__
+
+    if registry is not REGISTRY:  # the global one has them from prometheus_client's import
+        ProcessCollector(registry=registry)
+        PlatformCollector(registry=registry)
+        GCCollector(registry=registry)
+    info = Gauge(
+        "tidegate_build_info",
+        "tidegate's version (always 1), by the component serving these metrics",
+        ["version", "component"],
+        registry=registry,
+    )
+    info.labels(__version__, component).set(1)
 
 
 def lag_ms(upper: Antichain, now_ms: int) -> int | None:
@@ -128,6 +180,7 @@ class ControllerMetrics(Collector):
         self.env: Environment = env.env if isinstance(env, SyncEnvironment) else env
         self.clock_ms = clock_ms
         self.registry = registry if registry is not None else CollectorRegistry()
+        register_defaults(self.registry, "controller")
         self.registry.register(self)
         self._server: Any = None
         self._thread: threading.Thread | None = None
@@ -192,11 +245,11 @@ class ControllerMetrics(Collector):
             except (TidegateError, LookupError):  # dropped (or not yet created) meanwhile
                 continue
             labels = [entry.name, str(entry.id), _kind(entry)]
-            f["collection_since"].add_metric(labels, frontier_value(since))
-            f["collection_upper"].add_metric(labels, frontier_value(upper))
+            f["collection_since_timestamp_seconds"].add_metric(labels, frontier_seconds(since))
+            f["collection_upper_timestamp_seconds"].add_metric(labels, frontier_seconds(upper))
             lag = lag_ms(upper, now)
             if lag is not None:
-                f["collection_lag_ms"].add_metric(labels, lag)
+                f["collection_lag_seconds"].add_metric(labels, lag / 1000)
             kind = policy_kind(state.read_policy(entry.id))
             f["collection_read_policy"].add_metric([*labels, kind], 1)
         for info in driver.replicas():
@@ -209,6 +262,12 @@ class ControllerMetrics(Collector):
                 f["replica_status"].add_metric([*name, s], 1 if s == info.status else 0)
             f["replica_epoch"].add_metric(name, info.epoch)
             f["replica_refused_attempts"].add_metric(name, info.attempts)
+        kinds = {e.id: _kind(e) for e in state.entries()}
+        for h in catalog_hydration(env):
+            labels = [h.name or str(h.id), str(h.id), kinds.get(h.id, ""), h.replica]
+            f["collection_hydrated"].add_metric(labels, 1 if h.hydrated else 0)
+            if h.seconds is not None:
+                f["collection_hydration_seconds"].add_metric(labels, h.seconds)
         orchestrator = env.orchestrator
         if orchestrator is not None:
             for replica, process in orchestrator.status().items():
@@ -220,30 +279,45 @@ class ControllerMetrics(Collector):
         f["live_subscribes"].add_metric([], len(view.active_subscribes()))
         f["command_history_length"].add_metric([], view.history_len())
         f["command_history_reduced_length"].add_metric([], view.history_reduced_count())
-        f["commands_sent"].add_metric([], driver.commands_sent)
-        f["responses"].add_metric([], driver.responses)
+        for kind, n in sorted(dict(driver.commands_by_kind).items()):
+            f["commands_sent"].add_metric([kind], n)
+        for kind, n in sorted(dict(driver.responses_by_kind).items()):
+            f["responses"].add_metric([kind], n)
         f["table_appends_acknowledged"].add_metric([], driver.appends_acknowledged)
         return list(f.values())
 
 
 _FAMILIES: tuple[tuple[str, str, str, list[str]], ...] = (
     (
-        "collection_since",
+        "collection_since_timestamp_seconds",
         "gauge",
-        "A collection's since: the least time it is readable at (epoch ms)",
+        "A collection's since: the least time it is readable at (Unix time, seconds)",
         _COLLECTION,
     ),
     (
-        "collection_upper",
+        "collection_upper_timestamp_seconds",
         "gauge",
-        "A collection's upper (write frontier): complete before it (epoch ms)",
+        "A collection's upper (write frontier): complete before it (Unix time, seconds)",
         _COLLECTION,
     ),
     (
-        "collection_lag_ms",
+        "collection_lag_seconds",
         "gauge",
-        "How far a collection's upper trails the wall clock, in ms (open uppers only)",
+        "How far a collection's upper trails the wall clock, in seconds (open uppers only)",
         _COLLECTION,
+    ),
+    (
+        "collection_hydrated",
+        "gauge",
+        "1 once an index or materialized view is hydrated on the replica (computed up to its as_of)",
+        [*_COLLECTION, "replica"],
+    ),
+    (
+        "collection_hydration_seconds",
+        "gauge",
+        "How long the collection's last hydration on the replica took, in seconds (from the "
+        "dataflow's creation there to its frontier passing the as_of)",
+        [*_COLLECTION, "replica"],
     ),
     (
         "collection_read_policy",
@@ -281,8 +355,18 @@ _FAMILIES: tuple[tuple[str, str, str, list[str]], ...] = (
         "The compute command history's length after its last reduction",
         [],
     ),
-    ("commands_sent", "counter", "Compute commands sent to replicas", []),
-    ("responses", "counter", "Compute responses received from replicas", []),
+    (
+        "commands_sent",
+        "counter",
+        "Compute commands sent to replicas, by kind (CreateDataflow, Peek, ...)",
+        ["kind"],
+    ),
+    (
+        "responses",
+        "counter",
+        "Compute responses received from replicas, by kind (Frontiers, PeekResponse, ...)",
+        ["kind"],
+    ),
     ("table_appends_acknowledged", "counter", "Client table appends made durable", []),
 )
 """Every family: ``(name, gauge|counter, help, labels)``."""

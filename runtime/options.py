@@ -22,6 +22,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, TypeAlias, TypedDict
 
 from .catalog import EXECUTORS
+from .defaults import DATA_DIR_ENV, DEFAULT_DATA_DIR, default_data_dir
 from .errors import InvalidEnvironmentOptions
 from .platform import REAL, Platform
 
@@ -33,7 +34,15 @@ if TYPE_CHECKING:  # annotations only: these load grpc or the orchestrator's sub
     from .transport import Transport
     from .transport.grpc_client import ClientTls
 
-__all__ = ["EnvironmentOptions", "EnvironmentOverrides", "ReplicaSpec", "Replicas"]
+__all__ = [
+    "DATA_DIR_ENV",
+    "DEFAULT_DATA_DIR",
+    "EnvironmentOptions",
+    "EnvironmentOverrides",
+    "ReplicaSpec",
+    "Replicas",
+    "default_data_dir",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +112,22 @@ class EnvironmentOptions:
     """The largest peek answer in bytes (values' widths times counts, as Materialize counts):
     a larger one is a ``ResultTooLarge`` error instead. ``None``: no limit (answers of any
     size travel in fragments between replica and controller)."""
+    replica_memory_limit: int | None = None
+    """The memory limit of each managed replica, in bytes (its process and its JVM; the
+    replica's ``--memory-limit``): above it the replica fails the dataflow holding the most
+    state, whose collections then answer an error. ``None``: no limit."""
+    spark_conf: Mapping[str, str] | None = None
+    """Spark properties of every managed replica's session (``--spark-conf KEY=VALUE`` each),
+    over the replica's defaults, e.g. ``{"spark.sql.shuffle.partitions": "4"}``."""
+    spark_ui: bool = False
+    """Whether managed replicas serve Spark's web UI (``--spark-ui``; off by default)."""
+    read_only: bool = False
+    """Open read-only, beside the environment that writes this data (a zero-downtime upgrade's
+    new version warming up): restore and serve peeks and subscribes, but write nothing (no
+    catalog change, no table append, no oracle timestamp, no view output) until
+    :meth:`~tidegate.runtime.environment.Environment.promote`, which fences the writer and
+    takes over. Managed replicas run under an orchestrator of their own (a separate
+    ``replicas-*`` directory), so they never collide with the writer's."""
 
     def __post_init__(self) -> None:
         _check_replicas(self.replicas)
@@ -127,6 +152,13 @@ class EnvironmentOptions:
                 "max_result_size",
                 f"must be a positive int (bytes) or None, got {self.max_result_size!r}",
             )
+        if self.replica_memory_limit is not None and (
+            type(self.replica_memory_limit) is not int or self.replica_memory_limit <= 0
+        ):
+            raise InvalidEnvironmentOptions(
+                "replica_memory_limit",
+                f"must be a positive int (bytes) or None, got {self.replica_memory_limit!r}",
+            )
         for name in ("tick_ms", "maintain_ms", "poll_ms"):
             value = getattr(self, name)
             if value is not None and (type(value) is not int or value <= 0):
@@ -138,6 +170,31 @@ class EnvironmentOptions:
         if self.consensus is not None and self.consensus_url is not None:
             raise InvalidEnvironmentOptions(
                 "consensus", "give consensus or consensus_url, not both"
+            )
+        if self.spark_conf is not None:
+            if not isinstance(self.spark_conf, Mapping) or not all(
+                isinstance(k, str)
+                and k
+                and "=" not in k
+                and not any(c.isspace() for c in k)
+                and isinstance(v, str)
+                for k, v in self.spark_conf.items()
+            ):
+                raise InvalidEnvironmentOptions(
+                    "spark_conf",
+                    "must map Spark property names (no spaces or '=') to string values, "
+                    f"got {self.spark_conf!r}",
+                )
+            object.__setattr__(self, "spark_conf", dict(self.spark_conf))
+        if type(self.spark_ui) is not bool:
+            raise InvalidEnvironmentOptions("spark_ui", f"must be a bool, got {self.spark_ui!r}")
+        if type(self.read_only) is not bool:
+            raise InvalidEnvironmentOptions("read_only", f"must be a bool, got {self.read_only!r}")
+        if self.read_only and self.oracle is not None:
+            raise InvalidEnvironmentOptions(
+                "read_only",
+                "a read-only environment uses no oracle until it is promoted (then the durable "
+                "one, whose epoch fences the writer): leave oracle unset",
             )
         if type(self.check_protocol) is not bool:
             raise InvalidEnvironmentOptions(
@@ -177,6 +234,10 @@ class EnvironmentOverrides(TypedDict, total=False):
     platform: Platform
     check_protocol: bool
     max_result_size: int | None
+    replica_memory_limit: int | None
+    spark_conf: Mapping[str, str] | None
+    spark_ui: bool
+    read_only: bool
 
 
 _FIELDS = frozenset(f.name for f in fields(EnvironmentOptions))

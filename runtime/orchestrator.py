@@ -9,12 +9,15 @@ is stopped. Written against anyio: it runs under asyncio and trio.
 
 Files under ``DATA_DIR/replicas/``:
 
-* ``NAME.log`` -- the child's stdout and stderr (appended across restarts),
+* ``NAME.log`` -- the child's stdout and stderr (appended across restarts; JSON
+  lines: a ``replica_starting`` record of the orchestrator's before each start,
+  then the replica's ready line and its structured logs),
   rotated to ``NAME.log.1`` ... ``NAME.log.K`` once it passes ``log_max_bytes``
   (checked before each start and about once a second while the child runs;
   copy-then-truncate, because the child keeps writing to its open descriptor,
   so a line written during the copy may be lost);
-* ``NAME.pid`` -- JSON ``{"pid": ..., "argv": [...]}`` while the child runs;
+* ``NAME.pid`` -- the child's pid, a plain integer and a newline, while it runs
+  (``kill $(cat replicas/r1.pid)``);
 * ``NAME.port`` -- the port it listened on, reused at the next start when free,
   so a replica's address stays stable across restarts of it and of the
   orchestrator (the first start takes port 0 and records what the child got).
@@ -22,8 +25,9 @@ Files under ``DATA_DIR/replicas/``:
 No orphans: every child gets ``--exit-with-parent`` (a parent-death signal
 plus a parent-pid watchdog in the child), and :meth:`Orchestrator.start`
 reaps processes left behind by an earlier orchestrator, using the pidfiles --
-only a live process whose ``/proc/PID/cmdline`` is exactly the recorded
-command. Each child leads its own process group (so Spark's JVM goes with it),
+only a live process whose ``/proc/PID/cmdline`` is a replica command of this
+orchestrator's (its command prefix, and ``--storage`` naming this data
+directory), so a recycled pid is never signalled. Each child leads its own process group (so Spark's JVM goes with it),
 and :meth:`~Orchestrator.stop` / :meth:`~Orchestrator.kill` signal the group.
 
 Children are forked from the event loop's thread on purpose: Linux delivers
@@ -33,6 +37,7 @@ worker threads (trio forks in one) come and go.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -43,6 +48,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Literal, TypeAlias
@@ -59,6 +65,7 @@ __all__ = [
     "ReplicaProcessStatus",
     "TlsFiles",
     "default_replica_command",
+    "read_pidfile",
 ]
 
 ReplicaProcessState: TypeAlias = Literal["starting", "running", "restarting", "stopping", "stopped"]
@@ -134,7 +141,8 @@ class Orchestrator:
 
     ``command`` replaces the argv prefix ``python -m tidegate replica`` (tests
     use a stand-in); the orchestrator appends ``--listen``, ``--storage``,
-    ``--executor``, ``--spark-master``, ``--exit-with-parent``, TLS options and
+    ``--executor``, ``--spark-master``, ``--exit-with-parent``, a ``--spark-conf``
+    per ``spark_conf`` property, ``--spark-ui`` if ``spark_ui``, TLS options and
     ``extra_args``. The token travels in the ``TIDEGATE_TOKEN`` environment
     variable, not on the command line.
     """
@@ -158,18 +166,29 @@ class Orchestrator:
         on_status: Callable[[ReplicaProcessStatus], None] | None = None,
         log_max_bytes: int | None = 64 * 1024 * 1024,
         log_backups: int = 3,
+        replicas_dir: str | os.PathLike[str] | None = None,
+        spark_conf: Mapping[str, str] | None = None,
+        spark_ui: bool = False,
     ) -> None:
         if log_max_bytes is not None and log_max_bytes <= 0:
             raise OrchestratorError(f"log_max_bytes must be positive or None, got {log_max_bytes}")
         if log_backups < 1:
             raise OrchestratorError(f"log_backups must be at least 1, got {log_backups}")
         self.data_dir = Path(data_dir).absolute()
-        self.replicas_dir = self.data_dir / "replicas"
+        self.replicas_dir = (
+            self.data_dir / "replicas" if replicas_dir is None else Path(replicas_dir).absolute()
+        )
+        """Where the logs, pidfiles and ports live (default ``DATA_DIR/replicas``); two
+        orchestrators on one data dir (a read-only environment beside the writer) need two."""
         self.executor = executor
         self.spark_master = spark_master
         self.token = token
         self.tls = tls
         self.extra_args = tuple(extra_args)
+        self.spark_conf = dict(spark_conf or {})
+        """Spark properties every replica gets (``--spark-conf KEY=VALUE`` each)."""
+        self.spark_ui = spark_ui
+        """Whether replicas serve Spark's web UI (``--spark-ui``)."""
         self.command = tuple(command) if command is not None else default_replica_command(python)
         self.env = dict(env) if env is not None else None
         self.ready_timeout_s = ready_timeout_s
@@ -382,7 +401,7 @@ class Orchestrator:
         port = r.port if r.port is not None and _port_free(r.port) else 0
         argv = [*self.command, *self._args(r, port)]
         with open(log_path, "ab") as log:
-            log.write(f"# orchestrator: starting {r.name}: {' '.join(argv)}\n".encode())
+            log.write(_start_record(r.name, argv))
             log.flush()
             offset = log.tell()
             try:
@@ -391,7 +410,7 @@ class Orchestrator:
                 r.last_error = f"cannot run {argv[0]!r}: {e}"
                 return False
         r.popen = p
-        self._write_pidfile(r.name, p.pid, argv)
+        self._write_pidfile(r.name, p.pid)
         ready = None
         with anyio.move_on_after(self.ready_timeout_s):
             while ready is None and p.poll() is None:
@@ -473,6 +492,10 @@ class Orchestrator:
             r.spark_master,
             "--exit-with-parent",
         ]
+        for key, value in self.spark_conf.items():
+            args += ["--spark-conf", f"{key}={value}"]
+        if self.spark_ui:
+            args.append("--spark-ui")
         if self.tls is not None:
             args += ["--tls-cert", self.tls.cert, "--tls-key", self.tls.key]
             if self.tls.client_ca is not None:
@@ -507,20 +530,29 @@ class Orchestrator:
         if self._recorded_port(name) != port:
             _write_atomic(self._port_path(name), f"{port}\n")
 
-    def _write_pidfile(self, name: str, pid: int, argv: Sequence[str]) -> None:
-        _write_atomic(self._pid_path(name), json.dumps({"pid": pid, "argv": list(argv)}) + "\n")
+    def _write_pidfile(self, name: str, pid: int) -> None:
+        _write_atomic(self._pid_path(name), f"{pid}\n")
 
     def _remove_pidfile(self, name: str, pid: int) -> None:
         path = self._pid_path(name)
-        if _read_pidfile(path)[0] == pid:
+        if read_pidfile(path) == pid:
             with suppress(OSError):
                 path.unlink()
+
+    def _ours(self, cmdline: Sequence[str] | None) -> bool:
+        """Whether ``cmdline`` is a replica this orchestrator (or an earlier one here) started."""
+        if not cmdline or list(cmdline[: len(self.command)]) != list(self.command):
+            return False
+        args = list(cmdline[len(self.command) :])
+        return any(
+            a == "--storage" and b == str(self.data_dir) for a, b in itertools.pairwise(args)
+        )
 
     async def _reap_leftovers(self) -> None:
         """Terminate replica processes an earlier orchestrator left running; drop stale pidfiles."""
         for path in sorted(self.replicas_dir.glob("*.pid")):
-            pid, argv = _read_pidfile(path)
-            if pid is not None and argv and _cmdline(pid) == argv:
+            pid = read_pidfile(path)
+            if pid is not None and self._ours(_cmdline(pid)):
                 _signal_group(pid, signal.SIGTERM)
                 with anyio.move_on_after(self.stop_grace_s):
                     while _alive(pid):
@@ -627,6 +659,21 @@ def _ready_port(line: bytes) -> int | None:
     return int(port) if port.isdigit() and 0 < int(port) < 65536 else None
 
 
+def _start_record(name: str, argv: Sequence[str]) -> bytes:
+    """The log line the orchestrator writes before each start: JSON, like the replica's own."""
+    ts = datetime.now(UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
+    record = {
+        "event": "replica_starting",
+        "level": "info",
+        "logger": "tidegate.runtime.orchestrator",
+        "ts": ts,
+        "component": "orchestrator",
+        "replica": name,
+        "argv": list(argv),
+    }
+    return (json.dumps(record) + "\n").encode()
+
+
 def _port_free(port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -643,15 +690,16 @@ def _write_atomic(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def _read_pidfile(path: Path) -> tuple[int | None, list[str] | None]:
+def read_pidfile(path: str | os.PathLike[str]) -> int | None:
+    """The pid a pidfile holds (a plain integer), or ``None`` if it is missing or malformed."""
     try:
-        obj = json.loads(path.read_text())
-        pid, argv = obj["pid"], obj["argv"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return None, None
-    if type(pid) is not int or pid <= 1 or not isinstance(argv, list):
-        return None, None
-    return pid, [str(a) for a in argv]
+        text = Path(path).read_text().strip()
+    except OSError:
+        return None
+    if not text.isdigit():
+        return None
+    pid = int(text)
+    return pid if pid > 1 else None
 
 
 def _cmdline(pid: int) -> list[str] | None:

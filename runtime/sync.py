@@ -15,6 +15,7 @@ coroutine there finishes and raises the same typed errors.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable, Iterator
 from types import TracebackType
 from typing import Any, Generic, TypeVar
@@ -26,6 +27,8 @@ from tidegate.spec.compute import ReplicaStatusEvent, SubscribeBatchOut
 from .controller.driver import ReplicaInfo
 from .controller.streams import Subscription
 from .environment import Environment
+from .frames import PeekAnswer
+from .hydration import HydrationInfo
 
 __all__ = ["SyncEnvironment", "SyncIterator", "SyncSubscription"]
 
@@ -121,14 +124,30 @@ class SyncEnvironment:
         return self._call(self.env.create_materialized_view, *args, **kwargs)
 
     def append(self, *args: Any, **kwargs: Any) -> int:
+        """Rows, ``(row, diff)`` pairs, or a ``pyarrow.Table``/``RecordBatch`` or
+        ``pandas.DataFrame`` (see :mod:`tidegate.runtime.frames`)."""
         return int(self._call(self.env.append, *args, **kwargs))
 
-    def peek(self, *args: Any, **kwargs: Any) -> Any:
-        return self._call(self.env.peek, *args, **kwargs)
+    def append_many(self, *args: Any, **kwargs: Any) -> int:
+        return int(self._call(self.env.append_many, *args, **kwargs))
+
+    def peek(self, *args: Any, **kwargs: Any) -> PeekAnswer:
+        """A :class:`~tidegate.runtime.frames.PeekAnswer` (``to_arrow()``, ``to_pandas()``)."""
+        result: PeekAnswer = self._call(self.env.peek, *args, **kwargs)
+        return result
+
+    def copy_to(self, *args: Any, **kwargs: Any) -> int:
+        return int(self._call(self.env.copy_to, *args, **kwargs))
 
     def subscribe(self, *args: Any, **kwargs: Any) -> SyncIterator[SubscribeBatchOut]:
         sub: Subscription = self._call(self.env.subscribe, *args, **kwargs)
         return SyncIterator(self._portal, sub)
+
+    def execute(self, *args: Any, **kwargs: Any) -> Any:
+        return self._call(self.env.execute, *args, **kwargs)
+
+    def subscribe_sql(self, *args: Any, **kwargs: Any) -> SyncIterator[SubscribeBatchOut]:
+        return SyncIterator(self._portal, self._call(self.env.subscribe_sql, *args, **kwargs))
 
     def events(self, buffer: int | None = None) -> SyncIterator[ReplicaStatusEvent]:
         return SyncIterator(self._portal, self._sync(self.env.events, buffer))
@@ -145,6 +164,9 @@ class SyncEnvironment:
     def wait_connected(self, *args: Any, **kwargs: Any) -> None:
         self._call(self.env.wait_connected, *args, **kwargs)
 
+    def promote(self) -> None:
+        self._call(self.env.promote)
+
     def table(self, name: Any) -> Any:
         return self._sync(self.env.table, name)
 
@@ -153,6 +175,12 @@ class SyncEnvironment:
 
     def replicas(self) -> list[ReplicaInfo]:
         return self._sync(self.env.replicas)
+
+    def hydrated(self, ref: Any = None, *, replicas: Any = None) -> bool:
+        return bool(self._sync(functools.partial(self.env.hydrated, ref, replicas=replicas)))
+
+    def hydration(self, ref: Any = None) -> list[HydrationInfo]:
+        return self._sync(self.env.hydration, ref)
 
 
 async def _async(fn: Callable[..., T], *args: Any) -> T:

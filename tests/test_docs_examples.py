@@ -32,12 +32,16 @@ PYTHON_BLOCK = re.compile(
 EXPECTED = {
     "quickstart",
     "env-basic",
+    "env-copy-to",
+    "env-frames",
     "env-lifecycle",
     "env-replicas",
     "env-restart",
     "env-sync",
+    "env-upgrade",
     "metrics-scrape",
     "plan-json",
+    "sql-basic",
 }
 """Every example, by name: a moved or deleted example cannot vanish unnoticed."""
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+from collections.abc import Mapping
 
 from pyspark.sql import SparkSession
 
@@ -44,13 +45,16 @@ def spark_session(
     app_name: str = "tidegate-replica",
     shuffle_partitions: int | None = None,
     java_options: str = JAVA_OPTIONS,
+    conf: Mapping[str, str] | None = None,
+    ui: bool = False,
 ) -> SparkSession:
     """Get or create the process's SparkSession on ``master`` with small-machine settings.
 
     ``shuffle_partitions`` defaults to the number of cores (see :func:`_cores`);
     ``java_options`` go to the driver's and executors' JVMs. Spark allows one active
     session per process: if one exists already it is returned, with only the shuffle
-    partitions updated.
+    partitions updated. ``conf`` sets Spark properties over these defaults (the
+    replica's ``--spark-conf``); ``ui`` serves Spark's web UI (off by default).
     """
     parts = shuffle_partitions or max(_cores(master), 1)
     active = SparkSession.getActiveSession()
@@ -85,6 +89,10 @@ def spark_session(
         # lookups (a step's critical path) take free task slots ahead of background merges
         .config("spark.scheduler.mode", "FAIR")
     )
+    if ui:
+        builder = builder.config("spark.ui.enabled", "true")
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark

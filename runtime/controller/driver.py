@@ -25,7 +25,13 @@ controller's effects onto IO and feeds the outcomes back.
 * background tasks: an empty commit every ``tick_ms`` (frontiers progress
   without data), ``maintain()`` every ``maintain_ms``, and a poll of
   materialized-view shard uppers every ``poll_ms`` (replicas write them; the
-  uppers come back as write frontiers).
+  uppers come back as write frontiers);
+* read-only mode (the spec controller's ``read_only``): no commits and no
+  ticks; the poll learns the tables' uppers too (another controller writes
+  them) until :meth:`ControllerDriver.read_write`;
+* fencing: when a commit fails, ``fence_check`` (if set) says whether another
+  controller took over; if so the driver is fenced, and that error fails this
+  and every later append at once (ticks stop).
 
 All controller calls happen on the driver's event loop, one at a time; effects
 are applied in the order produced (effects produced while applying are
@@ -50,6 +56,7 @@ import anyio.abc
 from tidegate.runtime.transport import Transport
 from tidegate.spec.compute import (
     ConnectReplica,
+    CopyToOut,
     DisconnectReplica,
     FrontierUpper,
     PeekNotification,
@@ -78,7 +85,12 @@ from tidegate.spec.protocol.responses import (
     PeekResult,
     PeekRows,
 )
-from tidegate.spec.protocol.types import DataflowDescription, PeekTargetKind, RowSetFinishing
+from tidegate.spec.protocol.types import (
+    CopyToConnection,
+    DataflowDescription,
+    PeekTargetKind,
+    RowSetFinishing,
+)
 from tidegate.spec.storage import (
     AppendCommand,
     AppendCompleted,
@@ -95,6 +107,7 @@ from tidegate.spec.storage import (
 )
 
 from .errors import (
+    CopyToFailed,
     DependencyDropped,
     DriverNotRunning,
     PeekFailed,
@@ -204,6 +217,7 @@ class ControllerDriver:
         self._committing: list[_AppendRequest] = []
         self._commit_wanted = anyio.Event()
         self._peeks: dict[_uuid.UUID, _Waiter] = {}
+        self._copy_tos: dict[GlobalId, _Waiter] = {}
         self._subscriptions: dict[GlobalId, Subscription] = {}
         self._sub_instance: dict[GlobalId, InstanceId] = {}
         self._lagged: list[Subscription] = []
@@ -213,12 +227,24 @@ class ControllerDriver:
         self._next_transient = 0
         self.commands_sent = 0
         self.responses = 0
+        self.commands_by_kind: dict[str, int] = {}
+        """Commands sent, by kind (the command's class name: ``CreateDataflow``, ``Peek``...)."""
+        self.responses_by_kind: dict[str, int] = {}
+        """Responses received, by kind (``Frontiers``, ``PeekResponse``...)."""
+        self.response_observers: list[Callable[[ReplicaId, ComputeResponse], None]] = []
+        """Called with every response a replica's current connection delivers, after the
+        controller handled it (hydration tracking); keep them cheap."""
         self.appends_acknowledged = 0
         """Client appends (``append``/``append_many`` calls) made durable; table ticks not counted."""
         self.commits = 0
         """Group commits made durable (each one timestamp, every table advanced)."""
         self.observers: list[Callable[[ControllerEffect], None]] = []
         """Called with every effect as it is carried out (tracing, checking); keep them cheap."""
+        self.fence_check: Callable[[], TidegateError | None] | None = None
+        """Blocking; called when a commit fails: the error to fence with if another controller
+        took over (see the module docstring), else ``None``."""
+        self.fenced: TidegateError | None = None
+        """Set once fenced: every later append fails with it."""
 
     # -- lifecycle --------------------------------------------------------------------------
     async def __aenter__(self) -> ControllerDriver:
@@ -259,6 +285,10 @@ class ControllerDriver:
             # The body's own exception (if any) propagates as it is, not wrapped in a group.
             await tg.__aexit__(None, None, None)
         return None
+
+    def start_soon(self, fn: Callable[..., Any], *args: Any) -> None:
+        """Run ``fn(*args)`` as a background task of the driver (cancelled when it stops)."""
+        self._task_group().start_soon(fn, *args)
 
     def _task_group(self) -> anyio.abc.TaskGroup:
         if self._tg is None:
@@ -313,6 +343,8 @@ class ControllerDriver:
             if link is not None and link.epoch == e.epoch:
                 link.send(e.command)
                 self.commands_sent += 1
+                kind = type(e.command).__name__
+                self.commands_by_kind[kind] = self.commands_by_kind.get(kind, 0) + 1
         elif isinstance(e, ConnectReplica):
             self._connect(e)
         elif isinstance(e, DisconnectReplica):
@@ -340,6 +372,11 @@ class ControllerDriver:
                     instance = self._sub_instance.pop(e.id, self.instance)
                     with contextlib.suppress(TidegateError):  # already gone
                         self.ctl.drop_collections(instance, [e.id])
+        elif isinstance(e, CopyToOut):
+            waiter = self._copy_tos.pop(e.id, None)
+            if waiter is not None:
+                waiter.value = e
+                waiter.done.set()
         elif isinstance(e, AppendCompleted):
             self._append_completed(e)
         elif isinstance(e, FrontierUpper | UpperChanged | SinceChanged | CollectionDropped):
@@ -409,6 +446,8 @@ class ControllerDriver:
         if self.links.get(link.replica) is not link:
             return None
         self.responses += 1
+        kind = type(response).__name__
+        self.responses_by_kind[kind] = self.responses_by_kind.get(kind, 0) + 1
         self._failures[link.replica] = 0
         try:
             self.ctl.handle_response(link.instance, link.replica, link.epoch, response)
@@ -417,6 +456,8 @@ class ControllerDriver:
             # error here is the controller's own bug and propagates: never blame the replica.
             return f"illegal response {type(response).__name__}: {type(e).__name__}: {e}"
         self.apply()
+        for observe in self.response_observers:
+            observe(link.replica, response)
         return None
 
     def _on_failed(self, link: ReplicaLink, reason: str) -> None:
@@ -512,9 +553,23 @@ class ControllerDriver:
 
         ``None`` when there are no tables.
         """
-        if not self.tables():
+        if self.ctl.read_only or self.fenced is not None or not self.tables():
             return None
         return await self._submit(_AppendRequest(()))
+
+    def tables_upper(self) -> int | None:
+        """The least upper of the live tables as the controller knows it (``None``: no table)."""
+        uppers = [self.storage_frontiers(t)[1] for t in self.tables()]
+        upper = Antichain.meet_all(uppers) if uppers else Antichain.empty()
+        return int(upper.elements[0]) if upper.elements else None
+
+    def read_write(self) -> None:
+        """Leave read-only mode (the spec's ``read_write``): appends, ticks and ``AllowWrites``.
+
+        The caller has fenced the controller that wrote until now.
+        """
+        self.ctl.read_write()
+        self.apply()
 
     def maintain(self) -> None:
         """The controller's periodic maintenance."""
@@ -522,11 +577,15 @@ class ControllerDriver:
         self.apply()
 
     async def poll_uppers(self) -> None:
-        """Report materialized-view shard uppers (written by replicas) as write frontiers."""
+        """Report materialized-view shard uppers (written by replicas) as write frontiers.
+
+        A read-only controller reports the tables' uppers too (another controller writes them).
+        """
+        polled = (MaterializedView, Table) if self.ctl.read_only else (MaterializedView,)
         ids = [
             c.id
             for c in self.ctl.storage.collections()
-            if isinstance(c.description.data_source, MaterializedView) and not c.is_dropped
+            if isinstance(c.description.data_source, polled) and not c.is_dropped
         ]
         if not ids:
             return
@@ -616,6 +675,12 @@ class ControllerDriver:
         withdraws the appends; once the commit started they are seen through.
         """
         self._task_group()
+        if self.fenced is not None:
+            raise self.fenced
+        if self.ctl.read_only:
+            from tidegate.runtime.errors import ReadOnlyEnvironment
+
+            raise ReadOnlyEnvironment("a table append")
         self.ctl.storage.check_appendable([id for id, _ in batches])
         ts = await self._submit(_AppendRequest([(id, list(rows)) for id, rows in batches]))
         assert ts is not None
@@ -623,13 +688,20 @@ class ControllerDriver:
         return [ts] * len(batches)
 
     def request_commit(self) -> None:
-        """Ask for a commit soon (an empty one if nothing is queued): every table advances."""
+        """Ask for a commit soon (an empty one if nothing is queued): every table advances.
+
+        A read-only or fenced driver commits nothing: the writing controller moves the tables.
+        """
+        if self.ctl.read_only or self.fenced is not None:
+            return
         if not self._queued:
             self._queued.append(_AppendRequest(()))
         self._commit_wanted.set()
 
     async def _submit(self, req: _AppendRequest) -> int | None:
         self._task_group()
+        if self.fenced is not None:
+            raise self.fenced
         self._queued.append(req)
         self._commit_wanted.set()
         try:
@@ -656,9 +728,10 @@ class ControllerDriver:
                     await self._commit(group)
                 except Exception as e:  # a bug or a fenced oracle: the group fails, typed
                     log.warning("group commit failed: %r", e)
+                    failure = await self._fencing(e)
                     for req in group:
                         if not req.done.is_set():
-                            req.finish(error=e)
+                            req.finish(error=failure)
                 finally:
                     self._committing = []
 
@@ -697,11 +770,39 @@ class ControllerDriver:
             # The tables that advanced are complete at ts: later reads must see them.
             await self.storage.retrying("oracle apply", self.oracle.apply_write, ts)
             self.commits += 1
+        if error is not None:  # another controller may have taken over: say so, typed
+            error = await self._fencing(error)
+        refused = self.storage.take_refusals(ticket)  # the store's own reason, e.g. a full disk
         for req in live:
             if any(id in failed for id, _ in req.batches):
-                req.finish(error=error)
+                cause = next((refused[id] for id, _ in req.batches if id in refused), None)
+                req.finish(error=error if cause is None or error is not waiter.value else cause)
             else:
                 req.finish(ts=ts)
+
+    async def _fencing(self, error: BaseException) -> BaseException:
+        """After a failed commit: the fencing error if another controller took over, else ``error``.
+
+        Once fenced the driver stays fenced (:attr:`fenced`).
+        """
+        if self.fenced is not None:
+            return self.fenced
+        if self.fence_check is None:
+            return error
+        try:
+            fenced = await self.storage.retrying("fence check", self.fence_check)
+        except Exception as e:  # cannot tell: the original error stands
+            log.warning("fence check failed: %r", e)
+            return error
+        if fenced is None:
+            return error
+        log.warning("fenced: %s", fenced)
+        self.fenced = fenced
+        for req in self._queued:
+            if not req.done.is_set():
+                req.finish(error=fenced)
+        self._queued.clear()
+        return fenced
 
     async def snapshot(self, id: GlobalId, as_of: Time) -> list[Update]:
         """The contents of storage collection ``id`` as of ``as_of`` (read from its shard)."""
@@ -846,6 +947,46 @@ class ControllerDriver:
             del self._sub_instance[id]
             raise
         return sub
+
+    async def copy_to(
+        self,
+        dataflow: DataflowDescription,
+        *,
+        instance: InstanceId | None = None,
+        target_replica: ReplicaId | None = None,
+    ) -> int:
+        """Install ``dataflow`` (one copy-to export) and wait for its one answer: rows written.
+
+        A replica's error answer raises :class:`CopyToFailed`. The spec drops
+        the copy-to once answered; cancelling the caller drops it too.
+        """
+        self._task_group()
+        instance = instance or self.instance
+        (id,) = dataflow.copy_to_ids
+        waiter = _Waiter()
+        self._copy_tos[id] = waiter
+        try:
+            self.create_dataflow(dataflow, instance, target_replica)
+        except BaseException:
+            del self._copy_tos[id]
+            raise
+        try:
+            await waiter.done.wait()
+        except BaseException:
+            if self._copy_tos.pop(id, None) is not None and self._tg is not None:
+                with contextlib.suppress(TidegateError):  # already gone
+                    self.ctl.drop_collections(instance, [id])
+                    self.apply()
+            raise
+        out: CopyToOut = waiter.value
+        if out.error is not None:
+            urls = [
+                s.connection.url
+                for s in dataflow.sink_exports
+                if isinstance(s.connection, CopyToConnection)
+            ]
+            raise CopyToFailed(id, urls[0] if urls else "", out.error)
+        return int(out.rows or 0)
 
     def _close_sub(self, sub: Subscription) -> None:
         """The client closed ``sub``: drop the subscribe unless it already ended."""

@@ -19,6 +19,7 @@ import anyio
 from tidegate.spec.compute import SubscribeBatchOut
 from tidegate.spec.frontier import Antichain
 from tidegate.spec.ids import GlobalId
+from tidegate.spec.plan import Schema
 
 from .errors import SubscribeLagged
 
@@ -85,6 +86,9 @@ class Subscription:
         self.finished = False
         """The controller sent the last batch (empty upper or error)."""
         self.closed = False
+        self.schema: Schema | None = None
+        """The schema of the subscribed rows, if known: batches are then
+        :class:`~tidegate.runtime.frames.SubscribeChanges` batches (``to_arrow()``, ``to_pandas()``)."""
 
     def deliver(self, batch: SubscribeBatchOut) -> bool:
         """Called by the driver; False when the buffer overflowed (the subscribe must be dropped)."""
@@ -114,6 +118,10 @@ class Subscription:
             if self.lagged:
                 raise SubscribeLagged(self.id, self._buffer.size)
             raise StopAsyncIteration
+        if self.schema is not None:
+            from tidegate.runtime.frames import SubscribeChanges
+
+            return SubscribeChanges.of(batch, self.schema)
         return batch
 
     async def aclose(self) -> None:

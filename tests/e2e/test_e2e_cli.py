@@ -69,7 +69,7 @@ def test_up_serves_status_append_and_peek_until_sigterm(e2e: Any, tmp_path: Path
         log.close()
     assert code == 0, (tmp_path / "up.log").read_text()[-2000:]
     assert not ControllerInfo.path(data).exists()
-    pids = [json.loads(p.read_text())["pid"] for p in (data / "replicas").glob("*.pid")]
+    pids = [int(p.read_text()) for p in (data / "replicas").glob("*.pid")]
     assert not any(e2e.pid_alive(p) for p in pids)
 
 

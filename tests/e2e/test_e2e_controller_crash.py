@@ -53,7 +53,7 @@ def test_a_killed_controller_leaves_no_replica_behind_and_a_restart_recovers_eve
             assert ev is not None, f"the controller stopped acknowledging; see {log.name}"
             acks.append(ev)
         pidfiles = (tmp_path / "replicas").glob("*.pid")
-        pids = [int(json.loads(p.read_text())["pid"]) for p in pidfiles]
+        pids = [int(p.read_text()) for p in pidfiles]
         assert pids, "the managed replica wrote its pidfile"
         child.send_signal(signal.SIGKILL)
         child.wait(10)

@@ -522,7 +522,11 @@ def test_metrics_endpoint_exposes_the_replica_metrics(
             "tidegate_replica_responses_total",
             "tidegate_replica_peek_latency_seconds_bucket",
             "tidegate_replica_step_latency_seconds_count",
-            "tidegate_replica_frontier_lag",
+            "tidegate_replica_frontier_lag_seconds",
+            "tidegate_replica_output_frontier_timestamp_seconds",
+            "process_resident_memory_bytes",
+            "python_gc_objects_collected_total",
+            'tidegate_build_info{component="replica",version="',
             "tidegate_replica_arrangement_records",
         ]:
             assert name in text, name
@@ -530,7 +534,7 @@ def test_metrics_endpoint_exposes_the_replica_metrics(
             replica.metric("tidegate_replica_peek_latency_seconds_count", result="rows") or 0
         ) >= 1
         assert replica.metric("tidegate_replica_arrangement_records", collection=str(idx)) == 3
-        assert replica.metric("tidegate_replica_frontier_lag", collection=str(idx)) == 0
+        assert replica.metric("tidegate_replica_frontier_lag_seconds", collection=str(idx)) == 0
         assert replica.metric("tidegate_replica_commands_total", kind="Peek")
         await c.close()
 

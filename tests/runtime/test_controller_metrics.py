@@ -22,10 +22,17 @@ import pytest
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+import tidegate
 from tidegate.dsl import Schema, col
 from tidegate.replica.testing import in_process_replica as replica
 from tidegate.runtime import Environment
-from tidegate.runtime.metrics import ControllerMetrics, frontier_value, lag_ms, policy_kind
+from tidegate.runtime.metrics import (
+    ControllerMetrics,
+    frontier_seconds,
+    frontier_value,
+    lag_ms,
+    policy_kind,
+)
 from tidegate.spec.frontier import Antichain
 from tidegate.spec.frontier.read_policy import (
     LagWriteFrontier,
@@ -78,10 +85,12 @@ def test_the_environment_as_metrics_and_a_stopped_replica(tmp_path: Path) -> Non
                 got = scrape(metrics)
                 families = {name for name, _ in got}
                 for name in (
-                    "collection_since",
-                    "collection_upper",
-                    "collection_lag_ms",
+                    "collection_since_timestamp_seconds",
+                    "collection_upper_timestamp_seconds",
+                    "collection_lag_seconds",
                     "collection_read_policy",
+                    "collection_hydrated",
+                    "collection_hydration_seconds",
                     "replica_connected",
                     "replica_status",
                     "replica_epoch",
@@ -95,16 +104,27 @@ def test_the_environment_as_metrics_and_a_stopped_replica(tmp_path: Path) -> Non
                     "table_appends_acknowledged_total",
                 ):
                     assert f"tidegate_controller_{name}" in families, name
+                # The defaults: process and Python collectors, and the build info.
+                assert got[("process_resident_memory_bytes", frozenset())] > 0
+                assert (
+                    "python_gc_objects_collected_total",
+                    frozenset({("generation", "0")}),
+                ) in got
+                info = frozenset({("version", tidegate.__version__), ("component", "controller")})
+                assert got[("tidegate_build_info", info)] == 1
                 for gid, name, kind, policy in (
                     (t, "orders", "table", "default"),
                     (idx, f"index_{idx}", "index", "lag"),
                 ):
                     labels = dict(name=name, id=str(gid), kind=kind)
                     since, upper = env.frontiers(gid)
-                    assert value(got, "collection_since", **labels) == frontier_value(since)
-                    assert value(got, "collection_upper", **labels) == frontier_value(upper)
+                    since_s = value(got, "collection_since_timestamp_seconds", **labels)
+                    upper_s = value(got, "collection_upper_timestamp_seconds", **labels)
+                    assert since_s == frontier_value(since) / 1000 == frontier_seconds(since)
+                    assert upper_s == frontier_value(upper) / 1000
                     assert frontier_value(since) <= frontier_value(upper)
-                    assert value(got, "collection_lag_ms", **labels) == lag_ms(upper, NOW_MS)
+                    lag_s = value(got, "collection_lag_seconds", **labels)
+                    assert lag_s == (lag_ms(upper, NOW_MS) or 0) / 1000
                     assert value(got, "collection_read_policy", **labels, policy=policy) == 1
                 assert value(got, "replica_connected", replica="r1") == 1
                 assert value(got, "replica_status", replica="r1", status="connected") == 1
@@ -113,8 +133,18 @@ def test_the_environment_as_metrics_and_a_stopped_replica(tmp_path: Path) -> Non
                 assert value(got, "live_subscribes") == 0
                 assert value(got, "command_history_length") > 0
                 assert value(got, "command_history_reduced_length") > 0
-                assert value(got, "commands_sent_total") > 0
-                assert value(got, "responses_total") > 0
+                assert value(got, "commands_sent_total", kind="CreateDataflow") >= 1
+                assert value(got, "commands_sent_total", kind="Peek") >= 1
+                assert value(got, "responses_total", kind="Frontiers") > 0
+                assert value(got, "responses_total", kind="PeekResponse") >= 1
+                # Hydration, per index (tables are not computed) and replica.
+                hydration = dict(name=f"index_{idx}", id=str(idx), kind="index", replica="r1")
+                assert value(got, "collection_hydrated", **hydration) == 1
+                assert 0 <= value(got, "collection_hydration_seconds", **hydration) < 60
+                (h,) = env.hydration(idx)
+                assert (h.id, h.replica, h.hydrated, h.name) == (idx, "r1", True, f"index_{idx}")
+                assert h.seconds == value(got, "collection_hydration_seconds", **hydration)
+                assert env.hydration() == [h]
                 assert value(got, "table_appends_acknowledged_total") == 2
 
                 # A subscribe shows while open.

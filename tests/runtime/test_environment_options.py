@@ -41,6 +41,10 @@ def test_defaults_are_those_open_always_had() -> None:
         "platform": REAL,
         "check_protocol": True,
         "max_result_size": None,
+        "replica_memory_limit": None,
+        "spark_conf": None,
+        "spark_ui": False,
+        "read_only": False,
     }
 
 
@@ -74,6 +78,12 @@ def test_the_keyword_form_has_exactly_the_fields_with_their_types() -> None:
         ("check_protocol", 1),
         ("max_result_size", 0),
         ("max_result_size", 1.5),
+        ("read_only", 1),
+        ("spark_conf", {"spark.sql.shuffle.partitions": 4}),
+        ("spark_conf", {"a b": "1"}),
+        ("spark_conf", {"a=b": "1"}),
+        ("spark_conf", ["spark.ui.enabled=true"]),
+        ("spark_ui", "yes"),
     ],
 )
 def test_bad_values_are_typed_errors_naming_the_option(option: str, value: Any) -> None:

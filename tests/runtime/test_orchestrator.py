@@ -133,13 +133,14 @@ def test_ensure_status_and_stop(backend: str, tmp_path: Path, stand_in: list[str
             st = o.status()["r1"]
             assert (st.state, st.restarts, st.last_exit_code) == ("running", 0, None)
             assert st.pid is not None and alive(st.pid)
-            pidfile = json.loads((tmp_path / "replicas" / "r1.pid").read_text())
-            assert pidfile["pid"] == st.pid
-            assert pidfile["argv"][:2] == stand_in
+            pidfile = (tmp_path / "replicas" / "r1.pid").read_text()
+            assert pidfile == f"{st.pid}\n"  # a plain integer: kill $(cat r1.pid)
+            argv = Path(f"/proc/{st.pid}/cmdline").read_bytes().decode().split("\0")
+            assert argv[:2] == stand_in
             for flag in ("--listen", "--storage", "--executor", "--spark-master"):
-                assert flag in pidfile["argv"]
-            assert "--exit-with-parent" in pidfile["argv"]
-            assert "s3cret" not in pidfile["argv"]  # the token goes by environment
+                assert flag in argv
+            assert "--exit-with-parent" in argv
+            assert "s3cret" not in argv  # the token goes by environment
             environ = Path(f"/proc/{st.pid}/environ").read_bytes().split(b"\0")
             assert b"TIDEGATE_TOKEN=s3cret" in environ
             log = Path(st.log_path).read_text()
@@ -398,10 +399,10 @@ def test_start_reaps_leftover_replicas_named_by_pidfiles(
     try:
         assert orphan.stdout is not None
         assert b"listening" in orphan.stdout.readline()
-        (replicas / "old.pid").write_text(json.dumps({"pid": orphan.pid, "argv": argv}))
-        # a recycled pid: the pidfile names a live process that is not the recorded replica
-        (replicas / "recycled.pid").write_text(json.dumps({"pid": unrelated.pid, "argv": argv}))
-        (replicas / "garbage.pid").write_text("not json")
+        (replicas / "old.pid").write_text(f"{orphan.pid}\n")
+        # a recycled pid: the pidfile names a live process that is not a replica of this data dir
+        (replicas / "recycled.pid").write_text(f"{unrelated.pid}\n")
+        (replicas / "garbage.pid").write_text("not a pid")
 
         async def main() -> None:
             async with orch(tmp_path, stand_in) as o:
