@@ -629,7 +629,7 @@ class ReplicaService:
             return False
 
     def _shutdown_io(self) -> None:
-        work = [*self._followers.values(), *self._persist.values()]
+        work: list[_Follower | _PersistPeek] = [*self._followers.values(), *self._persist.values()]
         for w in work:
             w.stop()
         for w in work:  # their leases are released before the store can close

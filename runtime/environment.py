@@ -923,12 +923,7 @@ class Environment:
         if urlsplit(url).scheme not in ("file", "s3", "mem"):
             raise CopyToFailed(ref, url, "unsupported URL scheme (use file:// or s3://)")
         gid = self.resolve(ref)
-        if at is None:
-            at = await self.freshest(gid)
-        else:
-            upper = self._input_upper(gid)
-            if upper.less_equal(at):
-                raise ReadBeyondUpper(gid, at, upper)
+        at = await self._read_time(gid, at)
         cid = self.driver.new_transient_id()
         df = self._dataflow(self._plan(gid), cid, Antichain([at]))
         sink = SinkExport(cid, cid, CopyToConnection(url), up_to=Antichain([at + 1]))
@@ -1044,12 +1039,7 @@ class Environment:
             if not isinstance(entry, IndexEntry):
                 raise RuntimeControllerError(f"key lookups need an index; {entry.name} is not one")
             constraints = (self._check_key(entry, key),)
-        if at is None:
-            at = await self.freshest(gid)
-        else:
-            upper = self._input_upper(gid)
-            if upper.less_equal(at):
-                raise ReadBeyondUpper(gid, at, upper)
+        at = await self._read_time(gid, at)
         pairs = await self.driver.peek(
             gid,
             at,
@@ -1059,6 +1049,16 @@ class Environment:
             target_replica=replica,
         )
         return PeekAnswer(pairs, _project(self.schema(gid), finishing))
+
+    async def _read_time(self, gid: GlobalId, at: int | None) -> int:
+        """``at``, or :meth:`freshest` by default; a time at or past the inputs' upper is
+        refused [ReadBeyondUpper]."""
+        if at is None:
+            return await self.freshest(gid)
+        upper = self._input_upper(gid)
+        if upper.less_equal(at):
+            raise ReadBeyondUpper(gid, at, upper)
+        return at
 
     def _check_key(self, entry: IndexEntry, key: Any) -> Row:
         """``key`` as a row of the index's key columns [ArityMismatch, TypeMismatch].

@@ -66,16 +66,10 @@ def _pa() -> Any:
 
 
 def arrow_type(scalar: ScalarType) -> Any:
-    """The Arrow type a column of ``scalar`` is written as."""
-    pa = _pa()
-    return {
-        ScalarType.INT64: pa.int64(),
-        ScalarType.FLOAT64: pa.float64(),
-        ScalarType.STRING: pa.string(),
-        ScalarType.BOOL: pa.bool_(),
-        ScalarType.DATE: pa.date32(),
-        ScalarType.TIMESTAMP: pa.timestamp("us"),
-    }[scalar]
+    """The Arrow type a column of ``scalar`` is written as (the shards' own)."""
+    from .controller.schemas import ARROW_TYPES
+
+    return ARROW_TYPES[scalar]
 
 
 def arrow_schema(schema: Schema, *extra: tuple[str, Any]) -> Any:

@@ -132,16 +132,10 @@ class SqlResult:
         """The rows as a ``pyarrow.Table`` (dates as date32, timestamps as microseconds)."""
         import pyarrow as pa
 
-        arrow = {
-            ScalarType.INT64: pa.int64(),
-            ScalarType.FLOAT64: pa.float64(),
-            ScalarType.STRING: pa.string(),
-            ScalarType.BOOL: pa.bool_(),
-            ScalarType.DATE: pa.date32(),
-            ScalarType.TIMESTAMP: pa.timestamp("us"),
-        }
+        from .controller.schemas import ARROW_TYPES
+
         fields = [
-            pa.field(n, arrow[t.scalar], t.nullable)
+            pa.field(n, ARROW_TYPES[t.scalar], t.nullable)
             for n, t in zip(self.columns, self.types, strict=True)
         ]
         cols = (

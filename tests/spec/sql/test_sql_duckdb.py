@@ -19,12 +19,12 @@ Differences SQL leaves open, and how the corpus stays clear of them:
 from __future__ import annotations
 
 import datetime as dt
-import math
 import random
 from typing import Any
 
 import duckdb
 import pytest
+from bags import same_bag, same_row
 
 from tidegate.spec.errors import UnsupportedSql
 from tidegate.spec.ids import GlobalId
@@ -159,31 +159,6 @@ NEWER = [
 ]
 
 
-def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
-    if len(a) != len(b):
-        return False
-    for x, y in zip(a, b, strict=True):
-        if isinstance(x, float) and isinstance(y, float):
-            if not math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-9):
-                return False
-        elif type(x) is not type(y) or x != y:
-            return False
-    return True
-
-
-def _same_bag(got: list[tuple[Any, ...]], want: list[tuple[Any, ...]]) -> bool:
-    """Equal as bags, floats compared with a relative tolerance (sums may differ in order)."""
-    left = list(want)
-    for r in got:
-        for i, w in enumerate(left):
-            if _same(r, w):
-                del left[i]
-                break
-        else:
-            return False
-    return not left
-
-
 @pytest.fixture(scope="module")
 def duck() -> Any:
     con = duckdb.connect()
@@ -219,6 +194,6 @@ def test_tidegate_answers_as_duckdb_does(duck: Any, sql: str) -> None:
             pytest.skip(f"the IR lacks it: {e}")
     want = [tuple(r) for r in duck.execute(sql).fetchall()]
     got = _tidegate(sql)
-    assert _same_bag(got, want), (sorted(got, key=repr)[:10], sorted(want, key=repr)[:10])
+    assert same_bag(got, want), (sorted(got, key=repr)[:10], sorted(want, key=repr)[:10])
     if "ORDER BY" in sql and "LIMIT" in sql:
-        assert all(_same(a, b) for a, b in zip(got, want, strict=True))
+        assert all(same_row(a, b) for a, b in zip(got, want, strict=True))

@@ -12,41 +12,17 @@ integer division (DuckDB's ``/`` makes a float).
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import duckdb
 import pytest
+from bags import same_bag
 from hypothesis import given
 from sql_gen import CATALOG, DDL, IDS, TIMES, histories, queries, r_rows, s_rows
 
 from tidegate.spec.plan import evaluate
 from tidegate.spec.plan.ordering import apply_finishing
 from tidegate.spec.sql import SelectStmt, lower_query, parse_one
-
-
-def _same(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
-    if len(a) != len(b):
-        return False
-    for x, y in zip(a, b, strict=True):
-        if isinstance(x, float) and isinstance(y, float):
-            if not math.isclose(x, y, rel_tol=1e-9, abs_tol=1e-9):
-                return False
-        elif type(x) is not type(y) or x != y:
-            return False
-    return True
-
-
-def _same_bag(got: list[tuple[Any, ...]], want: list[tuple[Any, ...]]) -> bool:
-    left = list(want)
-    for r in got:
-        for i, w in enumerate(left):
-            if _same(r, w):
-                del left[i]
-                break
-        else:
-            return False
-    return not left
 
 
 @pytest.fixture(scope="module")
@@ -85,4 +61,4 @@ def test_generated_queries_agree_with_duckdb_at_every_time(
         got: list[tuple[Any, ...]] = []
         for row, c in apply_finishing(res.rows, low.finishing()):
             got.extend([row] * c)
-        assert _same_bag(got, want), (sql, t, sorted(got, key=repr), sorted(want, key=repr))
+        assert same_bag(got, want), (sql, t, sorted(got, key=repr), sorted(want, key=repr))
