@@ -24,7 +24,7 @@ from tidegate.sim.storage import (
     ConsensusClient,
     SimDisk,
     StorageFaults,
-    StorageUnavailable,
+    StorageOutage,
 )
 from tidegate.spec.errors import Indeterminate
 from tidegate.spec.frontier import Antichain
@@ -61,7 +61,7 @@ def test_a_catalog_write_that_did_not_land_raises_and_a_retry_succeeds() -> None
     _, faults, consensus, _ = backend()
     catalog = Catalog(consensus)
     faults.scripted[CAS] = ["before"]
-    with pytest.raises(StorageUnavailable):
+    with pytest.raises(StorageOutage):
         catalog.apply([create("t", 1)])
     assert Catalog(consensus).load().entries() == []
     assert catalog.apply([create("t", 1)]).by_name("t").id == GlobalId.user(1)
@@ -73,7 +73,7 @@ def test_a_retry_after_a_lost_answer_finds_its_own_write_not_a_conflict() -> Non
     catalog = Catalog(consensus)
     faults.scripted[CAS] = ["after"]
     faults.scripted["consensus head"] = ["before"]
-    with pytest.raises(StorageUnavailable):
+    with pytest.raises(StorageOutage):
         catalog.apply([create("t", 1)])
     assert catalog.apply([create("t", 1)]).by_name("t").id == GlobalId.user(1)
     other = Catalog(consensus)
