@@ -1,7 +1,9 @@
 """``tidegate demo``: the product end to end, in about two minutes (what ``make run`` runs).
 
 An ``Environment`` with two managed replica processes on local Spark: two
-tables, an index, a materialized view and a subscribe; a stream of appends
+tables, two views, an index, a materialized view (all defined in SQL, the
+:data:`DEFINITIONS` a user would type into ``tidegate sql``) and a
+subscribe; a stream of appends
 with a progress bar; peeks at several times, each compared with the reference
 evaluator; one replica SIGKILLed while the other keeps answering, and the
 killed one restarted and rehydrated (then the other killed, and the first
@@ -31,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from tidegate.runtime.defaults import DATA_DIR_ENV
 
 if TYPE_CHECKING:  # the demo's modules are imported when it runs, not to build the CLI's parser
-    from tidegate.spec.frontier import LagWriteFrontier, Row
+    from tidegate.spec.frontier import Row
     from tidegate.spec.ids import GlobalId
 
 __all__ = ["DemoOptions", "add_parser", "run_demo"]
@@ -41,11 +43,23 @@ REGIONS = {"ann": "north", "bob": "south", "cyd": "north", "dee": "east",
            "eve": "west", "fay": "south", "gus": "east", "hal": "west"}  # fmt: skip
 
 
-def history() -> LagWriteFrontier:
-    """Keep ten minutes of history readable, so the demo can peek at earlier times."""
-    from tidegate.spec.frontier import LagWriteFrontier
-
-    return LagWriteFrontier(lag=600_000, max_granularity=1_000)
+DEFINITIONS = (
+    "CREATE TABLE orders (customer text NOT NULL, amount bigint NOT NULL)",
+    "CREATE TABLE customers (customer text NOT NULL, region text NOT NULL)",
+    # Ten minutes of history stay readable, so the demo can peek at earlier times.
+    "ALTER TABLE orders SET (RETAIN HISTORY FOR '10m')",
+    "ALTER TABLE customers SET (RETAIN HISTORY FOR '10m')",
+    "CREATE VIEW totals AS "
+    "SELECT customer, count(*) AS orders, sum(amount) AS total FROM orders GROUP BY customer",
+    "CREATE INDEX totals_by_customer ON totals (customer)",
+    "ALTER INDEX totals_by_customer SET (RETAIN HISTORY FOR '10m')",
+    "CREATE MATERIALIZED VIEW sales_by_region AS "
+    "SELECT region, sum(amount) AS total FROM orders JOIN customers USING (customer) "
+    "GROUP BY region",
+    "ALTER MATERIALIZED VIEW sales_by_region SET (RETAIN HISTORY FOR '10m')",
+    "CREATE VIEW big_orders AS SELECT * FROM orders WHERE amount >= 100",
+)
+"""What the demo creates, in the SQL a Materialize user would type in ``tidegate sql``."""
 
 
 @dataclass
@@ -197,39 +211,33 @@ class Demo:
     # -- steps -----------------------------------------------------------------------------
 
     async def define(self, env: Any) -> None:
-        from tidegate.dsl import Schema, col, count, sum_
-
-        HISTORY = history()
-        orders = await env.create_table(
-            "orders", Schema.of(("customer", "string", False), ("amount", "int64", False))
-        )
-        customers = await env.create_table(
-            "customers", Schema.of(("customer", "string", False), ("region", "string", False))
-        )
+        """The demo's objects, in SQL (:data:`DEFINITIONS`), as a Materialize user writes them."""
+        for statement in DEFINITIONS:
+            self.say(f"   sql> {statement};")
+            await env.execute(statement)
+        state = env.state
+        orders, customers = env.resolve("orders"), env.resolve("customers")
         self.ids.update(orders=orders, customers=customers)
-        self.rec.table(orders, env.table("orders").schema)
-        self.rec.table(customers, env.table("customers").schema)
-        for t in (orders, customers):
-            await env.set_read_policy(t, HISTORY)
+        self.rec.table(orders, env.schema("orders"))
+        self.rec.table(customers, env.schema("customers"))
         self.say(f"   tables: orders ({orders}), customers ({customers})")
 
-        o, c = env.table("orders"), env.table("customers")
-        totals = o.group_by("customer").agg(count(), sum_("amount"))
-        idx = await env.create_index(totals, ["customer"], name="totals_by_customer")
-        await env.set_read_policy(idx, HISTORY)
+        idx = env.resolve("totals_by_customer")
         self.ids["totals_by_customer"] = idx
-        self.rec.installed(idx, "index", totals.plan, (0,))
-        self.say(f"   index totals_by_customer ({idx}): orders grouped by customer, count and sum")
+        entry = state.get(idx)
+        self.rec.installed(idx, "index", entry.plan, entry.keys)
+        self.say(
+            f"   index totals_by_customer ({idx}) on view totals: orders grouped by customer, "
+            "count and sum"
+        )
 
-        by_region = o.join(c, on=[("customer", "customer")]).group_by("region").agg(sum_("amount"))
-        mv = await env.create_materialized_view("sales_by_region", by_region)
-        await env.set_read_policy(mv, HISTORY)
+        mv = env.resolve("sales_by_region")
         self.ids["sales_by_region"] = mv
-        self.rec.installed(mv, "materialized_view", by_region.plan)
+        self.rec.installed(mv, "materialized_view", state.get(mv).plan)
         self.say(f"   materialized view sales_by_region ({mv}): orders ⋈ customers, sum by region")
 
-        self.big = o.filter(col("amount") >= 100)
-        self.say("   subscribe: orders with amount >= 100")
+        self.big = env.table("big_orders")
+        self.say("   subscribe: view big_orders, orders with amount >= 100")
 
         ts = await env.append("customers", [(c_, r) for c_, r in REGIONS.items()])
         self.rec.appended(customers, ts, [((c_, r), 1) for c_, r in REGIONS.items()])
@@ -329,12 +337,7 @@ def _rows(result: Any) -> dict[Row, int]:
 
 
 def _columns(env: Any, name: str) -> list[str]:
-    if name in ("orders", "customers"):
-        return list(env.table(name).columns)
-    return {
-        "totals_by_customer": ["customer", "count", "sum"],
-        "sales_by_region": ["region", "sum"],
-    }.get(name, [])
+    return list(env.schema(name).names)
 
 
 def _indent(text: str) -> str:
