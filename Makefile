@@ -79,7 +79,14 @@ docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir site
 
 # Every benchmark; the soaks (bench/soak.py, bench/shards_crash.py) run in make soak.
-bench: setup
+# The benchmarks' own extra (Pathway, the anchor of bench/replica.py) is installed here only.
+BENCH_STAMP := $(VENV)/.tidegate-bench-installed
+
+$(BENCH_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e ".[bench]"
+	@touch $(BENCH_STAMP)
+
+bench: setup $(BENCH_STAMP)
 	@for b in bench/*.py; do \
 		case $$b in bench/_*|bench/soak.py|bench/shards_crash.py) continue;; esac; \
 		echo "== $$b"; $(PY) $$b || exit 1; \

@@ -3,7 +3,13 @@
 Design (see ``bench/replica.py`` for the measurements; ``--phases`` shows where a
 step's time goes, from :mod:`.phases`):
 
-* Operator state lives in Spark. Each stateful operator (Reduce, Join,
+* Operator state lives in the driver while small, then in Spark. Up to
+  ``state_memory_rows`` entries (1,000,000 by default) an arrangement's runs are
+  Arrow tables in the driver, merged in Arrow in the background and filtered in
+  Arrow by a lookup: a step runs no Spark job. Past that, the arrangement moves
+  into Spark for good, in the background (the driver's tables serve until it is
+  there), and the rest of this list applies.
+* Each stateful operator (Reduce, Join,
   Distinct, Threshold, TopK) keeps its state as a tiered spine of runs
   (:mod:`.arrangement`), merged four at a time on one background thread, so an
   entry is rewritten O(log steps) times and a step never waits for a merge.

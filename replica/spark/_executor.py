@@ -36,6 +36,7 @@ from tidegate.spec.plan.schema import Schema
 from . import operators as ops
 from ._fingerprint import Fingerprinter
 from ._index_output import DEFAULT_INDEX_MEMORY_ROWS, IndexOutput, IndexStatus
+from .arrangement import DEFAULT_STATE_MEMORY_ROWS
 from .index_history import SparkIndexHistory
 from .phases import PHASES
 from .session import spark_session
@@ -60,26 +61,37 @@ _STATELESS: StatelessNodes[ops.Node] = StatelessNodes(
 class _Compiler(PlanCompiler[ops.Node]):
     """Makes :mod:`.operators` nodes, their state in ``spark``."""
 
-    def __init__(self, spark: SparkSession, fingerprint: Fingerprinter) -> None:
+    def __init__(
+        self, spark: SparkSession, fingerprint: Fingerprinter, state_memory_rows: int | None
+    ) -> None:
         super().__init__(_STATELESS)
         self.spark = spark
         self.fingerprint = fingerprint
+        self.state_memory_rows = state_memory_rows
+
+    def _kept(self, node: ops.StatefulNode) -> ops.Node:
+        """``node``, its arrangements kept in the driver up to ``state_memory_rows`` entries."""
+        for a in node.arrangements:
+            a.keep_in_driver(self.state_memory_rows)
+        return node
 
     def constant(self, rows: list[tuple[Row, int]]) -> ops.Node:
         return ops.ConstantNode(rows)
 
     def distinct(self, inp: ops.Node, schema: Schema, threshold: bool) -> ops.Node:
-        return ops.DistinctNode(self.spark, inp, schema, threshold)
+        return self._kept(ops.DistinctNode(self.spark, inp, schema, threshold))
 
     def reduce(self, inp: ops.Node, schema: Schema, plan: Reduce) -> ops.Node:
         if ops.AccumulatingReduceNode.supports(schema, plan.aggregates):
-            return ops.AccumulatingReduceNode(
-                self.spark, inp, schema, plan.group_key, plan.aggregates, self.fingerprint
+            return self._kept(
+                ops.AccumulatingReduceNode(
+                    self.spark, inp, schema, plan.group_key, plan.aggregates, self.fingerprint
+                )
             )
-        return ops.ReduceNode(self.spark, inp, schema, plan.group_key, plan.aggregates)
+        return self._kept(ops.ReduceNode(self.spark, inp, schema, plan.group_key, plan.aggregates))
 
     def top_k(self, inp: ops.Node, schema: Schema, plan: TopK) -> ops.Node:
-        return ops.TopKNode(self.spark, inp, schema, plan)
+        return self._kept(ops.TopKNode(self.spark, inp, schema, plan))
 
     def join(
         self,
@@ -89,7 +101,7 @@ class _Compiler(PlanCompiler[ops.Node]):
         keys: tuple[tuple[int, ...], tuple[int, ...]],
         checks: list[tuple[int, ...]],
     ) -> ops.Node:
-        return ops.JoinNode(self.spark, left, right, schemas, keys, checks)
+        return self._kept(ops.JoinNode(self.spark, left, right, schemas, keys, checks))
 
 
 class SparkExecutor(IntTimeExecutor[ops.Node, IndexOutput]):
@@ -99,7 +111,10 @@ class SparkExecutor(IntTimeExecutor[ops.Node, IndexOutput]):
     on ``master``). ``check_rows`` validates every fed row against the
     imported schema. An index with more than ``index_memory_rows`` distinct
     rows keeps its history in Spark instead of the driver (``None``: never).
-    The bookkeeping around the operators is
+    Likewise each stateful operator's arrangement is kept in the driver as Arrow
+    tables while it holds at most ``state_memory_rows`` entries (a step over it
+    runs no Spark job), then moves into Spark in the background (``0``: in Spark
+    from the start; ``None``: never). The bookkeeping around the operators is
     :class:`~tidegate.spec.executor.IntTimeExecutor`'s.
     """
 
@@ -112,22 +127,24 @@ class SparkExecutor(IntTimeExecutor[ops.Node, IndexOutput]):
         master: str = "local[2]",
         check_rows: bool = True,
         index_memory_rows: int | None = DEFAULT_INDEX_MEMORY_ROWS,
+        state_memory_rows: int | None = DEFAULT_STATE_MEMORY_ROWS,
     ) -> None:
-        if index_memory_rows is not None and (
-            type(index_memory_rows) is not int or index_memory_rows < 0
+        for name, rows in (
+            ("index_memory_rows", index_memory_rows),
+            ("state_memory_rows", state_memory_rows),
         ):
-            raise ExecutorError(
-                f"index_memory_rows must be an int >= 0 or None, got {index_memory_rows!r}"
-            )
+            if rows is not None and (type(rows) is not int or rows < 0):
+                raise ExecutorError(f"{name} must be an int >= 0 or None, got {rows!r}")
         super().__init__(check_rows=check_rows)
         self.spark = spark if spark is not None else spark_session(master)
         self.index_memory_rows = index_memory_rows
+        self.state_memory_rows = state_memory_rows
         self._fingerprint = Fingerprinter()
 
     # -- the IntTimeExecutor hooks ----------------------------------------------------------
 
     def _compiler(self, as_of: int) -> _Compiler:
-        return _Compiler(self.spark, self._fingerprint)
+        return _Compiler(self.spark, self._fingerprint, self.state_memory_rows)
 
     def _new_index(self, schema: Schema, key: tuple[int, ...]) -> IndexOutput:
         return IndexOutput(
@@ -139,6 +156,21 @@ class SparkExecutor(IntTimeExecutor[ops.Node, IndexOutput]):
 
     def _close_index(self, index: IndexOutput) -> None:
         index.close()
+
+    def _node_records(self, node: ops.Node) -> int:
+        if isinstance(node, ops.StatefulNode):
+            return sum(a.size_bound for a in node.arrangements)
+        if isinstance(node, ops.SourceNode):
+            return len(node.pending)
+        return 0
+
+    def _index_records(self, index: IndexOutput) -> int:
+        return index.records()
+
+    def _release_nodes(self, nodes: list[ops.Node]) -> None:
+        for node in nodes:
+            if isinstance(node, ops.StatefulNode):
+                node.clear()
 
     def _push(
         self, df: _Dataflow, inp: _Input, updates: Iterable[Update], errors: Iterable[ErrorUpdate]
@@ -199,9 +231,7 @@ class SparkExecutor(IntTimeExecutor[ops.Node, IndexOutput]):
         """Remove a dataflow, its exports and its Spark state."""
         df = self._dataflow(handle)
         super().drop(handle)
-        for node in df.nodes:
-            if isinstance(node, ops.StatefulNode):
-                node.clear()
+        self._release_nodes(df.nodes)
 
     def index_in_spark(self, export_id: GlobalId) -> bool:
         """Whether index ``export_id`` outgrew ``index_memory_rows`` and keeps its history in Spark."""
@@ -226,6 +256,28 @@ class SparkExecutor(IntTimeExecutor[ops.Node, IndexOutput]):
             for ex in df.exports.values():
                 if ex.index is not None:
                     ex.index.settle()
+
+    def state_in_spark(self) -> dict[DataflowHandle, bool]:
+        """Per dataflow, whether any of its operators' state has moved (or is moving) into
+        Spark; ``False`` for a dataflow whose state is all in the driver."""
+        return {
+            h: any(
+                a.in_spark
+                for n in df.nodes
+                if isinstance(n, ops.StatefulNode)
+                for a in n.arrangements
+            )
+            for h, df in self._dataflows.items()
+        }
+
+    def wait_for_state_moves(self) -> None:
+        """Wait until the background work of every operator's state (merges, moves into
+        Spark) has finished (for tests and benchmarks)."""
+        for df in self._dataflows.values():
+            for n in df.nodes:
+                if isinstance(n, ops.StatefulNode):
+                    for a in n.arrangements:
+                        a.settle()
 
     def spark_jobs(self) -> int:
         """Spark jobs run so far for state lookups (for tests and benchmarks)."""

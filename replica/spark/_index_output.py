@@ -104,6 +104,11 @@ class IndexOutput:
         self._retry_in = 0
         """Steps to let pass before the next try after a failed move (doubling, capped)."""
 
+    def records(self) -> int:
+        """The distinct rows the index holds in the driver (a history in Spark counts 0 here:
+        it lives in the executors' memory, not the replica process's)."""
+        return self._mirror.rows if self._mirror is not None else 0
+
     @property
     def in_spark(self) -> bool:
         """Whether the history has moved to Spark (peeks are Spark jobs from then on)."""

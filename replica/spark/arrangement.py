@@ -1,4 +1,13 @@
-"""Operator state held in Spark: key-indexed runs, merged like an LSM spine.
+"""Operator state held in the driver while small, then in Spark: key-indexed runs, merged
+like an LSM spine.
+
+While a state holds at most :attr:`Spine.memory_rows` entries (see
+:meth:`Spine.keep_in_driver`; the ``SparkExecutor`` sets its
+``state_memory_rows``), every run is an Arrow table in the driver: level-0 runs
+merge inline, larger merges run in Arrow on :data:`_LOCAL_MERGER`, and a lookup
+filters the tables in Arrow, so no Spark job runs. The push that takes it past
+that size moves it into Spark for good (:meth:`Spine._move`, in the
+background); from then on what follows applies.
 
 A state is the sum of a short list of *runs* (:class:`Run`), each holding
 consolidated entries. A step appends its change as a new run of level 0;
@@ -68,6 +77,7 @@ from .phases import PHASES
 
 __all__ = [
     "BACKGROUND_POOL",
+    "DEFAULT_STATE_MEMORY_ROWS",
     "Acc",
     "Run",
     "SparkAccumulators",
@@ -86,12 +96,19 @@ _FETCH_ALL = 2
 ``_FETCH_ALL * keys`` reaches the estimated keys held (:attr:`Spine.key_bound`)."""
 
 
+DEFAULT_STATE_MEMORY_ROWS = 1_000_000
+"""A stateful operator's arrangement with more entries than this moves from the driver into
+Spark (see :meth:`Spine.keep_in_driver`); as ``index_memory_rows``, a few hundred MB at most."""
+
 BACKGROUND_POOL = "tidegate-background"
 """The Spark scheduler pool of materialisations and merges."""
 
 _MERGER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tidegate-spine-merge")
 """Runs every spine's materialisations and merges in the background, one at a time, in
 submission order (so a merge's parts are materialised before it starts)."""
+_LOCAL_MERGER = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tidegate-spine-local")
+"""Runs the merges of states held in the driver (Arrow only, no Spark), one at a time; apart
+from :data:`_MERGER` so that they never queue behind a Spark job."""
 _FETCHER = ThreadPoolExecutor(max_workers=2, thread_name_prefix="tidegate-spine-fetch")
 """Runs lookups started with :meth:`Spine.fetch_start`."""
 
@@ -122,9 +139,11 @@ class Run:
         self.local = local
         self.frame = frame
         self.parts = parts
-        self.pending: Future[tuple[DataFrame, int]] | None = None
+        self.pending: Future[tuple[DataFrame | pa.Table, int]] | None = None
+        """The background job making this run: a Spark frame (a shipment, a merge in Spark,
+        a move) or a driver table (a merge in the driver)."""
 
-    def _done(self) -> tuple[DataFrame, int] | None:
+    def _done(self) -> tuple[DataFrame | pa.Table, int] | None:
         p = self.pending
         if p is None or not p.done() or p.cancelled() or p.exception() is not None:
             return None
@@ -132,9 +151,9 @@ class Run:
 
     def sources(self) -> tuple[list[DataFrame], list[pa.Table]]:
         """The Spark frames and driver tables whose union is this run. Safe in any thread."""
-        done = self._done()
+        done = self.done_sources()
         if done is not None:
-            return [done[0]], []
+            return done
         if self.frame is not None:
             return [self.frame], []
         if self.local is not None:
@@ -147,9 +166,22 @@ class Run:
             tables += t
         return frames, tables
 
+    def done_sources(self) -> tuple[list[DataFrame], list[pa.Table]] | None:
+        """The finished background job's result as :meth:`sources`, or ``None``."""
+        done = self._done()
+        if done is None:
+            return None
+        if isinstance(done[0], DataFrame):
+            return [done[0]], []
+        return [], [done[0]]
+
     def frames(self) -> list[DataFrame]:
         """The Spark frames of :meth:`sources` (one, once materialised)."""
         return self.sources()[0]
+
+    def tables(self) -> list[pa.Table]:
+        """The driver tables of :meth:`sources`."""
+        return self.sources()[1]
 
     def settle(self) -> None:
         """Adopt a finished materialisation and forget what it replaces (owner's thread only);
@@ -159,8 +191,12 @@ class Run:
             p.result()
         done = self._done()
         if done is not None:
-            self.frame, self.size = done
-            self.parts, self.pending, self.local = (), None, None
+            data, self.size = done
+            if isinstance(data, DataFrame):
+                self.frame, self.local = data, None
+            else:
+                self.frame, self.local = None, data
+            self.parts, self.pending = (), None
 
 
 class Spine:
@@ -186,9 +222,30 @@ class Spine:
         """Background jobs a spine may have outstanding; a push beyond it waits for the
         oldest (so the driver's buffer stays change-sized when Spark falls behind)."""
         self.runs: list[Run] = []
-        self._outstanding: list[Future[tuple[DataFrame, int]]] = []
+        self._outstanding: list[Future[tuple[DataFrame | pa.Table, int]]] = []
         self.jobs = 0
         """Spark jobs run by lookups (materialisations and merges run in the background)."""
+        self.memory_rows: int | None = 0
+        """The entries the state may hold in the driver before it moves into Spark (``0``:
+        in Spark from the first change on, ``None``: never); see :meth:`keep_in_driver`."""
+        self.in_spark = True
+        """Whether the state has moved (or is moving) into Spark, for good."""
+
+    def keep_in_driver(self, memory_rows: int | None) -> None:
+        """Keep the state in the driver while it holds at most ``memory_rows`` entries
+        (``None``: always); set before the first change. Until then every run is an Arrow
+        table, merged in the driver, and a lookup filters them in Arrow: no Spark job. The
+        push that takes it past that size moves it into Spark in the background
+        (:meth:`_move`); reads use the driver's tables until the move has finished."""
+        if self.runs:
+            raise ValueError("keep_in_driver must be called before the first change")
+        self.memory_rows = memory_rows
+        self.in_spark = memory_rows == 0
+
+    @property
+    def driver_entries(self) -> int:
+        """An upper bound of the entries held in the driver (runs not yet in Spark)."""
+        return sum(r.size for r in self.runs if r.frame is None)
 
     @property
     def levels(self) -> list[int]:
@@ -280,25 +337,36 @@ class Spine:
         return might_contain(self.spark, F.col(col), keys.column(col).combine_chunks())
 
     def _filter(self, table: pa.Table, keys: pa.Table | None) -> pa.Table:
-        """The entries of a buffered table under ``keys`` (all of them for a composite or
-        float key: the table is change-sized, and extra keys are harmless)."""
-        if keys is None or len(self.key_cols) != 1:
+        """The entries of a driver table under ``keys``, filtered in Arrow: by membership for
+        one key column, by a semi-join for several. All of them where Arrow's equality is not
+        Python's (float columns: -0.0 and 0.0), the types differ (float keys of an int64
+        column), or a composite key asked for has a NULL (a join never matches NULLs);
+        extra entries are harmless, since the callers filter by key with Python's equality."""
+        if keys is None or not self.key_cols or keys.num_rows == 0:
             return table
-        col = self.key_cols[0]
-        if pa.types.is_floating(table.schema.field(col).type):
-            return table  # Arrow tells -0.0 from 0.0; the caller filters with Python's equality
-        if keys.column(col).type != table.schema.field(col).type:
-            return table  # float keys of an int64 column: Arrow would cast them to int64
+        for col in self.key_cols:
+            ttype = table.schema.field(col).type
+            if pa.types.is_floating(ttype) or keys.column(col).type != ttype:
+                return table
         try:
-            mask = pc.is_in(table.column(col), value_set=keys.column(col), skip_nulls=False)
+            if len(self.key_cols) == 1:
+                col = self.key_cols[0]
+                mask = pc.is_in(table.column(col), value_set=keys.column(col), skip_nulls=False)
+                return table.filter(mask)
+            if any(keys.column(c).null_count for c in self.key_cols):
+                return table
+            wanted = keys.select(self.key_cols)
+            return table.join(wanted, self.key_cols, join_type="left semi", use_threads=False)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
             return table
-        return table.filter(mask)
 
     def _push(self, table: pa.Table) -> None:
         """Append ``table`` (consolidated entries) as a level-0 run held in the driver, then
         merge runs as needed. No Spark work on the caller's thread."""
         self.runs.append(Run(0, table.num_rows, local=table))
+        if not self.in_spark:
+            self._push_driver()
+            return
         fan = self.fanout
         while len(self.runs) >= fan and len({r.level for r in self.runs[-fan:]}) == 1:
             tail = tuple(self.runs[-fan:])
@@ -323,17 +391,80 @@ class Spine:
             with PHASES("spine.backpressure"):
                 wait_for([self._outstanding.pop(0)])  # its error, if any, is raised on reading
 
+    def _push_driver(self) -> None:
+        """:meth:`_push` for a state in the driver: merge runs as Arrow tables (four of level
+        0 inline, as the change-sized write buffer; larger merges on :data:`_LOCAL_MERGER`,
+        reads using the parts meanwhile), then move into Spark if the state outgrew
+        :attr:`memory_rows`."""
+        fan = self.fanout
+        while len(self.runs) >= fan and len({r.level for r in self.runs[-fan:]}) == 1:
+            tail = tuple(self.runs[-fan:])
+            level = tail[-1].level + 1
+            if level == 1:
+                local = _concat([t for r in tail for t in r.tables()])
+                with PHASES("spine.consolidate_buffer"):
+                    consolidated = self._consolidate_local(local)
+                if consolidated is not None:
+                    merged = Run(1, consolidated.num_rows, local=consolidated)
+                else:
+                    merged = Run(1, local.num_rows, local=local)
+            else:
+                merged = Run(level, sum(r.size for r in tail), parts=tail)
+                merged.pending = _LOCAL_MERGER.submit(self._merge_local, tail)
+            self.runs[-fan:] = [merged]
+        if self.memory_rows is not None and self.size_bound > self.memory_rows:
+            self._move()
+
+    def _merge_local(self, parts: tuple[Run, ...]) -> tuple[pa.Table, int]:
+        """Merge driver runs into one table (on :data:`_LOCAL_MERGER`), consolidated in Arrow
+        where that is exact (else concatenated; Spark consolidates it if it moves there)."""
+        with PHASES("bg.merge_driver"):
+            for r in parts:
+                if r.pending is not None:
+                    r.pending.result()  # a merge of its own, earlier on this thread
+            table = _concat([t for r in parts for t in r.tables()])
+            consolidated = self._consolidate_local(table)
+            if consolidated is not None:
+                table = consolidated
+            return table, table.num_rows
+
+    def _move(self) -> None:
+        """Move the state into Spark, for good: its merged runs become one run shipped,
+        hash-partitioned by key and consolidated by a background job (reads use the driver's
+        tables until it has finished); the write buffer (level 0) stays in the driver and
+        is shipped as usual when four changes are there. A failed move raises at the next
+        read, as any failed background job."""
+        self.in_spark = True
+        old = [r for r in self.runs if r.level > 0]
+        if not old:
+            return
+        moved = Run(max(r.level for r in old), sum(r.size for r in old), parts=tuple(old))
+        moved.pending = self._background(self._ship_runs, moved.parts)
+        self.runs = [moved, *(r for r in self.runs if r.level == 0)]
+        self._outstanding.append(moved.pending)
+
+    def _ship_runs(self, parts: tuple[Run, ...]) -> tuple[DataFrame, int]:
+        """Put driver runs into Spark as one consolidated, key-partitioned, checkpointed run."""
+        with PHASES("bg.move"):
+            for r in parts:
+                if r.pending is not None:
+                    r.pending.result()  # a merge in the driver, on the other thread
+            tables = [t for r in parts for t in r.tables()]
+            frame = self._consolidate(self.spark.createDataFrame(_concat(tables)))
+            return frame, frame.count()
+
     def _background(
         self, fn: Callable[..., tuple[DataFrame, int]], *args: Any
-    ) -> Future[tuple[DataFrame, int]]:
+    ) -> Future[tuple[DataFrame | pa.Table, int]]:
         """Run ``fn(*args)`` on :data:`_MERGER`, its Spark jobs in the scheduler pool
         :data:`BACKGROUND_POOL` (under the FAIR scheduler a lookup then gets the next free
         task slot instead of queueing behind a merge's tasks)."""
         sc = self.spark.sparkContext
 
-        def run() -> tuple[DataFrame, int]:
+        def run() -> tuple[DataFrame | pa.Table, int]:
             sc.setLocalProperty("spark.scheduler.pool", BACKGROUND_POOL)
-            return fn(*args)
+            frame, size = fn(*args)
+            return frame, size
 
         return _MERGER.submit(run)
 
@@ -388,6 +519,13 @@ class Spine:
     def _merge(self, df: DataFrame) -> DataFrame:
         raise NotImplementedError
 
+    def settle(self) -> None:
+        """Wait for every background job of this state and adopt its result."""
+        for r in self.runs:
+            if r.pending is not None:
+                wait_for([r.pending])
+            r.settle()
+
     def clear(self) -> None:
         """Forget the state (its dataflow was dropped)."""
         for r in self.runs:
@@ -395,6 +533,7 @@ class Spine:
                 r.pending.cancel()
         self.runs.clear()
         self._outstanding.clear()
+        self.in_spark = self.memory_rows == 0
 
 
 class SparkArrangement(Spine):

@@ -308,7 +308,15 @@ class AccumulatingReduceNode(StatefulNode):
         g = grouped.append_column("_i", pa.array(range(n), pa.int64()))
         for j, dv in enumerate(dvs):
             g = g.append_column(f"d{j}", dv)
-        if base is not None:
+        if base is not None and len(names) == 1:
+            # one key column: align the old vectors by a hash lookup of each group's key
+            # (an Acero join's fixed cost was most of a small step's replay)
+            col = g.column(names[0])
+            bkeys = base.column(0).cast(col.type)
+            at = pc.index_in(col, value_set=bkeys.combine_chunks())
+            for j in range(len(kinds)):
+                g = g.append_column(f"b{j}", pc.take(base.column(1 + j), at))
+        elif base is not None:
             bnames = [*names, *(f"b{j}" for j in range(len(kinds)))]
             b = base.rename_columns(bnames)
             b = b.cast(pa.schema([g.schema.field(x) for x in names] + list(b.schema)[len(names) :]))

@@ -6,12 +6,33 @@ from pyspark.sql import SparkSession
 
 from tidegate.spec.executor.operators import equivalence_check, join_key_casts, key_function
 from tidegate.spec.frontier import Row
-from tidegate.spec.plan.schema import Schema
+from tidegate.spec.plan.schema import ScalarType, Schema
 
 from ..arrangement import SparkArrangement
-from ._base import Changes, Node, StatefulNode, by_key_time, net_rows
+from ._base import Changes, Node, StatefulNode, by_key_time
 
 __all__ = ["JoinNode"]
+
+
+def _always(row: Row) -> bool:
+    return True
+
+
+def _implied(
+    classes: list[tuple[int, ...]],
+    schemas: tuple[Schema, Schema],
+    keys: tuple[tuple[int, ...], tuple[int, ...]],
+) -> bool:
+    """Whether the equivalence check holds for every pair of rows the key lookup matches:
+    each class is exactly one key pair, of one type that is not float64 (Python's equality of
+    the non-NULL keys is then the check's; float64 keys keep it: NaN, -0.0)."""
+    arity = schemas[0].arity
+    pairs = {(lk, rk + arity) for lk, rk in zip(keys[0], keys[1], strict=True)}
+    for lk, rk in zip(keys[0], keys[1], strict=True):
+        lt, rt = schemas[0].columns[lk].type.scalar, schemas[1].columns[rk].type.scalar
+        if lt is not rt or lt is ScalarType.FLOAT64:
+            return False
+    return len(classes) == len(pairs) and {tuple(sorted(c)) for c in classes} == pairs
 
 
 class JoinNode(StatefulNode):
@@ -40,16 +61,23 @@ class JoinNode(StatefulNode):
             SparkArrangement(spark, schemas[1], keys[1], as_float=casts[1]),
         )
         self.arrangements = self.arrs
-        self.check = equivalence_check(classes, schemas[0].concat(schemas[1]))
+        check = equivalence_check(classes, schemas[0].concat(schemas[1]))
+        self.check = _always if _implied(classes, schemas, keys) else check
 
-    def _delta(self, side: int) -> dict[Row, dict[int, dict[Row, int]]]:
+    def _delta(self, side: int) -> tuple[dict[Row, dict[int, dict[Row, int]]], dict[Row, int]]:
+        """The side's change by key and time (NULL keys dropped), and its net ``row -> diff``
+        over all times (what its arrangement appends)."""
         keyfn = self.keyfns[side]
         changes = [u for u in self.inputs[side].out if None not in keyfn(u[0])]
-        return by_key_time(changes, keyfn)
+        net: dict[Row, int] = {}
+        get = net.get
+        for r, _, d in changes:
+            net[r] = get(r, 0) + d
+        return by_key_time(changes, keyfn), net
 
     def run(self, first_time: int | None) -> None:
         self.errs = self._input_errs()
-        dl, dr = self._delta(0), self._delta(1)
+        (dl, net_l), (dr, net_r) = self._delta(0), self._delta(1)
         out: Changes = []
         check = self.check
         if dl or dr:
@@ -80,6 +108,6 @@ class JoinNode(StatefulNode):
                             row = lrow + rrow
                             if check(row):
                                 out.append((row, t, lc * rd))
-            self.arrs[0].append(net_rows(dl))
-            self.arrs[1].append(net_rows(dr))
+            self.arrs[0].append(net_l)  # zero diffs are skipped there
+            self.arrs[1].append(net_r)
         self.out = out

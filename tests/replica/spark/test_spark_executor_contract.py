@@ -32,3 +32,18 @@ class TestSparkExecutorIndexesInSpark(ExecutorContractTests):
 
     def make_executor(self) -> SparkExecutor:
         return SparkExecutor(self.spark, index_memory_rows=0)
+
+
+class TestSparkExecutorStateInSpark(ExecutorContractTests):
+    """The contract again with every operator's state in Spark from its first change on
+    (``state_memory_rows=0``; by default it stays in the driver while small): each step
+    over a stateful operator is a Spark job, so fewer examples."""
+
+    max_examples = 10
+
+    @pytest.fixture(autouse=True)
+    def _session(self, spark: SparkSession) -> None:
+        self.spark = spark
+
+    def make_executor(self) -> SparkExecutor:
+        return SparkExecutor(self.spark, state_memory_rows=0)
