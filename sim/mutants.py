@@ -733,6 +733,7 @@ _ALL = [
         "catalog_unknown_outcome_lost",
         "a catalog write whose answer was lost is taken as not done, though it may have landed",
         _catalog_unknown_outcome_patch,
+        scenario="standard",
     ),
 ]
 
