@@ -519,7 +519,12 @@ class Clients:
                     "reads_outside_bounds_refused",
                     f"peek {ev['n']} of {ev['name']} at {ev['at']} ({mode} its bounds) was answered",
                 )
-            accepted = (want.__name__, "UnknownCatalogObject", "CollectionMissing", "cancelled")
+            accepted: tuple[str, ...] = (
+                want.__name__,
+                "UnknownCatalogObject",
+                "CollectionMissing",
+                "cancelled",
+            )
             if ev.get("replica"):  # a targeted replica is checked first; it may have been replaced
                 accepted += ("ReplicaMissing",)
             if ev["status"] == "fail" and not error.startswith(accepted):
