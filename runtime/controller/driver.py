@@ -29,9 +29,13 @@ controller's effects onto IO and feeds the outcomes back.
 * read-only mode (the spec controller's ``read_only``): no commits and no
   ticks; the poll learns the tables' uppers too (another controller writes
   them) until :meth:`ControllerDriver.read_write`;
-* fencing: when a commit fails, ``fence_check`` (if set) says whether another
-  controller took over; if so the driver is fenced, and that error fails this
-  and every later append at once (ticks stop).
+* fencing: ``fence_check`` (if set) says whether another controller took
+  over. It runs when a commit fails, and after every commit that carries
+  client appends, before they are acknowledged (Materialize's group commit
+  confirms leadership the same way): a promotion that raced the commit either
+  saw the write (it read the uppers after the write landed) or fenced it, and
+  then the appends fail with the fencing error, unacknowledged. Once fenced,
+  that error fails every later append at once (ticks stop).
 
 All controller calls happen on the driver's event loop, one at a time; effects
 are applied in the order produced (effects produced while applying are
@@ -770,6 +774,10 @@ class ControllerDriver:
             # The tables that advanced are complete at ts: later reads must see them.
             await self.storage.retrying("oracle apply", self.oracle.apply_write, ts)
             self.commits += 1
+            if error is None and any(req.batches for req in live):
+                error = await self._confirm_leadership()
+                if error is not None:
+                    failed = set(tables)
         if error is not None:  # another controller may have taken over: say so, typed
             error = await self._fencing(error)
         refused = self.storage.take_refusals(ticket)  # the store's own reason, e.g. a full disk
@@ -779,6 +787,16 @@ class ControllerDriver:
                 req.finish(error=error if cause is None or error is not waiter.value else cause)
             else:
                 req.finish(ts=ts)
+
+    async def _confirm_leadership(self) -> BaseException | None:
+        """Before acknowledging a commit's appends: the fencing error if another controller took over.
+
+        The write has landed; if a newer controller fenced this one meanwhile, it may
+        already serve reads that do not include it, so it must not be acknowledged.
+        """
+        if self.fence_check is None:
+            return None
+        return await self.storage.retrying("leadership check", self.fence_check)
 
     async def _fencing(self, error: BaseException) -> BaseException:
         """After a failed commit: the fencing error if another controller took over, else ``error``.

@@ -218,6 +218,48 @@ def test_no_acknowledged_append_is_lost_across_a_promotion(tmp_path: Path, backe
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_an_append_that_lands_after_a_promotion_is_not_acknowledged(
+    tmp_path: Path, backend: str
+) -> None:
+    """The promotion has fenced the oracle but the new writer has not committed yet, so the
+    old writer's compare-and-append still lands. It must not be acknowledged: the new writer
+    may already serve reads without it. (Under load the old writer won this race and
+    acknowledged; the leadership check after every commit closes it.) The interleaving is
+    forced by holding the new writer's first commit until the old append has answered."""
+
+    async def main() -> None:
+        with anyio.fail_after(60):
+            async with Environment.open(tmp_path, executor="python", tick_ms=3_600_000) as old:
+                await old.create_table("t", SCHEMA)
+                # A reservation window long enough that the old oracle hands out its next
+                # timestamp without touching Consensus, so it does not notice the fencing.
+                old.oracle._window_ms = 600_000  # type: ignore[attr-defined]
+                await old.append("t", [(1,)])
+                async with Environment.open(
+                    tmp_path, executor="python", read_only=True, tick_ms=3_600_000
+                ) as new:
+                    reached, release = anyio.Event(), anyio.Event()
+                    first_tick = new.driver.tick
+
+                    async def held_tick() -> None:
+                        reached.set()
+                        await release.wait()
+                        await first_tick()
+
+                    new.driver.tick = held_tick  # type: ignore[method-assign]
+                    async with anyio.create_task_group() as tg:
+                        tg.start_soon(new.promote)
+                        await reached.wait()
+                        with pytest.raises(EnvironmentFenced):
+                            await old.append("t", [(2,)])
+                        release.set()
+                    rows = sorted(r for (r, _d) in await new.peek("t"))
+                    assert (1,) in rows
+
+    run(backend, main)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_the_read_only_environment_follows_the_writers_ddl(tmp_path: Path, backend: str) -> None:
     async def main() -> None:
         with anyio.fail_after(120), replica(tmp_path) as a, replica(tmp_path) as b:
