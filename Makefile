@@ -27,7 +27,17 @@ $(STAMP): pyproject.toml setup.py
 	$(PY) -m pip install --quiet -e ".[dev,docs]"
 	@touch $(STAMP)
 
-setup: $(STAMP) postgres
+# An independent reader of the Iceberg sink's tables for the tests: DuckDB's iceberg extension.
+# It does not load in the DuckDB the project uses (2.0), so 1.5.5 goes into a folder of its own
+# (offline from PyPI; the tests run it in a subprocess with PYTHONPATH pointing there).
+ICEBERG_READER := build/duckdb-iceberg/.installed
+
+$(ICEBERG_READER): | $(STAMP)
+	$(PY) -m pip install --quiet --target build/duckdb-iceberg \
+		duckdb==1.5.5 duckdb-extension-iceberg==1.5.5 duckdb-extension-avro==1.5.5
+	@touch $@
+
+setup: $(STAMP) postgres $(ICEBERG_READER)
 
 # The storage tests start their own PostgreSQL cluster from the Debian server package.
 postgres:

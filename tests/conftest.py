@@ -4,9 +4,11 @@ Hypothesis profiles: ``dev`` (default, quick), ``ci`` (what ``make test``
 uses under CI), ``nightly`` (long). Pick one with ``HYPOTHESIS_PROFILE``.
 
 The Spark fixtures (``spark``, ``standalone_cluster``) come from the plugin
-module ``tests/spark_cluster.py``. Spark's Python workers of an in-process
-session run this interpreter (the one with tidegate installed), not whatever
-``python3`` is first on the PATH.
+module ``tests/spark_cluster.py``, ``postgres_url`` (a throw-away PostgreSQL
+cluster ready for logical replication) from ``tests/postgres_cluster.py``,
+``s3_endpoint`` (moto's S3 server) from ``tests/s3_server.py``.
+Spark's Python workers of an in-process session run this interpreter (the one
+with tidegate installed), not whatever ``python3`` is first on the PATH.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from hypothesis import HealthCheck, settings
 sys.path.insert(0, str(Path(__file__).parent))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
-pytest_plugins = ["spark_cluster"]
+pytest_plugins = ["postgres_cluster", "s3_server", "spark_cluster"]
 
 settings.register_profile("dev", max_examples=50, deadline=None)
 settings.register_profile(

@@ -25,6 +25,10 @@ from .replica import *  # noqa: F403
 from .replica import __all__ as _replica_all
 from .shard import *  # noqa: F403
 from .shard import __all__ as _shard_all
+from .sinks import *  # noqa: F403
+from .sinks import __all__ as _sinks_all
+from .sources import *  # noqa: F403
+from .sources import __all__ as _sources_all
 from .sql import *  # noqa: F403
 from .sql import __all__ as _sql_all
 from .storage import *  # noqa: F403
@@ -41,4 +45,6 @@ __all__ = [
     *_history_all,
     *_plan_all,
     *_sql_all,
+    *_sinks_all,
+    *_sources_all,
 ]

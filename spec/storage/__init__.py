@@ -12,6 +12,8 @@ from .appends import *  # noqa: F403
 from .appends import __all__ as _appends_all
 from .commands import *  # noqa: F403
 from .commands import __all__ as _commands_all
+from .connections import *  # noqa: F403
+from .connections import __all__ as _connections_all
 from .controller import *  # noqa: F403
 from .controller import __all__ as _controller_all
 from .descriptions import *  # noqa: F403
@@ -30,6 +32,7 @@ from .state import __all__ as _state_all
 __all__ = [
     *_appends_all,
     *_commands_all,
+    *_connections_all,
     *_controller_all,
     *_descriptions_all,
     *_effects_all,

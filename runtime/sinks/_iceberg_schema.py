@@ -1,0 +1,111 @@
+"""How a tidegate schema becomes an Iceberg schema and a changelog batch becomes Arrow.
+
+The table holds the collection's **changelog**: the schema's columns, then
+``_tidegate_time`` and ``_tidegate_diff`` (both ``long``, required). Nullable
+columns are optional Iceberg fields, the others required.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+from pyiceberg.schema import Schema as IcebergSchema
+from pyiceberg.types import (
+    BooleanType,
+    DateType,
+    DoubleType,
+    IcebergType,
+    LongType,
+    NestedField,
+    StringType,
+    TimestampType,
+)
+
+from tidegate.spec.errors import SinkDescriptionInvalid
+from tidegate.spec.frontier import Row
+from tidegate.spec.plan.schema import ScalarType, Schema
+
+TIME_COLUMN = "_tidegate_time"
+DIFF_COLUMN = "_tidegate_diff"
+
+_ICEBERG: dict[ScalarType, IcebergType] = {
+    ScalarType.INT64: LongType(),
+    ScalarType.FLOAT64: DoubleType(),
+    ScalarType.STRING: StringType(),
+    ScalarType.BOOL: BooleanType(),
+    ScalarType.DATE: DateType(),
+    ScalarType.TIMESTAMP: TimestampType(),
+}
+
+_ARROW: dict[ScalarType, Any] = {
+    ScalarType.INT64: pa.int64(),
+    ScalarType.FLOAT64: pa.float64(),
+    ScalarType.STRING: pa.string(),
+    ScalarType.BOOL: pa.bool_(),
+    ScalarType.DATE: pa.date32(),
+    ScalarType.TIMESTAMP: pa.timestamp("us"),
+}
+
+
+def check_names(schema: Schema) -> None:
+    """Iceberg needs unique column names, and the two changelog columns are reserved."""
+    seen: set[str] = set()
+    for name in schema.names:
+        if name in (TIME_COLUMN, DIFF_COLUMN):
+            raise SinkDescriptionInvalid(f"column name {name!r} is reserved for the changelog")
+        if name in seen:
+            raise SinkDescriptionInvalid(
+                f"column name {name!r} appears twice; an Iceberg table needs unique names"
+            )
+        seen.add(name)
+
+
+def iceberg_schema(schema: Schema) -> IcebergSchema:
+    """The table's schema: the collection's columns, then time and diff."""
+    fields = [
+        NestedField(i + 1, c.name, _ICEBERG[c.type.scalar], required=not c.type.nullable)
+        for i, c in enumerate(schema.columns)
+    ]
+    n = len(fields)
+    fields.append(NestedField(n + 1, TIME_COLUMN, LongType(), required=True))
+    fields.append(NestedField(n + 2, DIFF_COLUMN, LongType(), required=True))
+    return IcebergSchema(*fields)
+
+
+def shape(schema: IcebergSchema) -> list[tuple[str, IcebergType, bool]]:
+    """What two schemas must share to hold the same changelog (field ids may differ)."""
+    return [(f.name, f.field_type, f.required) for f in schema.fields]
+
+
+def arrow_schema(schema: Schema) -> Any:
+    fields = [
+        pa.field(c.name, _ARROW[c.type.scalar], nullable=c.type.nullable) for c in schema.columns
+    ]
+    fields.append(pa.field(TIME_COLUMN, pa.int64(), nullable=False))
+    fields.append(pa.field(DIFF_COLUMN, pa.int64(), nullable=False))
+    return pa.schema(fields)
+
+
+def to_arrow(updates: Sequence[tuple[Row, int, int]], schema: Schema, arrow: Any) -> Any:
+    """The (already validated) updates as one Arrow table of ``arrow`` schema."""
+    rows = [u[0] for u in updates]
+    columns = [
+        pa.array([r[i] for r in rows], type=_ARROW[c.type.scalar])
+        for i, c in enumerate(schema.columns)
+    ]
+    columns.append(pa.array([u[1] for u in updates], type=pa.int64()))
+    columns.append(pa.array([u[2] for u in updates], type=pa.int64()))
+    return pa.Table.from_arrays(columns, schema=arrow)
+
+
+def from_arrow(table: Any) -> list[tuple[Row, int, int]]:
+    """A changelog table read back as ``(row, time, diff)`` triples, in time order."""
+    table = table.sort_by(TIME_COLUMN)
+    names = [n for n in table.column_names if n not in (TIME_COLUMN, DIFF_COLUMN)]
+    columns = [table.column(n).to_pylist() for n in names]
+    times = table.column(TIME_COLUMN).to_pylist()
+    diffs = table.column(DIFF_COLUMN).to_pylist()
+    rows = zip(*columns, strict=True) if columns else iter([()] * len(times))
+    return [(tuple(r), t, d) for r, t, d in zip(rows, times, diffs, strict=True)]

@@ -1,0 +1,135 @@
+"""PostgreSQL column types as tidegate types, and their text form as tidegate values.
+
+Supported (by type OID, so domains and arrays are not):
+
+=============================================  ===========
+PostgreSQL                                     tidegate
+=============================================  ===========
+``smallint``, ``integer``, ``bigint``          ``int64``
+``real``, ``double precision``                 ``float64``
+``text``, ``varchar(n)``, ``char(n)``          ``string``
+``boolean``                                    ``bool``
+``date``                                       ``date``
+``timestamp`` (without time zone)              ``timestamp``
+=============================================  ===========
+
+``numeric`` is refused: ``float64`` cannot hold its values exactly, and an
+ingestion must not round silently (cast upstream, or change the column to
+``double precision`` or ``bigint``). Everything else is refused too, with
+:class:`~tidegate.spec.errors.UnsupportedUpstreamType`.
+
+Values are parsed from the server's text output (``DateStyle=ISO``, the
+sessions' settings in :data:`SESSION_OPTIONS`), the same way for the snapshot
+(``COPY ... TO STDOUT``) and the stream (pgoutput's text tuples), so a row
+retracted by the stream equals the row the snapshot inserted. ``real`` values
+are the ``float64`` of their shortest decimal text; ``char(n)`` keeps its
+padding. Values outside a tidegate type (NaN and infinities, ``infinity``
+dates, BC dates, years past 9999) raise
+:class:`~tidegate.spec.errors.UpstreamValueUnrepresentable`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Callable
+from typing import Final, TypeAlias
+
+from tidegate.spec.plan.schema import ScalarType
+
+__all__ = [
+    "PARSERS",
+    "SESSION_OPTIONS",
+    "SUPPORTED_TYPES",
+    "TextParser",
+    "Unrepresentable",
+    "scalar_type",
+]
+
+SESSION_OPTIONS: Final = (
+    "-c DateStyle=ISO,MDY -c IntervalStyle=postgres -c extra_float_digits=1 "
+    "-c client_encoding=UTF8 -c TimeZone=UTC"
+)
+"""libpq ``options`` for every session a reader opens: they fix the text form of values."""
+
+
+class Unrepresentable(ValueError):
+    """A text value outside its tidegate type; the reader names the column and raises its typed error."""
+
+
+TextParser: TypeAlias = Callable[[str], object]
+
+_INT2, _INT4, _INT8 = 21, 23, 20
+_FLOAT4, _FLOAT8 = 700, 701
+_TEXT, _VARCHAR, _BPCHAR = 25, 1043, 1042
+_BOOL, _DATE, _TIMESTAMP = 16, 1082, 1114
+
+SUPPORTED_TYPES: Final[dict[int, ScalarType]] = {
+    _INT2: ScalarType.INT64,
+    _INT4: ScalarType.INT64,
+    _INT8: ScalarType.INT64,
+    _FLOAT4: ScalarType.FLOAT64,
+    _FLOAT8: ScalarType.FLOAT64,
+    _TEXT: ScalarType.STRING,
+    _VARCHAR: ScalarType.STRING,
+    _BPCHAR: ScalarType.STRING,
+    _BOOL: ScalarType.BOOL,
+    _DATE: ScalarType.DATE,
+    _TIMESTAMP: ScalarType.TIMESTAMP,
+}
+"""Type OIDs the reader ingests, with their tidegate type."""
+
+
+def scalar_type(type_oid: int) -> ScalarType | None:
+    """The tidegate type of a PostgreSQL type OID, or ``None`` if it is not supported."""
+    return SUPPORTED_TYPES.get(type_oid)
+
+
+def _float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise Unrepresentable(text)
+    return value
+
+
+def _bool(text: str) -> bool:
+    if text == "t":
+        return True
+    if text == "f":
+        return False
+    raise Unrepresentable(text)
+
+
+def _date(text: str) -> dt.date:
+    # ISO output is YYYY-MM-DD for years 1..9999; BC dates, 5-digit years and
+    # +-infinity have other forms, none of which a Python date can hold.
+    if len(text) != 10:
+        raise Unrepresentable(text)
+    try:
+        return dt.date.fromisoformat(text)
+    except ValueError:
+        raise Unrepresentable(text) from None
+
+
+def _timestamp(text: str) -> dt.datetime:
+    if len(text) < 19 or text[4] != "-" or text.endswith(" BC"):
+        raise Unrepresentable(text)
+    try:
+        return dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise Unrepresentable(text) from None
+
+
+def _str(text: str) -> str:
+    return text
+
+
+PARSERS: Final[dict[ScalarType, TextParser]] = {
+    ScalarType.INT64: int,
+    ScalarType.FLOAT64: _float,
+    ScalarType.STRING: _str,
+    ScalarType.BOOL: _bool,
+    ScalarType.DATE: _date,
+    ScalarType.TIMESTAMP: _timestamp,
+}
+"""The parser of each tidegate type's upstream text; raises :class:`Unrepresentable`."""

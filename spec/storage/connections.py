@@ -1,0 +1,122 @@
+"""Where ingestions read from and sinks write to, as data; and what a source reader delivers.
+
+The storage controller never looks inside a connection: it hands it to the
+storage instance in ``RunIngestion``/``RunSink``. The storage replica picks
+the reader or writer for its type (``tidegate.replica.storage``); the
+simulator has its own (:class:`SimulatedSource`, :class:`SimulatedSink`).
+
+A source's position is an **offset**: a non-negative ``int`` that only grows
+(a PostgreSQL LSN, a load generator's tick, a simulated log's index). A reader
+delivers :class:`SourceBatch` es: updates tagged with the offset at which they
+happened, and the reader's new **offset upper** (every update at an offset
+below it has been delivered). Reclocking (:mod:`.reclock`) maps offsets to
+tidegate timestamps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, TypeAlias
+
+from ..frontier import Row
+
+__all__ = [
+    "IcebergSink",
+    "LoadGenerator",
+    "PostgresSource",
+    "SimulatedSink",
+    "SimulatedSource",
+    "SourceBatch",
+    "SourceConnection",
+    "SourceUpdate",
+    "StorageSinkConnection",
+]
+
+SourceUpdate: TypeAlias = tuple[Row, int, int]
+"""``(row, offset, diff)``: one upstream change, at the offset where it happened."""
+
+
+@dataclass(frozen=True, slots=True)
+class SourceBatch:
+    """Upstream changes and the reader's new offset upper.
+
+    Every update's offset is below ``upper``; after this batch, every update at
+    an offset below ``upper`` has been delivered (a batch may carry no updates
+    and only advance the upper). Uppers of successive batches never decrease.
+    ``size_bytes`` is what the reader received for it on the wire (for
+    statistics only; 0 if unknown).
+    """
+
+    updates: tuple[SourceUpdate, ...]
+    upper: int
+    size_bytes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class LoadGenerator:
+    """Materialize's ``LOAD GENERATOR``: deterministic, seeded data at one offset per tick.
+
+    ``kind`` is ``"counter"`` (one row ``(n,)`` per tick; with
+    ``max_cardinality`` the oldest rows are retracted past that many) or
+    ``"auction"`` (auctions and bids). ``tick_ms`` is the wall-clock (or
+    virtual) time between ticks; ``seed`` decides every generated value, so
+    the same offsets always carry the same updates.
+    """
+
+    kind: Literal["counter", "auction"] = "counter"
+    tick_ms: int = 1000
+    seed: int = 0
+    max_cardinality: int | None = None
+    rows_per_tick: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class PostgresSource:
+    """One upstream PostgreSQL table, replicated through logical replication (``pgoutput``).
+
+    ``url`` is a libpq connection URL; ``table`` a (schema-qualified) table in
+    ``publication``; ``slot`` the replication slot the source owns.
+    """
+
+    url: str
+    table: str
+    publication: str
+    slot: str
+
+
+@dataclass(frozen=True, slots=True)
+class SimulatedSource:
+    """The simulator's deterministic upstream log named ``name`` (``tidegate.sim``)."""
+
+    name: str
+
+
+SourceConnection: TypeAlias = LoadGenerator | PostgresSource | SimulatedSource
+
+
+@dataclass(frozen=True, slots=True)
+class IcebergSink:
+    """An Apache Iceberg table written through ``pyiceberg``.
+
+    ``catalog_url`` is a SQL catalog's SQLAlchemy URL (``sqlite:///...`` by
+    default), ``warehouse`` where data files go (``file://`` or ``s3://``),
+    ``table`` the ``namespace.name`` identifier.
+    """
+
+    catalog_url: str
+    warehouse: str
+    table: str
+
+
+@dataclass(frozen=True, slots=True)
+class SimulatedSink:
+    """The simulator's sink target named ``name`` (``tidegate.sim``)."""
+
+    name: str
+
+
+StorageSinkConnection: TypeAlias = IcebergSink | SimulatedSink
+"""Where a storage sink writes (named apart from the compute protocol's ``SinkConnection``)."""
+
+SinkConnection = StorageSinkConnection
+"""Deprecated alias of :data:`StorageSinkConnection` (not exported: the name is compute's)."""
