@@ -50,7 +50,13 @@ import anyio
 
 from tidegate.spec.compute.as_of_selection import select_as_ofs
 from tidegate.spec.controller import Controller
-from tidegate.spec.errors import CollectionMissing, InvalidUppers, ReadBeyondUpper, TypeMismatch
+from tidegate.spec.errors import (
+    CollectionMissing,
+    InvalidUppers,
+    ReadBeyondUpper,
+    TidegateError,
+    TypeMismatch,
+)
 from tidegate.spec.frontier import Antichain, Row
 from tidegate.spec.frontier.read_policy import LagWriteFrontier, ReadPolicy
 from tidegate.spec.ids import GlobalId
@@ -1182,9 +1188,12 @@ class Environment:
         """Add replica ``name`` while running (Materialize's ``CREATE CLUSTER REPLICA``).
 
         With ``address`` the controller connects to a replica listening there;
-        without, the orchestrator starts a managed one. It is recorded in the
+        without, the orchestrator starts a managed one (``executor`` and
+        ``spark_master`` default to the environment's). It is recorded in the
         catalog first (a reopened environment runs it too), then hydrated with
-        everything the instance runs. [DuplicateCatalogName] if it exists.
+        everything the instance runs. [DuplicateCatalogName] if it exists;
+        [ReplicaStartFailed] if its process does not start (the record is then
+        withdrawn: nothing changed).
         """
         async with self._ddl:
             managed = address is None
@@ -1192,17 +1201,28 @@ class Environment:
                 raise RuntimeControllerError(
                     f"replica {name!r} needs an address: this environment manages no replicas"
                 )
+            if managed:
+                from .orchestrator import check_replica_name
+
+                check_replica_name(name)  # before anything is recorded
             op = CreateReplica(
                 name,
                 managed,
                 address,
-                spark_master or ("local[1]" if managed else None),
-                executor or "spark",
+                spark_master or (self._options.spark_master if managed else None),
+                executor or self._options.executor,
             )
             state = await self._apply([op])
             entry = state.replica(name)
             if managed:
-                await _start_all(self.orchestrator, [entry])
+                try:
+                    await _start_all(self.orchestrator, [entry])
+                except Exception:
+                    with anyio.CancelScope(shield=True):
+                        with contextlib.suppress(TidegateError):  # it never ran
+                            await self.orchestrator.stop(name)  # no retrying behind the error
+                        await self._apply([DropReplica(name)])
+                    raise
             elif address is not None:
                 self._addresses[name] = address
             self.driver.ctl.add_replica(INSTANCE, name)

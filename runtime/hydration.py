@@ -6,11 +6,17 @@ and the hydration time of ``mz_compute_hydration_times``). Here a
 
 * the clock starts when the controller sends a replica the ``CreateDataflow``
   that exports the collection (again at each reconnect, whose replay rebuilds
-  the dataflow on the replica's new connection: a *rehydration*);
+  the dataflow on the replica's new connection: a *rehydration*); commands
+  wait in the connection's queue until it is up, so for a replica that is not
+  connected yet the clock starts again when it connects (the time a restarting
+  process takes to come back is not hydration);
 * it stops at the first response after which the replica's progress on the
   collection is hydrated by the spec's rule (the replica's frontier has passed
   the collection's as_of; see ``ReplicaCollectionState.hydrated``), the same
   rule :meth:`Environment.hydrated` asks.
+
+``listeners`` are called as each hydration completes (``tidegate up`` prints a
+line once a replica has hydrated everything it was sent).
 
 :meth:`HydrationTracker.snapshot` is safe to call from another thread (the
 metrics' scrape): it copies plain dicts, retried by the caller on a resize.
@@ -22,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from tidegate.spec.compute import ReplicaStatusEvent
 from tidegate.spec.errors import TidegateError
 from tidegate.spec.ids import GlobalId, ReplicaId
 from tidegate.spec.protocol.commands import CreateDataflow
@@ -66,11 +73,20 @@ class HydrationTracker:
         self.clock_ms = clock_ms
         self._timings: dict[tuple[ReplicaId, GlobalId], _Timing] = {}
         self._prune_at = 64
+        self.listeners: list[Callable[[ReplicaId, GlobalId, float], None]] = []
+        """Called with ``(replica, collection, seconds)`` as each hydration completes (on the
+        driver's loop; keep them cheap)."""
         driver.observers.append(self._on_effect)
         driver.response_observers.append(self._on_response)
 
     # -- observing --------------------------------------------------------------------------------
     def _on_effect(self, effect: Any) -> None:
+        if isinstance(effect, ReplicaStatusEvent) and effect.status == "connected":
+            now = self.clock_ms()  # the queued commands go out now: the clock starts here
+            for (on, _), timing in self._timings.items():
+                if on == effect.replica and timing.done_ms is None:
+                    timing.started_ms = now
+            return
         command = getattr(effect, "command", None)
         if not isinstance(command, CreateDataflow):
             return
@@ -97,6 +113,9 @@ class HydrationTracker:
             return
         if rc.hydrated:
             timing.done_ms = self.clock_ms()
+            seconds = max(0, timing.done_ms - timing.started_ms) / 1000
+            for listen in self.listeners:
+                listen(replica, gid, seconds)
 
     def _prune(self) -> None:
         """Forget collections and replicas that are gone (on the loop's thread only)."""

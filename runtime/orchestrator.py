@@ -64,6 +64,7 @@ __all__ = [
     "ReplicaProcessState",
     "ReplicaProcessStatus",
     "TlsFiles",
+    "check_replica_name",
     "default_replica_command",
     "read_pidfile",
 ]
@@ -268,7 +269,7 @@ class Orchestrator:
         :meth:`stop`). ``executor`` and ``spark_master`` override the
         orchestrator's defaults for this replica (taking effect at its next start).
         """
-        _check_name(name)
+        check_replica_name(name)
         if self._tg is None or self._closed:
             raise OrchestratorError("orchestrator is not started (call start() first)")
         r = self._replicas.get(name)
@@ -305,7 +306,7 @@ class Orchestrator:
         Stable across restarts while its port stays free: the port recorded at
         its first start is reused, also by a new orchestrator on the same data dir.
         """
-        _check_name(name)
+        check_replica_name(name)
         r = self._replicas.get(name)
         port = r.port if r is not None and r.port is not None else self._recorded_port(name)
         if port is None:
@@ -569,8 +570,14 @@ class Orchestrator:
 # -- process helpers ---------------------------------------------------------------------------------
 
 
-def _check_name(name: object) -> None:
-    ok = isinstance(name, str) and name and all(c.isalnum() or c in "-_." for c in name)
+def check_replica_name(name: object) -> None:
+    """Refuse a name the orchestrator cannot run a replica under [OrchestratorError]: its files
+    are named after it, so it is ``[A-Za-z0-9._-]+`` (and not ``.`` or ``..``)."""
+    ok = (
+        isinstance(name, str)
+        and name
+        and all(c.isascii() and (c.isalnum() or c in "-_.") for c in name)
+    )
     if not ok or name in (".", ".."):
         raise OrchestratorError(f"replica names are [A-Za-z0-9._-]+, got {name!r}")
 

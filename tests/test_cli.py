@@ -15,6 +15,7 @@ import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import anyio
@@ -35,6 +36,8 @@ from tidegate.commands.values import RowsError, parse_rows, row_to_json
 from tidegate.dsl import count, table
 from tidegate.runtime.catalog import CatalogState, IndexEntry, TableEntry
 from tidegate.runtime.controller.driver import ReplicaInfo
+from tidegate.runtime.errors import UnknownCatalogObject
+from tidegate.runtime.hydration import HydrationInfo
 from tidegate.spec.errors import SinceViolation
 from tidegate.spec.frontier import Antichain
 from tidegate.spec.frontier.read_policy import (
@@ -132,7 +135,11 @@ def test_status_table_shows_frontiers_lag_and_replicas() -> None:
             "replicas": [{"name": "r1", "status": "online"}],
         }
     )
-    assert "t     u1  table  [5]    [9]    1.5 s   -" in text  # no read policy set
+    row = text.splitlines()[2]
+    assert row.split()[:3] == ["t", "u1", "table"]
+    # Times show their ISO form beside the number; no read policy set: "-".
+    assert "5 (1970-01-01T00:00:00.005Z)" in row and "9 (1970-01-01T00:00:00.009Z)" in row
+    assert row.rstrip().endswith("1.5 s   -            -")
     assert "closed" in text and "r1    online" in text
     assert "metrics" not in text  # no metrics endpoint: no line about it
 
@@ -176,8 +183,13 @@ def test_status_table_shows_read_policies_and_the_metrics_address() -> None:
         }
     )
     lines = text.splitlines()
-    assert lines[0].split() == ["NAME", "ID", "KIND", "SINCE", "UPPER", "LAG", "READ", "POLICY"]
-    assert lines[2].split() == ["t", "u1", "table", "[5]", "[9]", "0", "ms", "valid-from", "5"]
+    assert lines[0].split() == [
+        *("NAME", "ID", "KIND", "SINCE", "UPPER", "LAG", "READ", "POLICY", "HYDRATION")
+    ]
+    assert lines[2].split() == [
+        *("t", "u1", "table", "5", "(1970-01-01T00:00:00.005Z)", "9"),
+        *("(1970-01-01T00:00:00.009Z)", "0", "ms", "valid-from", "5", "-"),
+    ]
     assert lines[-1] == "metrics: http://127.0.0.1:9464/metrics"
 
 
@@ -216,11 +228,29 @@ class ScriptedEnvironment:
         self.waited: list[int] = []
         self.copied: list[tuple[GlobalId, str, int | None]] = []
 
+        self.driver = SimpleNamespace(collection_errors={})
+        self.hydrations: list[HydrationInfo] = [HydrationInfo(self.i, "r1", True, 0.25, "totals")]
+
     def frontiers(self, id: GlobalId) -> tuple[Antichain, Antichain]:
         return Antichain([10]), Antichain([self.now])
 
     def replicas(self) -> list[ReplicaInfo]:
         return [ReplicaInfo("default", "r1", "connected", 3, "127.0.0.1:9", True, 1, "")]
+
+    def hydration(self) -> list[HydrationInfo]:
+        return self.hydrations
+
+    def read_policy(self, id: GlobalId) -> ReadPolicy:
+        return self.state.read_policy(id) or LagWriteFrontier(1000, 1000)
+
+    def resolve(self, ref: str) -> GlobalId:
+        for e in self.state.entries():
+            if ref in (e.name, str(e.id)):
+                return e.id
+        raise UnknownCatalogObject(f"no catalog object named {ref!r}")
+
+    async def freshest(self, id: GlobalId) -> int:
+        return self.now - 1
 
     def schema(self, id: GlobalId) -> Schema:
         return self.state.schema_of(id)
@@ -297,7 +327,8 @@ async def test_status_append_and_peek_commands_talk_to_the_controller(
             )
             == 0
         )
-        assert "appended 3 row(s) to orders at 100 (durable)" in capsys.readouterr().out
+        out = capsys.readouterr().out
+        assert "appended 3 row(s) to orders at 100 (1970-01-01T00:00:00.100Z) (durable)" in out
         assert env.rows[1] == (("bob", 5, None, dt.date(2024, 1, 2)), 100, 1)
 
         assert (
@@ -316,6 +347,9 @@ async def test_status_append_and_peek_commands_talk_to_the_controller(
         out = capsys.readouterr().out
         assert "orders  u1  table" in out
         assert "r1    connected  3      127.0.0.1:9" in out
+        assert out.splitlines()[0].startswith("controller: running (pid ")
+        totals = next(line for line in out.splitlines() if line.startswith("totals"))
+        assert totals.endswith("lag 1000ms (default)  r1 0.25 s")  # hydrated on r1 in 0.25 s
         tg.cancel_scope.cancel()
 
 
@@ -340,8 +374,9 @@ async def test_status_shows_read_policies_and_the_metrics_endpoint_in_text_and_j
 
         assert await anyio.to_thread.run_sync(_cli, "status", "--data-dir", d) == 0
         lines = capsys.readouterr().out.splitlines()
-        rows = {line.split()[0]: line for line in lines[2:4]}
-        assert rows["orders"].endswith("lag 60000ms") and rows["totals"].endswith("  -")
+        rows = {line.split()[0]: line for line in lines[4:6]}
+        assert rows["orders"].endswith("lag 60000ms           -")  # a table: always readable
+        assert rows["totals"].endswith("lag 1000ms (default)  r1 0.25 s")
         assert lines[-1] == "metrics: http://127.0.0.1:9464/metrics"
         tg.cancel_scope.cancel()
 

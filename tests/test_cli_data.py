@@ -1,15 +1,16 @@
 """The command line with real processes: ``TIDEGATE_DATA_DIR`` as the default data directory,
 ``append --csv/--parquet``, ``up --spark-conf/--spark-ui`` reaching the managed replicas
-(plain-integer pidfiles), and ``up``'s logs as JSON lines on stderr."""
+(plain-integer pidfiles), and ``up``'s logs as JSON lines on stderr (beside its lines for
+people)."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,7 +18,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from tidegate.commands.control import ControllerInfo
 from tidegate.runtime.defaults import DATA_DIR_ENV, default_data_dir
 
 pytestmark = pytest.mark.timeout(300)
@@ -52,11 +52,9 @@ def up(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str], Path]]:
             cwd=tmp_path,
         )
         try:
-            deadline = time.monotonic() + 120
-            while not ControllerInfo.path(data).exists():
-                assert proc.poll() is None, stderr.read_text()[-3000:]
-                assert time.monotonic() < deadline, "tidegate up did not start"
-                time.sleep(0.2)
+            # Until the controller runs and its replica is connected (it answers while it starts).
+            ready = _run(env, "status", "--wait", "--timeout", "120")
+            assert ready.returncode == 0, ready.stderr + stderr.read_text()[-3000:]
             yield data, env, stderr
         finally:
             proc.send_signal(signal.SIGTERM)
@@ -112,11 +110,15 @@ def test_append_files_spark_conf_pidfiles_and_json_logs(
     refused = _run(env, "append", "orders", "--csv", str(typo))
     assert refused.returncode == 1 and "TypeMismatch" in refused.stderr and "dya" in refused.stderr
 
-    # The replica's log, and everything up writes to stderr, are JSON lines.
-    for path in (data / "replicas" / "r1.log", stderr):
-        for line in path.read_text().splitlines():
-            if line.strip():
-                assert isinstance(json.loads(line), dict), (path, line)
+    # The replica's log is JSON lines; so is every log record on up's stderr, beside the
+    # lines for people (what up does, replica events), which start with "tidegate up:" or a time.
+    for line in (data / "replicas" / "r1.log").read_text().splitlines():
+        if line.strip():
+            assert isinstance(json.loads(line), dict), line
+    people = re.compile(r"(tidegate up: |\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z r1 )")
+    for line in stderr.read_text().splitlines():
+        if line.strip() and not people.match(line):
+            assert isinstance(json.loads(line), dict), line
 
 
 def dt(y: int, m: int, d: int) -> object:

@@ -414,7 +414,9 @@ def test_each_command_sends_its_request(
     assert json.loads(capsys.readouterr().out) == answers["/drop"]
     for flags in (["--lag-ms", "5"], ["--lag-ms", "5", "--granularity-ms", "2"]):
         assert _cli("read-policy", "t", *flags) == 0
-    assert "lag 5 ms (granularity 1000 ms); since now [4]" in capsys.readouterr().out
+    assert "lag 5 ms (granularity 1000 ms); since now 4 (1970-01-01T00:00:00.004Z)" in (
+        capsys.readouterr().out
+    )
     for flags in (["--valid-from", "9"], ["--step-back"], ["--none"]):
         assert _cli("read-policy", "t", *flags) == 0
     assert [body for _, _, body in sent] == [

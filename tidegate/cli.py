@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import sys
 from collections.abc import Sequence
 
@@ -27,7 +29,9 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("args", nargs=argparse.REMAINDER, help="see: tidegate sim --help")
     sim.set_defaults(func=_sim)
     replica = sub.add_parser(
-        "replica", help="run a replica process (gRPC compute server)", add_help=False
+        "replica",
+        help="manage a running controller's replicas (add, drop, list), or run a replica process",
+        add_help=False,
     )
     replica.add_argument("args", nargs=argparse.REMAINDER, help="see: tidegate replica --help")
     replica.set_defaults(func=_replica)
@@ -41,17 +45,40 @@ def _sim(args: argparse.Namespace) -> int:
 
 
 def _replica(args: argparse.Namespace) -> int:
+    """``tidegate replica``: its first word says which; add/drop/list manage replicas, anything
+    else runs a replica process; ``--help`` (or nothing) describes both."""
+    from .commands.replicas import ACTIONS
+
+    argv = list(args.args)
+    if argv[:1] in ([a] for a in ACTIONS):
+        from .commands.replicas import main as manage
+
+        return manage(argv)
+    if not argv or argv[:1] in (["-h"], ["--help"]):
+        from .commands.replicas import help_text
+
+        print(help_text(), end="", file=sys.stdout if argv else sys.stderr)
+        return 0 if argv else 2
     from tidegate.replica.main import main as replica_main
 
-    return replica_main(args.args)
+    return replica_main(argv)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:  # `tidegate ... | head`: the reader has gone, nothing to say
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+
+
+def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["sim"]:
         return _sim(argparse.Namespace(args=argv[1:]))  # all of sim's options go to its parser
     if argv[:1] == ["replica"]:
-        return _replica(argparse.Namespace(args=argv[1:]))  # likewise for the replica's
+        return _replica(argparse.Namespace(args=argv[1:]))  # likewise for replica's
     args = build_parser().parse_args(argv)
     result: int = args.func(args)
     return result

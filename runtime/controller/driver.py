@@ -59,6 +59,7 @@ import anyio.abc
 
 from tidegate.runtime.transport import Transport
 from tidegate.spec.compute import (
+    ERROR_TARGET_REPLICA_FAILED,
     ConnectReplica,
     CopyToOut,
     DisconnectReplica,
@@ -123,7 +124,7 @@ from .storage_io import ShardStorageIO
 from .streams import EventStream, Subscription
 from .timestamps import MemoryOracle, Oracle
 
-__all__ = ["ControllerDriver", "ReplicaInfo"]
+__all__ = ["CollectionError", "ControllerDriver", "ReplicaInfo"]
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +136,9 @@ class ReplicaInfo:
     """What the driver knows of one replica: the spec's status plus its connection.
 
     ``status`` is the spec's, except ``"failed"`` while the current
-    connection's attempts are being refused (``last_error`` says why).
+    connection's attempts are being refused (``last_error`` says why). While
+    the replica is not connected, ``last_error`` says why: the current
+    connection's last refused attempt, else why the previous one broke.
     """
 
     instance: InstanceId
@@ -146,6 +149,24 @@ class ReplicaInfo:
     connected: bool
     attempts: int
     last_error: str
+
+
+@dataclass(frozen=True, slots=True)
+class CollectionError:
+    """An error a collection answered with, as the controller last saw it.
+
+    ``message`` is the replica's (e.g. a dataflow failed over the replica's
+    memory limit, or an input it cannot read); ``source`` says how the
+    controller learned it: ``"peek"``, a peek at time ``at`` answered it (the
+    only way today: replicas report no errors of their own accord).
+    ``seen_ms`` is the controller's wall-clock time then.
+    """
+
+    id: GlobalId
+    message: str
+    source: str
+    seen_ms: int
+    at: int | None = None
 
 
 @dataclass
@@ -249,6 +270,12 @@ class ControllerDriver:
         took over (see the module docstring), else ``None``."""
         self.fenced: TidegateError | None = None
         """Set once fenced: every later append fails with it."""
+        self.clock_ms: Callable[[], int] = storage.platform.clock_ms
+        self._down_reason: dict[ReplicaId, str] = {}
+        """Why each replica that is not connected went down (cleared once it connects)."""
+        self.collection_errors: dict[GlobalId, CollectionError] = {}
+        """The last error each collection answered (a peek's ``PeekError``); cleared by a
+        successful peek of it, and when it is dropped."""
 
     # -- lifecycle --------------------------------------------------------------------------
     async def __aenter__(self) -> ControllerDriver:
@@ -356,6 +383,8 @@ class ControllerDriver:
             if link is not None and link.epoch == e.epoch:
                 del self.links[e.replica]
                 link.close()
+            if e.dropped:
+                self._down_reason.pop(e.replica, None)
         elif isinstance(
             e, RegisterShard | WriteToShard | ReadSnapshot | DowngradeShardSince | DropShard
         ):
@@ -430,6 +459,7 @@ class ControllerDriver:
 
     def _on_connected(self, link: ReplicaLink) -> None:
         if self.links.get(link.replica) is link:
+            self._down_reason.pop(link.replica, None)
             self.ctl.replica_connected(link.instance, link.replica, link.epoch)
             self.apply()
             self._replicas_moved()
@@ -442,6 +472,7 @@ class ControllerDriver:
         keeps the link's epoch and the spec's state is untouched.
         """
         if self.links.get(link.replica) is link:
+            self._down_reason[link.replica] = reason
             self._publish(
                 ReplicaStatusEvent(link.instance, link.replica, "failed", link.epoch, reason)
             )
@@ -468,6 +499,7 @@ class ControllerDriver:
         if self.links.get(link.replica) is not link:
             return
         self._failures[link.replica] = self._failures.get(link.replica, 0) + 1
+        self._down_reason[link.replica] = reason
         self.ctl.replica_failed(link.instance, link.replica, link.epoch, reason)
         self.apply()
 
@@ -479,6 +511,7 @@ class ControllerDriver:
             link = self.links.get(r.id)
             ok = link is not None and link.epoch == r.epoch
             refused = ok and link is not None and link.refused and not link.up
+            up = bool(ok and link is not None and link.up)
             out.append(
                 ReplicaInfo(
                     inst.id,
@@ -486,9 +519,10 @@ class ControllerDriver:
                     "failed" if refused else r.status,
                     r.epoch,
                     link.address if ok and link is not None else None,
-                    bool(ok and link is not None and link.up),
+                    up,
                     link.attempts if ok and link is not None else 0,
-                    link.last_error if ok and link is not None else "",
+                    (link.last_error if ok and link is not None else "")
+                    or ("" if up else self._down_reason.get(r.id, "")),
                 )
             )
         return out
@@ -900,10 +934,14 @@ class ControllerDriver:
             raise
         result: PeekResult = waiter.value
         if isinstance(result, PeekRows):
+            self.collection_errors.pop(id, None)
             return list(result.rows)
         if isinstance(result, PeekError):
             if result.message.startswith(RESULT_TOO_LARGE):
                 raise ResultTooLarge(id, int(timestamp), result.message)
+            if result.message != ERROR_TARGET_REPLICA_FAILED:  # the replica's, not the data's
+                error = CollectionError(id, result.message, "peek", self.clock_ms(), int(timestamp))
+                self.collection_errors[id] = error
             raise PeekFailed(id, int(timestamp), result.message)
         assert isinstance(result, PeekCanceled)
         if waiter.error is not None:
@@ -919,6 +957,8 @@ class ControllerDriver:
         collection's data stops advancing (Materialize ends them the same way).
         """
         gone = set(dropped)
+        for g in gone:
+            self.collection_errors.pop(g, None)
         for uuid, waiter in list(self._peeks.items()):
             assert waiter.reads is not None
             instance, id, at = waiter.reads

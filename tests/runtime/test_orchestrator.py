@@ -29,7 +29,11 @@ from tidegate.runtime.errors import (
     ReplicaStartFailed,
     UnknownManagedReplica,
 )
-from tidegate.runtime.orchestrator import Orchestrator, ReplicaProcessStatus
+from tidegate.runtime.orchestrator import (
+    Orchestrator,
+    ReplicaProcessStatus,
+    check_replica_name,
+)
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -284,6 +288,17 @@ def test_usage_errors(tmp_path: Path, stand_in: list[str]) -> None:
                 await o.start()
 
     run("asyncio", main)
+
+
+@pytest.mark.parametrize("name", ["r1", "replica-2.a_b", "R9"])
+def test_replica_names_the_orchestrator_runs(name: str) -> None:
+    check_replica_name(name)  # the environment checks before it records a replica
+
+
+@pytest.mark.parametrize("name", ["", ".", "..", "a b", "../etc", "r/1", "é", 7, None])
+def test_replica_names_it_refuses(name: Any) -> None:
+    with pytest.raises(OrchestratorError, match=r"\[A-Za-z0-9._-\]\+"):
+        check_replica_name(name)
 
 
 def test_a_chatty_replica_log_is_rotated_and_stays_bounded(

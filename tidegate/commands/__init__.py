@@ -1,9 +1,14 @@
-"""The product's subcommands: ``tidegate up``, its clients (``status``, ``peek``, ``append`` and
-the DDL commands) and ``demo``.
+"""The product's subcommands: ``tidegate up``, its clients (``status``, ``describe``, ``peek``,
+``subscribe``, ``append``, the DDL commands, ``replica add/drop/list``) and ``demo``.
 
 * :mod:`.up` -- the controller with managed replicas, serving the control endpoint;
-* :mod:`.client` -- ``status``/``peek``/``append``/``create-table``/``create-index``/
-  ``create-view``/``drop``/``read-policy``, clients of that endpoint;
+  :mod:`.gate` -- the endpoint while it starts, runs and stops; :mod:`.events` -- what
+  it prints for people (start-up, replica events);
+* :mod:`.client` -- ``status``/``describe``/``peek``/``subscribe``/``append``/
+  ``create-table``/``create-index``/``create-view``/``drop``/``read-policy``, clients of that
+  endpoint; :mod:`.replicas` -- ``replica add/drop/list``;
+* :mod:`.overview` -- what ``status``, ``describe`` and ``replica list`` report;
+  :mod:`.times` -- times as ISO 8601 beside epoch milliseconds;
 * :mod:`.ddl` -- DDL requests as JSON (columns, keys, read policies, plans), checked;
 * :mod:`.control` -- the endpoint's client, its file and its contract (JSON over HTTP on
   loopback, bearer token); :mod:`.control_server` -- the server (Starlette on uvicorn);

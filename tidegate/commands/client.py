@@ -1,11 +1,15 @@
-"""The clients of a running ``tidegate up``: ``status``, ``peek``, ``append`` and the DDL commands.
+"""The clients of a running ``tidegate up``: ``status``, ``describe``, ``peek``, ``subscribe``,
+``append`` and the DDL commands.
 
 DDL: ``create-table``, ``create-index``, ``create-view``, ``drop`` and
 ``read-policy`` (their JSON is described in :mod:`.ddl`). They find the
 controller through ``DATA_DIR/controller.json`` (see :mod:`.control`) and
-print what it answers; ``--json`` prints the raw answer. Exit status: 0 on
-success, 1 when the controller refuses (the error's type and message are
-printed), 2 for usage errors, 3 when no controller runs.
+print what it answers; ``--json`` prints the raw answer. While the controller
+is still starting they wait for it (up to ``--timeout``), saying so once on
+stderr. Times are shown as epoch milliseconds with their ISO 8601 form beside
+(:mod:`.times`). Exit status: 0 on success, 1 when the controller refuses (the
+error's type and message are printed), 2 for usage errors, 3 when no controller
+runs.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +26,10 @@ from tidegate.runtime.defaults import default_data_dir
 
 from .control import ControlClient, ControlError, NoController
 
-__all__ = ["add_parsers"]
+__all__ = ["add_parsers", "common_options", "run"]
 
 
-def _common(p: argparse.ArgumentParser) -> None:
+def common_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--data-dir",
         default=default_data_dir(),
@@ -36,10 +42,49 @@ def _common(p: argparse.ArgumentParser) -> None:
 def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     st = sub.add_parser(
         "status",
-        help="collections (since, upper, lag, read policy), replicas and the metrics address",
+        help="the controller's state, collections (frontiers, lag, read policy, hydration), "
+        "replicas (status, process, memory limit, last error) and the metrics address",
+        description="Show the controller's state (starting, running, stopping), each collection "
+        "(since, upper, lag, read policy, hydration per replica, last error) and each replica "
+        "(connected, starting, restarting or failed; epoch, address, pid, restarts, memory "
+        "limit, objects hydrated, last error). --json adds each collection's description "
+        "(columns, keys, plan, dependencies; see tidegate describe).",
     )
-    _common(st)
+    st.add_argument(
+        "--wait",
+        action="store_true",
+        help="wait (up to --timeout) until a controller runs and its replicas are connected; "
+        "exit 1 if they are not by then",
+    )
+    common_options(st)
     st.set_defaults(func=run_status)
+
+    de = sub.add_parser(
+        "describe",
+        help="what an object is: columns, keys, plan, dependencies, read policy, frontiers",
+    )
+    de.add_argument("name", help="a table, index, view or materialized view (name or id)")
+    common_options(de)
+    de.set_defaults(func=run_describe)
+
+    su = sub.add_parser(
+        "subscribe",
+        help="stream a collection's changes as they happen (Ctrl-C to stop)",
+        description="Print the changes of a table, index or materialized view as they happen: "
+        "first its contents at the as-of time (each row with diff +1), then every change, one "
+        "line each: TIME (ISO time) DIFF and the row. Ctrl-C ends it (and drops the subscribe).",
+    )
+    su.add_argument("name", help="the collection's name (or id, like u3)")
+    su.add_argument(
+        "--as-of", type=int, metavar="T", help="start at time T (default: the freshest time)"
+    )
+    su.add_argument(
+        "--progress",
+        action="store_true",
+        help="also print a line each time the collection's frontier moves (PROGRESS T)",
+    )
+    common_options(su)
+    su.set_defaults(func=run_subscribe)
 
     pk = sub.add_parser("peek", help="read a table, index or materialized view at a time")
     pk.add_argument("name", help="the collection's name (or id, like u3)")
@@ -50,7 +95,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         metavar="VALUE",
         help="an index's key values, each as JSON (strings may be bare: --key ann)",
     )
-    _common(pk)
+    common_options(pk)
     pk.set_defaults(func=run_peek)
 
     cp = sub.add_parser(
@@ -59,7 +104,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     cp.add_argument("name", help="the collection's name (or id, like u3)")
     cp.add_argument("url", help="file:///absolute/dir or s3://bucket/prefix?endpoint=...")
     cp.add_argument("--at", type=int, help="timestamp (default: the freshest complete one)")
-    _common(cp)
+    common_options(cp)
     cp.set_defaults(func=run_copy_to)
 
     ap = sub.add_parser("append", help="append rows to a table (returns once durable)")
@@ -76,7 +121,7 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             help=f"{what}: the table's columns by name, and an optional integer diff column "
             "(else each row is inserted once)",
         )
-    _common(ap)
+    common_options(ap)
     ap.set_defaults(func=run_append)
     _add_ddl_parsers(sub)
 
@@ -112,7 +157,7 @@ def _add_ddl_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     )
     ct.add_argument("name")
     ct.add_argument("columns", nargs="+", type=_column, metavar="COL:TYPE[:null]")
-    _common(ct)
+    common_options(ct)
     ct.set_defaults(func=run_create_table)
 
     ci = sub.add_parser("create-index", help="index a table or view by key columns")
@@ -127,7 +172,7 @@ def _add_ddl_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         help="key column names (or positions: 0, 1, ...)",
     )
     ci.add_argument("--name", help="the index's name (default: index_<id>)")
-    _common(ci)
+    common_options(ci)
     ci.set_defaults(func=run_create_index)
 
     cv = sub.add_parser(
@@ -142,13 +187,13 @@ def _add_ddl_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     what.add_argument("--plan", metavar="FILE", help='a plan\'s JSON file; "-" reads stdin')
     what.add_argument("--from", dest="source", metavar="NAME", help="a collection to copy")
     cv.add_argument("--columns", nargs="+", metavar="COL", help="with --from: only these")
-    _common(cv)
+    common_options(cv)
     cv.set_defaults(func=run_create_view)
 
     dr = sub.add_parser("drop", help="drop a table, index or materialized view")
     dr.add_argument("name")
     dr.add_argument("--cascade", action="store_true", help="drop what reads it too")
-    _common(dr)
+    common_options(dr)
     dr.set_defaults(func=run_drop)
 
     rp = sub.add_parser(
@@ -172,7 +217,7 @@ def _add_ddl_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         metavar="G",
         help="with --lag-ms: round the since down to multiples of G (default 1000)",
     )
-    _common(rp)
+    common_options(rp)
     rp.set_defaults(func=run_read_policy)
 
 
@@ -183,9 +228,27 @@ def _key_value(text: str) -> Any:
         return text  # a bare string
 
 
+_RETRY_S = 0.25
+
+
+def _waiting(args: argparse.Namespace) -> Callable[[], None]:
+    def say() -> None:
+        print(f"tidegate {args.command}: waiting for the controller to start...", file=sys.stderr)
+
+    return say
+
+
 def _call(args: argparse.Namespace, method: str, path: str, body: dict[str, Any] | None) -> Any:
-    with ControlClient.for_data_dir(args.data_dir, timeout=args.timeout) as client:
+    """One request; while the controller is starting, retried until ``--timeout`` passes."""
+    with ControlClient.for_data_dir(
+        args.data_dir, timeout=args.timeout, on_starting=_waiting(args)
+    ) as client:
         return client.call(method, path, body)
+
+
+def run(args: argparse.Namespace, method: str, path: str, body: dict[str, Any] | None) -> Any:
+    """Call the controller for command ``args.command``; exits 3 if none runs, 1 if it refuses."""
+    return _run(args, method, path, body)
 
 
 def _run(args: argparse.Namespace, method: str, path: str, body: dict[str, Any] | None) -> Any:
@@ -200,11 +263,123 @@ def _run(args: argparse.Namespace, method: str, path: str, body: dict[str, Any] 
 
 
 def run_status(args: argparse.Namespace) -> int:
-    status = _run(args, "GET", "/status", None)
-    from .render import status_table
+    body = {"describe": True} if args.json else None
+    if args.wait:
+        status, ready = _wait_ready(args, body)
+    else:
+        status, ready = _run(args, "GET", "/status", body), True
+    from .render import status_table  # rich: only once there is something to show
 
     print(json.dumps(status, indent=2) if args.json else status_table(status))
+    if not ready:
+        print(
+            f"tidegate status: not ready after {args.timeout:g} s (see the replicas' status "
+            "and last error above)",
+            file=sys.stderr,
+        )
+        return 1
     return 0
+
+
+def _ready(status: dict[str, Any]) -> bool:
+    return status.get("state") == "running" and all(
+        r.get("status") == "connected" for r in status.get("replicas", [])
+    )
+
+
+def _wait_ready(args: argparse.Namespace, body: dict[str, Any] | None) -> tuple[Any, bool]:
+    """``status --wait``: poll until a controller runs with every replica connected."""
+    deadline = time.monotonic() + args.timeout
+    while True:
+        try:
+            status = _call(args, "GET", "/status", body)
+        except NoController as e:
+            if time.monotonic() >= deadline:
+                print(f"tidegate status: {e.message}", file=sys.stderr)
+                raise SystemExit(3) from None
+        except ControlError as e:
+            print(f"tidegate status: {e.type}: {e.message}", file=sys.stderr)
+            raise SystemExit(1) from None
+        else:
+            if _ready(status) or time.monotonic() >= deadline:
+                return status, _ready(status)
+        time.sleep(_RETRY_S)
+
+
+def run_describe(args: argparse.Namespace) -> int:
+    result = _run(args, "POST", "/describe", {"name": args.name})
+    from .render import describe_text
+
+    print(json.dumps(result, indent=2) if args.json else describe_text(result))
+    return 0
+
+
+def run_subscribe(args: argparse.Namespace) -> int:
+    """Stream a subscribe's lines until it ends, fails or Ctrl-C (which ends it cleanly)."""
+    from .times import format_time
+
+    body: dict[str, Any] = {"name": args.name}
+    if args.as_of is not None:
+        body["as_of"] = args.as_of
+    batches = changes = 0
+    try:
+        with ControlClient.for_data_dir(
+            args.data_dir, timeout=args.timeout, on_starting=_waiting(args)
+        ) as client:
+            client.call("POST", "/describe", {"name": args.name})  # waits while it starts
+            lines = client.stream("POST", "/subscribe", body)  # a generator: closed below
+            try:
+                for line in lines:
+                    if args.json:
+                        print(json.dumps(line), flush=True)
+                    if "error" in line:
+                        err = line["error"]
+                        print(
+                            f"tidegate subscribe: {err['type']}: {err['message']}", file=sys.stderr
+                        )
+                        return 1
+                    if "subscribe" in line:
+                        if not args.json:
+                            print(
+                                f"subscribe {line['subscribe']} ({line['id']}) as of "
+                                f"{format_time(line['as_of'])}; Ctrl-C to stop",
+                                file=sys.stderr,
+                            )
+                            print("  ".join(["TIME", "DIFF", *line["columns"]]), flush=True)
+                        continue
+                    batches += 1
+                    changes += len(line["updates"])
+                    if not args.json:
+                        _print_batch(line, args.progress)
+                    if not line["upper"]:
+                        return 0  # the collection will never change again
+            finally:
+                lines.close()
+    except KeyboardInterrupt:
+        print(
+            f"tidegate subscribe: stopped after {batches} batch(es), {changes} change(s)",
+            file=sys.stderr,
+        )
+        return 0
+    except NoController as e:
+        print(f"tidegate subscribe: {e.message}", file=sys.stderr)
+        return 3
+    except ControlError as e:
+        print(f"tidegate subscribe: {e.type}: {e.message}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _print_batch(line: dict[str, Any], progress: bool) -> None:
+    from .times import format_time
+    from .values import format_value
+
+    for u in line["updates"]:
+        cells = [format_time(u["time"]), f"{u['diff']:+d}", *(format_value(v) for v in u["row"])]
+        print("  ".join(cells))
+    if progress and line["upper"]:
+        print(f"PROGRESS {format_time(line['upper'][0])}")
+    sys.stdout.flush()
 
 
 def run_peek(args: argparse.Namespace) -> int:
@@ -217,7 +392,13 @@ def run_peek(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
-    print(f"{result['name']} ({result['id']}) at {result['time']}: {len(result['rows'])} row(s)")
+    from .times import format_time
+
+    fresh = " (the freshest time)" if result.get("freshest") else ""
+    print(
+        f"{result['name']} ({result['id']}) at {format_time(result['time'])}{fresh}: "
+        f"{len(result['rows'])} row(s)"
+    )
     print(format_table([*result["columns"], "DIFF"], [[*row, n] for row, n in result["rows"]]))
     return 0
 
@@ -264,8 +445,11 @@ def run_append(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result))
     else:
+        from .times import format_time
+
         print(
-            f"appended {result['rows']} row(s) to {result['table']} at {result['time']} (durable)"
+            f"appended {result['rows']} row(s) to {result['table']} at "
+            f"{format_time(result['time'])} (durable)"
         )
     return 0
 
@@ -346,9 +530,11 @@ def run_read_policy(args: argparse.Namespace) -> int:
     else:
         policy = {"kind": "none"}
     result = _run(args, "POST", "/read-policy", {"name": args.name, "policy": policy})
+    from .render import format_frontier
+
     text = (
         f"read policy of {result['name']} ({result['id']}): {_policy_text(result['policy'])}; "
-        f"since now {result['since']}"
+        f"since now {format_frontier(result['since'])}"
     )
     return _print(args, result, text)
 

@@ -8,7 +8,10 @@ commands never open the store themselves: no second writer, no second
 timestamp oracle.
 
 Routes (all but ``/health`` need ``Authorization: Bearer <token>``):
-``GET /health``, ``GET /status``, ``POST /peek`` ``{"name", "at"?, "key"?}``,
+``GET /health``, ``GET /status`` ``{"describe"?}``, ``POST /describe`` ``{"name"}``,
+``POST /subscribe`` ``{"name", "as_of"?}`` (streamed: one JSON object per line),
+``GET /replicas``, ``POST /replica-add`` ``{"name", "address"?, "executor"?,
+"spark_master"?}``, ``POST /replica-drop`` ``{"name"}``, ``POST /peek`` ``{"name", "at"?, "key"?}``,
 ``POST /append`` ``{"table", "rows"}``, ``POST /copy-to`` ``{"name", "url", "at"?}``; DDL (see :mod:`.ddl` and :mod:`.service`):
 ``POST /create-table`` ``{"name", "columns"}``, ``POST /create-index``
 ``{"on", "keys", "name"?}``, ``POST /create-view`` ``{"name", "plan"}`` or
@@ -16,7 +19,8 @@ Routes (all but ``/health`` need ``Authorization: Bearer <token>``):
 ``POST /read-policy`` ``{"name", "policy"}``; ``POST /sql`` ``{"sql", "params"?}`` (see
 :mod:`.sql`). Answers are ``{"result": ...}``
 or, on a refusal, ``{"error": {"type": <error class>, "message": ...}}`` with a
-4xx status.
+4xx status (``503 Starting`` while ``tidegate up`` starts, when only ``/status``
+and ``/health`` answer; see :mod:`.gate`).
 
 The server is Starlette on uvicorn (:mod:`.control_server`, imported only by
 :func:`serve_control`). Connections are kept alive between requests. The
@@ -36,7 +40,7 @@ import secrets
 import select
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -54,6 +58,7 @@ __all__ = [
     "Handler",
     "NoController",
     "Refusal",
+    "Stream",
     "new_token",
     "serve_control",
 ]
@@ -69,6 +74,8 @@ _READ_TIMEOUT_S = 30.0
 """How long a client may take to send a request's head, and then its body."""
 _MAX_CONNECTIONS = 64
 """Connections served at once; one more is answered 503 at once."""
+_STARTING_RETRY_S = 0.25
+"""How often :class:`ControlClient` retries a call while the controller is starting."""
 _CLIENT_IDLE_S = 3.0
 """How long :class:`ControlClient` reuses an idle connection (the server keeps one for 5 s)."""
 
@@ -182,8 +189,31 @@ def new_token() -> str:
     return secrets.token_urlsafe(24)
 
 
+class Stream:
+    """A streamed answer: a handler returns one to send its items as they come, one JSON object
+    per line (NDJSON, ``application/x-ndjson``), instead of one ``{"result": ...}``.
+
+    The server calls :meth:`aclose` when the stream ends, fails or the client goes away (which
+    is how a ``tidegate subscribe`` ended with Ctrl-C drops its subscribe).
+    """
+
+    def __init__(
+        self,
+        items: AsyncIterator[Mapping[str, Any]],
+        close: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self.items = items
+        self._close = close
+
+    async def aclose(self) -> None:
+        if self._close is not None:
+            close, self._close = self._close, None
+            await close()
+
+
 Handler = Callable[[str, str, Mapping[str, Any]], Awaitable[Any]]
-"""``(method, path, body) -> result``; raises :class:`Refusal` to refuse."""
+"""``(method, path, body) -> result``; raises :class:`Refusal` to refuse; a :class:`Stream`
+result is streamed."""
 
 
 async def serve_control(
@@ -217,16 +247,33 @@ class ControlClient:
     it is used, or, if the server closed it just as it was reused, the call is
     retried once on a fresh one (the server closes only idle connections, so
     the request was not seen). :meth:`close` (or ``with``) closes them.
+
+    While the controller is still starting (``503 Starting``, see :mod:`.gate`) a
+    call is retried every 0.25 s until ``timeout`` has passed since it began;
+    ``on_starting`` (if given) is called before the first retry of each call.
     """
 
-    def __init__(self, info: ControllerInfo, *, timeout: float = 60.0) -> None:
+    def __init__(
+        self,
+        info: ControllerInfo,
+        *,
+        timeout: float = 60.0,
+        on_starting: Callable[[], None] | None = None,
+    ) -> None:
         self.info = info
         self.timeout = timeout
+        self.on_starting = on_starting
         self._idle: list[tuple[http.client.HTTPConnection, float]] = []
         self._lock = threading.Lock()
 
     @classmethod
-    def for_data_dir(cls, data_dir: str | Path, *, timeout: float = 60.0) -> ControlClient:
+    def for_data_dir(
+        cls,
+        data_dir: str | Path,
+        *,
+        timeout: float = 60.0,
+        on_starting: Callable[[], None] | None = None,
+    ) -> ControlClient:
         """The client of the controller serving ``data_dir``; :class:`NoController` if none."""
         info = ControllerInfo.read(data_dir)
         if not info.alive():
@@ -234,7 +281,7 @@ class ControlClient:
                 f"the controller that served {info.data_dir} (pid {info.pid}) is gone; "
                 f"start one with: tidegate up --data-dir {data_dir}"
             )
-        return cls(info, timeout=timeout)
+        return cls(info, timeout=timeout, on_starting=on_starting)
 
     def __enter__(self) -> ControlClient:
         return self
@@ -266,7 +313,22 @@ class ControlClient:
         return http.client.HTTPConnection(host, int(port), timeout=self.timeout), False
 
     def call(self, method: str, path: str, body: Mapping[str, Any] | None = None) -> Any:
-        """One request; the result, or :class:`ControlError` with the server's error type."""
+        """One request; the result, or :class:`ControlError` with the server's error type
+        (waiting while the controller starts: see the class docstring)."""
+        deadline = time.monotonic() + self.timeout
+        told = False
+        while True:
+            try:
+                return self._call(method, path, body)
+            except ControlError as e:
+                if e.type != "Starting" or time.monotonic() >= deadline:
+                    raise
+            if not told and self.on_starting is not None:
+                self.on_starting()
+            told = True
+            time.sleep(_STARTING_RETRY_S)
+
+    def _call(self, method: str, path: str, body: Mapping[str, Any] | None) -> Any:
         import http.client
 
         payload = json.dumps(body or {}).encode()
@@ -304,20 +366,71 @@ class ControlClient:
                 with self._lock:
                     self._idle.append((conn, time.monotonic()))
             break
+        return _answer(response.status, raw, self.info.address)
+
+    def stream(
+        self, method: str, path: str, body: Mapping[str, Any] | None = None
+    ) -> Generator[Any, None, None]:
+        """A streamed request (a :class:`Stream` answer): each line's JSON as it arrives.
+
+        A refusal is a :class:`ControlError`, raised before anything is yielded. The
+        connection is the call's own, waits as long as the stream is quiet, and is closed
+        when the iteration ends or is abandoned (closing the generator: on Ctrl-C, say),
+        which ends the stream on the server.
+        """
+        import http.client
+
+        host, _, port = self.info.address.rpartition(":")
+        conn = http.client.HTTPConnection(host, int(port), timeout=self.timeout)
+        headers = {
+            "Authorization": f"Bearer {self.info.token}",
+            "Content-Type": "application/json",
+        }
         try:
-            data = json.loads(raw or b"{}")
-        except ValueError as e:
-            raise ControlError(
-                f"HTTP{response.status}", f"control endpoint {self.info.address}: {e}"
-            ) from None
-        if not isinstance(data, dict):
-            raise ControlError(
-                f"HTTP{response.status}", f"control endpoint {self.info.address}: {data!r}"
-            )
-        if "error" in data:
-            err = data["error"]
-            raise ControlError(str(err.get("type")), str(err.get("message")))
-        return data.get("result")
+            try:
+                conn.request(method, path, body=json.dumps(body or {}).encode(), headers=headers)
+                response = conn.getresponse()
+            except ConnectionRefusedError:
+                raise NoController(
+                    f"the controller at {self.info.address} (pid {self.info.pid}) refuses "
+                    "connections"
+                ) from None
+            except (OSError, http.client.HTTPException) as e:
+                raise ControlError(
+                    type(e).__name__, f"control endpoint {self.info.address}: {e}"
+                ) from None
+            if not response.getheader("content-type", "").startswith("application/x-ndjson"):
+                _answer(response.status, response.read(), self.info.address)  # raises if refused
+                raise ControlError(f"HTTP{response.status}", f"{path} answered without streaming")
+            if conn.sock is not None:
+                conn.sock.settimeout(None)  # a stream may be quiet for a long while
+            while True:
+                try:
+                    line = response.readline()
+                except (OSError, http.client.HTTPException) as e:
+                    raise ControlError(
+                        type(e).__name__, f"control endpoint {self.info.address}: {e}"
+                    ) from None
+                if not line:
+                    return
+                if line.strip():
+                    yield json.loads(line)
+        finally:
+            conn.close()
+
+
+def _answer(status: int, raw: bytes, address: str) -> Any:
+    """A response body's ``result``; :class:`ControlError` for an error or a malformed body."""
+    try:
+        data = json.loads(raw or b"{}")
+    except ValueError as e:
+        raise ControlError(f"HTTP{status}", f"control endpoint {address}: {e}") from None
+    if not isinstance(data, dict):
+        raise ControlError(f"HTTP{status}", f"control endpoint {address}: {data!r}")
+    if "error" in data:
+        err = data["error"]
+        raise ControlError(str(err.get("type")), str(err.get("message")))
+    return data.get("result")
 
 
 def _dropped(conn: http.client.HTTPConnection) -> bool:

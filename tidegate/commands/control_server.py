@@ -19,7 +19,10 @@ the CLI's clients never pay for starlette and uvicorn. What each layer keeps:
 * the endpoint (Starlette): the body's JSON nesting is counted before parsing
   (at most ``max_nesting``, else 400), then the handler answers; a
   :class:`~.control.Refusal` keeps its status and type, any other error is a
-  500 naming its type, and the server keeps serving.
+  500 naming its type, and the server keeps serving. A :class:`~.control.Stream`
+  answer is sent as it comes, one JSON object per line (``application/x-ndjson``);
+  an error while streaming becomes a last ``{"error": ...}`` line, and the
+  stream is closed when it ends, fails or the client disconnects.
 
 On asyncio (what ``tidegate up`` runs on) uvicorn runs in the caller's event
 loop. On trio it runs on its own asyncio loop in a worker thread and calls the
@@ -34,7 +37,7 @@ import hmac
 import json
 import re
 import threading
-from collections.abc import Awaitable, Callable, Generator
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,12 +51,12 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import Response
+from starlette.responses import Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from .control import Handler, Refusal
+from .control import Handler, Refusal, Stream
 
 __all__ = ["Limits", "serve"]
 
@@ -201,6 +204,8 @@ def _app(handler: Handler, token: str, limits: Limits) -> Starlette:
             return _error(r.status, r.type, r.message)
         except Exception as e:  # one bad request must not take the controller down
             return _error(500, type(e).__name__, str(e))
+        if isinstance(result, Stream):
+            return _StreamResponse(result)
         return _json(200, {"result": result})
 
     async def http_error(request: Request, exc: Exception) -> Response:
@@ -212,6 +217,30 @@ def _app(handler: Handler, token: str, limits: Limits) -> Starlette:
         middleware=[Middleware(_Guard, token=token, limits=limits)],
         exception_handlers={HTTPException: http_error},
     )
+
+
+class _StreamResponse(StreamingResponse):
+    """A :class:`~.control.Stream` as NDJSON; the stream is closed however the response ends."""
+
+    def __init__(self, stream: Stream) -> None:
+        self.stream = stream
+        super().__init__(_lines(stream), media_type="application/x-ndjson")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self.stream.aclose()
+
+
+async def _lines(stream: Stream) -> AsyncIterator[bytes]:
+    try:
+        async for item in stream.items:
+            yield json.dumps(item, default=str).encode() + b"\n"
+    except Exception as e:  # the stream broke: say why, as its last line
+        error = {"error": {"type": type(e).__name__, "message": str(e)}}
+        yield json.dumps(error).encode() + b"\n"
 
 
 # -- per connection: the connection limit and the head's time ------------------------------------
@@ -380,7 +409,8 @@ async def _serve_in_thread(
     async with anyio.from_thread.BlockingPortal() as portal:
 
         async def bridged(method: str, path: str, body: Any) -> Any:
-            return await asyncio.wrap_future(portal.start_task_soon(handler, method, path, body))
+            result = await asyncio.wrap_future(portal.start_task_soon(handler, method, path, body))
+            return _bridged_stream(result, portal) if isinstance(result, Stream) else result
 
         server = _server(bridged, token, host, port, limits)
         failed: list[BaseException] = []
@@ -408,3 +438,29 @@ async def _serve_in_thread(
             server.should_exit = True
             with anyio.CancelScope(shield=True):
                 await anyio.to_thread.run_sync(thread.join)
+
+
+_END = object()
+
+
+def _bridged_stream(stream: Stream, portal: anyio.from_thread.BlockingPortal) -> Stream:
+    """``stream`` (whose items come from the caller's loop) read from uvicorn's loop."""
+
+    async def step() -> Any:
+        try:
+            return await anext(stream.items)
+        except StopAsyncIteration:
+            return _END
+
+    async def items() -> AsyncIterator[Mapping[str, Any]]:
+        while True:
+            item = await asyncio.wrap_future(portal.start_task_soon(step))
+            if item is _END:
+                return
+            yield item
+
+    async def close() -> None:
+        with contextlib.suppress(RuntimeError):  # the portal is gone: the caller's loop ended
+            await asyncio.wrap_future(portal.start_task_soon(stream.aclose))
+
+    return Stream(items(), close)

@@ -32,6 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 from tidegate.runtime.defaults import DATA_DIR_ENV
 
+from .times import format_time
+
 if TYPE_CHECKING:  # the demo's modules are imported when it runs, not to build the CLI's parser
     from tidegate.spec.frontier import Row
     from tidegate.spec.ids import GlobalId
@@ -311,13 +313,13 @@ class Demo:
         self.tally.peeks += 1
         ok = rows == want
         if not ok:
-            self.fail(f"peek {name} at {at}: {len(rows)} rows, reference {len(want)}")
+            self.fail(f"peek {name} at {format_time(at)}: {len(rows)} rows, reference {len(want)}")
         if show:
             from .render import format_table
 
             body = sorted(rows.items())
             self.say(
-                f"   peek {name} at {at}: {len(rows)} rows "
+                f"   peek {name} at {format_time(at)}: {len(rows)} rows "
                 f"{'= reference ✓' if ok else '!= reference ✗'}"
             )
             self.say(
@@ -451,7 +453,7 @@ async def _phases(d: Demo, orchestrator: Any) -> None:
         await d.peek_checked(env, "sales_by_region", d.last_ts)
         ts = await d.append_batch(env)
         await d.peek_checked(env, "totals_by_customer", ts)
-        d.say(f"   an append after the restart (ts {ts}) is visible in the index ✓")
+        d.say(f"   an append after the restart (at {format_time(ts)}) is visible in the index ✓")
 
     d.phase("8. the offline history checker on the recorded client history")
     violations = d.rec.check()

@@ -21,16 +21,24 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from .times import format_time
+
 if TYPE_CHECKING:
     from rich.progress import Progress, TaskID
 
 __all__ = [
     "ProgressBar",
+    "describe_text",
+    "format_bytes",
+    "format_error",
     "format_frontier",
+    "format_hydration",
     "format_lag",
     "format_policy",
+    "format_seconds",
     "format_table",
     "psql_table",
+    "replicas_table",
     "status_table",
 ]
 
@@ -89,7 +97,14 @@ def psql_table(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
 
 
 def format_frontier(elements: Sequence[Any]) -> str:
-    """``[]`` for the empty (closed) frontier, else the elements."""
+    """``[]`` for the empty (closed) frontier, else each element and its ISO time:
+    ``1764312000123 (2025-11-28T06:40:00.123Z)``."""
+    if not elements:
+        return "[]"
+    return ", ".join(format_time(e) for e in elements)
+
+
+def _elements(elements: Sequence[Any]) -> str:
     return "[" + ", ".join(str(e) for e in elements) + "]"
 
 
@@ -118,23 +133,88 @@ def format_policy(policy: dict[str, Any] | None) -> str:
     if kind == "valid-from":
         if "time" in policy:
             return f"valid-from {policy['time']}"
-        return f"valid-from {format_frontier(policy.get('frontier', []))}"
+        return f"valid-from {_elements(policy.get('frontier', []))}"
     if kind == "none":
-        return f"hold {format_frontier(policy.get('since', []))}"
+        return f"hold {_elements(policy.get('since', []))}"
     if kind == "multiple":
         parts = [format_policy(p) for p in policy.get("policies", [])]
         return " + ".join(parts) or "-"
     return str(kind)
 
 
-def status_table(status: dict[str, Any]) -> str:
-    """The ``tidegate status`` text: collections (since, upper, lag, read policy), then replicas.
+def format_bytes(n: int | None) -> str:
+    """``4.0 GiB``, ``512 MiB``, ``1000 B``; ``-`` for none."""
+    if n is None:
+        return "-"
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= size:
+            value = n / size
+            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
+    return f"{n} B"
 
-    A last line gives the metrics address when the controller serves metrics.
-    """
-    out = [
+
+def format_seconds(s: float) -> str:
+    """A duration: ``0.42 s``, ``12.3 s``, ``4 min 5 s``, ``2 h 3 min``."""
+    if s < 10:
+        return f"{s:.2f} s"
+    if s < 60:
+        return f"{s:.1f} s"
+    if s < 3600:
+        return f"{int(s // 60)} min {int(s % 60)} s"
+    return f"{int(s // 3600)} h {int(s % 3600 // 60)} min"
+
+
+def format_hydration(entries: Sequence[dict[str, Any]], kind: str = "") -> str:
+    """Per replica: ``r1 0.42 s`` once hydrated (how long it took), ``r1 hydrating`` before;
+    ``-`` for a table (always readable) or a collection no replica was sent."""
+    if kind == "table" or not entries:
+        return "-"
+    parts = []
+    for h in entries:
+        if h.get("hydrated") and h.get("seconds") is not None:
+            parts.append(f"{h['replica']} {format_seconds(float(h['seconds']))}")
+        elif h.get("hydrated"):
+            parts.append(f"{h['replica']} hydrated")
+        else:
+            parts.append(f"{h['replica']} hydrating")
+    return ", ".join(parts)
+
+
+def _controller_line(status: dict[str, Any]) -> str | None:
+    c = status.get("controller")
+    if not c:
+        return None
+    state = c.get("state", status.get("state", "running"))
+    started = c.get("started_ms")
+    now = status.get("now_ms")
+    since = ""
+    if isinstance(started, int) and isinstance(now, int):
+        since = (
+            f", started {format_time(started)}, {format_seconds(max(0, now - started) / 1000)} ago"
+        )
+    line = f"controller: {state} (pid {c.get('pid')}{since})"
+    if state == "starting":
+        line += "; collections are listed once the replicas have started"
+    return line
+
+
+def status_table(status: dict[str, Any]) -> str:
+    """The ``tidegate status`` text: the controller's state, collections (since, upper, lag, read
+    policy, hydration per replica), replicas (status, epoch, address, process, memory limit,
+    objects hydrated, last error), the errors collections answered, and the metrics address."""
+    out = []
+    head = _controller_line(status)
+    if head is not None:
+        out.append(head)
+    if status.get("state") == "starting":
+        replicas = status.get("replicas", [])
+        out += ["", replicas_table(replicas) if replicas else "replicas: none started yet"]
+        return "\n".join(out)
+    if head is not None:
+        out.append("")
+    out.append(
         format_table(
-            ["NAME", "ID", "KIND", "SINCE", "UPPER", "LAG", "READ POLICY"],
+            ["NAME", "ID", "KIND", "SINCE", "UPPER", "LAG", "READ POLICY", "HYDRATION"],
             [
                 [
                     c["name"],
@@ -143,24 +223,120 @@ def status_table(status: dict[str, Any]) -> str:
                     format_frontier(c["since"]),
                     format_frontier(c["upper"]),
                     format_lag(c["lag_ms"]),
-                    format_policy(c.get("read_policy")),
+                    _policy_cell(c),
+                    format_hydration(c.get("hydration", []), c["kind"]),
                 ]
                 for c in status["collections"]
             ],
         )
-    ]
+    )
     replicas = status.get("replicas", [])
     if replicas:
-        keys = list(dict.fromkeys(k for r in replicas for k in r))
         out.append("")
-        out.append(
-            format_table([k.upper() for k in keys], [[r.get(k) for k in keys] for r in replicas])
-        )
+        out.append(replicas_table(replicas))
+    errors = [c for c in status["collections"] if c.get("error")]
+    if errors:
+        out.append("")
+        out.append("errors (the last error each collection answered):")
+        out += [f"  {c['name']} ({c['id']}): {format_error(c['error'])}" for c in errors]
     metrics = status.get("metrics")
     if metrics:
         out.append("")
         out.append(f"metrics: http://{metrics}/metrics")
     return "\n".join(out)
+
+
+def _policy_cell(c: dict[str, Any]) -> str:
+    """The read policy set, else the one in effect marked ``(default)``, else ``-``."""
+    if c.get("read_policy") is None and c.get("read_policy_effective") is not None:
+        return f"{format_policy(c['read_policy_effective'])} (default)"
+    return format_policy(c.get("read_policy"))
+
+
+def format_error(e: dict[str, Any]) -> str:
+    """A collection's last error (:func:`.overview.error_json`) in a line."""
+    how = "a peek answered it" if e.get("source") == "peek" else str(e.get("source"))
+    if e.get("at") is not None:
+        how += f" at {format_time(e['at'])}"
+    seen = f"; seen {e['seen_iso']}" if e.get("seen_iso") else ""
+    return f"{e.get('message')} [{how}{seen}]"
+
+
+def _runs(r: dict[str, Any]) -> str:
+    if not r.get("managed"):
+        return "unmanaged"
+    if r.get("executor") == "spark":
+        return f"spark {r.get('spark_master')}"
+    return str(r.get("executor") or "-")
+
+
+def replicas_table(replicas: Sequence[dict[str, Any]], *, detail: bool = False) -> str:
+    """Replicas: name, status, epoch, address, process (pid, restarts), memory limit, objects
+    hydrated, last error (``tidegate status``); with ``detail`` (``tidegate replica list``)
+    also what runs it (``spark local[1]``, ``python``, ``unmanaged``)."""
+
+    def dash(v: Any) -> Any:
+        return "-" if v is None or v == "" else v
+
+    def hydrated(r: dict[str, Any]) -> str:
+        if r.get("objects") is None:
+            return "-"
+        return f"{r.get('objects_hydrated')}/{r.get('objects')}"
+
+    headers = ["NAME", "STATUS", "EPOCH", "ADDRESS", "PID", "RESTARTS", "MEMORY LIMIT"]
+    headers += ["HYDRATED", *(["RUNS"] if detail else []), "LAST ERROR"]
+    rows = [
+        [
+            r["name"],
+            r.get("status"),
+            dash(r.get("epoch")),
+            dash(r.get("address")),
+            dash(r.get("pid")),
+            dash(r.get("restarts")),
+            format_bytes(r.get("memory_limit")),
+            hydrated(r),
+            *([_runs(r)] if detail else []),
+            dash(r.get("last_error")),
+        ]
+        for r in replicas
+    ]
+    return format_table(headers, rows)
+
+
+def describe_text(d: dict[str, Any]) -> str:
+    """``tidegate describe``: an object's columns, keys, plan, dependencies, read policy, frontiers,
+    hydration and last error, as labelled lines."""
+    lines = [f"{d['kind']} {d['name']} ({d['id']})"]
+    cols = format_table(
+        ["COLUMN", "TYPE", "NULLABLE"],
+        [[c["name"], c["type"], "yes" if c.get("nullable", True) else "no"] for c in d["columns"]],
+    )
+    lines += ["", *cols.splitlines()]
+    if d.get("keys") is not None:
+        on = d.get("on")
+        of = f" of {on['name']} ({on['id']})" if on else ""
+        lines += ["", f"keys: {', '.join(d['keys'])}{of}"]
+
+    def names(items: Sequence[dict[str, Any]]) -> str:
+        return ", ".join(f"{x['name']} ({x['id']}, {x['kind']})" for x in items) or "-"
+
+    lines += ["", f"reads: {names(d.get('dependencies', []))}"]
+    lines.append(f"read by: {names(d.get('dependents', []))}")
+    if "read_policy_effective" in d:
+        policy = format_policy(d["read_policy_effective"])
+        lines.append(f"read policy: {policy}{' (default)' if d.get('read_policy_default') else ''}")
+    if "since" in d:
+        lines.append(f"since: {format_frontier(d['since'])}")
+        lines.append(f"upper: {format_frontier(d['upper'])}")
+        lines.append(f"lag: {format_lag(d.get('lag_ms'))}")
+        lines.append(f"hydration: {format_hydration(d.get('hydration', []), d['kind'])}")
+    if d.get("error"):
+        lines.append(f"error: {format_error(d['error'])}")
+    if d.get("definition"):
+        lines += ["", "definition:", *("  " + x for x in d["definition"].splitlines())]
+    if d.get("plan"):
+        lines += ["", "plan:", *("  " + x for x in d["plan"].splitlines())]
+    return "\n".join(lines)
 
 
 class ProgressBar:

@@ -1,8 +1,21 @@
-"""What the control endpoint does: status, peek, append and DDL against a running ``Environment``.
+"""What the control endpoint does: status, peek, subscribe, append, DDL and replicas, against a
+running ``Environment``.
 
 Kept apart from the HTTP layer (:mod:`.control`) so it can be called and
 tested directly. Collections are named as in the catalog (a table's,
-index's or materialized view's name) or by id (``u7``).
+index's or materialized view's name) or by id (``u7``). What ``status``,
+``describe`` and ``replicas`` report is built by :mod:`.overview`.
+
+``subscribe`` answers a :class:`~.control.Stream`: a first line describing
+the subscribe (``{"subscribe": NAME, "id", "columns", "as_of", "as_of_iso"}``),
+then a line per batch as it arrives (``{"lower", "upper", "updates": [{"time",
+"row", "diff", "time_iso"}, ...]}`` with ``_iso`` twins), ending after the
+batch whose upper is ``[]``, or with an ``{"error": {"type", "message"}}``
+line; closing the stream drops the subscribe.
+
+Replicas: ``replicas`` lists them; ``add_replica`` / ``drop_replica`` are
+``Environment.add_replica`` / ``drop_replica`` (Materialize's ``CREATE/DROP
+CLUSTER REPLICA``, recorded in the catalog).
 
 DDL (``create_table``, ``create_index``, ``create_view``, ``drop``,
 ``set_read_policy``) checks its input here first (:mod:`.ddl`), then lets the
@@ -13,8 +26,8 @@ rest) and leaves the catalog unchanged.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+import os
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -23,11 +36,10 @@ from tidegate.runtime.errors import DuplicateCatalogName, HasDependents, Unknown
 from tidegate.runtime.metrics import lag_ms
 from tidegate.runtime.platform import wall_ms
 from tidegate.spec.errors import InvalidId, TidegateError
-from tidegate.spec.frontier import Antichain
 from tidegate.spec.ids import GlobalId
 from tidegate.spec.plan import Plan, Schema, gets, typecheck
 
-from .control import Refusal
+from .control import Refusal, Stream
 from .ddl import (
     DdlError,
     columns_to_json,
@@ -38,22 +50,18 @@ from .ddl import (
     projection_plan,
     schema_from_json,
 )
+from .overview import (
+    CollectionInfo,
+    collection_json,
+    describe_json,
+    frontier_json,
+    kind_of,
+    replicas_json,
+)
+from .times import iso_frontier, iso_ms
 from .values import RowsError, keys_from_json, row_to_json, rows_from_json
 
 __all__ = ["CollectionInfo", "ControlService", "frontier_json", "lag_ms"]
-
-
-@dataclass(frozen=True)
-class CollectionInfo:
-    """A named collection of the environment: ``kind`` is table, index or materialized-view."""
-
-    name: str
-    id: GlobalId
-    kind: str
-
-
-def frontier_json(f: Antichain) -> list[Any]:
-    return list(f.elements)
 
 
 class ControlService:
@@ -72,6 +80,8 @@ class ControlService:
         clock_ms: Callable[[], int] = wall_ms,
         wait_s: float = 30.0,
         metrics: str | None = None,
+        replica_memory_limit: int | None = None,
+        started_ms: int | None = None,
     ) -> None:
         self.env = env
         self.orchestrator = orchestrator
@@ -81,12 +91,16 @@ class ControlService:
         self.clock_ms = clock_ms
         self.wait_s = wait_s
         """How long a peek at a given time waits for the collection to be complete there."""
+        self.replica_memory_limit = replica_memory_limit
+        """The memory limit of each managed replica, in bytes (``None``: none): ``status`` shows it."""
+        self.started_ms = clock_ms() if started_ms is None else started_ms
+        """When the controller started (``status`` shows it)."""
 
     # -- the environment's catalog, by name ------------------------------------------------
 
     def collections(self) -> list[CollectionInfo]:
         """Every table, index and materialized view of the catalog, in id order."""
-        out = [CollectionInfo(e.name, e.id, _kind(e)) for e in self.env.state.entries()]
+        out = [CollectionInfo(e.name, e.id, kind_of(e)) for e in self.env.state.entries()]
         return sorted(out, key=lambda c: c.id)
 
     def resolve(self, name: str) -> CollectionInfo:
@@ -97,42 +111,108 @@ class ControlService:
 
     # -- requests --------------------------------------------------------------------------
 
-    async def status(self) -> dict[str, Any]:
-        now = self.clock_ms()
-        rows = []
-        for c in self.collections():
-            since, upper = self.env.frontiers(c.id)
-            rows.append(
-                {
-                    "name": c.name,
-                    "id": str(c.id),
-                    "kind": c.kind,
-                    "since": frontier_json(since),
-                    "upper": frontier_json(upper),
-                    "lag_ms": lag_ms(upper, now),
-                    "read_policy": _policy_json(self.env.state.read_policy(c.id)),
-                }
-            )
-        processes = self.orchestrator.status() if self.orchestrator is not None else {}
-        replicas = []
-        for r in self.env.replicas():
-            entry = {
-                "name": r.replica,
-                "status": r.status,
-                "epoch": r.epoch,
-                "address": r.address,
-                "last_error": r.last_error or None,
-            }
-            p = processes.get(r.replica)
-            if p is not None:
-                entry.update(process=p.state, pid=p.pid, restarts=p.restarts)
-            replicas.append(entry)
+    def controller_json(self, state: str = "running") -> dict[str, Any]:
+        """The controller's own line of ``status``: its state, pid and start time."""
         return {
+            "state": state,
+            "pid": os.getpid(),
+            "started_ms": self.started_ms,
+            "started_iso": iso_ms(self.started_ms),
+        }
+
+    async def status(self, *, describe: bool = False) -> dict[str, Any]:
+        """Collections (frontiers, lag, read policy, hydration, last error; with ``describe``
+        also their columns, keys, plan and dependencies), replicas, and the metrics address."""
+        now = self.clock_ms()
+        hydration: dict[GlobalId, list[dict[str, Any]]] = {}
+        for h in self.env.hydration():
+            hydration.setdefault(h.id, []).append(
+                {"replica": h.replica, "hydrated": h.hydrated, "seconds": h.seconds}
+            )
+        rows = [
+            collection_json(self.env, c, now, hydration, describe=describe)
+            for c in self.collections()
+        ]
+        return {
+            "state": "running",
+            "controller": self.controller_json(),
             "now_ms": now,
+            "now_iso": iso_ms(now),
             "collections": rows,
-            "replicas": replicas,
+            "replicas": self.replicas(),
             "metrics": self.metrics,
         }
+
+    def replicas(self, *, detail: bool = False) -> list[dict[str, Any]]:
+        """Every replica: status, last error, epoch, address, process, memory limit, hydration."""
+        return replicas_json(self.env, self.orchestrator, self.replica_memory_limit, detail=detail)
+
+    async def describe(self, name: str) -> dict[str, Any]:
+        """What ``name`` (a collection or a view) is: columns, keys, plan, dependencies, read
+        policy, and for a collection its frontiers, hydration and last error."""
+        try:
+            gid = self.env.resolve(name)
+        except (UnknownCatalogObject, LookupError):
+            raise Refusal(
+                404, "UnknownCollection", f"no table, index, view or materialized view {name!r}"
+            ) from None
+        return describe_json(self.env, gid, self.clock_ms())
+
+    async def add_replica(
+        self, name: Any, address: Any = None, executor: Any = None, spark_master: Any = None
+    ) -> dict[str, Any]:
+        """Add replica ``name``: managed (started by the orchestrator) or, with ``address``, one
+        that runs already; answers its line of :meth:`replicas`."""
+        for field, value in (
+            ("name", name),
+            ("address", address),
+            ("executor", executor),
+            ("spark_master", spark_master),
+        ):
+            if value is not None and not isinstance(value, str):
+                raise Refusal(400, "BadRequest", f"{field} must be a string, got {value!r}")
+        if address is not None and spark_master is not None:
+            raise Refusal(
+                400, "BadRequest", "a replica at an address runs already: no spark master"
+            )
+        await self.env.add_replica(name, address, executor=executor, spark_master=spark_master)
+        return self._replica(name)
+
+    async def drop_replica(self, name: Any) -> dict[str, Any]:
+        """Drop replica ``name`` (a managed one is stopped)."""
+        if not isinstance(name, str):
+            raise Refusal(400, "BadRequest", f"name must be a string, got {name!r}")
+        try:
+            entry = self.env.state.replica(name)
+        except UnknownCatalogObject:
+            raise Refusal(404, "UnknownReplica", f"no replica named {name!r}") from None
+        await self.env.drop_replica(name)
+        return {"name": name, "managed": entry.managed}
+
+    def _replica(self, name: str) -> dict[str, Any]:
+        for r in self.replicas(detail=True):
+            if r["name"] == name:
+                return r
+        raise Refusal(404, "UnknownReplica", f"no replica {name!r}")  # pragma: no cover
+
+    async def subscribe(self, name: str, as_of: Any = None) -> Stream:
+        """Stream ``name``'s changes from ``as_of`` (default: the freshest time) as they come."""
+        if as_of is not None and (type(as_of) is not int or as_of < 0):
+            raise Refusal(
+                400, "BadRequest", f"as_of must be a timestamp (an integer >= 0), got {as_of!r}"
+            )
+        c = self.resolve(name)
+        schema = self.env.schema(c.id)
+        sub = await self.env.subscribe(c.id, as_of)
+        start = frontier_json(sub.upper)
+        header = {
+            "subscribe": c.name,
+            "id": str(c.id),
+            "columns": list(schema.names),
+            "as_of": start[0] if start else None,
+            "as_of_iso": iso_ms(start[0]) if start else None,
+        }
+        return Stream(_subscribe_lines(header, sub), sub.aclose)
 
     async def peek(self, name: str, at: int | None, key: Sequence[Any] | None) -> dict[str, Any]:
         """Read ``name`` at ``at`` (waiting up to ``wait_s`` for it to be complete) or freshest."""
@@ -148,15 +228,20 @@ class ControlService:
                 kwargs["key"] = keys_from_json(key, schema, self.env.state.get(c.id).keys)
             except RowsError as e:
                 raise Refusal(400, "BadKey", str(e)) from None
+        freshest = at is None
         if at is not None:
             at = int(at)
             with anyio.move_on_after(self.wait_s):
                 await self.env.wait_for(c.id, at)
+        else:
+            at = await self.env.freshest(c.id)
         result = await self.env.peek(c.id, at, **kwargs)
         return {
             "name": c.name,
             "id": str(c.id),
-            "time": "freshest" if at is None else at,
+            "time": at,
+            "time_iso": iso_ms(at),
+            "freshest": freshest,
             "columns": list(schema.names),
             "rows": [[row_to_json(r), n] for r, n in _rows_of(result)],
         }
@@ -180,7 +265,7 @@ class ControlService:
         except RowsError as e:
             raise Refusal(400, "BadRows", str(e)) from None
         ts = await self.env.append(c.name, updates)
-        return {"table": c.name, "time": ts, "rows": len(updates)}
+        return {"table": c.name, "time": ts, "time_iso": iso_ms(ts), "rows": len(updates)}
 
     async def sql(self, text: Any, params: Any = None) -> dict[str, Any]:
         """Run the SQL statement(s) ``text`` (see :mod:`tidegate.runtime.sql`); the last result.
@@ -224,7 +309,7 @@ class ControlService:
         return {
             "name": entry.name,
             "id": str(gid),
-            "kind": _kind(entry),
+            "kind": kind_of(entry),
             "columns": columns_to_json(schema),
         }
 
@@ -294,7 +379,7 @@ class ControlService:
             ) from None
         return {
             "dropped": [
-                {"name": entries[g].name, "id": str(g), "kind": _kind(entries[g])} for g in gone
+                {"name": entries[g].name, "id": str(g), "kind": kind_of(entries[g])} for g in gone
             ]
         }
 
@@ -305,11 +390,13 @@ class ControlService:
         c = self.resolve(name)
         p = policy_from_json(policy, self.env.frontiers(c.id)[0])
         await self.env.set_read_policy(c.id, p)
+        since = frontier_json(self.env.frontiers(c.id)[0])
         return {
             "name": c.name,
             "id": str(c.id),
             "policy": policy_to_json(p),
-            "since": frontier_json(self.env.frontiers(c.id)[0]),
+            "since": since,
+            "since_iso": iso_frontier(since),
         }
 
     # -- routing -------------------------------------------------------------------------------
@@ -320,7 +407,25 @@ class ControlService:
             if (method, path) == ("GET", "/health"):
                 return {"ok": True}
             if (method, path) == ("GET", "/status"):
-                return await self.status()
+                return await self.status(describe=bool(body.get("describe", False)))
+            if (method, path) == ("POST", "/describe"):
+                return await self.describe(str(body["name"]))
+            if (method, path) == ("POST", "/subscribe"):
+                self._fields(path, body, {"name"}, {"as_of"})
+                return await self.subscribe(str(body["name"]), body.get("as_of"))
+            if (method, path) == ("GET", "/replicas"):
+                return {"replicas": self.replicas(detail=True)}
+            if (method, path) == ("POST", "/replica-add"):
+                self._fields(path, body, {"name"}, {"address", "executor", "spark_master"})
+                return await self.add_replica(
+                    body["name"],
+                    body.get("address"),
+                    body.get("executor"),
+                    body.get("spark_master"),
+                )
+            if (method, path) == ("POST", "/replica-drop"):
+                self._fields(path, body, {"name"}, set())
+                return await self.drop_replica(body["name"])
             if (method, path) == ("POST", "/peek"):
                 return await self.peek(str(body["name"]), body.get("at"), body.get("key"))
             if (method, path) == ("POST", "/copy-to"):
@@ -330,13 +435,7 @@ class ControlService:
             if (method, path) == ("POST", "/sql"):
                 return await self.sql(body["sql"], body.get("params"))
             if method == "POST" and path in _DDL_FIELDS:
-                required, optional = _DDL_FIELDS[path]
-                unknown = set(body) - required - optional
-                if unknown:
-                    raise Refusal(400, "BadRequest", f"{path} takes no field(s) {sorted(unknown)}")
-                missing = sorted(required - set(body))
-                if missing:
-                    raise Refusal(400, "BadRequest", f"{path} needs field(s) {missing}")
+                self._fields(path, body, *_DDL_FIELDS[path])
                 return await self._ddl(path, body)
         except UnknownCatalogObject as e:  # a KeyError too: caught first
             raise Refusal(404, "UnknownCollection", str(e)) from None
@@ -349,6 +448,15 @@ class ControlService:
         except TidegateError as e:
             raise Refusal(400, type(e).__name__, str(e)) from None
         raise Refusal(404, "NotFound", f"no route {method} {path}")
+
+    @staticmethod
+    def _fields(path: str, body: Mapping[str, Any], required: set[str], optional: set[str]) -> None:
+        unknown = set(body) - required - optional
+        if unknown:
+            raise Refusal(400, "BadRequest", f"{path} takes no field(s) {sorted(unknown)}")
+        missing = sorted(required - set(body))
+        if missing:
+            raise Refusal(400, "BadRequest", f"{path} needs field(s) {missing}")
 
     async def _ddl(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
         if path == "/create-table":
@@ -374,13 +482,28 @@ _DDL_FIELDS: dict[str, tuple[set[str], set[str]]] = {
 """Each DDL route's required and optional body fields (anything else is refused)."""
 
 
-def _kind(entry: Any) -> str:
-    name = type(entry).__name__
-    return {"TableEntry": "table", "IndexEntry": "index"}.get(name, "materialized-view")
-
-
-def _policy_json(policy: Any) -> dict[str, Any] | None:
-    return None if policy is None else policy_to_json(policy)
+async def _subscribe_lines(header: dict[str, Any], sub: Any) -> AsyncIterator[dict[str, Any]]:
+    """The lines of a subscribe's stream (see the module docstring)."""
+    yield header
+    async for batch in sub:
+        lower, upper = frontier_json(batch.lower), frontier_json(batch.upper)
+        line: dict[str, Any] = {
+            "lower": lower,
+            "lower_iso": iso_frontier(lower),
+            "upper": upper,
+            "upper_iso": iso_frontier(upper),
+        }
+        if batch.error is not None:
+            line["error"] = {"type": "SubscribeFailed", "message": batch.error}
+            yield line
+            return
+        line["updates"] = [
+            {"time": t, "time_iso": iso_ms(t), "row": row_to_json(row), "diff": d}
+            for t, row, d in batch.updates
+        ]
+        yield line
+    if not sub.finished:  # ended without its last batch: the controller is stopping
+        yield {"error": {"type": "ControllerStopping", "message": "the controller stopped"}}
 
 
 def _rows_of(result: Any) -> list[tuple[Any, int]]:

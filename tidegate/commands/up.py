@@ -1,29 +1,44 @@
 """``tidegate up``: the controller, its managed replicas and the shard store, until Ctrl-C/SIGTERM.
 
-It opens an ``Environment`` on the data directory (embedded defaults: a file
-blob store and a SQLite consensus in ``DATA_DIR``, managed replica processes on
-local Spark), serves the control endpoint (:mod:`.control`) that ``tidegate
-status/peek/append`` talk to, and writes ``DATA_DIR/controller.json``. With
-``--metrics HOST:PORT`` it also serves the controller's Prometheus metrics
-(:mod:`tidegate.runtime.metrics`) on ``http://HOST:PORT/metrics``, records
-that address in ``controller.json`` and shows it in ``tidegate status``. On
-SIGINT or SIGTERM it stops serving (requests in flight get up to 3 s to finish), closes
-the environment (which stops its replicas) and removes the file.
+It serves the control endpoint (:mod:`.control`) that ``tidegate status``,
+``peek`` and the other commands talk to, and writes ``DATA_DIR/controller.json``,
+first: while the replicas start (seconds on Spark) ``status`` answers
+``starting`` with their processes, and the other commands wait (:mod:`.gate`).
+Then it opens an ``Environment`` on the data directory (embedded defaults: a
+file blob store and a SQLite consensus in ``DATA_DIR``, managed replica
+processes on local Spark) and serves it. With ``--metrics HOST:PORT`` it also
+serves the controller's Prometheus metrics (:mod:`tidegate.runtime.metrics`)
+on ``http://HOST:PORT/metrics``, records that address in ``controller.json``
+and shows it in ``tidegate status``.
+
+What it does goes to stderr for people (:mod:`.events`): its own lines
+(``tidegate up: ...``), a spinner while it starts (on a terminal), then one
+line per replica event -- started, connected, failed (once per outage, with
+its reason), restarting, rehydrated (with the time it took), dropped. Its logs
+are JSON lines on stderr as well (:mod:`tidegate.runtime.logs`).
+
+On SIGINT or SIGTERM (during start-up too) it refuses new requests, gives
+those in flight up to 3 s, closes the environment (which stops its replicas),
+stops serving and removes the file; a second signal exits at once.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import signal
-import sys
+import time
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from tidegate.runtime.defaults import default_data_dir
 
 from .control import ControllerInfo, NoController, new_token
+
+if TYPE_CHECKING:
+    from .events import ReplicaEvents, Reporter
+    from .gate import Gate
 
 __all__ = ["add_parser", "run_up"]
 
@@ -114,95 +129,225 @@ def _refuse_if_running(data_dir: Path) -> None:
         )
 
 
-async def _up(args: argparse.Namespace) -> None:
+async def _up(args: argparse.Namespace, reporter: Reporter) -> None:
     import anyio
 
-    from tidegate.runtime.environment import Environment
     from tidegate.runtime.orchestrator import Orchestrator
 
     from .control import serve_control
-    from .service import ControlService
+    from .events import ReplicaEvents
+    from .gate import Gate
 
+    began = time.monotonic()
     data_dir = Path(args.data_dir)
-    data_dir.mkdir(parents=True, exist_ok=True)
+    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     _refuse_if_running(data_dir)
-    how_many = "the recorded" if args.replicas is None else str(args.replicas)
-    print(f"tidegate up: data in {data_dir.resolve()}; starting {how_many} replica(s)...")
-    limit = (
-        ()
-        if args.replica_memory_limit is None
-        else ("--memory-limit", str(args.replica_memory_limit))
-    )
+    events = ReplicaEvents(reporter)
     orchestrator = Orchestrator(
         data_dir,
         executor=args.executor,
         spark_master=args.spark_master,
-        extra_args=limit,
+        extra_args=_memory_limit_args(args.replica_memory_limit),
         spark_conf=dict(args.spark_conf),
         spark_ui=args.spark_ui,
+        on_status=events.on_process,
     )
-    async with (
-        orchestrator,
-        Environment.open(
-            data_dir,
-            replicas=args.replicas,
-            spark_master=args.spark_master,
-            executor=args.executor,
-            orchestrator=orchestrator,
-        ) as env,
-    ):
-        token = new_token()
-        host, port = args.listen_api
-        metrics = None
-        metrics_address = None
-        if args.metrics is not None:
-            from tidegate.runtime.metrics import ControllerMetrics
+    gate = Gate(orchestrator=orchestrator, replica_memory_limit=args.replica_memory_limit)
+    token = new_token()
+    host, port = args.listen_api
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async with anyio.create_task_group() as server:
+            address = await server.start(
+                partial(serve_control, host=host, port=port), gate.handle, token
+            )
+            written = [ControllerInfo(address, token, os.getpid(), str(data_dir.resolve()))]
+            written[0].write()
+            reporter.say(
+                f"controller pid {os.getpid()}, data in {data_dir.resolve()}; "
+                f"`tidegate status` answers at http://{address} while replicas start"
+            )
+            try:
+                with anyio.CancelScope() as running:
+                    # Beside the server, not inside ``running``: a second signal still counts.
+                    server.start_soon(_on_signals, signals, gate, running, reporter, written)
+                    await _run(args, gate, orchestrator, events, reporter, written, began)
+            finally:
+                reporter.waiting(None)
+                written[-1].remove()
+                server.cancel_scope.cancel()
+    reporter.say("stopped")
 
-            metrics = ControllerMetrics(env)
-            m_host, m_port = metrics.serve(*args.metrics)
-            metrics_address = f"{m_host}:{m_port}"
-            print(f"tidegate up: metrics on http://{metrics_address}/metrics", flush=True)
-        service = ControlService(env, orchestrator=orchestrator, metrics=metrics_address)
-        with (
-            contextlib.ExitStack() as serving,
-            anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals,
-        ):
-            if metrics is not None:
-                serving.callback(metrics.close)
-            async with anyio.create_task_group() as tg:
-                address = await tg.start(
-                    partial(serve_control, host=host, port=port), service.handle, token
+
+async def _on_signals(
+    signals: Any,
+    gate: Gate,
+    running: Any,
+    reporter: Reporter,
+    written: list[ControllerInfo],
+) -> None:
+    """The first SIGINT/SIGTERM shuts down gracefully; a second one exits at once."""
+    async for signum in signals:
+        reporter.say(f"{signal.Signals(signum).name}, shutting down")
+        break
+    else:  # pragma: no cover - the receiver never ends by itself
+        return
+    await gate.stop()
+    running.cancel()
+    async for signum in signals:
+        reporter.say(f"{signal.Signals(signum).name} again: exiting now")
+        written[-1].remove()
+        os._exit(130)  # managed replicas follow their parent out (--exit-with-parent)
+
+
+async def _run(
+    args: argparse.Namespace,
+    gate: Gate,
+    orchestrator: Any,
+    events: ReplicaEvents,
+    reporter: Reporter,
+    written: list[ControllerInfo],
+    began: float,
+) -> None:
+    """Open the environment (its replicas starting), then serve it until cancelled."""
+    import anyio
+
+    from tidegate.runtime.environment import Environment
+
+    from .service import ControlService
+
+    waiting = anyio.Event()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(_show_waiting, reporter, orchestrator, began, waiting)
+        try:
+            async with (
+                orchestrator,
+                Environment.open(
+                    args.data_dir,
+                    replicas=args.replicas,
+                    spark_master=args.spark_master,
+                    executor=args.executor,
+                    orchestrator=orchestrator,
+                ) as env,
+            ):
+                waiting.set()
+                reporter.waiting(None)
+                metrics_address = _serve_metrics(args, env, tg, reporter)
+                if metrics_address is not None:
+                    info = written[-1]
+                    written.append(
+                        ControllerInfo(
+                            info.address, info.token, info.pid, info.data_dir, metrics_address
+                        )
+                    )
+                    written[-1].write()
+                service = ControlService(
+                    env,
+                    orchestrator=orchestrator,
+                    metrics=metrics_address,
+                    replica_memory_limit=args.replica_memory_limit,
+                    started_ms=gate.started_ms,
                 )
-                info = ControllerInfo(
-                    address, token, os.getpid(), str(data_dir.resolve()), metrics_address
+                gate.run(service)
+                events.attach(env)
+                tg.start_soon(events.follow)
+                where = ControllerInfo.path(Path(args.data_dir).resolve())
+                reporter.say(
+                    f"ready in {time.monotonic() - began:.1f} s: control endpoint "
+                    f"http://{written[-1].address} (see {where}); Ctrl-C to stop"
                 )
-                info.write()
-                print(
-                    f"tidegate up: controller pid {info.pid}, control endpoint http://{address} "
-                    f"(see {ControllerInfo.path(data_dir)}); Ctrl-C to stop",
-                    flush=True,
-                )
-                try:
-                    async for signum in signals:
-                        name = signal.Signals(signum).name
-                        print(f"tidegate up: {name}, shutting down", flush=True)
-                        break
-                finally:
-                    info.remove()
-                    tg.cancel_scope.cancel()
-    print("tidegate up: stopped")
+                await anyio.sleep_forever()
+        finally:
+            waiting.set()
+            tg.cancel_scope.cancel()
+
+
+def _serve_metrics(args: argparse.Namespace, env: Any, tg: Any, reporter: Reporter) -> str | None:
+    """With ``--metrics``, serve the controller's metrics (until the task group ends)."""
+    if args.metrics is None:
+        return None
+    import anyio
+
+    from tidegate.runtime.metrics import ControllerMetrics
+
+    metrics = ControllerMetrics(env)
+    m_host, m_port = metrics.serve(*args.metrics)
+
+    async def close_when_cancelled() -> None:
+        try:
+            await anyio.sleep_forever()
+        finally:
+            metrics.close()
+
+    tg.start_soon(close_when_cancelled)
+    address = f"{m_host}:{m_port}"
+    reporter.say(f"metrics on http://{address}/metrics")
+    return address
+
+
+async def _show_waiting(reporter: Reporter, orchestrator: Any, began: float, done: Any) -> None:
+    """On a terminal, a spinner saying which replica processes start-up is waiting for."""
+    import anyio
+
+    if not reporter.tty:
+        return
+    try:
+        while not done.is_set():
+            processes = orchestrator.status()
+            pending = [
+                f"{name} {p.state}" + (f" (pid {p.pid})" if p.pid else "")
+                for name, p in processes.items()
+                if p.state != "running"
+            ]
+            if not processes:
+                what = "opening the shard store and the catalog"
+            elif pending:
+                what = ", ".join(pending)
+            else:
+                what = "restoring the catalog's objects"
+            reporter.waiting(f"starting: {what}; {time.monotonic() - began:.0f} s")
+            with anyio.move_on_after(0.25):
+                await done.wait()
+    finally:
+        reporter.waiting(None)
+
+
+def _memory_limit_args(limit: int | None) -> tuple[str, ...]:
+    return () if limit is None else ("--memory-limit", str(limit))
 
 
 def run_up(args: argparse.Namespace) -> int:
     import anyio
 
     from tidegate.runtime.logs import configure_logging
+    from tidegate.spec.errors import TidegateError
 
-    configure_logging(loggers=("tidegate",), static={"component": "controller"})  # JSON on stderr
+    from .events import Reporter
 
+    # JSON on stderr, for every logger of the process (uvicorn's too; see tidegate.runtime.logs)
+    configure_logging(loggers=("tidegate",), static={"component": "controller"})
+    reporter = Reporter()
     try:
-        anyio.run(_up, args)
-    except KeyboardInterrupt:  # a second Ctrl-C during shutdown
-        print("tidegate up: interrupted", file=sys.stderr)
+        anyio.run(_up, args, reporter)
+    except KeyboardInterrupt:  # before the signal handlers were set up
+        reporter.say("interrupted")
         return 130
+    except Exception as e:
+        typed = _typed(e, TidegateError)
+        if typed is None:
+            raise
+        reporter.waiting(None)
+        reporter.say(f"could not start: {type(typed).__name__}: {typed}")
+        return 1
     return 0
+
+
+def _typed(error: BaseException, kind: type[BaseException]) -> BaseException | None:
+    """``error``, or the first error of ``kind`` inside it if it is an exception group."""
+    if isinstance(error, kind):
+        return error
+    if isinstance(error, BaseExceptionGroup):
+        for inner in error.exceptions:
+            found = _typed(inner, kind)
+            if found is not None:
+                return found
+    return None

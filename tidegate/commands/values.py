@@ -19,6 +19,7 @@ from tidegate.spec.plan.schema import ScalarType, Schema, check_row
 
 __all__ = [
     "RowsError",
+    "format_value",
     "keys_from_json",
     "parse_rows",
     "row_to_json",
@@ -36,6 +37,15 @@ def value_to_json(value: Any) -> Any:
     if isinstance(value, dt.date):  # datetime is a date too
         return value.isoformat()
     return value
+
+
+def format_value(value: Any) -> str:
+    """A JSON value as a line of text shows it: ``NULL``, ``true``/``false``, else as is."""
+    if value is None:
+        return "NULL"
+    if value is True or value is False:
+        return "true" if value else "false"
+    return str(value)
 
 
 def row_to_json(row: Row) -> list[Any]:

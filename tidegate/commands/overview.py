@@ -1,0 +1,294 @@
+"""What ``tidegate status``, ``describe`` and ``replica list`` report, as JSON, from a running environment.
+
+Kept apart from the request routing (:mod:`.service`) and from the text
+(:mod:`.render`): these functions read an ``Environment`` (and the
+orchestrator of its managed replicas) and return plain JSON values.
+
+A replica's ``status`` here is what an operator needs to know, from the
+controller's view of its connection and the orchestrator's view of its
+process:
+
+* ``connected`` -- its connection is up;
+* ``starting`` -- not connected yet since the controller started or since it
+  was added (its process is starting, or the controller is connecting);
+* ``restarting`` -- it was connected and is coming back: its process is being
+  restarted, or the controller is reconnecting and rehydrating it;
+* ``failed`` -- it cannot be brought back as things stand: its process does
+  not start (``last_error`` says why; the orchestrator keeps retrying), or, for
+  a replica the controller does not run, connections to it are refused;
+* ``stopping`` -- its process is being stopped (it is being dropped, or the
+  controller is stopping).
+
+``last_error`` says why a replica that is not connected went down, and is
+``null`` once it is connected again. Times are epoch milliseconds with an
+``_iso`` twin (:mod:`.times`).
+"""
+
+from __future__ import annotations
+
+import signal
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from tidegate.runtime.metrics import lag_ms
+from tidegate.spec.errors import TidegateError
+from tidegate.spec.frontier import Antichain
+from tidegate.spec.ids import GlobalId
+
+from .ddl import columns_to_json, policy_to_json
+from .times import iso_frontier, iso_ms
+
+__all__ = [
+    "CollectionInfo",
+    "collection_json",
+    "describe_json",
+    "error_json",
+    "exit_text",
+    "frontier_json",
+    "kind_of",
+    "process_replicas_json",
+    "replica_state",
+    "replicas_json",
+]
+
+
+@dataclass(frozen=True)
+class CollectionInfo:
+    """A named collection of the environment: ``kind`` is table, index or materialized-view."""
+
+    name: str
+    id: GlobalId
+    kind: str
+
+
+def kind_of(entry: Any) -> str:
+    name = type(entry).__name__
+    return {
+        "TableEntry": "table",
+        "IndexEntry": "index",
+        "ViewEntry": "view",
+    }.get(name, "materialized-view")
+
+
+def frontier_json(f: Antichain) -> list[Any]:
+    return list(f.elements)
+
+
+def _frontiers_json(since: Antichain, upper: Antichain, now_ms: int) -> dict[str, Any]:
+    s, u = frontier_json(since), frontier_json(upper)
+    return {
+        "since": s,
+        "since_iso": iso_frontier(s),
+        "upper": u,
+        "upper_iso": iso_frontier(u),
+        "lag_ms": lag_ms(upper, now_ms),
+    }
+
+
+def error_json(error: Any) -> dict[str, Any] | None:
+    """A :class:`~tidegate.runtime.controller.driver.CollectionError` as JSON (``None`` for none)."""
+    if error is None:
+        return None
+    return {
+        "message": error.message,
+        "source": error.source,
+        "seen_ms": error.seen_ms,
+        "seen_iso": iso_ms(error.seen_ms),
+        "at": error.at,
+        "at_iso": iso_ms(error.at),
+    }
+
+
+def _hydration_by_id(env: Any) -> dict[GlobalId, list[dict[str, Any]]]:
+    out: dict[GlobalId, list[dict[str, Any]]] = {}
+    for h in env.hydration():
+        out.setdefault(h.id, []).append(
+            {"replica": h.replica, "hydrated": h.hydrated, "seconds": h.seconds}
+        )
+    return out
+
+
+def collection_json(
+    env: Any,
+    c: CollectionInfo,
+    now_ms: int,
+    hydration: Mapping[GlobalId, list[dict[str, Any]]] | None = None,
+    *,
+    describe: bool = False,
+) -> dict[str, Any]:
+    """One collection's row of ``status``: frontiers, lag, read policy, hydration per replica
+    (indexes and materialized views; tables are always readable) and the last error it answered;
+    with ``describe``, :func:`describe_json`'s fields too."""
+    since, upper = env.frontiers(c.id)
+    row: dict[str, Any] = {"name": c.name, "id": str(c.id), "kind": c.kind}
+    row.update(_frontiers_json(since, upper, now_ms))
+    policy = env.state.read_policy(c.id)
+    row["read_policy"] = None if policy is None else policy_to_json(policy)
+    row["read_policy_effective"] = policy_to_json(env.read_policy(c.id))
+    if hydration is None:
+        hydration = _hydration_by_id(env)
+    row["hydration"] = hydration.get(c.id, []) if c.kind != "table" else []
+    row["error"] = error_json(env.driver.collection_errors.get(c.id))
+    if describe:
+        row.update(_description(env, c.id))
+    return row
+
+
+def _named(env: Any, ids: Iterable[GlobalId]) -> list[dict[str, Any]]:
+    out = []
+    for g in ids:
+        try:
+            entry = env.state.view(g) or env.state.get(g)
+        except (TidegateError, LookupError):
+            continue
+        out.append({"name": entry.name, "id": str(g), "kind": kind_of(entry)})
+    return out
+
+
+def _description(env: Any, gid: GlobalId) -> dict[str, Any]:
+    """What an object is: columns, keys, plan (EXPLAIN), SQL definition, what it reads and what
+    reads it, and its effective read policy (``read_policy_default``: none was set)."""
+    from tidegate.spec.plan.explain import explain
+
+    state = env.state
+    entry = state.view(gid) or state.get(gid)
+    kind = kind_of(entry)
+    schema = state.schema_of(gid)
+    keys = None
+    on = None
+    if kind == "index":
+        keys = [schema.columns[k].name for k in entry.keys]
+        if entry.on is not None:
+            on = next(iter(_named(env, [entry.on])), None)
+    out: dict[str, Any] = {
+        "columns": columns_to_json(schema),
+        "keys": keys,
+        "on": on,
+        "plan": None if kind == "table" else explain(entry.plan),
+        "definition": state.definition(gid),
+        "dependencies": _named(env, state.dependencies(gid)),
+        "dependents": _named(env, state.dependents(gid)),
+    }
+    if kind != "view":
+        out["read_policy_effective"] = policy_to_json(env.read_policy(gid))
+        out["read_policy_default"] = state.read_policy(gid) is None
+    return out
+
+
+def describe_json(env: Any, gid: GlobalId, now_ms: int) -> dict[str, Any]:
+    """``tidegate describe``: the object's name, id and kind, :func:`_description`'s fields, and
+    for a collection its frontiers, lag, hydration per replica and last error."""
+    state = env.state
+    entry = state.view(gid) or state.get(gid)
+    kind = kind_of(entry)
+    if kind == "view":  # a named query: nothing computed, no frontiers
+        return {"name": entry.name, "id": str(gid), "kind": kind, **_description(env, gid)}
+    return collection_json(env, CollectionInfo(entry.name, gid, kind), now_ms, describe=True)
+
+
+# -- replicas -----------------------------------------------------------------------------------
+
+
+def exit_text(code: int | None) -> str | None:
+    if code is None:
+        return None
+    if code < 0:
+        try:
+            return f"the process was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"the process was killed by signal {-code}"
+    return f"the process exited with status {code}"
+
+
+def replica_state(info: Any, process: Any | None) -> tuple[str, str | None]:
+    """``(status, last_error)`` of a replica (see the module docstring) from the driver's
+    :class:`~tidegate.runtime.controller.driver.ReplicaInfo` and, for a managed replica, the
+    orchestrator's :class:`~tidegate.runtime.orchestrator.ReplicaProcessStatus`."""
+    if info is not None and info.connected and info.status == "connected":
+        return "connected", None
+    reason = (info.last_error or None) if info is not None else None
+    epoch = info.epoch if info is not None else 1
+    if process is not None:
+        if process.state in ("stopping", "stopped"):  # being dropped, or the controller stops
+            return "stopping", reason
+        if process.last_error:
+            return "failed", f"{process.last_error} (retrying; see {process.log_path})"
+        if process.restarts == 0 and epoch <= 1:
+            return "starting", reason
+        return "restarting", exit_text(process.last_exit_code) or reason
+    if info is not None and info.status == "failed":
+        return "failed", reason
+    return ("starting" if epoch <= 1 else "restarting"), reason
+
+
+def process_replicas_json(
+    processes: Mapping[str, Any], memory_limit: int | None
+) -> list[dict[str, Any]]:
+    """The replicas of a controller that is still starting: only their processes are known."""
+    out = []
+    for name, p in sorted(processes.items()):
+        status, error = replica_state(None, p)
+        if p.state == "running":
+            status = "starting"  # running, not connected yet
+        out.append(
+            {
+                "name": name,
+                "status": status,
+                "epoch": None,
+                "address": p.address,
+                "last_error": error,
+                "managed": True,
+                "process": p.state,
+                "pid": p.pid,
+                "restarts": p.restarts,
+                "memory_limit": memory_limit,
+                "objects_hydrated": None,
+                "objects": None,
+            }
+        )
+    return out
+
+
+def replicas_json(
+    env: Any, orchestrator: Any, memory_limit: int | None, *, detail: bool = False
+) -> list[dict[str, Any]]:
+    """Every replica: status and last error (see the module docstring), epoch, address, the
+    process (managed replicas: state, pid, restarts), memory limit, and how many of the
+    catalog's indexes and materialized views it has hydrated (``objects_hydrated`` of
+    ``objects``). With ``detail``, the catalog's record too (``executor``, ``spark_master``)
+    and the process's log file."""
+    processes = orchestrator.status() if orchestrator is not None else {}
+    recorded = {r.name: r for r in env.state.replicas}
+    hydration: dict[str, list[bool]] = {}
+    for h in env.hydration():
+        hydration.setdefault(h.replica, []).append(h.hydrated)
+    out = []
+    for info in env.replicas():
+        p = processes.get(info.replica)
+        entry = recorded.get(info.replica)
+        managed = entry.managed if entry is not None else p is not None
+        status, error = replica_state(info, p if managed else None)
+        flags = hydration.get(info.replica, [])
+        row: dict[str, Any] = {
+            "name": info.replica,
+            "status": status,
+            "epoch": info.epoch,
+            "address": info.address
+            or (entry.address if entry is not None else None)
+            or (p.address if p is not None else None),
+            "last_error": error,
+            "managed": managed,
+            "process": p.state if p is not None else None,
+            "pid": p.pid if p is not None else None,
+            "restarts": p.restarts if p is not None else None,
+            "memory_limit": memory_limit if managed else None,
+            "objects_hydrated": sum(flags),
+            "objects": len(flags),
+        }
+        if detail:
+            row["executor"] = entry.executor if entry is not None else None
+            row["spark_master"] = entry.spark_master if entry is not None else None
+            row["log"] = p.log_path if p is not None else None
+        out.append(row)
+    return out
