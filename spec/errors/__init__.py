@@ -33,6 +33,10 @@ from .sql import *  # noqa: F403
 from .sql import __all__ as _sql_all
 from .storage import *  # noqa: F403
 from .storage import __all__ as _storage_all
+from .storage_protocol import *  # noqa: F403
+from .storage_protocol import __all__ as _storage_protocol_all
+from .storage_replica import *  # noqa: F403
+from .storage_replica import __all__ as _storage_replica_all
 
 __all__ = [
     *_base_all,
@@ -40,6 +44,8 @@ __all__ = [
     *_protocol_all,
     *_compute_all,
     *_storage_all,
+    *_storage_protocol_all,
+    *_storage_replica_all,
     *_replica_all,
     *_shard_all,
     *_history_all,

@@ -3,14 +3,31 @@
 It manages durable collections (tables, ingested sources, materialized-view
 outputs) and exports (sinks): their sinces and uppers, read policies and read
 holds, dependencies between them, appends and snapshots, and the storage
-instances that run ingestions and sinks. Every public call validates first and
-mutates after -- a call that raises changes nothing -- and records the effects
-the driver must carry out (:mod:`.effects`) in the controller's outbox, which
-the owner takes with :meth:`StorageController.drain`.
+instances (one replica each) that run ingestions and sinks. Every public call
+validates first and mutates after -- a call that raises changes nothing -- and
+records the effects the driver must carry out (:mod:`.effects`) in the
+controller's outbox, which the owner takes with :meth:`StorageController.drain`.
 
 Read capabilities propagate along dependencies with the worklist algorithm of
 section 2.4; its cost for one change is proportional to the dependencies it
 reaches, never to the number of collections.
+
+**The remap hold.** A restarted ingestion reads its remap collection as of
+``R - 1``, where ``R`` is its resumption frontier (:mod:`.resumption`,
+:mod:`.reclock`). Besides the dependency hold (the ingestion's since, section
+2.6), the controller therefore holds the remap collection at
+``step_back(R)`` for as long as the ingestion lives, moving the hold as the
+ingestion's upper advances and releasing it when the ingestion is removed.
+Whatever read policy the remap collection has, its since never passes
+``step_back`` of the ingestion's upper.
+
+**Status and statistics.** Replicas report :class:`~.commands.StatusUpdate`
+and :class:`~.commands.StatisticsUpdate`; the controller keeps the latest
+status and the merged statistics of every ingestion and sink
+(:meth:`StorageController.status`, :meth:`StorageController.statistics`) and
+writes them to the storage-managed collections (:mod:`.introspection`)
+through :class:`~.effects.ManagedWrite`. A dropped object gets the status
+``dropped``; responses for removed objects are ignored.
 """
 
 from __future__ import annotations
@@ -19,6 +36,7 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import networkx as nx
 
+from ..compute.uuids import UuidFactory, counter_uuids
 from ..errors import (
     DependencyCycle,
     ExportInstanceMissing,
@@ -41,7 +59,7 @@ from ..errors import (
     UpdateNotBeyondLower,
 )
 from ..errors.frontier import InvalidFrontier
-from ..frontier import Antichain, ChangeBatch, Time, Update, check_time
+from ..frontier import Antichain, ChangeBatch, Row, Time, Update, check_time
 from ..frontier.read_policy import ReadPolicy, StepBack, ValidFrom, apply_policy
 from ..ids import GlobalId, InstanceId, ReplicaId
 from ..outbox import Outbox, atomic
@@ -50,9 +68,16 @@ from .commands import (
     DroppedId,
     RunIngestion,
     RunSink,
+    SinkStatistics,
+    SourceStatistics,
+    SourceStatus,
+    StatisticsUpdate,
+    StatusUpdate,
     StorageAllowCompaction,
+    StorageAllowWrites,
     StorageCommand,
     StorageFrontierUpper,
+    StorageHello,
     StorageInitializationComplete,
     StorageResponse,
     StorageUpdateConfiguration,
@@ -62,17 +87,19 @@ from .descriptions import (
     CreateExportToken,
     ExportDescription,
     Ingestion,
+    Introspection,
     ShardFrontiers,
     StorageParameters,
 )
 from .effects import (
     AppendCompleted,
     CollectionDropped,
+    DisconnectStorageReplica,
     DowngradeShardSince,
     DropShard,
+    ManagedWrite,
     ReadSnapshot,
     RegisterShard,
-    SendStorageCommand,
     SinceChanged,
     StorageEffect,
     UpperChanged,
@@ -80,7 +107,18 @@ from .effects import (
 )
 from .holds import StorageReadHold
 from .instances import StorageInstance, sink_as_of
+from .introspection import (
+    MANAGED_KINDS,
+    SINK_STATISTICS,
+    SINK_STATUS_HISTORY,
+    SOURCE_STATISTICS,
+    SOURCE_STATUS_HISTORY,
+    statistics_row,
+    status_row,
+)
 from .propagation import propagate_read_capabilities
+from .resumption import resumption_frontier
+from .sessions import StorageControllerSession
 from .state import CollectionState, CollectionView, ExportState, ExportView
 
 __all__ = ["StorageController"]
@@ -111,11 +149,33 @@ class StorageController:
 
     ``durable_shards`` are the shards the shard store held when this
     controller started; :meth:`reconcile_state` drops those that no
-    collection claimed since.
+    collection claimed since. ``read_only``: no table appends, no managed
+    writes, no ``AllowWrites`` to instances until :meth:`read_write`.
+    ``uuid_factory`` gives the ``Hello`` nonces (deterministic by default).
+    ``check_protocol``: every command sent to a storage replica and every
+    response from it goes through a :class:`~.sessions.StorageControllerSession`
+    (a response that breaks the protocol raises a ``RemoteProtocolError``
+    and changes nothing).
     """
 
-    def __init__(self, durable_shards: Iterable[GlobalId] = (), *, read_only: bool = False) -> None:
+    def __init__(
+        self,
+        durable_shards: Iterable[GlobalId] = (),
+        *,
+        read_only: bool = False,
+        uuid_factory: UuidFactory | None = None,
+        check_protocol: bool = False,
+    ) -> None:
         self._read_only = read_only
+        self._uuids = uuid_factory if uuid_factory is not None else counter_uuids()
+        self._check_protocol = check_protocol
+        # Each ingestion's hold on its remap collection: ingestion -> (remap, frontier).
+        self._remap_holds: dict[GlobalId, tuple[GlobalId, Antichain]] = {}
+        # Latest status (any object ever run) and merged statistics (live objects).
+        self._statuses: dict[GlobalId, StatusUpdate] = {}
+        self._statistics: dict[GlobalId, SourceStatistics | SinkStatistics] = {}
+        # Managed collection of each kind (see .introspection).
+        self._managed: dict[str, GlobalId] = {}
         self._collections: dict[GlobalId, CollectionState] = {}
         self._exports: dict[GlobalId, ExportState] = {}
         self._graph: nx.DiGraph = nx.DiGraph()
@@ -173,11 +233,11 @@ class StorageController:
         """Create storage instance ``instance`` (:class:`StorageInstanceExists` if it exists).
 
         It has no replica yet; initialization and configuration reach its
-        replicas with the history replayed by :meth:`connect_replica`.
+        replica with the history replayed by :meth:`connect_replica`.
         """
         if instance in self._instances:
             raise StorageInstanceExists(instance)
-        self._instances[instance] = StorageInstance(instance)
+        self._instances[instance] = StorageInstance(instance, check_protocol=self._check_protocol)
 
     @atomic
     def drop_instance(self, instance: InstanceId) -> None:
@@ -191,33 +251,59 @@ class StorageController:
 
     @atomic
     def connect_replica(self, instance: InstanceId, replica: ReplicaId, location: str = "") -> None:
-        """(Re)connect ``replica`` at ``location`` to ``instance`` and replay the reduced history to it."""
+        """(Re)connect ``replica`` at ``location`` as ``instance``'s one replica; replay the history to it.
+
+        If another replica was connected, it is severed first
+        (:class:`~.effects.DisconnectStorageReplica`). The replica receives a
+        new protocol iteration: ``Hello`` with a fresh nonce, then
+        :meth:`history`.
+        """
         inst = self._instance(instance)
-        inst.replicas[replica] = location
-        self._outbox.extend(
-            [
-                SendStorageCommand(instance, replica, cmd)
-                for cmd in inst.history(self._initialized, self._config, self._upper_of)
-            ]
-        )
+        history = self._history(inst)
+        nonce = self._uuids()
+        old = inst.connect(replica, location)
+        if old is not None:
+            self._outbox.emit(DisconnectStorageReplica(instance, old))
+        for cmd in (StorageHello(nonce), *history):
+            self._outbox.extend(inst.address(cmd))
 
     @atomic
     def drop_replica(self, instance: InstanceId, replica: ReplicaId) -> None:
         """Disconnect ``replica`` from ``instance`` (:class:`StorageReplicaMissing`)."""
         inst = self._instance(instance)
-        if replica not in inst.replicas:
+        if inst.replica != replica:
             raise StorageReplicaMissing(instance, replica)
-        del inst.replicas[replica]
+        inst.disconnect()
 
     def instances(self) -> list[InstanceId]:
         return sorted(self._instances)
 
     def replicas(self, instance: InstanceId) -> list[ReplicaId]:
+        """The replica connected to ``instance``: none or one."""
         return sorted(self._instance(instance).replicas)
 
     def history(self, instance: InstanceId) -> list[StorageCommand]:
-        """What a replica connecting to ``instance`` now would receive."""
-        return self._instance(instance).history(self._initialized, self._config, self._upper_of)
+        """What a replica connecting to ``instance`` now would receive after its ``Hello``.
+
+        Its size tracks live state: at most configuration,
+        ``InitializationComplete`` and ``AllowWrites``, plus two commands per
+        live ingestion or sink (its ``Run`` and its last compaction).
+        """
+        return self._history(self._instance(instance))
+
+    def protocol_session(self, instance: InstanceId) -> StorageControllerSession | None:
+        """The protocol session with ``instance``'s replica (``None`` without ``check_protocol`` or
+        replica). Read it; the controller feeds it."""
+        return self._instance(instance).session
+
+    def _history(self, inst: StorageInstance) -> list[StorageCommand]:
+        return inst.history(
+            self._initialized, self._config, self._resume_upper, not self._read_only
+        )
+
+    def _resume_upper(self, id: GlobalId) -> Antichain:
+        """Where ingestion ``id`` resumes: the resumption frontier of its data outputs."""
+        return resumption_frontier([self._upper_of(id)])
 
     def _instance(self, instance: InstanceId) -> StorageInstance:
         inst = self._instances.get(instance)
@@ -242,24 +328,128 @@ class StorageController:
     def handle_response(
         self, instance: InstanceId, replica: ReplicaId, response: StorageResponse
     ) -> None:
-        """Take a response from a replica of ``instance``.
+        """Take a response from the replica of ``instance``.
 
-        ``StorageFrontierUpper`` advances the write frontier of an ingestion or sink
-        the instance runs (non-advancing and unknown ids are ignored, so replays
-        never move frontiers back); ``DroppedId`` needs nothing, the object's
-        state left when its compaction reached ``[]``.
+        ``StorageFrontierUpper`` advances the write frontier of an ingestion,
+        its remap collection or a sink the instance runs (non-advancing and
+        unknown ids are ignored, so replays never move frontiers back);
+        ``StatusUpdate`` and ``StatisticsUpdate`` are folded into the object's
+        status and statistics and written to the managed collections;
+        ``DroppedId`` needs nothing: the object's state left when its
+        compaction reached ``[]``. Responses for objects the controller no
+        longer has are ignored. [StorageReplicaMissing] if ``replica`` is not
+        the instance's replica; with ``check_protocol``, a response that breaks
+        the protocol raises a ``RemoteProtocolError``.
         """
         inst = self._instance(instance)
-        if replica not in inst.replicas:
+        if inst.replica != replica:
             raise StorageReplicaMissing(instance, replica)
+        if not isinstance(
+            response, StorageFrontierUpper | DroppedId | StatusUpdate | StatisticsUpdate
+        ):
+            raise InvalidUsage(f"not a storage response: {response!r}")
         if isinstance(response, StorageFrontierUpper):
             _check_antichain(response.upper, "StorageFrontierUpper.upper")
-            if response.id in inst.ingestions or response.id in inst.sinks:
+        if inst.session is not None:
+            inst.session.on_response(response)
+        if isinstance(response, StorageFrontierUpper):
+            if (
+                response.id in inst.ingestions
+                or response.id in inst.sinks
+                or (response.id in inst.remaps and response.id in self._collections)
+            ):
                 self.update_write_frontiers([(response.id, response.upper)])
-            return
-        if isinstance(response, DroppedId):
-            return
-        raise InvalidUsage(f"not a storage response: {response!r}")
+        elif response.id in inst.ingestions or response.id in inst.sinks:
+            if isinstance(response, StatusUpdate):
+                self._outbox.extend(self._record_status(response))
+            elif isinstance(response, StatisticsUpdate):
+                self._outbox.extend(self._merge_statistics(response))
+
+    # ------------------------------------------------------------------ status and statistics
+
+    def status(self, id: GlobalId) -> StatusUpdate | None:
+        """The latest status of ingestion or sink ``id`` (``dropped`` once dropped; ``None`` if never reported)."""
+        return self._statuses.get(id)
+
+    def statistics(self, id: GlobalId) -> SourceStatistics | SinkStatistics | None:
+        """The merged statistics of live ingestion or sink ``id`` (``None`` if none reported)."""
+        return self._statistics.get(id)
+
+    def managed_collections(self) -> dict[str, GlobalId]:
+        """The storage-managed collection of each kind (see :mod:`.introspection`)."""
+        return dict(sorted(self._managed.items()))
+
+    def _is_sink(self, id: GlobalId) -> bool:
+        return id in self._exports
+
+    def _record_status(self, update: StatusUpdate, sink: bool | None = None) -> list[StorageEffect]:
+        """Keep ``update`` as ``update.id``'s status; a change is a row of its status history."""
+        if self._statuses.get(update.id) == update:
+            return []
+        self._statuses[update.id] = update
+        is_sink = self._is_sink(update.id) if sink is None else sink
+        kind = SINK_STATUS_HISTORY if is_sink else SOURCE_STATUS_HISTORY
+        return self._managed_write(kind, ((status_row(update), 1),))
+
+    def _merge_statistics(self, update: StatisticsUpdate) -> list[StorageEffect]:
+        old = self._statistics.get(update.id)
+        stats = update.statistics
+        new: SourceStatistics | SinkStatistics
+        if isinstance(stats, SinkStatistics) != self._is_sink(update.id):
+            return []  # the wrong kind for this object: nothing to merge it with
+        if isinstance(old, SinkStatistics):
+            new = old.merged(stats) if isinstance(stats, SinkStatistics) else old
+        elif isinstance(old, SourceStatistics):
+            new = old.merged(stats) if isinstance(stats, SourceStatistics) else old
+        else:
+            new = stats
+        if new == old:
+            return []
+        self._statistics[update.id] = new
+        return self._statistics_changed(update.id, old, new)
+
+    def _statistics_changed(
+        self,
+        id: GlobalId,
+        old: SourceStatistics | SinkStatistics | None,
+        new: SourceStatistics | SinkStatistics | None,
+    ) -> list[StorageEffect]:
+        """Retract ``old``'s row and insert ``new``'s in the statistics collection."""
+        rows: list[tuple[Row, int]] = []
+        if old is not None:
+            rows.append((statistics_row(id, old), -1))
+        if new is not None:
+            rows.append((statistics_row(id, new), 1))
+        either = old if old is not None else new
+        kind = SINK_STATISTICS if isinstance(either, SinkStatistics) else SOURCE_STATISTICS
+        return self._managed_write(kind, tuple(rows))
+
+    def _managed_write(
+        self, kind: str, updates: tuple[tuple[Row, int], ...], truncate: bool = False
+    ) -> list[StorageEffect]:
+        target = self._managed.get(kind)
+        if target is None or self._read_only or (not updates and not truncate):
+            return []
+        return [ManagedWrite(target, updates, truncate)]
+
+    def _rewrite_statistics(self, kind: str) -> list[StorageEffect]:
+        """Truncate the statistics collection of ``kind`` and write the controller's desired state."""
+        want_sink = kind == SINK_STATISTICS
+        rows = tuple(
+            (statistics_row(id, stats), 1)
+            for id, stats in sorted(self._statistics.items())
+            if isinstance(stats, SinkStatistics) == want_sink
+        )
+        return self._managed_write(kind, rows, truncate=True)
+
+    def _object_removed(self, id: GlobalId, sink: bool) -> list[StorageEffect]:
+        """Ingestion or sink ``id`` is gone: its status is ``dropped``, its statistics retracted."""
+        effects: list[StorageEffect] = []
+        stats = self._statistics.pop(id, None)
+        if stats is not None:
+            effects.extend(self._statistics_changed(id, stats, None))
+        effects.extend(self._record_status(StatusUpdate(id, SourceStatus.DROPPED), sink))
+        return effects
 
     # ------------------------------------------------------------------ inspection
 
@@ -382,6 +572,7 @@ class StorageController:
                 _check_antichain(shard.upper, "shard upper")
             if desc.since is not None:
                 _check_antichain(desc.since, "description since")
+        self._check_roles(new)
         order = _creation_order(new)
 
         effects: list[StorageEffect] = []
@@ -408,11 +599,60 @@ class StorageController:
             if deps:
                 moved = self._apply_capabilities({dep: [(t, 1) for t in since] for dep in deps})
                 effects.extend(self._finish(moved))
-            if isinstance(desc.data_source, Ingestion):
+            src = desc.data_source
+            if isinstance(src, Ingestion):
+                if src.remap_collection is not None:
+                    effects.extend(self._hold_remap(id, src.remap_collection))
                 effects.extend(
-                    self._send_to(desc.data_source.instance, RunIngestion(id, desc, upper))
+                    self._send_to(src.instance, RunIngestion(id, desc, self._resume_upper(id)))
                 )
+            elif isinstance(src, Introspection) and src.kind in MANAGED_KINDS:
+                self._managed[src.kind] = id
+                if src.kind in (SOURCE_STATISTICS, SINK_STATISTICS):
+                    effects.extend(self._rewrite_statistics(src.kind))
         self._outbox.extend(effects)
+
+    def _check_roles(self, new: Mapping[GlobalId, CollectionDescription]) -> None:
+        """[IdentifierInvalid] for a remap collection that another ingestion uses or that is an
+        ingestion itself, and for a second live managed collection of one kind."""
+        remaps: dict[GlobalId, GlobalId] = {
+            remap: ing for ing, (remap, _) in self._remap_holds.items()
+        }
+        managed = {
+            kind: id
+            for kind, id in self._managed.items()
+            if id in self._collections and not self._collections[id].dropped
+        }
+        for id, desc in sorted(new.items()):
+            src = desc.data_source
+            if isinstance(src, Ingestion) and src.remap_collection is not None:
+                remap = src.remap_collection
+                other = remaps.get(remap)
+                if other is not None and other != id:
+                    raise IdentifierInvalid(remap, f"it is already the remap collection of {other}")
+                remap_desc = new[remap].data_source if remap in new else None
+                if remap_desc is None and remap in self._collections:
+                    remap_desc = self._collections[remap].description.data_source
+                if isinstance(remap_desc, Ingestion):
+                    raise IdentifierInvalid(remap, "an ingestion cannot be a remap collection")
+                remaps[remap] = id
+            elif isinstance(src, Introspection) and src.kind in MANAGED_KINDS:
+                other = managed.get(src.kind)
+                if other is not None and other != id:
+                    raise IdentifierInvalid(id, f"{other} already is the {src.kind} collection")
+                managed[src.kind] = id
+
+    def _hold_remap(self, ingestion: GlobalId, remap: GlobalId) -> list[StorageEffect]:
+        """Take ingestion's remap hold: at ``step_back`` of its resumption frontier (or the remap's since)."""
+        since = self._collections[remap].read_capabilities.frontier
+        hold = _STEP_BACK.frontier(self._resume_upper(ingestion)).join(since)
+        moved = self._apply_capabilities({remap: [(t, 1) for t in hold]})
+        self._remap_holds[ingestion] = (remap, hold)
+        return self._finish(moved)
+
+    def remap_holds(self) -> dict[GlobalId, tuple[GlobalId, Antichain]]:
+        """Each live ingestion's hold on its remap collection: ``ingestion -> (remap, frontier)``."""
+        return dict(sorted(self._remap_holds.items()))
 
     # ------------------------------------------------------------------ exports
 
@@ -535,6 +775,7 @@ class StorageController:
             c.dropped = True
             c.policy = ValidFrom(_EMPTY)
             c.implied = _EMPTY
+        self._managed = {k: m for k, m in self._managed.items() if m not in targets}
         self._outbox.extend(self._finish(moved))
 
     @atomic
@@ -562,6 +803,7 @@ class StorageController:
             self._graph.remove_node(id)
             self._retired.add(id)
             effects.append(CollectionDropped(id))
+            effects.extend(self._object_removed(id, sink=True))
         self._outbox.extend(effects)
 
     # ------------------------------------------------------------------ appends
@@ -787,17 +1029,26 @@ class StorageController:
             return
         changes: dict[GlobalId, list[tuple[Time, int]]] = {}
         implied: dict[GlobalId, Antichain] = {}
+        remap_moves: dict[GlobalId, tuple[GlobalId, Antichain]] = {}
         for id, (state, upper) in targets.items():
             if isinstance(state, CollectionState):
                 old = state.implied
                 new = apply_policy(old, state.policy, upper)
+                held = self._remap_holds.get(id)
+                if held is not None:
+                    remap, hold = held
+                    moved_hold = apply_policy(hold, _STEP_BACK, resumption_frontier([upper]))
+                    if moved_hold != hold:
+                        remap_moves[id] = (remap, moved_hold)
+                        changes.setdefault(remap, []).extend(_replace(hold, moved_hold))
             else:
                 old = state.read_capability
                 new = apply_policy(old, _STEP_BACK, upper)
             if new != old:
                 implied[id] = new
-                changes[id] = _replace(old, new)
+                changes.setdefault(id, []).extend(_replace(old, new))
         moved = self._apply_capabilities(changes) if changes else set()
+        self._remap_holds.update(remap_moves)
         effects: list[StorageEffect] = []
         for id, (state, upper) in targets.items():
             state.write_frontier = upper
@@ -875,12 +1126,28 @@ class StorageController:
 
     @property
     def read_only(self) -> bool:
-        """Whether table appends are refused and no orphaned shard is dropped (read-only mode)."""
+        """Whether table appends are refused, nothing is written to managed collections, no
+        instance may write and no orphaned shard is dropped (read-only mode)."""
         return self._read_only
 
+    @atomic
     def read_write(self) -> None:
-        """Leave read-only mode (the caller has fenced out the controller that wrote)."""
+        """Leave read-only mode (the caller has fenced out the controller that wrote).
+
+        Every instance's replica gets ``AllowWrites`` (once: a no-op when
+        already read-write); the statistics collections are rewritten from the
+        controller's state and the latest status of each live object recorded.
+        """
+        if not self._read_only:
+            return
         self._read_only = False
+        self._outbox.extend(self._broadcast(StorageAllowWrites()))
+        for kind in (SOURCE_STATISTICS, SINK_STATISTICS):
+            self._outbox.extend(self._rewrite_statistics(kind))
+        for id, update in sorted(self._statuses.items()):
+            if id in self._collections or id in self._exports:
+                kind = SINK_STATUS_HISTORY if self._is_sink(id) else SOURCE_STATUS_HISTORY
+                self._outbox.extend(self._managed_write(kind, ((status_row(update), 1),)))
 
     def durable_shards(self) -> list[GlobalId]:
         """The shards this controller believes the store holds."""
@@ -938,6 +1205,13 @@ class StorageController:
                     self._durable_shards.discard(id)
                     effects.append(DropShard(id))
                     effects.append(CollectionDropped(id))
+                    if isinstance(c.description.data_source, Ingestion):
+                        effects.extend(self._object_removed(id, sink=False))
+                    held = self._remap_holds.pop(id, None)
+                    if held is not None:
+                        remap, hold = held
+                        released = self._apply_capabilities({remap: [(t, -1) for t in hold]})
+                        effects.extend(self._finish(released))
             else:
                 e = self._exports.get(id)
                 if e is not None:

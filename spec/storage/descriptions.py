@@ -14,6 +14,8 @@ from typing import TypeAlias
 
 from ..frontier import Antichain
 from ..ids import GlobalId, InstanceId
+from ..plan.schema import Schema
+from .connections import SourceConnection, StorageSinkConnection
 
 __all__ = [
     "CollectionDescription",
@@ -60,12 +62,17 @@ class Ingestion:
     """An external source ingested by a storage instance.
 
     ``remap_collection`` (if any) is a dependency: the ingestion holds its
-    since back. ``connection`` is opaque to the controller.
+    since back, and the controller also holds it at ``step_back`` of the
+    ingestion's upper, so a restarted ingestion can read the binding it
+    resumes from (:mod:`.reclock`). ``connection`` (where to read) is opaque
+    to the controller; ``schema`` types the rows the ingestion writes. The
+    storage replica runs an ingestion only if it has all three.
     """
 
     instance: InstanceId
     remap_collection: GlobalId | None = None
-    connection: str = ""
+    connection: SourceConnection | None = None
+    schema: Schema | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,12 +127,17 @@ class CollectionDescription:
 
 @dataclass(frozen=True, slots=True)
 class ExportDescription:
-    """A sink: reads collection ``from_id`` on storage instance ``instance`` from ``as_of`` on."""
+    """A sink: reads collection ``from_id`` on storage instance ``instance`` from ``as_of`` on.
+
+    ``connection`` says where it writes and ``schema`` types the rows of
+    ``from_id``; the storage replica runs a sink only if it has both.
+    """
 
     from_id: GlobalId
     instance: InstanceId
     as_of: Antichain = field(default_factory=lambda: Antichain.bottom(0))
-    connection: str = ""
+    connection: StorageSinkConnection | None = None
+    schema: Schema | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,10 +1,11 @@
 """What the storage controller asks its driver to do, as data.
 
-Every public call of :class:`~tidegate.spec.storage.StorageController` returns
-a list of these. The driver (``sim`` or ``runtime``) executes the shard-store
+Every public call of :class:`~tidegate.spec.storage.StorageController` records
+these in its outbox. The driver (``sim`` or ``runtime``) executes the shard-store
 requests and reports their outcomes back (``complete_write``,
-``complete_snapshot``), sends commands to instances, and hands the
-notifications to clients.
+``complete_snapshot``), sends commands to instances (and severs replaced
+replicas), folds managed-collection writes into its group commits, and hands
+the notifications to clients.
 """
 
 from __future__ import annotations
@@ -13,15 +14,17 @@ from dataclasses import dataclass
 from typing import TypeAlias
 
 from ..errors import InvalidUppers
-from ..frontier import Antichain, Time, Update
+from ..frontier import Antichain, Row, Time, Update
 from ..ids import GlobalId, InstanceId, ReplicaId
 from .commands import StorageCommand
 
 __all__ = [
     "AppendCompleted",
     "CollectionDropped",
+    "DisconnectStorageReplica",
     "DowngradeShardSince",
     "DropShard",
+    "ManagedWrite",
     "ReadSnapshot",
     "RegisterShard",
     "SendStorageCommand",
@@ -39,6 +42,37 @@ class SendStorageCommand:
     instance: InstanceId
     replica: ReplicaId
     command: StorageCommand
+
+
+@dataclass(frozen=True, slots=True)
+class DisconnectStorageReplica:
+    """Sever ``replica`` from storage ``instance``: another replica replaced it (one per instance).
+
+    Close the connection and stop the process if the driver owns it; nothing
+    it sends afterwards may reach the controller. Its writes can still land
+    (a zombie): they are compare-and-appends, which the new replica's
+    identical writes make harmless.
+    """
+
+    instance: InstanceId
+    replica: ReplicaId
+
+
+@dataclass(frozen=True, slots=True)
+class ManagedWrite:
+    """Append ``updates`` (``(row, diff)`` pairs, no time) to storage-managed collection ``collection_id``.
+
+    The driver folds them into its next group commit: they get the commit's
+    timestamp, like the tables written in it. ``truncate`` asks to first
+    retract everything the collection holds (its contents at ``upper - 1``)
+    in the same commit: a differential collection (statistics) starts over
+    from the controller's desired state. Effects for one collection are
+    applied in the order emitted.
+    """
+
+    collection_id: GlobalId
+    updates: tuple[tuple[Row, int], ...]
+    truncate: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +154,8 @@ class CollectionDropped:
 
 StorageEffect: TypeAlias = (
     SendStorageCommand
+    | DisconnectStorageReplica
+    | ManagedWrite
     | RegisterShard
     | DowngradeShardSince
     | WriteToShard

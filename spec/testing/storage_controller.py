@@ -7,14 +7,21 @@ compare-and-append is the spec shard's), and records what it saw so tests
 can check the controller's promises.
 
 :class:`StorageControllerMachine` is a Hypothesis ``RuleBasedStateMachine``
-that drives a controller through tables, materialized-view outputs with
-dependencies, ingestions on instances with 1-3 replicas (which disconnect and
-reconnect), appends with deferred completion, snapshots, read policies, read
-holds, exports and drops, and checks after every step that frontiers never
-regress, no since passes a hold, compaction frontiers are monotone, every
-append resolves exactly once, snapshots read exactly what was appended, the
-instance histories stay bounded, and a rejected call changes nothing.
-Subclass it to run the same checks against a driver of your own.
+that drives a controller (read-write, or read-only until it is promoted;
+checking the storage protocol on every connection) through tables,
+materialized-view outputs with dependencies, ingestions with remap
+collections on instances whose one replica is replaced and reconnected,
+replica responses (uppers of data and remap collections, statuses,
+statistics, dropped ids, and responses that break the protocol), managed
+collections, appends with deferred completion, snapshots, read policies,
+read holds, exports and drops, and checks after every step that frontiers
+never regress, no since passes a hold (the remap holds included: a remap
+collection's since never passes ``step_back`` of its ingestion's upper),
+compaction frontiers are monotone, every append resolves exactly once,
+snapshots read exactly what was appended, each instance has at most one
+replica and a bounded history, the managed collections hold what the
+controller knows, and a rejected call changes nothing. Subclass it to run the
+same checks against a driver of your own.
 """
 
 from __future__ import annotations
@@ -24,9 +31,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from ..errors import StorageError, UpperMismatch
+from ..errors import RemoteProtocolError, StorageError, UpperMismatch
 from ..frontier import Antichain, ChangeBatch, Row, Time, Update, consolidate_pairs
 from ..frontier.read_policy import (
     LagWriteFrontier,
@@ -39,25 +46,38 @@ from ..frontier.read_policy import (
 from ..ids import GlobalId
 from ..shard import BatchMeta, ShardState, compare_and_append
 from ..storage import (
+    MANAGED_KINDS,
     AppendCommand,
     AppendCompleted,
     CollectionDescription,
     CreateExportToken,
+    DisconnectStorageReplica,
     DowngradeShardSince,
+    DroppedId,
     DropShard,
     ExportDescription,
     Ingestion,
+    Introspection,
+    ManagedWrite,
     MaterializedView,
     ReadSnapshot,
     RegisterShard,
     SendStorageCommand,
+    SinkStatistics,
+    SourceStatistics,
+    SourceStatus,
+    StatisticsUpdate,
+    StatusUpdate,
     StorageAllowCompaction,
     StorageController,
     StorageEffect,
     StorageFrontierUpper,
     StorageReadHold,
+    StorageResponse,
     Table,
     WriteToShard,
+    statistics_row,
+    status_row,
 )
 
 __all__ = [
@@ -191,11 +211,20 @@ class ShardStoreModel:
 
 def controller_fingerprint(controller: StorageController) -> Any:
     """Everything observable about a controller, to check that a rejected call changed nothing."""
-    instances = {
-        i: (tuple(controller.replicas(i)), tuple(controller.history(i)))
-        for i in controller.instances()
-    }
+    instances = {}
+    for i in controller.instances():
+        session = controller.protocol_session(i)
+        instances[i] = (
+            tuple(controller.replicas(i)),
+            tuple(controller.history(i)),
+            None if session is None else session.snapshot(),
+        )
+    objects = [v.id for v in controller.collections()] + [e.id for e in controller.exports()]
     return (
+        tuple((id, controller.status(id), controller.statistics(id)) for id in sorted(objects)),
+        tuple(controller.remap_holds().items()),
+        tuple(controller.managed_collections().items()),
+        controller.read_only,
         tuple(controller.collections()),
         tuple(controller.exports()),
         instances,
@@ -217,8 +246,11 @@ class StorageControllerMachine(RuleBasedStateMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.controller = StorageController()
+        self.controller = StorageController(check_protocol=True)
         self.store = ShardStoreModel()
+        self.connected: dict[str, str] = {}
+        self.managed_rows: dict[GlobalId, dict[Row, int]] = {}
+        self.status_rows: dict[GlobalId, list[Row]] = {}
         self.next_id = 1
         self.holds: list[StorageReadHold] = []
         self.tokens: list[CreateExportToken] = []
@@ -233,6 +265,13 @@ class StorageControllerMachine(RuleBasedStateMachine):
         self.compactions: dict[tuple[str, str, GlobalId], Antichain] = {}
         for instance in _INSTANCES:
             self.controller.create_instance(instance)
+
+    @initialize(read_only=st.booleans())
+    def start(self, read_only: bool) -> None:
+        if read_only:
+            self.controller = StorageController(read_only=True, check_protocol=True)
+            for instance in _INSTANCES:
+                self.controller.create_instance(instance)
 
     # -- plumbing ----------------------------------------------------------------------
 
@@ -253,6 +292,11 @@ class StorageControllerMachine(RuleBasedStateMachine):
                 if effect.error is None:
                     for id, updates in self.appended.pop(effect.ticket, ()):
                         self.acknowledged.setdefault(id, []).extend(updates)
+            if isinstance(effect, DisconnectStorageReplica):
+                assert self.connected.get(effect.instance) == effect.replica, effect
+            if isinstance(effect, ManagedWrite):
+                assert not self.controller.read_only, f"a read-only controller wrote {effect}"
+                self._apply_managed(effect)
             if isinstance(effect, SendStorageCommand) and isinstance(
                 effect.command, StorageAllowCompaction
             ):
@@ -277,6 +321,21 @@ class StorageControllerMachine(RuleBasedStateMachine):
             return True
         self._take()
         return False
+
+    def _apply_managed(self, write: ManagedWrite) -> None:
+        """What the driver does: fold the rows into the collection (truncating first if asked)."""
+        contents = self.managed_rows.setdefault(write.collection_id, {})
+        if write.truncate:
+            contents.clear()
+        for row, diff in write.updates:
+            n = contents.get(row, 0) + diff
+            assert n >= 0, f"managed write retracts {row} that {write.collection_id} lacks"
+            if n:
+                contents[row] = n
+            else:
+                contents.pop(row, None)
+            if diff > 0 and len(row) == 4:
+                self.status_rows.setdefault(write.collection_id, []).append(row)
 
     def _fresh_id(self) -> GlobalId:
         self.next_id += 1
@@ -318,6 +377,16 @@ class StorageControllerMachine(RuleBasedStateMachine):
             (source, CollectionDescription(Ingestion(instance, remap))),
         ]
         self._rejected(self.controller.create_collections, descs)
+
+    @rule(kind=st.sampled_from(sorted(MANAGED_KINDS)))
+    def create_managed(self, kind: str) -> None:
+        desc = CollectionDescription(Introspection(kind))
+        self._rejected(self.controller.create_collections, [(self._fresh_id(), desc)])
+
+    @rule()
+    def promote(self) -> None:
+        self.controller.read_write()
+        self._take()
 
     @rule()
     def create_with_missing_dependency(self) -> None:
@@ -424,14 +493,111 @@ class StorageControllerMachine(RuleBasedStateMachine):
             self.controller.update_write_frontiers([(id, self.store.shards[id].upper)])
             self._take()
             return
-        replicas = self.controller.replicas(instance)
-        if not replicas:
-            return
-        replica = data.draw(st.sampled_from(replicas))
         if id in self.store.shards:
             upper = self.store.shards[id].upper
-        self.controller.handle_response(instance, replica, StorageFrontierUpper(id, upper))
+        self._respond(instance, StorageFrontierUpper(id, upper))
+
+    def _running(self, instance: str) -> tuple[str, Any] | None:
+        """The instance's replica and its protocol session, if it may answer now."""
+        replicas = self.controller.replicas(instance)
+        session = self.controller.protocol_session(instance)
+        if not replicas or session is None or not session.stage.is_running:
+            return None
+        return replicas[0], session
+
+    def _respond(self, instance: str, response: StorageResponse) -> None:
+        """Send ``response`` as a correct replica would: only what its session allows."""
+        running = self._running(instance)
+        if running is None:
+            return
+        replica, session = running
+        try:
+            session.check_response(response)
+        except RemoteProtocolError:
+            return
+        self.controller.handle_response(instance, replica, response)
         self._take()
+
+    def _session_objects(self) -> list[tuple[str, Any]]:
+        """``(instance, record)`` of every object run in the current iterations."""
+        out: list[tuple[str, Any]] = []
+        for instance in _INSTANCES:
+            running = self._running(instance)
+            if running is not None:
+                out.extend((instance, rec) for _, rec in sorted(running[1].objects.items()))
+        return out
+
+    @precondition(lambda self: bool(self._session_objects()))
+    @rule(data=st.data())
+    def report_remap_upper(self, data: st.DataObject) -> None:
+        instance, rec = data.draw(st.sampled_from(self._session_objects()))
+        if rec.remap_id is None:
+            return
+        upper = Antichain([data.draw(st.integers(0, 14))])
+        shard = self.store.shards.get(rec.remap_id)
+        if shard is not None and shard.upper < upper:
+            shard.upper = upper
+        self._respond(instance, StorageFrontierUpper(rec.remap_id, upper))
+
+    @precondition(lambda self: bool(self._session_objects()))
+    @rule(data=st.data())
+    def report_status(self, data: st.DataObject) -> None:
+        instance, rec = data.draw(st.sampled_from(self._session_objects()))
+        if rec.dropped:
+            status = SourceStatus.DROPPED
+        else:
+            status = data.draw(
+                st.sampled_from([s for s in SourceStatus if s is not SourceStatus.DROPPED])
+            )
+        error = data.draw(st.sampled_from([None, "upstream is down"]))
+        self._respond(instance, StatusUpdate(rec.id, status, error))
+
+    @precondition(lambda self: bool(self._session_objects()))
+    @rule(data=st.data())
+    def report_statistics(self, data: st.DataObject) -> None:
+        instance, rec = data.draw(st.sampled_from(self._session_objects()))
+        n = st.integers(0, 3)
+        stats: SourceStatistics | SinkStatistics
+        if rec.kind == "sink":
+            stats = SinkStatistics(data.draw(n), data.draw(n), data.draw(n), data.draw(n))
+        else:
+            stats = SourceStatistics(
+                data.draw(n), data.draw(n), offset_known=data.draw(st.none() | n)
+            )
+        self._respond(instance, StatisticsUpdate(rec.id, stats))
+
+    @precondition(lambda self: bool(self._session_objects()))
+    @rule(data=st.data())
+    def report_dropped(self, data: st.DataObject) -> None:
+        instance, rec = data.draw(st.sampled_from(self._session_objects()))
+        self._respond(instance, DroppedId(rec.id))
+
+    @precondition(lambda self: bool(self._session_objects()))
+    @rule(data=st.data())
+    def broken_response(self, data: st.DataObject) -> None:
+        # A response no correct replica sends: refused with the replica to blame, nothing changed.
+        instance, rec = data.draw(st.sampled_from(self._session_objects()))
+        running = self._running(instance)
+        assert running is not None
+        replica, session = running
+        last = session.last_reported(rec.id)
+        candidates: list[StorageResponse] = [
+            StatusUpdate(GlobalId.user(90_000), SourceStatus.RUNNING)
+        ]
+        if last is not None and not last.is_empty():
+            candidates.append(StorageFrontierUpper(rec.id, last))
+        if not rec.dropped:
+            candidates.append(DroppedId(rec.id))
+        if rec.dropped_reported:
+            candidates.append(StatusUpdate(rec.id, SourceStatus.DROPPED))
+        response = data.draw(st.sampled_from(candidates))
+        before = controller_fingerprint(self.controller)
+        try:
+            self.controller.handle_response(instance, replica, response)
+        except RemoteProtocolError:
+            assert controller_fingerprint(self.controller) == before
+        else:
+            raise AssertionError(f"{response} was accepted")
 
     def _written_elsewhere(self) -> list[GlobalId]:
         return [
@@ -516,10 +682,12 @@ class StorageControllerMachine(RuleBasedStateMachine):
         # reconnections a replica never sees a compaction frontier move back.
         self.controller.connect_replica(instance, replica)
         self._take()
+        self.connected[instance] = replica
 
     @rule(instance=st.sampled_from(_INSTANCES), replica=st.sampled_from(_REPLICAS))
     def drop_replica(self, instance: str, replica: str) -> None:
-        self._rejected(self.controller.drop_replica, instance, replica)
+        if not self._rejected(self.controller.drop_replica, instance, replica):
+            self.connected.pop(instance, None)
 
     @rule()
     def initialization_complete(self) -> None:
@@ -557,6 +725,13 @@ class StorageControllerMachine(RuleBasedStateMachine):
             assert views[e.description.from_id].since <= e.read_capability
         for read in self.deferred_reads:
             assert views[read.id].since.less_equal(read.as_of)
+        for ingestion, (remap, remap_hold) in self.controller.remap_holds().items():
+            # Every remap collection here starts at [0] with its ingestion: the hold keeps its since
+            # at or below step_back of the ingestion's upper, whatever its read policy.
+            back = StepBack().frontier(views[ingestion].upper)
+            assert views[remap].since <= remap_hold <= back, (
+                f"remap {remap} since {views[remap].since!r} passed {ingestion}'s upper"
+            )
 
     @invariant()
     def holds_are_accounted_for(self) -> None:
@@ -580,6 +755,8 @@ class StorageControllerMachine(RuleBasedStateMachine):
             hold(e.description.from_id, e.read_capability)
         for read in self.deferred_reads:
             hold(read.id, Antichain([read.as_of]))
+        for remap, frontier in self.controller.remap_holds().values():
+            hold(remap, frontier)
         for v in self.controller.collections():
             got = list(v.read_capabilities)
             assert got == list(expected.get(v.id, ChangeBatch())), (
@@ -605,9 +782,39 @@ class StorageControllerMachine(RuleBasedStateMachine):
         live = len(self.controller.collections()) + len(self.controller.exports())
         for instance in self.controller.instances():
             size = len(self.controller.history(instance))
-            assert size <= 2 + 2 * live, (
+            assert size <= 3 + 2 * live, (
                 f"history of {instance} has {size} commands for {live} objects"
             )
+            assert len(self.controller.replicas(instance)) <= 1
+
+    @invariant()
+    def managed_collections_agree(self) -> None:
+        if self.controller.read_only:
+            return
+        managed = self.controller.managed_collections()
+        objects = {v.id for v in self.controller.collections()} | {
+            e.id for e in self.controller.exports()
+        }
+        for kind, sink in (("source_statistics", False), ("sink_statistics", True)):
+            if kind not in managed:
+                continue
+            want = {}
+            for id in objects:
+                stats = self.controller.statistics(id)
+                if stats is not None and isinstance(stats, SinkStatistics) == sink:
+                    want[statistics_row(id, stats)] = 1
+            got = self.managed_rows.get(managed[kind], {})
+            assert got == want, f"{kind}: {got} != {want}"
+        for kind in ("source_status_history", "sink_status_history"):
+            if kind not in managed:
+                continue
+            last: dict[str, Row] = {}
+            for row in self.status_rows.get(managed[kind], []):
+                assert last.get(row[0]) != row, f"{kind} repeats {row}"
+                last[row[0]] = row
+            for id_text, row in last.items():
+                current = self.controller.status(GlobalId.parse(id_text))
+                assert current is not None and status_row(current) == row
 
     def teardown(self) -> None:
         # Drain everything outstanding: every append and snapshot must resolve.

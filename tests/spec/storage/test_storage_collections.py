@@ -23,6 +23,7 @@ from tidegate.spec.storage import (
     RunIngestion,
     SendStorageCommand,
     ShardFrontiers,
+    StorageAllowWrites,
     StorageController,
     Table,
 )
@@ -77,7 +78,7 @@ def test_dependencies_in_one_call_are_created_first(ctl: StorageController) -> N
     ]
     ctl.create_collections(descs, shards={u2: ShardFrontiers(A(4), A(4))})
     assert ctl.collection(u1).since == A(4)
-    assert ctl.history("i") == [RunIngestion(u1, descs[0][1], A(0))]
+    assert ctl.history("i") == [RunIngestion(u1, descs[0][1], A(0)), StorageAllowWrites()]
 
 
 def test_ingestion_is_sent_to_connected_replicas(ctl: StorageController) -> None:

@@ -19,6 +19,7 @@ from tidegate.spec.storage import (
     SendStorageCommand,
     SinceChanged,
     StorageAllowCompaction,
+    StorageAllowWrites,
     StorageController,
     Table,
 )
@@ -125,14 +126,15 @@ def test_dropping_an_ingestion_tells_its_instance_and_shrinks_history(
     )
     ctl.set_read_policy([(u2, LagWriteFrontier(0, 1))])
     ctl.update_write_frontiers([(u2, A(5))])
-    assert len(ctl.history("i")) == 2  # the ingestion and its last compaction
+    # The ingestion, its last compaction and AllowWrites (the controller is read-write).
+    assert len(ctl.history("i")) == 3
     ctl.drain()
     ctl.drop_sources([u2])
     effects = ctl.drain()
     assert SendStorageCommand("i", "r", StorageAllowCompaction(u2, EMPTY)) in effects
     assert SinceChanged(u1, A(0)) not in effects  # the remap collection's own policy still holds it
-    assert ctl.collection(u1).read_capabilities == ((0, 1),)
-    assert ctl.history("i") == []
+    assert ctl.collection(u1).read_capabilities == ((0, 1),)  # dependency and remap holds gone
+    assert ctl.history("i") == [StorageAllowWrites()]
 
 
 def test_set_policy_on_a_dropped_collection_keeps_it_dropped(ctl: StorageController) -> None:

@@ -23,6 +23,7 @@ from tidegate.spec.storage import (
     SendStorageCommand,
     SinceChanged,
     StorageAllowCompaction,
+    StorageAllowWrites,
     StorageController,
     StorageFrontierUpper,
     Table,
@@ -174,7 +175,7 @@ def test_drop_sinks_releases_the_input_and_tears_the_sink_down(ctl: StorageContr
     assert SinceChanged(u1, A(28)) in effects
     assert SendStorageCommand("i", "r", StorageAllowCompaction(u5, Antichain.empty())) in effects
     assert effects[-1] == CollectionDropped(u5)
-    assert ctl.exports() == [] and ctl.history("i") == []
+    assert ctl.exports() == [] and ctl.history("i") == [StorageAllowWrites()]
     with pytest.raises(IdentifierMissing):
         ctl.export(u5)
     ctl.drop_sinks_unvalidated([u5, u6])

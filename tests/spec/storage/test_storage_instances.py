@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
 from tidegate.spec.errors import (
@@ -15,6 +17,7 @@ from tidegate.spec.frontier.read_policy import LagWriteFrontier
 from tidegate.spec.ids import GlobalId
 from tidegate.spec.storage import (
     CollectionDescription,
+    DisconnectStorageReplica,
     DroppedId,
     ExportDescription,
     Ingestion,
@@ -22,8 +25,10 @@ from tidegate.spec.storage import (
     RunSink,
     SendStorageCommand,
     StorageAllowCompaction,
+    StorageAllowWrites,
     StorageController,
     StorageFrontierUpper,
+    StorageHello,
     StorageInitializationComplete,
     StorageParameters,
     StorageUpdateConfiguration,
@@ -54,14 +59,15 @@ def test_instance_lifecycle_errors(ctl: StorageController) -> None:
 
 def test_initialization_and_configuration_are_broadcast(ctl: StorageController) -> None:
     ctl.create_instance("i")
+    ctl.create_instance("j")
     ctl.connect_replica("i", "r1")
-    ctl.connect_replica("i", "r2")
+    ctl.connect_replica("j", "r2")
     ctl.drain()
     ctl.initialization_complete()
     effects = ctl.drain()
     assert effects == [
         SendStorageCommand("i", "r1", StorageInitializationComplete()),
-        SendStorageCommand("i", "r2", StorageInitializationComplete()),
+        SendStorageCommand("j", "r2", StorageInitializationComplete()),
     ]
     ctl.initialization_complete()
     assert ctl.drain() == []
@@ -90,18 +96,67 @@ def test_a_connecting_replica_gets_the_reduced_history(ctl: StorageController) -
     ctl.connect_replica("i", "r")
     effects = ctl.drain()
     assert [e.command for e in effects if isinstance(e, SendStorageCommand)] == [
+        StorageHello(uuid.UUID(int=1)),
         StorageUpdateConfiguration(StorageParameters.of(a=1)),
         RunIngestion(u1, ingestion, A(6)),  # resumes from the current upper
         RunSink(u5, sink, A(3), True),  # as_of advanced by its last compaction
         StorageAllowCompaction(u1, A(3)),
         StorageAllowCompaction(u5, A(3)),
         StorageInitializationComplete(),
+        StorageAllowWrites(),  # the controller is read-write
     ]
-    assert len(effects) == len(ctl.history("i"))
-    # Reconnecting replays the same history again.
+    assert len(effects) == 1 + len(ctl.history("i"))
+    # Reconnecting replays the same history again, in a new iteration.
     ctl.connect_replica("i", "r")
-    assert ctl.drain() == effects
+    again = ctl.drain()
+    assert again[0] == SendStorageCommand("i", "r", StorageHello(uuid.UUID(int=2)))
+    assert again[1:] == effects[1:]
     assert ctl.replicas("i") == ["r"]
+
+
+def test_one_replica_per_instance_a_new_one_severs_the_old(ctl: StorageController) -> None:
+    ctl.create_instance("i")
+    ctl.create_collections([(u1, CollectionDescription(Ingestion("i")))])
+    ctl.connect_replica("i", "r1")
+    ctl.drain()
+    ctl.connect_replica("i", "r2", "host:2")
+    effects = ctl.drain()
+    assert effects[0] == DisconnectStorageReplica("i", "r1")
+    assert [type(e.command).__name__ for e in effects[1:] if isinstance(e, SendStorageCommand)] == [
+        "StorageHello",
+        "RunIngestion",
+        "StorageAllowWrites",
+    ]
+    assert all(e.replica == "r2" for e in effects[1:] if isinstance(e, SendStorageCommand))
+    assert ctl.replicas("i") == ["r2"]
+    # The severed replica's responses are refused; the new one's are taken.
+    with pytest.raises(StorageReplicaMissing):
+        ctl.handle_response("i", "r1", StorageFrontierUpper(u1, A(3)))
+    ctl.handle_response("i", "r2", StorageFrontierUpper(u1, A(3)))
+    assert ctl.collection(u1).upper == A(3)
+    with pytest.raises(StorageReplicaMissing):
+        ctl.drop_replica("i", "r1")
+
+
+def test_a_read_only_controller_sends_allow_writes_once_it_is_read_write() -> None:
+    ctl = StorageController(read_only=True)
+    ctl.create_instance("i")
+    ctl.create_instance("j")
+    ctl.connect_replica("i", "r")
+    ctl.initialization_complete()
+    sent = [e.command for e in ctl.drain() if isinstance(e, SendStorageCommand)]
+    assert StorageAllowWrites() not in sent
+    assert StorageAllowWrites() not in ctl.history("i")
+    ctl.read_write()
+    assert ctl.drain() == [SendStorageCommand("i", "r", StorageAllowWrites())]
+    assert ctl.history("i")[-1] == StorageAllowWrites()
+    ctl.read_write()
+    assert ctl.drain() == []  # once
+    ctl.connect_replica("j", "s")
+    assert [e.command for e in ctl.drain()][-2:] == [
+        StorageInitializationComplete(),
+        StorageAllowWrites(),
+    ]
 
 
 def test_responses_advance_only_the_instance_objects(ctl: StorageController) -> None:

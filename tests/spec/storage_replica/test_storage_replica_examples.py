@@ -1,0 +1,441 @@
+"""Documented behaviours of StorageReplica, one example each (see the module docstring of its replica module)."""
+
+from __future__ import annotations
+
+import inspect
+import uuid
+from typing import Any
+
+import pytest
+
+from tidegate.spec.errors import (
+    InvalidBindings,
+    RemoteProtocolError,
+    ShardWriteNotInFlight,
+    SinkCommitNotInFlight,
+    SinkInputRejected,
+    SourceBatchRejected,
+    StorageCommandAfterDrop,
+    StorageCommandRejected,
+    StorageReplicaError,
+    UnknownIngestion,
+    UnknownStorageSink,
+    UnrequestedStorageCallback,
+)
+from tidegate.spec.frontier import Antichain, Product
+from tidegate.spec.ids import GlobalId
+from tidegate.spec.plan.schema import Schema
+from tidegate.spec.storage import (
+    CollectionDescription,
+    DroppedId,
+    ExportDescription,
+    Ingestion,
+    RunIngestion,
+    RunSink,
+    SimulatedSink,
+    SimulatedSource,
+    SinkStatistics,
+    SourceBatch,
+    SourceStatistics,
+    SourceStatus,
+    StatisticsUpdate,
+    StatusUpdate,
+    StorageAllowCompaction,
+    StorageAllowWrites,
+    StorageFrontierUpper,
+    StorageHello,
+    StorageInitializationComplete,
+)
+from tidegate.spec.storage_replica import (
+    AckSource,
+    CloseSink,
+    CommitSink,
+    OpenSink,
+    ReadRemap,
+    ReadSinkInput,
+    Reply,
+    StartSource,
+    StopSinkInput,
+    StopSource,
+    StorageReplica,
+    StorageReplicaOutput,
+    WriteShard,
+)
+
+REMAP, ING, SINK, INPUT = GlobalId.user(1), GlobalId.user(2), GlobalId.user(3), GlobalId.user(4)
+SCHEMA = Schema.of(("v", "int64", False))
+SOURCE = SimulatedSource("up")
+TARGET = SimulatedSink("down")
+DESC = CollectionDescription(Ingestion("i", REMAP, SOURCE, SCHEMA))
+RUN = RunIngestion(ING, DESC, Antichain([0]))
+SINK_DESC = ExportDescription(INPUT, "i", Antichain([5]), TARGET, SCHEMA)
+RUN_SINK = RunSink(SINK, SINK_DESC, Antichain([5]), False)
+EMPTY = Antichain()
+
+
+def A(t: int) -> Antichain:
+    return Antichain([t])
+
+
+def replies(outs: list[StorageReplicaOutput]) -> list[Any]:
+    return [o.response for o in outs if isinstance(o, Reply)]
+
+
+def io(outs: list[StorageReplicaOutput]) -> list[StorageReplicaOutput]:
+    return [o for o in outs if not isinstance(o, Reply)]
+
+
+def acts(outs: list[StorageReplicaOutput]) -> list[Any]:
+    """Outputs without statistics (reported on every tick that changed them)."""
+    return [
+        o for o in outs if not (isinstance(o, Reply) and isinstance(o.response, StatisticsUpdate))
+    ]
+
+
+def started(*commands: Any, writes: bool = True) -> StorageReplica:
+    r = StorageReplica(backoff_ms=100, backoff_max_ms=400)
+    r.handle_command(StorageHello(uuid.UUID(int=1)))
+    for c in commands:
+        r.handle_command(c)
+    r.handle_command(StorageInitializationComplete())
+    if writes:
+        r.handle_command(StorageAllowWrites())
+    return r
+
+
+def fingerprint(r: StorageReplica) -> Any:
+    return (
+        r.session.snapshot(),
+        r.ingestions(),
+        r.sinks(),
+        tuple(r.uppers(i) for i in r.ingestions()),
+        tuple(r.buffered().items()),
+        tuple(r.status(i) for i in (*r.ingestions(), *r.sinks())),
+        r.writes_allowed,
+    )
+
+
+def refused(r: StorageReplica, error: type[Exception], call: Any, *args: Any) -> None:
+    r.drain()
+    before = fingerprint(r)
+    with pytest.raises(error):
+        call(*args)
+    assert fingerprint(r) == before
+    assert io(r.drain()) == []
+
+
+def loaded(
+    writes: bool = True, data_upper: int = 0, remap: tuple[Any, ...] = (), remap_upper: int = 0
+) -> StorageReplica:
+    r = started(RUN, writes=writes)
+    r.drain()
+    r.remap_loaded(ING, A(data_upper), list(remap), A(remap_upper))
+    return r
+
+
+# -- ingestion ------------------------------------------------------------------------------
+
+
+def test_an_ingestion_loads_its_bindings_starts_upstream_and_reports_starting() -> None:
+    r = started(RUN)
+    outs = r.drain()
+    assert io(outs) == [ReadRemap(ING, ING, REMAP)]
+    assert replies(outs) == [StatusUpdate(ING, SourceStatus.STARTING)]
+    r.remap_loaded(ING, A(0), [], A(0))
+    assert io(r.drain()) == [StartSource(ING, SOURCE, SCHEMA, 0)]
+    r.source_started(ING)
+    assert replies(r.drain()) == [StatusUpdate(ING, SourceStatus.RUNNING)]
+
+
+def test_each_tick_mints_one_binding_then_writes_remap_then_data() -> None:
+    r = loaded()
+    r.drain()
+    r.feed_source(ING, SourceBatch((((10,), 0, 1), ((11,), 2, 1)), 3, 64))
+    assert io(r.drain()) == []  # nothing is written before a tick
+    r.tick(1_000)
+    assert io(r.drain()) == [WriteShard(REMAP, (((3,), 1_000, 1),), A(0), A(1_001))]
+    r.feed_source(ING, SourceBatch((((12,), 3, 1),), 4))
+    r.tick(1_001)
+    assert io(r.drain()) == []  # one write in flight at a time
+    r.write_completed(REMAP, A(1_001))
+    assert r.drain() == [
+        WriteShard(ING, (((10,), 1_000, 1), ((11,), 1_000, 1)), A(0), A(1_001)),
+        Reply(StorageFrontierUpper(REMAP, A(1_001))),
+    ]
+    r.write_completed(ING, A(1_001))
+    assert r.drain() == [AckSource(ING, 3), Reply(StorageFrontierUpper(ING, A(1_001)))]
+    assert r.uppers(ING) == (1_001, 1_001)
+    # The clock went back: the next binding is at the remap upper, never before it.
+    r.tick(5)
+    assert io(r.drain()) == [
+        WriteShard(REMAP, (((4,), 1_001, 1), ((3,), 1_001, -1)), A(1_001), A(1_002))
+    ]
+
+
+def test_a_quiet_source_still_advances_both_uppers() -> None:
+    r = loaded()
+    r.drain()
+    r.tick(50)
+    assert io(r.drain()) == [WriteShard(REMAP, (), A(0), A(51))]
+    r.write_completed(REMAP, A(51))
+    assert io(r.drain()) == [WriteShard(ING, (), A(0), A(51))]
+    r.write_completed(ING, A(51))
+    assert replies(r.drain()) == [StorageFrontierUpper(ING, A(51))]
+
+
+def test_bindings_beyond_the_data_upper_get_their_data_first() -> None:
+    # A previous incarnation minted [3) at 4 and [5) at 6 but wrote data only up to 4.
+    r = loaded(data_upper=4, remap=(((3,), 3, 1), ((5,), 6, 1), ((3,), 6, -1)), remap_upper=7)
+    assert r.drain()[0] == StartSource(ING, SOURCE, SCHEMA, 3)  # binding(D - 1)
+    r.tick(100)
+    assert io(r.drain()) == []  # waits for upstream to deliver the bound offsets
+    r.feed_source(ING, SourceBatch((((7,), 3, 1), ((8,), 4, 1), ((9,), 6, 1)), 7))
+    assert io(r.drain()) == [WriteShard(ING, (((7,), 6, 1), ((8,), 6, 1)), A(4), A(7))]
+
+
+def test_nothing_is_written_before_allow_writes() -> None:
+    r = loaded(writes=False)
+    r.drain()
+    r.feed_source(ING, SourceBatch((((1,), 0, 1),), 1))
+    r.tick(10)
+    assert io(r.drain()) == []
+    r.handle_command(StorageAllowWrites())
+    r.tick(11)
+    assert io(r.drain()) == [WriteShard(REMAP, (((1,), 11, 1),), A(0), A(12))]
+
+
+def test_a_lost_race_reloads_and_resumes_from_what_is_durable() -> None:
+    r = loaded()
+    r.drain()
+    r.feed_source(ING, SourceBatch((((1,), 0, 1), ((2,), 1, 1)), 2))
+    r.tick(10)
+    r.drain()
+    refused(r, ShardWriteNotInFlight, r.write_failed, REMAP, A(0))  # that is no mismatch
+    r.write_failed(REMAP, A(9))
+    assert io(r.drain()) == [ReadRemap(ING, ING, REMAP)]
+    # The other incarnation bound [1) at 5 and wrote its data: resume at 1, the reader goes on.
+    r.remap_loaded(ING, A(6), [((1,), 5, 1)], A(9))
+    # Acknowledged up to binding(D - 1); the data of the other's bindings beyond D (none) follow.
+    assert io(r.drain()) == [AckSource(ING, 1), WriteShard(ING, (), A(6), A(9))]
+    assert r.buffered()[ING] == 1  # offset 0 is durable: dropped
+    assert r.uppers(ING) == (6, 9)
+
+
+def test_driver_bugs_are_typed_and_change_nothing() -> None:
+    r = loaded()
+    r.drain()
+    r.feed_source(ING, SourceBatch((((1,), 0, 1),), 2))
+    refused(r, UnknownIngestion, r.feed_source, INPUT, SourceBatch((), 1))
+    refused(r, SourceBatchRejected, r.feed_source, ING, SourceBatch((), 1))  # upper goes back
+    refused(
+        r, SourceBatchRejected, r.feed_source, ING, SourceBatch((((1,), 1, 1),), 3)
+    )  # offset delivered
+    refused(
+        r, SourceBatchRejected, r.feed_source, ING, SourceBatch((((1,), 5, 1),), 5)
+    )  # not below upper
+    refused(r, SourceBatchRejected, r.feed_source, ING, SourceBatch((("x", 3, 1),), 5))  # not a row
+    refused(r, ShardWriteNotInFlight, r.write_completed, ING, A(4))
+    refused(r, UnknownIngestion, r.write_completed, INPUT, A(4))
+    refused(r, UnrequestedStorageCallback, r.remap_loaded, ING, A(0), [], A(0))
+    refused(r, UnrequestedStorageCallback, r.source_started, ING)  # already running (fed)
+    refused(r, UnknownStorageSink, r.sink_opened, SINK, None)
+    refused(r, StorageCommandRejected, r.tick, -1)
+    r.tick(10)
+    (write,) = io(r.drain())
+    assert isinstance(write, WriteShard)
+    refused(r, ShardWriteNotInFlight, r.write_completed, REMAP, A(10))  # another upper
+
+
+def test_remap_contents_that_are_not_bindings_are_refused() -> None:
+    r = started(RUN)
+    r.drain()
+    refused(r, InvalidBindings, r.remap_loaded, ING, A(5), [], A(3))  # data ahead of remap
+    refused(r, InvalidBindings, r.remap_loaded, ING, A(1), [((3,), 0, 2)], A(3))
+    r.remap_loaded(ING, A(1), [((3,), 0, 1)], A(3))
+    assert r.uppers(ING) == (1, 3)
+
+
+def test_a_failing_source_stalls_and_restarts_after_a_backoff() -> None:
+    r = loaded()
+    r.tick(1_000)
+    r.drain()
+    r.feed_source(ING, SourceBatch((((1,), 0, 1),), 2))
+    r.source_failed(ING, "connection reset")
+    assert replies(r.drain())[-1] == StatusUpdate(ING, SourceStatus.STALLED, "connection reset")
+    r.tick(1_050)
+    assert StartSource(ING, SOURCE, SCHEMA, 2) not in r.drain()
+    r.tick(1_100)  # 100 ms later: read on from what is buffered
+    assert StartSource(ING, SOURCE, SCHEMA, 2) in r.drain()
+    r.source_failed(ING, "again")
+    r.tick(1_250)
+    assert StartSource(ING, SOURCE, SCHEMA, 2) not in r.drain()  # the backoff doubled
+    r.tick(1_300)
+    assert StartSource(ING, SOURCE, SCHEMA, 2) in r.drain()
+    r.source_started(ING)
+    assert replies(r.drain())[-1] == StatusUpdate(ING, SourceStatus.RUNNING)
+
+
+def test_drop_tears_down_and_answers_dropped() -> None:
+    r = loaded()
+    r.tick(10)
+    r.drain()
+    r.handle_command(StorageAllowCompaction(ING, EMPTY))
+    outs = r.drain()
+    assert io(outs) == [StopSource(ING)]
+    assert replies(outs) == [StatusUpdate(ING, SourceStatus.DROPPED), DroppedId(ING)]
+    assert r.ingestions() == ()
+    r.write_completed(REMAP, A(11))  # the write under way: its outcome is ignored
+    assert io(r.drain()) == []
+    refused(r, StorageCommandAfterDrop, r.handle_command, StorageAllowCompaction(ING, EMPTY))
+
+
+def test_an_ingestion_that_cannot_run_ceases_and_can_be_dropped() -> None:
+    bare = RunIngestion(ING, CollectionDescription(Ingestion("i")), A(0))
+    r = started(bare)
+    ((status,),) = [replies(r.drain())]
+    assert status.status is SourceStatus.CEASED and "remap collection, connection, schema" in (
+        status.error or ""
+    )
+    r.tick(5)
+    assert r.drain() == []  # nothing to do, nothing to report
+    r.handle_command(StorageAllowCompaction(ING, EMPTY))
+    assert replies(r.drain()) == [StatusUpdate(ING, SourceStatus.DROPPED), DroppedId(ING)]
+
+
+def test_a_reconnect_keeps_what_it_runs_again_and_stops_the_rest() -> None:
+    r = loaded()
+    r.handle_command(RUN_SINK)
+    r.tick(10)
+    r.drain()
+    r.handle_command(StorageHello(uuid.UUID(int=2)))
+    r.handle_command(RUN)
+    r.handle_command(StorageInitializationComplete())
+    outs = r.drain()
+    assert io(outs) == [CloseSink(SINK)]  # the sink was not run again
+    assert replies(outs) == [
+        StatusUpdate(ING, SourceStatus.STARTING)
+    ]  # re-reported in the new iteration
+    assert r.ingestions() == (ING,)
+    r.write_completed(REMAP, A(11))  # the write under way goes on ...
+    assert r.drain() == [Reply(StorageFrontierUpper(REMAP, A(11)))]
+    r.handle_command(StorageAllowWrites())  # ... but writes wait for this iteration's AllowWrites
+    assert [type(o) for o in r.drain()] == [WriteShard]
+
+
+def test_statistics_are_reported_on_ticks() -> None:
+    r = loaded()
+    r.drain()
+    r.feed_source(ING, SourceBatch((((1,), 0, 1), ((2,), 0, 1)), 1, 40))
+    r.tick(10)
+    stats = [x for x in replies(r.drain()) if isinstance(x, StatisticsUpdate)]
+    assert stats == [StatisticsUpdate(ING, SourceStatistics(2, 40, offset_known=1))]
+    r.tick(11)
+    assert [x for x in replies(r.drain()) if isinstance(x, StatisticsUpdate)] == []
+
+
+def test_protocol_violations_are_the_controllers_and_change_nothing() -> None:
+    r = loaded()
+    r.drain()
+    refused(r, RemoteProtocolError, r.handle_command, StorageInitializationComplete())
+    refused(r, RemoteProtocolError, r.handle_command, RUN)
+    product = Antichain([Product(1, 2)])
+    refused(r, StorageCommandRejected, r.handle_command, RunSink(SINK, SINK_DESC, product, False))
+
+
+# -- sinks ----------------------------------------------------------------------------------
+
+
+def test_a_sink_first_commits_the_snapshot_at_its_as_of() -> None:
+    r = started(RUN_SINK)
+    assert io(r.drain()) == [OpenSink(SINK, TARGET, SCHEMA)]
+    r.sink_opened(SINK, None)
+    assert r.drain() == [
+        ReadSinkInput(SINK, INPUT, 5),
+        Reply(StatusUpdate(SINK, SourceStatus.RUNNING)),
+    ]
+    r.feed_sink_input(SINK, [((1,), 5, 1), ((2,), 5, 1)], 6)
+    r.feed_sink_input(SINK, [((1,), 7, -1)], 8)
+    refused(r, SinkInputRejected, r.feed_sink_input, SINK, [((3,), 7, 1)], 9)  # before the upper
+    refused(r, SinkInputRejected, r.feed_sink_input, SINK, [], 7)  # the upper goes back
+    r.tick(1)
+    assert io(r.drain()) == [
+        CommitSink(SINK, (((1,), 5, 1), ((1,), 7, -1), ((2,), 5, 1)), None, 5, 8)
+    ]
+    refused(r, SinkCommitNotInFlight, r.sink_committed, SINK, 9)
+    r.sink_committed(SINK, 8, 30)
+    assert replies(r.drain()) == [StorageFrontierUpper(SINK, A(8))]
+    r.feed_sink_input(SINK, [((4,), 9, 1)], 10)
+    r.tick(2)
+    outs = r.drain()
+    assert io(outs) == [CommitSink(SINK, (((4,), 9, 1),), 8, 8, 10)]
+    assert StatisticsUpdate(SINK, SinkStatistics(1, 3, 0, 30)) in replies(outs)
+
+
+def test_a_sink_resumes_after_what_its_target_covers() -> None:
+    r = started(RUN_SINK)
+    r.drain()
+    r.sink_opened(SINK, 9)
+    assert io(r.drain()) == [ReadSinkInput(SINK, INPUT, 8)]
+    r.feed_sink_input(
+        SINK, [((1,), 8, 1), ((2,), 9, 1)], 10
+    )  # the snapshot at 8 is covered already
+    r.tick(1)
+    assert io(r.drain()) == [CommitSink(SINK, (((2,), 9, 1),), 9, 9, 10)]
+    # Another incarnation committed up to 12 meanwhile: go on from there.
+    refused(r, SinkCommitNotInFlight, r.sink_conflict, SINK, 9)
+    r.sink_conflict(SINK, 12)
+    assert io(r.drain()) == []  # the read going on still serves
+    r.feed_sink_input(SINK, [((3,), 11, 1), ((4,), 12, 1)], 13)
+    r.tick(2)
+    assert io(r.drain()) == [CommitSink(SINK, (((4,), 12, 1),), 12, 12, 13)]
+
+
+def test_a_failing_sink_stalls_and_retries() -> None:
+    r = started(RUN_SINK)
+    r.drain()
+    r.tick(0)
+    r.sink_failed(SINK, "catalog down")
+    assert replies(r.drain()) == [StatusUpdate(SINK, SourceStatus.STALLED, "catalog down")]
+    r.tick(99)
+    assert io(r.drain()) == []
+    r.tick(100)
+    assert io(r.drain()) == [OpenSink(SINK, TARGET, SCHEMA)]
+    refused(r, UnrequestedStorageCallback, r.feed_sink_input, SINK, [], 1)
+    r.sink_opened(SINK, None)
+    r.handle_command(StorageAllowCompaction(SINK, EMPTY))
+    outs = r.drain()
+    assert io(outs) == [ReadSinkInput(SINK, INPUT, 5), StopSinkInput(SINK), CloseSink(SINK)]
+    assert replies(outs)[-2:] == [StatusUpdate(SINK, SourceStatus.DROPPED), DroppedId(SINK)]
+
+
+# -- the convention -------------------------------------------------------------------------
+
+
+def test_outputs_leave_only_through_the_outbox() -> None:
+    for name, fn in inspect.getmembers(StorageReplica, inspect.isfunction):
+        if name.startswith("_") or name == "drain":
+            continue
+        ret = inspect.signature(fn).return_annotation
+        assert "Output" not in str(ret), f"{name} returns {ret}"
+    assert issubclass(StorageCommandRejected, StorageReplicaError)
+
+
+def test_a_changed_description_restarts_the_ingestion_and_ignores_the_old_writes_outcome() -> None:
+    r = loaded()
+    r.drain()
+    r.tick(10)
+    (write,) = io(r.drain())
+    assert isinstance(write, WriteShard)
+    moved = Ingestion("i", REMAP, SimulatedSource("elsewhere"), SCHEMA)
+    r.handle_command(StorageHello(uuid.UUID(int=2)))
+    r.handle_command(RunIngestion(ING, CollectionDescription(moved), A(0)))
+    r.handle_command(StorageInitializationComplete())
+    r.handle_command(StorageAllowWrites())
+    assert io(r.drain()) == [StopSource(ING), ReadRemap(ING, ING, REMAP)]
+    r.write_completed(REMAP, write.new_upper)  # the torn-down ingestion's write landed
+    assert r.drain() == []
+    r.remap_loaded(ING, A(0), list(write.updates), write.new_upper)
+    assert io(r.drain()) == [
+        StartSource(ING, SimulatedSource("elsewhere"), SCHEMA, 0),
+        WriteShard(ING, (), A(0), write.new_upper),  # the data of the landed binding (none)
+    ]
