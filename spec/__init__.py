@@ -10,6 +10,7 @@ The main entry points are re-exported here (each loads on first use, so
 * :class:`Controller` -- the compute and storage controllers, connected;
   :class:`ComputeController` and :class:`StorageController` on their own;
 * :class:`ComputeReplica` -- the replica side of the compute protocol;
+  :class:`StorageReplica` -- the storage side: ingestions and sinks;
   :class:`ControllerSession` and :class:`ReplicaSession`, the protocol's two
   state machines; :class:`CommandHistory`, the reduced history replayed to replicas;
 * :class:`Antichain`, :class:`MutableAntichain`, :class:`ChangeBatch` -- the frontier algebra;
@@ -38,6 +39,7 @@ if TYPE_CHECKING:  # type checkers see the real objects; at run time they load o
     from .plan.builder import DataflowBuilder, table
     from .protocol import ControllerSession, DataflowDescription, ReplicaSession
     from .storage import StorageController
+    from .storage_replica import StorageReplica
 
 __all__ = [
     "Antichain",
@@ -56,6 +58,7 @@ __all__ = [
     "ReplicaSession",
     "Schema",
     "StorageController",
+    "StorageReplica",
     "TidegateError",
     "table",
 ]
@@ -77,6 +80,7 @@ _EXPORTS = {
     "ReplicaSession": "protocol",
     "Schema": "plan",
     "StorageController": "storage",
+    "StorageReplica": "storage_replica",
     "TidegateError": "errors",
     "table": "plan.builder",
 }

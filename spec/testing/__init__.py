@@ -19,12 +19,15 @@ from .sql_cases import *  # noqa: F403
 from .sql_cases import __all__ as _sql_cases_all
 from .storage_controller import *  # noqa: F403
 from .storage_controller import __all__ as _storage_controller_all
+from .storage_replica import *  # noqa: F403
+from .storage_replica import __all__ as _storage_replica_all
 
 __all__ = [
     *_protocol_all,
     *_history_all,
     *_controller_all,
     *_storage_controller_all,
+    *_storage_replica_all,
     *_executor_all,
     *_sql_cases_all,
     *_compute_replica_all,

@@ -21,10 +21,11 @@ from tidegate.spec.controller import Controller, ControllerEffect
 from tidegate.spec.executor.python import PythonExecutor
 from tidegate.spec.outbox import Outbox, atomic
 from tidegate.spec.storage import StorageController, StorageEffect
+from tidegate.spec.storage_replica import StorageReplica, StorageReplicaOutput
 
-MACHINES = [ComputeController, StorageController, Controller, ComputeReplica]
+MACHINES = [ComputeController, StorageController, Controller, ComputeReplica, StorageReplica]
 EFFECT_TYPES = {
-    t for u in (Effect, StorageEffect, ControllerEffect, ReplicaOutput) for t in get_args(u)
+    t for u in (Effect, StorageEffect, ControllerEffect, ReplicaOutput, StorageReplicaOutput) for t in get_args(u)
 }
 
 
