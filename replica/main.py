@@ -1,8 +1,17 @@
-"""``tidegate replica``: the replica process (gRPC server, replica service, metrics).
+"""``tidegate replica``: the replica process (gRPC server, replica services, metrics).
+
+``--services`` says which protocols it serves on its one port, as
+Materialize's clusterd hosts compute and storage: ``compute`` (the default:
+the compute service over Spark or the Python executor), ``storage`` (the
+storage service: ingestions and sinks, :mod:`tidegate.replica.storage`), or
+``compute,storage``. A storage-only process starts no executor -- no Spark,
+no JVM: storage needs neither -- so ``--executor`` and the Spark options do
+not apply to it.
 
 Prints one JSON line to stdout when it serves::
 
-    {"event": "listening", "address": "127.0.0.1:7001", "metrics": "127.0.0.1:9101", "pid": 1234}
+    {"event": "listening", "address": "127.0.0.1:7001", "metrics": "127.0.0.1:9101", "pid": 1234,
+     "services": ["compute"]}
 
 (``metrics`` is ``null`` without ``--metrics``); everything else is a JSON
 log line on stderr, rendered by structlog: the replica's own records, other
@@ -31,13 +40,28 @@ import sys
 import threading
 from collections.abc import Sequence
 from types import FrameType
+from typing import Any
 
-__all__ = ["HALT_EXIT_CODE", "build_parser", "main"]
+__all__ = ["HALT_EXIT_CODE", "SERVICES", "build_parser", "main", "services"]
 
 HALT_EXIT_CODE = 2
 """Exit status after a halt demanded by the protocol (docs/reference/compute.md §6.2)."""
 
 _PR_SET_PDEATHSIG = 1
+
+SERVICES = ("compute", "storage")
+"""The protocols a replica process can serve (``--services``)."""
+
+
+def services(text: str) -> tuple[str, ...]:
+    """``"compute,storage"``: the services to run, in :data:`SERVICES` order, each once."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in SERVICES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"expected a comma-separated list of {', '.join(SERVICES)}, got {text!r}"
+        )
+    return tuple(n for n in SERVICES if n in names)
 
 
 def _host_port(text: str) -> tuple[str, int]:
@@ -80,10 +104,18 @@ def spark_conf_pair(text: str) -> tuple[str, str]:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="tidegate replica",
-        description="Serve the compute protocol over gRPC, running dataflows on Spark "
-        "(or the Python reference executor).",
+        description="Serve the compute protocol (dataflows on Spark or the Python reference "
+        "executor) and/or the storage protocol (ingestions and sinks) over gRPC.",
     )
     p.add_argument("--listen", required=True, help="HOST:PORT to serve gRPC on (port 0: any)")
+    p.add_argument(
+        "--services",
+        type=services,
+        default=("compute",),
+        metavar="compute,storage",
+        help="the protocols to serve on the port: compute (default), storage, or both; "
+        "a storage-only replica starts no Spark",
+    )
     p.add_argument(
         "--storage",
         help="shard store root: a directory (or file:// URL) holding blob/ and consensus.db",
@@ -120,7 +152,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tls-cert", help="PEM certificate chain (enables TLS)")
     p.add_argument("--tls-key", help="PEM private key")
     p.add_argument("--tls-client-ca", help="PEM CA for client certificates (mutual TLS)")
-    p.add_argument("--tick-ms", type=int, default=50, help="periodic step interval")
+    p.add_argument("--tick-ms", type=int, default=50, help="periodic step interval (compute)")
+    p.add_argument(
+        "--storage-tick-ms",
+        type=int,
+        default=100,
+        help="how often the storage service mints bindings and commits sinks",
+    )
     p.add_argument("--exit-with-parent", action="store_true", help="exit when the parent dies")
     p.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
     return p
@@ -217,6 +255,8 @@ def _serve(args: argparse.Namespace, log: logging.Logger) -> int:
     blob_url, consensus_url = _storage_urls(args)
     listen_host, _ = _host_port(args.listen)
     metrics_addr = _host_port(args.metrics) if args.metrics else None
+    wanted: tuple[str, ...] = args.services
+    computing, storing = "compute" in wanted, "storage" in wanted
 
     stop = threading.Event()
     halted: list[str] = []
@@ -232,12 +272,10 @@ def _serve(args: argparse.Namespace, log: logging.Logger) -> int:
     if args.exit_with_parent:
         _die_with_parent(stop)
 
+    from prometheus_client import CollectorRegistry
+
     from tidegate.runtime.storage import ShardStore
     from tidegate.runtime.transport.grpc_server import ReplicaServer, ServerTls
-
-    from ._executors import make_executor
-    from ._metrics import ReplicaMetrics
-    from .service import ReplicaService
 
     tls = None
     if args.tls_cert or args.tls_key:
@@ -245,65 +283,118 @@ def _serve(args: argparse.Namespace, log: logging.Logger) -> int:
             raise SystemExit("--tls-cert and --tls-key go together")
         tls = ServerTls.from_files(args.tls_cert, args.tls_key, args.tls_client_ca)
 
-    log_event(log, "starting", executor=args.executor, blob=blob_url, consensus=consensus_url)
+    log_event(
+        log,
+        "starting",
+        services=list(wanted),
+        executor=args.executor if computing else None,
+        blob=blob_url,
+        consensus=consensus_url,
+    )
+    executor: Any = None
     try:
         store = ShardStore.open(blob_url, consensus_url)
-        executor = make_executor(
-            args.executor,
-            spark_master=args.spark_master,
-            workers=args.workers,
-            index_memory_rows=args.index_memory_rows,
-            spark_conf=dict(args.spark_conf),
-            spark_ui=args.spark_ui,
-        )
+        if computing:
+            from ._executors import make_executor
+
+            executor = make_executor(
+                args.executor,
+                spark_master=args.spark_master,
+                workers=args.workers,
+                index_memory_rows=args.index_memory_rows,
+                spark_conf=dict(args.spark_conf),
+                spark_ui=args.spark_ui,
+            )
     except Exception as e:
         log_event(log, "startup_failed", level=logging.CRITICAL, error=repr(e), exc_info=True)
         return 1
-    if args.executor == "spark":
+    spark = computing and args.executor == "spark"
+    if spark:
         _log_spark(log, dict(args.spark_conf), args.spark_ui)
-    metrics = ReplicaMetrics()
+    registry = CollectorRegistry()
 
     def on_halt(reason: str) -> None:
         halted.append(reason)
         stop.set()
 
-    service = ReplicaService(
-        executor,
-        store,
-        tick_s=args.tick_ms / 1000,
-        metrics=metrics,
-        logger=log,
-        on_halt=on_halt,
-        memory_limit=args.memory_limit,
-    ).start()
+    compute: Any = None
+    storage: Any = None
+    if computing:
+        from ._metrics import ReplicaMetrics
+        from .service import ReplicaService
+
+        compute = ReplicaService(
+            executor,
+            store,
+            tick_s=args.tick_ms / 1000,
+            metrics=ReplicaMetrics(registry),
+            logger=log,
+            on_halt=on_halt,
+            memory_limit=args.memory_limit,
+        ).start()
+    if storing:
+        from .storage.metrics import StorageMetrics
+        from .storage.service import StorageService
+
+        storage = StorageService(
+            store,
+            tick_s=args.storage_tick_ms / 1000,
+            metrics=StorageMetrics(registry, defaults=not computing),
+            logger=log,
+        ).start()
+    running = [s for s in (compute, storage) if s is not None]
+    metrics_server: Any = None
     try:
-        server = ReplicaServer(service, address=args.listen, token=args.token, tls=tls).start()
+        server = ReplicaServer(
+            args.listen, compute=compute, storage=storage, token=args.token, tls=tls
+        ).start()
         metrics_at = None
         if metrics_addr is not None:
-            port = metrics.serve(*metrics_addr)
-            metrics_at = f"{metrics_addr[0]}:{port}"
+            from prometheus_client import start_http_server
+
+            metrics_server, _thread = start_http_server(
+                metrics_addr[1], addr=metrics_addr[0], registry=registry
+            )
+            metrics_at = f"{metrics_addr[0]}:{metrics_server.server_port}"
     except Exception as e:  # e.g. the address is taken
         log_event(log, "startup_failed", level=logging.CRITICAL, error=repr(e))
-        service.stop()
+        for service in running:
+            service.stop()
         store.close()
         return 1
     address = f"{listen_host}:{server.port}"
     print(
         json.dumps(
-            {"event": "listening", "address": address, "metrics": metrics_at, "pid": os.getpid()}
+            {
+                "event": "listening",
+                "address": address,
+                "metrics": metrics_at,
+                "pid": os.getpid(),
+                "services": list(wanted),
+            }
         ),
         flush=True,
     )
-    log_event(log, "listening", address=address, metrics=metrics_at, executor=args.executor)
+    log_event(
+        log,
+        "listening",
+        address=address,
+        metrics=metrics_at,
+        services=list(wanted),
+        executor=args.executor if computing else None,
+    )
 
     while not signalled and not stop.wait(0.2):
         pass
     log_event(log, "shutting_down", halt=halted[0] if halted else None)
     server.stop(grace=1.0)
-    service.stop()
+    for service in running:
+        service.stop()
     store.close()
-    metrics.close()
-    if args.executor == "spark":
+    if metrics_server is not None:
+        metrics_server.shutdown()
+        metrics_server.server_close()
+    if spark:
         with contextlib.suppress(Exception):
             stop_spark = getattr(executor, "close", None) or getattr(executor, "stop", None)
             if callable(stop_spark):

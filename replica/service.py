@@ -59,7 +59,7 @@ from typing import Any
 
 import psutil
 
-from tidegate.runtime.storage import Listener, ShardStore
+from tidegate.runtime.storage import ShardStore
 from tidegate.runtime.storage.store import DEFAULT_LEASE_MS
 from tidegate.runtime.transport.handler import ResponseSink
 from tidegate.spec.compute_replica import ComputeReplica
@@ -73,14 +73,10 @@ from tidegate.spec.compute_replica.outputs import (
     WriteOutput,
 )
 from tidegate.spec.errors import (
-    BlobCorrupt,
-    BlobMissing,
-    ConsensusCorrupt,
     ShardFinalized,
     StageViolation,
     TidegateError,
     UnhandledEffect,
-    UnsupportedStateVersion,
     UpperMismatch,
 )
 from tidegate.spec.errors.replica import IncompatibleInstance
@@ -104,6 +100,7 @@ from tidegate.spec.protocol.responses import (
 
 from ._copy_to import write_copy_to
 from ._executors import GuardedExecutor
+from ._follow import ShardFollower
 from ._logs import LOGGER_NAME, log_event
 from ._metrics import ReplicaMetrics
 from .host import IDLE, ServiceHost, Task, ThreadHost
@@ -176,12 +173,6 @@ _Event = (
     _Command | _Closed | _Delivery | _WriteDone | _PersistDone | _CopyToDone | _SourceFailed | _Stop
 )
 
-UNREADABLE = (BlobCorrupt, BlobMissing, ConsensusCorrupt, UnsupportedStateVersion)
-"""Storage read errors that retrying will not cure until an operator repairs the data: the
-collection is reported unreadable (peeks waiting on it answer an error) until a read succeeds."""
-UNREADABLE_RETRY_S = 1.0
-"""How often a follower retries an unreadable collection (to notice a repair)."""
-
 
 class _Connection:
     """One accepted stream (a :class:`~tidegate.runtime.transport.handler.ReplicaConnection`)."""
@@ -204,84 +195,25 @@ class _Connection:
 # -- IO work (steps that a host calls; see :mod:`.host`) -----------------------------------
 
 
-class _Follower:
-    """Follows shard ``str(id)`` from ``as_of``: the snapshot, then every change."""
+class _Follower(ShardFollower):
+    """Follows collection ``id`` (shard ``str(id)``) from ``as_of`` for the core's ``ReadSource``."""
 
     def __init__(self, service: ReplicaService, id: GlobalId, as_of: int) -> None:
+        super().__init__(
+            host=service.host,
+            store=service.store,
+            shard=str(id),
+            as_of=as_of,
+            lease_ms=service.lease_ms,
+            poll_s=service.poll_s,
+            poll_max_s=service.poll_max_s,
+            log=service.log,
+            on_delivery=lambda f, rows, upper: service._post(_Delivery(self, rows, upper)),
+            on_unreadable=lambda f, what: service._post(_SourceFailed(self, what)),
+            on_error=lambda name: service.metrics.storage_read_errors.labels(name).inc(),
+        )
         self.service = service
         self.id = id
-        self.as_of = as_of
-        self.listener: Listener | None = None
-        self.snapshotted = False
-        self.delay = service.poll_s
-        self.complained = ""
-        self.unreadable = False
-        self.task: Task | None = None
-
-    def start(self) -> None:
-        self.task = self.service.host.spawn(f"follow-{self.id}", self)
-
-    def stop(self) -> None:
-        if self.task is not None:
-            self.task.stop()
-
-    def _backoff(self) -> float:
-        delay, self.delay = self.delay, min(self.delay * 2, self.service.poll_max_s)
-        return delay
-
-    def step(self) -> float | None:
-        svc, shard = self.service, str(self.id)
-        try:
-            if self.listener is None:  # holds the since at the as_of from now on
-                self.listener = svc.store.listen(shard, self.as_of, lease_ms=svc.lease_ms)
-            if not self.snapshotted:
-                if svc.store.upper(shard).less_equal(self.as_of):
-                    return self._backoff()
-                rows = svc.store.snapshot_rows(shard, self.as_of)
-                svc._post(_Delivery(self, rows, Antichain([self.as_of + 1])))
-                self.snapshotted = True
-                self.delay = svc.poll_s
-            event = self.listener.poll()
-            if event is not None:
-                svc._post(_Delivery(self, event.updates, event.progress))
-                self.delay = svc.poll_s
-                return None if event.progress.is_empty() else 0.0
-        except Exception as e:
-            what = f"{type(e).__name__}: {e}"
-            unreadable = isinstance(e, UNREADABLE)
-            if what != self.complained:  # once per distinct problem, not per retry
-                self.complained = what
-                log_event(
-                    svc.log,
-                    "storage_unreadable" if unreadable else "storage_read_failed",
-                    level=logging.ERROR if unreadable else logging.WARNING,
-                    id=shard,
-                    error=what,
-                )
-                svc.metrics.storage_read_errors.labels(type(e).__name__).inc()
-            if unreadable:
-                # A definite failure: say so (peeks waiting on it answer an error), and look
-                # again now and then for a repair.
-                self.unreadable = True
-                svc._post(_SourceFailed(self, what))
-                return UNREADABLE_RETRY_S
-            self.delay = max(self.delay, 0.1)
-        return self._backoff()
-
-    def close(self) -> None:
-        listener, self.listener = self.listener, None
-        if listener is None:
-            return
-        try:
-            listener.close()
-        except Exception as e:
-            log_event(
-                self.service.log,
-                "storage_release_failed",
-                level=logging.WARNING,
-                id=str(self.id),
-                error=repr(e),
-            )
 
 
 class _Writer:
@@ -877,7 +809,7 @@ class ReplicaService:
         self._followers[id] = f
         self._delivered.pop(id, None)
         log_event(self.log, "read_source", id=str(id), as_of=int(t))
-        f.start()
+        f.start(f"follow-{id}")
 
     def _reconciled(self, out: Reconciled) -> None:
         m = self.metrics.reconciled

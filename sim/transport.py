@@ -4,12 +4,16 @@
 with :class:`~tidegate.sim.network.SimNetwork` connections: messages are the
 spec's objects (no encoding), delayed by the network's latency and delivered
 in order while the connection is up. Replicas are :class:`SimReplicaEndpoint` s,
-which serve any :class:`~tidegate.runtime.transport.handler.ReplicaHandler`
-with the same rules as the gRPC server: token, then version, are checked at
-``connect``; the newest stream preempts the previous one; ``crash`` cuts the
-stream and refuses new ones until ``restart``. A cut reaches the controller as
+which serve a :class:`~tidegate.runtime.transport.handler.ReplicaHandler` per
+protocol (compute, storage, or both; :mod:`tidegate.runtime.transport.protocols`)
+with the same rules as the gRPC server, per protocol: token, then version, are
+checked at ``connect``; the newest stream of a protocol preempts the previous
+one of that protocol; ``crash`` cuts every stream and refuses new ones until
+``restart``. A cut reaches the controller as
 :class:`~tidegate.runtime.transport.errors.ConnectionLost` (after the responses
-already delivered), and the session's ``on_close``.
+already delivered), and the session's ``on_close``. A :class:`SimTransport`
+talks one protocol (``protocol=COMPUTE`` by default, or ``STORAGE``); an
+endpoint without a handler for it refuses the connection.
 
 Deliveries happen in kernel events, so something must run the
 :class:`~tidegate.sim.kernel.Kernel` (as the simulator does) for messages to
@@ -22,10 +26,11 @@ from __future__ import annotations
 import hmac
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Generic
 
 import anyio
 import anyio.lowlevel
+from typing_extensions import TypeVar
 
 from tidegate.runtime.transport.errors import (
     ConnectionLost,
@@ -36,39 +41,48 @@ from tidegate.runtime.transport.errors import (
 )
 from tidegate.runtime.transport.handler import ReplicaConnection, ReplicaHandler
 from tidegate.runtime.transport.port import ReplicaStream, Transport
+from tidegate.runtime.transport.protocols import COMPUTE, STORAGE, WireProtocol
 from tidegate.runtime.transport.version import (
     AUTH_HEADER,
-    PROTOCOL_VERSION,
+    OWN_VERSION,
     VERSION_HEADER,
+    Own,
     bearer,
 )
 from tidegate.spec.errors import TidegateError
 from tidegate.spec.protocol.commands import ComputeCommand
 from tidegate.spec.protocol.responses import ComputeResponse
+from tidegate.spec.storage.commands import StorageCommand, StorageResponse
 
 from .network import Connection, SimNetwork
 
 __all__ = ["SimReplicaEndpoint", "SimReplicaStream", "SimTransport"]
 
+C = TypeVar("C", default=ComputeCommand)
+R = TypeVar("R", default=ComputeResponse)
+
 
 class _Link:
     """Both ends of one simulated stream, and why it ended (if it did)."""
 
-    def __init__(self, endpoint: SimReplicaEndpoint, stream: SimReplicaStream) -> None:
+    def __init__(
+        self, endpoint: SimReplicaEndpoint, stream: SimReplicaStream[Any, Any], protocol: str
+    ) -> None:
         self.endpoint = endpoint
         self.stream = stream
-        self.session: ReplicaConnection | None = None
+        self.protocol = protocol
+        self.session: ReplicaConnection[Any] | None = None
         self.conn: Connection | None = None
         self.reason = "the network connection was cut"
 
     # ResponseSink, used by the session.
-    def send(self, response: ComputeResponse) -> None:
+    def send(self, response: Any) -> None:
         if self.conn is not None and self.conn.up:
             if self.endpoint.observe is not None:
                 self.endpoint.observe("resp", self.endpoint.name, response)
             self.endpoint.network.send_to_controller(self.conn, response)
 
-    def send_many(self, responses: Sequence[ComputeResponse]) -> None:
+    def send_many(self, responses: Sequence[Any]) -> None:
         for response in responses:
             self.send(response)
 
@@ -101,21 +115,42 @@ class _Link:
 
 
 class SimReplicaEndpoint:
-    """A replica's listening end on the simulated network."""
+    """A replica's listening end on the simulated network.
+
+    ``handler`` (or ``compute``) serves the compute protocol, ``storage`` the
+    storage protocol; at least one. ``version``: what every protocol claims
+    (each its own by default).
+    """
 
     def __init__(
         self,
         network: SimNetwork,
         name: str,
-        handler: ReplicaHandler,
+        handler: ReplicaHandler[ComputeCommand, ComputeResponse] | None = None,
         *,
-        version: str = PROTOCOL_VERSION,
+        compute: ReplicaHandler[ComputeCommand, ComputeResponse] | None = None,
+        storage: ReplicaHandler[StorageCommand, StorageResponse] | None = None,
+        version: str | Own = OWN_VERSION,
         token: str | None = None,
     ) -> None:
+        if handler is not None and compute is not None:
+            raise TypeError("the compute handler was given twice")
+        compute = handler if handler is not None else compute
+        if compute is None and storage is None:
+            raise TypeError("an endpoint needs a compute or a storage handler (or both)")
         self.network = network
         self.name = name
-        self.handler = handler
-        self.version = version
+        self.handler = compute
+        self.handlers: dict[str, ReplicaHandler[Any, Any]] = {}
+        self.versions: dict[str, str] = {}
+        for protocol, h in ((COMPUTE, compute), (STORAGE, storage)):
+            if h is not None:
+                self.handlers[protocol.name] = h
+                self.versions[protocol.name] = (
+                    protocol.version if version is OWN_VERSION else version
+                )
+        self.version = next(iter(self.versions.values()))
+        """The version of the compute protocol (of the storage one if it serves only that)."""
         self.token = token
         self.up = True
         self.accepted = 0
@@ -127,40 +162,56 @@ class SimReplicaEndpoint:
         """Called ``(direction, replica, message)`` for every command delivered and response sent."""
         self.on_cut: Any = None
         """Called ``(replica, reason)`` when the replica rejected a command and cut the stream."""
-        self._current: _Link | None = None
+        self._current: dict[str, _Link] = {}
 
     def crash(self) -> None:
-        """The replica goes away: its stream is cut and new connections are refused."""
+        """The replica goes away: its streams are cut and new connections are refused."""
         self.up = False
-        if self._current is not None:
-            self._current.cut("the replica went away")
+        for link in list(self._current.values()):
+            link.cut("the replica went away")
 
     def restart(self) -> None:
         """Accept connections again (state is the handler's business)."""
         self.up = True
 
     def cut(self, until_ms: int = 0) -> bool:
-        """Cut the current stream and refuse new ones until ``until_ms`` (a network fault).
+        """Cut the current streams and refuse new ones until ``until_ms`` (a network fault).
 
         The replica stays up. False if no stream was up.
         """
         self.refuse_until_ms = max(self.refuse_until_ms, until_ms)
-        if self._current is not None and self._current.conn is not None and self._current.conn.up:
-            self._current.cut("the network connection was cut")
-            return True
-        return False
+        cut = False
+        for link in list(self._current.values()):
+            if link.conn is not None and link.conn.up:
+                link.cut("the network connection was cut")
+                cut = True
+        return cut
 
-    def ghost(self, metadata: Mapping[str, str]) -> None:
-        """A stale duplicate of a connection attempt arrives now and preempts the current stream.
+    def ghost(
+        self, metadata: Mapping[str, str], protocol: WireProtocol[Any, Any] = COMPUTE
+    ) -> None:
+        """A stale duplicate of a connection attempt arrives now and preempts the current stream
+        of ``protocol``.
 
         The ghost stream has no reader: it never sends ``Hello``; the next real
         connection preempts it in turn.
         """
         if self.up:
-            self._accept(metadata, SimReplicaStream(f"{self.name} (ghost)"))
+            self._accept(metadata, SimReplicaStream(f"{self.name} (ghost)"), protocol)
 
-    def _accept(self, metadata: Mapping[str, str], stream: SimReplicaStream) -> _Link:
+    def _accept(
+        self,
+        metadata: Mapping[str, str],
+        stream: SimReplicaStream[Any, Any],
+        protocol: WireProtocol[Any, Any] = COMPUTE,
+    ) -> _Link:
         address = stream.address
+        handler = self.handlers.get(protocol.name)
+        if handler is None:
+            raise ConnectionRefused(
+                f"{address}: UNIMPLEMENTED: the replica does not serve the {protocol.name} protocol"
+            )
+        ours = self.versions[protocol.name]
         if not self.up:
             raise ConnectionRefused(f"{address}: the replica is down")
         if self.now_ms is not None and self.now_ms() < self.refuse_until_ms:
@@ -171,46 +222,50 @@ class SimReplicaEndpoint:
                 what = "missing" if given is None else "wrong"
                 raise Unauthenticated(f"{address}: UNAUTHENTICATED: {what} bearer token")
         theirs = metadata.get(VERSION_HEADER)
-        if theirs != self.version:
+        if theirs != ours:
             raise VersionMismatch(
-                f"{address}: protocol version mismatch: replica speaks {self.version}, "
+                f"{address}: {protocol.name} protocol version mismatch: replica speaks {ours}, "
                 f"controller sent {theirs if theirs is not None else 'no version'}",
                 ours=theirs or "none",
-                theirs=self.version,
+                theirs=ours,
             )
-        if self._current is not None:
-            self._current.cut("preempted by a newer controller connection")
-        link = _Link(self, stream)
+        current = self._current.get(protocol.name)
+        if current is not None:
+            current.cut("preempted by a newer controller connection")
+        link = _Link(self, stream, protocol.name)
         link.conn = self.network.connect(
             self.name, link.to_replica, link.to_controller, link.closed
         )
         self.accepted += 1
-        self._current = link
-        link.session = self.handler.on_connect(dict(metadata), link)
+        self._current[protocol.name] = link
+        link.session = handler.on_connect(dict(metadata), link)
         return link
 
     def _forget(self, link: _Link) -> None:
-        if self._current is link:
-            self._current = None
+        if self._current.get(link.protocol) is link:
+            del self._current[link.protocol]
 
 
-class SimTransport(Transport):
-    """Connects to :class:`SimReplicaEndpoint` s by name over a :class:`SimNetwork`.
+class SimTransport(Transport[C, R]):
+    """Connects to :class:`SimReplicaEndpoint` s by name over a :class:`SimNetwork`, in ``protocol``.
 
     ``endpoints`` is read at each ``connect`` (a live mapping: add replicas to it
     at any time); an unknown name is refused like an address nobody listens on.
+    ``version`` is the protocol's own by default (``None``: send none).
     """
 
     def __init__(
         self,
         endpoints: Mapping[str, SimReplicaEndpoint],
         *,
-        version: str | None = PROTOCOL_VERSION,
+        protocol: WireProtocol[C, R] = COMPUTE,  # type: ignore[assignment]
+        version: str | Own | None = OWN_VERSION,
         token: str | None = None,
         alive: Callable[[], bool] | None = None,
     ) -> None:
         self.endpoints = endpoints
-        self.version = version
+        self.protocol = protocol
+        self.version: str | None = protocol.version if version is OWN_VERSION else version
         self.token = token
         self.alive = alive
         """Whether the process using this transport lives (a dead one's sends never leave it)."""
@@ -223,31 +278,31 @@ class SimTransport(Transport):
             md[AUTH_HEADER] = bearer(self.token)
         return md
 
-    async def connect(self, address: str) -> SimReplicaStream:
+    async def connect(self, address: str) -> SimReplicaStream[C, R]:
         await anyio.lowlevel.checkpoint()
         if self.alive is not None and not self.alive():
             await anyio.sleep_forever()  # a dead process: its task is being cancelled
         endpoint = self.endpoints.get(address)
         if endpoint is None:
             raise ConnectionRefused(f"{address}: no such replica")
-        stream = SimReplicaStream(address, self.alive)
-        stream._link = endpoint._accept(self.metadata(), stream)
+        stream: SimReplicaStream[C, R] = SimReplicaStream(address, self.alive)
+        stream._link = endpoint._accept(self.metadata(), stream, self.protocol)
         return stream
 
 
-class SimReplicaStream(ReplicaStream):
+class SimReplicaStream(ReplicaStream[C, R], Generic[C, R]):
     """A stream over one simulated connection; see :class:`~tidegate.runtime.transport.port.ReplicaStream`."""
 
     def __init__(self, address: str, alive: Callable[[], bool] | None = None) -> None:
         self.address = address
         self._alive = alive
         self._link: _Link | None = None
-        self._ready: deque[ComputeResponse] = deque()
+        self._ready: deque[R] = deque()
         self._end: Exception | None = None
         self._closed = False
         self._waiter: anyio.Event | None = None
 
-    def _deliver(self, response: ComputeResponse) -> None:
+    def _deliver(self, response: R) -> None:
         if self._end is None:
             self._ready.append(response)
             self._wake()
@@ -267,10 +322,10 @@ class SimReplicaStream(ReplicaStream):
             raise StreamClosed(f"{self.address}: stream closed by this side")
         return self._link
 
-    async def send(self, command: ComputeCommand) -> None:
+    async def send(self, command: C) -> None:
         await self.send_many((command,))
 
-    async def send_many(self, commands: Sequence[ComputeCommand]) -> None:
+    async def send_many(self, commands: Sequence[C]) -> None:
         link = self._check()
         # Only a cancellation point: sending never blocks here, and a yield per message would
         # cost a scheduling round each.
@@ -283,7 +338,7 @@ class SimReplicaStream(ReplicaStream):
             for command in commands:
                 link.endpoint.network.send_to_replica(link.conn, command)
 
-    async def receive(self) -> ComputeResponse:
+    async def receive(self) -> R:
         self._check()
         await anyio.lowlevel.checkpoint_if_cancelled()
         while not self._ready:

@@ -27,7 +27,12 @@ import pytest
 ROOTS = ("tidegate", "tidegate.spec", "tidegate.runtime", "tidegate.replica", "tidegate.sim")
 """The installed packages (``tidegate``'s folder holds only the umbrella, so each is walked)."""
 
-GENERATED = frozenset({"tidegate.runtime.wire.gen.tidegate_compute_pb2"})
+GENERATED = frozenset(
+    {
+        "tidegate.runtime.wire.gen.tidegate_compute_pb2",
+        "tidegate.runtime.wire.gen.tidegate_storage_pb2",
+    }
+)
 """Generated Protobuf code: it has no ``__all__`` and is not ours to shape."""
 
 SPEC_CLASHES_PENDING: dict[str, str] = {}

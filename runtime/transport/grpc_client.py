@@ -3,10 +3,13 @@
 Every channel and call lives on :func:`~.aio_thread.shared_aio_thread` (or the
 :class:`~.aio_thread.AioThread` given); the anyio side only submits coroutines
 and drains an :class:`~.aio_thread.CallerInbox`. Each :meth:`GrpcTransport.connect`
-opens a channel and one ``CommandResponseStream`` call carrying the version
-header (and ``authorization: Bearer <token>`` when a token is set), then waits
-for the replica's initial metadata, so a refused version or token surfaces from
-``connect`` itself. Messages travel as codec bytes (:mod:`tidegate.runtime.wire.codec`).
+opens a channel and one ``CommandResponseStream`` call of its protocol's
+service (:mod:`.protocols`: ``protocol=COMPUTE``, the default, or ``STORAGE``)
+carrying the version header (and ``authorization: Bearer <token>`` when a token
+is set), then waits for the replica's initial metadata, so a refused version or
+token surfaces from ``connect`` itself. Messages travel as the protocol's codec
+bytes (:mod:`tidegate.runtime.wire.frames`). A replica that does not serve the
+protocol refuses the call (``UNIMPLEMENTED``): :class:`~.errors.ConnectionRefused`.
 
 Sending does not wait for the write: commands are encoded on the caller's
 thread and queued in a :class:`~.aio_thread.CallerOutbox` that one writer task on
@@ -24,14 +27,14 @@ import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic
 
 import anyio
 import grpc
 import grpc.aio
+from typing_extensions import TypeVar
 
 from tidegate.runtime.wire.errors import WireError
-from tidegate.runtime.wire.frames import FrameAssembler, command_frames
 from tidegate.spec.protocol.commands import ComputeCommand
 from tidegate.spec.protocol.responses import ComputeResponse
 
@@ -45,12 +48,16 @@ from .errors import (
     VersionMismatch,
 )
 from .port import ReplicaStream, Transport
-from .version import AUTH_HEADER, PROTOCOL_VERSION, VERSION_HEADER, bearer
+from .protocols import COMPUTE, WireProtocol
+from .version import AUTH_HEADER, OWN_VERSION, VERSION_HEADER, Own, bearer
 
 __all__ = ["METHOD", "ClientTls", "GrpcReplicaStream", "GrpcTransport"]
 
-METHOD = "/tidegate.compute.ProtoCompute/CommandResponseStream"
-"""The full gRPC method name of the one bidirectional stream."""
+METHOD = COMPUTE.method
+"""The full gRPC method name of the compute protocol's stream (``STORAGE.method``: the storage one's)."""
+
+C = TypeVar("C", default=ComputeCommand)
+R = TypeVar("R", default=ComputeResponse)
 
 
 @dataclass(frozen=True)
@@ -85,10 +92,11 @@ class ClientTls:
         )
 
 
-class GrpcTransport(Transport):
-    """Opens ``CommandResponseStream`` calls to replicas at ``host:port`` addresses.
+class GrpcTransport(Transport[C, R]):
+    """Opens ``CommandResponseStream`` calls of ``protocol`` to replicas at ``host:port`` addresses.
 
-    ``version=None`` sends no version header (only useful to test replicas).
+    ``version`` is the protocol's own by default; ``None`` sends no version
+    header (only useful to test replicas).
     ``buffer`` bounds the responses received but not yet consumed per stream;
     ``send_buffer`` the commands sent but not yet written to the call.
     """
@@ -96,8 +104,9 @@ class GrpcTransport(Transport):
     def __init__(
         self,
         *,
+        protocol: WireProtocol[C, R] = COMPUTE,  # type: ignore[assignment]
         aio: AioThread | None = None,
-        version: str | None = PROTOCOL_VERSION,
+        version: str | Own | None = OWN_VERSION,
         token: str | None = None,
         tls: ClientTls | None = None,
         connect_timeout: float = 10.0,
@@ -105,8 +114,9 @@ class GrpcTransport(Transport):
         send_buffer: int = 256,
         channel_options: Sequence[tuple[str, Any]] = (),
     ) -> None:
+        self.protocol = protocol
         self._aio = aio
-        self.version = version
+        self.version: str | None = protocol.version if version is OWN_VERSION else version
         self.token = token
         self.tls = tls
         self.connect_timeout = connect_timeout
@@ -117,7 +127,7 @@ class GrpcTransport(Transport):
         if tls is not None and tls.server_name:
             options.append(("grpc.ssl_target_name_override", tls.server_name))
         self._options = tuple(options)
-        self._open: set[GrpcReplicaStream] = set()
+        self._open: set[GrpcReplicaStream[C, R]] = set()
 
     @property
     def aio(self) -> AioThread:
@@ -134,17 +144,17 @@ class GrpcTransport(Transport):
             md.append((AUTH_HEADER, bearer(self.token)))
         return tuple(md)
 
-    async def connect(self, address: str) -> GrpcReplicaStream:
+    async def connect(self, address: str) -> GrpcReplicaStream[C, R]:
         aio = self.aio
         post = caller_post()
-        inbox: CallerInbox[ComputeResponse] = CallerInbox(aio.loop, post, self.buffer)
+        inbox: CallerInbox[R] = CallerInbox(aio.loop, post, self.buffer)
         outbox: CallerOutbox[bytes] = CallerOutbox(
             aio.loop,
             post,
             self.send_buffer,
             lambda: ConnectionLost(f"{address}: the transport's loop thread has stopped"),
         )
-        call = _AioCall(self, address, inbox, outbox)
+        call: _AioCall[C, R] = _AioCall(self, address, inbox, outbox)
         await aio.call(call.open())
         stream = GrpcReplicaStream(aio, call, inbox, outbox, self._open.discard)
         self._open.add(stream)
@@ -156,21 +166,22 @@ class GrpcTransport(Transport):
             await stream.aclose()
 
 
-class GrpcReplicaStream(ReplicaStream):
+class GrpcReplicaStream(ReplicaStream[C, R]):
     """An open gRPC stream to one replica; see :class:`~.port.ReplicaStream`."""
 
     def __init__(
         self,
         aio: AioThread,
-        call: _AioCall,
-        inbox: CallerInbox[ComputeResponse],
+        call: _AioCall[C, R],
+        inbox: CallerInbox[R],
         outbox: CallerOutbox[bytes],
-        on_close: Callable[[GrpcReplicaStream], None] = lambda _: None,
+        on_close: Callable[[GrpcReplicaStream[C, R]], None] = lambda _: None,
     ) -> None:
         self.address = call.address
         self._on_close = on_close
         self._aio = aio
         self._call = call
+        self._commands = call.transport.protocol.commands
         self._inbox = inbox
         self._outbox = outbox
         self._closed = False
@@ -179,20 +190,21 @@ class GrpcReplicaStream(ReplicaStream):
         if self._closed:
             raise StreamClosed(f"{self.address}: stream closed by this side")
 
-    async def send(self, command: ComputeCommand) -> None:
+    async def send(self, command: C) -> None:
         await self.send_many((command,))
 
-    async def send_many(self, commands: Sequence[ComputeCommand]) -> None:
+    async def send_many(self, commands: Sequence[C]) -> None:
         self._check_open()
         if not commands:
             return
-        await self._outbox.put_many([f for c in commands for f in command_frames(c)])
+        frames = self._commands.frames
+        await self._outbox.put_many([f for c in commands for f in frames(c)])
 
-    async def receive(self) -> ComputeResponse:
+    async def receive(self) -> R:
         self._check_open()
         return await self._inbox.get()
 
-    def receive_nowait_all(self) -> list[ComputeResponse]:
+    def receive_nowait_all(self) -> list[R]:
         """Every response that has already arrived (possibly none), without waiting."""
         self._check_open()
         return self._inbox.get_nowait_all()
@@ -207,14 +219,14 @@ class GrpcReplicaStream(ReplicaStream):
             await self._aio.call(self._call.close())
 
 
-class _AioCall:
+class _AioCall(Generic[C, R]):
     """The loop-thread half of a stream: channel, call, reader task, ordered writes."""
 
     def __init__(
         self,
-        transport: GrpcTransport,
+        transport: GrpcTransport[C, R],
         address: str,
-        inbox: CallerInbox[ComputeResponse],
+        inbox: CallerInbox[R],
         outbox: CallerOutbox[bytes],
     ):
         self.transport = transport
@@ -233,7 +245,7 @@ class _AioCall:
         else:
             self.channel = grpc.aio.insecure_channel(self.address, t._options)
         try:
-            multi = self.channel.stream_stream(METHOD)
+            multi = self.channel.stream_stream(t.protocol.method)
             self.call = multi(metadata=t.metadata())
             try:
                 md = await asyncio.wait_for(self.call.initial_metadata(), t.connect_timeout)
@@ -280,7 +292,7 @@ class _AioCall:
         self.inbox.finish(end)
 
     async def _read(self) -> None:
-        assembler = FrameAssembler("response")
+        assembler = self.transport.protocol.responses.assembler()
         try:
             while True:
                 raw = await self.call.read()

@@ -1,15 +1,19 @@
-"""The replica's gRPC server: ``ProtoCompute`` served by a plain sync ``grpc.server``.
+"""The replica's gRPC server: ``ProtoCompute`` and ``ProtoStorage`` served by a plain sync ``grpc.server``.
 
 Thin on purpose: it checks each new stream's metadata, keeps one controller at
-a time, and moves bytes between the call and a :class:`~.handler.ReplicaConnection`
-(the replica's logic, e.g. the Spark replica) through the codec. Rules it enforces:
+a time per protocol, and moves bytes between the call and a
+:class:`~.handler.ReplicaConnection` (the replica's logic, e.g. the Spark
+replica) through the protocol's codec. One server serves a handler per
+protocol (:mod:`.protocols`: ``compute=``, ``storage=``, or both) on one port;
+each service enforces the same rules, on its own:
 
 * a wrong or missing ``authorization: Bearer <token>`` (when a token is
   configured) ends the call with ``UNAUTHENTICATED``;
 * a missing or different ``x-tidegate-version`` ends it with
   ``FAILED_PRECONDITION``, naming both versions (the replica's version also in
   the trailing metadata);
-* a new accepted stream preempts the current one, which ends with ``ABORTED``;
+* a new accepted stream preempts the current one of the same protocol, which
+  ends with ``ABORTED`` (a storage stream never preempts a compute one);
 * bytes that do not decode to a command end that stream with
   ``INVALID_ARGUMENT`` naming the problem; the server keeps serving;
 * a session raising a :class:`~tidegate.spec.errors.TidegateError` ends the
@@ -18,7 +22,9 @@ a time, and moves bytes between the call and a :class:`~.handler.ReplicaConnecti
 Threads: the pool runs one response loop per stream (plus unary health
 checks); each stream has one more thread reading commands and calling the
 session, so a session is never called concurrently with itself. The standard
-``grpc.health.v1.Health`` service reports ``SERVING`` while the server runs.
+``grpc.health.v1.Health`` service reports ``SERVING`` (for ``""`` and each
+served protocol's service name) while the server runs. A protocol the server
+does not serve is answered ``UNIMPLEMENTED`` by gRPC itself.
 """
 
 from __future__ import annotations
@@ -31,23 +37,32 @@ from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Generic
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from typing_extensions import TypeVar
 
 from tidegate.runtime.wire.errors import WireError
-from tidegate.runtime.wire.frames import FrameAssembler, response_frames
 from tidegate.spec.errors import TidegateError
+from tidegate.spec.protocol.commands import ComputeCommand
 from tidegate.spec.protocol.responses import ComputeResponse
+from tidegate.spec.storage.commands import StorageCommand, StorageResponse
 
 from .handler import ReplicaConnection, ReplicaHandler
-from .version import AUTH_HEADER, PROTOCOL_VERSION, VERSION_HEADER, bearer
+from .protocols import COMPUTE, STORAGE, WireProtocol
+from .version import AUTH_HEADER, OWN_VERSION, VERSION_HEADER, Own, bearer
 
-__all__ = ["SERVICE", "ReplicaServer", "ServerTls"]
+__all__ = ["SERVICE", "STORAGE_SERVICE", "ReplicaServer", "ServerTls"]
 
-SERVICE = "tidegate.compute.ProtoCompute"
-"""The gRPC service name (also the health-check service name)."""
+SERVICE = COMPUTE.service
+"""The compute protocol's gRPC service name (also its health-check service name)."""
+
+STORAGE_SERVICE = STORAGE.service
+"""The storage protocol's gRPC service name (also its health-check service name)."""
+
+C = TypeVar("C", default=ComputeCommand)
+R = TypeVar("R", default=ComputeResponse)
 
 
 @dataclass(frozen=True)
@@ -85,23 +100,24 @@ class _End:
     details: str
 
 
-class _Connection:
+class _Connection(Generic[C, R]):
     """One accepted stream: its outgoing queue and its session's lifecycle."""
 
-    def __init__(self, number: int) -> None:
+    def __init__(self, number: int, protocol: WireProtocol[C, R]) -> None:
         self.number = number
+        self.protocol = protocol
         self.outgoing: queue.SimpleQueue[bytes | _End] = queue.SimpleQueue()
         self.lock = threading.RLock()  # serialises on_command with end()
         self.ended = False
-        self.session: ReplicaConnection | None = None
+        self.session: ReplicaConnection[C] | None = None
 
     # ResponseSink
-    def send(self, response: ComputeResponse) -> None:
+    def send(self, response: R) -> None:
         if not self.ended:
-            for frame in response_frames(response):  # one, unless the response is large
+            for frame in self.protocol.responses.frames(response):  # one, unless it is large
                 self.outgoing.put(frame)
 
-    def send_many(self, responses: Sequence[ComputeResponse]) -> None:
+    def send_many(self, responses: Sequence[R]) -> None:
         for response in responses:
             self.send(response)
 
@@ -118,7 +134,7 @@ class _Connection:
 
     def read(self, requests: Iterator[bytes]) -> None:
         """The stream's reader thread: decode each command and hand it to the session."""
-        assembler = FrameAssembler("command")
+        assembler = self.protocol.commands.assembler()
         try:
             for raw in requests:
                 try:
@@ -147,109 +163,53 @@ class _Connection:
         self.end(None, "the controller closed the stream")
 
 
-class ReplicaServer:
-    """Serves ``ProtoCompute`` on ``address`` (``host:port``; port 0 picks a free one)."""
+class _Service(Generic[C, R]):
+    """One protocol served by the server: its handler, version and current stream."""
 
     def __init__(
         self,
-        handler: ReplicaHandler,
-        *,
-        address: str = "127.0.0.1:0",
-        version: str = PROTOCOL_VERSION,
-        token: str | None = None,
-        tls: ServerTls | None = None,
-        max_workers: int = 8,
-        options: Sequence[tuple[str, Any]] = (),
+        server: ReplicaServer,
+        protocol: WireProtocol[C, R],
+        handler: ReplicaHandler[C, R],
+        version: str,
     ) -> None:
+        self.server = server
+        self.protocol = protocol
         self.handler = handler
         self.version = version
-        self.token = token
-        self._address = address
-        self._tls = tls
-        self._lock = threading.Lock()
-        self._current: _Connection | None = None
-        self._accepted = 0
-        self.health = health.HealthServicer()
-        self._server = grpc.server(
-            futures.ThreadPoolExecutor(max_workers, thread_name_prefix="tidegate-replica"),
-            options=list(options),
+        self.lock = threading.Lock()
+        self.current: _Connection[C, R] | None = None
+        self.accepted = 0
+
+    def rpc_handler(self) -> grpc.GenericRpcHandler:
+        rpc = grpc.stream_stream_rpc_method_handler(self.serve)
+        return grpc.method_handlers_generic_handler(
+            self.protocol.service, {"CommandResponseStream": rpc}
         )
-        rpc = grpc.stream_stream_rpc_method_handler(self._serve_stream)
-        self._server.add_generic_rpc_handlers(
-            (grpc.method_handlers_generic_handler(SERVICE, {"CommandResponseStream": rpc}),)
-        )
-        health_pb2_grpc.add_HealthServicer_to_server(self.health, self._server)
-        self.port = 0
 
-    @property
-    def address(self) -> str:
-        """``host:port`` as bound (valid after :meth:`start`)."""
-        host = self._address.rsplit(":", 1)[0]
-        return f"{host}:{self.port}"
-
-    @property
-    def accepted(self) -> int:
-        """How many streams were accepted so far."""
-        return self._accepted
-
-    def start(self) -> ReplicaServer:
-        if self._tls is not None:
-            port = self._server.add_secure_port(self._address, self._tls.credentials())
-        else:
-            port = self._server.add_insecure_port(self._address)
-        if port == 0:
-            raise OSError(f"cannot bind the replica server to {self._address}")
-        self.port = port
-        self._server.start()
-        for service in ("", SERVICE):
-            self.health.set(service, health_pb2.HealthCheckResponse.SERVING)
-        return self
-
-    def stop(self, grace: float | None = None) -> None:
-        """Report NOT_SERVING, end the current stream, stop serving (after ``grace`` seconds)."""
-        self.health.enter_graceful_shutdown()
-        with self._lock:
-            current, self._current = self._current, None
+    def end_current(self, code: grpc.StatusCode, details: str) -> None:
+        with self.lock:
+            current, self.current = self.current, None
         if current is not None:
-            current.end(grpc.StatusCode.UNAVAILABLE, "the replica is shutting down")
-        self._server.stop(grace).wait()
-
-    def wait_for_termination(self, timeout: float | None = None) -> bool:
-        return bool(self._server.wait_for_termination(timeout))
-
-    def __enter__(self) -> ReplicaServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop(0)
-
-    # -- one stream -----------------------------------------------------------------
+            current.end(code, details)
 
     def _refusal(self, metadata: Mapping[str, str]) -> tuple[grpc.StatusCode, str] | None:
-        if self.token is not None:
+        token = self.server.token
+        if token is not None:
             given = metadata.get(AUTH_HEADER)
-            if given is None or not hmac.compare_digest(
-                given.encode(), bearer(self.token).encode()
-            ):
+            if given is None or not hmac.compare_digest(given.encode(), bearer(token).encode()):
                 what = "missing" if given is None else "wrong"
                 return grpc.StatusCode.UNAUTHENTICATED, f"{what} bearer token"
         theirs = metadata.get(VERSION_HEADER)
         if theirs != self.version:
             return (
                 grpc.StatusCode.FAILED_PRECONDITION,
-                f"protocol version mismatch: replica speaks {self.version}, "
+                f"{self.protocol.name} protocol version mismatch: replica speaks {self.version}, "
                 f"controller sent {theirs if theirs is not None else 'no version'}",
             )
         return None
 
-    def _serve_stream(
-        self, requests: Iterator[bytes], context: grpc.ServicerContext
-    ) -> Iterator[bytes]:
+    def serve(self, requests: Iterator[bytes], context: grpc.ServicerContext) -> Iterator[bytes]:
         metadata = {
             k: v.decode() if isinstance(v, bytes) else v for k, v in context.invocation_metadata()
         }
@@ -257,10 +217,10 @@ class ReplicaServer:
         if refusal is not None:
             context.set_trailing_metadata(((VERSION_HEADER, self.version),))
             context.abort(*refusal)
-        with self._lock:
-            self._accepted += 1
-            conn = _Connection(self._accepted)
-            previous, self._current = self._current, conn
+        with self.lock:
+            self.accepted += 1
+            conn: _Connection[C, R] = _Connection(self.accepted, self.protocol)
+            previous, self.current = self.current, conn
         if previous is not None:
             previous.end(grpc.StatusCode.ABORTED, "preempted by a newer controller connection")
         context.add_callback(lambda: conn.end(None, "the call ended"))
@@ -276,7 +236,10 @@ class ReplicaServer:
                     conn.session = session
         context.send_initial_metadata(((VERSION_HEADER, self.version),))
         threading.Thread(
-            target=conn.read, args=(requests,), name=f"tidegate-stream-{conn.number}", daemon=True
+            target=conn.read,
+            args=(requests,),
+            name=f"tidegate-{self.protocol.name}-stream-{conn.number}",
+            daemon=True,
         ).start()
         try:
             while True:
@@ -288,6 +251,120 @@ class ReplicaServer:
                 yield item
         finally:
             conn.end(None, "the call ended")
-            with self._lock:
-                if self._current is conn:
-                    self._current = None
+            with self.lock:
+                if self.current is conn:
+                    self.current = None
+
+
+class ReplicaServer:
+    """Serves the compute and/or storage protocol on ``address`` (``host:port``; port 0 picks a free one).
+
+    ``compute`` and ``storage`` are the handlers of the protocols served (at
+    least one). The first positional argument, if given, is the address (a
+    ``str``) or, as before both protocols existed, the compute handler.
+    ``version``: the version every served protocol claims (each protocol's own
+    by default; a test may make a replica speak another one).
+    """
+
+    def __init__(
+        self,
+        target: str | ReplicaHandler[ComputeCommand, ComputeResponse] | None = None,
+        /,
+        *,
+        compute: ReplicaHandler[ComputeCommand, ComputeResponse] | None = None,
+        storage: ReplicaHandler[StorageCommand, StorageResponse] | None = None,
+        address: str | None = None,
+        version: str | Own = OWN_VERSION,
+        token: str | None = None,
+        tls: ServerTls | None = None,
+        max_workers: int = 8,
+        options: Sequence[tuple[str, Any]] = (),
+    ) -> None:
+        if isinstance(target, str):
+            if address is not None:
+                raise TypeError("the address was given twice")
+            address = target
+        elif target is not None:
+            if compute is not None:
+                raise TypeError("the compute handler was given twice")
+            compute = target
+        if compute is None and storage is None:
+            raise TypeError("a replica server needs a compute or a storage handler (or both)")
+        self.handler = compute
+        self.token = token
+        self._address = address if address is not None else "127.0.0.1:0"
+        self._tls = tls
+        self.services: dict[str, _Service[Any, Any]] = {}
+        if compute is not None:
+            v = COMPUTE.version if version is OWN_VERSION else version
+            self.services[COMPUTE.name] = _Service(self, COMPUTE, compute, v)
+        if storage is not None:
+            v = STORAGE.version if version is OWN_VERSION else version
+            self.services[STORAGE.name] = _Service(self, STORAGE, storage, v)
+        self.version = next(iter(self.services.values())).version
+        self.health = health.HealthServicer()
+        self._server = grpc.server(
+            futures.ThreadPoolExecutor(max_workers, thread_name_prefix="tidegate-replica"),
+            options=list(options),
+        )
+        self._server.add_generic_rpc_handlers(
+            tuple(service.rpc_handler() for service in self.services.values())
+        )
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self._server)
+        self.port = 0
+
+    @property
+    def address(self) -> str:
+        """``host:port`` as bound (valid after :meth:`start`)."""
+        host = self._address.rsplit(":", 1)[0]
+        return f"{host}:{self.port}"
+
+    @property
+    def protocols(self) -> tuple[str, ...]:
+        """The names of the protocols served (``"compute"``, ``"storage"``)."""
+        return tuple(self.services)
+
+    @property
+    def accepted(self) -> int:
+        """How many streams were accepted so far (of every protocol)."""
+        return sum(service.accepted for service in self.services.values())
+
+    def accepted_by(self, protocol: WireProtocol[Any, Any] | str) -> int:
+        """How many streams of ``protocol`` were accepted so far."""
+        name = protocol if isinstance(protocol, str) else protocol.name
+        service = self.services.get(name)
+        return 0 if service is None else service.accepted
+
+    def start(self) -> ReplicaServer:
+        if self._tls is not None:
+            port = self._server.add_secure_port(self._address, self._tls.credentials())
+        else:
+            port = self._server.add_insecure_port(self._address)
+        if port == 0:
+            raise OSError(f"cannot bind the replica server to {self._address}")
+        self.port = port
+        self._server.start()
+        for name in ("", *(s.protocol.service for s in self.services.values())):
+            self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        return self
+
+    def stop(self, grace: float | None = None) -> None:
+        """Report NOT_SERVING, end the current streams, stop serving (after ``grace`` seconds)."""
+        self.health.enter_graceful_shutdown()
+        for service in self.services.values():
+            service.end_current(grpc.StatusCode.UNAVAILABLE, "the replica is shutting down")
+        self._server.stop(grace).wait()
+
+    def wait_for_termination(self, timeout: float | None = None) -> bool:
+        return bool(self._server.wait_for_termination(timeout))
+
+    def __enter__(self) -> ReplicaServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop(0)

@@ -6,6 +6,10 @@ token, then ask the :class:`ReplicaHandler` for a :class:`ReplicaConnection`, fe
 it the commands in order and forward whatever it puts into its
 :class:`ResponseSink`. Sessions are synchronous: the gRPC server calls them
 from one reader thread per stream, the simulator from its event loop.
+
+Generic over the protocol (commands ``C``, responses ``R``); unparameterized,
+the compute protocol's. A replica process serving both protocols has one
+handler per protocol.
 """
 
 from __future__ import annotations
@@ -13,28 +17,34 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
+from typing_extensions import TypeVar
+
 from tidegate.spec.protocol.commands import ComputeCommand
 from tidegate.spec.protocol.responses import ComputeResponse
 
 __all__ = ["ReplicaConnection", "ReplicaHandler", "ResponseSink"]
 
+C_contra = TypeVar("C_contra", contravariant=True, default=ComputeCommand)
+R_contra = TypeVar("R_contra", contravariant=True, default=ComputeResponse)
+R_co = TypeVar("R_co", covariant=True, default=ComputeResponse)
 
-class ResponseSink(Protocol):
+
+class ResponseSink(Protocol[R_contra]):
     """Where a session puts its responses; thread-safe, never blocks, ordered."""
 
-    def send(self, response: ComputeResponse) -> None:
+    def send(self, response: R_contra) -> None:
         """Queue ``response`` for the controller (dropped if the stream has ended)."""
         ...
 
-    def send_many(self, responses: Sequence[ComputeResponse]) -> None:
+    def send_many(self, responses: Sequence[R_contra]) -> None:
         """Queue ``responses`` in order."""
         ...
 
 
-class ReplicaConnection(Protocol):
+class ReplicaConnection(Protocol[C_contra]):
     """One accepted stream's replica-side state (one protocol iteration)."""
 
-    def on_command(self, command: ComputeCommand) -> None:
+    def on_command(self, command: C_contra) -> None:
         """Handle the next command; may send responses now or later through the sink."""
         ...
 
@@ -43,9 +53,11 @@ class ReplicaConnection(Protocol):
         ...
 
 
-class ReplicaHandler(Protocol):
+class ReplicaHandler(Protocol[C_contra, R_co]):
     """Creates a session per accepted stream; the newest stream preempts the previous one."""
 
-    def on_connect(self, metadata: Mapping[str, str], responses: ResponseSink) -> ReplicaConnection:
+    def on_connect(
+        self, metadata: Mapping[str, str], responses: ResponseSink[R_co]
+    ) -> ReplicaConnection[C_contra]:
         """A controller connected with call ``metadata``; return its session."""
         ...

@@ -17,6 +17,10 @@ the same contract:
   :class:`~.errors.VersionMismatch` or :class:`~.errors.Unauthenticated`.
 
 Messages are the spec's dataclasses; encoding, if any, is the implementation's.
+The port is generic over the protocol: ``Transport[C, R]`` and
+``ReplicaStream[C, R]`` carry commands ``C`` and responses ``R``; unparameterized
+they are the compute protocol's (a transport of the storage protocol is
+``Transport[StorageCommand, StorageResponse]``, see :mod:`.protocols`).
 """
 
 from __future__ import annotations
@@ -24,6 +28,9 @@ from __future__ import annotations
 import abc
 from collections.abc import Sequence
 from types import TracebackType
+from typing import Generic, Self
+
+from typing_extensions import TypeVar
 
 from tidegate.spec.protocol.commands import ComputeCommand
 from tidegate.spec.protocol.responses import ComputeResponse
@@ -32,8 +39,11 @@ from .errors import StreamClosed
 
 __all__ = ["ReplicaStream", "Transport"]
 
+C = TypeVar("C", default=ComputeCommand)
+R = TypeVar("R", default=ComputeResponse)
 
-class ReplicaStream(abc.ABC):
+
+class ReplicaStream(abc.ABC, Generic[C, R]):
     """One open, ordered, bidirectional command/response stream to a replica.
 
     Async iteration yields responses until the stream is closed locally; a broken
@@ -43,31 +53,31 @@ class ReplicaStream(abc.ABC):
     address: str
 
     @abc.abstractmethod
-    async def send(self, command: ComputeCommand) -> None:
+    async def send(self, command: C) -> None:
         """Queue ``command`` for the replica, after every command sent before it."""
 
     @abc.abstractmethod
-    async def send_many(self, commands: Sequence[ComputeCommand]) -> None:
+    async def send_many(self, commands: Sequence[C]) -> None:
         """Send ``commands`` in order, as one batch (one hop, one wakeup)."""
 
     @abc.abstractmethod
-    async def receive(self) -> ComputeResponse:
+    async def receive(self) -> R:
         """The next response; waits for one. Cancelling the wait loses nothing."""
 
     @abc.abstractmethod
     async def aclose(self) -> None:
         """End the stream (idempotent); later calls raise :class:`~.errors.StreamClosed`."""
 
-    def __aiter__(self) -> ReplicaStream:
+    def __aiter__(self) -> Self:
         return self
 
-    async def __anext__(self) -> ComputeResponse:
+    async def __anext__(self) -> R:
         try:
             return await self.receive()
         except StreamClosed:
             raise StopAsyncIteration from None
 
-    async def __aenter__(self) -> ReplicaStream:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(
@@ -79,21 +89,21 @@ class ReplicaStream(abc.ABC):
         await self.aclose()
 
 
-class Transport(abc.ABC):
+class Transport(abc.ABC, Generic[C, R]):
     """Opens streams to replicas by address; one open stream per replica at a time."""
 
     @abc.abstractmethod
-    async def connect(self, address: str) -> ReplicaStream:
+    async def connect(self, address: str) -> ReplicaStream[C, R]:
         """Open a fresh stream to the replica at ``address``.
 
         The replica has accepted the stream when this returns (version and token
         checked); a previous stream to the same replica is preempted by it.
         """
 
-    async def aclose(self) -> None:  # noqa: B027 -- optional hook, nothing to release by default
+    async def aclose(self) -> None:
         """Release what the transport holds (channels, threads); streams must be closed first."""
 
-    async def __aenter__(self) -> Transport:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(

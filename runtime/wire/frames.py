@@ -8,6 +8,12 @@ sent as a :class:`ProtoFragment` frame (``more`` on all but the last); the
 receiver's :class:`FrameAssembler` concatenates them and decodes the whole.
 A message that fits travels as it is, so small messages cost nothing.
 
+Both protocols frame alike: a :class:`MessageCodec` describes one direction
+of one protocol (its Protobuf envelope, whose ``kind`` oneof has a
+``fragment`` member, and the codec of its values); :data:`COMPUTE_COMMANDS`
+and :data:`COMPUTE_RESPONSES` are the compute protocol's, the storage
+protocol's are in :mod:`.storage_codec`.
+
 The protocol never sees fragments: commands and responses are the same
 values, in the same order (a stream carries one message at a time, so
 fragments of two messages never interleave). A peer that sends more than
@@ -23,9 +29,10 @@ message is expected, is refused with a :class:`MalformedMessage`.
 
 from __future__ import annotations
 
-from typing import Generic, Literal, TypeVar, overload
+from collections.abc import Callable
+from typing import Any, Generic, Literal, TypeVar, overload
 
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError, Message
 
 from tidegate.spec.protocol.commands import ComputeCommand
 from tidegate.spec.protocol.responses import ComputeResponse
@@ -35,9 +42,12 @@ from .errors import MalformedMessage
 from .gen import tidegate_compute_pb2 as pb
 
 __all__ = [
+    "COMPUTE_COMMANDS",
+    "COMPUTE_RESPONSES",
     "MAX_FRAME_BYTES",
     "MAX_MESSAGE_BYTES",
     "FrameAssembler",
+    "MessageCodec",
     "command_frames",
     "response_frames",
 ]
@@ -48,51 +58,106 @@ MAX_FRAME_BYTES = 1 << 20
 MAX_MESSAGE_BYTES = 1 << 30
 """The largest message a receiver reassembles (1 GiB): more is a malformed stream."""
 
-M = TypeVar("M", ComputeCommand, ComputeResponse)
-_Proto = pb.ProtoComputeCommand | pb.ProtoComputeResponse
+M = TypeVar("M")
 
 
-def _frames(whole: _Proto, cls: type[_Proto]) -> list[bytes]:
-    data = whole.SerializeToString()
-    if len(data) <= MAX_FRAME_BYTES:
-        return [data]
-    out = []
-    for start in range(0, len(data), MAX_FRAME_BYTES):
-        end = start + MAX_FRAME_BYTES
-        frame = cls(fragment=pb.ProtoFragment(data=data[start:end], more=end < len(data)))
-        out.append(frame.SerializeToString())
-    return out
+class MessageCodec(Generic[M]):
+    """One direction of one wire protocol: its Protobuf ``envelope`` and the codec of its values.
+
+    ``kind`` names the messages in errors (``"command"``, ``"response"``);
+    ``encode`` turns a value into an envelope, ``decode`` an envelope into a
+    value (raising :class:`~.errors.WireError`). The envelope's ``kind``
+    oneof must have a ``fragment`` member of type ``ProtoFragment``.
+    """
+
+    def __init__(
+        self,
+        kind: str,
+        envelope: type[Message],
+        encode: Callable[[M], Message],
+        decode: Callable[[Any], M],
+    ) -> None:
+        self.kind = kind
+        self.envelope = envelope
+        self.encode = encode
+        self.decode = decode
+
+    def frames(self, value: M) -> list[bytes]:
+        """``value`` as the frames to send, in order (one, unless it is large)."""
+        data = self.encode(value).SerializeToString()
+        limit = MAX_FRAME_BYTES
+        if len(data) <= limit:
+            return [data]
+        out = []
+        for start in range(0, len(data), limit):
+            end = start + limit
+            fragment = pb.ProtoFragment(data=data[start:end], more=end < len(data))
+            out.append(self.envelope(fragment=fragment).SerializeToString())
+        return out
+
+    def to_bytes(self, value: M) -> bytes:
+        """``value`` serialized whole (no framing)."""
+        return bytes(self.encode(value).SerializeToString())
+
+    def from_bytes(self, data: bytes) -> M:
+        """The value ``data`` (one whole message) denotes; :class:`MalformedMessage` if none."""
+        try:
+            msg = self.envelope.FromString(data)
+        except DecodeError as e:
+            raise MalformedMessage(f"not a {self.envelope.__name__}: {e}") from e
+        return self.decode(msg)
+
+    def assembler(self) -> FrameAssembler[M]:
+        """A receiver for one stream of these messages."""
+        return FrameAssembler(self)
+
+
+COMPUTE_COMMANDS: MessageCodec[ComputeCommand] = MessageCodec(
+    "command", pb.ProtoComputeCommand, encode_command, decode_command
+)
+"""The compute protocol's commands on the wire."""
+
+COMPUTE_RESPONSES: MessageCodec[ComputeResponse] = MessageCodec(
+    "response", pb.ProtoComputeResponse, encode_response, decode_response
+)
+"""The compute protocol's responses on the wire."""
 
 
 def command_frames(cmd: ComputeCommand) -> list[bytes]:
     """``cmd`` as the frames to send, in order (one, unless it is large)."""
-    return _frames(encode_command(cmd), pb.ProtoComputeCommand)
+    return COMPUTE_COMMANDS.frames(cmd)
 
 
 def response_frames(resp: ComputeResponse) -> list[bytes]:
     """``resp`` as the frames to send, in order (one, unless it is large)."""
-    return _frames(encode_response(resp), pb.ProtoComputeResponse)
+    return COMPUTE_RESPONSES.frames(resp)
 
 
 class FrameAssembler(Generic[M]):
     """The receiving side of one stream: frames in, whole messages out.
 
-    ``feed`` returns the message a frame completes, or ``None`` while the
-    fragments of a large one arrive. It raises :class:`MalformedMessage` for
-    bytes that are no message, a message bigger than :data:`MAX_MESSAGE_BYTES`,
-    or a fragment inside a reassembled message; after that the stream is
-    unusable (the caller ends it).
+    Built from a :class:`MessageCodec`, or ``"command"``/``"response"`` for
+    the compute protocol's. ``feed`` returns the message a frame completes,
+    or ``None`` while the fragments of a large one arrive. It raises
+    :class:`MalformedMessage` for bytes that are no message, a message bigger
+    than :data:`MAX_MESSAGE_BYTES`, or a fragment inside a reassembled
+    message; after that the stream is unusable (the caller ends it).
     """
 
     @overload
-    def __init__(self: FrameAssembler[ComputeCommand], kind: Literal["command"]) -> None: ...
+    def __init__(self: FrameAssembler[ComputeCommand], codec: Literal["command"]) -> None: ...
     @overload
-    def __init__(self: FrameAssembler[ComputeResponse], kind: Literal["response"]) -> None: ...
-    def __init__(self, kind: Literal["command", "response"]) -> None:
-        self._kind = kind
-        self._cls: type[_Proto] = (
-            pb.ProtoComputeCommand if kind == "command" else pb.ProtoComputeResponse
-        )
+    def __init__(self: FrameAssembler[ComputeResponse], codec: Literal["response"]) -> None: ...
+    @overload
+    def __init__(self, codec: MessageCodec[M]) -> None: ...
+    def __init__(self, codec: MessageCodec[Any] | Literal["command", "response"]) -> None:
+        if codec == "command":
+            codec = COMPUTE_COMMANDS
+        elif codec == "response":
+            codec = COMPUTE_RESPONSES
+        assert isinstance(codec, MessageCodec)
+        self._codec: MessageCodec[Any] = codec
+        self._kind = codec.kind
         self._parts: list[bytes] = []
         self._size = 0
 
@@ -102,7 +167,7 @@ class FrameAssembler(Generic[M]):
         return self._size
 
     def feed(self, raw: bytes) -> M | None:
-        msg = self._parse(raw)
+        msg: Any = self._parse(raw)
         if msg.WhichOneof("kind") == "fragment":
             part = msg.fragment
             self._size += len(part.data)
@@ -119,12 +184,12 @@ class FrameAssembler(Generic[M]):
                 raise MalformedMessage(f"a reassembled {self._kind} is itself a fragment")
         elif self._parts:
             raise MalformedMessage(f"a whole {self._kind} between the fragments of another")
-        if isinstance(msg, pb.ProtoComputeCommand):
-            return decode_command(msg)  # type: ignore[return-value]
-        return decode_response(msg)  # type: ignore[return-value]
+        value: M = self._codec.decode(msg)
+        return value
 
-    def _parse(self, raw: bytes) -> _Proto:
+    def _parse(self, raw: bytes) -> Message:
+        cls = self._codec.envelope
         try:
-            return self._cls.FromString(raw)
+            return cls.FromString(raw)
         except DecodeError as e:
-            raise MalformedMessage(f"not a {self._cls.__name__}: {e}") from e
+            raise MalformedMessage(f"not a {cls.__name__}: {e}") from e

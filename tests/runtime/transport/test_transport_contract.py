@@ -1,9 +1,13 @@
-"""One contract for every implementation of the transport port (runtime/transport/port.py).
+"""One contract for every implementation of the transport port (runtime/transport/port.py), in both protocols.
 
 Each test runs against: the simulated transport (trio, virtual clock); gRPC with
 the replica server in this process (trio and asyncio callers); and gRPC with the
-replica server in another process over loopback (trio and asyncio callers). The
-replica is the scripted :class:`~tidegate.runtime.transport.echo.EchoReplica`.
+replica server in another process over loopback (trio and asyncio callers) --
+each in the compute and in the storage protocol. The replica is the scripted
+:class:`~tidegate.runtime.transport.echo.EchoReplica` and
+:class:`~tidegate.runtime.transport.echo.StorageEchoReplica`, both served on
+one port (one endpoint in the simulator): a stream of one protocol never
+disturbs the other's.
 """
 
 from __future__ import annotations
@@ -21,15 +25,17 @@ import pytest
 import trio.testing
 
 from tidegate.runtime.transport import (
-    PROTOCOL_VERSION,
+    COMPUTE,
+    STORAGE,
     ConnectionLost,
     ConnectionRefused,
     StreamClosed,
     Transport,
     Unauthenticated,
     VersionMismatch,
+    WireProtocol,
 )
-from tidegate.runtime.transport.echo import EchoReplica
+from tidegate.runtime.transport.echo import EchoReplica, StorageEchoReplica
 from tidegate.runtime.transport.grpc_client import GrpcTransport
 from tidegate.runtime.transport.grpc_server import ReplicaServer
 from tidegate.sim.choices import SeededChoices
@@ -53,27 +59,146 @@ from tidegate.spec.protocol.responses import (
     Status,
 )
 from tidegate.spec.protocol.types import PeekDescription
+from tidegate.spec.storage import (
+    CollectionDescription,
+    DroppedId,
+    RunIngestion,
+    StatusUpdate,
+    StorageAllowCompaction,
+    StorageFrontierUpper,
+    StorageHello,
+)
 
 pytestmark = pytest.mark.timeout(120)
 
 TOKEN = "s3cret"
 
 
+def u(n: int) -> GlobalId:
+    return GlobalId.user(n)
+
+
+def peek(n: int, t: int) -> Peek:
+    return Peek(PeekDescription(uuid.UUID(int=n), u(n), t))
+
+
+class Script:
+    """What the contract sends in one protocol, and what the echo replica answers.
+
+    ``ping(i)`` is a command the echo answers at once with a response naming
+    ``u(i)`` and carrying ``"conn=<n> seq=<k>"`` (:meth:`note`); ``batch`` a
+    few commands of other kinds and the answers they get, in order.
+    """
+
+    protocol: WireProtocol[Any, Any]
+
+    def hello(self, n: int) -> Any:
+        raise NotImplementedError
+
+    def ping(self, i: int) -> Any:
+        raise NotImplementedError
+
+    def pinged(self, response: Any) -> GlobalId:
+        raise NotImplementedError
+
+    def note(self, response: Any) -> str:
+        raise NotImplementedError
+
+    def batch(self) -> tuple[list[Any], list[Any]]:
+        raise NotImplementedError
+
+
+class ComputeScript(Script):
+    protocol = COMPUTE
+
+    def hello(self, n: int) -> Any:
+        return Hello(uuid.UUID(int=n))
+
+    def ping(self, i: int) -> Any:
+        return Schedule(u(i))
+
+    def pinged(self, response: Any) -> GlobalId:
+        assert isinstance(response, Status)
+        return response.id
+
+    def note(self, response: Any) -> str:
+        assert isinstance(response, Status)
+        return response.message
+
+    def batch(self) -> tuple[list[Any], list[Any]]:
+        f = Antichain([5])
+        commands = [peek(3, 10), AllowCompaction(u(4), f), CancelPeek(uuid.UUID(int=9))]
+        answers = [
+            PeekResponse(uuid.UUID(int=3), PeekRows((((3, 10), 1),))),
+            Frontiers(u(4), write=f, input=f, output=f),
+            PeekResponse(uuid.UUID(int=9), PeekCanceled()),
+        ]
+        return commands, answers
+
+
+class StorageScript(Script):
+    protocol = STORAGE
+
+    def hello(self, n: int) -> Any:
+        return StorageHello(uuid.UUID(int=n))
+
+    def ping(self, i: int) -> Any:
+        return RunIngestion(u(i), CollectionDescription(), Antichain([0]))
+
+    def pinged(self, response: Any) -> GlobalId:
+        assert isinstance(response, StatusUpdate)
+        return response.id
+
+    def note(self, response: Any) -> str:
+        assert isinstance(response, StatusUpdate) and response.hint is not None
+        return response.hint
+
+    def batch(self) -> tuple[list[Any], list[Any]]:
+        f = Antichain([5])
+        commands = [
+            StorageAllowCompaction(u(4), f),
+            StorageAllowCompaction(u(7), Antichain()),
+            StorageAllowCompaction(u(8), Antichain([9])),
+        ]
+        answers = [
+            StorageFrontierUpper(u(4), f),
+            DroppedId(u(7)),
+            StorageFrontierUpper(u(8), at(9)),
+        ]
+        return commands, answers
+
+
+def at(t: int) -> Antichain:
+    return Antichain([t])
+
+
+SCRIPTS: dict[str, Script] = {"compute": ComputeScript(), "storage": StorageScript()}
+
+
 @dataclass(frozen=True)
 class Case:
     kind: str  # "sim" | "grpc" (server in this process) | "grpc-proc" (server in another process)
     backend: str
+    protocol: str = "compute"
 
     def __str__(self) -> str:
-        return f"{self.kind}-{self.backend}"
+        return f"{self.protocol}-{self.kind}-{self.backend}"
+
+    @property
+    def script(self) -> Script:
+        return SCRIPTS[self.protocol]
 
 
 CASES = [
-    Case("sim", "trio"),
-    Case("grpc", "trio"),
-    Case("grpc", "asyncio"),
-    Case("grpc-proc", "trio"),
-    Case("grpc-proc", "asyncio"),
+    Case(kind, backend, protocol)
+    for protocol in ("compute", "storage")
+    for kind, backend in (
+        ("sim", "trio"),
+        ("grpc", "trio"),
+        ("grpc", "asyncio"),
+        ("grpc-proc", "trio"),
+        ("grpc-proc", "asyncio"),
+    )
 ]
 
 
@@ -119,16 +244,26 @@ class Harness:
 
     def __init__(self, case: Case, address: str, goes_away: Callable[[], Awaitable[None]]):
         self.case = case
+        self.script = case.script
         self.address = address
         self._goes_away = goes_away
         self.endpoints: dict[str, SimReplicaEndpoint] = {}
 
     def transport(
-        self, *, version: str | None = PROTOCOL_VERSION, token: str | None = TOKEN
-    ) -> Transport:
+        self, *, version: str | None = "own", token: str | None = TOKEN
+    ) -> Transport[Any, Any]:
+        protocol = self.script.protocol
+        v = protocol.version if version == "own" else version
         if self.case.kind == "sim":
-            return SimTransport(self.endpoints, version=version, token=token)
-        return GrpcTransport(version=version, token=token)
+            return SimTransport(self.endpoints, protocol=protocol, version=v, token=token)
+        return GrpcTransport(protocol=protocol, version=v, token=token)
+
+    def other_transport(self) -> Transport[Any, Any]:
+        """A transport of the other protocol to the same replica."""
+        other = STORAGE if self.script.protocol is COMPUTE else COMPUTE
+        if self.case.kind == "sim":
+            return SimTransport(self.endpoints, protocol=other, token=TOKEN)
+        return GrpcTransport(protocol=other, token=TOKEN)
 
     async def replica_goes_away(self) -> None:
         await self._goes_away()
@@ -142,7 +277,9 @@ async def open_harness(case: Case, proc: ProcServer) -> AsyncIterator[Harness]:
     if case.kind == "sim":
         kernel = Kernel()
         network = SimNetwork(kernel, SeededChoices(7), latency_ms=(1, 5))
-        endpoint = SimReplicaEndpoint(network, "r1", EchoReplica(), token=TOKEN)
+        endpoint = SimReplicaEndpoint(
+            network, "r1", EchoReplica(), storage=StorageEchoReplica(), token=TOKEN
+        )
 
         async def crash() -> None:
             endpoint.crash()
@@ -159,7 +296,9 @@ async def open_harness(case: Case, proc: ProcServer) -> AsyncIterator[Harness]:
             yield harness
             tg.cancel_scope.cancel()
     elif case.kind == "grpc":
-        server = ReplicaServer(EchoReplica(), token=TOKEN).start()
+        server = ReplicaServer(
+            compute=EchoReplica(), storage=StorageEchoReplica(), token=TOKEN
+        ).start()
 
         async def stop() -> None:
             await anyio.to_thread.run_sync(server.stop, 0)
@@ -204,28 +343,19 @@ def run(request: Any, proc_server: ProcServer) -> Callable[[Body], None]:
     return runner
 
 
-def u(n: int) -> GlobalId:
-    return GlobalId.user(n)
-
-
-def peek(n: int, t: int) -> Peek:
-    return Peek(PeekDescription(uuid.UUID(int=n), u(n), t))
-
-
 # -- the contract ---------------------------------------------------------------------------
 
 
 def test_order_is_preserved_both_ways(run: Callable[[Body], None]) -> None:
     async def body(h: Harness) -> None:
+        sc = h.script
         async with await h.transport().connect(h.address) as s:
-            await s.send(Hello(uuid.UUID(int=1)))
+            await s.send(sc.hello(1))
             for i in range(1, 21):
-                await s.send(Schedule(u(i)))
+                await s.send(sc.ping(i))
             got = [await s.receive() for _ in range(20)]
-            assert [r.id for r in got if isinstance(r, Status)] == [u(i) for i in range(1, 21)]
-            assert [r.message.split()[1] for r in got if isinstance(r, Status)] == [
-                f"seq={i + 1}" for i in range(1, 21)
-            ]
+            assert [sc.pinged(r) for r in got] == [u(i) for i in range(1, 21)]
+            assert [sc.note(r).split()[1] for r in got] == [f"seq={i + 1}" for i in range(1, 21)]
 
     run(body)
 
@@ -234,6 +364,7 @@ def test_many_messages_flow_concurrently_in_order(run: Callable[[Body], None]) -
     n = 2000
 
     async def body(h: Harness) -> None:
+        sc = h.script
         async with await h.transport().connect(h.address) as s:
             got: list[Any] = []
 
@@ -244,64 +375,57 @@ def test_many_messages_flow_concurrently_in_order(run: Callable[[Body], None]) -
             async with anyio.create_task_group() as tg:
                 tg.start_soon(consume)
                 for start in range(0, n, 100):
-                    await s.send_many([Schedule(u(i)) for i in range(start, start + 100)])
-            assert [r.id for r in got] == [u(i) for i in range(n)]
+                    await s.send_many([sc.ping(i) for i in range(start, start + 100)])
+            assert [sc.pinged(r) for r in got] == [u(i) for i in range(n)]
 
     run(body)
 
 
 def test_a_batch_is_sent_in_order_and_each_command_answered(run: Callable[[Body], None]) -> None:
     async def body(h: Harness) -> None:
+        sc = h.script
+        commands, answers = sc.batch()
         async with await h.transport().connect(h.address) as s:
             await s.send_many([])
-            await s.send_many(
-                [
-                    peek(3, 10),
-                    AllowCompaction(u(4), Antichain([5])),
-                    CancelPeek(uuid.UUID(int=9)),
-                    Schedule(u(6)),
-                ]
-            )
-            got = [await s.receive() for _ in range(4)]
-            assert got[0] == PeekResponse(uuid.UUID(int=3), PeekRows((((3, 10), 1),)))
-            f = Antichain([5])
-            assert got[1] == Frontiers(u(4), write=f, input=f, output=f)
-            assert got[2] == PeekResponse(uuid.UUID(int=9), PeekCanceled())
-            assert isinstance(got[3], Status)
-            assert got[3].id == u(6)
+            await s.send_many([*commands, sc.ping(6)])
+            got = [await s.receive() for _ in range(len(commands) + 1)]
+            assert got[:-1] == answers
+            assert sc.pinged(got[-1]) == u(6)
 
     run(body)
 
 
 def test_cancelling_a_receive_loses_nothing(run: Callable[[Body], None]) -> None:
     async def body(h: Harness) -> None:
+        sc = h.script
         async with await h.transport().connect(h.address) as s:
             with anyio.move_on_after(0.05) as scope:
                 await s.receive()
             assert scope.cancelled_caught
-            await s.send(Schedule(u(1)))
+            await s.send(sc.ping(1))
             early = []
             with anyio.move_on_after(0):  # cancelled while the answer is in flight
                 early.append(await s.receive())
-            await s.send(Schedule(u(2)))
+            await s.send(sc.ping(2))
             got = early + [await s.receive() for _ in range(2 - len(early))]
-            assert [r.id for r in got] == [u(1), u(2)]
+            assert [sc.pinged(r) for r in got] == [u(1), u(2)]
 
     run(body)
 
 
 def test_replica_going_away_is_connection_lost(run: Callable[[Body], None]) -> None:
     async def body(h: Harness) -> None:
+        sc = h.script
         s = await h.transport().connect(h.address)
-        await s.send(Schedule(u(1)))
-        assert (await s.receive()).id == u(1)
+        await s.send(sc.ping(1))
+        assert sc.pinged(await s.receive()) == u(1)
         await h.replica_goes_away()
         with pytest.raises(ConnectionLost):
             await s.receive()
         with pytest.raises(ConnectionLost):
             await s.receive()  # and stays lost
         with pytest.raises(ConnectionLost):
-            await s.send(Schedule(u(2)))
+            await s.send(sc.ping(2))
         await s.aclose()
         with pytest.raises(ConnectionRefused):
             await h.transport().connect(h.address)
@@ -313,16 +437,17 @@ def test_sends_alone_notice_a_break(run: Callable[[Body], None]) -> None:
     """A sender that never receives still learns of the break: sends raise ConnectionLost."""
 
     async def body(h: Harness) -> None:
+        sc = h.script
         s = await h.transport().connect(h.address)
-        await s.send(Schedule(u(1)))
-        assert (await s.receive()).id == u(1)
+        await s.send(sc.ping(1))
+        assert sc.pinged(await s.receive()) == u(1)
         await h.replica_goes_away()
         with anyio.fail_after(10), pytest.raises(ConnectionLost):
             while True:
-                await s.send(Schedule(u(2)))
+                await s.send(sc.ping(2))
                 await anyio.sleep(0.01)
         with pytest.raises(ConnectionLost):
-            await s.send_many([Schedule(u(3)), Schedule(u(4))])
+            await s.send_many([sc.ping(3), sc.ping(4)])
         await s.aclose()
 
     run(body)
@@ -330,26 +455,27 @@ def test_sends_alone_notice_a_break(run: Callable[[Body], None]) -> None:
 
 def test_reconnect_gives_a_fresh_stream(run: Callable[[Body], None]) -> None:
     async def body(h: Harness) -> None:
+        sc = h.script
         transport = h.transport()
         first = await transport.connect(h.address)
-        await first.send(Schedule(u(1)))
+        await first.send(sc.ping(1))
         one = await first.receive()
         await first.aclose()
         await first.aclose()  # idempotent
         with pytest.raises(StreamClosed):
             await first.receive()
         with pytest.raises(StreamClosed):
-            await first.send(Schedule(u(1)))
+            await first.send(sc.ping(1))
         assert [r async for r in first] == []
         async with await transport.connect(h.address) as second:
-            await second.send_many([Schedule(u(2)), Schedule(u(3))])
+            await second.send_many([sc.ping(2), sc.ping(3)])
             answers = []
             async for response in second:
                 answers.append(response)
                 if len(answers) == 2:
                     break
-        conn_one = int(one.message.split()[0].removeprefix("conn="))
-        assert [a.message for a in answers] == [
+        conn_one = int(sc.note(one).split()[0].removeprefix("conn="))
+        assert [sc.note(a) for a in answers] == [
             f"conn={conn_one + 1} seq=1",
             f"conn={conn_one + 1} seq=2",
         ]
@@ -359,30 +485,48 @@ def test_reconnect_gives_a_fresh_stream(run: Callable[[Body], None]) -> None:
 
 def test_newest_connection_wins(run: Callable[[Body], None]) -> None:
     async def body(h: Harness) -> None:
+        sc = h.script
         transport = h.transport()
         old = await transport.connect(h.address)
-        await old.send(Schedule(u(1)))
-        assert (await old.receive()).id == u(1)
+        await old.send(sc.ping(1))
+        assert sc.pinged(await old.receive()) == u(1)
         async with await transport.connect(h.address) as new:
             with pytest.raises(ConnectionLost, match="preempted"):
                 await old.receive()
-            await new.send(Schedule(u(2)))
-            assert (await new.receive()).id == u(2)
+            await new.send(sc.ping(2))
+            assert sc.pinged(await new.receive()) == u(2)
         await old.aclose()
+
+    run(body)
+
+
+def test_a_stream_of_the_other_protocol_preempts_nothing(run: Callable[[Body], None]) -> None:
+    """Both protocols are served side by side: each keeps its own newest stream."""
+
+    async def body(h: Harness) -> None:
+        sc = h.script
+        async with await h.transport().connect(h.address) as mine:
+            await mine.send(sc.ping(1))
+            assert sc.pinged(await mine.receive()) == u(1)
+            other = h.other_transport()
+            async with await other.connect(h.address), await other.connect(h.address):
+                await mine.send(sc.ping(2))
+                assert sc.pinged(await mine.receive()) == u(2)
 
     run(body)
 
 
 def test_version_mismatch_is_refused_without_preempting(run: Callable[[Body], None]) -> None:
     async def body(h: Harness) -> None:
+        sc, ours = h.script, h.script.protocol.version
         async with await h.transport().connect(h.address) as current:
-            with pytest.raises(VersionMismatch, match=f"speaks {PROTOCOL_VERSION}") as info:
+            with pytest.raises(VersionMismatch, match=f"speaks {ours}") as info:
                 await h.transport(version="999").connect(h.address)
-            assert (info.value.ours, info.value.theirs) == ("999", PROTOCOL_VERSION)
+            assert (info.value.ours, info.value.theirs) == ("999", ours)
             with pytest.raises(VersionMismatch, match="no version"):
                 await h.transport(version=None).connect(h.address)
-            await current.send(Schedule(u(1)))
-            assert (await current.receive()).id == u(1)
+            await current.send(sc.ping(1))
+            assert sc.pinged(await current.receive()) == u(1)
 
     run(body)
 
