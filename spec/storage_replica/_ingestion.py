@@ -324,6 +324,11 @@ class IngestionRun:
         assert self.remap_upper is not None and self.data_upper is not None
         if self.remap_upper > self.data_upper:
             return out + self.progress(writes_allowed)
+        if self.source != "running":
+            # A source that is not reading (starting, failed) mints nothing: its frontier
+            # stalls, as a stalled source's does in Materialize, rather than claim that
+            # upstream had nothing new up to a time it cannot vouch for.
+            return out
         t = max(now, self.remap_upper)
         offset = max(self.src_upper, self.bindings.latest)
         updates = mint_binding(self.bindings.latest, offset, t)

@@ -23,10 +23,11 @@ another version that writes).
 of its remap collection as of ``D - 1``), starts upstream at
 ``binding(D - 1)`` and buffers what arrives. On each tick (writes allowed,
 nothing in flight) it first writes the data of bindings that exist beyond
-``D`` (once upstream has delivered their offsets); otherwise it mints one
-binding at ``max(now, remap upper)`` -- the source's offset upper, or the
-previous binding if the source did not move -- and writes it to the remap
-shard, then the data it assigns to the data shard. Both writes are
+``D`` (once upstream has delivered their offsets); otherwise, while its
+source is reading, it mints one binding at ``max(now, remap upper)`` -- the
+source's offset upper, or the previous binding if the source did not move --
+and writes it to the remap shard, then the data it assigns to the data shard.
+A source that is starting or failed mints nothing: its frontier stalls. Both writes are
 compare-and-appends at the upper the replica believes, remap first. So:
 
 1. a binding is durable before any data it assigns, and the data written for

@@ -174,6 +174,7 @@ def test_each_tick_mints_one_binding_then_writes_remap_then_data() -> None:
 
 def test_a_quiet_source_still_advances_both_uppers() -> None:
     r = loaded()
+    r.source_started(ING)
     r.drain()
     r.tick(50)
     assert io(r.drain()) == [WriteShard(REMAP, (), A(0), A(51))]
@@ -277,6 +278,7 @@ def test_a_failing_source_stalls_and_restarts_after_a_backoff() -> None:
 
 def test_drop_tears_down_and_answers_dropped() -> None:
     r = loaded()
+    r.source_started(ING)
     r.tick(10)
     r.drain()
     r.handle_command(StorageAllowCompaction(ING, EMPTY))
@@ -304,6 +306,7 @@ def test_an_ingestion_that_cannot_run_ceases_and_can_be_dropped() -> None:
 
 def test_a_reconnect_keeps_what_it_runs_again_and_stops_the_rest() -> None:
     r = loaded()
+    r.source_started(ING)
     r.handle_command(RUN_SINK)
     r.tick(10)
     r.drain()
@@ -313,7 +316,7 @@ def test_a_reconnect_keeps_what_it_runs_again_and_stops_the_rest() -> None:
     outs = r.drain()
     assert io(outs) == [CloseSink(SINK)]  # the sink was not run again
     assert replies(outs) == [
-        StatusUpdate(ING, SourceStatus.STARTING)
+        StatusUpdate(ING, SourceStatus.RUNNING)
     ]  # re-reported in the new iteration
     assert r.ingestions() == (ING,)
     r.write_completed(REMAP, A(11))  # the write under way goes on ...
@@ -422,6 +425,7 @@ def test_outputs_leave_only_through_the_outbox() -> None:
 
 def test_a_changed_description_restarts_the_ingestion_and_ignores_the_old_writes_outcome() -> None:
     r = loaded()
+    r.source_started(ING)
     r.drain()
     r.tick(10)
     (write,) = io(r.drain())
@@ -439,3 +443,18 @@ def test_a_changed_description_restarts_the_ingestion_and_ignores_the_old_writes
         StartSource(ING, SimulatedSource("elsewhere"), SCHEMA, 0),
         WriteShard(ING, (), A(0), write.new_upper),  # the data of the landed binding (none)
     ]
+
+
+def test_a_source_that_is_not_reading_mints_nothing_its_frontier_stalls() -> None:
+    """A source still connecting, or failed, cannot vouch that upstream had nothing new:
+    no binding is minted and the uppers stay where they are until it reads again."""
+    r = loaded()
+    r.drain()
+    r.tick(50)  # still starting
+    assert io(r.drain()) == []
+    r.source_started(ING)
+    r.source_failed(ING, "upstream unreachable")
+    r.drain()
+    r.tick(60)
+    assert [o for o in io(r.drain()) if isinstance(o, WriteShard)] == []
+    assert r.uppers(ING) == (0, 0)
