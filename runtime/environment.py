@@ -30,6 +30,19 @@ data, an environment restores everything and serves peeks and subscribes but
 writes nothing, learning the tables' uppers from their shards;
 :meth:`Environment.promote` then fences the writer and takes over (a
 zero-downtime upgrade; see docs/environment.md).
+
+**Sources and sinks** (:meth:`Environment.create_source`,
+:meth:`Environment.create_sink`) run on the storage instance's one replica, a
+``tidegate replica --services storage`` process: managed (started by the
+orchestrator with the first source or sink, and at every open while any
+exist; restarted when it dies) or at the ``storage_replica`` address. A
+source is read like a table (peek, subscribe, index, materialized view, SQL);
+its ``<name>_progress`` collection says up to which upstream offset its data
+is reflected at each time. Their status and statistics are in
+:meth:`Environment.storage_status` and in the system collections
+``mz_source_status_history``, ``mz_sink_status_history``,
+``mz_source_statistics`` and ``mz_sink_statistics`` (created with the first
+source or sink), which the controller writes in its group commits.
 """
 
 from __future__ import annotations
@@ -77,13 +90,33 @@ from tidegate.spec.protocol.types import (
 )
 from tidegate.spec.storage import (
     CollectionDescription,
+    ExportDescription,
+    IcebergSink,
+    Ingestion,
+    Introspection,
+    LoadGenerator,
     MaterializedView,
+    PostgresSource,
+    Progress,
     ShardFrontiers,
+    SimulatedSink,
+    SimulatedSource,
+    SourceConnection,
     StorageController,
+    StorageSinkConnection,
     Table,
 )
+from tidegate.spec.storage.introspection import (
+    SINK_STATISTICS,
+    SINK_STATUS_HISTORY,
+    SOURCE_STATISTICS,
+    SOURCE_STATUS_HISTORY,
+)
+from tidegate.spec.storage.loadgen import loadgen_schema
 
 from .catalog import (
+    STORAGE_ENTRIES,
+    STORAGE_REPLICA,
     AlterReplica,
     Catalog,
     CatalogOp,
@@ -91,26 +124,42 @@ from .catalog import (
     CreateIndex,
     CreateMaterializedView,
     CreateReplica,
+    CreateSink,
+    CreateSource,
+    CreateSystemCollection,
     CreateTable,
     CreateView,
     Drop,
     DropReplica,
     IndexEntry,
     MaterializedViewEntry,
+    ProgressEntry,
     ReplicaEntry,
     SetDefinition,
     SetReadPolicy,
+    SetStorageReplica,
+    SinkEntry,
+    SourceEntry,
+    StorageKind,
+    SystemCollectionEntry,
     TableEntry,
     apply_ops,
     dataflow_for,
     restore_plan,
 )
 from .controller.driver import ControllerDriver, ReplicaInfo
-from .controller.errors import RuntimeControllerError
+from .controller.errors import RuntimeControllerError, SourceSchemaMismatch
 from .controller.storage_io import CONTROLLER_READER, ShardStorageIO
+from .controller.storage_status import StorageStatus, connection_text, connection_type
 from .controller.streams import EventStream, Subscription
 from .controller.timestamps import Oracle, UpperOracle, default_oracle
-from .errors import CatalogConflict, EnvironmentFenced, ReadOnlyEnvironment
+from .errors import (
+    CatalogConflict,
+    EnvironmentFenced,
+    InvalidCatalogOp,
+    ReadOnlyEnvironment,
+    ReplicaStartFailed,
+)
 from .frames import PeekAnswer, frame_updates, is_frame
 from .hydration import HydrationInfo, HydrationTracker, catalog_hydration
 from .options import EnvironmentOptions, EnvironmentOverrides, Replicas, ReplicaSpec
@@ -118,9 +167,30 @@ from .platform import REAL, Platform
 from .storage.store import ShardStore
 from .storage.urls import default_urls, open_blob, open_consensus
 
-__all__ = ["DEFAULT_READ_POLICY", "Environment", "ReplicaSpec", "Replicas", "replica_ops"]
+__all__ = [
+    "DEFAULT_READ_POLICY",
+    "STORAGE_INSTANCE",
+    "SYSTEM_COLLECTIONS",
+    "Environment",
+    "ReplicaSpec",
+    "Replicas",
+    "StorageStatus",
+    "replica_ops",
+    "storage_replica_ops",
+]
 
 INSTANCE = "default"
+
+STORAGE_INSTANCE = "storage"
+"""The storage instance (cluster) that runs every source and sink, on its one replica."""
+
+SYSTEM_COLLECTIONS: tuple[tuple[GlobalId, str, str], ...] = (
+    (GlobalId.system(1), "mz_source_status_history", SOURCE_STATUS_HISTORY),
+    (GlobalId.system(2), "mz_sink_status_history", SINK_STATUS_HISTORY),
+    (GlobalId.system(3), "mz_source_statistics", SOURCE_STATISTICS),
+    (GlobalId.system(4), "mz_sink_statistics", SINK_STATISTICS),
+)
+"""The storage-managed collections: ``(id, reserved name, kind)`` (Materialize's names)."""
 
 log = logging.getLogger(__name__)
 
@@ -198,6 +268,15 @@ class Environment:
         self._options = EnvironmentOptions()
         self.hydration_tracker = HydrationTracker(driver, platform.clock_ms)
         """Times each collection's hydration on each replica (see :meth:`hydration`)."""
+        self._data_dir: Path | None = None
+        self._storage_token: str | None = None
+        self._storage_connected = False
+        """Whether the storage instance's replica was connected (it then stays connected)."""
+        self._later: list[Any] = []
+        """Orchestrators and transports started after opening (closed after the driver)."""
+        self._replicas_dir: Path | None = None
+        """Where an orchestrator started later keeps its files (``None``: ``DATA_DIR/replicas``)."""
+        self._opened_read_only = False
 
     # -- opening ---------------------------------------------------------------------------
     @classmethod
@@ -289,7 +368,9 @@ class Environment:
             oracle = await retry(
                 "timestamp oracle", default_oracle, store.consensus, platform.clock_ms
             )
+        own: Path | None = None
         ops = replica_ops(state, options.replicas, executor=executor, spark_master=spark_master)
+        ops += storage_replica_ops(state, options.storage_replica)
         wanted = apply_ops(state, ops)
         if data_dir is None and orchestrator is None and any(r.managed for r in wanted.replicas):
             raise RuntimeControllerError(
@@ -332,6 +413,10 @@ class Environment:
 
             transport = GrpcTransport(token=token, tls=options.tls)
             stack.push_async_callback(transport.aclose)
+        # What is started later (the storage replica's orchestrator and transport, when the
+        # first source or sink needs them) is closed after the driver, like what is entered here.
+        later: list[Any] = []
+        stack.push_async_callback(_close_all, later)
 
         def address_of(name: str) -> str:
             if name in addresses:
@@ -343,7 +428,11 @@ class Environment:
         shard_ids = await retry("shard listing", store.list_shards)
         durable = [g for g in (_parse_id(s) for s in shard_ids) if g is not None]
         controller = Controller(
-            StorageController(durable_shards=durable, read_only=read_only),
+            StorageController(
+                durable_shards=durable,
+                read_only=read_only,
+                check_protocol=options.check_protocol,
+            ),
             uuid_factory=lambda: _uuid.UUID(hex=platform.new_id()),
             check_protocol=options.check_protocol,
             read_only=read_only,
@@ -352,6 +441,11 @@ class Environment:
             controller.update_compute_configuration(
                 ComputeParameters(max_result_size=options.max_result_size)
             )
+        env_ref: list[Environment] = []
+
+        def storage_address_of(name: str) -> str:
+            return env_ref[0]._storage_address(name)
+
         driver = ControllerDriver(
             controller,
             transport,
@@ -362,12 +456,19 @@ class Environment:
             tick_ms=options.tick_ms,
             maintain_ms=options.maintain_ms,
             poll_ms=options.poll_ms,
+            storage_transport=options.storage_transport,
+            storage_address_of=storage_address_of,
         )
         await stack.enter_async_context(driver)
         tables_upper.append(driver.tables_upper)
         env = cls(driver, catalog, store, io, oracle, orchestrator, platform)
+        env_ref.append(env)
         env._addresses = addresses
         env._options = options
+        env._data_dir = None if data_dir is None else Path(data_dir)
+        env._later = later
+        env._replicas_dir = own
+        env._opened_read_only = read_only
         if read_only:  # its holds go with it, unless it was promoted (they are the writer's then)
             stack.push_async_callback(env._release_read_only_holds)
         else:
@@ -457,6 +558,7 @@ class Environment:
                     executor=options.executor,
                     spark_master=options.spark_master,
                 )
+                ops += storage_replica_ops(latest, options.storage_replica)
                 try:
                     if ops:
                         await retry("catalog write", catalog.apply, ops)
@@ -481,6 +583,8 @@ class Environment:
                     continue
             ids = [c.id for c in self.driver.ctl.storage.collections() if not c.is_dropped]
             await self.io.take_over(ids, CONTROLLER_READER, oracle_epoch(oracle))
+            if _storage_wanted(self.state):  # sources and sinks run from now on
+                await self._connect_storage_replica(self.state)
 
     async def _release_read_only_holds(self) -> None:
         """At close, unless promoted: release the read-only reader's holds on every shard.
@@ -497,8 +601,8 @@ class Environment:
         Dropped objects are dropped, new ones created (by id: dependencies
         first), changed read policies set. Replicas are this environment's own.
         """
-        old = {e.id: e for e in before.entries()}
-        new = {e.id for e in after.entries()}
+        old = {e.id: e for e in (*before.entries(), *before.sinks)}
+        new = {e.id for e in (*after.entries(), *after.sinks)}
         gone = sorted(set(old) - new, reverse=True)
         if gone:
             self._uninstall(old, gone)
@@ -516,6 +620,13 @@ class Environment:
                 await self._install_materialized_view(after, e.id)
             elif isinstance(e, IndexEntry):
                 self._install_index(after, e.id)
+            elif isinstance(e, SystemCollectionEntry):
+                await self._install_system_collections(after, [e.id])
+            elif isinstance(e, SourceEntry):
+                await self._install_source(after, e.id)  # its progress collection too
+        for sink in after.sinks:
+            if sink.id not in old:
+                self._install_sink(after, sink.id)
 
     async def _follow_catalog(self, period_ms: int) -> None:
         """While read-only: pick up the writer's DDL every ``period_ms`` (so it hydrates too)."""
@@ -549,7 +660,7 @@ class Environment:
             fr = await self.io.ensure_shard(c.id, c.schema)
             shards[c.id] = fr
             frontiers[c.id] = (fr.since, fr.upper)
-            if c.kind == "table" and fr.upper.elements:
+            if c.kind in ("table", "system") and fr.upper.elements:  # the controller writes them
                 await self.io.retrying(
                     "oracle apply", self.oracle.apply_write, max(0, int(fr.upper.elements[0]) - 1)
                 )
@@ -559,6 +670,7 @@ class Environment:
         descriptions = [
             (c.id, self._description(state, c.id, c.kind)) for c in plan.storage_collections
         ]
+        ctl.storage.create_instance(STORAGE_INSTANCE)  # sources and sinks run there
         ctl.create_collections(descriptions, shards)
         driver.apply()
         ctl.create_instance(INSTANCE)
@@ -570,6 +682,10 @@ class Environment:
             for id in df.persist_sink_ids:
                 ctl.allow_writes(INSTANCE, id)
                 driver.apply()
+        # Sinks hold what they write out from where it is readable now (their as-ofs follow
+        # the SinkAsOf rule); each resumes from what its target already covers.
+        for sink in plan.sinks:
+            self._install_sink(state, sink.id)
         # Policies last: the dataflows now hold their inputs at their as-ofs, so no
         # policy can move a since past an as_of chosen above. Objects without one compact
         # by the default policy.
@@ -588,6 +704,8 @@ class Environment:
         driver.apply()
         ctl.reconcile_state()
         driver.apply()
+        if not self.read_only and _storage_wanted(state):
+            await self._connect_storage_replica(state)
 
     @staticmethod
     def _effective_policy(state: CatalogState, id: GlobalId) -> ReadPolicy:
@@ -598,17 +716,20 @@ class Environment:
         return self._effective_policy(self.state, self.resolve(ref))
 
     @staticmethod
-    def _description(
-        state: CatalogState, id: GlobalId, kind: Literal["table", "materialized_view"]
-    ) -> CollectionDescription:
+    def _description(state: CatalogState, id: GlobalId, kind: StorageKind) -> CollectionDescription:
         if kind == "table":
             return CollectionDescription(Table())
         entry = state.get(id)
+        if isinstance(entry, SystemCollectionEntry):
+            return CollectionDescription(Introspection(entry.kind))
+        if isinstance(entry, ProgressEntry):
+            return CollectionDescription(Progress())
+        if isinstance(entry, SourceEntry):
+            ingestion = Ingestion(STORAGE_INSTANCE, entry.remap_id, entry.connection, entry.schema)
+            return CollectionDescription(ingestion)
         assert isinstance(entry, MaterializedViewEntry)
         inputs = tuple(
-            g
-            for g in sorted(gets(entry.plan))
-            if isinstance(state.get(g), TableEntry | MaterializedViewEntry)
+            g for g in sorted(gets(entry.plan)) if isinstance(state.get(g), STORAGE_ENTRIES)
         )
         return CollectionDescription(MaterializedView(inputs))
 
@@ -621,12 +742,13 @@ class Environment:
     def resolve(self, ref: Ref) -> GlobalId:
         """The id of the object ``ref`` (a name, an id, or an id's text) [UnknownCatalogObject].
 
-        Views resolve too; what needs a collection (peeks, appends, read
-        policies) then refuses the view's id with :class:`UnknownCatalogObject`.
+        Views and sinks resolve too; what needs a collection (peeks, appends, read
+        policies) then refuses their ids with :class:`UnknownCatalogObject`.
         """
-        view = self.state.view(ref if isinstance(ref, GlobalId) else _parse_id(ref) or ref)
-        if view is not None:
-            return view.id
+        key = ref if isinstance(ref, GlobalId) else _parse_id(ref) or ref
+        named = self.state.view(key) or self.state.sink(key)
+        if named is not None:
+            return named.id
         if isinstance(ref, GlobalId):
             return self.state.get(ref).id
         try:
@@ -797,6 +919,347 @@ class Environment:
             await self._apply([CreateView(name, gid, p, on_views), *_defined(gid, definition)])
             return gid
 
+    # -- sources and sinks --------------------------------------------------------------------
+    async def create_source(
+        self,
+        name: str,
+        connection: SourceConnection,
+        *,
+        schema: Schema | None = None,
+        definition: str | None = None,
+    ) -> GlobalId:
+        """Create source ``name``, ingesting ``connection`` on the storage instance; returns its id.
+
+        ``connection`` is a :class:`~tidegate.spec.storage.LoadGenerator`
+        (Materialize's ``LOAD GENERATOR COUNTER``/``AUCTION``) or a
+        :class:`~tidegate.spec.storage.PostgresSource` (a table replicated
+        through a publication and a replication slot of its own). The rows'
+        schema comes from the upstream: the load generator's kind, or the
+        PostgreSQL table's columns, read now and checked for replication (its
+        ``REPLICA IDENTITY FULL``, supported types, the publication; as
+        Materialize's purification does). A ``schema`` given must be that one
+        [SourceSchemaMismatch]. The upstream's refusals are typed
+        (:class:`~tidegate.spec.errors.SourceError`:
+        :class:`~tidegate.spec.errors.UpstreamUnreachable`,
+        :class:`~tidegate.spec.errors.ReplicaIdentityNotFull`, ...), a name in
+        use is [DuplicateCatalogName]; nothing is created then.
+
+        The source is also a collection named ``<name>_progress``: at each
+        time, the upstream offset (a load generator's tick, a PostgreSQL LSN)
+        up to which the source's data is reflected. The first source or sink
+        also creates the system collections (status history and statistics)
+        and, unless the environment was given a ``storage_replica`` address, the
+        managed storage replica process. The source is read like a table; a
+        read at the freshest time waits until the source's upper passes it.
+        """
+        async with self._ddl:
+            schema = await self._source_schema(name, connection, schema)
+            gid = self._fresh_id()
+            remap = GlobalId.user(gid.value + 1)
+            ops: list[CatalogOp] = [
+                *self._storage_ops(),
+                CreateSource(name, gid, connection, schema, remap),
+                *_defined(gid, definition),
+            ]
+            state = await self._apply(ops)
+            await self._install_system_collections(state)
+            await self._install_source(state, gid)
+            await self._connect_storage_replica(state)
+            return gid
+
+    async def _source_schema(
+        self, name: str, connection: SourceConnection, given: Schema | None
+    ) -> Schema:
+        """The schema of ``connection``'s rows, from the upstream [SourceSchemaMismatch]."""
+        if given is not None and not isinstance(given, Schema):
+            raise InvalidCatalogOp(f"source {name!r}: schema must be a Schema, got {given!r}")
+        if isinstance(connection, LoadGenerator):
+            found = loadgen_schema(connection)  # InvalidUsage for bad parameters
+        elif isinstance(connection, PostgresSource):
+            found = await self.platform.run_blocking(_postgres_schema, connection)
+        elif isinstance(connection, SimulatedSource):
+            if given is None:
+                raise InvalidCatalogOp(f"source {name!r}: a simulated source needs its schema")
+            found = given
+        else:
+            raise InvalidCatalogOp(
+                f"source {name!r}: not a source connection (LoadGenerator, PostgresSource): "
+                f"{connection!r}"
+            )
+        if given is not None and given != found:
+            raise SourceSchemaMismatch(name, found, given)
+        return found
+
+    async def create_sink(
+        self,
+        name: str,
+        from_ref: Ref,
+        connection: StorageSinkConnection,
+        *,
+        definition: str | None = None,
+    ) -> GlobalId:
+        """Create sink ``name``, writing ``from_ref``'s changes out to ``connection``; its id.
+
+        ``from_ref`` is a table, materialized view or source (a collection with a
+        shard; an index or a view is refused [InvalidCatalogOp]), unknown
+        [UnknownCatalogObject]. ``connection`` is an
+        :class:`~tidegate.spec.storage.IcebergSink`: the changelog (rows with
+        ``_tidegate_time`` and ``_tidegate_diff``) is committed to that Iceberg
+        table exactly once, every commit recording the frontier it covers, from
+        which a restarted sink resumes. A bad description is a
+        :class:`~tidegate.spec.errors.SinkDescriptionInvalid`; a name in use
+        [DuplicateCatalogName]. It starts at the earliest time its input is
+        readable (its since): the contents there, then every change.
+        """
+        async with self._ddl:
+            from_id = self.resolve(from_ref)
+            state = self.state
+            what = state.view(from_id) or state.sink(from_id) or state.get(from_id)
+            if not isinstance(what, STORAGE_ENTRIES):
+                raise InvalidCatalogOp(
+                    f"sink {name!r}: {what.name} is not a table, materialized view or source: "
+                    "a sink writes out a collection with a shard of its own"
+                )
+            gid = self._fresh_id()
+            _check_sink_connection(connection, state.schema_of(from_id), gid)
+            ops: list[CatalogOp] = [
+                *self._storage_ops(),
+                CreateSink(name, gid, from_id, connection),
+                *_defined(gid, definition),
+            ]
+            state = await self._apply(ops)
+            await self._install_system_collections(state)
+            self._install_sink(state, gid)
+            await self._connect_storage_replica(state)
+            return gid
+
+    def _storage_ops(self) -> list[CatalogOp]:
+        """What the first source or sink brings along: the system collections and, unless one
+        is recorded, a managed storage replica [RuntimeControllerError if none can run]."""
+        state = self.state
+        ops: list[CatalogOp] = [
+            CreateSystemCollection(name, gid, kind)
+            for gid, name, kind in SYSTEM_COLLECTIONS
+            if state.system_collection(kind) is None
+        ]
+        if state.storage_replica is None:
+            if self.orchestrator is None and self._data_dir is None:
+                raise RuntimeControllerError(
+                    "sources and sinks run on a storage replica: open the environment with a "
+                    "data directory (its orchestrator then runs one) or with "
+                    "storage_replica='host:port' (a `tidegate replica --services storage` process)"
+                )
+            ops.append(SetStorageReplica(managed=True))
+        return ops
+
+    async def _install_system_collections(
+        self, state: CatalogState, ids: Sequence[GlobalId] | None = None
+    ) -> None:
+        """Create the system collections of ``state`` the controller lacks (or only ``ids``)."""
+        ctl = self.driver.ctl
+        wanted = [
+            c
+            for c in state.system_collections
+            if (ids is None or c.id in ids) and ctl.storage_frontiers(c.id) is None
+        ]
+        if not wanted:
+            return
+        shards = {c.id: await self.io.ensure_shard(c.id, c.schema) for c in wanted}
+        descs = [(c.id, self._description(state, c.id, "system")) for c in wanted]
+        ctl.create_collections(descs, shards)
+        self.driver.apply()
+        self.driver.set_storage_read_policy(
+            [(c.id, self._effective_policy(state, c.id)) for c in wanted]
+        )
+
+    async def _install_source(self, state: CatalogState, gid: GlobalId) -> None:
+        """Create source ``gid`` of catalog ``state`` and its progress collection (their shards
+        too); the ingestion is sent to the storage instance's replica."""
+        entry = state.source(gid)
+        assert entry is not None
+        progress = state.get(entry.remap_id)
+        assert isinstance(progress, ProgressEntry)
+        shards = {
+            entry.remap_id: await self.io.ensure_shard(entry.remap_id, progress.schema),
+            gid: await self.io.ensure_shard(gid, entry.schema),
+        }
+        ctl = self.driver.ctl
+        ctl.create_collections(
+            [
+                (entry.remap_id, self._description(state, entry.remap_id, "progress")),
+                (gid, self._description(state, gid, "source")),
+            ],
+            shards,
+        )
+        self.driver.apply()
+        self.driver.set_storage_read_policy(
+            [(g, self._effective_policy(state, g)) for g in (entry.remap_id, gid)]
+        )
+
+    def _install_sink(self, state: CatalogState, gid: GlobalId) -> None:
+        """Create sink ``gid`` of catalog ``state``: its input held by ``prepare_export`` until
+        ``create_exports`` chooses its as-of (the SinkAsOf rule) and the hold passes to it."""
+        entry = state.sink(gid)
+        assert entry is not None
+        storage = self.driver.ctl.storage
+        token = storage.prepare_export(gid, entry.from_id)
+        desc = ExportDescription(
+            entry.from_id,
+            STORAGE_INSTANCE,
+            Antichain([0]),  # at or before the held since: it becomes the since
+            entry.connection,
+            state.schema_of(entry.from_id),
+        )
+        try:
+            storage.create_exports([(token, desc)])
+        except BaseException:
+            storage.cancel_prepare_export(token)
+            self.driver.apply()
+            raise
+        self.driver.apply()
+
+    async def _connect_storage_replica(self, state: CatalogState) -> None:
+        """Run (if managed) and connect the storage instance's replica, once.
+
+        A managed replica that fails to start is left to the orchestrator, which
+        retries; the controller connects as soon as it listens.
+        """
+        if self._storage_connected or self.read_only:
+            return
+        entry = state.storage_replica
+        if entry is None:
+            return
+        links = self.driver.storage_links
+        if links.transport is None:
+            # A managed storage replica gets a token of its own (unless one was given for all).
+            token = self._options.token
+            if token is None and entry.managed:
+                token = self.platform.new_id()
+            self._storage_token = token
+            from .transport import STORAGE
+            from .transport.grpc_client import GrpcTransport
+
+            links.transport = GrpcTransport(protocol=STORAGE, token=token, tls=self._options.tls)
+            self._later.append(links.transport)
+        if entry.managed:
+            orchestrator = await self._storage_orchestrator()
+            extra: tuple[str, ...] = ()
+            if self._options.storage_tick_ms is not None:
+                extra = ("--storage-tick-ms", str(self._options.storage_tick_ms))
+            try:
+                await orchestrator.ensure(
+                    STORAGE_REPLICA,
+                    services=("storage",),
+                    token=self._storage_token,
+                    extra_args=extra,
+                )
+            except ReplicaStartFailed as e:
+                log.warning("the storage replica did not start (retrying): %s", e)
+        self.driver.connect_storage_replica(STORAGE_INSTANCE, STORAGE_REPLICA)
+        self._storage_connected = True
+
+    async def _storage_orchestrator(self) -> Any:
+        """The orchestrator that runs the managed storage replica (started now if there is none)."""
+        if self.orchestrator is not None:
+            return self.orchestrator
+        from .orchestrator import Orchestrator
+
+        assert self._data_dir is not None  # checked before the replica was recorded managed
+        options = self._options
+        if self._opened_read_only and self._replicas_dir is None:  # not the writer's directory
+            self._replicas_dir = self._data_dir / f"replicas-{self.platform.new_id()[:12]}"
+        orchestrator = Orchestrator(
+            self._data_dir,
+            executor=options.executor,
+            spark_master=options.spark_master,
+            token=options.token,
+            tls=options.replica_tls,
+            extra_args=_memory_limit_args(options.replica_memory_limit),
+            spark_conf=options.spark_conf,
+            spark_ui=options.spark_ui,
+            replicas_dir=self._replicas_dir,
+        )
+        await orchestrator.start(self.driver._task_group())
+        self._later.append(orchestrator)
+        self.orchestrator = orchestrator
+        return orchestrator
+
+    def _storage_address(self, name: str) -> str:
+        """Where storage replica ``name`` listens (asked on every connection attempt)."""
+        entry = self.state.storage_replica
+        if entry is not None and not entry.managed and entry.address:
+            return entry.address
+        if self.orchestrator is None:
+            raise LookupError(f"no address for storage replica {name!r}")
+        return str(self.orchestrator.address(name))
+
+    def storage_replica(self) -> ReplicaInfo | None:
+        """The storage instance's replica and its connection (``None`` until one is needed)."""
+        infos = self.driver.storage_replicas()
+        return infos[0] if infos else None
+
+    async def wait_storage_connected(self, *, timeout_s: float | None = None) -> None:
+        """Wait until the storage instance's replica is connected [ReplicasNotConnected]."""
+        await self.driver.wait_storage_connected(STORAGE_INSTANCE, timeout_s=timeout_s)
+
+    def storage_status(self, ref: Ref | None = None) -> list[StorageStatus]:
+        """Every source and sink (or only ``ref``): status, error, frontiers and statistics.
+
+        The status is what the storage replica last reported (``None`` until it
+        reports; see :class:`~tidegate.runtime.controller.storage_status.StorageStatus`).
+        [UnknownCatalogObject] if ``ref`` is not a source or sink.
+        """
+        state = self.state
+        wanted: GlobalId | None = None
+        if ref is not None:
+            wanted = self.resolve(ref)
+            if state.source(wanted) is None and state.sink(wanted) is None:
+                from .errors import UnknownCatalogObject
+
+                raise UnknownCatalogObject(f"{ref} is not a source or a sink")
+        storage = self.driver.ctl.storage
+        out: list[StorageStatus] = []
+        for src in state.sources:
+            if wanted is not None and src.id != wanted:
+                continue
+            fr = storage.storage_frontiers(src.id)
+            since, upper = fr if fr is not None else (Antichain.empty(), Antichain.empty())
+            out.append(
+                _status_of(
+                    storage,
+                    src.id,
+                    src.name,
+                    "source",
+                    src.connection,
+                    since,
+                    upper,
+                    None,
+                    src.remap_id,
+                )
+            )
+        for sink in state.sinks:
+            if wanted is not None and sink.id != wanted:
+                continue
+            try:
+                view = storage.export(sink.id)
+                since, upper = view.read_capability, view.upper
+            except TidegateError:
+                since, upper = Antichain.empty(), Antichain.empty()
+            out.append(
+                _status_of(
+                    storage,
+                    sink.id,
+                    sink.name,
+                    "sink",
+                    sink.connection,
+                    since,
+                    upper,
+                    sink.from_id,
+                    None,
+                )
+            )
+        return sorted(out, key=lambda x: x.id.sort_key)
+
     def _plan(self, plan: Frame | Plan | Ref) -> Plan:
         if isinstance(plan, Frame):
             return plan.plan
@@ -941,14 +1404,20 @@ class Environment:
     ) -> list[GlobalId]:
         """Drop object ``ref`` (with ``cascade``, its dependents too); returns the dropped ids.
 
+        A source goes with its progress collection; a sink stops writing (what
+        it committed stays in its target). An index or materialized view on a
+        source, or a sink of it, is a dependent.
+
         ``dropped``, if given, receives each dropped object's catalog entry as it was when the
         drop applied (a cascade may take objects created while the call waited its turn).
         """
         async with self._ddl:
             gid = self.resolve(ref)
-            before = {e.id: e for e in (*self.state.entries(), *self.state.views)}
+            before = {
+                e.id: e for e in (*self.state.entries(), *self.state.views, *self.state.sinks)
+            }
             after = await self._apply([Drop(gid, cascade)])
-            left = {e.id for e in (*after.entries(), *after.views)}
+            left = {e.id for e in (*after.entries(), *after.views, *after.sinks)}
             gone = sorted(set(before) - left, reverse=True)
             if dropped is not None:
                 dropped.update((g, before[g]) for g in gone)
@@ -963,7 +1432,10 @@ class Environment:
             entry = before[g]
             if isinstance(entry, IndexEntry | MaterializedViewEntry):
                 driver.drop_collections([g])
-            if isinstance(entry, TableEntry | MaterializedViewEntry):
+            if isinstance(entry, SinkEntry):
+                ctl.storage.drop_sinks([g])
+                driver.apply()
+            elif isinstance(entry, STORAGE_ENTRIES):
                 ctl.drop_sources([g])
                 driver.apply()
 
@@ -1094,6 +1566,10 @@ class Environment:
         appends come after this read. It waits until ``ref``'s durable inputs
         are complete there (asking for an empty commit when they are not); an
         index that lags its inputs answers a peek there once it has caught up.
+        A source is complete at a time once its storage replica has ingested up
+        to it (every tick of the replica, 100 ms by default): a read of a source
+        at the freshest time waits for that, and for as long as the storage
+        replica is down.
         """
         gid = self.resolve(ref)
         if not self._input_upper(gid).elements:  # no durable inputs: the object's own upper
@@ -1123,10 +1599,13 @@ class Environment:
                 return t
 
     def _input_upper(self, *gids: GlobalId) -> Antichain:
-        """The upper of the tables ``gids`` read (through views and indexes): where appends land.
+        """The upper of the tables and sources ``gids`` read (through views and indexes): where
+        appends and ingested data land.
 
         Views are looked through: a view's shard lags the tables it is computed
         from, and a time chosen from its upper could miss an acknowledged append.
+        A source's upper is where its storage replica has ingested to: a read at
+        a later time waits for it (as Materialize's strict-serializable reads do).
         """
         state, seen, stack = self.state, set(), list(gids)
         uppers: list[Antichain] = []
@@ -1135,15 +1614,19 @@ class Environment:
             if g in seen:
                 continue
             seen.add(g)
-            if state.view(g) is None and isinstance(state.get(g), TableEntry):
+            if state.view(g) is None and isinstance(state.get(g), _DURABLE_INPUTS):
                 uppers.append(self.driver.storage_frontiers(g)[1])
             else:
                 stack.extend(state.dependencies(g))
         return Antichain.meet_all(uppers) if uppers else Antichain.empty()
 
     def frontiers(self, ref: Ref) -> tuple[Antichain, Antichain]:
-        """``(since, upper)`` of object ``ref``."""
+        """``(since, upper)`` of object ``ref`` (of a sink: the time it holds its input at, and
+        the frontier its target covers)."""
         gid = self.resolve(ref)
+        if self.state.sink(gid) is not None:  # what it holds its input at, and what it covers
+            export = self.driver.ctl.storage.export(gid)
+            return export.read_capability, export.upper
         if isinstance(self.state.get(gid), IndexEntry):
             return self.driver.frontiers(gid)
         return self.driver.storage_frontiers(gid)
@@ -1324,6 +1807,86 @@ def replica_ops(
         ops.append(op(s.name, managed, s.address, master, s.executor or executor))
     ops.extend(DropReplica(r.name) for r in state.replicas if r.name not in wanted)
     return ops
+
+
+def storage_replica_ops(state: CatalogState, address: str | None) -> list[CatalogOp]:
+    """The catalog op that records the ``storage_replica`` option: an unmanaged storage replica
+    at ``address`` (``None``: keep what is recorded)."""
+    if address is None:
+        return []
+    wanted = SetStorageReplica(managed=False, address=address)
+    recorded = state.storage_replica
+    if recorded is not None and not recorded.managed and recorded.address == address:
+        return []
+    return [wanted]
+
+
+_DURABLE_INPUTS = (TableEntry, SourceEntry, ProgressEntry, SystemCollectionEntry)
+"""Collections written outside compute: a read at a time waits for their uppers to pass it."""
+
+
+def _storage_wanted(state: CatalogState) -> bool:
+    """Whether the storage instance's replica should run: one was given (an address), or a
+    managed one has sources or sinks to run."""
+    entry = state.storage_replica
+    return entry is not None and (not entry.managed or state.has_storage_objects)
+
+
+def _postgres_schema(connection: PostgresSource) -> Schema:
+    """Blocking: the upstream table's schema, checked for replication (the reader's typed errors)."""
+    from .sources.postgres import PostgresReader
+
+    with PostgresReader(connection) as reader:
+        return reader.schema()
+
+
+def _check_sink_connection(connection: object, schema: Schema, gid: GlobalId) -> None:
+    """Refuse a sink connection that cannot work whatever the target holds (no IO)."""
+    if isinstance(connection, IcebergSink):
+        from .sinks.iceberg import IcebergSinkWriter
+
+        IcebergSinkWriter(connection, schema, sink_id=str(gid))  # SinkDescriptionInvalid
+    elif not isinstance(connection, SimulatedSink):
+        raise InvalidCatalogOp(f"not a sink connection (IcebergSink): {connection!r}")
+
+
+def _status_of(
+    storage: StorageController,
+    id: GlobalId,
+    name: str,
+    kind: Literal["source", "sink"],
+    connection: SourceConnection | StorageSinkConnection,
+    since: Antichain,
+    upper: Antichain,
+    reads: GlobalId | None,
+    progress: GlobalId | None,
+) -> StorageStatus:
+    from .controller.storage_status import connection_details
+
+    status = storage.status(id)
+    stats = storage.statistics(id)
+    return StorageStatus(
+        id,
+        name,
+        kind,
+        connection_type(connection),
+        connection_text(connection),
+        None if status is None else status.status.value,
+        None if status is None else status.error,
+        None if status is None else status.hint,
+        since,
+        upper,
+        None if stats is None else dataclasses.asdict(stats),
+        reads,
+        progress,
+        connection_details(connection),
+    )
+
+
+async def _close_all(started: list[Any]) -> None:
+    """Close what was started after opening (orchestrators, transports), newest first."""
+    for thing in reversed(started):
+        await thing.aclose()
 
 
 async def _start_all(orchestrator: Any, replicas: Sequence[ReplicaEntry]) -> None:

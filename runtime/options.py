@@ -28,6 +28,7 @@ from .platform import REAL, Platform
 
 if TYPE_CHECKING:  # annotations only: these load grpc or the orchestrator's subprocess machinery
     from tidegate.spec.shard import Blob, Consensus
+    from tidegate.spec.storage import StorageCommand, StorageResponse
 
     from .controller.timestamps import Oracle
     from .orchestrator import Orchestrator, TlsFiles
@@ -121,6 +122,18 @@ class EnvironmentOptions:
     over the replica's defaults, e.g. ``{"spark.sql.shuffle.partitions": "4"}``."""
     spark_ui: bool = False
     """Whether managed replicas serve Spark's web UI (``--spark-ui``; off by default)."""
+    storage_replica: str | None = None
+    """The address (``host:port``; with another ``storage_transport``, whatever it connects to)
+    of the storage instance's replica, a ``tidegate replica --services storage`` process
+    someone else runs: it replaces the catalog's record. ``None``
+    (the default) keeps the recorded one; with none recorded, a managed one is started by the
+    orchestrator when the first source or sink is created (and at every open while any exist)."""
+    storage_transport: Transport[StorageCommand, StorageResponse] | None = None
+    """How to reach the storage replica (the storage protocol); default: gRPC with ``tls`` and
+    the storage replica's token (``token`` if given, else a fresh one for a managed replica)."""
+    storage_tick_ms: int | None = None
+    """How often a managed storage replica mints bindings and commits sinks (its
+    ``--storage-tick-ms``; ``None``: the replica's default, 100 ms)."""
     read_only: bool = False
     """Open read-only, beside the environment that writes this data (a zero-downtime upgrade's
     new version warming up): restore and serve peeks and subscribes, but write nothing (no
@@ -159,7 +172,16 @@ class EnvironmentOptions:
                 "replica_memory_limit",
                 f"must be a positive int (bytes) or None, got {self.replica_memory_limit!r}",
             )
-        for name in ("tick_ms", "maintain_ms", "poll_ms"):
+        if self.storage_replica is not None and (
+            not isinstance(self.storage_replica, str)
+            or not self.storage_replica
+            or any(c.isspace() for c in self.storage_replica)
+        ):
+            raise InvalidEnvironmentOptions(
+                "storage_replica",
+                f"must be an address ('host:port') or None, got {self.storage_replica!r}",
+            )
+        for name in ("tick_ms", "maintain_ms", "poll_ms", "storage_tick_ms"):
             value = getattr(self, name)
             if value is not None and (type(value) is not int or value <= 0):
                 raise InvalidEnvironmentOptions(
@@ -237,6 +259,9 @@ class EnvironmentOverrides(TypedDict, total=False):
     replica_memory_limit: int | None
     spark_conf: Mapping[str, str] | None
     spark_ui: bool
+    storage_replica: str | None
+    storage_transport: Transport[StorageCommand, StorageResponse] | None
+    storage_tick_ms: int | None
     read_only: bool
 
 

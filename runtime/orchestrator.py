@@ -3,7 +3,11 @@
 For each managed replica it runs ``python -m tidegate replica --listen
 127.0.0.1:PORT --storage DATA_DIR --executor ... --spark-master ...
 --exit-with-parent`` and waits for the replica's ready line (one JSON line
-``{"event": "listening", "address": ...}`` on stdout). A supervisor task per
+``{"event": "listening", "address": ...}`` on stdout). A replica that serves
+only the storage protocol (``services=("storage",)``: the storage instance's
+replica, ingestions and sinks) runs ``... --services storage`` instead of the
+executor's options, and starts no Spark; a replica may have a token of its own
+(``ensure(..., token=...)``) and arguments of its own (``extra_args``). A supervisor task per
 replica restarts it when it exits, with capped exponential backoff, until it
 is stopped. Written against anyio: it runs under asyncio and trio.
 
@@ -60,6 +64,7 @@ import anyio.to_thread
 from .errors import OrchestratorError, ReplicaStartFailed, UnknownManagedReplica
 
 __all__ = [
+    "SERVICES",
     "Orchestrator",
     "ReplicaProcessState",
     "ReplicaProcessStatus",
@@ -107,6 +112,8 @@ class ReplicaProcessStatus:
     last_exit_code: int | None
     last_error: str | None
     log_path: str
+    services: tuple[str, ...] = ("compute",)
+    """The protocols it serves (``("storage",)``: the storage instance's replica)."""
 
 
 @dataclass(eq=False)
@@ -114,6 +121,11 @@ class _Replica:
     name: str
     executor: str
     spark_master: str
+    services: tuple[str, ...] = ("compute",)
+    token: str | None = None
+    """Its own token (else the orchestrator's)."""
+    extra_args: tuple[str, ...] | None = None
+    """Its own extra arguments (else the orchestrator's)."""
     desired_running: bool = True
     state: ReplicaProcessState = "starting"
     popen: subprocess.Popen[bytes] | None = None
@@ -259,7 +271,14 @@ class Orchestrator:
     # -- replicas --------------------------------------------------------------------------
 
     async def ensure(
-        self, name: str, *, executor: str | None = None, spark_master: str | None = None
+        self,
+        name: str,
+        *,
+        executor: str | None = None,
+        spark_master: str | None = None,
+        services: Sequence[str] | None = None,
+        token: str | None = None,
+        extra_args: Sequence[str] | None = None,
     ) -> str:
         """Make sure replica ``name`` runs; returns its address once it is listening.
 
@@ -268,7 +287,11 @@ class Orchestrator:
         if the attempt fails (the supervisor keeps retrying with backoff until
         :meth:`stop`). ``executor`` and ``spark_master`` override the
         orchestrator's defaults for this replica (taking effect at its next start).
+        ``services`` are the protocols it serves (``("compute",)`` by default;
+        ``("storage",)``: a storage replica, no executor); ``token`` and
+        ``extra_args`` replace the orchestrator's for it (when it is first started).
         """
+        wanted = _check_services(services)
         check_replica_name(name)
         if self._tg is None or self._closed:
             raise OrchestratorError("orchestrator is not started (call start() first)")
@@ -282,7 +305,14 @@ class Orchestrator:
                 await r.done.wait()
             else:
                 return await self._running(r)
-        r = _Replica(name, executor or self.executor, spark_master or self.spark_master)
+        r = _Replica(
+            name,
+            executor or self.executor,
+            spark_master or self.spark_master,
+            wanted,
+            token,
+            None if extra_args is None else tuple(extra_args),
+        )
         r.port = self._recorded_port(name)
         self._replicas[name] = r
         self._tg.start_soon(self._supervise, r)
@@ -351,6 +381,7 @@ class Orchestrator:
             r.last_exit_code,
             r.last_error,
             str(self._log_path(r.name)),
+            r.services,
         )
 
     # -- supervision -------------------------------------------------------------------------
@@ -406,7 +437,7 @@ class Orchestrator:
             log.flush()
             offset = log.tell()
             try:
-                p = _spawn(argv, log, self._child_env())
+                p = _spawn(argv, log, self._child_env(r))
             except OSError as e:
                 r.last_error = f"cannot run {argv[0]!r}: {e}"
                 return False
@@ -482,33 +513,32 @@ class Orchestrator:
     # -- command line and files -----------------------------------------------------------------
 
     def _args(self, r: _Replica, port: int) -> list[str]:
-        args = [
-            "--listen",
-            f"{_LOOPBACK}:{port}",
-            "--storage",
-            str(self.data_dir),
-            "--executor",
-            r.executor,
-            "--spark-master",
-            r.spark_master,
-            "--exit-with-parent",
-        ]
-        for key, value in self.spark_conf.items():
-            args += ["--spark-conf", f"{key}={value}"]
-        if self.spark_ui:
-            args.append("--spark-ui")
+        args = ["--listen", f"{_LOOPBACK}:{port}", "--storage", str(self.data_dir)]
+        computing = "compute" in r.services
+        if r.services != ("compute",):
+            args += ["--services", ",".join(r.services)]
+        if computing:
+            args += ["--executor", r.executor, "--spark-master", r.spark_master]
+        args.append("--exit-with-parent")
+        if computing:
+            for key, value in self.spark_conf.items():
+                args += ["--spark-conf", f"{key}={value}"]
+            if self.spark_ui:
+                args.append("--spark-ui")
         if self.tls is not None:
             args += ["--tls-cert", self.tls.cert, "--tls-key", self.tls.key]
             if self.tls.client_ca is not None:
                 args += ["--tls-client-ca", self.tls.client_ca]
-        return [*args, *self.extra_args]
+        extra = self.extra_args if r.extra_args is None else r.extra_args
+        return [*args, *extra]
 
-    def _child_env(self) -> dict[str, str]:
+    def _child_env(self, r: _Replica) -> dict[str, str]:
         env = dict(os.environ if self.env is None else self.env)
         env["PYTHONUNBUFFERED"] = "1"
         env["TIDEGATE_PARENT_PID"] = str(os.getpid())
-        if self.token is not None:
-            env["TIDEGATE_TOKEN"] = self.token
+        token = r.token if r.token is not None else self.token
+        if token is not None:
+            env["TIDEGATE_TOKEN"] = token
         return env
 
     def _log_path(self, name: str) -> Path:
@@ -568,6 +598,20 @@ class Orchestrator:
 
 
 # -- process helpers ---------------------------------------------------------------------------------
+
+
+SERVICES = ("compute", "storage")
+"""The protocols a replica process can serve (its ``--services``)."""
+
+
+def _check_services(services: Sequence[str] | None) -> tuple[str, ...]:
+    """``services`` in :data:`SERVICES` order, each once (default: compute) [OrchestratorError]."""
+    if services is None:
+        return ("compute",)
+    names = set(services)
+    if not names or not names <= set(SERVICES) or isinstance(services, str):
+        raise OrchestratorError(f"services must be some of {SERVICES}, got {services!r}")
+    return tuple(n for n in SERVICES if n in names)
 
 
 def check_replica_name(name: object) -> None:

@@ -9,6 +9,13 @@ this module maps each one onto the Environment's methods and answers a
   ``create_materialized_view``, ``create_index``, ``drop``, ``set_read_policy``
   (``RETAIN HISTORY FOR '1h'`` is ``LagWriteFrontier(3_600_000, 1000)``; ``RESET``
   the default policy).
+* ``CREATE SOURCE`` / ``CREATE SINK`` (parsed by :mod:`tidegate.spec.sql.storage`):
+  ``create_source`` (a load generator, or a PostgreSQL table through a
+  publication and a slot; the columns come from the upstream) and
+  ``create_sink`` (an Iceberg table). A source is read like a table, its
+  ``<name>_progress`` collection and the system collections
+  (``mz_source_status_history``, ...) too; ``SHOW SOURCES`` / ``SHOW SINKS``
+  list them with their type; ``DROP SOURCE`` / ``DROP SINK`` drop them.
 * ``CREATE VIEW``: ``create_view``, a named query in the catalog (no
   collection). A query reading a view reads its plan; ``CREATE INDEX ON view``
   maintains it; the views a view was written against are its dependencies
@@ -66,6 +73,8 @@ from tidegate.spec.sql import (
     CatalogItem,
     CopyToStmt,
     CreateIndexStmt,
+    CreateSinkStmt,
+    CreateSourceStmt,
     CreateTableStmt,
     CreateViewStmt,
     DeleteStmt,
@@ -90,7 +99,7 @@ from tidegate.spec.sql import (
 )
 from tidegate.spec.sql.lower import ExprBinder, Scope
 
-from .catalog import IndexEntry, TableEntry
+from .catalog import IndexEntry, ProgressEntry, SourceEntry, SystemCollectionEntry, TableEntry
 from .controller.errors import PeekFailed
 from .errors import HasDependents
 
@@ -168,7 +177,18 @@ def _kind(entry: Any) -> str:
         return "table"
     if isinstance(entry, IndexEntry):
         return "index"
+    if isinstance(entry, SourceEntry | ProgressEntry | SystemCollectionEntry):
+        return "source"
     return "materialized-view"
+
+
+def _source_detail(entry: Any) -> str:
+    """What kind of source ``SHOW SOURCES`` says it is."""
+    from .controller.storage_status import connection_type
+
+    if isinstance(entry, SourceEntry):
+        return connection_type(entry.connection)
+    return "progress" if isinstance(entry, ProgressEntry) else "system"
 
 
 class EnvCatalog:
@@ -191,10 +211,25 @@ class EnvCatalog:
                 out.append(CatalogItem(e.name, e.id, schema, "table"))
             elif isinstance(e, IndexEntry):
                 out.append(CatalogItem(e.name, e.id, schema, "index", e.plan, e.on, e.keys))
+            elif isinstance(e, SourceEntry | ProgressEntry | SystemCollectionEntry):
+                out.append(CatalogItem(e.name, e.id, schema, "source", detail=_source_detail(e)))
             else:
                 out.append(CatalogItem(e.name, e.id, schema, "materialized-view", e.plan))
         out.extend(
             CatalogItem(v.name, v.id, typecheck(v.plan), "view", v.plan) for v in state.views
+        )
+        from .controller.storage_status import connection_type
+
+        out.extend(
+            CatalogItem(
+                k.name,
+                k.id,
+                state.schema_of(k.id),
+                "sink",
+                on=k.from_id,
+                detail=connection_type(k.connection),
+            )
+            for k in state.sinks
         )
         return out
 
@@ -249,6 +284,26 @@ async def _run(env: Environment, stmt: Statement, params: list[Any]) -> SqlResul
         _check_free(cat, stmt.name)
         await env.create_table(stmt.name, schema, definition=stmt.sql.strip())
         return SqlResult("CREATE TABLE")
+    if isinstance(stmt, CreateSourceStmt):
+        if cat.resolve(stmt.name) is not None and stmt.if_not_exists:
+            return SqlResult(
+                "CREATE SOURCE", notice=f'source "{stmt.name}" already exists, skipping'
+            )
+        _check_free(cat, stmt.name)
+        await env.create_source(stmt.name, stmt.connection, definition=stmt.sql.strip())
+        return SqlResult("CREATE SOURCE")
+    if isinstance(stmt, CreateSinkStmt):
+        if cat.resolve(stmt.name) is not None and stmt.if_not_exists:
+            return SqlResult("CREATE SINK", notice=f'sink "{stmt.name}" already exists, skipping')
+        _check_free(cat, stmt.name)
+        item = _object(cat, stmt.from_name, None)
+        if item.kind in ("index", "view", "sink"):
+            raise WrongObjectType(
+                f'cannot sink "{stmt.from_name}": it is a {_KIND_WORDS[item.kind]}',
+                hint="a sink writes out a table, materialized view or source",
+            )
+        await env.create_sink(stmt.name, item.id, stmt.connection, definition=stmt.sql.strip())
+        return SqlResult("CREATE SINK")
     if isinstance(stmt, CreateViewStmt):
         return await _create_view(env, cat, stmt, params)
     if isinstance(stmt, CreateIndexStmt):
@@ -259,8 +314,10 @@ async def _run(env: Environment, stmt: Statement, params: list[Any]) -> SqlResul
         return await _drop(env, cat, stmt)
     if isinstance(stmt, AlterRetainHistoryStmt):
         item = _object(cat, stmt.name, stmt.kind)
-        if item.kind == "view":
-            raise WrongObjectType(f'"{stmt.name}" is a view: it keeps no history of its own')
+        if item.kind in ("view", "sink"):
+            raise WrongObjectType(
+                f'"{stmt.name}" is a {_KIND_WORDS[item.kind]}: it keeps no history of its own'
+            )
         from .environment import DEFAULT_READ_POLICY
 
         policy = DEFAULT_READ_POLICY if stmt.ms is None else LagWriteFrontier(stmt.ms, 1000)
@@ -324,6 +381,8 @@ _KIND_WORDS = {
     "view": "view",
     "materialized-view": "materialized view",
     "index": "index",
+    "source": "source",
+    "sink": "sink",
 }
 
 
@@ -352,6 +411,13 @@ def _create_sql(cat: EnvCatalog, item: CatalogItem) -> str:
             for c in item.schema.columns
         )
         return f"CREATE TABLE {item.name} ({cols})"
+    if item.kind in ("source", "sink"):
+        from .controller.storage_status import connection_text
+
+        state = cat.env.state
+        found = state.source(item.id) or state.sink(item.id)
+        what = connection_text(found.connection) if found is not None else item.detail
+        return f"-- {item.kind} {item.name} ({item.id}) was not created by SQL: {what}"
     return f"-- {item.kind} {item.name} ({item.id}) was not created by SQL; its plan:\n" + (
         explain(item.plan) if item.plan is not None else ""
     )
@@ -613,6 +679,19 @@ def _show(cat: EnvCatalog, stmt: ShowStmt) -> SqlResult:
     if stmt.kind == "objects":
         rows: list[Row] = [(i.name, _KIND_WORDS[i.kind]) for i in items]
         return _text_result("SELECT", ("name", "type"), sorted(rows))
+    if stmt.kind == "sources":  # the system collections are not listed (as Materialize's)
+        listed: list[Row] = [
+            (i.name, i.detail or "") for i in items if i.kind == "source" and i.detail != "system"
+        ]
+        return _text_result("SELECT", ("name", "type"), sorted(listed))
+    if stmt.kind == "sinks":
+        names = {i.id: i.name for i in items}
+        sinks: list[Row] = [
+            (i.name, i.detail or "", names.get(i.on, str(i.on)) if i.on is not None else "")
+            for i in items
+            if i.kind == "sink"
+        ]
+        return _text_result("SELECT", ("name", "type", "from"), sorted(sinks))
     kind = {
         "tables": "table",
         "views": "view",

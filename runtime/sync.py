@@ -25,6 +25,7 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 from tidegate.spec.compute import ReplicaStatusEvent, SubscribeBatchOut
 
 from .controller.driver import ReplicaInfo
+from .controller.storage_status import StorageStatus
 from .controller.streams import Subscription
 from .environment import Environment
 from .frames import PeekAnswer
@@ -166,6 +167,24 @@ class SyncEnvironment:
 
     def promote(self) -> None:
         self._call(self.env.promote)
+
+    def create_source(self, *args: Any, **kwargs: Any) -> Any:
+        return self._call(self.env.create_source, *args, **kwargs)
+
+    def create_sink(self, *args: Any, **kwargs: Any) -> Any:
+        return self._call(self.env.create_sink, *args, **kwargs)
+
+    def storage_status(self, ref: Any = None) -> list[StorageStatus]:
+        return self._sync(self.env.storage_status, ref)
+
+    def storage_replica(self) -> ReplicaInfo | None:
+        return self._sync(self.env.storage_replica)
+
+    def wait_storage_connected(self, *args: Any, **kwargs: Any) -> None:
+        self._call(self.env.wait_storage_connected, *args, **kwargs)
+
+    def freshest(self, ref: Any) -> int:
+        return int(self._call(self.env.freshest, ref))
 
     def table(self, name: Any) -> Any:
         return self._sync(self.env.table, name)

@@ -37,11 +37,13 @@ EXPECTED = {
     "env-lifecycle",
     "env-replicas",
     "env-restart",
+    "env-sources",
     "env-sync",
     "env-upgrade",
     "metrics-scrape",
     "plan-json",
     "sql-basic",
+    "sql-sources",
 }
 """Every example, by name: a moved or deleted example cannot vanish unnoticed."""
 

@@ -12,8 +12,10 @@ are known.
 Rules (checked by :func:`apply_op`, each a typed error from
 :mod:`tidegate.runtime.errors`):
 
-* Tables, indexes, materialized views and views share one namespace of names;
-  replicas have their own (created, altered to a new spec, dropped).
+* Tables, indexes, materialized views, views, sources (and their
+  ``<name>_progress`` collections), sinks and system collections share one
+  namespace of names; replicas have their own (created, altered to a new
+  spec, dropped; ``storage`` is the storage instance's replica's).
   Names are non-empty and unpadded.
 * Ids are user ids (``u7``) and *fresh*: at least ``next_user_id``, so an id
   is never reused, even after a drop (a reader of an old id can never see a
@@ -26,6 +28,14 @@ Rules (checked by :func:`apply_op`, each a typed error from
   collections only (views it was defined on are inlined, and recorded as
   dependencies); an index may be ``on`` a view. ``definitions`` keeps the SQL
   text that created an object, for ``SHOW CREATE``.
+* A source is ingested by the storage instance from its connection (a load
+  generator, a PostgreSQL table), with rows of the schema it was created with;
+  its remap collection is a progress collection it owns (created and dropped
+  with it). A sink writes out a storage collection (a table, materialized view,
+  source, progress or system collection; not an index or a view) and depends
+  on it. System collections (status history and statistics of sources and
+  sinks, system ids ``s1``...) are created once and never dropped. The storage
+  instance's replica is recorded once something needs it: managed, or an address.
 * Dropping an object others read is refused (:class:`HasDependents`) unless
   ``cascade=True``, which drops every transitive dependent too. A drop
   removes the dropped objects' read policies.
@@ -44,17 +54,27 @@ one per concept:
 from ._apply import EXECUTORS, MAX_NAME_BYTES, apply_op, apply_ops
 from ._codec import (
     CATALOG_FORMAT_VERSION,
+    connection_from_dict,
+    connection_to_dict,
     decode_catalog,
     encode_catalog,
     policy_from_dict,
     policy_to_dict,
 )
 from ._entries import (
+    STORAGE_ENTRIES,
+    STORAGE_REPLICA,
     CatalogState,
     Entry,
     IndexEntry,
     MaterializedViewEntry,
+    ProgressEntry,
     ReplicaEntry,
+    SinkEntry,
+    SourceEntry,
+    StorageEntry,
+    StorageReplicaEntry,
+    SystemCollectionEntry,
     TableEntry,
     ViewEntry,
 )
@@ -64,14 +84,18 @@ from ._ops import (
     CreateIndex,
     CreateMaterializedView,
     CreateReplica,
+    CreateSink,
+    CreateSource,
+    CreateSystemCollection,
     CreateTable,
     CreateView,
     Drop,
     DropReplica,
     SetDefinition,
     SetReadPolicy,
+    SetStorageReplica,
 )
-from ._restore import RestorePlan, StorageCollection, dataflow_for, restore_plan
+from ._restore import RestorePlan, StorageCollection, StorageKind, dataflow_for, restore_plan
 from ._store import DEFAULT_CATALOG_KEY, Catalog
 
 __all__ = [
@@ -79,6 +103,8 @@ __all__ = [
     "DEFAULT_CATALOG_KEY",
     "EXECUTORS",
     "MAX_NAME_BYTES",
+    "STORAGE_ENTRIES",
+    "STORAGE_REPLICA",
     "AlterReplica",
     "Catalog",
     "CatalogOp",
@@ -86,6 +112,9 @@ __all__ = [
     "CreateIndex",
     "CreateMaterializedView",
     "CreateReplica",
+    "CreateSink",
+    "CreateSource",
+    "CreateSystemCollection",
     "CreateTable",
     "CreateView",
     "Drop",
@@ -93,15 +122,25 @@ __all__ = [
     "Entry",
     "IndexEntry",
     "MaterializedViewEntry",
+    "ProgressEntry",
     "ReplicaEntry",
     "RestorePlan",
     "SetDefinition",
     "SetReadPolicy",
+    "SetStorageReplica",
+    "SinkEntry",
+    "SourceEntry",
     "StorageCollection",
+    "StorageEntry",
+    "StorageKind",
+    "StorageReplicaEntry",
+    "SystemCollectionEntry",
     "TableEntry",
     "ViewEntry",
     "apply_op",
     "apply_ops",
+    "connection_from_dict",
+    "connection_to_dict",
     "dataflow_for",
     "decode_catalog",
     "encode_catalog",

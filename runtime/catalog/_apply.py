@@ -11,10 +11,19 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
-from tidegate.spec.errors import PlanError
+from tidegate.spec.errors import InvalidUsage, PlanError
 from tidegate.spec.frontier.read_policy import ReadPolicy
 from tidegate.spec.ids import GlobalId
 from tidegate.spec.plan import Schema, gets, typecheck
+from tidegate.spec.storage.connections import (
+    IcebergSink,
+    LoadGenerator,
+    PostgresSource,
+    SimulatedSink,
+    SimulatedSource,
+)
+from tidegate.spec.storage.introspection import MANAGED_KINDS
+from tidegate.spec.storage.loadgen import loadgen_schema
 
 from ..errors import (
     DuplicateCatalogId,
@@ -25,11 +34,18 @@ from ..errors import (
 )
 from ._codec import policy_to_dict
 from ._entries import (
+    STORAGE_ENTRIES,
+    STORAGE_REPLICA,
     CatalogState,
     Entry,
     IndexEntry,
     MaterializedViewEntry,
+    ProgressEntry,
     ReplicaEntry,
+    SinkEntry,
+    SourceEntry,
+    StorageReplicaEntry,
+    SystemCollectionEntry,
     TableEntry,
     ViewEntry,
 )
@@ -39,12 +55,16 @@ from ._ops import (
     CreateIndex,
     CreateMaterializedView,
     CreateReplica,
+    CreateSink,
+    CreateSource,
+    CreateSystemCollection,
     CreateTable,
     CreateView,
     Drop,
     DropReplica,
     SetDefinition,
     SetReadPolicy,
+    SetStorageReplica,
 )
 
 __all__ = ["EXECUTORS", "MAX_NAME_BYTES", "apply_op", "apply_ops"]
@@ -68,10 +88,15 @@ def _check_name(name: object, what: str) -> str:
     return name
 
 
+def _objects(state: CatalogState) -> tuple[Entry | ViewEntry | SinkEntry, ...]:
+    """Every named object: collections, views and sinks."""
+    return (*state.entries(), *state.views, *state.sinks)
+
+
 def _check_fresh(state: CatalogState, id: object) -> GlobalId:
     if not isinstance(id, GlobalId) or id.namespace != "u":
         raise InvalidCatalogOp(f"catalog ids are user GlobalIds like u7, got {id!r}")
-    if any(e.id == id for e in (*state.entries(), *state.views)):
+    if any(e.id == id for e in _objects(state)):
         raise DuplicateCatalogId(f"id {id} is in use")
     if id.value < state.next_user_id:
         raise DuplicateCatalogId(
@@ -81,24 +106,32 @@ def _check_fresh(state: CatalogState, id: object) -> GlobalId:
 
 
 def _check_new_name(state: CatalogState, name: str) -> None:
-    for e in (*state.entries(), *state.views):
+    for e in _objects(state):
         if e.name == name:
             raise DuplicateCatalogName(name, _kind(e))
 
 
-def _kind(e: Entry | ViewEntry) -> str:
-    if isinstance(e, TableEntry):
-        return "table"
-    if isinstance(e, ViewEntry):
-        return "view"
-    return "index" if isinstance(e, IndexEntry) else "materialized view"
+_KINDS: dict[type, str] = {
+    TableEntry: "table",
+    ViewEntry: "view",
+    IndexEntry: "index",
+    MaterializedViewEntry: "materialized view",
+    SourceEntry: "source",
+    ProgressEntry: "progress collection",
+    SystemCollectionEntry: "system collection",
+    SinkEntry: "sink",
+}
+
+
+def _kind(e: Entry | ViewEntry | SinkEntry) -> str:
+    return _KINDS[type(e)]
 
 
 def _check_object(state: CatalogState, id: object, what: str) -> GlobalId:
-    """``id``, the id of a collection or a view of the catalog."""
+    """``id``, the id of a collection, a view or a sink of the catalog."""
     if not isinstance(id, GlobalId):
         raise InvalidCatalogOp(f"{what} must be a GlobalId, got {id!r}")
-    if state.view(id) is None:
+    if state.view(id) is None and state.sink(id) is None:
         state.get(id)
     return id
 
@@ -120,9 +153,22 @@ def _check_plan(state: CatalogState, plan: object, what: str) -> Schema:
         raise InvalidCatalogOp(f"{what}: not a plan: {plan!r}") from e
 
 
-def _with_entry(state: CatalogState, e: Entry | ViewEntry) -> CatalogState:
-    nxt = max(state.next_user_id, e.id.value + 1)
+def _with_entry(
+    state: CatalogState, e: Entry | ViewEntry | SinkEntry | SystemCollectionEntry
+) -> CatalogState:
     key = _by_id
+    if isinstance(e, SystemCollectionEntry):  # a system id: the user ids go on as they were
+        return replace(
+            state, system_collections=tuple(sorted((*state.system_collections, e), key=key))
+        )
+    nxt = max(state.next_user_id, e.id.value + 1)
+    if isinstance(e, SourceEntry):
+        return replace(state, sources=tuple(sorted((*state.sources, e), key=key)), next_user_id=nxt)
+    if isinstance(e, ProgressEntry):
+        progress = tuple(sorted((*state.progress, e), key=key))
+        return replace(state, progress=progress, next_user_id=nxt)
+    if isinstance(e, SinkEntry):
+        return replace(state, sinks=tuple(sorted((*state.sinks, e), key=key)), next_user_id=nxt)
     if isinstance(e, ViewEntry):
         return replace(state, views=tuple(sorted((*state.views, e), key=key)), next_user_id=nxt)
     if isinstance(e, TableEntry):
@@ -133,7 +179,7 @@ def _with_entry(state: CatalogState, e: Entry | ViewEntry) -> CatalogState:
     return replace(state, materialized_views=mvs, next_user_id=nxt)
 
 
-def _by_id(e: Entry | ViewEntry) -> tuple[int, int]:
+def _by_id(e: Entry | ViewEntry | SinkEntry) -> tuple[int, int]:
     return e.id.sort_key
 
 
@@ -176,6 +222,14 @@ def apply_op(state: CatalogState, op: CatalogOp) -> CatalogState:
             if not isinstance(v, GlobalId) or state.view(v) is None:
                 raise UnknownCatalogObject(f"view {name!r} is defined on {v!r}, not a view")
         return _with_entry(state, ViewEntry(name, gid, op.plan, op.views))
+    if isinstance(op, CreateSource):
+        return _create_source(state, op)
+    if isinstance(op, CreateSink):
+        return _create_sink(state, op)
+    if isinstance(op, CreateSystemCollection):
+        return _create_system_collection(state, op)
+    if isinstance(op, SetStorageReplica):
+        return replace(state, storage_replica=_storage_replica(op))
     if isinstance(op, SetDefinition):
         _check_object(state, op.id, "a definition's id")
         if not isinstance(op.sql, str) or not op.sql.strip():
@@ -184,6 +238,10 @@ def apply_op(state: CatalogState, op: CatalogOp) -> CatalogState:
         definitions[op.id] = op.sql
         return replace(state, definitions=_sorted_by_id(definitions))
     if isinstance(op, CreateReplica):
+        if op.name == STORAGE_REPLICA:
+            raise InvalidCatalogOp(
+                f"replica name {STORAGE_REPLICA!r} is reserved for the storage instance's replica"
+            )
         return replace(
             state, replicas=tuple(sorted((*state.replicas, _replica(state, op)), key=_by_name))
         )
@@ -199,6 +257,8 @@ def apply_op(state: CatalogState, op: CatalogOp) -> CatalogState:
         state.replica(op.name)
         return replace(state, replicas=tuple(r for r in state.replicas if r.name != op.name))
     if isinstance(op, SetReadPolicy):
+        if state.sink(op.id) is not None:
+            raise InvalidCatalogOp(f"sink {op.id} has no read policy: it holds what it writes out")
         state.get(op.id)
         policies = dict(state.read_policies)
         if op.policy is None:
@@ -263,22 +323,143 @@ def _replica(state: CatalogState, op: CreateReplica) -> ReplicaEntry:
 
 def _drop(state: CatalogState, op: Drop) -> CatalogState:
     _check_object(state, op.id, "drop needs an object: its id")
-    doomed = {op.id}
-    frontier = [op.id]
+    target = next((e for e in state.entries() if e.id == op.id), None)
+    if isinstance(target, SystemCollectionEntry):
+        raise InvalidCatalogOp(f"{target.name} is a system collection: it cannot be dropped")
+    if isinstance(target, ProgressEntry):
+        raise InvalidCatalogOp(
+            f"{target.name} is the progress collection of source {target.source}: drop the source"
+        )
+    doomed = {op.id, *state.owned(op.id)}
+    frontier = list(doomed)
     while frontier:
         gid = frontier.pop()
         for d in state.dependents(gid):
             if d not in doomed:
                 if not op.cascade:
-                    raise HasDependents(op.id, state.dependents(op.id))
+                    raise HasDependents(op.id, _dependents(state, op.id))
                 doomed.add(d)
-                frontier.append(d)
+                doomed.update(state.owned(d))
+                frontier.extend([d, *state.owned(d)])
     return replace(
         state,
         tables=tuple(e for e in state.tables if e.id not in doomed),
         indexes=tuple(e for e in state.indexes if e.id not in doomed),
         materialized_views=tuple(e for e in state.materialized_views if e.id not in doomed),
         views=tuple(e for e in state.views if e.id not in doomed),
+        sources=tuple(e for e in state.sources if e.id not in doomed),
+        progress=tuple(e for e in state.progress if e.id not in doomed),
+        sinks=tuple(e for e in state.sinks if e.id not in doomed),
         read_policies=tuple(kv for kv in state.read_policies if kv[0] not in doomed),
         definitions=tuple(kv for kv in state.definitions if kv[0] not in doomed),
     )
+
+
+def _dependents(state: CatalogState, id: GlobalId) -> tuple[GlobalId, ...]:
+    """What reads ``id`` or an object it owns (a source's progress collection), directly."""
+    found = {d for g in (id, *state.owned(id)) for d in state.dependents(g)}
+    return tuple(sorted(found - {id, *state.owned(id)}, key=lambda g: g.sort_key))
+
+
+def _check_schema(schema: object, what: str) -> Schema:
+    if not isinstance(schema, Schema) or not schema.columns:
+        raise InvalidCatalogOp(f"{what}: the schema must be a Schema of at least one column")
+    return schema
+
+
+def _create_source(state: CatalogState, op: CreateSource) -> CatalogState:
+    name = _check_name(op.name, "source")
+    progress = _check_name(f"{name}_progress", "source progress collection")
+    gid = _check_fresh(state, op.id)
+    remap = _check_fresh(state, op.remap_id)
+    if remap == gid:
+        raise InvalidCatalogOp(f"source {name!r}: its remap collection needs an id of its own")
+    _check_new_name(state, name)
+    _check_new_name(state, progress)
+    schema = _check_schema(op.schema, f"source {name!r}")
+    conn = op.connection
+    if isinstance(conn, LoadGenerator):
+        try:
+            expected = loadgen_schema(conn)
+        except InvalidUsage as e:
+            raise InvalidCatalogOp(f"source {name!r}: {e}") from None
+        if schema != expected:
+            raise InvalidCatalogOp(
+                f"source {name!r}: a {conn.kind} load generator's rows are {expected}, not {schema}"
+            )
+    elif isinstance(conn, PostgresSource):
+        for field in ("url", "table", "publication", "slot"):
+            value = getattr(conn, field)
+            if not isinstance(value, str) or not value:
+                raise InvalidCatalogOp(f"source {name!r}: the {field} must be a non-empty string")
+        for other in state.sources:
+            c = other.connection
+            if isinstance(c, PostgresSource) and c.url == conn.url and c.slot == conn.slot:
+                raise InvalidCatalogOp(
+                    f"source {name!r}: replication slot {conn.slot!r} is source "
+                    f"{other.name!r}'s (each source needs a slot of its own)"
+                )
+    elif isinstance(conn, SimulatedSource):
+        if not isinstance(conn.name, str) or not conn.name:
+            raise InvalidCatalogOp(f"source {name!r}: a simulated source needs a name")
+    else:
+        raise InvalidCatalogOp(
+            f"source {name!r}: not a source connection (LoadGenerator, PostgresSource): {conn!r}"
+        )
+    state = _with_entry(state, SourceEntry(name, gid, conn, schema, remap))
+    return _with_entry(state, ProgressEntry(progress, remap, gid))
+
+
+def _create_sink(state: CatalogState, op: CreateSink) -> CatalogState:
+    name = _check_name(op.name, "sink")
+    gid = _check_fresh(state, op.id)
+    _check_new_name(state, name)
+    if not isinstance(op.from_id, GlobalId):
+        raise InvalidCatalogOp(f"sink {name!r}: from must be a GlobalId, got {op.from_id!r}")
+    what: Entry | ViewEntry | SinkEntry | None = state.view(op.from_id) or state.sink(op.from_id)
+    if what is None:
+        try:
+            what = state.get(op.from_id)
+        except UnknownCatalogObject:
+            raise UnknownCatalogObject(
+                f"sink {name!r} writes out {op.from_id}, which is not in the catalog"
+            ) from None
+    if not isinstance(what, STORAGE_ENTRIES):
+        assert what is not None
+        raise InvalidCatalogOp(
+            f"sink {name!r}: {what.name} is a {_kind(what)}; a sink writes out a table, "
+            "materialized view or source (a collection with a shard of its own)"
+        )
+    if not isinstance(op.connection, IcebergSink | SimulatedSink):
+        raise InvalidCatalogOp(
+            f"sink {name!r}: not a sink connection (IcebergSink): {op.connection!r}"
+        )
+    return _with_entry(state, SinkEntry(name, gid, op.from_id, op.connection))
+
+
+def _create_system_collection(state: CatalogState, op: CreateSystemCollection) -> CatalogState:
+    name = _check_name(op.name, "system collection")
+    if not isinstance(op.id, GlobalId) or op.id.namespace != "s":
+        raise InvalidCatalogOp(f"system collections have system ids like s1, got {op.id!r}")
+    if any(e.id == op.id for e in _objects(state)):
+        raise DuplicateCatalogId(f"id {op.id} is in use")
+    if op.kind not in MANAGED_KINDS:
+        raise InvalidCatalogOp(f"{op.kind!r} is not a storage-managed collection kind")
+    if state.system_collection(op.kind) is not None:
+        raise InvalidCatalogOp(f"the catalog has its {op.kind} collection already")
+    _check_new_name(state, name)
+    return _with_entry(state, SystemCollectionEntry(name, op.id, op.kind))
+
+
+def _storage_replica(op: SetStorageReplica) -> StorageReplicaEntry:
+    if type(op.managed) is not bool:
+        raise InvalidCatalogOp(f"storage replica: managed must be a bool, got {op.managed!r}")
+    if op.managed:
+        if op.address is not None:
+            raise InvalidCatalogOp(
+                "storage replica: a managed replica's address is chosen by the orchestrator"
+            )
+        return StorageReplicaEntry(True, None)
+    if not isinstance(op.address, str) or not op.address:
+        raise InvalidCatalogOp("storage replica: an unmanaged replica needs an address (host:port)")
+    return StorageReplicaEntry(False, op.address)

@@ -1,8 +1,11 @@
 """The catalog as versioned JSON: :func:`encode_catalog`, :func:`decode_catalog` and read policies.
 
-One format version (:data:`CATALOG_FORMAT_VERSION`) is read and written;
-plans and schemas go through the spec's plan serde. Decoding anything else
--- another version, a truncated or hand-edited document -- is a
+One format version (:data:`CATALOG_FORMAT_VERSION`) is written; it and the
+older ones are read (a version-1 catalog has no views, a version-2 one no
+sources, sinks, system collections or storage replica). Plans and schemas go
+through the spec's plan serde; source and sink connections are plain objects
+tagged with their ``type``. Decoding anything else -- a newer version, a
+truncated or hand-edited document -- is a
 :class:`~tidegate.runtime.errors.CatalogDecodeError`, never a partial state.
 """
 
@@ -24,28 +27,117 @@ from tidegate.spec.frontier.read_policy import (
 )
 from tidegate.spec.ids import GlobalId
 from tidegate.spec.plan import plan_from_dict, plan_to_dict, schema_from_dict, schema_to_dict
+from tidegate.spec.storage.connections import (
+    IcebergSink,
+    LoadGenerator,
+    PostgresSource,
+    SimulatedSink,
+    SimulatedSource,
+    SourceConnection,
+    StorageSinkConnection,
+)
 
 from ..errors import CatalogDecodeError, InvalidCatalogOp
 from ._entries import (
     CatalogState,
     IndexEntry,
     MaterializedViewEntry,
+    ProgressEntry,
     ReplicaEntry,
+    SinkEntry,
+    SourceEntry,
+    StorageReplicaEntry,
+    SystemCollectionEntry,
     TableEntry,
     ViewEntry,
 )
 
 __all__ = [
     "CATALOG_FORMAT_VERSION",
+    "connection_from_dict",
+    "connection_to_dict",
     "decode_catalog",
     "encode_catalog",
     "policy_from_dict",
     "policy_to_dict",
 ]
 
-CATALOG_FORMAT_VERSION = 2
+CATALOG_FORMAT_VERSION = 3
 """The version of the JSON document :func:`encode_catalog` writes; :func:`decode_catalog` reads
-it and version 1 (before views and definitions)."""
+it, version 2 (before sources, sinks and system collections) and version 1 (before views and
+definitions)."""
+
+
+def connection_to_dict(c: SourceConnection | StorageSinkConnection) -> dict[str, Any]:
+    """A source or sink connection as JSON-ready data (``type`` says which)."""
+    if isinstance(c, LoadGenerator):
+        return {
+            "type": "load_generator",
+            "kind": c.kind,
+            "tick_ms": c.tick_ms,
+            "seed": c.seed,
+            "max_cardinality": c.max_cardinality,
+            "rows_per_tick": c.rows_per_tick,
+        }
+    if isinstance(c, PostgresSource):
+        return {
+            "type": "postgres",
+            "url": c.url,
+            "table": c.table,
+            "publication": c.publication,
+            "slot": c.slot,
+        }
+    if isinstance(c, IcebergSink):
+        return {
+            "type": "iceberg",
+            "catalog_url": c.catalog_url,
+            "warehouse": c.warehouse,
+            "table": c.table,
+        }
+    if isinstance(c, SimulatedSource):
+        return {"type": "simulated_source", "name": c.name}
+    if isinstance(c, SimulatedSink):
+        return {"type": "simulated_sink", "name": c.name}
+    raise InvalidCatalogOp(f"the catalog cannot store connection {c!r}")
+
+
+def connection_from_dict(d: Mapping[str, Any]) -> SourceConnection | StorageSinkConnection:
+    """Inverse of :func:`connection_to_dict`."""
+    kind = d["type"]
+    if kind == "load_generator":
+        cardinality = d["max_cardinality"]
+        return LoadGenerator(
+            _text(d["kind"]),  # type: ignore[arg-type]
+            _int(d["tick_ms"]),
+            _int(d["seed"]),
+            None if cardinality is None else _int(cardinality),
+            _int(d["rows_per_tick"]),
+        )
+    if kind == "postgres":
+        return PostgresSource(
+            _text(d["url"]), _text(d["table"]), _text(d["publication"]), _text(d["slot"])
+        )
+    if kind == "iceberg":
+        return IcebergSink(_text(d["catalog_url"]), _text(d["warehouse"]), _text(d["table"]))
+    if kind == "simulated_source":
+        return SimulatedSource(_text(d["name"]))
+    if kind == "simulated_sink":
+        return SimulatedSink(_text(d["name"]))
+    raise ValueError(f"unknown connection type {kind!r}")
+
+
+def _source_connection(d: Mapping[str, Any]) -> SourceConnection:
+    c = connection_from_dict(d)
+    if not isinstance(c, LoadGenerator | PostgresSource | SimulatedSource):
+        raise ValueError(f"not a source connection: {d!r}")
+    return c
+
+
+def _sink_connection(d: Mapping[str, Any]) -> StorageSinkConnection:
+    c = connection_from_dict(d)
+    if not isinstance(c, IcebergSink | SimulatedSink):
+        raise ValueError(f"not a sink connection: {d!r}")
+    return c
 
 
 def _antichain_out(a: Antichain, what: str) -> list[int]:
@@ -154,6 +246,34 @@ def encode_catalog(state: CatalogState) -> bytes:
             for v in state.views
         ],
         "definitions": [{"id": str(gid), "sql": sql} for gid, sql in state.definitions],
+        "sources": [
+            {
+                "name": x.name,
+                "id": str(x.id),
+                "connection": connection_to_dict(x.connection),
+                "schema": schema_to_dict(x.schema),
+                "remap_id": str(x.remap_id),
+            }
+            for x in state.sources
+        ],
+        "progress": [
+            {"name": x.name, "id": str(x.id), "source": str(x.source)} for x in state.progress
+        ],
+        "sinks": [
+            {
+                "name": x.name,
+                "id": str(x.id),
+                "from": str(x.from_id),
+                "connection": connection_to_dict(x.connection),
+            }
+            for x in state.sinks
+        ],
+        "system_collections": [
+            {"name": x.name, "id": str(x.id), "kind": x.kind} for x in state.system_collections
+        ],
+        "storage_replica": None
+        if state.storage_replica is None
+        else {"managed": state.storage_replica.managed, "address": state.storage_replica.address},
     }
     return json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
 
@@ -163,7 +283,7 @@ def decode_catalog(data: bytes) -> CatalogState:
     try:
         obj = json.loads(data)
         version = obj.get("version")
-        if version not in (1, CATALOG_FORMAT_VERSION):
+        if version not in (1, 2, CATALOG_FORMAT_VERSION):
             raise CatalogDecodeError(
                 f"catalog format version {version!r} is not supported "
                 f"(this build reads 1 to {CATALOG_FORMAT_VERSION})"
@@ -207,6 +327,41 @@ def decode_catalog(data: bytes) -> CatalogState:
         definitions = tuple(
             (GlobalId.parse(d["id"]), _text(d["sql"])) for d in obj.get("definitions", [])
         )
+        sources = tuple(  # none before version 3, nor anything below
+            SourceEntry(
+                _text(x["name"]),
+                GlobalId.parse(x["id"]),
+                _source_connection(x["connection"]),
+                schema_from_dict(x["schema"]),
+                GlobalId.parse(x["remap_id"]),
+            )
+            for x in obj.get("sources", [])
+        )
+        progress = tuple(
+            ProgressEntry(_text(x["name"]), GlobalId.parse(x["id"]), GlobalId.parse(x["source"]))
+            for x in obj.get("progress", [])
+        )
+        sinks = tuple(
+            SinkEntry(
+                _text(x["name"]),
+                GlobalId.parse(x["id"]),
+                GlobalId.parse(x["from"]),
+                _sink_connection(x["connection"]),
+            )
+            for x in obj.get("sinks", [])
+        )
+        system = tuple(
+            SystemCollectionEntry(_text(x["name"]), GlobalId.parse(x["id"]), _text(x["kind"]))
+            for x in obj.get("system_collections", [])
+        )
+        sr = obj.get("storage_replica")
+        storage_replica = (
+            None
+            if sr is None
+            else StorageReplicaEntry(
+                bool(sr["managed"]), None if sr["address"] is None else _text(sr["address"])
+            )
+        )
         return CatalogState(
             tables,
             indexes,
@@ -216,6 +371,11 @@ def decode_catalog(data: bytes) -> CatalogState:
             _int(obj["next_user_id"]),
             views,
             definitions,
+            sources,
+            progress,
+            sinks,
+            system,
+            storage_replica,
         )
     except CatalogDecodeError:
         raise

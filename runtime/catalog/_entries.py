@@ -13,19 +13,34 @@ from typing import TypeAlias
 from tidegate.spec.frontier.read_policy import ReadPolicy
 from tidegate.spec.ids import GlobalId
 from tidegate.spec.plan import Plan, Schema, gets, typecheck
+from tidegate.spec.storage.connections import SourceConnection, StorageSinkConnection
+from tidegate.spec.storage.introspection import managed_schema
+from tidegate.spec.storage.reclock import REMAP_SCHEMA
 
 from ..errors import UnknownCatalogObject
 
 __all__ = [
+    "STORAGE_ENTRIES",
+    "STORAGE_REPLICA",
     "CatalogState",
     "Entry",
     "IndexEntry",
     "MaterializedViewEntry",
+    "ProgressEntry",
     "ReplicaEntry",
+    "SinkEntry",
+    "SourceEntry",
+    "StorageEntry",
+    "StorageReplicaEntry",
+    "SystemCollectionEntry",
     "TableEntry",
     "ViewEntry",
     "entry_dependencies",
 ]
+
+STORAGE_REPLICA = "storage"
+"""The name of the storage instance's one replica (a compute replica may not take it: a managed
+one's process files are named after it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +89,76 @@ class ViewEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class SourceEntry:
+    """A source: collection ``id`` ingested from ``connection`` by the storage instance.
+
+    ``schema`` types its rows (discovered from the upstream when it was
+    created); ``remap_id`` is its remap (progress) collection, which the
+    catalog lists as a :class:`ProgressEntry` named ``<name>_progress``.
+    """
+
+    name: str
+    id: GlobalId
+    connection: SourceConnection
+    schema: Schema
+    remap_id: GlobalId
+
+
+@dataclass(frozen=True, slots=True)
+class ProgressEntry:
+    """A source's remap collection (Materialize's progress subsource): at every time, the
+    upstream offset up to which the source's data is reflected (one ``int64`` column).
+
+    It belongs to source ``source``: it is created and dropped with it.
+    """
+
+    name: str
+    id: GlobalId
+    source: GlobalId
+
+    @property
+    def schema(self) -> Schema:
+        return REMAP_SCHEMA
+
+
+@dataclass(frozen=True, slots=True)
+class SystemCollectionEntry:
+    """A storage-managed collection the controller writes (status history or statistics of
+    sources and sinks): a system id (``s1``...), a reserved name, and its ``kind``
+    (:data:`tidegate.spec.storage.introspection.MANAGED_KINDS`)."""
+
+    name: str
+    id: GlobalId
+    kind: str
+
+    @property
+    def schema(self) -> Schema:
+        return managed_schema(self.kind)
+
+
+@dataclass(frozen=True, slots=True)
+class SinkEntry:
+    """A sink: export ``id`` writing collection ``from_id``'s changes to ``connection``.
+
+    Not a collection (nothing reads a sink); it shares the namespace of names.
+    """
+
+    name: str
+    id: GlobalId
+    from_id: GlobalId
+    connection: StorageSinkConnection
+
+
+@dataclass(frozen=True, slots=True)
+class StorageReplicaEntry:
+    """The storage instance's replica: *managed* (the orchestrator runs ``tidegate replica
+    --services storage``) or a process someone else runs at ``address``."""
+
+    managed: bool = True
+    address: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ReplicaEntry:
     """A replica: *managed* (the orchestrator runs it, with ``executor`` on ``spark_master``)
     or unmanaged (a process someone else runs at ``address``)."""
@@ -85,7 +170,29 @@ class ReplicaEntry:
     executor: str = "spark"
 
 
-Entry: TypeAlias = TableEntry | IndexEntry | MaterializedViewEntry
+Entry: TypeAlias = (
+    TableEntry
+    | IndexEntry
+    | MaterializedViewEntry
+    | SourceEntry
+    | ProgressEntry
+    | SystemCollectionEntry
+)
+"""A collection of the catalog: something a plan can read."""
+
+StorageEntry: TypeAlias = (
+    TableEntry | MaterializedViewEntry | SourceEntry | ProgressEntry | SystemCollectionEntry
+)
+"""A collection with a shard of its own (a storage collection; an index is compute's)."""
+
+STORAGE_ENTRIES = (
+    TableEntry,
+    MaterializedViewEntry,
+    SourceEntry,
+    ProgressEntry,
+    SystemCollectionEntry,
+)
+"""The entry types of :data:`StorageEntry` (for ``isinstance``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +208,12 @@ class CatalogState:
     views: tuple[ViewEntry, ...] = ()
     definitions: tuple[tuple[GlobalId, str], ...] = ()
     """The SQL text that created an object (objects created through SQL), for ``SHOW CREATE``."""
+    sources: tuple[SourceEntry, ...] = ()
+    progress: tuple[ProgressEntry, ...] = ()
+    sinks: tuple[SinkEntry, ...] = ()
+    system_collections: tuple[SystemCollectionEntry, ...] = ()
+    storage_replica: StorageReplicaEntry | None = None
+    """The storage instance's replica, once a source or sink needed one (or one was given)."""
 
     @property
     def next_id(self) -> GlobalId:
@@ -108,27 +221,67 @@ class CatalogState:
         return GlobalId.user(self.next_user_id)
 
     def entries(self) -> list[Entry]:
-        """Every table, index and materialized view, by id."""
-        out: list[Entry] = [*self.tables, *self.indexes, *self.materialized_views]
+        """Every collection, by id: tables, indexes, materialized views, sources, their
+        progress collections and the system collections."""
+        out: list[Entry] = [
+            *self.system_collections,
+            *self.tables,
+            *self.indexes,
+            *self.materialized_views,
+            *self.sources,
+            *self.progress,
+        ]
         return sorted(out, key=lambda e: e.id.sort_key)
 
     def get(self, id: GlobalId) -> Entry:
-        """The collection with ``id`` (:class:`UnknownCatalogObject` if none; a view is none)."""
+        """The collection with ``id`` (:class:`UnknownCatalogObject` if none; a view or a sink
+        is none)."""
         for e in self.entries():
             if e.id == id:
                 return e
         if any(v.id == id for v in self.views):
             raise UnknownCatalogObject(f"{id} is a view, which has no collection of its own")
+        if any(k.id == id for k in self.sinks):
+            raise UnknownCatalogObject(f"{id} is a sink, which has no collection of its own")
         raise UnknownCatalogObject(f"no catalog object with id {id}")
 
     def by_name(self, name: str) -> Entry:
-        """The collection named ``name`` (:class:`UnknownCatalogObject` if none; a view is none)."""
+        """The collection named ``name`` (:class:`UnknownCatalogObject` if none; a view or a
+        sink is none)."""
         for e in self.entries():
             if e.name == name:
                 return e
         if any(v.name == name for v in self.views):
             raise UnknownCatalogObject(f"{name!r} is a view, which has no collection of its own")
+        if any(k.name == name for k in self.sinks):
+            raise UnknownCatalogObject(f"{name!r} is a sink, which has no collection of its own")
         raise UnknownCatalogObject(f"no catalog object named {name!r}")
+
+    def sink(self, ref: str | GlobalId) -> SinkEntry | None:
+        """The sink named ``ref`` (or with id ``ref``), if there is one."""
+        for k in self.sinks:
+            if k.name == ref or k.id == ref:
+                return k
+        return None
+
+    def source(self, id: GlobalId) -> SourceEntry | None:
+        """The source with id ``id``, if there is one."""
+        for s in self.sources:
+            if s.id == id:
+                return s
+        return None
+
+    def system_collection(self, kind: str) -> SystemCollectionEntry | None:
+        """The system collection of ``kind``, if the catalog has it."""
+        for c in self.system_collections:
+            if c.kind == kind:
+                return c
+        return None
+
+    @property
+    def has_storage_objects(self) -> bool:
+        """Whether any source or sink exists (then the storage instance needs its replica)."""
+        return bool(self.sources or self.sinks)
 
     def view(self, ref: str | GlobalId) -> ViewEntry | None:
         """The view named ``ref`` (or with id ``ref``), if there is one."""
@@ -149,31 +302,45 @@ class CatalogState:
         raise UnknownCatalogObject(f"no replica named {name!r}")
 
     def schema_of(self, id: GlobalId) -> Schema:
-        """The schema of object ``id``'s rows (a collection or a view)."""
+        """The schema of object ``id``'s rows (a collection, a view, or the collection a sink
+        writes out)."""
         v = self.view(id)
         if v is not None:
             return typecheck(v.plan)
+        k = self.sink(id)
+        if k is not None:
+            return self.schema_of(k.from_id)
         e = self.get(id)
-        return e.schema if isinstance(e, TableEntry) else typecheck(e.plan)
+        if isinstance(e, IndexEntry | MaterializedViewEntry):
+            return typecheck(e.plan)
+        return e.schema
 
     def read_policy(self, id: GlobalId) -> ReadPolicy | None:
         """The read policy set for ``id``, if any."""
         return dict(self.read_policies).get(id)
 
     def dependencies(self, id: GlobalId) -> tuple[GlobalId, ...]:
-        """The catalog objects object ``id`` (a collection or a view) reads (sorted)."""
-        return entry_dependencies(self.view(id) or self.get(id))
+        """The catalog objects object ``id`` (a collection, a view or a sink) reads (sorted)."""
+        return entry_dependencies(self.view(id) or self.sink(id) or self.get(id))
 
     def dependents(self, id: GlobalId) -> tuple[GlobalId, ...]:
-        """The objects (views included) that read ``id`` directly (sorted)."""
-        readers = [e for e in (*self.entries(), *self.views) if id in entry_dependencies(e)]
+        """The objects (views and sinks included) that read ``id`` directly (sorted)."""
+        readers = [
+            e for e in (*self.entries(), *self.views, *self.sinks) if id in entry_dependencies(e)
+        ]
         return tuple(sorted((e.id for e in readers), key=lambda g: g.sort_key))
 
+    def owned(self, id: GlobalId) -> tuple[GlobalId, ...]:
+        """The objects that exist only as part of ``id`` (a source's progress collection)."""
+        return tuple(p.id for p in self.progress if p.source == id)
 
-def entry_dependencies(e: Entry | ViewEntry) -> tuple[GlobalId, ...]:
+
+def entry_dependencies(e: Entry | ViewEntry | SinkEntry) -> tuple[GlobalId, ...]:
     """The catalog objects ``e`` reads: its plan's inputs, the object it indexes, the views
-    it was defined on (sorted)."""
-    if isinstance(e, TableEntry):
+    it was defined on, the collection a sink writes out (sorted)."""
+    if isinstance(e, SinkEntry):
+        return (e.from_id,)
+    if isinstance(e, TableEntry | SourceEntry | ProgressEntry | SystemCollectionEntry):
         return ()
     deps = set(gets(e.plan))
     if isinstance(e, IndexEntry) and e.on is not None:

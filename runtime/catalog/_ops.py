@@ -12,6 +12,7 @@ from typing import TypeAlias
 from tidegate.spec.frontier.read_policy import ReadPolicy
 from tidegate.spec.ids import GlobalId
 from tidegate.spec.plan import Plan, Schema
+from tidegate.spec.storage.connections import SourceConnection, StorageSinkConnection
 
 __all__ = [
     "AlterReplica",
@@ -19,12 +20,16 @@ __all__ = [
     "CreateIndex",
     "CreateMaterializedView",
     "CreateReplica",
+    "CreateSink",
+    "CreateSource",
+    "CreateSystemCollection",
     "CreateTable",
     "CreateView",
     "Drop",
     "DropReplica",
     "SetDefinition",
     "SetReadPolicy",
+    "SetStorageReplica",
 ]
 
 
@@ -65,6 +70,45 @@ class CreateView:
     id: GlobalId
     plan: Plan
     views: tuple[GlobalId, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class CreateSource:
+    """Create source ``name``: collection ``id`` ingested from ``connection`` with rows of
+    ``schema``, and its remap collection ``remap_id`` (named ``<name>_progress``)."""
+
+    name: str
+    id: GlobalId
+    connection: SourceConnection
+    schema: Schema
+    remap_id: GlobalId
+
+
+@dataclass(frozen=True, slots=True)
+class CreateSink:
+    """Create sink ``name``: export ``id`` of collection ``from_id`` to ``connection``."""
+
+    name: str
+    id: GlobalId
+    from_id: GlobalId
+    connection: StorageSinkConnection
+
+
+@dataclass(frozen=True, slots=True)
+class CreateSystemCollection:
+    """Create the storage-managed collection of ``kind`` as system collection ``id`` named ``name``."""
+
+    name: str
+    id: GlobalId
+    kind: str
+
+
+@dataclass(frozen=True, slots=True)
+class SetStorageReplica:
+    """Record the storage instance's replica: managed, or a process at ``address``."""
+
+    managed: bool = True
+    address: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,5 +175,9 @@ CatalogOp: TypeAlias = (
     | DropReplica
     | SetReadPolicy
     | SetDefinition
+    | CreateSource
+    | CreateSink
+    | CreateSystemCollection
+    | SetStorageReplica
 )
 """Every op :func:`~._apply.apply_op` accepts."""

@@ -1,8 +1,10 @@
 """What a (re)starting controller must recreate from a catalog state: :func:`restore_plan`.
 
-Storage collections first, then one dataflow per index and materialized view
-in dependency order (:func:`dataflow_for`), with as-ofs from the spec's as-of
-selection when the shards' frontiers are known.
+Storage collections first (system collections, tables, sources and their
+progress collections, materialized-view outputs), then one dataflow per index
+and materialized view in dependency order (:func:`dataflow_for`), with as-ofs
+from the spec's as-of selection when the shards' frontiers are known, and the
+sinks (created last: each holds the collection it writes out).
 """
 
 from __future__ import annotations
@@ -33,20 +35,25 @@ from ._entries import (
     IndexEntry,
     MaterializedViewEntry,
     ReplicaEntry,
-    TableEntry,
+    SinkEntry,
     entry_dependencies,
 )
 
 __all__ = ["RestorePlan", "StorageCollection", "dataflow_for", "restore_plan"]
 
 
+StorageKind = Literal["table", "materialized_view", "source", "progress", "system"]
+"""What writes a storage collection: appends (a table), a dataflow (a materialized view), the
+storage instance (a source and its progress collection) or the controller (a system collection)."""
+
+
 @dataclass(frozen=True, slots=True)
 class StorageCollection:
-    """A storage collection the controller must (re)create: a table or a materialized view's output."""
+    """A storage collection the controller must (re)create, of one of the :data:`StorageKind` s."""
 
     id: GlobalId
     name: str
-    kind: Literal["table", "materialized_view"]
+    kind: StorageKind
     schema: Schema
 
 
@@ -54,7 +61,8 @@ class StorageCollection:
 class RestorePlan:
     """What a (re)starting controller must create, in this order.
 
-    ``storage_collections``: tables, then materialized-view outputs (by id).
+    ``storage_collections``: system collections, tables, progress collections and
+    sources, then materialized-view outputs (by id within each kind).
     ``dataflows``: one per index and materialized view, each after the dataflows
     whose indexes it imports; ``as_of`` is set when frontiers were given
     (otherwise ``None``). ``storage_holds``: the sinces to hold on storage inputs
@@ -68,6 +76,8 @@ class RestorePlan:
     replicas: tuple[ReplicaEntry, ...]
     storage_holds: Mapping[GlobalId, Antichain] = field(default_factory=dict)
     as_of_failures: tuple[tuple[Literal["hard", "soft"], str, str], ...] = ()
+    sinks: tuple[SinkEntry, ...] = ()
+    """The sinks, by id: each is created once what it writes out exists."""
 
 
 def _dependency_order(state: CatalogState) -> list[Entry]:
@@ -99,8 +109,10 @@ def dataflow_for(state: CatalogState, id: GlobalId) -> DataflowDescription:
     writing storage collection ``id``. Its debug name is ``"<kind> <name>"``.
     """
     e = state.get(id)
-    if isinstance(e, TableEntry):
-        raise InvalidCatalogOp(f"{id} is a table: tables have no dataflow")
+    if not isinstance(e, IndexEntry | MaterializedViewEntry):
+        raise InvalidCatalogOp(
+            f"{id} is a {type(e).__name__}: only indexes and views have dataflows"
+        )
     sources: list[SourceImport] = []
     index_imports: list[IndexImport] = []
     for gid in sorted(gets(e.plan), key=lambda g: g.sort_key):
@@ -143,15 +155,21 @@ def restore_plan(
     """
     order = _dependency_order(state)
     collections = [
-        StorageCollection(e.id, e.name, "table", e.schema)
-        for e in order
-        if isinstance(e, TableEntry)
-    ] + [
-        StorageCollection(e.id, e.name, "materialized_view", typecheck(e.plan))
-        for e in order
-        if isinstance(e, MaterializedViewEntry)
+        *(StorageCollection(e.id, e.name, "system", e.schema) for e in state.system_collections),
+        *(StorageCollection(e.id, e.name, "table", e.schema) for e in state.tables),
+        *(StorageCollection(e.id, e.name, "progress", e.schema) for e in state.progress),
+        *(StorageCollection(e.id, e.name, "source", e.schema) for e in state.sources),
+        *(
+            StorageCollection(e.id, e.name, "materialized_view", typecheck(e.plan))
+            for e in order
+            if isinstance(e, MaterializedViewEntry)
+        ),
     ]
-    dataflows = [dataflow_for(state, e.id) for e in order if not isinstance(e, TableEntry)]
+    dataflows = [
+        dataflow_for(state, e.id)
+        for e in order
+        if isinstance(e, IndexEntry | MaterializedViewEntry)
+    ]
     policies = dict(state.read_policies)
     holds: Mapping[GlobalId, Antichain] = {}
     failures: tuple[tuple[Literal["hard", "soft"], str, str], ...] = ()
@@ -172,5 +190,11 @@ def restore_plan(
         dataflows = list(selection.dataflows)
         holds, failures = selection.storage_holds, selection.failures
     return RestorePlan(
-        tuple(collections), tuple(dataflows), policies, state.replicas, holds, failures
+        tuple(collections),
+        tuple(dataflows),
+        policies,
+        state.replicas,
+        holds,
+        failures,
+        state.sinks,
     )

@@ -1,7 +1,9 @@
 """The production controller driver: the spec controller's effects carried out over real IO.
 
 * :mod:`.driver` -- :class:`ControllerDriver` (anyio; replicas, storage, client calls);
-* :mod:`.links` -- one replica connection per epoch, with backoff;
+* :mod:`.links` -- one replica connection per epoch, with backoff (either protocol);
+* :mod:`.storage_links` -- the links to storage replicas (the storage protocol);
+* :mod:`.storage_status` -- :class:`StorageStatus`, what a source or sink is doing;
 * :mod:`.storage_io` -- :class:`ShardStorageIO`, storage effects against the shard store;
 * :mod:`.streams` -- subscriptions and status-event streams for clients;
 * :mod:`.timestamps` -- the timestamp-oracle port and an in-memory oracle;
@@ -18,10 +20,13 @@ from .errors import (
     ReplicasNotConnected,
     ResultTooLarge,
     RuntimeControllerError,
+    SourceSchemaMismatch,
     SubscribeLagged,
 )
 from .links import Backoff, ReplicaLink
 from .storage_io import ShardStorageIO
+from .storage_links import StorageLinks
+from .storage_status import StorageStatus
 from .streams import EventStream, Subscription
 from .timestamps import MemoryOracle, Oracle, default_oracle
 
@@ -41,6 +46,9 @@ __all__ = [
     "ResultTooLarge",
     "RuntimeControllerError",
     "ShardStorageIO",
+    "SourceSchemaMismatch",
+    "StorageLinks",
+    "StorageStatus",
     "SubscribeLagged",
     "Subscription",
     "default_oracle",

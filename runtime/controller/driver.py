@@ -14,6 +14,12 @@ controller's effects onto IO and feeds the outcomes back.
 * storage effects go to :class:`~.storage_io.ShardStorageIO` (blocking calls
   on the :class:`~tidegate.runtime.platform.Platform`: worker threads, or
   inline on the simulator's virtual clock);
+* storage replicas: :meth:`ControllerDriver.connect_storage_replica` opens a
+  link to a storage instance's replica over the storage protocol
+  (:mod:`.storage_links`); ``SendStorageCommand`` queues on it,
+  ``DisconnectStorageReplica`` closes it, a broken stream is connected again
+  (the spec replays its reduced history) and every response goes to the
+  storage controller's ``handle_response``;
 * client effects resolve the waiting client calls (appends, peeks,
   snapshots), feed subscriptions, and publish replica status events;
 * table writes are group-committed: appends that arrive while a commit is in
@@ -21,14 +27,21 @@ controller's effects onto IO and feeds the outcomes back.
   advances *every* table's upper to just past it (tables without updates get
   an empty append), so the uppers move together; each append is acknowledged
   once its commit is durable, and the oracle's read timestamp then covers it,
-  so a read that starts afterwards sees it (strict serializability);
+  so a read that starts afterwards sees it (strict serializability). The
+  storage-managed collections (status history, statistics) are written in the
+  same commits: each ``ManagedWrite`` joins the next commit at its timestamp
+  (an append's or the next tick's, so statistics reported many times a second
+  cost no commits of their own; without ticks it asks for one), a
+  ``truncate`` first retracting the collection's contents at ``upper - 1``
+  (reference section 2.14); they advance with the tables;
 * background tasks: an empty commit every ``tick_ms`` (frontiers progress
   without data), ``maintain()`` every ``maintain_ms``, and a poll of
   materialized-view shard uppers every ``poll_ms`` (replicas write them; the
   uppers come back as write frontiers);
 * read-only mode (the spec controller's ``read_only``): no commits and no
-  ticks; the poll learns the tables' uppers too (another controller writes
-  them) until :meth:`ControllerDriver.read_write`;
+  ticks; the poll learns the uppers of the tables, sources and managed
+  collections too (another controller writes them) until
+  :meth:`ControllerDriver.read_write`;
 * fencing: ``fence_check`` (if set) says whether another controller took
   over. It runs when a commit fails, and after every commit that carries
   client appends, before they are acknowledged (Materialize's group commit
@@ -100,12 +113,20 @@ from tidegate.spec.storage import (
     AppendCommand,
     AppendCompleted,
     CollectionDropped,
+    DisconnectStorageReplica,
     DowngradeShardSince,
     DropShard,
+    Ingestion,
+    Introspection,
+    ManagedWrite,
     MaterializedView,
+    Progress,
     ReadSnapshot,
     RegisterShard,
+    SendStorageCommand,
     SinceChanged,
+    StorageCommand,
+    StorageResponse,
     Table,
     UpperChanged,
     WriteToShard,
@@ -121,6 +142,7 @@ from .errors import (
 )
 from .links import Backoff, ReplicaLink
 from .storage_io import ShardStorageIO
+from .storage_links import StorageLinks
 from .streams import EventStream, Subscription
 from .timestamps import MemoryOracle, Oracle
 
@@ -202,6 +224,8 @@ class ControllerDriver:
     in-memory one on ``clock_ms`` by default). ``instance`` is the default
     compute instance of the client calls. Periods are in milliseconds;
     ``None`` disables a background task (tests call :meth:`tick` etc. directly).
+    ``storage_transport`` speaks the storage protocol to storage replicas, found
+    by ``storage_address_of`` (without them, :meth:`connect_storage_replica` is refused).
     """
 
     def __init__(
@@ -211,6 +235,8 @@ class ControllerDriver:
         storage: ShardStorageIO,
         *,
         address_of: Callable[[ReplicaId], str],
+        storage_transport: Transport[StorageCommand, StorageResponse] | None = None,
+        storage_address_of: Callable[[ReplicaId], str] | None = None,
         oracle: Oracle | None = None,
         instance: InstanceId = "default",
         tick_ms: int | None = 1000,
@@ -233,6 +259,10 @@ class ControllerDriver:
         self.subscribe_buffer = subscribe_buffer
         self.event_buffer = event_buffer
         self.links: dict[ReplicaId, ReplicaLink] = {}
+        self.storage_links = StorageLinks(self, storage_transport, storage_address_of)
+        """The links to storage replicas (see :mod:`.storage_links`)."""
+        self._managed_writes: list[ManagedWrite] = []
+        """Writes to storage-managed collections waiting for the next group commit, in order."""
         self._failures: dict[ReplicaId, int] = {}
         self._tg: anyio.abc.TaskGroup | None = None
         self._queue: deque[ControllerEffect] = deque()
@@ -307,6 +337,7 @@ class ControllerDriver:
         self._queued.clear()
         for link in list(self.links.values()):
             link.close()
+        self.storage_links.close_all()
         for listener in list(self._listeners):
             listener.end()
         for sub in list(self._subscriptions.values()):
@@ -417,6 +448,14 @@ class ControllerDriver:
             self._frontiers_moved = anyio.Event()
         elif isinstance(e, ReplicaStatusEvent):
             self._publish(e)
+        elif isinstance(e, SendStorageCommand):
+            self.storage_links.send(e)
+        elif isinstance(e, DisconnectStorageReplica):
+            self.storage_links.disconnect(e)
+        elif isinstance(e, ManagedWrite):
+            self._managed_writes.append(e)
+            if self.tick_ms is None:  # no tick to carry it: commit soon
+                self.request_commit()
         elif isinstance(e, PeekNotification):
             pass  # the result itself (PeekResultOut) is what a waiting client needs
         else:
@@ -565,6 +604,43 @@ class ControllerDriver:
         if scope.cancelled_caught:
             raise ReplicasNotConnected(timeout_s or 0.0, waiting())
 
+    # -- storage replicas -------------------------------------------------------------------
+    def connect_storage_replica(
+        self, instance: InstanceId, replica: ReplicaId, location: str = ""
+    ) -> None:
+        """Connect ``replica`` (resolved by ``storage_address_of``) as storage ``instance``'s one
+        replica; the spec replays its history to it (see :mod:`.storage_links`)."""
+        self._task_group()
+        self.storage_links.connect(instance, replica, location)
+
+    def drop_storage_replica(self, instance: InstanceId, replica: ReplicaId) -> None:
+        """Disconnect storage ``instance``'s ``replica`` for good [StorageReplicaMissing]."""
+        self.storage_links.drop(instance, replica)
+
+    def storage_replicas(self) -> list[ReplicaInfo]:
+        """Every storage replica the driver connects to, with its link's state."""
+        return self.storage_links.infos()
+
+    async def wait_storage_connected(
+        self, instance: InstanceId, *, timeout_s: float | None = None
+    ) -> None:
+        """Wait until storage ``instance`` has a connected replica [ReplicasNotConnected]."""
+
+        def waiting() -> list[ReplicaInfo]:
+            infos = [i for i in self.storage_replicas() if i.instance == instance]
+            if any(i.connected for i in infos):
+                return []
+            return infos or [ReplicaInfo(instance, "(none)", "failed", 0, None, False, 0, "")]
+
+        with anyio.move_on_after(timeout_s) as scope:
+            while True:
+                changed = self._replicas_changed
+                if not waiting():
+                    return
+                await changed.wait()
+        if scope.cancelled_caught:
+            raise ReplicasNotConnected(timeout_s or 0.0, waiting())
+
     def events(self, buffer: int | None = None) -> EventStream[ReplicaStatusEvent]:
         """Replica status events from now on (connecting, connected, failed, rehydrating, dropped).
 
@@ -579,11 +655,12 @@ class ControllerDriver:
 
     # -- background steps -------------------------------------------------------------------
     def tables(self) -> list[GlobalId]:
-        """The live tables (the collections the controller writes)."""
+        """The live collections the controller writes: tables and the storage-managed
+        collections (status history, statistics), advanced together by every commit."""
         return [
             c.id
             for c in self.ctl.storage.collections()
-            if isinstance(c.description.data_source, Table) and not c.is_dropped
+            if isinstance(c.description.data_source, Table | Introspection) and not c.is_dropped
         ]
 
     async def tick(self) -> int | None:
@@ -617,9 +694,14 @@ class ControllerDriver:
     async def poll_uppers(self) -> None:
         """Report materialized-view shard uppers (written by replicas) as write frontiers.
 
-        A read-only controller reports the tables' uppers too (another controller writes them).
+        A read-only controller reports the uppers of the tables, managed collections and
+        sources too (another controller writes them, its storage replica the sources).
         """
-        polled = (MaterializedView, Table) if self.ctl.read_only else (MaterializedView,)
+        polled: tuple[type, ...] = (MaterializedView,)
+        if (
+            self.ctl.read_only
+        ):  # another controller writes them, and its storage replica the sources
+            polled = (MaterializedView, Table, Introspection, Ingestion, Progress)
         ids = [
             c.id
             for c in self.ctl.storage.collections()
@@ -783,17 +865,25 @@ class ControllerDriver:
             else:
                 live.append(req)
         tables = self.tables()
-        if not live:
+        managed = self._take_managed_writes(tables)
+        if not live and not managed:
             return
         if not tables:  # only ticks (requests with batches name live tables): nothing to tick
             for req in live:
                 req.finish(ts=None)
             return
-        ts = await self.storage.retrying("oracle write timestamp", self.oracle.write_ts)
+        try:
+            extra = await self._managed_rows(managed)
+            ts = await self.storage.retrying("oracle write timestamp", self.oracle.write_ts)
+        except BaseException:  # nothing was written: the managed writes wait for the next commit
+            self._managed_writes[:0] = managed
+            raise
         updates: dict[GlobalId, list[Update]] = {t: [] for t in tables}
         for req in live:
             for id, rows in req.batches:
                 updates[id].extend((row, ts, diff) for row, diff in rows)
+        for id, pairs in extra.items():
+            updates[id].extend((row, ts, diff) for row, diff in pairs)
         upper = Antichain([ts + 1])
         ticket = self.ctl.append([AppendCommand(t, updates[t], upper) for t in tables])
         waiter = _Waiter()
@@ -814,6 +904,8 @@ class ControllerDriver:
                     failed = set(tables)
         if error is not None:  # another controller may have taken over: say so, typed
             error = await self._fencing(error)
+        if failed and self.fenced is None:  # not written: they go with the next commit
+            self._managed_writes[:0] = [w for w in managed if w.collection_id in failed]
         refused = self.storage.take_refusals(ticket)  # the store's own reason, e.g. a full disk
         for req in live:
             if any(id in failed for id, _ in req.batches):
@@ -821,6 +913,46 @@ class ControllerDriver:
                 req.finish(error=error if cause is None or error is not waiter.value else cause)
             else:
                 req.finish(ts=ts)
+
+    def _take_managed_writes(self, live: Sequence[GlobalId]) -> list[ManagedWrite]:
+        """The pending managed writes to collections among ``live`` (the others were dropped)."""
+        if self.fenced is not None:
+            self._managed_writes.clear()
+        wanted = set(live)
+        taken = [w for w in self._managed_writes if w.collection_id in wanted]
+        self._managed_writes.clear()
+        return taken
+
+    async def _managed_rows(
+        self, writes: Sequence[ManagedWrite]
+    ) -> dict[GlobalId, list[tuple[Row, int]]]:
+        """The ``(row, diff)`` pairs ``writes`` add to each managed collection, in order.
+
+        A ``truncate`` retracts what the collection holds first: its contents at
+        ``upper - 1`` and whatever earlier writes of this commit added (so those are dropped).
+        """
+        out: dict[GlobalId, list[tuple[Row, int]]] = {}
+        for w in writes:
+            if w.truncate:
+                held = await self._contents(w.collection_id)
+                out[w.collection_id] = [(row, -n) for row, n in held]
+            out.setdefault(w.collection_id, []).extend(w.updates)
+        return out
+
+    async def _contents(self, id: GlobalId) -> list[tuple[Row, int]]:
+        """What collection ``id`` holds at ``upper - 1`` (nothing if it is empty so far)."""
+        since, upper = self.storage_frontiers(id)
+        if not upper.elements or not since.elements or int(upper.elements[0]) == 0:
+            return []
+        u = int(upper.elements[0])
+        as_of = max(u - 1, int(since.elements[0]))
+        if as_of >= u:  # compacted to its upper: no time is readable (a policy without lag)
+            log.warning("cannot truncate %s: its since %s has reached its upper", id, since)
+            return []
+        counts: dict[Row, int] = {}
+        for row, _t, diff in await self.snapshot(id, as_of):
+            counts[row] = counts.get(row, 0) + diff
+        return [(row, n) for row, n in counts.items() if n != 0]
 
     async def _confirm_leadership(self) -> BaseException | None:
         """Before acknowledging a commit's appends: the fencing error if another controller took over.

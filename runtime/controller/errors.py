@@ -21,6 +21,7 @@ __all__ = [
     "ReplicasNotConnected",
     "ResultTooLarge",
     "RuntimeControllerError",
+    "SourceSchemaMismatch",
     "SubscribeLagged",
 ]
 
@@ -89,3 +90,21 @@ class ReplicasNotConnected(RuntimeControllerError, TimeoutError):
         ]
         super().__init__(f"replicas not connected after {timeout_s:g}s: {', '.join(parts)}")
         self.waiting = list(waiting)
+
+
+class SourceSchemaMismatch(RuntimeControllerError, ValueError):
+    """A source was created with a schema its upstream does not have (nothing was created).
+
+    ``expected`` is the schema the upstream (a PostgreSQL table, a load
+    generator's kind) gives its rows; ``given`` the one the caller asked for.
+    Leave the schema out to take the upstream's.
+    """
+
+    def __init__(self, source: str, expected: object, given: object) -> None:
+        super().__init__(
+            f"source {source!r}: the upstream's rows are {expected}, not {given} "
+            "(leave the schema out to take the upstream's)"
+        )
+        self.source = source
+        self.expected = expected
+        self.given = given

@@ -1,6 +1,11 @@
 """One replica connection of one epoch: connect with backoff, send queued commands, receive responses.
 
-A :class:`ReplicaLink` exists per ``ConnectReplica`` effect. Its commands
+A :class:`ReplicaLink` is generic over the protocol it speaks
+(``ReplicaLink[C, R]``: commands ``C``, responses ``R``; the compute
+protocol's by default): the same link carries a compute replica's stream and
+a storage replica's (:mod:`.storage_links`). For compute, one exists per
+``ConnectReplica`` effect, and its epoch is the spec's; for storage, one per
+connection the driver makes, numbered by the driver. Its commands
 queue (unbounded, in order) from the moment it exists; its task asks the
 resolver for the replica's address on every attempt, connects through the
 :class:`~tidegate.runtime.transport.Transport` with capped exponential backoff,
@@ -18,9 +23,11 @@ import contextlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Generic
 
 import anyio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from typing_extensions import TypeVar
 
 from tidegate.runtime.transport import ReplicaStream, Transport, TransportError
 from tidegate.spec.ids import InstanceId, ReplicaId
@@ -28,6 +35,9 @@ from tidegate.spec.protocol.commands import ComputeCommand
 from tidegate.spec.protocol.responses import ComputeResponse
 
 __all__ = ["Backoff", "ReplicaLink"]
+
+C = TypeVar("C", default=ComputeCommand)
+R = TypeVar("R", default=ComputeResponse)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +53,7 @@ class Backoff:
         return float(min(self.cap_s, self.base_s * 2.0 ** min(failures - 1, 30)))
 
 
-class ReplicaLink:
+class ReplicaLink(Generic[C, R]):
     """The connection of ``epoch`` to ``replica`` (see the module docstring)."""
 
     def __init__(self, instance: InstanceId, replica: ReplicaId, epoch: int) -> None:
@@ -51,22 +61,24 @@ class ReplicaLink:
         self.replica = replica
         self.epoch = epoch
         self.scope = anyio.CancelScope()
-        self.stream: ReplicaStream | None = None
+        self.stream: ReplicaStream[C, R] | None = None
         self.address: str | None = None
         self.attempts = 0
         self.last_error = ""
         self.refused = False
         """The last connection attempt failed (and no stream is up since)."""
         self.closed = False
-        send, receive = anyio.create_memory_object_stream[ComputeCommand](math.inf)
-        self._queue_in: MemoryObjectSendStream[ComputeCommand] = send
-        self._queue_out: MemoryObjectReceiveStream[ComputeCommand] = receive
+        send: MemoryObjectSendStream[C]
+        receive: MemoryObjectReceiveStream[C]
+        send, receive = anyio.create_memory_object_stream(math.inf)
+        self._queue_in = send
+        self._queue_out = receive
 
     @property
     def up(self) -> bool:
         return self.stream is not None
 
-    def send(self, command: ComputeCommand) -> None:
+    def send(self, command: C) -> None:
         """Queue ``command`` (sent as soon as the stream is up, after everything queued before).
 
         Once the link's stream broke (or the link was closed) a command goes nowhere: the
@@ -86,14 +98,14 @@ class ReplicaLink:
 
     async def run(
         self,
-        transport: Transport,
+        transport: Transport[C, R],
         address_of: Callable[[ReplicaId], str],
         backoff: Backoff,
         failures: Callable[[], int],
-        on_connected: Callable[[ReplicaLink], None],
-        on_response: Callable[[ReplicaLink, ComputeResponse], str | None],
-        on_failed: Callable[[ReplicaLink, str], None],
-        on_refused: Callable[[ReplicaLink, str], None] | None = None,
+        on_connected: Callable[[ReplicaLink[C, R]], None],
+        on_response: Callable[[ReplicaLink[C, R], R], str | None],
+        on_failed: Callable[[ReplicaLink[C, R], str], None],
+        on_refused: Callable[[ReplicaLink[C, R], str], None] | None = None,
     ) -> None:
         """Connect, then serve the stream; report a broken stream once (not a closed link).
 
@@ -120,12 +132,12 @@ class ReplicaLink:
 
     async def _connect(
         self,
-        transport: Transport,
+        transport: Transport[C, R],
         address_of: Callable[[ReplicaId], str],
         backoff: Backoff,
         failures: Callable[[], int],
-        on_refused: Callable[[ReplicaLink, str], None] | None,
-    ) -> ReplicaStream:
+        on_refused: Callable[[ReplicaLink[C, R], str], None] | None,
+    ) -> ReplicaStream[C, R]:
         first = failures()
         while True:
             await anyio.sleep(backoff.delay(first + self.attempts))
@@ -141,8 +153,8 @@ class ReplicaLink:
 
     async def _serve(
         self,
-        stream: ReplicaStream,
-        on_response: Callable[[ReplicaLink, ComputeResponse], str | None],
+        stream: ReplicaStream[C, R],
+        on_response: Callable[[ReplicaLink[C, R], R], str | None],
     ) -> str | None:
         reason: list[str] = []
 

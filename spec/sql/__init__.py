@@ -3,7 +3,8 @@
 Pure and sans-IO, like the rest of ``tidegate.spec``:
 
 * :mod:`.parse` -- text to :mod:`.ast` statements (sqlglot, PostgreSQL dialect, plus
-  Materialize's ``SUBSCRIBE``, ``SHOW``, ``EXPLAIN``, ``ALTER ... RETAIN HISTORY``, ``AS OF``);
+  Materialize's ``SUBSCRIBE``, ``SHOW``, ``EXPLAIN``, ``ALTER ... RETAIN HISTORY``, ``AS OF``,
+  ``DROP SOURCE``/``SINK``); :mod:`.storage` -- ``CREATE SOURCE`` and ``CREATE SINK``;
 * :mod:`.catalog` -- the :class:`SqlCatalog` protocol names are bound against;
 * :mod:`.lower` -- binding and lowering of queries (:func:`lower_query`);
 * :mod:`.dml` -- ``INSERT``/``DELETE``/``UPDATE`` as rows and plans to append.
@@ -17,6 +18,8 @@ from .ast import (
     ColumnDef,
     CopyToStmt,
     CreateIndexStmt,
+    CreateSinkStmt,
+    CreateSourceStmt,
     CreateTableStmt,
     CreateViewStmt,
     DeleteStmt,
@@ -42,6 +45,8 @@ __all__ = [
     "ColumnDef",
     "CopyToStmt",
     "CreateIndexStmt",
+    "CreateSinkStmt",
+    "CreateSourceStmt",
     "CreateTableStmt",
     "CreateViewStmt",
     "DeleteStmt",

@@ -11,12 +11,15 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias
 
 from ..plan import ScalarType
+from ..storage.connections import SourceConnection, StorageSinkConnection
 
 __all__ = [
     "AlterRetainHistoryStmt",
     "ColumnDef",
     "CopyToStmt",
     "CreateIndexStmt",
+    "CreateSinkStmt",
+    "CreateSourceStmt",
     "CreateTableStmt",
     "CreateViewStmt",
     "DeleteStmt",
@@ -34,8 +37,10 @@ __all__ = [
     "UpdateStmt",
 ]
 
-DropKind: TypeAlias = Literal["table", "view", "materialized-view", "index"]
-ShowKind: TypeAlias = Literal["objects", "tables", "views", "materialized-views", "indexes"]
+DropKind: TypeAlias = Literal["table", "view", "materialized-view", "index", "source", "sink"]
+ShowKind: TypeAlias = Literal[
+    "objects", "tables", "views", "materialized-views", "indexes", "sources", "sinks"
+]
 
 
 @dataclass(frozen=True)
@@ -108,6 +113,28 @@ class CreateViewStmt:
 
 
 @dataclass(frozen=True)
+class CreateSourceStmt:
+    """``CREATE SOURCE [IF NOT EXISTS] name FROM LOAD GENERATOR ... | POSTGRES CONNECTION ...``
+    (see :mod:`.storage`)."""
+
+    sql: str
+    name: str
+    connection: SourceConnection
+    if_not_exists: bool = False
+
+
+@dataclass(frozen=True)
+class CreateSinkStmt:
+    """``CREATE SINK [IF NOT EXISTS] name FROM object INTO ICEBERG CATALOG ...`` (see :mod:`.storage`)."""
+
+    sql: str
+    name: str
+    from_name: str
+    connection: StorageSinkConnection
+    if_not_exists: bool = False
+
+
+@dataclass(frozen=True)
 class SelectStmt:
     """A query read once (a peek), ``AS OF time`` or at the freshest time."""
 
@@ -135,7 +162,7 @@ class ExplainStmt:
 
 @dataclass(frozen=True)
 class ShowStmt:
-    """``SHOW OBJECTS | TABLES | VIEWS | MATERIALIZED VIEWS | INDEXES [ON name]``."""
+    """``SHOW OBJECTS | TABLES | VIEWS | MATERIALIZED VIEWS | INDEXES [ON name] | SOURCES | SINKS``."""
 
     sql: str
     kind: ShowKind
@@ -152,7 +179,7 @@ class ShowColumnsStmt:
 
 @dataclass(frozen=True)
 class ShowCreateStmt:
-    """``SHOW CREATE TABLE | VIEW | MATERIALIZED VIEW | INDEX name``."""
+    """``SHOW CREATE TABLE | VIEW | MATERIALIZED VIEW | INDEX | SOURCE | SINK name``."""
 
     sql: str
     kind: DropKind
@@ -209,4 +236,6 @@ Statement: TypeAlias = (
     | DropStmt
     | AlterRetainHistoryStmt
     | CopyToStmt
+    | CreateSourceStmt
+    | CreateSinkStmt
 )

@@ -17,7 +17,7 @@ from ..plan import Plan, Schema
 
 __all__ = ["CatalogItem", "DictCatalog", "ObjectKind", "SqlCatalog"]
 
-ObjectKind: TypeAlias = Literal["table", "view", "materialized-view", "index"]
+ObjectKind: TypeAlias = Literal["table", "view", "materialized-view", "index", "source", "sink"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,7 +26,11 @@ class CatalogItem:
 
     ``plan`` is a view's definition (a ``view`` has no collection of its own:
     a query reading it reads its plan) or an index's / materialized view's
-    plan when known. ``on`` and ``keys`` describe an index.
+    plan when known. ``on`` and ``keys`` describe an index. A ``source`` is
+    read like a table (it is written by its upstream); ``detail`` says what
+    kind of source (``load-generator``, ``postgres``, ``progress``,
+    ``system``) or sink (``iceberg``). A ``sink`` cannot be read: its
+    ``schema`` is that of what it writes out.
     """
 
     name: str
@@ -36,6 +40,7 @@ class CatalogItem:
     plan: Plan | None = None
     on: GlobalId | None = None
     keys: tuple[int, ...] = ()
+    detail: str | None = None
 
 
 class SqlCatalog(Protocol):

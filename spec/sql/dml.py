@@ -20,7 +20,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from ..errors import PlanError, SqlError, SqlTypeError
+from ..errors import PlanError, SqlError, SqlTypeError, WrongObjectType
 from ..frontier import Row
 from ..ids import GlobalId
 from ..plan import Cast, ColumnRef, Filter, Get, Literal, Map, Plan, Project, ScalarExpr, ScalarType
@@ -59,7 +59,7 @@ class Write:
 def _table(catalog: SqlCatalog, name: str, node: Any, what: str) -> CatalogItem:
     item = _resolve_object(catalog, name, node)
     if item.kind != "table":
-        raise SqlError(
+        raise WrongObjectType(
             f'cannot {what} "{name}": it is a {item.kind.replace("-", " ")}, not a table',
             position=position_of(node),
         )

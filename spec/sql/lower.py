@@ -50,6 +50,7 @@ from ..errors import (
     UndefinedColumn,
     UndefinedObject,
     UnsupportedSql,
+    WrongObjectType,
 )
 from ..plan import (
     AggFunc,
@@ -1151,7 +1152,7 @@ def _from_item(node: Any, ctx: _Ctx) -> Rel:
             rel = Rel(plan, Scope.of(_typed(plan), alias_name or name))
         else:
             item = _resolve_object(ctx.catalog, name, node)
-            rel = Rel(_read(item), Scope.of(item.schema, alias_name or name))
+            rel = Rel(_read(item, node), Scope.of(item.schema, alias_name or name))
     elif isinstance(node, exp.Subquery):
         low = _query(node.this, ctx)
         plan = low.relation()
@@ -1177,13 +1178,17 @@ def _from_item(node: Any, ctx: _Ctx) -> Rel:
     return rel
 
 
-def _read(item: CatalogItem) -> Plan:
+def _read(item: CatalogItem, node: Any = None) -> Plan:
     from ..plan import Get
 
     if item.kind == "view":
         if item.plan is None:
             raise _err(SqlError, f"view {item.name} has no definition")
         return item.plan
+    if item.kind == "sink":
+        raise _err(
+            WrongObjectType, f'"{item.name}" is a sink: it writes out, it cannot be read', node
+        )
     return Get(item.id, item.schema)
 
 

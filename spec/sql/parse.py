@@ -3,8 +3,9 @@
 The text is split into statements at top-level semicolons (sqlglot's
 tokenizer, so a ``;`` inside a string does not split). Materialize's own
 statements (``SUBSCRIBE``, ``SHOW ...``, ``EXPLAIN``, ``ALTER ... SET
-(RETAIN HISTORY ...)``) and the ``AS OF`` suffix of a ``SELECT`` are
-recognised here; everything else is parsed by sqlglot (PostgreSQL dialect)
+(RETAIN HISTORY ...)``, ``DROP SOURCE``/``SINK``) and the ``AS OF`` suffix of
+a ``SELECT`` are recognised here, ``CREATE SOURCE``/``SINK`` by
+:mod:`.storage`; everything else is parsed by sqlglot (PostgreSQL dialect)
 and mapped onto our statements. A prefix handled here is blanked out with
 spaces before sqlglot sees the rest, so positions stay those of the
 statement's text.
@@ -42,6 +43,7 @@ from .ast import (
     UpdateStmt,
 )
 from .lower import ident, position_of, sql_type
+from .storage import is_storage_statement, parse_storage_statement
 
 __all__ = ["parse", "parse_interval_ms", "parse_one", "split_statements"]
 
@@ -91,7 +93,7 @@ _COPY_TAIL = re.compile(
     r"\bTO\s+'([^']*)'\s*(?:WITH\s*\(\s*FORMAT\s*=?\s*'?(\w+)'?\s*\)\s*)?$", re.IGNORECASE
 )
 _SHOW_LIST = re.compile(
-    r"^\s*SHOW\s+(objects|tables|views|materialized\s+views|indexes|indices)"
+    r"^\s*SHOW\s+(objects|tables|views|materialized\s+views|indexes|indices|sources|sinks)"
     rf"(?:\s+(?:on|from|in)\s+{_NAME})?\s*$",
     re.IGNORECASE,
 )
@@ -110,11 +112,28 @@ def _name(text: str) -> str:
     return text.lower()
 
 
+_DROP_STORAGE = re.compile(
+    rf"^\s*DROP\s+(SOURCE|SINK)\s+(IF\s+EXISTS\s+)?({_NAME}(?:\s*,\s*{_NAME})*)"
+    r"\s*(?P<mode>CASCADE|RESTRICT)?\s*$",
+    re.IGNORECASE,
+)
+
+
 def _kind(text: str) -> DropKind:
     k = " ".join(text.lower().split())
-    if k in ("source", "sink"):
-        raise UnsupportedSql(f"{k.upper()}s")
     return "materialized-view" if k == "materialized view" else k  # type: ignore[return-value]
+
+
+def _drop_storage(text: str) -> DropStmt:
+    m = _DROP_STORAGE.match(text)
+    if m is None:
+        raise SqlSyntaxError(
+            "syntax error: expected DROP SOURCE | SINK [IF EXISTS] name [, ...] [CASCADE | RESTRICT]",
+            position=1,
+        )
+    names = tuple(_name(n) for n in re.findall(_NAME, m.group(3)))
+    cascade = (m.group("mode") or "").upper() == "CASCADE"
+    return DropStmt(text, _kind(m.group(1)), names, cascade, m.group(2) is not None)
 
 
 def parse_one(text: str) -> Statement:
@@ -169,6 +188,10 @@ def _as_of(text: str) -> tuple[str, int | None]:
 
 
 def _parse(text: str) -> Statement:
+    if is_storage_statement(text):
+        return parse_storage_statement(text)
+    if re.match(r"^\s*DROP\s+(SOURCE|SINK)\b", text, re.IGNORECASE):
+        return _drop_storage(text)
     m = _EXPLAIN.match(text)
     if m:
         inner = _parse(_blank(text, m.end()))
@@ -260,8 +283,14 @@ def _show(text: str) -> Statement:
             "materialized views": "materialized-views",
             "indexes": "indexes",
             "indices": "indexes",
+            "sources": "sources",
+            "sinks": "sinks",
         }[word]  # type: ignore[assignment]
         on = _name(m.group(2)) if m.group(2) else None
+        if on is not None and kind in ("sources", "sinks"):
+            raise UnsupportedSql(
+                f"SHOW {kind.upper()} FROM/ON/IN (there are no schemas)", position=1
+            )
         return ShowStmt(text, kind, on)
     m = _SHOW_COLUMNS.match(text)
     if m:
@@ -270,8 +299,8 @@ def _show(text: str) -> Statement:
     if m:
         return ShowCreateStmt(text, _kind(m.group(1)), _name(m.group(2)))
     raise UnsupportedSql(
-        "this SHOW (supported: SHOW OBJECTS | TABLES | VIEWS | MATERIALIZED VIEWS | INDEXES, "
-        "SHOW COLUMNS FROM, SHOW CREATE)",
+        "this SHOW (supported: SHOW OBJECTS | TABLES | VIEWS | MATERIALIZED VIEWS | INDEXES | "
+        "SOURCES | SINKS, SHOW COLUMNS FROM, SHOW CREATE)",
         position=1,
     )
 

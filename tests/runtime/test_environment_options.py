@@ -44,6 +44,9 @@ def test_defaults_are_those_open_always_had() -> None:
         "replica_memory_limit": None,
         "spark_conf": None,
         "spark_ui": False,
+        "storage_replica": None,
+        "storage_transport": None,
+        "storage_tick_ms": None,
         "read_only": False,
     }
 
@@ -75,6 +78,10 @@ def test_the_keyword_form_has_exactly_the_fields_with_their_types() -> None:
         ("maintain_ms", -5),
         ("poll_ms", 1.5),
         ("poll_ms", True),
+        ("storage_tick_ms", 0),
+        ("storage_replica", ""),
+        ("storage_replica", "host :1"),
+        ("storage_replica", 7000),
         ("check_protocol", 1),
         ("max_result_size", 0),
         ("max_result_size", 1.5),

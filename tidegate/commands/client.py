@@ -1,8 +1,8 @@
 """The clients of a running ``tidegate up``: ``status``, ``describe``, ``peek``, ``subscribe``,
 ``append`` and the DDL commands.
 
-DDL: ``create-table``, ``create-index``, ``create-view``, ``drop`` and
-``read-policy`` (their JSON is described in :mod:`.ddl`). They find the
+DDL: ``create-table``, ``create-index``, ``create-view``, ``create-source``,
+``create-sink``, ``drop`` and ``read-policy`` (their JSON is described in :mod:`.ddl`). They find the
 controller through ``DATA_DIR/controller.json`` (see :mod:`.control`) and
 print what it answers; ``--json`` prints the raw answer. While the controller
 is still starting they wait for it (up to ``--timeout``), saying so once on
@@ -190,7 +190,59 @@ def _add_ddl_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     common_options(cv)
     cv.set_defaults(func=run_create_view)
 
-    dr = sub.add_parser("drop", help="drop a table, index or materialized view")
+    cs = sub.add_parser(
+        "create-source",
+        help="create a source: a load generator, or a PostgreSQL table replicated into tidegate",
+        description="Create a source, ingested by the storage replica (started when the first "
+        "source or sink is created): a load generator (--load-generator counter|auction), or a "
+        "PostgreSQL table replicated through a publication and a replication slot of its own "
+        "(--postgres URL --table T --publication P --slot S; the table needs REPLICA IDENTITY "
+        "FULL and the server wal_level=logical). Its columns come from the upstream. The source "
+        "is read like a table; NAME_progress says up to which upstream offset it is complete.",
+    )
+    cs.add_argument("name")
+    upstream = cs.add_mutually_exclusive_group(required=True)
+    upstream.add_argument("--load-generator", choices=["counter", "auction"], metavar="KIND")
+    upstream.add_argument("--postgres", metavar="URL", help="a libpq URL of the upstream server")
+    cs.add_argument(
+        "--tick-ms", type=_int_at_least(1), metavar="N", help="load generator: ms per tick"
+    )
+    cs.add_argument("--seed", type=_int_at_least(0), metavar="N", help="load generator: its seed")
+    cs.add_argument(
+        "--max-cardinality",
+        type=_int_at_least(1),
+        metavar="N",
+        help="load generator: retract the oldest rows past N",
+    )
+    cs.add_argument("--table", metavar="T", help="postgres: the table (schema-qualified or not)")
+    cs.add_argument("--publication", metavar="P", help="postgres: a publication of the table")
+    cs.add_argument("--slot", metavar="S", help="postgres: the replication slot the source owns")
+    common_options(cs)
+    cs.set_defaults(func=run_create_source)
+
+    ck = sub.add_parser(
+        "create-sink",
+        help="create a sink: a collection's changes committed to an Iceberg table, exactly once",
+        description="Create a sink writing out a table, materialized view or source: its changes "
+        "(each row with _tidegate_time and _tidegate_diff) are committed to an Apache Iceberg "
+        "table of a SQL catalog, exactly once across restarts.",
+    )
+    ck.add_argument("name")
+    ck.add_argument("--from", dest="source", required=True, metavar="OBJ", help="what to write out")
+    ck.add_argument(
+        "--iceberg-catalog",
+        required=True,
+        metavar="URL",
+        help="the SQL catalog's SQLAlchemy URL, e.g. sqlite:////abs/path/catalog.db",
+    )
+    ck.add_argument(
+        "--warehouse", required=True, metavar="W", help="where data files go: file:///dir or s3://"
+    )
+    ck.add_argument("--table", required=True, metavar="NS.T", help="the Iceberg table")
+    common_options(ck)
+    ck.set_defaults(func=run_create_sink)
+
+    dr = sub.add_parser("drop", help="drop a table, index, view, source or sink")
     dr.add_argument("name")
     dr.add_argument("--cascade", action="store_true", help="drop what reads it too")
     common_options(dr)
@@ -504,6 +556,64 @@ def run_create_view(args: argparse.Namespace) -> int:
     text = (
         f"created materialized view {result['name']} ({result['id']}): "
         f"{_columns_text(result['columns'])}"
+    )
+    return _print(args, result, text)
+
+
+def run_create_source(args: argparse.Namespace) -> int:
+    connection: dict[str, Any]
+    if args.load_generator is not None:
+        if any(x is not None for x in (args.table, args.publication, args.slot)):
+            print(
+                "tidegate create-source: --table, --publication and --slot go with --postgres",
+                file=sys.stderr,
+            )
+            return 2
+        connection = {"type": "load_generator", "kind": args.load_generator}
+        for field in ("tick_ms", "seed", "max_cardinality"):
+            value = getattr(args, field)
+            if value is not None:
+                connection[field] = value
+    else:
+        if any(x is not None for x in (args.tick_ms, args.seed, args.max_cardinality)):
+            print(
+                "tidegate create-source: --tick-ms, --seed and --max-cardinality go with "
+                "--load-generator",
+                file=sys.stderr,
+            )
+            return 2
+        missing = [f"--{f}" for f in ("table", "publication", "slot") if getattr(args, f) is None]
+        if missing:
+            print(f"tidegate create-source: --postgres needs {', '.join(missing)}", file=sys.stderr)
+            return 2
+        connection = {
+            "type": "postgres",
+            "url": args.postgres,
+            "table": args.table,
+            "publication": args.publication,
+            "slot": args.slot,
+        }
+    result = _run(args, "POST", "/create-source", {"name": args.name, "connection": connection})
+    text = (
+        f"created source {result['name']} ({result['id']}): {result['connection']}; "
+        f"columns {_columns_text(result['columns'])}"
+    )
+    return _print(args, result, text)
+
+
+def run_create_sink(args: argparse.Namespace) -> int:
+    connection = {
+        "type": "iceberg",
+        "catalog_url": args.iceberg_catalog,
+        "warehouse": args.warehouse,
+        "table": args.table,
+    }
+    body = {"name": args.name, "from": args.source, "connection": connection}
+    result = _run(args, "POST", "/create-sink", body)
+    reads = result.get("reads") or {}
+    text = (
+        f"created sink {result['name']} ({result['id']}) of {reads.get('name')}: "
+        f"{result['connection']}"
     )
     return _print(args, result, text)
 

@@ -15,6 +15,10 @@ input it cannot use, so a refused request never reaches the environment.
 * Plans: :func:`tidegate.spec.plan.serde.plan_to_dict`'s JSON, where a ``get``
   may name a catalog object instead of carrying its id and schema
   (``{"op": "get", "name": "orders"}``).
+* Source connections: ``{"type": "load_generator", "kind": "counter" | "auction",
+  "tick_ms"?: N, "seed"?: N, "max_cardinality"?: N, "rows_per_tick"?: N}`` or
+  ``{"type": "postgres", "url", "table", "publication", "slot"}``; sink
+  connections: ``{"type": "iceberg", "catalog_url", "warehouse", "table"}``.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from tidegate.spec.ids import GlobalId
 if TYPE_CHECKING:  # the plan IR is imported where it is used: the CLI's parser stays light
     from tidegate.spec.plan import Plan
     from tidegate.spec.plan.schema import Schema
+    from tidegate.spec.storage import SourceConnection, StorageSinkConnection
 
 __all__ = [
     "DEFAULT_GRANULARITY_MS",
@@ -52,6 +57,8 @@ __all__ = [
     "policy_to_json",
     "projection_plan",
     "schema_from_json",
+    "sink_connection_from_json",
+    "source_connection_from_json",
 ]
 
 SCALAR_TYPES = ("int64", "float64", "string", "bool", "date", "timestamp")
@@ -304,3 +311,78 @@ def projection_plan(source: tuple[GlobalId, Schema], columns: Sequence[str] | No
             "BadColumns", f"no column(s) {missing}; columns are {', '.join(schema.names)}"
         )
     return Project(get, tuple(schema.names.index(c) for c in columns))
+
+
+# -- source and sink connections -------------------------------------------------------------------
+
+
+def _connection_fields(
+    data: Any, what: str, required: set[str], optional: set[str]
+) -> dict[str, Any]:
+    if not isinstance(data, dict):
+        raise DdlError("BadConnection", f"a {what} connection is a JSON object, got {data!r}")
+    unknown = set(data) - required - optional - {"type"}
+    if unknown:
+        raise DdlError("BadConnection", f"a {what} connection has no field(s) {sorted(unknown)}")
+    missing = sorted(required - set(data))
+    if missing:
+        raise DdlError("BadConnection", f"a {what} connection needs field(s) {missing}")
+    for field in required:
+        if not isinstance(data[field], str) or not data[field]:
+            raise DdlError("BadConnection", f"{what}: {field} must be a non-empty string")
+    return data
+
+
+def source_connection_from_json(data: Any) -> SourceConnection:
+    """A source's connection from its JSON (see the module docstring) [DdlError ``BadConnection``]."""
+    from tidegate.spec.storage import LoadGenerator, PostgresSource
+
+    kind = data.get("type") if isinstance(data, dict) else None
+    if kind == "load_generator":
+        d = _connection_fields(
+            data,
+            "load generator",
+            set(),
+            {"kind", "tick_ms", "seed", "max_cardinality", "rows_per_tick"},
+        )
+        gen = d.get("kind", "counter")
+        if gen not in ("counter", "auction"):
+            raise DdlError("BadConnection", f"load generators are counter and auction, not {gen!r}")
+        ints: dict[str, int | None] = {}
+        for field, default, minimum in (
+            ("tick_ms", 1000, 1),
+            ("seed", 0, 0),
+            ("max_cardinality", None, 1),
+            ("rows_per_tick", 1, 1),
+        ):
+            value = d.get(field, default)
+            if value is not None and (not _plain_int(value) or value < minimum):
+                raise DdlError(
+                    "BadConnection", f"load generator {field} must be an integer >= {minimum}"
+                )
+            ints[field] = value
+        return LoadGenerator(
+            gen,
+            int(ints["tick_ms"] or 1000),
+            int(ints["seed"] or 0),
+            ints["max_cardinality"],
+            int(ints["rows_per_tick"] or 1),
+        )
+    if kind == "postgres":
+        d = _connection_fields(data, "postgres", {"url", "table", "publication", "slot"}, set())
+        return PostgresSource(d["url"], d["table"], d["publication"], d["slot"])
+    raise DdlError(
+        "BadConnection",
+        f'a source connection\'s type is "load_generator" or "postgres", got {kind!r}',
+    )
+
+
+def sink_connection_from_json(data: Any) -> StorageSinkConnection:
+    """A sink's connection from its JSON (see the module docstring) [DdlError ``BadConnection``]."""
+    from tidegate.spec.storage import IcebergSink
+
+    kind = data.get("type") if isinstance(data, dict) else None
+    if kind != "iceberg":
+        raise DdlError("BadConnection", f'a sink connection\'s type is "iceberg", got {kind!r}')
+    d = _connection_fields(data, "iceberg", {"catalog_url", "warehouse", "table"}, set())
+    return IcebergSink(d["catalog_url"], d["warehouse"], d["table"])

@@ -50,12 +50,15 @@ __all__ = [
     "process_replicas_json",
     "replica_state",
     "replicas_json",
+    "storage_json",
 ]
 
 
 @dataclass(frozen=True)
 class CollectionInfo:
-    """A named collection of the environment: ``kind`` is table, index or materialized-view."""
+    """A named object of the environment: ``kind`` is table, index, materialized-view, source,
+    progress (a source's progress collection), system (a status or statistics collection) or
+    sink (not a collection: it cannot be read)."""
 
     name: str
     id: GlobalId
@@ -68,7 +71,47 @@ def kind_of(entry: Any) -> str:
         "TableEntry": "table",
         "IndexEntry": "index",
         "ViewEntry": "view",
+        "SourceEntry": "source",
+        "ProgressEntry": "progress",
+        "SystemCollectionEntry": "system",
+        "SinkEntry": "sink",
     }.get(name, "materialized-view")
+
+
+_HAS_PLAN = ("index", "materialized-view", "view")
+
+
+def storage_json(env: Any, now_ms: int, ref: Any = None) -> list[dict[str, Any]]:
+    """Every source and sink (or only ``ref``): its connection (no secrets), status and error,
+    frontiers and lag, statistics, and what it reads or its progress collection."""
+    statuses = getattr(env, "storage_status", None)
+    if statuses is None:  # an environment without sources and sinks (a test's stand-in)
+        return []
+    names = {e.id: e.name for e in (*env.state.entries(), *getattr(env.state, "sinks", ()))}
+    out = []
+    for s in statuses(ref):
+        row: dict[str, Any] = {
+            "name": s.name,
+            "id": str(s.id),
+            "kind": s.kind,
+            "type": s.type,
+            "connection": s.connection,
+            "connection_details": s.details,
+            "status": s.status,
+            "error": s.error,
+            "hint": s.hint,
+        }
+        row.update(_frontiers_json(s.since, s.upper, now_ms))
+        row["statistics"] = s.statistics
+        if s.reads is not None:
+            row["reads"] = {"name": names.get(s.reads, str(s.reads)), "id": str(s.reads)}
+        if s.progress is not None:
+            row["progress"] = {
+                "name": names.get(s.progress, str(s.progress)),
+                "id": str(s.progress),
+            }
+        out.append(row)
+    return out
 
 
 def frontier_json(f: Antichain) -> list[Any]:
@@ -128,7 +171,7 @@ def collection_json(
     row["read_policy_effective"] = policy_to_json(env.read_policy(c.id))
     if hydration is None:
         hydration = _hydration_by_id(env)
-    row["hydration"] = hydration.get(c.id, []) if c.kind != "table" else []
+    row["hydration"] = hydration.get(c.id, []) if c.kind in _HAS_PLAN else []
     row["error"] = error_json(env.driver.collection_errors.get(c.id))
     if describe:
         row.update(_description(env, c.id))
@@ -152,7 +195,7 @@ def _description(env: Any, gid: GlobalId) -> dict[str, Any]:
     from tidegate.spec.plan.explain import explain
 
     state = env.state
-    entry = state.view(gid) or state.get(gid)
+    entry = state.view(gid) or state.sink(gid) or state.get(gid)
     kind = kind_of(entry)
     schema = state.schema_of(gid)
     keys = None
@@ -165,12 +208,12 @@ def _description(env: Any, gid: GlobalId) -> dict[str, Any]:
         "columns": columns_to_json(schema),
         "keys": keys,
         "on": on,
-        "plan": None if kind == "table" else explain(entry.plan),
+        "plan": explain(entry.plan) if kind in _HAS_PLAN else None,
         "definition": state.definition(gid),
         "dependencies": _named(env, state.dependencies(gid)),
         "dependents": _named(env, state.dependents(gid)),
     }
-    if kind != "view":
+    if kind not in ("view", "sink"):
         out["read_policy_effective"] = policy_to_json(env.read_policy(gid))
         out["read_policy_default"] = state.read_policy(gid) is None
     return out
@@ -178,13 +221,27 @@ def _description(env: Any, gid: GlobalId) -> dict[str, Any]:
 
 def describe_json(env: Any, gid: GlobalId, now_ms: int) -> dict[str, Any]:
     """``tidegate describe``: the object's name, id and kind, :func:`_description`'s fields, and
-    for a collection its frontiers, lag, hydration per replica and last error."""
+    for a collection its frontiers, lag, hydration per replica and last error; for a source or
+    sink also its connection, status, error and statistics (``storage``)."""
     state = env.state
-    entry = state.view(gid) or state.get(gid)
+    entry = state.view(gid) or state.sink(gid) or state.get(gid)
     kind = kind_of(entry)
     if kind == "view":  # a named query: nothing computed, no frontiers
         return {"name": entry.name, "id": str(gid), "kind": kind, **_description(env, gid)}
-    return collection_json(env, CollectionInfo(entry.name, gid, kind), now_ms, describe=True)
+    if kind == "sink":  # not a collection: what it writes out, how far, its health
+        [storage] = storage_json(env, now_ms, gid)
+        return {
+            "name": entry.name,
+            "id": str(gid),
+            "kind": kind,
+            **_description(env, gid),
+            **{k: storage[k] for k in ("since", "since_iso", "upper", "upper_iso", "lag_ms")},
+            "storage": storage,
+        }
+    row = collection_json(env, CollectionInfo(entry.name, gid, kind), now_ms, describe=True)
+    if kind == "source":
+        [row["storage"]] = storage_json(env, now_ms, gid)
+    return row
 
 
 # -- replicas -----------------------------------------------------------------------------------
@@ -285,10 +342,44 @@ def replicas_json(
             "memory_limit": memory_limit if managed else None,
             "objects_hydrated": sum(flags),
             "objects": len(flags),
+            "role": "compute",
         }
         if detail:
             row["executor"] = entry.executor if entry is not None else None
             row["spark_master"] = entry.spark_master if entry is not None else None
             row["log"] = p.log_path if p is not None else None
         out.append(row)
+    out.extend(_storage_replicas_json(env, processes, detail=detail))
     return out
+
+
+def _storage_replicas_json(
+    env: Any, processes: Mapping[str, Any], *, detail: bool
+) -> list[dict[str, Any]]:
+    """The storage instance's replica (once a source or sink needed it), like a compute one's."""
+    recorded = getattr(env.state, "storage_replica", None)
+    info = env.storage_replica() if hasattr(env, "storage_replica") else None
+    if recorded is None or info is None:
+        return []
+    p = processes.get(info.replica) if recorded.managed else None
+    status, error = replica_state(info, p)
+    row: dict[str, Any] = {
+        "name": info.replica,
+        "status": status,
+        "epoch": info.epoch,
+        "address": info.address or recorded.address or (p.address if p is not None else None),
+        "last_error": error,
+        "managed": recorded.managed,
+        "process": p.state if p is not None else None,
+        "pid": p.pid if p is not None else None,
+        "restarts": p.restarts if p is not None else None,
+        "memory_limit": None,
+        "objects_hydrated": None,
+        "objects": None,
+        "role": "storage",
+    }
+    if detail:
+        row["executor"] = "storage"
+        row["spark_master"] = None
+        row["log"] = p.log_path if p is not None else None
+    return [row]

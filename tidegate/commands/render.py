@@ -230,6 +230,10 @@ def status_table(status: dict[str, Any]) -> str:
             ],
         )
     )
+    storage = [*status.get("sources", []), *status.get("sinks", [])]
+    if storage:
+        out.append("")
+        out.append(storage_table(storage))
     replicas = status.get("replicas", [])
     if replicas:
         out.append("")
@@ -244,6 +248,68 @@ def status_table(status: dict[str, Any]) -> str:
         out.append("")
         out.append(f"metrics: http://{metrics}/metrics")
     return "\n".join(out)
+
+
+def format_statistics(stats: dict[str, Any] | None, kind: str) -> str:
+    """The counters that matter most, in a cell: what came in and what was committed."""
+    if not stats:
+        return "-"
+    if kind == "source":
+        parts = [f"{stats.get('updates_committed', 0)} committed"]
+        if stats.get("offset_committed") is not None:
+            parts.append(f"offset {stats['offset_committed']}")
+            known = stats.get("offset_known")
+            if known is not None and known > stats["offset_committed"]:
+                parts.append(f"lag {known - stats['offset_committed']}")
+        return ", ".join(parts)
+    return (
+        f"{stats.get('updates_committed', 0)} committed, "
+        f"{format_bytes(stats.get('bytes_committed'))}"
+    )
+
+
+def storage_table(rows: Sequence[dict[str, Any]]) -> str:
+    """Sources and sinks: name, kind, type, status, what a sink reads, upper, lag, statistics,
+    error (``tidegate status``)."""
+
+    def status_cell(r: dict[str, Any]) -> str:
+        return str(r.get("status") or "unknown")
+
+    def error_cell(r: dict[str, Any]) -> str:
+        if not r.get("error"):
+            return "-"
+        hint = f" (hint: {r['hint']})" if r.get("hint") else ""
+        return f"{r['error']}{hint}"
+
+    return format_table(
+        [
+            "SOURCE/SINK",
+            "ID",
+            "KIND",
+            "TYPE",
+            "STATUS",
+            "READS",
+            "UPPER",
+            "LAG",
+            "STATISTICS",
+            "ERROR",
+        ],
+        [
+            [
+                r["name"],
+                r["id"],
+                r["kind"],
+                r["type"],
+                status_cell(r),
+                (r.get("reads") or {}).get("name", "-"),
+                format_frontier(r["upper"]),
+                format_lag(r.get("lag_ms")),
+                format_statistics(r.get("statistics"), r["kind"]),
+                error_cell(r),
+            ]
+            for r in rows
+        ],
+    )
 
 
 def _policy_cell(c: dict[str, Any]) -> str:
@@ -332,6 +398,21 @@ def describe_text(d: dict[str, Any]) -> str:
         lines.append(f"hydration: {format_hydration(d.get('hydration', []), d['kind'])}")
     if d.get("error"):
         lines.append(f"error: {format_error(d['error'])}")
+    storage = d.get("storage")
+    if storage:
+        lines += ["", f"connection: {storage['connection']}"]
+        lines.append(f"status: {storage.get('status') or 'unknown'}")
+        if storage.get("error"):
+            lines.append(f"error: {storage['error']}")
+        if storage.get("hint"):
+            lines.append(f"hint: {storage['hint']}")
+        if storage.get("progress"):
+            lines.append(f"progress: {storage['progress']['name']} ({storage['progress']['id']})")
+        stats = storage.get("statistics") or {}
+        if stats:
+            lines.append(
+                "statistics: " + ", ".join(f"{k} {v}" for k, v in stats.items() if v is not None)
+            )
     if d.get("definition"):
         lines += ["", "definition:", *("  " + x for x in d["definition"].splitlines())]
     if d.get("plan"):

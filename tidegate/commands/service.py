@@ -17,6 +17,11 @@ Replicas: ``replicas`` lists them; ``add_replica`` / ``drop_replica`` are
 ``Environment.add_replica`` / ``drop_replica`` (Materialize's ``CREATE/DROP
 CLUSTER REPLICA``, recorded in the catalog).
 
+Sources and sinks: ``create_source`` and ``create_sink`` take a connection's
+JSON (:mod:`.ddl`); ``status`` lists them (``sources``, ``sinks``: status,
+error, frontiers, statistics), ``describe`` and ``drop`` work on them. A
+source reads like a table; a sink cannot be read (``NotReadable``).
+
 DDL (``create_table``, ``create_index``, ``create_view``, ``drop``,
 ``set_read_policy``) checks its input here first (:mod:`.ddl`), then lets the
 ``Environment`` and its catalog decide; every refusal is a :class:`Refusal`
@@ -49,6 +54,8 @@ from .ddl import (
     policy_to_json,
     projection_plan,
     schema_from_json,
+    sink_connection_from_json,
+    source_connection_from_json,
 )
 from .overview import (
     CollectionInfo,
@@ -57,6 +64,7 @@ from .overview import (
     frontier_json,
     kind_of,
     replicas_json,
+    storage_json,
 )
 from .times import iso_frontier, iso_ms
 from .values import RowsError, keys_from_json, row_to_json, rows_from_json
@@ -99,15 +107,26 @@ class ControlService:
     # -- the environment's catalog, by name ------------------------------------------------
 
     def collections(self) -> list[CollectionInfo]:
-        """Every table, index and materialized view of the catalog, in id order."""
+        """Every collection of the catalog (tables, indexes, materialized views, sources and
+        their progress, system collections), in id order."""
         out = [CollectionInfo(e.name, e.id, kind_of(e)) for e in self.env.state.entries()]
         return sorted(out, key=lambda c: c.id)
 
-    def resolve(self, name: str) -> CollectionInfo:
-        for c in self.collections():
+    def _objects(self) -> list[CollectionInfo]:
+        """The collections and the sinks."""
+        sinks = [CollectionInfo(k.name, k.id, "sink") for k in self.env.state.sinks]
+        return [*self.collections(), *sinks]
+
+    def resolve(self, name: str, *, readable: bool = True) -> CollectionInfo:
+        """The collection (or, unless ``readable``, the sink) called ``name`` (or with id ``name``)."""
+        for c in self._objects():
             if c.name == name or str(c.id) == name:
+                if readable and c.kind == "sink":
+                    raise Refusal(
+                        400, "NotReadable", f"{name!r} is a sink: it writes out, it cannot be read"
+                    )
                 return c
-        raise Refusal(404, "UnknownCollection", f"no table, index or materialized view {name!r}")
+        raise Refusal(404, "UnknownCollection", f"no table, index, source or view {name!r}")
 
     # -- requests --------------------------------------------------------------------------
 
@@ -133,12 +152,15 @@ class ControlService:
             collection_json(self.env, c, now, hydration, describe=describe)
             for c in self.collections()
         ]
+        storage = storage_json(self.env, now)
         return {
             "state": "running",
             "controller": self.controller_json(),
             "now_ms": now,
             "now_iso": iso_ms(now),
             "collections": rows,
+            "sources": [x for x in storage if x["kind"] == "source"],
+            "sinks": [x for x in storage if x["kind"] == "sink"],
             "replicas": self.replicas(),
             "metrics": self.metrics,
         }
@@ -363,8 +385,8 @@ class ControlService:
             raise Refusal(400, "BadRequest", f"name must be a string, got {name!r}")
         if type(cascade) is not bool:
             raise Refusal(400, "BadRequest", f"cascade must be true or false, got {cascade!r}")
-        c = self.resolve(name)
-        before = {x.id: x for x in self.collections()}
+        c = self.resolve(name, readable=False)
+        before = {x.id: x for x in self._objects()}
         entries: dict[GlobalId, Any] = {}  # as the drop found them: a cascade may take objects
         try:  # created while it waited for another DDL (they are not in ``before``)
             gone = await self.env.drop(c.id, cascade=cascade, dropped=entries)
@@ -382,6 +404,28 @@ class ControlService:
                 {"name": entries[g].name, "id": str(g), "kind": kind_of(entries[g])} for g in gone
             ]
         }
+
+    async def create_source(self, name: Any, connection: Any) -> dict[str, Any]:
+        """Create source ``name`` from ``connection``'s JSON; its line of ``status``'s sources."""
+        name = self._new_name(name, "source")
+        conn = source_connection_from_json(connection)
+        gid = await self.env.create_source(name, conn)
+        return self._storage_row(gid)
+
+    async def create_sink(self, name: Any, source: Any, connection: Any) -> dict[str, Any]:
+        """Create sink ``name`` writing out ``source`` to ``connection``; its ``status`` line."""
+        name = self._new_name(name, "sink")
+        if not isinstance(source, str):
+            raise Refusal(400, "BadRequest", f"from must name a collection, got {source!r}")
+        conn = sink_connection_from_json(connection)
+        c = self.resolve(source)
+        gid = await self.env.create_sink(name, c.id, conn)
+        return self._storage_row(gid)
+
+    def _storage_row(self, gid: GlobalId) -> dict[str, Any]:
+        [row] = storage_json(self.env, self.clock_ms(), gid)
+        columns = columns_to_json(self.env.schema(gid))
+        return {**row, "columns": columns}
 
     async def set_read_policy(self, name: Any, policy: Any) -> dict[str, Any]:
         """Set ``name``'s read policy (see :func:`.ddl.policy_from_json`); answers its since after."""
@@ -469,6 +513,10 @@ class ControlService:
             )
         if path == "/drop":
             return await self.drop(body["name"], body.get("cascade", False))
+        if path == "/create-source":
+            return await self.create_source(body["name"], body["connection"])
+        if path == "/create-sink":
+            return await self.create_sink(body["name"], body["from"], body["connection"])
         return await self.set_read_policy(body["name"], body["policy"])
 
 
@@ -477,6 +525,8 @@ _DDL_FIELDS: dict[str, tuple[set[str], set[str]]] = {
     "/create-index": ({"on", "keys"}, {"name"}),
     "/create-view": ({"name"}, {"plan", "from", "columns"}),
     "/drop": ({"name"}, {"cascade"}),
+    "/create-source": ({"name", "connection"}, set()),
+    "/create-sink": ({"name", "from", "connection"}, set()),
     "/read-policy": ({"name", "policy"}, set()),
 }
 """Each DDL route's required and optional body fields (anything else is refused)."""

@@ -97,6 +97,14 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     )
     p.add_argument("--spark-ui", action="store_true", help="replicas serve Spark's web UI")
     p.add_argument(
+        "--storage-replica",
+        metavar="HOST:PORT",
+        default=None,
+        help="where the storage replica (sources and sinks) listens, a `tidegate replica "
+        "--services storage` you run (default: a managed one, started with the first source "
+        "or sink)",
+    )
+    p.add_argument(
         "--metrics",
         type=_host_port,
         default=None,
@@ -227,6 +235,7 @@ async def _run(
                     spark_master=args.spark_master,
                     executor=args.executor,
                     orchestrator=orchestrator,
+                    storage_replica=args.storage_replica,
                 ) as env,
             ):
                 waiting.set()

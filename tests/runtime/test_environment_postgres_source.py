@@ -1,0 +1,279 @@
+"""A PostgreSQL source in the Environment: a real server (``postgres_url``, wal_level=logical), a
+managed storage replica process, logical replication through a publication and a slot.
+
+The schema comes from the upstream table at ``create_source`` (refusals typed,
+nothing created); inserts, updates and deletes appear in peeks; an upstream
+that becomes unreachable (a TCP proxy in front of the server is cut) puts the
+source in ``stalled`` with the error, and once it is reachable again every
+change made meanwhile arrives, none twice.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import psycopg
+import pytest
+from postgres_cluster import free_port
+
+from tidegate.replica.testing import in_process_replica
+from tidegate.runtime import Environment
+from tidegate.runtime.controller.errors import SourceSchemaMismatch
+from tidegate.runtime.errors import DuplicateCatalogName
+from tidegate.spec.errors import ReplicaIdentityNotFull, UpstreamUnreachable
+from tidegate.spec.plan.schema import Schema
+from tidegate.spec.storage import PostgresSource
+
+pytestmark = pytest.mark.timeout(180)
+
+OPTIONS: dict[str, Any] = {"tick_ms": 100, "storage_tick_ms": 50}
+SCHEMA = Schema.of(("id", "int64", False), ("name", "string"))
+_names = itertools.count()
+
+
+def _table(conn: psycopg.Connection[Any], full: bool = True) -> tuple[str, str, str]:
+    """A fresh table (REPLICA IDENTITY FULL unless told) in a publication; (table, pub, slot)."""
+    n = next(_names)
+    table, pub, slot = f"env_src_{n}", f"env_pub_{n}", f"env_slot_{n}"
+    conn.execute(f"CREATE TABLE {table} (id bigint NOT NULL, name text)")
+    if full:
+        conn.execute(f"ALTER TABLE {table} REPLICA IDENTITY FULL")
+    conn.execute(f"CREATE PUBLICATION {pub} FOR TABLE {table}")
+    return table, pub, slot
+
+
+def _drop_slot(conn: psycopg.Connection[Any], slot: str) -> None:
+    for _ in range(200):
+        try:
+            conn.execute(
+                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+                "WHERE slot_name = %s",
+                (slot,),
+            )
+            return
+        except psycopg.errors.ObjectInUse:
+            threading.Event().wait(0.05)
+
+
+async def until_rows(env: Environment, name: str, want: list[Any], timeout_s: float = 60) -> None:
+    with anyio.fail_after(timeout_s):
+        while True:
+            got = sorted(await env.peek(name))
+            if got == sorted(want):
+                return
+            await anyio.sleep(0.1)
+
+
+async def until_status(env: Environment, name: str, status: str, timeout_s: float = 60) -> Any:
+    with anyio.fail_after(timeout_s):
+        while True:
+            [s] = env.storage_status(name)
+            if s.status == status:
+                return s
+            await anyio.sleep(0.05)
+
+
+def test_a_postgres_table_is_replicated_inserts_updates_deletes(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        table, pub, slot = _table(conn)
+        conn.execute(f"INSERT INTO {table} VALUES (1, 'a'), (2, 'b')")
+
+        async def main() -> None:
+            with in_process_replica(tmp_path) as compute, anyio.fail_after(120):
+                async with Environment.open(tmp_path, replicas={"r1": compute}, **OPTIONS) as env:
+                    source = PostgresSource(postgres_url, table, pub, slot)
+                    await env.create_source("orders", source)
+                    assert env.schema("orders") == SCHEMA  # discovered from the upstream
+                    await env.create_index("orders", ["id"], name="orders_by_id")
+                    await until_rows(env, "orders", [((1, "a"), 1), ((2, "b"), 1)])
+                    conn.execute(f"INSERT INTO {table} VALUES (3, 'c')")
+                    conn.execute(f"UPDATE {table} SET name = 'z' WHERE id = 1")
+                    conn.execute(f"DELETE FROM {table} WHERE id = 2")
+                    want = [((1, "z"), 1), ((3, "c"), 1)]
+                    await until_rows(env, "orders", want)
+                    assert sorted(await env.peek("orders_by_id")) == want
+                    assert await env.peek("orders_by_id", key=(3,)) == [((3, "c"), 1)]
+                    status = await until_status(env, "orders", "running")
+                    assert status.type == "postgres" and status.error is None
+                    sql = await env.execute("SELECT name FROM orders ORDER BY id")
+                    assert sql.rows == [("z",), ("c",)]
+                    # the progress collection holds an LSN, past the last change's commit
+                    [((lsn,), count)] = await env.peek("orders_progress")
+                    assert count == 1
+                    found = conn.execute("SELECT pg_current_wal_lsn() - '0/0'").fetchone()
+                    assert found is not None and 0 < lsn <= int(found[0]) + 1
+                    await env.drop("orders", cascade=True)
+
+        try:
+            anyio.run(main)
+        finally:
+            _drop_slot(conn, slot)
+
+
+def test_a_table_that_cannot_be_replicated_or_a_bad_schema_changes_nothing(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        table, pub, slot = _table(conn, full=False)
+        good, good_pub, good_slot = _table(conn)
+
+        async def main() -> None:
+            with in_process_replica(tmp_path) as compute, anyio.fail_after(120):
+                async with Environment.open(tmp_path, replicas={"r1": compute}, **OPTIONS) as env:
+                    before = env.state
+                    with pytest.raises(ReplicaIdentityNotFull):
+                        await env.create_source("s", PostgresSource(postgres_url, table, pub, slot))
+                    wrong = Schema.of(("id", "int64", False), ("name", "int64"))
+                    with pytest.raises(SourceSchemaMismatch):
+                        await env.create_source(
+                            "s",
+                            PostgresSource(postgres_url, good, good_pub, good_slot),
+                            schema=wrong,
+                        )
+                    nobody = postgres_url.replace(
+                        f":{postgres_url.rsplit(':', 1)[1].split('/')[0]}/", f":{free_port()}/"
+                    )
+                    with pytest.raises(UpstreamUnreachable):
+                        await env.create_source(
+                            "s", PostgresSource(nobody, good, good_pub, good_slot)
+                        )
+                    assert env.state == before
+                    assert env.orchestrator is None  # no storage replica was started
+                    await env.create_table("t", Schema.of(("x", "int64", False)))
+                    with pytest.raises(DuplicateCatalogName):
+                        await env.create_source(
+                            "t", PostgresSource(postgres_url, good, good_pub, good_slot)
+                        )
+                    assert env.state.sources == ()
+
+        anyio.run(main)
+
+
+class _Proxy:
+    """A TCP proxy on a fixed loopback port in front of ``target``; :meth:`cut` closes the
+    listener and every connection (the upstream is unreachable) until :meth:`start`."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.port = free_port()
+        self._listener: socket.socket | None = None
+        self._socks: list[socket.socket] = []
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", self.port))
+        s.listen(16)
+        s.settimeout(0.1)
+        self._listener = s
+        threading.Thread(target=self._accept, args=(s,), daemon=True).start()
+
+    def cut(self) -> None:
+        with self._lock:
+            listener, self._listener = self._listener, None
+            socks, self._socks = self._socks, []
+        if listener is not None:
+            with contextlib.suppress(OSError):  # wakes the accepting thread
+                listener.shutdown(socket.SHUT_RDWR)
+            listener.close()
+        for s in socks:
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+            s.close()
+
+    def _accept(self, listener: socket.socket) -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except TimeoutError:
+                if self._listener is not listener:
+                    return
+                continue
+            except OSError:
+                return
+            client.settimeout(None)
+            try:
+                upstream = socket.create_connection(self.target)
+            except OSError:
+                client.close()
+                continue
+            with self._lock:
+                if self._listener is not listener:
+                    client.close()
+                    upstream.close()
+                    return
+                self._socks += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(a: socket.socket, b: socket.socket) -> None:
+        try:
+            while data := a.recv(65536):
+                b.sendall(data)
+        except OSError:
+            pass
+        for s in (a, b):
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+
+
+@pytest.fixture
+def proxy(postgres_url: str) -> Iterator[_Proxy]:
+    hostport = postgres_url.split("@")[-1].split("/")[0]
+    host, port = hostport.rsplit(":", 1)
+    p = _Proxy((host, int(port)))
+    p.start()
+    yield p
+    p.cut()
+
+
+def test_an_unreachable_upstream_stalls_the_source_and_nothing_is_lost(
+    tmp_path: Path, postgres_url: str, proxy: _Proxy
+) -> None:
+    hostport = postgres_url.split("@")[-1].split("/")[0]
+    via_proxy = postgres_url.replace(hostport, f"127.0.0.1:{proxy.port}")
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        table, pub, slot = _table(conn)
+        conn.execute(f"INSERT INTO {table} VALUES (1, 'a')")
+
+        async def main() -> None:
+            with in_process_replica(tmp_path) as compute, anyio.fail_after(150):
+                async with Environment.open(tmp_path, replicas={"r1": compute}, **OPTIONS) as env:
+                    await env.create_source("s", PostgresSource(via_proxy, table, pub, slot))
+                    await until_rows(env, "s", [((1, "a"), 1)])
+                    proxy.cut()
+                    conn.execute(f"INSERT INTO {table} VALUES (2, 'b')")
+                    stalled = await until_status(env, "s", "stalled")
+                    assert stalled.error is not None and "unreachable" in stalled.error
+                    with anyio.fail_after(30):  # the next group commit writes it
+                        while True:
+                            history = await env.execute(
+                                "SELECT status, error FROM mz_source_status_history "
+                                "WHERE status = 'stalled'"
+                            )
+                            if history.rows:
+                                break
+                            await anyio.sleep(0.05)
+                    assert history.rows[0][1] is not None
+                    conn.execute(f"UPDATE {table} SET name = 'A' WHERE id = 1")
+                    proxy.start()
+                    conn.execute(f"INSERT INTO {table} VALUES (3, 'c')")
+                    await until_rows(env, "s", [((1, "A"), 1), ((2, "b"), 1), ((3, "c"), 1)])
+                    await until_status(env, "s", "running")
+
+        try:
+            anyio.run(main)
+        finally:
+            proxy.cut()
+            _drop_slot(conn, slot)
