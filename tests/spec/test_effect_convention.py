@@ -25,7 +25,9 @@ from tidegate.spec.storage_replica import StorageReplica, StorageReplicaOutput
 
 MACHINES = [ComputeController, StorageController, Controller, ComputeReplica, StorageReplica]
 EFFECT_TYPES = {
-    t for u in (Effect, StorageEffect, ControllerEffect, ReplicaOutput, StorageReplicaOutput) for t in get_args(u)
+    t
+    for u in (Effect, StorageEffect, ControllerEffect, ReplicaOutput, StorageReplicaOutput)
+    for t in get_args(u)
 }
 
 
