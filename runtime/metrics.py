@@ -133,9 +133,20 @@ def policy_kind(policy: ReadPolicy | None) -> str:
     return kinds.get(type(policy), type(policy).__name__)
 
 
+_KINDS = {
+    "TableEntry": "table",
+    "IndexEntry": "index",
+    "MaterializedViewEntry": "materialized-view",
+    "ViewEntry": "view",
+    "SourceEntry": "source",
+    "ProgressEntry": "progress",
+    "SystemCollectionEntry": "system",
+    "SinkEntry": "sink",
+}
+
+
 def _kind(entry: Any) -> str:
-    name = type(entry).__name__
-    return {"TableEntry": "table", "IndexEntry": "index"}.get(name, "materialized-view")
+    return _KINDS.get(type(entry).__name__, type(entry).__name__)
 
 
 class ControllerMetrics(Collector):

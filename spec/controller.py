@@ -70,8 +70,9 @@ class Controller:
 
     ``compute`` and ``storage`` are exposed for inspection and for the
     operations not wrapped here (``check_protocol`` is passed to the compute
-    controller): their effects, too, are taken by :meth:`drain`, which first
-    routes storage's new uppers to compute.
+    controller, and to the storage controller built when none is given):
+    their effects, too, are taken by :meth:`drain`, which first routes
+    storage's new uppers to compute.
     """
 
     def __init__(
@@ -82,7 +83,11 @@ class Controller:
         check_protocol: bool = False,
         read_only: bool = False,
     ) -> None:
-        self.storage = storage if storage is not None else StorageController(read_only=read_only)
+        self.storage = (
+            storage
+            if storage is not None
+            else StorageController(read_only=read_only, check_protocol=check_protocol)
+        )
         self.compute = ComputeController(
             self.storage, uuid_factory, check_protocol=check_protocol, read_only=read_only
         )
