@@ -230,6 +230,21 @@ def _step_back(f: Antichain) -> Antichain:
     return Antichain([max(int(t) - 1, 0) for t in els]) if els else f
 
 
+def _has_read_its_snapshot(inst: _Dataflow) -> bool:
+    """Whether every storage source of ``inst`` was fed past its as_of (reconciliation, §6.2).
+
+    Only then may a reconnect keep it at its old as_of. Before, it still needs a snapshot at
+    that as_of, which only the old controller's read holds kept readable: the replica holds
+    nothing of its own until its read is established (reads start at ``Schedule``, and the
+    driver's lease is taken later still), and the new controller holds its storage inputs at
+    no earlier than their since when it sent the new ``CreateDataflow``, which may be past the
+    old as_of. Such a dataflow has done no work, so rebuilding it at the new as_of loses
+    nothing.
+    """
+    as_of = inst.desc.as_of if inst.desc.as_of is not None else _EMPTY
+    return all(not inst.fed[src] <= as_of for src in inst.sources)
+
+
 def _is_int_frontier(f: Antichain) -> bool:
     return all(type(t) is int for t in f.elements)
 
@@ -456,7 +471,7 @@ class ComputeReplica:
                 inst = self._dataflows.get(key)
                 if prev is None or inst is None or inst.live != set(key):
                     continue
-                if self._reusable(prev, new, finals, retained):
+                if self._reusable(prev, new, finals, retained) and _has_read_its_snapshot(inst):
                     reuse[key] = new
                     retained.update(key)
         dropped: list[Key] = []

@@ -340,6 +340,10 @@ class ComputeReplicaMachine(RuleBasedStateMachine):
         self.peeks: dict[_uuid.UUID, PeekDescription] = {}
         self.cancelled: set[_uuid.UUID] = set()
         self.streams: dict[GlobalId, list[tuple[Any, Row, int]]] = {}
+        # Per dataflow (its export ids): the as_of the replica built it at, and whether it has
+        # read its snapshot (fed past that as_of), without which a reconnect rebuilds it.
+        self.built_as_of: dict[tuple[GlobalId, ...], int] = {}
+        self.snapshot_read: set[tuple[GlobalId, ...]] = set()
         self._next = 100
         self._nonce = 0
         self._busy = False
@@ -515,6 +519,7 @@ class ComputeReplicaMachine(RuleBasedStateMachine):
             as_of=Antichain([as_of]),
         )
         self.objects[obj] = (desc, schema)
+        self.built_as_of[desc.export_ids] = as_of
         for e in index_exports:
             self.cols[e.id] = _Col(desc, "index", obj, as_of)
         for s in sink_exports:
@@ -609,8 +614,21 @@ class ComputeReplicaMachine(RuleBasedStateMachine):
     def step(self) -> None:
         self._busy = True
         self.absorb(self.driver.step())
+        self.note_snapshots()
         self.check_views()
         self._busy = False
+
+    def note_snapshots(self) -> None:
+        """After a step: running dataflows whose every source's upper is past their as_of were fed
+        their snapshot."""
+        for key, as_of in self.built_as_of.items():
+            cols = [self.cols[g] for g in key]
+            running = all(c.scheduled or c.dropped for c in cols) and any(
+                not c.dropped for c in cols
+            )
+            uppers = [self.storage.upper(s.id) for s in cols[0].desc.source_imports]
+            if running and all(u is None or u > as_of for u in uppers):
+                self.snapshot_read.add(key)
 
     @rule(often=st.integers(0, 3))
     def reconnect(self, often: int) -> None:
@@ -643,11 +661,21 @@ class ComputeReplicaMachine(RuleBasedStateMachine):
         }
         if set(new[0].reused) != expected:
             _fail(f"reconnect reused {sorted(new[0].reused)}, expected {sorted(expected)}")
+        for cmd in replay:
+            if not isinstance(cmd, CreateDataflow):
+                continue
+            key = cmd.dataflow.export_ids
+            as_of = _int(cmd.dataflow.as_of or _EMPTY)
+            if key not in new[0].reused and as_of is not None:
+                self.built_as_of[key] = as_of  # rebuilt from the replayed command
+                self.snapshot_read.discard(key)
         self._busy = False
 
     def reusable(self, desc: DataflowDescription) -> bool:
         if desc.subscribe_ids or any(self.cols[g].dropped for g in desc.export_ids):
             return False
+        if desc.source_imports and desc.export_ids not in self.snapshot_read:
+            return False  # its as_of may be compacted away in storage: rebuilt at the new one
         return all(self.reusable(self.cols[i.id].desc) for i in desc.index_imports)
 
     def teardown(self) -> None:

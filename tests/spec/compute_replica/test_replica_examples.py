@@ -493,6 +493,8 @@ def test_the_commands_kept_for_reconciliation_stay_bounded_by_the_live_state() -
     """
     rig = Rig()
     rig.connect(CreateDataflow(dataflow()), Schedule(IDX))
+    rig.append([((1, "a"), 0, 1)], 1)
+    rig.step()  # read its snapshot: a reconnect may keep it
     for t in range(1, 2_001):
         rig.cmd(AllowCompaction(IDX, at(t)))
         rig.cmd(peek(t, t))
@@ -512,6 +514,28 @@ def test_reconnect_rebuilds_a_changed_dataflow_and_drops_the_forgotten_one() -> 
     rig.connect()
     assert rig.driver.reconciled[-1] == Reconciled((), (), ((IDX,),))
     assert rig.replica.installed_dataflows() == ()
+
+
+@pytest.mark.parametrize("scheduled", [False, True], ids=["never scheduled", "snapshot not read"])
+def test_reconnect_rebuilds_at_the_new_as_of_a_dataflow_that_has_not_read_its_snapshot(
+    scheduled: bool,
+) -> None:
+    """Churn seed 156 of the simulator: a controller died between ``CreateDataflow`` (as_of 0)
+    and ``Schedule``; the restored one sent the index again at as_of 800, with the table's
+    since at 600. The replica kept the old dataflow (compatible: 0 <= 800) and, scheduled,
+    read the table from 0, below its since. Until it has read its snapshot a dataflow's as_of
+    is readable only under the old controller's holds, which the new one does not inherit."""
+    rig = Rig()
+    rig.connect(CreateDataflow(dataflow(as_of=0)), *([Schedule(IDX)] if scheduled else []))
+    assert rig.driver.reads == ({T1: (0, None)} if scheduled else {})
+    built = rig.replica.built_dataflows
+    rig.append([((1, "a"), 0, 1)], 9)  # written and compacted while nobody read it
+    rig.connect(CreateDataflow(dataflow(as_of=8)), Schedule(IDX))
+    assert rig.driver.reconciled == [Reconciled((), ((IDX,),), ((IDX,),))]
+    assert rig.replica.built_dataflows == built + 1 and rig.replica.reused_dataflows == 0
+    assert rig.replica.reading() == {T1: at(8)}
+    assert rig.step()[-1] == Frontiers(IDX, write=at(9), input=at(8), output=at(9))
+    assert peek_answers(rig.cmd(peek(1, 8))) == {1: PeekRows((((1, "a"), 1),))}
 
 
 def test_reconnect_with_an_incompatible_instance_tells_the_driver_to_halt() -> None:
@@ -643,6 +667,8 @@ def test_commands_of_the_initialization_stage_are_answered_after_it() -> None:
 def test_an_interrupted_initialization_reconciles_against_the_last_running_iteration() -> None:
     rig = Rig()
     rig.connect(CreateDataflow(dataflow()), Schedule(IDX))
+    rig.append([((1, "a"), 0, 1)], 1)
+    rig.step()  # read its snapshot: a reconnect may keep it
     rig.cmd(Hello(uuid.UUID(int=41)))
     rig.cmd(CreateInstance(rig.config))
     rig.cmd(CreateDataflow(dataflow(plan=Project(Get(T1, SCHEMA), (0, 1, 1)))))
