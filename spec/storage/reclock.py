@@ -216,7 +216,17 @@ def reclock(
     offsets = [o for _, o in bindings.changes]
     times = [max(t, bindings.as_of) for t, _ in bindings.changes]
     n = len(offsets)
-    for row, offset, diff in updates:
+    ups = updates if isinstance(updates, list | tuple) else list(updates)
+    if not ups:
+        return out, rest
+    # The common case: every update falls between the same two bindings (one time, or none).
+    first = bisect.bisect_right(offsets, min(u[1] for u in ups))
+    if first == bisect.bisect_right(offsets, max(u[1] for u in ups)):
+        if first == n:
+            return out, [(row, offset, diff) for row, offset, diff in ups]
+        t = times[first]
+        return [(row, t, diff) for row, _, diff in ups], rest
+    for row, offset, diff in ups:
         i = bisect.bisect_right(offsets, offset)
         if i == n:
             rest.append((row, offset, diff))

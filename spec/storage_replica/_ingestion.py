@@ -7,6 +7,7 @@ decides when they may be reported.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..errors import (
@@ -15,7 +16,7 @@ from ..errors import (
     SourceBatchRejected,
     UnrequestedStorageCallback,
 )
-from ..frontier import Antichain, Update, consolidate
+from ..frontier import Antichain, Update
 from ..ids import GlobalId
 from ..plan.schema import Schema
 from ..storage.commands import RunIngestion, SourceStatistics, SourceStatus, StatusUpdate
@@ -29,6 +30,7 @@ from ..storage.reclock import (
     remap_as_of,
     resume_offset,
 )
+from ._updates import consolidated, offset_bounds, well_formed
 from .outputs import (
     AckSource,
     ReadRemap,
@@ -84,6 +86,64 @@ class _Stats:
     reported: SourceStatistics = field(
         default_factory=lambda: SourceStatistics(offset_known=0, offset_committed=0)
     )
+
+
+class _Buffer:
+    """An ingestion's upstream updates, kept as the batches they came in.
+
+    Each chunk is ``(least offset, greatest offset, updates)``. A reader's
+    batches end at the offsets bindings are minted at, so taking or dropping
+    a range of offsets moves whole chunks; only a chunk that straddles a bound
+    is split update by update. Order is upstream's.
+    """
+
+    __slots__ = ("chunks", "count")
+
+    def __init__(self) -> None:
+        self.chunks: list[tuple[int, int, Sequence[SourceUpdate]]] = []
+        self.count = 0
+
+    def __len__(self) -> int:
+        return self.count
+
+    def add(self, updates: Sequence[SourceUpdate], at_least: int) -> None:
+        """Keep ``updates`` at offsets ``>= at_least``."""
+        bounds = offset_bounds(updates)
+        if bounds is None:
+            return
+        lo, hi = bounds
+        if hi < at_least:
+            return
+        if lo < at_least:
+            updates = [u for u in updates if u[1] >= at_least]
+            lo = at_least
+        self.chunks.append((lo, hi, updates))
+        self.count += len(updates)
+
+    def take(self, lo: int, hi: int) -> list[SourceUpdate]:
+        """The updates at offsets in ``[lo, hi)``, in order."""
+        out: list[SourceUpdate] = []
+        for first, last, updates in self.chunks:
+            if last < lo or first >= hi:
+                continue
+            if lo <= first and last < hi:
+                out.extend(updates)
+            else:
+                out.extend(u for u in updates if lo <= u[1] < hi)
+        return out
+
+    def drop_below(self, offset: int) -> None:
+        kept: list[tuple[int, int, Sequence[SourceUpdate]]] = []
+        count = 0
+        for first, last, updates in self.chunks:
+            if last < offset:
+                continue
+            if first < offset:
+                updates = [u for u in updates if u[1] >= offset]
+                first = offset
+            kept.append((first, last, updates))
+            count += len(updates)
+        self.chunks, self.count = kept, count
 
 
 def _int_upper(f: Antichain, what: str) -> int | None:
@@ -147,7 +207,7 @@ class IngestionRun:
         self.source = "stopped"
         self.src_lower = 0
         self.src_upper = 0
-        self.buffer: list[SourceUpdate] = []
+        self.buffer = _Buffer()
         self.inflight: _Write | None = None
         self.acked = 0
         self.source_retry = Backoff(*backoff)
@@ -240,14 +300,14 @@ class IngestionRun:
     def _start_source(self, offset: int, *, restart: bool) -> list[StorageReplicaOutput]:
         assert self.connection is not None and self.schema is not None
         if restart:
-            self.buffer = []
+            self.buffer = _Buffer()
             self.src_lower = self.src_upper = offset
         self.source = "starting"
         return [StartSource(self.id, self.connection, self.schema, offset)]
 
     def _drop_below(self, offset: int) -> None:
         if offset > self.src_lower:
-            self.buffer = [u for u in self.buffer if u[1] >= offset]
+            self.buffer.drop_below(offset)
             self.src_lower = offset
 
     def source_started(self) -> None:
@@ -282,7 +342,12 @@ class IngestionRun:
                 f"source batch of {self.id} has upper {upper!r}, behind the upper {self.src_upper} "
                 "already delivered"
             )
-        for u in batch.updates:
+        updates = batch.updates
+        if well_formed(updates):  # the common case, checked in bulk
+            bounds = offset_bounds(updates)
+            if bounds is None or (self.src_upper <= bounds[0] and bounds[1] < upper):
+                return
+        for u in updates:
             if type(u) is not tuple or len(u) != 3:
                 raise SourceBatchRejected(
                     f"source update of {self.id} is not (row, offset, diff): {u!r}"
@@ -300,8 +365,7 @@ class IngestionRun:
         """Take a batch (already checked by :meth:`check_batch`)."""
         if self.source == "starting":
             self.source_started()
-        lower = self.src_lower
-        self.buffer.extend(u for u in batch.updates if u[1] >= lower)
+        self.buffer.add(batch.updates, self.src_lower)
         self.src_upper = batch.upper
         self.stats.messages += len(batch.updates)
         self.stats.bytes += max(0, int(batch.size_bytes))
@@ -358,10 +422,9 @@ class IngestionRun:
         hi = self.bindings.at(r - 1)
         if self.src_upper < hi:
             return []  # upstream has not delivered the bound offsets yet
-        chosen = [u for u in self.buffer if lo <= u[1] < hi]
-        timed, rest = reclock(chosen, self.bindings)
+        timed, rest = reclock(self.buffer.take(lo, hi), self.bindings)
         assert not rest, "every offset below the latest binding has a time"
-        updates = tuple(consolidate(timed))
+        updates = consolidated(timed)
         self.inflight = _Write(self.id, d, r, updates)
         self.stats.staged += len(updates)
         return [WriteShard(self.id, updates, Antichain([d]), Antichain([r]))]

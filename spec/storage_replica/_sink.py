@@ -7,14 +7,16 @@ appends to its outbox.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import itemgetter
 
 from ..errors import SinkCommitNotInFlight, SinkInputRejected, UnrequestedStorageCallback
-from ..frontier import Update, consolidate
+from ..frontier import Update
 from ..ids import GlobalId
 from ..plan.schema import Schema
 from ..storage.commands import RunSink, SinkStatistics, SourceStatus, StatusUpdate
 from ..storage.connections import StorageSinkConnection
 from ._ingestion import Backoff
+from ._updates import consolidated, offset_bounds, well_formed
 from .outputs import (
     CloseSink,
     CommitSink,
@@ -25,6 +27,8 @@ from .outputs import (
 )
 
 __all__ = ["SinkRun"]
+
+_time = itemgetter(1)
 
 
 @dataclass
@@ -146,6 +150,10 @@ class SinkRun:
                 f"input of sink {self.id} has upper {upper!r}, behind {self.input_upper}"
             )
         low = max(self.read_as_of, self.input_upper)
+        if well_formed(updates):  # the common case, checked in bulk
+            bounds = offset_bounds(updates)
+            if bounds is None or (low <= bounds[0] and bounds[1] < upper):
+                return
         for u in updates:
             if type(u) is not tuple or len(u) != 3 or type(u[2]) is not int:
                 raise SinkInputRejected(f"input update of sink {self.id} is malformed: {u!r}")
@@ -176,7 +184,7 @@ class SinkRun:
         expected = self.covered
         lower = expected if expected is not None else self.next_lower
         upper = self.input_upper
-        updates = tuple(consolidate(self.buffer))
+        updates = tuple(sorted(consolidated(self.buffer), key=_time))  # a changelog in time order
         self.inflight = _Commit(expected, lower, upper, len(updates))
         self.staged += len(updates)
         return [CommitSink(self.id, updates, expected, lower, upper)]

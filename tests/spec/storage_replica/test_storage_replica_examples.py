@@ -361,8 +361,8 @@ def test_a_sink_first_commits_the_snapshot_at_its_as_of() -> None:
     refused(r, SinkInputRejected, r.feed_sink_input, SINK, [((3,), 7, 1)], 9)  # before the upper
     refused(r, SinkInputRejected, r.feed_sink_input, SINK, [], 7)  # the upper goes back
     r.tick(1)
-    assert io(r.drain()) == [
-        CommitSink(SINK, (((1,), 5, 1), ((1,), 7, -1), ((2,), 5, 1)), None, 5, 8)
+    assert io(r.drain()) == [  # in time order; at a time, in the order they were read
+        CommitSink(SINK, (((1,), 5, 1), ((2,), 5, 1), ((1,), 7, -1)), None, 5, 8)
     ]
     refused(r, SinkCommitNotInFlight, r.sink_committed, SINK, 9)
     r.sink_committed(SINK, 8, 30)
