@@ -277,6 +277,8 @@ class Environment:
         self._replicas_dir: Path | None = None
         """Where an orchestrator started later keeps its files (``None``: ``DATA_DIR/replicas``)."""
         self._opened_read_only = False
+        self._tables_cache: tuple[CatalogState | None, dict[Ref, TableEntry]] = (None, {})
+        """Tables by the refs appends named them with, for one catalog state."""
 
     # -- opening ---------------------------------------------------------------------------
     @classmethod
@@ -1469,16 +1471,31 @@ class Environment:
         """
         checked: list[tuple[GlobalId, list[tuple[Row, int]]]] = []
         for ref, rows in batches:
-            gid = self.resolve(ref)
-            entry = self.state.get(gid)
-            if not isinstance(entry, TableEntry):
-                from tidegate.spec.errors import IdentifierInvalid
-
-                raise IdentifierInvalid(gid, f"{entry.name} is not a table")
-            checked.append((gid, _updates(entry.schema, rows, entry.name)))
+            entry = self._table_entry(ref)
+            checked.append((entry.id, _updates(entry.schema, rows, entry.name)))
         if not checked:
             raise TypeMismatch("append_many needs at least one batch")
         return (await self.driver.append_many(checked))[0]
+
+    def _table_entry(self, ref: Ref) -> TableEntry:
+        """The table ``ref`` names [UnknownCatalogObject, IdentifierInvalid]; cached per
+        catalog state (an immutable value: any change replaces it), as every append asks."""
+        state = self.state
+        cache = self._tables_cache
+        if cache[0] is not state:
+            cache = self._tables_cache = (state, {})
+        entry = cache[1].get(ref) if isinstance(ref, str | GlobalId) else None
+        if entry is not None:
+            return entry
+        gid = self.resolve(ref)
+        found = state.get(gid)
+        if not isinstance(found, TableEntry):
+            from tidegate.spec.errors import IdentifierInvalid
+
+            raise IdentifierInvalid(gid, f"{found.name} is not a table")
+        if isinstance(ref, str | GlobalId):
+            cache[1][ref] = found
+        return found
 
     async def peek(
         self,

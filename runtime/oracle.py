@@ -135,6 +135,20 @@ class TimestampOracle:
             self._last_write = ts
             return ts
 
+    def write_ts_nowait(self) -> int | None:
+        """:meth:`write_ts` when it needs no IO (inside the reserved window), else ``None``.
+
+        For callers on an event loop: the common case is a few instructions
+        under a lock, cheaper than a hop to a worker thread; ``None`` means a
+        reservation is due, so call :meth:`write_ts` where blocking is allowed.
+        """
+        with self._lock:
+            ts = max(self._last_write + 1, self._now())
+            if ts > self._upper:
+                return None
+            self._last_write = ts
+            return ts
+
     def peek_write_ts(self) -> int:
         """The latest write timestamp handed out (or the start point), without allocating one."""
         with self._lock:
@@ -160,6 +174,23 @@ class TimestampOracle:
                 self._last_write = ts
             if ts > self._read:
                 self._read = ts
+
+    def apply_write_nowait(self, ts: int) -> bool:
+        """:meth:`apply_write` when it needs no IO (``ts`` within the reserved window).
+
+        Returns whether it was applied; ``False`` (nothing changed) means a
+        reservation is due: call :meth:`apply_write` where blocking is allowed.
+        """
+        if type(ts) is not int or ts < 0:
+            raise OracleError(f"apply_write needs a non-negative int timestamp, got {ts!r}")
+        with self._lock:
+            if ts > self._upper:
+                return False
+            if ts > self._last_write:
+                self._last_write = ts
+            if ts > self._read:
+                self._read = ts
+            return True
 
     def _now(self) -> int:
         now = self._clock_ms()

@@ -132,6 +132,7 @@ from tidegate.spec.storage import (
     WriteToShard,
 )
 
+from ..oracle import TimestampOracle
 from .errors import (
     CopyToFailed,
     DependencyDropped,
@@ -201,19 +202,23 @@ class _Waiter:
     """Raised instead of the result (the peek was cancelled on the client's behalf)."""
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _AppendRequest:
-    """One client's appends, waiting for a group commit (``taken`` once a commit holds it)."""
+    """One client's appends, waiting for a group commit (``taken`` once a commit holds it).
+
+    ``done`` is its group's event, shared by every request of the group (one event per
+    commit, not per append): it is set once all of them are finished.
+    """
 
     batches: Sequence[tuple[GlobalId, Sequence[tuple[Row, int]]]]
-    done: anyio.Event = field(default_factory=anyio.Event)
+    done: anyio.Event | None = None
     ts: int | None = None
     error: BaseException | None = None
     taken: bool = False
+    finished: bool = False
 
     def finish(self, ts: int | None = None, error: BaseException | None = None) -> None:
-        self.ts, self.error = ts, error
-        self.done.set()
+        self.ts, self.error, self.finished = ts, error, True
 
 
 class ControllerDriver:
@@ -269,7 +274,10 @@ class ControllerDriver:
         self._applying = False
         self._appends: dict[int, _Waiter] = {}
         self._queued: list[_AppendRequest] = []
+        self._queued_done = anyio.Event()
+        """The event of the queued requests (the next group's)."""
         self._committing: list[_AppendRequest] = []
+        self._committing_done: anyio.Event | None = None
         self._commit_wanted = anyio.Event()
         self._peeks: dict[_uuid.UUID, _Waiter] = {}
         self._copy_tos: dict[GlobalId, _Waiter] = {}
@@ -332,9 +340,12 @@ class ControllerDriver:
         tg, self._tg = self._tg, None
         stopped = DriverNotRunning("the controller driver stopped before the append committed")
         for req in [*self._queued, *self._committing]:
-            if not req.done.is_set():
+            if not req.finished:
                 req.finish(error=stopped)
         self._queued.clear()
+        self._queued_done.set()
+        if self._committing_done is not None:
+            self._committing_done.set()
         for link in list(self.links.values()):
             link.close()
         self.storage_links.close_all()
@@ -815,13 +826,14 @@ class ControllerDriver:
         if self.ctl.read_only or self.fenced is not None:
             return
         if not self._queued:
-            self._queued.append(_AppendRequest(()))
+            self._queued.append(_AppendRequest((), self._queued_done))
         self._commit_wanted.set()
 
     async def _submit(self, req: _AppendRequest) -> int | None:
         self._task_group()
         if self.fenced is not None:
             raise self.fenced
+        req.done = self._queued_done
         self._queued.append(req)
         self._commit_wanted.set()
         try:
@@ -832,6 +844,8 @@ class ControllerDriver:
             raise
         if req.error is not None:
             raise req.error
+        if not req.finished:  # its commit was cut short: the driver is stopping
+            raise DriverNotRunning("the controller driver stopped before the append committed")
         return req.ts
 
     async def _committer(self) -> None:
@@ -841,19 +855,21 @@ class ControllerDriver:
             self._commit_wanted = anyio.Event()
             while self._queued:
                 group, self._queued = self._queued, []
+                done, self._queued_done = self._queued_done, anyio.Event()
                 for req in group:
                     req.taken = True
-                self._committing = group
+                self._committing, self._committing_done = group, done
                 try:
                     await self._commit(group)
                 except Exception as e:  # a bug or a fenced oracle: the group fails, typed
                     log.warning("group commit failed: %r", e)
                     failure = await self._fencing(e)
                     for req in group:
-                        if not req.done.is_set():
+                        if not req.finished:
                             req.finish(error=failure)
                 finally:
-                    self._committing = []
+                    self._committing, self._committing_done = [], None
+                    done.set()
 
     async def _commit(self, group: Sequence[_AppendRequest]) -> None:
         live: list[_AppendRequest] = []
@@ -874,7 +890,9 @@ class ControllerDriver:
             return
         try:
             extra = await self._managed_rows(managed)
-            ts = await self.storage.retrying("oracle write timestamp", self.oracle.write_ts)
+            ts = self._write_ts_nowait()
+            if ts is None:  # a reservation is due: the oracle writes to Consensus
+                ts = await self.storage.retrying("oracle write timestamp", self.oracle.write_ts)
         except BaseException:  # nothing was written: the managed writes wait for the next commit
             self._managed_writes[:0] = managed
             raise
@@ -886,20 +904,25 @@ class ControllerDriver:
             updates[id].extend((row, ts, diff) for row, diff in pairs)
         upper = Antichain([ts + 1])
         ticket = self.ctl.append([AppendCommand(t, updates[t], upper) for t in tables])
+        acknowledging = any(req.batches for req in live)
+        if acknowledging and self.fence_check is not None:
+            self.storage.check_after_writes(ticket, self.fence_check)
         waiter = _Waiter()
         self._appends[ticket] = waiter
         self.apply()
         await waiter.done.wait()
+        checked = self.storage.take_checks(ticket)
         error = waiter.value
         failed = set(error.ids) if isinstance(error, InvalidUppers) else set()
         if error is not None and not failed:
             failed = set(tables)
         if len(failed) < len(tables):
             # The tables that advanced are complete at ts: later reads must see them.
-            await self.storage.retrying("oracle apply", self.oracle.apply_write, ts)
+            if not self._apply_write_nowait(ts):
+                await self.storage.retrying("oracle apply", self.oracle.apply_write, ts)
             self.commits += 1
-            if error is None and any(req.batches for req in live):
-                error = await self._confirm_leadership()
+            if error is None and acknowledging:
+                error = await self._confirm_leadership(tables, checked)
                 if error is not None:
                     failed = set(tables)
         if error is not None:  # another controller may have taken over: say so, typed
@@ -954,15 +977,45 @@ class ControllerDriver:
             counts[row] = counts.get(row, 0) + diff
         return [(row, n) for row, n in counts.items() if n != 0]
 
-    async def _confirm_leadership(self) -> BaseException | None:
+    async def _confirm_leadership(
+        self, written: Sequence[GlobalId], checked: dict[GlobalId, TidegateError | None]
+    ) -> BaseException | None:
         """Before acknowledging a commit's appends: the fencing error if another controller took over.
 
-        The write has landed; if a newer controller fenced this one meanwhile, it may
-        already serve reads that do not include it, so it must not be acknowledged.
+        The writes have landed; if a newer controller fenced this one meanwhile, it
+        may already serve reads that do not include them, so they must not be
+        acknowledged. ``checked`` holds what ``fence_check`` answered right after
+        each shard's write landed, in the write's own blocking call: a newer
+        controller fences before it reads the uppers, so if no check saw one,
+        it will read every write. A write without an answer is checked now.
         """
         if self.fence_check is None:
             return None
+        fenced = next((e for e in checked.values() if e is not None), None)
+        if fenced is not None:
+            return fenced
+        if all(id in checked for id in written):
+            return None
         return await self.storage.retrying("leadership check", self.fence_check)
+
+    def _write_ts_nowait(self) -> int | None:
+        """A write timestamp from the oracle when it needs no IO, else ``None`` (a hop is due)."""
+        oracle = self.oracle
+        if isinstance(oracle, TimestampOracle):
+            return oracle.write_ts_nowait()
+        if isinstance(oracle, MemoryOracle):
+            return oracle.write_ts()
+        return None
+
+    def _apply_write_nowait(self, ts: int) -> bool:
+        """``oracle.apply_write(ts)`` when it needs no IO; whether it was applied."""
+        oracle = self.oracle
+        if isinstance(oracle, TimestampOracle):
+            return oracle.apply_write_nowait(ts)
+        if isinstance(oracle, MemoryOracle):
+            oracle.apply_write(ts)
+            return True
+        return False
 
     async def _fencing(self, error: BaseException) -> BaseException:
         """After a failed commit: the fencing error if another controller took over, else ``error``.
@@ -983,9 +1036,11 @@ class ControllerDriver:
         log.warning("fenced: %s", fenced)
         self.fenced = fenced
         for req in self._queued:
-            if not req.done.is_set():
+            if not req.finished:
                 req.finish(error=fenced)
         self._queued.clear()
+        self._queued_done.set()
+        self._queued_done = anyio.Event()
         return fenced
 
     async def snapshot(self, id: GlobalId, as_of: Time) -> list[Update]:

@@ -138,6 +138,8 @@ class ShardStorageIO:
         self._report: Report | None = None
         self._snapshots: dict[int, _SnapshotWaiter] = {}
         self._refusals: dict[int, dict[GlobalId, BaseException]] = {}
+        self._checks: dict[int, Callable[[], TidegateError | None]] = {}
+        self._confirmed: dict[int, dict[GlobalId, TidegateError | None]] = {}
         self.errors: list[tuple[str, BaseException]] = []
         """Failures of best-effort work (since downgrades, drops), newest last, for operators and tests."""
         self.retries = 0
@@ -361,18 +363,42 @@ class ShardStorageIO:
         with contextlib.suppress(ShardFinalized):  # dropped before (e.g. by an earlier controller)
             self.store.finalize_shard(shard_name(id), force=True)
 
+    def check_after_writes(self, ticket: int, check: Callable[[], TidegateError | None]) -> None:
+        """Call blocking ``check`` right after each write of append ``ticket`` lands, in the
+        same blocking call (no hop of its own); :meth:`take_checks` gives the answers.
+
+        The controller driver confirms its leadership so before acknowledging
+        appends: a check that passes after a shard's write landed shows that no
+        newer controller had fenced this one then, so one that fences it later
+        reads that shard's upper after the write.
+        """
+        self._checks[ticket] = check
+
+    def take_checks(self, ticket: int) -> dict[GlobalId, TidegateError | None]:
+        """What the check of :meth:`check_after_writes` answered after each landed write of
+        ``ticket``, by collection (a write that failed, or whose check raised, is missing)."""
+        self._checks.pop(ticket, None)
+        return self._confirmed.pop(ticket, {})
+
     async def _write(self, e: WriteToShard) -> None:
         name = shard_name(e.id)
         token = self.platform.new_id()  # the same on every retry: a landed write is not repeated
+        check = self._checks.get(e.ticket)
 
         def write() -> tuple[bool, Antichain]:
             try:
-                return True, self.store.compare_and_append(
+                upper = self.store.compare_and_append(
                     name, list(e.updates), e.expected_upper, e.new_upper, token
                 )
             except UpperMismatch as m:
                 upper = m.actual_upper
                 return False, upper if isinstance(upper, Antichain) else self.store.upper(name)
+            if check is not None:
+                try:
+                    self._confirmed.setdefault(e.ticket, {})[e.id] = check()
+                except Exception as err:  # unknown: the caller checks again on its own
+                    log.info("check after the write to %s failed: %r", e.id, err)
+            return True, upper
 
         try:
             ok, upper = await self.retrying(f"write {e.id}", write)

@@ -58,11 +58,21 @@ CREATE TABLE IF NOT EXISTS consensus (
 """
 
 
+_CAS = (
+    "INSERT INTO consensus (shard, sequence_number, data) SELECT ?, ?, ? "
+    "WHERE (SELECT max(sequence_number) FROM consensus WHERE shard = ?) IS ?"
+)
+"""Compare-and-set: insert the new version if the key's head seqno is the expected one
+(``IS`` compares NULL, a key with no data, too)."""
+
+
 class SqliteConsensus:
     """A consensus table ``(shard, sequence_number, data)`` in one SQLite file.
 
-    Safe for several processes (SQLite file locks) and threads (one connection
-    guarded by a lock). ``compare_and_set`` runs ``BEGIN IMMEDIATE`` (taking the
+    Safe for several processes (SQLite file locks) and threads (a writing and a
+    reading connection, each guarded by a lock: reads do not wait behind a
+    commit's fsync, as WAL lets a reader see the last commit while a writer
+    works). ``compare_and_set`` runs ``BEGIN IMMEDIATE`` (taking the
     write lock), checks the head and inserts, so racing writers serialize.
     ``synchronous="FULL"`` (the default) fsyncs every commit, so its rate is
     bounded by the disk's fsync rate; ``"NORMAL"`` survives process crashes
@@ -80,6 +90,7 @@ class SqliteConsensus:
     ) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
+        self._read_lock = threading.Lock()
         if synchronous not in ("FULL", "NORMAL", "EXTRA"):
             raise ValueError(f"synchronous must be FULL, NORMAL or EXTRA, got {synchronous!r}")
         with _refusals(str(self.path), "open", shard=""):
@@ -89,6 +100,9 @@ class SqliteConsensus:
             )
             try:
                 self._set_up(synchronous, busy_timeout_s)
+                self._reader = sqlite3.connect(
+                    self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
+                )
             except BaseException:
                 self._conn.close()
                 raise
@@ -119,49 +133,42 @@ class SqliteConsensus:
 
     def close(self) -> None:
         """Close the database connection (idempotent); the store is unusable afterwards."""
-        with self._lock:
+        with self._lock, self._read_lock:
             self._conn.close()
+            self._reader.close()
             self.closed = True
 
     closed = False
     """Whether :meth:`close` was called."""
 
-    def _head(self, key: str) -> VersionedData | None:
-        row = self._conn.execute(
-            "SELECT sequence_number, data FROM consensus WHERE shard = ? "
-            "ORDER BY sequence_number DESC LIMIT 1",
-            (key,),
-        ).fetchone()
+    def _head(self, key: str, conn: sqlite3.Connection | None = None) -> VersionedData | None:
+        row = (
+            (conn or self._conn)
+            .execute(
+                "SELECT sequence_number, data FROM consensus WHERE shard = ? "
+                "ORDER BY sequence_number DESC LIMIT 1",
+                (key,),
+            )
+            .fetchone()
+        )
         return None if row is None else VersionedData(row[0], bytes(row[1]))
 
     def head(self, key: str) -> VersionedData | None:
-        with self._lock, _refusals(key, "read"):
-            return self._head(key)
+        with self._read_lock, _refusals(key, "read"):
+            return self._head(key, self._reader)
 
     def compare_and_set(self, key: str, expected: int | None, new: VersionedData) -> bool:
         check_cas_arguments(key, expected, new)
         with self._lock, _refusals(key, "compare-and-set"):
-            c = self._conn
-            c.execute("BEGIN IMMEDIATE")
-            try:
-                head = self._head(key)
-                if (None if head is None else head.seqno) != expected:
-                    c.execute("ROLLBACK")
-                    return False
-                c.execute(
-                    "INSERT INTO consensus (shard, sequence_number, data) VALUES (?, ?, ?)",
-                    (key, new.seqno, bytes(new.data)),
-                )
-                c.execute("COMMIT")
-                return True
-            except BaseException:
-                if c.in_transaction:
-                    c.execute("ROLLBACK")
-                raise
+            # One statement, its own transaction: it takes the write lock before it reads
+            # the head, so the check and the insert are atomic (as BEGIN IMMEDIATE would
+            # make them), and the GIL is given up once, not once per statement.
+            inserted = self._conn.execute(_CAS, (key, new.seqno, bytes(new.data), key, expected))
+            return inserted.rowcount == 1
 
     def scan(self, key: str, from_seqno: int, limit: int) -> list[VersionedData]:
-        with self._lock, _refusals(key, "scan"):
-            rows = self._conn.execute(
+        with self._read_lock, _refusals(key, "scan"):
+            rows = self._reader.execute(
                 "SELECT sequence_number, data FROM consensus WHERE shard = ? AND "
                 "sequence_number >= ? ORDER BY sequence_number LIMIT ?",
                 (key, from_seqno, limit),
@@ -189,8 +196,8 @@ class SqliteConsensus:
                 raise
 
     def list_keys(self) -> list[str]:
-        with self._lock, _refusals("", "list", shard=""):
-            rows = self._conn.execute(
+        with self._read_lock, _refusals("", "list", shard=""):
+            rows = self._reader.execute(
                 "SELECT DISTINCT shard FROM consensus ORDER BY shard"
             ).fetchall()
         return [r[0] for r in rows]

@@ -63,10 +63,11 @@ from .arrow_batches import (
     batch_schema,
     consolidate_table,
     decode_parquet,
+    encode_inline,
     encode_parquet,
     schema_from_text,
     schema_text,
-    table_from_updates,
+    table_and_bounds,
     table_to_updates,
     time_bounds,
     validate_append_table,
@@ -110,6 +111,11 @@ def _truncated(table: pa.Table, start: Antichain) -> pa.Table:
     return table.filter(pc.greater_equal(table.column(TIME), t))
 
 
+def _at_or_after(table: pa.Table, t: int) -> pa.Table:
+    """The rows of ``table`` at times not before ``t``."""
+    return table.filter(pc.greater_equal(table.column(TIME), t))
+
+
 _DECODED: dict[tuple[str, int], tuple[bytes, ShardState]] = {}
 """Decoded shard states by (shard, seqno), shared by the stores of a process: every reader of a
 shard (a controller, replicas, listeners) decodes each version once, not once each. Entries are
@@ -136,6 +142,49 @@ def _remember(key: tuple[str, int], data: bytes, state: ShardState) -> None:
     if len(_DECODED) >= _DECODED_MAX:
         _DECODED.clear()
     _DECODED[key] = (data, state)
+
+
+MERGE_FIXED_ROWS = 10_000
+"""What a merge costs besides rewriting its rows (a blob write and a consensus write, each
+fsync'd), in rows: automatic maintenance picks the merge that costs least per batch removed."""
+_PLAN_SCAN_MAX = 64
+"""Past this many batches, maintenance takes the spec's plan (a linear scan) instead."""
+
+
+def _maintenance_plan(state: ShardState, policy: CompactionPolicy) -> CompactionPlan | None:
+    """The merge automatic maintenance does next: ``None`` until the shard has more than
+    ``policy.max_batches`` batches, then the run of consecutive small batches (within the
+    policy's bounds) that removes batches most cheaply.
+
+    The spec's :func:`~tidegate.spec.shard.plan_compaction` merges the *earliest* run,
+    which holds the oldest (largest) batch: under a stream of small appends every merge
+    rewrote the whole shard. Costed per batch removed (``MERGE_FIXED_ROWS`` plus the run's
+    rows, over its length minus one), the recent small batches merge among themselves and
+    a large batch is rewritten only once enough has gathered beside it, so each update is
+    rewritten a few times (size tiers), not once per merge.
+    """
+    batches = state.batches
+    n = len(batches)
+    if state.finalized or n <= policy.max_batches:
+        return None
+    if n > _PLAN_SCAN_MAX:
+        return plan_compaction(state, policy)
+    best: tuple[int, int] | None = None
+    best_cost = 0.0
+    for i in range(n):
+        total = 0
+        for j in range(i, min(n, i + policy.max_inputs)):
+            length = batches[j].length
+            if length >= policy.small_len or total + length > policy.max_len:
+                break
+            total += length
+            if j > i:
+                cost = (MERGE_FIXED_ROWS + total) / (j - i)
+                if best is None or cost < best_cost:
+                    best, best_cost = (i, j), cost
+    if best is None:
+        return None
+    return CompactionPlan(state.shard, batches[best[0] : best[1] + 1], state.since)
 
 
 @dataclass(frozen=True, slots=True)
@@ -203,6 +252,9 @@ class ShardStore:
         self.truncate_every = truncate_every
         self.last_maintenance_error: Exception | None = None
         self._schemas: dict[str, pa.Schema] = {}
+        self._schema_texts: dict[str, str] = {}
+        """The text each schema in ``_schemas`` was parsed from (a shard's schema is set once,
+        but a shard dropped and created again under its name may differ)."""
         self._worker: ThreadPoolExecutor | None = (
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="shard-compaction")
             if background
@@ -285,14 +337,26 @@ class ShardStore:
             raise ShardFinalized(state.shard, "the shard is finalized")
         if state.schema is None:
             raise SchemaMismatch(state.shard, "the shard has no schema")
+        cached = self._schemas.get(state.shard)
+        if cached is not None and self._schema_texts.get(state.shard) == state.schema:
+            return cached
         schema = schema_from_text(state.schema)
         self._schemas[state.shard] = schema
+        self._schema_texts[state.shard] = state.schema
         return schema
 
-    def _commit(self, shard: str, step: Callable[[ShardState], ShardState]) -> ShardState:
-        """Apply ``step`` to the latest state and commit it; retry on a lost race."""
+    def _commit(
+        self,
+        shard: str,
+        step: Callable[[ShardState], ShardState],
+        latest: ShardState | None = None,
+    ) -> ShardState:
+        """Apply ``step`` to the latest state and commit it; retry on a lost race.
+
+        ``latest``: a state just read, tried first (a lost race reads again).
+        """
         while True:
-            state = self._fetch(shard)
+            state, latest = (self._fetch(shard) if latest is None else latest), None
             new = step(state)
             if new is state:
                 return state
@@ -331,11 +395,17 @@ class ShardStore:
     # -- writes ----------------------------------------------------------------------
 
     def _to_table(self, shard: str, updates: Updates, schema: pa.Schema) -> pa.Table:
+        return self._to_table_and_bounds(shard, updates, schema)[0]
+
+    def _to_table_and_bounds(
+        self, shard: str, updates: Updates, schema: pa.Schema
+    ) -> tuple[pa.Table, int | None, int | None]:
         if isinstance(updates, pa.RecordBatch):
             updates = pa.Table.from_batches([updates])
         if isinstance(updates, pa.Table):
-            return validate_append_table(shard, updates, schema)
-        return table_from_updates(shard, updates, schema)
+            table = validate_append_table(shard, updates, schema)
+            return (table, *time_bounds(table))
+        return table_and_bounds(shard, updates, schema)
 
     def _stage(
         self,
@@ -348,19 +418,19 @@ class ShardStore:
     ) -> tuple[BatchMeta, str | None]:
         """The batch of ``table`` and the blob written for it (``None``: stored inline).
 
-        Small batches go inline while the state's inline bytes stay under their
-        cap: one consensus write per append instead of a blob write (with its
-        fsyncs) and a consensus write.
+        Small batches go inline (as Arrow IPC, see :func:`encode_inline`) while
+        the state's inline bytes stay under their cap: one consensus write per
+        append instead of a blob write (with its fsyncs) and a consensus write.
         """
+        room = min(self.inline_max_bytes, self.inline_total_max_bytes - state.inline_bytes)
+        inline = encode_inline(table, room) if room > 0 else None
+        if inline is not None:
+            key = f"{INLINE_PREFIX}{self.new_id()}"
+            digest = blob_digest(inline)
+            meta = BatchMeta(key, lower, upper, lower, table.num_rows, tmin, tmax, digest, inline)
+            return meta, None
         data = encode_parquet(table)
         digest = blob_digest(data)
-        if (
-            len(data) <= self.inline_max_bytes
-            and state.inline_bytes + len(data) <= self.inline_total_max_bytes
-        ):
-            key = f"{INLINE_PREFIX}{self.new_id()}"
-            meta = BatchMeta(key, lower, upper, lower, table.num_rows, tmin, tmax, digest, data)
-            return meta, None
         key = f"{state.shard}/{self.new_id()}.parquet"
         self.blob.set(key, data)
         return BatchMeta(key, lower, upper, lower, table.num_rows, tmin, tmax, digest), key
@@ -390,8 +460,7 @@ class ShardStore:
         writer = writer_id or self.writer_id
         state = self._fetch(shard)
         schema = self._schema_of(state)
-        table = self._to_table(shard, updates, schema)
-        tmin, tmax = time_bounds(table)
+        table, tmin, tmax = self._to_table_and_bounds(shard, updates, schema)
         check_append_times(shard, tmin, tmax, expected, new)
         meta: BatchMeta | None = None
         if table.num_rows:
@@ -423,7 +492,7 @@ class ShardStore:
             return out.state
 
         try:
-            self._commit(shard, step)
+            self._commit(shard, step, state)
         except Indeterminate:
             raise  # the blob may be referenced now: keep it
         except BaseException:
@@ -432,8 +501,8 @@ class ShardStore:
             raise
         if result[0].already_committed and key is not None:
             self.blob.delete(key)
-        if self.auto_compact:
-            self._maybe_compact(shard)
+        if self.auto_compact and not result[0].already_committed:
+            self._maybe_compact(shard, result[0].state)
         return result[0].upper
 
     def append(
@@ -502,7 +571,7 @@ class ShardStore:
             if key is not None and key not in outcome.state.batch_keys:
                 self.blob.delete(key)  # the shard reached ``upper`` meanwhile: a no-op
             elif self.auto_compact:
-                self._maybe_compact(shard)
+                self._maybe_compact(shard, outcome.state)
             return outcome.upper
 
     # -- readers ---------------------------------------------------------------------
@@ -588,11 +657,15 @@ class ShardStore:
         return table
 
     def _read(
-        self, shard: str, choose: Callable[[ShardState], tuple[BatchMeta, ...]]
+        self,
+        shard: str,
+        choose: Callable[[ShardState], tuple[BatchMeta, ...]],
+        latest: ShardState | None = None,
     ) -> tuple[ShardState, pa.Schema, list[tuple[BatchMeta, pa.Table]]]:
-        """Read the chosen batches of the latest state, retrying if compaction retired one meanwhile."""
+        """Read the chosen batches of the latest state (``latest``, if just read), retrying
+        if compaction retired one meanwhile."""
         while True:
-            state = self._fetch(shard)
+            state, latest = (self._fetch(shard) if latest is None else latest), None
             batches = choose(state)
             schema = self._schema_of(state)
             try:
@@ -646,27 +719,35 @@ class ShardStore:
 
     # -- compaction and garbage ------------------------------------------------------
 
-    def _maybe_compact(self, shard: str) -> None:
+    def _maybe_compact(self, shard: str, state: ShardState) -> None:
+        """Maintenance after an append that committed ``state``: merge batches if the policy
+        asks for it, and every :data:`EXPIRY_EVERY` appends expire lapsed readers. Nothing
+        is read or started when neither is due (the common case)."""
+        with self._pending_lock:
+            self._appends_since_expiry += 1
+            expire = self._appends_since_expiry >= EXPIRY_EVERY
+            if expire:
+                self._appends_since_expiry = 0
+        if not expire and _maintenance_plan(state, self.policy) is None:
+            return
         if self._worker is None:
-            self._compact_quietly(shard)
+            self._compact_quietly(shard, expire)
             return
         with self._pending_lock:
             if shard in self._pending:
                 return
             self._pending.add(shard)
-        self._worker.submit(self._compact_in_background, shard)
+        self._worker.submit(self._compact_in_background, shard, expire)
 
-    def _compact_in_background(self, shard: str) -> None:
+    def _compact_in_background(self, shard: str, expire: bool) -> None:
         with self._pending_lock:
             self._pending.discard(shard)
-        self._compact_quietly(shard)
+        self._compact_quietly(shard, expire)
 
-    def _compact_quietly(self, shard: str) -> None:
+    def _compact_quietly(self, shard: str, expire: bool) -> None:
         try:
-            self.compact(shard, max_merges=4)
-            self._appends_since_expiry += 1
-            if self._appends_since_expiry >= EXPIRY_EVERY:
-                self._appends_since_expiry = 0
+            self._compact(shard, self.policy, 4, _maintenance_plan)
+            if expire:
                 self.expire_readers(shard)  # also forgets idle writers: the state stays small
         except Exception as e:  # maintenance is best-effort: appends stay acknowledged
             self.last_maintenance_error = e
@@ -711,14 +792,22 @@ class ShardStore:
         Merged batches have their times advanced to the since and are
         consolidated; retired blobs are deleted once the merge is committed.
         """
-        policy = policy or self.policy
+        return self._compact(shard, policy or self.policy, max_merges, plan_compaction)
+
+    def _compact(
+        self,
+        shard: str,
+        policy: CompactionPolicy,
+        max_merges: int,
+        plan: Callable[[ShardState, CompactionPolicy], CompactionPlan | None],
+    ) -> CompactionReport:
         before = len(self._fetch(shard).batches)
         merges = 0
         while merges < max_merges:
-            plan = plan_compaction(self._fetch(shard), policy)
-            if plan is None:
+            step = plan(self._fetch(shard), policy)
+            if step is None:
                 break
-            if self._merge(shard, plan):
+            if self._merge(shard, step):
                 merges += 1
         return CompactionReport(before, len(self._fetch(shard).batches), merges)
 
@@ -808,10 +897,15 @@ class Listener:
                 self._last_beat = now
             return None
         frontier = self.frontier
-        _s, schema, parts = self.store._read(self.shard, lambda s: listen_batches(s, frontier))
+        _s, schema, parts = self.store._read(
+            self.shard, lambda s: listen_batches(s, frontier), state
+        )
         progress = _s.upper
         (f,) = frontier.elements
-        tables = [t.filter(pc.greater_equal(t.column(TIME), f)) for _b, t in parts]
+        tables = [
+            t if b.min_time is not None and b.min_time >= f else _at_or_after(t, f)
+            for b, t in parts
+        ]
         table = pa.concat_tables(tables) if tables else batch_schema(schema).empty_table()
         # Hold the since at the previous progress: still strictly before the new one,
         # so a merge can never move an emitted update to a time not yet emitted.

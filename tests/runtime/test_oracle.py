@@ -99,6 +99,21 @@ def test_windows_spare_consensus_writes() -> None:
     assert consensus.writes == 2
 
 
+def test_the_nowait_paths_never_touch_consensus() -> None:
+    """``write_ts_nowait``/``apply_write_nowait`` serve from the reserved window or decline."""
+    consensus = CountingConsensus()
+    clock = Clock(1_000)
+    o = TimestampOracle(consensus, clock_ms=clock, window_ms=1_000)
+    assert [o.write_ts_nowait() for _ in range(3)] == [1_001, 1_002, 1_003]
+    assert o.apply_write_nowait(1_500) and o.read_ts() == 1_500
+    clock.now = 2_500  # past the window: a reservation is due
+    assert o.write_ts_nowait() is None
+    assert not o.apply_write_nowait(2_600) and o.read_ts() == 1_500
+    assert consensus.writes == 1  # only the opening reservation
+    with pytest.raises(OracleError):
+        o.apply_write_nowait(-1)
+
+
 def test_window_zero_writes_every_timestamp() -> None:
     consensus = CountingConsensus()
     o = TimestampOracle(consensus, clock_ms=Clock(), window_ms=0)
@@ -176,9 +191,11 @@ def test_bad_window_is_rejected() -> None:
 _steps = st.lists(
     st.one_of(
         st.tuples(st.just("write"), st.integers(0, 0)),
+        st.tuples(st.just("write_nowait"), st.integers(0, 0)),
         st.tuples(st.just("read"), st.integers(0, 0)),
         st.tuples(st.just("apply"), st.integers(0, 1_000)),
         st.tuples(st.just("apply_future"), st.integers(1, 5_000)),
+        st.tuples(st.just("apply_nowait"), st.integers(1, 5_000)),
         st.tuples(st.just("clock"), st.integers(-10_000, 10_000)),
         st.tuples(st.just("restart"), st.integers(0, 0)),
     ),
@@ -197,8 +214,11 @@ def test_laws_over_calls_and_restarts(steps: list[tuple[str, int]], window: int,
     last_read = o.read_ts()
     applied_max = -1
     for kind, arg in steps:
-        if kind == "write":
-            ts = o.write_ts()
+        if kind in ("write", "write_nowait"):
+            # The event loop's fast path: a timestamp without IO, or None when a
+            # reservation is due (the caller then takes the blocking path).
+            got = o.write_ts_nowait() if kind == "write_nowait" else None
+            ts = o.write_ts() if got is None else got
             assert not writes or ts > writes[-1]
             assert ts > last_read
             assert ts <= o.reserved_upper
@@ -213,9 +233,12 @@ def test_laws_over_calls_and_restarts(steps: list[tuple[str, int]], window: int,
             ts = writes[arg % len(writes)]
             o.apply_write(ts)
             applied_max = max(applied_max, ts)
-        elif kind == "apply_future":
+        elif kind in ("apply_future", "apply_nowait"):
             ts = o.peek_write_ts() + arg
-            o.apply_write(ts)
+            before = (o.read_ts(), o.peek_write_ts(), o.reserved_upper)
+            if kind == "apply_future" or not o.apply_write_nowait(ts):
+                assert (o.read_ts(), o.peek_write_ts(), o.reserved_upper) == before
+                o.apply_write(ts)
             applied_max = max(applied_max, ts)
             writes.append(ts)  # a write at ts happened elsewhere: later writes must pass it
         elif kind == "clock":

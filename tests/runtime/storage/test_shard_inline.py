@@ -15,7 +15,8 @@ import pyarrow as pa
 import pytest
 
 from tidegate.runtime.storage import MemoryBlob, MemoryConsensus, ShardStore, default_urls
-from tidegate.spec.errors import ConsensusCorrupt, Indeterminate
+from tidegate.runtime.storage.arrow_batches import decode_parquet
+from tidegate.spec.errors import BlobCorrupt, ConsensusCorrupt, Indeterminate
 from tidegate.spec.frontier import Antichain
 from tidegate.spec.shard import INLINE_PREFIX, CompactionPolicy
 
@@ -49,13 +50,13 @@ def test_a_large_append_goes_to_a_blob() -> None:
 
 
 def test_inline_batches_stop_at_the_total_cap_and_blobs_take_over() -> None:
-    store = _store(inline_max_bytes=4096, inline_total_max_bytes=6_000)
+    store = _store(inline_max_bytes=4096, inline_total_max_bytes=2_000)  # room for a few
     for t in range(12):
         store.compare_and_append("s", [((t, "r"), t, 1)], t, t + 1)
     state = store.state("s")
     inline = [b for b in state.batches if b.is_inline]
     assert inline and len(inline) < 12  # some inline, then blobs
-    assert state.inline_bytes <= 6_000
+    assert state.inline_bytes <= 2_000
     assert len(store.blob.list_keys("s/")) == 12 - len(inline)
     assert sorted(r for r, _t, _d in store.snapshot_rows("s", 11)) == [(t, "r") for t in range(12)]
 
@@ -131,3 +132,17 @@ def test_an_inline_append_retried_after_an_unknown_outcome_lands_once() -> None:
     assert flaky.compare_and_append("s", [((7, "z"), 0, 1)], 0, 1, "tok-1") == Antichain([1])
     assert store.snapshot_rows("s", 0) == [((7, "z"), 0, 1)]
     assert len(store.state("s").batches) == 1
+
+
+def test_an_inline_batch_is_an_arrow_ipc_message_and_garbage_in_one_is_blob_corrupt() -> None:
+    """Inline batches are Arrow IPC record-batch messages (the shard records the schema):
+    a one-row batch is a few hundred bytes, and a mangled message is a typed error."""
+    store = _store()
+    store.compare_and_append("s", [((1, "a"), 0, 1)], 0, 1)
+    (batch,) = store.state("s").batches
+    assert batch.inline is not None and batch.inline[:4] == b"\xff\xff\xff\xff"
+    assert len(batch.inline) < 1_000
+    table = decode_parquet("s", batch.key, batch.inline, SCHEMA)
+    assert table.to_pylist() == [{"id": 1, "name": "a", "__time": 0, "__diff": 1}]
+    with pytest.raises(BlobCorrupt):
+        decode_parquet("s", batch.key, batch.inline[:40], SCHEMA)

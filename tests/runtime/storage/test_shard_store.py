@@ -272,6 +272,26 @@ def test_auto_compaction_bounds_batch_count(store):
     assert len(s.snapshot_rows("u1", 29)) == 30
 
 
+def test_automatic_maintenance_merges_the_recent_small_batches_not_the_oldest_large_one(store):
+    """Under a stream of small appends, maintenance merges small batches among themselves
+    (size tiers) instead of rewriting the large first batch on every merge, as merging the
+    earliest run did."""
+    s = ShardStore(
+        store.blob,
+        store.consensus,
+        policy=CompactionPolicy(max_batches=5, small_len=50_000),
+        inline_max_bytes=0,
+    )
+    s.compare_and_append("u1", [((i, "big"), 0, 1) for i in range(20_000)], 0, 1)
+    (big,) = s.state("u1").batch_keys
+    for t in range(1, 40):
+        s.compare_and_append("u1", [((-t, "a"), t, 1)], t, t + 1)
+    state = s.state("u1")
+    assert len(state.batches) <= 6
+    assert state.batch_keys[0] == big  # never rewritten
+    assert len(s.snapshot_rows("u1", 39)) == 20_039
+
+
 def test_corrupt_and_missing_blobs_name_shard_and_key(store):
     store.compare_and_append("u1", [((1, "a"), 0, 1)], 0, 1)
     store.compare_and_append("u1", [((2, "b"), 1, 1)], 1, 2)
