@@ -11,12 +11,16 @@ disks. This prints:
   1.15-1.3 s, 1.54 s on this machine on the day it moved);
 * a short campaign on ``--jobs`` processes, extrapolated to 1,000 seeds
   (target <= 20 min on 2 cores);
+* one ``sources`` run (the storage replica, simulated upstreams and sink
+  targets beside the compute world): wall time, events, and how much the
+  storage checkers judged (source batches, acknowledgements, sink targets);
 * for every detectable mutant (``tidegate.sim.mutants``): the first seed of the
   scenario it names (``small`` for most) that catches it and how long that took, and the shrunk
   reproducer's size (faults + client actions; target <= 15) and shrinking time
   (target: median <= 60 s).
 
-    python bench/sim.py [--seed 2] [--campaign 4] [--jobs 2] [--mutants N] [--profile]
+    python bench/sim.py [--seed 2] [--campaign 4] [--jobs 2] [--sources-seed 6] [--mutants N]
+                        [--profile]
 """
 
 from __future__ import annotations
@@ -59,6 +63,22 @@ def _standard(seed: int, profile: bool) -> None:
     print(f"  kernel events            {s.events:8d}   task wakeups {s.task_wakeups}")
     print(f"  storage compare-and-sets {s.storage_calls:8d}")
     print(f"  peeks / appends / subscribe batches  {s.peeks} / {s.appends} / {s.subscribe_batches}")
+
+
+def _sources(seed: int) -> None:
+    r = run_simulation(RunOptions(seed=seed, scenario=SCENARIOS["sources"]()))
+    s, k = r.stats, r.sometimes
+    upstream = sum(1 for a in r.plan.actions or () if a.kind == "upstream")
+    print(f"sources seed {seed}: {'ok' if r.ok else r.violation}")
+    print(f"  wall time per run        {s.wall_s:8.2f} s   ({s.virtual_ms / 1000:.0f} virtual s)")
+    print(f"  kernel events            {s.events:8d}   messages {s.messages}")
+    print(f"  upstream transactions    {upstream:8d}")
+    print(
+        f"  judged: source batches {k.get('source_batch_checked', 0)} "
+        f"(+{k.get('source_batch_checked_empty', 0)} empty), acknowledgements "
+        f"{k.get('upstream_ack_checked', 0)}, sink targets {k.get('sink_target_checked', 0)}, "
+        f"source reads {k.get('source_read_checked', 0)}"
+    )
 
 
 def _campaign(n: int, jobs: int) -> None:
@@ -121,6 +141,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seed", type=int, default=2)
     ap.add_argument("--campaign", type=int, default=4, help="seeds in the short campaign (0: skip)")
+    ap.add_argument(
+        "--sources-seed", type=int, default=6, help="seed of the sources run (-1: skip)"
+    )
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--mutants", type=int, default=40, help="seed budget per mutant (0: skip)")
     ap.add_argument("--shrink-seconds", type=float, default=120.0)
@@ -129,6 +152,8 @@ def main() -> None:
     _standard(args.seed, args.profile)
     if args.campaign > 0:
         _campaign(args.campaign, args.jobs)
+    if args.sources_seed >= 0:
+        _sources(args.sources_seed)
     if args.mutants > 0:
         _mutants(args.mutants, args.shrink_seconds)
 

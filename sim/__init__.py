@@ -21,10 +21,14 @@ seed gives a byte-identical trace.
   and the platform the runtime runs on;
 * :mod:`.replica` -- a replica process: the spec ``ComputeReplica`` over the ``PythonExecutor``;
   :mod:`.service_replica` -- the option of running ``tidegate.replica``'s real service instead;
+* :mod:`.storage_replica` -- the storage replica: ``tidegate.replica``'s real ``StorageService``;
+  :mod:`.upstream`, :mod:`.sink_target` -- the simulated upstreams its sources read and the
+  targets its sinks commit to (scenarios with sources or sinks);
 * :mod:`.controller` -- the controller process: the runtime's ``Environment``, killed and restored;
 * :mod:`.clients` -- the workload, through the public API; :mod:`.history` -- what clients
   saw, and its offline checker (strict serializability);
 * :mod:`.truth`, :mod:`.checkers` -- what really landed, safety and liveness checks;
+  :mod:`.storage_checks` -- those of sources and sinks (exactly once, reclocked);
 * :mod:`.coverage` -- the rules, errors and effects a run reached;
 * :mod:`.world` -- all of it wired; :mod:`.run` -- ``run_simulation(RunOptions(seed, scenario))``;
 * :mod:`.campaign`, :mod:`.shrink`, :mod:`.replay`, :mod:`.plot`, :mod:`.cli` -- the tools;
@@ -44,7 +48,18 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from .faults import Fault, FaultKind, FaultPlan
-from .scenario import SCENARIOS, DataflowSpec, Scenario, TableSpec, WorkloadMix, small, standard
+from .scenario import (
+    SCENARIOS,
+    DataflowSpec,
+    Scenario,
+    SinkSpec,
+    SourceSpec,
+    TableSpec,
+    WorkloadMix,
+    small,
+    sources,
+    standard,
+)
 
 # Imported when first asked for: they bring the runtime (and, for ``scenarios``, Hypothesis),
 # which ``tidegate sim --help`` and scenario files do not need.
@@ -70,6 +85,8 @@ __all__ = [
     "RunResult",
     "RunStats",
     "Scenario",
+    "SinkSpec",
+    "SourceSpec",
     "TableSpec",
     "Violation",
     "WorkloadMix",
@@ -77,6 +94,7 @@ __all__ = [
     "run_simulation",
     "scenarios",
     "small",
+    "sources",
     "standard",
 ]
 

@@ -33,6 +33,14 @@ Liveness and cleanup, after the quiet phase (faults healed, clients idle):
   and its shard (a materialized view's) finalized;
 * every append whose outcome was unknown landed at one time or not at all (each
   table's part whole), and nothing landed that no append wrote.
+
+Sources and sinks (scenarios with a storage replica) have checks of their own,
+run from here (:mod:`.storage_checks`): every upstream change lands exactly
+once at the time its offset's binding gives it, bindings are durable before
+their data, nothing is acknowledged upstream before it is durable, every sink
+commits its input exactly once, and sources and sinks catch up once the
+faults stop. Reads of sources (and of what is computed from them) are judged
+like reads of tables, against what landed in the source's shard.
 """
 
 from __future__ import annotations
@@ -53,6 +61,7 @@ from tidegate.spec.plan import replace_gets
 from tidegate.spec.storage import SinceChanged, UpperChanged
 
 from .history import ReferenceModel, Violation, Windows, judge_peek, row_in, subscription_id
+from .storage_checks import StorageChecker
 from .truth import TruthLog
 
 if TYPE_CHECKING:
@@ -114,6 +123,12 @@ class Checker:
         self._storage_reported: dict[tuple[str, GlobalId], Antichain] = {}
         self.quiet_start: dict[tuple[str, GlobalId], tuple[Antichain, Antichain]] = {}
         """Every live collection's ``(since, upper)`` when the faults stopped, by (layer, id)."""
+        self.storage = (
+            StorageChecker(world, self.truth, self.violate) if world.scenario.storage else None
+        )
+        """The checks of sources and sinks (scenarios with a storage replica)."""
+        self._sources: set[GlobalId] = set()
+        """Sources in the reference model (their landed data, like a table's)."""
 
     def violate(self, property: str, message: str) -> None:
         self.world.violate(property, message)
@@ -122,14 +137,21 @@ class Checker:
     def check(self) -> None:
         """Judge everything new since the last check (see the module docstring)."""
         self._refresh()
+        if self.storage is not None:
+            self.storage.check()
         self._judge_new()
         env = self.world.controller.env
         if env is not None and self.world.controller.ready:
             self._check_frontiers(env)
             self._check_holds(env)
 
+    def storage_acknowledged(self, source: GlobalId, offset: int) -> None:
+        """An ingestion acknowledged ``offset`` of ``source`` upstream (see :mod:`.storage_checks`)."""
+        if self.storage is not None:
+            self.storage.acknowledged(source, offset)
+
     def _refresh(self) -> None:
-        before = {t: len(self.truth.updates(t)) for t in self.truth.tables()}
+        before = {t: len(self.truth.updates(t)) for t in (*self.truth.tables(), *self._sources)}
         self.truth.refresh()
         earliest: int | None = None
         for t, n in before.items():
@@ -153,10 +175,20 @@ class Checker:
                     self.truth.track(gid)
                     self.truth.refresh()
                     self.model.tables[gid] = self.truth.updates(gid)
+            elif op == "source":
+                gid = GlobalId.parse(ev["id"])
+                self._table_ids[ev["name"]] = gid
+                if gid not in self.model.tables:
+                    self.truth.watch(str(gid))
+                    self.truth.refresh(only=(str(gid),))
+                    self.model.tables[gid] = self.truth.updates(gid)
+                    self._sources.add(gid)
             elif op == "install":
                 spec = self._plans.get(ev["name"])
                 if spec is not None:
-                    self.model.install(GlobalId.parse(ev["id"]), self._plan(spec.plan))
+                    self.model.install(
+                        GlobalId.parse(ev["id"]), self._plan(spec.plan, ev.get("inputs"))
+                    )
                     if spec.kind == "materialized_view":
                         self.truth.watch(ev["id"])
             elif op == "subscribe":
@@ -174,9 +206,14 @@ class Checker:
                 v = judge_peek(self.model, self.truth.change_times, self.windows, ev, hi=False)
                 if v is not None:
                     self.violate(v.property, v.message)
+                target = GlobalId.parse(ev["target"])
+                known = target in self.model.plans or target in self.model.tables
+                if self._sources and known and self.model.inputs(target) & self._sources:
+                    self.world.count("source_read_checked")
 
-    def _plan(self, plan: Any) -> Any:
+    def _plan(self, plan: Any, inputs: Mapping[str, str] | None = None) -> Any:
         ids = {GlobalId.parse(name): gid for name, gid in self._table_ids.items()}
+        ids.update({GlobalId.parse(k): GlobalId.parse(v) for k, v in (inputs or {}).items()})
         return replace_gets(plan, ids)
 
     def _check_durable(self, ev: Mapping[str, Any]) -> None:
@@ -220,7 +257,7 @@ class Checker:
             spec = self._plans.get(s["ev"]["target"])
             if spec is None:
                 return
-            self.model.install(gid, self._plan(spec.plan))
+            self.model.install(gid, self._plan(spec.plan, s["ev"].get("inputs")))
         acc = s["acc"]
         for t, r, d in ev["updates"]:
             if not ev["lower"][0] <= t < ev["upper"][0]:
@@ -406,6 +443,8 @@ class Checker:
         for cc in ctl.instance(INSTANCE).collections():
             if not cc.dropped:
                 self.quiet_start[("compute", cc.id)] = (cc.read_frontier, cc.write_frontier)
+        if self.storage is not None:
+            self.storage.quiet_started()
 
     def check_end(self) -> None:
         """The liveness and cleanup checks (see the module docstring)."""
@@ -435,6 +474,8 @@ class Checker:
         self._check_caught_up(env)
         self._check_compaction(env)
         self._check_cleanup(env)
+        if self.storage is not None:
+            self.storage.check_end()
 
     def _check_caught_up(self, env: Environment) -> None:
         ctl = env.driver.ctl

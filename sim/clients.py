@@ -7,7 +7,13 @@ time, at a valid time, below the since or beyond the upper -- the last two
 must be refused with a typed error --, by index key, on one replica), cancel
 pending peeks, create and drop the scenario's indexes and materialized views,
 subscribe and unsubscribe, change read policies, and ask whether objects are
-hydrated. Each action runs as its own task of the controller process, so
+hydrated. With sources in the scenario they also create sources over the
+simulated upstreams (``SimulatedSource``), read them (peeks, indexes,
+materialized views, subscribes, joins with tables), create sinks of tables,
+materialized views and sources into simulated targets (``SimulatedSink``),
+and drop both; meanwhile the upstreams keep changing (``upstream`` actions,
+performed by the world whether or not a controller is up). Each action runs
+as its own task of the controller process, so
 actions overlap in time as real clients' do; what each saw goes to the
 :class:`~tidegate.sim.history.ClientHistory`.
 
@@ -35,19 +41,20 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from tidegate.runtime.environment import Environment
-from tidegate.runtime.errors import DuplicateCatalogName, UnknownCatalogObject
+from tidegate.runtime.errors import DuplicateCatalogName, HasDependents, UnknownCatalogObject
 from tidegate.spec.errors import ReadBeyondUpper, SinceViolation, TidegateError
 from tidegate.spec.frontier import Antichain, Row
 from tidegate.spec.frontier.read_policy import LagWriteFrontier
 from tidegate.spec.ids import GlobalId
 from tidegate.spec.plan import Plan, Schema, gets, replace_gets, typecheck
 from tidegate.spec.protocol.types import ColumnOrder, RowSetFinishing
+from tidegate.spec.storage.connections import SimulatedSink, SimulatedSource
 
 from .choices import ChoiceSource, chance, pick
 from .faults import Action
 from .history import ClientHistory, finishing_to_json, row_out
 from .process import ProcessKilled
-from .scenario import DataflowSpec, Scenario, WorkloadMix
+from .scenario import DataflowSpec, Scenario, SinkSpec, SourceSpec, WorkloadMix
 
 if TYPE_CHECKING:
     from .world import World
@@ -99,9 +106,16 @@ class Clients:
         self.recorded: list[Action] = []
         """The actions performed so far (the plan's ``actions`` once the run ends)."""
         self.schemas: dict[str, Schema] = {t.id: t.schema for t in scenario.tables}
+        self.schemas.update({src.id: src.schema for src in scenario.sources})
         self.specs: dict[str, DataflowSpec] = {d.name: d for d in scenario.dataflows}
+        self.source_specs: dict[str, SourceSpec] = {src.id: src for src in scenario.sources}
+        self.sink_specs: dict[str, SinkSpec] = {k.name: k for k in scenario.sinks}
         self.table_ids: dict[str, GlobalId] = {}
         """Each scenario table's id in the catalog (known once created)."""
+        self.source_ids: dict[str, GlobalId] = {}
+        """The scenario's sources that exist, by their scenario id (``"u9"``)."""
+        self.sinks: dict[str, GlobalId] = {}
+        """The scenario's sinks that exist, by name."""
         self.objects: dict[str, GlobalId] = {}
         """The scenario dataflows (indexes, materialized views) that exist, by name."""
         self.present: dict[str, list[Row]] = {t.id: [] for t in scenario.tables}
@@ -129,9 +143,19 @@ class Clients:
         while at < end_ms:
             kernel.call_at(at, self._draw)
             at += self._times.integer(low, high)
+        upstream = self.world.streams.upstream
+        if upstream is not None:
+            low, high = self.scenario.upstream_ms
+            for name in sorted({src.upstream for src in self.scenario.sources}):
+                at = start_ms + upstream.integer(low, high)
+                while at < end_ms:
+                    kernel.call_at(at, self._draw_upstream, name)
+                    at += upstream.integer(low, high)
 
     def _replay(self, action: Action) -> None:
-        if self._can_act():
+        if action.kind == "upstream":
+            self._upstream(action)
+        elif self._can_act():
             self._perform(action)
 
     def _draw(self) -> None:
@@ -163,6 +187,34 @@ class Clients:
         self.world.record("action", kind=action.kind)
         self.world.controller.spawn(self._run, action)
 
+    # -- the upstreams (not a client's: the world changes them, controller or not) -------------
+    def _draw_upstream(self, name: str) -> None:
+        """A transaction of upstream ``name``: 1-3 inserts or deletes, some offsets on."""
+        source = self.world.streams.upstream
+        upstreams = self.world.upstreams
+        assert source is not None and upstreams is not None
+        log = upstreams.logs[name]
+        present = list(log.present)
+        changes: list[list[Any]] = []
+        for _ in range(source.integer(1, 3)):
+            if present and chance(source, 300):
+                row = present.pop(source.integer(0, len(present) - 1))
+                changes.append([row_out(row), -1])
+            else:
+                changes.append([row_out(self._row(log.schema, source)), 1])
+        args = {"upstream": name, "changes": changes, "gap": source.integer(0, 2)}
+        self._upstream(Action(self.world.kernel.now_ms, "upstream", args))
+
+    def _upstream(self, action: Action) -> None:
+        upstreams = self.world.upstreams
+        name = str(action.args["upstream"])
+        if upstreams is None or name not in upstreams.logs:
+            return
+        self.recorded.append(action)
+        changes = [(tuple(r), int(d)) for r, d in action.args["changes"]]
+        offset = upstreams.logs[name].write(changes, int(action.args["gap"]), action.at_ms)
+        self.world.record("upstream", upstream=name, offset=offset, changes=len(changes))
+
     # -- setup --------------------------------------------------------------------------------
     async def come_up(self, env: Environment, generation: int) -> None:
         """A controller is up: learn what exists (after a restart) or create the scenario's tables."""
@@ -173,6 +225,15 @@ class Clients:
         for t in self.scenario.tables:
             with contextlib.suppress(UnknownCatalogObject):
                 self.table_ids[t.id] = env.resolve(t.id)
+        for src in self.scenario.sources:
+            try:
+                gid = env.resolve(src.name)
+            except UnknownCatalogObject:
+                self.source_ids.pop(src.id, None)
+                continue
+            if self.source_ids.get(src.id) != gid:
+                self.source_ids[src.id] = gid
+                self._note_source(src, gid)
         for name in sorted(self.specs):
             spec = self.specs[name]
             if spec.kind == "subscribe":
@@ -184,7 +245,12 @@ class Clients:
                 continue
             if self.objects.get(name) != gid:
                 self.objects[name] = gid
-                self.history.note("install", now, id=str(gid), name=name, kind=spec.kind)
+                self._note_install(gid, name, spec)
+        for sink in self.scenario.sinks:
+            try:
+                self.sinks[sink.name] = env.resolve(sink.name)
+            except UnknownCatalogObject:
+                self.sinks.pop(sink.name, None)
         del state
         if not self.ready and not self.setting_up:
             self.setting_up = True
@@ -218,9 +284,13 @@ class Clients:
         for t in self.scenario.tables:
             await env.set_read_policy(t.id, LagWriteFrontier(TABLE_LAG_MS, GRANULARITY_MS))
         self.ready = True
+        for src in self.scenario.sources:
+            await self._create_source(env, src.id)
         for spec in self.scenario.dataflows:
             if spec.kind != "subscribe" and spec.name not in self.objects:
                 await self._create(env, spec.name)
+        for sink in self.scenario.sinks:
+            await self._create_sink(env, sink.name)
 
     # -- running an action --------------------------------------------------------------------
     async def _run(self, action: Action) -> None:
@@ -289,16 +359,17 @@ class Clients:
                 rows.append([row_out(self._row(self.schemas[table])), 1])
         return rows
 
-    def _row(self, schema: Schema) -> Row:
+    def _row(self, schema: Schema, source: ChoiceSource | None = None) -> Row:
+        choices = self.source if source is None else source
         out: list[object] = []
         nulls = self.scenario.workload.null_per_mille
         for i, c in enumerate(schema.columns):
-            if c.type.nullable and chance(self.source, nulls):
+            if c.type.nullable and chance(choices, nulls):
                 out.append(None)
             elif c.type.scalar.value == "string":
-                out.append(pick(self.source, _REGIONS if i and c.name == "region" else _WORDS))
+                out.append(pick(choices, _REGIONS if i and c.name == "region" else _WORDS))
             else:
-                out.append(self.source.integer(0, 9))
+                out.append(choices.integer(0, 9))
         return tuple(out)
 
     async def _do_append(self, env: Environment, args: Mapping[str, Any]) -> None:
@@ -347,7 +418,7 @@ class Clients:
 
     # peeks
     def _readable(self) -> list[str]:
-        return [t.id for t in self.scenario.tables] + sorted(self.objects)
+        return [t.id for t in self.scenario.tables] + sorted(self.source_ids) + sorted(self.objects)
 
     def _finishing(self, target: str) -> dict[str, Any]:
         if chance(self.source, 700):
@@ -402,16 +473,27 @@ class Clients:
     def _ref(self, target: str) -> GlobalId | None:
         if target in self.table_ids:
             return self.table_ids[target]
+        if target in self.source_ids:
+            return self.source_ids[target]
         return self.objects.get(target)
 
     def _input_upper(self, env: Environment, target: str) -> Antichain:
-        """The upper of the tables ``target`` reads, as clients see it (public frontiers)."""
+        """The upper of the tables and sources ``target`` reads, as clients see it (public
+        frontiers)."""
         if target in self.table_ids:
             return env.frontiers(self.table_ids[target])[1]
+        if target in self.source_ids:
+            return env.frontiers(self.source_ids[target])[1]
+        reads = set(gets(self.specs[target].plan))
         uppers = [
             env.frontiers(self.table_ids[t.id])[1]
             for t in self.scenario.tables
-            if GlobalId.parse(t.id) in set(gets(self.specs[target].plan)) and t.id in self.table_ids
+            if GlobalId.parse(t.id) in reads and t.id in self.table_ids
+        ]
+        uppers += [
+            env.frontiers(gid)[1]
+            for sid, gid in sorted(self.source_ids.items())
+            if GlobalId.parse(sid) in reads
         ]
         return Antichain.meet_all(uppers) if uppers else Antichain.empty()
 
@@ -541,7 +623,10 @@ class Clients:
             )
         if error.startswith("DependencyDropped"):
             self.world.count("peek_ended_by_drop")
-            if not any(d["id"] == ev["target"] for d in self.history.ops("drop")):
+            if not any(
+                d["id"] == ev["target"] or ev["target"] in d.get("gone", ())
+                for d in self.history.ops("drop")
+            ):
                 self.world.violate(
                     "valid_reads_answered",
                     f"peek {ev['n']} of {ev['name']} failed with {error}, "
@@ -567,15 +652,38 @@ class Clients:
                     scope.cancel()
 
     # dataflows
-    def _plan(self, spec: DataflowSpec) -> Plan:
+    def _ids(self) -> dict[GlobalId, GlobalId]:
+        """The scenario's ids of tables and existing sources -> their catalog ids."""
         ids = {GlobalId.parse(t): gid for t, gid in self.table_ids.items()}
-        return replace_gets(spec.plan, ids)
+        ids.update({GlobalId.parse(s): gid for s, gid in self.source_ids.items()})
+        return ids
+
+    def _plan(self, spec: DataflowSpec) -> Plan:
+        return replace_gets(spec.plan, self._ids())
+
+    def _inputs_exist(self, spec: DataflowSpec) -> bool:
+        """Whether every source ``spec`` reads exists (tables always do, once set up)."""
+        return all(
+            str(g) in self.source_ids for g in gets(spec.plan) if str(g) in self.source_specs
+        )
+
+    def _source_inputs(self, spec: DataflowSpec) -> dict[str, str]:
+        """The sources ``spec`` reads: scenario id -> catalog id (for the history)."""
+        reads = {str(g) for g in gets(spec.plan)}
+        return {s: str(g) for s, g in sorted(self.source_ids.items()) if s in reads}
+
+    def _note_install(self, gid: GlobalId, name: str, spec: DataflowSpec) -> None:
+        inputs = self._source_inputs(spec)
+        extra: dict[str, Any] = {"inputs": inputs} if inputs else {}
+        self.history.note(
+            "install", self.world.kernel.now_ms, id=str(gid), name=name, kind=spec.kind, **extra
+        )
 
     def _draw_create_dataflow(self) -> dict[str, Any] | None:
         names = [
             d.name
             for d in self.scenario.dataflows
-            if d.kind != "subscribe" and d.name not in self.objects
+            if d.kind != "subscribe" and d.name not in self.objects and self._inputs_exist(d)
         ]
         return {"dataflow": pick(self.source, names)} if names else None
 
@@ -585,6 +693,8 @@ class Clients:
     async def _create(self, env: Environment, name: str) -> None:
         spec = self.specs.get(name)
         if spec is None or name in self.objects or spec.kind == "subscribe":
+            return
+        if not self._inputs_exist(spec):
             return
         ev = self.history.invoke("create", self.world.kernel.now_ms, name=name, kind=spec.kind)
         plan = self._plan(spec)
@@ -604,9 +714,7 @@ class Clients:
         if ok:
             ev["id"] = str(gid)
             self.objects[name] = gid
-            self.history.note(
-                "install", self.world.kernel.now_ms, id=str(gid), name=name, kind=spec.kind
-            )
+            self._note_install(gid, name, spec)
             self.world.count(f"create_{spec.kind}")
             if spec.kind == "index":
                 await env.set_read_policy(gid, LagWriteFrontier(INDEX_LAG_MS, GRANULARITY_MS))
@@ -631,8 +739,19 @@ class Clients:
         gid = self.objects.get(name)
         if gid is None:
             return
-        ev = self.history.invoke("drop", self.world.kernel.now_ms, id=str(gid), name=name)
-        ok, _ = await self._call(ev, lambda: env.drop(gid))
+        await self._drop(env, gid, name, "drop_dataflow")
+
+    async def _drop(
+        self, env: Environment, gid: GlobalId, name: str, what: str, cascade: bool = False
+    ) -> None:
+        """Drop ``gid`` (with ``cascade``, its dependents too) and forget what went."""
+        extra: dict[str, Any] = {"cascade": True} if cascade else {}
+        ev = self.history.invoke("drop", self.world.kernel.now_ms, id=str(gid), name=name, **extra)
+
+        def call() -> Any:
+            return env.drop(gid, cascade=True) if cascade else env.drop(gid)
+
+        ok, gone = await self._call(ev, call)
         if not ok and ev["status"] == "fail":
             try:
                 env.resolve(gid)
@@ -642,16 +761,22 @@ class Clients:
                         "refusals_have_no_effect",
                         f"drop {ev['n']} of {name} failed ({ev['error']}), yet {gid} is gone",
                     )
+            if str(ev["error"]).startswith(HasDependents.__name__):
+                self.world.count(f"{what}_has_dependents")
         if ok:
-            if self.objects.get(name) == gid:
-                del self.objects[name]
-            self.world.count("drop_dataflow")
-            self.world.dropped(gid)
+            went = set(gone) | {gid}
+            if len(went) > 1:
+                ev["gone"] = sorted(str(g) for g in went)
+            for table in (self.objects, self.source_ids, self.sinks):
+                for key in [k for k, v in table.items() if v in went]:
+                    del table[key]
+            self.world.count(what)
+            for g in sorted(went):
+                self.world.dropped(g)
 
     def _draw_set_read_policy(self) -> dict[str, Any] | None:
-        targets = [t.id for t in self.scenario.tables] + sorted(
-            n for n in self.objects if self.specs[n].kind == "index"
-        )
+        targets = [t.id for t in self.scenario.tables] + sorted(self.source_ids)
+        targets += sorted(n for n in self.objects if self.specs[n].kind == "index")
         return {"target": pick(self.source, targets), "lag": self.source.integer(0, 600)}
 
     async def _do_set_read_policy(self, env: Environment, args: Mapping[str, Any]) -> None:
@@ -666,7 +791,11 @@ class Clients:
 
     # subscribes
     def _draw_subscribe(self) -> dict[str, Any] | None:
-        subs = [d.name for d in self.scenario.dataflows if d.kind == "subscribe"]
+        subs = [
+            d.name
+            for d in self.scenario.dataflows
+            if d.kind == "subscribe" and self._inputs_exist(d)
+        ]
         if not subs or len(self.subs) >= 4:
             return None
         args: dict[str, Any] = {"dataflow": pick(self.source, subs)}
@@ -680,8 +809,15 @@ class Clients:
         spec = self.specs.get(str(args["dataflow"]))
         if spec is None or spec.kind != "subscribe" or len(self.subs) >= 4:
             return
+        if not self._inputs_exist(spec):
+            return
+        inputs = self._source_inputs(spec)
         ev = self.history.invoke(
-            "subscribe", self.world.kernel.now_ms, target=spec.name, replica=args.get("replica")
+            "subscribe",
+            self.world.kernel.now_ms,
+            target=spec.name,
+            replica=args.get("replica"),
+            **({"inputs": inputs} if inputs else {}),
         )
         sub = _Sub(int(ev["n"]), spec)
         self.subs.append(sub)
@@ -721,6 +857,7 @@ class Clients:
     def _judge_subscribe_error(self, sub: _Sub, error: str) -> None:
         """A subscribe may end with an error only if its target replica went or an input was dropped."""
         dropped = {d["id"] for d in self.history.ops("drop")}
+        dropped.update(g for d in self.history.ops("drop") for g in d.get("gone", ()))
         if error.endswith("was dropped while the subscribe ran"):
             self.world.count("subscribe_ended_by_drop")
             if error.split()[0] not in dropped:
@@ -766,3 +903,118 @@ class Clients:
         if ok:
             ev["hydrated"] = bool(value)
             self.world.count("hydrated" if value else "not_hydrated")
+
+    # sources
+    def _note_source(self, src: SourceSpec, gid: GlobalId) -> None:
+        self.history.note(
+            "source",
+            self.world.kernel.now_ms,
+            name=src.id,
+            id=str(gid),
+            source=src.name,
+            upstream=src.upstream,
+        )
+
+    def _draw_create_source(self) -> dict[str, Any] | None:
+        ids = [s.id for s in self.scenario.sources if s.id not in self.source_ids]
+        return {"source": pick(self.source, ids)} if ids else None
+
+    async def _do_create_source(self, env: Environment, args: Mapping[str, Any]) -> None:
+        await self._create_source(env, str(args["source"]))
+
+    async def _create_source(self, env: Environment, sid: str) -> None:
+        src = self.source_specs.get(sid)
+        if src is None or sid in self.source_ids:
+            return
+        ev = self.history.invoke("create", self.world.kernel.now_ms, name=src.name, kind="source")
+        ok, gid = await self._call(
+            ev,
+            lambda: env.create_source(src.name, SimulatedSource(src.upstream), schema=src.schema),
+        )
+        if (
+            not ok
+            and ev["status"] == "fail"
+            and not str(ev["error"]).startswith(DuplicateCatalogName.__name__)
+        ):
+            self._check_no_effect(env, ev, src.name)
+        if ok:
+            ev["id"] = str(gid)
+            self.source_ids[sid] = gid
+            self._note_source(src, gid)
+            self.world.count("create_source")
+
+    def _draw_drop_source(self) -> dict[str, Any] | None:
+        ids = sorted(self.source_ids)
+        if not ids:
+            return None
+        return {"source": pick(self.source, ids), "cascade": chance(self.source, 600)}
+
+    async def _do_drop_source(self, env: Environment, args: Mapping[str, Any]) -> None:
+        sid = str(args["source"])
+        gid = self.source_ids.get(sid)
+        if gid is None:
+            return
+        name = self.source_specs[sid].name
+        await self._drop(env, gid, name, "drop_source", cascade=bool(args.get("cascade")))
+
+    # sinks
+    def _sink_input(self, sink: SinkSpec) -> GlobalId | None:
+        """The catalog id of what ``sink`` writes out, if it exists."""
+        if sink.input in self.table_ids:
+            return self.table_ids[sink.input]
+        if sink.input in self.source_ids:
+            return self.source_ids[sink.input]
+        return self.objects.get(sink.input)
+
+    def _draw_create_sink(self) -> dict[str, Any] | None:
+        names = [
+            k.name
+            for k in self.scenario.sinks
+            if k.name not in self.sinks and self._sink_input(k) is not None
+        ]
+        return {"sink": pick(self.source, names)} if names else None
+
+    async def _do_create_sink(self, env: Environment, args: Mapping[str, Any]) -> None:
+        await self._create_sink(env, str(args["sink"]))
+
+    async def _create_sink(self, env: Environment, name: str) -> None:
+        sink = self.sink_specs.get(name)
+        if sink is None or name in self.sinks:
+            return
+        input_id = self._sink_input(sink)
+        if input_id is None:
+            return
+        ev = self.history.invoke(
+            "create", self.world.kernel.now_ms, name=name, kind="sink", input=str(input_id)
+        )
+        ok, gid = await self._call(
+            ev, lambda: env.create_sink(name, input_id, SimulatedSink(sink.target))
+        )
+        if (
+            not ok
+            and ev["status"] == "fail"
+            and not str(ev["error"]).startswith(DuplicateCatalogName.__name__)
+        ):
+            self._check_no_effect(env, ev, name)
+        if ok:
+            ev["id"] = str(gid)
+            self.sinks[name] = gid
+            self.history.note(
+                "sink",
+                self.world.kernel.now_ms,
+                name=name,
+                id=str(gid),
+                input=str(input_id),
+                target=sink.target,
+            )
+            self.world.count("create_sink")
+
+    def _draw_drop_sink(self) -> dict[str, Any] | None:
+        names = sorted(self.sinks)
+        return {"sink": pick(self.source, names)} if names else None
+
+    async def _do_drop_sink(self, env: Environment, args: Mapping[str, Any]) -> None:
+        name = str(args["sink"])
+        gid = self.sinks.get(name)
+        if gid is not None:
+            await self._drop(env, gid, name, "drop_sink")

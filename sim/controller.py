@@ -22,10 +22,12 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from tidegate.runtime.environment import Environment
+from tidegate.runtime.transport.protocols import STORAGE
 
 from .platform import SimPlatform
 from .process import ProcessKilled, SimProcess
 from .storage import BlobClient, ConsensusClient
+from .storage_replica import STORAGE_ADDRESS
 from .transport import SimTransport
 
 if TYPE_CHECKING:
@@ -124,6 +126,14 @@ class ControllerProcess:
         initial = None if w.catalog_has_replicas() else {n: n for n in sorted(w.replicas)}
         # An upgrade: a restarted controller is the new version, opened read-only and promoted.
         upgrade = w.scenario.upgrade and generation > 1
+        storage: dict[str, Any] = {}
+        if w.storage is not None:  # the storage replica runs at a given address (unmanaged)
+            storage = {
+                "storage_replica": STORAGE_ADDRESS,
+                "storage_transport": SimTransport(
+                    w.storage_endpoints, protocol=STORAGE, alive=lambda: proc.alive
+                ),
+            }
         with trio.CancelScope() as scope:
             self._scope = scope
             try:
@@ -139,6 +149,7 @@ class ControllerProcess:
                     platform=self.platform,
                     check_protocol=True,
                     read_only=upgrade,
+                    **storage,
                 ) as env:
                     if upgrade:
                         w.record("controller_read_only", generation=generation)

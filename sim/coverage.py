@@ -3,7 +3,8 @@
 A checker that never sees a rule broken, an error raised or an effect
 carried out cannot say anything about it. :class:`RuleCounter` counts, while
 a run lasts, every typed error created (by class and by protocol ``rule``)
-and every effect the production driver carried out (by kind); its report
+and every effect the production driver carried out (by kind), and, with a
+storage replica, every output its core asked the storage service for; its report
 lists the ones that never happened too, so an unreached rule is visible.
 It instruments the process for the run's duration (the counters are the
 simulator's own, nothing in ``tidegate.spec`` or ``tidegate.runtime``
@@ -19,7 +20,14 @@ from collections.abc import Iterable, Mapping
 from types import TracebackType
 from typing import Any
 
-__all__ = ["RuleCounter", "all_effect_kinds", "all_error_types", "merge_reports", "render_report"]
+__all__ = [
+    "RuleCounter",
+    "all_effect_kinds",
+    "all_error_types",
+    "all_storage_output_kinds",
+    "merge_reports",
+    "render_report",
+]
 
 
 def all_error_types() -> dict[str, str | None]:
@@ -35,6 +43,13 @@ def all_error_types() -> dict[str, str | None]:
             if isinstance(cls, type) and issubclass(cls, spec_errors.TidegateError):
                 out[name] = getattr(cls, "rule", None)
     return out
+
+
+def all_storage_output_kinds() -> list[str]:
+    """Every output the storage replica core can ask its driver for (``StorageReplicaOutput``)."""
+    from tidegate.spec.storage_replica import StorageReplicaOutput
+
+    return sorted(k.__name__ for k in typing.get_args(StorageReplicaOutput))
 
 
 def all_effect_kinds() -> list[str]:
@@ -53,15 +68,23 @@ class RuleCounter:
         self.errors: Counter[str] = Counter()
         self.rules: Counter[str] = Counter()
         self.effects: Counter[str] = Counter()
+        self.storage_outputs: Counter[str] = Counter()
         self._undo: list[Any] = []
 
     def __enter__(self) -> RuleCounter:
         from tidegate.runtime.controller.driver import ControllerDriver
         from tidegate.spec.errors import TidegateError
+        from tidegate.spec.storage_replica import StorageReplica
 
         counter = self
         original_init = TidegateError.__init__
         original_apply = ControllerDriver._apply_one
+        original_drain = StorageReplica.drain
+
+        def counting_drain(self: Any) -> Any:
+            outputs = original_drain(self)
+            counter.storage_outputs.update(type(o).__name__ for o in outputs)
+            return outputs
 
         def counting_init(self: Any, *args: Any, **kwargs: Any) -> None:
             counter.errors[type(self).__name__] += 1
@@ -76,9 +99,11 @@ class RuleCounter:
 
         TidegateError.__init__ = counting_init  # type: ignore[method-assign]
         ControllerDriver._apply_one = counting_apply  # type: ignore[method-assign,assignment]
+        StorageReplica.drain = counting_drain  # type: ignore[method-assign]
         self._undo = [
             (TidegateError, "__init__", original_init),
             (ControllerDriver, "_apply_one", original_apply),
+            (StorageReplica, "drain", original_drain),
         ]
         return self
 
@@ -101,7 +126,11 @@ class RuleCounter:
         rules.update(self.rules)
         effects = {k: self.effects.get(k, 0) for k in all_effect_kinds()}
         effects.update({k: v for k, v in self.effects.items() if k not in effects})
-        return {"errors": errors, "rules": rules, "effects": effects}
+        out = {"errors": errors, "rules": rules, "effects": effects}
+        if self.storage_outputs:  # a run with a storage replica: what its core asked for
+            outputs = {k: self.storage_outputs.get(k, 0) for k in all_storage_output_kinds()}
+            out["storage_outputs"] = outputs
+        return out
 
 
 def merge_reports(reports: Iterable[Mapping[str, Mapping[str, int]]]) -> dict[str, dict[str, int]]:

@@ -23,7 +23,10 @@ from typing import Any
 from .choices import ChoiceSource, pick, subset
 
 __all__ = [
+    "BASE_KINDS",
     "CONTROLLER_CRASH_TARGETS",
+    "STORAGE_CRASH_TARGETS",
+    "STORAGE_KINDS",
     "Action",
     "Fault",
     "FaultKind",
@@ -72,12 +75,57 @@ class FaultKind(StrEnum):
     GHOST_CONNECTION = "ghost_connection"
     """A stale duplicate of a controller connection attempt reaches the replica
     ``duration_ms`` later and preempts the stream that is current then."""
+    # The storage world (scenarios with sources or sinks only: see STORAGE_KINDS).
+    CRASH_STORAGE_REPLICA = "crash_storage_replica"
+    """The storage replica process dies and restarts after ``duration_ms``."""
+    CRASH_STORAGE_REPLICA_IN = "crash_storage_replica_in"
+    """The storage replica dies inside its next storage call of kind ``target`` (one of
+    :data:`STORAGE_CRASH_TARGETS`: a bindings or data write, a blob write, a sink target's
+    commit, before or after it applies), or at its next rehydration (``rehydration``: a replayed
+    ``RunIngestion``, ``RunSink`` or ``InitializationComplete``); it restarts ``duration_ms`` later."""
+    CUT_STORAGE_CONNECTION = "cut_storage_connection"
+    """The controller's connection to the storage replica breaks; it can be re-established
+    after ``duration_ms``."""
+    ZOMBIE_STORAGE_REPLICA = "zombie_storage_replica"
+    """A new storage replica incarnation starts while the old one lives on, ingesting and
+    committing, for ``duration_ms`` (a zombie: only compare-and-append stops its writes)."""
+    UPSTREAM_UNREACHABLE = "upstream_unreachable"
+    """The simulated upstream ``target`` refuses connections for ``duration_ms`` (its source
+    goes stalled and recovers)."""
+    SLOW_UPSTREAM = "slow_upstream"
+    """The simulated upstream ``target`` delivers each change ``20 * factor`` ms late for
+    ``duration_ms``."""
+    SINK_COMMIT_FAILURES = "sink_commit_failures"
+    """Half of the sink targets' commits fail for ``duration_ms``: before anything is written, or
+    after the commit landed with its answer lost."""
 
 
 CONTROLLER_CRASH_TARGETS = ("append", "cas", "catalog", "oracle", "blob", "restore")
 """Where a :attr:`FaultKind.CRASH_CONTROLLER_IN` strikes: a shard append's commit, any
 consensus compare-and-set, a catalog write, an oracle reservation, a blob write, or any
 storage call while the controller restores its state."""
+
+STORAGE_CRASH_TARGETS = ("remap_write", "data_write", "blob", "sink_commit", "rehydration")
+"""Where a :attr:`FaultKind.CRASH_STORAGE_REPLICA_IN` strikes: the commit of a source's remap
+(bindings) or data compare-and-append, a blob write, a sink target's commit, or a rehydration."""
+
+STORAGE_KINDS = frozenset(
+    {
+        FaultKind.CRASH_STORAGE_REPLICA,
+        FaultKind.CRASH_STORAGE_REPLICA_IN,
+        FaultKind.CUT_STORAGE_CONNECTION,
+        FaultKind.ZOMBIE_STORAGE_REPLICA,
+        FaultKind.UPSTREAM_UNREACHABLE,
+        FaultKind.SLOW_UPSTREAM,
+        FaultKind.SINK_COMMIT_FAILURES,
+    }
+)
+"""Faults of the storage world, drawn only for scenarios with sources or sinks (so that seeds
+of the others keep their plans)."""
+UPSTREAM_KINDS = frozenset({FaultKind.UPSTREAM_UNREACHABLE, FaultKind.SLOW_UPSTREAM})
+"""Faults that target a simulated upstream by name."""
+BASE_KINDS = tuple(k for k in FaultKind if k not in STORAGE_KINDS)
+"""The fault kinds of every scenario, in their order."""
 
 REPLICA_KINDS = frozenset(
     {
@@ -89,7 +137,9 @@ REPLICA_KINDS = frozenset(
         FaultKind.GHOST_CONNECTION,
     }
 )
-FACTOR_KINDS = frozenset({FaultKind.SLOW_REPLICA, FaultKind.DELAY_STORAGE_WRITE})
+FACTOR_KINDS = frozenset(
+    {FaultKind.SLOW_REPLICA, FaultKind.DELAY_STORAGE_WRITE, FaultKind.SLOW_UPSTREAM}
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +164,15 @@ class Fault:
                 f"crash_controller_in needs a target among {', '.join(CONTROLLER_CRASH_TARGETS)}, "
                 f"got {self.target!r}"
             )
+        if self.kind is FaultKind.CRASH_STORAGE_REPLICA_IN and self.target not in (
+            STORAGE_CRASH_TARGETS
+        ):
+            raise FaultPlanError(
+                "crash_storage_replica_in needs a target among "
+                f"{', '.join(STORAGE_CRASH_TARGETS)}, got {self.target!r}"
+            )
+        if self.kind in UPSTREAM_KINDS and not self.target:
+            raise FaultPlanError(f"{self.kind.value} needs a target upstream")
         if self.factor < 1:
             raise FaultPlanError(f"slow-down factor must be >= 1: {self}")
 
@@ -251,18 +310,22 @@ def generate_plan(
     horizon_ms: int,
     count: int,
     kinds: Sequence[FaultKind] | None = None,
+    upstreams: Sequence[str] = (),
 ) -> FaultPlan:
-    """Draw ``count`` faults within ``[0, horizon_ms)`` over ``replicas`` (actions: generated).
+    """Draw ``count`` faults within ``[0, horizon_ms)`` over ``replicas`` and the simulated
+    ``upstreams`` (actions: generated).
 
-    Unless ``kinds`` is given, a random non-empty subset of all kinds is enabled
+    Unless ``kinds`` is given, a random non-empty subset of the :data:`BASE_KINDS` is enabled
     (swarm testing: different seeds stress different combinations).
     """
-    all_kinds = list(FaultKind)
+    all_kinds = list(BASE_KINDS)
     enabled = (
         list(kinds) if kinds is not None else subset(source, all_kinds) or [pick(source, all_kinds)]
     )
     if not replicas:
         enabled = [k for k in enabled if k not in REPLICA_KINDS]
+    if not upstreams:
+        enabled = [k for k in enabled if k not in UPSTREAM_KINDS]
     faults: list[Fault] = []
     for _ in range(count if enabled else 0):
         kind = pick(source, enabled)
@@ -270,6 +333,10 @@ def generate_plan(
             target = pick(source, list(replicas))
         elif kind is FaultKind.CRASH_CONTROLLER_IN:
             target = pick(source, CONTROLLER_CRASH_TARGETS)
+        elif kind is FaultKind.CRASH_STORAGE_REPLICA_IN:
+            target = pick(source, STORAGE_CRASH_TARGETS)
+        elif kind in UPSTREAM_KINDS:
+            target = pick(source, list(upstreams))
         else:
             target = ""
         at = source.integer(0, max(0, horizon_ms - 1))

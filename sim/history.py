@@ -200,9 +200,13 @@ class ClientHistory:
     ``subscribe`` {n, id, target, status, error?} and ``batch`` {sub, lower, upper,
     updates: [[time, row, diff]], error}; ``create`` {n, name, kind, status, id?};
     ``drop`` {n, id, status}; ``policy`` {n, target, lag_ms, status};
-    ``table`` {name, id, schema?}: a table and its id; ``install`` {id, name, kind}:
-    a dataflow known to exist (created, or found after a restart), whose plan the
-    scenario names; ``restart`` {generation}: a new controller came up.
+    ``table`` {name, id, schema?}: a table and its id; ``install`` {id, name, kind,
+    inputs?}: a dataflow known to exist (created, or found after a restart), whose plan the
+    scenario names (``inputs``: the catalog ids of the sources it reads, by scenario id);
+    ``restart`` {generation}: a new controller came up; ``source`` {name, id, source,
+    upstream}: a source and its id (``name`` is its scenario id); ``sink`` {name, id, input,
+    target}; ``source_data`` {id, updates: [[time, row, diff]]}: what landed in a source's
+    shard (noted at the end of a run: the reference of reads of sources).
     Every op has ``invoke``/``invoke_ms`` and, once done, ``complete``/``complete_ms``;
     events without an invocation have ``at``/``at_ms``.
     """
@@ -462,9 +466,24 @@ def history_model(history: ClientHistory, scenario: Scenario) -> tuple[Reference
     }
     model = ReferenceModel(tables)
     plans = {d.name: replace_gets(d.plan, spec_ids) for d in scenario.dataflows}
+    specs = {d.name: d.plan for d in scenario.dataflows}
+
+    def plan_of(name: str, ev: Mapping[str, Any]) -> Plan:
+        inputs = ev.get("inputs")
+        if not inputs:
+            return plans[name]
+        ids = dict(spec_ids)
+        ids.update({GlobalId.parse(k): GlobalId.parse(v) for k, v in inputs.items()})
+        return replace_gets(specs[name], ids)
+
     times: dict[GlobalId, set[int]] = {}
     for ev in history.events:
-        if ev["op"] == "append" and appended(ev) and ev.get("time") is not None:
+        if ev["op"] == "source_data":  # what landed in a source's shard, noted at the end
+            sid = GlobalId.parse(ev["id"])
+            landed = [(row_in(r), int(t), int(d)) for t, r, d in ev["updates"]]
+            model.tables.setdefault(sid, []).extend(landed)
+            times.setdefault(sid, set()).update(t for _, t, _ in landed)
+        elif ev["op"] == "append" and appended(ev) and ev.get("time") is not None:
             ts = int(ev["time"])
             parts = ev.get("landed_tables")
             for table, rows in ev["batches"]:
@@ -475,9 +494,9 @@ def history_model(history: ClientHistory, scenario: Scenario) -> tuple[Reference
                 if rows:
                     times.setdefault(tid, set()).add(ts)
         elif ev["op"] == "install" and ev["name"] in plans:
-            model.install(GlobalId.parse(ev["id"]), plans[ev["name"]])
+            model.install(GlobalId.parse(ev["id"]), plan_of(ev["name"], ev))
         elif ev["op"] == "subscribe" and ev.get("target") in plans:
-            model.install(subscription_id(ev), plans[ev["target"]])
+            model.install(subscription_id(ev), plan_of(ev["target"], ev))
     sorted_times = {t: sorted(v) for t, v in times.items()}
     return model, lambda table: sorted_times.get(table, [])
 

@@ -617,6 +617,109 @@ def _catalog_unknown_outcome_patch() -> AbstractContextManager[None]:
     return _replaced(_catalog.Catalog, "_landed", lambda self, seqno, data: False)
 
 
+# -- storage replica bugs (sources and sinks) ---------------------------------------------------
+
+
+def _source_ack_on_delivery_patch() -> AbstractContextManager[None]:
+    """An upstream reader confirms everything it delivered, not what the ingestion made durable
+    (PostgreSQL's slot then forgets it: a crash before the data is written loses it)."""
+    from tidegate.replica.storage import sources as _sources
+
+    cls = _sources.ReaderWork
+
+    def _apply_ack(self: Any, reader: Any) -> None:
+        if self.delivered > self.acked:
+            reader.ack(self.delivered)
+            self.acked = self.delivered
+        self.unacked.acked(self._ack_wanted)
+
+    return _replaced(cls, "_apply_ack", _apply_ack)
+
+
+def _data_before_binding_patch() -> AbstractContextManager[None]:
+    """The service reports a binding (remap) write done as soon as it is issued, so the data
+    it assigns is written while the binding may not have landed (or never will)."""
+    from tidegate.replica.storage import events as _events
+    from tidegate.replica.storage import shards as _shards
+    from tidegate.spec.storage_replica import replica as _storage_replica
+
+    remaps: set[Any] = set()
+    write_cls, core_cls = _shards.ShardWrite, _storage_replica.StorageReplica
+    original_start, original_drain = write_cls.__dict__["start"], core_cls.__dict__["drain"]
+
+    def drain(self: Any) -> Any:
+        remaps.update(run.remap_id for run in self._ingestions.values())
+        return original_drain(self)
+
+    def start(self: Any) -> None:
+        if self.out.id in remaps:
+            ctx = self.ctx
+            ctx.post(_events.WriteDone(self, self.out.id, True, self.out.new_upper))
+            self.ctx = dataclasses.replace(ctx, post=lambda event: None)
+        original_start(self)
+
+    return _together(_replaced(core_cls, "drain", drain), _replaced(write_cls, "start", start))
+
+
+def _resume_from_remap_upper_patch() -> AbstractContextManager[None]:
+    """A restarted ingestion resumes upstream from its latest binding (the remap shard's upper)
+    rather than from the binding of its data shard's upper, skipping the offsets in between."""
+    from tidegate.spec.storage_replica import _ingestion
+
+    cls = _ingestion.IngestionRun
+    original = cls.__dict__["remap_loaded"]
+
+    def remap_loaded(self: Any, d: Any, bindings: Any, remap_upper: Any) -> Any:
+        with _replaced(_ingestion, "resume_offset", lambda b, data_upper: b.latest):
+            return original(self, d, bindings, remap_upper)
+
+    return _replaced(cls, "remap_loaded", remap_loaded)
+
+
+def _reclock_off_by_one_patch() -> AbstractContextManager[None]:
+    """An upstream change at exactly a binding's offset is reclocked to that binding's time (the
+    binding says the offsets *below* it are in)."""
+    import bisect
+
+    from tidegate.spec.storage_replica import _ingestion
+
+    def reclock(updates: Any, bindings: Any) -> Any:
+        out, rest = [], []
+        offsets = [o for _, o in bindings.changes]
+        times = [max(t, bindings.as_of) for t, _ in bindings.changes]
+        for row, offset, diff in updates:
+            i = bisect.bisect_left(offsets, offset)
+            if i == len(offsets):
+                rest.append((row, offset, diff))
+            else:
+                out.append((row, times[i], diff))
+        return out, rest
+
+    return _replaced(_ingestion, "reclock", reclock)
+
+
+def _sink_commit_unconditional_patch() -> AbstractContextManager[None]:
+    """A sink commits at whatever its target covers now (it re-reads the covered upper and makes
+    that its commit's lower), instead of conditionally on the upper it expects."""
+    from tidegate.replica.storage import sinks as _sinks
+
+    cls = _sinks.SinkTarget
+    original = cls.__dict__["_commit"]
+
+    def _commit(self: Any, op: Any) -> None:
+        writer = self.writer
+        if writer is not None and op.expected_covered is not None:
+            try:
+                covered = writer.covered_upper()
+            except Exception:
+                covered = None
+            if covered is not None and covered != op.lower:
+                op = dataclasses.replace(op, lower=covered, expected_covered=covered)
+        original(self, op)
+
+    return _replaced(cls, "_commit", _commit)
+
+
 _ALL = [
     Mutant(
         "peek_before_upper",
@@ -734,6 +837,39 @@ _ALL = [
         "a catalog write whose answer was lost is taken as not done, though it may have landed",
         _catalog_unknown_outcome_patch,
         scenario="standard",
+    ),
+    Mutant(
+        "source_ack_on_delivery",
+        "an upstream reader acknowledges everything it delivered, before the ingestion made it "
+        "durable",
+        _source_ack_on_delivery_patch,
+        scenario="sources",
+    ),
+    Mutant(
+        "data_before_binding",
+        "a binding's write counts as done once issued, so the data it assigns may land first",
+        _data_before_binding_patch,
+        scenario="sources",
+    ),
+    Mutant(
+        "resume_from_remap_upper",
+        "a restarted ingestion resumes upstream from the remap shard's latest binding, not from "
+        "the data shard's upper",
+        _resume_from_remap_upper_patch,
+        scenario="sources",
+    ),
+    Mutant(
+        "reclock_off_by_one",
+        "an upstream change at a binding's offset is reclocked to that binding's time",
+        _reclock_off_by_one_patch,
+        scenario="sources",
+    ),
+    Mutant(
+        "sink_commit_unconditional",
+        "a sink commits at whatever its target covers now, not conditionally on the upper it "
+        "expects",
+        _sink_commit_unconditional_patch,
+        scenario="sources",
     ),
 ]
 

@@ -301,7 +301,7 @@ def summarise(
 
 # -- lanes ---------------------------------------------------------------------------------
 
-_GROUPS = ("table", "index", "materialized_view", "subscribe", "collection")
+_GROUPS = ("table", "source", "index", "materialized_view", "subscribe", "sink", "collection")
 
 
 def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
@@ -339,7 +339,8 @@ def lanes(s: TraceSummary) -> list[Lane]:
     out = [
         Lane(name, kind, tuple(sorted(c, key=natural_key))) for (name, kind), c in by_name.items()
     ]
-    return sorted(out, key=lambda lane: (_GROUPS.index(lane.kind), natural_key(lane.name)))
+    order = {kind: i for i, kind in enumerate(_GROUPS)}
+    return sorted(out, key=lambda lane: (order.get(lane.kind, len(order)), natural_key(lane.name)))
 
 
 def replica_rows(s: TraceSummary) -> list[str]:

@@ -29,7 +29,7 @@ from .history import OFFLINE_PREFIX, ClientHistory, Violation, check_history
 from .kernel import run_virtual
 from .scenario import Scenario
 from .trace import Trace
-from .world import SUPPORTED_FAULTS, Streams, World
+from .world import STORAGE_FAULTS, SUPPORTED_FAULTS, Streams, World
 
 __all__ = ["RunOptions", "RunResult", "RunStats", "Violation", "run_simulation"]
 
@@ -121,11 +121,15 @@ def _plan_for(options: RunOptions, source: ChoiceSource) -> FaultPlan:
         return options.plan
     if scenario.fault_kinds is not None:
         enabled = list(scenario.fault_kinds)
+    elif scenario.storage:  # swarm over both, with at least one kind of the storage world's
+        enabled = subset(source, SUPPORTED_FAULTS)
+        enabled += subset(source, STORAGE_FAULTS) or [pick(source, STORAGE_FAULTS)]
     else:
         enabled = subset(source, SUPPORTED_FAULTS) or [pick(source, SUPPORTED_FAULTS)]
     replicas = [f"r{i + 1}" for i in range(scenario.replicas)]
     horizon = max(1, scenario.duration_ms * 4 // 5)
-    return generate_plan(source, replicas, horizon, scenario.faults, enabled)
+    upstreams = sorted({s.upstream for s in scenario.sources})
+    return generate_plan(source, replicas, horizon, scenario.faults, enabled, upstreams)
 
 
 @contextlib.contextmanager
@@ -152,6 +156,8 @@ def _streams(seed: int, choices: ChoiceSource | None) -> tuple[ChoiceSource, Str
                 latencies=stream(seed, "latencies"),
                 network=stream(seed, "network"),
                 storage=stream(seed, "storage"),
+                upstream=stream(seed, "upstream"),
+                upstream_io=stream(seed, "upstream io"),
             ),
             stream(seed, "scheduler").integer(0, 2**63 - 1),
         )
@@ -164,6 +170,8 @@ def _streams(seed: int, choices: ChoiceSource | None) -> tuple[ChoiceSource, Str
             latencies=stream(base, "latencies"),
             network=stream(base, "network"),
             storage=stream(base, "storage"),
+            upstream=choices,
+            upstream_io=stream(base, "upstream io"),
         ),
         base,
     )

@@ -33,9 +33,12 @@ __all__ = [
     "ReplicaKind",
     "Scenario",
     "ScenarioError",
+    "SinkSpec",
+    "SourceSpec",
     "TableSpec",
     "WorkloadMix",
     "small",
+    "sources",
     "standard",
 ]
 
@@ -56,6 +59,12 @@ Kept at the simulator's original value so existing scenario files replay unchang
 
 DEFAULT_REPLICA_STEP_MS = (10, 50)
 """The range each replica's periodic step interval is drawn from when a scenario names none."""
+
+DEFAULT_UPSTREAM_MS = (40, 200)
+"""The range of virtual ms between two changes of each simulated upstream."""
+
+DEFAULT_STORAGE_TICK_MS = 100
+"""How often the storage replica mints bindings and commits sinks (its ``tick_s``)."""
 
 
 class ScenarioError(ValueError):
@@ -78,6 +87,28 @@ class TableSpec:
 
 
 @dataclass(frozen=True)
+class SourceSpec:
+    """A source the clients may create: named ``name`` in the catalog, ``id`` (like ``"u9"``) in
+    the scenario's plans, ingesting the simulated upstream ``upstream`` (``SimulatedSource``),
+    whose rows have ``schema``."""
+
+    id: str
+    name: str
+    upstream: str
+    schema: Schema
+
+
+@dataclass(frozen=True)
+class SinkSpec:
+    """A sink the clients may create: ``name``, writing ``input`` (a table's or source's id, or a
+    materialized view's dataflow name) to the simulated target ``target`` (``SimulatedSink``)."""
+
+    name: str
+    input: str
+    target: str
+
+
+@dataclass(frozen=True)
 class DataflowSpec:
     """A dataflow the clients may install: ``plan`` over the tables, exported as ``kind``.
 
@@ -88,6 +119,9 @@ class DataflowSpec:
     kind: DataflowKind
     plan: Plan
     key: tuple[int, ...] = ()
+
+
+_STORAGE_ACTIONS = ("create_source", "drop_source", "create_sink", "drop_sink")
 
 
 @dataclass(frozen=True)
@@ -109,6 +143,10 @@ class WorkloadMix:
     subscribe: int = 3
     unsubscribe: int = 2
     hydration: int = 2
+    create_source: int = 0
+    drop_source: int = 0
+    create_sink: int = 0
+    drop_sink: int = 0
     rows_per_append: tuple[int, int] = (1, 4)
     ms_between_actions: tuple[int, int] = (20, 120)
     null_per_mille: int = 150
@@ -130,6 +168,10 @@ class WorkloadMix:
         "subscribe",
         "unsubscribe",
         "hydration",
+        "create_source",
+        "drop_source",
+        "create_sink",
+        "drop_sink",
     )
 
     def weights(self) -> list[tuple[str, int]]:
@@ -138,6 +180,9 @@ class WorkloadMix:
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
+        for name in _STORAGE_ACTIONS:  # files without sources stay as they were
+            if not out[name]:
+                del out[name]
         out["rows_per_append"] = list(self.rows_per_append)
         out["ms_between_actions"] = list(self.ms_between_actions)
         return out
@@ -183,6 +228,15 @@ class Scenario:
     replica_step_ms: tuple[int, int] = DEFAULT_REPLICA_STEP_MS
     replica: ReplicaKind = "spec"
     upgrade: bool = False
+    sources: tuple[SourceSpec, ...] = ()
+    sinks: tuple[SinkSpec, ...] = ()
+    upstream_ms: tuple[int, int] = DEFAULT_UPSTREAM_MS
+    storage_tick_ms: int = DEFAULT_STORAGE_TICK_MS
+
+    @property
+    def storage(self) -> bool:
+        """Whether the run has a storage replica (the scenario names sources or sinks)."""
+        return bool(self.sources or self.sinks)
 
     def __post_init__(self) -> None:
         if not 1 <= self.replicas <= 5:
@@ -206,6 +260,28 @@ class Scenario:
         names = [d.name for d in self.dataflows]
         if len(set(names)) != len(names):
             raise ScenarioError("dataflow names must be unique")
+        self._check_storage()
+
+    def _check_storage(self) -> None:
+        ids = [t.id for t in self.tables] + [s.id for s in self.sources]
+        if len(set(ids)) != len(ids):
+            raise ScenarioError("table and source ids must be unique")
+        names = [s.name for s in self.sources] + [s.name for s in self.sinks]
+        names += [d.name for d in self.dataflows] + [t.id for t in self.tables]
+        if len(set(names)) != len(names):
+            raise ScenarioError("source, sink, dataflow and table names must be unique")
+        views = {d.name for d in self.dataflows if d.kind == "materialized_view"}
+        for sink in self.sinks:
+            if sink.input not in set(ids) | views:
+                raise ScenarioError(
+                    f"sink {sink.name!r}: input {sink.input!r} is not a table, a source or a "
+                    "materialized view of the scenario"
+                )
+        low, high = self.upstream_ms
+        if not 0 < low <= high:
+            raise ScenarioError(f"upstream_ms must be 0 < low <= high, got {self.upstream_ms}")
+        if self.storage_tick_ms <= 0:
+            raise ScenarioError(f"storage_tick_ms must be positive, got {self.storage_tick_ms}")
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -227,6 +303,23 @@ class Scenario:
             "replica_step_ms": list(self.replica_step_ms),
             "replica": self.replica,
             **({"upgrade": True} if self.upgrade else {}),  # older files stay as they were
+            **(self._storage_json() if self.storage else {}),
+        }
+
+    def _storage_json(self) -> dict[str, Any]:
+        return {
+            "sources": [
+                {
+                    "id": s.id,
+                    "name": s.name,
+                    "upstream": s.upstream,
+                    "schema": schema_to_dict(s.schema),
+                }
+                for s in self.sources
+            ],
+            "sinks": [{"name": s.name, "input": s.input, "target": s.target} for s in self.sinks],
+            "upstream_ms": list(self.upstream_ms),
+            "storage_tick_ms": self.storage_tick_ms,
         }
 
     @classmethod
@@ -382,9 +475,85 @@ def churn() -> Scenario:
     )
 
 
+def sources() -> Scenario:
+    """Sources and sinks: 2 compute replicas and the storage replica, 2 sources over changing
+    upstreams, 6 dataflows over them and a table, 3 sinks; 8 virtual seconds and 8 quiet ones,
+    6 faults (the storage world's among them).
+
+    The dataflows read the sources (an index of one, an aggregate, a join with the table, a
+    materialized view, a subscribe); the sinks write out the table, a source and the
+    materialized view. Sources and sinks are created and dropped as the run goes. Each seed
+    enables a subset of the compute faults and a non-empty subset of the storage world's."""
+    from tidegate.spec.plan.builder import col, count, sum_, table
+
+    orders, events = _tables()[0], _tables()[2]
+    src_orders = SourceSpec("u7", "orders_src", "orders_log", orders.schema)
+    src_events = SourceSpec("u8", "events_src", "events_log", events.schema)
+    t1 = table(orders.id, orders.schema)
+    o = table(src_orders.id, src_orders.schema)
+    e = table(src_events.id, src_events.schema)
+    dataflows = (
+        DataflowSpec("orders", "index", t1.plan, (0,)),
+        DataflowSpec("src_orders", "index", o.plan, (0,)),
+        DataflowSpec(
+            "src_per_customer",
+            "index",
+            o.group_by("customer").agg(count(), sum_("amount")).plan,
+            (0,),
+        ),
+        DataflowSpec(
+            "orders_with_src",
+            "index",
+            t1.join(o, on="customer").select("#0", "#1", "#3").plan,
+        ),
+        DataflowSpec("src_event_totals", "materialized_view", e.group_by("kind").agg(count()).plan),
+        DataflowSpec("src_small_orders", "subscribe", o.filter(col("amount") < 5).plan),
+    )
+    return Scenario(
+        name="sources",
+        replicas=2,
+        tables=(orders,),
+        dataflows=dataflows,
+        workload=WorkloadMix(
+            append=12,
+            append_many=0,
+            append_peek=4,
+            peek=16,
+            peek_at=8,
+            peek_key=4,
+            peek_invalid=3,
+            peek_future=2,
+            cancel_peek=2,
+            create_dataflow=6,
+            drop_dataflow=3,
+            set_read_policy=2,
+            subscribe=3,
+            unsubscribe=2,
+            hydration=1,
+            create_source=3,
+            drop_source=2,
+            create_sink=4,
+            drop_sink=2,
+            ms_between_actions=(20, 80),
+        ),
+        duration_ms=8_000,
+        faults=6,
+        fault_kinds=None,
+        quiet_ms=8_000,
+        tick_ms=100,
+        sources=(src_orders, src_events),
+        sinks=(
+            SinkSpec("orders_sink", orders.id, "orders_target"),
+            SinkSpec("src_orders_sink", src_orders.id, "src_orders_target"),
+            SinkSpec("event_totals_sink", "src_event_totals", "event_totals_target"),
+        ),
+    )
+
+
 SCENARIOS: dict[str, Callable[[], Scenario]] = {
     "standard": standard,
     "small": small,
     "churn": churn,
+    "sources": sources,
 }
 """The built-in scenarios by name."""

@@ -36,10 +36,14 @@ from tidegate.spec.plan import Column, ColumnType, ScalarType, Schema, plan_from
 from .faults import FaultKind
 from .scenario import (
     DEFAULT_REPLICA_STEP_MS,
+    DEFAULT_STORAGE_TICK_MS,
     DEFAULT_TICK_MS,
+    DEFAULT_UPSTREAM_MS,
     DataflowSpec,
     Scenario,
     ScenarioError,
+    SinkSpec,
+    SourceSpec,
     TableSpec,
     WorkloadMix,
 )
@@ -102,6 +106,27 @@ class TableModel(BaseModel):
     schema_: SchemaModel = Field(alias="schema")
 
 
+class SourceModel(BaseModel):
+    """A source the clients may create: its id in plans (like a table's), catalog name, the
+    simulated upstream it ingests and the upstream's row schema."""
+
+    model_config = _CONFIG
+    id: Annotated[StrictStr, AfterValidator(_table_id)]
+    name: Name
+    upstream: Name
+    schema_: SchemaModel = Field(alias="schema")
+
+
+class SinkModel(BaseModel):
+    """A sink the clients may create: its name, its input (a table's or source's id, or a
+    materialized view's dataflow name) and the simulated target it writes."""
+
+    model_config = _CONFIG
+    name: Name
+    input: Name
+    target: Name
+
+
 class DataflowModel(BaseModel):
     """A dataflow the clients may install; ``key``: the index key's column positions."""
 
@@ -134,6 +159,10 @@ class WorkloadModel(BaseModel):
     subscribe: Count = _MIX.subscribe
     unsubscribe: Count = _MIX.unsubscribe
     hydration: Count = _MIX.hydration
+    create_source: Count = _MIX.create_source
+    drop_source: Count = _MIX.drop_source
+    create_sink: Count = _MIX.create_sink
+    drop_sink: Count = _MIX.drop_sink
     rows_per_append: Range = _MIX.rows_per_append
     ms_between_actions: Range = _MIX.ms_between_actions
     null_per_mille: Annotated[StrictInt, Field(ge=0, le=1000)] = _MIX.null_per_mille
@@ -158,16 +187,35 @@ class ScenarioModel(BaseModel):
     )
     replica: Literal["spec", "service"] = "spec"
     upgrade: StrictBool = False
+    sources: list[SourceModel] = []
+    sinks: list[SinkModel] = []
+    upstream_ms: Annotated[tuple[Positive, Positive], AfterValidator(_range)] = DEFAULT_UPSTREAM_MS
+    storage_tick_ms: Positive = DEFAULT_STORAGE_TICK_MS
 
     @model_validator(mode="after")
     def _unique_names(self) -> ScenarioModel:
         for what, names in (
             ("table ids", [t.id for t in self.tables]),
             ("dataflow names", [d.name for d in self.dataflows]),
+            ("table and source ids", [t.id for t in self.tables] + [s.id for s in self.sources]),
+            (
+                "dataflow, source and sink names",
+                [d.name for d in self.dataflows]
+                + [s.name for s in self.sources]
+                + [s.name for s in self.sinks],
+            ),
         ):
             twice = sorted({n for n in names if names.count(n) > 1})
             if twice:
                 raise ValueError(f"{what} must be unique; repeated: {', '.join(twice)}")
+        inputs = {t.id for t in self.tables} | {s.id for s in self.sources}
+        inputs |= {d.name for d in self.dataflows if d.kind == "materialized_view"}
+        for sink in self.sinks:
+            if sink.input not in inputs:
+                raise ValueError(
+                    f"sink {sink.name!r}: input {sink.input!r} is not a table, a source or a "
+                    "materialized view of the scenario"
+                )
         return self
 
     def scenario(self) -> Scenario:
@@ -176,18 +224,7 @@ class ScenarioModel(BaseModel):
         return Scenario(
             name=self.name,
             replicas=self.replicas,
-            tables=tuple(
-                TableSpec(
-                    t.id,
-                    Schema(
-                        tuple(
-                            Column(c.name, ColumnType(c.type, c.nullable))
-                            for c in t.schema_.columns
-                        )
-                    ),
-                )
-                for t in self.tables
-            ),
+            tables=tuple(TableSpec(t.id, _schema(t.schema_)) for t in self.tables),
             dataflows=tuple(
                 DataflowSpec(d.name, d.kind, plan_from_dict(d.plan), tuple(d.key))
                 for d in self.dataflows
@@ -201,7 +238,17 @@ class ScenarioModel(BaseModel):
             replica_step_ms=self.replica_step_ms,
             replica=self.replica,
             upgrade=self.upgrade,
+            sources=tuple(
+                SourceSpec(s.id, s.name, s.upstream, _schema(s.schema_)) for s in self.sources
+            ),
+            sinks=tuple(SinkSpec(s.name, s.input, s.target) for s in self.sinks),
+            upstream_ms=self.upstream_ms,
+            storage_tick_ms=self.storage_tick_ms,
         )
+
+
+def _schema(model: SchemaModel) -> Schema:
+    return Schema(tuple(Column(c.name, ColumnType(c.type, c.nullable)) for c in model.columns))
 
 
 def _model_at(root: type[BaseModel], loc: tuple[int | str, ...]) -> type[BaseModel] | None:

@@ -32,11 +32,10 @@ loop) or a read below the since become violations.
 
 from __future__ import annotations
 
-import logging
 import math
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from tidegate.replica.host import IDLE, Work
 from tidegate.replica.service import ReplicaService
@@ -50,6 +49,7 @@ from tidegate.spec.protocol.commands import (
 from .kernel import EventHandle, Kernel
 from .process import ProcessKilled
 from .replica import LEASE_MS, STEP_SOON_MS, ReplicaProcess, ReplicaWorld
+from .service_log import ServiceLog, service_logger
 
 __all__ = ["KernelHost", "ServiceReplica"]
 
@@ -221,35 +221,6 @@ class _KernelTask:
             self.host.call(self.work.close)
 
 
-class _LogHandler(logging.Handler):
-    """The service's warnings into the trace; its bug events into violations."""
-
-    def __init__(self, replica: ServiceReplica) -> None:
-        super().__init__(logging.WARNING)
-        self.replica = replica
-
-    def emit(self, record: logging.LogRecord) -> None:
-        r = self.replica
-        event = record.getMessage()
-        fields: dict[str, Any] = getattr(record, "fields", None) or {}
-        r.world.record(
-            "replica_log",
-            replica=r.name,
-            level=record.levelname.lower(),
-            event=event,
-            **{k: str(v)[:200] for k, v in fields.items()},
-        )
-        r.world.count(f"replica_service_{event}")
-        error = str(fields.get("error", ""))
-        if event in BUG_EVENTS:
-            detail = fields.get("message") or error or fields.get("command") or ""
-            r.defer_violation("replica_service_works", f"replica {r.name}: {event} {detail}")
-        elif event == "storage_read_failed" and error.startswith("SnapshotBeforeSince"):
-            r.defer_violation(
-                "read_below_since", f"replica {r.name} reads {fields.get('id')}: {error}"
-            )
-
-
 class _Session:
     """One accepted stream: the service's session, behind the fault that strikes at rehydration."""
 
@@ -295,9 +266,17 @@ class ServiceReplica(ReplicaProcess):
         self._sessions = 0
         self._newest = 0
         self._iterations = 0
-        self._log = logging.Logger(f"tidegate.replica.{name}", logging.WARNING)
-        self._log.propagate = False
-        self._log.addHandler(_LogHandler(self))
+        self._log = service_logger(
+            f"tidegate.replica.{name}",
+            ServiceLog(
+                self,
+                kind="replica",
+                who=f"replica {name}",
+                bug_events=BUG_EVENTS,
+                works="replica_service_works",
+                fields={"replica": name},
+            ),
+        )
 
     @property
     def state(self) -> ReplicaService | None:

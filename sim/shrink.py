@@ -14,7 +14,8 @@ whole pass removes nothing or the budget of runs is spent:
 3. delta debugging (ddmin) over the faults, then over the client actions;
 4. each remaining fault made shorter (its duration halved while it still fails);
 5. the scenario made smaller: the quiet phase halved (never below
-   :func:`min_quiet_ms`), dataflows nothing needs removed, fewer replicas.
+   :func:`min_quiet_ms`), dataflows, sinks and sources nothing needs removed, fewer
+   replicas.
 
 The size of a reproducer is its number of steps: faults plus client actions.
 """
@@ -26,6 +27,8 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
+
+from tidegate.spec.plan import gets
 
 from .faults import Action, Fault, FaultPlan
 from .scenario import Scenario
@@ -248,16 +251,41 @@ def _smaller_scenario(search: _Search) -> None:
         ):
             break
     named = {
-        str(a.args.get("dataflow", a.args.get("target", ""))) for a in search.plan.actions or ()
+        str(a.args.get(key, ""))
+        for a in search.plan.actions or ()
+        for key in ("dataflow", "target", "sink", "source", "upstream")
     }
     for d in list(search.options.scenario.dataflows):
-        if search.exhausted or d.name in named:
+        sinks_read = {k.input for k in search.options.scenario.sinks}
+        if search.exhausted or d.name in named or d.name in sinks_read:
             continue
         sc = search.options.scenario
         kept = tuple(x for x in sc.dataflows if x.name != d.name)
         search.attempt(
             replace(search.options, scenario=replace(sc, dataflows=kept)),
             f"without dataflow {d.name}",
+        )
+    for k in list(search.options.scenario.sinks):
+        if search.exhausted or k.name in named:
+            continue
+        sc = search.options.scenario
+        search.attempt(
+            replace(
+                search.options, scenario=replace(sc, sinks=tuple(x for x in sc.sinks if x != k))
+            ),
+            f"without sink {k.name}",
+        )
+    for src in list(search.options.scenario.sources):
+        sc = search.options.scenario
+        read = {str(g) for d in sc.dataflows for g in gets(d.plan)} | {k.input for k in sc.sinks}
+        if search.exhausted or src.id in named or src.upstream in named or src.id in read:
+            continue
+        search.attempt(
+            replace(
+                search.options,
+                scenario=replace(sc, sources=tuple(x for x in sc.sources if x != src)),
+            ),
+            f"without source {src.name}",
         )
     while not search.exhausted and search.options.scenario.replicas > 1:
         sc = search.options.scenario

@@ -57,7 +57,9 @@ ORACLE_KEY = "tidegate/oracle"
 CRASH_TARGETS = ("append", "cas", "catalog", "oracle", "blob", "restore")
 """Where an armed controller crash point fires: a shard append (its commit), any consensus
 compare-and-set, a catalog write, an oracle reservation, a blob write, or any storage call
-while the controller restores its state."""
+while the controller restores its state. (A storage replica's crash points may also name
+``sink_commit``, the compare-and-set of a simulated sink target (:mod:`.sink_target`), and
+``remap_write`` or ``data_write``, the commit of a source's bindings or data.)"""
 
 
 class StorageOutage(OSError):
@@ -77,6 +79,10 @@ class SimDisk:
         """Every version ever committed per key, truncated ones included (for the checkers)."""
         self.deleted: dict[str, bytes] = {}
         """Deleted blobs' last contents by key (for the checkers)."""
+        self.commit_seq: dict[str, list[int]] = {}
+        """For each version in :attr:`versions`, its place in the order of every commit to any
+        key (for the checkers: which of two shards' writes landed first)."""
+        self._commits = 0
         self._watchers: dict[str, list[Watcher]] = {}
         self.cas_ok = 0
         self.cas_lost = 0
@@ -105,6 +111,8 @@ class SimDisk:
             return False
         self.cas_ok += 1
         self.versions.setdefault(key, []).append(VersionedData(new.seqno, bytes(new.data)))
+        self._commits += 1
+        self.commit_seq.setdefault(key, []).append(self._commits)
         for watcher in list(self._watchers.get(key, ())):
             watcher(key)
         return True
@@ -145,6 +153,9 @@ class StorageFaults:
     """Processes restoring their state now (for ``restore`` crash points)."""
     count: Callable[[str], None] = lambda name: None
     on_crash: Callable[[CrashPoint], None] = lambda point: None
+    shard_kind: Callable[[str], str] = lambda key: ""
+    """What shard ``key`` is to the storage world: ``"remap"``, ``"data"`` (a source's) or ``""``
+    (for the ``remap_write`` and ``data_write`` crash points)."""
     scripted: dict[str, list[str | None]] = field(default_factory=dict)
     """Outcomes forced on the next calls, by operation (``"consensus compare-and-set"``,
     ``"blob set"``...): ``"before"``, ``"after"`` or ``None``, consumed in order (for tests)."""
@@ -240,6 +251,12 @@ class ConsensusClient(_Client):
                 return key == ORACLE_KEY
             if target == "append":
                 return _is_append(key, new, self.disk.consensus.head(key))
+            if target == "sink_commit":
+                return key.startswith("sinks/")
+            if target in ("remap_write", "data_write"):
+                return self.faults.shard_kind(key) == target[:-6] and _is_append(
+                    key, new, self.disk.consensus.head(key)
+                )
             return False
 
         point = self.faults._crash(self.process, "cas", key, matches)

@@ -23,6 +23,7 @@ simulated network has no flow control).
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -196,7 +197,10 @@ class SimReplicaEndpoint:
         The ghost stream has no reader: it never sends ``Hello``; the next real
         connection preempts it in turn.
         """
-        if self.up:
+        if not self.up:
+            return
+        # Refused like any attempt while the network is cut: a lost duplicate does nothing.
+        with contextlib.suppress(ConnectionRefused):
             self._accept(metadata, SimReplicaStream(f"{self.name} (ghost)"), protocol)
 
     def _accept(

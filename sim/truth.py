@@ -11,7 +11,7 @@ way it checks that no shard's since or upper ever moved back.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from tidegate.runtime.storage.arrow_batches import (
@@ -36,6 +36,8 @@ class LandedBatch:
     lower: Antichain
     upper: Antichain
     updates: tuple[Update, ...]
+    seq: int = 0
+    """Its place in the order of every commit to the disk (:attr:`~.storage.SimDisk.commit_seq`)."""
 
 
 @dataclass
@@ -76,17 +78,21 @@ class TruthLog:
         """The tables tracked (not the shards only watched)."""
         return sorted(self._tables)
 
-    def refresh(self) -> None:
-        """Read every version committed since the last refresh."""
-        for key, shard in self._shards.items():
+    def refresh(self, only: Iterable[str] | None = None) -> None:
+        """Read every version committed since the last refresh (of the shards ``only``, if given)."""
+        keys = self._shards if only is None else [k for k in only if k in self._shards]
+        for key in keys:
+            shard = self._shards[key]
             versions = self._disk.versions.get(key, ())
+            seqs = self._disk.commit_seq.get(key, ())
             while shard.seen < len(versions):
                 v = versions[shard.seen]
+                seq = seqs[shard.seen] if shard.seen < len(seqs) else 0
                 shard.seen += 1
                 state = decoded_state(key, v.seqno, v.data)
-                self._step(key, shard, state)
+                self._step(key, shard, state, seq)
 
-    def _step(self, key: str, shard: _Shard, state: ShardState) -> None:
+    def _step(self, key: str, shard: _Shard, state: ShardState, seq: int = 0) -> None:
         prev = shard.last
         shard.last = state
         if state.finalized:
@@ -121,7 +127,7 @@ class TruthLog:
                 self._violate("batches_readable", f"shard {key}: batch {b.key}: {e}")
                 continue
             updates += tuple(table_to_updates(table))
-        shard.batches.append(LandedBatch(prev.upper, state.upper, updates))
+        shard.batches.append(LandedBatch(prev.upper, state.upper, updates, seq))
         if updates:
             shard.updates.extend(updates)
             shard.times.extend(sorted({t for _, t, _ in updates}))
@@ -132,6 +138,10 @@ class TruthLog:
 
     def batches(self, table: GlobalId) -> list[LandedBatch]:
         return self._shards[str(table)].batches
+
+    def watching(self, shard: str) -> bool:
+        """Whether shard ``shard`` is tracked or watched."""
+        return shard in self._shards
 
     def change_times(self, table: GlobalId) -> list[int]:
         """The times at which ``table`` has landed updates, ascending."""

@@ -6,6 +6,9 @@
 * the controller process (:mod:`.controller`): ``tidegate.runtime`` itself,
   killed and restarted by the fault plan;
 * N replica processes (:mod:`.replica`) behind simulated endpoints;
+* with sources or sinks in the scenario, the storage replica process
+  (:mod:`.storage_replica`), the simulated upstreams it ingests
+  (:mod:`.upstream`) and the sink targets it commits to (:mod:`.sink_target`);
 * the disk (:mod:`.storage`), the network (:mod:`.network`), the clients
   (:mod:`.clients`) and the checkers (:mod:`.checkers`).
 
@@ -29,27 +32,33 @@ from .checkers import CHECK_MS, Checker, StopRun
 from .choices import ChoiceSource
 from .clients import Clients
 from .controller import ControllerProcess
-from .faults import Fault, FaultKind, FaultPlan
+from .faults import BASE_KINDS, STORAGE_KINDS, Fault, FaultKind, FaultPlan
 from .history import ClientHistory, Violation
 from .kernel import Kernel
 from .network import SimNetwork
 from .replica import ReplicaWorld, SimReplica
 from .scenario import Scenario
 from .service_replica import ServiceReplica
+from .sink_target import SinkFaults
 from .storage import CrashPoint, SimDisk, StorageFaults
+from .storage_replica import STORAGE_ADDRESS, StorageReplicaProcess
 from .trace import Trace, summarize
 from .transport import SimReplicaEndpoint
+from .upstream import Upstreams
 
-__all__ = ["SUPPORTED_FAULTS", "Streams", "World"]
+__all__ = ["STORAGE_FAULTS", "SUPPORTED_FAULTS", "Streams", "World"]
 
-SUPPORTED_FAULTS = tuple(FaultKind)
-"""Fault kinds the world can inject (all of them)."""
+SUPPORTED_FAULTS = BASE_KINDS
+"""Fault kinds the world can inject in every scenario."""
+STORAGE_FAULTS = tuple(k for k in FaultKind if k in STORAGE_KINDS)
+"""Fault kinds of the storage world, injected in scenarios with sources or sinks."""
 
 ARMED_KINDS = frozenset(
     {
         FaultKind.CRASH_CONTROLLER_IN,
         FaultKind.TORN_BLOB_WRITE,
         FaultKind.CRASH_REPLICA_REHYDRATING,
+        FaultKind.CRASH_STORAGE_REPLICA_IN,
     }
 )
 """Faults that wait for their moment (a matching storage call, a rehydration) once planned."""
@@ -64,6 +73,10 @@ class Streams:
     latencies: ChoiceSource
     network: ChoiceSource
     storage: ChoiceSource
+    upstream: ChoiceSource | None = None
+    """What the simulated upstreams write, and when (scenarios with sources)."""
+    upstream_io: ChoiceSource | None = None
+    """How upstream readers split batches, and which sink commits fail."""
 
 
 class World:
@@ -111,12 +124,53 @@ class World:
             self.violate,
             scenario.replica_step_ms,
         )
+        self.upstreams: Upstreams | None = None
+        self.sink_faults: SinkFaults | None = None
+        self.storage: StorageReplicaProcess | None = None
+        """The storage replica (scenarios with sources or sinks only)."""
+        self.storage_endpoints: dict[str, SimReplicaEndpoint] = {}
+        if scenario.storage:
+            self._storage_world()
         self.controller = ControllerProcess(self)
         self.clients = Clients(
             self, scenario, self.history, streams.workload, streams.times, plan.actions
         )
         self.checker = Checker(self)
         self.nursery: trio.Nursery
+
+    def _storage_world(self) -> None:
+        io = self.streams.upstream_io
+        assert io is not None, "a scenario with sources or sinks needs the upstream streams"
+        self.upstreams = Upstreams(io, lambda: self.kernel.now_ms, self._acknowledged, self.count)
+        for src in self.scenario.sources:
+            self.upstreams.add(src.upstream, src.schema)
+        self.sink_faults = SinkFaults(io)
+        self.storage = StorageReplicaProcess(
+            self._replica_world,
+            self.upstreams,
+            self.sink_faults,
+            self.scenario.storage_tick_ms,
+            self._violate_soon,
+        )
+        endpoint = self.storage.endpoint
+        endpoint.on_cut = self._command_rejected
+        if self._trace_messages:
+            endpoint.observe = self._message
+        self.storage_endpoints[STORAGE_ADDRESS] = endpoint
+        self.faults.shard_kind = self._shard_kind
+
+    def _shard_kind(self, key: str) -> str:
+        checks = self.checker.storage
+        return "" if checks is None else checks.shard_kind(key)
+
+    def _violate_soon(self, property: str, message: str) -> None:
+        """Report a broken property from the next kernel event (not from inside a service)."""
+        self.kernel.call_later(0, self.violate, property, message)
+
+    def _acknowledged(self, source: GlobalId, offset: int) -> None:
+        """A storage replica acknowledged ``offset`` of ``source`` upstream: it must be durable."""
+        self.record("upstream_ack", id=str(source), offset=offset)
+        self.checker.storage_acknowledged(source, offset)
 
     # -- bookkeeping -----------------------------------------------------------------------
     def record(self, event: str, /, **fields: Any) -> None:
@@ -181,6 +235,8 @@ class World:
             name = f"r{i + 1}"
             self.alias[name] = name
             self._new_replica(name)
+        if self.storage is not None:
+            self.storage.start()
         k = self.kernel
         self.clients.schedule(0, self.scenario.duration_ms)
         for fault in self.plan.faults:
@@ -269,14 +325,66 @@ class World:
         elif kind is FaultKind.GHOST_CONNECTION:
             assert replica is not None
             k.call_later(f.duration_ms, replica.endpoint.ghost, {VERSION_HEADER: PROTOCOL_VERSION})
+        elif kind in STORAGE_KINDS and not self._storage_fault(f):
+            self.count("fault_skipped")
+            return
         if kind in ARMED_KINDS:
             self.count(f"armed:{kind.value}")  # counted as fired when it strikes
         else:
             self.count(kind.value)
 
+    def _storage_fault(self, f: Fault) -> bool:
+        """A fault of the storage world; False if it could not strike now."""
+        k, kind, sr = self.kernel, f.kind, self.storage
+        if sr is None or self.upstreams is None or self.sink_faults is None:
+            return False
+        if kind is FaultKind.CRASH_STORAGE_REPLICA:
+            if not sr.alive:
+                return False
+            sr.crash()
+            k.call_later(f.duration_ms, sr.restart)
+        elif kind is FaultKind.CRASH_STORAGE_REPLICA_IN:
+            sr.restart_after_ms = f.duration_ms
+            if f.target == "rehydration":
+                sr.crash_on_rehydration = f.duration_ms
+            else:
+                after = bool(self.streams.storage.integer(0, 1))
+                points = self.faults.crash_points
+                points[:] = [p for p in points if p.process != sr.name]
+                points.append(CrashPoint(sr.name, f.target, after))
+        elif kind is FaultKind.CUT_STORAGE_CONNECTION:
+            return sr.endpoint.cut(k.now_ms + f.duration_ms)
+        elif kind is FaultKind.ZOMBIE_STORAGE_REPLICA:
+            return sr.zombie(f.duration_ms)
+        elif kind in (FaultKind.UPSTREAM_UNREACHABLE, FaultKind.SLOW_UPSTREAM):
+            log = self.upstreams.logs.get(f.target)
+            if log is None:
+                return False
+            if kind is FaultKind.UPSTREAM_UNREACHABLE:
+                log.unreachable_until_ms = max(log.unreachable_until_ms, k.now_ms + f.duration_ms)
+            else:
+                log.lag_ms = max(log.lag_ms, 20 * f.factor)
+                k.call_later(f.duration_ms, self._upstream_prompt, f.target)
+        elif kind is FaultKind.SINK_COMMIT_FAILURES:
+            failing = self.sink_faults.failing
+            failing[f.target] = failing.get(f.target, 0) + 1
+            k.call_later(f.duration_ms, self._sinks_back, f.target)
+        return True
+
+    def _upstream_prompt(self, name: str) -> None:
+        if self.upstreams is not None and name in self.upstreams.logs:
+            self.upstreams.logs[name].lag_ms = 0
+
+    def _sinks_back(self, target: str) -> None:
+        if self.sink_faults is not None:
+            failing = self.sink_faults.failing
+            failing[target] = max(0, failing.get(target, 0) - 1)
+
     def _crash_fired(self, point: CrashPoint) -> None:
         self.record("crash_point", process=point.process, target=point.target)
         kind = FaultKind.TORN_BLOB_WRITE if point.torn else FaultKind.CRASH_CONTROLLER_IN
+        if self.storage is not None and point.process == self.storage.name:
+            kind = FaultKind.CRASH_STORAGE_REPLICA_IN
         self.count(kind.value)
 
     def _restart_replica(self, name: str) -> None:
@@ -346,6 +454,15 @@ class World:
             replica.endpoint.refuse_until_ms = 0
             if not replica.alive:
                 replica.start()
+        if self.storage is not None:
+            self.storage.crash_on_rehydration = None
+            self.storage.endpoint.refuse_until_ms = 0
+            self.storage.bury_zombies()
+            self.storage.restart()
+        if self.upstreams is not None:
+            self.upstreams.heal()
+        if self.sink_faults is not None:
+            self.sink_faults.failing.clear()
         self.controller.restart_now()
         for target in sorted(self._pending_replace):
             self._add_replacement(target)

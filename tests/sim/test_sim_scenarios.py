@@ -108,7 +108,8 @@ def test_an_unknown_key_is_refused_with_its_path_and_the_fields_expected() -> No
             [*WorkloadMix.ACTIONS, "rows_per_append", "ms_between_actions", "null_per_mille"]
         ),
         "colour": "unknown field; expected one of: name, replicas, tables, dataflows, workload, "
-        "duration_ms, faults, fault_kinds, quiet_ms, tick_ms, replica_step_ms, replica, upgrade",
+        "duration_ms, faults, fault_kinds, quiet_ms, tick_ms, replica_step_ms, replica, upgrade, "
+        "sources, sinks, upstream_ms, storage_tick_ms",
     }
 
 
@@ -166,6 +167,43 @@ def test_ranges_plans_and_repeated_names_are_checked_field_by_field() -> None:
     assert _problems([1, 2]) == {"(the file)": "expected a JSON object, got list"}
 
 
+def test_sources_and_sinks_are_checked_against_the_scenario() -> None:
+    base = SCENARIOS["sources"]().to_json()
+    bad_input = json.loads(json.dumps(base))
+    bad_input["sinks"][0]["input"] = "u99"
+    assert _problems(bad_input) == {
+        "(the file)": "sink 'orders_sink': input 'u99' is not a table, a source or a "
+        "materialized view of the scenario"
+    }
+    clash = json.loads(json.dumps(base))
+    clash["sources"][0]["id"] = "u1"  # the table's id
+    assert _problems(clash) == {"(the file)": "table and source ids must be unique; repeated: u1"}
+    named = json.loads(json.dumps(base))
+    named["sinks"][0]["name"] = "orders"  # a dataflow's name
+    assert _problems(named) == {
+        "(the file)": "dataflow, source and sink names must be unique; repeated: orders"
+    }
+    missing = json.loads(json.dumps(base))
+    del missing["sources"][0]["upstream"]
+    missing["upstream_ms"] = [0, 10]
+    assert _problems(missing) == {
+        "sources.0.upstream": "missing; this field is required",
+        "upstream_ms.0": "Input should be greater than 0; got 0",
+    }
+
+
+def test_a_scenario_without_sources_writes_no_storage_fields() -> None:
+    """Files of scenarios without sources or sinks stay as they were before sources existed."""
+    for name in ("standard", "small", "churn"):
+        data = SCENARIOS[name]().to_json()
+        assert not {"sources", "sinks", "upstream_ms", "storage_tick_ms"} & set(data)
+        assert not {"create_source", "drop_source", "create_sink", "drop_sink"} & set(
+            data["workload"]
+        )
+        assert not SCENARIOS[name]().storage
+    assert SCENARIOS["sources"]().storage
+
+
 def test_a_bad_file_names_itself_and_the_cli_prints_no_traceback(tmp_path: Path) -> None:
     data = _small()
     data["faults"] = -1
@@ -191,7 +229,8 @@ def test_the_json_schema_refuses_unknown_keys_everywhere() -> None:
     schema = json_schema()
     assert schema["additionalProperties"] is False
     objects = [d for d in schema["$defs"].values() if d.get("type") == "object"]
-    assert len(objects) == 5  # a column, a schema, a table, a dataflow, the workload
+    # a column, a schema, a table, a dataflow, the workload, a source, a sink
+    assert len(objects) == 7
     assert all(d["additionalProperties"] is False for d in objects)
     assert set(schema["required"]) == {"name", "tables"}
 
