@@ -60,15 +60,19 @@ class EnvironmentFenced(TidegateError):
 
     Raised by every write (append, DDL) of an environment once a newer one
     opened read-write or was promoted on the same data (its writer epoch,
-    the timestamp oracle's epoch, is ``found_epoch``). Nothing was written;
-    close this environment.
+    the timestamp oracle's epoch, is ``found_epoch``). Nothing it writes from
+    then on is acknowledged. The write that found out may still have landed
+    (a compare-and-append that won its race just before the new environment's
+    first commit): the new environment may show it, but it was never
+    acknowledged. Close this environment.
     """
 
     def __init__(self, epoch: int, found_epoch: int | None) -> None:
         self.epoch, self.found_epoch = epoch, found_epoch
         super().__init__(
             f"this environment (writer epoch {epoch}) is fenced: an environment with writer "
-            f"epoch {found_epoch} took over its data; nothing was written, close this one"
+            f"epoch {found_epoch} took over its data; this write is not acknowledged (it "
+            "may or may not show there): close this one"
         )
 
 

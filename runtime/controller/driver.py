@@ -216,9 +216,16 @@ class _AppendRequest:
     error: BaseException | None = None
     taken: bool = False
     finished: bool = False
+    retries: int = 0
+    """Commits it went back to the queue from (see ``_MISMATCH_RETRIES``)."""
 
     def finish(self, ts: int | None = None, error: BaseException | None = None) -> None:
         self.ts, self.error, self.finished = ts, error, True
+
+
+_MISMATCH_RETRIES = 3
+"""How many times an append whose commit found every upper moved by another writer (and
+nothing of it landed) goes back to the queue before the mismatch is its answer."""
 
 
 class ControllerDriver:
@@ -836,16 +843,19 @@ class ControllerDriver:
         req.done = self._queued_done
         self._queued.append(req)
         self._commit_wanted.set()
-        try:
-            await req.done.wait()
-        except BaseException:
-            if not req.taken:  # never issued: withdrawn
-                self._queued.remove(req)
-            raise
+        while not req.finished:
+            done = req.done
+            assert done is not None
+            try:
+                await done.wait()
+            except BaseException:
+                if not req.taken:  # never issued: withdrawn
+                    self._queued.remove(req)
+                raise
+            if not req.finished and req.done is done:  # cut short: the driver is stopping
+                raise DriverNotRunning("the controller driver stopped before the append committed")
         if req.error is not None:
             raise req.error
-        if not req.finished:  # its commit was cut short: the driver is stopping
-            raise DriverNotRunning("the controller driver stopped before the append committed")
         return req.ts
 
     async def _committer(self) -> None:
@@ -930,6 +940,24 @@ class ControllerDriver:
         if failed and self.fenced is None:  # not written: they go with the next commit
             self._managed_writes[:0] = [w for w in managed if w.collection_id in failed]
         refused = self.storage.take_refusals(ticket)  # the store's own reason, e.g. a full disk
+        if (
+            isinstance(waiter.value, InvalidUppers)
+            and failed == set(tables)
+            and self.fenced is None
+            and not refused
+        ):
+            # Nothing landed, and no newer writer fenced this one: another writer moved the
+            # uppers, i.e. a deposed writer's last commit landed after this one took over.
+            # The controller has adopted the uppers it found: commit again, at a new time.
+            again = [req for req in live if req.retries < _MISMATCH_RETRIES]
+            for req in again:
+                req.retries += 1
+                req.taken, req.done = False, self._queued_done
+            self._queued[:0] = again
+            if again:
+                log.info("commit found uppers moved by another writer; again: %d", len(again))
+                self._commit_wanted.set()
+            live = [req for req in live if req not in again]
         for req in live:
             if any(id in failed for id, _ in req.batches):
                 cause = next((refused[id] for id, _ in req.batches if id in refused), None)
