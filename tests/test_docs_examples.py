@@ -42,6 +42,7 @@ EXPECTED = {
     "env-upgrade",
     "metrics-scrape",
     "plan-json",
+    "readme-sql",
     "sql-basic",
     "sql-sources",
 }
