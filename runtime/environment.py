@@ -408,6 +408,7 @@ class Environment:
                     extra_args=_memory_limit_args(options.replica_memory_limit),
                     spark_conf=options.spark_conf,
                     spark_ui=options.spark_ui,
+                    metrics_host=_metrics_host(options.replica_metrics),
                 )
             )
         if transport is None:
@@ -1179,6 +1180,7 @@ class Environment:
             extra_args=_memory_limit_args(options.replica_memory_limit),
             spark_conf=options.spark_conf,
             spark_ui=options.spark_ui,
+            metrics_host=_metrics_host(options.replica_metrics),
             replicas_dir=self._replicas_dir,
         )
         await orchestrator.start(self.driver._task_group())
@@ -1941,6 +1943,11 @@ def oracle_epoch(oracle: Oracle) -> int:
 def _memory_limit_args(limit: int | None) -> tuple[str, ...]:
     """A managed replica's arguments for ``replica_memory_limit``."""
     return () if limit is None else ("--memory-limit", str(limit))
+
+
+def _metrics_host(replica_metrics: bool) -> str | None:
+    """The orchestrator's ``metrics_host`` for ``replica_metrics``: loopback, like replicas."""
+    return "127.0.0.1" if replica_metrics else None
 
 
 def _project(schema: Schema, finishing: RowSetFinishing | None) -> Schema:

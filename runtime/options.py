@@ -122,6 +122,11 @@ class EnvironmentOptions:
     over the replica's defaults, e.g. ``{"spark.sql.shuffle.partitions": "4"}``."""
     spark_ui: bool = False
     """Whether managed replicas serve Spark's web UI (``--spark-ui``; off by default)."""
+    replica_metrics: bool = False
+    """Whether managed replicas (the storage replica too) serve Prometheus metrics, each on a
+    free loopback port of its own (the replica's ``--metrics``), kept across its restarts while
+    free: ``env.orchestrator.status()[name].metrics`` says where (``HOST:PORT``, scraped at
+    ``http://HOST:PORT/metrics``) and ``tidegate status`` shows it. Off by default."""
     storage_replica: str | None = None
     """The address (``host:port``; with another ``storage_transport``, whatever it connects to)
     of the storage instance's replica, a ``tidegate replica --services storage`` process
@@ -210,6 +215,10 @@ class EnvironmentOptions:
             object.__setattr__(self, "spark_conf", dict(self.spark_conf))
         if type(self.spark_ui) is not bool:
             raise InvalidEnvironmentOptions("spark_ui", f"must be a bool, got {self.spark_ui!r}")
+        if type(self.replica_metrics) is not bool:
+            raise InvalidEnvironmentOptions(
+                "replica_metrics", f"must be a bool, got {self.replica_metrics!r}"
+            )
         if type(self.read_only) is not bool:
             raise InvalidEnvironmentOptions("read_only", f"must be a bool, got {self.read_only!r}")
         if self.read_only and self.oracle is not None:
@@ -259,6 +268,7 @@ class EnvironmentOverrides(TypedDict, total=False):
     replica_memory_limit: int | None
     spark_conf: Mapping[str, str] | None
     spark_ui: bool
+    replica_metrics: bool
     storage_replica: str | None
     storage_transport: Transport[StorageCommand, StorageResponse] | None
     storage_tick_ms: int | None

@@ -24,7 +24,11 @@ Files under ``DATA_DIR/replicas/``:
   (``kill $(cat replicas/r1.pid)``);
 * ``NAME.port`` -- the port it listened on, reused at the next start when free,
   so a replica's address stays stable across restarts of it and of the
-  orchestrator (the first start takes port 0 and records what the child got).
+  orchestrator (the first start takes port 0 and records what the child got);
+* ``NAME.metrics-port`` -- with ``metrics_host`` set, the port its Prometheus
+  metrics were served on (the replica's ``--metrics HOST:PORT``), kept the
+  same way; the address the child reports in its ready line is its status's
+  ``metrics``, after every start.
 
 No orphans: every child gets ``--exit-with-parent`` (a parent-death signal
 plus a parent-pid watchdog in the child), and :meth:`Orchestrator.start`
@@ -79,6 +83,8 @@ ReplicaProcessState: TypeAlias = Literal["starting", "running", "restarting", "s
 _POLL_S = 0.05
 _ROTATE_EVERY_POLLS = 20  # about once a second
 _LOOPBACK = "127.0.0.1"
+_PORT = ".port"
+_METRICS_PORT = ".metrics-port"
 
 
 def default_replica_command(python: str = sys.executable) -> tuple[str, ...]:
@@ -114,6 +120,9 @@ class ReplicaProcessStatus:
     log_path: str
     services: tuple[str, ...] = ("compute",)
     """The protocols it serves (``("storage",)``: the storage instance's replica)."""
+    metrics: str | None = None
+    """``HOST:PORT`` of its Prometheus metrics (``http://HOST:PORT/metrics``), as its last
+    start reported (``None``: it serves none; the orchestrator has no ``metrics_host``)."""
 
 
 @dataclass(eq=False)
@@ -130,6 +139,10 @@ class _Replica:
     state: ReplicaProcessState = "starting"
     popen: subprocess.Popen[bytes] | None = None
     port: int | None = None
+    metrics_port: int | None = None
+    """Where its metrics were served last (with ``metrics_host``; reused when free)."""
+    metrics: str | None = None
+    """The metrics address its last ready line reported."""
     restarts: int = 0
     starts: int = 0
     last_exit_code: int | None = None
@@ -155,9 +168,13 @@ class Orchestrator:
     ``command`` replaces the argv prefix ``python -m tidegate replica`` (tests
     use a stand-in); the orchestrator appends ``--listen``, ``--storage``,
     ``--executor``, ``--spark-master``, ``--exit-with-parent``, a ``--spark-conf``
-    per ``spark_conf`` property, ``--spark-ui`` if ``spark_ui``, TLS options and
-    ``extra_args``. The token travels in the ``TIDEGATE_TOKEN`` environment
-    variable, not on the command line.
+    per ``spark_conf`` property, ``--spark-ui`` if ``spark_ui``, ``--metrics
+    HOST:PORT`` if ``metrics_host``, TLS options and ``extra_args``. The token
+    travels in the ``TIDEGATE_TOKEN`` environment variable, not on the command line.
+
+    ``metrics_host`` set, every replica (storage-only ones too) serves its
+    Prometheus metrics on that host, on a port of its own: the one it had
+    before when that is free, else any free one; :meth:`status` says where.
     """
 
     def __init__(
@@ -182,11 +199,20 @@ class Orchestrator:
         replicas_dir: str | os.PathLike[str] | None = None,
         spark_conf: Mapping[str, str] | None = None,
         spark_ui: bool = False,
+        metrics_host: str | None = None,
     ) -> None:
         if log_max_bytes is not None and log_max_bytes <= 0:
             raise OrchestratorError(f"log_max_bytes must be positive or None, got {log_max_bytes}")
         if log_backups < 1:
             raise OrchestratorError(f"log_backups must be at least 1, got {log_backups}")
+        if metrics_host is not None and (
+            not isinstance(metrics_host, str)
+            or not metrics_host
+            or any(c.isspace() or c in ":/" for c in metrics_host)
+        ):
+            raise OrchestratorError(
+                f"metrics_host must be a host name or IPv4 address, or None, got {metrics_host!r}"
+            )
         self.data_dir = Path(data_dir).absolute()
         self.replicas_dir = (
             self.data_dir / "replicas" if replicas_dir is None else Path(replicas_dir).absolute()
@@ -202,6 +228,8 @@ class Orchestrator:
         """Spark properties every replica gets (``--spark-conf KEY=VALUE`` each)."""
         self.spark_ui = spark_ui
         """Whether replicas serve Spark's web UI (``--spark-ui``)."""
+        self.metrics_host = metrics_host
+        """Where replicas serve Prometheus metrics, a free port each (``None``: they do not)."""
         self.command = tuple(command) if command is not None else default_replica_command(python)
         self.env = dict(env) if env is not None else None
         self.ready_timeout_s = ready_timeout_s
@@ -314,6 +342,7 @@ class Orchestrator:
             None if extra_args is None else tuple(extra_args),
         )
         r.port = self._recorded_port(name)
+        r.metrics_port = self._recorded_port(name, _METRICS_PORT)
         self._replicas[name] = r
         self._tg.start_soon(self._supervise, r)
         return await self._running(r)
@@ -382,6 +411,7 @@ class Orchestrator:
             r.last_error,
             str(self._log_path(r.name)),
             r.services,
+            r.metrics,
         )
 
     # -- supervision -------------------------------------------------------------------------
@@ -431,7 +461,12 @@ class Orchestrator:
         log_path = self._log_path(r.name)
         await self._rotate_log(r.name)
         port = r.port if r.port is not None and _port_free(r.port) else 0
-        argv = [*self.command, *self._args(r, port)]
+        metrics_port = None
+        if self.metrics_host is not None:
+            metrics_port = r.metrics_port
+            if metrics_port is None or not _port_free(metrics_port, self.metrics_host):
+                metrics_port = 0
+        argv = [*self.command, *self._args(r, port, metrics_port)]
         with open(log_path, "ab") as log:
             log.write(_start_record(r.name, argv))
             log.flush()
@@ -451,9 +486,14 @@ class Orchestrator:
             if ready is None:  # exited: the ready line may still be in the log
                 ready, offset = _scan_ready(log_path, offset)
         if ready is not None and p.poll() is None:
-            r.port = ready
+            r.port, r.metrics = ready
             r.last_error = None
-            self._record_port(r.name, ready)
+            self._record_port(r.name, r.port)
+            if self.metrics_host is not None:
+                served = _port_of(r.metrics)
+                if served is not None:
+                    r.metrics_port = served
+                    self._record_port(r.name, served, _METRICS_PORT)
             return True
         if p.poll() is None:
             r.last_error = f"no ready line within {self.ready_timeout_s:g}s"
@@ -512,8 +552,10 @@ class Orchestrator:
 
     # -- command line and files -----------------------------------------------------------------
 
-    def _args(self, r: _Replica, port: int) -> list[str]:
+    def _args(self, r: _Replica, port: int, metrics_port: int | None = None) -> list[str]:
         args = ["--listen", f"{_LOOPBACK}:{port}", "--storage", str(self.data_dir)]
+        if metrics_port is not None:
+            args += ["--metrics", f"{self.metrics_host}:{metrics_port}"]
         computing = "compute" in r.services
         if r.services != ("compute",):
             args += ["--services", ",".join(r.services)]
@@ -547,19 +589,19 @@ class Orchestrator:
     def _pid_path(self, name: str) -> Path:
         return self.replicas_dir / f"{name}.pid"
 
-    def _port_path(self, name: str) -> Path:
-        return self.replicas_dir / f"{name}.port"
+    def _port_path(self, name: str, suffix: str = _PORT) -> Path:
+        return self.replicas_dir / f"{name}{suffix}"
 
-    def _recorded_port(self, name: str) -> int | None:
+    def _recorded_port(self, name: str, suffix: str = _PORT) -> int | None:
         try:
-            port = int(self._port_path(name).read_text().strip())
+            port = int(self._port_path(name, suffix).read_text().strip())
         except (OSError, ValueError):
             return None
         return port if 0 < port < 65536 else None
 
-    def _record_port(self, name: str, port: int) -> None:
-        if self._recorded_port(name) != port:
-            _write_atomic(self._port_path(name), f"{port}\n")
+    def _record_port(self, name: str, port: int, suffix: str = _PORT) -> None:
+        if self._recorded_port(name, suffix) != port:
+            _write_atomic(self._port_path(name, suffix), f"{port}\n")
 
     def _write_pidfile(self, name: str, pid: int) -> None:
         _write_atomic(self._pid_path(name), f"{pid}\n")
@@ -673,8 +715,12 @@ def _signal_group(pid: int, sig: int) -> None:
         os.kill(pid, sig)
 
 
-def _scan_ready(log_path: Path, offset: int) -> tuple[int | None, int]:
-    """Look for the ready line in the log past ``offset``: (port or None, new offset).
+_Ready: TypeAlias = tuple[int, str | None]
+"""What a ready line says: the port the replica listens on, and its metrics address, if any."""
+
+
+def _scan_ready(log_path: Path, offset: int) -> tuple[_Ready | None, int]:
+    """Look for the ready line in the log past ``offset``: (what it says or None, new offset).
 
     Only complete lines are consumed, so a line written in two pieces is read whole.
     """
@@ -688,13 +734,13 @@ def _scan_ready(log_path: Path, offset: int) -> tuple[int | None, int]:
     if end < 0:
         return None, offset
     for line in chunk[: end + 1].splitlines():
-        port = _ready_port(line)
-        if port is not None:
-            return port, offset + end + 1
+        ready = _ready(line)
+        if ready is not None:
+            return ready, offset + end + 1
     return None, offset + end + 1
 
 
-def _ready_port(line: bytes) -> int | None:
+def _ready(line: bytes) -> _Ready | None:
     if b"listening" not in line:
         return None
     try:
@@ -703,7 +749,15 @@ def _ready_port(line: bytes) -> int | None:
         return None
     if not isinstance(obj, dict) or obj.get("event") != "listening":
         return None
-    address = obj.get("address")
+    port = _port_of(obj.get("address"))
+    if port is None:
+        return None
+    metrics = obj.get("metrics")
+    return port, metrics if _port_of(metrics) is not None else None
+
+
+def _port_of(address: object) -> int | None:
+    """The port of a ``HOST:PORT`` address (``None`` if it is not one)."""
     if not isinstance(address, str):
         return None
     _, _, port = address.rpartition(":")
@@ -725,11 +779,11 @@ def _start_record(name: str, argv: Sequence[str]) -> bytes:
     return (json.dumps(record) + "\n").encode()
 
 
-def _port_free(port: int) -> bool:
+def _port_free(port: int, host: str = _LOOPBACK) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
-            s.bind((_LOOPBACK, port))
+            s.bind((host, port))
         except OSError:
             return False
     return True

@@ -13,6 +13,11 @@ import datetime as dt
 import io
 import json
 import os
+import re
+import signal
+import subprocess
+import sys
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
@@ -191,6 +196,75 @@ def test_status_table_shows_read_policies_and_the_metrics_address() -> None:
         *("(1970-01-01T00:00:00.009Z)", "0", "ms", "valid-from", "5", "-"),
     ]
     assert lines[-1] == "metrics: http://127.0.0.1:9464/metrics"
+
+
+def test_status_table_shows_where_each_replica_serves_metrics() -> None:
+    replicas = [
+        {"name": "r1", "status": "connected", "metrics": "127.0.0.1:40001"},
+        {"name": "r2", "status": "connected", "metrics": None},  # serves none: no line
+        {"name": "storage", "status": "connected", "metrics": "127.0.0.1:40002"},
+    ]
+    running = {"collections": [], "replicas": replicas, "metrics": "127.0.0.1:9464"}
+    assert status_table(running).splitlines()[-3:] == [
+        "metrics: http://127.0.0.1:9464/metrics",
+        "metrics of replica r1: http://127.0.0.1:40001/metrics",
+        "metrics of replica storage: http://127.0.0.1:40002/metrics",
+    ]
+    starting = {"state": "starting", "replicas": replicas[:1], "metrics": None}
+    assert status_table(starting).splitlines()[-1] == (
+        "metrics of replica r1: http://127.0.0.1:40001/metrics"
+    )
+
+
+@pytest.mark.timeout(180)
+def test_up_with_metrics_serves_the_replicas_metrics_too(tmp_path: Path) -> None:
+    """``tidegate up --metrics``: the managed replica serves its own metrics, on a port of its
+    own that ``status`` (text and JSON) shows."""
+    data = tmp_path / "data"
+    tidegate = [sys.executable, "-m", "tidegate"]
+    up = subprocess.Popen(
+        [
+            *(*tidegate, "up", "--data-dir", str(data)),
+            *("--executor", "python", "--metrics", "127.0.0.1:0"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+    def status(*flags: str) -> str:
+        done = subprocess.run(
+            [*tidegate, "status", "--data-dir", str(data), *flags],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    try:
+        assert up.stdout is not None
+        controller = None
+        for line in up.stdout:
+            if m := re.search(r"metrics on http://(\S+)/metrics", line):
+                controller = m.group(1)
+            if "control endpoint" in line:
+                break
+        assert controller is not None, "tidegate up printed no metrics address"
+        status("--wait", "--timeout", "120")
+        got = json.loads(status("--json"))
+        assert got["metrics"] == controller
+        (r1,) = [r for r in got["replicas"] if r["name"] == "r1"]
+        assert r1["metrics"] is not None and r1["metrics"] != controller
+        assert r1["metrics"].startswith("127.0.0.1:")
+        with urllib.request.urlopen(f"http://{r1['metrics']}/metrics", timeout=10) as r:
+            text = r.read().decode()
+        assert "tidegate_replica_commands_total" in text
+        assert f"metrics of replica r1: http://{r1['metrics']}/metrics" in status()
+    finally:
+        up.send_signal(signal.SIGTERM)
+        rest, _ = up.communicate(timeout=60)
+    assert up.returncode == 0, rest
 
 
 def test_progress_bar_prints_one_final_line_when_not_a_terminal() -> None:

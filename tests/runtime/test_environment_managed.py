@@ -2,19 +2,27 @@
 
 Two replicas run as child processes; one is SIGKILLed while clients keep
 peeking: the other answers, the orchestrator restarts the killed one and the
-driver reconnects to it and replays the history (epoch + 1).
+driver reconnects to it and replays the history (epoch + 1). With ``replica_metrics`` each
+managed replica, the storage replica too, serves its Prometheus metrics where ``status`` says.
 """
 
 from __future__ import annotations
 
+import urllib.request
 import uuid
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 
+from tidegate.commands.overview import replicas_json
+from tidegate.commands.render import status_table
+from tidegate.commands.service import ControlService
 from tidegate.dsl import Schema, col
+from tidegate.replica.testing import in_process_replica
 from tidegate.runtime import Environment
+from tidegate.spec.storage import LoadGenerator
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -108,3 +116,102 @@ def test_managed_replicas_are_authenticated_and_the_data_directory_private(
 
     anyio.run(main)
     assert data.stat().st_mode & 0o777 == 0o700
+
+
+COUNTER = LoadGenerator("counter", tick_ms=20)
+
+
+def scrape(address: str) -> str:
+    """GET ``http://ADDRESS/metrics``: the Prometheus text."""
+    with urllib.request.urlopen(f"http://{address}/metrics", timeout=10) as r:
+        return str(r.read().decode())
+
+
+async def served(address: str) -> str:
+    return await anyio.to_thread.run_sync(scrape, address)
+
+
+def test_with_replica_metrics_each_managed_replica_serves_them_where_status_says(
+    tmp_path: Path,
+) -> None:
+    async def main() -> None:
+        with anyio.fail_after(120):
+            async with Environment.open(
+                tmp_path,
+                replicas=1,
+                executor="python",
+                tick_ms=50,
+                storage_tick_ms=50,
+                replica_metrics=True,
+            ) as env:
+                assert env.orchestrator is not None
+                await env.wait_connected(timeout_s=60)
+                await env.create_source("c", COUNTER)  # starts the managed storage replica
+                await env.peek("c", await env.freshest("c"))
+                processes = env.orchestrator.status()
+                where = {name: p.metrics for name, p in processes.items()}
+                assert set(where) == {"r1", "storage"} and None not in where.values()
+                rows = {r["name"]: r["metrics"] for r in replicas_json(env, env.orchestrator, None)}
+                assert rows == where
+                text = status_table(
+                    await ControlService(env, orchestrator=env.orchestrator).status()
+                )
+                for name, address in where.items():
+                    assert f"metrics of replica {name}: http://{address}/metrics" in text
+                compute = await served(where["r1"] or "")
+                assert 'tidegate_replica_commands_total{kind="CreateInstance"}' in compute
+                storage = await served(where["storage"] or "")
+                assert 'tidegate_storage_commands_total{kind="RunIngestion"}' in storage
+                # A restarted replica serves them again, where its status says now.
+                await env.orchestrator.kill("r1")
+                with anyio.fail_after(60):
+                    while not any(
+                        r.replica == "r1" and r.connected and r.epoch == 2 for r in env.replicas()
+                    ):
+                        await anyio.sleep(0.05)
+                again = env.orchestrator.status()["r1"]
+                assert again.restarts == 1 and again.metrics is not None
+                assert "tidegate_replica_commands_total" in await served(again.metrics)
+
+    anyio.run(main)
+
+
+def test_a_storage_replica_started_later_serves_metrics_too(tmp_path: Path) -> None:
+    """The compute replica runs in this process: the orchestrator is made for the storage
+    replica when the first source needs it, with the environment's ``replica_metrics``."""
+
+    async def main() -> None:
+        with in_process_replica(tmp_path) as compute, anyio.fail_after(120):
+            options: dict[str, Any] = {"tick_ms": 100, "storage_tick_ms": 50}
+            async with Environment.open(
+                tmp_path, replicas={"r1": compute}, replica_metrics=True, **options
+            ) as env:
+                assert env.orchestrator is None
+                await env.create_source("c", COUNTER)
+                assert env.orchestrator is not None
+                metrics = env.orchestrator.status()["storage"].metrics
+                assert metrics is not None
+                assert "tidegate_storage_commands_total" in await served(metrics)
+
+    anyio.run(main)
+
+
+def test_without_replica_metrics_no_replica_serves_or_records_them(tmp_path: Path) -> None:
+    async def main() -> None:
+        with anyio.fail_after(120):
+            async with Environment.open(tmp_path, replicas=1, executor="python", tick_ms=50) as env:
+                assert env.orchestrator is not None
+                await env.wait_connected(timeout_s=60)
+                st = env.orchestrator.status()["r1"]
+                assert st.metrics is None and st.pid is not None
+                argv = Path(f"/proc/{st.pid}/cmdline").read_bytes().split(b"\0")
+                assert b"--metrics" not in argv
+                rows = replicas_json(env, env.orchestrator, None)
+                assert [r["metrics"] for r in rows] == [None]
+                text = status_table(
+                    await ControlService(env, orchestrator=env.orchestrator).status()
+                )
+                assert "metrics" not in text
+        assert not list((tmp_path / "replicas").glob("*.metrics-port"))
+
+    anyio.run(main)

@@ -44,6 +44,7 @@ def test_defaults_are_those_open_always_had() -> None:
         "replica_memory_limit": None,
         "spark_conf": None,
         "spark_ui": False,
+        "replica_metrics": False,
         "storage_replica": None,
         "storage_transport": None,
         "storage_tick_ms": None,
@@ -91,6 +92,7 @@ def test_the_keyword_form_has_exactly_the_fields_with_their_types() -> None:
         ("spark_conf", {"a=b": "1"}),
         ("spark_conf", ["spark.ui.enabled=true"]),
         ("spark_ui", "yes"),
+        ("replica_metrics", 1),
     ],
 )
 def test_bad_values_are_typed_errors_naming_the_option(option: str, value: Any) -> None:

@@ -4,7 +4,9 @@ The stand-in (written to a temp dir) behaves like ``tidegate replica`` where the
 orchestrator can see it: it listens on ``--listen``, prints the ready line,
 honours ``--exit-with-parent`` with a parent-death signal, exits on SIGTERM.
 Knobs: ``--fail-with CODE`` (exit before ready), ``--ready-delay S``, ``--ignore-term``,
-``--chatter N`` (once ready, a line of N bytes on stderr every 10 ms).
+``--chatter N`` (once ready, a line of N bytes on stderr every 10 ms). With ``--metrics
+HOST:PORT`` it serves ``stand_in_up 1`` over HTTP there and reports the address in its ready
+line, as the replica does.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import urllib.request
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -39,7 +42,7 @@ pytestmark = pytest.mark.timeout(180)
 
 STAND_IN = textwrap.dedent(
     """
-    import ctypes, json, os, signal, socket, sys, time
+    import ctypes, http.server, json, os, signal, socket, sys, threading, time
     args = sys.argv[1:]
     def opt(name, default=None):
         return args[args.index(name) + 1] if name in args else default
@@ -62,7 +65,21 @@ STAND_IN = textwrap.dedent(
     server.listen()
     print("starting up", file=sys.stderr, flush=True)
     address = f"{host}:{server.getsockname()[1]}"
-    print(json.dumps({"event": "listening", "address": address, "pid": os.getpid()}), flush=True)
+    metrics = None
+    if opt("--metrics") is not None:
+        class Metrics(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                body = b"stand_in_up 1\\n"
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+        m_host, _, m_port = opt("--metrics").rpartition(":")
+        served = http.server.HTTPServer((m_host, int(m_port)), Metrics)
+        threading.Thread(target=served.serve_forever, daemon=True).start()
+        metrics = f"{m_host}:{served.server_port}"
+    ready = {"event": "listening", "address": address, "metrics": metrics, "pid": os.getpid()}
+    print(json.dumps(ready), flush=True)
     chatter = int(opt("--chatter", "0"))
     while True:
         if chatter:
@@ -144,6 +161,8 @@ def test_ensure_status_and_stop(backend: str, tmp_path: Path, stand_in: list[str
             for flag in ("--listen", "--storage", "--executor", "--spark-master"):
                 assert flag in argv
             assert "--exit-with-parent" in argv
+            assert "--metrics" not in argv and st.metrics is None  # no metrics_host: none served
+            assert not (tmp_path / "replicas" / "r1.metrics-port").exists()
             assert "s3cret" not in argv  # the token goes by environment
             environ = Path(f"/proc/{st.pid}/environ").read_bytes().split(b"\0")
             assert b"TIDEGATE_TOKEN=s3cret" in environ
@@ -288,6 +307,9 @@ def test_usage_errors(tmp_path: Path, stand_in: list[str]) -> None:
                 await o.start()
 
     run("asyncio", main)
+    for bad in ("", "127.0.0.1:9100", "a b", 7):
+        with pytest.raises(OrchestratorError, match="metrics_host"):
+            orch(tmp_path, stand_in, metrics_host=bad)
 
 
 @pytest.mark.parametrize("name", ["r1", "replica-2.a_b", "R9"])
@@ -346,6 +368,58 @@ def test_a_busy_recorded_port_is_replaced(tmp_path: Path, stand_in: list[str]) -
         assert (tmp_path / "replicas" / "r1.port").read_text().strip() == second.rpartition(":")[2]
 
     run("asyncio", main)
+
+
+def scrape(address: str) -> str:
+    """GET ``http://ADDRESS/metrics``: the body as text."""
+    with urllib.request.urlopen(f"http://{address}/metrics", timeout=10) as r:
+        return str(r.read().decode())
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_replicas_serve_metrics_on_ports_of_their_own_that_follow_restarts(
+    backend: str, tmp_path: Path, stand_in: list[str]
+) -> None:
+    replicas = tmp_path / "replicas"
+
+    async def main() -> None:
+        async with orch(tmp_path, stand_in, metrics_host="127.0.0.1") as o:
+            address = await o.ensure("r1")
+            await o.ensure("s", services=["storage"])  # a storage-only replica too
+            status = o.status()
+            served = {name: st.metrics for name, st in status.items()}
+            assert served["r1"] is not None and served["s"] is not None
+            assert len({address, o.address("s"), served["r1"], served["s"]}) == 4
+            for name in ("r1", "s"):
+                metrics = served[name]
+                assert metrics is not None and metrics.startswith("127.0.0.1:")
+                assert scrape(metrics) == "stand_in_up 1\n"
+                recorded = (replicas / f"{name}.metrics-port").read_text()
+                assert recorded == f"{metrics.rpartition(':')[2]}\n"
+                pid = status[name].pid
+                assert pid is not None
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+                assert argv[argv.index("--metrics") + 1] in ("127.0.0.1:0", metrics)
+            first = o.status()["r1"].pid
+            await o.kill("r1")  # restarted on the same ports: both were free
+            await until(lambda: o.status()["r1"].pid not in (None, first))
+            assert await o.ensure("r1") == address
+            assert o.status()["r1"].metrics == served["r1"]
+            assert scrape(served["r1"] or "") == "stand_in_up 1\n"
+            await o.stop("r1")
+            old = int((served["r1"] or "").rpartition(":")[2])
+            with socket.socket() as squatter:  # the metrics port is taken: a new one is found
+                squatter.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # past TIME_WAIT
+                squatter.bind(("127.0.0.1", old))
+                squatter.listen()
+                assert await o.ensure("r1") == address
+                moved = o.status()["r1"].metrics
+                assert moved is not None and moved != served["r1"]
+                assert scrape(moved) == "stand_in_up 1\n"
+                recorded = (replicas / "r1.metrics-port").read_text()
+                assert recorded == f"{moved.rpartition(':')[2]}\n"
+
+    run(backend, main)
 
 
 _CONTROLLER = textwrap.dedent(
@@ -432,6 +506,38 @@ def test_start_reaps_leftover_replicas_named_by_pidfiles(
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+def test_real_replicas_serve_their_metrics(tmp_path: Path) -> None:
+    """``tidegate replica`` (python executor, and storage-only) with ``metrics_host``: each
+    serves its own Prometheus metrics where its status says, also after a restart."""
+
+    async def main() -> None:
+        async with Orchestrator(
+            tmp_path,
+            executor="python",
+            stop_grace_s=10.0,
+            backoff_initial_s=0.1,
+            metrics_host="127.0.0.1",
+        ) as o:
+            await o.ensure("r1")
+            await o.ensure("storage", services=["storage"])
+            for name, metric in [
+                ("r1", "tidegate_replica_connections_accepted_total"),
+                ("storage", "tidegate_storage_connections_accepted_total"),
+            ]:
+                metrics = o.status()[name].metrics
+                assert metrics is not None
+                text = await anyio.to_thread.run_sync(scrape, metrics)
+                assert metric in text and 'tidegate_build_info{component="replica"' in text
+            await o.kill("r1")
+            await o.ensure("r1")
+            metrics = o.status()["r1"].metrics
+            assert metrics is not None and o.status()["r1"].restarts == 1
+            text = await anyio.to_thread.run_sync(scrape, metrics)
+            assert "tidegate_replica_connections_accepted_total" in text
+
+    run("asyncio", main)
 
 
 def test_the_real_replica_process(tmp_path: Path) -> None:

@@ -299,6 +299,7 @@ def process_replicas_json(
                 "process": p.state,
                 "pid": p.pid,
                 "restarts": p.restarts,
+                "metrics": p.metrics,
                 "memory_limit": memory_limit,
                 "objects_hydrated": None,
                 "objects": None,
@@ -311,7 +312,8 @@ def replicas_json(
     env: Any, orchestrator: Any, memory_limit: int | None, *, detail: bool = False
 ) -> list[dict[str, Any]]:
     """Every replica: status and last error (see the module docstring), epoch, address, the
-    process (managed replicas: state, pid, restarts), memory limit, and how many of the
+    process (managed replicas: state, pid, restarts, and ``metrics``, the ``HOST:PORT`` its
+    Prometheus metrics are served on, if they are), memory limit, and how many of the
     catalog's indexes and materialized views it has hydrated (``objects_hydrated`` of
     ``objects``). With ``detail``, the catalog's record too (``executor``, ``spark_master``)
     and the process's log file."""
@@ -339,6 +341,7 @@ def replicas_json(
             "process": p.state if p is not None else None,
             "pid": p.pid if p is not None else None,
             "restarts": p.restarts if p is not None else None,
+            "metrics": p.metrics if p is not None else None,
             "memory_limit": memory_limit if managed else None,
             "objects_hydrated": sum(flags),
             "objects": len(flags),
@@ -373,6 +376,7 @@ def _storage_replicas_json(
         "process": p.state if p is not None else None,
         "pid": p.pid if p is not None else None,
         "restarts": p.restarts if p is not None else None,
+        "metrics": p.metrics if p is not None else None,
         "memory_limit": None,
         "objects_hydrated": None,
         "objects": None,

@@ -201,7 +201,8 @@ def _controller_line(status: dict[str, Any]) -> str | None:
 def status_table(status: dict[str, Any]) -> str:
     """The ``tidegate status`` text: the controller's state, collections (since, upper, lag, read
     policy, hydration per replica), replicas (status, epoch, address, process, memory limit,
-    objects hydrated, last error), the errors collections answered, and the metrics address."""
+    objects hydrated, last error), the errors collections answered, and the metrics addresses
+    (the controller's, then each replica's that serves them)."""
     out = []
     head = _controller_line(status)
     if head is not None:
@@ -209,6 +210,7 @@ def status_table(status: dict[str, Any]) -> str:
     if status.get("state") == "starting":
         replicas = status.get("replicas", [])
         out += ["", replicas_table(replicas) if replicas else "replicas: none started yet"]
+        out += _metrics_lines(status)
         return "\n".join(out)
     if head is not None:
         out.append("")
@@ -243,11 +245,20 @@ def status_table(status: dict[str, Any]) -> str:
         out.append("")
         out.append("errors (the last error each collection answered):")
         out += [f"  {c['name']} ({c['id']}): {format_error(c['error'])}" for c in errors]
-    metrics = status.get("metrics")
-    if metrics:
-        out.append("")
-        out.append(f"metrics: http://{metrics}/metrics")
+    out += _metrics_lines(status)
     return "\n".join(out)
+
+
+def _metrics_lines(status: dict[str, Any]) -> list[str]:
+    """Where metrics are served: the controller's line, then one per replica that serves them
+    (nothing at all if none are)."""
+    lines = []
+    if status.get("metrics"):
+        lines.append(f"metrics: http://{status['metrics']}/metrics")
+    for r in status.get("replicas", []):
+        if r.get("metrics"):
+            lines.append(f"metrics of replica {r['name']}: http://{r['metrics']}/metrics")
+    return ["", *lines] if lines else []
 
 
 def format_statistics(stats: dict[str, Any] | None, kind: str) -> str:

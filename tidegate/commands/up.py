@@ -9,7 +9,10 @@ file blob store and a SQLite consensus in ``DATA_DIR``, managed replica
 processes on local Spark) and serves it. With ``--metrics HOST:PORT`` it also
 serves the controller's Prometheus metrics (:mod:`tidegate.runtime.metrics`)
 on ``http://HOST:PORT/metrics``, records that address in ``controller.json``
-and shows it in ``tidegate status``.
+and shows it in ``tidegate status``; and every managed replica (the storage
+replica too) serves its own, on HOST and a free port of its own (kept across
+its restarts while free), which ``tidegate status`` shows beside its name
+(``metrics`` of each replica in ``status --json``).
 
 What it does goes to stderr for people (:mod:`.events`): its own lines
 (``tidegate up: ...``), a spinner while it starts (on a terminal), then one
@@ -109,7 +112,9 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         type=_host_port,
         default=None,
         metavar="HOST:PORT",
-        help="serve the controller's Prometheus metrics on http://HOST:PORT/metrics (0: a free port)",
+        help="serve the controller's Prometheus metrics on http://HOST:PORT/metrics (0: a free "
+        "port); each managed replica serves its own on HOST, a free port each (`tidegate status` "
+        "shows where)",
     )
     p.set_defaults(func=run_up)
 
@@ -158,6 +163,7 @@ async def _up(args: argparse.Namespace, reporter: Reporter) -> None:
         extra_args=_memory_limit_args(args.replica_memory_limit),
         spark_conf=dict(args.spark_conf),
         spark_ui=args.spark_ui,
+        metrics_host=None if args.metrics is None else args.metrics[0],
         on_status=events.on_process,
     )
     gate = Gate(orchestrator=orchestrator, replica_memory_limit=args.replica_memory_limit)
@@ -236,6 +242,7 @@ async def _run(
                     executor=args.executor,
                     orchestrator=orchestrator,
                     storage_replica=args.storage_replica,
+                    replica_metrics=args.metrics is not None,
                 ) as env,
             ):
                 waiting.set()
