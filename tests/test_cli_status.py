@@ -218,15 +218,17 @@ def test_status_shows_memory_limits_hydration_last_errors_and_errored_collection
     )
 
 
-def test_replica_list_says_what_runs_each_replica() -> None:
+def test_replica_list_says_what_runs_each_replica_and_where_it_serves_metrics() -> None:
     rows = [
         {"name": "r1", "status": "connected", "managed": True, "executor": "spark"},
         {"name": "r2", "status": "failed", "managed": False, "last_error": "refused"},
     ]
     rows[0]["spark_master"] = "local[2]"
+    rows[0]["metrics"] = "127.0.0.1:9101"
     lines = replicas_table(rows, detail=True).splitlines()
-    assert "RUNS" in lines[0].split()
-    assert lines[2].endswith("spark local[2]  -") and lines[3].endswith("unmanaged       refused")
+    assert lines[0].split()[-4:] == ["RUNS", "METRICS", "LAST", "ERROR"]
+    assert lines[2].split()[-4:] == ["spark", "local[2]", "127.0.0.1:9101", "-"]
+    assert lines[3].split()[-3:] == ["unmanaged", "-", "refused"]
 
 
 def test_describe_names_columns_keys_plan_dependencies_policy_and_frontiers() -> None:

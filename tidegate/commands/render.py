@@ -350,7 +350,8 @@ def _runs(r: dict[str, Any]) -> str:
 def replicas_table(replicas: Sequence[dict[str, Any]], *, detail: bool = False) -> str:
     """Replicas: name, status, epoch, address, process (pid, restarts), memory limit, objects
     hydrated, last error (``tidegate status``); with ``detail`` (``tidegate replica list``)
-    also what runs it (``spark local[1]``, ``python``, ``unmanaged``)."""
+    also what runs it (``spark local[1]``, ``python``, ``unmanaged``) and where it serves
+    metrics."""
 
     def dash(v: Any) -> Any:
         return "-" if v is None or v == "" else v
@@ -361,7 +362,7 @@ def replicas_table(replicas: Sequence[dict[str, Any]], *, detail: bool = False) 
         return f"{r.get('objects_hydrated')}/{r.get('objects')}"
 
     headers = ["NAME", "STATUS", "EPOCH", "ADDRESS", "PID", "RESTARTS", "MEMORY LIMIT"]
-    headers += ["HYDRATED", *(["RUNS"] if detail else []), "LAST ERROR"]
+    headers += ["HYDRATED", *(["RUNS", "METRICS"] if detail else []), "LAST ERROR"]
     rows = [
         [
             r["name"],
@@ -372,7 +373,7 @@ def replicas_table(replicas: Sequence[dict[str, Any]], *, detail: bool = False) 
             dash(r.get("restarts")),
             format_bytes(r.get("memory_limit")),
             hydrated(r),
-            *([_runs(r)] if detail else []),
+            *([_runs(r), dash(r.get("metrics"))] if detail else []),
             dash(r.get("last_error")),
         ]
         for r in replicas
