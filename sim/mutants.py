@@ -30,6 +30,7 @@ from tidegate.spec.compute.effects import (
 from tidegate.spec.compute_replica import replica as _replica
 from tidegate.spec.compute_replica.outputs import Respond
 from tidegate.spec.frontier import Antichain, ChangeBatch
+from tidegate.spec.outbox import Outbox
 from tidegate.spec.protocol.commands import AllowCompaction, CancelPeek, CreateDataflow, Peek
 from tidegate.spec.protocol.responses import (
     Frontiers,
@@ -201,21 +202,21 @@ def _history_drops_live_peek() -> AbstractContextManager[None]:
 def _release_before_cancel(_original: Any) -> Any:
     """Release the peek's read hold first, so AllowCompaction overtakes the CancelPeek."""
 
-    def _finish_peek(self: Any, uuid: _uuid.UUID, result: PeekResult, out: list[Any]) -> None:
+    def _finish_peek(self: Any, uuid: _uuid.UUID, result: PeekResult) -> None:
         p = self.peeks.pop(uuid)
         if p.on_storage:
             self.storage.update_storage_read_holds({p.id: ChangeBatch([(p.timestamp, -1)])})
         else:
-            self._update_read_caps(p.id, [(p.timestamp, -1)], out)
+            self._update_read_caps(p.id, [(p.timestamp, -1)])
         if isinstance(result, PeekRows):
             note = PeekNotification(self.id, uuid, "success", rows=sum(n for _, n in result.rows))
         elif isinstance(result, PeekError):
             note = PeekNotification(self.id, uuid, "error", message=result.message)
         else:
             note = PeekNotification(self.id, uuid, "canceled")
-        out.append(note)
-        out.append(PeekResultOut(self.id, uuid, result))
-        self._send(CancelPeek(uuid), out)
+        self._outbox.emit(note)
+        self._outbox.emit(PeekResultOut(self.id, uuid, result))
+        self._send(CancelPeek(uuid))
 
     return _finish_peek
 
@@ -230,12 +231,12 @@ def _peek_without_hold(original: Any) -> Any:
         finally:
             del self._update_read_caps
 
-    def finish(self: Any, uuid: _uuid.UUID, result: PeekResult, out: list[Any]) -> None:
+    def finish(self: Any, uuid: _uuid.UUID, result: PeekResult) -> None:
         p = self.peeks[uuid]
         if not p.on_storage:
             self._update_read_caps = lambda *_a: None
         try:
-            finish_original(self, uuid, result, out)
+            finish_original(self, uuid, result)
         finally:
             self.__dict__.pop("_update_read_caps", None)
 
@@ -290,7 +291,7 @@ def _forgets_allow_compaction(original: Any) -> Any:
 def _subscribe_duplicates(_original: Any) -> Any:
     """Forward every update of an advancing batch, even those at times already forwarded."""
 
-    def _on_subscribe(self: Any, r: Any, resp: Any, out: list[Any]) -> None:
+    def _on_subscribe(self: Any, r: Any, resp: Any) -> None:
         id = resp.id
         rc = r.collections.get(id)
         c = self.collections.get(id)
@@ -307,19 +308,21 @@ def _subscribe_duplicates(_original: Any) -> Any:
             self._downgrade_input_holds(rc, upper)
         sub = self.subscribes.get(id)
         if sub is not None:
-            self._maybe_update_global_write_frontier(c, upper, out)
+            self._maybe_update_global_write_frontier(c, upper)
             if isinstance(result, SubscribeBatch):
                 if _instance._advances(sub.frontier, upper):
                     lower = sub.frontier
                     sub.frontier = upper
                     updates = result.updates if result.error is None else ()
-                    out.append(SubscribeBatchOut(self.id, id, lower, upper, updates, result.error))
+                    self._outbox.emit(
+                        SubscribeBatchOut(self.id, id, lower, upper, updates, result.error)
+                    )
                     if not upper.elements:
                         del self.subscribes[id]
             else:
                 del self.subscribes[id]
         if c.dropped:
-            self._maybe_cleanup(id, out)
+            self._maybe_cleanup(id)
 
     return _on_subscribe
 
@@ -363,10 +366,15 @@ class _StaleSince:
 def _subscribe_skips_empty(original: Any) -> Any:
     """Do not forward subscribe batches without updates (but still move past them)."""
 
-    def _on_subscribe(self: Any, r: Any, resp: Any, out: list[Any]) -> None:
-        mine: list[Any] = []
-        original(self, r, resp, mine)
-        out.extend(
+    def _on_subscribe(self: Any, r: Any, resp: Any) -> None:
+        outbox = self._outbox
+        self._outbox = Outbox()
+        try:
+            original(self, r, resp)
+            mine = self._outbox.drain()
+        finally:
+            self._outbox = outbox
+        outbox.extend(
             e
             for e in mine
             if not (
@@ -383,11 +391,11 @@ def _subscribe_skips_empty(original: Any) -> Any:
 def _accepts_stale_epoch(original: Any) -> Any:
     """Merge responses from any connection of a replica, not only the current one."""
 
-    def handle_response(self: Any, replica: Any, epoch: int, response: Any, out: list[Any]) -> None:
+    def handle_response(self: Any, replica: Any, epoch: int, response: Any) -> None:
         r = self.replicas.get(replica)
         if r is not None:
             epoch = r.epoch
-        original(self, replica, epoch, response, out)
+        original(self, replica, epoch, response)
 
     return handle_response
 
@@ -395,20 +403,20 @@ def _accepts_stale_epoch(original: Any) -> Any:
 def _global_frontier_regresses(_original: Any) -> Any:
     """Take the latest replica's report as the global write frontier, even when it is behind."""
 
-    def _maybe_update(self: Any, c: Any, frontier: Antichain, out: list[Any]) -> None:
+    def _maybe_update(self: Any, c: Any, frontier: Antichain) -> None:
         if frontier == c.write_frontier:
             return
         c.write_frontier = frontier
         if c.read_policy is not None:
-            self._downgrade_implied(c, c.read_policy.frontier(frontier), out)
+            self._downgrade_implied(c, c.read_policy.frontier(frontier))
         else:
-            self._downgrade_implied(c, _instance._step_back(frontier), out)
-        out.append(FrontierUpper(self.id, c.id, frontier))
+            self._downgrade_implied(c, _instance._step_back(frontier))
+        self._outbox.emit(FrontierUpper(self.id, c.id, frontier))
         if self.unscheduled:
             dependents = self.compute_dependents.get(c.id)
             if dependents:
                 for d in sorted(dependents & self.unscheduled):
-                    self._maybe_schedule(d, out)
+                    self._maybe_schedule(d)
 
     return _maybe_update
 
