@@ -1134,10 +1134,13 @@ class Environment:
             return
         links = self.driver.storage_links
         if links.transport is None:
-            # A managed storage replica gets a token of its own (unless one was given for all).
+            # A managed storage replica gets a token of its own, unless one was given for all
+            # or the orchestrator (one that outlives this environment) has its own: a replica
+            # it still runs from an earlier open keeps that one.
             token = self._options.token
             if token is None and entry.managed:
-                token = self.platform.new_id()
+                outer = getattr(self.orchestrator, "token", None)
+                token = outer if isinstance(outer, str) else self.platform.new_id()
             self._storage_token = token
             from .transport import STORAGE
             from .transport.grpc_client import GrpcTransport

@@ -21,9 +21,14 @@ so a source faster than the shard writes never grows the ingestion's buffer
 without bound (PostgreSQL keeps what is not read in its WAL; a load
 generator falls behind its clock and catches up later).
 
-A reader that raises stops; the service reports ``source_failed`` (the error
-class and message; retryable or not) and the core starts a new reader when
-its back-off says so.
+A reader that raises stops and lets go of its upstream; the service reports
+``source_failed`` (the error class and message; retryable or not) once every
+update the reader delivered before the error is durable (or after
+:data:`FAILURE_HOLD_S`), and the core starts a new reader when its back-off
+says so. Until then the ingestion counts as running, so the core still mints
+the binding that covers those updates: a failing ingestion mints nothing, and
+an error no restart gets past (an upstream schema change) would otherwise keep
+changes committed upstream before it out of the source for good.
 """
 
 from __future__ import annotations
@@ -111,6 +116,10 @@ def builtin_reader(
 PAUSED_S = 0.05
 """How often a paused reader looks whether acknowledgements have made room."""
 
+FAILURE_HOLD_S = 10.0
+"""How long a failed reader's error waits for the updates it delivered to become durable before
+the service reports it anyway (e.g. when the replica may not write)."""
+
 
 class _Unacked:
     """The updates delivered beyond the acknowledged offset, by batch upper (for backpressure)."""
@@ -152,6 +161,9 @@ class ReaderWork:
         self._ack_wanted = 0
         self.unacked = _Unacked()
         self.task: Task | None = None
+        self._failure: str | None = None
+        """The reader's error, held until what it delivered is durable."""
+        self._failure_deadline = 0.0
 
     def start(self) -> None:
         self.task = self.ctx.host.spawn(f"source-{self.id}", self)
@@ -176,6 +188,8 @@ class ReaderWork:
 
     def step(self) -> float | None:
         ctx = self.ctx
+        if self._failure is not None:
+            return self._report_failure()
         try:
             if self.reader is None:
                 reader = self.make()
@@ -207,8 +221,20 @@ class ReaderWork:
                 exc_info=not isinstance(e, SourceError),
             )
             ctx.metrics.source_errors.labels(type(e).__name__).inc()
-            ctx.post(SourceFailed(self, self.id, describe(e)))
-            return None
+            self._failure = describe(e)
+            self._failure_deadline = ctx.host.monotonic() + FAILURE_HOLD_S
+            self.close()  # let go of the upstream now (a retry may need the slot)
+            return self._report_failure()
+
+    def _report_failure(self) -> float | None:
+        """Post the held error once every delivered update is durable, or its wait is over."""
+        assert self._failure is not None
+        self.unacked.acked(self._ack_wanted)
+        left = self._failure_deadline - self.ctx.host.monotonic()
+        if self.unacked.count and left > 0:
+            return left  # an acknowledgement wakes it sooner
+        self.ctx.post(SourceFailed(self, self.id, self._failure))
+        return None
 
     def close(self) -> None:
         reader, self.reader = self.reader, None

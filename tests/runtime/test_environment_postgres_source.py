@@ -277,3 +277,153 @@ def test_an_unreachable_upstream_stalls_the_source_and_nothing_is_lost(
         finally:
             proxy.cut()
             _drop_slot(conn, slot)
+
+
+async def until_stalled_with(env: Environment, name: str, error: str, timeout_s: float = 60) -> Any:
+    """Wait until source ``name`` is ``stalled`` with an error of type ``error``; its status."""
+    with anyio.fail_after(timeout_s):
+        while True:
+            [s] = env.storage_status(name)
+            if s.status == "stalled" and (s.error or "").startswith(f"{error}: "):
+                return s
+            await anyio.sleep(0.05)
+
+
+async def until_history_has(env: Environment, gid: str, error: str, timeout_s: float = 30) -> Any:
+    """Wait until ``mz_source_status_history`` has a ``stalled`` row of ``gid`` with ``error``."""
+    with anyio.fail_after(timeout_s):
+        while True:
+            history = await env.execute(
+                f"SELECT status, error FROM mz_source_status_history WHERE id = '{gid}'"
+            )
+            stalled = [e for s, e in history.rows if s == "stalled" and e.startswith(f"{error}: ")]
+            if stalled:
+                return stalled[0]
+            await anyio.sleep(0.05)
+
+
+async def rows_at_the_upper(env: Environment, name: str) -> tuple[int, list[Any]]:
+    """The source's upper and its rows just below it (a stalled source's freshest time never
+    comes: a read there would wait for the source)."""
+    (upper,) = env.frontiers(name)[1].elements
+    return int(upper), sorted(await env.peek(name, int(upper) - 1))
+
+
+async def stays_put(env: Environment, name: str, upper: int, seconds: float) -> None:
+    """The stalled source's upper does not move for ``seconds`` (its retries fail the same way)."""
+    await anyio.sleep(seconds)
+    assert env.frontiers(name)[1].elements == (upper,)
+
+
+def test_an_upstream_schema_change_stalls_the_source_with_the_typed_error(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """ADD COLUMN upstream while the source runs: ``stalled`` with ``UpstreamSchemaChanged``
+    naming the column, in the status and its history; every row committed before the change is
+    in the source once, none committed after it."""
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        table, pub, slot = _table(conn)
+        conn.execute(f"INSERT INTO {table} VALUES (1, 'a')")
+
+        async def main() -> None:
+            with in_process_replica(tmp_path) as compute, anyio.fail_after(150):
+                async with Environment.open(tmp_path, replicas={"r1": compute}, **OPTIONS) as env:
+                    gid = await env.create_source(
+                        "s", PostgresSource(postgres_url, table, pub, slot)
+                    )
+                    await until_rows(env, "s", [((1, "a"), 1)])
+                    with conn.transaction():
+                        conn.execute(f"INSERT INTO {table} VALUES (2, 'b'), (3, 'c')")
+                    conn.execute(f"UPDATE {table} SET name = 'A' WHERE id = 1")
+                    before = [((1, "A"), 1), ((2, "b"), 1), ((3, "c"), 1)]
+                    await until_rows(env, "s", before)
+                    await until_status(env, "s", "running")
+                    # Row 4 commits just before the change, in the same round trip (the reader
+                    # gets its transaction and the new shape together): in the source all the same.
+                    conn.execute(
+                        f"BEGIN; INSERT INTO {table} VALUES (4, 'd'); COMMIT; "
+                        f"ALTER TABLE {table} ADD COLUMN extra integer; "
+                        f"INSERT INTO {table} VALUES (5, 'e', 5)"
+                    )
+                    conn.execute(f"INSERT INTO {table} VALUES (6, 'f', 6)")
+                    stalled = await until_stalled_with(env, "s", "UpstreamSchemaChanged")
+                    assert table in stalled.error
+                    assert "column 'extra' added (integer)" in stalled.error
+                    error = await until_history_has(env, str(gid), "UpstreamSchemaChanged")
+                    assert "column 'extra' added (integer)" in error
+                    # What the reader had before the error is written before the error is
+                    # reported (a failing ingestion mints no more bindings).
+                    upper, rows = await rows_at_the_upper(env, "s")
+                    want = [*before, ((4, "d"), 1)]
+                    assert rows == want, f"at {upper - 1}, the source's upper less one"
+                    # the reader is restarted with back-off and refuses the new shape each time
+                    await stays_put(env, "s", upper, 3.0)
+                    assert (await rows_at_the_upper(env, "s"))[1] == want
+                    [again] = env.storage_status("s")
+                    assert again.status == "stalled"
+                    assert again.error is not None and "column 'extra' added" in again.error
+
+        try:
+            anyio.run(main)
+        finally:
+            _drop_slot(conn, slot)
+
+
+def test_a_dropped_replication_slot_stalls_the_source_with_the_typed_error(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """The slot dropped upstream (its walsender terminated first) while the source runs:
+    ``stalled`` with ``ReplicationSlotMissing``, in the status and its history; what was
+    ingested stays, once, and the slot is not silently re-created (that would skip changes)."""
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        table, pub, slot = _table(conn)
+        conn.execute(f"INSERT INTO {table} VALUES (1, 'a')")
+
+        async def main() -> None:
+            with in_process_replica(tmp_path) as compute, anyio.fail_after(150):
+                async with Environment.open(tmp_path, replicas={"r1": compute}, **OPTIONS) as env:
+                    gid = await env.create_source(
+                        "s", PostgresSource(postgres_url, table, pub, slot)
+                    )
+                    await until_rows(env, "s", [((1, "a"), 1)])
+                    conn.execute(f"INSERT INTO {table} VALUES (2, 'b')")
+                    conn.execute(f"DELETE FROM {table} WHERE id = 1")
+                    want = [((2, "b"), 1)]
+                    await until_rows(env, "s", want)
+                    await until_status(env, "s", "running")
+                    await anyio.to_thread.run_sync(_terminate_and_drop_slot, postgres_url, slot)
+                    conn.execute(f"INSERT INTO {table} VALUES (3, 'c')")
+                    stalled = await until_stalled_with(env, "s", "ReplicationSlotMissing")
+                    assert repr(slot) in stalled.error and "drop and re-create" in stalled.error
+                    await until_history_has(env, str(gid), "ReplicationSlotMissing")
+                    upper, rows = await rows_at_the_upper(env, "s")
+                    assert rows == want
+                    await stays_put(env, "s", upper, 3.0)
+                    assert (await rows_at_the_upper(env, "s"))[1] == want
+                    found = conn.execute(
+                        "SELECT count(*) FROM pg_replication_slots WHERE slot_name = %s", (slot,)
+                    ).fetchone()
+                    assert found == (0,)  # not re-created behind the user's back
+
+        try:
+            anyio.run(main)
+        finally:
+            _drop_slot(conn, slot)
+
+
+def _terminate_and_drop_slot(url: str, slot: str) -> None:
+    """Drop ``slot`` while a reader streams from it: terminate its walsender, then drop it before
+    the reader's retry takes it again (retried until the drop wins)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        for _ in range(400):
+            conn.execute(
+                "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots "
+                "WHERE slot_name = %s AND active_pid IS NOT NULL",
+                (slot,),
+            )
+            try:
+                conn.execute("SELECT pg_drop_replication_slot(%s)", (slot,))
+                return
+            except psycopg.errors.ObjectInUse:
+                threading.Event().wait(0.02)
+        raise AssertionError(f"slot {slot} stayed in use")
