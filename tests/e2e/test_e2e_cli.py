@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -138,7 +139,8 @@ def test_up_then_append_and_peek_a_table_and_its_index(e2e: Any, tmp_path: Path)
 
 @pytest.mark.slow
 def test_demo_runs_end_to_end_on_spark_and_passes(tmp_path: Path) -> None:
-    """What `make run` runs: two Spark replicas, a kill, a controller restart; under 3 minutes."""
+    """What `make run` runs: two Spark replicas, a load-generator source, a kill, a controller
+    restart; under 3 minutes."""
     t0 = time.monotonic()
     done = subprocess.run(
         [*TIDEGATE, "demo", "--data-dir", str(tmp_path / "demo")],
@@ -153,6 +155,19 @@ def test_demo_runs_end_to_end_on_spark_and_passes(tmp_path: Path) -> None:
     assert "PASS: every answer matched the reference" in out
     assert "= reference ✓" in out and "0 violation(s)" in out
     assert "r1 rehydrating" in out and "catalog restored" in out
+    # the source: running, read twice with more bids the second time, each read equal to the
+    # load generator's bids at the offsets of its time; running again after the restart
+    reads = re.findall(
+        r"peek bids_by_item_idx at .*: (\d+) bids? \(offsets \[0, (\d+)\)\) = load generator ✓",
+        out,
+    )
+    assert len(reads) == 2, out
+    (n1, b1), (n2, b2) = ((int(n), int(b)) for n, b in reads)
+    assert n1 == b1 < b2 == n2  # a bid per offset
+    assert len(re.findall(r"\bbids\s+load-generator\s+running\b", out)) == 2
+    assert "!= load generator" not in out
+    assert re.search(r"source bids running again: offsets \[0, (\d+)\)", out)
+    assert re.search(r"source reads checked against the load generator\s+3\b", out)
     print(f"tidegate demo took {took:.0f} s")
 
 

@@ -1,17 +1,19 @@
 """``tidegate demo``: the product end to end, in about two minutes (what ``make run`` runs).
 
-An ``Environment`` with two managed replica processes on local Spark: two
-tables, two views, an index, a materialized view (all defined in SQL, the
+An ``Environment`` with two managed replica processes on local Spark and a
+storage replica process: two tables, a load-generator source (auction bids),
+three views, two indexes, a materialized view (all defined in SQL, the
 :data:`DEFINITIONS` a user would type into ``tidegate sql``) and a
 subscribe; a stream of appends
 with a progress bar; peeks at several times, each compared with the reference
-evaluator; one replica SIGKILLed while the other keeps answering, and the
+evaluator; the source read twice as it ingests, each read checked against the
+load generator itself; one replica SIGKILLed while the other keeps answering, and the
 killed one restarted and rehydrated (then the other killed, and the first
 answering alone); the controller closed and reopened on the same data
 directory -- the replica processes keep running and reconcile with it -- with
-its catalog and every acknowledged append back; the client-visible history
-checked by the simulator's offline checker; a summary. Exit 0 only if every
-check held.
+its catalog and every acknowledged append back, and the source resuming where
+it was; the client-visible history checked by the simulator's offline
+checker; a summary. Exit 0 only if every check held.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import argparse
 import json
 import os
 import random
+import secrets
 import shutil
 import tempfile
 import time
@@ -27,6 +30,7 @@ import traceback
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -60,8 +64,16 @@ DEFINITIONS = (
     "GROUP BY region",
     "ALTER MATERIALIZED VIEW sales_by_region SET (RETAIN HISTORY FOR '10m')",
     "CREATE VIEW big_orders AS SELECT * FROM orders WHERE amount >= 100",
+    # A source: the storage replica ingests a bid every 200 ms; a view and an index over it.
+    "CREATE SOURCE bids FROM LOAD GENERATOR AUCTION (TICK INTERVAL '200ms', SEED 7)",
+    "CREATE VIEW bids_by_item AS "
+    "SELECT item, count(*) AS bids, max(amount) AS top_bid FROM bids GROUP BY item",
+    "CREATE INDEX bids_by_item_idx ON bids_by_item (item)",
 )
 """What the demo creates, in the SQL a Materialize user would type in ``tidegate sql``."""
+
+SOURCE, SOURCE_INDEX = "bids", "bids_by_item_idx"
+"""The demo's source and the index over it."""
 
 
 @dataclass
@@ -87,6 +99,9 @@ class Tally:
     subscribe_updates: int = 0
     appends: int = 0
     rows: int = 0
+    source_reads: int = 0
+    offsets: int = 0
+    """The load generator's offsets (bids) in the source at the last read."""
     failures: list[str] = field(default_factory=list)
     phases: list[tuple[str, float]] = field(default_factory=list)
 
@@ -130,27 +145,36 @@ def run_demo(args: argparse.Namespace) -> int:
 
 @asynccontextmanager
 async def replica_processes(
-    data_dir: Path, opts: DemoOptions, names: list[str]
+    data_dir: Path, opts: DemoOptions, names: list[str], token: str
 ) -> AsyncIterator[Any]:
-    """An orchestrator running replicas ``names`` (started in parallel); stops them at exit."""
+    """An orchestrator running compute replicas ``names`` and the storage replica (started in
+    parallel, all requiring ``token``); stops them at exit."""
     import anyio
 
+    from tidegate.runtime.catalog import STORAGE_REPLICA
     from tidegate.runtime.orchestrator import Orchestrator
 
     async with Orchestrator(
-        data_dir, executor=opts.executor, spark_master=opts.spark_master
+        data_dir, executor=opts.executor, spark_master=opts.spark_master, token=token
     ) as orchestrator:
         async with anyio.create_task_group() as tg:
             for name in names:
                 tg.start_soon(orchestrator.ensure, name)
+            # The environment runs it with the first source; started now, it starts beside the JVMs.
+            tg.start_soon(partial(orchestrator.ensure, STORAGE_REPLICA, services=("storage",)))
         yield orchestrator
 
 
 @asynccontextmanager
 async def open_environment(
-    data_dir: Path, opts: DemoOptions, orchestrator: Any, replicas: int
+    data_dir: Path, opts: DemoOptions, orchestrator: Any, replicas: int, token: str
 ) -> AsyncIterator[Any]:
-    """The controller, with managed replicas ``r1..rN`` run by ``orchestrator``."""
+    """The controller, with managed replicas ``r1..rN`` run by ``orchestrator``.
+
+    ``token`` is the one the orchestrator gave its replicas: a controller
+    reopened later reaches the storage replica still running with it (a
+    managed storage replica otherwise gets a fresh token at each open).
+    """
     from tidegate.runtime.environment import Environment
 
     async with Environment.open(
@@ -159,6 +183,7 @@ async def open_environment(
         spark_master=opts.spark_master,
         executor=opts.executor,
         orchestrator=orchestrator,
+        token=token,
     ) as env:
         yield env
 
@@ -192,6 +217,8 @@ class Demo:
         self.rec = RunRecorder("demo", replicas=2)
         self.tally = Tally()
         self.rng = random.Random(opts.seed)
+        self.token = secrets.token_hex(16)
+        """The bearer token every replica process of the demo requires."""
         self.ids: dict[str, GlobalId] = {}
         self.live: dict[tuple[str, int], int] = {}  # (customer, amount) -> multiplicity
         self.last_ts = 0
@@ -240,6 +267,11 @@ class Demo:
 
         self.big = env.table("big_orders")
         self.say("   subscribe: view big_orders, orders with amount >= 100")
+        self.ids.update(bids=env.resolve(SOURCE), bids_by_item_idx=env.resolve(SOURCE_INDEX))
+        self.say(
+            f"   source bids ({self.ids['bids']}): auction bids from a load generator, ingested "
+            f"by the storage replica; index {SOURCE_INDEX} on view bids_by_item: bids per item"
+        )
 
         ts = await env.append("customers", [(c_, r) for c_, r in REGIONS.items()])
         self.rec.appended(customers, ts, [((c_, r), 1) for c_, r in REGIONS.items()])
@@ -329,6 +361,95 @@ class Demo:
             )
         return rows
 
+    async def source_checked(self, env: Any, show: bool = False) -> tuple[int, int]:
+        """Read the source and its index at the freshest time ``t``; ``(t, offsets)``.
+
+        ``bids_progress`` says which of the load generator's offsets the source
+        holds at ``t`` (``[0, b)``); the generator is a function of its offset,
+        so the source must hold exactly their bids, and the index what the
+        reference evaluator makes of them: nothing lost, nothing doubled.
+        """
+        from tidegate.spec.plan.reference import evaluate
+        from tidegate.spec.storage import loadgen_updates
+
+        src, idx = self.ids["bids"], self.ids["bids_by_item_idx"]
+        at = await env.freshest(idx)  # waits until the source has ingested up to it
+        await env.wait_for(idx, at, timeout_s=self.opts.timeout_s)
+        progress = _rows(await env.peek(f"{SOURCE}_progress", at))
+        offsets = int(next(iter(progress))[0]) if progress else 0
+        want: dict[Row, int] = {}
+        for offset in range(offsets):
+            for row, _offset, diff in loadgen_updates(env.state.source(src).connection, offset):
+                want[row] = want.get(row, 0) + diff
+        bids = _rows(await env.peek(src, at))
+        by_item = _rows(await env.peek(idx, at))
+        plan = env.state.get(idx).plan
+        want_by_item = dict(evaluate(plan, {src: [(r, at, n) for r, n in want.items()]}, at).rows)
+        self.tally.source_reads += 1
+        self.tally.offsets = offsets
+        ok = bids == {r: n for r, n in want.items() if n} and by_item == want_by_item
+        if not ok:
+            self.fail(
+                f"source {SOURCE} at {format_time(at)}: {len(bids)} bids and {len(by_item)} "
+                f"items, the load generator's offsets [0, {offsets}) make {len(want)} and "
+                f"{len(want_by_item)}"
+            )
+        if show:
+            from .render import format_table
+
+            self.say(
+                f"   peek {SOURCE_INDEX} at {format_time(at)}: {_bids(sum(bids.values()))} "
+                f"(offsets [0, {offsets})) "
+                f"{'= load generator ✓' if ok else '!= load generator ✗'}"
+            )
+            rows = sorted(by_item.items())
+            self.say(
+                _indent(
+                    format_table(
+                        [*_columns(env, "bids_by_item"), "DIFF"], [[*r, n] for r, n in rows]
+                    )
+                )
+            )
+        return at, offsets
+
+    async def source_running(self, env: Any) -> Any:
+        """The source's status once the storage replica reports it ``running`` (a failure if it
+        does not within the timeout)."""
+        import anyio
+
+        with anyio.move_on_after(self.opts.timeout_s):
+            while True:
+                [status] = env.storage_status(SOURCE)
+                if status.status == "running":
+                    break
+                await anyio.sleep(0.05)
+        if status.status != "running":
+            self.fail(f"source {SOURCE} is {status.status} ({status.error})")
+        return status
+
+    def show_source_status(self, status: Any) -> None:
+        from .render import format_table
+
+        stats = status.statistics or {}
+        upper = status.upper.elements
+        self.say(
+            _indent(
+                format_table(
+                    ["SOURCE", "TYPE", "STATUS", "UPPER", "OFFSET COMMITTED", "UPDATES COMMITTED"],
+                    [
+                        [
+                            status.name,
+                            status.type,
+                            status.status,
+                            format_time(int(upper[0])) if upper else "-",
+                            stats.get("offset_committed"),
+                            stats.get("updates_committed"),
+                        ]
+                    ],
+                )
+            )
+        )
+
 
 def _rows(result: Any) -> dict[Row, int]:
     rows = getattr(result, "rows", result)
@@ -336,6 +457,10 @@ def _rows(result: Any) -> dict[Row, int]:
     for r, n in rows:
         out[tuple(r)] = out.get(tuple(r), 0) + int(n)
     return {r: n for r, n in out.items() if n}
+
+
+def _bids(n: int) -> str:
+    return f"{n} bid" if n == 1 else f"{n} bids"
 
 
 def _columns(env: Any, name: str) -> list[str]:
@@ -373,9 +498,12 @@ async def demo(opts: DemoOptions) -> int:
 async def _script(d: Demo) -> None:
     opts = d.opts
     d.say(f"tidegate demo: data in {d.data_dir}, 2 replicas ({opts.executor}, {opts.spark_master})")
-    d.phase("1. start two managed replica processes and the controller")
-    async with replica_processes(d.data_dir, opts, ["r1", "r2"]) as orchestrator:
-        d.say(f"   replica processes r1, r2 listening after {time.monotonic() - d.t0:.1f} s")
+    d.phase("1. start two managed replica processes, a storage replica and the controller")
+    async with replica_processes(d.data_dir, opts, ["r1", "r2"], d.token) as orchestrator:
+        d.say(
+            f"   replica processes r1, r2 (compute) and storage (sources) listening after "
+            f"{time.monotonic() - d.t0:.1f} s"
+        )
         await _phases(d, orchestrator)
 
 
@@ -385,10 +513,10 @@ async def _phases(d: Demo, orchestrator: Any) -> None:
     from .render import ProgressBar
 
     opts = d.opts
-    async with open_environment(d.data_dir, opts, orchestrator, 2) as env:
+    async with open_environment(d.data_dir, opts, orchestrator, 2, d.token) as env:
         names = await _wait_online(d, env)
 
-        d.phase("2. tables, an index, a materialized view and a subscribe")
+        d.phase("2. tables, a source, indexes, a materialized view and a subscribe")
         await d.define(env)
         async with anyio.create_task_group() as tg:
             await tg.start(d.subscriber, env)
@@ -412,8 +540,19 @@ async def _phases(d: Demo, orchestrator: Any) -> None:
             await d.peek_checked(env, "orders", d.last_ts)
             d.say(f"   {d.tally.peeks} peeks so far, all equal to tidegate.spec.plan.reference")
 
+            d.phase("5. the source ingests: read it twice, each read checked against the generator")
+            d.show_source_status(await d.source_running(env))
+            t1, b1 = await d.source_checked(env, show=True)
+            await anyio.sleep(1.0)
+            t2, b2 = await d.source_checked(env, show=True)
+            d.show_source_status(await d.source_running(env))
+            if t2 > t1 and b2 > b1:
+                d.say(f"   {_bids(b2 - b1)} more {(t2 - t1) / 1000:.1f} s later ✓")
+            else:
+                d.fail(f"source {SOURCE} did not advance: offsets {b1} at {t1}, {b2} at {t2}")
+
             first, second = names[0], names[1]
-            d.phase(f"5. SIGKILL replica {first}: {second} keeps answering")
+            d.phase(f"6. SIGKILL replica {first}: {second} keeps answering")
             d.show_events = True
             d.say(f"   SIGKILL to {first}")
             await orchestrator.kill(first)
@@ -424,7 +563,7 @@ async def _phases(d: Demo, orchestrator: Any) -> None:
             took = await wait_connected(env, opts.timeout_s, [first])
             d.say(f"   {first} restarted by the orchestrator and reconnected after {took:.1f} s")
 
-            d.phase(f"6. SIGKILL {second}: the rehydrated {first} answers alone")
+            d.phase(f"7. SIGKILL {second}: the rehydrated {first} answers alone")
             d.say(f"   SIGKILL to {second}")
             await orchestrator.kill(second)
             ts = await d.append_batch(env)
@@ -436,11 +575,19 @@ async def _phases(d: Demo, orchestrator: Any) -> None:
             d.show_events = False
             tg.cancel_scope.cancel()
 
-    d.phase("7. restart the controller on the same data directory (replicas keep running)")
-    async with open_environment(d.data_dir, opts, orchestrator, 2) as env:
+    d.phase("8. restart the controller on the same data directory (replicas keep running)")
+    before = d.tally.offsets
+    async with open_environment(d.data_dir, opts, orchestrator, 2, d.token) as env:
         await _wait_online(d, env)
         restored = {e.name for e in env.state.entries()}
-        want = {"orders", "customers", "totals_by_customer", "sales_by_region"}
+        want = {
+            "orders",
+            "customers",
+            "totals_by_customer",
+            "sales_by_region",
+            SOURCE,
+            SOURCE_INDEX,
+        }
         if not want <= restored:
             d.fail(f"catalog after restart lacks {sorted(want - restored)}")
         d.say(f"   catalog restored: {', '.join(sorted(restored))}")
@@ -454,8 +601,18 @@ async def _phases(d: Demo, orchestrator: Any) -> None:
         ts = await d.append_batch(env)
         await d.peek_checked(env, "totals_by_customer", ts)
         d.say(f"   an append after the restart (at {format_time(ts)}) is visible in the index ✓")
+        status = await d.source_running(env)
+        failures = len(d.tally.failures)
+        _, offsets = await d.source_checked(env)
+        if offsets < before:
+            d.fail(f"source {SOURCE} went back from offset {before} to {offsets}")
+        if len(d.tally.failures) == failures:
+            d.say(
+                f"   source {SOURCE} {status.status} again: offsets [0, {offsets}) (were "
+                f"[0, {before})), = load generator ✓"
+            )
 
-    d.phase("8. the offline history checker on the recorded client history")
+    d.phase("9. the offline history checker on the recorded client history")
     violations = d.rec.check()
     for v in violations:
         d.fail(str(v))
@@ -487,6 +644,8 @@ def _summary(d: Demo) -> int:
                 ["peeks checked against the reference", d.tally.peeks],
                 ["subscribe batches checked", d.tally.batches],
                 ["subscribe updates", d.tally.subscribe_updates],
+                ["source reads checked against the load generator", d.tally.source_reads],
+                ["bids ingested (load generator offsets)", d.tally.offsets],
                 ["history events checked", len(d.rec.history.events)],
                 ["failures", len(d.tally.failures)],
             ],
