@@ -57,7 +57,7 @@ from .truth import LandedBatch, TruthLog
 if TYPE_CHECKING:
     from .world import World
 
-__all__ = ["Bindings", "StorageChecker"]
+__all__ = ["RemapLog", "StorageChecker"]
 
 SINK_CHECK_MS = 1_000
 """How often (virtual ms) the sinks' targets are judged as the run goes (and at the end)."""
@@ -67,7 +67,7 @@ def _int(f: Antichain) -> int | None:
     return int(f.elements[0]) if f.elements else None
 
 
-class Bindings:
+class RemapLog:
     """A remap collection's bindings, decoded from its landed batches (independently of the
     product's :mod:`tidegate.spec.storage.reclock`)."""
 
@@ -119,7 +119,7 @@ class _Source:
     name: str
     remap: GlobalId
     upstream: str
-    bindings: Bindings = field(default_factory=Bindings)
+    bindings: RemapLog = field(default_factory=RemapLog)
     remap_seen: int = 0
     remap_uppers: list[tuple[int, int]] = field(default_factory=list)
     """``(commit seq, upper)`` of each landed remap batch."""

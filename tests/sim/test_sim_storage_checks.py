@@ -21,7 +21,7 @@ from tidegate.sim.history import ClientHistory
 from tidegate.sim.process import SimProcess
 from tidegate.sim.sink_target import SimSinkWriter, SinkCommit, SinkFaults, _encode
 from tidegate.sim.storage import BlobClient, ConsensusClient, SimDisk, StorageFaults
-from tidegate.sim.storage_checks import Bindings, StorageChecker
+from tidegate.sim.storage_checks import RemapLog, StorageChecker
 from tidegate.sim.truth import TruthLog
 from tidegate.sim.upstream import Upstreams
 from tidegate.spec.frontier import Antichain, Update
@@ -153,7 +153,7 @@ def test_bindings_that_go_back_are_caught() -> None:
 
 
 def test_the_checkers_own_bindings_reclock_as_the_reference_section_says() -> None:
-    b = Bindings()
+    b = RemapLog()
     assert b.feed([((3,), 2, 1), ((7,), 5, 1), ((3,), 5, -1)], 6) is None
     assert [b.at(t) for t in (1, 2, 4, 5)] == [0, 3, 3, 7]
     assert [b.time_of(o) for o in (0, 2, 3, 6, 7)] == [2, 2, 5, 5, None]
