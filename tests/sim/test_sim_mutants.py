@@ -68,7 +68,10 @@ def _first_catch(name: str) -> tuple[int, Any] | None:
 
 
 def _slow(name: str) -> Any:
-    return pytest.param(name, marks=pytest.mark.slow) if name in SEED_BUDGETS else name
+    """Mutants that need a lucky coincidence take minutes to find: ``make soak`` runs them."""
+    if name in SEED_BUDGETS:
+        return pytest.param(name, marks=[pytest.mark.slow, pytest.mark.soak])
+    return name
 
 
 @pytest.mark.parametrize("name", [_slow(n) for n in mutant_names(detectable=True)])
