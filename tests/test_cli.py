@@ -599,7 +599,20 @@ async def test_malformed_requests_get_400_and_the_endpoint_keeps_serving(data_di
             + deep
         )
         assert (await raw(too_deep)).startswith(b"HTTP/1.1 400")
+        # A head over 64 KiB, whole or still unfinished, is refused, not buffered.
+        big = b"GET /health HTTP/1.1\r\nHost: t\r\nX-Pad: " + b"a" * 70_000 + b"\r\n\r\n"
+        reply = await raw(big)
+        assert reply.startswith(b"HTTP/1.1 400") and b"request head is over 65536" in reply
+        host_, port_ = info.address.rsplit(":", 1)
+        async with await anyio.connect_tcp(host_, int(port_)) as s:
+            await s.send(b"GET /health HTTP/1.1\r\nX-Pad: " + b"a" * 70_000)  # no line end
+            with anyio.fail_after(5):
+                assert (await s.receive()).startswith(b"HTTP/1.1 400")
         assert (await raw(b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n")).startswith(b"HTTP/1.1 200")
+        # Two requests in one write (pipelined): answered in order.
+        health = b"GET /health HTTP/1.1\r\nHost: t\r\n"
+        both = await _raw(info.address, health + b"\r\n" + health + b"Connection: close\r\n\r\n")
+        assert both.startswith(b"HTTP/1.1 200") and both.count(b"HTTP/1.1 200") == 2
         nowhere = b"GET /nowhere HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer t0ken\r\n\r\n"
         assert (await raw(nowhere)).startswith(b"HTTP/1.1 404")
         tg.cancel_scope.cancel()

@@ -22,8 +22,9 @@ or, on a refusal, ``{"error": {"type": <error class>, "message": ...}}`` with a
 4xx status (``503 Starting`` while ``tidegate up`` starts, when only ``/status``
 and ``/health`` answer; see :mod:`.gate`).
 
-The server is Starlette on uvicorn (:mod:`.control_server`, imported only by
-:func:`serve_control`). Connections are kept alive between requests. The
+The server is an ASGI app (Starlette's responses) on uvicorn with httptools
+(:mod:`.control_server`, imported only by :func:`serve_control`). Connections
+are kept alive between requests. The
 bearer token is checked before the body is read (else 401); a request's head
 must arrive within 30 s, and its body within 30 s of the head (else 408); a
 body is at most 64 MiB, counted as it streams in (else 413), and nests at most

@@ -1,28 +1,28 @@
-"""The control endpoint's server: a Starlette app served by uvicorn (h11), with its limits.
+"""The control endpoint's server: an ASGI app served by uvicorn (httptools), with its limits.
 
 :func:`.control.serve_control` starts it; nothing else imports this module, so
 the CLI's clients never pay for starlette and uvicorn. What each layer keeps:
 
-* :class:`_ControlProtocol` (uvicorn's h11 protocol, per connection): at most
+* :class:`_ControlProtocol` (uvicorn's httptools protocol, per connection): at most
   ``max_connections`` connections at once (one more is answered 503 ``Busy``
   at once and closed); a request's head must arrive within ``read_timeout_s``
   of the connection (or of the previous answer on a kept-alive connection),
   else 408 ``RequestTimeout``; a head is at most 64 KiB; a malformed request is
   answered 400 ``BadRequest``, as JSON like every other refusal.
-* :class:`_Guard` (ASGI middleware, per request): the bearer token is checked
+* :class:`_Endpoint` (the ASGI app, per request): the bearer token is checked
   from the head alone, before ``receive()`` is ever called (401
   ``Unauthenticated``); a ``Content-Length`` over the limit is refused before
   reading (413 ``BodyTooLarge``), and a body streamed without one is counted
   as it arrives and refused once it passes the limit; the whole body must
   arrive within ``read_timeout_s`` of its head (else 408). Every refusal that
-  leaves a body unread closes the connection.
-* the endpoint (Starlette): the body's JSON nesting is counted before parsing
-  (at most ``max_nesting``, else 400), then the handler answers; a
-  :class:`~.control.Refusal` keeps its status and type, any other error is a
-  500 naming its type, and the server keeps serving. A :class:`~.control.Stream`
-  answer is sent as it comes, one JSON object per line (``application/x-ndjson``);
-  an error while streaming becomes a last ``{"error": ...}`` line, and the
-  stream is closed when it ends, fails or the client disconnects.
+  leaves a body unread closes the connection. Then the body's JSON nesting is
+  counted before parsing (at most ``max_nesting``, else 400), and the handler
+  answers (Starlette's responses); a :class:`~.control.Refusal` keeps its
+  status and type, any other error is a 500 naming its type, and the server
+  keeps serving. A :class:`~.control.Stream` answer is sent as it comes, one
+  JSON object per line (``application/x-ndjson``); an error while streaming
+  becomes a last ``{"error": ...}`` line, and the stream is closed when it
+  ends, fails or the client disconnects.
 
 On asyncio (what ``tidegate up`` runs on) uvicorn runs in the caller's event
 loop. On trio it runs on its own asyncio loop in a worker thread and calls the
@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import http
 import json
 import re
 import threading
@@ -44,23 +45,18 @@ from typing import Any
 import anyio
 import anyio.abc
 import anyio.from_thread
-import h11
 import sniffio
 import uvicorn
-from starlette.applications import Starlette
-from starlette.exceptions import HTTPException
-from starlette.middleware import Middleware
-from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
-from starlette.routing import Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from starlette.types import Receive, Scope, Send
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from .control import Handler, Refusal, Stream
 
 __all__ = ["Limits", "serve"]
 
 _MAX_HEAD = 64 * 1024
+_HEAD_TOO_LARGE = f"the request head is over {_MAX_HEAD} bytes"
 _KEEP_ALIVE_S = 5
 """How long an idle kept-alive connection stays open (the client reuses one for less)."""
 _GRACE_S = 3
@@ -115,39 +111,49 @@ def nesting(raw: bytes) -> int:
     return deepest
 
 
-# -- per request: the token, the body's size and time --------------------------------------------
+# -- per request: the token, the body's size and time, then the handler -------------------------
 
 
 class _TooLarge(Exception):
     pass
 
 
-class _Guard:
-    """Authenticates from the head alone, then reads the body within its size and time limits."""
+_METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE"})
 
-    def __init__(self, app: ASGIApp, token: str, limits: Limits) -> None:
-        self.app = app
+
+class _Endpoint:
+    """The ASGI app: authenticates from the head alone, reads the body within its size and
+    time limits, parses it and answers with the handler's result.
+
+    One catch-all route has no use for a router or middleware: each layer of them cost
+    more per request than the rest of an append's way through the endpoint (issue 21).
+    """
+
+    def __init__(self, handler: Handler, token: str, limits: Limits) -> None:
+        self.handler = handler
         self.expected = f"Bearer {token}".encode()
         self.limits = limits
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":  # pragma: no cover - lifespan is off, websockets too
-            await self.app(scope, receive, send)
             return
+        response = await self._respond(scope, receive)
+        if response is not None:
+            await response(scope, receive, send)
+
+    async def _respond(self, scope: Scope, receive: Receive) -> Response | None:
+        """The answer to the request of ``scope`` (``None`` if the client went away)."""
+        method, path = scope["method"], scope["path"]
         headers = dict(scope["headers"])
-        if scope["path"] != "/health" and not hmac.compare_digest(
+        if path != "/health" and not hmac.compare_digest(
             headers.get(b"authorization", b""), self.expected
         ):
-            await _error(401, "Unauthenticated", "missing or wrong bearer token", close=True)(
-                scope, receive, send
-            )
-            return
+            return _error(401, "Unauthenticated", "missing or wrong bearer token", close=True)
         limit = self.limits.max_body
         length = headers.get(b"content-length")
-        if length is not None and int(length) > limit:  # h11 has checked it is a number
+        if length is not None and int(length) > limit:  # the parser has checked it is a number
             told = f"body of {int(length)} bytes (at most {limit})"
-            await _error(413, "BodyTooLarge", told, close=True)(scope, receive, send)
-            return
+            return _error(413, "BodyTooLarge", told, close=True)
         chunks: list[bytes] = []
         size = 0
         try:
@@ -155,7 +161,7 @@ class _Guard:
                 while True:
                     message = await receive()
                     if message["type"] == "http.disconnect":
-                        return  # the client went away
+                        return None
                     chunk = message.get("body", b"")
                     size += len(chunk)
                     if size > limit:
@@ -164,42 +170,22 @@ class _Guard:
                     if not message.get("more_body", False):
                         break
         except TimeoutError:
-            await _error(408, "RequestTimeout", "too slow", close=True)(scope, receive, send)
-            return
+            return _error(408, "RequestTimeout", "too slow", close=True)
         except _TooLarge:
-            told = f"body of more than {limit} bytes"
-            await _error(413, "BodyTooLarge", told, close=True)(scope, receive, send)
-            return
-        body = b"".join(chunks)
-        replayed = False
-
-        async def replay() -> Message:
-            nonlocal replayed
-            if replayed:
-                return await receive()  # the next message: a disconnect
-            replayed = True
-            return {"type": "http.request", "body": body, "more_body": False}
-
-        await self.app(scope, replay, send)
-
-
-# -- the app -------------------------------------------------------------------------------------
-
-
-def _app(handler: Handler, token: str, limits: Limits) -> Starlette:
-    async def endpoint(request: Request) -> Response:
-        method, path = request.method, request.url.path
-        raw = await request.body()
+            return _error(413, "BodyTooLarge", f"body of more than {limit} bytes", close=True)
+        if method not in _METHODS:
+            return _error(405, "BadRequest", f"method {method} is not allowed")
+        raw = b"".join(chunks)
         try:
-            if nesting(raw) > limits.max_nesting:
-                raise ValueError(f"the body nests deeper than {limits.max_nesting} levels")
+            if nesting(raw) > self.limits.max_nesting:
+                raise ValueError(f"the body nests deeper than {self.limits.max_nesting} levels")
             body = json.loads(raw) if raw else {}
             if not isinstance(body, dict):
                 raise ValueError("the body must be a JSON object")
         except (ValueError, RecursionError) as e:  # UnicodeDecodeError is a ValueError
             return _error(400, "BadRequest", str(e))
         try:
-            result = await handler(method, path, body)
+            result = await self.handler(method, path, body)
         except Refusal as r:
             return _error(r.status, r.type, r.message)
         except Exception as e:  # one bad request must not take the controller down
@@ -207,16 +193,6 @@ def _app(handler: Handler, token: str, limits: Limits) -> Starlette:
         if isinstance(result, Stream):
             return _StreamResponse(result)
         return _json(200, {"result": result})
-
-    async def http_error(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, HTTPException)
-        return _error(exc.status_code, "BadRequest", str(exc.detail))
-
-    return Starlette(
-        routes=[Route("/{path:path}", endpoint, methods=["GET", "POST", "PUT", "PATCH", "DELETE"])],
-        middleware=[Middleware(_Guard, token=token, limits=limits)],
-        exception_handlers={HTTPException: http_error},
-    )
 
 
 class _StreamResponse(StreamingResponse):
@@ -246,12 +222,26 @@ async def _lines(stream: Stream) -> AsyncIterator[bytes]:
 # -- per connection: the connection limit and the head's time ------------------------------------
 
 
-class _ControlProtocol(H11Protocol):
-    """uvicorn's h11 protocol, with the connection limit and the head's read timeout."""
+class _HeadRefused(Exception):
+    """Raised from a parser callback to stop parsing a head the endpoint refuses (400)."""
+
+
+class _ControlProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol, with the connection limit and the head's size and time.
+
+    A head is awaited from the connection (or the previous answer on a kept-alive
+    connection) until its last header line: the timer armed then fires 408
+    ``RequestTimeout`` unless the head is in, and the bytes received meanwhile
+    are bounded by :data:`_MAX_HEAD`. HTTP/1.1 requires a ``Host`` header
+    (RFC 9112, 3.2): a request without one is answered 400.
+    """
 
     limits: Limits  # set on the subclass made for each server
 
     _head_timer: asyncio.TimerHandle | None = None
+    _awaiting_head = True
+    _head_bytes = 0
+    _refusal: str | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -262,6 +252,7 @@ class _ControlProtocol(H11Protocol):
 
     def _arm(self) -> None:
         self._disarm()
+        self._awaiting_head, self._head_bytes = True, 0
         self._head_timer = self.loop.call_later(self.limits.read_timeout_s, self._head_timeout)
 
     def _disarm(self) -> None:
@@ -270,14 +261,32 @@ class _ControlProtocol(H11Protocol):
             self._head_timer = None
 
     def data_received(self, data: bytes) -> None:
+        if self._awaiting_head:
+            self._head_bytes += len(data)
         super().data_received(data)
-        if self.conn.their_state is not h11.IDLE:  # the head is in: the guard times the body
-            self._disarm()
+        if self._awaiting_head and self._head_bytes > _MAX_HEAD and not self.transport.is_closing():
+            self._refuse(400, "BadRequest", _HEAD_TOO_LARGE)
+
+    def on_headers_complete(self) -> None:
+        self._awaiting_head = False  # the head is in: the guard times the body
+        self._disarm()
+        size = len(self.url) + sum(len(name) + len(value) + 4 for name, value in self.headers)
+        if size > _MAX_HEAD:  # it came in one piece: data_received could not tell
+            self._refusal = _HEAD_TOO_LARGE
+        elif self.parser.get_http_version() == "1.1" and not any(
+            name == b"host" for name, _ in self.headers
+        ):
+            self._refusal = "an HTTP/1.1 request must name its Host"
+        if self._refusal is not None:
+            raise _HeadRefused  # the parser stops; uvicorn answers through send_400_response
+        super().on_headers_complete()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        if not self.transport.is_closing():
-            self._arm()  # the next head (uvicorn's keep-alive timer closes an idle connection)
+        if not self.transport.is_closing() and self.cycle.response_complete:
+            # The next head (uvicorn's keep-alive timer closes an idle connection); a
+            # pipelined request already in has its head, and is being answered now.
+            self._arm()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
@@ -285,25 +294,22 @@ class _ControlProtocol(H11Protocol):
 
     def _head_timeout(self) -> None:
         self._head_timer = None
-        if self.transport.is_closing():
-            return
-        if self.conn.their_state is h11.IDLE and self.conn.our_state is h11.IDLE:
+        if not self.transport.is_closing() and self._awaiting_head:
             self._refuse(408, "RequestTimeout", "too slow")
 
     def send_400_response(self, msg: str) -> None:
-        self._refuse(400, "BadRequest", msg)
+        self._refuse(400, "BadRequest", self._refusal or msg)
 
     def _refuse(self, status: int, type: str, message: str) -> None:
+        self._disarm()
+        if self.transport.is_closing():
+            return
         body = _error_bytes(status, type, message)
-        headers = [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-            (b"connection", b"close"),
-        ]
-        with contextlib.suppress(h11.LocalProtocolError):
-            self.transport.write(self.conn.send(h11.Response(status_code=status, headers=headers)))
-            self.transport.write(self.conn.send(h11.Data(data=body)) or b"")
-            self.transport.write(self.conn.send(h11.EndOfMessage()) or b"")
+        reason = http.HTTPStatus(status).phrase.encode()
+        self.transport.write(
+            b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\n"
+            b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (status, reason, len(body), body)
+        )
         self.transport.close()
 
 
@@ -324,7 +330,7 @@ def _server(
 ) -> _Server:
     protocol = type("ControlProtocol", (_ControlProtocol,), {"limits": limits})
     config = uvicorn.Config(
-        _app(handler, token, limits),
+        _Endpoint(handler, token, limits),
         host=host,
         port=port,
         http=protocol,
@@ -337,7 +343,6 @@ def _server(
         server_header=False,
         timeout_keep_alive=_KEEP_ALIVE_S,
         timeout_graceful_shutdown=_GRACE_S,
-        h11_max_incomplete_event_size=_MAX_HEAD,
     )
     return _Server(config)
 

@@ -103,6 +103,7 @@ class ControlService:
         """The memory limit of each managed replica, in bytes (``None``: none): ``status`` shows it."""
         self.started_ms = clock_ms() if started_ms is None else started_ms
         """When the controller started (``status`` shows it)."""
+        self._refs: tuple[Any, dict[str, CollectionInfo]] | None = None
 
     # -- the environment's catalog, by name ------------------------------------------------
 
@@ -119,14 +120,27 @@ class ControlService:
 
     def resolve(self, name: str, *, readable: bool = True) -> CollectionInfo:
         """The collection (or, unless ``readable``, the sink) called ``name`` (or with id ``name``)."""
-        for c in self._objects():
-            if c.name == name or str(c.id) == name:
-                if readable and c.kind == "sink":
-                    raise Refusal(
-                        400, "NotReadable", f"{name!r} is a sink: it writes out, it cannot be read"
-                    )
-                return c
-        raise Refusal(404, "UnknownCollection", f"no table, index, source or view {name!r}")
+        c = self._by_ref().get(name)
+        if c is None:
+            raise Refusal(404, "UnknownCollection", f"no table, index, source or view {name!r}")
+        if readable and c.kind == "sink":
+            raise Refusal(
+                400, "NotReadable", f"{name!r} is a sink: it writes out, it cannot be read"
+            )
+        return c
+
+    def _by_ref(self) -> dict[str, CollectionInfo]:
+        """:meth:`_objects` by name and by id, for the catalog state as it is (an append
+        resolves its table on every request; the state is replaced, never changed, on DDL)."""
+        state = self.env.state
+        cached = self._refs
+        if cached is None or cached[0] is not state:
+            refs: dict[str, CollectionInfo] = {}
+            for c in reversed(self._objects()):  # the first match wins, as a scan would
+                refs[str(c.id)] = c
+                refs[c.name] = c
+            cached = self._refs = (state, refs)
+        return cached[1]
 
     # -- requests --------------------------------------------------------------------------
 
