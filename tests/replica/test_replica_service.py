@@ -250,3 +250,37 @@ def test_make_executor() -> None:
     assert isinstance(make_executor("python"), PythonExecutor)
     with pytest.raises(ValueError, match="unknown executor"):
         make_executor("gpu")  # type: ignore[arg-type]
+
+
+def test_a_peek_steps_the_replica_at_once(tmp_path: Path) -> None:
+    """Issue 21: inputs wait ``step_delay_s`` to share a step, but a peek waits for nobody.
+
+    With the periodic step and the input delay both far beyond the test's patience, only
+    peeks step this service: each one that arrives runs a step, which answers every peek
+    whose time the index has reached (the first may come before the data is delivered)."""
+    tables = Tables(tmp_path)
+    t = tables.create()
+    tables.append(t, ROWS, 3)
+    idx = fresh_id()
+    service = ReplicaService(PythonExecutor(), tables.store, tick_s=600, step_delay_s=600).start()
+    server = ReplicaServer(service).start()
+
+    async def main() -> None:
+        c = await Client.connect(server.address)
+        await c.initialized(CreateDataflow(index_dataflow(t, index=idx)), Schedule(idx))
+        first = _peek(idx, 2)
+        await c.send(first)
+        with anyio.fail_after(20):
+            while not any(getattr(r, "uuid", None) == first.peek.uuid for r in c.received):
+                await c.drain(0.2)
+                await c.send(_peek(idx, 2))  # the data may have arrived after the first step
+        r = await c.answer(first.peek.uuid)
+        assert isinstance(r, PeekResponse) and isinstance(r.result, PeekRows)
+        assert sorted(r.result.rows) == sorted(tables.contents(t, 2).items())
+        await c.close()
+
+    try:
+        anyio.run(main)
+    finally:
+        server.stop(0)
+        service.stop()
