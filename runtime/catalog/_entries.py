@@ -7,8 +7,8 @@ for a missing id or name, so callers never see a ``KeyError``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TypeAlias
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
 
 from tidegate.spec.frontier.read_policy import ReadPolicy
 from tidegate.spec.ids import GlobalId
@@ -214,6 +214,11 @@ class CatalogState:
     system_collections: tuple[SystemCollectionEntry, ...] = ()
     storage_replica: StorageReplicaEntry | None = None
     """The storage instance's replica, once a source or sink needed one (or one was given)."""
+    _memo: dict[str, Any] = field(
+        default_factory=dict, init=False, repr=False, compare=False, hash=False
+    )
+    """Lookups derived from the state (entries by id and by name, schemas), each made once:
+    the state never changes, and every append or peek looks several of them up."""
 
     @property
     def next_id(self) -> GlobalId:
@@ -223,22 +228,37 @@ class CatalogState:
     def entries(self) -> list[Entry]:
         """Every collection, by id: tables, indexes, materialized views, sources, their
         progress collections and the system collections."""
-        out: list[Entry] = [
-            *self.system_collections,
-            *self.tables,
-            *self.indexes,
-            *self.materialized_views,
-            *self.sources,
-            *self.progress,
-        ]
-        return sorted(out, key=lambda e: e.id.sort_key)
+        return list(self._entries())
+
+    def _entries(self) -> tuple[Entry, ...]:
+        memo = self._memo.get("entries")
+        if memo is None:
+            out: list[Entry] = [
+                *self.system_collections,
+                *self.tables,
+                *self.indexes,
+                *self.materialized_views,
+                *self.sources,
+                *self.progress,
+            ]
+            memo = self._memo["entries"] = tuple(sorted(out, key=lambda e: e.id.sort_key))
+        return memo
+
+    def _index(self, by: str) -> dict[Any, Entry]:
+        """The entries by ``"id"`` or by ``"name"`` (the first in id order wins)."""
+        memo = self._memo.get(by)
+        if memo is None:
+            memo = self._memo[by] = {}
+            for e in self._entries():
+                memo.setdefault(getattr(e, by), e)
+        return memo
 
     def get(self, id: GlobalId) -> Entry:
         """The collection with ``id`` (:class:`UnknownCatalogObject` if none; a view or a sink
         is none)."""
-        for e in self.entries():
-            if e.id == id:
-                return e
+        e = self._index("id").get(id)
+        if e is not None:
+            return e
         if any(v.id == id for v in self.views):
             raise UnknownCatalogObject(f"{id} is a view, which has no collection of its own")
         if any(k.id == id for k in self.sinks):
@@ -248,9 +268,9 @@ class CatalogState:
     def by_name(self, name: str) -> Entry:
         """The collection named ``name`` (:class:`UnknownCatalogObject` if none; a view or a
         sink is none)."""
-        for e in self.entries():
-            if e.name == name:
-                return e
+        e = self._index("name").get(name)
+        if e is not None:
+            return e
         if any(v.name == name for v in self.views):
             raise UnknownCatalogObject(f"{name!r} is a view, which has no collection of its own")
         if any(k.name == name for k in self.sinks):
@@ -304,6 +324,13 @@ class CatalogState:
     def schema_of(self, id: GlobalId) -> Schema:
         """The schema of object ``id``'s rows (a collection, a view, or the collection a sink
         writes out)."""
+        schemas: dict[GlobalId, Schema] = self._memo.setdefault("schemas", {})
+        known = schemas.get(id)
+        if known is None:
+            known = schemas[id] = self._schema_of(id)
+        return known
+
+    def _schema_of(self, id: GlobalId) -> Schema:
         v = self.view(id)
         if v is not None:
             return typecheck(v.plan)

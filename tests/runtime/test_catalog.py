@@ -403,6 +403,30 @@ def test_encoding_round_trips(history: tuple[list[CatalogOp], list[CatalogState]
         assert encode_catalog(decode_catalog(encode_catalog(state))) == encode_catalog(state)
 
 
+@given(_histories())
+def test_lookups_agree_with_a_scan_of_each_state(
+    history: tuple[list[CatalogOp], list[CatalogState]],
+) -> None:
+    """A state remembers its lookups (issue 21); each state's are its own, though every
+    state after the first is made from the one before, whose lookups ran first."""
+    for state in history[1]:
+        collections = [
+            *state.tables,
+            *state.indexes,
+            *state.materialized_views,
+            *state.system_collections,
+            *state.sources,
+            *state.progress,
+        ]
+        assert state.entries() == sorted(collections, key=lambda e: e.id.sort_key)
+        for e in collections:
+            assert state.get(e.id) is e and state.by_name(e.name) is e
+            plan = getattr(e, "plan", None)
+            assert state.schema_of(e.id) == (e.schema if plan is None else typecheck(plan))
+        with pytest.raises(UnknownCatalogObject):
+            state.get(state.next_id)
+
+
 @given(_histories(), st.data())
 def test_ops_replayed_in_batches_across_reloads_give_the_same_state(
     history: tuple[list[CatalogOp], list[CatalogState]], data: st.DataObject
