@@ -24,23 +24,18 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import anyio
+from _grpc_floor import echo_floor
 
 from tidegate.dsl import Schema, col, count, sum_
 from tidegate.runtime.transport.aio_thread import shared_aio_thread
-from tidegate.runtime.transport.grpc_client import GrpcTransport
 from tidegate.spec.ids import GlobalId
-from tidegate.spec.protocol.commands import Peek
-from tidegate.spec.protocol.types import PeekDescription, RowSetFinishing
 
 BATCH = 10_000
 
@@ -55,37 +50,6 @@ def line(label: str, xs: Sequence[float], unit: str = "ms", scale: float = 1e3) 
         f"{label:44s} median {statistics.median(xs) * scale:8.3f} {unit}   "
         f"p99 {pct(xs, 0.99) * scale:8.3f} {unit}   (n={len(xs)})"
     )
-
-
-# -- (a) the floor ------------------------------------------------------------------------------
-
-
-def start_echo() -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tidegate.runtime.transport.echo"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    ready = proc.stdout.readline().split()
-    if ready[:1] != ["ready"]:
-        raise SystemExit(f"echo replica failed to start: {ready!r}")
-    return proc, f"127.0.0.1:{ready[1]}"
-
-
-async def grpc_floor(address: str, n: int) -> list[float]:
-    gid = GlobalId.user(1)
-    out = []
-    async with await GrpcTransport().connect(address) as s:
-        for i in range(n + 200):
-            cmd = Peek(PeekDescription(uuid.UUID(int=i + 1), gid, 1, RowSetFinishing()))
-            t0 = time.perf_counter()
-            await s.send(cmd)
-            await s.receive()
-            if i >= 200:  # after warm-up
-                out.append(time.perf_counter() - t0)
-    return out
 
 
 # -- (b) (c) (d) through the Environment ---------------------------------------------------------
@@ -215,13 +179,7 @@ def main() -> None:
     args.fresh = 5 if args.quick else 30
     args.append_s = 3.0 if args.quick else 15.0
 
-    proc, address = start_echo()
-    try:
-        floor = anyio.run(grpc_floor, address, args.pings, backend="asyncio")
-    finally:
-        assert proc.stdin is not None
-        proc.stdin.close()
-        proc.wait(10)
+    floor = echo_floor(args.pings)
     print(line("(a) raw gRPC peek ping-pong (floor)", floor))
 
     with tempfile.TemporaryDirectory(prefix="tidegate-bench-") as d:
