@@ -24,7 +24,8 @@ outputs (as :mod:`tidegate.sim.replica` does in the simulator):
 * ``Reconciled``: a log line and the reconciliation metrics.
 
 The loop steps shortly after inputs (those arriving within ``step_delay_s``
-share one step), at once for a peek, and on a periodic tick. A new stream starts a new protocol
+share one step), at once for a peek that its command could not answer (it
+waits for a step), and on a periodic tick. A new stream starts a new protocol
 iteration of the same core when its first command (which must be ``Hello``) arrives;
 until then, responses belong to the old stream and are dropped with it.
 A command the core rejects raises its typed error in the stream's reader, so
@@ -532,8 +533,16 @@ class ReplicaService:
             now = self.host.monotonic()
             if inputs and self._soon is None:
                 self._soon = now + self.step_delay_s
-            if any(isinstance(ev, _Command) and isinstance(ev.command, Peek) for ev in events):
-                self._soon = now  # a read waits for nobody: its latency is what its user sees
+            peeks = [
+                e.command.peek.uuid
+                for e in events
+                if isinstance(e, _Command) and isinstance(e.command, Peek)
+            ]
+            if peeks and not set(peeks).isdisjoint(self.core.pending_peeks()):
+                # A peek the command could not answer waits for the index to pass its time,
+                # i.e. for a step, and what it waits for may have been delivered already:
+                # step now, not step_delay_s later (its latency is what its user sees).
+                self._soon = now
             if (self._soon is not None and now >= self._soon) or now >= self._next_tick:
                 self._guarded(self._step)
                 self._soon = None

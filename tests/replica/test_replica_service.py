@@ -253,11 +253,12 @@ def test_make_executor() -> None:
 
 
 def test_a_peek_steps_the_replica_at_once(tmp_path: Path) -> None:
-    """Issue 21: inputs wait ``step_delay_s`` to share a step, but a peek waits for nobody.
+    """Issue 21: inputs wait ``step_delay_s`` to share a step, but a parked peek does not.
 
     With the periodic step and the input delay both far beyond the test's patience, only
-    peeks step this service: each one that arrives runs a step, which answers every peek
-    whose time the index has reached (the first may come before the data is delivered)."""
+    peeks step this service: each one its command cannot answer (the index has not been
+    stepped past its time) runs a step at once, which answers every peek whose time the
+    index then reaches (the first may come before the data is delivered)."""
     tables = Tables(tmp_path)
     t = tables.create()
     tables.append(t, ROWS, 3)
