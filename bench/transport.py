@@ -33,12 +33,11 @@ import argparse
 import datetime as dt
 import json
 import statistics
-import subprocess
-import sys
 import time
 from dataclasses import replace
 
 import anyio
+from _grpc_floor import start_echo
 
 from tidegate.runtime.transport.aio_thread import shared_aio_thread
 from tidegate.runtime.transport.grpc_client import GrpcTransport
@@ -237,20 +236,6 @@ def measure_codec(seconds: float = 3.0) -> dict[str, float]:
     return {**best, "typed_bytes": plan_bytes, "json_bytes": json_bytes}
 
 
-def start_replica() -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tidegate.runtime.transport.echo"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline().split()
-    if line[:1] != ["ready"]:
-        raise SystemExit(f"echo replica failed to start: {line!r}")
-    return proc, f"127.0.0.1:{line[1]}"
-
-
 async def measure(address: str, pings: int, messages: int, batch: int) -> dict[str, float]:
     gid = GlobalId.user(1)
     async with await GrpcTransport().connect(address) as s:
@@ -308,7 +293,7 @@ def main() -> None:
         )
     if args.codec_only:
         return
-    proc, address = start_replica()
+    proc, address = start_echo()
     try:
         for backend in ("trio", "asyncio"):
             r = anyio.run(measure, address, args.pings, args.messages, args.batch, backend=backend)
