@@ -14,7 +14,7 @@ import contextlib
 import itertools
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +47,14 @@ def _table(conn: psycopg.Connection[Any], full: bool = True) -> tuple[str, str, 
         conn.execute(f"ALTER TABLE {table} REPLICA IDENTITY FULL")
     conn.execute(f"CREATE PUBLICATION {pub} FOR TABLE {table}")
     return table, pub, slot
+
+
+@contextlib.asynccontextmanager
+async def _environment(tmp_path: Path, timeout_s: float) -> AsyncIterator[Environment]:
+    """An environment on ``tmp_path`` with an in-process compute replica, bounded in time."""
+    with in_process_replica(tmp_path) as compute, anyio.fail_after(timeout_s):
+        async with Environment.open(tmp_path, replicas={"r1": compute}, **OPTIONS) as env:
+            yield env
 
 
 def _drop_slot(conn: psycopg.Connection[Any], slot: str) -> None:
@@ -88,30 +96,29 @@ def test_a_postgres_table_is_replicated_inserts_updates_deletes(
         conn.execute(f"INSERT INTO {table} VALUES (1, 'a'), (2, 'b')")
 
         async def main() -> None:
-            with in_process_replica(tmp_path) as compute, anyio.fail_after(120):
-                async with Environment.open(tmp_path, replicas={"r1": compute}, **OPTIONS) as env:
-                    source = PostgresSource(postgres_url, table, pub, slot)
-                    await env.create_source("orders", source)
-                    assert env.schema("orders") == SCHEMA  # discovered from the upstream
-                    await env.create_index("orders", ["id"], name="orders_by_id")
-                    await until_rows(env, "orders", [((1, "a"), 1), ((2, "b"), 1)])
-                    conn.execute(f"INSERT INTO {table} VALUES (3, 'c')")
-                    conn.execute(f"UPDATE {table} SET name = 'z' WHERE id = 1")
-                    conn.execute(f"DELETE FROM {table} WHERE id = 2")
-                    want = [((1, "z"), 1), ((3, "c"), 1)]
-                    await until_rows(env, "orders", want)
-                    assert sorted(await env.peek("orders_by_id")) == want
-                    assert await env.peek("orders_by_id", key=(3,)) == [((3, "c"), 1)]
-                    status = await until_status(env, "orders", "running")
-                    assert status.type == "postgres" and status.error is None
-                    sql = await env.execute("SELECT name FROM orders ORDER BY id")
-                    assert sql.rows == [("z",), ("c",)]
-                    # the progress collection holds an LSN, past the last change's commit
-                    [((lsn,), count)] = await env.peek("orders_progress")
-                    assert count == 1
-                    found = conn.execute("SELECT pg_current_wal_lsn() - '0/0'").fetchone()
-                    assert found is not None and 0 < lsn <= int(found[0]) + 1
-                    await env.drop("orders", cascade=True)
+            async with _environment(tmp_path, 120) as env:
+                source = PostgresSource(postgres_url, table, pub, slot)
+                await env.create_source("orders", source)
+                assert env.schema("orders") == SCHEMA  # discovered from the upstream
+                await env.create_index("orders", ["id"], name="orders_by_id")
+                await until_rows(env, "orders", [((1, "a"), 1), ((2, "b"), 1)])
+                conn.execute(f"INSERT INTO {table} VALUES (3, 'c')")
+                conn.execute(f"UPDATE {table} SET name = 'z' WHERE id = 1")
+                conn.execute(f"DELETE FROM {table} WHERE id = 2")
+                want = [((1, "z"), 1), ((3, "c"), 1)]
+                await until_rows(env, "orders", want)
+                assert sorted(await env.peek("orders_by_id")) == want
+                assert await env.peek("orders_by_id", key=(3,)) == [((3, "c"), 1)]
+                status = await until_status(env, "orders", "running")
+                assert status.type == "postgres" and status.error is None
+                sql = await env.execute("SELECT name FROM orders ORDER BY id")
+                assert sql.rows == [("z",), ("c",)]
+                # the progress collection holds an LSN, past the last change's commit
+                [((lsn,), count)] = await env.peek("orders_progress")
+                assert count == 1
+                found = conn.execute("SELECT pg_current_wal_lsn() - '0/0'").fetchone()
+                assert found is not None and 0 < lsn <= int(found[0]) + 1
+                await env.drop("orders", cascade=True)
 
         try:
             anyio.run(main)
@@ -127,33 +134,30 @@ def test_a_table_that_cannot_be_replicated_or_a_bad_schema_changes_nothing(
         good, good_pub, good_slot = _table(conn)
 
         async def main() -> None:
-            with in_process_replica(tmp_path) as compute, anyio.fail_after(120):
-                async with Environment.open(tmp_path, replicas={"r1": compute}, **OPTIONS) as env:
-                    before = env.state
-                    with pytest.raises(ReplicaIdentityNotFull):
-                        await env.create_source("s", PostgresSource(postgres_url, table, pub, slot))
-                    wrong = Schema.of(("id", "int64", False), ("name", "int64"))
-                    with pytest.raises(SourceSchemaMismatch):
-                        await env.create_source(
-                            "s",
-                            PostgresSource(postgres_url, good, good_pub, good_slot),
-                            schema=wrong,
-                        )
-                    nobody = postgres_url.replace(
-                        f":{postgres_url.rsplit(':', 1)[1].split('/')[0]}/", f":{free_port()}/"
+            async with _environment(tmp_path, 120) as env:
+                before = env.state
+                with pytest.raises(ReplicaIdentityNotFull):
+                    await env.create_source("s", PostgresSource(postgres_url, table, pub, slot))
+                wrong = Schema.of(("id", "int64", False), ("name", "int64"))
+                with pytest.raises(SourceSchemaMismatch):
+                    await env.create_source(
+                        "s",
+                        PostgresSource(postgres_url, good, good_pub, good_slot),
+                        schema=wrong,
                     )
-                    with pytest.raises(UpstreamUnreachable):
-                        await env.create_source(
-                            "s", PostgresSource(nobody, good, good_pub, good_slot)
-                        )
-                    assert env.state == before
-                    assert env.orchestrator is None  # no storage replica was started
-                    await env.create_table("t", Schema.of(("x", "int64", False)))
-                    with pytest.raises(DuplicateCatalogName):
-                        await env.create_source(
-                            "t", PostgresSource(postgres_url, good, good_pub, good_slot)
-                        )
-                    assert env.state.sources == ()
+                nobody = postgres_url.replace(
+                    f":{postgres_url.rsplit(':', 1)[1].split('/')[0]}/", f":{free_port()}/"
+                )
+                with pytest.raises(UpstreamUnreachable):
+                    await env.create_source("s", PostgresSource(nobody, good, good_pub, good_slot))
+                assert env.state == before
+                assert env.orchestrator is None  # no storage replica was started
+                await env.create_table("t", Schema.of(("x", "int64", False)))
+                with pytest.raises(DuplicateCatalogName):
+                    await env.create_source(
+                        "t", PostgresSource(postgres_url, good, good_pub, good_slot)
+                    )
+                assert env.state.sources == ()
 
         anyio.run(main)
 
@@ -248,29 +252,28 @@ def test_an_unreachable_upstream_stalls_the_source_and_nothing_is_lost(
         conn.execute(f"INSERT INTO {table} VALUES (1, 'a')")
 
         async def main() -> None:
-            with in_process_replica(tmp_path) as compute, anyio.fail_after(150):
-                async with Environment.open(tmp_path, replicas={"r1": compute}, **OPTIONS) as env:
-                    await env.create_source("s", PostgresSource(via_proxy, table, pub, slot))
-                    await until_rows(env, "s", [((1, "a"), 1)])
-                    proxy.cut()
-                    conn.execute(f"INSERT INTO {table} VALUES (2, 'b')")
-                    stalled = await until_status(env, "s", "stalled")
-                    assert stalled.error is not None and "unreachable" in stalled.error
-                    with anyio.fail_after(30):  # the next group commit writes it
-                        while True:
-                            history = await env.execute(
-                                "SELECT status, error FROM mz_source_status_history "
-                                "WHERE status = 'stalled'"
-                            )
-                            if history.rows:
-                                break
-                            await anyio.sleep(0.05)
-                    assert history.rows[0][1] is not None
-                    conn.execute(f"UPDATE {table} SET name = 'A' WHERE id = 1")
-                    proxy.start()
-                    conn.execute(f"INSERT INTO {table} VALUES (3, 'c')")
-                    await until_rows(env, "s", [((1, "A"), 1), ((2, "b"), 1), ((3, "c"), 1)])
-                    await until_status(env, "s", "running")
+            async with _environment(tmp_path, 150) as env:
+                await env.create_source("s", PostgresSource(via_proxy, table, pub, slot))
+                await until_rows(env, "s", [((1, "a"), 1)])
+                proxy.cut()
+                conn.execute(f"INSERT INTO {table} VALUES (2, 'b')")
+                stalled = await until_status(env, "s", "stalled")
+                assert stalled.error is not None and "unreachable" in stalled.error
+                with anyio.fail_after(30):  # the next group commit writes it
+                    while True:
+                        history = await env.execute(
+                            "SELECT status, error FROM mz_source_status_history "
+                            "WHERE status = 'stalled'"
+                        )
+                        if history.rows:
+                            break
+                        await anyio.sleep(0.05)
+                assert history.rows[0][1] is not None
+                conn.execute(f"UPDATE {table} SET name = 'A' WHERE id = 1")
+                proxy.start()
+                conn.execute(f"INSERT INTO {table} VALUES (3, 'c')")
+                await until_rows(env, "s", [((1, "A"), 1), ((2, "b"), 1), ((3, "c"), 1)])
+                await until_status(env, "s", "running")
 
         try:
             anyio.run(main)
@@ -326,42 +329,39 @@ def test_an_upstream_schema_change_stalls_the_source_with_the_typed_error(
         conn.execute(f"INSERT INTO {table} VALUES (1, 'a')")
 
         async def main() -> None:
-            with in_process_replica(tmp_path) as compute, anyio.fail_after(150):
-                async with Environment.open(tmp_path, replicas={"r1": compute}, **OPTIONS) as env:
-                    gid = await env.create_source(
-                        "s", PostgresSource(postgres_url, table, pub, slot)
-                    )
-                    await until_rows(env, "s", [((1, "a"), 1)])
-                    with conn.transaction():
-                        conn.execute(f"INSERT INTO {table} VALUES (2, 'b'), (3, 'c')")
-                    conn.execute(f"UPDATE {table} SET name = 'A' WHERE id = 1")
-                    before = [((1, "A"), 1), ((2, "b"), 1), ((3, "c"), 1)]
-                    await until_rows(env, "s", before)
-                    await until_status(env, "s", "running")
-                    # Row 4 commits just before the change, in the same round trip (the reader
-                    # gets its transaction and the new shape together): in the source all the same.
-                    conn.execute(
-                        f"BEGIN; INSERT INTO {table} VALUES (4, 'd'); COMMIT; "
-                        f"ALTER TABLE {table} ADD COLUMN extra integer; "
-                        f"INSERT INTO {table} VALUES (5, 'e', 5)"
-                    )
-                    conn.execute(f"INSERT INTO {table} VALUES (6, 'f', 6)")
-                    stalled = await until_stalled_with(env, "s", "UpstreamSchemaChanged")
-                    assert table in stalled.error
-                    assert "column 'extra' added (integer)" in stalled.error
-                    error = await until_history_has(env, str(gid), "UpstreamSchemaChanged")
-                    assert "column 'extra' added (integer)" in error
-                    # What the reader had before the error is written before the error is
-                    # reported (a failing ingestion mints no more bindings).
-                    upper, rows = await rows_at_the_upper(env, "s")
-                    want = [*before, ((4, "d"), 1)]
-                    assert rows == want, f"at {upper - 1}, the source's upper less one"
-                    # the reader is restarted with back-off and refuses the new shape each time
-                    await stays_put(env, "s", upper, 3.0)
-                    assert (await rows_at_the_upper(env, "s"))[1] == want
-                    [again] = env.storage_status("s")
-                    assert again.status == "stalled"
-                    assert again.error is not None and "column 'extra' added" in again.error
+            async with _environment(tmp_path, 150) as env:
+                gid = await env.create_source("s", PostgresSource(postgres_url, table, pub, slot))
+                await until_rows(env, "s", [((1, "a"), 1)])
+                with conn.transaction():
+                    conn.execute(f"INSERT INTO {table} VALUES (2, 'b'), (3, 'c')")
+                conn.execute(f"UPDATE {table} SET name = 'A' WHERE id = 1")
+                before = [((1, "A"), 1), ((2, "b"), 1), ((3, "c"), 1)]
+                await until_rows(env, "s", before)
+                await until_status(env, "s", "running")
+                # Row 4 commits just before the change, in the same round trip (the reader
+                # gets its transaction and the new shape together): in the source all the same.
+                conn.execute(
+                    f"BEGIN; INSERT INTO {table} VALUES (4, 'd'); COMMIT; "
+                    f"ALTER TABLE {table} ADD COLUMN extra integer; "
+                    f"INSERT INTO {table} VALUES (5, 'e', 5)"
+                )
+                conn.execute(f"INSERT INTO {table} VALUES (6, 'f', 6)")
+                stalled = await until_stalled_with(env, "s", "UpstreamSchemaChanged")
+                assert table in stalled.error
+                assert "column 'extra' added (integer)" in stalled.error
+                error = await until_history_has(env, str(gid), "UpstreamSchemaChanged")
+                assert "column 'extra' added (integer)" in error
+                # What the reader had before the error is written before the error is
+                # reported (a failing ingestion mints no more bindings).
+                upper, rows = await rows_at_the_upper(env, "s")
+                want = [*before, ((4, "d"), 1)]
+                assert rows == want, f"at {upper - 1}, the source's upper less one"
+                # the reader is restarted with back-off and refuses the new shape each time
+                await stays_put(env, "s", upper, 3.0)
+                assert (await rows_at_the_upper(env, "s"))[1] == want
+                [again] = env.storage_status("s")
+                assert again.status == "stalled"
+                assert again.error is not None and "column 'extra' added" in again.error
 
         try:
             anyio.run(main)
@@ -380,30 +380,27 @@ def test_a_dropped_replication_slot_stalls_the_source_with_the_typed_error(
         conn.execute(f"INSERT INTO {table} VALUES (1, 'a')")
 
         async def main() -> None:
-            with in_process_replica(tmp_path) as compute, anyio.fail_after(150):
-                async with Environment.open(tmp_path, replicas={"r1": compute}, **OPTIONS) as env:
-                    gid = await env.create_source(
-                        "s", PostgresSource(postgres_url, table, pub, slot)
-                    )
-                    await until_rows(env, "s", [((1, "a"), 1)])
-                    conn.execute(f"INSERT INTO {table} VALUES (2, 'b')")
-                    conn.execute(f"DELETE FROM {table} WHERE id = 1")
-                    want = [((2, "b"), 1)]
-                    await until_rows(env, "s", want)
-                    await until_status(env, "s", "running")
-                    await anyio.to_thread.run_sync(_terminate_and_drop_slot, postgres_url, slot)
-                    conn.execute(f"INSERT INTO {table} VALUES (3, 'c')")
-                    stalled = await until_stalled_with(env, "s", "ReplicationSlotMissing")
-                    assert repr(slot) in stalled.error and "drop and re-create" in stalled.error
-                    await until_history_has(env, str(gid), "ReplicationSlotMissing")
-                    upper, rows = await rows_at_the_upper(env, "s")
-                    assert rows == want
-                    await stays_put(env, "s", upper, 3.0)
-                    assert (await rows_at_the_upper(env, "s"))[1] == want
-                    found = conn.execute(
-                        "SELECT count(*) FROM pg_replication_slots WHERE slot_name = %s", (slot,)
-                    ).fetchone()
-                    assert found == (0,)  # not re-created behind the user's back
+            async with _environment(tmp_path, 150) as env:
+                gid = await env.create_source("s", PostgresSource(postgres_url, table, pub, slot))
+                await until_rows(env, "s", [((1, "a"), 1)])
+                conn.execute(f"INSERT INTO {table} VALUES (2, 'b')")
+                conn.execute(f"DELETE FROM {table} WHERE id = 1")
+                want = [((2, "b"), 1)]
+                await until_rows(env, "s", want)
+                await until_status(env, "s", "running")
+                await anyio.to_thread.run_sync(_terminate_and_drop_slot, postgres_url, slot)
+                conn.execute(f"INSERT INTO {table} VALUES (3, 'c')")
+                stalled = await until_stalled_with(env, "s", "ReplicationSlotMissing")
+                assert repr(slot) in stalled.error and "drop and re-create" in stalled.error
+                await until_history_has(env, str(gid), "ReplicationSlotMissing")
+                upper, rows = await rows_at_the_upper(env, "s")
+                assert rows == want
+                await stays_put(env, "s", upper, 3.0)
+                assert (await rows_at_the_upper(env, "s"))[1] == want
+                found = conn.execute(
+                    "SELECT count(*) FROM pg_replication_slots WHERE slot_name = %s", (slot,)
+                ).fetchone()
+                assert found == (0,)  # not re-created behind the user's back
 
         try:
             anyio.run(main)
