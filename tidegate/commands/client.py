@@ -382,6 +382,9 @@ def run_subscribe(args: argparse.Namespace) -> int:
             lines = client.stream("POST", "/subscribe", body)  # a generator: closed below
             try:
                 for line in lines:
+                    if "updates" in line:  # counted before it is shown: Ctrl-C may follow
+                        batches += 1
+                        changes += len(line["updates"])
                     if args.json:
                         print(json.dumps(line), flush=True)
                     if "error" in line:
@@ -399,8 +402,6 @@ def run_subscribe(args: argparse.Namespace) -> int:
                             )
                             print("  ".join(["TIME", "DIFF", *line["columns"]]), flush=True)
                         continue
-                    batches += 1
-                    changes += len(line["updates"])
                     if not args.json:
                         _print_batch(line, args.progress)
                     if not line["upper"]:
