@@ -618,6 +618,47 @@ async def test_malformed_requests_get_400_and_the_endpoint_keeps_serving(data_di
         tg.cancel_scope.cancel()
 
 
+def test_the_writes_of_one_step_leave_as_one_send() -> None:
+    """uvicorn writes an answer's head and body separately: the endpoint's transport joins
+    the writes of one step of the event loop into one send (one system call per answer),
+    in order, and flushes them before it closes."""
+    import asyncio
+
+    from tidegate.commands.control_server import _Coalescing
+
+    class Socket:
+        def __init__(self) -> None:
+            self.sent: list[bytes] = []
+            self.closed = False
+
+        def write(self, data: bytes) -> None:
+            self.sent.append(data)
+
+        def is_closing(self) -> bool:
+            return self.closed
+
+        def close(self) -> None:
+            self.closed = True
+
+        def get_extra_info(self, name: str) -> object:
+            return ("127.0.0.1", 1) if name == "peername" else None
+
+    async def steps() -> None:
+        sock = Socket()
+        transport = _Coalescing(sock, asyncio.get_running_loop())  # type: ignore[arg-type]
+        transport.write(b"HTTP/1.1 200 OK\r\n\r\n")
+        transport.writelines([b"{", b"}"])
+        assert sock.sent == []  # nothing yet: the step goes on
+        await asyncio.sleep(0)
+        assert sock.sent == [b"HTTP/1.1 200 OK\r\n\r\n{}"]
+        transport.write(b"bye")
+        transport.close()
+        assert sock.sent[-1] == b"bye" and sock.closed
+        assert transport.get_extra_info("peername") == ("127.0.0.1", 1)
+
+    asyncio.run(steps())
+
+
 async def _raw(address: str, request: bytes) -> bytes:
     host, port = address.rsplit(":", 1)
     async with await anyio.connect_tcp(host, int(port)) as s:

@@ -38,7 +38,7 @@ import http
 import json
 import re
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -226,6 +226,41 @@ class _HeadRefused(Exception):
     """Raised from a parser callback to stop parsing a head the endpoint refuses (400)."""
 
 
+class _Coalescing:
+    """A transport whose writes made in one step of the event loop go out as one ``send``.
+
+    uvicorn writes a response's head and body separately: two system calls (and, with
+    ``TCP_NODELAY``, two segments) per answer, where one does. The writes are joined
+    and handed to the socket's transport from a callback run right after the step.
+    """
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._pending: list[bytes] = []
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        if not self._pending:
+            self._loop.call_soon(self._flush)
+        self._pending.append(bytes(data))
+
+    def writelines(self, chunks: Iterable[bytes | bytearray | memoryview]) -> None:
+        for chunk in chunks:
+            self.write(chunk)
+
+    def _flush(self) -> None:
+        data, self._pending = b"".join(self._pending), []
+        if data and not self._transport.is_closing():
+            self._transport.write(data)
+
+    def close(self) -> None:
+        self._flush()
+        self._transport.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
 class _ControlProtocol(HttpToolsProtocol):
     """uvicorn's httptools protocol, with the connection limit and the head's size and time.
 
@@ -244,7 +279,7 @@ class _ControlProtocol(HttpToolsProtocol):
     _refusal: str | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
+        super().connection_made(_Coalescing(transport, self.loop))  # type: ignore[arg-type]
         if len(self.connections) > self.limits.max_connections:
             self._refuse(503, "Busy", "too many requests")
             return
