@@ -349,6 +349,7 @@ class Environment:
                 consensus if consensus is not None else open_consensus(str(consensus_url)),
                 clock_ms=platform.clock_ms,
                 new_id=platform.new_id,
+                policy=options.shard_policy,
                 background=platform.threads,
                 owns_backends=blob is None and consensus is None,  # closed with the store
             )

@@ -27,7 +27,7 @@ from .errors import InvalidEnvironmentOptions
 from .platform import REAL, Platform
 
 if TYPE_CHECKING:  # annotations only: these load grpc or the orchestrator's subprocess machinery
-    from tidegate.spec.shard import Blob, Consensus
+    from tidegate.spec.shard import Blob, CompactionPolicy, Consensus
     from tidegate.spec.storage import StorageCommand, StorageResponse
 
     from .controller.timestamps import Oracle
@@ -103,6 +103,9 @@ class EnvironmentOptions:
     """The Blob store as an object (instead of ``blob_url``)."""
     consensus: Consensus | None = None
     """The Consensus store as an object (instead of ``consensus_url``)."""
+    shard_policy: CompactionPolicy | None = None
+    """How the controller's shard store keeps shards compact after appends (automatic
+    maintenance: see ``docs/shard-store.md``); ``None``: ``CompactionPolicy()``."""
     platform: Platform = REAL
     """Where time, blocking work and identifiers come from (the simulator passes its own)."""
     check_protocol: bool = True
@@ -192,6 +195,13 @@ class EnvironmentOptions:
                 raise InvalidEnvironmentOptions(
                     name, f"must be a positive int (milliseconds) or None, got {value!r}"
                 )
+        if self.shard_policy is not None:
+            from tidegate.spec.shard import CompactionPolicy
+
+            if not isinstance(self.shard_policy, CompactionPolicy):
+                raise InvalidEnvironmentOptions(
+                    "shard_policy", f"must be a CompactionPolicy or None, got {self.shard_policy!r}"
+                )
         if self.blob is not None and self.blob_url is not None:
             raise InvalidEnvironmentOptions("blob", "give blob or blob_url, not both")
         if self.consensus is not None and self.consensus_url is not None:
@@ -262,6 +272,7 @@ class EnvironmentOverrides(TypedDict, total=False):
     orchestrator: Orchestrator | None
     blob: Blob | None
     consensus: Consensus | None
+    shard_policy: CompactionPolicy | None
     platform: Platform
     check_protocol: bool
     max_result_size: int | None

@@ -141,6 +141,7 @@ class ControllerProcess:
                     None,
                     blob=BlobClient(w.disk, proc, w.faults),
                     consensus=ConsensusClient(w.disk, proc, w.faults),
+                    shard_policy=w.knobs.shard_policy,
                     replicas=initial,
                     transport=SimTransport(w.endpoints, alive=lambda: proc.alive),
                     tick_ms=w.scenario.tick_ms,

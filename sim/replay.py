@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from .faults import FaultPlan, FaultPlanError
+from .knobs import Knobs
 from .scenario import SCENARIOS, Scenario, ScenarioError
 
 __all__ = [
@@ -62,6 +63,8 @@ class Replayable:
     too, and drives exactly the run that recorded it."""
     mutant: str | None
     expected_digest: str | None
+    knobs: Knobs | None = None
+    """The knobs the run set (files from before knobs: drawn from the seed, as then)."""
 
     def options(self, *, keep_trace: bool = False, trace_tail: int = 200) -> Any:
         """The :class:`~tidegate.sim.run.RunOptions` of this run."""
@@ -74,6 +77,7 @@ class Replayable:
             mutant=self.mutant,
             trace_tail=trace_tail,
             keep_trace=keep_trace,
+            knobs=self.knobs,
         )
 
 
@@ -118,12 +122,18 @@ def load_replayable(
     except FaultPlanError as e:
         raise ReplayError(f"{p}: {e}") from e
     saved_scenario = _pick(data, "scenario", "scenario_name")
+    raw_knobs = _pick(data, "knobs")
+    try:
+        knobs = Knobs.from_json(raw_knobs) if isinstance(raw_knobs, dict) else None
+    except ValueError as e:
+        raise ReplayError(f"{p}: {e}") from e
     return Replayable(
         seed=int(raw_seed) if seed is None else seed,
         scenario=resolve_scenario(scenario if scenario is not None else saved_scenario),
         plan=plan,
         mutant=mutant if mutant is not None else _pick(data, "mutant"),
         expected_digest=_pick(data, "trace_digest", "digest"),
+        knobs=knobs,
     )
 
 

@@ -61,6 +61,7 @@ from tidegate.spec.protocol.commands import (
     Hello,
     InitializationComplete,
 )
+from tidegate.spec.shard import CompactionPolicy
 
 from .choices import ChoiceSource
 from .kernel import EventHandle, Kernel
@@ -94,6 +95,8 @@ class ReplicaWorld:
     violate: Callable[[str, str], None]
     step_ms: tuple[int, int] = (10, 50)
     storage_latency_ms: tuple[int, int] = (1, 4)
+    shard_policy: CompactionPolicy | None = None
+    """The maintenance policy of the replica's shard store (the run's knob)."""
 
 
 @dataclass(eq=False)
@@ -208,6 +211,7 @@ class ReplicaProcess:
             writer_id=f"replica-{self.name}-{self.process.incarnation}",
             clock_ms=lambda: w.kernel.now_ms,
             new_id=self.process.new_id,
+            policy=w.shard_policy,
         )
 
     def _crashes_rehydrating(self, iterations: int, command: ComputeCommand) -> bool:

@@ -27,6 +27,7 @@ from .choices import ChoiceSource, pick, stream, subset
 from .faults import FaultPlan, generate_plan
 from .history import OFFLINE_PREFIX, ClientHistory, Violation, check_history
 from .kernel import run_virtual
+from .knobs import Knobs, draw_knobs
 from .scenario import Scenario
 from .trace import Trace
 from .world import STORAGE_FAULTS, SUPPORTED_FAULTS, Streams, World
@@ -46,6 +47,8 @@ class RunOptions:
     keep_trace: bool = False
     coverage: bool = False
     """Count the spec's error types and the driver's effect kinds (see :mod:`.coverage`)."""
+    knobs: Knobs | None = None
+    """The production knobs to set (see :mod:`.knobs`); ``None``: drawn from the seed."""
 
 
 @dataclass
@@ -158,6 +161,7 @@ def _streams(seed: int, choices: ChoiceSource | None) -> tuple[ChoiceSource, Str
                 storage=stream(seed, "storage"),
                 upstream=stream(seed, "upstream"),
                 upstream_io=stream(seed, "upstream io"),
+                knobs=stream(seed, "knobs"),
             ),
             stream(seed, "scheduler").integer(0, 2**63 - 1),
         )
@@ -172,6 +176,7 @@ def _streams(seed: int, choices: ChoiceSource | None) -> tuple[ChoiceSource, Str
             storage=stream(base, "storage"),
             upstream=choices,
             upstream_io=stream(base, "upstream io"),
+            knobs=stream(base, "knobs"),
         ),
         base,
     )
@@ -197,8 +202,10 @@ def run_simulation(options: RunOptions, choices: ChoiceSource | None = None) -> 
         "mutant": options.mutant,
         "choices": "seeded" if choices is None else type(choices).__name__,
     }
+    knobs = draw_knobs(streams.knobs) if options.knobs is None else options.knobs
+    expanded["knobs"] = knobs.to_json()
     trace = Trace(tail=options.trace_tail, keep_all=options.keep_trace)
-    world = World(scenario, plan, streams, trace)
+    world = World(scenario, plan, streams, trace, knobs=knobs)
     world.record(
         "options", **{k: v for k, v in expanded.items() if k not in ("choices", "actions")}
     )

@@ -171,6 +171,7 @@ class StorageReplicaProcess:
             writer_id=f"storage-{proc.incarnation}",
             clock_ms=lambda: w.kernel.now_ms,
             new_id=proc.new_id,
+            policy=w.shard_policy,
         )
         inc: _Incarnation
         host = KernelHost(w.kernel, self._latency, lambda: self._died(inc))

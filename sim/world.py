@@ -35,6 +35,7 @@ from .controller import ControllerProcess
 from .faults import BASE_KINDS, STORAGE_KINDS, Fault, FaultKind, FaultPlan
 from .history import ClientHistory, Violation
 from .kernel import Kernel
+from .knobs import Knobs, draw_knobs
 from .network import SimNetwork
 from .replica import ReplicaWorld, SimReplica
 from .scenario import Scenario
@@ -77,6 +78,8 @@ class Streams:
     """What the simulated upstreams write, and when (scenarios with sources)."""
     upstream_io: ChoiceSource | None = None
     """How upstream readers split batches, and which sink commits fail."""
+    knobs: ChoiceSource | None = None
+    """The production knobs the run sets (see :mod:`.knobs`; ``None``: the defaults)."""
 
 
 class World:
@@ -90,6 +93,7 @@ class World:
         trace: Trace,
         *,
         trace_messages: bool = True,
+        knobs: Knobs | None = None,
     ) -> None:
         self.scenario = scenario
         self.plan = plan
@@ -97,6 +101,8 @@ class World:
         self.trace = trace
         self.kernel = Kernel()
         self.sometimes: Counter[str] = Counter()
+        self.knobs = draw_knobs(streams.knobs) if knobs is None else knobs
+        self.count(f"knob_shard_policy_{self.knobs.shard_policy_name}")
         self.network = SimNetwork(self.kernel, streams.network)
         self.disk = SimDisk()
         self.faults = StorageFaults(streams.storage, count=self.count, on_crash=self._crash_fired)
@@ -123,6 +129,7 @@ class World:
             self.count,
             self.violate,
             scenario.replica_step_ms,
+            shard_policy=self.knobs.shard_policy,
         )
         self.upstreams: Upstreams | None = None
         self.sink_faults: SinkFaults | None = None

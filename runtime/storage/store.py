@@ -54,6 +54,7 @@ from tidegate.spec.shard import (
     encode_state,
     listen_batches,
     plan_compaction,
+    plan_maintenance,
     snapshot_batches,
 )
 from tidegate.spec.shard import transitions as tr
@@ -142,49 +143,6 @@ def _remember(key: tuple[str, int], data: bytes, state: ShardState) -> None:
     if len(_DECODED) >= _DECODED_MAX:
         _DECODED.clear()
     _DECODED[key] = (data, state)
-
-
-MERGE_FIXED_ROWS = 10_000
-"""What a merge costs besides rewriting its rows (a blob write and a consensus write, each
-fsync'd), in rows: automatic maintenance picks the merge that costs least per batch removed."""
-_PLAN_SCAN_MAX = 64
-"""Past this many batches, maintenance takes the spec's plan (a linear scan) instead."""
-
-
-def _maintenance_plan(state: ShardState, policy: CompactionPolicy) -> CompactionPlan | None:
-    """The merge automatic maintenance does next: ``None`` until the shard has more than
-    ``policy.max_batches`` batches, then the run of consecutive small batches (within the
-    policy's bounds) that removes batches most cheaply.
-
-    The spec's :func:`~tidegate.spec.shard.plan_compaction` merges the *earliest* run,
-    which holds the oldest (largest) batch: under a stream of small appends every merge
-    rewrote the whole shard. Costed per batch removed (``MERGE_FIXED_ROWS`` plus the run's
-    rows, over its length minus one), the recent small batches merge among themselves and
-    a large batch is rewritten only once enough has gathered beside it, so each update is
-    rewritten a few times (size tiers), not once per merge.
-    """
-    batches = state.batches
-    n = len(batches)
-    if state.finalized or n <= policy.max_batches:
-        return None
-    if n > _PLAN_SCAN_MAX:
-        return plan_compaction(state, policy)
-    best: tuple[int, int] | None = None
-    best_cost = 0.0
-    for i in range(n):
-        total = 0
-        for j in range(i, min(n, i + policy.max_inputs)):
-            length = batches[j].length
-            if length >= policy.small_len or total + length > policy.max_len:
-                break
-            total += length
-            if j > i:
-                cost = (MERGE_FIXED_ROWS + total) / (j - i)
-                if best is None or cost < best_cost:
-                    best, best_cost = (i, j), cost
-    if best is None:
-        return None
-    return CompactionPlan(state.shard, batches[best[0] : best[1] + 1], state.since)
 
 
 @dataclass(frozen=True, slots=True)
@@ -489,10 +447,10 @@ class ShardStore:
                 now_ms=self.clock_ms(),
             )
             result[:] = [out]
-            return out.state
+            return out.state if out.already_committed else self._with_inline_merge(s, out.state)
 
         try:
-            self._commit(shard, step, state)
+            committed = self._commit(shard, step, state)
         except Indeterminate:
             raise  # the blob may be referenced now: keep it
         except BaseException:
@@ -502,8 +460,31 @@ class ShardStore:
         if result[0].already_committed and key is not None:
             self.blob.delete(key)
         if self.auto_compact and not result[0].already_committed:
-            self._maybe_compact(shard, result[0].state)
+            self._maybe_compact(shard, committed)
         return result[0].upper
+
+    def _with_inline_merge(self, before: ShardState, after: ShardState) -> ShardState:
+        """``after`` (what an append turns ``before`` into) with the merge maintenance would
+        do next among the batches that were there before, when its output stays inline
+        (see :func:`plan_maintenance`).
+
+        The append's own consensus write commits the merge too, where maintenance
+        after it would pay a write of its own and race with the next append. Only
+        inline bytes are read, so this stays a transition without IO. A merge that
+        would not fit inline, or inputs that do not read back (a corrupt state),
+        are left to maintenance.
+        """
+        if not self.auto_compact or after is before:
+            return after
+        fresh = len(after.batches) - len(before.batches)  # the append's own batch, if any
+        plan = plan_maintenance(after, self.policy, fresh=fresh)
+        if plan is None or not plan.inline:
+            return after
+        try:
+            merged = self._merged_inline(after, plan)
+        except ShardError:
+            return after
+        return after if merged is None else apply_compaction(after, plan, merged[0])
 
     def append(
         self,
@@ -551,10 +532,10 @@ class ShardStore:
             def step(s: ShardState, meta: BatchMeta | None = meta) -> ShardState:
                 out = tr.append(s, meta, lo, up, writer_id=writer, now_ms=self.clock_ms())
                 result[:] = [out]
-                return out.state
+                return self._with_inline_merge(s, out.state)
 
             try:
-                self._commit(shard, step)
+                committed = self._commit(shard, step)
             except UpperMismatch:
                 # The upper moved past ``start`` and the batch holds rows before it: cut again.
                 if key is not None:
@@ -571,7 +552,7 @@ class ShardStore:
             if key is not None and key not in outcome.state.batch_keys:
                 self.blob.delete(key)  # the shard reached ``upper`` meanwhile: a no-op
             elif self.auto_compact:
-                self._maybe_compact(shard, outcome.state)
+                self._maybe_compact(shard, committed)
             return outcome.upper
 
     # -- readers ---------------------------------------------------------------------
@@ -728,7 +709,7 @@ class ShardStore:
             expire = self._appends_since_expiry >= EXPIRY_EVERY
             if expire:
                 self._appends_since_expiry = 0
-        if not expire and _maintenance_plan(state, self.policy) is None:
+        if not expire and plan_maintenance(state, self.policy) is None:
             return
         if self._worker is None:
             self._compact_quietly(shard, expire)
@@ -746,27 +727,47 @@ class ShardStore:
 
     def _compact_quietly(self, shard: str, expire: bool) -> None:
         try:
-            self._compact(shard, self.policy, 4, _maintenance_plan)
+            self._compact(shard, self.policy, 4, plan_maintenance)
             if expire:
                 self.expire_readers(shard)  # also forgets idle writers: the state stays small
         except Exception as e:  # maintenance is best-effort: appends stay acknowledged
             self.last_maintenance_error = e
 
-    def _merge(self, shard: str, plan: CompactionPlan) -> bool:
-        state = self._fetch(shard)
+    def _merged_table(self, state: ShardState, plan: CompactionPlan) -> pa.Table:
+        """The plan's inputs read, their times advanced to its since, consolidated."""
         schema = self._schema_of(state)
-        by_key = {b.key: b for b in state.batches}
-        if any(k not in by_key for k in plan.input_keys):
-            return False
-        tables = [self._read_batch(state, schema, b) for b in plan.inputs]
-        table = pa.concat_tables(tables)
+        table = pa.concat_tables([self._read_batch(state, schema, b) for b in plan.inputs])
         if not plan.since.is_empty() and table.num_rows:
             (s,) = plan.since.elements
             times = pc.max_element_wise(table.column(TIME), pa.scalar(s, pa.int64()))
             table = table.set_column(
                 table.schema.get_field_index(TIME), batch_schema(schema).field(TIME), times
             )
-        table = consolidate_table(table)
+        return consolidate_table(table)
+
+    def _merged_inline(
+        self, state: ShardState, plan: CompactionPlan
+    ) -> tuple[BatchMeta | None] | None:
+        """The output of inline merge ``plan`` (in a 1-tuple: ``None`` if it all cancelled
+        out), or ``None`` if its encoding exceeds ``policy.inline_merge_max_bytes``."""
+        table = self._merged_table(state, plan)
+        if not table.num_rows:
+            return (None,)
+        data = encode_inline(table, self.policy.inline_merge_max_bytes)
+        if data is None:
+            return None
+        tmin, tmax = time_bounds(table)
+        key = f"{INLINE_PREFIX}{self.new_id()}"
+        return (plan.output(key, table.num_rows, tmin, tmax, blob_digest(data), data),)
+
+    def _merge(self, shard: str, plan: CompactionPlan) -> bool:
+        """Merge ``plan`` into a blob (an inline plan's output stays inline when an append
+        commits it: see :meth:`_with_inline_merge`)."""
+        state = self._fetch(shard)
+        by_key = {b.key: b for b in state.batches}
+        if any(k not in by_key for k in plan.input_keys):
+            return False
+        table = self._merged_table(state, plan)
         tmin, tmax = time_bounds(table)
         key = f"{shard}/{self.new_id()}.parquet"
         data = encode_parquet(table) if table.num_rows else b""

@@ -16,6 +16,7 @@ from .compaction import (
     apply_compaction,
     compact_updates,
     plan_compaction,
+    plan_maintenance,
 )
 from .location import (
     MAX_SEQNO,
@@ -98,6 +99,7 @@ __all__ = [
     "listen_batches",
     "listen_updates",
     "plan_compaction",
+    "plan_maintenance",
     "register_critical_reader",
     "register_leased_reader",
     "register_schema",

@@ -11,6 +11,7 @@ import pytest
 
 from tidegate.sim import RunOptions, RunResult, check_history, run_simulation, small, standard
 from tidegate.sim.faults import Fault, FaultKind, FaultPlan
+from tidegate.sim.knobs import Knobs
 
 SMALL_SEEDS = range(6)
 
@@ -153,7 +154,9 @@ EVERY_KIND = FaultPlan(
 
 def test_a_given_plan_is_used_as_is_every_kind_fires_and_the_result_saves_as_json() -> None:
     scenario = dataclasses.replace(small(), duration_ms=7_000)
-    r = run_simulation(RunOptions(seed=5, scenario=scenario, plan=EVERY_KIND))
+    # A torn blob write needs blob writes: maintenance merging into blobs every few appends.
+    knobs = Knobs("blob_merges")
+    r = run_simulation(RunOptions(seed=5, scenario=scenario, plan=EVERY_KIND, knobs=knobs))
     assert r.ok, _explain(r)
     assert r.plan.faults == EVERY_KIND.faults and r.plan.actions
     for f in EVERY_KIND.faults:
@@ -162,6 +165,7 @@ def test_a_given_plan_is_used_as_is_every_kind_fires_and_the_result_saves_as_jso
     saved = json.loads(json.dumps(r.to_json()))
     assert saved["seed"] == 5 and saved["trace_digest"] == r.trace_digest
     assert FaultPlan.from_json(saved["plan"]) == r.plan
+    assert r.sometimes.get("knob_shard_policy_blob_merges") == 1
 
 
 def test_a_generated_plan_passed_back_drives_the_identical_run() -> None:

@@ -29,6 +29,7 @@ from tidegate.sim.campaign import (
     parse_seeds,
     rerun_command,
 )
+from tidegate.sim.choices import stream
 from tidegate.sim.cli import _shrunk_path
 from tidegate.sim.coverage import merge_reports, render_report
 from tidegate.sim.faults import Action, Fault, FaultKind, FaultPlan, FaultPlanError
@@ -90,6 +91,27 @@ def test_failing_traces_are_saved_under_their_seed(tmp_path: Path) -> None:
     report = CampaignReport("small", None, 1, outcomes, 0.1)
     assert report.save_failures(tmp_path / "out") == [tmp_path / "out" / "seed-2.json"]
     assert json.loads((tmp_path / "out" / "seed-2.json").read_text()) == trace
+
+
+def test_a_run_s_knobs_are_drawn_from_its_seed_saved_and_replayed(tmp_path: Path) -> None:
+    """A seed sets the production knobs from a stream of its own (each setting is reached
+    by some seeds); a saved run replays with the knobs it had, given or drawn."""
+    from tidegate.sim.knobs import SHARD_POLICIES, Knobs, draw_knobs
+    from tidegate.sim.replay import replay, save_result
+    from tidegate.sim.run import RunOptions, run_simulation
+
+    drawn = {draw_knobs(stream(seed, "knobs")).shard_policy_name for seed in range(20)}
+    assert drawn == {name for name, _ in SHARD_POLICIES}
+    scenario = replace(small(), duration_ms=1_500, quiet_ms=1_000)
+    options = RunOptions(seed=3, scenario=scenario, knobs=Knobs("blob_merges"))
+    result = run_simulation(options)
+    assert result.expanded_options["knobs"] == {"shard_policy": "blob_merges"}
+    save_result(result, tmp_path / "run.json", options)
+    again = load_replayable(tmp_path / "run.json")
+    assert again.knobs == Knobs("blob_merges")
+    assert replay(again).matches
+    with pytest.raises(ValueError, match="unknown shard policy"):
+        Knobs("fastest")
 
 
 def test_rule_reports_add_up_and_render_what_was_never_reached() -> None:

@@ -146,3 +146,58 @@ def test_an_inline_batch_is_an_arrow_ipc_message_and_garbage_in_one_is_blob_corr
     assert table.to_pylist() == [{"id": 1, "name": "a", "__time": 0, "__diff": 1}]
     with pytest.raises(BlobCorrupt):
         decode_parquet("s", batch.key, batch.inline[:40], SCHEMA)
+
+
+class _CountingConsensus:
+    """A consensus that counts its writes (the fsync'd operation of a real one)."""
+
+    def __init__(self) -> None:
+        self.inner, self.writes = MemoryConsensus(), 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    def compare_and_set(self, key: str, expected: int | None, new: object) -> bool:
+        self.writes += 1
+        return self.inner.compare_and_set(key, expected, new)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("how", ["compare_and_append", "append"])
+def test_small_inline_batches_merge_inline_in_the_appends_own_writes(how: str) -> None:
+    """Maintenance keeps the batch count within the policy, and while the inline bytes stay
+    small it merges earlier inline batches into an inline batch that the append itself
+    commits: one consensus write per append, no blob, every update still there, and the
+    append's own batch left whole."""
+    consensus = _CountingConsensus()
+    policy = CompactionPolicy(max_batches=4)
+    store = ShardStore(MemoryBlob(), consensus, policy=policy)  # type: ignore[arg-type]
+    store.create_shard("s", SCHEMA)
+    log = []
+    for t in range(40):
+        before = consensus.writes
+        update = ((t, "r"), t, 1)
+        getattr(store, how)("s", [update], t, t + 1)
+        log.append(update)
+        state = store.state("s")
+        assert consensus.writes == before + 1
+        last = state.batches[-1]  # the append's own batch, whole: followers read just it
+        assert (last.lower, last.length, last.is_inline) == (Antichain([t]), 1, True)
+        assert len(state.batches) <= policy.max_batches + 1
+        assert state.inline_bytes <= policy.inline_held_max_bytes
+        assert sorted(store.snapshot_rows("s", t)) == [((r, "r"), t, 1) for r in range(t + 1)]
+    assert store.blob.list_keys() == []
+    assert len(store.state("s").batches) < 40  # merged, all inline
+    assert store.last_maintenance_error is None
+
+
+def test_inline_bytes_past_the_policy_s_limit_are_merged_into_a_blob() -> None:
+    policy = CompactionPolicy(max_batches=4, inline_held_max_bytes=3_000)
+    store = ShardStore(MemoryBlob(), MemoryConsensus(), policy=policy)
+    store.create_shard("s", SCHEMA)
+    for t in range(60):
+        store.compare_and_append("s", [((t, "name-" + "x" * 30), t, 1)], t, t + 1)
+        assert store.state("s").inline_bytes <= 3_000 + 1_000  # at most one append over
+    state = store.state("s")
+    assert any(not b.is_inline for b in state.batches)
+    assert len(store.snapshot_rows("s", 59)) == 60
+    assert store.last_maintenance_error is None

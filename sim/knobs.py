@@ -1,0 +1,55 @@
+"""The production knobs a run varies by its seed, so campaigns cover each setting.
+
+FoundationDB's simulator randomises its servers' tunables per run: a path that only
+one setting takes (here, maintenance merging small batches into blobs rather than
+keeping them inline) still meets faults. Each knob is drawn from a stream of its
+own, so adding one leaves every other draw of a seed as it was.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tidegate.spec.shard import CompactionPolicy
+
+from .choices import ChoiceSource, pick
+
+__all__ = ["SHARD_POLICIES", "Knobs", "draw_knobs"]
+
+SHARD_POLICIES: tuple[tuple[str, CompactionPolicy], ...] = (
+    ("inline_merges", CompactionPolicy()),
+    ("blob_merges", CompactionPolicy(inline_merge_max_bytes=0, inline_held_max_bytes=0)),
+)
+"""The stores' maintenance: the default (small inline batches merge inline, committed by
+the appends), or every merge into a blob (a blob write, and its faults, every few appends)."""
+
+
+@dataclass(frozen=True)
+class Knobs:
+    """One run's settings of the knobs (see the module docstring), by name."""
+
+    shard_policy_name: str = "inline_merges"
+
+    def __post_init__(self) -> None:
+        if self.shard_policy_name not in dict(SHARD_POLICIES):
+            known = ", ".join(name for name, _ in SHARD_POLICIES)
+            raise ValueError(f"unknown shard policy {self.shard_policy_name!r}; known: {known}")
+
+    @property
+    def shard_policy(self) -> CompactionPolicy:
+        """The maintenance policy of every shard store of the run."""
+        return dict(SHARD_POLICIES)[self.shard_policy_name]
+
+    def to_json(self) -> dict[str, str]:
+        return {"shard_policy": self.shard_policy_name}
+
+    @classmethod
+    def from_json(cls, data: dict[str, str]) -> Knobs:
+        return cls(data.get("shard_policy", "inline_merges"))
+
+
+def draw_knobs(source: ChoiceSource | None) -> Knobs:
+    """The knobs drawn from ``source`` (``None``: the defaults)."""
+    if source is None:
+        return Knobs()
+    return Knobs(pick(source, [name for name, _ in SHARD_POLICIES]))
