@@ -132,7 +132,6 @@ from tidegate.spec.storage import (
     WriteToShard,
 )
 
-from ..oracle import TimestampOracle
 from .errors import (
     CopyToFailed,
     DependencyDropped,
@@ -900,7 +899,7 @@ class ControllerDriver:
             return
         try:
             extra = await self._managed_rows(managed)
-            ts = self._write_ts_nowait()
+            ts = self.oracle.write_ts_nowait()
             if ts is None:  # a reservation is due: the oracle writes to Consensus
                 ts = await self.storage.retrying("oracle write timestamp", self.oracle.write_ts)
         except BaseException:  # nothing was written: the managed writes wait for the next commit
@@ -928,7 +927,7 @@ class ControllerDriver:
             failed = set(tables)
         if len(failed) < len(tables):
             # The tables that advanced are complete at ts: later reads must see them.
-            if not self._apply_write_nowait(ts):
+            if not self.oracle.apply_write_nowait(ts):
                 await self.storage.retrying("oracle apply", self.oracle.apply_write, ts)
             self.commits += 1
             if error is None and acknowledging:
@@ -1025,25 +1024,6 @@ class ControllerDriver:
         if all(id in checked for id in written):
             return None
         return await self.storage.retrying("leadership check", self.fence_check)
-
-    def _write_ts_nowait(self) -> int | None:
-        """A write timestamp from the oracle when it needs no IO, else ``None`` (a hop is due)."""
-        oracle = self.oracle
-        if isinstance(oracle, TimestampOracle):
-            return oracle.write_ts_nowait()
-        if isinstance(oracle, MemoryOracle):
-            return oracle.write_ts()
-        return None
-
-    def _apply_write_nowait(self, ts: int) -> bool:
-        """``oracle.apply_write(ts)`` when it needs no IO; whether it was applied."""
-        oracle = self.oracle
-        if isinstance(oracle, TimestampOracle):
-            return oracle.apply_write_nowait(ts)
-        if isinstance(oracle, MemoryOracle):
-            oracle.apply_write(ts)
-            return True
-        return False
 
     async def _fencing(self, error: BaseException) -> BaseException:
         """After a failed commit: the fencing error if another controller took over, else ``error``.

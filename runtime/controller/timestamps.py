@@ -33,6 +33,16 @@ class Oracle(Protocol):
         """Writes at ``ts`` are complete: later reads see them, later writes come after ``ts``."""
         ...
 
+    def write_ts_nowait(self) -> int | None:
+        """:meth:`write_ts` if it needs no IO, else ``None``: an event loop calls this first,
+        and :meth:`write_ts` from a worker thread only when it must."""
+        ...
+
+    def apply_write_nowait(self, ts: int) -> bool:
+        """:meth:`apply_write` if it needs no IO; whether it was applied (``False``: nothing
+        changed, call :meth:`apply_write` from a worker thread)."""
+        ...
+
 
 class MemoryOracle:
     """An oracle in memory, on a millisecond clock: ``write_ts`` is ``max(now, last + 1)``.
@@ -56,6 +66,13 @@ class MemoryOracle:
     def apply_write(self, ts: int) -> None:
         self._write = max(self._write, ts)
         self._read = max(self._read, ts)
+
+    def write_ts_nowait(self) -> int:
+        return self.write_ts()
+
+    def apply_write_nowait(self, ts: int) -> bool:
+        self.apply_write(ts)
+        return True
 
 
 class UpperOracle:
@@ -85,6 +102,13 @@ class UpperOracle:
 
     def apply_write(self, ts: int) -> None:
         self._read = max(self._read, ts)
+
+    def write_ts_nowait(self) -> int:
+        return self.write_ts()
+
+    def apply_write_nowait(self, ts: int) -> bool:
+        self.apply_write(ts)
+        return True
 
 
 def default_oracle(consensus: Any | None, clock_ms: Callable[[], int] = wall_ms) -> Oracle:
