@@ -199,6 +199,28 @@ def test_joins_agree(spark: SparkSession) -> None:
     assert_agrees(spark, dataflow(Join((GA, GB)), (A, B)), feeds)  # cross product
 
 
+@pytest.mark.parametrize("kind", [JoinKind.INNER, JoinKind.LEFT])
+def test_a_join_keyed_twice_on_one_column_agrees(spark: SparkSession, kind: JoinKind) -> None:
+    """``a.k = b.x AND a.k = b.y``: the left side is keyed on ``k`` twice. A lookup filtered
+    its driver tables by a key table naming ``k`` twice, which Arrow refuses (found by the
+    SQL oracle's nightly profile); now it filters by each column once, in the driver and,
+    once filler has moved the state into materialised runs, in Spark."""
+    sb = Schema.of(("x", "int64"), ("y", "int64"))
+    plan = Join((Get(A, SA), Get(B, sb)), ((0, 2), (0, 3)), kind)
+    filler = [((100 + t * 20 + j, t), 1) for t in range(6) for j in range(20)]
+    feeds: Feeds = [
+        {A: ups(0, ((1, 10), 1), ((2, 20), 1), *filler[:20]), B: ups(0, ((1, 1), 1), ((2, 3), 1))}
+    ]
+    feeds += [{A: ups(t, *filler[20 * t : 20 * t + 20])} for t in range(1, 6)]
+    feeds += [{B: ups(6, ((2, 2), 1), ((1, 1), -1), ((105, 105), 2))}]
+    feeds += [{A: ups(7, ((2, 21), 1), ((1, 10), -1)), B: ups(7, ((3, 3), 1))}]
+    sx = assert_agrees(spark, dataflow(plan, (A, B)), feeds)
+    rows = sx.peek(IDX, 7)
+    assert isinstance(rows, PeekRows)
+    matched = {r: n for r, n in rows.rows if r[2] is not None}
+    assert matched == {(2, 20, 2, 2): 1, (2, 21, 2, 2): 1, (105, 0, 105, 105): 2}
+
+
 @pytest.mark.parametrize("kind", [JoinKind.RIGHT, JoinKind.FULL])
 def test_right_and_full_joins_agree_incrementally(spark: SparkSession, kind: JoinKind) -> None:
     # issue 16: a key appears, is retracted below zero and comes back; each step's batch (the
