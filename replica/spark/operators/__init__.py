@@ -10,7 +10,8 @@ the change time by time for those keys only -- with the spec's aggregate,
 ordering and selection functions, so results agree with the reference -- and
 appends the change to the arrangement. Work per step follows the change. The
 accumulating Reduce (:class:`AccumulatingReduceNode`) keeps per-key vectors
-instead and does its step in Arrow kernels where that is exact.
+instead and does its step in a few numpy passes over the whole change where
+that is exact.
 
 Errors (messages of failed scalar evaluations) flow through every operator
 unchanged, as in the reference: each node's errors are its inputs' plus its own.
@@ -22,7 +23,8 @@ Everything public is imported from here; the modules behind it are private:
   the equivalence filter of a one-input join;
 * ``_grouped`` -- Reduce, Distinct/Threshold and TopK over arranged rows;
 * ``_join`` -- the binary equi-join;
-* ``_accumulating_reduce`` -- the Reduce kept as per-key accumulators.
+* ``_accumulating_reduce`` -- the Reduce kept as per-key accumulators;
+* ``_vectors`` -- its numpy kernels: grouping, per-key running sums, checked replay.
 """
 
 from ._accumulating_reduce import AccumulatingReduceNode

@@ -1,4 +1,4 @@
-"""The accumulating Reduce: count/sum/avg kept as per-key vectors, its step in Arrow kernels.
+"""The accumulating Reduce: count/sum/avg kept as per-key vectors, its step vectorised.
 
 See :class:`AccumulatingReduceNode`. It is the one operator whose state is
 not its input rows, and the one whose step is vectorised; both make its work
@@ -7,10 +7,12 @@ per step follow the keys the change touches, not the rows accumulated.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from itertools import repeat
-from typing import Any
+from typing import Any, NamedTuple
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import SparkSession
@@ -24,9 +26,10 @@ from tidegate.spec.plan.schema import ScalarType, Schema
 
 from .._arrow import arrow_schema
 from .._fingerprint import PRIME, Fingerprinter
-from ..arrangement import Acc, SparkAccumulators, fold_mod_prime, mod_prime, sum_fits
+from ..arrangement import Acc, SparkAccumulators, sum_fits
 from ..phases import PHASES
 from ._base import Changes, Node, StatefulNode, by_key_time
+from ._vectors import Bools, Grouping, Ints, Layout, Segments, column_matrix, halves
 
 __all__ = ["AccumulatingReduceNode"]
 
@@ -46,15 +49,16 @@ class AccumulatingReduceNode(StatefulNode):
     distinct rows the input has accumulated. Its output is consolidated (per
     key and time, one retraction and one insertion of different rows).
 
-    The step is vectorised: the change becomes Arrow columns (per row only the
-    fingerprints are Python work), is grouped by key and time with checked
-    int64 arithmetic, and the replay is a per-key cumulative sum joined with
-    the old vectors (:meth:`_replay_arrow`). Float keys, NULL keys, values or
-    sums beyond int64 and averages beyond 2**53 fall back, for that step, to
-    the per-key Python replay (:meth:`_replay`), which uses Python integers.
-    A group whose sum leaves int64 outputs the error "integer out of range"
-    (once) instead of a row, as in the reference; the Arrow replay's checked
-    arithmetic never holds such a sum (it falls back instead).
+    The step is vectorised: the change becomes one int64 matrix (per row only
+    the fingerprints are Python work), is grouped by key and time, and the
+    replay is a per-key cumulative sum of every slot at once added to the old
+    vectors (:meth:`_replay_vectorised`, numpy: :mod:`._vectors`), with checked
+    int64 arithmetic. Float keys, NULL keys, values or sums beyond int64 and
+    averages beyond 2**53 fall back, for that step, to the per-key Python
+    replay (:meth:`_replay`), which uses Python integers. A group whose sum
+    leaves int64 outputs the error "integer out of range" (once) instead of a
+    row, as in the reference; the vectorised replay's checked arithmetic never
+    holds such a sum (it falls back instead).
     """
 
     def __init__(
@@ -89,6 +93,7 @@ class AccumulatingReduceNode(StatefulNode):
         self.acc = SparkAccumulators(spark, schema.project(key), kinds)
         self.arrangements = (self.acc,)
         self._fps = [j for j, kind in enumerate(kinds) if kind is Acc.FINGERPRINT]
+        self._layout = Layout(kinds)
         key_schema = schema.project(key)
         self._key_types = [f.type for f in arrow_schema(key_schema)]
         # Arrow groups -0.0 apart from 0.0 (and NaNs by bits): float keys are grouped in Python
@@ -162,9 +167,9 @@ class AccumulatingReduceNode(StatefulNode):
         """Look up the touched keys' vectors in Spark while the changes' own vectors are
         computed in the driver (they do not depend on the state), then replay per key.
 
-        The change is grouped by key and time in Arrow when its keys and values fit Arrow's
-        exact int64 arithmetic (checked); otherwise, and for float keys (whose equality
-        Arrow and Python do not share), in Python."""
+        The change is grouped by key and time in numpy when its keys and values fit exact
+        int64 arithmetic (checked); otherwise, and for float keys (whose equality Arrow and
+        Python do not share), in Python."""
         self.errs = self._input_errs()
         changes = self.inputs[0].out
         if not changes:
@@ -174,11 +179,11 @@ class AccumulatingReduceNode(StatefulNode):
         if cols is None:
             self._run_rows(changes)
         else:
-            self._run_arrow(changes, *cols)
+            self._run_arrow(changes, cols)
 
-    def _arrow_columns(self, changes: Changes) -> tuple[list[Any], Any, dict[int, Any]] | None:
-        """Key columns, diffs and per aggregated column ``value * diff`` as Arrow arrays, or
-        ``None`` if a value does not fit int64 or a sum of them might not."""
+    def _arrow_columns(self, changes: Changes) -> _Columns | None:
+        """The change as columns (:class:`_Columns`), or ``None`` if a value or time does not
+        fit int64 or a sum of values might not."""
         try:
             ds = pa.array([u[2] for u in changes], pa.int64())
             keys = [
@@ -189,235 +194,218 @@ class AccumulatingReduceNode(StatefulNode):
                 c: pc.multiply_checked(pa.array([u[0][c] for u in changes], pa.int64()), ds)
                 for c in self.columns
             }
+            times = np.array([u[1] for u in changes], np.int64)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError, ValueError):
             return None
         n = len(changes)
         if not sum_fits(ds, n) or not all(sum_fits(p, n) for p in prods.values()):
             return None
-        return keys, ds, prods
+        return _Columns(keys, ds, prods, times)
 
-    def _run_arrow(self, changes: Changes, keys: list[Any], ds: Any, prods: dict[int, Any]) -> None:
-        names = [f"k{j}" for j in range(len(keys))]
+    def _run_arrow(self, changes: Changes, cols: _Columns) -> None:
+        layout = self._layout
+        keys = cols.keys
         with PHASES("reduce.lookup_start"):
-            distinct = pa.table(dict(zip(names, keys, strict=True)))
-            if names:
-                distinct = distinct.group_by(names, use_threads=False).aggregate([])
+            groups = Grouping([_codes(k) for k in keys], cols.times)
+            key_rows = pa.array(groups.key_rows)
+            tkeys = [k.take(key_rows) for k in keys]  # the distinct keys, in key order
             pending = self.acc.fetch_start(
-                distinct.rename_columns(self.acc.key_cols) if names else None
+                pa.Table.from_arrays(tkeys, names=self.acc.key_cols) if keys else None
             )
         with PHASES("reduce.columns"):
-            fp = self.fp
-            f1: list[int] = []
-            f2: list[int] = []
-            for row, _, d in changes:
-                a, b = fp(row)
-                if d != 1:
-                    a, b = a * d % PRIME, b * d % PRIME
-                f1.append(a)
-                f2.append(b)
-            fps = (pa.array(f1, pa.int64()), pa.array(f2, pa.int64()))
-            cols: dict[str, Any] = dict(zip(names, keys, strict=True))
-            cols["t"] = pa.array([u[1] for u in changes], pa.int64())
-            sums: list[str] = []  # per slot: its column, or its two halves for a fingerprint
-
-            def add_fp(j: int, f: Any, valid: Any) -> None:
-                hi, lo = pc.shift_right(f, 30), pc.bit_wise_and(f, 2**30 - 1)
-                if valid is not None:
-                    hi, lo = pc.if_else(valid, hi, 0), pc.if_else(valid, lo, 0)
-                cols[f"s{j}a"], cols[f"s{j}b"] = hi, lo
-                sums.extend((f"s{j}a", f"s{j}b"))
-
-            cols["s0"] = ds
-            sums.append("s0")
-            add_fp(1, fps[0], None)
-            add_fp(2, fps[1], None)
-            for c, s in self._sums:
-                cols[f"s{s}"] = pc.fill_null(prods[c], 0)
-                sums.append(f"s{s}")
-            for c, s in self._cols:
-                valid = pc.is_valid(prods[c])
-                cols[f"s{s}"] = pc.if_else(valid, ds, 0)
-                cols[f"s{s + 1}"] = pc.fill_null(prods[c], 0)
-                sums.extend((f"s{s}", f"s{s + 1}"))
-                add_fp(s + 2, fps[0], valid)
-                add_fp(s + 3, fps[1], valid)
+            x = self._change_matrix(changes, cols)
         with PHASES("reduce.group"):
-            by_time = pa.table(cols).group_by([*names, "t"], use_threads=False)
-            grouped = by_time.aggregate([(c, "sum") for c in sums])
-            grouped = grouped.sort_by([(n, "ascending") for n in [*names, "t"]])
-            per_key = grouped.group_by(names, use_threads=False) if names else None
-            if per_key is not None:
-                totals = per_key.aggregate([(f"{c}_sum", "sum") for c in sums])
-                tcol: Callable[[str], Any] = lambda c: totals.column(f"{c}_sum_sum")  # noqa: E731
-                tkeys = [totals.column(n) for n in names]
-            else:
-                tcol = lambda c: pa.array([pc.sum(grouped.column(f"{c}_sum")).as_py()], pa.int64())  # noqa: E731
-                tkeys = []
-            run_values = []
-            dvs: list[Any] = []  # per slot: the group's change (fingerprints folded)
-            for j, kind in enumerate(self.acc.kinds):
-                if kind is Acc.FINGERPRINT:
-                    run_values.append(fold_mod_prime(tcol(f"s{j}a"), tcol(f"s{j}b")))
-                    g = fold_mod_prime(grouped.column(f"s{j}a_sum"), grouped.column(f"s{j}b_sum"))
-                    dvs.append(g)
-                else:
-                    run_values.append(tcol(f"s{j}"))
-                    dvs.append(grouped.column(f"s{j}_sum"))
-            run = self.acc.run_table(tkeys, run_values)
+            gx = groups.sums(x)  # per key and time, in key then time order
+            segments = groups.segments
+            totals = layout.vectors(segments.totals(gx))
+            run = self.acc.run_table(tkeys, [pa.array(totals[:, j]) for j in range(layout.width)])
+            rows = pa.array(groups.rows)
+            gkeys = [k.take(rows) for k in keys]
         with PHASES("reduce.wait"):
             tables = pending()
         out: Changes | None = None
         with PHASES("reduce.replay"):
-            if names and not any(grouped.column(n).null_count for n in names):
+            if keys and not any(k.null_count for k in keys):
                 fetched = [t for t in tables if t.num_rows]
                 base = self.acc.sum_arrow(fetched) if fetched else None
                 if base is not None or not fetched:
-                    out = self._replay_arrow(grouped, names, dvs, base)
+                    out = self._replay_vectorised(gkeys, groups.times, gx, segments, base)
             if out is None:
                 old = self.acc.sum_dict(tables)
-                key_lists = [grouped.column(n).to_pylist() for n in names]
-                group_keys = (
-                    list(zip(*key_lists, strict=True)) if key_lists else [()] * grouped.num_rows
-                )
-                times = grouped.column("t").to_pylist()
-                deltas = list(zip(*(d.to_pylist() for d in dvs), strict=True))
-                out = self._replay(old, zip(group_keys, times, deltas, strict=True), self.errs)
+                key_lists = [k.to_pylist() for k in gkeys]
+                n = len(gx)
+                group_keys = list(zip(*key_lists, strict=True)) if key_lists else [()] * n
+                deltas = layout.vectors(gx).tolist()
+                groups_ = zip(group_keys, groups.times.tolist(), deltas, strict=True)
+                out = self._replay(old, groups_, self.errs)
             self.out = out
         with PHASES("reduce.push"):
             if run.num_rows:
                 self.acc.push(run)
 
-    def _replay_arrow(
-        self, grouped: pa.Table, names: list[str], dvs: list[Any], base: pa.Table | None
+    def _change_matrix(self, changes: Changes, cols: _Columns) -> Ints:
+        """Each change's vector change as a row of a :class:`Layout` matrix (fingerprints
+        in halves; a nullable column's slots zero where its value is NULL)."""
+        fp = self.fp
+        f1: list[int] = []
+        f2: list[int] = []
+        for row, _, d in changes:
+            a, b = fp(row)
+            if d != 1:
+                a, b = a * d % PRIME, b * d % PRIME
+            f1.append(a)
+            f2.append(b)
+        fps = (np.array(f1, np.int64), np.array(f2, np.int64))
+        ds = cols.ds.to_numpy()
+        at = self._layout.columns
+        x = np.empty((len(changes), self._layout.matrix_width), np.int64)
+
+        def put_fp(j: int, f: Ints, valid: Bools | None) -> None:
+            x[:, at[j]], x[:, at[j] + 1] = halves(f)
+            if valid is not None:
+                x[~valid, at[j] : at[j] + 2] = 0
+
+        x[:, 0] = ds
+        put_fp(1, fps[0], None)
+        put_fp(2, fps[1], None)
+        for c, s in self._sums:
+            x[:, at[s]] = _filled(cols.prods[c])
+        for c, s in self._cols:
+            p = cols.prods[c]
+            valid = p.is_valid().to_numpy(zero_copy_only=False) if p.null_count else None
+            x[:, at[s]] = ds if valid is None else np.where(valid, ds, 0)
+            x[:, at[s + 1]] = _filled(p)
+            put_fp(s + 2, fps[0], valid)
+            put_fp(s + 3, fps[1], valid)
+        return x
+
+    def _replay_vectorised(
+        self,
+        keys: list[Any],
+        times: Ints,
+        x: Ints,
+        segments: Segments,
+        base: pa.Table | None,
     ) -> Changes | None:
-        """:meth:`_replay` in Arrow kernels: ``grouped`` holds the change per key (columns
-        ``names``, no NULLs) and time, sorted by both; ``dvs`` its vector changes per slot;
-        ``base`` the keys' old vectors (``v{j}``; ``None``: all zero). Each slot's running
-        value is a per-key (segmented) cumulative sum. ``None`` when an average's operands
-        are beyond 2**53 (its float division would not be exact) or Arrow refuses a type."""
+        """:meth:`_replay` vectorised: ``keys`` (Arrow key columns, no NULLs) and ``times``
+        name the change's groups (one per key and time, by key then time), ``x`` their
+        change matrix (:class:`Layout`), ``segments`` their keys' runs; ``base`` the keys'
+        old vectors (``v{j}``; ``None``: all zero). Every slot's running value is a per-key
+        cumulative sum, all slots at once (:meth:`Layout.replay`). ``None`` when a count or
+        sum leaves int64, an average's operands are beyond 2**53 (its float division would
+        not be exact) or Arrow refuses a type."""
         try:
-            return self._replay_arrow_unchecked(grouped, names, dvs, base)
+            return self._replay_vectorised_unchecked(keys, times, x, segments, base)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
             return None
 
-    def _replay_arrow_unchecked(
-        self, grouped: pa.Table, names: list[str], dvs: list[Any], base: pa.Table | None
+    def _replay_vectorised_unchecked(
+        self,
+        keys: list[Any],
+        times: Ints,
+        x: Ints,
+        segments: Segments,
+        base: pa.Table | None,
     ) -> Changes | None:
-        n = grouped.num_rows
-        kinds = self.acc.kinds
-        g = grouped.append_column("_i", pa.array(range(n), pa.int64()))
-        for j, dv in enumerate(dvs):
-            g = g.append_column(f"d{j}", dv)
-        if base is not None and len(names) == 1:
-            # one key column: align the old vectors by a hash lookup of each group's key
-            # (an Acero join's fixed cost was most of a small step's replay)
-            col = g.column(names[0])
-            bkeys = base.column(0).cast(col.type)
-            at = pc.index_in(col, value_set=bkeys.combine_chunks())
-            for j in range(len(kinds)):
-                g = g.append_column(f"b{j}", pc.take(base.column(1 + j), at))
-        elif base is not None:
-            bnames = [*names, *(f"b{j}" for j in range(len(kinds)))]
-            b = base.rename_columns(bnames)
-            b = b.cast(pa.schema([g.schema.field(x) for x in names] + list(b.schema)[len(names) :]))
-            g = g.join(b, keys=names, join_type="left outer", use_threads=False).sort_by("_i")
-        flags: Any = pa.array([True])
-        if n > 1:
-            neq: Any = None
-            for x in names:
-                col = g.column(x)
-                ne = pc.not_equal(col.slice(1), col.slice(0, n - 1))
-                neq = ne if neq is None else pc.or_(neq, ne)
-            flags = pa.concat_arrays([flags, neq.combine_chunks()])
-        seg = pc.subtract(pc.cumulative_sum(pc.cast(flags, pa.int64())), 1)
-        starts = pc.indices_nonzero(flags)
-
-        def running(x: Any) -> Any:  # the per-key cumulative sum of int64 column x
-            cs = pc.cumulative_sum_checked(x)
-            return pc.subtract(cs, pc.take(pc.take(pc.subtract(cs, x), starts), seg))
-
-        after: list[Any] = []
-        before: list[Any] = []
-        for j, kind in enumerate(kinds):
-            dv = g.column(f"d{j}")
-            old = (
-                pc.fill_null(g.column(f"b{j}"), 0)
-                if base is not None
-                else pa.nulls(n, pa.int64()).fill_null(0)
-            )
-            if kind is Acc.FINGERPRINT:
-                cum = fold_mod_prime(
-                    running(g.column(f"s{j}a_sum")), running(g.column(f"s{j}b_sum"))
-                )
-                a = mod_prime(pc.add(old, cum))
-                after.append(a)
-                before.append(mod_prime(pc.add(pc.subtract(a, dv), PRIME)))
-            else:
-                a = pc.add_checked(old, running(dv))
-                after.append(a)
-                before.append(pc.subtract_checked(a, dv))
-        cur = self._outputs_arrow(after)
-        prev = self._outputs_arrow(before)
+        old = self._old_vectors(keys, base)
+        vectors = self._layout.replay(old, x, segments)
+        if vectors is None:
+            return None
+        cur = self._outputs_vectorised(vectors[1])
+        prev = self._outputs_vectorised(vectors[0])
         if cur is None or prev is None:
             return None
         (p_cur, v_cur), (p_prev, v_prev) = cur, prev
-        differ: Any = pc.not_equal(p_cur, p_prev)
-        both = pc.and_(p_cur, p_prev)
-        for x, y in zip(v_cur, v_prev, strict=True):
-            ne = pc.fill_null(pc.not_equal(x, y), True)
-            ne = pc.and_not(ne, pc.and_(pc.is_null(x), pc.is_null(y)))
-            differ = pc.or_(differ, pc.and_(both, ne))
+        differ = p_cur != p_prev
+        both = p_cur & p_prev
+        for (a, na), (b, nb) in zip(v_cur, v_prev, strict=True):
+            ne = a != b
+            if na is not None and nb is not None:  # NULL equals NULL only
+                ne = np.where(na | nb, na != nb, ne)
+            differ |= both & ne
         out: Changes = []
-        keys = [g.column(x) for x in names]
-        times = g.column("t")
         for present, values, sign in ((p_prev, v_prev, -1), (p_cur, v_cur, 1)):
-            mask = pc.and_(differ, present)
-            cols = [c.filter(mask).to_pylist() for c in [*keys, *values]]
-            ts = times.filter(mask).to_pylist()
+            at = np.flatnonzero(differ & present)
+            if not len(at):
+                continue
+            cols = [_pylist(k, at) for k in keys]
+            for v, nulls in values:
+                col = v[at].tolist()
+                if nulls is not None:
+                    for i in np.flatnonzero(nulls[at]).tolist():
+                        col[i] = None
+                cols.append(col)
+            ts = times[at].tolist()
             out.extend(zip(zip(*cols, strict=True), ts, repeat(sign, len(ts)), strict=True))
         return out
 
-    def _outputs_arrow(self, v: list[Any]) -> tuple[Any, list[Any]] | None:
-        """Per group: whether the output row exists, and its aggregate columns (as
-        :meth:`_output`); ``None`` if an average cannot be computed exactly in float64."""
-        present = pc.or_(
-            pc.or_(pc.not_equal(v[0], 0), pc.not_equal(v[1], 0)), pc.not_equal(v[2], 0)
-        )
-        vals: list[Any] = []
+    def _old_vectors(self, keys: list[Any], base: pa.Table | None) -> Ints:
+        """The old vector of each group's key (a row each, one column per slot; zeros for
+        a key not in ``base``)."""
+        n, width = len(keys[0]), self._layout.width
+        if base is None:
+            return np.zeros((n, width), np.int64)
+        # one zero row past the fetched vectors, for the keys that have none
+        vs = np.zeros((base.num_rows + 1, width), np.int64)
+        vs[:-1] = column_matrix([base.column(f"v{j}") for j in range(width)], base.num_rows)
+        if len(keys) == 1:
+            # one key column: align the old vectors by a hash lookup of each group's key
+            # (an Acero join's fixed cost was most of a small step's replay)
+            bkeys = base.column(0).cast(keys[0].type).combine_chunks()
+            at = pc.index_in(keys[0], value_set=bkeys)
+        else:
+            names = [f"k{j}" for j in range(len(keys))]
+            b = base.select(list(range(len(keys)))).rename_columns(names)
+            b = b.cast(pa.schema([pa.field(k, c.type) for k, c in zip(names, keys, strict=True)]))
+            b = b.append_column("_b", pa.array(np.arange(base.num_rows, dtype=np.int64)))
+            g = pa.Table.from_arrays(
+                [*keys, pa.array(np.arange(n, dtype=np.int64))], [*names, "_i"]
+            )
+            g = g.join(b, keys=names, join_type="left outer", use_threads=False).sort_by("_i")
+            at = g.column("_b")
+        rows: Ints = pc.fill_null(at, base.num_rows).to_numpy()
+        return vs[rows]
+
+    def _outputs_vectorised(self, v: Ints) -> tuple[Bools, list[tuple[Any, Bools | None]]] | None:
+        """Per group of vectors ``v`` (a row each): whether the output row exists, and its
+        aggregate columns (as :meth:`_output`) as values with a NULL mask (``None``: no
+        NULLs); ``None`` if an average cannot be computed exactly in float64."""
+        present = (v[:, 0] != 0) | (v[:, 1] != 0) | (v[:, 2] != 0)
+        vals: list[tuple[Any, Bools | None]] = []
         for a in self.aggs:
             if a.column is None:
-                vals.append(v[0])
+                vals.append((v[:, 0], None))
                 continue
             s = self.slot[a.column]
+            has: Bools | None
             if a.column in self._nullable:
-                count, total = v[s], v[s + 1]
-                has = pc.or_(
-                    pc.or_(pc.not_equal(count, 0), pc.not_equal(v[s + 2], 0)),
-                    pc.not_equal(v[s + 3], 0),
-                )
+                count, total = v[:, s], v[:, s + 1]
+                has = (count != 0) | (v[:, s + 2] != 0) | (v[:, s + 3] != 0)
             else:
-                count, total, has = v[0], v[s], None
+                count, total, has = v[:, 0], v[:, s], None
             if a.func is AggFunc.COUNT:
-                vals.append(count)
+                vals.append((count, None))
             elif a.func is AggFunc.SUM:
-                vals.append(
-                    total if has is None else pc.if_else(has, total, pa.scalar(None, pa.int64()))
-                )
+                vals.append((total, None if has is None else ~has))
             else:
                 for col in (count, total):
-                    mm = pc.min_max(col)
-                    lo, hi = mm["min"].as_py(), mm["max"].as_py()
-                    if lo is not None and max(abs(lo), abs(hi)) > 2**53:
+                    if len(col) and (col.max() > 2**53 or col.min() < -(2**53)):
                         return None
                 # both exact in float64, so IEEE division rounds the exact quotient; + 0.0
                 # turns -0.0 into 0.0 as Fraction does
-                q = pc.add(
-                    pc.divide(pc.cast(total, pa.float64()), pc.cast(count, pa.float64())), 0.0
+                ok = count != 0
+                q = (
+                    np.divide(
+                        total.astype(np.float64),
+                        count.astype(np.float64),
+                        out=np.zeros(len(count)),
+                        where=ok,
+                    )
+                    + 0.0
                 )
-                ok = pc.not_equal(count, 0)
                 if has is not None:
-                    ok = pc.and_(ok, has)
-                vals.append(pc.if_else(ok, q, pa.scalar(None, pa.float64())))
+                    ok = ok & has
+                vals.append((q, ~ok))
         return present, vals
 
     def _replay(
@@ -479,3 +467,37 @@ class AccumulatingReduceNode(StatefulNode):
         self.out = self._replay(pending(), groups, self.errs)
         if run is not None:
             self.acc.push(run)
+
+
+class _Columns(NamedTuple):
+    """A change as columns: its key columns and diffs (Arrow), per aggregated column
+    ``value * diff`` (Arrow, NULL where the value is), and its times (numpy)."""
+
+    keys: list[Any]
+    ds: Any
+    prods: dict[int, Any]
+    times: Ints
+
+
+def _codes(col: Any) -> npt.NDArray[Any]:
+    """Integers equal exactly where the values of Arrow column ``col`` are (NULLs too):
+    an integer column's own values, else dictionary codes."""
+    if pa.types.is_integer(col.type) and not col.null_count:
+        values: npt.NDArray[Any] = col.to_numpy()
+        return values
+    codes: npt.NDArray[Any] = pc.dictionary_encode(col, null_encoding="encode").indices.to_numpy()
+    return codes
+
+
+def _filled(col: Any) -> Ints:
+    """Int64 Arrow column ``col`` as numpy, NULLs as 0."""
+    values: Ints = (pc.fill_null(col, 0) if col.null_count else col).to_numpy()
+    return values
+
+
+def _pylist(col: Any, at: Ints) -> list[Any]:
+    """The Python values of Arrow column ``col`` at positions ``at``."""
+    if pa.types.is_integer(col.type) and not col.null_count:
+        values: list[Any] = col.to_numpy()[at].tolist()
+        return values
+    return col.take(pa.array(at)).to_pylist()  # type: ignore[no-any-return]
