@@ -274,6 +274,9 @@ class Spine:
             ktab = table_from_counts(self.lookup_schema, ((k, 0) for k in keys))
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError, ValueError):
             return None
+        ktab = ktab.drop_columns([COUNT])
+        if len(self._lookup_cols) == len(self.key_cols):  # (no key columns: rows, no columns)
+            return ktab.rename_columns(self.key_cols)
         first = [self.key_cols.index(c) for c in self._lookup_cols]
         return pa.table([ktab.column(i) for i in first], names=self._lookup_cols)
 

@@ -38,6 +38,7 @@ def test_defaults_are_those_open_always_had() -> None:
         "orchestrator": None,
         "blob": None,
         "consensus": None,
+        "shard_policy": None,
         "platform": REAL,
         "check_protocol": True,
         "max_result_size": None,
