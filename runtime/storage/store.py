@@ -481,10 +481,18 @@ class ShardStore:
         if plan is None or not plan.inline:
             return after
         try:
-            merged = self._merged_inline(after, plan)
+            table = self._merged_table(after, plan)
         except ShardError:
             return after
-        return after if merged is None else apply_compaction(after, plan, merged[0])
+        output = None  # everything cancelled out
+        if table.num_rows:
+            data = encode_inline(table, self.policy.inline_merge_max_bytes)
+            if data is None:
+                return after
+            tmin, tmax = time_bounds(table)
+            key = f"{INLINE_PREFIX}{self.new_id()}"
+            output = plan.output(key, table.num_rows, tmin, tmax, blob_digest(data), data)
+        return apply_compaction(after, plan, output)
 
     def append(
         self,
@@ -744,21 +752,6 @@ class ShardStore:
                 table.schema.get_field_index(TIME), batch_schema(schema).field(TIME), times
             )
         return consolidate_table(table)
-
-    def _merged_inline(
-        self, state: ShardState, plan: CompactionPlan
-    ) -> tuple[BatchMeta | None] | None:
-        """The output of inline merge ``plan`` (in a 1-tuple: ``None`` if it all cancelled
-        out), or ``None`` if its encoding exceeds ``policy.inline_merge_max_bytes``."""
-        table = self._merged_table(state, plan)
-        if not table.num_rows:
-            return (None,)
-        data = encode_inline(table, self.policy.inline_merge_max_bytes)
-        if data is None:
-            return None
-        tmin, tmax = time_bounds(table)
-        key = f"{INLINE_PREFIX}{self.new_id()}"
-        return (plan.output(key, table.num_rows, tmin, tmax, blob_digest(data), data),)
 
     def _merge(self, shard: str, plan: CompactionPlan) -> bool:
         """Merge ``plan`` into a blob (an inline plan's output stays inline when an append
