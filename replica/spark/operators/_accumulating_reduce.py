@@ -7,6 +7,7 @@ per step follow the keys the change touches, not the rows accumulated.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable, Sequence
 from itertools import repeat
 from typing import Any, NamedTuple
@@ -32,6 +33,13 @@ from ._base import Changes, Node, StatefulNode, by_key_time
 from ._vectors import Bools, Grouping, Ints, Layout, Segments, column_matrix, halves
 
 __all__ = ["AccumulatingReduceNode"]
+
+_ARROW_REFUSALS: tuple[type[Exception], ...] = (
+    pa.ArrowInvalid,
+    pa.ArrowNotImplementedError,
+    pa.ArrowTypeError,
+)
+"""What Arrow raises for a type it refuses: the step falls back to the Python replay."""
 
 
 class AccumulatingReduceNode(StatefulNode):
@@ -229,7 +237,8 @@ class AccumulatingReduceNode(StatefulNode):
                 fetched = [t for t in tables if t.num_rows]
                 base = self.acc.sum_arrow(fetched) if fetched else None
                 if base is not None or not fetched:
-                    out = self._replay_vectorised(gkeys, groups.times, gx, segments, base)
+                    with contextlib.suppress(*_ARROW_REFUSALS):  # then the Python replay
+                        out = self._replay_vectorised(gkeys, groups.times, gx, segments, base)
             if out is None:
                 old = self.acc.sum_dict(tables)
                 key_lists = [k.to_pylist() for k in gkeys]
@@ -292,21 +301,8 @@ class AccumulatingReduceNode(StatefulNode):
         change matrix (:class:`Layout`), ``segments`` their keys' runs; ``base`` the keys'
         old vectors (``v{j}``; ``None``: all zero). Every slot's running value is a per-key
         cumulative sum, all slots at once (:meth:`Layout.replay`). ``None`` when a count or
-        sum leaves int64, an average's operands are beyond 2**53 (its float division would
-        not be exact) or Arrow refuses a type."""
-        try:
-            return self._replay_vectorised_unchecked(keys, times, x, segments, base)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-            return None
-
-    def _replay_vectorised_unchecked(
-        self,
-        keys: list[Any],
-        times: Ints,
-        x: Ints,
-        segments: Segments,
-        base: pa.Table | None,
-    ) -> Changes | None:
+        sum leaves int64 or an average's operands are beyond 2**53 (its float division would
+        not be exact); a type Arrow refuses raises, and the caller falls back likewise."""
         old = self._old_vectors(keys, base)
         vectors = self._layout.replay(old, x, segments)
         if vectors is None:
