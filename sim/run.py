@@ -27,7 +27,7 @@ from .choices import ChoiceSource, pick, stream, subset
 from .faults import FaultPlan, generate_plan
 from .history import OFFLINE_PREFIX, ClientHistory, Violation, check_history
 from .kernel import run_virtual
-from .knobs import Knobs, draw_knobs
+from .knobs import Knobs
 from .scenario import Scenario
 from .trace import Trace
 from .world import STORAGE_FAULTS, SUPPORTED_FAULTS, Streams, World
@@ -202,10 +202,9 @@ def run_simulation(options: RunOptions, choices: ChoiceSource | None = None) -> 
         "mutant": options.mutant,
         "choices": "seeded" if choices is None else type(choices).__name__,
     }
-    knobs = draw_knobs(streams.knobs) if options.knobs is None else options.knobs
-    expanded["knobs"] = knobs.to_json()
     trace = Trace(tail=options.trace_tail, keep_all=options.keep_trace)
-    world = World(scenario, plan, streams, trace, knobs=knobs)
+    world = World(scenario, plan, streams, trace, knobs=options.knobs)
+    expanded["knobs"] = world.knobs.to_json()
     world.record(
         "options", **{k: v for k, v in expanded.items() if k not in ("choices", "actions")}
     )
