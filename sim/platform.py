@@ -8,7 +8,9 @@ The controller process runs the production runtime over this platform:
   choices, times the "slow storage" factor); a call reaches the disk only
   while the process lives, and if the process dies inside it (a crash point)
   or while waiting for its answer, the calling task never resumes: the world
-  cancels the whole process, as ``kill -9`` would;
+  cancels the whole process, as ``kill -9`` would; ``run_brief`` is the
+  same (production runs those calls on the event loop, which a simulated
+  latency does not change: the caller waits either way);
 * ``new_id`` comes from the process's incarnation (deterministic);
 * no background threads.
 """
@@ -78,3 +80,5 @@ class SimPlatform:
         if not proc.alive:
             await trio.sleep_forever()
         return result
+
+    run_brief = run_blocking

@@ -1,4 +1,4 @@
-"""The storage controller's effects carried out against a :class:`ShardStore`, in worker threads.
+"""The storage controller's effects carried out against a :class:`ShardStore`.
 
 :class:`ShardStorageIO` performs ``RegisterShard``, ``WriteToShard``,
 ``ReadSnapshot``, ``DowngradeShardSince`` and ``DropShard`` on the shard
@@ -6,7 +6,8 @@
 effects arrived (one worker task per busy shard; consecutive since
 downgrades collapse into the last one), different shards proceed in
 parallel. Blocking store calls run where the :class:`~tidegate.runtime.platform.Platform`
-puts them (worker threads in production). Outcomes go back to the controller
+puts them: worker threads in production, except a small write to a local
+store (:data:`BRIEF_WRITE_ROWS`), which runs on the event loop. Outcomes go back to the controller
 through the ``report`` callback given to :meth:`start`: a function of the
 controller that returns its effects (``complete_write``, ``complete_snapshot``).
 
@@ -85,6 +86,11 @@ StorageEffectIO: TypeAlias = (
 RETRY_FIRST_S = 0.01
 RETRY_CAP_S = 1.0
 
+BRIEF_WRITE_ROWS = 256
+"""A write of at most this many rows to a local store (:attr:`ShardStore.local`) runs where the
+platform runs brief calls (:meth:`~tidegate.runtime.platform.Platform.run_brief`): a group
+commit of single-row appends, about a millisecond of CPU and one fsync."""
+
 
 def is_transient(error: BaseException) -> bool:
     """Whether a storage call that raised ``error`` may succeed when retried.
@@ -149,13 +155,15 @@ class ShardStorageIO:
         """Run blocking ``fn(*args)`` where the platform runs blocking work (once, no retry)."""
         return await self.platform.run_blocking(fn, *args)
 
-    async def retrying(self, what: str, fn: Callable[..., T], *args: Any) -> T:
-        """``fn(*args)`` retried with capped backoff while it fails transiently (:func:`is_transient`)."""
+    async def retrying(self, what: str, fn: Callable[..., T], *args: Any, brief: bool = False) -> T:
+        """``fn(*args)`` retried with capped backoff while it fails transiently (:func:`is_transient`);
+        ``brief``: each try is a brief call (:meth:`~tidegate.runtime.platform.Platform.run_brief`)."""
+        run = self.platform.run_brief if brief else self.platform.run_blocking
         delay = RETRY_FIRST_S
         complained = ""
         while True:
             try:
-                return await self.platform.run_blocking(fn, *args)
+                return await run(fn, *args)
             except Exception as e:
                 if not is_transient(e):
                     raise
@@ -400,8 +408,9 @@ class ShardStorageIO:
                     log.info("check after the write to %s failed: %r", e.id, err)
             return True, upper
 
+        brief = self.store.local and len(e.updates) <= BRIEF_WRITE_ROWS
         try:
-            ok, upper = await self.retrying(f"write {e.id}", write)
+            ok, upper = await self.retrying(f"write {e.id}", write, brief=brief)
         except Exception as err:  # a definite refusal (the shard is gone, the rows do not fit)
             log.warning("write to shard %s refused: %r", e.id, err)
             self.errors.append((f"write {e.id}", err))

@@ -49,6 +49,10 @@ class FileBlob:
     ones may belong to a live writer in another process).
     """
 
+    local = True
+    """Calls are IO on this machine's disk, or memory: a small write is brief (see
+    :attr:`~tidegate.runtime.storage.ShardStore.local`)."""
+
     def __init__(self, root: str | os.PathLike[str], *, stale_tmp_s: float = STALE_TMP_S) -> None:
         self.root = Path(root)
         try:

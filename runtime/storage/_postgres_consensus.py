@@ -50,6 +50,10 @@ CREATE TABLE IF NOT EXISTS consensus (
 class PostgresConsensus:
     """Consensus on the PostgreSQL server at ``url`` (a libpq connection URL)."""
 
+    local = False
+    """Calls are network round trips, which may hang: never run on an event loop (see
+    :attr:`~tidegate.runtime.storage.ShardStore.local`)."""
+
     def __init__(self, url: str, *, connect_timeout_s: int = 10) -> None:
         try:
             import psycopg

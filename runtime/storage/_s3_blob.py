@@ -16,6 +16,10 @@ __all__ = ["S3Blob"]
 class S3Blob:
     """Objects under ``prefix`` in ``bucket``; ``endpoint`` selects a non-AWS server."""
 
+    local = False
+    """Calls are network round trips, which may hang: never run on an event loop (see
+    :attr:`~tidegate.runtime.storage.ShardStore.local`)."""
+
     def __init__(
         self,
         bucket: str,

@@ -81,6 +81,10 @@ class SqliteConsensus:
     :class:`StorageUnavailable`, with nothing applied.
     """
 
+    local = True
+    """Calls are IO on this machine's disk, or memory: a small write is brief (see
+    :attr:`~tidegate.runtime.storage.ShardStore.local`)."""
+
     def __init__(
         self,
         path: str | os.PathLike[str],

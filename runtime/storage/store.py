@@ -246,6 +246,13 @@ class ShardStore:
         kwargs.setdefault("owns_backends", True)
         return cls(open_blob(blob_url), open_consensus(consensus_url), **kwargs)
 
+    @property
+    def local(self) -> bool:
+        """Whether both backends are on this machine (a file blob, SQLite, or memory): a
+        small write is then brief enough to run on the caller's event loop, where a remote
+        backend's round trip may hang. Backends that do not say are taken as remote."""
+        return bool(getattr(self.blob, "local", False) and getattr(self.consensus, "local", False))
+
     # -- state -----------------------------------------------------------------------
 
     def _fetch(self, shard: str) -> ShardState:

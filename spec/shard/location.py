@@ -97,6 +97,9 @@ def check_cas_arguments(key: str, expected: int | None, new: VersionedData) -> N
 class MemoryConsensus:
     """Consensus in a dict (deterministic; shared by reference between store objects)."""
 
+    local = True
+    """In memory: calls are brief (see ``tidegate.runtime.storage.ShardStore.local``)."""
+
     def __init__(self) -> None:
         self._log: dict[str, list[VersionedData]] = {}
 
@@ -133,6 +136,9 @@ class MemoryConsensus:
 
 class MemoryBlob:
     """Blob in a dict (deterministic; shared by reference between store objects)."""
+
+    local = True
+    """In memory: calls are brief (see ``tidegate.runtime.storage.ShardStore.local``)."""
 
     def __init__(self) -> None:
         self._objects: dict[str, bytes] = {}

@@ -5,21 +5,25 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import anyio
 import pytest
 
 from tidegate.runtime.controller import ShardStorageIO
 from tidegate.runtime.controller.schemas import arrow_schema
-from tidegate.runtime.controller.storage_io import CONTROLLER_READER
+from tidegate.runtime.controller.storage_io import BRIEF_WRITE_ROWS, CONTROLLER_READER, shard_name
+from tidegate.runtime.platform import InlinePlatform
 from tidegate.runtime.storage import default_urls
+from tidegate.runtime.storage._postgres_consensus import PostgresConsensus
+from tidegate.runtime.storage._s3_blob import S3Blob
 from tidegate.runtime.storage.store import ShardStore
 from tidegate.spec.controller import Controller
 from tidegate.spec.errors import ShardFinalized
 from tidegate.spec.frontier import Antichain
 from tidegate.spec.ids import GlobalId
 from tidegate.spec.plan import Schema
+from tidegate.spec.shard import MemoryBlob, MemoryConsensus
 from tidegate.spec.storage import (
     AppendCommand,
     AppendCompleted,
@@ -33,6 +37,8 @@ from tidegate.spec.storage import (
 )
 
 pytestmark = pytest.mark.timeout(60)
+
+T = TypeVar("T")
 
 SCHEMA = Schema.of(("k", "int64", False), ("s", "string"), ("d", "date"), ("f", "float64"))
 G = GlobalId.user(7)
@@ -109,6 +115,63 @@ def test_effects_on_one_shard_run_in_order_and_report_outcomes() -> None:
         assert waiter.done.is_set() and waiter.rows == [(row, 7, 2)]
 
     run_io(main)
+
+
+class CountingPlatform(InlinePlatform):
+    """Runs blocking calls inline, counting which way each came: brief or not."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ways: list[str] = []
+
+    async def run_blocking(self, fn: Callable[..., T], *args: Any) -> T:
+        self.ways.append("blocking")
+        return fn(*args)
+
+    async def run_brief(self, fn: Callable[..., T], *args: Any) -> T:
+        self.ways.append("brief")
+        return fn(*args)
+
+
+@pytest.mark.parametrize("local", [True, False])
+def test_small_writes_to_a_local_store_are_brief_calls_and_the_rest_are_not(local: bool) -> None:
+    """A group commit's small write to a store on this machine runs where the platform runs
+    brief calls (production: on the event loop, cheaper than a worker thread under the GIL);
+    a large write, or any write to a remote backend, which may hang, runs as blocking work."""
+
+    class Remote(MemoryConsensus):
+        local = False
+
+    async def main() -> None:
+        s = ShardStore(MemoryBlob(), MemoryConsensus() if local else Remote())
+        assert s.local is local
+        platform = CountingPlatform()
+        io = ShardStorageIO(s, platform=platform)
+        done: list[bool] = []
+        async with anyio.create_task_group() as tg:
+            io.start(tg, lambda fn: done.append(bool(fn(Recorder()) == [])))
+            io.set_schema(G, SCHEMA)
+            io.handle(RegisterShard(G))
+            small = tuple(((k, "a", None, 0.5), 0, 1) for k in range(BRIEF_WRITE_ROWS))
+            large = tuple(((k, "b", None, 0.5), 1, 1) for k in range(BRIEF_WRITE_ROWS + 1))
+            io.handle(WriteToShard(1, G, small, Antichain([0]), Antichain([1])))
+            io.handle(WriteToShard(2, G, large, Antichain([1]), Antichain([2])))
+            await drained(io, lambda: len(done) == 2)
+        assert platform.ways == ["blocking", "brief" if local else "blocking", "blocking"]
+        assert s.upper(shard_name(G)) == Antichain([2])
+
+    anyio.run(main)
+
+
+def test_a_store_is_local_only_when_both_backends_say_so(tmp_path: Path) -> None:
+    s = ShardStore.open(*default_urls(tmp_path))  # a file blob and SQLite
+    try:
+        assert s.local
+    finally:
+        s.close()
+    assert not PostgresConsensus.local and not S3Blob.local
+    unsaid = cast(MemoryConsensus, object())  # a backend that does not say is taken as remote
+    assert not ShardStore(MemoryBlob(), unsaid).local
 
 
 def test_since_downgrades_reach_the_critical_reader_and_drop_finalizes() -> None:
