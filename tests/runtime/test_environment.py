@@ -29,6 +29,7 @@ from tidegate.spec.frontier.read_policy import LagWriteFrontier
 from tidegate.spec.ids import GlobalId
 from tidegate.spec.plan.reference import evaluate
 from tidegate.spec.plan.relation import Plan
+from tidegate.spec.storage import WriteToShard
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -314,6 +315,47 @@ def test_group_commit_gives_concurrent_appends_one_timestamp_and_moves_every_tab
                 with pytest.raises(UnknownCatalogObject):
                     await env.append_many([("a", [(7,)]), ("nope", [(8,)])])
                 assert ((7,), 1) not in await env.peek("a")
+
+    run(backend, main)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_clients_a_commit_releases_append_again_into_one_commit(
+    tmp_path: Path, backend: str
+) -> None:
+    """Closed-loop clients (each appends again as soon as its append is acknowledged) share
+    one commit per round, even when another append queued while the last commit was in
+    flight: the next commit waits a turn or two for the clients the last one released,
+    rather than taking the lone early append and leaving them a whole commit behind."""
+    clients, rounds = 8, 6
+
+    async def main() -> None:
+        with anyio.fail_after(60):
+            async with Environment.open(tmp_path, replicas={}, tick_ms=None) as env:
+                await env.create_table("t", Schema.of(("x", "int64", False)))
+                before = env.driver.commits
+                interloped: list[int] = []
+                spawned = [0]
+
+                async def client(c: int) -> None:
+                    for r in range(rounds):
+                        await env.append("t", [(c * rounds + r,)])
+
+                async def interloper() -> None:
+                    interloped.append(await env.append("t", [(-1,)]))
+
+                async with anyio.create_task_group() as tg:
+
+                    def observe(effect: object) -> None:  # an append while a write is in flight
+                        if isinstance(effect, WriteToShard) and spawned[0] < rounds - 1:
+                            spawned[0] += 1
+                            tg.start_soon(interloper)
+
+                    env.driver.observers.append(observe)
+                    for c in range(clients):
+                        tg.start_soon(client, c)
+                assert len(interloped) == rounds - 1
+                assert env.driver.commits - before <= rounds + 1
 
     run(backend, main)
 
