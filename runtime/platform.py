@@ -80,8 +80,9 @@ class RealPlatform:
         return await anyio.to_thread.run_sync(fn, *args)
 
     async def run_brief(self, fn: Callable[..., T], *args: Any) -> T:
-        """Inline on the event loop (which waits out the call, fsync included): a group commit
-        of 16 single-row appends costs about a third less CPU so (``bench/appends.py``)."""
+        """Inline on the event loop (which waits out the call, fsync included): with 16 clients
+        appending single rows, 0.31 ms of CPU per append against 0.43 ms through a worker
+        thread (``bench/appends.py``)."""
         return fn(*args)
 
     def new_id(self) -> str:
