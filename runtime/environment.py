@@ -586,7 +586,7 @@ class Environment:
                 except InvalidUppers:
                     continue
             ids = [c.id for c in self.driver.ctl.storage.collections() if not c.is_dropped]
-            await self.io.take_over(ids, CONTROLLER_READER, oracle_epoch(oracle))
+            await self.io.take_over(ids, CONTROLLER_READER, oracle.epoch)
             if _storage_wanted(self.state):  # sources and sinks run from now on
                 await self._connect_storage_replica(self.state)
 
@@ -799,15 +799,8 @@ class Environment:
         The writer epoch is the durable timestamp oracle's: an environment that opens
         read-write, or is promoted, opens a new oracle, which bumps it.
         """
-        from .oracle import TimestampOracle
-
-        oracle = self.oracle
-        if not isinstance(oracle, TimestampOracle):
-            return None
-        found = oracle.durable_epoch()
-        if found is not None and found > oracle.epoch:
-            return EnvironmentFenced(oracle.epoch, found)
-        return None
+        newer = self.oracle.superseded_by()
+        return None if newer is None else EnvironmentFenced(self.oracle.epoch, newer)
 
     def _fresh_id(self) -> GlobalId:
         return GlobalId.user(self.state.next_user_id)
@@ -1936,12 +1929,6 @@ async def _start_all(orchestrator: Any, replicas: Sequence[ReplicaEntry]) -> Non
         for name in rest:
             error.add_note(f"replica {name!r} failed too: {failures[name]}")
         raise error
-
-
-def oracle_epoch(oracle: Oracle) -> int:
-    """The writer epoch of ``oracle`` (the durable oracle's epoch; 0 for another kind)."""
-    epoch = getattr(oracle, "epoch", 0)
-    return epoch if type(epoch) is int else 0
 
 
 def _memory_limit_args(limit: int | None) -> tuple[str, ...]:

@@ -122,6 +122,11 @@ class TimestampOracle:
         head = self._consensus.head(self._key)
         return None if head is None else _decode(self._key, head.data)[1]
 
+    def superseded_by(self) -> int | None:
+        """The :meth:`durable_epoch` if a newer oracle opened since this one, else ``None``."""
+        found = self.durable_epoch()
+        return found if found is not None and found > self._epoch else None
+
     def write_ts(self) -> int:
         """A new write timestamp: ``max(last + 1, clock)``, strictly above all earlier ones.
 

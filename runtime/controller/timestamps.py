@@ -43,6 +43,17 @@ class Oracle(Protocol):
         changed, call :meth:`apply_write` from a worker thread)."""
         ...
 
+    @property
+    def epoch(self) -> int:
+        """The writer epoch: a durable oracle's incarnation (opening one fences the writers
+        of earlier ones); ``0`` for an oracle without one."""
+        ...
+
+    def superseded_by(self) -> int | None:
+        """Blocking: the epoch of a newer oracle opened since this one (its writer is
+        fenced then), else ``None``; never superseded without an epoch."""
+        ...
+
 
 class MemoryOracle:
     """An oracle in memory, on a millisecond clock: ``write_ts`` is ``max(now, last + 1)``.
@@ -73,6 +84,12 @@ class MemoryOracle:
     def apply_write_nowait(self, ts: int) -> bool:
         self.apply_write(ts)
         return True
+
+    epoch = 0
+    """No epoch: nothing durable fences this oracle's writer."""
+
+    def superseded_by(self) -> int | None:
+        return None
 
 
 class UpperOracle:
@@ -109,6 +126,12 @@ class UpperOracle:
     def apply_write_nowait(self, ts: int) -> bool:
         self.apply_write(ts)
         return True
+
+    epoch = 0
+    """No epoch: nothing durable fences this oracle's writer."""
+
+    def superseded_by(self) -> int | None:
+        return None
 
 
 def default_oracle(consensus: Any | None, clock_ms: Callable[[], int] = wall_ms) -> Oracle:

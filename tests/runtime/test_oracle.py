@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tidegate.runtime.controller.timestamps import MemoryOracle, UpperOracle
 from tidegate.runtime.errors import OracleError, OracleFenced
 from tidegate.runtime.oracle import TimestampOracle
 from tidegate.runtime.platform import wall_ms
@@ -161,6 +162,21 @@ def test_a_new_oracle_fences_the_old_one_at_its_next_reservation(tmp_path: Path)
         old.apply_write(10_000)
     assert old.read_ts() == before[1]
     assert new.write_ts() == 5_000  # the winner carries on
+
+
+def test_an_oracle_knows_it_was_superseded_before_its_next_reservation() -> None:
+    """What an environment asks before acknowledging a commit (the writer epoch): a newer
+    oracle on the same key supersedes this one at once, with one read and no write."""
+    consensus = CountingConsensus()
+    old = TimestampOracle(consensus)
+    assert old.superseded_by() is None
+    new = TimestampOracle(consensus)
+    writes = consensus.writes
+    assert old.superseded_by() == new.epoch == old.epoch + 1
+    assert new.superseded_by() is None
+    assert consensus.writes == writes
+    assert MemoryOracle().superseded_by() is None and MemoryOracle().epoch == 0
+    assert UpperOracle(lambda: None).superseded_by() is None
 
 
 def test_keys_are_independent() -> None:
