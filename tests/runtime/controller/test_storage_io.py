@@ -14,9 +14,7 @@ from tidegate.runtime.controller import ShardStorageIO
 from tidegate.runtime.controller.schemas import arrow_schema
 from tidegate.runtime.controller.storage_io import BRIEF_WRITE_ROWS, CONTROLLER_READER, shard_name
 from tidegate.runtime.platform import InlinePlatform
-from tidegate.runtime.storage import default_urls
-from tidegate.runtime.storage._postgres_consensus import PostgresConsensus
-from tidegate.runtime.storage._s3_blob import S3Blob
+from tidegate.runtime.storage import PostgresConsensus, S3Blob, default_urls
 from tidegate.runtime.storage.store import ShardStore
 from tidegate.spec.controller import Controller
 from tidegate.spec.errors import ShardFinalized
@@ -147,16 +145,16 @@ def test_small_writes_to_a_local_store_are_brief_calls_and_the_rest_are_not(loca
         assert s.local is local
         platform = CountingPlatform()
         io = ShardStorageIO(s, platform=platform)
-        done: list[bool] = []
+        reported: list[object] = []
         async with anyio.create_task_group() as tg:
-            io.start(tg, lambda fn: done.append(bool(fn(Recorder()) == [])))
+            io.start(tg, lambda fn: reported.append(fn(Recorder())))
             io.set_schema(G, SCHEMA)
             io.handle(RegisterShard(G))
             small = tuple(((k, "a", None, 0.5), 0, 1) for k in range(BRIEF_WRITE_ROWS))
             large = tuple(((k, "b", None, 0.5), 1, 1) for k in range(BRIEF_WRITE_ROWS + 1))
             io.handle(WriteToShard(1, G, small, Antichain([0]), Antichain([1])))
             io.handle(WriteToShard(2, G, large, Antichain([1]), Antichain([2])))
-            await drained(io, lambda: len(done) == 2)
+            await drained(io, lambda: len(reported) == 2)
         assert platform.ways == ["blocking", "brief" if local else "blocking", "blocking"]
         assert s.upper(shard_name(G)) == Antichain([2])
 
