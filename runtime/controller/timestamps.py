@@ -55,7 +55,30 @@ class Oracle(Protocol):
         ...
 
 
-class MemoryOracle:
+class _WithoutIO:
+    """What an oracle that does no IO shares: its calls never wait, and it has no epoch."""
+
+    def write_ts(self) -> int:
+        raise NotImplementedError
+
+    def apply_write(self, ts: int) -> None:
+        raise NotImplementedError
+
+    def write_ts_nowait(self) -> int:
+        return self.write_ts()
+
+    def apply_write_nowait(self, ts: int) -> bool:
+        self.apply_write(ts)
+        return True
+
+    epoch = 0
+    """No epoch: nothing durable fences this oracle's writer."""
+
+    def superseded_by(self) -> int | None:
+        return None
+
+
+class MemoryOracle(_WithoutIO):
     """An oracle in memory, on a millisecond clock: ``write_ts`` is ``max(now, last + 1)``.
 
     Not durable: after a restart, call :meth:`apply_write` with the highest
@@ -78,21 +101,8 @@ class MemoryOracle:
         self._write = max(self._write, ts)
         self._read = max(self._read, ts)
 
-    def write_ts_nowait(self) -> int:
-        return self.write_ts()
 
-    def apply_write_nowait(self, ts: int) -> bool:
-        self.apply_write(ts)
-        return True
-
-    epoch = 0
-    """No epoch: nothing durable fences this oracle's writer."""
-
-    def superseded_by(self) -> int | None:
-        return None
-
-
-class UpperOracle:
+class UpperOracle(_WithoutIO):
     """The oracle of a read-only environment: no writes; reads just below the tables' uppers.
 
     ``uppers()`` gives the tables' upper as this environment last learned it
@@ -119,19 +129,6 @@ class UpperOracle:
 
     def apply_write(self, ts: int) -> None:
         self._read = max(self._read, ts)
-
-    def write_ts_nowait(self) -> int:
-        return self.write_ts()
-
-    def apply_write_nowait(self, ts: int) -> bool:
-        self.apply_write(ts)
-        return True
-
-    epoch = 0
-    """No epoch: nothing durable fences this oracle's writer."""
-
-    def superseded_by(self) -> int | None:
-        return None
 
 
 def default_oracle(consensus: Any | None, clock_ms: Callable[[], int] = wall_ms) -> Oracle:
