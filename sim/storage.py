@@ -203,6 +203,11 @@ def _is_append(key: str, new: VersionedData, previous: VersionedData | None) -> 
 
 
 class _Client:
+    local = True
+    """The simulated disk stands for the controller's own disk (SQLite and files), so the
+    runtime's small commits go through the platform's brief calls here too
+    (``ShardStore.local``; the simulator runs those as it runs every call)."""
+
     def __init__(
         self, disk: SimDisk, process: SimProcess, faults: StorageFaults, kind: str
     ) -> None:

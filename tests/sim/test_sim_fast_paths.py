@@ -20,7 +20,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tidegate.runtime.storage import ShardStore
 from tidegate.sim import RunOptions, run_simulation
+from tidegate.sim.platform import SimPlatform
 from tidegate.sim.plot import summarise
 from tidegate.sim.scenario import (
     DEFAULT_REPLICA_STEP_MS,
@@ -81,6 +83,29 @@ def test_event_driven_publishing_and_stepping_equal_eager_ones(
     monkeypatch.setattr(ComputeReplica, "step", eager_replica_step)
     monkeypatch.setattr(PythonExecutor, "step", eager_step)
     assert _digest(seed) == fast
+
+
+def test_small_commits_take_the_brief_path_and_it_changes_nothing_observable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The simulated disk is the controller's local disk, so the runtime's small commits
+    reach ``Platform.run_brief`` in a run (production runs it on the event loop); the
+    simulator runs it as every other call, so a run with every write as blocking work has
+    the very same trace."""
+    brief = [0]
+    blocking = SimPlatform.run_blocking
+
+    async def counted(self: SimPlatform, fn: Any, *args: Any) -> Any:
+        brief[0] += 1
+        return await blocking(self, fn, *args)
+
+    monkeypatch.setattr(SimPlatform, "run_brief", counted)
+    with_brief = _digest(1)
+    assert brief[0] > 0
+    monkeypatch.setattr(ShardStore, "local", property(lambda self: False))
+    brief[0] = 0
+    assert _digest(1) == with_brief
+    assert brief[0] == 0
 
 
 _names = st.text(min_size=1, max_size=6)
