@@ -58,6 +58,10 @@ class BatchMeta:
     max_time: int | None = None
     digest: str | None = None
     inline: bytes | None = None
+    encoded: str | None = field(default=None, init=False, repr=False, compare=False)
+    """The batch's JSON in a state record, kept by :func:`~.codec.encode_state` the first
+    time it encodes the batch: a batch is immutable and lives through many commits of its
+    shard, and each commit re-encodes every batch (its inline bytes in base64)."""
 
     @property
     def is_inline(self) -> bool:
