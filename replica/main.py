@@ -362,6 +362,9 @@ def _serve(args: argparse.Namespace, log: logging.Logger) -> int:
             service.stop()
         store.close()
         return 1
+    from tidegate.runtime.heap import freeze_startup_heap
+
+    frozen = freeze_startup_heap()  # before anyone is told where to connect
     address = f"{listen_host}:{server.port}"
     print(
         json.dumps(
@@ -382,6 +385,7 @@ def _serve(args: argparse.Namespace, log: logging.Logger) -> int:
         metrics=metrics_at,
         services=list(wanted),
         executor=args.executor if computing else None,
+        frozen_objects=frozen,
     )
 
     while not signalled and not stop.wait(0.2):

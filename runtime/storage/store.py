@@ -120,8 +120,12 @@ def _at_or_after(table: pa.Table, t: int) -> pa.Table:
 _DECODED: dict[tuple[str, int], tuple[bytes, ShardState]] = {}
 """Decoded shard states by (shard, seqno), shared by the stores of a process: every reader of a
 shard (a controller, replicas, listeners) decodes each version once, not once each. Entries are
-checked against the bytes they came from; the cache is emptied when it grows past its bound."""
-_DECODED_MAX = 1024
+checked against the bytes they came from; past the bound the oldest entry goes."""
+_DECODED_MAX = 256
+"""Readers read near a shard's head, so a few hundred versions serve them all. Each entry is a
+state's bytes and its objects, which every full collection of the process walks: 1,024 entries
+(emptied all at once when full) held up to 100,000 objects in a replica under
+``bench/appends.py``, more than its whole startup heap."""
 
 
 def decoded_state(shard: str, seqno: int, data: bytes) -> ShardState:
@@ -141,7 +145,8 @@ def _decode(shard: str, seqno: int, data: bytes) -> ShardState:
 
 def _remember(key: tuple[str, int], data: bytes, state: ShardState) -> None:
     if len(_DECODED) >= _DECODED_MAX:
-        _DECODED.clear()
+        with contextlib.suppress(StopIteration, KeyError):  # another thread evicted it first
+            del _DECODED[next(iter(_DECODED))]
     _DECODED[key] = (data, state)
 
 

@@ -76,6 +76,10 @@ def test_spark_options_pidfiles_logs_and_hydration(tmp_path: Path) -> None:
         events = [r["event"] for r in records]
         assert events.count("replica_starting") == 2  # the orchestrator's, before each start
         assert events.count("listening") >= 2
+        # each start froze what startup made, out of the collector's full collections (the
+        # logged event says how much; the stdout line the orchestrator reads does not)
+        logged = [r for r in records if r["event"] == "listening" and "level" in r]
+        assert len(logged) == 2 and all(r["frozen_objects"] > 10_000 for r in logged)
 
     anyio.run(main)
 

@@ -226,6 +226,7 @@ async def _run(
     import anyio
 
     from tidegate.runtime.environment import Environment
+    from tidegate.runtime.heap import freeze_startup_heap
 
     from .service import ControlService
 
@@ -266,6 +267,7 @@ async def _run(
                 gate.run(service)
                 events.attach(env)
                 tg.start_soon(events.follow)
+                freeze_startup_heap()
                 where = ControllerInfo.path(Path(args.data_dir).resolve())
                 reporter.say(
                     f"ready in {time.monotonic() - began:.1f} s: control endpoint "
