@@ -236,6 +236,8 @@ def _updates(schema: Schema, rows: Iterable[Any], what: str) -> list[tuple[Row, 
 
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_SLOT_DROP_WAIT_S = 30.0
+"""How long closing an environment waits for the slots of sources it dropped to be dropped."""
 
 
 class Environment:
@@ -279,6 +281,8 @@ class Environment:
         self._opened_read_only = False
         self._tables_cache: tuple[CatalogState | None, dict[Ref, TableEntry]] = (None, {})
         """Tables by the refs appends named them with, for one catalog state."""
+        self._slot_drops: set[anyio.Event] = set()
+        """One event per dropped PostgreSQL source whose slot is still being dropped."""
 
     # -- opening ---------------------------------------------------------------------------
     @classmethod
@@ -477,6 +481,7 @@ class Environment:
             stack.push_async_callback(env._release_read_only_holds)
         else:
             driver.fence_check = env._fence_check
+            stack.push_async_callback(env._finish_slot_drops)  # before the driver stops
         if managed:
             await _start_all(orchestrator, managed)
         await env._restore(state, [r.name for r in entries])
@@ -1439,6 +1444,42 @@ class Environment:
             elif isinstance(entry, STORAGE_ENTRIES):
                 ctl.drop_sources([g])
                 driver.apply()
+                if isinstance(entry, SourceEntry) and isinstance(entry.connection, PostgresSource):
+                    done = anyio.Event()
+                    self._slot_drops.add(done)
+                    driver.start_soon(self._drop_replication_slot, entry, done)
+
+    async def _drop_replication_slot(self, entry: SourceEntry, done: anyio.Event) -> None:
+        """A dropped PostgreSQL source's slot goes too, as in Materialize: the upstream keeps
+        WAL for a slot until it is dropped. In the background, once the storage replica
+        has stopped reading from it (closing the environment waits for it a while); a slot
+        that cannot be dropped (the server is unreachable, say) is logged with what to run
+        by hand."""
+        name, connection = entry.name, entry.connection
+        assert isinstance(connection, PostgresSource)
+        try:
+            await self.platform.run_blocking(_drop_postgres_slot, connection)
+        except Exception as e:
+            log.warning(
+                "source %s was dropped but its replication slot %s was not (%s); it holds "
+                "WAL upstream until dropped: SELECT pg_drop_replication_slot('%s') on %s",
+                name,
+                connection.slot,
+                e,
+                connection.slot,
+                connection_text(connection),
+            )
+        else:
+            log.info("source %s: replication slot %s dropped", name, connection.slot)
+        finally:
+            self._slot_drops.discard(done)
+            done.set()
+
+    async def _finish_slot_drops(self) -> None:
+        """On close: wait up to :data:`_SLOT_DROP_WAIT_S` for dropped sources' slots to go."""
+        with anyio.move_on_after(_SLOT_DROP_WAIT_S):
+            for done in list(self._slot_drops):
+                await done.wait()
 
     async def set_read_policy(self, ref: Ref, policy: ReadPolicy) -> None:
         """How far object ``ref`` may be compacted (its shard too, for tables and views)."""
@@ -1854,6 +1895,14 @@ def _postgres_schema(connection: PostgresSource) -> Schema:
 
     with PostgresReader(connection) as reader:
         return reader.schema()
+
+
+def _drop_postgres_slot(connection: PostgresSource) -> None:
+    """Blocking: drop ``connection``'s replication slot, waiting while a reader still holds it."""
+    from .sources.postgres import PostgresReader
+
+    with PostgresReader(connection, slot_busy_timeout_s=60.0) as reader:
+        reader.drop_slot()
 
 
 def _check_sink_connection(connection: object, schema: Schema, gid: GlobalId) -> None:

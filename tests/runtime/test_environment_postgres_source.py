@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 import socket
 import threading
 from collections.abc import AsyncIterator, Iterator
@@ -124,6 +125,39 @@ def test_a_postgres_table_is_replicated_inserts_updates_deletes(
             anyio.run(main)
         finally:
             _drop_slot(conn, slot)
+
+
+def _slot_exists(conn: psycopg.Connection[Any], slot: str) -> bool:
+    found = conn.execute("SELECT 1 FROM pg_replication_slots WHERE slot_name = %s", (slot,))
+    return found.fetchone() is not None
+
+
+def test_dropping_a_source_drops_its_replication_slot(tmp_path: Path, postgres_url: str) -> None:
+    """The upstream keeps WAL for a slot until it is dropped: DROP SOURCE drops it (as in
+    Materialize), once the storage replica lets go of it, and closing the environment
+    right after the drop waits for that."""
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        table, pub, slot = _table(conn)
+        kept_table, kept_pub, kept_slot = _table(conn)
+
+        async def main() -> None:
+            async with _environment(tmp_path, 120) as env:
+                await env.create_source("s", PostgresSource(postgres_url, table, pub, slot))
+                kept = PostgresSource(postgres_url, kept_table, kept_pub, kept_slot)
+                await env.create_source("kept", kept)
+                await until_status(env, "s", "running")
+                await until_status(env, "kept", "running")
+                assert _slot_exists(conn, slot) and _slot_exists(conn, kept_slot)
+                await env.execute("DROP SOURCE s")
+            # closed at once: the close waited for the slot to go
+
+        try:
+            anyio.run(main)
+            assert not _slot_exists(conn, slot)
+            assert _slot_exists(conn, kept_slot)  # a source not dropped keeps its slot
+        finally:
+            _drop_slot(conn, slot)
+            _drop_slot(conn, kept_slot)
 
 
 def test_a_table_that_cannot_be_replicated_or_a_bad_schema_changes_nothing(
@@ -243,7 +277,7 @@ def proxy(postgres_url: str) -> Iterator[_Proxy]:
 
 
 def test_an_unreachable_upstream_stalls_the_source_and_nothing_is_lost(
-    tmp_path: Path, postgres_url: str, proxy: _Proxy
+    tmp_path: Path, postgres_url: str, proxy: _Proxy, caplog: pytest.LogCaptureFixture
 ) -> None:
     hostport = postgres_url.split("@")[-1].split("/")[0]
     via_proxy = postgres_url.replace(hostport, f"127.0.0.1:{proxy.port}")
@@ -274,9 +308,17 @@ def test_an_unreachable_upstream_stalls_the_source_and_nothing_is_lost(
                 conn.execute(f"INSERT INTO {table} VALUES (3, 'c')")
                 await until_rows(env, "s", [((1, "A"), 1), ((2, "b"), 1), ((3, "c"), 1)])
                 await until_status(env, "s", "running")
+                # dropped while the upstream is unreachable: the slot stays, and the log says
+                # how to drop it by hand
+                proxy.cut()
+                await env.drop("s")
 
         try:
-            anyio.run(main)
+            with caplog.at_level(logging.WARNING, logger="tidegate.runtime.environment"):
+                anyio.run(main)
+            [left] = [r.getMessage() for r in caplog.records if "replication slot" in r.message]
+            assert f"SELECT pg_drop_replication_slot('{slot}')" in left
+            assert _slot_exists(conn, slot)
         finally:
             proxy.cut()
             _drop_slot(conn, slot)

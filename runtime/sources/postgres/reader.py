@@ -263,7 +263,7 @@ class PostgresReader:
                 self._resume = self._upper = resume_offset
             elif slot is None or slot.lost:
                 if slot is not None:
-                    self._drop_slot()
+                    self.drop_slot()
                 start_lsn = self._fresh_snapshot(stream, table)
             else:
                 start_lsn = self._rewound_snapshot(confirmed, table)
@@ -281,7 +281,11 @@ class PostgresReader:
         self._parsers: list[TextParser] = [PARSERS[c.scalar] for c in table.columns]
         self._not_null = [i for i, c in enumerate(table.columns) if c.not_null]
 
-    def _drop_slot(self) -> None:
+    def drop_slot(self) -> None:
+        """Drop the source's replication slot, if there is one: the upstream keeps WAL for a
+        slot until it is dropped. Waits up to ``slot_busy_timeout_s`` while another
+        connection still streams from it (a reader being stopped), then raises
+        :class:`ReplicationSlotInUse`."""
         import psycopg
 
         meta = self._meta_conn()
