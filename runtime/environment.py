@@ -1428,6 +1428,7 @@ class Environment:
             if dropped is not None:
                 dropped.update((g, before[g]) for g in gone)
             self._uninstall(before, gone)
+            self._drop_replication_slots(before[g] for g in gone)
             return gone
 
     def _uninstall(self, before: Mapping[GlobalId, Any], gone: Sequence[GlobalId]) -> None:
@@ -1444,10 +1445,15 @@ class Environment:
             elif isinstance(entry, STORAGE_ENTRIES):
                 ctl.drop_sources([g])
                 driver.apply()
-                if isinstance(entry, SourceEntry) and isinstance(entry.connection, PostgresSource):
-                    done = anyio.Event()
-                    self._slot_drops.add(done)
-                    driver.start_soon(self._drop_replication_slot, entry, done)
+
+    def _drop_replication_slots(self, dropped: Iterable[Any]) -> None:
+        """Start dropping the slots of the PostgreSQL sources among ``dropped`` (catalog entries
+        this environment dropped; one following another's DDL leaves them to the writer)."""
+        for entry in dropped:
+            if isinstance(entry, SourceEntry) and isinstance(entry.connection, PostgresSource):
+                done = anyio.Event()
+                self._slot_drops.add(done)
+                self.driver.start_soon(self._drop_replication_slot, entry, done)
 
     async def _drop_replication_slot(self, entry: SourceEntry, done: anyio.Event) -> None:
         """A dropped PostgreSQL source's slot goes too, as in Materialize: the upstream keeps
