@@ -301,7 +301,16 @@ def summarise(
 
 # -- lanes ---------------------------------------------------------------------------------
 
-_GROUPS = ("table", "source", "index", "materialized_view", "subscribe", "sink", "collection")
+_GROUPS = (
+    "table",
+    "source",
+    "index",
+    "materialized_view",
+    "subscribe",
+    "sink",
+    "collection",
+    "system_collection",
+)
 
 
 def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
@@ -334,7 +343,9 @@ def lanes(s: TraceSummary) -> list[Lane]:
     by_name: dict[tuple[str, str], list[str]] = {}
     for cid in ids:
         name = s.names.get(cid, cid)
-        kind = s.kinds.get(cid, "collection")
+        # The history names what the scenario made; the rest is the runtime's own (``s`` ids:
+        # the managed status and statistics collections) or an object it never named.
+        kind = s.kinds.get(cid) or ("system_collection" if cid.startswith("s") else "collection")
         by_name.setdefault((name, kind), []).append(cid)
     out = [
         Lane(name, kind, tuple(sorted(c, key=natural_key))) for (name, kind), c in by_name.items()

@@ -162,6 +162,7 @@ LINES = [
     '{"k":"replica_start","replica":"r2","incarnation":1,"t":0}',
     '{"k":"controller_down","generation":1,"why":"killed","t":30}',
     '{"id":"u10","k":"mv_write_lost","replica":"r2","t":31}',
+    '{"id":"s2","k":"upper","t":40,"upper":"[30]"}',
 ]
 
 
@@ -173,6 +174,7 @@ def test_lanes_are_named_by_the_objects_names_grouped_and_in_natural_order() -> 
         ("big", "index", ("u10", "u11")),  # dropped and created again: one lane
         ("a_mv", "materialized_view", ("u2",)),
         ("feed", "subscribe", ("t1",)),
+        ("s2", "system_collection", ("s2",)),  # a managed collection the runtime made
     ]
     assert replica_rows(s) == ["r2", "r10", CONTROLLER_ROW]
     assert [e[1] for e in s.controller] == ["controller_down"]
