@@ -51,18 +51,14 @@ import contextlib
 import gc
 import logging
 import queue
-import threading
 import uuid as _uuid
-from collections.abc import Callable, Mapping
-from concurrent.futures import Future
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import psutil
 
 from tidegate.runtime.storage import ShardStore
 from tidegate.runtime.storage.store import DEFAULT_LEASE_MS
-from tidegate.runtime.transport.handler import ResponseSink
 from tidegate.spec.compute_replica import ComputeReplica
 from tidegate.spec.compute_replica.outputs import (
     PeekPersist,
@@ -104,13 +100,10 @@ from ._executors import GuardedExecutor
 from ._follow import ShardFollower
 from ._logs import LOGGER_NAME, log_event
 from ._metrics import ReplicaMetrics
+from ._queued import Closed, Command, Connection, QueuedService, ServiceStopped
 from .host import IDLE, ServiceHost, Task, ThreadHost
 
 __all__ = ["ReplicaService", "ServiceStopped"]
-
-
-class ServiceStopped(TidegateError):
-    """The replica service stopped before it could handle a command."""
 
 
 def _least(f: Antichain) -> int | None:
@@ -120,16 +113,8 @@ def _least(f: Antichain) -> int | None:
 # -- events on the loop's queue ------------------------------------------------------------
 
 
-@dataclass(eq=False)
-class _Command:
-    conn: _Connection
-    command: ComputeCommand
-    done: Future[None]
-
-
-@dataclass(eq=False)
-class _Closed:
-    conn: _Connection
+_Command = Command[ComputeCommand]
+_Connection = Connection[ComputeCommand]
 
 
 @dataclass(eq=False)
@@ -166,31 +151,7 @@ class _SourceFailed:
     error: str
 
 
-class _Stop:
-    pass
-
-
-_Event = (
-    _Command | _Closed | _Delivery | _WriteDone | _PersistDone | _CopyToDone | _SourceFailed | _Stop
-)
-
-
-class _Connection:
-    """One accepted stream (a :class:`~tidegate.runtime.transport.handler.ReplicaConnection`)."""
-
-    def __init__(self, service: ReplicaService, number: int, sink: ResponseSink) -> None:
-        self.service = service
-        self.number = number
-        self.sink = sink
-        self.started = False  # its first command (Hello) has been handled
-
-    def on_command(self, command: ComputeCommand) -> None:
-        done: Future[None] = Future()
-        self.service._post(_Command(self, command, done))
-        self.service.host.wait(done)  # re-raises the core's typed error in the stream's reader
-
-    def on_close(self) -> None:
-        self.service._post(_Closed(self))
+_Event = _Command | Closed | _Delivery | _WriteDone | _PersistDone | _CopyToDone | _SourceFailed
 
 
 # -- IO work (steps that a host calls; see :mod:`.host`) -----------------------------------
@@ -380,7 +341,7 @@ class _PersistPeek:
 # -- the service ------------------------------------------------------------------------------
 
 
-class ReplicaService:
+class ReplicaService(QueuedService):
     """Serves one :class:`ComputeReplica` over ``executor`` and ``store`` (see the module docstring).
 
     ``tick_s``: the periodic step; ``step_delay_s``: how soon after an input
@@ -413,7 +374,13 @@ class ReplicaService:
         memory_limit: int | None = None,
         memory_usage: Callable[[], int] | None = None,
     ) -> None:
-        self.host: ServiceHost = host if host is not None else ThreadHost()
+        self.metrics = metrics if metrics is not None else ReplicaMetrics()
+        super().__init__(
+            host if host is not None else ThreadHost(),
+            logger if logger is not None else logging.getLogger(LOGGER_NAME),
+            accepted_event="connection_accepted",
+            accepted=self.metrics.connections,
+        )
         self.memory_limit = memory_limit
         self.memory_usage = memory_usage if memory_usage is not None else process_tree_rss
         self._next_memory_check = 0.0
@@ -425,18 +392,11 @@ class ReplicaService:
         self.poll_s = poll_s
         self.poll_max_s = poll_max_s
         self.lease_ms = lease_ms
-        self.metrics = metrics if metrics is not None else ReplicaMetrics()
         self.metrics.memory_limit_bytes.set(memory_limit or 0)
-        self.log = logger if logger is not None else logging.getLogger(LOGGER_NAME)
         self.on_halt = on_halt
         self.core = ComputeReplica(
             self.executor, clock=clock_ms if clock_ms is not None else self.host.wall_ms
         )
-        self._events: queue.SimpleQueue[_Event] = queue.SimpleQueue()
-        self._loop: Task | None = None
-        self._lock = threading.Lock()
-        self._connections = 0
-        self._stopped = False
         # Loop state (touched only in turns).
         self._next_tick = 0.0
         self._soon: float | None = None  # when to step for inputs that arrived
@@ -459,117 +419,46 @@ class ReplicaService:
         self._writer.start()
         self._copy_to_writer.start()
         self._next_tick = self.host.monotonic() + self.tick_s
-        self._loop = self.host.run_loop(self._turn)
+        self._run_loop()
         return self
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the loop, the storage followers, the writer and pending persist peeks."""
-        with self._lock:
-            self._stopped = True
-        self._events.put(_Stop())
-        if self._loop is not None:
-            self._loop.wake()
-            self._loop.join(timeout)
+        self._stop_loop(timeout)
         for writer in (self._writer, self._copy_to_writer):
             writer.stop()
             if writer.task is not None:
                 writer.task.join(timeout)
 
-    @property
-    def connections(self) -> int:
-        """How many streams were accepted so far."""
-        return self._connections
-
-    def _post(self, event: _Event) -> None:
-        if isinstance(event, _Command):
-            # Under the lock: a command is either queued before the loop's final drain
-            # (which answers it) or refused here; never left waiting.
-            with self._lock:
-                if self._stopped:
-                    event.done.set_exception(ServiceStopped("the replica is shutting down"))
-                    return
-                self._events.put(event)
-        else:
-            self._events.put(event)
-        if self._loop is not None:  # outside the lock: a host may run the turn right here
-            self._loop.wake()
-
-    # -- ReplicaHandler ---------------------------------------------------------------------
-
-    def on_connect(self, metadata: Mapping[str, str], responses: ResponseSink) -> _Connection:
-        with self._lock:
-            self._connections += 1
-            number = self._connections
-        self.metrics.connections.inc()
-        log_event(
-            self.log, "connection_accepted", connection=number, peer=metadata.get("user-agent")
-        )
-        return _Connection(self, number, responses)
-
     # -- the loop ---------------------------------------------------------------------------
 
-    def _turn(self) -> float | None:
-        """One turn of the loop: handle the events posted so far, step if due.
-
-        Returns the host time of the next turn at the latest (an event posted
-        meanwhile brings it forward), or ``None`` once stopped.
-        """
-        try:
-            events: list[_Event] = []
-            while True:
-                try:
-                    events.append(self._events.get_nowait())
-                except queue.Empty:
-                    break
-            inputs = False
-            for i, ev in enumerate(events):
-                if isinstance(ev, _Stop):
-                    for rest in events[i + 1 :]:
-                        if isinstance(rest, _Command):
-                            rest.done.set_exception(ServiceStopped("the replica is shutting down"))
-                    self._end()
-                    return None
-                inputs = self._guarded(self._handle, ev) or inputs
-            now = self.host.monotonic()
-            if inputs and self._soon is None:
-                self._soon = now + self.step_delay_s
-            peeks = [
-                e.command.peek.uuid
-                for e in events
-                if isinstance(e, _Command) and isinstance(e.command, Peek)
-            ]
-            if peeks and not set(peeks).isdisjoint(self.core.pending_peeks()):
-                # A peek the command could not answer waits for the index to pass its time,
-                # i.e. for a step, and what it waits for may have been delivered already:
-                # step now, not step_delay_s later (its latency is what its user sees).
-                self._soon = now
-            if (self._soon is not None and now >= self._soon) or now >= self._next_tick:
-                self._guarded(self._step)
-                self._soon = None
-                if now >= self._next_tick:
-                    self._next_tick = now + self.tick_s
-            return self._next_tick if self._soon is None else min(self._next_tick, self._soon)
-        except BaseException:
-            log_event(self.log, "loop_crashed", level=logging.CRITICAL, exc_info=True)
-            self._end()
-            raise
+    def _after(self, events: Sequence[object], inputs: bool) -> float:
+        """Step if due: shortly after inputs, at once for a peek that waits for a step, and
+        on the tick."""
+        now = self.host.monotonic()
+        if inputs and self._soon is None:
+            self._soon = now + self.step_delay_s
+        peeks = [
+            e.command.peek.uuid
+            for e in events
+            if isinstance(e, Command) and isinstance(e.command, Peek)
+        ]
+        if peeks and not set(peeks).isdisjoint(self.core.pending_peeks()):
+            # A peek the command could not answer waits for the index to pass its time,
+            # i.e. for a step, and what it waits for may have been delivered already:
+            # step now, not step_delay_s later (its latency is what its user sees).
+            self._soon = now
+        if (self._soon is not None and now >= self._soon) or now >= self._next_tick:
+            self._guarded(self._step)
+            self._soon = None
+            if now >= self._next_tick:
+                self._next_tick = now + self.tick_s
+        return self._next_tick if self._soon is None else min(self._next_tick, self._soon)
 
     def _end(self) -> None:
         """The loop ends: refuse new commands, stop the IO work."""
-        with self._lock:
-            self._stopped = True
+        self._mark_stopped()
         self._shutdown_io()
-
-    def _guarded(self, fn: Callable[..., bool | None], *args: Any) -> bool:
-        """``fn(*args)``; a bug in handling one event is logged, and the loop goes on."""
-        try:
-            return bool(fn(*args))
-        except Exception as e:
-            log_event(self.log, "event_failed", level=logging.ERROR, exc_info=True)
-            for ev in args:
-                if isinstance(ev, _Command) and not ev.done.done():
-                    ev.done.set_exception(e)
-            return False
 
     def _shutdown_io(self) -> None:
         work: list[_Follower | _PersistPeek] = [*self._followers.values(), *self._persist.values()]
@@ -580,19 +469,13 @@ class ReplicaService:
                 w.task.join(SHUTDOWN_JOIN_S)
         self._followers.clear()
         self._persist.clear()
-        while True:  # commands queued behind the stop get an answer
-            try:
-                ev = self._events.get_nowait()
-            except queue.Empty:
-                break
-            if isinstance(ev, _Command):
-                ev.done.set_exception(ServiceStopped("the replica is shutting down"))
+        self._refuse_queued()  # commands queued behind the stop get an answer
 
     def _handle(self, ev: _Event) -> bool:
         """Handle one event; whether it is an input worth a step."""
-        if isinstance(ev, _Command):
+        if isinstance(ev, Command):
             return self._command(ev)
-        if isinstance(ev, _Closed):
+        if isinstance(ev, Closed):
             if self._conn is ev.conn:
                 self._conn = None
             log_event(self.log, "connection_closed", connection=ev.conn.number)

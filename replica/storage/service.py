@@ -42,16 +42,11 @@ other than the host's: the same service runs on the simulator's kernel host.
 from __future__ import annotations
 
 import logging
-import queue
-import threading
-from collections.abc import Callable, Mapping
-from concurrent.futures import Future
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tidegate.runtime.storage import ShardStore
 from tidegate.runtime.storage.store import DEFAULT_LEASE_MS
-from tidegate.runtime.transport.handler import ResponseSink
 from tidegate.spec.errors import (
     RemoteProtocolError,
     SourceBatchRejected,
@@ -89,8 +84,8 @@ from tidegate.spec.storage_replica import (
 
 from .._follow import ShardFollower
 from .._logs import LOGGER_NAME, log_event
-from ..host import ServiceHost, Task, ThreadHost
-from ..service import ServiceStopped
+from .._queued import Closed, Command, Connection, QueuedService, ServiceStopped
+from ..host import ServiceHost, ThreadHost
 from . import events as ev
 from ._io import IOContext
 from .metrics import StorageMetrics
@@ -101,49 +96,15 @@ from .sources import LoadGeneratorWork, ReaderWork, SourceFactory, SourceReader,
 __all__ = ["StorageService"]
 
 
-@dataclass(eq=False)
-class _Command:
-    conn: _Connection
-    command: StorageCommand
-    done: Future[None]
-
-
-@dataclass(eq=False)
-class _Closed:
-    conn: _Connection
-
-
-class _Stop:
-    pass
-
-
-_Event = _Command | _Closed | _Stop | ev.IOEvent
-
-
-class _Connection:
-    """One accepted storage stream (a :class:`~tidegate.runtime.transport.handler.ReplicaConnection`)."""
-
-    def __init__(
-        self, service: StorageService, number: int, sink: ResponseSink[StorageResponse]
-    ) -> None:
-        self.service = service
-        self.number = number
-        self.sink = sink
-        self.started = False  # its first command (Hello) has been handled
-
-    def on_command(self, command: StorageCommand) -> None:
-        done: Future[None] = Future()
-        self.service._post(_Command(self, command, done))
-        self.service.host.wait(done)  # re-raises the core's typed error in the stream's reader
-
-    def on_close(self) -> None:
-        self.service._post(_Closed(self))
+_Command = Command[StorageCommand]
+_Connection = Connection[StorageCommand]
+_Event = _Command | Closed | ev.IOEvent
 
 
 _SourceWork = ReaderWork | LoadGeneratorWork
 
 
-class StorageService:
+class StorageService(QueuedService):
     """Serves one :class:`StorageReplica` over ``store`` (see the module docstring).
 
     ``tick_s``: how often the core's clock ticks (binding and commit cadence);
@@ -190,11 +151,15 @@ class StorageService:
         host: ServiceHost | None = None,
         clock_ms: Callable[[], int] | None = None,
     ) -> None:
-        self.host: ServiceHost = host if host is not None else ThreadHost()
+        self.metrics = metrics if metrics is not None else StorageMetrics()
+        super().__init__(
+            host if host is not None else ThreadHost(),
+            logger if logger is not None else logging.getLogger(LOGGER_NAME),
+            accepted_event="storage_connection_accepted",
+            accepted=self.metrics.connections,
+        )
         self.store = store
         self.tick_s = tick_s
-        self.metrics = metrics if metrics is not None else StorageMetrics()
-        self.log = logger if logger is not None else logging.getLogger(LOGGER_NAME)
         self.clock_ms = clock_ms if clock_ms is not None else self.host.wall_ms
         self.source_factory = source_factory
         self.sink_factory = sink_factory
@@ -216,11 +181,6 @@ class StorageService:
             source_idle_s=source_idle_s,
             max_unacked_updates=max_unacked_updates,
         )
-        self._events: queue.SimpleQueue[_Event] = queue.SimpleQueue()
-        self._loop: Task | None = None
-        self._lock = threading.Lock()
-        self._connections = 0
-        self._stopped = False
         # Loop state (touched only in turns).
         self._next_tick = 0.0
         self._conn: _Connection | None = None
@@ -236,97 +196,26 @@ class StorageService:
 
     def start(self) -> StorageService:
         self._next_tick = self.host.monotonic()
-        self._loop = self.host.run_loop(self._turn)
+        self._run_loop()
         return self
 
     def stop(self, timeout: float = 10.0) -> None:
         """Stop the loop and every piece of IO work (readers closed, leases released)."""
-        with self._lock:
-            self._stopped = True
-        self._events.put(_Stop())
-        if self._loop is not None:
-            self._loop.wake()
-            self._loop.join(timeout)
-
-    @property
-    def connections(self) -> int:
-        """How many streams were accepted so far."""
-        return self._connections
-
-    def _post(self, event: _Event) -> None:
-        if isinstance(event, _Command):
-            # Under the lock: a command is either queued before the loop's final drain
-            # (which answers it) or refused here; never left waiting.
-            with self._lock:
-                if self._stopped:
-                    event.done.set_exception(ServiceStopped("the replica is shutting down"))
-                    return
-                self._events.put(event)
-        else:
-            self._events.put(event)
-        if self._loop is not None:  # outside the lock: a host may run the turn right here
-            self._loop.wake()
-
-    # -- ReplicaHandler ---------------------------------------------------------------------
-
-    def on_connect(
-        self, metadata: Mapping[str, str], responses: ResponseSink[StorageResponse]
-    ) -> _Connection:
-        with self._lock:
-            self._connections += 1
-            number = self._connections
-        self.metrics.connections.inc()
-        log_event(
-            self.log,
-            "storage_connection_accepted",
-            connection=number,
-            peer=metadata.get("user-agent"),
-        )
-        return _Connection(self, number, responses)
+        self._stop_loop(timeout)
 
     # -- the loop ---------------------------------------------------------------------------
 
-    def _turn(self) -> float | None:
-        """One turn: handle the events posted so far; tick the core if due; when to turn next."""
-        try:
-            events: list[_Event] = []
-            while True:
-                try:
-                    events.append(self._events.get_nowait())
-                except queue.Empty:
-                    break
-            for i, event in enumerate(events):
-                if isinstance(event, _Stop):
-                    for rest in events[i + 1 :]:
-                        if isinstance(rest, _Command):
-                            rest.done.set_exception(ServiceStopped("the replica is shutting down"))
-                    self._end()
-                    return None
-                self._guarded(self._handle, event)
-            now = self.host.monotonic()
-            if now >= self._next_tick:
-                self._guarded(self._tick)
-                self._next_tick = now + self.tick_s
-            return self._next_tick
-        except BaseException:
-            log_event(self.log, "loop_crashed", level=logging.CRITICAL, exc_info=True)
-            self._end()
-            raise
-
-    def _guarded(self, fn: Callable[..., None], *args: Any) -> None:
-        """``fn(*args)``; a bug in handling one event is logged, and the loop goes on."""
-        try:
-            fn(*args)
-        except Exception as e:
-            log_event(self.log, "event_failed", level=logging.ERROR, exc_info=True)
-            for event in args:
-                if isinstance(event, _Command) and not event.done.done():
-                    event.done.set_exception(e)
+    def _after(self, events: Sequence[object], inputs: bool) -> float:
+        """Tick the core if due."""
+        now = self.host.monotonic()
+        if now >= self._next_tick:
+            self._guarded(self._tick)
+            self._next_tick = now + self.tick_s
+        return self._next_tick
 
     def _end(self) -> None:
         """The loop ends: refuse new commands, stop the IO work, answer what is queued."""
-        with self._lock:
-            self._stopped = True
+        self._mark_stopped()
         work: list[Any] = [
             *self._sources.values(),
             *self._remaps.values(),
@@ -346,13 +235,7 @@ class StorageService:
         self._inputs.clear()
         self._targets.clear()
         self._closing.clear()
-        while True:
-            try:
-                event = self._events.get_nowait()
-            except queue.Empty:
-                break
-            if isinstance(event, _Command):
-                event.done.set_exception(ServiceStopped("the replica is shutting down"))
+        self._refuse_queued()
 
     def _tick(self) -> None:
         self.core.tick(self.clock_ms())
@@ -361,10 +244,10 @@ class StorageService:
     # -- events -----------------------------------------------------------------------------
 
     def _handle(self, event: _Event) -> None:
-        if isinstance(event, _Command):
+        if isinstance(event, Command):
             self._command(event)
             return
-        if isinstance(event, _Closed):
+        if isinstance(event, Closed):
             if self._conn is event.conn:
                 self._conn = None
             log_event(self.log, "storage_connection_closed", connection=event.conn.number)
@@ -382,7 +265,7 @@ class StorageService:
             )
         self._perform()
 
-    def _outcome(self, event: ev.IOEvent | _Stop) -> None:
+    def _outcome(self, event: ev.IOEvent) -> None:
         """Report one IO outcome to the core (stale ones of replaced work are dropped)."""
         core = self.core
         if isinstance(event, ev.SourceStarted):
