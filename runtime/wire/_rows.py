@@ -21,25 +21,34 @@ __all__ = ["decode_table", "encode_table"]
 
 # Times are u64 (as in Materialize); diffs and counts are i64.
 _EXTRA_TYPES = {"__time": pa.uint64()}
+_END_OF_STREAM = b"\xff\xff\xff\xff\x00\x00\x00\x00"
+"""An Arrow IPC stream's end: the continuation marker, then a message of length 0."""
 
 
 def encode_table(rows: Sequence[Row], arity: int, extra: Mapping[str, Sequence[int]]) -> bytes:
     """Arrow IPC bytes for ``rows`` (all of length ``arity``) plus int64 ``extra`` columns."""
     if any(len(r) != arity for r in rows):
         raise MalformedMessage(f"rows of differing arity; expected {arity} columns in every row")
-    columns: dict[str, pa.Array] = {}
+    names: list[str] = []
+    arrays: list[pa.Array] = []
     try:
         for i in range(arity):
-            columns[f"c{i}"] = pa.array([r[i] for r in rows])
+            names.append(f"c{i}")
+            arrays.append(pa.array([r[i] for r in rows]))
         for name, values in extra.items():
-            columns[name] = pa.array(values, type=_EXTRA_TYPES.get(name, pa.int64()))
+            names.append(name)
+            arrays.append(pa.array(values, type=_EXTRA_TYPES.get(name, pa.int64())))
+        if not arrays:  # rows of no columns: a column of zeros keeps how many there are
+            names, arrays = ["__rows"], [pa.array([0] * len(rows), pa.int8())]
+        batch = pa.RecordBatch.from_arrays(arrays, names=names)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:
         raise MalformedMessage(f"rows cannot be encoded as Arrow columns: {e}") from e
-    table = pa.table(columns) if columns else pa.table({"__rows": pa.array([], pa.int8())})
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
-    return bytes(sink.getvalue().to_pybytes())
+    # The stream pa.ipc.new_stream writes (schema, the batch, end of stream), put together
+    # here: the writer's setup cost more than the rest for the one-row answer of a point peek
+    # (200 us against 75 us in all).
+    return b"".join(
+        (batch.schema.serialize().to_pybytes(), batch.serialize().to_pybytes(), _END_OF_STREAM)
+    )
 
 
 def decode_table(
