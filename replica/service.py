@@ -70,11 +70,13 @@ from tidegate.spec.compute_replica.outputs import (
     WriteOutput,
 )
 from tidegate.spec.errors import (
+    RemoteProtocolError,
     ShardFinalized,
     StageViolation,
     TidegateError,
     UnhandledEffect,
     UpperMismatch,
+    blamed,
 )
 from tidegate.spec.errors.replica import IncompatibleInstance
 from tidegate.spec.executor.contract import Executor
@@ -537,9 +539,12 @@ class ReplicaService(QueuedService):
         received = self.host.monotonic()
         try:
             if not conn.started and not isinstance(cmd, Hello):
-                raise StageViolation(
-                    f"{type(cmd).__name__} as the first command of a new connection: "
-                    "every connection starts with Hello"
+                raise blamed(
+                    StageViolation(
+                        f"{type(cmd).__name__} as the first command of a new connection: "
+                        "every connection starts with Hello"
+                    ),
+                    RemoteProtocolError,
                 )
             self.core.handle_command(cmd)
         except IncompatibleInstance as e:

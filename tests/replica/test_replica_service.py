@@ -24,6 +24,7 @@ from tidegate.spec.protocol import (
     AllowWrites,
     CreateDataflow,
     Frontiers,
+    InitializationComplete,
     Peek,
     PeekDescription,
     PeekError,
@@ -88,6 +89,25 @@ def _peek(idx: GlobalId, t: int) -> Peek:
 
 def _sample(service: ReplicaService, name: str, **labels: str) -> float:
     return service.metrics.registry.get_sample_value(name, labels) or 0.0
+
+
+def test_a_stream_must_start_with_hello_and_the_controller_is_blamed(
+    served: tuple[ReplicaService, str, FlakyExecutor, Tables],
+) -> None:
+    """As on the storage side: the stream ends naming the rule, blamed on the controller
+    (the remote, seen from the replica), and the service keeps serving."""
+    _, address, _, _ = served
+
+    async def main() -> None:
+        c = await Client.connect(address, start=False)
+        await c.send(InitializationComplete(), check=False)
+        lost = await c.ended()
+        assert "RemoteStageViolation" in str(lost) and "starts with Hello" in str(lost)
+        c = await Client.connect(address)  # a new stream starts over
+        await c.initialized()
+        await c.close()
+
+    anyio.run(main)
 
 
 def test_executor_exceptions_become_typed_errors_and_the_service_keeps_serving(
