@@ -1907,7 +1907,9 @@ def _drop_postgres_slot(connection: PostgresSource) -> None:
     """Blocking: drop ``connection``'s replication slot, waiting while a reader still holds it."""
     from .sources.postgres import PostgresReader
 
-    with PostgresReader(connection, slot_busy_timeout_s=60.0) as reader:
+    # It waits no longer than closing does: a close past the wait cancels the drop, and the
+    # cancellation itself waits for this call (a worker thread) to return.
+    with PostgresReader(connection, slot_busy_timeout_s=_SLOT_DROP_WAIT_S) as reader:
         reader.drop_slot()
 
 
