@@ -9,6 +9,7 @@ only has to visit rows holding more than one time, which are tracked apart.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TypeAlias
 
 from ..frontier import Row, Update
 from .contract import ErrorUpdate
@@ -26,17 +27,28 @@ def _compact_times(times: dict[int, int], since: int) -> dict[int, int]:
     return rest
 
 
+_One: TypeAlias = tuple[Row, int, int]
+"""A key's only row, at its only time, with its diff."""
+_Rows: TypeAlias = dict[Row, dict[int, int]]
+"""A key's rows, each with its diffs by time."""
+
+
 class IndexHistory:
     """An index's consolidated updates and errors since its compaction frontier, arranged by ``key``.
 
     ``rows`` is the number of distinct rows held, kept current (a free size for
     deciding where an index should live).
+
+    A key holding one row at one time (each key of a unique index, once compacted)
+    is held as a ``(row, time, diff)`` tuple, which the garbage collector stops
+    tracking; a dict per key would be walked by every full collection of the
+    process, a pause that grows with the index (about 0.5 ms per thousand keys).
     """
 
     def __init__(self, key: tuple[int, ...]) -> None:
         self.key = key
         self._keyfn = key_function(key)
-        self.by_key: dict[Row, dict[Row, dict[int, int]]] = {}
+        self._by_key: dict[Row, _One | _Rows] = {}
         self.errs: dict[str, dict[int, int]] = {}
         # (key, row) of every row holding more than one time: all that compaction visits
         self._multi: set[tuple[Row, Row]] = set()
@@ -45,35 +57,48 @@ class IndexHistory:
     def apply(self, updates: Iterable[Update], errors: Iterable[ErrorUpdate]) -> None:
         """Add updates and errors (diffs of equal ``(row, time)`` sum; zeros vanish)."""
         keyfn = self._keyfn
-        by_key = self.by_key
+        by_key = self._by_key
         multi = self._multi
         for row, t, d in updates:
+            if not d:
+                continue
             k = keyfn(row)
-            rows = by_key.get(k)
-            if rows is None:
-                if d:
-                    by_key[k] = {row: {t: d}}
+            held = by_key.get(k)
+            if held is None:
+                by_key[k] = (row, t, d)
+                self.rows += 1
+            elif isinstance(held, tuple):
+                r0, t0, d0 = held
+                if r0 != row:
+                    by_key[k] = {r0: {t0: d0}, row: {t: d}}
                     self.rows += 1
-                continue
-            times = rows.get(row)
-            if times is None:
-                if d:
-                    rows[row] = {t: d}
-                    self.rows += 1
-                continue
-            n = times.get(t, 0) + d
-            if n:
-                times[t] = n
-            else:
-                times.pop(t, None)
-            if len(times) > 1:
-                multi.add((k, row))
-            elif not times:
-                del rows[row]
-                self.rows -= 1
-                multi.discard((k, row))
-                if not rows:
+                elif t0 != t:
+                    by_key[k] = {row: {t0: d0, t: d}}
+                    multi.add((k, row))
+                elif n := d0 + d:
+                    by_key[k] = (row, t, n)
+                else:
                     del by_key[k]
+                    self.rows -= 1
+            else:
+                times = held.get(row)
+                if times is None:
+                    held[row] = {t: d}
+                    self.rows += 1
+                    continue
+                n = times.get(t, 0) + d
+                if n:
+                    times[t] = n
+                else:
+                    del times[t]
+                if len(times) > 1:
+                    multi.add((k, row))
+                elif not times:
+                    del held[row]
+                    self.rows -= 1
+                    multi.discard((k, row))
+                    if not held:
+                        del by_key[k]
         errs = self.errs
         for msg, t, d in errors:
             etimes = errs.setdefault(msg, {})
@@ -87,25 +112,35 @@ class IndexHistory:
 
     def compact(self, since: int) -> None:
         """Merge each row's times at or before ``since`` into ``since``; accumulations at ``>= since`` are unchanged."""
-        by_key = self.by_key
+        by_key = self._by_key
+        multi = self._multi
         keep: set[tuple[Row, Row]] = set()
-        for k, row in self._multi:
+        for k, row in multi:
             rows = by_key[k]
+            assert isinstance(rows, dict)  # a row at several times is in a key's dict
             times = rows[row]
-            if max(times) <= since:  # the usual case: every time merges into one
-                total = sum(times.values())
-                if total:
-                    rows[row] = {since: total}
-                else:
-                    del rows[row]
-                    self.rows -= 1
-                    if not rows:
-                        del by_key[k]
+            if max(times) > since:
+                rest = _compact_times(times, since)
+                rows[row] = rest
+                if len(rest) > 1:
+                    keep.add((k, row))
                 continue
-            rest = _compact_times(times, since)
-            rows[row] = rest
-            if len(rest) > 1:
-                keep.add((k, row))
+            # The usual case: every time merges into one.
+            total = sum(times.values())
+            if total and len(rows) == 1:
+                by_key[k] = (row, since, total)  # the key's only row, now at one time
+            elif total:
+                rows[row] = {since: total}
+            else:
+                del rows[row]
+                self.rows -= 1
+                if not rows:
+                    del by_key[k]
+                elif len(rows) == 1:  # the row that replaced it, alone at one time: a tuple
+                    ((other, ts),) = rows.items()
+                    if len(ts) == 1 and (k, other) not in multi:
+                        ((t, d),) = ts.items()
+                        by_key[k] = (other, t, d)
         self._multi = keep
         for msg in list(self.errs):
             rest = _compact_times(self.errs[msg], since)
@@ -116,12 +151,13 @@ class IndexHistory:
 
     def updates(self) -> list[Update]:
         """Every held update: what a dataflow importing the index starts from."""
-        return [
-            (r, t, d)
-            for rows in self.by_key.values()
-            for r, ts in rows.items()
-            for t, d in ts.items()
-        ]
+        out: list[Update] = []
+        for held in self._by_key.values():
+            if isinstance(held, tuple):
+                out.append(held)
+            else:
+                out.extend((r, t, d) for r, ts in held.items() for t, d in ts.items())
+        return out
 
     def error_updates(self) -> list[ErrorUpdate]:
         """Every held error update."""
@@ -132,12 +168,19 @@ class IndexHistory:
 
         ``keys`` is a set: a key given twice counts once.
         """
-        by_key = self.by_key
+        by_key = self._by_key
         groups = (
-            by_key.values() if keys is None else [by_key.get(k, {}) for k in dict.fromkeys(keys)]
+            by_key.values()
+            if keys is None
+            else [g for k in dict.fromkeys(keys) if (g := by_key.get(k)) is not None]
         )
         rows: dict[Row, int] = {}
         for group in groups:
+            if isinstance(group, tuple):
+                r, t, d = group
+                if t <= time:
+                    rows[r] = rows.get(r, 0) + d
+                continue
             for r, ts in group.items():
                 c = sum(d for t, d in ts.items() if t <= time)
                 if c:
