@@ -23,6 +23,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from tidegate.runtime.transport.handler import ResponseSink
 from tidegate.spec.errors import TidegateError
+from tidegate.spec.errors.protocol import ProtocolError, RemoteProtocolError, blamed
 
 from ._logs import log_event
 from .host import ServiceHost, Task
@@ -61,6 +62,21 @@ class _Counter(Protocol):
     def inc(self) -> None: ...
 
 
+class _Labelled(Protocol):
+    def labels(self, *values: str) -> _Counter: ...
+
+
+class _Metrics(Protocol):
+    """What the loop counts in a service's metrics."""
+
+    @property
+    def connections(self) -> _Counter: ...
+    @property
+    def commands(self) -> _Labelled: ...
+    @property
+    def command_errors(self) -> _Labelled: ...
+
+
 class Connection(Generic[C]):
     """One accepted stream (a :class:`~tidegate.runtime.transport.handler.ReplicaConnection`)."""
 
@@ -87,29 +103,40 @@ def _refuse(event: object) -> None:
 class QueuedService:
     """The queue, the loop's turn and the streams' bookkeeping; a service says how it handles
     an event (:meth:`_handle`), what is due after a turn's events (:meth:`_after`) and how
-    its IO work stops (:meth:`_end`).
+    its IO work stops (:meth:`_end`). Its commands go through :meth:`_admit`, which keeps
+    the streams' rules, on to the core (:meth:`_to_core`).
 
-    ``accepted_event``: the log event of an accepted stream; ``accepted``: the counter
-    of accepted streams in the service's metrics.
+    ``metrics``: where streams and commands are counted; ``hello``: the command every
+    stream starts with, ``violation``: the error of a stream that does not (blamed on
+    the controller); ``log_prefix`` starts the names of the streams' log events.
     """
 
     def __init__(
         self,
         host: ServiceHost,
         log: logging.Logger,
+        metrics: _Metrics,
         *,
-        accepted_event: str,
-        accepted: _Counter,
+        hello: type,
+        violation: Callable[[str], ProtocolError],
+        log_prefix: str = "",
     ) -> None:
         self.host = host
         self.log = log
-        self._accepted_event = accepted_event
-        self._accepted = accepted
+        self._metrics = metrics
+        self._hello = hello
+        self._violation = violation
+        self._log_prefix = log_prefix
         self._events: queue.SimpleQueue[object] = queue.SimpleQueue()
         self._loop: Task | None = None
         self._lock = threading.Lock()
         self._connections = 0
         self._stopped = False
+        # Loop state (touched only in turns).
+        self._conn: Connection[Any] | None = None
+        """The stream responses go to: the newest that said hello, until it closes."""
+        self._newest = 0
+        """The number of that stream: the commands of older ones are refused."""
 
     # -- for the subclass -----------------------------------------------------------------
 
@@ -125,6 +152,79 @@ class QueuedService:
     def _end(self) -> None:
         """The loop ends: stop the IO work (then :meth:`_refuse_queued`)."""
         raise NotImplementedError
+
+    def _to_core(self, command: Any) -> None:
+        """Hand ``command`` to the core; a :class:`TidegateError` refuses it."""
+        raise NotImplementedError
+
+    def _began(self) -> None:
+        """A stream said hello: the protocol's new iteration begins (nothing by default)."""
+
+    def _refused(self, event: Command[Any], error: TidegateError) -> None:
+        """``event``'s command was refused: counted, logged and answered with ``error``."""
+        self._metrics.command_errors.labels(type(error).__name__).inc()
+        log_event(
+            self.log,
+            "command_rejected",
+            level=logging.WARNING,
+            connection=event.conn.number,
+            command=type(event.command).__name__,
+            error=type(error).__name__,
+            rule=getattr(error, "rule", None),
+            message=str(error),
+        )
+        event.done.set_exception(error)
+
+    # -- commands and streams ---------------------------------------------------------------
+
+    def _admit(self, event: Command[Any]) -> bool:
+        """Hand ``event``'s command to the core under the streams' rules; whether it went
+        through (if not, ``event`` is answered here).
+
+        A command of a stream older than the newest is refused (that stream was
+        preempted) and never reaches the core; a stream's first command must be
+        ``hello`` (else the controller broke the protocol); once the core takes a
+        stream's hello, that stream is the one responses go to.
+        """
+        conn, cmd = event.conn, event.command
+        if conn.number < self._newest:
+            event.done.set_exception(ServiceStopped("preempted by a newer controller connection"))
+            return False
+        self._metrics.commands.labels(type(cmd).__name__).inc()
+        try:
+            if not conn.started and not isinstance(cmd, self._hello):
+                raise blamed(
+                    self._violation(
+                        f"{type(cmd).__name__} as the first command of a new connection: "
+                        "every connection starts with Hello"
+                    ),
+                    RemoteProtocolError,
+                )
+            self._to_core(cmd)
+        except TidegateError as e:
+            self._refused(event, e)
+            return False
+        except Exception as e:
+            log_event(
+                self.log,
+                "command_failed",
+                level=logging.ERROR,
+                command=type(cmd).__name__,
+                exc_info=True,
+            )
+            event.done.set_exception(e)
+            return False
+        if not conn.started:
+            conn.started = True
+            self._newest = conn.number
+            self._conn = conn
+            self._began()
+        return True
+
+    def _closed(self, event: Closed) -> None:
+        if self._conn is event.conn:
+            self._conn = None
+        log_event(self.log, f"{self._log_prefix}connection_closed", connection=event.conn.number)
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -170,9 +270,12 @@ class QueuedService:
         with self._lock:
             self._connections += 1
             number = self._connections
-        self._accepted.inc()
+        self._metrics.connections.inc()
         log_event(
-            self.log, self._accepted_event, connection=number, peer=metadata.get("user-agent")
+            self.log,
+            f"{self._log_prefix}connection_accepted",
+            connection=number,
+            peer=metadata.get("user-agent"),
         )
         return Connection(self, number, responses)
 

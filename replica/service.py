@@ -54,6 +54,7 @@ import queue
 import uuid as _uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import psutil
 
@@ -70,13 +71,11 @@ from tidegate.spec.compute_replica.outputs import (
     WriteOutput,
 )
 from tidegate.spec.errors import (
-    RemoteProtocolError,
     ShardFinalized,
     StageViolation,
     TidegateError,
     UnhandledEffect,
     UpperMismatch,
-    blamed,
 )
 from tidegate.spec.errors.replica import IncompatibleInstance
 from tidegate.spec.executor.contract import Executor
@@ -102,7 +101,7 @@ from ._executors import GuardedExecutor
 from ._follow import ShardFollower
 from ._logs import LOGGER_NAME, log_event
 from ._metrics import ReplicaMetrics
-from ._queued import Closed, Command, Connection, QueuedService, ServiceStopped
+from ._queued import Closed, Command, QueuedService, ServiceStopped
 from .host import IDLE, ServiceHost, Task, ThreadHost
 
 __all__ = ["ReplicaService", "ServiceStopped"]
@@ -116,7 +115,6 @@ def _least(f: Antichain) -> int | None:
 
 
 _Command = Command[ComputeCommand]
-_Connection = Connection[ComputeCommand]
 
 
 @dataclass(eq=False)
@@ -380,8 +378,9 @@ class ReplicaService(QueuedService):
         super().__init__(
             host if host is not None else ThreadHost(),
             logger if logger is not None else logging.getLogger(LOGGER_NAME),
-            accepted_event="connection_accepted",
-            accepted=self.metrics.connections,
+            self.metrics,
+            hello=Hello,
+            violation=StageViolation,
         )
         self.memory_limit = memory_limit
         self.memory_usage = memory_usage if memory_usage is not None else process_tree_rss
@@ -402,8 +401,6 @@ class ReplicaService(QueuedService):
         # Loop state (touched only in turns).
         self._next_tick = 0.0
         self._soon: float | None = None  # when to step for inputs that arrived
-        self._conn: _Connection | None = None
-        self._newest = 0
         self._followers: dict[GlobalId, _Follower] = {}
         self._index_failures: dict[GlobalId, int] = {}
         self._delivered: dict[GlobalId, Antichain] = {}
@@ -478,9 +475,7 @@ class ReplicaService(QueuedService):
         if isinstance(ev, Command):
             return self._command(ev)
         if isinstance(ev, Closed):
-            if self._conn is ev.conn:
-                self._conn = None
-            log_event(self.log, "connection_closed", connection=ev.conn.number)
+            self._closed(ev)
             return False
         try:
             if isinstance(ev, _Delivery):
@@ -531,46 +526,10 @@ class ReplicaService(QueuedService):
         return True
 
     def _command(self, ev: _Command) -> bool:
-        conn, cmd = ev.conn, ev.command
-        if conn.number < self._newest:  # an older stream's leftover: never reaches the core
-            ev.done.set_exception(ServiceStopped("preempted by a newer controller connection"))
-            return False
-        self.metrics.commands.labels(type(cmd).__name__).inc()
+        cmd = ev.command
         received = self.host.monotonic()
-        try:
-            if not conn.started and not isinstance(cmd, Hello):
-                raise blamed(
-                    StageViolation(
-                        f"{type(cmd).__name__} as the first command of a new connection: "
-                        "every connection starts with Hello"
-                    ),
-                    RemoteProtocolError,
-                )
-            self.core.handle_command(cmd)
-        except IncompatibleInstance as e:
-            self._reject(ev, e)
-            log_event(self.log, "halt", level=logging.CRITICAL, reason=str(e))
-            if self.on_halt is not None:
-                self.on_halt(str(e))
+        if not self._admit(ev):
             return False
-        except TidegateError as e:
-            self._reject(ev, e)
-            return False
-        except Exception as e:
-            log_event(
-                self.log,
-                "command_failed",
-                level=logging.ERROR,
-                command=type(cmd).__name__,
-                exc_info=True,
-            )
-            ev.done.set_exception(e)
-            return False
-        if not conn.started:  # the new iteration begins: this stream gets its responses now
-            conn.started = True
-            self._newest = conn.number
-            self._conn = conn
-            self._new_iteration()
         if isinstance(cmd, Peek):
             self._peek_started[cmd.peek.uuid] = received
         elif isinstance(cmd, CreateDataflow):
@@ -581,22 +540,19 @@ class ReplicaService(QueuedService):
         # no step is due for it, and one 2 ms later only competed with the next peek's answer
         return not isinstance(cmd, (Peek, CancelPeek))
 
-    def _reject(self, ev: _Command, e: TidegateError) -> None:
-        self.metrics.command_errors.labels(type(e).__name__).inc()
-        log_event(
-            self.log,
-            "command_rejected",
-            level=logging.WARNING,
-            connection=ev.conn.number,
-            command=type(ev.command).__name__,
-            error=type(e).__name__,
-            rule=getattr(e, "rule", None),
-            message=str(e),
-        )
-        ev.done.set_exception(e)
+    def _to_core(self, command: ComputeCommand) -> None:
+        self.core.handle_command(command)
 
-    def _new_iteration(self) -> None:
-        """Forget what the previous iteration's peeks were waiting for (the core dropped them)."""
+    def _refused(self, event: Command[Any], error: TidegateError) -> None:
+        super()._refused(event, error)
+        if isinstance(error, IncompatibleInstance):
+            log_event(self.log, "halt", level=logging.CRITICAL, reason=str(error))
+            if self.on_halt is not None:
+                self.on_halt(str(error))
+
+    def _began(self) -> None:
+        """A new iteration: forget what the previous one's peeks were waiting for (the core
+        dropped them)."""
         pending = set(self.core.pending_peeks())
         for u in [u for u in self._persist if u not in pending]:
             self._persist.pop(u).stop()

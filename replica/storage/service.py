@@ -48,12 +48,10 @@ from typing import Any
 from tidegate.runtime.storage import ShardStore
 from tidegate.runtime.storage.store import DEFAULT_LEASE_MS
 from tidegate.spec.errors import (
-    RemoteProtocolError,
     SourceBatchRejected,
     StorageStageViolation,
     TidegateError,
     UnhandledEffect,
-    blamed,
 )
 from tidegate.spec.frontier import Antichain, Update
 from tidegate.spec.ids import GlobalId
@@ -84,7 +82,7 @@ from tidegate.spec.storage_replica import (
 
 from .._follow import ShardFollower
 from .._logs import LOGGER_NAME, log_event
-from .._queued import Closed, Command, Connection, QueuedService, ServiceStopped
+from .._queued import Closed, Command, QueuedService
 from ..host import ServiceHost, ThreadHost
 from . import events as ev
 from ._io import IOContext
@@ -97,7 +95,6 @@ __all__ = ["StorageService"]
 
 
 _Command = Command[StorageCommand]
-_Connection = Connection[StorageCommand]
 _Event = _Command | Closed | ev.IOEvent
 
 
@@ -155,8 +152,10 @@ class StorageService(QueuedService):
         super().__init__(
             host if host is not None else ThreadHost(),
             logger if logger is not None else logging.getLogger(LOGGER_NAME),
-            accepted_event="storage_connection_accepted",
-            accepted=self.metrics.connections,
+            self.metrics,
+            hello=StorageHello,
+            violation=StorageStageViolation,
+            log_prefix="storage_",
         )
         self.store = store
         self.tick_s = tick_s
@@ -183,8 +182,6 @@ class StorageService(QueuedService):
         )
         # Loop state (touched only in turns).
         self._next_tick = 0.0
-        self._conn: _Connection | None = None
-        self._newest = 0
         self._sources: dict[GlobalId, _SourceWork] = {}
         self._remaps: dict[GlobalId, RemapRead] = {}
         self._writes: set[ShardWrite] = set()
@@ -248,9 +245,7 @@ class StorageService(QueuedService):
             self._command(event)
             return
         if isinstance(event, Closed):
-            if self._conn is event.conn:
-                self._conn = None
-            log_event(self.log, "storage_connection_closed", connection=event.conn.number)
+            self._closed(event)
             return
         try:
             self._outcome(event)
@@ -337,52 +332,15 @@ class StorageService(QueuedService):
         self.core.feed_sink_input(id, updates, int(t))
 
     def _command(self, event: _Command) -> None:
-        conn, cmd = event.conn, event.command
-        if conn.number < self._newest:  # an older stream's leftover: never reaches the core
-            event.done.set_exception(ServiceStopped("preempted by a newer controller connection"))
+        if not self._admit(event):
             return
-        self.metrics.commands.labels(type(cmd).__name__).inc()
-        try:
-            if not conn.started and not isinstance(cmd, StorageHello):
-                raise blamed(
-                    StorageStageViolation(
-                        f"{type(cmd).__name__} as the first command of a new connection: "
-                        "every connection starts with Hello"
-                    ),
-                    RemoteProtocolError,
-                )
-            self.core.handle_command(cmd)
-        except TidegateError as e:
-            self.metrics.command_errors.labels(type(e).__name__).inc()
-            log_event(
-                self.log,
-                "command_rejected",
-                level=logging.WARNING,
-                connection=conn.number,
-                command=type(cmd).__name__,
-                error=type(e).__name__,
-                rule=getattr(e, "rule", None),
-                message=str(e),
-            )
-            event.done.set_exception(e)
-            return
-        except Exception as e:
-            log_event(
-                self.log,
-                "command_failed",
-                level=logging.ERROR,
-                command=type(cmd).__name__,
-                exc_info=True,
-            )
-            event.done.set_exception(e)
-            return
-        if not conn.started:  # the new iteration begins: this stream gets its responses now
-            conn.started = True
-            self._newest = conn.number
-            self._conn = conn
+        cmd = event.command
         log_event(self.log, "storage_command", level=logging.DEBUG, command=type(cmd).__name__)
         event.done.set_result(None)
         self._perform()
+
+    def _to_core(self, command: StorageCommand) -> None:
+        self.core.handle_command(command)
 
     # -- outputs ----------------------------------------------------------------------------
 
