@@ -9,7 +9,7 @@ the core if due, return when to be called next), and each piece of IO work
 
 * :class:`ThreadHost` (production, the default): the loop in one thread and
   each piece of work in a thread of its own, waiting on wall-clock timeouts;
-* the simulator's kernel host (``tidegate.sim.service_replica``): every call
+* the simulator's kernel host (``tidegate.sim.kernel_host``): every call
   is an event on the simulation's virtual clock, deterministically ordered.
 
 So the same service code -- command handling, protocol iterations, the IO it

@@ -41,7 +41,7 @@ called next) and each piece of IO work (``_Follower``, ``_Writer``,
 says when to poll again. A :class:`~.host.ServiceHost` runs them and gives the
 time: :class:`~.host.ThreadHost` in production (the loop in one thread, each
 piece of work in a thread of its own, as before), or the simulator's kernel
-host (``tidegate.sim.service_replica``), where they are events on virtual
+host (``tidegate.sim.kernel_host``), where they are events on virtual
 time. The service's behaviour is the same on both.
 """
 

@@ -19,8 +19,8 @@ seed gives a byte-identical trace.
   behind the runtime's transport port;
 * :mod:`.storage`, :mod:`.process`, :mod:`.platform` -- the disk, processes that die,
   and the platform the runtime runs on;
-* :mod:`.replica` -- a replica process: the spec ``ComputeReplica`` over the ``PythonExecutor``;
-  :mod:`.service_replica` -- the option of running ``tidegate.replica``'s real service instead;
+* :mod:`.replica` -- a compute replica process: ``tidegate.replica``'s real ``ReplicaService``;
+  :mod:`.kernel_host` -- how both replica services run on the kernel's virtual time;
 * :mod:`.storage_replica` -- the storage replica: ``tidegate.replica``'s real ``StorageService``;
   :mod:`.upstream`, :mod:`.sink_target` -- the simulated upstreams its sources read and the
   targets its sinks commit to (scenarios with sources or sinks);

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .faults import FaultPlan
-from .scenario import REPLICA_KINDS, SCENARIOS, Scenario
+from .scenario import SCENARIOS, Scenario
 
 __all__ = ["build_parser", "main"]
 
@@ -33,8 +33,6 @@ def _scenario(args: argparse.Namespace, saved: Scenario | None = None) -> Scenar
     sc = saved if saved is not None and args.scenario is None else resolve_scenario(args.scenario)
     if getattr(args, "replicas", None) is not None:
         sc = replace(sc, replicas=args.replicas)
-    if getattr(args, "replica", None) is not None:
-        sc = replace(sc, replica=args.replica)
     if getattr(args, "virtual_seconds", None) is not None:
         sc = replace(sc, duration_ms=int(args.virtual_seconds * 1000))
     return sc
@@ -116,8 +114,6 @@ def _scenario_arg(args: argparse.Namespace) -> str:
     text = shlex.quote(str(args.scenario or "small"))
     if getattr(args, "replicas", None) is not None:
         text += f" --replicas {args.replicas}"
-    if getattr(args, "replica", None) is not None:
-        text += f" --replica {args.replica}"
     if getattr(args, "virtual_seconds", None) is not None:
         text += f" --virtual-seconds {args.virtual_seconds:g}"
     return text
@@ -301,12 +297,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     def shape(p: argparse.ArgumentParser) -> None:
         p.add_argument("--replicas", type=int, help="override the scenario's replica count")
-        p.add_argument(
-            "--replica",
-            choices=REPLICA_KINDS,
-            help="override what runs as a replica: spec (the spec's ComputeReplica, the "
-            "built-in scenarios' choice) or service (the real replica service)",
-        )
         p.add_argument("--virtual-seconds", type=float, help="override the scenario's duration")
 
     run = sub.add_parser("run", help="run one seed and check every property")

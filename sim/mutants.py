@@ -138,31 +138,30 @@ def _regressing_frontier(original: Any) -> Any:
 def _persist_peek_eager(original: Any) -> Any:
     """A persist peek reads the shard at once: at its latest complete time if its own is not yet."""
 
-    def _persist_poll(self: Any, incarnation: int, p: Any) -> None:
-        state = self._guard(incarnation)
-        if state is not None and state.persist.get(p.out.uuid) is p:
-            shard, t = str(p.out.collection_id), int(p.out.timestamp)
-            try:
-                upper = state.store.upper(shard)
-                if upper.less_equal(t) and upper.elements and upper.elements[0] > 0:
-                    latest = int(upper.elements[0]) - 1
-                    if state.store.since(shard).less_equal(latest):
-                        p.out = dataclasses.replace(p.out, timestamp=latest)
-            except Exception:
-                pass
-        original(self, incarnation, p)
+    def step(self: Any) -> float | None:
+        store, out = self.service.store, self.out
+        shard, t = str(out.collection_id), int(out.timestamp)
+        try:
+            upper = store.upper(shard)
+            if upper.less_equal(t) and upper.elements and upper.elements[0] > 0:
+                latest = int(upper.elements[0]) - 1
+                if store.since(shard).less_equal(latest):
+                    self.out = dataclasses.replace(out, timestamp=latest)
+        except Exception:
+            pass
+        answer: float | None = original(self)
+        return answer
 
-    return _persist_poll
+    return step
 
 
 def _peek_before_upper_patch() -> AbstractContextManager[None]:
-    from tidegate.sim import replica as _sim_replica
+    from tidegate.replica import service as _service
 
-    cls = _replica.ComputeReplica
-    sim_cls = _sim_replica.SimReplica
+    cls, persist = _replica.ComputeReplica, _service._PersistPeek
     return _together(
         _replaced(cls, "_try_peek", _peek_before_upper(cls.__dict__["_try_peek"])),
-        _replaced(sim_cls, "_persist_poll", _persist_peek_eager(sim_cls.__dict__["_persist_poll"])),
+        _replaced(persist, "step", _persist_peek_eager(persist.__dict__["step"])),
     )
 
 

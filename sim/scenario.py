@@ -26,11 +26,9 @@ from .faults import FaultKind
 __all__ = [
     "DEFAULT_REPLICA_STEP_MS",
     "DEFAULT_TICK_MS",
-    "REPLICA_KINDS",
     "SCENARIOS",
     "DataflowKind",
     "DataflowSpec",
-    "ReplicaKind",
     "Scenario",
     "ScenarioError",
     "SinkSpec",
@@ -44,12 +42,6 @@ __all__ = [
 
 DataflowKind = Literal["index", "materialized_view", "subscribe"]
 _KINDS = ("index", "materialized_view", "subscribe")
-
-ReplicaKind = Literal["spec", "service"]
-REPLICA_KINDS: tuple[ReplicaKind, ...] = ("spec", "service")
-"""What runs as a replica: the spec's ``ComputeReplica`` (:mod:`.replica`, the default) or the
-real replica service (:mod:`.service_replica`)."""
-
 
 DEFAULT_TICK_MS = 40
 """Virtual ms between the timestamp oracle's table ticks when a scenario names none.
@@ -209,8 +201,7 @@ class Scenario:
 
     ``tick_ms`` is the virtual time between table ticks (each table's upper then moves
     to now + 1, which drives most frontier reports); ``replica_step_ms`` is the range
-    each replica's periodic step interval is drawn from (inputs also trigger a step);
-    ``replica`` says what runs as a replica (see :data:`REPLICA_KINDS`). With
+    each replica's periodic step interval is drawn from (inputs also trigger a step). With
     ``upgrade``, every restarted controller is a new version taking over (a
     zero-downtime upgrade): it opens read-only and promotes itself once restored.
     """
@@ -226,7 +217,6 @@ class Scenario:
     quiet_ms: int = 5_000
     tick_ms: int = DEFAULT_TICK_MS
     replica_step_ms: tuple[int, int] = DEFAULT_REPLICA_STEP_MS
-    replica: ReplicaKind = "spec"
     upgrade: bool = False
     sources: tuple[SourceSpec, ...] = ()
     sinks: tuple[SinkSpec, ...] = ()
@@ -241,8 +231,6 @@ class Scenario:
     def __post_init__(self) -> None:
         if not 1 <= self.replicas <= 5:
             raise ScenarioError(f"replicas must be 1..5, got {self.replicas}")
-        if self.replica not in REPLICA_KINDS:
-            raise ScenarioError(f"replica must be one of {REPLICA_KINDS}, got {self.replica!r}")
         if not self.tables:
             raise ScenarioError("a scenario needs at least one table")
         if self.duration_ms <= 0 or self.quiet_ms < 0 or self.faults < 0:
@@ -301,7 +289,6 @@ class Scenario:
             "quiet_ms": self.quiet_ms,
             "tick_ms": self.tick_ms,
             "replica_step_ms": list(self.replica_step_ms),
-            "replica": self.replica,
             **({"upgrade": True} if self.upgrade else {}),  # older files stay as they were
             **(self._storage_json() if self.storage else {}),
         }

@@ -185,7 +185,9 @@ class ScenarioModel(BaseModel):
     replica_step_ms: Annotated[tuple[Positive, Positive], AfterValidator(_range)] = (
         DEFAULT_REPLICA_STEP_MS
     )
-    replica: Literal["spec", "service"] = "spec"
+    replica: Literal["spec", "service"] | None = None
+    """Obsolete, accepted so that older files load: replicas always run the replica service
+    (files of versions that also had a replica of their own said which ran)."""
     upgrade: StrictBool = False
     sources: list[SourceModel] = []
     sinks: list[SinkModel] = []
@@ -236,7 +238,6 @@ class ScenarioModel(BaseModel):
             quiet_ms=self.quiet_ms,
             tick_ms=self.tick_ms,
             replica_step_ms=self.replica_step_ms,
-            replica=self.replica,
             upgrade=self.upgrade,
             sources=tuple(
                 SourceSpec(s.id, s.name, s.upstream, _schema(s.schema_)) for s in self.sources

@@ -1,6 +1,6 @@
 """What a simulated service logs: its warnings into the trace, its bug events into violations.
 
-The replica processes of the simulator (:mod:`.service_replica`,
+The replica processes of the simulator (:mod:`.replica`,
 :mod:`.storage_replica`) run the production services, which report through
 :mod:`logging`. Each gets a private logger with a :class:`ServiceLog` handler:
 every warning becomes a trace event and a "sometimes" counter, an event that
@@ -35,7 +35,10 @@ class ServiceLog(logging.Handler):
 
     ``kind`` names the trace event (``{kind}_log``) and the counters
     (``{kind}_service_{event}``); ``who`` starts every violation's message;
-    ``fields`` go into every trace event.
+    ``fields`` go into every trace event. An info event named in ``traced`` becomes
+    the trace event ``{kind}_{event}`` (list fields as their lengths), for the
+    checkers and tests that follow what the service did (say, how a reconnect's
+    reconciliation treated each dataflow).
     """
 
     def __init__(
@@ -47,16 +50,26 @@ class ServiceLog(logging.Handler):
         bug_events: frozenset[str],
         works: str,
         fields: Mapping[str, str] | None = None,
+        traced: frozenset[str] = frozenset(),
     ) -> None:
-        super().__init__(logging.WARNING)
+        super().__init__(logging.INFO if traced else logging.WARNING)
         self.owner = owner
         self.kind, self.who, self.bug_events, self.works = kind, who, bug_events, works
         self.fields = dict(fields or {})
+        self.traced = traced
 
     def emit(self, record: logging.LogRecord) -> None:
         owner = self.owner
         event = record.getMessage()
         fields: dict[str, Any] = getattr(record, "fields", None) or {}
+        if record.levelno < logging.WARNING:
+            if event in self.traced:
+                owner.world.record(
+                    f"{self.kind}_{event}",
+                    **self.fields,
+                    **{k: len(v) if isinstance(v, list) else v for k, v in fields.items()},
+                )
+            return
         owner.world.record(
             f"{self.kind}_log",
             **self.fields,
@@ -77,7 +90,7 @@ class ServiceLog(logging.Handler):
 
 def service_logger(name: str, handler: ServiceLog) -> logging.Logger:
     """A private logger (not propagated to the root) with ``handler``, for a simulated service."""
-    log = logging.Logger(name, logging.WARNING)
+    log = logging.Logger(name, handler.level)
     log.propagate = False
     log.addHandler(handler)
     return log

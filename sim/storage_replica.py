@@ -3,7 +3,7 @@
 :class:`StorageReplicaProcess` hosts the production
 :class:`~tidegate.replica.storage.service.StorageService` (the storage core,
 its shard IO, sink targets and upstream readers) on a
-:class:`~tidegate.sim.service_replica.KernelHost`, over the production
+:class:`~tidegate.sim.kernel_host.KernelHost`, over the production
 :class:`~tidegate.runtime.storage.ShardStore` on the process's own simulated
 Blob and Consensus clients, behind a
 :class:`~tidegate.sim.transport.SimReplicaEndpoint` that serves the storage
@@ -45,10 +45,10 @@ from tidegate.spec.storage.commands import (
     StorageResponse,
 )
 
+from .kernel_host import KernelHost
 from .process import SimProcess
 from .replica import LEASE_MS, ReplicaWorld
 from .service_log import ServiceLog, service_logger
-from .service_replica import KernelHost
 from .sink_target import SinkFaults, sink_factory
 from .storage import BlobClient, ConsensusClient
 from .transport import SimReplicaEndpoint

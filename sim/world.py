@@ -37,9 +37,8 @@ from .history import ClientHistory, Violation
 from .kernel import Kernel
 from .knobs import Knobs, draw_knobs
 from .network import SimNetwork
-from .replica import ReplicaWorld, SimReplica
+from .replica import ReplicaProcess, ReplicaWorld
 from .scenario import Scenario
-from .service_replica import ServiceReplica
 from .sink_target import SinkFaults
 from .storage import CrashPoint, SimDisk, StorageFaults
 from .storage_replica import STORAGE_ADDRESS, StorageReplicaProcess
@@ -107,7 +106,7 @@ class World:
         self.disk = SimDisk()
         self.faults = StorageFaults(streams.storage, count=self.count, on_crash=self._crash_fired)
         self.history = ClientHistory()
-        self.replicas: dict[str, SimReplica | ServiceReplica] = {}
+        self.replicas: dict[str, ReplicaProcess] = {}
         self.endpoints: dict[str, SimReplicaEndpoint] = {}
         self.alias: dict[str, str] = {}
         self.quiet = False
@@ -226,9 +225,8 @@ class World:
         self.violate("controller_protocol", f"replica {replica} rejected a command: {reason}")
 
     # -- setup -------------------------------------------------------------------------------
-    def _new_replica(self, name: str) -> SimReplica | ServiceReplica:
-        kind = ServiceReplica if self.scenario.replica == "service" else SimReplica
-        replica = kind(name, self._replica_world)
+    def _new_replica(self, name: str) -> ReplicaProcess:
+        replica = ReplicaProcess(name, self._replica_world)
         replica.endpoint.on_cut = self._command_rejected
         if self._trace_messages:
             replica.endpoint.observe = self._message

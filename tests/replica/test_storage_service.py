@@ -233,8 +233,8 @@ def test_the_same_service_runs_on_the_simulators_virtual_time(tmp_path: Path) ->
     from tidegate.runtime.storage import ShardStore, default_urls
     from tidegate.sim.choices import SeededChoices
     from tidegate.sim.kernel import Kernel
+    from tidegate.sim.kernel_host import KernelHost
     from tidegate.sim.network import SimNetwork
-    from tidegate.sim.service_replica import KernelHost
     from tidegate.sim.transport import SimReplicaEndpoint, SimTransport
     from tidegate.spec.storage import StorageControllerSession, StorageFrontierUpper
 

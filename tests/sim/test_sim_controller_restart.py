@@ -105,7 +105,10 @@ def test_storage_failures_are_retried_and_nothing_is_lost() -> None:
             Fault(2_800, FaultKind.BLOB_FAILURES, "", 1_000),
         )
     )
-    r = run_simulation(RunOptions(seed=4, scenario=SCENARIO, plan=plan))
+    # Seed 4 was pinned until every simulated replica ran the real replica service; since
+    # then 13 of seeds 1-30 meet all four failures (4 no longer meets a blob failure), and
+    # seed 3 is pinned.
+    r = run_simulation(RunOptions(seed=3, scenario=SCENARIO, plan=plan))
     assert r.ok, _explain(r)
     for outcome in ("before", "after"):
         assert r.sometimes.get(f"storage_consensus_failed_{outcome}", 0) > 0, r.sometimes

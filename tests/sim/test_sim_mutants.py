@@ -28,10 +28,11 @@ SEED_BUDGET = 20
 
 SEED_BUDGETS = {
     "history_drops_live_peek": 30,  # caught at seed 18: a pending peek across a reconnect
-    # standard, seed 9: a catalog write's answer lost in an outage crashes the controller on
+    # standard, seed 18: a catalog write's answer lost in an outage crashes the controller on
     # the retry's conflict (small found it at seed 37 until inline batches changed its runs;
-    # small's seeds 1-170 no longer do)
-    "catalog_unknown_outcome_lost": 12,
+    # small's seeds 1-170 no longer do; standard's seed 9 until every simulated replica ran
+    # the real replica service: now seeds 18 and 27 of 1-59)
+    "catalog_unknown_outcome_lost": 18,
     # sources, seed 6: a storage replica restarted between a binding's write and its data's
     # (a crash point in the data write) resumes upstream past the data it still has to write
     "resume_from_remap_upper": 10,

@@ -115,7 +115,9 @@ def test_a_peek_waiting_on_a_view_that_is_dropped_ends_with_dependency_dropped()
     each write) changed the runs' timings, and seed 9 no longer reaches it either; seeds 4, 11
     and 14 do (of 1-42), and seed 4 was pinned. Group commits that wait a few turns of the
     event loop for the clients the last commit released changed them again: seeds 9, 11, 30
-    and 34 reach it (of 1-42, all of which pass), and seed 11 is pinned here."""
+    and 34 reach it (of 1-42, all of which pass), and seed 11 was pinned. Since every
+    simulated replica runs the real replica service, seeds 4, 9, 14, 17, 22, 27, 38 and 39
+    reach it (of 1-42, all of which pass), and seed 9 (three such peeks) is pinned here."""
     sc = small()
     sc = replace(
         sc,
@@ -127,7 +129,7 @@ def test_a_peek_waiting_on_a_view_that_is_dropped_ends_with_dependency_dropped()
         faults=6,
         workload=replace(sc.workload, drop_dataflow=10, create_dataflow=12, peek=30),
     )
-    result = run_simulation(RunOptions(seed=11, scenario=sc))
+    result = run_simulation(RunOptions(seed=9, scenario=sc))
     assert result.ok, result.summary()
     assert result.sometimes.get("peek_ended_by_drop", 0) >= 1
 

@@ -319,11 +319,3 @@ def test_every_fault_of_the_storage_world_fires_and_is_survived() -> None:
     assert all(n > 0 for n in fired.values()), fired
     assert r.sometimes.get("upstream_unreachable_met", 0) > 0
     assert r.sometimes.get("storage_service_source_failed", 0) > 0  # stalled, then recovered
-
-
-@pytest.mark.slow
-def test_a_sources_seed_passes_with_the_real_compute_replica_service_too() -> None:
-    scenario = dataclasses.replace(SHORT, replica="service")
-    r = run_simulation(RunOptions(seed=3, scenario=scenario))
-    assert r.ok, _explain(r)
-    assert r.sometimes.get("source_read_checked", 0) > 0
