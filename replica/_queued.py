@@ -222,6 +222,7 @@ class QueuedService:
         return True
 
     def _closed(self, event: Closed) -> None:
+        """A stream closed: if it was the current one, responses have nowhere to go."""
         if self._conn is event.conn:
             self._conn = None
         log_event(self.log, f"{self._log_prefix}connection_closed", connection=event.conn.number)

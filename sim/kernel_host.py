@@ -35,7 +35,7 @@ T = TypeVar("T")
 
 
 class KernelHost:
-    """Runs a :class:`ReplicaService` on a :class:`Kernel` (see the module docstring).
+    """Runs a replica service (compute or storage) on a :class:`Kernel` (see the module docstring).
 
     ``latency()`` is the delay of one storage step; ``on_killed()`` is called
     when a step dies of a :class:`ProcessKilled`. One host per incarnation:
