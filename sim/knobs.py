@@ -18,10 +18,14 @@ __all__ = ["SHARD_POLICIES", "Knobs", "draw_knobs"]
 
 SHARD_POLICIES: tuple[tuple[str, CompactionPolicy], ...] = (
     ("inline_merges", CompactionPolicy()),
-    ("blob_merges", CompactionPolicy(inline_merge_max_bytes=0, inline_held_max_bytes=0)),
+    (
+        "blob_merges",
+        CompactionPolicy(max_batches=8, inline_merge_max_bytes=0, inline_held_max_bytes=0),
+    ),
 )
 """The stores' maintenance: the default (small inline batches merge inline, committed by
-the appends), or every merge into a blob (a blob write, and its faults, every few appends)."""
+the appends), or every merge into a blob, due at half the default's batches (a blob write,
+and its faults, every few appends)."""
 
 
 @dataclass(frozen=True)

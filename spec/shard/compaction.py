@@ -36,7 +36,7 @@ class CompactionPolicy:
     Raises ``ValueError`` for a bound that admits no merge or a negative one.
     """
 
-    max_batches: int = 8
+    max_batches: int = 16
     small_len: int = 100_000
     max_inputs: int = 1_024
     max_len: int = 2_000_000
