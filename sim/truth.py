@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from tidegate.runtime.storage.arrow_batches import (
-    decode_parquet,
+    decode_batch,
     schema_from_text,
     table_to_updates,
 )
@@ -122,7 +122,7 @@ class TruthLog:
                 self._violate("batches_readable", f"shard {key}: batch {b.key} has no blob")
                 continue
             try:
-                table = decode_parquet(key, b.key, data, schema_from_text(state.schema))
+                table = decode_batch(key, b.key, data, schema_from_text(state.schema))
             except Exception as e:
                 self._violate("batches_readable", f"shard {key}: batch {b.key}: {e}")
                 continue

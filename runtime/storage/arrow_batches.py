@@ -1,7 +1,10 @@
-"""Shard batches as Arrow tables and Parquet bytes.
+"""Shard batches as Arrow tables, and as the bytes stored for them.
 
 A batch table has the shard's row columns plus ``__time`` (int64) and
-``__diff`` (int64). Consolidation sums ``__diff`` per distinct row (and time)
+``__diff`` (int64). Its bytes are an Arrow IPC record-batch message (inline
+batches, and blobs small enough that maintenance will merge them again) or
+Parquet (larger blobs, which stay): :func:`encode_blob` picks, and
+:func:`decode_batch` reads either. Consolidation sums ``__diff`` per distinct row (and time)
 and drops zeros; it is skipped when one column is already all-distinct, since
 then no two rows can be equal.
 """
@@ -21,11 +24,14 @@ from tidegate.spec.frontier import Update, consolidate
 
 __all__ = [
     "DIFF",
+    "IPC_SUFFIX",
+    "PARQUET_SUFFIX",
     "RESERVED",
     "TIME",
     "batch_schema",
     "consolidate_table",
-    "decode_parquet",
+    "decode_batch",
+    "encode_blob",
     "encode_inline",
     "encode_parquet",
     "schema_from_text",
@@ -163,31 +169,60 @@ _IPC_MESSAGE = b"\xff\xff\xff\xff"
 """How an Arrow IPC message starts (its continuation marker); Parquet starts with ``PAR1``."""
 
 
-def encode_inline(table: pa.Table, max_bytes: int) -> bytes | None:
-    """A small batch table as one Arrow IPC record-batch message, for storing inline in a
-    shard's state; ``None`` if it would be larger than ``max_bytes`` (or cannot be encoded so).
-
-    The message leaves out the schema (the shard records it), so a one-row batch takes
-    a few hundred bytes, and it encodes and decodes about 20 times faster than Parquet,
-    whose fixed costs dominate a batch this small; :func:`decode_parquet` reads both.
-    """
-    if table.nbytes > max_bytes:
-        return None
+def _encode_ipc(table: pa.Table) -> bytes | None:
+    """``table`` as one Arrow IPC record-batch message, without the schema (the shard
+    records it); ``None`` if it cannot be encoded so (no rows, dictionary columns)."""
     try:
         batches = table.to_batches()
         if len(batches) != 1:
             batches = table.combine_chunks().to_batches()
         if len(batches) != 1:
             return None
-        data = batches[0].serialize().to_pybytes()
-    except (pa.ArrowNotImplementedError, pa.ArrowInvalid):  # e.g. dictionary columns
+        return bytes(batches[0].serialize().to_pybytes())
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid):
         return None
-    return data if len(data) <= max_bytes else None
 
 
-def decode_parquet(shard: str, key: str, data: bytes, schema: pa.Schema) -> pa.Table:
-    """A batch's bytes back into a table: Parquet (blobs), or the Arrow IPC message of
-    :func:`encode_inline` (inline batches); anything unreadable raises :class:`BlobCorrupt`."""
+def encode_inline(table: pa.Table, max_bytes: int) -> bytes | None:
+    """A small batch table as one Arrow IPC record-batch message, for storing inline in a
+    shard's state; ``None`` if it would be larger than ``max_bytes`` (or cannot be encoded so).
+
+    The message leaves out the schema (the shard records it), so a one-row batch takes
+    a few hundred bytes, and it encodes and decodes about 20 times faster than Parquet,
+    whose fixed costs dominate a batch this small; :func:`decode_batch` reads both.
+    """
+    # The buffers' total, not ``nbytes``: as good a bound here, and 40 times cheaper.
+    if table.get_total_buffer_size() > max_bytes:
+        return None
+    data = _encode_ipc(table)
+    return data if data is not None and len(data) <= max_bytes else None
+
+
+IPC_SUFFIX = ".arrow"
+PARQUET_SUFFIX = ".parquet"
+
+
+def encode_blob(table: pa.Table, *, ipc: bool) -> tuple[bytes, str]:
+    """A batch table's blob bytes, and the key suffix that says their format.
+
+    ``ipc``: an Arrow IPC message (:data:`IPC_SUFFIX`), like an inline batch, unless the
+    table has no such encoding (no rows, dictionary columns); otherwise, or then,
+    Parquet (:data:`PARQUET_SUFFIX`). The store asks for IPC for small blobs, the ones
+    maintenance merges again soon: Parquet's fixed costs dominate them (2,000 rows of
+    four int64 columns take 0.7 ms to write and 0.4 ms to read as Parquet, 0.02 and
+    0.01 ms as an IPC message, which is about three times the bytes of snappy Parquet).
+    """
+    if ipc:
+        data = _encode_ipc(table)
+        if data is not None:
+            return data, IPC_SUFFIX
+    return encode_parquet(table), PARQUET_SUFFIX
+
+
+def decode_batch(shard: str, key: str, data: bytes, schema: pa.Schema) -> pa.Table:
+    """A batch's bytes back into a table: an Arrow IPC message (inline batches, small
+    blobs) or Parquet (see :func:`encode_blob`), told apart by their first bytes, not by
+    the key; anything unreadable raises :class:`BlobCorrupt`."""
     full = batch_schema(schema)
     if data[:4] == _IPC_MESSAGE:
         try:

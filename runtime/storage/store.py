@@ -63,9 +63,9 @@ from .arrow_batches import (
     TIME,
     batch_schema,
     consolidate_table,
-    decode_parquet,
+    decode_batch,
+    encode_blob,
     encode_inline,
-    encode_parquet,
     schema_from_text,
     schema_text,
     table_and_bounds,
@@ -90,6 +90,9 @@ INLINE_MAX_BYTES = 4096
 INLINE_TOTAL_MAX_BYTES = 64 * 1024
 """Inline batches stop once a shard's state carries this many bytes of them (every commit
 rewrites the state, so it stays small); compaction moves them into blobs."""
+BLOB_IPC_MAX_BYTES = 4 * 1024 * 1024
+"""A blob that maintenance will merge again and that holds at most this many bytes (in
+memory) is an Arrow IPC message; others are Parquet (see :class:`ShardStore`)."""
 EXPIRY_EVERY = 64
 """Maintenance after every this many appends also expires lapsed readers and idle writers."""
 
@@ -187,6 +190,10 @@ class ShardStore:
     batch whose encoding is at most the first is stored inline, in the shard's
     state, while the state's inline batches stay within the second (persist's
     inline writes; ``0`` turns them off); compaction moves them into blobs.
+    ``blob_ipc_max_bytes``: a blob of fewer rows than the policy's ``small_len``
+    (one that maintenance merges again) and at most this many bytes is written
+    as an Arrow IPC message, cheap to write and read; others as Parquet,
+    compact (``0``: always Parquet). Reads take either.
     """
 
     def __init__(
@@ -204,6 +211,7 @@ class ShardStore:
         owns_backends: bool = False,
         inline_max_bytes: int = INLINE_MAX_BYTES,
         inline_total_max_bytes: int = INLINE_TOTAL_MAX_BYTES,
+        blob_ipc_max_bytes: int = BLOB_IPC_MAX_BYTES,
     ) -> None:
         self.blob = blob
         self.consensus = consensus
@@ -229,6 +237,7 @@ class ShardStore:
         self._owns_backends = owns_backends
         self.inline_max_bytes = inline_max_bytes
         self.inline_total_max_bytes = inline_total_max_bytes
+        self.blob_ipc_max_bytes = blob_ipc_max_bytes
 
     def close(self) -> None:
         """Wait for background compaction to finish and stop its thread; close the backends
@@ -399,11 +408,20 @@ class ShardStore:
             digest = blob_digest(inline)
             meta = BatchMeta(key, lower, upper, lower, table.num_rows, tmin, tmax, digest, inline)
             return meta, None
-        data = encode_parquet(table)
+        data, suffix = self._encode_blob(table)
         digest = blob_digest(data)
-        key = f"{state.shard}/{self.new_id()}.parquet"
+        key = f"{state.shard}/{self.new_id()}{suffix}"
         self.blob.set(key, data)
         return BatchMeta(key, lower, upper, lower, table.num_rows, tmin, tmax, digest), key
+
+    def _encode_blob(self, table: pa.Table) -> tuple[bytes, str]:
+        """A blob's bytes and key suffix: an Arrow IPC message while maintenance will merge
+        the batch again (fewer rows than ``small_len``) and it is small, else Parquet."""
+        small = (
+            table.num_rows < self.policy.small_len
+            and table.get_total_buffer_size() <= self.blob_ipc_max_bytes
+        )
+        return encode_blob(table, ipc=small)
 
     def compare_and_append(
         self,
@@ -650,7 +668,7 @@ class ShardStore:
                     expected=b.digest,
                     actual=actual,
                 )
-        table = decode_parquet(state.shard, b.key, data, schema)
+        table = decode_batch(state.shard, b.key, data, schema)
         if table.num_rows != b.length:
             raise BlobCorrupt(
                 state.shard, b.key, f"{table.num_rows} updates where the state records {b.length}"
@@ -774,8 +792,8 @@ class ShardStore:
             return False
         table = self._merged_table(state, plan)
         tmin, tmax = time_bounds(table)
-        key = f"{shard}/{self.new_id()}.parquet"
-        data = encode_parquet(table) if table.num_rows else b""
+        data, suffix = self._encode_blob(table) if table.num_rows else (b"", "")
+        key = f"{shard}/{self.new_id()}{suffix}"
         output = plan.output(key, table.num_rows, tmin, tmax, blob_digest(data))
         if output is not None:
             self.blob.set(key, data)

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 from tidegate.runtime.storage import MemoryBlob, MemoryConsensus, ShardStore, default_urls
-from tidegate.runtime.storage.arrow_batches import decode_parquet
+from tidegate.runtime.storage.arrow_batches import decode_batch
 from tidegate.spec.errors import BlobCorrupt, ConsensusCorrupt, Indeterminate
 from tidegate.spec.frontier import Antichain
 from tidegate.spec.shard import INLINE_PREFIX, CompactionPolicy
@@ -142,10 +142,10 @@ def test_an_inline_batch_is_an_arrow_ipc_message_and_garbage_in_one_is_blob_corr
     (batch,) = store.state("s").batches
     assert batch.inline is not None and batch.inline[:4] == b"\xff\xff\xff\xff"
     assert len(batch.inline) < 1_000
-    table = decode_parquet("s", batch.key, batch.inline, SCHEMA)
+    table = decode_batch("s", batch.key, batch.inline, SCHEMA)
     assert table.to_pylist() == [{"id": 1, "name": "a", "__time": 0, "__diff": 1}]
     with pytest.raises(BlobCorrupt):
-        decode_parquet("s", batch.key, batch.inline[:40], SCHEMA)
+        decode_batch("s", batch.key, batch.inline[:40], SCHEMA)
 
 
 class _CountingConsensus:

@@ -56,9 +56,20 @@ def _blob_path(store: ShardStore, key: str) -> Path:
 # -- blobs -------------------------------------------------------------------------------------
 
 
-def test_every_flipped_byte_of_a_written_blob_is_blob_corrupt(local: ShardStore) -> None:
+@pytest.mark.parametrize("suffix", [".arrow", ".parquet"])
+def test_every_flipped_byte_of_a_written_blob_is_blob_corrupt(tmp_path: Path, suffix: str) -> None:
+    """Both blob formats: an Arrow IPC message (a small blob) and Parquet."""
+    local = ShardStore.open(
+        *default_urls(tmp_path),
+        auto_compact=False,
+        inline_max_bytes=0,
+        blob_ipc_max_bytes=0 if suffix == ".parquet" else 1 << 20,
+    )
+    local.create_shard("s", SCHEMA)
+    local.compare_and_append("s", ROWS, 0, 3)
     (batch,) = local.state("s").batches
     assert batch.digest is not None and len(batch.digest) == 64
+    assert batch.key.endswith(suffix)
     path = _blob_path(local, batch.key)
     original = path.read_bytes()
     good = local.snapshot_rows("s", 2)
@@ -80,6 +91,7 @@ def test_every_flipped_byte_of_a_written_blob_is_blob_corrupt(local: ShardStore)
         local.snapshot_rows("s", 2)
     path.write_bytes(original)  # repaired: readable again, the same contents
     assert local.snapshot_rows("s", 2) == good
+    local.close()
 
 
 def test_a_corrupt_blob_fails_listen_and_compaction_and_changes_nothing(tmp_path: Path) -> None:
