@@ -126,6 +126,8 @@ def frame_updates(schema: Schema, data: Any, what: str) -> list[tuple[Row, int]]
 
     See the module docstring for the rules and the errors.
     """
+    from .arrow_values import column_values
+
     table = _to_arrow(data, what)
     names = [str(n) for n in table.schema.names]
     if len(set(names)) != len(names):
@@ -153,7 +155,7 @@ def frame_updates(schema: Schema, data: Any, what: str) -> list[tuple[Row, int]]
                 f"{what}: column {c.name!r} is Arrow {col.type}, which cannot hold "
                 f"{c.type.scalar} values"
             )
-        columns.append(col.to_pylist())
+        columns.append(column_values(col))
     if has_diff:
         dcol = table.column(DIFF_COLUMN)
         if not _pa().types.is_integer(dcol.type):
@@ -162,7 +164,7 @@ def frame_updates(schema: Schema, data: Any, what: str) -> list[tuple[Row, int]]
             )
         if dcol.null_count:
             raise TypeMismatch(f"{what}: the {DIFF_COLUMN!r} column has NULLs")
-        diffs: Sequence[int] = dcol.to_pylist()
+        diffs: Sequence[int] = column_values(dcol)
     else:
         diffs = [1] * table.num_rows
     out: list[tuple[Row, int]] = []

@@ -13,6 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from tidegate.runtime.arrow_values import column_values
 from tidegate.runtime.controller.schemas import ARROW_TYPES
 from tidegate.spec.frontier import Row
 from tidegate.spec.plan.schema import ScalarType, Schema
@@ -70,11 +71,11 @@ def rows_from_table(table: pa.Table, arity: int) -> list[tuple[Row, int]]:
     cols = []
     for i in range(arity):
         col = table.column(f"c{i}")
-        values = col.to_pylist()
+        values = column_values(col)
         if pa.types.is_decimal(col.type):
             values = [None if v is None else int(v) for v in values]
         cols.append(values)
-    counts = table.column(COUNT).to_pylist()
+    counts = column_values(table.column(COUNT))
     if not cols:
         return [((), n) for n in counts]
     return list(zip(zip(*cols, strict=True), counts, strict=True))

@@ -65,6 +65,7 @@ import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from tidegate.runtime.arrow_values import column_values
 from tidegate.spec.executor.operators import key_function
 from tidegate.spec.frontier import Row
 from tidegate.spec.plan.schema import Column as SchemaColumn
@@ -776,14 +777,14 @@ class SparkAccumulators(Spine):
         for j, kind in enumerate(self.kinds):
             if kind is Acc.FINGERPRINT:
                 a, b = grouped.column(f"v{j}a_sum"), grouped.column(f"v{j}b_sum")
-                vcols.append(fold_mod_prime(a, b).to_pylist())
+                vcols.append(column_values(fold_mod_prime(a, b)))
             elif kind is Acc.SUM:
-                lo = grouped.column(f"v{j}l_sum").to_pylist()
-                hi = grouped.column(f"v{j}h_sum").to_pylist()
+                lo = column_values(grouped.column(f"v{j}l_sum"))
+                hi = column_values(grouped.column(f"v{j}h_sum"))
                 vcols.append([(h << 32) + x for h, x in zip(hi, lo, strict=True)])
             else:
-                vcols.append(grouped.column(f"v{j}_sum").to_pylist())
-        kcols = [grouped.column(c).to_pylist() for c in self.key_cols]
+                vcols.append(column_values(grouped.column(f"v{j}_sum")))
+        kcols = [column_values(grouped.column(c)) for c in self.key_cols]
         keys = zip(*kcols, strict=True) if kcols else [()] * grouped.num_rows
         out: dict[Row, list[int]] = {}
         for k, vec in zip(keys, zip(*vcols, strict=True), strict=True):
@@ -796,15 +797,15 @@ class SparkAccumulators(Spine):
 
     def _sum_rows(self, table: pa.Table) -> dict[Row, list[int]]:
         """:meth:`_sum_table` with Python integers (for partial sums too large for int64)."""
-        kcols = [table.column(c).to_pylist() for c in self.key_cols]
+        kcols = [column_values(table.column(c)) for c in self.key_cols]
         vcols: list[list[int]] = []
         for j, kind in enumerate(self.kinds):
             if kind is Acc.SUM:
-                lo = table.column(f"v{j}l").to_pylist()
-                hi = table.column(f"v{j}h").to_pylist()
+                lo = column_values(table.column(f"v{j}l"))
+                hi = column_values(table.column(f"v{j}h"))
                 vcols.append([(h << 32) + x for h, x in zip(hi, lo, strict=True)])
             else:
-                vcols.append(table.column(f"v{j}").to_pylist())
+                vcols.append(column_values(table.column(f"v{j}")))
         keys = zip(*kcols, strict=True) if kcols else [()] * table.num_rows
         out: dict[Row, list[int]] = {}
         for k, vec in zip(keys, zip(*vcols, strict=True), strict=True):

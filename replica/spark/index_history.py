@@ -54,6 +54,7 @@ import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from tidegate.runtime.arrow_values import column_values
 from tidegate.spec.errors import (
     ArityMismatch,
     CompactionRegression,
@@ -119,10 +120,10 @@ def _release(frame: DataFrame) -> None:
 
 def _pairs(table: pa.Table, cols: Sequence[str], count: str) -> list[tuple[Row, int]]:
     """The ``(row of cols, count)`` pairs of ``table``."""
-    counts = table.column(count).to_pylist()
+    counts = column_values(table.column(count))
     if not cols:
         return [((), n) for n in counts]
-    rows = zip(*(table.column(c).to_pylist() for c in cols), strict=True)
+    rows = zip(*(column_values(table.column(c)) for c in cols), strict=True)
     return list(zip(rows, counts, strict=True))
 
 
@@ -312,7 +313,7 @@ class SparkIndexHistory:
                 return df.where(test), keys
         if single and ktab.num_rows <= _ISIN_MAX:
             col = F.col(self._key_cols[0])
-            values = ktab.column(0).to_pylist()
+            values = column_values(ktab.column(0))
             nonnull = [v for v in values if v is not None]
             cond: Column = col.isin(nonnull) if nonnull else F.lit(False)
             if len(nonnull) < len(values):
@@ -380,7 +381,7 @@ class SparkIndexHistory:
         tables.extend(self._buffer)
         out: list[Update] = []
         for table in tables:
-            times = table.column(TIME).to_pylist()
+            times = column_values(table.column(TIME))
             pairs = _pairs(table, self._cols, DIFF)
             out.extend((r, t, d) for (r, d), t in zip(pairs, times, strict=True))
         return out

@@ -23,6 +23,7 @@ from pyiceberg.types import (
     TimestampType,
 )
 
+from tidegate.runtime.arrow_values import column_values
 from tidegate.spec.errors import SinkDescriptionInvalid
 from tidegate.spec.frontier import Row
 from tidegate.spec.plan.schema import ScalarType, Schema
@@ -104,8 +105,8 @@ def from_arrow(table: Any) -> list[tuple[Row, int, int]]:
     """A changelog table read back as ``(row, time, diff)`` triples, in time order."""
     table = table.sort_by(TIME_COLUMN)
     names = [n for n in table.column_names if n not in (TIME_COLUMN, DIFF_COLUMN)]
-    columns = [table.column(n).to_pylist() for n in names]
-    times = table.column(TIME_COLUMN).to_pylist()
-    diffs = table.column(DIFF_COLUMN).to_pylist()
+    columns = [column_values(table.column(n)) for n in names]
+    times = column_values(table.column(TIME_COLUMN))
+    diffs = column_values(table.column(DIFF_COLUMN))
     rows = zip(*columns, strict=True) if columns else iter([()] * len(times))
     return [(tuple(r), t, d) for r, t, d in zip(rows, times, diffs, strict=True)]

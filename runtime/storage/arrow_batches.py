@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from tidegate.runtime.arrow_values import column_values
 from tidegate.spec.errors import BlobCorrupt, InvalidUpdates, SchemaMismatch
 from tidegate.spec.frontier import Update, consolidate
 
@@ -243,9 +244,9 @@ def decode_batch(shard: str, key: str, data: bytes, schema: pa.Schema) -> pa.Tab
 def table_to_updates(table: pa.Table) -> list[Update]:
     """A batch table as ``(row, time, diff)`` tuples (in table order)."""
     names = [n for n in table.schema.names if n not in RESERVED]
-    cols = [table.column(n).to_pylist() for n in names]
-    times = table.column(TIME).to_pylist()
-    diffs = table.column(DIFF).to_pylist()
+    cols = [column_values(table.column(n)) for n in names]
+    times = column_values(table.column(TIME))
+    diffs = column_values(table.column(DIFF))
     rows = list(zip(*cols, strict=True)) if cols else [()] * table.num_rows
     return [(tuple(r), t, d) for r, t, d in zip(rows, times, diffs, strict=True)]
 
@@ -304,8 +305,8 @@ def consolidate_table(table: pa.Table) -> pa.Table:
 
 
 def _consolidate_in_python(table: pa.Table, keys: Sequence[str]) -> pa.Table:
-    cols = [table.column(n).to_pylist() for n in keys]
-    diffs = table.column(DIFF).to_pylist()
+    cols = [column_values(table.column(n)) for n in keys]
+    diffs = column_values(table.column(DIFF))
     pairs = [((tuple(k), 0, d)) for k, d in zip(zip(*cols, strict=True), diffs, strict=True)]
     merged = consolidate(pairs)
     out: dict[str, list[Any]] = {n: [] for n in table.schema.names}

@@ -13,6 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from tidegate.runtime.arrow_values import column_values
 from tidegate.spec.frontier import Row
 
 from .errors import MalformedMessage
@@ -63,6 +64,6 @@ def decode_table(
     missing = [n for n in (*names, *extra) if n not in table.column_names]
     if missing:
         raise MalformedMessage(f"row payload lacks columns {missing}")
-    values = [table.column(n).to_pylist() for n in names]
+    values = [column_values(table.column(n)) for n in names]
     rows: list[Row] = [tuple(col[j] for col in values) for j in range(table.num_rows)]
-    return rows, {n: table.column(n).to_pylist() for n in extra}
+    return rows, {n: column_values(table.column(n)) for n in extra}

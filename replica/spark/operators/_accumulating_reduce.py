@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 
+from tidegate.runtime.arrow_values import column_values
 from tidegate.spec.errors import EvaluationError
 from tidegate.spec.executor.operators import key_function
 from tidegate.spec.frontier import Row
@@ -241,7 +242,7 @@ class AccumulatingReduceNode(StatefulNode):
                         out = self._replay_vectorised(gkeys, groups.times, gx, segments, base)
             if out is None:
                 old = self.acc.sum_dict(tables)
-                key_lists = [k.to_pylist() for k in gkeys]
+                key_lists = [column_values(k) for k in gkeys]
                 n = len(gx)
                 group_keys = list(zip(*key_lists, strict=True)) if key_lists else [()] * n
                 deltas = layout.vectors(gx).tolist()
@@ -496,4 +497,4 @@ def _pylist(col: Any, at: Ints) -> list[Any]:
     if pa.types.is_integer(col.type) and not col.null_count:
         values: list[Any] = col.to_numpy()[at].tolist()
         return values
-    return col.take(pa.array(at)).to_pylist()  # type: ignore[no-any-return]
+    return column_values(col.take(pa.array(at)))
