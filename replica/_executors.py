@@ -7,8 +7,9 @@
 exception from the executor (a Py4J error, a bug) becomes an
 :class:`~tidegate.spec.errors.ExecutorError`, which the replica core turns
 into its typed answer (a rejected dataflow, a ``PeekError``, a rejected feed)
-instead of a dead process; and it counts each export's records, the
-arrangement sizes the metrics report.
+instead of a dead process; it counts each export's records, the arrangement
+sizes the metrics report; and it runs feeds and steps with Python's cyclic
+collector paused (:func:`~tidegate.runtime.heap.gc_paused`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
+from tidegate.runtime.heap import gc_paused
 from tidegate.spec.errors import ExecutorError, TidegateError
 from tidegate.spec.executor.contract import DataflowHandle, Executor, ExportBatch
 from tidegate.spec.frontier import Antichain, Row, Update
@@ -102,7 +104,8 @@ class GuardedExecutor:
         upper: Antichain,
     ) -> None:
         try:
-            self.inner.feed(handle, input_id, updates, upper)
+            with gc_paused():
+                self.inner.feed(handle, input_id, updates, upper)
         except TidegateError:
             raise
         except Exception as e:
@@ -110,7 +113,8 @@ class GuardedExecutor:
 
     def step(self) -> list[ExportBatch]:
         try:
-            batches = self.inner.step()
+            with gc_paused():
+                batches = self.inner.step()
         except TidegateError:
             raise
         except Exception as e:

@@ -23,12 +23,13 @@ from typing import TypeAlias, cast
 
 from pyspark.sql import SparkSession
 
+from tidegate.runtime.heap import gc_paused
 from tidegate.spec.errors import ExecutorError, UnknownExport
 from tidegate.spec.executor import DataflowHandle, ErrorUpdate, ExportBatch
 from tidegate.spec.executor.compile import PlanCompiler, StatelessNodes
 from tidegate.spec.executor.core import DataflowState, InputState, IntTimeExecutor, StepChanges
 from tidegate.spec.executor.int_frontiers import Frontier, consolidate_changes
-from tidegate.spec.frontier import Row, Update
+from tidegate.spec.frontier import Antichain, Row, Update
 from tidegate.spec.ids import GlobalId
 from tidegate.spec.plan.relation import Reduce, TopK
 from tidegate.spec.plan.schema import Schema
@@ -222,9 +223,22 @@ class SparkExecutor(IntTimeExecutor[ops.Node, IndexOutput]):
 
     # -- Spark's own ------------------------------------------------------------------------
 
+    def feed(
+        self,
+        handle: DataflowHandle,
+        input_id: GlobalId,
+        updates: Iterable[Update],
+        upper: Antichain,
+    ) -> None:
+        """Give source import ``input_id`` of ``handle`` new updates and its new upper (with
+        Python's cyclic collector paused: see :mod:`tidegate.runtime.heap`)."""
+        with gc_paused():
+            super().feed(handle, input_id, updates, upper)
+
     def step(self) -> list[ExportBatch]:
-        """Process all completed times; one batch per export whose contents or upper changed."""
-        with PHASES("step"):
+        """Process all completed times; one batch per export whose contents or upper changed
+        (with Python's cyclic collector paused: see :mod:`tidegate.runtime.heap`)."""
+        with PHASES("step"), gc_paused():
             return super().step()
 
     def drop(self, handle: DataflowHandle) -> None:

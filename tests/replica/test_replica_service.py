@@ -3,9 +3,11 @@ the service down; the guard's arrangement sizes; one metrics registry per servic
 
 from __future__ import annotations
 
+import gc
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -248,6 +250,27 @@ def test_the_guard_counts_records_per_export_and_forgets_dropped_ones() -> None:
     assert guard.records[idx] == 2
     guard.allow_compaction(idx, Antichain())
     assert idx not in guard.records
+
+
+def test_the_guard_feeds_and_steps_with_the_cyclic_collector_paused() -> None:
+    seen: list[tuple[str, bool]] = []
+
+    class Recording(PythonExecutor):
+        def feed(self, *args: Any) -> None:
+            seen.append(("feed", gc.isenabled()))
+            super().feed(*args)
+
+        def step(self) -> list[ExportBatch]:
+            seen.append(("step", gc.isenabled()))
+            return super().step()
+
+    guard = GuardedExecutor(Recording())
+    t = fresh_id()
+    h = guard.install(index_dataflow(t, index=fresh_id()))
+    guard.feed(h, t, [((1, "a"), 0, 1)], at(1))
+    guard.step()
+    assert seen == [("feed", False), ("step", False)]
+    assert gc.isenabled()
 
 
 def test_the_guard_wraps_unexpected_exceptions_only() -> None:

@@ -667,3 +667,24 @@ def test_arrangement_with_float_keys_over_an_int64_column(spark: SparkSession) -
     assert arr.lookup([(fb,)]) == {(fb,): {(big + 1, -1): 1, (big, -2): 1}}
     assert arr.lookup([(3.0,), (-0.0,)]) == {(3.0,): {(3, 0): 1}, (0.0,): {(0, 0): 1}}
     assert arr.lookup([(fb + 2048,)]) == {}  # 2**62 + 5000 is 2.0**62 + 5120
+
+
+def test_feeds_and_steps_run_with_the_cyclic_collector_paused(spark: SparkSession) -> None:
+    """A step's allocations do not set off full collections (``runtime/heap.py``)."""
+    import gc
+
+    seen: list[tuple[str, bool]] = []
+
+    class Recording(SparkExecutor):
+        def _push(self, *args: Any) -> None:
+            seen.append(("feed", gc.isenabled()))
+            super()._push(*args)
+
+        def _run(self, *args: Any) -> Any:
+            seen.append(("step", gc.isenabled()))
+            return super()._run(*args)
+
+    assert gc.isenabled()
+    run(Recording(spark), dataflow(Distinct(Get(A, SA))), [{A: ups(0, ((1, 2), 1))}])
+    assert seen == [("feed", False), ("step", False)]
+    assert gc.isenabled()
