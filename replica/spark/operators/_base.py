@@ -25,6 +25,7 @@ def by_key_time(
 ) -> dict[Row, dict[int, dict[Row, int]]]:
     """Consolidate changes into ``key -> time -> row -> diff`` (zeros dropped)."""
     out: dict[Row, dict[int, dict[Row, int]]] = {}
+    cancelled = False
     for row, t, d in changes:
         rows = out.setdefault(keyfn(row), {}).setdefault(t, {})
         n = rows.get(row, 0) + d
@@ -32,6 +33,9 @@ def by_key_time(
             rows[row] = n
         else:
             del rows[row]
+            cancelled = True
+    if not cancelled:  # no row cancelled out: no time or key is empty
+        return out
     return {k: {t: rs for t, rs in ts.items() if rs} for k, ts in out.items() if any(ts.values())}
 
 
