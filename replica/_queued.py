@@ -196,7 +196,7 @@ class QueuedService:
                 raise blamed(
                     self._violation(
                         f"{type(cmd).__name__} as the first command of a new connection: "
-                        "every connection starts with Hello"
+                        f"every connection starts with {self._hello.__name__}"
                     ),
                     RemoteProtocolError,
                 )

@@ -66,7 +66,7 @@ def test_a_stream_must_start_with_hello(tmp_path: Path) -> None:
             c = await StorageClient.connect(address)
             await c.send(StorageInitializationComplete(), check=False)
             lost = await c.ended()
-            assert "StorageStageViolation" in str(lost) and "starts with Hello" in str(lost)
+            assert "StorageStageViolation" in str(lost) and "starts with StorageHello" in str(lost)
             c = await StorageClient.connect(address)  # the service keeps serving
             await c.start()
             await c.close()
