@@ -26,9 +26,9 @@ which walks every tracked object alive at that moment. On the W join of
 ``bench/replica.py`` (20,000 updates a step) that was 80-120 ms of a 330 ms step.
 :func:`gc_paused` turns the collector off for the block: reference counting still
 frees acyclic garbage at once, and cyclic garbage (a step's is bounded) waits for
-the first collection after it. The executors' callers use it (``SparkExecutor``,
-the replica's ``GuardedExecutor``); it is safe in an embedder's process, since it
-only delays collection.
+the first collection after it. The ``SparkExecutor`` pauses it for its own feeds
+and steps, the replica's ``GuardedExecutor`` for any executor's; that is safe in an
+embedder's process too, since it only delays collection.
 """
 
 from __future__ import annotations
