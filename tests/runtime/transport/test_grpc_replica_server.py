@@ -235,13 +235,15 @@ def test_mutual_tls(pki: Path, backend: str):
 
 
 class SlowToAccept(EchoReplica):
-    """A replica whose ``on_connect`` waits until released."""
+    """A replica whose ``on_connect`` says it has begun, then waits until released."""
 
     def __init__(self) -> None:
         super().__init__()
+        self.entered = threading.Event()
         self.release = threading.Event()
 
     def on_connect(self, metadata: Mapping[str, str], responses: ResponseSink) -> ReplicaConnection:
+        self.entered.set()
         self.release.wait(30)
         return super().on_connect(metadata, responses)
 
@@ -251,14 +253,27 @@ def test_cancelling_connect_cancels_the_call():
     with ReplicaServer(replica) as server:
 
         async def main() -> None:
-            with anyio.move_on_after(0.3) as scope:
-                await GrpcTransport().connect(server.address)
-            assert scope.cancelled_caught
+            # Cancel only once the server is inside on_connect: a cancellation that
+            # beats the call to the server (a loaded machine) would test nothing.
+            async with anyio.create_task_group() as tg:
+                outcome: list[str] = []
+
+                async def connect() -> None:
+                    try:
+                        await GrpcTransport().connect(server.address)
+                    except anyio.get_cancelled_exc_class():
+                        outcome.append("cancelled")
+                        raise
+                    outcome.append("connected")
+
+                tg.start_soon(connect)
+                assert await anyio.to_thread.run_sync(replica.entered.wait, 30)
+                tg.cancel_scope.cancel()
+            assert outcome == ["cancelled"]
 
         anyio.run(main, backend="trio")
-        time.sleep(0.3)  # let the cancellation reach the server
         replica.release.set()
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 30
         while not (replica.sessions and replica.sessions[0].closed):
             assert time.monotonic() < deadline, "the server never saw the call end"
             time.sleep(0.01)
