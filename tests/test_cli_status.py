@@ -24,6 +24,7 @@ from tidegate.commands.control import (
     ControlClient,
     ControlError,
     ControllerInfo,
+    Refusal,
     Stream,
     serve_control,
 )
@@ -376,8 +377,20 @@ async def test_while_starting_status_answers_and_other_requests_wait(
             ran.append((method, path))
             return {"table": "t", "time": 5, "time_iso": iso_ms(5), "rows": 1}
 
+    watching = False
+    client_waits = anyio.Event()
+
+    async def handle(method: str, path: str, body: Mapping[str, Any]) -> Any:
+        """The gate, noting when it turns an append away while ``watching``."""
+        try:
+            return await gate.handle(method, path, body)
+        except Refusal as e:
+            if watching and e.type == "Starting" and path == "/append":
+                client_waits.set()
+            raise
+
     async with anyio.create_task_group() as tg:
-        address = await tg.start(serve_control, gate.handle, "tok")
+        address = await tg.start(serve_control, handle, "tok")
         info = ControllerInfo(address, "tok", os.getpid(), str(tmp_path))
         info.write()
         client = ControlClient(info, timeout=10)
@@ -394,9 +407,10 @@ async def test_while_starting_status_answers_and_other_requests_wait(
 
         # A client command waits for the controller to start, then goes through.
         async def start_soon() -> None:
-            await anyio.sleep(0.6)
+            await client_waits.wait()
             gate.run(Service())
 
+        watching = True
         tg.start_soon(start_soon)
         argv = ["append", "t", "--rows", "[[1]]", "--data-dir", str(tmp_path), "--timeout", "20"]
         assert await call(main, argv) == 0

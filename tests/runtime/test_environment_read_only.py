@@ -207,7 +207,8 @@ def test_no_acknowledged_append_is_lost_across_a_promotion(tmp_path: Path, backe
                 ) as new:
                     async with anyio.create_task_group() as tg:
                         tg.start_soon(keep_appending)
-                        await anyio.sleep(0.3)
+                        while len(acked) < 3:  # the old writer is in full swing
+                            await anyio.sleep(0.02)
                         await new.promote()
                     assert refused and acked
                     rows = sorted(r[0] for (r, _d) in await new.peek("t"))

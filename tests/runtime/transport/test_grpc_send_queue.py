@@ -6,7 +6,7 @@ notice a break is part of the transport contract, test_transport_contract.py.)""
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import anyio
 import pytest
@@ -52,6 +52,21 @@ class StalledReplica:
 BULKY = CreateDataflow(DataflowDescription("x" * 32_000))  # unanswered, 32 kB on the wire
 
 
+async def held_back(s: object, progress: Callable[[], int]) -> int:
+    """Wait until the sender is held back for good: ``progress()`` still for 0.5 s while held.
+
+    Polled, not slept for a fixed time: on a loaded machine filling the flow-control
+    window can take longer than any fixed guess. Returns ``progress()`` at that point.
+    """
+    assert isinstance(s, GrpcReplicaStream)
+    with anyio.fail_after(60):
+        while True:
+            before = progress()
+            await anyio.sleep(0.5)
+            if progress() == before and s._outbox._space is not None:
+                return before
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_stalled_replica_holds_senders_back_and_loses_nothing(backend: str) -> None:
     replica = StalledReplica()
@@ -71,8 +86,7 @@ def test_a_stalled_replica_holds_senders_back_and_loses_nothing(backend: str) ->
 
             async with anyio.create_task_group() as tg:
                 tg.start_soon(send_all)
-                await anyio.sleep(0.5)
-                held_at = sent
+                held_at = await held_back(s, lambda: sent)
                 await anyio.sleep(0.3)
                 assert sent == held_at < n, "sends must wait while the replica reads nothing"
                 # ... but only once the send buffer is full: those sends returned unwritten.
@@ -97,20 +111,21 @@ def test_closing_the_stream_releases_a_held_back_sender(backend: str) -> None:
     async def main() -> None:
         s = await GrpcTransport(send_buffer=2).connect(server.address)
         outcome: list[BaseException] = []
+        sent = 0
 
         async def send_forever() -> None:
+            nonlocal sent
             try:
                 while True:
                     await s.send(BULKY)
+                    sent += 1
             except StreamClosed as e:
                 outcome.append(e)
 
         async with anyio.create_task_group() as tg:
             tg.start_soon(send_forever)
-            await anyio.sleep(0.5)  # long enough to fill the window and the buffer
+            await held_back(s, lambda: sent)  # the window and the buffer are full
             assert not outcome
-            assert isinstance(s, GrpcReplicaStream)
-            assert s._outbox._space is not None, "the sender should be held back by now"
             with anyio.fail_after(10):
                 await s.aclose()
         assert len(outcome) == 1
