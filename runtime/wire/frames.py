@@ -30,7 +30,7 @@ message is expected, is refused with a :class:`MalformedMessage`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Generic, Literal, TypeVar, overload
+from typing import Any, Generic, Literal, Protocol, TypeVar, overload
 
 from google.protobuf.message import DecodeError, Message
 
@@ -61,10 +61,26 @@ MAX_MESSAGE_BYTES = 1 << 30
 M = TypeVar("M")
 
 
+class Envelope(Protocol):
+    """What framing needs of a protocol's Protobuf envelope class.
+
+    The class itself (``pb.ProtoComputeCommand``, ``ProtoStorageResponse``, ...)
+    satisfies it: it builds an envelope around a fragment and parses one from
+    bytes. Typing the constructor this narrowly, rather than as
+    ``type[Message]`` (whose constructor takes no fields), is what lets mypy
+    check the ``fragment=`` call.
+    """
+
+    def __call__(self, *, fragment: pb.ProtoFragment) -> Message: ...
+
+    def FromString(self, s: bytes, /) -> Message: ...
+
+
 class MessageCodec(Generic[M]):
     """One direction of one wire protocol: its Protobuf ``envelope`` and the codec of its values.
 
     ``kind`` names the messages in errors (``"command"``, ``"response"``);
+    ``envelope`` is the Protobuf envelope class (an :class:`Envelope`);
     ``encode`` turns a value into an envelope, ``decode`` an envelope into a
     value (raising :class:`~.errors.WireError`). The envelope's ``kind``
     oneof must have a ``fragment`` member of type ``ProtoFragment``.
@@ -73,12 +89,14 @@ class MessageCodec(Generic[M]):
     def __init__(
         self,
         kind: str,
-        envelope: type[Message],
+        envelope: Envelope,
         encode: Callable[[M], Message],
         decode: Callable[[Any], M],
     ) -> None:
         self.kind = kind
         self.envelope = envelope
+        # The envelope's Protobuf name, for errors (a class's __name__ is no protocol member).
+        self.envelope_name: str = envelope(fragment=pb.ProtoFragment()).DESCRIPTOR.name
         self.encode = encode
         self.decode = decode
 
@@ -104,7 +122,7 @@ class MessageCodec(Generic[M]):
         try:
             msg = self.envelope.FromString(data)
         except DecodeError as e:
-            raise MalformedMessage(f"not a {self.envelope.__name__}: {e}") from e
+            raise MalformedMessage(f"not a {self.envelope_name}: {e}") from e
         return self.decode(msg)
 
     def assembler(self) -> FrameAssembler[M]:
@@ -188,8 +206,7 @@ class FrameAssembler(Generic[M]):
         return value
 
     def _parse(self, raw: bytes) -> Message:
-        cls = self._codec.envelope
         try:
-            return cls.FromString(raw)
+            return self._codec.envelope.FromString(raw)
         except DecodeError as e:
-            raise MalformedMessage(f"not a {cls.__name__}: {e}") from e
+            raise MalformedMessage(f"not a {self._codec.envelope_name}: {e}") from e
