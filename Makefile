@@ -2,13 +2,15 @@
 #
 #   make run        set up, then run the main job (tidegate demo) on embedded defaults
 #   make test       set up, then run the whole test suite
-#   make test-fast  the spec, simulator and unit tests: no Spark, no processes, no PostgreSQL
-#                   (under 2 minutes on 2 cores; tests/README.md says what it leaves out)
+#   make test-fast  the tests that start nothing: no Spark, no PostgreSQL, no other process, not
+#                   slow (selected by marker; tests/README.md lists the tiers)
 #   make lint       ruff check and ruff format --check on everything, mypy --strict on every package
 #   make docs       build the documentation site (mkdocs --strict) into site/
 #   make bench      set up, then run every benchmark in bench/
 #   make proto      regenerate runtime/wire/gen from proto/ (checked in)
 #   make soak       the long mutant campaigns, then the crash tests: the shard store, the whole runtime
+#   make lock       re-resolve requirements/*.txt after editing pyproject.toml (UPGRADE=1: newest
+#                   releases the ranges allow); the only way an installed version changes
 
 PYTHON ?= python3
 VENV   := .venv
@@ -16,25 +18,46 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.tidegate-installed
 HYPOTHESIS_PROFILE ?= $(if $(CI),ci,dev)
 
-.PHONY: all setup run test test-fast lint docs bench soak clean proto postgres
+.PHONY: all setup run test test-fast lint docs bench soak clean proto postgres lock
 
 all: test
 
-$(STAMP): pyproject.toml setup.py
+# Versions come from the lock, never from the day's newest release. pyproject.toml keeps the
+# compatible ranges; requirements/lock.txt picks one point in them, for every package make setup
+# installs (the project's dependencies with its dev and docs extras), each with its hashes;
+# requirements/bench.txt adds the bench extra on the same pins, iceberg-reader.txt is the
+# Iceberg sink tests' outside reader. pip installs from them (--require-hashes: a file that does
+# not match its hash, or a dependency the lock lacks, stops the install); the project itself goes
+# in editable on top, with no dependencies of its own choosing. tests/test_lock.py fails when
+# pyproject.toml and the lock disagree.
+LOCK := requirements/lock.txt
+PIP_LOCKED := $(PY) -m pip install --quiet --require-hashes
+
+$(STAMP): pyproject.toml setup.py $(LOCK)
 	@command -v java >/dev/null 2>&1 || { echo "tidegate needs a Java 17 runtime for Spark (apt-get install openjdk-17-jre-headless)"; exit 1; }
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip "setuptools>=77" wheel
-	$(PY) -m pip install --quiet -e ".[dev,docs]"
+	$(PIP_LOCKED) -r $(LOCK)
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
 
+# uv resolves, rather than pip-tools: one universal file (every platform, every Python from 3.11,
+# with markers where they differ) in seconds where pip-compile takes minutes, and uv is itself
+# pinned in the lock. Without UPGRADE, pins move only where pyproject.toml's ranges demand it.
+UV_COMPILE = $(VENV)/bin/uv pip compile --quiet --universal --python-version 3.11 --generate-hashes \
+	--custom-compile-command "make lock" $(if $(UPGRADE),--upgrade)
+
+lock: $(STAMP)
+	$(UV_COMPILE) pyproject.toml --extra dev --extra docs -o $(LOCK)
+	$(UV_COMPILE) pyproject.toml --extra dev --extra docs --extra bench -c $(LOCK) -o requirements/bench.txt
+	$(UV_COMPILE) requirements/iceberg-reader.in -o requirements/iceberg-reader.txt
+
 # An independent reader of the Iceberg sink's tables for the tests: DuckDB's iceberg extension.
-# It does not load in the DuckDB the project uses (2.0), so 1.5.5 goes into a folder of its own
-# (offline from PyPI; the tests run it in a subprocess with PYTHONPATH pointing there).
+# It does not load in the DuckDB the project uses (2.x), so 1.5.5 goes into a folder of its own
+# (requirements/iceberg-reader.in says so; the tests run it in a subprocess with PYTHONPATH there).
 ICEBERG_READER := build/duckdb-iceberg/.installed
 
-$(ICEBERG_READER): | $(STAMP)
-	$(PY) -m pip install --quiet --target build/duckdb-iceberg \
-		duckdb==1.5.5 duckdb-extension-iceberg==1.5.5 duckdb-extension-avro==1.5.5
+$(ICEBERG_READER): requirements/iceberg-reader.txt | $(STAMP)
+	$(PIP_LOCKED) --target build/duckdb-iceberg -r requirements/iceberg-reader.txt
 	@touch $@
 
 setup: $(STAMP) postgres $(ICEBERG_READER)
@@ -52,9 +75,8 @@ proto: $(STAMP)
 run: setup
 	$(VENV)/bin/tidegate demo
 
-# Two pytest-xdist workers, one per core: the whole suite took 9.5 min so on 2 cores (stop 24;
-# 23 min by the end of stop 25, with the storage simulator and the soak-marked campaigns in it),
-# where one process was on course for about 33 min. TEST_JOBS=0 runs it in one process.
+# Two pytest-xdist workers, one per core: one process would take about twice as long on the
+# 2-core machines CI runs on. TEST_JOBS=0 runs it in one process.
 TEST_JOBS ?= 2
 
 # Work stealing: the long simulator tests otherwise gather at one worker's tail. Tests marked
@@ -63,29 +85,14 @@ test: setup
 	HYPOTHESIS_PROFILE=$(HYPOTHESIS_PROFILE) $(VENV)/bin/pytest -q -n $(TEST_JOBS) \
 		$(if $(filter 0,$(TEST_JOBS)),,--dist worksteal) -m "not soak" $(PYTEST_ARGS)
 
-# What test-fast leaves out (tests/README.md): slow tests; Spark; replica, controller,
-# orchestrator and simulator subprocesses; PostgreSQL; the mutant campaigns; tests/e2e,
-# tests/replica, packaging and the docs' runtime examples (not in FAST_PATHS at all).
-FAST_PATHS  := tests/spec tests/sim tests/runtime tests/test_cli.py tests/test_cli_ddl.py tests/test_docs.py \
-	tests/test_exports.py
-FAST_IGNORE := tests/sim/test_sim_campaign_spark.py \
-	tests/sim/test_sim_determinism.py \
-	tests/sim/test_sim_mutants.py \
-	tests/sim/test_sim_tools_cli.py \
-	tests/runtime/storage/test_shard_processes.py \
-	tests/runtime/test_controller_metrics.py \
-	tests/runtime/test_environment_managed.py \
-	tests/runtime/test_environment_open.py \
-	tests/runtime/test_orchestrator.py \
-	tests/runtime/transport/test_grpc_replica_server.py \
-	tests/runtime/transport/test_transport_contract.py
-FAST_DESELECT := tests/sim/test_sim_controller_restart.py::test_two_processes_produce_the_same_trace_digest_with_restarts
+# The tiers are pytest markers (pyproject.toml; tests/tiers.py fails a test that starts Spark,
+# PostgreSQL or a process without its marker), so the fast tier cannot drift from what it skips.
+FAST_MARKERS := not spark and not processes and not postgres and not slow and not soak
 FAST_JOBS   ?= 2
 
 test-fast: $(STAMP)
-	HYPOTHESIS_PROFILE=$(HYPOTHESIS_PROFILE) $(VENV)/bin/pytest -q -n $(FAST_JOBS) -m "not slow" -k "not postgres" \
-		$(addprefix --ignore=,$(FAST_IGNORE)) $(addprefix --deselect=,$(FAST_DESELECT)) \
-		$(FAST_PATHS) $(PYTEST_ARGS)
+	HYPOTHESIS_PROFILE=$(HYPOTHESIS_PROFILE) $(VENV)/bin/pytest -q -n $(FAST_JOBS) -m "$(FAST_MARKERS)" \
+		$(PYTEST_ARGS)
 
 # mypy reads the package through a link tree of its installed layout (tools/typecheck.py says why).
 lint: setup
@@ -100,8 +107,8 @@ docs: $(STAMP)
 # The benchmarks' own extra (Pathway, the anchor of bench/replica.py) is installed here only.
 BENCH_STAMP := $(VENV)/.tidegate-bench-installed
 
-$(BENCH_STAMP): $(STAMP)
-	$(PY) -m pip install --quiet -e ".[bench]"
+$(BENCH_STAMP): $(STAMP) requirements/bench.txt
+	$(PIP_LOCKED) -r requirements/bench.txt
 	@touch $(BENCH_STAMP)
 
 bench: setup $(BENCH_STAMP)

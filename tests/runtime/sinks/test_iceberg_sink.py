@@ -100,8 +100,8 @@ def duckdb_iceberg() -> Path:
     if not (path / "duckdb_extension_iceberg").is_dir():
         pytest.fail(
             f"DuckDB's iceberg reader is not installed at {path}: run `{sys.executable} -m pip "
-            f"install --target {path} duckdb==1.5.5 duckdb-extension-iceberg==1.5.5 "
-            f"duckdb-extension-avro==1.5.5` (the make set-up does)"
+            f"install --require-hashes --target {path} -r requirements/iceberg-reader.txt` "
+            "(make setup does)"
         )
     return path
 
@@ -154,6 +154,7 @@ EVERY_VALUE: list[Update] = [
 # -- round trips ---------------------------------------------------------------
 
 
+@pytest.mark.processes
 def test_every_type_and_null_round_trips(sink: IcebergSink, duckdb_iceberg: Path) -> None:
     with IcebergSinkWriter(sink, ALL_TYPES) as writer:
         assert writer.open() is None
@@ -374,6 +375,7 @@ def _expected_below(upper: int) -> Counter[Update]:
     return Counter(u for t in range(upper) for u in worker.updates_at(t))
 
 
+@pytest.mark.processes
 def test_sigkill_during_commits_loses_and_duplicates_nothing(
     tmp_path: Path, duckdb_iceberg: Path
 ) -> None:
@@ -429,6 +431,7 @@ def test_sigkill_during_commits_loses_and_duplicates_nothing(
 # -- object stores ---------------------------------------------------------------
 
 
+@pytest.mark.processes
 def test_an_s3_warehouse_through_pyiceberg_file_io(tmp_path: Path, s3_endpoint: str) -> None:
     sink = IcebergSink(f"sqlite:///{tmp_path}/catalog.db", "s3://tidegate/warehouse", "ns.t")
     io = {
