@@ -22,7 +22,7 @@ from hypothesis import HealthCheck, settings
 sys.path.insert(0, str(Path(__file__).parent))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
-pytest_plugins = ["postgres_cluster", "s3_server", "spark_cluster"]
+pytest_plugins = ["postgres_cluster", "s3_server", "spark_cluster", "tiers"]
 
 settings.register_profile("dev", max_examples=50, deadline=None)
 settings.register_profile(

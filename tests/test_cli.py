@@ -216,6 +216,7 @@ def test_status_table_shows_where_each_replica_serves_metrics() -> None:
     )
 
 
+@pytest.mark.processes
 @pytest.mark.timeout(180)
 def test_up_with_metrics_serves_the_replicas_metrics_too(tmp_path: Path) -> None:
     """``tidegate up --metrics``: the managed replica serves its own metrics, on a port of its
@@ -817,6 +818,7 @@ async def test_copy_to_command_asks_the_controller_to_write_parquet(
 # -- start-up: the parser is built without the heavy modules ------------------------------------------
 
 
+@pytest.mark.processes
 def test_building_the_parser_imports_none_of_the_heavy_modules() -> None:
     """Issue 19 §2: every command answers within 0.3 s (bench/cli.py times it); this checks the
     cause, not the time: ``import tidegate.cli`` and the parser leave the simulator, the runtime's

@@ -66,6 +66,7 @@ def _run(env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*TIDEGATE, *argv], capture_output=True, text=True, env=env, timeout=90)
 
 
+@pytest.mark.processes
 def test_append_files_spark_conf_pidfiles_and_json_logs(
     up: tuple[Path, dict[str, str], Path], tmp_path: Path
 ) -> None:

@@ -29,7 +29,7 @@ import pytest
 
 from tidegate.commands.control import ControlClient, ControllerInfo, serve_control
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.processes, pytest.mark.timeout(300)]
 
 TIDEGATE = [sys.executable, "-m", "tidegate"]
 _ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")

@@ -514,6 +514,7 @@ def test_replica_commands_without_a_controller_say_how_to_start_one(
         assert "tidegate up --data-dir" in capsys.readouterr().err
 
 
+@pytest.mark.processes
 def test_a_replica_process_still_runs_from_tidegate_replica(tmp_path: Path) -> None:
     """``tidegate replica --listen ...`` is the replica process, as before: it serves, prints its
     ready line and stops on SIGTERM."""

@@ -88,6 +88,7 @@ def test_connection_json_is_checked() -> None:
             sink_connection_from_json(bad)
 
 
+@pytest.mark.processes
 def test_sources_and_sinks_from_the_command_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -136,6 +136,7 @@ def test_every_python_block_runs_or_says_why_not(path: Path) -> None:
         )
 
 
+@pytest.mark.processes
 def test_a_failing_example_fails_this_test(tmp_path: Path) -> None:
     """The harness reports an example's broken assertion (it does not swallow it)."""
     done = run_example("async def main():\n    assert 1 == 2, 'wrong'\n", "asyncio", tmp_path)
@@ -149,6 +150,7 @@ RUNS = [
 ]
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize(("name", "backend"), RUNS)
 def test_docs_example_runs(name: str, backend: str, tmp_path: Path) -> None:
     where, code = EXAMPLES[name]

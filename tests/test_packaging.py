@@ -11,6 +11,8 @@ import pytest
 
 import tidegate.spec
 
+pytestmark = pytest.mark.processes
+
 REPO = Path(__file__).resolve().parents[1]
 OUR_FOLDERS = ("spec", "sim", "runtime", "replica")
 

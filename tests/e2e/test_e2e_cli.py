@@ -17,7 +17,7 @@ import pytest
 
 from tidegate.commands.control import ControllerInfo
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.processes, pytest.mark.timeout(300)]
 
 TIDEGATE = [sys.executable, "-m", "tidegate"]
 

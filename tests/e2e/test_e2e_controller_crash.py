@@ -22,7 +22,7 @@ import pytest
 
 from tidegate.dsl import Schema
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.processes, pytest.mark.timeout(240)]
 
 CHILD = Path(__file__).with_name("controller_child.py")
 SCHEMA = Schema.of(("id", "int64", False), ("amount", "int64", False))

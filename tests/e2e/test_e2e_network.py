@@ -19,7 +19,7 @@ from tidegate.dsl import Schema, count, sum_
 from tidegate.runtime.transport import ConnectionRefused, TransportError, Unauthenticated
 from tidegate.runtime.transport.grpc_client import ClientTls, GrpcTransport
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.processes, pytest.mark.timeout(180)]
 
 SCHEMA = Schema.of(("k", "string", False), ("v", "int64", False))
 

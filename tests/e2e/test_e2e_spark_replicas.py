@@ -20,7 +20,7 @@ import pytest
 from tidegate.dsl import Schema, col, count, sum_
 from tidegate.spec.frontier import LagWriteFrontier, Row
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.processes, pytest.mark.spark, pytest.mark.timeout(300)]
 
 KEEP = LagWriteFrontier(lag=600_000, max_granularity=1_000)
 

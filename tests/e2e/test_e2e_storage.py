@@ -18,7 +18,7 @@ import pytest
 from tidegate.commands.control import ControllerInfo
 from tidegate.runtime.orchestrator import read_pidfile
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.processes, pytest.mark.timeout(300)]
 
 TIDEGATE = [sys.executable, "-m", "tidegate"]
 

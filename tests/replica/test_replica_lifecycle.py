@@ -26,7 +26,7 @@ from tidegate.spec.protocol import (
     Schedule,
 )
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.processes, pytest.mark.timeout(120)]
 
 
 def test_sigterm_ends_the_stream_with_unavailable_and_exits_zero(tmp_path: Path) -> None:

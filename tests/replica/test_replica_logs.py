@@ -32,6 +32,7 @@ def _records(text: str) -> list[dict[str, object]]:
     return out
 
 
+@pytest.mark.processes
 def test_a_python_replica_logs_json_only(tmp_path: Path) -> None:
     with replica_process(tmp_path) as replica:
         assert replica.terminate(30) == 0
@@ -46,6 +47,7 @@ def test_a_python_replica_logs_json_only(tmp_path: Path) -> None:
     assert str(listening["ts"]).endswith("Z")
 
 
+@pytest.mark.processes
 @pytest.mark.slow
 def test_spark_conf_reaches_the_session_and_the_jvm_lines_are_json(tmp_path: Path) -> None:
     with replica_process(
@@ -90,6 +92,7 @@ def test_log4j_lines_keep_their_level_and_class() -> None:
     assert wrap_line('{"event": "x"}\n') is None  # JSON already: passed through
 
 
+@pytest.mark.processes
 def test_the_capture_wraps_a_child_process_stderr(tmp_path: Path) -> None:
     """What a child (the JVM) writes to the inherited descriptor 2 comes out as JSON lines."""
     script = textwrap.dedent(

@@ -63,7 +63,7 @@ from tidegate.spec.protocol import (
 )
 from tidegate.spec.protocol.responses import ComputeResponse
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.processes, pytest.mark.timeout(120)]
 
 
 @pytest.fixture(scope="module")

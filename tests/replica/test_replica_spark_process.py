@@ -30,7 +30,7 @@ from tidegate.spec.protocol import (
     Schedule,
 )
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
+pytestmark = [pytest.mark.processes, pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(420)]
 
 
 def _peek(idx: object, t: int) -> Peek:

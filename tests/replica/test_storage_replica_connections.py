@@ -36,7 +36,7 @@ from tidegate.spec.storage import (
     StatusUpdate,
 )
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.postgres, pytest.mark.processes, pytest.mark.timeout(180)]
 
 STORAGE_ONLY = ("--services", "storage", "--storage-tick-ms", "30")
 KV = Schema.of(("k", "int64", False), ("s", "string"))

@@ -50,7 +50,7 @@ from tidegate.spec.storage import (
     StorageFrontierUpper,
 )
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.processes, pytest.mark.timeout(180)]
 
 STORAGE_ONLY = ("--services", "storage", "--storage-tick-ms", "30")
 

@@ -226,6 +226,7 @@ def test_scraping_from_another_thread_while_the_environment_works(
     anyio.run(main, backend=backend)
 
 
+@pytest.mark.processes
 def test_up_serves_metrics(tmp_path: Path) -> None:
     """``tidegate up --metrics``: the address is printed, scraped, and served until SIGTERM."""
     up = subprocess.Popen(

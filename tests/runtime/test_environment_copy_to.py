@@ -19,7 +19,7 @@ from tidegate.dsl import Schema, col
 from tidegate.runtime import Environment, SyncEnvironment
 from tidegate.runtime.controller import CopyToFailed
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.processes, pytest.mark.timeout(180)]
 
 SCHEMA = Schema.of(("k", "int64", False), ("name", "string"), ("score", "float64"))
 

@@ -24,7 +24,7 @@ from tidegate.replica.testing import in_process_replica
 from tidegate.runtime import Environment
 from tidegate.spec.storage import LoadGenerator
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.processes, pytest.mark.timeout(180)]
 
 
 @pytest.mark.parametrize("backend", ["asyncio", "trio"])

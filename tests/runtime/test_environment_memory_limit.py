@@ -19,7 +19,7 @@ from tidegate.runtime import Environment
 from tidegate.runtime.controller.errors import PeekFailed
 from tidegate.spec.compute_replica import MEMORY_LIMIT_EXCEEDED
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.processes, pytest.mark.timeout(300)]
 
 ROWS = Schema.of(("id", "int64", False), ("label", "string", False))
 

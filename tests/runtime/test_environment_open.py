@@ -94,6 +94,7 @@ QUIET = {"tick_ms": None, "maintain_ms": None, "poll_ms": None}
 # -- 1. managed replicas start concurrently -------------------------------------------------------
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_managed_replicas_start_concurrently(tmp_path: Path, backend: str) -> None:
     """Regression: replicas were started one after the other (each waited for the last)."""
@@ -114,6 +115,7 @@ def test_managed_replicas_start_concurrently(tmp_path: Path, backend: str) -> No
     run(backend, main)
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_failed_starts_raise_replica_start_failed_not_a_group(tmp_path: Path, backend: str) -> None:
     specs = [ReplicaSpec("r1", spark_master="fail"), ReplicaSpec("r2", spark_master="fail")]
@@ -153,6 +155,7 @@ def test_replica_ops_create_alter_and_drop_to_match() -> None:
     assert apply_ops(after, replica_ops(after, same)) == after  # nothing to write
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_fresh_data_dir_gets_one_managed_replica_by_default(tmp_path: Path, backend: str) -> None:
     async def main() -> None:

@@ -32,7 +32,7 @@ from tidegate.spec.errors import ReplicaIdentityNotFull, UpstreamUnreachable
 from tidegate.spec.plan.schema import Schema
 from tidegate.spec.storage import PostgresSource
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.postgres, pytest.mark.processes, pytest.mark.timeout(180)]
 
 OPTIONS: dict[str, Any] = {"tick_ms": 100, "storage_tick_ms": 50}
 SCHEMA = Schema.of(("id", "int64", False), ("name", "string"))

@@ -218,6 +218,7 @@ def test_no_acknowledged_append_is_lost_across_a_promotion(tmp_path: Path, backe
     run(backend, main)
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_an_append_that_lands_after_a_promotion_is_not_acknowledged(
     tmp_path: Path, backend: str
@@ -260,6 +261,7 @@ def test_an_append_that_lands_after_a_promotion_is_not_acknowledged(
     run(backend, main)
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_an_append_after_another_writer_moved_the_uppers_commits_again(
     tmp_path: Path, backend: str
@@ -341,6 +343,7 @@ def test_promote_refuses_a_read_write_environment(tmp_path: Path) -> None:
     run("asyncio", main)
 
 
+@pytest.mark.processes
 def test_managed_replicas_of_a_read_only_environment_run_apart(tmp_path: Path) -> None:
     """Real replica processes: the read-only environment's orchestrator has its own directory
     (the writer's would otherwise reap them), and both sets serve until the promotion."""

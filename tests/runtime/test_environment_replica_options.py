@@ -13,7 +13,7 @@ from tidegate.dsl import Schema
 from tidegate.runtime import Environment
 from tidegate.runtime.orchestrator import read_pidfile
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.processes, pytest.mark.timeout(300)]
 
 
 def _cmdline(pid: int) -> list[str]:

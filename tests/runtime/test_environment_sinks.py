@@ -25,7 +25,7 @@ from tidegate.spec.errors import SinkDescriptionInvalid, WrongObjectType
 from tidegate.spec.plan.schema import Schema
 from tidegate.spec.storage import IcebergSink
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.processes, pytest.mark.timeout(180)]
 
 OPTIONS: dict[str, Any] = {"tick_ms": 100, "storage_tick_ms": 50}
 T = Schema.of(("id", "int64", False), ("v", "string"))

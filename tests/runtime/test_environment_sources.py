@@ -69,6 +69,7 @@ async def until_binding_passes(env: Environment, source: str, at_least: int) -> 
             await anyio.sleep(0.05)
 
 
+@pytest.mark.processes
 def test_a_load_generator_source_reads_like_a_table_and_survives_a_storage_replica_kill(
     tmp_path: Path,
 ) -> None:
@@ -146,6 +147,7 @@ def test_a_load_generator_source_reads_like_a_table_and_survives_a_storage_repli
     anyio.run(main)
 
 
+@pytest.mark.processes
 def test_sources_resume_after_a_controller_restart(tmp_path: Path) -> None:
     async def main() -> None:
         with in_process_replica(tmp_path) as compute, anyio.fail_after(120):
@@ -177,6 +179,7 @@ def test_sources_resume_after_a_controller_restart(tmp_path: Path) -> None:
     anyio.run(main)
 
 
+@pytest.mark.processes
 def test_the_managed_collections_show_status_history_and_statistics(tmp_path: Path) -> None:
     async def main() -> None:
         with in_process_replica(tmp_path) as compute, anyio.fail_after(120):
@@ -238,6 +241,7 @@ def test_the_managed_collections_show_status_history_and_statistics(tmp_path: Pa
     anyio.run(main)
 
 
+@pytest.mark.processes
 def test_bad_input_is_typed_and_changes_nothing(tmp_path: Path) -> None:
     async def main() -> None:
         with in_process_replica(tmp_path) as compute, anyio.fail_after(120):

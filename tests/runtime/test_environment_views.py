@@ -11,6 +11,8 @@ from tidegate.dsl import Schema, col, count
 from tidegate.runtime import Environment
 from tidegate.runtime.errors import HasDependents, UnknownCatalogObject
 
+pytestmark = pytest.mark.processes
+
 ORDERS = Schema.of(("id", "int64", False), ("customer", "string", False), ("amount", "int64"))
 
 

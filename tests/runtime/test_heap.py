@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 _CHECK = """
 import gc, weakref
 from tidegate.runtime.heap import freeze_startup_heap
@@ -26,6 +28,7 @@ assert kept.me is kept
 """
 
 
+@pytest.mark.processes
 def test_startup_garbage_is_collected_and_what_survives_is_frozen() -> None:
     # In a process of its own: freezing the test runner's heap would outlive the test.
     done = subprocess.run([sys.executable, "-c", _CHECK], capture_output=True, text=True)

@@ -141,6 +141,7 @@ def orch(data: Path, command: list[str], **kw: Any) -> Orchestrator:
     return Orchestrator(data, command=command, **kw)
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_ensure_status_and_stop(backend: str, tmp_path: Path, stand_in: list[str]) -> None:
     seen: list[ReplicaProcessStatus] = []
@@ -182,6 +183,7 @@ def test_ensure_status_and_stop(backend: str, tmp_path: Path, stand_in: list[str
     assert "stopping" in states and states[-1] == "stopped"
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_crashed_replica_is_restarted_on_the_same_address(
     backend: str, tmp_path: Path, stand_in: list[str]
@@ -207,6 +209,7 @@ def test_a_crashed_replica_is_restarted_on_the_same_address(
     run(backend, main)
 
 
+@pytest.mark.processes
 def test_a_replica_failing_to_start_is_retried_with_backoff(
     tmp_path: Path, stand_in: list[str]
 ) -> None:
@@ -229,6 +232,7 @@ def test_a_replica_failing_to_start_is_retried_with_backoff(
     run("asyncio", main)
 
 
+@pytest.mark.processes
 def test_stop_escalates_to_sigkill_after_the_grace(tmp_path: Path, stand_in: list[str]) -> None:
     async def main() -> None:
         async with orch(tmp_path, stand_in, extra_args=["--ignore-term"], stop_grace_s=0.3) as o:
@@ -243,6 +247,7 @@ def test_stop_escalates_to_sigkill_after_the_grace(tmp_path: Path, stand_in: lis
     run("asyncio", main)
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_stop_while_starting(backend: str, tmp_path: Path, stand_in: list[str]) -> None:
     async def main() -> None:
@@ -268,6 +273,7 @@ def test_stop_while_starting(backend: str, tmp_path: Path, stand_in: list[str]) 
     run(backend, main)
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_aclose_leaves_no_process(backend: str, tmp_path: Path, stand_in: list[str]) -> None:
     pids: list[int] = []
@@ -323,6 +329,7 @@ def test_replica_names_it_refuses(name: Any) -> None:
         check_replica_name(name)
 
 
+@pytest.mark.processes
 def test_a_chatty_replica_log_is_rotated_and_stays_bounded(
     tmp_path: Path, stand_in: list[str]
 ) -> None:
@@ -351,6 +358,7 @@ def test_log_rotation_settings_are_checked(tmp_path: Path, stand_in: list[str]) 
         orch(tmp_path, stand_in, log_backups=0)
 
 
+@pytest.mark.processes
 def test_a_busy_recorded_port_is_replaced(tmp_path: Path, stand_in: list[str]) -> None:
     async def main() -> None:
         async with orch(tmp_path, stand_in) as o:
@@ -376,6 +384,7 @@ def scrape(address: str) -> str:
         return str(r.read().decode())
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_replicas_serve_metrics_on_ports_of_their_own_that_follow_restarts(
     backend: str, tmp_path: Path, stand_in: list[str]
@@ -441,6 +450,7 @@ _CONTROLLER = textwrap.dedent(
 )
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_children_exit_when_the_controller_is_killed(
     backend: str, tmp_path: Path, stand_in: list[str]
@@ -477,6 +487,7 @@ def test_children_exit_when_the_controller_is_killed(
     run("asyncio", restart)
 
 
+@pytest.mark.processes
 def test_start_reaps_leftover_replicas_named_by_pidfiles(
     tmp_path: Path, stand_in: list[str]
 ) -> None:
@@ -508,6 +519,7 @@ def test_start_reaps_leftover_replicas_named_by_pidfiles(
                 p.wait()
 
 
+@pytest.mark.processes
 def test_real_replicas_serve_their_metrics(tmp_path: Path) -> None:
     """``tidegate replica`` (python executor, and storage-only) with ``metrics_host``: each
     serves its own Prometheus metrics where its status says, also after a restart."""
@@ -540,6 +552,7 @@ def test_real_replicas_serve_their_metrics(tmp_path: Path) -> None:
     run("asyncio", main)
 
 
+@pytest.mark.processes
 def test_the_real_replica_process(tmp_path: Path) -> None:
     """``tidegate replica --executor python`` under the orchestrator: up, crash, restart, close."""
 

@@ -23,6 +23,8 @@ from tidegate.sim.campaign import CampaignReport, SeedOutcome, run_campaign
 from tidegate.sim.replay import load_replayable, replay
 from tidegate.sim.scenario import small
 
+pytestmark = [pytest.mark.processes, pytest.mark.spark]
+
 QUICK = replace(small(), name="quick", duration_ms=2_000, quiet_ms=6_000)
 MUTANT = "subscribe_loses_retractions"
 SEEDS = range(1, 5)

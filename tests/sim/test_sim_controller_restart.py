@@ -117,6 +117,7 @@ def test_storage_failures_are_retried_and_nothing_is_lost() -> None:
     assert any(line for line in r.trace_tail) and r.stats.appends > 10
 
 
+@pytest.mark.processes
 def test_two_processes_produce_the_same_trace_digest_with_restarts() -> None:
     script = f"""
 import dataclasses

@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from tidegate.sim import RunOptions, run_simulation, small
 
 _SCRIPT = """
@@ -23,6 +25,7 @@ def _digest_in_subprocess() -> str:
     return done.stdout.strip()
 
 
+@pytest.mark.processes
 def test_two_processes_produce_the_same_trace_digest() -> None:
     first, second = _digest_in_subprocess(), _digest_in_subprocess()
     assert first == second

@@ -75,6 +75,7 @@ def _slow(name: str) -> Any:
     return name
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [_slow(n) for n in mutant_names(detectable=True)])
 def test_the_default_campaign_finds_the_mutant(name: str) -> None:
     found = _first_catch(name)
@@ -110,6 +111,7 @@ def test_the_storage_world_has_mutants_of_ingestion_reclocking_and_sinks() -> No
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["fresh_reads_from_uppers", "subscribe_loses_retractions"])
 def test_a_mutant_reproducer_shrinks_to_a_few_steps_and_replays(name: str) -> None:
     found = _first_catch(name)

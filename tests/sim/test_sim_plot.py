@@ -252,6 +252,7 @@ def test_an_unknown_format_is_a_typed_error() -> None:
         write(TraceSummary(), "x.gif")
 
 
+@pytest.mark.processes
 def test_plot_command_in_a_real_process(failing: tuple[RunResult, Path], tmp_path: Path) -> None:
     _, trace = failing
     out = tmp_path / "picture.svg"

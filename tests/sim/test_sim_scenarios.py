@@ -204,6 +204,7 @@ def test_a_scenario_without_sources_writes_no_storage_fields() -> None:
     assert SCENARIOS["sources"]().storage
 
 
+@pytest.mark.processes
 def test_a_bad_file_names_itself_and_the_cli_prints_no_traceback(tmp_path: Path) -> None:
     data = _small()
     data["faults"] = -1
@@ -238,6 +239,7 @@ def test_the_json_schema_refuses_unknown_keys_everywhere() -> None:
 # -- the CLI ---------------------------------------------------------------------------------
 
 
+@pytest.mark.processes
 @pytest.mark.parametrize("name", sorted(SCENARIOS))
 def test_scenario_show_writes_a_file_that_loads_back_unchanged(name: str, tmp_path: Path) -> None:
     done = subprocess.run(
@@ -258,6 +260,7 @@ def test_scenario_show_writes_a_file_that_loads_back_unchanged(name: str, tmp_pa
     assert again.stdout == done.stdout
 
 
+@pytest.mark.processes
 def test_scenario_list_check_and_schema(tmp_path: Path) -> None:
     listed = subprocess.run(
         [*TIDEGATE, "sim", "scenario", "list"], capture_output=True, text=True, timeout=120
@@ -285,6 +288,7 @@ def test_scenario_list_check_and_schema(tmp_path: Path) -> None:
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "simulator.md"
 
 
+@pytest.mark.processes
 def test_the_documented_scenario_file_loads_and_runs(tmp_path: Path) -> None:
     blocks = re.findall(
         r"<!-- scenario-example:[^\n]*-->\n```json\n(.*?)^```", DOCS.read_text(), re.S | re.M

@@ -221,6 +221,7 @@ def test_a_bare_plan_file_replays_with_a_seed(
 # -- campaign ---------------------------------------------------------------------------------
 
 
+@pytest.mark.processes
 def test_campaign_outcomes_do_not_depend_on_the_number_of_processes(runs: Runs) -> None:
     seeds = sorted({runs.passing.seed, runs.bad_seed, runs.bad_seed + 1})
     one = run_campaign(seeds, QUICK, mutant=MUTANT, jobs=1)
@@ -235,6 +236,7 @@ def test_campaign_outcomes_do_not_depend_on_the_number_of_processes(runs: Runs) 
     assert bad.trace is not None and bad.trace["trace_digest"] == bad.digest
 
 
+@pytest.mark.processes
 def test_campaign_prints_for_each_failing_seed_the_command_that_reruns_it(
     runs: Runs, quick_file: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

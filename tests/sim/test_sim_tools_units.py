@@ -155,6 +155,7 @@ def test_import_time_lines_are_module_and_class_bodies_and_function_headers(
     assert _import_time_lines(str(tmp_path / "missing.py")) == set()
 
 
+@pytest.mark.processes
 @pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="no fork")
 def test_forked_campaign_workers_never_finalize_the_parents_objects(tmp_path: Path) -> None:
     """Garbage of the campaign's process is collected there before the workers fork, and its

@@ -155,7 +155,7 @@ from tidegate.spec.executor import PythonExecutor
 _PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "dev")
 CASES = 3000 if _PROFILE == "nightly" else 300
 
-pytestmark = pytest.mark.timeout(1800 if _PROFILE == "nightly" else 300)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800 if _PROFILE == "nightly" else 300)]
 
 
 @settings(

@@ -25,7 +25,7 @@ from tidegate.replica.spark import SparkExecutor
 _PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "dev")
 SPARK_CASES = 200 if _PROFILE == "nightly" else 20
 
-pytestmark = pytest.mark.timeout(3600 if _PROFILE == "nightly" else 600)
+pytestmark = [pytest.mark.spark, pytest.mark.timeout(3600 if _PROFILE == "nightly" else 600)]
 
 
 @settings(

@@ -31,6 +31,8 @@ from tidegate.spec.ids import GlobalId
 from tidegate.spec.plan import AggFunc, Aggregate, Get, Reduce, Schema
 from tidegate.spec.protocol.types import BuildDesc, DataflowDescription, IndexExport, SourceImport
 
+pytestmark = pytest.mark.spark
+
 INT64 = range(-(2**63), 2**63)
 # a nullable column's four slots after count(*) and its fingerprints, then a NOT NULL one's sum
 KINDS = [Acc.COUNT, Acc.FINGERPRINT, Acc.FINGERPRINT]

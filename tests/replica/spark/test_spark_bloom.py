@@ -20,6 +20,8 @@ from tidegate.replica.spark.index_history import SparkIndexHistory
 from tidegate.spec.executor import IndexHistory
 from tidegate.spec.plan import Schema
 
+pytestmark = pytest.mark.spark
+
 INT64 = st.integers(-(2**63), 2**63 - 1)
 
 

@@ -8,6 +8,7 @@ from collections import Counter
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 from pyspark.sql import SparkSession
 
 from tidegate.replica._copy_to import copy_to_file_names, write_copy_to
@@ -32,6 +33,8 @@ from tidegate.spec.protocol import (
     SourceImport,
 )
 from tidegate.spec.testing.compute_replica import ReplicaDriver, ReplicaStorageModel
+
+pytestmark = pytest.mark.spark
 
 T1 = GlobalId.user(1)
 OBJ = GlobalId.user(10)

@@ -8,6 +8,8 @@ from pyspark.sql import SparkSession
 from tidegate.replica.spark import SparkExecutor
 from tidegate.spec.testing.executor import ExecutorContractTests
 
+pytestmark = pytest.mark.spark
+
 
 class TestSparkExecutor(ExecutorContractTests):
     max_examples = 25

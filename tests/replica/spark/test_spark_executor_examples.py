@@ -72,6 +72,8 @@ from tidegate.spec.protocol.types import (
     SubscribeConnection,
 )
 
+pytestmark = pytest.mark.spark
+
 A, B = GlobalId.user(1), GlobalId.user(2)
 OBJ, IDX, SUB = GlobalId.user(10), GlobalId.user(20), GlobalId.transient(1)
 SA = Schema.of(("k", "int64"), ("v", "int64"))

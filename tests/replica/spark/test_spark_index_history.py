@@ -28,6 +28,8 @@ from tidegate.spec.executor import IndexHistory
 from tidegate.spec.frontier import Update
 from tidegate.spec.plan.schema import Schema
 
+pytestmark = pytest.mark.spark
+
 SCHEMA = Schema.of(("k", "int64", False), ("s", "string"), ("f", "float64"))
 FLOATS = [0.0, -0.0, 1.5, -2.25, math.nan, math.inf, -math.inf]
 """NaN is always the one object :data:`math.nan`: the mirror tells NaN objects apart."""

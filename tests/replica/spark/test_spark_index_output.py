@@ -17,6 +17,8 @@ from tidegate.spec.executor import IndexHistory
 from tidegate.spec.frontier import Update
 from tidegate.spec.plan.schema import Schema
 
+pytestmark = pytest.mark.spark
+
 SCHEMA = Schema.of(("k", "int64", False), ("v", "int64", False))
 KEY = (0,)
 

@@ -22,6 +22,8 @@ from tidegate.spec.ids import GlobalId
 from tidegate.spec.plan import AggFunc, Aggregate, Get, Reduce, Schema
 from tidegate.spec.protocol.types import BuildDesc, DataflowDescription, IndexExport, SourceImport
 
+pytestmark = pytest.mark.spark
+
 A, OBJ, IDX = GlobalId.user(1), GlobalId.user(10), GlobalId.user(20)
 AGGS = (
     Aggregate(AggFunc.COUNT),

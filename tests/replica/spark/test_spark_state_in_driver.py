@@ -31,6 +31,8 @@ from tidegate.spec.protocol.types import (
     SourceImport,
 )
 
+pytestmark = pytest.mark.spark
+
 FACTS, DIM, OBJ, IDX = GlobalId.user(1), GlobalId.user(2), GlobalId.user(3), GlobalId.user(4)
 FS = Schema.of(("k", "int64", False), ("v", "int64", False))
 DS = Schema.of(("k", "int64", False), ("label", "string", False))

@@ -38,6 +38,8 @@ from tidegate.spec.errors import (
 from tidegate.spec.plan.schema import Schema
 from tidegate.spec.storage.connections import PostgresSource, SourceBatch, SourceUpdate
 
+pytestmark = pytest.mark.postgres
+
 COLUMNS = (
     "id bigint NOT NULL, i2 smallint, i4 integer, f4 real, f8 double precision, "
     "t text, vc varchar(10), ch char(3), b boolean, d date, ts timestamp"

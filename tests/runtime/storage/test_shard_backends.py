@@ -19,8 +19,8 @@ from tidegate.runtime.storage import (
 from tidegate.spec.errors import ConsensusError
 from tidegate.spec.shard import MAX_SEQNO
 
-CONSENSUS = ["mem", "sqlite", "postgres"]
-BLOBS = ["mem", "file", "s3"]
+CONSENSUS = ["mem", "sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
+BLOBS = ["mem", "file", pytest.param("s3", marks=pytest.mark.processes)]
 
 
 @pytest.fixture(params=CONSENSUS)

@@ -193,6 +193,7 @@ def test_every_flipped_byte_of_a_consensus_row_is_consensus_corrupt(local: Shard
 # -- full disk, read-only directory, temporary files, close ------------------------------------
 
 
+@pytest.mark.processes
 def test_a_full_disk_is_storage_unavailable_and_changes_nothing(tmp_path: Path) -> None:
     """RLIMIT_FSIZE in a child process: every write past one byte fails with EFBIG."""
     out = subprocess.run(
@@ -215,6 +216,7 @@ def test_a_full_disk_is_storage_unavailable_and_changes_nothing(tmp_path: Path) 
     assert seen["after"] == "Antichain([3])" and seen["after_rows"] == 102
 
 
+@pytest.mark.processes
 def test_an_append_on_a_full_disk_is_storage_unavailable_for_the_client(tmp_path: Path) -> None:
     """Through the environment (group commit, storage IO, controller): the client gets the
     store's ``StorageUnavailable``, not ``InvalidUppers``; the table is unchanged and takes
@@ -247,6 +249,7 @@ def tmpfs(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(point)], capture_output=True)
 
 
+@pytest.mark.processes
 def test_a_full_tmpfs_is_storage_unavailable_and_changes_nothing(tmpfs: Path) -> None:
     store = ShardStore.open(*default_urls(tmpfs / "data"), auto_compact=False, inline_max_bytes=0)
     store.create_shard("s", SCHEMA)
@@ -272,6 +275,7 @@ def test_a_full_tmpfs_is_storage_unavailable_and_changes_nothing(tmpfs: Path) ->
     store.close()
 
 
+@pytest.mark.processes
 def test_a_read_only_data_directory_is_storage_unavailable(tmpfs: Path) -> None:
     data = tmpfs / "data"
     store = ShardStore.open(*default_urls(data), inline_max_bytes=0)
@@ -330,6 +334,7 @@ def test_close_closes_the_sqlite_connection(tmp_path: Path) -> None:
     shared.close()
 
 
+@pytest.mark.postgres
 def test_close_ends_the_postgres_connection(postgres_url: str) -> None:
     psycopg = pytest.importorskip("psycopg")
     from tidegate.runtime.storage import MemoryBlob, PostgresConsensus

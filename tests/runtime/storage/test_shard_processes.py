@@ -23,7 +23,7 @@ import pytest
 from tidegate.runtime.storage import ShardStore, default_urls
 from tidegate.spec.shard import snapshot_updates
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.processes, pytest.mark.timeout(300)]
 
 WORKER = str(Path(__file__).with_name("shard_proc_worker.py"))
 SCHEMA = pa.schema([("a", pa.int64()), ("b", pa.int64())])

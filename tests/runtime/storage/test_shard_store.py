@@ -66,7 +66,13 @@ class _Namespaced:
         return [k[n:] for k in self.inner.list_keys() if k.startswith(self.prefix)]
 
 
-@pytest.fixture(params=["mem", "local", "s3+postgres"])
+@pytest.fixture(
+    params=[
+        "mem",
+        "local",
+        pytest.param("s3+postgres", marks=[pytest.mark.processes, pytest.mark.postgres]),
+    ]
+)
 def store(request, tmp_path) -> ShardStore:
     if request.param == "mem":
         s = ShardStore(MemoryBlob(), MemoryConsensus(), auto_compact=False, inline_max_bytes=0)

@@ -19,7 +19,7 @@ from tidegate.dsl import Schema
 from tidegate.runtime import Environment
 from tidegate.runtime.controller.errors import PeekFailed
 
-pytestmark = pytest.mark.timeout(180)
+pytestmark = [pytest.mark.processes, pytest.mark.timeout(180)]
 
 
 def _flip(data: bytes) -> bytes:

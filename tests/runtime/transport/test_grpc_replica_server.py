@@ -83,6 +83,7 @@ def schedule_round_trip(address: str) -> Status:
     return anyio.run(main)
 
 
+@pytest.mark.processes
 def test_malformed_bytes_are_invalid_argument_and_the_server_keeps_serving(replica_process: str):
     for garbage in [b"\xff\xff\xff\xff", b"\x0a\x05abc"]:
         error = raw_stream(replica_process, [command_to_bytes(Hello(uuid.UUID(int=1))), garbage])
@@ -91,12 +92,14 @@ def test_malformed_bytes_are_invalid_argument_and_the_server_keeps_serving(repli
         assert schedule_round_trip(replica_process).id == GlobalId.user(1)
 
 
+@pytest.mark.processes
 def test_an_empty_message_is_an_unknown_command(replica_process: str):
     error = raw_stream(replica_process, [b""])
     assert error.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert schedule_round_trip(replica_process).id == GlobalId.user(1)
 
 
+@pytest.mark.processes
 def test_health_service_reports_serving(replica_process: str):
     with grpc.insecure_channel(replica_process) as channel:
         stub = health_pb2_grpc.HealthStub(channel)

@@ -325,7 +325,12 @@ def proc_server() -> Any:
 Body = Callable[[Harness], Awaitable[None]]
 
 
-@pytest.fixture(params=CASES, ids=str)
+@pytest.fixture(
+    params=[
+        pytest.param(c, id=str(c), marks=[pytest.mark.processes] if c.kind == "grpc-proc" else [])
+        for c in CASES
+    ]
+)
 def run(request: Any, proc_server: ProcServer) -> Callable[[Body], None]:
     case: Case = request.param
 
