@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 import anyio
 import pytest
 from anyio.from_thread import BlockingPortal, start_blocking_portal
+from retention import HISTORY
 
 from tidegate.commands.recording import RunRecorder
 from tidegate.spec.frontier import Row
@@ -100,6 +101,12 @@ class Live:
         t0 = time.monotonic()
         self.call(lambda: self.env.wait_connected(names, timeout_s=timeout), timeout=timeout + 10)
         return time.monotonic() - t0
+
+    def keep_history(self, *names: str) -> None:
+        """Keep :data:`retention.HISTORY` of each named object: :meth:`peek` reads at times
+        the test remembered, after waiting for them to be complete."""
+        for name in names:
+            self.call(lambda name=name: self.env.set_read_policy(name, HISTORY))
 
     def wait_for(self, what: str, ok: Callable[[], bool], timeout: float = 90.0) -> float:
         t0 = time.monotonic()

@@ -17,6 +17,7 @@ import anyio
 
 from tidegate.dsl import Schema
 from tidegate.runtime.environment import Environment
+from tidegate.spec.frontier import LagWriteFrontier
 
 SCHEMA = Schema.of(("id", "int64", False), ("amount", "int64", False))
 
@@ -28,6 +29,9 @@ async def main(data_dir: str, executor: str) -> None:
             await env.create_table("ledger", SCHEMA)
         if "by_id" not in names:
             await env.create_index(env.table("ledger"), ["id"], name="by_id")
+            # the test reads both at acknowledged times after a restart: keep ten minutes
+            for name in ("ledger", "by_id"):
+                await env.set_read_policy(name, LagWriteFrontier(600_000, 1_000))
         print(json.dumps({"ready": True}), flush=True)
         for n in count():
             rows = [(n * 5 + i, (n * 5 + i) * 3) for i in range(5)]

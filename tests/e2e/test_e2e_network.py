@@ -32,6 +32,7 @@ def define(live: Any) -> None:
     agg = live.sync(lambda: env.table("t")).group_by("k").agg(count(), sum_("v"))
     live.ids["agg"] = live.call(lambda: env.create_index(agg, ["k"], name="agg"))
     live.rec.installed(live.ids["agg"], "index", agg.plan, (0,))
+    live.keep_history("agg")  # peeked at append times, after waiting for them
 
 
 @pytest.fixture

@@ -18,12 +18,9 @@ import anyio
 import pytest
 
 from tidegate.dsl import Schema, col, count, sum_
-from tidegate.spec.frontier import LagWriteFrontier, Row
+from tidegate.spec.frontier import Row
 
 pytestmark = [pytest.mark.processes, pytest.mark.spark, pytest.mark.timeout(300)]
-
-KEEP = LagWriteFrontier(lag=600_000, max_granularity=1_000)
-
 
 Live = Any  # tests/e2e/conftest.py: Live
 
@@ -45,8 +42,7 @@ def live(e2e: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         buckets = orders.with_columns(bucket=col("amount") / 25).group_by("bucket").agg(count())
         lv.ids["by_bucket"] = lv.call(lambda: env.create_materialized_view("by_bucket", buckets))
         lv.rec.installed(lv.ids["by_bucket"], "materialized_view", buckets.plan)
-        for name in ("orders", "totals", "by_bucket"):
-            lv.call(lambda name=name: env.set_read_policy(name, KEEP))
+        lv.keep_history("orders", "totals", "by_bucket")
         yield lv
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import anyio
 import pytest
+from retention import keep_history
 
 from tidegate.dsl import Schema, col, count, table
 from tidegate.replica.testing import in_process_replica as replica
@@ -146,6 +147,7 @@ def test_reopening_restores_the_catalog_and_every_acknowledged_append(
                     assert t == GlobalId.user(1)
                     await env.create_index(plan, ["id"], name="big")
                     await env.create_materialized_view("big_mv", plan)
+                    await keep_history(env, "big", "big_mv")  # read at `last` after a wait below
                     acked = [await env.append("orders", [(i, "ann", 10 * i)]) for i in range(1, 5)]
                     await env.set_read_policy("orders", LagWriteFrontier(100, 10))
             # A new controller and a new replica process over the same data directory.

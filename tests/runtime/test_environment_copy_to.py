@@ -14,6 +14,7 @@ from typing import Any
 import anyio
 import pyarrow.parquet as pq
 import pytest
+from retention import keep_history
 
 from tidegate.dsl import Schema, col
 from tidegate.runtime import Environment, SyncEnvironment
@@ -59,6 +60,7 @@ def test_copy_to_writes_what_a_peek_at_the_same_time_sees(tmp_path: Path, backen
                 await env.append(
                     "t", [((2, "b", None), -1), ((3, None, 0.0), -1), ((4, "d", 4.0), 1)]
                 )
+                await keep_history(env, "t")  # copied, then peeked, at one remembered time
                 at = await env.freshest("t")
                 out = tmp_path / "out"
                 written = await env.copy_to("t", f"file://{out}", at=at)
@@ -69,6 +71,7 @@ def test_copy_to_writes_what_a_peek_at_the_same_time_sees(tmp_path: Path, backen
                 await env.append("t", [(5, "e", 5.0)])
                 assert read_back(out) == expand(peeked)
                 idx = await env.create_index(env.table("t").filter(col("k") > 1), ["k"])
+                await keep_history(env, idx)
                 later = await env.freshest(idx)
                 out2 = tmp_path / "out2"
                 assert await env.copy_to(idx, f"file://{out2}", at=later) == 3

@@ -18,6 +18,7 @@ from typing import Any
 
 import anyio
 import pytest
+from retention import keep_history
 
 from tidegate.dsl import Schema, col
 from tidegate.replica.testing import in_process_replica as replica
@@ -105,6 +106,7 @@ def test_read_only_serves_writes_nothing_then_promotion_fences_the_writer(
                 await old.create_table("t", SCHEMA)
                 idx = await old.create_index(old.table("t"), ["x"], name="t_idx")
                 await old.create_materialized_view("big", old.table("t").filter(col("x") > 1))
+                await keep_history(old, "big", "t_idx")  # read at remembered times after waits
                 t1 = await old.append("t", [(1,), (2,)])
                 await old.wait_for("big", t1, timeout_s=30)
                 before = durable(tmp_path)

@@ -17,6 +17,7 @@ from typing import Any
 
 import anyio
 import pytest
+from retention import keep_history
 
 from tidegate.dsl import col
 from tidegate.replica.testing import in_process_replica
@@ -77,11 +78,13 @@ def test_a_load_generator_source_reads_like_a_table_and_survives_a_storage_repli
         with in_process_replica(tmp_path) as compute, anyio.fail_after(120):
             async with Environment.open(tmp_path, replicas={"r1": compute}, **OPTIONS) as env:
                 gid = await env.create_source("c", COUNTER)
+                await keep_history(env, "c", "c_progress")  # read at remembered times
                 assert env.schema("c") == Schema.of(("counter", "int64", False))
                 assert env.schema("c_progress") == Schema.of(("offset_upper", "int64", False))
                 assert env.orchestrator is not None  # started for the storage replica
                 assert env.orchestrator.status()["storage"].services == ("storage",)
                 idx = await env.create_index("c", ["counter"], name="c_idx")
+                await keep_history(env, idx)
                 await env.wait_storage_connected(timeout_s=60)
                 b = await until_binding_passes(env, "c", 3)
                 await check_consistent(env, "c", "c_idx")
@@ -90,6 +93,7 @@ def test_a_load_generator_source_reads_like_a_table_and_survives_a_storage_repli
                 mv = await env.create_materialized_view(
                     "c_big", env.table("c").filter(col("counter") > 2)
                 )
+                await keep_history(env, mv)
                 t = await env.freshest("c_big")
                 bound = await binding_at(env, "c", t)
                 assert sorted(await env.peek(mv, t)) == counter_rows(bound)[2:]
@@ -153,7 +157,9 @@ def test_sources_resume_after_a_controller_restart(tmp_path: Path) -> None:
         with in_process_replica(tmp_path) as compute, anyio.fail_after(120):
             async with Environment.open(tmp_path, replicas={"r1": compute}, **OPTIONS) as env:
                 await env.create_source("c", COUNTER)
+                await keep_history(env, "c", "c_progress")  # read at remembered times
                 await env.create_index("c", [], name="c_idx")
+                await keep_history(env, "c_idx")
                 before = await until_binding_passes(env, "c", 2)
                 pid = env.orchestrator.status()["storage"].pid
             # closed: the storage replica stopped with the controller
@@ -187,6 +193,8 @@ def test_the_managed_collections_show_status_history_and_statistics(tmp_path: Pa
                 await env.execute(
                     "CREATE SOURCE ticks FROM LOAD GENERATOR COUNTER (TICK INTERVAL '20ms')"
                 )
+                for name in ("ticks", "ticks_progress"):  # read at remembered times below
+                    await env.execute(f"ALTER SOURCE {name} SET (RETAIN HISTORY FOR '10m')")
                 assert (await env.execute("SHOW SOURCES")).rows == [
                     ("ticks", "load-generator"),
                     ("ticks_progress", "progress"),
@@ -300,6 +308,7 @@ def test_an_unmanaged_storage_replica_at_an_address(tmp_path: Path) -> None:
                 assert env.state.storage_replica is not None
                 assert env.state.storage_replica.address == storage
                 await env.create_source("c", COUNTER)
+                await keep_history(env, "c", "c_progress")  # read at remembered times
                 await env.wait_storage_connected(timeout_s=30)
                 info = env.storage_replica()
                 assert info is not None and info.address == storage

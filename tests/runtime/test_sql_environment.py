@@ -123,6 +123,8 @@ def test_sql_statements_run_on_an_environment_as_on_duckdb(tmp_path: Path) -> No
         upd = await env.execute("UPDATE customer SET c_balance = 60 WHERE c_name = 'ann'")
         assert upd.status == "UPDATE 1"
         assert _bag((await env.execute("SELECT c_name FROM rich")).rows) == [("ann",), ("cy",)]
+        # read below as of just before the delete, after other reads: keep the history for it
+        await env.execute("ALTER TABLE orders SET (RETAIN HISTORY FOR '10m')")
         dele = await env.execute("DELETE FROM orders WHERE o_cust = 1")
         assert dele.status == "DELETE 2" and dele.time is not None
         res = await env.execute("SELECT * FROM spend ORDER BY o_cust")
