@@ -114,7 +114,7 @@ from tidegate.spec.storage.introspection import (
 )
 from tidegate.spec.storage.loadgen import loadgen_schema
 
-from .catalog import (
+from ..catalog import (
     STORAGE_ENTRIES,
     STORAGE_REPLICA,
     AlterReplica,
@@ -147,25 +147,25 @@ from .catalog import (
     dataflow_for,
     restore_plan,
 )
-from .controller.driver import ControllerDriver, ReplicaInfo
-from .controller.errors import RuntimeControllerError, SourceSchemaMismatch
-from .controller.storage_io import CONTROLLER_READER, ShardStorageIO
-from .controller.storage_status import StorageStatus, connection_text, connection_type
-from .controller.streams import EventStream, Subscription
-from .controller.timestamps import Oracle, UpperOracle, default_oracle
-from .errors import (
+from ..controller.driver import ControllerDriver, ReplicaInfo
+from ..controller.errors import RuntimeControllerError, SourceSchemaMismatch
+from ..controller.storage_io import CONTROLLER_READER, ShardStorageIO
+from ..controller.storage_status import StorageStatus, connection_text, connection_type
+from ..controller.streams import EventStream, Subscription
+from ..controller.timestamps import Oracle, UpperOracle, default_oracle
+from ..errors import (
     CatalogConflict,
     EnvironmentFenced,
     InvalidCatalogOp,
     ReadOnlyEnvironment,
     ReplicaStartFailed,
 )
-from .frames import PeekAnswer, frame_updates, is_frame
-from .hydration import HydrationInfo, HydrationTracker, catalog_hydration
-from .options import EnvironmentOptions, EnvironmentOverrides, Replicas, ReplicaSpec
-from .platform import REAL, Platform
-from .storage.store import ShardStore
-from .storage.urls import default_urls, open_blob, open_consensus
+from ..frames import PeekAnswer, frame_updates, is_frame
+from ..hydration import HydrationInfo, HydrationTracker, catalog_hydration
+from ..options import EnvironmentOptions, EnvironmentOverrides, Replicas, ReplicaSpec
+from ..platform import REAL, Platform
+from ..storage.store import ShardStore
+from ..storage.urls import default_urls, open_blob, open_consensus
 
 __all__ = [
     "DEFAULT_READ_POLICY",
@@ -391,7 +391,7 @@ class Environment:
         addresses = {r.name: r.address for r in entries if not r.managed and r.address}
         managed = [r for r in entries if r.managed]
         if managed and orchestrator is None:
-            from .orchestrator import Orchestrator
+            from ..orchestrator import Orchestrator
 
             if token is None:
                 # Authenticated by default: managed replicas start afresh with each open, so a
@@ -417,7 +417,7 @@ class Environment:
                 )
             )
         if transport is None:
-            from .transport.grpc_client import GrpcTransport
+            from ..transport.grpc_client import GrpcTransport
 
             transport = GrpcTransport(token=token, tls=options.tls)
             stack.push_async_callback(transport.aclose)
@@ -1141,8 +1141,8 @@ class Environment:
                 outer = getattr(self.orchestrator, "token", None)
                 token = outer if isinstance(outer, str) else self.platform.new_id()
             self._storage_token = token
-            from .transport import STORAGE
-            from .transport.grpc_client import GrpcTransport
+            from ..transport import STORAGE
+            from ..transport.grpc_client import GrpcTransport
 
             links.transport = GrpcTransport(protocol=STORAGE, token=token, tls=self._options.tls)
             self._later.append(links.transport)
@@ -1167,7 +1167,7 @@ class Environment:
         """The orchestrator that runs the managed storage replica (started now if there is none)."""
         if self.orchestrator is not None:
             return self.orchestrator
-        from .orchestrator import Orchestrator
+        from ..orchestrator import Orchestrator
 
         assert self._data_dir is not None  # checked before the replica was recorded managed
         options = self._options
@@ -1220,7 +1220,7 @@ class Environment:
         if ref is not None:
             wanted = self.resolve(ref)
             if state.source(wanted) is None and state.sink(wanted) is None:
-                from .errors import UnknownCatalogObject
+                from ..errors import UnknownCatalogObject
 
                 raise UnknownCatalogObject(f"{ref} is not a source or a sink")
         storage = self.driver.ctl.storage
@@ -1366,13 +1366,13 @@ class Environment:
     async def execute(self, sql: str, params: Sequence[Any] | None = None) -> Any:
         """Run SQL; the last statement's :class:`~tidegate.runtime.sql.SqlResult` (see
         :mod:`tidegate.runtime.sql`; ``params`` fill ``$1``, ``$2``, ...)."""
-        from .sql import execute
+        from ..sql import execute
 
         return await execute(self, sql, params)
 
     async def subscribe_sql(self, sql: str, params: Sequence[Any] | None = None) -> Any:
         """``SUBSCRIBE ...`` (or a query) as a :class:`Subscription` of batches."""
-        from .sql import subscribe_sql
+        from ..sql import subscribe_sql
 
         return await subscribe_sql(self, sql, params)
 
@@ -1393,7 +1393,7 @@ class Environment:
 
         from tidegate.spec.protocol.types import CopyToConnection
 
-        from .controller.errors import CopyToFailed
+        from ..controller.errors import CopyToFailed
 
         if urlsplit(url).scheme not in ("file", "s3", "mem"):
             raise CopyToFailed(ref, url, "unsupported URL scheme (use file:// or s3://)")
@@ -1748,7 +1748,7 @@ class Environment:
                     f"replica {name!r} needs an address: this environment manages no replicas"
                 )
             if managed:
-                from .orchestrator import check_replica_name
+                from ..orchestrator import check_replica_name
 
                 check_replica_name(name)  # before anything is recorded
             op = CreateReplica(
@@ -1897,7 +1897,7 @@ def _storage_wanted(state: CatalogState) -> bool:
 
 def _postgres_schema(connection: PostgresSource) -> Schema:
     """Blocking: the upstream table's schema, checked for replication (the reader's typed errors)."""
-    from .sources.postgres import PostgresReader
+    from ..sources.postgres import PostgresReader
 
     with PostgresReader(connection) as reader:
         return reader.schema()
@@ -1905,7 +1905,7 @@ def _postgres_schema(connection: PostgresSource) -> Schema:
 
 def _drop_postgres_slot(connection: PostgresSource) -> None:
     """Blocking: drop ``connection``'s replication slot, waiting while a reader still holds it."""
-    from .sources.postgres import PostgresReader
+    from ..sources.postgres import PostgresReader
 
     # It waits no longer than closing does: a close past the wait cancels the drop, and the
     # cancellation itself waits for this call (a worker thread) to return.
@@ -1916,7 +1916,7 @@ def _drop_postgres_slot(connection: PostgresSource) -> None:
 def _check_sink_connection(connection: object, schema: Schema, gid: GlobalId) -> None:
     """Refuse a sink connection that cannot work whatever the target holds (no IO)."""
     if isinstance(connection, IcebergSink):
-        from .sinks.iceberg import IcebergSinkWriter
+        from ..sinks.iceberg import IcebergSinkWriter
 
         IcebergSinkWriter(connection, schema, sink_id=str(gid))  # SinkDescriptionInvalid
     elif not isinstance(connection, SimulatedSink):
@@ -1934,7 +1934,7 @@ def _status_of(
     reads: GlobalId | None,
     progress: GlobalId | None,
 ) -> StorageStatus:
-    from .controller.storage_status import connection_details
+    from ..controller.storage_status import connection_details
 
     status = storage.status(id)
     stats = storage.statistics(id)
