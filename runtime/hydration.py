@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tidegate.spec.compute import ReplicaStatusEvent
 from tidegate.spec.errors import TidegateError
@@ -35,10 +35,10 @@ from tidegate.spec.protocol.commands import CreateDataflow
 from tidegate.spec.protocol.responses import ComputeResponse, Frontiers
 
 if TYPE_CHECKING:
+    from .catalog import CatalogState
     from .controller.driver import ControllerDriver
-    from .environment import Environment
 
-__all__ = ["HydrationInfo", "HydrationTracker", "catalog_hydration"]
+__all__ = ["HydrationInfo", "HydrationTracker", "Tracked", "catalog_hydration"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,7 +152,17 @@ class HydrationTracker:
         return sorted(out, key=lambda h: (h.id, h.replica))
 
 
-def catalog_hydration(env: Environment, gid: GlobalId | None = None) -> list[HydrationInfo]:
+class Tracked(Protocol):
+    """What :func:`catalog_hydration` reads: an ``Environment``, or the core of one."""
+
+    @property
+    def state(self) -> CatalogState: ...
+
+    @property
+    def hydration_tracker(self) -> HydrationTracker: ...
+
+
+def catalog_hydration(env: Tracked, gid: GlobalId | None = None) -> list[HydrationInfo]:
     """:meth:`HydrationTracker.snapshot` of ``env``'s indexes and materialized views, named
     (only ``gid``'s if given); what ``Environment.hydration`` and the metrics report."""
     state = env.state

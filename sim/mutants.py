@@ -464,10 +464,10 @@ def _restore_from_zero(original: Any) -> Any:
 
 
 def _restore_patch() -> AbstractContextManager[None]:
-    from tidegate.runtime import environment as _environment
+    from tidegate.runtime.environment import _opening
 
     return _replaced(
-        _environment, "restore_plan", _restore_from_zero(_environment.__dict__["restore_plan"])
+        _opening, "restore_plan", _restore_from_zero(_opening.__dict__["restore_plan"])
     )
 
 
@@ -487,8 +487,8 @@ def _old_freshness_patch() -> AbstractContextManager[None]:
     """The runtime before group commit: a commit advances only the tables it writes, and a
     fresh read takes its inputs' latest complete time instead of the oracle's read timestamp
     (the read-your-writes bug of issue 15: a join misses the caller's own append)."""
-    from tidegate.runtime import environment as _environment
     from tidegate.runtime.controller import driver as _driver
+    from tidegate.runtime.environment import _data
 
     original_tables = _driver.ControllerDriver.__dict__["tables"]
 
@@ -514,7 +514,7 @@ def _old_freshness_patch() -> AbstractContextManager[None]:
                 lower.elements[0]
             )
 
-        await self.driver.wait_frontiers(ready)
+        await self.core.driver.wait_frontiers(ready)
         lower, upper = since(), self._input_upper(*inputs)
         t = int(lower.elements[0])
         return max(t, int(upper.elements[0]) - 1) if upper.elements else t
@@ -522,7 +522,7 @@ def _old_freshness_patch() -> AbstractContextManager[None]:
     return _together(
         _replaced(_driver.ControllerDriver, "tables", tables),
         _replaced(_driver.ControllerDriver, "_commit", _commit),
-        _replaced(_environment.Environment, "_fresh_time", _fresh_time),
+        _replaced(_data.ReadsAndWrites, "_fresh_time", _fresh_time),
     )
 
 

@@ -62,6 +62,7 @@ from ._codec import (
     policy_to_dict,
 )
 from ._entries import (
+    DEFAULT_READ_POLICY,
     STORAGE_ENTRIES,
     STORAGE_REPLICA,
     CatalogState,
@@ -101,6 +102,7 @@ from ._store import DEFAULT_CATALOG_KEY, Catalog
 __all__ = [
     "CATALOG_FORMAT_VERSION",
     "DEFAULT_CATALOG_KEY",
+    "DEFAULT_READ_POLICY",
     "EXECUTORS",
     "MAX_NAME_BYTES",
     "STORAGE_ENTRIES",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
-from tidegate.spec.frontier.read_policy import ReadPolicy
+from tidegate.spec.frontier.read_policy import LagWriteFrontier, ReadPolicy
 from tidegate.spec.ids import GlobalId
 from tidegate.spec.plan import Plan, Schema, gets, typecheck
 from tidegate.spec.storage.connections import SourceConnection, StorageSinkConnection
@@ -20,6 +20,7 @@ from tidegate.spec.storage.reclock import REMAP_SCHEMA
 from ..errors import UnknownCatalogObject
 
 __all__ = [
+    "DEFAULT_READ_POLICY",
     "STORAGE_ENTRIES",
     "STORAGE_REPLICA",
     "CatalogState",
@@ -37,6 +38,10 @@ __all__ = [
     "ViewEntry",
     "entry_dependencies",
 ]
+
+DEFAULT_READ_POLICY: ReadPolicy = LagWriteFrontier(1000, 1000)
+"""How far objects without a read policy of their own may be compacted: one second behind
+their upper, in whole seconds (Materialize's default logical compaction window)."""
 
 STORAGE_REPLICA = "storage"
 """The name of the storage instance's one replica (a compute replica may not take it: a managed

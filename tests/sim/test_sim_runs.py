@@ -81,7 +81,7 @@ def test_the_production_runtime_runs_in_a_standard_simulation(
     from tidegate.runtime.catalog import Catalog
     from tidegate.runtime.controller.driver import ControllerDriver
     from tidegate.runtime.controller.storage_io import ShardStorageIO
-    from tidegate.runtime.environment import Environment
+    from tidegate.runtime.environment._opening import Opening
     from tidegate.runtime.oracle import TimestampOracle
     from tidegate.runtime.storage.store import ShardStore
 
@@ -115,7 +115,7 @@ def test_the_production_runtime_runs_in_a_standard_simulation(
     counting(TimestampOracle, "write_ts")
     counting(ShardStorageIO, "_write")
     counting(ShardStore, "compare_and_append")
-    counting(Environment, "_restore")
+    counting(Opening, "restore")
     plan = FaultPlan((Fault(20_000, FaultKind.RESTART_CONTROLLER, "", 500),))
     r = run_simulation(RunOptions(seed=2, scenario=standard(), plan=plan))
     assert r.ok, _explain(r)
@@ -130,7 +130,7 @@ def test_the_production_runtime_runs_in_a_standard_simulation(
         "ShardStore.compare_and_append",
     ):
         assert calls[key] > 10, (key, dict(calls))
-    assert calls["Environment._restore"] == 2  # the first open, and the restart's
+    assert calls["Opening.restore"] == 2  # the first open, and the restart's
 
 
 EVERY_KIND = FaultPlan(

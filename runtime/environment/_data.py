@@ -1,0 +1,353 @@
+"""Reads and writes: appends, peeks, subscribes, copy-to, and the times they read at.
+
+Appends are checked against the table's schema, then group-committed by the
+driver at one timestamp. A read without a time reads at the freshest time
+(:meth:`ReadsAndWrites.freshest`): the oracle's read timestamp, or the object's
+since if later, once its durable inputs (tables and sources, looked up through
+views and indexes) are complete there; a time at or past their upper is
+refused. Peeks, subscribes and copy-tos are the driver's, on dataflows built
+here from plans.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Literal
+
+from tidegate.spec.errors import CollectionMissing, ReadBeyondUpper, TypeMismatch
+from tidegate.spec.frontier import Antichain, Row
+from tidegate.spec.ids import GlobalId
+from tidegate.spec.plan import Plan, Schema, gets, typecheck
+from tidegate.spec.plan.builder import Frame
+from tidegate.spec.plan.schema import check_row
+from tidegate.spec.protocol.types import (
+    BuildDesc,
+    ColumnOrder,
+    DataflowDescription,
+    IndexImport,
+    RowSetFinishing,
+    SinkExport,
+    SourceImport,
+    SubscribeConnection,
+)
+
+from ..catalog import (
+    CatalogState,
+    IndexEntry,
+    ProgressEntry,
+    SourceEntry,
+    SystemCollectionEntry,
+    TableEntry,
+)
+from ..controller.errors import RuntimeControllerError
+from ..controller.streams import Subscription
+from ..frames import PeekAnswer, frame_updates, is_frame
+from ._core import Core, Ref
+from ._ddl import Ddl
+
+__all__ = ["ReadsAndWrites"]
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _updates(schema: Schema, rows: Iterable[Any], what: str) -> list[tuple[Row, int]]:
+    """``rows`` (tuples, ``(row, diff)`` pairs, or an Arrow table/batch or DataFrame: see
+    :mod:`tidegate.runtime.frames`) checked against ``schema``, as ``(row, diff)``."""
+    if is_frame(rows):
+        return frame_updates(schema, rows, what)
+    if isinstance(rows, str | bytes | Mapping) or not isinstance(rows, Iterable):
+        raise TypeMismatch(
+            f"{what}: rows must be an iterable of tuples or (row, diff) pairs, got {rows!r}"
+        )
+    out: list[tuple[Row, int]] = []
+    for item in rows:
+        if isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], tuple):
+            # A (row, diff) pair: no column holds a tuple, so the shape says which it is.
+            row, diff = item
+            if type(diff) is not int or not _INT64_MIN <= diff <= _INT64_MAX:
+                raise TypeMismatch(
+                    f"{what} row {row!r}: its diff must be an int64 (a count), got {diff!r}"
+                )
+        else:
+            row, diff = item, 1
+        check_row(row, schema, f"{what} row")
+        out.append((row, diff))
+    return out
+
+
+def _project(schema: Schema, finishing: RowSetFinishing | None) -> Schema:
+    """The schema of a peek's rows: ``schema``, projected by ``finishing`` if it projects."""
+    if finishing is None or finishing.project is None:
+        return schema
+    return Schema(tuple(schema.columns[i] for i in finishing.project))
+
+
+class ReadsAndWrites:
+    """Appends, peeks, subscribes and copy-tos of one environment (see the module docstring)."""
+
+    def __init__(self, core: Core, ddl: Ddl) -> None:
+        self.core = core
+        self.ddl = ddl
+        self._tables_cache: tuple[CatalogState | None, dict[Ref, TableEntry]] = (None, {})
+        """Tables by the refs appends named them with, for one catalog state."""
+
+    async def append(self, table: Ref, rows: Iterable[Any]) -> int:
+        """Append rows (tuples, or ``(row, diff)`` pairs) to ``table``; the write timestamp, once durable."""
+        return await self.append_many([(table, rows)])
+
+    async def append_many(self, batches: Iterable[tuple[Ref, Iterable[Any]]]) -> int:
+        """Append several batches (to one or more tables; a table may repeat) at one timestamp."""
+        checked: list[tuple[GlobalId, list[tuple[Row, int]]]] = []
+        for ref, rows in batches:
+            entry = self._table_entry(ref)
+            checked.append((entry.id, _updates(entry.schema, rows, entry.name)))
+        if not checked:
+            raise TypeMismatch("append_many needs at least one batch")
+        return (await self.core.driver.append_many(checked))[0]
+
+    def _table_entry(self, ref: Ref) -> TableEntry:
+        """The table ``ref`` names [UnknownCatalogObject, IdentifierInvalid]; cached per
+        catalog state (an immutable value: any change replaces it), as every append asks."""
+        state = self.core.state
+        cache = self._tables_cache
+        if cache[0] is not state:
+            cache = self._tables_cache = (state, {})
+        entry = cache[1].get(ref) if isinstance(ref, str | GlobalId) else None
+        if entry is not None:
+            return entry
+        gid = self.core.resolve(ref)
+        found = state.get(gid)
+        if not isinstance(found, TableEntry):
+            from tidegate.spec.errors import IdentifierInvalid
+
+            raise IdentifierInvalid(gid, f"{found.name} is not a table")
+        if isinstance(ref, str | GlobalId):
+            cache[1][ref] = found
+        return found
+
+    async def peek(
+        self,
+        ref: Ref,
+        at: int | None = None,
+        key: Row | None = None,
+        finishing: RowSetFinishing | Sequence[ColumnOrder] | None = None,
+        *,
+        limit: int | None = None,
+        replica: str | None = None,
+    ) -> PeekAnswer:
+        """The contents of ``ref`` at time ``at`` as ``(row, count)`` pairs (a
+        :class:`~tidegate.runtime.frames.PeekAnswer`: a list with ``to_arrow()``/``to_pandas()``).
+
+        ``at`` defaults to :meth:`freshest` (every acknowledged append shows). It
+        must not be before ``ref``'s since [SinceViolation] nor at or beyond
+        the upper of its durable inputs (tables, views) [ReadBeyondUpper]; a
+        time the inputs have completed is answered once the index catches up.
+        ``key`` looks up one key of an index; ``finishing``
+        (or a list of column orders, plus ``limit``) orders and limits;
+        ``replica`` asks that replica only (a :class:`PeekFailed` if it fails
+        meanwhile) [ReplicaMissing]. Dropping ``ref`` while the peek waits
+        fails it with :class:`DependencyDropped`, a :class:`PeekFailed`.
+        """
+        gid = self.core.resolve(ref)
+        entry = self.core.state.get(gid)
+        target: Literal["index", "persist"] = (
+            "index" if isinstance(entry, IndexEntry) else "persist"
+        )
+        if finishing is None and limit is not None:
+            finishing = RowSetFinishing(limit=limit)
+        elif finishing is not None and not isinstance(finishing, RowSetFinishing):
+            finishing = RowSetFinishing(order_by=tuple(finishing), limit=limit)
+        constraints = None
+        if key is not None:
+            if not isinstance(entry, IndexEntry):
+                raise RuntimeControllerError(f"key lookups need an index; {entry.name} is not one")
+            constraints = (self._check_key(entry, key),)
+        at = await self._read_time(gid, at)
+        pairs = await self.core.driver.peek(
+            gid,
+            at,
+            finishing=finishing,
+            target=target,
+            literal_constraints=constraints,
+            target_replica=replica,
+        )
+        return PeekAnswer(pairs, _project(self.core.schema(gid), finishing))
+
+    async def _read_time(self, gid: GlobalId, at: int | None) -> int:
+        """``at``, or :meth:`freshest` by default; a time at or past the inputs' upper is
+        refused [ReadBeyondUpper]."""
+        if at is None:
+            return await self.freshest(gid)
+        upper = self._input_upper(gid)
+        if upper.less_equal(at):
+            raise ReadBeyondUpper(gid, at, upper)
+        return at
+
+    def _check_key(self, entry: IndexEntry, key: Any) -> Row:
+        """``key`` as a row of the index's key columns [ArityMismatch, TypeMismatch].
+
+        A NULL is allowed in any key column (it matches nothing, as in SQL).
+        """
+        columns = self.core.state.schema_of(entry.id).columns
+        key_schema = Schema(
+            tuple(
+                dataclasses.replace(c, type=dataclasses.replace(c.type, nullable=True))
+                for c in (columns[k] for k in entry.keys)
+            )
+        )
+        if type(key) is not tuple:
+            raise TypeMismatch(
+                f"a key of index {entry.name} is a tuple of its key columns {key_schema}, got {key!r}"
+            )
+        check_row(key, key_schema, f"key of index {entry.name}")
+        return key
+
+    async def freshest(self, ref: Ref) -> int:
+        """The time a read of ``ref`` that starts now takes: every acknowledged append shows there."""
+        gid = self.core.resolve(ref)
+        if not self._input_upper(gid).elements:  # no durable inputs: the object's own upper
+            return int(await self.core.driver.freshest(gid, "index"))
+        return await self._fresh_time([gid], lambda: self.frontiers(gid)[0], gid)
+
+    async def _fresh_time(
+        self, inputs: Sequence[GlobalId], since: Callable[[], Antichain], what: GlobalId
+    ) -> int:
+        """The freshest read time over ``inputs`` (see :meth:`freshest`), at or after ``since()``."""
+        while True:
+            lower = since()
+            if not lower.elements:
+                raise CollectionMissing(what)
+            if self.core.read_only:  # the writer moves the tables: learn where they are now
+                await self.core.driver.poll_uppers()
+            read = self.core.oracle.read_ts()
+            t = max(int(lower.elements[0]), read)
+            if t > read:
+                await self.core.io.retrying("oracle apply", self.core.oracle.apply_write, t)
+            if self._input_upper(*inputs).less_equal(t):
+                self.core.driver.request_commit()  # every table then moves past t
+                await self.core.driver.wait_frontiers(
+                    lambda t=t: not self._input_upper(*inputs).less_equal(t)  # type: ignore[misc]
+                )
+            if since().less_equal(t):  # not compacted past t while waiting
+                return t
+
+    def _input_upper(self, *gids: GlobalId) -> Antichain:
+        """The upper of the tables and sources ``gids`` read (through views and indexes): where
+        appends and ingested data land.
+
+        Views are looked through: a view's shard lags the tables it is computed
+        from, and a time chosen from its upper could miss an acknowledged append.
+        A source's upper is where its storage replica has ingested to: a read at
+        a later time waits for it (as Materialize's strict-serializable reads do).
+        """
+        state, seen, stack = self.core.state, set(), list(gids)
+        uppers: list[Antichain] = []
+        while stack:
+            g = stack.pop()
+            if g in seen:
+                continue
+            seen.add(g)
+            if state.view(g) is None and isinstance(state.get(g), _DURABLE_INPUTS):
+                uppers.append(self.core.driver.storage_frontiers(g)[1])
+            else:
+                stack.extend(state.dependencies(g))
+        return Antichain.meet_all(uppers) if uppers else Antichain.empty()
+
+    def frontiers(self, ref: Ref) -> tuple[Antichain, Antichain]:
+        """``(since, upper)`` of object ``ref`` (of a sink: the time it holds its input at, and
+        the frontier its target covers)."""
+        gid = self.core.resolve(ref)
+        if self.core.state.sink(gid) is not None:  # what it holds its input at, and what it covers
+            export = self.core.driver.ctl.storage.export(gid)
+            return export.read_capability, export.upper
+        if isinstance(self.core.state.get(gid), IndexEntry):
+            return self.core.driver.frontiers(gid)
+        return self.core.driver.storage_frontiers(gid)
+
+    async def subscribe(
+        self,
+        plan: Frame | Plan | Ref,
+        as_of: int | None = None,
+        *,
+        buffer: int | None = None,
+        replica: str | None = None,
+    ) -> Subscription:
+        """Stream the changes of ``plan`` from ``as_of`` (default: the freshest time, see :meth:`freshest`)."""
+        p = self.core.plan(plan)
+        schema = typecheck(p)
+        gid = self.core.driver.new_transient_id()
+        if as_of is not None:
+            df = self._dataflow(p, gid, Antichain([as_of]))
+        else:  # the freshest time (see :meth:`freshest`), where the inputs are readable
+            df = self._dataflow(p, gid, None)
+            inputs = sorted(gets(p))
+            if self._input_upper(*inputs).elements:
+                t = await self._fresh_time(inputs, lambda: self._inputs_since(df), gid)
+                df = df.with_as_of(Antichain([t]))
+            else:
+                df = df.with_as_of(
+                    self.ddl.select_as_of(self.core.state, df, self.core.oracle.read_ts())
+                )
+        sub = self.core.driver.subscribe(df, buffer=buffer, target_replica=replica)
+        sub.schema = schema  # its batches have to_arrow() and to_pandas()
+        return sub
+
+    def _dataflow(
+        self, plan: Plan, export: GlobalId, as_of: Antichain | None
+    ) -> DataflowDescription:
+        state = self.core.state
+        sources: list[SourceImport] = []
+        imports: list[IndexImport] = []
+        for gid in sorted(gets(plan)):
+            entry = state.get(gid)
+            if isinstance(entry, IndexEntry):
+                imports.append(IndexImport(gid, gid, entry.keys))
+            else:
+                sources.append(SourceImport(gid))
+        return DataflowDescription(
+            f"subscribe {export}",
+            source_imports=tuple(sources),
+            index_imports=tuple(imports),
+            objects_to_build=(BuildDesc(export, plan),),
+            sink_exports=(SinkExport(export, export, SubscribeConnection()),),
+            as_of=as_of,
+        )
+
+    def _inputs_since(self, df: DataflowDescription) -> Antichain:
+        """The earliest time every input of ``df`` is readable (the join of their sinces)."""
+        since = Antichain([0])
+        for s in df.source_imports:
+            since = since.join(self.core.driver.storage_frontiers(s.id)[0])
+        for ii in df.index_imports:
+            since = since.join(self.core.driver.frontiers(ii.id)[0])
+        return since
+
+    async def copy_to(self, ref: Ref, url: str, *, at: int | None = None) -> int:
+        """Write the contents of ``ref`` at time ``at`` once, as Parquet files under ``url``."""
+        from urllib.parse import urlsplit
+
+        from tidegate.spec.protocol.types import CopyToConnection
+
+        from ..controller.errors import CopyToFailed
+
+        if urlsplit(url).scheme not in ("file", "s3", "mem"):
+            raise CopyToFailed(ref, url, "unsupported URL scheme (use file:// or s3://)")
+        gid = self.core.resolve(ref)
+        at = await self._read_time(gid, at)
+        cid = self.core.driver.new_transient_id()
+        df = self._dataflow(self.core.plan(gid), cid, Antichain([at]))
+        sink = SinkExport(cid, cid, CopyToConnection(url), up_to=Antichain([at + 1]))
+        df = dataclasses.replace(df, debug_name=f"copy-to {cid}", sink_exports=(sink,))
+        return await self.core.driver.copy_to(df)
+
+    async def wait_for(self, ref: Ref, time: int, *, timeout_s: float | None = None) -> None:
+        """Wait until object ``ref`` is complete beyond ``time`` (its upper passed it)."""
+        gid = self.core.resolve(ref)
+        await self.core.driver.wait_frontiers(
+            lambda: not self.frontiers(gid)[1].less_equal(time), timeout_s=timeout_s
+        )
+
+
+_DURABLE_INPUTS = (TableEntry, SourceEntry, ProgressEntry, SystemCollectionEntry)
+"""Collections written outside compute: a read at a time waits for their uppers to pass it."""

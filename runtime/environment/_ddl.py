@@ -1,0 +1,234 @@
+"""DDL and installation: tables, indexes, materialized views and views; drops; read policies.
+
+Every DDL holds the core's lock, is recorded in the durable catalog first (which
+validates names, ids and plans), then installed in the controller from the
+catalog state it produced: ``install_*`` takes a catalog state and an id, so
+that restoring and following another environment's catalog install the same
+way. A new dataflow's as-of comes from the spec's as-of selection over its
+inputs' frontiers (:meth:`Ddl.select_as_of`). A drop uninstalls dependents
+first; a dropped PostgreSQL source's slot is left to the sources' part.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tidegate.spec.compute.as_of_selection import select_as_ofs
+from tidegate.spec.frontier import Antichain
+from tidegate.spec.frontier.read_policy import ReadPolicy
+from tidegate.spec.ids import GlobalId
+from tidegate.spec.plan import Plan, Schema, typecheck
+from tidegate.spec.plan.builder import Frame
+from tidegate.spec.plan.relation import Get
+from tidegate.spec.protocol.types import DataflowDescription
+from tidegate.spec.storage import CollectionDescription
+
+from ..catalog import (
+    STORAGE_ENTRIES,
+    CatalogState,
+    CreateIndex,
+    CreateMaterializedView,
+    CreateTable,
+    CreateView,
+    Drop,
+    IndexEntry,
+    MaterializedViewEntry,
+    SetReadPolicy,
+    SinkEntry,
+    TableEntry,
+    dataflow_for,
+)
+from ._core import INSTANCE, Core, Ref, defined
+from ._sources import SourcesAndSinks
+
+__all__ = ["Ddl"]
+
+
+class Ddl:
+    """The DDL of one environment: record in the catalog, then install (see the module docstring)."""
+
+    def __init__(self, core: Core, sources: SourcesAndSinks) -> None:
+        self.core = core
+        self.sources = sources
+
+    async def create_table(
+        self, name: str, schema: Schema, *, definition: str | None = None
+    ) -> GlobalId:
+        """Create table ``name`` with ``schema``; returns its id."""
+        async with self.core.lock:
+            gid = self.core.fresh_id()
+            state = await self.core.apply(
+                [CreateTable(name, gid, schema), *defined(gid, definition)]
+            )
+            await self.install_table(state, gid)
+            return gid
+
+    async def install_table(self, state: CatalogState, gid: GlobalId) -> None:
+        """Create table ``gid`` of catalog ``state`` in the controller (its shard too)."""
+        entry = state.get(gid)
+        assert isinstance(entry, TableEntry)
+        fr = await self.core.io.ensure_shard(gid, entry.schema)
+        ctl = self.core.driver.ctl
+        ctl.create_collections([(gid, self.core.description(state, gid, "table"))], {gid: fr})
+        self.core.driver.apply()
+        self.core.driver.set_storage_read_policy([(gid, self.core.effective_policy(state, gid))])
+
+    async def create_index(
+        self,
+        plan: Frame | Plan | Ref,
+        keys: Sequence[str | int] = (),
+        *,
+        name: str | None = None,
+        definition: str | None = None,
+    ) -> GlobalId:
+        """Maintain ``plan`` in an index arranged by ``keys`` (names or positions); returns its id."""
+        async with self.core.lock:
+            p = self.core.plan(plan)
+            schema = typecheck(p)
+            positions = tuple(k if isinstance(k, int) else schema.index(k) for k in keys)
+            on = p.id if isinstance(p, Get) else None
+            if (
+                isinstance(plan, GlobalId | str)
+                and self.core.state.view(self.core.resolve(plan)) is not None
+            ):
+                on = self.core.resolve(plan)
+            gid = self.core.fresh_id()
+            index = CreateIndex(name or f"index_{gid}", gid, p, positions, on)
+            state = await self.core.apply([index, *defined(gid, definition)])
+            self.install_index(state, gid)
+            return gid
+
+    def install_index(self, state: CatalogState, gid: GlobalId) -> None:
+        """Create index ``gid`` of catalog ``state`` in the controller."""
+        df = dataflow_for(state, gid)
+        current = self.core.oracle.read_ts()
+        self.core.driver.create_dataflow(df.with_as_of(self.select_as_of(state, df, current)))
+        self.core.driver.set_read_policy([(gid, self.core.effective_policy(state, gid))])
+
+    async def create_materialized_view(
+        self, name: str, plan: Frame | Plan | Ref, *, definition: str | None = None
+    ) -> GlobalId:
+        """Maintain ``plan`` into durable storage collection ``name``; returns its id."""
+        async with self.core.lock:
+            p = self.core.plan(plan)
+            gid = self.core.fresh_id()
+            mv = CreateMaterializedView(name, gid, p)
+            state = await self.core.apply([mv, *defined(gid, definition)])
+            await self.install_materialized_view(state, gid)
+            return gid
+
+    async def install_materialized_view(self, state: CatalogState, gid: GlobalId) -> None:
+        """Create materialized view ``gid`` of catalog ``state`` in the controller (its shard too)."""
+        entry = state.get(gid)
+        assert isinstance(entry, MaterializedViewEntry)
+        fr = await self.core.io.ensure_shard(gid, typecheck(entry.plan))
+        df = dataflow_for(state, gid)
+        current = self.core.oracle.read_ts()
+        as_of = self.select_as_of(state, df, current, output=(fr.since, fr.upper))
+        desc = self.core.description(state, gid, "materialized_view")
+        desc = CollectionDescription(desc.data_source, since=as_of)
+        ctl = self.core.driver.ctl
+        ctl.create_collections([(gid, desc)], {gid: fr})
+        self.core.driver.apply()
+        self.core.driver.create_dataflow(df.with_as_of(as_of))
+        ctl.allow_writes(INSTANCE, gid)  # a read-only controller sends it once promoted
+        self.core.driver.apply()
+        self.core.driver.set_storage_read_policy([(gid, self.core.effective_policy(state, gid))])
+
+    async def create_view(
+        self,
+        name: str,
+        plan: Frame | Plan | Ref,
+        *,
+        views: Sequence[Ref] = (),
+        definition: str | None = None,
+    ) -> GlobalId:
+        """Name the query ``plan`` (Materialize's ``CREATE VIEW``); returns its id."""
+        async with self.core.lock:
+            p = self.core.plan(plan)
+            on_views = tuple(self.core.resolve(v) for v in views)
+            gid = self.core.fresh_id()
+            await self.core.apply([CreateView(name, gid, p, on_views), *defined(gid, definition)])
+            return gid
+
+    async def drop(
+        self, ref: Ref, *, cascade: bool = False, dropped: dict[GlobalId, Any] | None = None
+    ) -> list[GlobalId]:
+        """Drop object ``ref`` (with ``cascade``, its dependents too); returns the dropped ids."""
+        async with self.core.lock:
+            gid = self.core.resolve(ref)
+            before = {
+                e.id: e
+                for e in (
+                    *self.core.state.entries(),
+                    *self.core.state.views,
+                    *self.core.state.sinks,
+                )
+            }
+            after = await self.core.apply([Drop(gid, cascade)])
+            left = {e.id for e in (*after.entries(), *after.views, *after.sinks)}
+            gone = sorted(set(before) - left, reverse=True)
+            if dropped is not None:
+                dropped.update((g, before[g]) for g in gone)
+            self.uninstall(before, gone)
+            self.sources.drop_replication_slots(before[g] for g in gone)
+            return gone
+
+    def uninstall(self, before: Mapping[GlobalId, Any], gone: Sequence[GlobalId]) -> None:
+        """Drop the objects ``gone`` (entries in ``before``, dependents first) from the controller."""
+        ctl, driver = self.core.driver.ctl, self.core.driver
+        driver.end_reads_of(gone)
+        for g in gone:
+            entry = before[g]
+            if isinstance(entry, IndexEntry | MaterializedViewEntry):
+                driver.drop_collections([g])
+            if isinstance(entry, SinkEntry):
+                ctl.storage.drop_sinks([g])
+                driver.apply()
+            elif isinstance(entry, STORAGE_ENTRIES):
+                ctl.drop_sources([g])
+                driver.apply()
+
+    async def set_read_policy(self, ref: Ref, policy: ReadPolicy) -> None:
+        """How far object ``ref`` may be compacted (its shard too, for tables and views)."""
+        async with self.core.lock:
+            gid = self.core.resolve(ref)
+            entry = self.core.state.get(gid)
+            if isinstance(entry, IndexEntry):
+                self.core.driver.ctl.compute.instance(INSTANCE).collection(gid)  # validates first
+            await self.core.apply([SetReadPolicy(gid, policy)])
+            if isinstance(entry, IndexEntry):
+                self.core.driver.set_read_policy([(gid, policy)])
+            else:
+                self.core.driver.set_storage_read_policy([(gid, policy)])
+
+    def read_policy(self, ref: Ref) -> ReadPolicy:
+        """The read policy of object ``ref``: the one set, else :data:`DEFAULT_READ_POLICY`."""
+        return self.core.effective_policy(self.core.state, self.core.resolve(ref))
+
+    def select_as_of(
+        self,
+        state: CatalogState,
+        df: DataflowDescription,
+        current: int,
+        output: tuple[Antichain, Antichain] | None = None,
+    ) -> Antichain:
+        """The as_of of a new dataflow: the spec's as-of selection over its inputs' frontiers.
+
+        A new materialized view's empty output does not constrain it; imported
+        indexes hold it at or after their sinces.
+        """
+        storage = {s.id: self.core.driver.storage_frontiers(s.id) for s in df.source_imports}
+        if output is not None and output[1] != output[0]:
+            for sid in df.persist_sink_ids:
+                storage[sid] = output
+        policies = {ie.id: p for ie in df.index_exports if (p := state.read_policy(ie.id))}
+        df = df.with_source_uppers({g: f[1] for g, f in storage.items()})
+        as_of = select_as_ofs([df], storage, policies, current).dataflows[0].as_of
+        assert as_of is not None
+        if as_of.is_empty() and not df.source_imports:
+            as_of = Antichain([current])  # only index imports: start at the present
+        for ii in df.index_imports:
+            as_of = as_of.join(self.core.driver.frontiers(ii.id)[0])
+        return as_of

@@ -1,0 +1,343 @@
+"""Opening and restore: the store, catalog, oracle, replicas and driver, then everything back.
+
+:func:`open_parts` opens what an environment runs on, in order: the shard store
+(at the data directory's default URLs, or the given backends), the catalog,
+the timestamp oracle (none when read-only: reads follow the tables' uppers),
+the replicas' catalog records, the orchestrator of managed replicas, the
+transport, the spec controller and its driver; each is pushed on the opening's
+exit stack. :meth:`Opening.start` then starts the managed replicas and
+restores everything in the catalog (:meth:`Opening.restore`, the one place a
+(re)starting controller is built up), and a read-only environment starts
+following the writer's catalog.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import shutil
+import tempfile
+import uuid as _uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from tidegate.spec.controller import Controller
+from tidegate.spec.frontier import Antichain
+from tidegate.spec.ids import GlobalId
+from tidegate.spec.protocol.types import ComputeParameters
+from tidegate.spec.storage import ShardFrontiers, StorageController
+
+from ..catalog import Catalog, CatalogState, ReplicaEntry, apply_ops, restore_plan
+from ..controller.driver import ControllerDriver
+from ..controller.errors import RuntimeControllerError
+from ..controller.storage_io import CONTROLLER_READER, ShardStorageIO
+from ..controller.timestamps import Oracle, UpperOracle, default_oracle
+from ..options import EnvironmentOptions
+from ..platform import Platform
+from ..storage.store import ShardStore
+from ..storage.urls import default_urls, open_blob, open_consensus
+from ._core import INSTANCE, STORAGE_INSTANCE, Core, parse_id
+from ._ddl import Ddl
+from ._promotion import Promotion
+from ._replicas import memory_limit_args, metrics_host, replica_ops, start_all, storage_replica_ops
+from ._sources import SourcesAndSinks, storage_address, storage_wanted
+
+__all__ = ["Opening", "Parts", "open_parts"]
+
+
+async def _close_all(started: list[Any]) -> None:
+    """Close what was started after opening (orchestrators, transports), newest first."""
+    for thing in reversed(started):
+        await thing.aclose()
+
+
+@dataclasses.dataclass
+class Parts:
+    """What :func:`open_parts` opened, and what :meth:`Opening.start` needs of it."""
+
+    driver: ControllerDriver
+    catalog: Catalog
+    store: ShardStore
+    io: ShardStorageIO
+    oracle: Oracle
+    orchestrator: Any
+    platform: Platform
+    options: EnvironmentOptions
+    state: CatalogState
+    """The catalog as it was opened (with the replicas' records applied unless read-only)."""
+    entries: tuple[ReplicaEntry, ...]
+    """The replicas to run (a read-only environment runs them without recording them)."""
+    addresses: dict[str, str]
+    data_dir: Path | None
+    later: list[Any]
+    own: Path | None
+    """The replicas directory of a read-only environment's own orchestrator."""
+    core_ref: list[Core]
+    """Filled by :meth:`Opening.start`: the storage replicas' addresses are the core's to say."""
+
+
+async def open_parts(
+    stack: contextlib.AsyncExitStack,
+    data_dir: str | Path | None,
+    options: EnvironmentOptions,
+) -> Parts:
+    """Open what an environment runs on (see the module docstring); each is pushed on ``stack``."""
+    blob, consensus, platform = options.blob, options.consensus, options.platform
+    blob_url, consensus_url = options.blob_url, options.consensus_url
+    oracle, orchestrator, transport = options.oracle, options.orchestrator, options.transport
+    executor, spark_master, token = options.executor, options.spark_master, options.token
+    given = (blob is not None or blob_url is not None) and (
+        consensus is not None or consensus_url is not None
+    )
+    if data_dir is None and not given:
+        tmp = tempfile.mkdtemp(prefix="tidegate-")
+        stack.callback(shutil.rmtree, tmp, True)
+        data_dir = tmp
+    if data_dir is not None:
+        # Private: the shards, the catalog and the replicas' logs are nobody else's to read.
+        Path(data_dir).mkdir(mode=0o700, parents=True, exist_ok=True)
+        default_blob, default_consensus = default_urls(data_dir)
+        blob_url = blob_url or default_blob
+        consensus_url = consensus_url or default_consensus
+    run = platform.run_blocking
+
+    def open_store() -> ShardStore:
+        return ShardStore(
+            blob if blob is not None else open_blob(str(blob_url)),
+            consensus if consensus is not None else open_consensus(str(consensus_url)),
+            clock_ms=platform.clock_ms,
+            new_id=platform.new_id,
+            policy=options.shard_policy,
+            background=platform.threads,
+            owns_backends=blob is None and consensus is None,  # closed with the store
+        )
+
+    store = await run(open_store)
+    stack.callback(store.close)
+    read_only = options.read_only
+    # A read-only environment holds the shards with a critical reader of its own: its
+    # holds must not move the writer's (it takes the writer's over when promoted).
+    reader = f"{CONTROLLER_READER}-read-only-{platform.new_id()}" if read_only else None
+    io = ShardStorageIO(store, platform=platform, reader_id=reader or CONTROLLER_READER)
+    retry = io.retrying  # the store may be unreachable for a while: wait for it
+    catalog = Catalog(store.consensus)
+    state = await retry("catalog read", catalog.load)
+    tables_upper: list[Callable[[], int | None]] = []
+    if read_only:  # no oracle (opening one fences the writer): reads follow the tables
+        oracle = UpperOracle(lambda: tables_upper[0]() if tables_upper else None)
+    elif oracle is None:
+        oracle = await retry("timestamp oracle", default_oracle, store.consensus, platform.clock_ms)
+    own: Path | None = None
+    ops = replica_ops(state, options.replicas, executor=executor, spark_master=spark_master)
+    ops += storage_replica_ops(state, options.storage_replica)
+    wanted = apply_ops(state, ops)
+    if data_dir is None and orchestrator is None and any(r.managed for r in wanted.replicas):
+        raise RuntimeControllerError(
+            "managed replicas need a data directory for their processes: open the "
+            "environment with a data_dir, or pass replicas={name: 'host:port'} to connect "
+            "to replicas that run already"
+        )
+    if wanted != state and not read_only:
+        state = await retry("catalog write", catalog.apply, ops)
+    entries = wanted.replicas  # a read-only environment runs them without recording them
+    addresses = {r.name: r.address for r in entries if not r.managed and r.address}
+    managed = [r for r in entries if r.managed]
+    if managed and orchestrator is None:
+        from ..orchestrator import Orchestrator
+
+        if token is None:
+            # Authenticated by default: managed replicas start afresh with each open, so a
+            # token of this environment's lifetime is enough (and is never written down).
+            token = platform.new_id()
+
+        assert data_dir is not None  # checked above
+        # A read-only environment's replicas get a directory of their own: the writer's
+        # orchestrator owns DATA_DIR/replicas (and would reap what it finds there).
+        own = Path(data_dir) / f"replicas-{platform.new_id()[:12]}" if read_only else None
+        orchestrator = await stack.enter_async_context(
+            Orchestrator(
+                data_dir,
+                executor=executor,
+                spark_master=spark_master,
+                token=token,
+                tls=options.replica_tls,
+                replicas_dir=own,
+                extra_args=memory_limit_args(options.replica_memory_limit),
+                spark_conf=options.spark_conf,
+                spark_ui=options.spark_ui,
+                metrics_host=metrics_host(options.replica_metrics),
+            )
+        )
+    if transport is None:
+        from ..transport.grpc_client import GrpcTransport
+
+        transport = GrpcTransport(token=token, tls=options.tls)
+        stack.push_async_callback(transport.aclose)
+    # What is started later (the storage replica's orchestrator and transport, when the
+    # first source or sink needs them) is closed after the driver, like what is entered here.
+    later: list[Any] = []
+    stack.push_async_callback(_close_all, later)
+
+    def address_of(name: str) -> str:
+        if name in addresses:
+            return addresses[name]
+        if orchestrator is None:
+            raise LookupError(f"no address for replica {name!r}")
+        return str(orchestrator.address(name))
+
+    shard_ids = await retry("shard listing", store.list_shards)
+    durable = [g for g in (parse_id(s) for s in shard_ids) if g is not None]
+    controller = Controller(
+        StorageController(
+            durable_shards=durable,
+            read_only=read_only,
+            check_protocol=options.check_protocol,
+        ),
+        uuid_factory=lambda: _uuid.UUID(hex=platform.new_id()),
+        check_protocol=options.check_protocol,
+        read_only=read_only,
+    )
+    if options.max_result_size is not None:  # every instance's first UpdateConfiguration
+        controller.update_compute_configuration(
+            ComputeParameters(max_result_size=options.max_result_size)
+        )
+    core_ref: list[Core] = []
+
+    def storage_address_of(name: str) -> str:
+        return storage_address(core_ref[0], name)
+
+    driver = ControllerDriver(
+        controller,
+        transport,
+        io,
+        address_of=address_of,
+        oracle=oracle,
+        instance=INSTANCE,
+        tick_ms=options.tick_ms,
+        maintain_ms=options.maintain_ms,
+        poll_ms=options.poll_ms,
+        storage_transport=options.storage_transport,
+        storage_address_of=storage_address_of,
+    )
+    await stack.enter_async_context(driver)
+    tables_upper.append(driver.tables_upper)
+    return Parts(
+        driver,
+        catalog,
+        store,
+        io,
+        oracle,
+        orchestrator,
+        platform,
+        options,
+        state,
+        entries,
+        addresses,
+        None if data_dir is None else Path(data_dir),
+        later,
+        own,
+        core_ref,
+    )
+
+
+class Opening:
+    """The second half of opening an environment, and its restore (see the module docstring)."""
+
+    def __init__(
+        self, core: Core, ddl: Ddl, sources: SourcesAndSinks, promotion: Promotion
+    ) -> None:
+        self.core = core
+        self.ddl = ddl
+        self.sources = sources
+        self.promotion = promotion
+
+    async def start(self, stack: contextlib.AsyncExitStack, parts: Parts) -> None:
+        """Finish opening over ``parts``: the core's settings, what closing must do, the managed
+        replicas, the restore, and (read-only) following the writer's catalog."""
+        core, driver, read_only = self.core, parts.driver, parts.options.read_only
+        parts.core_ref.append(core)
+        core.addresses = parts.addresses
+        core.options = parts.options
+        core.data_dir = parts.data_dir
+        core.later = parts.later
+        core.replicas_dir = parts.own
+        core.opened_read_only = read_only
+        if read_only:  # its holds go with it, unless it was promoted (they are the writer's then)
+            stack.push_async_callback(self.promotion.release_read_only_holds)
+        else:
+            driver.fence_check = core.fence_check
+            stack.push_async_callback(self.sources.finish_slot_drops)  # before the driver stops
+        managed = [r for r in parts.entries if r.managed]
+        if managed:
+            await start_all(parts.orchestrator, managed)
+        await self.restore(parts.state, [r.name for r in parts.entries])
+        if read_only:
+            driver.start_soon(self.promotion.follow_catalog, parts.options.tick_ms or 1000)
+
+    async def restore(self, state: CatalogState, replicas: Sequence[str]) -> None:
+        """Bring back everything in ``state``: collections at their shards' frontiers, then dataflows.
+
+        The one place a (re)starting controller is built up: storage
+        collections, the compute instance, dataflows with as-ofs from the
+        spec's as-of selection, read policies, replicas, and finally
+        initialization complete (replicas then reconcile what they run).
+        """
+        ctl, driver = self.core.driver.ctl, self.core.driver
+        frontiers: dict[GlobalId, tuple[Antichain, Antichain]] = {}
+        shards: dict[GlobalId, ShardFrontiers] = {}
+        plan = restore_plan(state)
+        for c in plan.storage_collections:
+            fr = await self.core.io.ensure_shard(c.id, c.schema)
+            shards[c.id] = fr
+            frontiers[c.id] = (fr.since, fr.upper)
+            if c.kind in ("table", "system") and fr.upper.elements:  # the controller writes them
+                await self.core.io.retrying(
+                    "oracle apply",
+                    self.core.oracle.apply_write,
+                    max(0, int(fr.upper.elements[0]) - 1),
+                )
+        current = self.core.oracle.read_ts()
+        if frontiers:
+            plan = restore_plan(
+                state, frontiers, current_time=current, read_only=self.core.read_only
+            )
+        descriptions = [
+            (c.id, self.core.description(state, c.id, c.kind)) for c in plan.storage_collections
+        ]
+        ctl.storage.create_instance(STORAGE_INSTANCE)  # sources and sinks run there
+        ctl.create_collections(descriptions, shards)
+        driver.apply()
+        ctl.create_instance(INSTANCE)
+        driver.apply()
+        for df in plan.dataflows:
+            if df.as_of is None:
+                df = df.with_as_of(self.ddl.select_as_of(state, df, current))
+            driver.create_dataflow(df)
+            for id in df.persist_sink_ids:
+                ctl.allow_writes(INSTANCE, id)
+                driver.apply()
+        # Sinks hold what they write out from where it is readable now (their as-ofs follow
+        # the SinkAsOf rule); each resumes from what its target already covers.
+        for sink in plan.sinks:
+            self.sources.install_sink(state, sink.id)
+        # Policies last: the dataflows now hold their inputs at their as-ofs, so no
+        # policy can move a since past an as_of chosen above. Objects without one compact
+        # by the default policy.
+        policies = {e.id: self.core.effective_policy(state, e.id) for e in state.entries()}
+        storage_ids = {c.id for c in plan.storage_collections}
+        storage_policies = [(g, p) for g, p in policies.items() if g in storage_ids]
+        if storage_policies:
+            driver.set_storage_read_policy(storage_policies)
+        compute_policies = [(g, p) for g, p in policies.items() if g not in storage_ids]
+        if compute_policies:
+            driver.set_read_policy(compute_policies)
+        for name in replicas:
+            ctl.add_replica(INSTANCE, name)
+            driver.apply()
+        ctl.initialization_complete()
+        driver.apply()
+        ctl.reconcile_state()
+        driver.apply()
+        if not self.core.read_only and storage_wanted(state):
+            await self.sources.connect_storage_replica(state)

@@ -1,0 +1,493 @@
+"""Sources and sinks: creating them, their storage instance's one replica, their status.
+
+A source or sink is recorded in the catalog first (with, for the first one, the
+system collections and a managed storage replica), then installed in the
+controller: a source as its data and progress collections, whose ingestion is
+sent to the storage instance; a sink as an export whose input is held by
+``prepare_export`` until ``create_exports`` chooses its as-of. The storage
+replica runs (managed, under an orchestrator started on first need) and is
+connected once; its reports are read back by :meth:`SourcesAndSinks.storage_status`.
+A dropped PostgreSQL source's replication slot is dropped in the background,
+and closing the environment waits a while for that.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Sequence
+from typing import Any, Literal
+
+import anyio
+
+from tidegate.spec.errors import TidegateError
+from tidegate.spec.frontier import Antichain
+from tidegate.spec.ids import GlobalId
+from tidegate.spec.plan import Schema
+from tidegate.spec.storage import (
+    ExportDescription,
+    IcebergSink,
+    LoadGenerator,
+    PostgresSource,
+    SimulatedSink,
+    SimulatedSource,
+    SourceConnection,
+    StorageController,
+    StorageSinkConnection,
+)
+from tidegate.spec.storage.loadgen import loadgen_schema
+
+from ..catalog import (
+    STORAGE_ENTRIES,
+    STORAGE_REPLICA,
+    CatalogOp,
+    CatalogState,
+    CreateSink,
+    CreateSource,
+    CreateSystemCollection,
+    ProgressEntry,
+    SetStorageReplica,
+    SourceEntry,
+)
+from ..controller.driver import ReplicaInfo
+from ..controller.errors import RuntimeControllerError, SourceSchemaMismatch
+from ..controller.storage_status import StorageStatus, connection_text, connection_type
+from ..errors import InvalidCatalogOp, ReplicaStartFailed
+from ._core import STORAGE_INSTANCE, SYSTEM_COLLECTIONS, Core, Ref, defined, log
+from ._replicas import memory_limit_args, metrics_host
+
+__all__ = ["SourcesAndSinks", "storage_address", "storage_wanted"]
+
+_SLOT_DROP_WAIT_S = 30.0
+"""How long closing an environment waits for the slots of sources it dropped to be dropped."""
+
+
+def storage_wanted(state: CatalogState) -> bool:
+    """Whether the storage instance's replica should run: one was given (an address), or a
+    managed one has sources or sinks to run."""
+    entry = state.storage_replica
+    return entry is not None and (not entry.managed or state.has_storage_objects)
+
+
+def _postgres_schema(connection: PostgresSource) -> Schema:
+    """Blocking: the upstream table's schema, checked for replication (the reader's typed errors)."""
+    from ..sources.postgres import PostgresReader
+
+    with PostgresReader(connection) as reader:
+        return reader.schema()
+
+
+def _drop_postgres_slot(connection: PostgresSource) -> None:
+    """Blocking: drop ``connection``'s replication slot, waiting while a reader still holds it."""
+    from ..sources.postgres import PostgresReader
+
+    # It waits no longer than closing does: a close past the wait cancels the drop, and the
+    # cancellation itself waits for this call (a worker thread) to return.
+    with PostgresReader(connection, slot_busy_timeout_s=_SLOT_DROP_WAIT_S) as reader:
+        reader.drop_slot()
+
+
+def _check_sink_connection(connection: object, schema: Schema, gid: GlobalId) -> None:
+    """Refuse a sink connection that cannot work whatever the target holds (no IO)."""
+    if isinstance(connection, IcebergSink):
+        from ..sinks.iceberg import IcebergSinkWriter
+
+        IcebergSinkWriter(connection, schema, sink_id=str(gid))  # SinkDescriptionInvalid
+    elif not isinstance(connection, SimulatedSink):
+        raise InvalidCatalogOp(f"not a sink connection (IcebergSink): {connection!r}")
+
+
+def _status_of(
+    storage: StorageController,
+    id: GlobalId,
+    name: str,
+    kind: Literal["source", "sink"],
+    connection: SourceConnection | StorageSinkConnection,
+    since: Antichain,
+    upper: Antichain,
+    reads: GlobalId | None,
+    progress: GlobalId | None,
+) -> StorageStatus:
+    from ..controller.storage_status import connection_details
+
+    status = storage.status(id)
+    stats = storage.statistics(id)
+    return StorageStatus(
+        id,
+        name,
+        kind,
+        connection_type(connection),
+        connection_text(connection),
+        None if status is None else status.status.value,
+        None if status is None else status.error,
+        None if status is None else status.hint,
+        since,
+        upper,
+        None if stats is None else dataclasses.asdict(stats),
+        reads,
+        progress,
+        connection_details(connection),
+    )
+
+
+def storage_address(core: Core, name: str) -> str:
+    """Where storage replica ``name`` listens (asked on every connection attempt)."""
+    entry = core.state.storage_replica
+    if entry is not None and not entry.managed and entry.address:
+        return entry.address
+    if core.orchestrator is None:
+        raise LookupError(f"no address for storage replica {name!r}")
+    return str(core.orchestrator.address(name))
+
+
+class SourcesAndSinks:
+    """The sources and sinks of one environment (see the module docstring)."""
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+        self._storage_token: str | None = None
+        self._storage_connected = False
+        """Whether the storage instance's replica was connected (it then stays connected)."""
+        self._slot_drops: set[anyio.Event] = set()
+        """One event per dropped PostgreSQL source whose slot is still being dropped."""
+
+    async def create_source(
+        self,
+        name: str,
+        connection: SourceConnection,
+        *,
+        schema: Schema | None = None,
+        definition: str | None = None,
+    ) -> GlobalId:
+        """Create source ``name``, ingesting ``connection`` on the storage instance; returns its id."""
+        async with self.core.lock:
+            schema = await self._source_schema(name, connection, schema)
+            gid = self.core.fresh_id()
+            remap = GlobalId.user(gid.value + 1)
+            ops: list[CatalogOp] = [
+                *self._storage_ops(),
+                CreateSource(name, gid, connection, schema, remap),
+                *defined(gid, definition),
+            ]
+            state = await self.core.apply(ops)
+            await self.install_system_collections(state)
+            await self.install_source(state, gid)
+            await self.connect_storage_replica(state)
+            return gid
+
+    async def _source_schema(
+        self, name: str, connection: SourceConnection, given: Schema | None
+    ) -> Schema:
+        """The schema of ``connection``'s rows, from the upstream [SourceSchemaMismatch]."""
+        if given is not None and not isinstance(given, Schema):
+            raise InvalidCatalogOp(f"source {name!r}: schema must be a Schema, got {given!r}")
+        if isinstance(connection, LoadGenerator):
+            found = loadgen_schema(connection)  # InvalidUsage for bad parameters
+        elif isinstance(connection, PostgresSource):
+            found = await self.core.platform.run_blocking(_postgres_schema, connection)
+        elif isinstance(connection, SimulatedSource):
+            if given is None:
+                raise InvalidCatalogOp(f"source {name!r}: a simulated source needs its schema")
+            found = given
+        else:
+            raise InvalidCatalogOp(
+                f"source {name!r}: not a source connection (LoadGenerator, PostgresSource): "
+                f"{connection!r}"
+            )
+        if given is not None and given != found:
+            raise SourceSchemaMismatch(name, found, given)
+        return found
+
+    async def create_sink(
+        self,
+        name: str,
+        from_ref: Ref,
+        connection: StorageSinkConnection,
+        *,
+        definition: str | None = None,
+    ) -> GlobalId:
+        """Create sink ``name``, writing ``from_ref``'s changes out to ``connection``; its id."""
+        async with self.core.lock:
+            from_id = self.core.resolve(from_ref)
+            state = self.core.state
+            what = state.view(from_id) or state.sink(from_id) or state.get(from_id)
+            if not isinstance(what, STORAGE_ENTRIES):
+                raise InvalidCatalogOp(
+                    f"sink {name!r}: {what.name} is not a table, materialized view or source: "
+                    "a sink writes out a collection with a shard of its own"
+                )
+            gid = self.core.fresh_id()
+            _check_sink_connection(connection, state.schema_of(from_id), gid)
+            ops: list[CatalogOp] = [
+                *self._storage_ops(),
+                CreateSink(name, gid, from_id, connection),
+                *defined(gid, definition),
+            ]
+            state = await self.core.apply(ops)
+            await self.install_system_collections(state)
+            self.install_sink(state, gid)
+            await self.connect_storage_replica(state)
+            return gid
+
+    def _storage_ops(self) -> list[CatalogOp]:
+        """What the first source or sink brings along: the system collections and, unless one
+        is recorded, a managed storage replica [RuntimeControllerError if none can run]."""
+        state = self.core.state
+        ops: list[CatalogOp] = [
+            CreateSystemCollection(name, gid, kind)
+            for gid, name, kind in SYSTEM_COLLECTIONS
+            if state.system_collection(kind) is None
+        ]
+        if state.storage_replica is None:
+            if self.core.orchestrator is None and self.core.data_dir is None:
+                raise RuntimeControllerError(
+                    "sources and sinks run on a storage replica: open the environment with a "
+                    "data directory (its orchestrator then runs one) or with "
+                    "storage_replica='host:port' (a `tidegate replica --services storage` process)"
+                )
+            ops.append(SetStorageReplica(managed=True))
+        return ops
+
+    async def install_system_collections(
+        self, state: CatalogState, ids: Sequence[GlobalId] | None = None
+    ) -> None:
+        """Create the system collections of ``state`` the controller lacks (or only ``ids``)."""
+        ctl = self.core.driver.ctl
+        wanted = [
+            c
+            for c in state.system_collections
+            if (ids is None or c.id in ids) and ctl.storage_frontiers(c.id) is None
+        ]
+        if not wanted:
+            return
+        shards = {c.id: await self.core.io.ensure_shard(c.id, c.schema) for c in wanted}
+        descs = [(c.id, self.core.description(state, c.id, "system")) for c in wanted]
+        ctl.create_collections(descs, shards)
+        self.core.driver.apply()
+        self.core.driver.set_storage_read_policy(
+            [(c.id, self.core.effective_policy(state, c.id)) for c in wanted]
+        )
+
+    async def install_source(self, state: CatalogState, gid: GlobalId) -> None:
+        """Create source ``gid`` of catalog ``state`` and its progress collection (their shards
+        too); the ingestion is sent to the storage instance's replica."""
+        entry = state.source(gid)
+        assert entry is not None
+        progress = state.get(entry.remap_id)
+        assert isinstance(progress, ProgressEntry)
+        shards = {
+            entry.remap_id: await self.core.io.ensure_shard(entry.remap_id, progress.schema),
+            gid: await self.core.io.ensure_shard(gid, entry.schema),
+        }
+        ctl = self.core.driver.ctl
+        ctl.create_collections(
+            [
+                (entry.remap_id, self.core.description(state, entry.remap_id, "progress")),
+                (gid, self.core.description(state, gid, "source")),
+            ],
+            shards,
+        )
+        self.core.driver.apply()
+        self.core.driver.set_storage_read_policy(
+            [(g, self.core.effective_policy(state, g)) for g in (entry.remap_id, gid)]
+        )
+
+    def install_sink(self, state: CatalogState, gid: GlobalId) -> None:
+        """Create sink ``gid`` of catalog ``state``: its input held by ``prepare_export`` until
+        ``create_exports`` chooses its as-of (the SinkAsOf rule) and the hold passes to it."""
+        entry = state.sink(gid)
+        assert entry is not None
+        storage = self.core.driver.ctl.storage
+        token = storage.prepare_export(gid, entry.from_id)
+        desc = ExportDescription(
+            entry.from_id,
+            STORAGE_INSTANCE,
+            Antichain([0]),  # at or before the held since: it becomes the since
+            entry.connection,
+            state.schema_of(entry.from_id),
+        )
+        try:
+            storage.create_exports([(token, desc)])
+        except BaseException:
+            storage.cancel_prepare_export(token)
+            self.core.driver.apply()
+            raise
+        self.core.driver.apply()
+
+    async def connect_storage_replica(self, state: CatalogState) -> None:
+        """Run (if managed) and connect the storage instance's replica, once.
+
+        A managed replica that fails to start is left to the orchestrator, which
+        retries; the controller connects as soon as it listens.
+        """
+        if self._storage_connected or self.core.read_only:
+            return
+        entry = state.storage_replica
+        if entry is None:
+            return
+        links = self.core.driver.storage_links
+        if links.transport is None:
+            # A managed storage replica gets a token of its own, unless one was given for all
+            # or the orchestrator (one that outlives this environment) has its own: a replica
+            # it still runs from an earlier open keeps that one.
+            token = self.core.options.token
+            if token is None and entry.managed:
+                outer = getattr(self.core.orchestrator, "token", None)
+                token = outer if isinstance(outer, str) else self.core.platform.new_id()
+            self._storage_token = token
+            from ..transport import STORAGE
+            from ..transport.grpc_client import GrpcTransport
+
+            links.transport = GrpcTransport(
+                protocol=STORAGE, token=token, tls=self.core.options.tls
+            )
+            self.core.later.append(links.transport)
+        if entry.managed:
+            orchestrator = await self._storage_orchestrator()
+            extra: tuple[str, ...] = ()
+            if self.core.options.storage_tick_ms is not None:
+                extra = ("--storage-tick-ms", str(self.core.options.storage_tick_ms))
+            try:
+                await orchestrator.ensure(
+                    STORAGE_REPLICA,
+                    services=("storage",),
+                    token=self._storage_token,
+                    extra_args=extra,
+                )
+            except ReplicaStartFailed as e:
+                log.warning("the storage replica did not start (retrying): %s", e)
+        self.core.driver.connect_storage_replica(STORAGE_INSTANCE, STORAGE_REPLICA)
+        self._storage_connected = True
+
+    async def _storage_orchestrator(self) -> Any:
+        """The orchestrator that runs the managed storage replica (started now if there is none)."""
+        if self.core.orchestrator is not None:
+            return self.core.orchestrator
+        from ..orchestrator import Orchestrator
+
+        assert self.core.data_dir is not None  # checked before the replica was recorded managed
+        options = self.core.options
+        if (
+            self.core.opened_read_only and self.core.replicas_dir is None
+        ):  # not the writer's directory
+            self.core.replicas_dir = (
+                self.core.data_dir / f"replicas-{self.core.platform.new_id()[:12]}"
+            )
+        orchestrator = Orchestrator(
+            self.core.data_dir,
+            executor=options.executor,
+            spark_master=options.spark_master,
+            token=options.token,
+            tls=options.replica_tls,
+            extra_args=memory_limit_args(options.replica_memory_limit),
+            spark_conf=options.spark_conf,
+            spark_ui=options.spark_ui,
+            metrics_host=metrics_host(options.replica_metrics),
+            replicas_dir=self.core.replicas_dir,
+        )
+        await orchestrator.start(self.core.driver._task_group())
+        self.core.later.append(orchestrator)
+        self.core.orchestrator = orchestrator
+        return orchestrator
+
+    def storage_replica(self) -> ReplicaInfo | None:
+        """The storage instance's replica and its connection (``None`` until one is needed)."""
+        infos = self.core.driver.storage_replicas()
+        return infos[0] if infos else None
+
+    async def wait_storage_connected(self, *, timeout_s: float | None = None) -> None:
+        """Wait until the storage instance's replica is connected [ReplicasNotConnected]."""
+        await self.core.driver.wait_storage_connected(STORAGE_INSTANCE, timeout_s=timeout_s)
+
+    def storage_status(self, ref: Ref | None = None) -> list[StorageStatus]:
+        """Every source and sink (or only ``ref``): status, error, frontiers and statistics."""
+        state = self.core.state
+        wanted: GlobalId | None = None
+        if ref is not None:
+            wanted = self.core.resolve(ref)
+            if state.source(wanted) is None and state.sink(wanted) is None:
+                from ..errors import UnknownCatalogObject
+
+                raise UnknownCatalogObject(f"{ref} is not a source or a sink")
+        storage = self.core.driver.ctl.storage
+        out: list[StorageStatus] = []
+        for src in state.sources:
+            if wanted is not None and src.id != wanted:
+                continue
+            fr = storage.storage_frontiers(src.id)
+            since, upper = fr if fr is not None else (Antichain.empty(), Antichain.empty())
+            out.append(
+                _status_of(
+                    storage,
+                    src.id,
+                    src.name,
+                    "source",
+                    src.connection,
+                    since,
+                    upper,
+                    None,
+                    src.remap_id,
+                )
+            )
+        for sink in state.sinks:
+            if wanted is not None and sink.id != wanted:
+                continue
+            try:
+                view = storage.export(sink.id)
+                since, upper = view.read_capability, view.upper
+            except TidegateError:
+                since, upper = Antichain.empty(), Antichain.empty()
+            out.append(
+                _status_of(
+                    storage,
+                    sink.id,
+                    sink.name,
+                    "sink",
+                    sink.connection,
+                    since,
+                    upper,
+                    sink.from_id,
+                    None,
+                )
+            )
+        return sorted(out, key=lambda x: x.id.sort_key)
+
+    def drop_replication_slots(self, dropped: Iterable[Any]) -> None:
+        """Start dropping the slots of the PostgreSQL sources among ``dropped`` (catalog entries
+        this environment dropped; one following another's DDL leaves them to the writer)."""
+        for entry in dropped:
+            if isinstance(entry, SourceEntry) and isinstance(entry.connection, PostgresSource):
+                done = anyio.Event()
+                self._slot_drops.add(done)
+                self.core.driver.start_soon(self._drop_replication_slot, entry, done)
+
+    async def _drop_replication_slot(self, entry: SourceEntry, done: anyio.Event) -> None:
+        """A dropped PostgreSQL source's slot goes too, as in Materialize: the upstream keeps
+        WAL for a slot until it is dropped. In the background, once the storage replica
+        has stopped reading from it (closing the environment waits for it a while); a slot
+        that cannot be dropped (the server is unreachable, say) is logged with what to run
+        by hand."""
+        name, connection = entry.name, entry.connection
+        assert isinstance(connection, PostgresSource)
+        try:
+            await self.core.platform.run_blocking(_drop_postgres_slot, connection)
+        except Exception as e:
+            log.warning(
+                "source %s was dropped but its replication slot %s was not (%s); it holds "
+                "WAL upstream until dropped: SELECT pg_drop_replication_slot('%s') on %s",
+                name,
+                connection.slot,
+                e,
+                connection.slot,
+                connection_text(connection),
+            )
+        else:
+            log.info("source %s: replication slot %s dropped", name, connection.slot)
+        finally:
+            self._slot_drops.discard(done)
+            done.set()
+
+    async def finish_slot_drops(self) -> None:
+        """On close: wait up to :data:`_SLOT_DROP_WAIT_S` for dropped sources' slots to go."""
+        with anyio.move_on_after(_SLOT_DROP_WAIT_S):
+            for done in list(self._slot_drops):
+                await done.wait()
