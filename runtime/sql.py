@@ -45,7 +45,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 from tidegate.spec.errors import (
     SqlError,
@@ -99,20 +99,122 @@ from tidegate.spec.sql import (
 )
 from tidegate.spec.sql.lower import ExprBinder, Scope
 
-from .catalog import IndexEntry, ProgressEntry, SourceEntry, SystemCollectionEntry, TableEntry
+from .catalog import (
+    DEFAULT_READ_POLICY,
+    IndexEntry,
+    ProgressEntry,
+    SourceEntry,
+    SystemCollectionEntry,
+    TableEntry,
+)
 from .controller.errors import PeekFailed
 from .errors import HasDependents
 
 if TYPE_CHECKING:
-    from .environment import Environment
+    from tidegate.spec.frontier.read_policy import ReadPolicy
+    from tidegate.spec.plan.builder import Frame
+    from tidegate.spec.protocol.types import ColumnOrder
+    from tidegate.spec.storage import SourceConnection, StorageSinkConnection
+
+    from .catalog import CatalogState
+    from .controller.streams import Subscription
+    from .frames import PeekAnswer
 
 __all__ = [
     "EnvCatalog",
+    "SqlEnvironment",
     "SqlResult",
     "execute",
     "execute_script",
     "subscribe_sql",
 ]
+
+
+Ref: TypeAlias = GlobalId | str
+"""An object by id or by name (as the environment's methods take it)."""
+
+
+class SqlEnvironment(Protocol):
+    """What statements run on: the :class:`~tidegate.runtime.environment.Environment`'s public
+    methods they map onto (typed here, so that this module does not import the environment,
+    which imports it to answer :meth:`~tidegate.runtime.environment.Environment.execute`)."""
+
+    @property
+    def state(self) -> CatalogState: ...
+
+    async def create_table(
+        self, name: str, schema: Schema, *, definition: str | None = None
+    ) -> GlobalId: ...
+
+    async def create_index(
+        self,
+        plan: Frame | Plan | Ref,
+        keys: Sequence[str | int] = (),
+        *,
+        name: str | None = None,
+        definition: str | None = None,
+    ) -> GlobalId: ...
+
+    async def create_materialized_view(
+        self, name: str, plan: Frame | Plan | Ref, *, definition: str | None = None
+    ) -> GlobalId: ...
+
+    async def create_view(
+        self,
+        name: str,
+        plan: Frame | Plan | Ref,
+        *,
+        views: Sequence[Ref] = (),
+        definition: str | None = None,
+    ) -> GlobalId: ...
+
+    async def create_source(
+        self,
+        name: str,
+        connection: SourceConnection,
+        *,
+        schema: Schema | None = None,
+        definition: str | None = None,
+    ) -> GlobalId: ...
+
+    async def create_sink(
+        self,
+        name: str,
+        from_ref: Ref,
+        connection: StorageSinkConnection,
+        *,
+        definition: str | None = None,
+    ) -> GlobalId: ...
+
+    async def drop(
+        self, ref: Ref, *, cascade: bool = False, dropped: dict[GlobalId, Any] | None = None
+    ) -> list[GlobalId]: ...
+
+    async def set_read_policy(self, ref: Ref, policy: ReadPolicy) -> None: ...
+
+    async def append_many(self, batches: Iterable[tuple[Ref, Iterable[Any]]]) -> int: ...
+
+    async def peek(
+        self,
+        ref: Ref,
+        at: int | None = None,
+        key: Row | None = None,
+        finishing: RowSetFinishing | Sequence[ColumnOrder] | None = None,
+        *,
+        limit: int | None = None,
+        replica: str | None = None,
+    ) -> PeekAnswer: ...
+
+    async def subscribe(
+        self,
+        plan: Frame | Plan | Ref,
+        as_of: int | None = None,
+        *,
+        buffer: int | None = None,
+        replica: str | None = None,
+    ) -> Subscription: ...
+
+    async def copy_to(self, ref: Ref, url: str, *, at: int | None = None) -> int: ...
 
 
 @dataclass
@@ -198,7 +300,7 @@ class EnvCatalog:
     query depends on them).
     """
 
-    def __init__(self, env: Environment) -> None:
+    def __init__(self, env: SqlEnvironment) -> None:
         self.env = env
         self.views_read: list[GlobalId] = []
 
@@ -246,7 +348,7 @@ def _positions(err: SqlError, stmt_sql: str) -> SqlError:
     return err.located(stmt_sql)
 
 
-async def execute(env: Environment, sql: str, params: Sequence[Any] | None = None) -> SqlResult:
+async def execute(env: SqlEnvironment, sql: str, params: Sequence[Any] | None = None) -> SqlResult:
     """Run the statement(s) of ``sql``; the last one's result (``params`` fill ``$1``, ``$2``, ...)."""
     results = await execute_script(env, sql, params)
     if not results:
@@ -255,7 +357,7 @@ async def execute(env: Environment, sql: str, params: Sequence[Any] | None = Non
 
 
 async def execute_script(
-    env: Environment, sql: str, params: Sequence[Any] | None = None
+    env: SqlEnvironment, sql: str, params: Sequence[Any] | None = None
 ) -> list[SqlResult]:
     """Run every statement of ``sql`` in order; each one's result (stops at the first error)."""
     statements = split_statements(sql)
@@ -271,7 +373,7 @@ async def execute_script(
     return out
 
 
-async def _run(env: Environment, stmt: Statement, params: list[Any]) -> SqlResult:
+async def _run(env: SqlEnvironment, stmt: Statement, params: list[Any]) -> SqlResult:
     cat = EnvCatalog(env)
     if isinstance(stmt, SelectStmt):
         return await _select(env, cat, stmt, params)
@@ -318,8 +420,6 @@ async def _run(env: Environment, stmt: Statement, params: list[Any]) -> SqlResul
             raise WrongObjectType(
                 f'"{stmt.name}" is a {_KIND_WORDS[item.kind]}: it keeps no history of its own'
             )
-        from .environment import DEFAULT_READ_POLICY
-
         policy = DEFAULT_READ_POLICY if stmt.ms is None else LagWriteFrontier(stmt.ms, 1000)
         await env.set_read_policy(item.id, policy)
         return SqlResult(f"ALTER {stmt.kind.replace('-', ' ').upper()}")
@@ -427,7 +527,7 @@ def _create_sql(cat: EnvCatalog, item: CatalogItem) -> str:
 
 
 async def _read(
-    env: Environment,
+    env: SqlEnvironment,
     plan: Plan,
     finishing: RowSetFinishing,
     at: int | None,
@@ -463,7 +563,7 @@ async def _read(
 
 
 def _fast_path(
-    env: Environment, plan: Plan, finishing: RowSetFinishing
+    env: SqlEnvironment, plan: Plan, finishing: RowSetFinishing
 ) -> tuple[GlobalId, Row | None, RowSetFinishing] | None:
     """A peek that answers ``plan`` without a dataflow: ``(collection, index key, finishing)``.
 
@@ -521,7 +621,7 @@ def _expand(rows: Iterable[tuple[Row, int]]) -> list[Row]:
 
 
 async def _select(
-    env: Environment, cat: EnvCatalog, stmt: SelectStmt, params: list[Any]
+    env: SqlEnvironment, cat: EnvCatalog, stmt: SelectStmt, params: list[Any]
 ) -> SqlResult:
     low = lower_query(stmt.query, cat, params, stmt.sql)
     rows, at = await _read(env, low.plan, low.finishing(), stmt.as_of)
@@ -534,7 +634,7 @@ def _lowered(cat: EnvCatalog, stmt: Any, params: list[Any]) -> Lowered:
 
 
 async def subscribe_sql(
-    env: Environment, sql: str, params: Sequence[Any] | None = None
+    env: SqlEnvironment, sql: str, params: Sequence[Any] | None = None
 ) -> AsyncIterator[Any]:
     """``SUBSCRIBE [TO] name | (query) [AS OF t]``: the subscribe's batches, as an async iterator
     (:class:`~tidegate.runtime.controller.streams.Subscription`; close it to drop it)."""
@@ -547,7 +647,7 @@ async def subscribe_sql(
 
 
 async def _subscribe_snapshot(
-    env: Environment, cat: EnvCatalog, stmt: SubscribeStmt, params: list[Any]
+    env: SqlEnvironment, cat: EnvCatalog, stmt: SubscribeStmt, params: list[Any]
 ) -> SqlResult:
     low = _lowered(cat, stmt, params)
     sub = await env.subscribe(low.relation(), stmt.as_of)
@@ -571,7 +671,7 @@ async def _subscribe_snapshot(
 
 
 async def _create_view(
-    env: Environment, cat: EnvCatalog, stmt: CreateViewStmt, params: list[Any]
+    env: SqlEnvironment, cat: EnvCatalog, stmt: CreateViewStmt, params: list[Any]
 ) -> SqlResult:
     word = "CREATE MATERIALIZED VIEW" if stmt.materialized else "CREATE VIEW"
     existing = cat.resolve(stmt.name)
@@ -609,7 +709,7 @@ def _name_of(cat: EnvCatalog, gid: GlobalId) -> str:
 
 
 async def _create_index(
-    env: Environment, cat: EnvCatalog, stmt: CreateIndexStmt, params: list[Any]
+    env: SqlEnvironment, cat: EnvCatalog, stmt: CreateIndexStmt, params: list[Any]
 ) -> SqlResult:
     item = _object(cat, stmt.on, None)
     if item.kind == "index":
@@ -634,7 +734,7 @@ async def _create_index(
     return SqlResult("CREATE INDEX")
 
 
-async def _drop(env: Environment, cat: EnvCatalog, stmt: DropStmt) -> SqlResult:
+async def _drop(env: SqlEnvironment, cat: EnvCatalog, stmt: DropStmt) -> SqlResult:
     word = f"DROP {_KIND_WORDS[stmt.kind].upper()}"
     notices = []
     for name in stmt.names:
@@ -719,7 +819,10 @@ def _view_of(cat: EnvCatalog, index: CatalogItem) -> str:
 
 
 async def _write(
-    env: Environment, cat: EnvCatalog, stmt: InsertStmt | DeleteStmt | UpdateStmt, params: list[Any]
+    env: SqlEnvironment,
+    cat: EnvCatalog,
+    stmt: InsertStmt | DeleteStmt | UpdateStmt,
+    params: list[Any],
 ) -> SqlResult:
     try:
         if isinstance(stmt, InsertStmt):

@@ -144,7 +144,7 @@ from .errors import (
     ReplicasNotConnected,
     ResultTooLarge,
 )
-from .links import Backoff, ReplicaLink
+from .links import Backoff, ReplicaInfo, ReplicaLink
 from .storage_io import ShardStorageIO
 from .storage_links import StorageLinks
 from .streams import EventStream, Subscription
@@ -155,26 +155,6 @@ __all__ = ["CollectionError", "ControllerDriver", "ReplicaInfo"]
 log = logging.getLogger(__name__)
 
 DEFAULT_BACKOFF = Backoff()
-
-
-@dataclass(frozen=True, slots=True)
-class ReplicaInfo:
-    """What the driver knows of one replica: the spec's status plus its connection.
-
-    ``status`` is the spec's, except ``"failed"`` while the current
-    connection's attempts are being refused (``last_error`` says why). While
-    the replica is not connected, ``last_error`` says why: the current
-    connection's last refused attempt, else why the previous one broke.
-    """
-
-    instance: InstanceId
-    replica: ReplicaId
-    status: str
-    epoch: int
-    address: str | None
-    connected: bool
-    attempts: int
-    last_error: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -377,6 +357,11 @@ class ControllerDriver:
         """Run ``fn(*args)`` as a background task of the driver (cancelled when it stops)."""
         self._task_group().start_soon(fn, *args)
 
+    @property
+    def running(self) -> bool:
+        """Whether the driver runs (entered, and not stopping)."""
+        return self._tg is not None
+
     def _task_group(self) -> anyio.abc.TaskGroup:
         if self._tg is None:
             raise DriverNotRunning("the controller driver is not running (use `async with`)")
@@ -472,7 +457,7 @@ class ControllerDriver:
             self._frontiers_moved.set()
             self._frontiers_moved = anyio.Event()
         elif isinstance(e, ReplicaStatusEvent):
-            self._publish(e)
+            self.publish_status(e)
         elif isinstance(e, SendStorageCommand):
             self.storage_links.send(e)
         elif isinstance(e, DisconnectStorageReplica):
@@ -493,7 +478,7 @@ class ControllerDriver:
             waiter.done.set()
 
     # -- replica links ----------------------------------------------------------------------
-    def _publish(self, event: ReplicaStatusEvent) -> None:
+    def publish_status(self, event: ReplicaStatusEvent) -> None:
         """Give ``event`` to every listener and wake :meth:`wait_connected`."""
         for listener in list(self._listeners):
             listener.publish(event)
@@ -537,7 +522,7 @@ class ControllerDriver:
         """
         if self.links.get(link.replica) is link:
             self._down_reason[link.replica] = reason
-            self._publish(
+            self.publish_status(
                 ReplicaStatusEvent(link.instance, link.replica, "failed", link.epoch, reason)
             )
 

@@ -34,10 +34,30 @@ from tidegate.spec.ids import InstanceId, ReplicaId
 from tidegate.spec.protocol.commands import ComputeCommand
 from tidegate.spec.protocol.responses import ComputeResponse
 
-__all__ = ["Backoff", "ReplicaLink"]
+__all__ = ["Backoff", "ReplicaInfo", "ReplicaLink"]
 
 C = TypeVar("C", default=ComputeCommand)
 R = TypeVar("R", default=ComputeResponse)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaInfo:
+    """What the driver knows of one replica: the spec's status plus its connection.
+
+    ``status`` is the spec's, except ``"failed"`` while the current
+    connection's attempts are being refused (``last_error`` says why). While
+    the replica is not connected, ``last_error`` says why: the current
+    connection's last refused attempt, else why the previous one broke.
+    """
+
+    instance: InstanceId
+    replica: ReplicaId
+    status: str
+    epoch: int
+    address: str | None
+    connected: bool
+    attempts: int
+    last_error: str
 
 
 @dataclass(frozen=True, slots=True)

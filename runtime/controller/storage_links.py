@@ -32,10 +32,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, TypeAlias
+from typing import Any, Protocol, TypeAlias
 
 from tidegate.runtime.transport import Transport
 from tidegate.spec.compute import ReplicaStatus, ReplicaStatusEvent
+from tidegate.spec.controller import Controller
 from tidegate.spec.errors import RemoteProtocolError, StorageReplicaMissing
 from tidegate.spec.ids import InstanceId, ReplicaId
 from tidegate.spec.storage import (
@@ -45,12 +46,9 @@ from tidegate.spec.storage import (
     StorageResponse,
 )
 
-from .links import ReplicaLink
+from .links import Backoff, ReplicaInfo, ReplicaLink
 
-if TYPE_CHECKING:
-    from .driver import ControllerDriver, ReplicaInfo
-
-__all__ = ["StorageLink", "StorageLinks"]
+__all__ = ["LinkHost", "StorageLink", "StorageLinks"]
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +56,27 @@ StorageLink: TypeAlias = ReplicaLink[StorageCommand, StorageResponse]
 """A link speaking the storage protocol."""
 
 _Key: TypeAlias = tuple[InstanceId, ReplicaId]
+
+
+class LinkHost(Protocol):
+    """What the links need of the driver that owns them (a
+    :class:`~.driver.ControllerDriver`): its controller, its backoff, its task group
+    (``start_soon``, ``running``), its effect loop (``apply``) and its status events."""
+
+    @property
+    def ctl(self) -> Controller: ...
+
+    @property
+    def backoff(self) -> Backoff: ...
+
+    @property
+    def running(self) -> bool: ...
+
+    def apply(self) -> None: ...
+
+    def start_soon(self, fn: Callable[..., Any], *args: Any) -> None: ...
+
+    def publish_status(self, event: ReplicaStatusEvent) -> None: ...
 
 
 @dataclass
@@ -79,7 +98,7 @@ class StorageLinks:
 
     def __init__(
         self,
-        driver: ControllerDriver,
+        driver: LinkHost,
         transport: Transport[StorageCommand, StorageResponse] | None,
         address_of: Callable[[ReplicaId], str] | None,
     ) -> None:
@@ -128,9 +147,9 @@ class StorageLinks:
         entry.generation = link.epoch
         self._replicas[key] = entry
         status: ReplicaStatus = "connecting" if link.epoch == 1 else "rehydrating"
-        self.driver._publish(ReplicaStatusEvent(instance, replica, status, link.epoch))
+        self.driver.publish_status(ReplicaStatusEvent(instance, replica, status, link.epoch))
         self.driver.apply()
-        self.driver._task_group().start_soon(
+        self.driver.start_soon(
             link.run,
             transport,
             address_of,
@@ -157,7 +176,7 @@ class StorageLinks:
         else:
             generation = entry.generation if entry is not None else 0
         if link is not None or entry is not None:
-            self.driver._publish(ReplicaStatusEvent(key[0], key[1], "dropped", generation))
+            self.driver.publish_status(ReplicaStatusEvent(key[0], key[1], "dropped", generation))
 
     # -- effects -----------------------------------------------------------------------------
     def send(self, e: SendStorageCommand) -> None:
@@ -188,7 +207,7 @@ class StorageLinks:
             return
         entry = self._replicas[(link.instance, link.replica)]
         entry.down_reason = ""
-        self.driver._publish(
+        self.driver.publish_status(
             ReplicaStatusEvent(link.instance, link.replica, "connected", link.epoch)
         )
 
@@ -196,7 +215,7 @@ class StorageLinks:
         if not self._current(link):
             return
         self._replicas[(link.instance, link.replica)].down_reason = reason
-        self.driver._publish(
+        self.driver.publish_status(
             ReplicaStatusEvent(link.instance, link.replica, "failed", link.epoch, reason)
         )
 
@@ -226,18 +245,16 @@ class StorageLinks:
         entry.failures += 1
         entry.down_reason = reason
         log.warning("storage replica %s of %s failed: %s", link.replica, link.instance, reason)
-        self.driver._publish(
+        self.driver.publish_status(
             ReplicaStatusEvent(link.instance, link.replica, "failed", link.epoch, reason)
         )
-        if self.driver._tg is None:
+        if not self.driver.running:
             return  # the driver is stopping
         self.connect(link.instance, link.replica, entry.location)
 
     # -- inspection ---------------------------------------------------------------------------
     def infos(self) -> list[ReplicaInfo]:
         """Every connected (or connecting) storage replica: its link's state."""
-        from .driver import ReplicaInfo
-
         out = []
         for (instance, replica), link in sorted(self.links.items()):
             entry = self._replicas.get((instance, replica))

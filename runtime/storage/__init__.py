@@ -26,8 +26,15 @@ from ._postgres_consensus import PostgresConsensus
 from ._s3_blob import S3Blob
 from ._sqlite_consensus import SqliteConsensus
 from .arrow_batches import DIFF, TIME, batch_schema
-from .store import CompactionReport, FrontierLike, Listener, ListenEvent, ShardStore
-from .urls import default_urls, open_blob, open_consensus, open_shard_store
+from .store import (
+    CompactionReport,
+    FrontierLike,
+    Listener,
+    ListenEvent,
+    ShardStore,
+    open_shard_store,
+)
+from .urls import default_urls, open_blob, open_consensus
 
 __all__ = [
     "DIFF",

@@ -74,7 +74,14 @@ from .arrow_batches import (
     validate_append_table,
 )
 
-__all__ = ["CompactionReport", "FrontierLike", "ListenEvent", "Listener", "ShardStore"]
+__all__ = [
+    "CompactionReport",
+    "FrontierLike",
+    "ListenEvent",
+    "Listener",
+    "ShardStore",
+    "open_shard_store",
+]
 
 FrontierLike: TypeAlias = Antichain | int
 """A frontier argument: an :class:`Antichain`, or an ``int`` ``t`` meaning ``[t]``."""
@@ -975,3 +982,8 @@ class Listener:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def open_shard_store(blob_url: str, consensus_url: str, **kwargs: Any) -> ShardStore:
+    """A :class:`ShardStore` over the backends the URLs name (its ``close`` closes them)."""
+    return ShardStore.open(blob_url, consensus_url, **kwargs)

@@ -9,7 +9,6 @@ Blob: ``file:///dir`` (default), ``s3://bucket/prefix?endpoint=http://host:port&
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from tidegate.spec.shard import Blob, Consensus, MemoryBlob, MemoryConsensus
@@ -17,7 +16,7 @@ from tidegate.spec.shard import Blob, Consensus, MemoryBlob, MemoryConsensus
 from ._file_blob import FileBlob
 from ._sqlite_consensus import SqliteConsensus
 
-__all__ = ["default_urls", "open_blob", "open_consensus", "open_shard_store"]
+__all__ = ["default_urls", "open_blob", "open_consensus"]
 
 _MEM_BLOBS: dict[str, MemoryBlob] = {}
 _MEM_CONSENSUS: dict[str, MemoryConsensus] = {}
@@ -65,10 +64,3 @@ def open_consensus(url: str) -> Consensus:
 
         return PostgresConsensus(url)
     raise ValueError(f"unknown consensus URL scheme in {url!r} (sqlite, postgresql, mem)")
-
-
-def open_shard_store(blob_url: str, consensus_url: str, **kwargs: Any) -> Any:
-    """A :class:`ShardStore` over the backends the URLs name (its ``close`` closes them)."""
-    from .store import ShardStore
-
-    return ShardStore.open(blob_url, consensus_url, **kwargs)
