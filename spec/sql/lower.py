@@ -824,7 +824,7 @@ def _timestamp_arg(te: TExpr, node: Any) -> ScalarExpr:
 
 def _interval_ms(node: Any) -> int:
     """``INTERVAL '1 day'`` / ``INTERVAL '2' HOUR`` in milliseconds."""
-    from .parse import parse_interval_ms
+    from .interval import parse_interval_ms
 
     text = str(node.this.this if isinstance(node.this, exp.Literal) else node.this)
     unit = node.args.get("unit")

@@ -318,7 +318,7 @@ class _Parser:
             tick_ms, seed, cardinality, rows = gen.tick_ms, gen.seed, None, gen.rows_per_tick
             if "tick" in opts:
                 text = self.value_string(opts["tick"], "TICK INTERVAL")
-                from .parse import parse_interval_ms
+                from .interval import parse_interval_ms
 
                 try:
                     tick_ms = parse_interval_ms(text)

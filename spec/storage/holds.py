@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping
+from typing import Protocol
 
 from ..errors.frontier import HoldRegression, InvalidFrontier
-from ..frontier import Antichain
+from ..frontier import Antichain, Time
 from ..ids import GlobalId
 
-if TYPE_CHECKING:
-    from .controller import StorageController
+__all__ = ["HoldOwner", "StorageReadHold"]
 
-__all__ = ["StorageReadHold"]
+
+class HoldOwner(Protocol):
+    """Who issued a hold: the :class:`~tidegate.spec.storage.StorageController`, whose
+    propagation each move of the hold goes through."""
+
+    def update_read_capabilities(
+        self, changes: Mapping[GlobalId, Iterable[tuple[Time, int]]]
+    ) -> None: ...
 
 
 class StorageReadHold:
@@ -24,7 +31,7 @@ class StorageReadHold:
 
     __slots__ = ("_frontier", "_id", "_owner")
 
-    def __init__(self, owner: StorageController, id: GlobalId, frontier: Antichain) -> None:
+    def __init__(self, owner: HoldOwner, id: GlobalId, frontier: Antichain) -> None:
         self._owner = owner
         self._id = id
         self._frontier = frontier
