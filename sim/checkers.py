@@ -47,10 +47,15 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from tidegate.runtime.catalog import IndexEntry, MaterializedViewEntry, TableEntry
-from tidegate.runtime.environment import DEFAULT_READ_POLICY, INSTANCE, Environment
+from tidegate.runtime.catalog import (
+    DEFAULT_READ_POLICY,
+    IndexEntry,
+    MaterializedViewEntry,
+    TableEntry,
+)
+from tidegate.runtime.environment import INSTANCE, Environment
 from tidegate.runtime.storage.store import decoded_state
 from tidegate.spec.compute import FrontierUpper
 from tidegate.spec.errors import TidegateError
@@ -60,14 +65,25 @@ from tidegate.spec.ids import GlobalId
 from tidegate.spec.plan import replace_gets
 from tidegate.spec.storage import SinceChanged, UpperChanged
 
+from .clients import Clients
+from .controller import ControllerProcess
 from .history import ReferenceModel, Violation, Windows, judge_peek, row_in, subscription_id
 from .storage_checks import StorageChecker
 from .truth import TruthLog
+from .world_port import WorldPort
 
-if TYPE_CHECKING:
-    from .world import World
+__all__ = ["CHECK_MS", "CheckedWorld", "Checker", "StopRun", "frontier_text"]
 
-__all__ = ["CHECK_MS", "Checker", "StopRun", "frontier_text"]
+
+class CheckedWorld(WorldPort, Protocol):
+    """What the checker uses of the world: its services, the controller and the clients."""
+
+    @property
+    def controller(self) -> ControllerProcess: ...
+
+    @property
+    def clients(self) -> Clients: ...
+
 
 CHECK_MS = 50
 
@@ -103,7 +119,7 @@ def _difference(got: Mapping[Any, int], want: Mapping[Any, int]) -> str:
 class Checker:
     """See the module docstring."""
 
-    def __init__(self, world: World) -> None:
+    def __init__(self, world: CheckedWorld) -> None:
         self.world = world
         self.history = world.history
         self.truth = TruthLog(world.disk, self.violate)

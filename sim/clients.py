@@ -36,7 +36,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import trio
 
@@ -51,15 +51,22 @@ from tidegate.spec.protocol.types import ColumnOrder, RowSetFinishing
 from tidegate.spec.storage.connections import SimulatedSink, SimulatedSource
 
 from .choices import ChoiceSource, chance, pick
+from .controller import ControllerProcess
 from .faults import Action
 from .history import ClientHistory, finishing_to_json, row_out
 from .process import ProcessKilled
 from .scenario import DataflowSpec, Scenario, SinkSpec, SourceSpec, WorkloadMix
+from .world_port import WorldPort
 
-if TYPE_CHECKING:
-    from .world import World
+__all__ = ["ACTION_KINDS", "DIED", "Clients", "ClientsWorld"]
 
-__all__ = ["ACTION_KINDS", "DIED", "Clients"]
+
+class ClientsWorld(WorldPort, Protocol):
+    """What the clients use of the world: its services, and the controller they act through."""
+
+    @property
+    def controller(self) -> ControllerProcess: ...
+
 
 DIED = "the controller died"
 """Why an operation's outcome is unknown: its controller was killed before it answered."""
@@ -90,7 +97,7 @@ class Clients:
 
     def __init__(
         self,
-        world: World,
+        world: ClientsWorld,
         scenario: Scenario,
         history: ClientHistory,
         source: ChoiceSource,

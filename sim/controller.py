@@ -17,7 +17,7 @@ new incarnation starts later from durable state only.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import trio
 
@@ -29,11 +29,31 @@ from .process import ProcessKilled, SimProcess
 from .storage import BlobClient, ConsensusClient
 from .storage_replica import STORAGE_ADDRESS
 from .transport import SimTransport
+from .world_port import WorldPort
 
-if TYPE_CHECKING:
-    from .world import World
+__all__ = ["MAINTAIN_MS", "POLL_MS", "ControllerProcess", "ControllerWorld"]
 
-__all__ = ["MAINTAIN_MS", "POLL_MS", "ControllerProcess"]
+
+class _Checker(Protocol):
+    def on_effect(self, e: Any) -> None: ...
+
+    def controller_restored(self, env: Environment) -> None: ...
+
+
+class _Clients(Protocol):
+    async def come_up(self, env: Environment, generation: int) -> None: ...
+
+
+class ControllerWorld(WorldPort, Protocol):
+    """What the controller process uses of the world: its services, and the checker and
+    clients it tells about each new incarnation."""
+
+    @property
+    def checker(self) -> _Checker: ...
+
+    @property
+    def clients(self) -> _Clients: ...
+
 
 MAINTAIN_MS = 100
 POLL_MS = 100
@@ -42,7 +62,7 @@ POLL_MS = 100
 class ControllerProcess:
     """The application hosting the controller (see the module docstring)."""
 
-    def __init__(self, world: World) -> None:
+    def __init__(self, world: ControllerWorld) -> None:
         self.world = world
         self.process = SimProcess("controller")
         self.env: Environment | None = None

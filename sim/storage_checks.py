@@ -44,20 +44,27 @@ import bisect
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from tidegate.runtime.catalog import DEFAULT_CATALOG_KEY, CatalogState, decode_catalog
 from tidegate.spec.frontier import Antichain, Row, Update
 from tidegate.spec.ids import GlobalId
 from tidegate.spec.storage.connections import SimulatedSink, SimulatedSource
 
+from .controller import ControllerProcess
 from .sink_target import SinkCommit, read_target
 from .truth import LandedBatch, TruthLog
+from .world_port import WorldPort
 
-if TYPE_CHECKING:
-    from .world import World
+__all__ = ["RemapLog", "StorageCheckedWorld", "StorageChecker"]
 
-__all__ = ["RemapLog", "StorageChecker"]
+
+class StorageCheckedWorld(WorldPort, Protocol):
+    """What the checks of sources and sinks use of the world: its services and the controller."""
+
+    @property
+    def controller(self) -> ControllerProcess: ...
+
 
 SINK_CHECK_MS = 1_000
 """How often (virtual ms) the sinks' targets are judged as the run goes (and at the end)."""
@@ -153,7 +160,9 @@ def _difference(got: Counter[tuple[Row, int]], want: Counter[tuple[Row, int]]) -
 class StorageChecker:
     """The checks of sources and sinks (see the module docstring)."""
 
-    def __init__(self, world: World, truth: TruthLog, violate: Callable[[str, str], None]) -> None:
+    def __init__(
+        self, world: StorageCheckedWorld, truth: TruthLog, violate: Callable[[str, str], None]
+    ) -> None:
         self.world = world
         self.truth = truth
         self.violate = violate

@@ -20,7 +20,6 @@ where the end checks run.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 from typing import Any
 
 import trio
@@ -29,7 +28,6 @@ from tidegate.runtime.transport.version import PROTOCOL_VERSION, VERSION_HEADER
 from tidegate.spec.ids import GlobalId
 
 from .checkers import CHECK_MS, Checker, StopRun
-from .choices import ChoiceSource
 from .clients import Clients
 from .controller import ControllerProcess
 from .faults import BASE_KINDS, STORAGE_KINDS, Fault, FaultKind, FaultPlan
@@ -45,6 +43,7 @@ from .storage_replica import STORAGE_ADDRESS, StorageReplicaProcess
 from .trace import Trace, summarize
 from .transport import SimReplicaEndpoint
 from .upstream import Upstreams
+from .world_port import Streams
 
 __all__ = ["STORAGE_FAULTS", "SUPPORTED_FAULTS", "Streams", "World"]
 
@@ -62,23 +61,6 @@ ARMED_KINDS = frozenset(
     }
 )
 """Faults that wait for their moment (a matching storage call, a rehydration) once planned."""
-
-
-@dataclass(frozen=True)
-class Streams:
-    """The run's independent streams of choices (see :func:`tidegate.sim.choices.stream`)."""
-
-    workload: ChoiceSource
-    times: ChoiceSource
-    latencies: ChoiceSource
-    network: ChoiceSource
-    storage: ChoiceSource
-    upstream: ChoiceSource | None = None
-    """What the simulated upstreams write, and when (scenarios with sources)."""
-    upstream_io: ChoiceSource | None = None
-    """How upstream readers split batches, and which sink commits fail."""
-    knobs: ChoiceSource | None = None
-    """The production knobs the run sets (see :mod:`.knobs`; ``None``: the defaults)."""
 
 
 class World:
