@@ -41,10 +41,12 @@ import secrets
 import select
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Mapping
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from .control_handler import Handler, Refusal, Stream
 
 if TYPE_CHECKING:
     import http.client
@@ -95,16 +97,6 @@ class NoController(ControlError):
 
     def __init__(self, message: str) -> None:
         super().__init__("NoController", message)
-
-
-class Refusal(Exception):
-    """Raised by a handler for a request it refuses: an HTTP status, an error type and a message."""
-
-    def __init__(self, status: int, type: str, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-        self.type = type
-        self.message = message
 
 
 @dataclass(frozen=True)
@@ -188,33 +180,6 @@ class ControllerInfo:
 def new_token() -> str:
     """A fresh bearer token for one controller's lifetime."""
     return secrets.token_urlsafe(24)
-
-
-class Stream:
-    """A streamed answer: a handler returns one to send its items as they come, one JSON object
-    per line (NDJSON, ``application/x-ndjson``), instead of one ``{"result": ...}``.
-
-    The server calls :meth:`aclose` when the stream ends, fails or the client goes away (which
-    is how a ``tidegate subscribe`` ended with Ctrl-C drops its subscribe).
-    """
-
-    def __init__(
-        self,
-        items: AsyncIterator[Mapping[str, Any]],
-        close: Callable[[], Awaitable[None]] | None = None,
-    ) -> None:
-        self.items = items
-        self._close = close
-
-    async def aclose(self) -> None:
-        if self._close is not None:
-            close, self._close = self._close, None
-            await close()
-
-
-Handler = Callable[[str, str, Mapping[str, Any]], Awaitable[Any]]
-"""``(method, path, body) -> result``; raises :class:`Refusal` to refuse; a :class:`Stream`
-result is streamed."""
 
 
 async def serve_control(

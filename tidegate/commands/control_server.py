@@ -17,9 +17,9 @@ the CLI's clients never pay for starlette and uvicorn. What each layer keeps:
   arrive within ``read_timeout_s`` of its head (else 408). Every refusal that
   leaves a body unread closes the connection. Then the body's JSON nesting is
   counted before parsing (at most ``max_nesting``, else 400), and the handler
-  answers (Starlette's responses); a :class:`~.control.Refusal` keeps its
+  answers (Starlette's responses); a :class:`~.control_handler.Refusal` keeps its
   status and type, any other error is a 500 naming its type, and the server
-  keeps serving. A :class:`~.control.Stream` answer is sent as it comes, one
+  keeps serving. A :class:`~.control_handler.Stream` answer is sent as it comes, one
   JSON object per line (``application/x-ndjson``); an error while streaming
   becomes a last ``{"error": ...}`` line, and the stream is closed when it
   ends, fails or the client disconnects.
@@ -51,7 +51,7 @@ from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from .control import Handler, Refusal, Stream
+from .control_handler import Handler, Refusal, Stream
 
 __all__ = ["Limits", "serve"]
 
@@ -196,7 +196,7 @@ class _Endpoint:
 
 
 class _StreamResponse(StreamingResponse):
-    """A :class:`~.control.Stream` as NDJSON; the stream is closed however the response ends."""
+    """A :class:`~.control_handler.Stream` as NDJSON; the stream is closed however the response ends."""
 
     def __init__(self, stream: Stream) -> None:
         self.stream = stream
