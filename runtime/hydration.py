@@ -108,7 +108,9 @@ class HydrationTracker:
         if timing is None or timing.done_ms is not None:
             return
         try:
-            rc = self.driver.ctl.instance(self.driver.instance).replica_collection(replica, gid)
+            rc = self.driver.ctl.compute.instance(self.driver.instance).replica_collection(
+                replica, gid
+            )
         except TidegateError:
             return
         if rc.hydrated:
@@ -124,7 +126,7 @@ class HydrationTracker:
             del self._timings[key]
 
     def _live(self) -> set[tuple[ReplicaId, GlobalId]]:
-        view = self.driver.ctl.instance(self.driver.instance)
+        view = self.driver.ctl.compute.instance(self.driver.instance)
         return {(r, gid) for r in view.replica_ids() for gid in view.collection_ids()}
 
     # -- reading ----------------------------------------------------------------------------------
@@ -134,7 +136,7 @@ class HydrationTracker:
         Collections and replicas that are gone are left out. Reads only (safe from another
         thread, which may see ``RuntimeError`` if the loop resizes a dict meanwhile: read again).
         """
-        view = self.driver.ctl.instance(self.driver.instance)
+        view = self.driver.ctl.compute.instance(self.driver.instance)
         live = self._live()
         out: list[HydrationInfo] = []
         for key, timing in list(self._timings.items()):

@@ -285,7 +285,7 @@ class ControllerMetrics(Collector):
                 f["replica_process_restarts"].add_metric([replica], process.restarts)
                 running = 1 if process.state == "running" else 0
                 f["replica_process_running"].add_metric([replica], running)
-        view = driver.ctl.instance(driver.instance)
+        view = driver.ctl.compute.instance(driver.instance)
         f["pending_peeks"].add_metric([], len(view.pending_peeks()))
         f["live_subscribes"].add_metric([], len(view.active_subscribes()))
         f["command_history_length"].add_metric([], view.history_len())

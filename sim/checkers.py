@@ -341,7 +341,7 @@ class Checker:
                     f"since {c.since}, upper {c.upper} (across controller incarnations too)",
                 )
             self.storage_frontiers[c.id] = (c.since, c.upper)
-        for cc in ctl.instance(INSTANCE).collections():
+        for cc in ctl.compute.instance(INSTANCE).collections():
             prev = self.compute_frontiers.get(cc.id)
             now = (cc.read_frontier, cc.write_frontier)
             if prev is not None and not (prev[0] <= now[0] and prev[1] <= now[1]):
@@ -367,11 +367,11 @@ class Checker:
                     "since_respects_holds",
                     f"the since {since} of {ev['name']} passed pending peek {ev['n']} at {at}",
                 )
-        for c in ctl.instance(INSTANCE).collections():
+        for c in ctl.compute.instance(INSTANCE).collections():
             if c.dropped:
                 continue
             for dep, _held in c.storage_dependencies:
-                fr = ctl.storage_frontiers(dep)
+                fr = ctl.storage.storage_frontiers(dep)
                 if fr is not None and not fr[0] <= c.read_frontier:
                     self.violate(
                         "dependency_holds",
@@ -380,7 +380,7 @@ class Checker:
                     )
             for dep, _held in c.compute_dependencies:
                 try:
-                    d = ctl.collection_frontiers(INSTANCE, dep)
+                    d = ctl.compute.collection_frontiers(INSTANCE, dep)
                 except TidegateError:
                     continue
                 if not d.read_frontier <= c.read_frontier:
@@ -414,7 +414,7 @@ class Checker:
             live: ReadPolicy | None
             if isinstance(entry, IndexEntry):
                 try:
-                    live = ctl.instance(INSTANCE).collection(gid).read_policy  # type: ignore[assignment]
+                    live = ctl.compute.instance(INSTANCE).collection(gid).read_policy  # type: ignore[assignment]
                 except TidegateError:
                     continue
             else:
@@ -428,7 +428,7 @@ class Checker:
             if not isinstance(e, TableEntry | MaterializedViewEntry):
                 continue
             durable = self.truth.frontiers.get(str(e.id))
-            fr = ctl.storage_frontiers(e.id)
+            fr = ctl.storage.storage_frontiers(e.id)
             if durable is None or fr is None:
                 continue
             if not durable[0] <= fr[0]:
@@ -436,7 +436,7 @@ class Checker:
                     "restore_keeps_sinces",
                     f"{e.name} was restored at since {fr[0]}, before its shard's since {durable[0]}",
                 )
-        for c in ctl.instance(INSTANCE).collections():
+        for c in ctl.compute.instance(INSTANCE).collections():
             for dep, _ in c.storage_dependencies:
                 durable = self.truth.frontiers.get(str(dep))
                 if durable is not None and not durable[0] <= c.as_of:
@@ -456,7 +456,7 @@ class Checker:
         for c in ctl.storage.collections():
             if not c.is_dropped:
                 self.quiet_start[("storage", c.id)] = (c.since, c.upper)
-        for cc in ctl.instance(INSTANCE).collections():
+        for cc in ctl.compute.instance(INSTANCE).collections():
             if not cc.dropped:
                 self.quiet_start[("compute", cc.id)] = (cc.read_frontier, cc.write_frontier)
         if self.storage is not None:
@@ -496,7 +496,7 @@ class Checker:
     def _check_caught_up(self, env: Environment) -> None:
         ctl = env.driver.ctl
         tables = [c for c in ctl.storage.collections() if c.id in self.model.tables]
-        for cc in ctl.instance(INSTANCE).collections():
+        for cc in ctl.compute.instance(INSTANCE).collections():
             if cc.dropped or ("compute", cc.id) not in self.quiet_start:
                 continue
             inputs = self.model.inputs(cc.id) if cc.id in self.model.plans else set()
@@ -528,7 +528,7 @@ class Checker:
         """
         ctl, state = env.driver.ctl, env.state
         policies = dict(state.read_policies)
-        compute = {c.id: c for c in ctl.instance(INSTANCE).collections() if not c.dropped}
+        compute = {c.id: c for c in ctl.compute.instance(INSTANCE).collections() if not c.dropped}
         storage = {c.id: c for c in ctl.storage.collections() if not c.is_dropped}
         Key = tuple[str, GlobalId]
         holders: dict[Key, list[Key]] = {}
@@ -588,7 +588,7 @@ class Checker:
         # A subscribe lives as long as a client reads it: one that ended (its replica failed,
         # its client left) is dropped, so its holds go.
         reading = {str(s.stream_id) for s in self.world.clients.subs if s.stream_id is not None}
-        for c in ctl.instance(INSTANCE).collections():
+        for c in ctl.compute.instance(INSTANCE).collections():
             if c.id.is_transient and not c.dropped and str(c.id) not in reading:
                 self.violate(
                     "drops_clean_up",
@@ -610,7 +610,7 @@ class Checker:
                     "drops_clean_up",
                     f"shard {key} belongs to no catalog object but was never finalized",
                 )
-        known = {c.id for c in ctl.instance(INSTANCE).collections(include_dropped=True)}
+        known = {c.id for c in ctl.compute.instance(INSTANCE).collections(include_dropped=True)}
         storage = {c.id: c for c in ctl.storage.collections()}
         self.truth.refresh()
         for gid in sorted(self.world.dropped_ids):

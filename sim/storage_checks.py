@@ -373,7 +373,7 @@ class StorageChecker:
         if env is None:
             return
         for sink in self.sinks.values():
-            fr = env.driver.ctl.storage_frontiers(sink.input)
+            fr = env.driver.ctl.storage.storage_frontiers(sink.input)
             if fr is not None and not sink.dropped:
                 self.quiet_uppers[sink.id] = fr[1]
 

@@ -429,7 +429,7 @@ def test_a_subscribe_ended_by_its_client_is_dropped(tmp_path: Path) -> None:
                     header = await anyio.to_thread.run_sync(next, lines)
                     batch = await anyio.to_thread.run_sync(next, lines)
                     assert header["columns"] == ["x"] and batch["updates"][0]["row"] == [1]
-                    view = env.driver.ctl.instance("default")
+                    view = env.driver.ctl.compute.instance("default")
                     transient = [g for g in view.collection_ids() if g.namespace == "t"]
                     assert len(transient) == 1  # the subscribe
                     lines.close()

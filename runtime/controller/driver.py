@@ -445,7 +445,7 @@ class ControllerDriver:
                     del self._subscriptions[e.id]
                     instance = self._sub_instance.pop(e.id, self.instance)
                     with contextlib.suppress(TidegateError):  # already gone
-                        self.ctl.drop_collections(instance, [e.id])
+                        self.ctl.compute.drop_collections(instance, [e.id])
         elif isinstance(e, CopyToOut):
             waiter = self._copy_tos.pop(e.id, None)
             if waiter is not None:
@@ -509,7 +509,7 @@ class ControllerDriver:
     def _on_connected(self, link: ReplicaLink) -> None:
         if self.links.get(link.replica) is link:
             self._down_reason.pop(link.replica, None)
-            self.ctl.replica_connected(link.instance, link.replica, link.epoch)
+            self.ctl.compute.replica_connected(link.instance, link.replica, link.epoch)
             self.apply()
             self._replicas_moved()
 
@@ -534,7 +534,7 @@ class ControllerDriver:
         self.responses_by_kind[kind] = self.responses_by_kind.get(kind, 0) + 1
         self._failures[link.replica] = 0
         try:
-            self.ctl.handle_response(link.instance, link.replica, link.epoch, response)
+            self.ctl.compute.handle_response(link.instance, link.replica, link.epoch, response)
         except RemoteProtocolError as e:
             # The replica broke a rule: its connection ends (and is replaced). Any other
             # error here is the controller's own bug and propagates: never blame the replica.
@@ -549,12 +549,12 @@ class ControllerDriver:
             return
         self._failures[link.replica] = self._failures.get(link.replica, 0) + 1
         self._down_reason[link.replica] = reason
-        self.ctl.replica_failed(link.instance, link.replica, link.epoch, reason)
+        self.ctl.compute.replica_failed(link.instance, link.replica, link.epoch, reason)
         self.apply()
 
     def replicas(self, instance: InstanceId | None = None) -> list[ReplicaInfo]:
         """Every replica of ``instance``: the spec's status and the link's state."""
-        inst = self.ctl.instance(instance or self.instance)
+        inst = self.ctl.compute.instance(instance or self.instance)
         out = []
         for r in inst.replicas():
             link = self.links.get(r.id)
@@ -589,7 +589,7 @@ class ControllerDriver:
         :class:`ReplicasNotConnected` (a ``TimeoutError``, naming each
         replica's status and last error) if ``timeout_s`` passes first.
         """
-        inst = self.ctl.instance(instance or self.instance)
+        inst = self.ctl.compute.instance(instance or self.instance)
         known = {r.id for r in inst.replicas()}
         wanted = sorted(known) if replicas is None else list(replicas)
         for name in wanted:
@@ -698,7 +698,7 @@ class ControllerDriver:
 
     def maintain(self) -> None:
         """The controller's periodic maintenance."""
-        self.ctl.maintain()
+        self.ctl.compute.maintain()
         self.apply()
 
     async def poll_uppers(self) -> None:
@@ -722,11 +722,11 @@ class ControllerDriver:
         uppers = await self.storage.uppers(ids)
         moved = []
         for id, upper in uppers.items():
-            fr = self.ctl.storage_frontiers(id)
+            fr = self.ctl.storage.storage_frontiers(id)
             if fr is not None and fr[1] < upper:
                 moved.append((id, upper))
         if moved:
-            self.ctl.update_write_frontiers(moved)
+            self.ctl.storage.update_write_frontiers(moved)
             self.apply()
 
     # -- frontiers --------------------------------------------------------------------------
@@ -735,9 +735,9 @@ class ControllerDriver:
     ) -> tuple[Antichain, Antichain]:
         """``(since, upper)``: of the compute collection ``id`` if there is one, else of storage."""
         try:
-            f = self.ctl.collection_frontiers(instance or self.instance, id)
+            f = self.ctl.compute.collection_frontiers(instance or self.instance, id)
         except TidegateError:
-            fr = self.ctl.storage_frontiers(id)
+            fr = self.ctl.storage.storage_frontiers(id)
             if fr is None:
                 raise
             return fr
@@ -745,7 +745,7 @@ class ControllerDriver:
 
     def storage_frontiers(self, id: GlobalId) -> tuple[Antichain, Antichain]:
         """``(since, upper)`` of storage collection ``id`` [CollectionMissing]."""
-        fr = self.ctl.storage_frontiers(id)
+        fr = self.ctl.storage.storage_frontiers(id)
         if fr is None:
             raise CollectionMissing(id)
         return fr
@@ -924,7 +924,7 @@ class ControllerDriver:
         for id, pairs in extra.items():
             updates[id].extend((row, ts, diff) for row, diff in pairs)
         upper = Antichain([ts + 1])
-        ticket = self.ctl.append([AppendCommand(t, updates[t], upper) for t in tables])
+        ticket = self.ctl.storage.append([AppendCommand(t, updates[t], upper) for t in tables])
         acknowledging = any(req.batches for req in live)
         if acknowledging and self.fence_check is not None:
             self.storage.check_after_writes(ticket, self.fence_check)
@@ -1066,7 +1066,7 @@ class ControllerDriver:
     async def snapshot(self, id: GlobalId, as_of: Time) -> list[Update]:
         """The contents of storage collection ``id`` as of ``as_of`` (read from its shard)."""
         self._task_group()
-        request = self.ctl.snapshot(id, as_of)
+        request = self.ctl.storage.snapshot(id, as_of)
         waiter = self.storage.expect_snapshot(request)
         self.apply()
         await waiter.done.wait()
@@ -1081,22 +1081,22 @@ class ControllerDriver:
         target_replica: ReplicaId | None = None,
     ) -> None:
         """Install ``dataflow`` (its as_of set) on ``instance``."""
-        self.ctl.create_dataflow(instance or self.instance, dataflow, target_replica)
+        self.ctl.compute.create_dataflow(instance or self.instance, dataflow, target_replica)
         self.apply()
 
     def drop_collections(self, ids: Iterable[GlobalId], instance: InstanceId | None = None) -> None:
-        self.ctl.drop_collections(instance or self.instance, ids)
+        self.ctl.compute.drop_collections(instance or self.instance, ids)
         self.apply()
 
     def set_read_policy(
         self, policies: Sequence[tuple[GlobalId, ReadPolicy]], instance: InstanceId | None = None
     ) -> None:
         """Read policies of compute collections of ``instance``."""
-        self.ctl.set_read_policy(instance or self.instance, policies)
+        self.ctl.compute.set_read_policy(instance or self.instance, policies)
         self.apply()
 
     def set_storage_read_policy(self, policies: Sequence[tuple[GlobalId, ReadPolicy]]) -> None:
-        self.ctl.set_storage_read_policy(policies)
+        self.ctl.storage.set_read_policy(policies)
         self.apply()
 
     async def peek(
@@ -1120,7 +1120,7 @@ class ControllerDriver:
         instance = instance or self.instance
         if timestamp is None:
             timestamp = await self.freshest(id, target, instance)
-        uuid = self.ctl.peek(
+        uuid = self.ctl.compute.peek(
             instance,
             id,
             timestamp,
@@ -1136,7 +1136,7 @@ class ControllerDriver:
             await waiter.done.wait()
         except BaseException:
             if self._peeks.pop(uuid, None) is not None:
-                self.ctl.cancel_peek(instance, uuid)
+                self.ctl.compute.cancel_peek(instance, uuid)
                 self.apply()
             raise
         result: PeekResult = waiter.value
@@ -1171,7 +1171,7 @@ class ControllerDriver:
             instance, id, at = waiter.reads
             if id in gone and not waiter.done.is_set():
                 waiter.error = DependencyDropped(id, int(at), id)
-                self.ctl.cancel_peek(instance, uuid)
+                self.ctl.compute.cancel_peek(instance, uuid)
                 self.apply()
         for sub in list(self._subscriptions.values()):
             hit = sorted(sub.reads & gone)
@@ -1240,7 +1240,7 @@ class ControllerDriver:
         except BaseException:
             if self._copy_tos.pop(id, None) is not None and self._tg is not None:
                 with contextlib.suppress(TidegateError):  # already gone
-                    self.ctl.drop_collections(instance, [id])
+                    self.ctl.compute.drop_collections(instance, [id])
                     self.apply()
             raise
         out: CopyToOut = waiter.value
@@ -1267,5 +1267,5 @@ class ControllerDriver:
         if self._tg is None:
             return
         with contextlib.suppress(TidegateError):  # already gone
-            self.ctl.drop_collections(instance, [sub.id])
+            self.ctl.compute.drop_collections(instance, [sub.id])
             self.apply()

@@ -77,7 +77,7 @@ CONTROLLER_READER = "controller"
 """The id of the controller's critical reader on every shard."""
 
 Report: TypeAlias = Callable[[Callable[[Controller], object]], None]
-"""How outcomes reach the controller: ``report(lambda ctl: ctl.complete_write(...))``."""
+"""How outcomes reach the controller: ``report(lambda ctl: ctl.storage.complete_write(...))``."""
 
 StorageEffectIO: TypeAlias = (
     RegisterShard | WriteToShard | ReadSnapshot | DowngradeShardSince | DropShard
@@ -420,7 +420,7 @@ class ShardStorageIO:
                 ok, upper = False, await self.retrying(f"read shard {e.id}", self.store.upper, name)
             except Exception:
                 ok, upper = False, e.expected_upper
-        self._emit(lambda ctl: ctl.complete_write(e.ticket, e.id, ok, upper))
+        self._emit(lambda ctl: ctl.storage.complete_write(e.ticket, e.id, ok, upper))
 
     def take_refusals(self, ticket: int) -> dict[GlobalId, BaseException]:
         """Why writes of append ``ticket`` were refused when the store could not take them
@@ -442,7 +442,7 @@ class ShardStorageIO:
                 waiter.rows = rows
         if waiter is not None:
             waiter.done.set()
-        self._emit(lambda ctl: ctl.complete_snapshot(e.request))
+        self._emit(lambda ctl: ctl.storage.complete_snapshot(e.request))
 
     def _emit(self, fn: Callable[[Controller], object]) -> None:
         if self._report is not None:

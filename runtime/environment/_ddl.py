@@ -70,7 +70,9 @@ class Ddl:
         assert isinstance(entry, TableEntry)
         fr = await self.core.io.ensure_shard(gid, entry.schema)
         ctl = self.core.driver.ctl
-        ctl.create_collections([(gid, self.core.description(state, gid, "table"))], {gid: fr})
+        ctl.storage.create_collections(
+            [(gid, self.core.description(state, gid, "table"))], {gid: fr}
+        )
         self.core.driver.apply()
         self.core.driver.set_storage_read_policy([(gid, self.core.effective_policy(state, gid))])
 
@@ -129,10 +131,10 @@ class Ddl:
         desc = self.core.description(state, gid, "materialized_view")
         desc = CollectionDescription(desc.data_source, since=as_of)
         ctl = self.core.driver.ctl
-        ctl.create_collections([(gid, desc)], {gid: fr})
+        ctl.storage.create_collections([(gid, desc)], {gid: fr})
         self.core.driver.apply()
         self.core.driver.create_dataflow(df.with_as_of(as_of))
-        ctl.allow_writes(INSTANCE, gid)  # a read-only controller sends it once promoted
+        ctl.compute.allow_writes(INSTANCE, gid)  # a read-only controller sends it once promoted
         self.core.driver.apply()
         self.core.driver.set_storage_read_policy([(gid, self.core.effective_policy(state, gid))])
 
@@ -187,7 +189,7 @@ class Ddl:
                 ctl.storage.drop_sinks([g])
                 driver.apply()
             elif isinstance(entry, STORAGE_ENTRIES):
-                ctl.drop_sources([g])
+                ctl.storage.drop_sources([g])
                 driver.apply()
 
     async def set_read_policy(self, ref: Ref, policy: ReadPolicy) -> None:

@@ -199,7 +199,7 @@ async def open_parts(
         read_only=read_only,
     )
     if options.max_result_size is not None:  # every instance's first UpdateConfiguration
-        controller.update_compute_configuration(
+        controller.compute.update_configuration(
             ComputeParameters(max_result_size=options.max_result_size)
         )
     core_ref: list[Core] = []
@@ -306,16 +306,16 @@ class Opening:
             (c.id, self.core.description(state, c.id, c.kind)) for c in plan.storage_collections
         ]
         ctl.storage.create_instance(STORAGE_INSTANCE)  # sources and sinks run there
-        ctl.create_collections(descriptions, shards)
+        ctl.storage.create_collections(descriptions, shards)
         driver.apply()
-        ctl.create_instance(INSTANCE)
+        ctl.compute.create_instance(INSTANCE)
         driver.apply()
         for df in plan.dataflows:
             if df.as_of is None:
                 df = df.with_as_of(self.ddl.select_as_of(state, df, current))
             driver.create_dataflow(df)
             for id in df.persist_sink_ids:
-                ctl.allow_writes(INSTANCE, id)
+                ctl.compute.allow_writes(INSTANCE, id)
                 driver.apply()
         # Sinks hold what they write out from where it is readable now (their as-ofs follow
         # the SinkAsOf rule); each resumes from what its target already covers.
@@ -333,11 +333,11 @@ class Opening:
         if compute_policies:
             driver.set_read_policy(compute_policies)
         for name in replicas:
-            ctl.add_replica(INSTANCE, name)
+            ctl.compute.add_replica(INSTANCE, name)
             driver.apply()
         ctl.initialization_complete()
         driver.apply()
-        ctl.reconcile_state()
+        ctl.storage.reconcile_state()
         driver.apply()
         if not self.core.read_only and storage_wanted(state):
             await self.sources.connect_storage_replica(state)

@@ -159,8 +159,8 @@ class ReplicasAndHydration:
         if not isinstance(self.core.state.get(gid), IndexEntry | MaterializedViewEntry):
             return True  # tables are always readable
         if replicas is None:
-            return ctl.collection_hydrated(INSTANCE, gid)
-        others = [c.id for c in ctl.instance(INSTANCE).collections() if c.id != gid]
+            return ctl.compute.collection_hydrated(INSTANCE, gid)
+        others = [c.id for c in ctl.compute.instance(INSTANCE).collections() if c.id != gid]
         return ctl.compute.collections_hydrated_on_replicas(INSTANCE, replicas, others)
 
     def hydration(self, ref: Ref | None = None) -> list[HydrationInfo]:
@@ -209,7 +209,7 @@ class ReplicasAndHydration:
                     raise
             elif address is not None:
                 self.core.addresses[name] = address
-            self.core.driver.ctl.add_replica(INSTANCE, name)
+            self.core.driver.ctl.compute.add_replica(INSTANCE, name)
             self.core.driver.apply()
 
     async def drop_replica(self, name: str) -> None:
@@ -217,7 +217,7 @@ class ReplicasAndHydration:
         async with self.core.lock:
             entry = self.core.state.replica(name)
             await self.core.apply([DropReplica(name)])
-            self.core.driver.ctl.drop_replica(INSTANCE, name)
+            self.core.driver.ctl.compute.drop_replica(INSTANCE, name)
             self.core.driver.apply()
             self.core.addresses.pop(name, None)
             if entry.managed and self.core.orchestrator is not None:

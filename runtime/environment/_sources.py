@@ -255,13 +255,13 @@ class SourcesAndSinks:
         wanted = [
             c
             for c in state.system_collections
-            if (ids is None or c.id in ids) and ctl.storage_frontiers(c.id) is None
+            if (ids is None or c.id in ids) and ctl.storage.storage_frontiers(c.id) is None
         ]
         if not wanted:
             return
         shards = {c.id: await self.core.io.ensure_shard(c.id, c.schema) for c in wanted}
         descs = [(c.id, self.core.description(state, c.id, "system")) for c in wanted]
-        ctl.create_collections(descs, shards)
+        ctl.storage.create_collections(descs, shards)
         self.core.driver.apply()
         self.core.driver.set_storage_read_policy(
             [(c.id, self.core.effective_policy(state, c.id)) for c in wanted]
@@ -279,7 +279,7 @@ class SourcesAndSinks:
             gid: await self.core.io.ensure_shard(gid, entry.schema),
         }
         ctl = self.core.driver.ctl
-        ctl.create_collections(
+        ctl.storage.create_collections(
             [
                 (entry.remap_id, self.core.description(state, entry.remap_id, "progress")),
                 (gid, self.core.description(state, gid, "source")),

@@ -760,13 +760,15 @@ class ComposedControllerMachine(ControllerMachine):
         from ..storage import CollectionDescription, Table
 
         self.composed = Controller(check_protocol=True)
-        self.composed.create_collections([(s, CollectionDescription(Table())) for s in STORAGE_IDS])
-        self.composed.update_write_frontiers([(s, Antichain([1])) for s in STORAGE_IDS])
-        self.composed.set_storage_read_policy([(s, LagWriteFrontier(1, 1)) for s in STORAGE_IDS])
+        self.composed.storage.create_collections(
+            [(s, CollectionDescription(Table())) for s in STORAGE_IDS]
+        )
+        self.composed.storage.update_write_frontiers([(s, Antichain([1])) for s in STORAGE_IDS])
+        self.composed.storage.set_read_policy([(s, LagWriteFrontier(1, 1)) for s in STORAGE_IDS])
         return self.composed.compute
 
     def _frontiers(self, id: GlobalId) -> tuple[Antichain, Antichain]:
-        fr = self.composed.storage_frontiers(id)
+        fr = self.composed.storage.storage_frontiers(id)
         assert fr is not None
         return fr
 
@@ -784,4 +786,4 @@ class ComposedControllerMachine(ControllerMachine):
 
     def advance_storage(self, step: int) -> None:
         updates = [(s, Antichain([self.storage_upper(s).elements[0] + step])) for s in STORAGE_IDS]
-        self.composed.update_write_frontiers(updates)
+        self.composed.storage.update_write_frontiers(updates)

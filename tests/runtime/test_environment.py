@@ -127,7 +127,7 @@ def test_typed_errors_leave_state_unchanged(tmp_path: Path, backend: str) -> Non
                 with pytest.raises(SinceViolation):
                     await env.peek(idx, env.frontiers(idx)[0].elements[0] - 1)
                 assert env.state == state and env.frontiers("t") == frontiers
-                assert env.driver.ctl.instance("default").pending_peeks() == []
+                assert env.driver.ctl.compute.instance("default").pending_peeks() == []
                 assert sorted(await env.peek("t", t0)) == [((1,), 1), ((2,), 1)]
 
     run(backend, main)
@@ -189,7 +189,7 @@ def test_subscribe_from_the_freshest_time_and_close(tmp_path: Path, backend: str
                         elif not batch.upper.less_equal(t1):
                             break
                 assert updates == [(t0, (2,), 1), (t1, (2,), -1), (t1, (3,), 1)]
-                view = env.driver.ctl.instance("default")
+                view = env.driver.ctl.compute.instance("default")
                 assert view.active_subscribes() == []
 
     run(backend, main)
@@ -236,7 +236,7 @@ def test_drop_refuses_dependents_and_cascade_releases_the_shards(
                 # With every hold released, the shards of the table and the view are finalized.
                 while not all(env.store.state(str(g)).finalized for g in (t, mv)):
                     await anyio.sleep(0.05)
-                assert env.driver.ctl.instance("default").collection_ids() == []
+                assert env.driver.ctl.compute.instance("default").collection_ids() == []
 
     run(backend, main)
 
@@ -445,7 +445,7 @@ def test_replicas_added_and_dropped_while_running_and_targeted_reads(tmp_path: P
                 errors = [b.error async for b in sub if b.error is not None]
                 assert errors, "the subscribe should end with its replica's failure"
                 ctl = env.driver.ctl
-                assert sub.id not in {c.id for c in ctl.instance("default").collections()}
+                assert sub.id not in {c.id for c in ctl.compute.instance("default").collections()}
                 assert {r.name for r in env.state.replicas} == {"r1"}
             async with Environment.open(tmp_path, tick_ms=20) as env:  # the catalog kept r1 only
                 assert [r.replica for r in env.replicas()] == ["r1"]
@@ -483,7 +483,7 @@ def test_dropping_what_a_pending_peek_or_subscribe_reads_ends_it(
 
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(pending_peek)
-                    instance = env.driver.ctl.instance("default")
+                    instance = env.driver.ctl.compute.instance("default")
                     while not instance.pending_peeks():
                         await anyio.sleep(0.01)
                     assert await env.drop("v") == [v]

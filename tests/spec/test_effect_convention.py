@@ -55,7 +55,8 @@ def test_no_public_method_returns_or_takes_effects(cls: type) -> None:
             where = "returns" if param == "return" else f"takes {param} as"
             assert not _mentions_effects(hint), f"{cls.__name__}.{name} {where} {hint}"
         checked += 1
-    assert checked >= 5
+    # The composed controller's own methods are the few that span both layers.
+    assert checked >= (2 if cls is Controller else 5)
 
 
 @pytest.mark.parametrize("cls", MACHINES, ids=lambda c: c.__name__)
@@ -67,8 +68,8 @@ def test_every_machine_has_an_outbox_its_owner_drains(cls: type) -> None:
 
 def test_calls_return_nothing_and_drain_hands_over_each_effect_once() -> None:
     ctl = Controller()
-    assert ctl.create_instance("c1") is None
-    assert ctl.add_replica("c1", "r1") is None
+    assert ctl.compute.create_instance("c1") is None
+    assert ctl.compute.add_replica("c1", "r1") is None
     effects = ctl.drain()
     assert [type(e).__name__ for e in effects][:2] == ["ConnectReplica", "ReplicaStatusEvent"]
     assert ctl.drain() == []

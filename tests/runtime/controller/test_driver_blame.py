@@ -68,8 +68,8 @@ def _driver(transport: _Transport, cluster: Any) -> ControllerDriver:
 
 async def _start(driver: ControllerDriver, transport: _Transport) -> None:
     ctl = driver.ctl
-    ctl.create_instance(driver.instance)
-    ctl.add_replica(driver.instance, "r1")
+    ctl.compute.create_instance(driver.instance)
+    ctl.compute.add_replica(driver.instance, "r1")
     ctl.initialization_complete()
     driver.apply()
     await transport.connected.wait()
@@ -113,7 +113,7 @@ def test_the_controllers_own_bug_propagates_and_blames_no_replica(cluster: Any) 
                 def broken(*args: Any) -> None:
                     raise InvalidUsage("a bug in the controller while merging a response")
 
-                driver.ctl.handle_response = broken  # type: ignore[method-assign]
+                driver.ctl.compute.handle_response = broken  # type: ignore[method-assign]
                 await transport.streams[0].send.send(PeekResponse(uuid.UUID(int=1), PeekRows(())))
                 await anyio.sleep(5)
 

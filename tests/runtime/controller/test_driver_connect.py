@@ -60,9 +60,9 @@ def test_refusals_are_failed_events_until_the_replica_accepts(cluster: Any, back
             ):
                 ctl = driver.ctl
                 events = driver.events()
-                ctl.create_instance(driver.instance)
+                ctl.compute.create_instance(driver.instance)
                 driver.apply()
-                ctl.add_replica(driver.instance, "r1")
+                ctl.compute.add_replica(driver.instance, "r1")
                 driver.apply()
                 ctl.initialization_complete()
                 driver.apply()

@@ -104,12 +104,12 @@ async def driving(
     ):
         ctl = driver.ctl
         fr = await io.ensure_shard(T, SCHEMA)
-        ctl.create_collections([(T, CollectionDescription(Table()))], {T: fr})
+        ctl.storage.create_collections([(T, CollectionDescription(Table()))], {T: fr})
         driver.apply()
-        ctl.create_instance(driver.instance)
+        ctl.compute.create_instance(driver.instance)
         driver.apply()
         for r in replicas:
-            ctl.add_replica(driver.instance, r)
+            ctl.compute.add_replica(driver.instance, r)
             driver.apply()
         ctl.initialization_complete()
         driver.apply()
@@ -183,7 +183,7 @@ def test_cancelling_a_peek_cancels_it_in_the_controller(cluster: Any, backend: s
                 log: list[Update] = []
                 t0 = await append(driver, log, [((1, 50), 1)])
                 driver.create_dataflow(dataflow(FILTERED, IDX, "index", t0))
-                view = driver.ctl.instance(driver.instance)
+                view = driver.ctl.compute.instance(driver.instance)
                 with anyio.move_on_after(0.3):
                     await driver.peek(IDX, t0 + 1_000)  # never complete: no tick, no append
                     pytest.fail("a peek of an incomplete time was answered")
@@ -201,7 +201,7 @@ def test_typed_errors_leave_the_controller_unchanged(cluster: Any, backend: str)
                 log: list[Update] = []
                 t0 = await append(driver, log, [((1, 50), 1)])
                 driver.create_dataflow(dataflow(FILTERED, IDX, "index", t0))
-                view = driver.ctl.instance(driver.instance)
+                view = driver.ctl.compute.instance(driver.instance)
                 history = view.history_len()
                 with pytest.raises(SinceViolation):
                     await driver.peek(IDX, t0 - 1)
@@ -239,7 +239,7 @@ def test_subscribe_streams_batches_and_a_lagging_one_is_dropped(cluster: Any, ba
                 with pytest.raises(SubscribeLagged):
                     async for _ in sub:
                         await anyio.sleep(0)
-                view = driver.ctl.instance(driver.instance)
+                view = driver.ctl.compute.instance(driver.instance)
                 assert view.active_subscribes() == []
 
     run(backend, main)
@@ -258,10 +258,10 @@ def test_materialized_view_reaches_its_shard_and_compaction_follows_the_policy(
                 fr = await driver.storage.ensure_shard(MV, SCHEMA)
                 desc = CollectionDescription(MaterializedView((T,)), since=Antichain([t0]))
                 ctl.drain()
-                ctl.create_collections([(MV, desc)], {MV: fr})
+                ctl.storage.create_collections([(MV, desc)], {MV: fr})
                 driver.apply()
                 driver.create_dataflow(dataflow(FILTERED, MV, "mv", t0))
-                ctl.allow_writes(driver.instance, MV)
+                ctl.compute.allow_writes(driver.instance, MV)
                 driver.apply()
                 t1 = await append(driver, log, [((3, 35), 1), ((1, 15), -1)])
                 # The replica writes the shard; the polled upper flows back as a write frontier.

@@ -187,11 +187,11 @@ def test_driver_runs_under_virtual_time_over_the_simulated_transport() -> None:
                 ) as driver:
                     ctl = driver.ctl
                     fr = await io.ensure_shard(T, SCHEMA)
-                    ctl.create_collections([(T, CollectionDescription(Table()))], {T: fr})
+                    ctl.storage.create_collections([(T, CollectionDescription(Table()))], {T: fr})
                     driver.apply()
-                    ctl.create_instance(driver.instance)
+                    ctl.compute.create_instance(driver.instance)
                     driver.apply()
-                    ctl.add_replica(driver.instance, "r1")
+                    ctl.compute.add_replica(driver.instance, "r1")
                     driver.apply()
                     ctl.initialization_complete()
                     driver.apply()

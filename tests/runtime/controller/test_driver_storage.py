@@ -118,7 +118,7 @@ def _create(driver: ControllerDriver) -> None:
     ctl = driver.ctl
     ctl.storage.create_instance("s")
     gen = LoadGenerator("counter", tick_ms=10)
-    ctl.create_collections(
+    ctl.storage.create_collections(
         [
             (HISTORY, CollectionDescription(Introspection(SOURCE_STATUS_HISTORY))),
             (STATS, CollectionDescription(Introspection(SOURCE_STATISTICS))),
@@ -253,7 +253,7 @@ def test_managed_writes_join_the_next_commit_and_truncate_what_was_there(cluster
             shards = {id: await driver.storage.ensure_shard(id, s) for id, s in _schemas()}
             ctl.storage.create_instance("s")
             gen = LoadGenerator("counter", tick_ms=10)
-            ctl.create_collections(
+            ctl.storage.create_collections(
                 [
                     (HISTORY, CollectionDescription(Introspection(SOURCE_STATUS_HISTORY))),
                     (STATS, CollectionDescription(Introspection(SOURCE_STATISTICS))),

@@ -43,10 +43,12 @@ G = GlobalId.user(7)
 
 
 class Recorder:
-    """Stands in for the controller: records the completions the IO reports."""
+    """Stands in for the controller: records the completions the IO reports (to its storage
+    layer, which is itself here)."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[Any, ...]] = []
+        self.storage = self
 
     def complete_write(self, ticket: int, id: GlobalId, ok: bool, upper: Antichain) -> list[Any]:
         self.calls.append(("write", ticket, id, ok, upper))
@@ -306,11 +308,11 @@ def test_the_controllers_empty_append_at_the_upper_completes_without_error(
         async with anyio.create_task_group() as tg:
             io.start(tg, report)
             fr = await io.ensure_shard(G, SCHEMA)
-            ctl.create_collections([(G, CollectionDescription(Table()))], {G: fr})
+            ctl.storage.create_collections([(G, CollectionDescription(Table()))], {G: fr})
             apply()
             row = (1, "a", None, 0.5)
-            first = ctl.append([AppendCommand(G, [(row, 0, 1)], Antichain([3]))])
-            empty = ctl.append([AppendCommand(G, [], Antichain([3]))])
+            first = ctl.storage.append([AppendCommand(G, [(row, 0, 1)], Antichain([3]))])
+            empty = ctl.storage.append([AppendCommand(G, [], Antichain([3]))])
             apply()
             await drained(io, lambda: len(completed) == 2)
             assert completed == [AppendCompleted(first, None), AppendCompleted(empty, None)]
