@@ -50,6 +50,7 @@ lock: $(STAMP)
 	$(UV_COMPILE) pyproject.toml --extra dev --extra docs -o $(LOCK)
 	$(UV_COMPILE) pyproject.toml --extra dev --extra docs --extra bench -c $(LOCK) -o requirements/bench.txt
 	$(UV_COMPILE) requirements/iceberg-reader.in -o requirements/iceberg-reader.txt
+	$(UV_COMPILE) requirements/dbt.in -o requirements/dbt.txt
 
 # An independent reader of the Iceberg sink's tables for the tests: DuckDB's iceberg extension.
 # It does not load in the DuckDB the project uses (2.x), so 1.5.5 goes into a folder of its own
@@ -60,7 +61,17 @@ $(ICEBERG_READER): requirements/iceberg-reader.txt | $(STAMP)
 	$(PIP_LOCKED) --target build/duckdb-iceberg -r requirements/iceberg-reader.txt
 	@touch $@
 
-setup: $(STAMP) postgres $(ICEBERG_READER)
+# dbt-core with dbt-materialize, the wire protocol's dbt client in the tests: its adapters need a
+# protobuf older than tidegate's, so it gets a virtualenv of its own (requirements/dbt.in).
+DBT_VENV := build/dbt-venv
+DBT := $(DBT_VENV)/.installed
+
+$(DBT): requirements/dbt.txt
+	@test -x $(DBT_VENV)/bin/python || $(PYTHON) -m venv $(DBT_VENV)
+	$(DBT_VENV)/bin/python -m pip install --quiet --require-hashes -r requirements/dbt.txt
+	@touch $@
+
+setup: $(STAMP) postgres $(ICEBERG_READER) $(DBT)
 
 # The storage tests start their own PostgreSQL cluster from the Debian server package.
 postgres:

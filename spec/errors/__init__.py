@@ -2,7 +2,7 @@
 
 All errors derive from :class:`TidegateError`. Each area keeps its errors in a
 module of its own (``frontier``, ``protocol``, ``compute``, ``storage``,
-``shard``, ``plan``, ``history``, ``replica``, ``sql``); this package re-exports them all, so users write
+``shard``, ``plan``, ``history``, ``replica``, ``sql``, ``pgwire``); this package re-exports them all, so users write
 ``from tidegate.spec.errors import SinceViolation``.
 
 An error is raised *before* any state changes: a call that raises leaves the
@@ -17,6 +17,8 @@ from .frontier import *  # noqa: F403
 from .frontier import __all__ as _frontier_all
 from .history import *  # noqa: F403
 from .history import __all__ as _history_all
+from .pgwire import *  # noqa: F403
+from .pgwire import __all__ as _pgwire_all
 from .plan import *  # noqa: F403
 from .plan import __all__ as _plan_all
 from .protocol import *  # noqa: F403
@@ -51,6 +53,7 @@ __all__ = [
     *_history_all,
     *_plan_all,
     *_sql_all,
+    *_pgwire_all,
     *_sinks_all,
     *_sources_all,
 ]
