@@ -68,7 +68,7 @@ DBT := $(DBT_VENV)/.installed
 
 $(DBT): requirements/dbt.txt
 	@test -x $(DBT_VENV)/bin/python || $(PYTHON) -m venv $(DBT_VENV)
-	$(DBT_VENV)/bin/python -m pip install --quiet --require-hashes -r requirements/dbt.txt
+	$(DBT_VENV)/bin/python -m pip install --quiet --require-hashes --no-deps -r requirements/dbt.txt
 	@touch $@
 
 setup: $(STAMP) postgres $(ICEBERG_READER) $(DBT)

@@ -126,6 +126,8 @@ __all__ = [
     "SqlResult",
     "execute",
     "execute_script",
+    "plan_write",
+    "run_statement",
     "subscribe_sql",
 ]
 
@@ -232,6 +234,9 @@ class SqlResult:
     rows: list[Row] = field(default_factory=list)
     time: int | None = None
     notice: str | None = None
+    pg_types: tuple[Any, ...] | None = None
+    """The columns' PostgreSQL types (:class:`~tidegate.spec.sql.pgtypes.PgType`) when they
+    are not those of ``types`` (a query of the system catalog: ``oid``, ``int4``, arrays)."""
 
     @property
     def schema(self) -> Schema:
@@ -264,10 +269,15 @@ class SqlResult:
         def value(v: Any) -> Any:
             return v.isoformat() if isinstance(v, date) else v
 
+        types = (
+            [t.sql_name for t in self.pg_types]
+            if self.pg_types is not None
+            else [pg_type(t.scalar) for t in self.types]
+        )
         return {
             "status": self.status,
             "columns": list(self.columns),
-            "types": [pg_type(t.scalar) for t in self.types],
+            "types": types,
             "rows": [[value(v) for v in r] for r in self.rows],
             "time": self.time,
             "notice": self.notice,
@@ -359,18 +369,19 @@ async def execute(env: SqlEnvironment, sql: str, params: Sequence[Any] | None = 
 async def execute_script(
     env: SqlEnvironment, sql: str, params: Sequence[Any] | None = None
 ) -> list[SqlResult]:
-    """Run every statement of ``sql`` in order; each one's result (stops at the first error)."""
-    statements = split_statements(sql)
-    if params and len(statements) > 1:
-        raise SqlError("parameters need exactly one statement")
-    out = []
-    for text, _offset in statements:
-        stmt = parse_one(text)
-        try:
-            out.append(await _run(env, stmt, list(params or ())))
-        except SqlError as e:
-            raise e.located(text) from None
-    return out
+    """Run every statement of ``sql`` in order; each one's result (stops at the first error).
+
+    The statements run in a fresh :class:`~tidegate.runtime.sql_session.SqlSession`, as
+    those of a wire connection or of ``POST /sql`` do: one session semantics.
+    """
+    from .sql_session import SqlSession
+
+    return await SqlSession(env).run_script(sql, params)
+
+
+async def run_statement(env: Environment, stmt: Statement, params: list[Any]) -> SqlResult:
+    """Run one parsed statement (the session layer's way in: no transaction of its own)."""
+    return await _run(env, stmt, params)
 
 
 async def _run(env: SqlEnvironment, stmt: Statement, params: list[Any]) -> SqlResult:
@@ -824,6 +835,18 @@ async def _write(
     stmt: InsertStmt | DeleteStmt | UpdateStmt,
     params: list[Any],
 ) -> SqlResult:
+    table, updates, status = await plan_write(env, cat, stmt, params)
+    if not updates:
+        return SqlResult(status)
+    ts = await env.append_many([(table, updates)])
+    return SqlResult(status, time=ts)
+
+
+async def plan_write(
+    env: Environment, cat: EnvCatalog, stmt: InsertStmt | DeleteStmt | UpdateStmt, params: list[Any]
+) -> tuple[GlobalId, list[tuple[Row, int]], str]:
+    """What a write appends: the table, its updates and the command tag (nothing appended;
+    a transaction appends several at its ``COMMIT``)."""
     try:
         if isinstance(stmt, InsertStmt):
             w = plan_insert(stmt, cat, params)
@@ -854,7 +877,4 @@ async def _write(
         "delete": f"DELETE {count}",
         "update": f"UPDATE {count}",
     }[w.mode]
-    if not updates:
-        return SqlResult(status)
-    ts = await env.append_many([(w.table, updates)])
-    return SqlResult(status, time=ts)
+    return w.table, updates, status

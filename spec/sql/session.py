@@ -247,6 +247,8 @@ class Passthrough:
     notice: str | None = None
     reads_catalog: bool = False
     functions: tuple[str, ...] = field(default=())
+    progress: bool = False
+    """A ``SUBSCRIBE ... WITH (PROGRESS)`` (the option is blanked out of ``sql``)."""
 
 
 Classified: TypeAlias = SessionStatement | CatalogQuery | Passthrough
@@ -427,6 +429,9 @@ _SHOW_CATALOG = re.compile(
 _DEFAULT_INDEX = re.compile(r"^(?P<head>\s*CREATE\s+)DEFAULT\s+INDEX\b", re.IGNORECASE)
 _IN_CLUSTER = re.compile(rf"\bIN\s+CLUSTER\s+(?P<name>{_IDENT})", re.IGNORECASE)
 _USING_ARRANGEMENT = re.compile(r"\bUSING\s+ARRANGEMENT\b", re.IGNORECASE)
+_PROGRESS = re.compile(
+    r"\bWITH\s*\(\s*PROGRESS(?:\s*=?\s*(?P<value>true|false))?\s*\)", re.IGNORECASE
+)
 
 
 def _tx_modes(text: str) -> tuple[str | None, bool | None]:
@@ -756,6 +761,12 @@ def _rewrite(text: str, names: Names) -> Classified:
             raise _undefined(f"unknown cluster '{cluster}'", "42704")
         text = text[: c.start()] + " " * (c.end() - c.start()) + text[c.end() :]
     text = _USING_ARRANGEMENT.sub(lambda x: " " * len(x.group(0)), text)
+    progress = False
+    if re.match(r"^\s*SUBSCRIBE\b", text, re.IGNORECASE):
+        p = _PROGRESS.search(text)
+        if p is not None:
+            progress = (p.group("value") or "true").lower() == "true"
+            text = text[: p.start()] + " " * (p.end() - p.start()) + text[p.end() :]
     tokens = _tokens(text)
     out = list(text)
     system = False
@@ -823,7 +834,9 @@ def _rewrite(text: str, names: Names) -> Classified:
         return CatalogQuery(text)
     if is_query and functions and not _has_from(tokens):
         return CatalogQuery(text)
-    return Passthrough(rewritten, reads_catalog=system, functions=tuple(functions))
+    return Passthrough(
+        rewritten, reads_catalog=system, functions=tuple(functions), progress=progress
+    )
 
 
 def _token_name(t: sqlglot.tokens.Token) -> str:

@@ -1,0 +1,1474 @@
+"""SQL sessions: what one client's connection holds, over an :class:`Environment`.
+
+A :class:`SqlSession` holds session variables (``SET``/``SHOW``/``RESET``),
+a transaction, cursors and the statements a client prepared; it runs statements
+the way Materialize's adapter does. Three ways in use it, so SQL means the same
+everywhere: the PostgreSQL wire protocol (:mod:`tidegate.runtime.pgwire`, one
+session per connection), ``POST /sql`` of the control endpoint and
+``Environment.execute`` (a fresh session per call).
+
+What a statement is comes from :func:`tidegate.spec.sql.session.classify`:
+session statements run here; queries of the system catalog go to the
+:class:`~tidegate.runtime.catalog_queries.CatalogEngine`; everything else is
+parsed by :mod:`tidegate.spec.sql` and run by :mod:`tidegate.runtime.sql`.
+
+**Transactions**, as Materialize has them. ``BEGIN`` starts a block; its first
+statement decides its kind. A *read-only* transaction reads every ``SELECT``
+(and ``FETCH``) at one timestamp, chosen by its first read; a write in it is
+refused (``transaction in read-only mode``, 25006). A *write-only* transaction
+buffers ``INSERT``\\ s, all to one table (``write transactions only support
+writes to a single table``), and appends them at one timestamp at ``COMMIT``;
+a read in it is refused (``transaction in write-only mode``, 25000). DDL takes
+effect at once and only before any read or write of the block; ``UPDATE``
+and ``DELETE`` (a read, then a write) run outside blocks only (25001). After
+an error, the block refuses everything (25P02) until ``ROLLBACK`` (or
+``COMMIT``, which rolls back). Outside a block every statement commits by
+itself.
+
+**Streams.** ``SUBSCRIBE`` as a statement answers a :class:`RowStream` whose
+rows (``mz_timestamp``, ``mz_diff``, the columns) come as the subscription
+produces them; ``COPY (SUBSCRIBE ...) TO STDOUT`` answers a :class:`CopyOut`
+over the same stream; ``DECLARE c CURSOR FOR SUBSCRIBE ...`` keeps it in a
+cursor that ``FETCH`` reads from, waiting for at least one row unless a
+``timeout`` says how long to wait. ``WITH (PROGRESS)`` adds ``mz_progressed``
+rows as the frontier moves. ``Environment.execute`` answers a subscription's
+first batch (its snapshot), as before.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import time
+from collections.abc import AsyncIterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from tidegate.spec.errors import (
+    ActiveSqlTransaction,
+    InFailedSqlTransaction,
+    InvalidCursorName,
+    InvalidParameterValue,
+    InvalidTextRepresentation,
+    InvalidTransactionState,
+    NoActiveSqlTransaction,
+    ReadOnlySqlTransaction,
+    SqlError,
+    UndefinedParameter,
+    UnsupportedSql,
+)
+from tidegate.spec.frontier import Row
+from tidegate.spec.plan import ColumnType, ScalarType
+from tidegate.spec.sql import (
+    CopyToStmt,
+    CreateIndexStmt,
+    CreateSinkStmt,
+    CreateSourceStmt,
+    CreateTableStmt,
+    CreateViewStmt,
+    DeleteStmt,
+    DropStmt,
+    InsertStmt,
+    SelectStmt,
+    Statement,
+    SubscribeStmt,
+    UpdateStmt,
+    lower_query,
+    parse_one,
+    split_statements,
+)
+from tidegate.spec.sql import pgtypes as T
+from tidegate.spec.sql import session as S
+from tidegate.spec.sql.system_catalog import ClusterInfo, Snapshot, relation_names
+
+from .catalog_queries import CatalogEngine, SessionConstants
+from .sql import EnvCatalog, SqlResult, plan_write, run_statement
+
+if TYPE_CHECKING:
+    from .environment import Environment
+
+__all__ = [
+    "CopyIn",
+    "CopyOut",
+    "Described",
+    "Prepared",
+    "RowStream",
+    "SqlSession",
+    "server_version",
+]
+
+SERVER_VERSION = "9.5.0"
+"""What ``server_version`` says: Materialize's, a PostgreSQL version every driver accepts."""
+
+
+def server_version() -> str:
+    """``version()``: PostgreSQL's shape (drivers parse it), then what tidegate this is."""
+    from tidegate import __version__
+
+    return f"PostgreSQL {SERVER_VERSION} on x86_64-pc-linux-gnu (tidegate {__version__})"
+
+
+def mz_version() -> str:
+    """``mz_version()`` and the ``mz_version`` parameter: Materialize's form (``v0.130.0
+    (...)``), which dbt-materialize checks is at least 0.68."""
+    from tidegate import __version__
+
+    return f"v0.130.0 (tidegate {__version__})"
+
+
+# -- session variables ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Var:
+    name: str  # as SHOW prints it
+    default: str
+    description: str
+    report: bool = False  # sent as ParameterStatus at startup and when it changes
+    read_only: bool = False
+    choices: tuple[str, ...] = ()  # lower case; empty: any value
+
+
+def _vars() -> dict[str, _Var]:
+    defs = [
+        _Var("application_name", "", "Sets the application name.", report=True),
+        _Var("client_encoding", "UTF8", "The client's character set.", True, False, ("utf8",)),
+        _Var("DateStyle", "ISO, MDY", "The display format for dates.", True),
+        _Var("TimeZone", "UTC", "The time zone of timestamps.", True),
+        _Var(
+            "IntervalStyle",
+            "postgres",
+            "The display format for intervals.",
+            True,
+            False,
+            ("postgres",),
+        ),
+        _Var("integer_datetimes", "on", "Datetimes are integers.", True, True),
+        _Var(
+            "standard_conforming_strings",
+            "on",
+            "'...' strings treat backslashes literally.",
+            True,
+            False,
+            ("on", "true"),
+        ),
+        _Var("server_version", SERVER_VERSION, "The server's version.", True, True),
+        _Var("server_version_num", "90500", "The server's version as a number.", False, True),
+        _Var("server_encoding", "UTF8", "The server's character set.", True, True),
+        _Var("is_superuser", "off", "Whether the user is a superuser.", True, True),
+        _Var("session_authorization", "materialize", "The session's user.", True, True),
+        _Var("default_transaction_read_only", "off", "New transactions are read-only.", True, True),
+        _Var("in_hot_standby", "off", "Whether the server is a standby.", True, True),
+        _Var("mz_version", mz_version(), "Materialize's version.", True, True),
+        _Var("search_path", "public", "The schemas names are looked up in."),
+        _Var("extra_float_digits", "3", "Digits of float output."),
+        _Var("cluster", "quickstart", "The cluster that runs queries and dataflows."),
+        _Var("cluster_replica", "", "The replica queries go to."),
+        _Var("database", "materialize", "The session's database."),
+        _Var(
+            "transaction_isolation",
+            "strict serializable",
+            "The isolation level.",
+            False,
+            False,
+            ("strict serializable", "serializable"),
+        ),
+        _Var("statement_timeout", "0", "The longest a statement may run (0: no limit)."),
+        _Var(
+            "idle_in_transaction_session_timeout",
+            "120000",
+            "The longest a session may idle inside a transaction block (0: no limit).",
+        ),
+        _Var("idle_session_timeout", "0", "The longest a session may idle (0: no limit)."),
+        _Var("client_min_messages", "notice", "The least severe message sent to the client."),
+        _Var("welcome_message", "on", "Whether to send a notice on connect."),
+        _Var("auto_route_catalog_queries", "on", "Catalog queries go to the catalog cluster."),
+        _Var("current_object_missing_warnings", "on", "Warn when the session's objects are gone."),
+        _Var("max_query_result_size", "1GB", "The largest result a query may return."),
+        _Var("emit_timestamp_notice", "off", "Send a query's timestamp as a notice."),
+        _Var("real_time_recency", "off", "Read sources at their upstream's latest."),
+        _Var("sql_safe_updates", "off", "Refuse UPDATE and DELETE without WHERE."),
+        _Var("lc_messages", "C", "The language of messages."),
+        _Var("bytea_output", "hex", "The output format of bytea."),
+        _Var("transaction_read_only", "off", "Whether the transaction is read-only.", False, True),
+        _Var("max_identifier_length", "255", "The longest identifier.", False, True),
+    ]
+    return {v.name.lower(): v for v in defs}
+
+
+_VARS = _vars()
+_ISOLATIONS = {
+    "strict serializable": "strict serializable",
+    "serializable": "serializable",
+    "strong session serializable": "strict serializable",
+    "repeatable read": "serializable",
+    "read committed": "serializable",
+    "read uncommitted": "serializable",
+}
+_UTC = ("utc", "gmt", "etc/utc", "etc/gmt", "z", "zulu", "+00:00", "00:00", "+00", "0", "universal")
+
+
+def _duration_ms(text: str) -> int:
+    t = text.strip().lower()
+    if t in ("0", "", "off", "default"):
+        return 0
+    if t.isdigit():
+        return int(t)
+    from tidegate.spec.sql import parse_interval_ms
+
+    try:
+        return parse_interval_ms(t)
+    except ValueError as e:
+        raise InvalidParameterValue(str(e)) from None
+
+
+def _check_value(var: _Var, value: str) -> str:
+    low = value.strip().lower()
+    name = var.name.lower()
+    if name == "client_encoding":
+        if low.replace("-", "").replace("_", "") not in ("utf8", "unicode"):
+            raise InvalidParameterValue(
+                f'invalid value for parameter "client_encoding": "{value}"',
+                hint="tidegate speaks UTF8 only",
+            )
+        return "UTF8"
+    if name == "timezone":
+        if low not in _UTC:
+            raise InvalidParameterValue(
+                f'invalid value for parameter "TimeZone": "{value}"',
+                hint="tidegate's timestamps are in UTC: only UTC is accepted",
+            )
+        return "UTC"
+    if name == "datestyle":
+        if "iso" not in low and low not in ("mdy", "us"):
+            raise InvalidParameterValue(
+                f'invalid value for parameter "DateStyle": "{value}"',
+                hint="only the ISO date style is supported",
+            )
+        return "ISO, MDY"
+    if name == "transaction_isolation":
+        found = _ISOLATIONS.get(low)
+        if found is None:
+            raise InvalidParameterValue(
+                f'invalid value for parameter "transaction_isolation": "{value}"'
+            )
+        return found
+    if name == "extra_float_digits":
+        try:
+            n = int(low)
+        except ValueError:
+            raise InvalidParameterValue(
+                'parameter "extra_float_digits" requires a numeric value'
+            ) from None
+        if not -15 <= n <= 3:
+            raise InvalidParameterValue(
+                f'{n} is outside the valid range for parameter "extra_float_digits" (-15 .. 3)'
+            )
+        return str(n)
+    if name in ("statement_timeout", "idle_in_transaction_session_timeout", "idle_session_timeout"):
+        return str(_duration_ms(value))
+    if var.choices and low not in var.choices:
+        raise InvalidParameterValue(
+            f'invalid value for parameter "{var.name}": "{value}"',
+            hint=f"expected one of: {', '.join(var.choices)}",
+        )
+    if name == "search_path":
+        return ", ".join(p.strip() for p in value.split(","))
+    return value
+
+
+# -- results -------------------------------------------------------------------------------------
+
+
+@dataclass
+class RowStream:
+    """Rows that keep coming (a ``SUBSCRIBE``): ``columns`` and their ``pg_types``, then
+    ``batches()`` until the subscription ends, fails or :meth:`aclose` is called."""
+
+    columns: tuple[str, ...]
+    pg_types: tuple[T.PgType, ...]
+    batches: AsyncIterator[list[Row]]
+    close: Any = None
+    tag: str = "SUBSCRIBE"
+
+    async def aclose(self) -> None:
+        if self.close is not None:
+            close, self.close = self.close, None
+            await close()
+
+
+@dataclass
+class CopyOut:
+    """``COPY ... TO STDOUT``: the rows in ``options``' format, all at once (``rows``) or as a
+    stream (``stream``: a subscription)."""
+
+    columns: tuple[str, ...]
+    pg_types: tuple[T.PgType, ...]
+    options: S.CopyOptions
+    rows: list[Row] | None = None
+    stream: RowStream | None = None
+
+
+@dataclass
+class CopyIn:
+    """``COPY t FROM STDIN``: the session waits for the data (:meth:`SqlSession.copy_in`)."""
+
+    table: str
+    columns: tuple[str, ...]
+    types: tuple[ColumnType, ...]
+    options: S.CopyOptions
+    all_columns: tuple[str, ...] = ()
+
+
+Outcome = SqlResult | RowStream | CopyOut | CopyIn
+
+
+@dataclass
+class Described:
+    """What a prepared statement takes and answers: parameter types, and the columns it
+    answers (``None``: no rows, NoData)."""
+
+    params: tuple[T.PgType, ...]
+    columns: tuple[str, ...] | None
+    pg_types: tuple[T.PgType, ...] = ()
+
+
+@dataclass
+class Prepared:
+    """A statement prepared once (``Parse``), run many times."""
+
+    sql: str
+    classified: Any
+    statement: Statement | None
+    params: tuple[T.PgType, ...]
+    described: Described | None = None
+    catalog_key: object = None
+
+    @property
+    def empty(self) -> bool:
+        return not self.sql.strip()
+
+
+@dataclass
+class _Transaction:
+    explicit: bool
+    read_only: bool = False
+    kind: str | None = None  # None, "read", "write", "ddl"
+    read_ts: int | None = None
+    writes: list[tuple[Any, list[tuple[Row, int]]]] = field(default_factory=list)
+    failed: bool = False
+
+
+@dataclass
+class _Cursor:
+    name: str
+    columns: tuple[str, ...]
+    pg_types: tuple[T.PgType, ...]
+    rows: list[Row] | None = None  # a query's rows, read at DECLARE
+    stream: RowStream | None = None
+    buffered: list[Row] = field(default_factory=list)
+    done: bool = False
+
+
+_NUMERIC_TS = T.NUMERIC
+_MZ_COLUMNS = ("mz_timestamp", "mz_diff")
+
+
+def _unsupported_tx(word: str) -> ActiveSqlTransaction:
+    return ActiveSqlTransaction(f"{word} cannot be run inside a transaction block")
+
+
+def _statement_word(stmt: Statement) -> str:
+    names = {
+        CreateTableStmt: "CREATE TABLE",
+        CreateViewStmt: "CREATE VIEW",
+        CreateIndexStmt: "CREATE INDEX",
+        CreateSourceStmt: "CREATE SOURCE",
+        CreateSinkStmt: "CREATE SINK",
+        DropStmt: "DROP",
+        UpdateStmt: "UPDATE",
+        DeleteStmt: "DELETE",
+        CopyToStmt: "COPY",
+    }
+    return names.get(type(stmt), type(stmt).__name__.removesuffix("Stmt").upper())
+
+
+class SqlSession:
+    """One client's session over ``env`` (see the module docstring)."""
+
+    _next_pid = 1000
+
+    def __init__(
+        self,
+        env: Environment,
+        *,
+        user: str = "materialize",
+        database: str = "materialize",
+        options: Mapping[str, str] | None = None,
+        engine: CatalogEngine | None = None,
+        pid: int | None = None,
+    ) -> None:
+        self.env = env
+        self.user = user
+        self.database = database
+        if pid is None:
+            SqlSession._next_pid += 1
+            pid = SqlSession._next_pid
+        self.pid = pid
+        self.engine = engine if engine is not None else _shared_engine(env)
+        self._values: dict[str, str] = {k: v.default for k, v in _VARS.items()}
+        self._values["session_authorization"] = user
+        self._values["database"] = database
+        self.changed: list[tuple[str, str]] = []
+        """Reported variables changed since the driver last looked (ParameterStatus)."""
+        self.notices: list[tuple[str, str]] = []
+        """``(severity, message)`` notices since the driver last looked."""
+        self._tx: _Transaction | None = None
+        self._cursors: dict[str, _Cursor] = {}
+        self._progress_flag = False
+        for name, value in (options or {}).items():
+            self._set(name, value, at_startup=True)
+        self.changed.clear()
+
+    # -- variables ------------------------------------------------------------------------------
+
+    def reported(self) -> list[tuple[str, str]]:
+        """The variables a server reports at startup (``ParameterStatus``), as PostgreSQL names
+        them."""
+        return [(v.name, self._values[k]) for k, v in _VARS.items() if v.report]
+
+    def var(self, name: str) -> str:
+        """A variable's value [UndefinedParameter]."""
+        key = name.lower()
+        if key not in _VARS:
+            raise UndefinedParameter(f'unrecognized configuration parameter "{name}"')
+        if key == "transaction_read_only":
+            return "on" if self._tx is not None and self._tx.read_only else "off"
+        return self._values[key]
+
+    def timeout_ms(self, name: str) -> int:
+        return int(self._values.get(name, "0") or 0)
+
+    def _set(self, name: str, value: str | None, *, at_startup: bool = False) -> None:
+        key = name.lower()
+        if key == "time zone":
+            key = "timezone"
+        var = _VARS.get(key)
+        if var is None:
+            if at_startup:
+                return  # PostgreSQL refuses; Materialize ignores unknown startup options
+            raise UndefinedParameter(f'unrecognized configuration parameter "{name}"')
+        if var.read_only and not (at_startup and key == "session_authorization"):
+            if value is not None and value == self._values[key]:
+                return
+            raise InvalidParameterValue(
+                f'parameter "{var.name}" cannot be changed', sqlstate="55P02"
+            )
+        new = var.default if value is None else _check_value(var, value)
+        if key == "cluster" and new not in self._clusters():
+            self.notices.append(("NOTICE", f'cluster "{new}" does not exist'))
+        if new != self._values[key] and var.report:
+            self.changed.append((var.name, new))
+        self._values[key] = new
+
+    def _clusters(self) -> tuple[str, ...]:
+        return ("quickstart",)
+
+    # -- status ---------------------------------------------------------------------------------
+
+    @property
+    def transaction_status(self) -> str:
+        """``I`` idle, ``T`` in a transaction block, ``E`` in a failed one."""
+        if self._tx is None or not self._tx.explicit:
+            return "I"
+        return "E" if self._tx.failed else "T"
+
+    def fail(self) -> None:
+        """A statement of this session failed: an explicit transaction is aborted."""
+        if self._tx is not None:
+            if self._tx.explicit:
+                self._tx.failed = True
+            else:
+                self._tx = None
+
+    def names(self) -> S.Names:
+        state = self.env.state
+        collections = frozenset(e.name for e in state.system_collections)
+        return S.Names(
+            self.database,
+            "public",
+            self._clusters(),
+            relation_names() - collections,
+        )
+
+    # -- preparing ------------------------------------------------------------------------------
+
+    def prepare(self, sql: str, param_oids: Sequence[int] = ()) -> Prepared:
+        """Parse ``sql`` (one statement) [SqlError]; ``param_oids`` fix parameter types (0:
+        inferred from the statement)."""
+        statements = split_statements(sql)
+        if len(statements) > 1:
+            raise _multi(sql)
+        if not statements:
+            return Prepared(sql, None, None, tuple(_declared(param_oids)))
+        text = statements[0][0]
+        classified = S.classify(text, self.names())
+        statement: Statement | None = None
+        if isinstance(classified, S.Passthrough):
+            rewritten = self._constants_in(classified)
+            try:
+                statement = parse_one(rewritten)
+            except SqlError as e:
+                raise e.located(text) from None
+        count = _placeholder_count(text)
+        declared = list(_declared(param_oids))
+        if count > len(declared):
+            declared += [None] * (count - len(declared))
+        if any(t is None for t in declared):
+            inferred = _infer_params(statement, EnvCatalog(self.env), len(declared))
+            declared = [d if d is not None else inferred[i] for i, d in enumerate(declared)]
+        params = tuple(t if t is not None else T.TEXT for t in declared)
+        return Prepared(text, classified, statement, params)
+
+    def _constants_in(self, passthrough: S.Passthrough) -> str:
+        if not passthrough.functions:
+            return passthrough.sql
+        now = _dt.datetime.now(_dt.UTC).replace(tzinfo=None)
+        values = {
+            "current_database": _quote(self.database),
+            "current_catalog": _quote(self.database),
+            "current_schema": _quote("public"),
+            "current_user": _quote(self.user),
+            "session_user": _quote(self.user),
+            "current_role": _quote(self.user),
+            "user": _quote(self.user),
+            "version": _quote(server_version()),
+            "mz_version": _quote(mz_version()),
+            "pg_backend_pid": str(self.pid),
+            "now": f"CAST({_quote(now.isoformat(sep=' '))} AS TIMESTAMP)",
+            "current_timestamp": f"CAST({_quote(now.isoformat(sep=' '))} AS TIMESTAMP)",
+            "mz_now": str(self._now_ms()),
+        }
+        used = {k: v for k, v in values.items() if k in passthrough.functions}
+        return S.substitute_functions(passthrough.sql, used) if used else passthrough.sql
+
+    def _now_ms(self) -> int:
+        oracle = getattr(self.env, "oracle", None)
+        if oracle is not None:
+            try:
+                return int(oracle.read_ts())
+            except Exception:  # an oracle that cannot answer now: the wall clock
+                pass
+        return int(time.time() * 1000)
+
+    async def describe(self, prepared: Prepared) -> Described:
+        """Parameter types and result columns of ``prepared``, without running it."""
+        if prepared.described is not None:
+            return prepared.described
+        cols: tuple[str, ...] | None = None
+        types: tuple[T.PgType, ...] = ()
+        c = prepared.classified
+        stmt = prepared.statement
+        if isinstance(c, S.CatalogQuery):
+            res = self._catalog(c.sql, [None] * len(prepared.params))
+            cols, types = res.columns, res.pg_types or ()
+        elif isinstance(c, S.Show):
+            cols, types = (
+                ((c.name,), (T.TEXT,))
+                if c.name != "all"
+                else (("name", "setting", "description"), (T.TEXT,) * 3)
+            )
+        elif isinstance(c, S.Fetch):
+            cursor = self._cursors.get(c.name)
+            if cursor is not None:
+                cols, types = cursor.columns, cursor.pg_types
+        elif isinstance(stmt, SelectStmt | SubscribeStmt):
+            dummies = [_dummy(t) for t in prepared.params]
+            low = lower_query(stmt.query, EnvCatalog(self.env), dummies, stmt.sql)
+            names, ctypes = low.names, tuple(T.for_scalar(t.scalar) for t in low.types)
+            if isinstance(stmt, SubscribeStmt):
+                names = (*_MZ_COLUMNS, *names)
+                ctypes = (_NUMERIC_TS, T.INT8, *ctypes)
+            cols, types = names, ctypes
+        elif stmt is not None and _is_text_result(stmt):
+            res = await self._run_parsed(stmt, [_dummy(t) for t in prepared.params], dry=True)
+            if isinstance(res, SqlResult) and res.columns:
+                cols = res.columns
+                types = res.pg_types or tuple(T.for_scalar(t.scalar) for t in res.types)
+        prepared.described = Described(prepared.params, cols, types)
+        return prepared.described
+
+    # -- running --------------------------------------------------------------------------------
+
+    async def run_script(self, sql: str, params: Sequence[Any] | None = None) -> list[SqlResult]:
+        """Every statement of ``sql`` (the simple query protocol without a wire): each one's
+        result; a stream answers its first batch. Stops at the first error."""
+        statements = split_statements(sql)
+        if params and len(statements) > 1:
+            raise SqlError("parameters need exactly one statement")
+        out: list[SqlResult] = []
+        for text, _offset in statements:
+            try:
+                prepared = self.prepare(text)
+                outcome = await self.execute(prepared, list(params or ()))
+                out.append(await _collect(self, outcome))
+            except SqlError as e:
+                self.fail()
+                raise e.located(text) from None
+            except Exception:
+                self.fail()
+                raise
+        return out
+
+    async def execute(self, prepared: Prepared, params: Sequence[Any]) -> Outcome:
+        """Run ``prepared`` with ``params`` (Python values) [SqlError and the runtime's errors;
+        the caller calls :meth:`fail` on an error]."""
+        if prepared.empty:
+            return SqlResult("EMPTY")
+        c = prepared.classified
+        tx = self._tx
+        if tx is not None and tx.failed and not isinstance(c, S.Commit | S.Rollback):
+            raise InFailedSqlTransaction()
+        if isinstance(c, S.Begin | S.Commit | S.Rollback | S.SetTransaction):
+            return await self._transaction_statement(c)
+        if isinstance(c, S.SetVariable):
+            self._set(c.name, c.value)
+            return SqlResult("SET")
+        if isinstance(c, S.Reset):
+            if c.name is None:
+                for k, v in _VARS.items():
+                    if not v.read_only and self._values[k] != v.default:
+                        self._set(k, None)
+            else:
+                self._set(c.name, None)
+            return SqlResult("RESET")
+        if isinstance(c, S.Show):
+            return self._show(c.name)
+        if isinstance(c, S.Noop):
+            if c.notice:
+                self.notices.append(("NOTICE", c.notice))
+            return SqlResult(c.tag)
+        if isinstance(c, S.Discard):
+            if c.what == "all":
+                if self._tx is not None and self._tx.explicit:
+                    raise _unsupported_tx("DISCARD ALL")
+                self._cursors.clear()
+                for k, v in _VARS.items():
+                    if not v.read_only:
+                        self._values[k] = v.default
+                return SqlResult("DISCARD ALL")
+            if c.what == "deallocate":
+                return SqlResult("DEALLOCATE ALL" if c.name is None else "DEALLOCATE")
+            return SqlResult(f"DISCARD {c.what.upper()}")
+        if isinstance(c, S.CatalogQuery):
+            return self._catalog(c.sql, list(params))
+        if isinstance(c, S.Declare):
+            return await self._declare(c, params)
+        if isinstance(c, S.Fetch):
+            return await self._fetch(c)
+        if isinstance(c, S.Close):
+            if c.name is None:
+                for cur in self._cursors.values():
+                    if cur.stream is not None:
+                        await cur.stream.aclose()
+                self._cursors.clear()
+            else:
+                cur = self._cursors.pop(c.name, None)
+                if cur is None:
+                    raise InvalidCursorName(f'cursor "{c.name}" does not exist')
+                if cur.stream is not None:
+                    await cur.stream.aclose()
+            return SqlResult("CLOSE CURSOR")
+        if isinstance(c, S.CopyTo):
+            return await self._copy_to(c, params)
+        if isinstance(c, S.CopyFrom):
+            return self._copy_from(c)
+        stmt = prepared.statement
+        assert stmt is not None
+        self._progress_flag = _progress(prepared)
+        return await self._run_parsed(stmt, list(params))
+
+    async def _transaction_statement(self, c: Any) -> SqlResult:
+        tx = self._tx
+        if isinstance(c, S.Begin):
+            if tx is not None and tx.explicit:
+                self.notices.append(("WARNING", "there is already a transaction in progress"))
+                return SqlResult("BEGIN")
+            if c.isolation is not None:
+                _check_value(_VARS["transaction_isolation"], c.isolation)
+            self._tx = _Transaction(True, read_only=c.read_only)
+            return SqlResult("BEGIN")
+        if isinstance(c, S.SetTransaction):
+            if c.isolation is not None:
+                value = _check_value(_VARS["transaction_isolation"], c.isolation)
+                if c.session or tx is None:
+                    self._values["transaction_isolation"] = value
+            if c.read_only is not None and tx is not None and tx.explicit:
+                if tx.kind is not None:
+                    raise InvalidTransactionState(
+                        "transaction read-write mode must be set before any query"
+                    )
+                tx.read_only = c.read_only
+            return SqlResult("SET")
+        if isinstance(c, S.Rollback):
+            if tx is None or not tx.explicit:
+                self.notices.append(("WARNING", "there is no transaction in progress"))
+            await self._close_cursors()
+            self._tx = None
+            return SqlResult("ROLLBACK")
+        # COMMIT
+        if tx is None or not tx.explicit:
+            self.notices.append(("WARNING", "there is no transaction in progress"))
+            return SqlResult("COMMIT")
+        self._tx = None
+        await self._close_cursors()
+        if tx.failed:
+            return SqlResult("ROLLBACK")
+        if tx.writes:
+            await self.env.append_many(tx.writes)
+        return SqlResult("COMMIT")
+
+    async def _close_cursors(self) -> None:
+        for cur in self._cursors.values():
+            if cur.stream is not None:
+                await cur.stream.aclose()
+        self._cursors.clear()
+
+    def _show(self, name: str) -> SqlResult:
+        if name == "all":
+            rows: list[Row] = [
+                (v.name, self.var(k), v.description) for k, v in sorted(_VARS.items())
+            ]
+            return _text_rows(("name", "setting", "description"), rows, "SHOW")
+        value = self.var(name)
+        return _text_rows((name,), [(value,)], "SHOW")
+
+    # -- the system catalog ---------------------------------------------------------------------
+
+    def _catalog(self, sql: str, params: Sequence[Any]) -> SqlResult:
+        state = self.env.state
+        replicas = tuple((r.name, r.executor, True) for r in state.replicas)
+        key = (id(state), replicas, self.user)
+        constants = SessionConstants(
+            self.user,
+            self.database,
+            "public",
+            server_version(),
+            mz_version(),
+            self.pid,
+            {k: self._values[k] for k in _VARS},
+            self._now_ms(),
+        )
+        result = self.engine.query(sql, key, lambda: self._snapshot(replicas), constants, params)
+        rows = result.rows
+        return SqlResult(
+            f"SELECT {len(rows)}",
+            result.columns,
+            tuple(ColumnType(t.scalar or ScalarType.STRING, True) for t in result.types),
+            rows,
+            pg_types=result.types,
+        )
+
+    def _snapshot(self, replicas: tuple[tuple[str, str, bool], ...]) -> Snapshot:
+        env = self.env
+        state = env.state
+        cat = EnvCatalog(env)
+        items = tuple(cat.items())
+        definitions = {str(gid): text for gid, text in state.definitions}
+        system = frozenset(str(e.id) for e in state.system_collections)
+        return Snapshot(
+            items,
+            definitions,
+            (ClusterInfo("u1", "quickstart", replicas),),
+            self.user,
+            self.database,
+            "public",
+            system,
+        )
+
+    # -- statements of the front end ------------------------------------------------------------
+
+    async def _run_parsed(self, stmt: Statement, params: list[Any], dry: bool = False) -> Outcome:
+        tx = self._tx
+        explicit = tx is not None and tx.explicit
+        if isinstance(stmt, SubscribeStmt) and not dry:
+            if explicit:
+                raise InvalidTransactionState(
+                    "SUBSCRIBE in transactions must be the only read statement",
+                    hint="use DECLARE c CURSOR FOR SUBSCRIBE ... and FETCH from it",
+                )
+            return await self._subscribe(stmt, params, self._progress_flag)
+        if not explicit or dry:
+            return await run_statement(self.env, stmt, params)
+        assert tx is not None
+        if isinstance(stmt, SelectStmt):
+            if tx.kind == "write":
+                raise InvalidTransactionState("transaction in write-only mode")
+            tx.kind = "read"
+            if stmt.as_of is None:
+                stmt = replace(stmt, as_of=await self._read_ts(stmt, params))
+            return await run_statement(self.env, stmt, params)
+        if isinstance(stmt, InsertStmt):
+            if tx.kind == "read" or tx.read_only:
+                raise ReadOnlySqlTransaction("transaction in read-only mode")
+            table, updates, status = await plan_write(self.env, EnvCatalog(self.env), stmt, params)
+            if tx.writes and tx.writes[0][0] != table:
+                raise InvalidTransactionState(
+                    "write transactions only support writes to a single table"
+                )
+            tx.kind = "write"
+            if updates:
+                if tx.writes:
+                    tx.writes[0][1].extend(updates)
+                else:
+                    tx.writes.append((table, list(updates)))
+            return SqlResult(status)
+        if isinstance(stmt, UpdateStmt | DeleteStmt):
+            raise _unsupported_tx(_statement_word(stmt))
+        if _is_text_result(stmt):
+            return await run_statement(self.env, stmt, params)
+        # DDL: at once, and only before the block has read or written
+        if tx.kind in ("read", "write") or tx.read_only:
+            raise _unsupported_tx(_statement_word(stmt))
+        tx.kind = "ddl"
+        return await run_statement(self.env, stmt, params)
+
+    async def _read_ts(self, stmt: SelectStmt, params: list[Any]) -> int:
+        """The transaction's read timestamp: chosen by its first read (every object it reads
+        complete there, every acknowledged write visible)."""
+        tx = self._tx
+        assert tx is not None
+        if tx.read_ts is None:
+            from tidegate.spec.plan.typecheck import gets
+
+            low = lower_query(stmt.query, EnvCatalog(self.env), params, stmt.sql)
+            ids = sorted(gets(low.plan))
+            times = [await self.env.freshest(g) for g in ids]
+            tx.read_ts = max(times) if times else self._now_ms()
+        return tx.read_ts
+
+    async def _subscribe(
+        self, stmt: SubscribeStmt, params: list[Any], progress: bool = False
+    ) -> RowStream:
+        low = lower_query(stmt.query, EnvCatalog(self.env), params, stmt.sql)
+        sub = await self.env.subscribe(low.relation(), stmt.as_of)
+        columns: tuple[str, ...] = (*_MZ_COLUMNS, *low.names)
+        types = (_NUMERIC_TS, T.INT8, *(T.for_scalar(t.scalar) for t in low.types))
+        if progress:
+            columns = ("mz_timestamp", "mz_progressed", "mz_diff", *low.names)
+            types = (_NUMERIC_TS, T.BOOL, T.INT8, *types[2:])
+        width = len(low.names)
+
+        async def batches() -> AsyncIterator[list[Row]]:
+            async for batch in sub:
+                if batch.error is not None:
+                    raise SqlError(f"subscribe failed: {batch.error}")
+                rows: list[Row] = []
+                for t, row, diff in sorted(batch.updates, key=lambda u: u[0]):
+                    if progress:
+                        rows.append((int(t), False, int(diff), *row))
+                    else:
+                        rows.append((int(t), int(diff), *row))
+                if progress and batch.upper.elements:
+                    rows.append((int(batch.upper.elements[0]), True, None, *([None] * width)))
+                yield rows
+
+        return RowStream(columns, types, batches(), sub.aclose)
+
+    # -- cursors --------------------------------------------------------------------------------
+
+    async def _declare(self, c: S.Declare, params: Sequence[Any]) -> SqlResult:
+        tx = self._tx
+        if tx is None or not tx.explicit:
+            raise NoActiveSqlTransaction("DECLARE CURSOR can only be used in transaction blocks")
+        if c.name in self._cursors:
+            raise InvalidCursorName(f'cursor "{c.name}" already exists', sqlstate="42P03")
+        inner = self.prepare(c.body)
+        stmt = inner.statement
+        if stmt is None and isinstance(inner.classified, S.Passthrough):
+            raise UnsupportedSql("DECLARE of this statement")
+        if isinstance(stmt, SubscribeStmt):
+            if tx.kind in ("read", "write"):
+                raise InvalidTransactionState(
+                    "SUBSCRIBE in transactions must be the only read statement"
+                )
+            tx.kind = "read"
+            stream = await self._subscribe(stmt, list(params), _progress(inner))
+            self._cursors[c.name] = _Cursor(c.name, stream.columns, stream.pg_types, stream=stream)
+            return SqlResult("DECLARE CURSOR")
+        outcome = await self.execute(inner, params)
+        if not isinstance(outcome, SqlResult) or not outcome.columns:
+            raise UnsupportedSql("DECLARE of a statement that answers no rows")
+        types = outcome.pg_types or tuple(T.for_scalar(t.scalar) for t in outcome.types)
+        self._cursors[c.name] = _Cursor(c.name, outcome.columns, types, rows=list(outcome.rows))
+        return SqlResult("DECLARE CURSOR")
+
+    async def _fetch(self, c: S.Fetch) -> SqlResult:
+        cur = self._cursors.get(c.name)
+        if cur is None:
+            raise InvalidCursorName(f'cursor "{c.name}" does not exist')
+        want = c.count
+        out: list[Row] = []
+        if cur.rows is not None:
+            n = len(cur.rows) if want is None else want
+            out, cur.rows = cur.rows[:n], cur.rows[n:]
+        else:
+            assert cur.stream is not None
+            out = await self._fetch_stream(cur, want, c.timeout_ms)
+        return SqlResult(
+            f"FETCH {len(out)}",
+            cur.columns,
+            tuple(ColumnType(t.scalar or ScalarType.STRING, True) for t in cur.pg_types),
+            out,
+            pg_types=cur.pg_types,
+        )
+
+    async def _fetch_stream(
+        self, cur: _Cursor, want: int | None, timeout_ms: int | None
+    ) -> list[Row]:
+        """Rows of a subscription: what is buffered, else wait for a batch with rows (at most
+        ``timeout_ms``; without one, until at least one row comes)."""
+        assert cur.stream is not None
+        it = cur.stream.batches
+        if not cur.buffered and not cur.done:
+            deadline = None if timeout_ms is None else anyio.current_time() + timeout_ms / 1000
+            while not cur.buffered:
+                try:
+                    if deadline is None:
+                        batch = await anext(it)
+                    else:
+                        left = deadline - anyio.current_time()
+                        if left <= 0:
+                            break
+                        with anyio.move_on_after(left) as scope:
+                            batch = await anext(it)
+                        if scope.cancelled_caught:
+                            break
+                except StopAsyncIteration:
+                    cur.done = True
+                    break
+                cur.buffered.extend(batch)
+                if timeout_ms == 0:
+                    break
+        n = len(cur.buffered) if want is None else want
+        out, cur.buffered = cur.buffered[:n], cur.buffered[n:]
+        return out
+
+    # -- COPY -----------------------------------------------------------------------------------
+
+    async def _copy_to(self, c: S.CopyTo, params: Sequence[Any]) -> CopyOut:
+        inner = self.prepare(c.body)
+        stmt = inner.statement
+        if isinstance(stmt, SubscribeStmt):
+            if self._tx is not None and self._tx.explicit:
+                raise InvalidTransactionState(
+                    "SUBSCRIBE in transactions must be the only read statement"
+                )
+            stream = await self._subscribe(stmt, list(params), _progress(inner))
+            return CopyOut(stream.columns, stream.pg_types, c.options, stream=stream)
+        outcome = await self.execute(inner, params)
+        if not isinstance(outcome, SqlResult) or not outcome.columns:
+            raise UnsupportedSql("COPY of a statement that answers no rows")
+        types = outcome.pg_types or tuple(T.for_scalar(t.scalar) for t in outcome.types)
+        return CopyOut(outcome.columns, types, c.options, rows=list(outcome.rows))
+
+    def _copy_from(self, c: S.CopyFrom) -> CopyIn:
+        tx = self._tx
+        if tx is not None and tx.explicit and (tx.kind == "read" or tx.read_only):
+            raise ReadOnlySqlTransaction("transaction in read-only mode")
+        cat = EnvCatalog(self.env)
+        item = cat.resolve(c.table)
+        if item is None:
+            from tidegate.spec.errors import UndefinedObject
+
+            raise UndefinedObject(f'relation "{c.table}" does not exist')
+        if item.kind != "table":
+            from tidegate.spec.errors import WrongObjectType
+
+            raise WrongObjectType(f'cannot copy to "{c.table}": it is not a table')
+        names = tuple(col.name for col in item.schema.columns)
+        columns = c.columns if c.columns is not None else names
+        for name in columns:
+            if name not in names:
+                from tidegate.spec.errors import UndefinedColumn
+
+                raise UndefinedColumn(f'column "{name}" of relation "{c.table}" does not exist')
+        types = tuple(item.schema.columns[names.index(n)].type for n in columns)
+        return CopyIn(c.table, columns, types, c.options, names)
+
+    async def copy_in(self, copy: CopyIn, data: bytes) -> SqlResult:
+        """Append the rows of ``data`` (what the client sent) to ``copy.table`` at one
+        timestamp [InvalidTextRepresentation: nothing is appended]."""
+        rows = parse_copy_rows(copy, data)
+        cat = EnvCatalog(self.env)
+        item = cat.resolve(copy.table)
+        assert item is not None
+        tx = self._tx
+        if tx is not None and tx.explicit:
+            if tx.writes and tx.writes[0][0] != item.id:
+                raise InvalidTransactionState(
+                    "write transactions only support writes to a single table"
+                )
+            tx.kind = "write"
+            if tx.writes:
+                tx.writes[0][1].extend((r, 1) for r in rows)
+            else:
+                tx.writes.append((item.id, [(r, 1) for r in rows]))
+            return SqlResult(f"COPY {len(rows)}")
+        if rows:
+            ts = await self.env.append_many([(item.id, rows)])
+            return SqlResult(f"COPY {len(rows)}", time=ts)
+        return SqlResult("COPY 0")
+
+
+def _multi(sql: str) -> SqlError:
+    e = SqlError("cannot insert multiple commands into a prepared statement", sql=sql)
+    e.sqlstate = "42601"
+    return e
+
+
+def _progress(prepared: Prepared) -> bool:
+    """Whether a ``SUBSCRIBE`` asked for ``WITH (PROGRESS)``."""
+    c = prepared.classified
+    return isinstance(c, S.Passthrough) and c.progress
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _text_rows(columns: tuple[str, ...], rows: list[Row], status: str) -> SqlResult:
+    return SqlResult(
+        status,
+        columns,
+        tuple(ColumnType(ScalarType.STRING, False) for _ in columns),
+        rows,
+    )
+
+
+def _is_text_result(stmt: Statement) -> bool:
+    from tidegate.spec.sql import ExplainStmt, ShowColumnsStmt, ShowCreateStmt, ShowStmt
+
+    return isinstance(stmt, ExplainStmt | ShowStmt | ShowColumnsStmt | ShowCreateStmt)
+
+
+def _declared(oids: Sequence[int]) -> list[T.PgType | None]:
+    out: list[T.PgType | None] = []
+    for oid in oids:
+        if oid == 0:
+            out.append(None)
+            continue
+        t = T.by_oid(oid)
+        if t is None:
+            from tidegate.spec.errors import UndefinedObject
+
+            err = UndefinedObject(f"type with OID {oid} does not exist")
+            err.sqlstate = "42704"
+            raise err
+        out.append(t if t is not T.UNKNOWN else None)
+    return out
+
+
+def _placeholder_count(text: str) -> int:
+    import re
+
+    found = [int(m) for m in re.findall(r"\$(\d+)", _strip_strings(text))]
+    return max(found, default=0)
+
+
+def _strip_strings(text: str) -> str:
+    import re
+
+    return re.sub(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"", "", text)
+
+
+def _dummy(t: T.PgType) -> Any:
+    """A value of type ``t`` to describe a statement with (None for text: an untyped NULL
+    takes whatever type its place needs)."""
+    scalar = t.scalar
+    if scalar is None or scalar is ScalarType.STRING:
+        return None
+    return {
+        ScalarType.INT64: 0,
+        ScalarType.FLOAT64: 0.0,
+        ScalarType.BOOL: False,
+        ScalarType.DATE: _dt.date(2000, 1, 1),
+        ScalarType.TIMESTAMP: _dt.datetime(2000, 1, 1),
+    }[scalar]
+
+
+def _infer_params(stmt: Statement | None, cat: EnvCatalog, n: int) -> list[T.PgType | None]:
+    """The types of ``$1..$n`` from where they stand: compared with or assigned to a column,
+    in a ``LIMIT``, cast to a type; None where nothing says (text is assumed then)."""
+    from sqlglot import exp
+
+    from tidegate.spec.sql.lower import sql_type
+
+    out: list[T.PgType | None] = [None] * n
+    if stmt is None or n == 0:
+        return out
+    trees: list[Any] = []
+    target: Any = None
+    for attr in ("query", "source", "where"):
+        node = getattr(stmt, attr, None)
+        if node is not None:
+            trees.append(node)
+    if isinstance(stmt, UpdateStmt):
+        trees += [e for _c, e in stmt.assignments]
+    if isinstance(stmt, InsertStmt | UpdateStmt | DeleteStmt):
+        target = cat.resolve(stmt.table)
+    tables: dict[str, Any] = {}
+    if target is not None:
+        tables[target.name] = target
+    for tree in trees:
+        for t in tree.find_all(exp.Table):
+            item = cat.resolve(str(t.name).lower()) or cat.resolve(str(t.name))
+            if item is not None:
+                tables[str(t.alias_or_name).lower()] = item
+                tables[item.name] = item
+
+    def column_type(col: Any) -> T.PgType | None:
+        name = str(col.name).lower()
+        qual = str(col.table).lower() if col.table else None
+        candidates = [tables[qual]] if qual and qual in tables else list(tables.values())
+        for item in candidates:
+            for c in item.schema.columns:
+                if c.name.lower() == name:
+                    return T.for_scalar(c.type.scalar)
+        return None
+
+    def type_of(node: Any) -> T.PgType | None:
+        if isinstance(node, exp.Column):
+            return column_type(node)
+        if isinstance(node, exp.Cast):
+            try:
+                return T.for_scalar(sql_type(node.args.get("to")))
+            except SqlError:
+                return None
+        if isinstance(node, exp.Literal):
+            if node.is_string:
+                return T.TEXT
+            return T.FLOAT8 if any(ch in str(node.this) for ch in ".eE") else T.INT8
+        if isinstance(node, exp.Paren):
+            return type_of(node.this)
+        return None
+
+    def index_of(node: Any) -> int | None:
+        if isinstance(node, exp.Placeholder):
+            text = str(node.this or "")
+        elif isinstance(node, exp.Parameter):
+            text = node.sql(dialect="postgres").lstrip("$")
+        else:
+            return None
+        text = text.lstrip("$")
+        return int(text) - 1 if text.isdigit() and 0 < int(text) <= n else None
+
+    for tree in trees:
+        for node in tree.walk():
+            i = index_of(node)
+            if i is None or out[i] is not None:
+                continue
+            parent = node.parent
+            found: T.PgType | None = None
+            if isinstance(parent, exp.Cast):
+                found = type_of(parent)
+            elif isinstance(parent, exp.Binary | exp.Predicate) and not isinstance(
+                parent, exp.And | exp.Or
+            ):
+                other = parent.expression if parent.this is node else parent.this
+                found = type_of(other)
+                if isinstance(parent, exp.Like | exp.ILike):
+                    found = T.TEXT
+            elif isinstance(parent, exp.In):
+                found = type_of(parent.this)
+            elif isinstance(parent, exp.Limit | exp.Offset):
+                found = T.INT8
+            elif isinstance(parent, exp.Tuple) and isinstance(stmt, InsertStmt) and target:
+                pos = parent.expressions.index(node) if node in parent.expressions else -1
+                names = stmt.columns or tuple(c.name for c in target.schema.columns)
+                if 0 <= pos < len(names):
+                    col = next((c for c in target.schema.columns if c.name == names[pos]), None)
+                    if col is not None:
+                        found = T.for_scalar(col.type.scalar)
+            out[i] = found
+    if isinstance(stmt, UpdateStmt) and target is not None:
+        for col_name, e in stmt.assignments:
+            i = index_of(e)
+            if i is not None and out[i] is None:
+                col = next((c for c in target.schema.columns if c.name == col_name), None)
+                if col is not None:
+                    out[i] = T.for_scalar(col.type.scalar)
+    return out
+
+
+async def _collect(session: SqlSession, outcome: Outcome) -> SqlResult:
+    """An outcome as one result: a stream's first batch, a COPY's rows."""
+    if isinstance(outcome, SqlResult):
+        return outcome
+    if isinstance(outcome, RowStream):
+        try:
+            rows = await anext(outcome.batches, [])
+        finally:
+            await outcome.aclose()
+        return _stream_result(outcome, rows)
+    if isinstance(outcome, CopyOut):
+        if outcome.stream is not None:
+            try:
+                rows = await anext(outcome.stream.batches, [])
+            finally:
+                await outcome.stream.aclose()
+            return _stream_result(outcome.stream, rows)
+        rows = outcome.rows or []
+        return SqlResult(
+            f"COPY {len(rows)}",
+            outcome.columns,
+            tuple(ColumnType(t.scalar or ScalarType.STRING, True) for t in outcome.pg_types),
+            rows,
+            pg_types=outcome.pg_types,
+        )
+    raise UnsupportedSql("COPY FROM STDIN without a client that sends the data")
+
+
+def _stream_result(stream: RowStream, rows: list[Row]) -> SqlResult:
+    types = tuple(
+        ColumnType(ScalarType.INT64 if t is _NUMERIC_TS else (t.scalar or ScalarType.STRING), True)
+        for t in stream.pg_types
+    )
+    first_ts = next((int(r[0]) for r in rows), None)
+    return SqlResult(f"SUBSCRIBE {len(rows)}", stream.columns, types, rows, first_ts)
+
+
+# -- COPY data ----------------------------------------------------------------------------------
+
+
+def parse_copy_rows(copy: CopyIn, data: bytes) -> list[Row]:
+    """The rows of ``COPY FROM STDIN`` data in text or CSV format, in the table's column order
+    (left-out columns NULL) [InvalidTextRepresentation]."""
+    opts = copy.options
+    try:
+        text = data.decode()
+    except UnicodeDecodeError:
+        raise InvalidTextRepresentation(
+            "invalid byte sequence for encoding UTF8", sqlstate="22021"
+        ) from None
+    positions = [copy.all_columns.index(c) for c in copy.columns]
+    width = len(copy.all_columns)
+    fields_of = _csv_fields(text, opts) if opts.format == "csv" else _text_fields(text, opts)
+    out: list[Row] = []
+    types = copy.types
+    converters = [_converter(t) for t in types]
+    for line_no, fields in enumerate(fields_of, 1):
+        if line_no == 1 and opts.header:
+            continue
+        if len(fields) != len(positions):
+            raise InvalidTextRepresentation(
+                f"COPY {copy.table}, line {line_no}: expected {len(positions)} columns, "
+                f"got {len(fields)}",
+                sqlstate="22P04",
+            )
+        row: list[Any] = [None] * width
+        for i, (value, pos) in enumerate(zip(fields, positions, strict=True)):
+            if value is None:
+                if not types[i].nullable:
+                    err = InvalidTextRepresentation(
+                        f'null value in column "{copy.columns[i]}" violates not-null constraint',
+                        sqlstate="23502",
+                    )
+                    raise err
+                continue
+            try:
+                row[pos] = converters[i](value)
+            except InvalidTextRepresentation as e:
+                raise InvalidTextRepresentation(
+                    f"COPY {copy.table}, line {line_no}, column {copy.columns[i]}: {e.message}",
+                    sqlstate=e.sqlstate,
+                ) from None
+        out.append(tuple(row))
+    return out
+
+
+def _converter(t: ColumnType) -> Any:
+    scalar = t.scalar
+    if scalar is ScalarType.STRING:
+        return lambda v: v
+    if scalar is ScalarType.INT64:
+
+        def to_int(v: str) -> int:
+            try:
+                n = int(v)
+            except ValueError:
+                return T.text_in(v, T.INT8)  # type: ignore[no-any-return]
+            if not -(2**63) <= n < 2**63:
+                raise InvalidTextRepresentation(
+                    f'value "{v}" is out of range for type bigint', sqlstate="22003"
+                )
+            return n
+
+        return to_int
+    pg = T.for_scalar(scalar)
+    return lambda v: T.text_in(v, pg)
+
+
+def _text_fields(text: str, opts: S.CopyOptions) -> list[list[str | None]]:
+    sep, null = opts.sep, opts.null_text
+    out: list[list[str | None]] = []
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()  # the newline that ends the last line
+    for line in lines:
+        if line.endswith("\r"):
+            line = line[:-1]
+        if line == "\\.":
+            break
+        parts = line.split(sep)
+        fields: list[str | None] = []
+        for p in parts:
+            if p == null:
+                fields.append(None)
+            elif "\\" in p:
+                fields.append(_unescape(p))
+            else:
+                fields.append(p)
+        out.append(fields)
+    return out
+
+
+_ESCAPES = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t", "v": "\v", "\\": "\\"}
+
+
+def _unescape(text: str) -> str:
+    out = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and i + 1 < len(text):
+            nxt = text[i + 1]
+            if nxt in _ESCAPES:
+                out.append(_ESCAPES[nxt])
+                i += 2
+                continue
+            if nxt.isdigit():
+                j = i + 1
+                while j < len(text) and j < i + 4 and text[j] in "01234567":
+                    j += 1
+                out.append(chr(int(text[i + 1 : j], 8)))
+                i = j
+                continue
+            out.append(nxt)
+            i += 2
+            continue
+        out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def _csv_fields(text: str, opts: S.CopyOptions) -> list[list[str | None]]:
+    null = opts.null_text
+    out: list[list[str | None]] = []
+    # an unquoted empty field is NULL (with the default NULL ''); a quoted one is ''
+    for row in _csv_rows(text, opts):
+        out.append([None if (v == null and not quoted) else v for v, quoted in row])
+    return out
+
+
+def _csv_rows(text: str, opts: S.CopyOptions) -> list[list[tuple[str, bool]]]:
+    """CSV rows with, per field, whether it was quoted (``csv`` loses that)."""
+    rows: list[list[tuple[str, bool]]] = []
+    quote, sep = opts.quote, opts.sep
+    i, n = 0, len(text)
+    row: list[tuple[str, bool]] = []
+    while i < n:
+        if text.startswith("\\.", i) and (i + 2 == n or text[i + 2] in "\r\n") and not row:
+            break
+        if text[i] == quote:
+            j = i + 1
+            buf = []
+            while True:
+                if j >= n:
+                    raise InvalidTextRepresentation(
+                        "unterminated CSV quoted field", sqlstate="22P04"
+                    )
+                if text[j] == quote:
+                    if j + 1 < n and text[j + 1] == quote:
+                        buf.append(quote)
+                        j += 2
+                        continue
+                    j += 1
+                    break
+                buf.append(text[j])
+                j += 1
+            row.append(("".join(buf), True))
+            i = j
+        else:
+            j = i
+            while j < n and text[j] not in (sep, "\n", "\r"):
+                j += 1
+            row.append((text[i:j], False))
+            i = j
+        if i < n and text[i] == sep:
+            i += 1
+            if i == n or text[i] in "\r\n":
+                row.append(("", False))
+            continue
+        if i < n and text[i] == "\r":
+            i += 1
+        if i < n and text[i] == "\n":
+            i += 1
+        rows.append(row)
+        row = []
+    if row:
+        rows.append(row)
+    return rows
+
+
+# -- copy out -----------------------------------------------------------------------------------
+
+
+def copy_text(row: Row, opts: S.CopyOptions) -> bytes:
+    """One row in ``COPY TO``'s text or CSV format (a line, newline included)."""
+    if opts.format == "csv":
+        fields = []
+        for v in row:
+            if v is None:
+                fields.append(opts.null_text)
+                continue
+            text = T.text_out(v)
+            if text == "" or any(ch in text for ch in (opts.sep, opts.quote, "\n", "\r")):
+                text = opts.quote + text.replace(opts.quote, opts.quote * 2) + opts.quote
+            fields.append(text)
+        return (opts.sep.join(fields) + "\n").encode()
+    out = []
+    for v in row:
+        if v is None:
+            out.append(opts.null_text)
+        else:
+            text = T.text_out(v)
+            if any(ch in text for ch in "\\\n\r\t" + opts.sep):
+                text = (
+                    text.replace("\\", "\\\\")
+                    .replace("\n", "\\n")
+                    .replace("\r", "\\r")
+                    .replace("\t", "\\t")
+                )
+                if opts.sep != "\t":
+                    text = text.replace(opts.sep, "\\" + opts.sep)
+            out.append(text)
+    return (opts.sep.join(out) + "\n").encode()
+
+
+# -- one catalog engine per environment ---------------------------------------------------------
+
+_ENGINES: dict[int, CatalogEngine] = {}
+
+
+def _shared_engine(env: Any) -> CatalogEngine:
+    """The environment's catalog engine (one DuckDB database for all its sessions)."""
+    engine = getattr(env, "_tidegate_catalog_engine", None)
+    if engine is None:
+        engine = CatalogEngine()
+        try:
+            env._tidegate_catalog_engine = engine
+        except AttributeError:  # an object without a __dict__: one engine per id
+            engine = _ENGINES.setdefault(id(env), engine)
+    return engine
