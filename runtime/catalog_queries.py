@@ -174,6 +174,8 @@ _MACROS = [
 # PostgreSQL function names (lower case) to the macro answering them
 _FUNCTION_MACROS: dict[str, str] = {
     "format_type": "tg_format_type",
+    "to_regtype": "tg_regtype_oid",
+    "to_regclass": "tg_regclass_oid",
     "pg_get_userbyid": "tg_pg_get_userbyid",
     "pg_table_is_visible": "tg_table_is_visible",
     "pg_type_is_visible": "tg_true",

@@ -1408,9 +1408,9 @@ def _csv_rows(text: str, opts: S.CopyOptions) -> list[list[tuple[str, bool]]]:
             i = j
         if i < n and text[i] == sep:
             i += 1
-            if i == n or text[i] in "\r\n":
-                row.append(("", False))
-            continue
+            if not (i == n or text[i] in "\r\n"):
+                continue
+            row.append(("", False))  # a separator ends the line: one more (empty) field
         if i < n and text[i] == "\r":
             i += 1
         if i < n and text[i] == "\n":

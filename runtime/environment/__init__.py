@@ -619,6 +619,25 @@ class Environment:
 
         return await subscribe_sql(self, sql, params)
 
+    async def serve_pgwire(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 6875,
+        *,
+        auth: Any,
+        tls: Any = None,
+        task_status: Any = None,
+    ) -> None:
+        """Serve this environment over the PostgreSQL wire protocol until cancelled (see
+        :func:`tidegate.runtime.pgwire.serve_pgwire`: ``auth`` an ``AuthConfig``, ``tls`` an
+        ``ssl.SSLContext``; start it with ``task_group.start`` to learn the address)."""
+        import anyio
+
+        from ..pgwire import serve_pgwire
+
+        status = anyio.TASK_STATUS_IGNORED if task_status is None else task_status
+        await serve_pgwire(self, host, port, auth=auth, tls=tls, task_status=status)
+
 
 class _Opening:
     """What :meth:`Environment.open` returns: awaitable, or an async context manager."""

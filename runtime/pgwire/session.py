@@ -579,6 +579,9 @@ class WireSession:
         assert session is not None
         pending = self._pending()
         if isinstance(outcome, SqlResult):
+            if outcome.notice and (portal is None or portal.outcome is not None):
+                pending += [_notice("NOTICE", n) for n in outcome.notice.split("\n") if n]
+                outcome.notice = None  # said once, even if a portal is executed again
             if outcome.status == "EMPTY":
                 await send([*pending, m.EmptyQueryResponse()])
                 return

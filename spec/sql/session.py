@@ -665,9 +665,9 @@ def _is_catalog_show(word: str) -> bool:
 
 
 _SHOW_QUERIES = {
-    "clusters": "SELECT name, replicas FROM mz_internal.tg_show_clusters ORDER BY name",
+    "clusters": "SELECT name, replicas FROM mz_internal.mz_show_clusters ORDER BY name",
     "cluster replicas": (
-        "SELECT cluster, replica, size, ready FROM mz_internal.tg_show_cluster_replicas "
+        "SELECT cluster, replica, size, ready FROM mz_internal.mz_show_cluster_replicas "
         "ORDER BY cluster, replica"
     ),
     "schemas": "SELECT name FROM mz_catalog.mz_schemas ORDER BY name",

@@ -113,6 +113,8 @@ class ControllerInfo:
     pid: int
     data_dir: str
     metrics: str | None = None
+    sql: str | None = None
+    """``HOST:PORT`` of the PostgreSQL wire protocol, when ``tidegate up`` serves it."""
 
     @staticmethod
     def path(data_dir: str | Path) -> Path:
@@ -121,17 +123,21 @@ class ControllerInfo:
     def to_json(self) -> dict[str, Any]:
         """The file's JSON object; ``metrics`` only when served."""
         d = asdict(self)
-        if self.metrics is None:
-            del d["metrics"]
+        for optional in ("metrics", "sql"):
+            if d[optional] is None:
+                del d[optional]
         return d
 
     @classmethod
     def from_json(cls, d: Mapping[str, Any]) -> ControllerInfo:
         """Read :meth:`to_json`'s object (``metrics`` optional); ``KeyError``/``TypeError`` if malformed."""
-        metrics = d.get("metrics")
-        if metrics is not None and not isinstance(metrics, str):
-            raise TypeError(f"metrics must be HOST:PORT or null, got {metrics!r}")
-        return cls(str(d["address"]), str(d["token"]), int(d["pid"]), str(d["data_dir"]), metrics)
+        metrics, sql = d.get("metrics"), d.get("sql")
+        for name, value in (("metrics", metrics), ("sql", sql)):
+            if value is not None and not isinstance(value, str):
+                raise TypeError(f"{name} must be HOST:PORT or null, got {value!r}")
+        return cls(
+            str(d["address"]), str(d["token"]), int(d["pid"]), str(d["data_dir"]), metrics, sql
+        )
 
     def write(self) -> None:
         """Write the file atomically, readable by its owner only."""

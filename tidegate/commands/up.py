@@ -108,6 +108,25 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "or sink)",
     )
     p.add_argument(
+        "--sql-listen",
+        type=_sql_listen,
+        default=None,
+        metavar="HOST:PORT",
+        help="where the PostgreSQL wire protocol listens, for psql, drivers and dbt (default: "
+        "127.0.0.1:6875, or a free port if that one is taken; 'off': not served)",
+    )
+    p.add_argument(
+        "--sql-auth",
+        choices=["scram-sha-256", "password", "trust"],
+        default="scram-sha-256",
+        help="how SQL clients authenticate: SCRAM-SHA-256 (the default), a cleartext password "
+        "(over TLS only; plain connections fall back to SCRAM), or trust (anyone, any user). "
+        "The password is $TIDEGATE_SQL_PASSWORD, else the control endpoint's token; "
+        "DATA_DIR/pgpass holds it for psql (PGPASSFILE)",
+    )
+    p.add_argument("--tls-cert", default=None, help="certificate (PEM) for TLS on the SQL port")
+    p.add_argument("--tls-key", default=None, help="its private key (PEM)")
+    p.add_argument(
         "--metrics",
         type=_host_port,
         default=None,
@@ -117,6 +136,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "shows where)",
     )
     p.set_defaults(func=run_up)
+
+
+def _sql_listen(text: str) -> tuple[str, int] | bool:
+    """``HOST:PORT``, or False for ``off``."""
+    if text.lower() in ("off", "none", "no"):
+        return False
+    return _host_port(text)
 
 
 def _spark_conf_pair(text: str) -> tuple[str, str]:
@@ -265,6 +291,16 @@ async def _run(
                     started_ms=gate.started_ms,
                 )
                 gate.run(service)
+                sql_address = await _serve_sql(args, env, tg, reporter, written)
+                if sql_address is not None:
+                    info = written[-1]
+                    written.append(
+                        ControllerInfo(
+                            info.address, info.token, info.pid, info.data_dir, info.metrics,
+                            sql_address,
+                        )
+                    )
+                    written[-1].write()
                 events.attach(env)
                 tg.start_soon(events.follow)
                 freeze_startup_heap()
@@ -277,6 +313,63 @@ async def _run(
         finally:
             waiting.set()
             tg.cancel_scope.cancel()
+
+
+DEFAULT_SQL_PORT = 6875
+"""Materialize's SQL port."""
+
+
+async def _serve_sql(
+    args: argparse.Namespace,
+    env: Any,
+    tg: Any,
+    reporter: Reporter,
+    written: list[ControllerInfo],
+) -> str | None:
+    """Serve the PostgreSQL wire protocol (until the task group ends); its ``HOST:PORT``."""
+    import errno
+
+    from tidegate.runtime.pgwire import AuthConfig, PgwireOptions, PgwireServer, tls_context
+
+    given = getattr(args, "sql_listen", None)
+    if given is False:
+        return None
+    explicit = given is not None
+    listen = given if explicit else ("127.0.0.1", DEFAULT_SQL_PORT)
+    password = os.environ.get("TIDEGATE_SQL_PASSWORD") or written[-1].token
+    method = getattr(args, "sql_auth", "scram-sha-256")
+    auth = AuthConfig.trust() if method == "trust" else AuthConfig(password, method)
+    tls = None
+    if args.tls_cert or args.tls_key:
+        if not (args.tls_cert and args.tls_key):
+            raise SystemExit("tidegate up: --tls-cert and --tls-key go together")
+        tls = tls_context(args.tls_cert, args.tls_key)
+    server = PgwireServer(env, PgwireOptions(auth, tls))
+    host, port = listen
+    try:
+        bound = await tg.start(partial(server.serve, host, port))
+    except OSError as e:
+        if explicit or e.errno != errno.EADDRINUSE:
+            raise
+        reporter.say(f"port {port} is taken; the SQL port is a free one instead")
+        bound = await tg.start(partial(server.serve, host, 0))
+    address = f"{bound[0]}:{bound[1]}"
+    _write_pgpass(Path(args.data_dir), bound, password)
+    reporter.say(
+        f"SQL (PostgreSQL protocol) on {address}: "
+        f"PGPASSFILE={Path(args.data_dir).resolve() / 'pgpass'} "
+        f"psql -h {bound[0]} -p {bound[1]} -U materialize materialize"
+    )
+    return address
+
+
+def _write_pgpass(data_dir: Path, bound: tuple[str, int], password: str) -> None:
+    """``DATA_DIR/pgpass``: the SQL password in libpq's password file format (mode 0600)."""
+    escaped = password.replace("\\", "\\\\").replace(":", "\\:")
+    target = data_dir / "pgpass"
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(f"{bound[0]}:{bound[1]}:*:*:{escaped}\nlocalhost:{bound[1]}:*:*:{escaped}\n")
 
 
 def _serve_metrics(args: argparse.Namespace, env: Any, tg: Any, reporter: Reporter) -> str | None:
