@@ -45,7 +45,7 @@ from tidegate.spec.sql.system_catalog import (
     generate,
 )
 
-__all__ = ["CatalogEngine", "CatalogResult", "SessionConstants"]
+__all__ = ["CatalogEngine", "CatalogResult", "SessionConstants", "param_types"]
 
 
 @dataclass(frozen=True)
@@ -179,6 +179,9 @@ _FUNCTION_MACROS: dict[str, str] = {
     "pg_get_userbyid": "tg_pg_get_userbyid",
     "pg_table_is_visible": "tg_table_is_visible",
     "pg_type_is_visible": "tg_true",
+    "pg_collation_is_visible": "tg_true",
+    "pg_opclass_is_visible": "tg_true",
+    "json_build_object": "json_object",
     "pg_function_is_visible": "tg_true",
     "has_table_privilege": "tg_true",
     "has_schema_privilege": "tg_true",
@@ -239,6 +242,33 @@ class CatalogEngine:
                 _load(self._con, _BY_QUALIFIED[name], self._rows[name])
                 self._loaded.add(name)
             return self._con
+
+    def describe(
+        self,
+        sql: str,
+        key: object,
+        snapshot: Callable[[], Snapshot],
+        constants: SessionConstants,
+        count: int,
+    ) -> CatalogResult:
+        """The columns a catalog query answers, without running it (its ``$n`` unknown)."""
+        tree = _parse(sql)
+        rewriter = _Rewriter(constants, [None] * count)
+        duck_sql = rewriter.rewrite(tree)
+        con = self._database(key, snapshot, rewriter.relations)
+        with self._lock:
+            cur = con.cursor()
+        try:
+            _session_relations(cur, snapshot, constants)
+            try:
+                described = cur.execute(f"DESCRIBE ({duck_sql})").fetchall()
+            except Exception as e:
+                raise _duck_error(e, sql) from None
+        finally:
+            cur.close()
+        names = tuple(str(r[0]) for r in described)
+        types = tuple(_pg_type(str(r[1])) for r in described)
+        return CatalogResult(names, types, [])
 
     def query(
         self,
@@ -392,7 +422,11 @@ def _empty_database() -> Any:
     return con
 
 
+_OID_ARRAY = re.compile(r"::\s*(?:pg_catalog\.)?oid\s*\[\s*\]", re.IGNORECASE)
+
+
 def _parse(sql: str) -> Any:
+    sql = _OID_ARRAY.sub("::_oid", sql)  # sqlglot cannot parse ::oid[]: its typname instead
     try:
         trees = [t for t in sqlglot.parse(sql, read="postgres") if t is not None]
     except (ParseError, TokenError) as e:
@@ -436,7 +470,17 @@ _TYPE_WORDS = {
     "float4": "FLOAT",
     "int2vector": "SMALLINT[]",
     "oidvector": "UINTEGER[]",
+    "_oid": "UINTEGER[]",
+    "_int2": "SMALLINT[]",
+    "_int4": "INTEGER[]",
+    "_int8": "BIGINT[]",
+    "_text": "VARCHAR[]",
 }
+
+
+def _cast_to(inner: Any, duck_type: str) -> Any:
+    """``CAST(inner AS duck_type)`` with a DuckDB type name (``UINTEGER[]``)."""
+    return exp.Cast(this=inner, to=exp.DataType.build(duck_type, dialect="duckdb"))
 
 
 def _type_name(to: Any) -> str | None:
@@ -452,6 +496,17 @@ def _type_name(to: Any) -> str | None:
         text = to.sql(dialect="postgres").lower()
         return text
     return None
+
+
+_PG_SETTINGS = {
+    "default_table_access_method": "heap",
+    "jit": "off",
+    "max_index_keys": "32",
+    "block_size": "8192",
+    "lc_collate": "C",
+    "lc_ctype": "C",
+}
+"""PostgreSQL settings clients read with ``current_setting`` that tidegate has no variable for."""
 
 
 class _Rewriter:
@@ -501,7 +556,7 @@ class _Rewriter:
             isinstance(node, exp.Dot)
             and isinstance(node.this, exp.Identifier)
             and str(node.this.name).lower() in SYSTEM_SCHEMAS
-            and isinstance(node.expression, exp.Func)
+            and not isinstance(node.expression, exp.Identifier | exp.Column | exp.Star)
         ):
             return node.expression  # already rewritten: children go first
         if isinstance(node, exp.Operator):
@@ -542,6 +597,11 @@ class _Rewriter:
             return self._param(node)
         if isinstance(node, exp.Anonymous):
             return self._function(node)
+        if isinstance(node, exp.Column) and node.args.get("db") is not None:
+            if str(node.args["db"].name).lower() in SYSTEM_SCHEMAS:  # pg_catalog.pg_class.oid
+                node.set("db", None)
+                node.set("catalog", None)
+            return node
         if isinstance(node, exp.Column) and not node.table:
             word = str(node.name).lower()
             if word in ("current_user", "session_user", "user", "current_role"):
@@ -596,11 +656,14 @@ class _Rewriter:
         inner = node.this
         if target is None:
             return node
+        if target in ("regclass", "regtype", "regproc") and isinstance(inner, exp.Literal):
+            if not inner.is_string:
+                return _cast_to(inner, "UINTEGER")
         if target in ("regclass",):
             if isinstance(inner, exp.Literal) and inner.is_string:
                 text = str(inner.this)
                 if text.isdigit():
-                    return exp.cast(inner, "UINTEGER")
+                    return _cast_to(inner, "UINTEGER")
                 return exp.Anonymous(
                     this="tg_regclass_oid",
                     expressions=[exp.Literal.string(text.split(".")[-1].strip('"'))],
@@ -617,14 +680,17 @@ class _Rewriter:
             if base is not None:
                 if isinstance(inner, exp.Literal) and inner.is_string:
                     items = [x for x in str(inner.this).strip("{}").split(",") if x]
-                    return exp.cast(
+                    return _cast_to(
                         exp.Array(expressions=[exp.Literal.string(x) for x in items]),
                         f"{base}[]",
                     )
-                return exp.cast(inner, f"{base}[]")
+                return _cast_to(inner, f"{base}[]")
         duck = _TYPE_WORDS.get(target)
         if duck is not None:
-            return exp.cast(inner, duck)
+            if duck.endswith("[]") and isinstance(inner, exp.Literal) and inner.is_string:
+                items = [x for x in str(inner.this).strip("{}").split(",") if x]
+                inner = exp.Array(expressions=[exp.Literal.string(x) for x in items])
+            return _cast_to(inner, duck)
         return node
 
     def _function(self, node: Any) -> Any:
@@ -651,16 +717,48 @@ class _Rewriter:
         if name == "current_schemas":
             return self._literal(["pg_catalog", c.schema])
         if name == "current_setting":
-            if args and isinstance(args[0], exp.Literal):
-                value = c.setting(str(args[0].this))
-                if value is None and not (len(args) > 1):
-                    raise UndefinedObject(f'unrecognized configuration parameter "{args[0].this}"')
+            arg = args[0] if args else None
+            while isinstance(arg, exp.Cast | exp.Paren):
+                arg = arg.this
+            if isinstance(arg, exp.Null):
+                return exp.Null()
+            if isinstance(arg, exp.Literal):
+                setting = str(arg.this).lower()
+                value = c.setting(setting)
+                if value is None:
+                    value = _PG_SETTINGS.get(setting)
+                if value is None and len(args) < 2:
+                    err = UndefinedObject(f'unrecognized configuration parameter "{arg.this}"')
+                    err.sqlstate = "42704"
+                    raise err
                 return self._literal(value)
             raise UnsupportedSql("current_setting of a computed name")
         macro = _FUNCTION_MACROS.get(name)
         if macro is not None:
             return exp.Anonymous(this=macro, expressions=args)
         return node
+
+
+def param_types(sql: str, count: int) -> list[T.PgType | None]:
+    """The types of a catalog query's ``$n`` parameters where a cast says (``$1::oid[]``)."""
+    out: list[T.PgType | None] = [None] * count
+    try:
+        tree = _parse(sql)
+    except SqlError:
+        return out
+    for cast in tree.find_all(exp.Cast):
+        inner = cast.this
+        text = inner.sql(dialect="postgres") if isinstance(inner, exp.Expression) else ""
+        m = re.fullmatch(r"\$(\d+)", text)
+        if m is None or not 0 < int(m.group(1)) <= count:
+            continue
+        name = _type_name(cast.args.get("to")) or ""
+        array = name.endswith("[]")
+        base = T.by_name(name.removesuffix("[]").strip('"'))
+        if base is None:
+            continue
+        out[int(m.group(1)) - 1] = T.by_oid(base.array_oid) if array else base
+    return out
 
 
 def _pg_name(node: Any) -> str:

@@ -95,7 +95,6 @@ from tidegate.spec.sql import (
     plan_delete,
     plan_insert,
     plan_update,
-    split_statements,
 )
 from tidegate.spec.sql.lower import ExprBinder, Scope
 

@@ -224,7 +224,10 @@ def _duration_ms(text: str) -> int:
 
 
 def _check_value(var: _Var, value: str) -> str:
-    low = value.strip().lower()
+    value = value.strip()
+    if len(value) >= 2 and value[0] == value[-1] == "'":
+        value = value[1:-1]  # asyncpg sends client_encoding='utf-8' quoted
+    low = value.lower()
     name = var.name.lower()
     if name == "client_encoding":
         if low.replace("-", "").replace("_", "") not in ("utf8", "unicode"):
@@ -525,6 +528,11 @@ class SqlSession:
         declared = list(_declared(param_oids))
         if count > len(declared):
             declared += [None] * (count - len(declared))
+        if any(t is None for t in declared) and isinstance(classified, S.CatalogQuery):
+            from .catalog_queries import param_types
+
+            inferred = param_types(classified.sql, len(declared))
+            declared = [d if d is not None else inferred[i] for i, d in enumerate(declared)]
         if any(t is None for t in declared):
             inferred = _infer_params(statement, EnvCatalog(self.env), len(declared))
             declared = [d if d is not None else inferred[i] for i, d in enumerate(declared)]
@@ -571,7 +579,7 @@ class SqlSession:
         c = prepared.classified
         stmt = prepared.statement
         if isinstance(c, S.CatalogQuery):
-            res = self._catalog(c.sql, [None] * len(prepared.params))
+            res = self._catalog(c.sql, [], describe=len(prepared.params))
             cols, types = res.columns, res.pg_types or ()
         elif isinstance(c, S.Show):
             cols, types = (
@@ -746,7 +754,7 @@ class SqlSession:
 
     # -- the system catalog ---------------------------------------------------------------------
 
-    def _catalog(self, sql: str, params: Sequence[Any]) -> SqlResult:
+    def _catalog(self, sql: str, params: Sequence[Any], describe: int | None = None) -> SqlResult:
         state = self.env.state
         replicas = tuple((r.name, r.executor, True) for r in state.replicas)
         key = (id(state), replicas, self.user)
@@ -760,7 +768,14 @@ class SqlSession:
             {k: self._values[k] for k in _VARS},
             self._now_ms(),
         )
-        result = self.engine.query(sql, key, lambda: self._snapshot(replicas), constants, params)
+
+        def snapshot() -> Snapshot:
+            return self._snapshot(replicas)
+
+        if describe is not None:
+            result = self.engine.describe(sql, key, snapshot, constants, describe)
+        else:
+            result = self.engine.query(sql, key, snapshot, constants, params)
         rows = result.rows
         return SqlResult(
             f"SELECT {len(rows)}",

@@ -48,8 +48,8 @@ from . import messages as m
 from .auth import AuthConfig, AuthenticationFailed, ScramExchange, parse_sasl_initial
 
 if TYPE_CHECKING:
-    from ..environment import Environment
     from ..catalog_queries import CatalogEngine
+    from ..environment import Environment
 
 __all__ = ["Closed", "Raw", "Registry", "WireSession", "error_fields", "sqlstate_of"]
 
@@ -307,9 +307,13 @@ class WireSession:
             await send([_error(e, "FATAL")])
             return False
         options = _startup_options(startup)
-        self.sql = SqlSession(
-            self.env, user=user, database=database, options=options, engine=self.engine
-        )
+        try:
+            self.sql = SqlSession(
+                self.env, user=user, database=database, options=options, engine=self.engine
+            )
+        except SqlError as e:  # a startup parameter with a value it cannot take
+            await send([_error(e, "FATAL")])
+            return False
         self.pid, self.secret = self.registry.add(self)
         self.sql.pid = self.pid
         out: list[m.BackendMessage] = [m.AuthenticationOk()]
@@ -818,10 +822,7 @@ def _startup_options(startup: m.StartupMessage) -> dict[str, str]:
             out[name.replace("-", "_")] = value
             i += 2
             continue
-        if w.startswith("--"):
-            name, _, value = w[2:].partition("=")
-            out[name.replace("-", "_")] = value
-        elif w.startswith("-c"):
+        if w.startswith("--") or w.startswith("-c"):
             name, _, value = w[2:].partition("=")
             out[name.replace("-", "_")] = value
         i += 1

@@ -215,6 +215,8 @@ def text_in(text: str, pgtype: PgType) -> Any:
     scalar = pgtype.scalar
     if scalar is None:  # unknown: the statement's context decides
         return text
+    if pgtype.oid in (REGCLASS.oid, REGTYPE.oid, REGPROC.oid):  # a name, or an OID
+        return int(text) if text.strip().isdigit() else text
     try:
         if pgtype is NUMERIC:
             return _numeric_text(text)
@@ -406,6 +408,8 @@ def binary_in(data: bytes, pgtype: PgType) -> Any:
         if oid in (TIMESTAMP.oid, TIMESTAMPTZ.oid):
             value = _EPOCH_TS + _dt.timedelta(microseconds=_Q.unpack(data)[0])
             return value
+        if pgtype.element:
+            return _array_in(data, pgtype)
     except (struct.error, ValueError, OverflowError, UnicodeDecodeError) as e:
         raise InvalidTextRepresentation(
             f"incorrect binary data format for type {pgtype.sql_name}", sqlstate="22P03"
@@ -413,6 +417,34 @@ def binary_in(data: bytes, pgtype: PgType) -> Any:
     raise InvalidTextRepresentation(
         f"binary parameters of type {pgtype.sql_name} are not supported", sqlstate="0A000"
     )
+
+
+def _array_in(data: bytes, pgtype: PgType) -> list[Any]:
+    """A one-dimensional array in the binary format (``array_send``'s layout)."""
+    ndim, _has_null, element_oid = _I.unpack_from(data, 0)[0], 0, _UI.unpack_from(data, 8)[0]
+    if ndim == 0:
+        return []
+    if ndim != 1:
+        raise ValueError("only one-dimensional arrays")
+    element = _BY_OID.get(element_oid)
+    if element is None or element_oid != pgtype.element:
+        raise ValueError("array element type")
+    (count,) = _I.unpack_from(data, 12)
+    pos = 20
+    out: list[Any] = []
+    for _ in range(count):
+        (size,) = _I.unpack_from(data, pos)
+        pos += 4
+        if size == -1:
+            out.append(None)
+            continue
+        if size < 0 or pos + size > len(data):
+            raise ValueError("array element length")
+        out.append(binary_in(data[pos : pos + size], element))
+        pos += size
+    if pos != len(data):
+        raise ValueError("array length")
+    return out
 
 
 def _finite(value: float) -> float:

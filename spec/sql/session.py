@@ -791,7 +791,11 @@ def _rewrite(text: str, names: Names) -> Classified:
                 j += 2
             words = [_token_name(x) for x in chain]
             followed_by_paren = j + 1 < n and tokens[j + 1].token_type == TokenType.L_PAREN
-            if len(chain) >= 2:
+            if len(chain) >= 2 and any(w in SYSTEM_SCHEMAS for w in words[:-1]):
+                system = True  # pg_catalog.pg_class, pg_catalog.pg_class.oid, a function
+                if followed_by_paren:
+                    functions.append(words[-1])
+            elif len(chain) >= 2:
                 qualifier = words[:-1]
                 if len(qualifier) == 2:
                     if qualifier[0] != names.database and qualifier[1] in SYSTEM_SCHEMAS:

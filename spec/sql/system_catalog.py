@@ -342,6 +342,16 @@ RELATIONS: tuple[Relation, ...] = (
     _rel("pg_catalog.pg_aggregate", "aggfnoid:regproc aggkind:char"),
     _rel("pg_catalog.pg_language", "oid:oid lanname:name"),
     _rel(
+        "pg_catalog.pg_opclass",
+        "oid:oid opcmethod:oid opcname:name opcnamespace:oid opcowner:oid opcfamily:oid "
+        "opcintype:oid opcdefault:bool opckeytype:oid",
+    ),
+    _rel("pg_catalog.pg_opfamily", "oid:oid opfmethod:oid opfname:name opfnamespace:oid"),
+    _rel(
+        "pg_catalog.pg_sequences",
+        "schemaname:name sequencename:name sequenceowner:name data_type start_value:int8",
+    ),
+    _rel(
         "pg_catalog.pg_stat_activity",
         "datid:oid datname:name pid:int4 usesysid:oid usename:name application_name "
         "client_addr client_port:int4 backend_start:timestamptz state query",

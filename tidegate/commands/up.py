@@ -296,7 +296,11 @@ async def _run(
                     info = written[-1]
                     written.append(
                         ControllerInfo(
-                            info.address, info.token, info.pid, info.data_dir, info.metrics,
+                            info.address,
+                            info.token,
+                            info.pid,
+                            info.data_dir,
+                            info.metrics,
                             sql_address,
                         )
                     )

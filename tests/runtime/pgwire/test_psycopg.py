@@ -38,8 +38,7 @@ def test_connect_reports_what_drivers_read(pg_server: Server) -> None:
         assert info.parameter_status("standard_conforming_strings") == "on"
         assert info.backend_pid > 0
         row = c.execute(
-            "SELECT version(), current_database(), current_schema(), current_user, "
-            "pg_backend_pid()"
+            "SELECT version(), current_database(), current_schema(), current_user, pg_backend_pid()"
         ).fetchone()
         assert row is not None
         assert row[0].startswith("PostgreSQL 9.5.0") and "tidegate" in row[0]
@@ -73,7 +72,9 @@ def test_queries_parameters_and_binary_results(pg_server: Server, name: str) -> 
             ).fetchall()
             assert found == [(row[0],)]
         assert c.execute(f"SELECT count(*) FROM {name} WHERE score > %s", [0.0]).fetchone() == (1,)
-        assert c.execute(f"SELECT name FROM {name} WHERE day = %s", [dt.date(1999, 12, 31)]).fetchall() == [("o'brien",)]
+        assert c.execute(
+            f"SELECT name FROM {name} WHERE day = %s", [dt.date(1999, 12, 31)]
+        ).fetchall() == [("o'brien",)]
 
 
 def test_errors_carry_sqlstate_position_and_hint_and_the_session_goes_on(
@@ -119,7 +120,9 @@ def test_copy_both_ways(pg_server: Server, name: str) -> None:
         rows = c.execute(f"SELECT id, note FROM {name} WHERE id >= 2000 ORDER BY id").fetchall()
         assert rows == [(2000, 'a, "quoted" note'), (2001, None), (2002, "")]
         out = []
-        with c.cursor().copy(f"COPY (SELECT * FROM {name} WHERE id < 3 ORDER BY id) TO STDOUT") as copy:
+        with c.cursor().copy(
+            f"COPY (SELECT * FROM {name} WHERE id < 3 ORDER BY id) TO STDOUT"
+        ) as copy:
             out = [tuple(r) for r in copy.rows()]
         assert out == [("0", None, "0"), ("1", "n\t1", "0.25"), ("2", "n\t2", "0.5")]
         with c.cursor().copy(f"COPY {name} TO STDOUT WITH (FORMAT csv, HEADER)") as copy:
@@ -303,9 +306,7 @@ def test_catalog_queries_psycopg_makes(pg_server: Server, name: str) -> None:
         info = TypeInfo.fetch(c, "int8")
         assert info is not None and info.oid == 20 and info.array_oid == 1016
         c.execute(f"CREATE TABLE {name} (a bigint NOT NULL)")
-        rows = c.execute(
-            "SELECT name, type FROM mz_objects WHERE name = %s", [name]
-        ).fetchall()
+        rows = c.execute("SELECT name, type FROM mz_objects WHERE name = %s", [name]).fetchall()
         assert rows == [(name, "table")]
         cols = c.execute(
             "SELECT c.name, c.type, c.nullable FROM mz_columns c JOIN mz_tables t "
