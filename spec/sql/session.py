@@ -726,9 +726,33 @@ _FUNCTIONS = frozenset(
 """Functions that make a query with no relation of its own a catalog query."""
 
 
+def _blank_leading_comments(text: str) -> str:
+    """``text`` with the comments before its first word blanked (newlines kept), so
+    positions stay those of the text: dbt puts a ``/* {...} */`` before every statement."""
+    out = list(text)
+    i, n = 0, len(text)
+    while i < n:
+        if text[i].isspace():
+            i += 1
+        elif text.startswith("--", i):
+            end = text.find("\n", i)
+            end = n if end < 0 else end
+            out[i:end] = " " * (end - i)
+            i = end
+        elif text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            end = n if end < 0 else end + 2
+            out[i:end] = ["\n" if ch == "\n" else " " for ch in text[i:end]]
+            i = end
+        else:
+            break
+    return "".join(out)
+
+
 def classify(text: str, names: Names) -> Classified:
     """What the statement ``text`` is (see the module docstring) [SqlSyntaxError,
     UnsupportedSql, UndefinedObject]."""
+    text = _blank_leading_comments(text)
     session = _session_statement(text, names)
     if session is not None:
         return session

@@ -1,0 +1,7 @@
+select
+    id,
+    lower(customer) as customer,
+    amount,
+    status
+from {{ source('shop', 'raw_orders') }}
+where status <> 'cancelled'
