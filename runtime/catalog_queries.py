@@ -656,9 +656,12 @@ class _Rewriter:
         inner = node.this
         if target is None:
             return node
-        if target in ("regclass", "regtype", "regproc") and isinstance(inner, exp.Literal):
-            if not inner.is_string:
-                return _cast_to(inner, "UINTEGER")
+        if (
+            target in ("regclass", "regtype", "regproc")
+            and isinstance(inner, exp.Literal)
+            and not inner.is_string
+        ):
+            return _cast_to(inner, "UINTEGER")
         if target in ("regclass",):
             if isinstance(inner, exp.Literal) and inner.is_string:
                 text = str(inner.this)

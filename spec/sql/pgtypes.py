@@ -29,7 +29,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import InvalidTextRepresentation, PlanError
+from ..errors import EvaluationError, InvalidTextRepresentation, PlanError
 from ..plan import ScalarType
 from ..plan.scalar_eval import cast_value
 
@@ -218,13 +218,12 @@ def text_in(text: str, pgtype: PgType) -> Any:
     if pgtype.oid in (REGCLASS.oid, REGTYPE.oid, REGPROC.oid):  # a name, or an OID
         return int(text) if text.strip().isdigit() else text
     try:
-        if pgtype is NUMERIC:
-            return _numeric_text(text)
-        return _checked(cast_value(text, scalar), pgtype)
-    except (PlanError, ValueError) as e:
+        value = _numeric_text(text) if pgtype is NUMERIC else cast_value(text, scalar)
+    except (PlanError, EvaluationError, ValueError) as e:
         raise InvalidTextRepresentation(
             f'invalid input syntax for type {pgtype.sql_name}: "{text}"'
         ) from e
+    return _checked(value, pgtype)
 
 
 def _numeric_text(text: str) -> Any:

@@ -129,9 +129,11 @@ def test_copy_both_ways(pg_server: Server, name: str) -> None:
             text = b"".join(bytes(chunk) for chunk in copy).decode()
         assert text.splitlines()[0] == "id,note,v"
         assert len(text.splitlines()) == 1 + 1003
-        with pytest.raises(pgerr.InvalidTextRepresentation):
-            with c.cursor().copy(f"COPY {name} (id) FROM STDIN") as copy:
-                copy.write(b"5000\nnot-a-number\n")
+        with (
+            pytest.raises(pgerr.InvalidTextRepresentation),
+            c.cursor().copy(f"COPY {name} (id) FROM STDIN") as copy,
+        ):
+            copy.write(b"5000\nnot-a-number\n")
         assert c.execute(f"SELECT count(*) FROM {name} WHERE id = 5000").fetchone() == (0,)
 
 
@@ -180,11 +182,13 @@ def test_copy_subscribe_to_stdout_streams_until_cancelled(pg_server: Server, nam
         c.execute(f"CREATE TABLE {name} (k bigint NOT NULL)")
         c.execute(f"INSERT INTO {name} VALUES (7)")
         lines: list[str] = []
-        with pytest.raises(pgerr.QueryCanceled):
-            with c.cursor().copy(f"COPY (SUBSCRIBE {name}) TO STDOUT") as copy:
-                for chunk in copy:
-                    lines += bytes(chunk).decode().splitlines()
-                    c.cancel_safe()
+        with (
+            pytest.raises(pgerr.QueryCanceled),
+            c.cursor().copy(f"COPY (SUBSCRIBE {name}) TO STDOUT") as copy,
+        ):
+            for chunk in copy:
+                lines += bytes(chunk).decode().splitlines()
+                c.cancel_safe()
         assert lines and lines[0].split("\t")[1:] == ["1", "7"]
         assert c.execute(f"SELECT k FROM {name}").fetchall() == [(7,)]
 

@@ -1,0 +1,146 @@
+"""The type table's formats, against psycopg's own codecs (an implementation we did not write).
+
+Binary: what we send, psycopg's loaders read back as the same value, and what psycopg's
+dumpers send, we read back. Text: psycopg's text loaders read our output as the value.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from psycopg.types import bool as pbool
+from psycopg.types import datetime as pdatetime
+from psycopg.types import numeric as pnum
+from psycopg.types import string as pstring
+
+from tidegate.spec.errors import InvalidTextRepresentation
+from tidegate.spec.sql import pgtypes as T
+
+ints = st.integers(-(2**63), 2**63 - 1)
+floats = st.floats(allow_nan=False, allow_infinity=False, width=64)
+texts = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\0"))
+dates = st.dates(min_value=dt.date(1, 1, 1), max_value=dt.date(9999, 12, 31))
+stamps = st.datetimes(min_value=dt.datetime(1, 1, 1), max_value=dt.datetime(9999, 12, 31))
+
+CASES: list[tuple[Any, T.PgType, Any, Any, Any, Any]] = [
+    (ints, T.INT8, pnum.Int8BinaryLoader, pnum.Int8BinaryDumper, pnum.IntLoader, int),
+    (floats, T.FLOAT8, pnum.Float8BinaryLoader, pnum.FloatBinaryDumper, pnum.FloatLoader, float),
+    (texts, T.TEXT, pstring.TextBinaryLoader, pstring.StrBinaryDumper, pstring.TextLoader, str),
+    (st.booleans(), T.BOOL, pbool.BoolBinaryLoader, pbool.BoolBinaryDumper, pbool.BoolLoader, bool),
+    (
+        dates,
+        T.DATE,
+        pdatetime.DateBinaryLoader,
+        pdatetime.DateBinaryDumper,
+        pdatetime.DateLoader,
+        dt.date,
+    ),
+    (
+        stamps,
+        T.TIMESTAMP,
+        pdatetime.TimestampBinaryLoader,
+        pdatetime.DatetimeNoTzBinaryDumper,
+        pdatetime.TimestampLoader,
+        dt.datetime,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("values", "pgtype", "bin_loader", "bin_dumper", "text_loader", "py"),
+    CASES,
+    ids=[c[1].name for c in CASES],
+)
+@given(data=st.data())
+def test_formats_agree_with_psycopg(
+    values: Any,
+    pgtype: T.PgType,
+    bin_loader: Any,
+    bin_dumper: Any,
+    text_loader: Any,
+    py: Any,
+    data: st.DataObject,
+) -> None:
+    v = data.draw(values)
+    ours = T.binary_out(v, pgtype)
+    assert bin_loader(pgtype.oid).load(ours) == v
+    theirs = bytes(bin_dumper(py).dump(v))
+    assert T.binary_in(theirs, pgtype) == v
+    text = T.text_out(v)
+    assert text_loader(pgtype.oid).load(text.encode()) == v
+    assert T.text_in(text, pgtype) == v
+
+
+@given(
+    st.one_of(
+        ints,
+        st.decimals(
+            allow_nan=False, allow_infinity=False, places=6, min_value=-(10**12), max_value=10**12
+        ),
+    )
+)
+def test_numeric_binary_agrees_with_psycopg(v: Any) -> None:
+    value = int(v) if isinstance(v, int) else float(v)
+    ours = T.binary_out(value, T.NUMERIC)
+    loaded = pnum.NumericBinaryLoader(T.NUMERIC.oid).load(ours)
+    assert Decimal(loaded) == Decimal(repr(value)) if isinstance(value, float) else loaded == value
+    theirs = bytes(pnum.DecimalBinaryDumper(Decimal).dump(Decimal(str(v))))
+    back = T.binary_in(theirs, T.NUMERIC)
+    assert back == pytest.approx(float(v)) if not isinstance(v, int) else back == v
+
+
+def test_float_text_is_postgresql_s() -> None:
+    assert [T.text_out(x) for x in (1.0, 100.0, 0.1, 1e20, 1.5e-7, -2.5, 1e16)] == [
+        "1",
+        "100",
+        "0.1",
+        "1e+20",
+        "1.5e-07",
+        "-2.5",
+        "1e+16",
+    ]
+    assert T.text_out(dt.datetime(2024, 1, 2, 3, 4, 5, 500000)) == "2024-01-02 03:04:05.5"
+    assert T.text_out(True) == "t" and T.text_out([1, None, "a b"]) == '{1,NULL,"a b"}'
+
+
+@pytest.mark.parametrize(
+    ("text", "pgtype", "state"),
+    [
+        ("abc", T.INT8, "22P02"),
+        ("1.5x", T.FLOAT8, "22P02"),
+        ("2024-13-01", T.DATE, "22P02"),
+        ("70000", T.INT2, "22003"),
+        ("maybe", T.BOOL, "22P02"),
+    ],
+)
+def test_bad_text_is_a_typed_error(text: str, pgtype: T.PgType, state: str) -> None:
+    with pytest.raises(InvalidTextRepresentation) as e:
+        T.text_in(text, pgtype)
+    assert e.value.sqlstate == state
+
+
+@given(st.binary(max_size=20), st.sampled_from(T.TYPES))
+def test_any_binary_input_is_a_value_or_a_typed_error(data: bytes, pgtype: T.PgType) -> None:
+    try:
+        T.binary_in(data, pgtype)
+    except InvalidTextRepresentation as e:
+        assert e.sqlstate in ("22P03", "0A000")
+
+
+def test_every_scalar_type_has_one_postgresql_type() -> None:
+    from tidegate.spec.plan import ScalarType
+
+    assert {s: T.for_scalar(s).name for s in ScalarType} == {
+        ScalarType.INT64: "int8",
+        ScalarType.FLOAT64: "float8",
+        ScalarType.STRING: "text",
+        ScalarType.BOOL: "bool",
+        ScalarType.DATE: "date",
+        ScalarType.TIMESTAMP: "timestamp",
+    }
+    assert len({t.oid for t in T.TYPES}) == len(T.TYPES)
