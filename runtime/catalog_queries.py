@@ -808,7 +808,7 @@ def _name_columns(tree: Any) -> None:
             select = select.left
     if not isinstance(select, exp.Select):
         return
-    out = []
+    out: list[Any] = []
     for item in select.expressions:
         if isinstance(item, exp.Alias | exp.Star) or (
             isinstance(item, exp.Column) and isinstance(item.this, exp.Star)

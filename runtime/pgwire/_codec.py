@@ -359,15 +359,15 @@ def encode_backend(msg: m.BackendMessage) -> bytes:
         tag = b"G" if isinstance(msg, m.CopyInResponse) else b"H"
         return _frame(tag, bytes([msg.format]) + _i16s(msg.column_formats))
     if isinstance(msg, m.AuthenticationSASL):
-        body = _I32.pack(10) + b"".join(_cstr(x) for x in msg.mechanisms) + b"\0"
-        return _frame(b"R", body)
+        mechanisms = _I32.pack(10) + b"".join(_cstr(x) for x in msg.mechanisms) + b"\0"
+        return _frame(b"R", mechanisms)
     if isinstance(msg, m.AuthenticationSASLContinue):
         return _frame(b"R", _I32.pack(11) + msg.data)
     if isinstance(msg, m.AuthenticationSASLFinal):
         return _frame(b"R", _I32.pack(12) + msg.data)
     if isinstance(msg, m.NegotiateProtocolVersion):
-        body = _I32.pack(PROTOCOL_3_0 | msg.newest_minor) + _I32.pack(len(msg.unrecognized))
-        return _frame(b"v", body + b"".join(_cstr(x) for x in msg.unrecognized))
+        head = _I32.pack(PROTOCOL_3_0 | msg.newest_minor) + _I32.pack(len(msg.unrecognized))
+        return _frame(b"v", head + b"".join(_cstr(x) for x in msg.unrecognized))
     raise TypeError(f"not a backend message: {msg!r}")
 
 
@@ -411,7 +411,7 @@ def _data_row(r: _Reader) -> m.DataRow:
 
 
 def _error_fields(r: _Reader) -> tuple[tuple[str, str], ...]:
-    out = []
+    out: list[tuple[str, str]] = []
     while True:
         code = r.byte()
         if code == "\0":
@@ -421,7 +421,8 @@ def _error_fields(r: _Reader) -> tuple[tuple[str, str], ...]:
 
 def _copy_response(r: _Reader, cls: Any) -> m.BackendMessage:
     fmt = ord(r.byte())
-    return cls(fmt, tuple(r.int16() for _ in range(r.count(2))))
+    msg: m.BackendMessage = cls(fmt, tuple(r.int16() for _ in range(r.count(2))))
+    return msg
 
 
 def _negotiate(r: _Reader) -> m.NegotiateProtocolVersion:

@@ -462,7 +462,11 @@ class WireSession:
         for text, _offset in statements:
             try:
                 prepared = session.prepare(text)
-                outcome = await self._run(lambda p=prepared: session.execute(p, []))
+
+                def run(p: Prepared = prepared) -> Awaitable[Any]:
+                    return session.execute(p, [])
+
+                outcome = await self._run(run)
                 await self._answer(outcome, None, 0, receive, send, simple=True)
             except Closed:
                 raise
@@ -527,9 +531,9 @@ class WireSession:
             if msg.kind == "S":
                 self._statements.pop(msg.name, None)
             else:
-                portal = self._portals.pop(msg.name, None)
-                if portal is not None and isinstance(portal.outcome, RowStream):
-                    await portal.outcome.aclose()
+                closed = self._portals.pop(msg.name) if msg.name in self._portals else None
+                if closed is not None and isinstance(closed.outcome, RowStream):
+                    await closed.outcome.aclose()
             return [m.CloseComplete()]
         if isinstance(msg, m.FunctionCall):
             err = SqlError("the fast-path function call protocol is not supported")

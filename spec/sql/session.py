@@ -31,8 +31,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal, TypeAlias
 
-import sqlglot
-from sqlglot import TokenType
+from sqlglot import Token, TokenType
 from sqlglot.errors import TokenError
 
 from ..errors import SqlError, SqlSyntaxError, UndefinedObject, UnsupportedSql
@@ -679,7 +678,7 @@ _SHOW_QUERIES = {
 }
 
 
-def _tokens(text: str) -> list[sqlglot.tokens.Token]:
+def _tokens(text: str) -> list[Token]:
     from sqlglot.dialects.postgres import Postgres
 
     try:
@@ -867,13 +866,13 @@ def _rewrite(text: str, names: Names) -> Classified:
     )
 
 
-def _token_name(t: sqlglot.tokens.Token) -> str:
+def _token_name(t: Token) -> str:
     if t.token_type == TokenType.IDENTIFIER:
         return str(t.text)
     return str(t.text).lower()
 
 
-def _after_from(tokens: list[sqlglot.tokens.Token], i: int) -> bool:
+def _after_from(tokens: list[Token], i: int) -> bool:
     """Whether the name at ``i`` stands where a relation goes (after FROM, JOIN or a comma
     in a FROM list)."""
     k = i - 1
@@ -898,11 +897,11 @@ def _after_from(tokens: list[sqlglot.tokens.Token], i: int) -> bool:
     return False
 
 
-def _is_column_ref(tokens: list[sqlglot.tokens.Token], i: int) -> bool:
+def _is_column_ref(tokens: list[Token], i: int) -> bool:
     return not _after_from(tokens, i)
 
 
-def _has_from(tokens: list[sqlglot.tokens.Token]) -> bool:
+def _has_from(tokens: list[Token]) -> bool:
     return any(t.token_type == TokenType.FROM for t in tokens)
 
 

@@ -342,13 +342,14 @@ async def _serve_sql(
     listen = given if explicit else ("127.0.0.1", DEFAULT_SQL_PORT)
     password = os.environ.get("TIDEGATE_SQL_PASSWORD") or written[-1].token
     method = getattr(args, "sql_auth", "scram-sha-256")
-    auth = AuthConfig.trust() if method == "trust" else AuthConfig(password, method)
+    auth = AuthConfig.trust() if method == "trust" else AuthConfig(password, method)  # type: ignore[arg-type]
     tls = None
     if args.tls_cert or args.tls_key:
         if not (args.tls_cert and args.tls_key):
             raise SystemExit("tidegate up: --tls-cert and --tls-key go together")
         tls = tls_context(args.tls_cert, args.tls_key)
     server = PgwireServer(env, PgwireOptions(auth, tls))
+    assert isinstance(listen, tuple)
     host, port = listen
     try:
         bound = await tg.start(partial(server.serve, host, port))

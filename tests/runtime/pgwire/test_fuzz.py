@@ -126,7 +126,10 @@ def _send_authenticated(pg: Server, data: bytes) -> bytes:
     except (TimeoutError, ConnectionResetError, BrokenPipeError, OSError):
         pass
     finally:
-        sock.close()
+        # psycopg owns the descriptor: shut the connection down, let psycopg close it (closing
+        # it here would let psycopg write to whatever reuses the number next)
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
         sock.detach()
         with contextlib.suppress(Exception):
             conn.close()
@@ -210,8 +213,7 @@ def test_ddl_cut_mid_message_is_applied_whole_or_not_at_all(pg_server: Server) -
         conn = psycopg.connect(pg_server.url, autocommit=True)
         sock = socket.socket(fileno=conn.pgconn.socket)
         sock.sendall(wire[:cut])
-        sock.shutdown(socket.SHUT_RDWR)
-        sock.close()
+        sock.shutdown(socket.SHUT_RDWR)  # psycopg closes the descriptor (see above)
         sock.detach()
         with contextlib.suppress(Exception):
             conn.close()
