@@ -38,7 +38,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import psutil
@@ -221,10 +221,8 @@ def idle_connections(url: str, n: int, server_pid: int, postgres: bool) -> dict[
             new = [p for p in server.children(recursive=True) if p.pid not in before_children]
             uss = 0
             for p in new:
-                try:
+                with suppress(psutil.Error):
                     uss += p.memory_full_info().uss
-                except psutil.Error:
-                    pass
             return {"mb": uss / 2**20, "per_connection_kb": uss / n / 1024, "processes": len(new)}
         after = server.memory_info().rss
         return {"mb": (after - before) / 2**20, "per_connection_kb": (after - before) / n / 1024}

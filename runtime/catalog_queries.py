@@ -7,7 +7,7 @@ reflection, dbt's relation listing) is PostgreSQL's full SQL over
 which tidegate's own front end, built for incremental views, does not take.
 Those queries do not need one: the catalog is small and read at one moment.
 So a :class:`CatalogEngine` loads the relations
-:func:`tidegate.spec.sql.system_catalog.generate` makes from one catalog
+:func:`tidegate.spec.sql.system_catalog.generate_rows` makes from one catalog
 snapshot into an in-memory DuckDB database (once per catalog state: the next
 DDL makes a new one), rewrites the query's PostgreSQL-isms into DuckDB's
 (system relations to their tables, ``OPERATOR(pg_catalog.~)`` to a regular
@@ -42,7 +42,7 @@ from tidegate.spec.sql.system_catalog import (
     Relation,
     Snapshot,
     find,
-    generate,
+    generate_rows,
 )
 
 __all__ = ["CatalogEngine", "CatalogResult", "SessionConstants", "param_types"]
@@ -230,7 +230,7 @@ class CatalogEngine:
                 if self._con is not None:
                     self._con.close()
                 self._con, self._key = _empty_database(), key
-                self._rows = generate(snapshot())
+                self._rows = generate_rows(snapshot())
                 self._loaded = set()
                 for name in sorted(_MACRO_TABLES):  # the macros bind to these as they are made
                     _load(self._con, _BY_QUALIFIED[name], self._rows[name])

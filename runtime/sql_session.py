@@ -676,7 +676,7 @@ class SqlSession:
             return await self._declare(c, params)
         if isinstance(c, S.Fetch):
             return await self._fetch(c)
-        if isinstance(c, S.Close):
+        if isinstance(c, S.CloseCursor):
             if c.name is None:
                 for cur in self._cursors.values():
                     if cur.stream is not None:

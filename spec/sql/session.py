@@ -40,7 +40,7 @@ __all__ = [
     "SYSTEM_SCHEMAS",
     "Begin",
     "CatalogQuery",
-    "Close",
+    "CloseCursor",
     "Commit",
     "CopyFrom",
     "CopyOptions",
@@ -146,7 +146,7 @@ class Fetch:
 
 
 @dataclass(frozen=True)
-class Close:
+class CloseCursor:
     """``CLOSE name`` (``None``: ``CLOSE ALL``)."""
 
     name: str | None
@@ -223,7 +223,7 @@ SessionStatement: TypeAlias = (
     | Show
     | Declare
     | Fetch
-    | Close
+    | CloseCursor
     | CopyTo
     | CopyFrom
     | Discard
@@ -637,7 +637,7 @@ def _session_statement(text: str, names: Names) -> SessionStatement | None:
     m = _CLOSE.match(text)
     if m:
         name = m.group("name")
-        return Close(None if name.upper() == "ALL" else _unquote(name))
+        return CloseCursor(None if name.upper() == "ALL" else _unquote(name))
     m = _DISCARD.match(text)
     if m:
         return Discard(m.group(1).lower())

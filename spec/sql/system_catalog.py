@@ -8,7 +8,7 @@ reads ``pg_class``/``pg_attribute`` and ``information_schema``; dbt-materialize
 reads ``mz_objects``, ``mz_schemas``, ``mz_databases``, ``mz_columns``,
 ``mz_sources``, ``mz_clusters``. :data:`RELATIONS` declares every relation's
 columns (names and :mod:`.pgtypes` types, as Materialize and PostgreSQL name
-them); :func:`generate` fills their rows from a :class:`Snapshot` -- a pure
+them); :func:`generate_rows` fills their rows from a :class:`Snapshot` -- a pure
 value the runtime builds from one catalog state, so every relation of one
 query describes the same moment, and the next DDL is seen by the next query.
 
@@ -37,7 +37,7 @@ __all__ = [
     "Snapshot",
     "columns_of",
     "find",
-    "generate",
+    "generate_rows",
     "object_oid",
     "relation_names",
 ]
@@ -450,7 +450,7 @@ class ClusterInfo:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """What the catalog holds at one moment, for :func:`generate`.
+    """What the catalog holds at one moment, for :func:`generate_rows`.
 
     ``items`` are every named object (the SQL front end's
     :class:`~tidegate.spec.sql.catalog.CatalogItem`); ``definitions`` the SQL that
@@ -493,7 +493,7 @@ def _create_sql(item: CatalogItem, definitions: Mapping[str, str]) -> str | None
     return definitions.get(str(item.id))
 
 
-def generate(snapshot: Snapshot) -> dict[str, list[tuple[Any, ...]]]:
+def generate_rows(snapshot: Snapshot) -> dict[str, list[tuple[Any, ...]]]:
     """The rows of every relation of :data:`RELATIONS`, by qualified name."""
     return _Generator(snapshot).run()
 
