@@ -748,6 +748,19 @@ def _blank_leading_comments(text: str) -> str:
     return "".join(out)
 
 
+_KEYWORD_FUNCTIONS = frozenset(
+    {
+        "current_user",
+        "session_user",
+        "current_role",
+        "current_catalog",
+        "current_schema",
+        "current_timestamp",
+    }
+)
+"""PostgreSQL's functions called without parentheses."""
+
+
 def classify(text: str, names: Names) -> Classified:
     """What the statement ``text`` is (see the module docstring) [SqlSyntaxError,
     UnsupportedSql, UndefinedObject]."""
@@ -844,6 +857,12 @@ def _rewrite(text: str, names: Names) -> Classified:
                     raise _undefined(f"unknown schema '{schema}'", "3F000")
             elif followed_by_paren and words[0] in _FUNCTIONS:
                 functions.append(words[0])
+            elif (
+                not followed_by_paren
+                and words[0] in _KEYWORD_FUNCTIONS
+                and not t.text.startswith('"')
+            ):
+                functions.append(words[0])  # current_user: a function without parentheses
             elif (
                 not followed_by_paren
                 and words[0] in names.system_relations
