@@ -266,11 +266,12 @@ def main() -> None:
                 setup(url, args.rows, label == "tidegate")
             for label, url in (("tidegate", tg_url), ("postgresql", pg_url)):
                 r: dict[str, dict[str, float]] = {}
+                # idle connections first: a big COPY before would leave the heap grown
+                pid = tg_pid if label == "tidegate" else postmaster_pid(url)
+                r["idle"] = idle_connections(url, args.idle, pid, label == "postgresql")
                 r["point"] = point_latency(url, args.rows, args.lookups)
                 r["throughput"] = throughput(url, args.rows, args.clients, args.seconds)
                 r["copy"] = copy_in(url, args.copy_rows)
-                pid = tg_pid if label == "tidegate" else postmaster_pid(url)
-                r["idle"] = idle_connections(url, args.idle, pid, label == "postgresql")
                 results[label] = r
                 print(f"{label}: done", file=sys.stderr, flush=True)
     t, g = results["tidegate"], results["postgresql"]

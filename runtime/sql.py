@@ -123,8 +123,6 @@ __all__ = [
     "EnvCatalog",
     "SqlEnvironment",
     "SqlResult",
-    "execute",
-    "execute_script",
     "plan_write",
     "run_statement",
     "subscribe_sql",
@@ -216,6 +214,8 @@ class SqlEnvironment(Protocol):
     ) -> Subscription: ...
 
     async def copy_to(self, ref: Ref, url: str, *, at: int | None = None) -> int: ...
+
+    async def freshest(self, ref: Ref) -> int: ...
 
 
 @dataclass
@@ -357,28 +357,7 @@ def _positions(err: SqlError, stmt_sql: str) -> SqlError:
     return err.located(stmt_sql)
 
 
-async def execute(env: SqlEnvironment, sql: str, params: Sequence[Any] | None = None) -> SqlResult:
-    """Run the statement(s) of ``sql``; the last one's result (``params`` fill ``$1``, ``$2``, ...)."""
-    results = await execute_script(env, sql, params)
-    if not results:
-        return SqlResult("EMPTY")
-    return results[-1]
-
-
-async def execute_script(
-    env: SqlEnvironment, sql: str, params: Sequence[Any] | None = None
-) -> list[SqlResult]:
-    """Run every statement of ``sql`` in order; each one's result (stops at the first error).
-
-    The statements run in a fresh :class:`~tidegate.runtime.sql_session.SqlSession`, as
-    those of a wire connection or of ``POST /sql`` do: one session semantics.
-    """
-    from .sql_session import SqlSession
-
-    return await SqlSession(env).run_script(sql, params)
-
-
-async def run_statement(env: Environment, stmt: Statement, params: list[Any]) -> SqlResult:
+async def run_statement(env: SqlEnvironment, stmt: Statement, params: list[Any]) -> SqlResult:
     """Run one parsed statement (the session layer's way in: no transaction of its own)."""
     return await _run(env, stmt, params)
 
@@ -842,7 +821,10 @@ async def _write(
 
 
 async def plan_write(
-    env: Environment, cat: EnvCatalog, stmt: InsertStmt | DeleteStmt | UpdateStmt, params: list[Any]
+    env: SqlEnvironment,
+    cat: EnvCatalog,
+    stmt: InsertStmt | DeleteStmt | UpdateStmt,
+    params: list[Any],
 ) -> tuple[GlobalId, list[tuple[Row, int]], str]:
     """What a write appends: the table, its updates and the command tag (nothing appended;
     a transaction appends several at its ``COMMIT``)."""

@@ -41,7 +41,7 @@ import datetime as _dt
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 
@@ -83,10 +83,7 @@ from tidegate.spec.sql import session as S
 from tidegate.spec.sql.system_catalog import ClusterInfo, Snapshot, relation_names
 
 from .catalog_queries import CatalogEngine, SessionConstants
-from .sql import EnvCatalog, SqlResult, plan_write, run_statement
-
-if TYPE_CHECKING:
-    from .environment import Environment
+from .sql import EnvCatalog, SqlEnvironment, SqlResult, plan_write, run_statement
 
 __all__ = [
     "CopyIn",
@@ -95,6 +92,8 @@ __all__ = [
     "Prepared",
     "RowStream",
     "SqlSession",
+    "execute",
+    "execute_script",
     "server_version",
 ]
 
@@ -115,6 +114,24 @@ def mz_version() -> str:
     from tidegate import __version__
 
     return f"v0.130.0 (tidegate {__version__})"
+
+
+async def execute(env: SqlEnvironment, sql: str, params: Sequence[Any] | None = None) -> SqlResult:
+    """Run the statement(s) of ``sql`` in a fresh session; the last one's result (``params``
+    fill ``$1``, ``$2``, ...): what :meth:`Environment.execute` does."""
+    results = await execute_script(env, sql, params)
+    if not results:
+        return SqlResult("EMPTY")
+    return results[-1]
+
+
+async def execute_script(
+    env: SqlEnvironment, sql: str, params: Sequence[Any] | None = None
+) -> list[SqlResult]:
+    """Run every statement of ``sql`` in order in a fresh session, as those of a wire connection
+    or of ``POST /sql`` run: one session semantics. Each one's result; stops at the first
+    error."""
+    return await SqlSession(env).run_script(sql, params)
 
 
 # -- session variables ---------------------------------------------------------------------------
@@ -404,7 +421,7 @@ class SqlSession:
 
     def __init__(
         self,
-        env: Environment,
+        env: SqlEnvironment,
         *,
         user: str = "materialize",
         database: str = "materialize",

@@ -609,7 +609,7 @@ class Environment:
     async def execute(self, sql: str, params: Sequence[Any] | None = None) -> Any:
         """Run SQL; the last statement's :class:`~tidegate.runtime.sql.SqlResult` (see
         :mod:`tidegate.runtime.sql`; ``params`` fill ``$1``, ``$2``, ...)."""
-        from ..sql import execute
+        from ..sql_session import execute
 
         return await execute(self, sql, params)
 

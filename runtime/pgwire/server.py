@@ -27,6 +27,7 @@ from anyio.streams.tls import TLSStream
 
 from tidegate.spec.errors import ProtocolViolation
 
+from ..sql import SqlEnvironment
 from . import messages as m
 from .auth import AuthConfig
 from .protocol import NEED_DATA, ConnectionClosed, Phase, ServerConnection
@@ -34,7 +35,6 @@ from .session import Closed, Raw, Registry, WireSession, _error, _fatal
 
 if TYPE_CHECKING:
     from ..catalog_queries import CatalogEngine
-    from ..environment import Environment
 
 __all__ = ["PgwireOptions", "PgwireServer", "serve_pgwire", "tls_context"]
 
@@ -110,7 +110,7 @@ class PgwireServer:
     """Serves ``env`` over the PostgreSQL wire protocol (see the module docstring)."""
 
     def __init__(
-        self, env: Environment, options: PgwireOptions, engine: CatalogEngine | None = None
+        self, env: SqlEnvironment, options: PgwireOptions, engine: CatalogEngine | None = None
     ) -> None:
         self.env = env
         self.options = options
@@ -247,7 +247,7 @@ class PgwireServer:
 
 
 async def serve_pgwire(
-    env: Environment,
+    env: SqlEnvironment,
     host: str = "127.0.0.1",
     port: int = 6875,
     *,

@@ -35,7 +35,7 @@ from tidegate.spec.errors import (
 from tidegate.spec.sql import pgtypes as T
 from tidegate.spec.sql import split_statements
 
-from ..sql import SqlResult
+from ..sql import SqlEnvironment, SqlResult
 from ..sql_session import (
     CopyIn,
     CopyOut,
@@ -49,7 +49,6 @@ from .auth import AuthConfig, AuthenticationFailed, ScramExchange, parse_sasl_in
 
 if TYPE_CHECKING:
     from ..catalog_queries import CatalogEngine
-    from ..environment import Environment
 
 __all__ = ["Closed", "Raw", "Registry", "WireSession", "error_fields", "sqlstate_of"]
 
@@ -257,7 +256,7 @@ class WireSession:
 
     def __init__(
         self,
-        env: Environment,
+        env: SqlEnvironment,
         *,
         auth: AuthConfig,
         tls: bool,
