@@ -124,6 +124,7 @@ __all__ = [
     "SqlEnvironment",
     "SqlResult",
     "plan_write",
+    "read_rows",
     "run_statement",
     "subscribe_sql",
 ]
@@ -355,6 +356,14 @@ class EnvCatalog:
 
 def _positions(err: SqlError, stmt_sql: str) -> SqlError:
     return err.located(stmt_sql)
+
+
+async def read_rows(
+    env: SqlEnvironment, plan: Plan, finishing: RowSetFinishing, at: int | None
+) -> tuple[list[tuple[Row, int]], int | None]:
+    """The finished rows of ``plan`` at ``at`` (default: the freshest time), by the fastest
+    path, with the time read (the session layer's way to a ``SELECT`` it lowered itself)."""
+    return await _read(env, plan, finishing, at)
 
 
 async def run_statement(env: SqlEnvironment, stmt: Statement, params: list[Any]) -> SqlResult:

@@ -70,6 +70,7 @@ from tidegate.spec.sql import (
     DeleteStmt,
     DropStmt,
     InsertStmt,
+    Lowered,
     SelectStmt,
     Statement,
     SubscribeStmt,
@@ -83,7 +84,7 @@ from tidegate.spec.sql import session as S
 from tidegate.spec.sql.system_catalog import ClusterInfo, Snapshot, relation_names
 
 from .catalog_queries import CatalogEngine, SessionConstants
-from .sql import EnvCatalog, SqlEnvironment, SqlResult, plan_write, run_statement
+from .sql import EnvCatalog, SqlEnvironment, SqlResult, plan_write, read_rows, run_statement
 
 __all__ = [
     "CopyIn",
@@ -447,6 +448,7 @@ class SqlSession:
         self._tx: _Transaction | None = None
         self._cursors: dict[str, _Cursor] = {}
         self._progress_flag = False
+        self._plans: dict[Any, tuple[Any, SelectStmt, Lowered]] = {}
         for name, value in (options or {}).items():
             self._set(name, value, at_startup=True)
         self.changed.clear()
@@ -832,16 +834,18 @@ class SqlSession:
                     hint="use DECLARE c CURSOR FOR SUBSCRIBE ... and FETCH from it",
                 )
             return await self._subscribe(stmt, params, self._progress_flag)
+        if isinstance(stmt, SelectStmt) and not dry:
+            if explicit:
+                assert tx is not None
+                if tx.kind == "write":
+                    raise InvalidTransactionState("transaction in write-only mode")
+                tx.kind = "read"
+                if stmt.as_of is None:
+                    stmt = replace(stmt, as_of=await self._read_ts(stmt, params))
+            return await self._select(stmt, params)
         if not explicit or dry:
             return await run_statement(self.env, stmt, params)
         assert tx is not None
-        if isinstance(stmt, SelectStmt):
-            if tx.kind == "write":
-                raise InvalidTransactionState("transaction in write-only mode")
-            tx.kind = "read"
-            if stmt.as_of is None:
-                stmt = replace(stmt, as_of=await self._read_ts(stmt, params))
-            return await run_statement(self.env, stmt, params)
         if isinstance(stmt, InsertStmt):
             if tx.kind == "read" or tx.read_only:
                 raise ReadOnlySqlTransaction("transaction in read-only mode")
@@ -866,6 +870,30 @@ class SqlSession:
             raise _unsupported_tx(_statement_word(stmt))
         tx.kind = "ddl"
         return await run_statement(self.env, stmt, params)
+
+    async def _select(self, stmt: SelectStmt, params: list[Any]) -> SqlResult:
+        """A ``SELECT``: lowered once per catalog state and parameters (a prepared statement
+        run again skips binding and lowering), then read by the fastest path."""
+        low = self._lowered(stmt, params)
+        rows, at = await read_rows(self.env, low.plan, low.finishing(), stmt.as_of)
+        out = [r for r, n in rows for _ in range(n)]
+        return SqlResult(f"SELECT {len(out)}", low.names, low.types, out, at)
+
+    def _lowered(self, stmt: SelectStmt, params: list[Any]) -> Lowered:
+        state = self.env.state
+        try:
+            key: Any = (id(stmt), tuple(params))
+            hash(key)
+        except TypeError:  # a parameter without a hash (a list): no caching
+            return lower_query(stmt.query, EnvCatalog(self.env), params, stmt.sql)
+        cached = self._plans.get(key)
+        if cached is not None and cached[0] is state and cached[1] is stmt:
+            return cached[2]
+        low = lower_query(stmt.query, EnvCatalog(self.env), params, stmt.sql)
+        if len(self._plans) >= 256:
+            self._plans.clear()
+        self._plans[key] = (state, stmt, low)
+        return low
 
     async def _read_ts(self, stmt: SelectStmt, params: list[Any]) -> int:
         """The transaction's read timestamp: chosen by its first read (every object it reads
