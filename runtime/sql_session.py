@@ -589,6 +589,19 @@ class SqlSession:
                 pass
         return int(time.time() * 1000)
 
+    def interruptible(self, prepared: Prepared) -> bool:
+        """Whether cancelling ``prepared`` midway leaves nothing half done: reads (queries,
+        ``SUBSCRIBE``, ``FETCH``, ``COPY ... TO``, the catalog, ``SHOW``) are; DDL and writes run
+        to their end once started (a ``CancelRequest``, ``statement_timeout`` or a client that
+        goes away stops them before, never in the middle)."""
+        c = prepared.classified
+        if isinstance(c, S.CatalogQuery | S.Fetch | S.CopyTo | S.Show):
+            return True
+        stmt = prepared.statement
+        return isinstance(stmt, SelectStmt | SubscribeStmt) or (
+            stmt is not None and _is_text_result(stmt)
+        )
+
     async def describe(self, prepared: Prepared) -> Described:
         """Parameter types and result columns of ``prepared``, without running it."""
         if prepared.described is not None:

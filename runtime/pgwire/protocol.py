@@ -227,6 +227,23 @@ class ServerConnection:
 
     # -- output ---------------------------------------------------------------------------------
 
+    def buffered(self) -> int:
+        """Bytes received and not yet taken as messages."""
+        return len(self._buffer)
+
+    def next_event_ready(self) -> bool:
+        """Whether :meth:`next_event` would answer something other than NEED_DATA now (the
+        end of input counts)."""
+        if self._eof or self.phase is Phase.CLOSED:
+            return True
+        buf = self._buffer
+        if self.phase is Phase.STARTUP:
+            return len(buf) >= 4 and len(buf) >= int.from_bytes(buf[:4], "big", signed=True)
+        if len(buf) < 5:
+            return False
+        length = int.from_bytes(buf[1:5], "big", signed=True)
+        return length < 4 or length > self.max_message or len(buf) >= length + 1
+
     def ssl_response(self, accept: bool) -> bytes:
         """The one byte answering an ``SSLRequest`` or ``GSSENCRequest`` (``S``: go on in TLS)."""
         return b"S" if accept else b"N"

@@ -38,6 +38,9 @@ if TYPE_CHECKING:
 
 __all__ = ["PgwireOptions", "PgwireServer", "serve_pgwire", "tls_context"]
 
+_READ_AHEAD = 1024 * 1024
+"""Bytes read ahead of the session (a client pipelining more waits)."""
+
 _log = logging.getLogger("tidegate.pgwire")
 
 
@@ -66,18 +69,56 @@ class _Conn:
     def __init__(self, stream: anyio.abc.ByteStream, max_message: int) -> None:
         self.stream: anyio.abc.ByteStream = stream
         self.machine = ServerConnection(max_message=max_message)
+        self._pumping = False
+        self._arrived = anyio.Event()
+        self._consumed = anyio.Event()
+        self.on_eof: Any = None
+        """Called when the client's side closes while the pump reads (cancels a statement)."""
+
+    async def _read(self) -> bytes:
+        try:
+            return await self.stream.receive()
+        except (anyio.EndOfStream, anyio.BrokenResourceError, ssl.SSLError, OSError):
+            return b""
+        except anyio.ClosedResourceError:
+            return b""
+
+    def start_pumping(self) -> None:
+        """From now on :meth:`pump` reads (before it starts: two readers are one too many)."""
+        self._pumping = True
+
+    async def pump(self) -> None:
+        """Read ahead while statements run, so that a client that goes away is seen at once
+        (its running statement -- a subscription streaming, a FETCH waiting -- is cancelled)
+        instead of when the next answer fails to send. Reading pauses while more than
+        :data:`_READ_AHEAD` bytes wait to be handled."""
+        machine = self.machine
+        while True:
+            while machine.buffered() > _READ_AHEAD:
+                self._consumed = anyio.Event()
+                await self._consumed.wait()
+            data = await self._read()
+            machine.receive_data(data)
+            self._arrived.set()
+            if not data:
+                if self.on_eof is not None:
+                    self.on_eof()
+                return
 
     async def receive(self) -> m.FrontendMessage:
         """The next message [Closed at the end of input; ProtocolViolation]."""
         machine = self.machine
         while True:
             ev = machine.next_event()
+            self._consumed.set()
             if ev is NEED_DATA:
-                try:
-                    data = await self.stream.receive()
-                except (anyio.EndOfStream, anyio.BrokenResourceError, ssl.SSLError, OSError):
-                    data = b""
-                machine.receive_data(data)
+                if self._pumping:
+                    self._arrived = anyio.Event()
+                    if machine.next_event_ready():
+                        continue
+                    await self._arrived.wait()
+                else:
+                    machine.receive_data(await self._read())
                 continue
             if isinstance(ev, ConnectionClosed):
                 raise Closed
@@ -204,6 +245,21 @@ class PgwireServer:
         return session
 
     async def _query_phase(self, conn: _Conn, session: WireSession) -> None:
+        failed: Exception | None = None
+        async with anyio.create_task_group() as tg:
+            conn.on_eof = session.cancel
+            conn.start_pumping()
+            tg.start_soon(conn.pump)
+            try:
+                await self._messages(conn, session)
+            except Exception as e:  # raised below, unwrapped from the task group's group
+                failed = e
+            finally:
+                tg.cancel_scope.cancel()
+        if failed is not None:
+            raise failed
+
+    async def _messages(self, conn: _Conn, session: WireSession) -> None:
         sql = session.sql
         assert sql is not None
         while True:

@@ -421,9 +421,13 @@ class WireSession:
             return e
         return e
 
-    async def _run(self, coro: Callable[[], Awaitable[Any]]) -> Any:
-        """``coro()`` inside a scope that a CancelRequest or ``statement_timeout`` cancels."""
+    async def _run(self, coro: Callable[[], Awaitable[Any]], interruptible: bool = True) -> Any:
+        """``coro()`` inside a scope that a CancelRequest or ``statement_timeout`` cancels; a
+        statement that is not ``interruptible`` (DDL, writes) runs shielded to its end."""
         assert self.sql is not None
+        if not interruptible:
+            with anyio.CancelScope(shield=True):
+                return await coro()
         timeout = self.sql.timeout_ms("statement_timeout")
         with anyio.CancelScope() as scope:
             self._scope = scope
@@ -465,7 +469,7 @@ class WireSession:
                 def run(p: Prepared = prepared) -> Awaitable[Any]:
                     return session.execute(p, [])
 
-                outcome = await self._run(run)
+                outcome = await self._run(run, session.interruptible(prepared))
                 await self._answer(outcome, None, 0, receive, send, simple=True)
             except Closed:
                 raise
@@ -566,7 +570,9 @@ class WireSession:
             return
         if portal.outcome is None:
             prepared, params = portal.prepared, portal.params
-            portal.outcome = await self._run(lambda: session.execute(prepared, params))
+            portal.outcome = await self._run(
+                lambda: session.execute(prepared, params), session.interruptible(prepared)
+            )
         await self._answer(portal.outcome, portal, max_rows, receive, send, simple=False)
 
     # -- answering ------------------------------------------------------------------------------
@@ -796,7 +802,9 @@ class WireSession:
         if failed is not None:
             raise failed
         data = b"".join(chunks)
-        return await self._run(lambda: session.copy_in(copy, data))  # type: ignore[no-any-return]
+        return await self._run(  # type: ignore[no-any-return]
+            lambda: session.copy_in(copy, data), interruptible=False
+        )
 
 
 def _copy_data(data: bytes) -> bytes:

@@ -17,6 +17,7 @@ import contextlib
 import random
 import socket
 import struct
+import time
 
 import psycopg
 import pytest
@@ -203,6 +204,7 @@ def test_ddl_cut_mid_message_is_applied_whole_or_not_at_all(pg_server: Server) -
     """An authenticated connection sends part (or all) of a ``CREATE TABLE`` and goes away."""
     rng = random.Random(7)
     names = []
+    pids: set[int] = set()
     for i in range(16):
         name = f"fuzz_ddl_{i}"
         names.append(name)
@@ -211,12 +213,19 @@ def test_ddl_cut_mid_message_is_applied_whole_or_not_at_all(pg_server: Server) -
         )
         cut = rng.randrange(1, len(wire) + 1) if i % 4 else len(wire)
         conn = psycopg.connect(pg_server.url, autocommit=True)
+        pids.add(conn.info.backend_pid)
         sock = socket.socket(fileno=conn.pgconn.socket)
         sock.sendall(wire[:cut])
         sock.shutdown(socket.SHUT_RDWR)  # psycopg closes the descriptor (see above)
         sock.detach()
         with contextlib.suppress(Exception):
             conn.close()
+    # the whole CREATE TABLEs still run (a client that goes away does not stop DDL midway):
+    # wait for their sessions to end before looking
+    deadline = time.monotonic() + 60
+    while any(s.pid in pids for s in pg_server.server.registry.sessions()):
+        assert time.monotonic() < deadline, "the cut sessions did not end"
+        time.sleep(0.05)
     with psycopg.connect(pg_server.url, autocommit=True) as c:
         made = 0
         for name in names:
@@ -231,3 +240,39 @@ def test_ddl_cut_mid_message_is_applied_whole_or_not_at_all(pg_server: Server) -
                 c.execute(f"INSERT INTO {name} VALUES (1, 'x', 0.5)")
                 assert c.execute(f"SELECT * FROM {name}").fetchall() == [(1, "x", 0.5)]
         assert made < len(names)  # the cut ones were not applied
+
+
+def test_a_client_that_goes_away_mid_subscription_ends_it(pg_server: Server) -> None:
+    """A streaming SUBSCRIBE whose client disconnects is cancelled at once (the server reads
+    ahead and sees the end of input), not when a later row fails to send."""
+
+    with psycopg.connect(pg_server.url, autocommit=True) as c:
+        c.execute("CREATE TABLE fuzz_gone (k bigint)")
+        c.execute("INSERT INTO fuzz_gone VALUES (1)")
+    conn = psycopg.connect(pg_server.url, autocommit=True)
+    pid = conn.info.backend_pid
+
+    def alive() -> bool:
+        return any(s.pid == pid for s in pg_server.server.registry.sessions())
+
+    sock = socket.socket(fileno=conn.pgconn.socket)
+    try:
+        sock.sendall(encode_frontend(m.Query("SUBSCRIBE fuzz_gone")))
+        sock.settimeout(30)
+        got = b""
+        while b"D" not in got[:1] and b"\nD" not in got and len(got) < 10:
+            chunk = sock.recv(65536)
+            assert chunk
+            got += chunk
+            if b"D\0\0" in got:
+                break
+        assert alive()
+        sock.shutdown(socket.SHUT_RDWR)
+    finally:
+        sock.detach()
+        with contextlib.suppress(Exception):
+            conn.close()
+    deadline = time.monotonic() + 30
+    while alive():
+        assert time.monotonic() < deadline, "the streaming session did not end"
+        time.sleep(0.05)
