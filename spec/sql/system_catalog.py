@@ -260,8 +260,12 @@ RELATIONS: tuple[Relation, ...] = (
     ),
     _rel(
         "pg_catalog.pg_proc",
-        "oid:oid proname:name pronamespace:oid proowner:oid prolang:oid prokind:char "
-        "prorettype:oid proargtypes:oid[] proretset:bool prosrc",
+        "oid:oid proname:name pronamespace:oid proowner:oid prolang:oid procost:float4 "
+        "prorows:float4 provariadic:oid prosupport:regproc prokind:char prosecdef:bool "
+        "proleakproof:bool proisstrict:bool proretset:bool provolatile:char proparallel:char "
+        "pronargs:int2 pronargdefaults:int2 prorettype:oid proargtypes:oid[] "
+        "proallargtypes:oid[] proargmodes:char[] proargnames:text[] prosrc probin "
+        "proconfig:text[] proacl:text[] proisagg:bool proiswindow:bool",
     ),
     _rel(
         "pg_catalog.pg_settings",

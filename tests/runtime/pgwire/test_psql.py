@@ -170,6 +170,23 @@ def test_describe_family(up: Up) -> None:
     assert '"d_idx"' in table.stdout
     view = up.psql("-c", "\\d d_m").stdout
     assert 'Materialized view "public.d_m"' in view and "bigint" in view
+    for cmd in (
+        "\\d+ d_t",
+        "\\dt+",
+        "\\di+",
+        "\\dv+",
+        "\\dm+",
+        "\\dn",
+        "\\l",
+        "\\du",
+        "\\df",
+        "\\dT",
+        "\\dx",
+        "\\dp",
+        "\\d mz_catalog.mz_tables",
+    ):
+        shown = up.psql("-c", cmd)
+        assert shown.returncode == 0 and "ERROR" not in shown.stderr, (cmd, shown.stderr)
     missing = up.psql("-c", "\\dt nothing_like_this")
     assert 'Did not find any relation named "nothing_like_this"' in missing.stderr
 
