@@ -159,6 +159,32 @@ class ReplicaMetrics:
         )
         self._server: Any = None
         self._thread: threading.Thread | None = None
+        self._set: dict[tuple[int, str], tuple[Any, float]] = {}
+        """Per (gauge, collection): its labelled child and the value last set."""
+
+    def set_collection(self, gauge: Gauge, collection: str, value: float) -> None:
+        """``gauge.labels(collection).set(value)``, skipped when the series has that value.
+
+        A replica sets every collection's gauges after every step (many a second); most
+        values did not change, and looking a labelled child up takes a lock and a tuple
+        of label values each time.
+        """
+        key = (id(gauge), collection)
+        known = self._set.get(key)
+        if known is not None:
+            child, last = known
+            if last == value:
+                return
+        else:
+            child = gauge.labels(collection)
+        child.set(value)
+        self._set[key] = (child, value)
+
+    def remove_collection(self, gauge: Gauge, collection: str) -> None:
+        """Remove ``collection``'s series of ``gauge`` (if it has one)."""
+        self._set.pop((id(gauge), collection), None)
+        with contextlib.suppress(KeyError):
+            gauge.remove(collection)
 
     def forget(self, collection: str) -> None:
         """Remove the frontier series of a dropped collection."""
@@ -168,8 +194,7 @@ class ReplicaMetrics:
             self.index_in_spark,
             self.index_storage_failures,
         ):
-            with contextlib.suppress(KeyError):
-                g.remove(collection)
+            self.remove_collection(g, collection)
 
     def serve(self, host: str, port: int) -> int:
         """Serve ``/metrics`` on ``host:port`` (0 picks a port) in a daemon thread; the bound port."""

@@ -715,9 +715,9 @@ class ReplicaService(QueuedService):
         for gid, st in self.executor.index_status().items():
             name = str(gid)
             where = getattr(st, "location", "driver")
-            m.index_in_spark.labels(name).set({"spark": 1.0, "moving": 0.5}.get(where, 0.0))
+            m.set_collection(m.index_in_spark, name, {"spark": 1.0, "moving": 0.5}.get(where, 0.0))
             failures = int(getattr(st, "failures", 0))
-            m.index_storage_failures.labels(name).set(failures)
+            m.set_collection(m.index_storage_failures, name, failures)
             if failures > self._index_failures.get(gid, 0):
                 log_event(
                     self.log,
@@ -739,7 +739,7 @@ class ReplicaService(QueuedService):
             if least is None:
                 continue
             name = str(gid)
-            m.output_frontier.labels(name).set(least / 1000)  # epoch ms: seconds
+            m.set_collection(m.output_frontier, name, least / 1000)  # epoch ms: seconds
             uppers = [
                 _least(self._delivered[s])
                 for s in self._inputs.get(gid, ())
@@ -747,13 +747,13 @@ class ReplicaService(QueuedService):
             ]
             known = [u for u in uppers if u is not None]
             if known:
-                m.frontier_lag.labels(name).set(max(0, min(known) - least) / 1000)
+                m.set_collection(m.frontier_lag, name, max(0, min(known) - least) / 1000)
         self._gauge_indexes()
         records = self.executor.records
         for gid in self._gauged - records.keys():
-            m.arrangement_records.remove(str(gid))
+            m.remove_collection(m.arrangement_records, str(gid))
         for gid, n in records.items():
-            m.arrangement_records.labels(str(gid)).set(n)
+            m.set_collection(m.arrangement_records, str(gid), n)
         self._gauged = set(records)
 
 
