@@ -100,10 +100,18 @@ class MessageCodec(Generic[M]):
         self.encode = encode
         self.decode = decode
 
-    def frames(self, value: M) -> list[bytes]:
-        """``value`` as the frames to send, in order (one, unless it is large)."""
+    def frames(self, value: M, max_frame_bytes: int | None = None) -> list[bytes]:
+        """``value`` as the frames to send, in order (one, unless it is large).
+
+        ``max_frame_bytes`` is the largest slice of the message in one frame
+        (:data:`MAX_FRAME_BYTES` by default): a sender whose channel carries
+        smaller messages chooses less. Receivers reassemble fragments of any
+        size, so it is the sender's choice alone.
+        """
         data = self.encode(value).SerializeToString()
-        limit = MAX_FRAME_BYTES
+        limit = MAX_FRAME_BYTES if max_frame_bytes is None else max_frame_bytes
+        if limit < 1:
+            raise ValueError(f"max_frame_bytes must be positive, got {limit}")
         if len(data) <= limit:
             return [data]
         out = []
