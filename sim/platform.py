@@ -61,13 +61,13 @@ class SimPlatform:
     def new_id(self) -> str:
         return self._process.new_id()
 
-    def _leg_s(self) -> float:
+    def _leg_ms(self) -> int:
         low, high = STORAGE_LATENCY_MS
-        return self._latencies.integer(low, high) * self._faults.slow_factor / 1000
+        return self._latencies.integer(low, high) * self._faults.slow_factor
 
     async def run_blocking(self, fn: Callable[..., T], *args: Any) -> T:
         proc = self._process
-        await trio.sleep(self._leg_s())
+        await self._kernel.sleep(self._leg_ms())
         if not proc.alive:
             await trio.sleep_forever()  # the world is cancelling this process
         self.calls += 1
@@ -76,7 +76,7 @@ class SimPlatform:
         except ProcessKilled:
             self._kill(proc)
             await trio.sleep_forever()
-        await trio.sleep(self._leg_s())
+        await self._kernel.sleep(self._leg_ms())
         if not proc.alive:
             await trio.sleep_forever()
         return result
