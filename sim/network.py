@@ -48,6 +48,11 @@ class SimNetwork:
         self._next = 1
         self.slow: dict[str, int] = {}
         self.messages_delivered = 0
+        """Frames delivered (a fragmented message is several)."""
+        self.max_frame_bytes: int | None = None
+        """The largest slice of a message in one frame (``None``: the product's default)."""
+        self.fragmented = 0
+        """Messages sent as several fragments."""
 
     def connect(
         self, replica: str, to_replica: Deliver, to_controller: Deliver, on_closed: Closed

@@ -257,6 +257,7 @@ def run_simulation(options: RunOptions, choices: ChoiceSource | None = None) -> 
         storage_calls=world.disk.cas_ok + world.disk.cas_lost,
         controller_restarts=world.controller.restores,
     )
+    world.sometimes["wire_fragmented_message"] = world.network.fragmented
     sometimes = dict(sorted(world.sometimes.items()))
     for fault in plan.faults:  # a planned kind that never fired shows up as 0
         sometimes.setdefault(fault.kind.value, 0)

@@ -1,9 +1,16 @@
 """The transport port over the simulated network, so the runtime's driver runs in the simulator.
 
 :class:`SimTransport` implements :class:`~tidegate.runtime.transport.port.Transport`
-with :class:`~tidegate.sim.network.SimNetwork` connections: messages are the
-spec's objects (no encoding), delayed by the network's latency and delivered
-in order while the connection is up. Replicas are :class:`SimReplicaEndpoint` s,
+with :class:`~tidegate.sim.network.SimNetwork` connections. What travels is
+what travels over gRPC: each command and response is encoded by the
+protocol's codec and framed (:class:`~tidegate.runtime.wire.frames.MessageCodec`;
+a message larger than the network's ``max_frame_bytes`` goes as fragments),
+and the other end reassembles and decodes the frames
+(:class:`~tidegate.runtime.wire.frames.FrameAssembler`), so the codec and the
+framing run in every simulation. Frames are delayed by the network's latency
+and delivered in order while the connection is up. Bytes that do not decode
+cut the stream, as the gRPC server and client do, and the endpoint's
+``on_cut`` hears of it (in a simulation both ends are ours: a finding). Replicas are :class:`SimReplicaEndpoint` s,
 which serve a :class:`~tidegate.runtime.transport.handler.ReplicaHandler` per
 protocol (compute, storage, or both; :mod:`tidegate.runtime.transport.protocols`)
 with the same rules as the gRPC server, per protocol: token, then version, are
@@ -29,8 +36,8 @@ from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Generic
 
-import anyio
-import anyio.lowlevel
+import trio
+import trio.lowlevel
 from typing_extensions import TypeVar
 
 from tidegate.runtime.transport.errors import (
@@ -50,6 +57,7 @@ from tidegate.runtime.transport.version import (
     Own,
     bearer,
 )
+from tidegate.runtime.wire.errors import WireError
 from tidegate.spec.errors import TidegateError
 from tidegate.spec.protocol.commands import ComputeCommand
 from tidegate.spec.protocol.responses import ComputeResponse
@@ -67,29 +75,49 @@ class _Link:
     """Both ends of one simulated stream, and why it ended (if it did)."""
 
     def __init__(
-        self, endpoint: SimReplicaEndpoint, stream: SimReplicaStream[Any, Any], protocol: str
+        self,
+        endpoint: SimReplicaEndpoint,
+        stream: SimReplicaStream[Any, Any],
+        protocol: WireProtocol[Any, Any],
     ) -> None:
         self.endpoint = endpoint
         self.stream = stream
-        self.protocol = protocol
+        self.protocol = protocol.name
+        self.responses = protocol.responses
+        self.commands = protocol.commands.assembler()
+        """The replica's end: frames in, commands out."""
         self.session: ReplicaConnection[Any] | None = None
         self.conn: Connection | None = None
         self.reason = "the network connection was cut"
 
     # ResponseSink, used by the session.
     def send(self, response: Any) -> None:
-        if self.conn is not None and self.conn.up:
-            if self.endpoint.observe is not None:
-                self.endpoint.observe("resp", self.endpoint.name, response)
-            self.endpoint.network.send_to_controller(self.conn, response)
+        conn = self.conn
+        if conn is not None and conn.up:
+            endpoint = self.endpoint
+            if endpoint.observe is not None:
+                endpoint.observe("resp", endpoint.name, response)
+            network = endpoint.network
+            frames = self.responses.frames(response, network.max_frame_bytes)
+            if len(frames) > 1:
+                network.fragmented += 1
+            for frame in frames:
+                network.send_to_controller(conn, frame)
 
     def send_many(self, responses: Sequence[Any]) -> None:
         for response in responses:
             self.send(response)
 
-    def to_replica(self, conn: Connection, command: Any) -> None:
+    def to_replica(self, conn: Connection, frame: bytes) -> None:
         if self.session is None:
             return
+        try:
+            command = self.commands.feed(frame)
+        except WireError as e:  # the gRPC server ends the stream (INVALID_ARGUMENT)
+            self.cut(f"malformed command: {type(e).__name__}: {e}")
+            return
+        if command is None:
+            return  # a fragment of a large command
         if self.endpoint.observe is not None:
             self.endpoint.observe("cmd", self.endpoint.name, command)
         try:
@@ -97,8 +125,8 @@ class _Link:
         except TidegateError as e:
             self.cut(f"command rejected: {type(e).__name__}: {e}")
 
-    def to_controller(self, conn: Connection, response: Any) -> None:
-        self.stream._deliver(response)
+    def to_controller(self, conn: Connection, frame: bytes) -> None:
+        self.stream._deliver(frame)
 
     def closed(self, conn: Connection) -> None:
         self.stream._lost(f"{self.stream.address}: stream ended: {self.reason}")
@@ -106,13 +134,18 @@ class _Link:
         if session is not None:
             session.on_close()
         self.endpoint._forget(self)
-        if self.endpoint.on_cut is not None and self.reason.startswith("command rejected"):
+        if self.endpoint.on_cut is not None and self.reason.startswith(_FINDINGS):
             self.endpoint.on_cut(self.endpoint.name, self.reason)
 
     def cut(self, reason: str) -> None:
         if self.conn is not None and self.conn.up:
             self.reason = reason
             self.endpoint.network.cut(self.conn)
+
+
+_FINDINGS = ("command rejected", "malformed command", "malformed response")
+"""Why a stream ended, when that is a finding: a replica refused a command, or bytes on the
+wire did not decode (both ends are the product's own code)."""
 
 
 class SimReplicaEndpoint:
@@ -201,7 +234,9 @@ class SimReplicaEndpoint:
             return
         # Refused like any attempt while the network is cut: a lost duplicate does nothing.
         with contextlib.suppress(ConnectionRefused):
-            self._accept(metadata, SimReplicaStream(f"{self.name} (ghost)"), protocol)
+            self._accept(
+                metadata, SimReplicaStream(f"{self.name} (ghost)", protocol=protocol), protocol
+            )
 
     def _accept(
         self,
@@ -236,7 +271,7 @@ class SimReplicaEndpoint:
         current = self._current.get(protocol.name)
         if current is not None:
             current.cut("preempted by a newer controller connection")
-        link = _Link(self, stream, protocol.name)
+        link = _Link(self, stream, protocol)
         link.conn = self.network.connect(
             self.name, link.to_replica, link.to_controller, link.closed
         )
@@ -283,13 +318,13 @@ class SimTransport(Transport[C, R]):
         return md
 
     async def connect(self, address: str) -> SimReplicaStream[C, R]:
-        await anyio.lowlevel.checkpoint()
+        await trio.lowlevel.checkpoint()
         if self.alive is not None and not self.alive():
-            await anyio.sleep_forever()  # a dead process: its task is being cancelled
+            await trio.sleep_forever()  # a dead process: its task is being cancelled
         endpoint = self.endpoints.get(address)
         if endpoint is None:
             raise ConnectionRefused(f"{address}: no such replica")
-        stream: SimReplicaStream[C, R] = SimReplicaStream(address, self.alive)
+        stream: SimReplicaStream[C, R] = SimReplicaStream(address, self.alive, self.protocol)
         stream._link = endpoint._accept(self.metadata(), stream, self.protocol)
         return stream
 
@@ -297,17 +332,32 @@ class SimTransport(Transport[C, R]):
 class SimReplicaStream(ReplicaStream[C, R], Generic[C, R]):
     """A stream over one simulated connection; see :class:`~tidegate.runtime.transport.port.ReplicaStream`."""
 
-    def __init__(self, address: str, alive: Callable[[], bool] | None = None) -> None:
+    def __init__(
+        self,
+        address: str,
+        alive: Callable[[], bool] | None = None,
+        protocol: WireProtocol[C, R] = COMPUTE,  # type: ignore[assignment]
+    ) -> None:
         self.address = address
         self._alive = alive
+        self._commands = protocol.commands
+        self._responses = protocol.responses.assembler()
         self._link: _Link | None = None
         self._ready: deque[R] = deque()
         self._end: Exception | None = None
         self._closed = False
-        self._waiter: anyio.Event | None = None
+        self._waiter: trio.lowlevel.Task | None = None
 
-    def _deliver(self, response: R) -> None:
-        if self._end is None:
+    def _deliver(self, frame: bytes) -> None:
+        if self._end is not None:
+            return
+        try:
+            response = self._responses.feed(frame)
+        except WireError as e:  # the gRPC client cancels the call and ends the stream
+            if self._link is not None:
+                self._link.cut(f"malformed response: {type(e).__name__}: {e}")
+            return
+        if response is not None:  # else a fragment of a large response
             self._ready.append(response)
             self._wake()
 
@@ -317,9 +367,9 @@ class SimReplicaStream(ReplicaStream[C, R], Generic[C, R]):
             self._wake()
 
     def _wake(self) -> None:
-        if self._waiter is not None:
-            self._waiter.set()
-            self._waiter = None
+        task, self._waiter = self._waiter, None
+        if task is not None:
+            trio.lowlevel.reschedule(task)
 
     def _check(self) -> _Link:
         if self._closed or self._link is None:
@@ -333,26 +383,38 @@ class SimReplicaStream(ReplicaStream[C, R], Generic[C, R]):
         link = self._check()
         # Only a cancellation point: sending never blocks here, and a yield per message would
         # cost a scheduling round each.
-        await anyio.lowlevel.checkpoint_if_cancelled()
+        await trio.lowlevel.checkpoint_if_cancelled()
         if self._end is not None:
             raise self._end
         if self._alive is not None and not self._alive():
             return  # a dead process's messages never leave it
-        if link.conn is not None:
+        conn = link.conn
+        if conn is not None:
+            network = link.endpoint.network
+            codec, limit = self._commands, network.max_frame_bytes
             for command in commands:
-                link.endpoint.network.send_to_replica(link.conn, command)
+                frames = codec.frames(command, limit)
+                if len(frames) > 1:
+                    network.fragmented += 1
+                for frame in frames:
+                    network.send_to_replica(conn, frame)
 
     async def receive(self) -> R:
         self._check()
-        await anyio.lowlevel.checkpoint_if_cancelled()
+        await trio.lowlevel.checkpoint_if_cancelled()
         while not self._ready:
             if self._closed:
                 raise StreamClosed(f"{self.address}: stream closed by this side")
             if self._end is not None:
                 raise self._end
-            if self._waiter is None:
-                self._waiter = anyio.Event()
-            await self._waiter.wait()
+            self._waiter = task = trio.lowlevel.current_task()
+
+            def abort(_: Any, task: trio.lowlevel.Task = task) -> trio.lowlevel.Abort:
+                if self._waiter is task:
+                    self._waiter = None
+                return trio.lowlevel.Abort.SUCCEEDED
+
+            await trio.lowlevel.wait_task_rescheduled(abort)
         return self._ready.popleft()
 
     async def aclose(self) -> None:

@@ -84,7 +84,9 @@ class World:
         self.sometimes: Counter[str] = Counter()
         self.knobs = draw_knobs(streams.knobs) if knobs is None else knobs
         self.count(f"knob_shard_policy_{self.knobs.shard_policy_name}")
+        self.count(f"knob_frame_size_{self.knobs.frame_size_name}")
         self.network = SimNetwork(self.kernel, streams.network)
+        self.network.max_frame_bytes = self.knobs.max_frame_bytes
         self.disk = SimDisk()
         self.faults = StorageFaults(streams.storage, count=self.count, on_crash=self._crash_fired)
         self.history = ClientHistory()
