@@ -727,6 +727,42 @@ def _sink_commit_unconditional_patch() -> AbstractContextManager[None]:
     return _replaced(cls, "_commit", _commit)
 
 
+def _fragment_more_off_by_one_patch() -> AbstractContextManager[None]:
+    from google.protobuf.message import Message
+
+    from tidegate.runtime.wire import frames as _frames
+
+    def frames(self: Any, value: Any, max_frame_bytes: int | None = None) -> list[bytes]:
+        data = self.encode(value).SerializeToString()
+        limit = _frames.MAX_FRAME_BYTES if max_frame_bytes is None else max_frame_bytes
+        if len(data) <= limit:
+            return [data]
+        out = []
+        for start in range(0, len(data), limit):
+            end = start + limit
+            # the bug: the slice's start, not its end, is compared with the length, so the
+            # last fragment says that more follow
+            fragment = _frames.pb.ProtoFragment(data=data[start:end], more=start < len(data))
+            envelope: Message = self.envelope(fragment=fragment)
+            out.append(envelope.SerializeToString())
+        return out
+
+    return _replaced(_frames.MessageCodec, "frames", frames)
+
+
+def _codec_drops_peek_limit_patch() -> AbstractContextManager[None]:
+    from tidegate.runtime.wire import codec as _codec
+
+    original = _codec._enc_finishing
+
+    def _enc_finishing(f: Any) -> Any:
+        m = original(f)
+        m.ClearField("limit")  # the bug: the encoder forgets the optional limit
+        return m
+
+    return _replaced(_codec, "_enc_finishing", _enc_finishing)
+
+
 _ALL = [
     Mutant(
         "peek_before_upper",
@@ -844,6 +880,17 @@ _ALL = [
         "a catalog write whose answer was lost is taken as not done, though it may have landed",
         _catalog_unknown_outcome_patch,
         scenario="standard",
+    ),
+    Mutant(
+        "fragment_more_flag_wrong",
+        "the framing flags a large message's last fragment as followed by more (it tests the "
+        "slice's start against the length), so the receiver never completes the message",
+        _fragment_more_off_by_one_patch,
+    ),
+    Mutant(
+        "codec_drops_peek_limit",
+        "the compute codec does not encode a peek's LIMIT, so replicas answer every row",
+        _codec_drops_peek_limit_patch,
     ),
     Mutant(
         "source_ack_on_delivery",

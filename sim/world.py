@@ -206,6 +206,8 @@ class World:
         self.record(direction, r=replica, m=summarize(message))
 
     def _command_rejected(self, replica: str, reason: str) -> None:
+        if reason.startswith("malformed"):  # bytes of our own codec that do not decode
+            self.violate("wire_messages_decode", f"stream of replica {replica} cut: {reason}")
         self.violate("controller_protocol", f"replica {replica} rejected a command: {reason}")
 
     # -- setup -------------------------------------------------------------------------------
