@@ -47,13 +47,19 @@ def _print_options(result: Any, out: Any) -> None:
 
 def _verdict(result: Any, v: Any) -> str:
     s = result.stats
+    # Trace events: a replay of a saved run records the same trace, so the same count (the
+    # kernel's events are not: a generated run also schedules the workload draws that did
+    # nothing, which its saved plan leaves out).
     figures = (
-        f"{s.events} events, {s.messages} messages, {s.peeks} peeks, {s.appends} appends, "
+        f"{s.trace_events} events, {s.messages} messages, {s.peeks} peeks, {s.appends} appends, "
         f"{s.virtual_ms} virtual ms in {s.wall_s:.2f}s"
     )
     if v is None:
         return f"PASS seed {result.seed} ({result.scenario_name}): {figures}"
-    return f"FAIL seed {result.seed} ({result.scenario_name}): {v.property} at {v.at_ms}ms: {v.message}"
+    return (
+        f"FAIL seed {result.seed} ({result.scenario_name}): {v.property} at {v.at_ms}ms: "
+        f"{v.message}\n  {figures}"
+    )
 
 
 def _report_violation(result: Any, v: Any, tail: int, out: Any) -> None:
@@ -204,6 +210,15 @@ def _cmd_shrink(args: argparse.Namespace) -> int:
         print("shrink needs a plan or trace file, or --seed", file=sys.stderr)
         return EXIT_MISMATCH
     options = rep.options(trace_tail=max(args.tail, 1))
+    out = Path(args.out) if args.out else _shrunk_path(args.file, rep.seed)
+
+    def keep(best_options: Any, best: Any) -> None:
+        """Save every better reproducer at once (whole, by rename): a shrink that is killed
+        or runs out of budget leaves the best one so far."""
+        partial = out.with_name(out.name + ".partial")
+        save_result(best, partial, best_options)
+        partial.replace(out)
+
     try:
         result = shrink(
             options,
@@ -211,13 +226,17 @@ def _cmd_shrink(args: argparse.Namespace) -> int:
             max_seconds=args.max_seconds,
             workload=not args.faults_only,
             log=lambda line: print(line, file=sys.stderr),
+            on_better=keep,
         )
     except NotFailing as e:
         print(str(e))
         return EXIT_OK
+    except KeyboardInterrupt:
+        if out.exists():
+            print(f"interrupted; the best reproducer so far is in {out}; replay it with:")
+            print("  " + replay_command(str(out)))
+        raise
     print(describe(result))
-    out = Path(args.out) if args.out else _shrunk_path(args.file, rep.seed)
-    save_result(result.result, out, result.options)
     print(f"reproducer saved to {out}; replay it with:")
     print("  " + replay_command(str(out)))
     return EXIT_VIOLATION

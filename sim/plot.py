@@ -129,6 +129,9 @@ class TraceSummary:
     """Collection id to the object's name."""
     kinds: dict[str, str] = field(default_factory=dict)
     """Collection id to ``table``, ``index``, ``materialized_view`` or ``subscribe``."""
+    clients: dict[str, list[str]] = field(default_factory=dict)
+    """Collection id to the client operations that made it, as violations name them
+    (``subscribe 99``): a subscribe's collection is the client's subscription."""
     violation: tuple[int, str] | None = None
     """When and which property broke."""
     statement: str = ""
@@ -198,6 +201,7 @@ def _read_history(s: TraceSummary, history: Mapping[str, Any]) -> None:
             subs[int(ev["n"])] = str(ev["id"])
             s.names.setdefault(str(ev["id"]), str(ev["target"]))
             s.kinds[str(ev["id"])] = "subscribe"
+            s.clients.setdefault(str(ev["id"]), []).append(f"subscribe {ev['n']}")
         elif op == "peek":
             s.peeks.setdefault(str(ev["target"]), []).append(_history_peek(ev))
             s.names.setdefault(str(ev["target"]), str(ev.get("name", ev["target"])))
@@ -324,17 +328,23 @@ def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
 
 @dataclass(frozen=True)
 class Lane:
-    """One object's lane: its name, kind and every collection id it had."""
+    """One object's lane: its name, kind, every collection id it had, and the client
+    operations that made them (``subscribe 99``: how violations name a subscription)."""
 
     name: str
     kind: str
     ids: tuple[str, ...]
+    clients: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
         kind = self.kind.replace("_", " ")
         ids = ", ".join(self.ids[:3]) + (", ..." if len(self.ids) > 3 else "")
-        return f"{kind} {ids}"
+        if not self.clients:
+            return f"{kind} {ids}"
+        numbers = [c.rsplit(" ", 1)[-1] for c in self.clients]
+        shown = ", ".join(numbers[:4]) + (", ..." if len(numbers) > 4 else "")
+        return f"{kind} {ids} (client {self.clients[0].split(' ')[0]} {shown})"
 
 
 def lanes(s: TraceSummary) -> list[Lane]:
@@ -348,7 +358,15 @@ def lanes(s: TraceSummary) -> list[Lane]:
         kind = s.kinds.get(cid) or ("system_collection" if cid.startswith("s") else "collection")
         by_name.setdefault((name, kind), []).append(cid)
     out = [
-        Lane(name, kind, tuple(sorted(c, key=natural_key))) for (name, kind), c in by_name.items()
+        Lane(
+            name,
+            kind,
+            tuple(sorted(c, key=natural_key)),
+            tuple(
+                sorted((client for cid in c for client in s.clients.get(cid, ())), key=natural_key)
+            ),
+        )
+        for (name, kind), c in by_name.items()
     ]
     order = {kind: i for i, kind in enumerate(_GROUPS)}
     return sorted(out, key=lambda lane: (order.get(lane.kind, len(order)), natural_key(lane.name)))
@@ -412,7 +430,10 @@ def _lane_violated(s: TraceSummary, lane: Lane) -> bool:
     if s.violation is None:
         return False
     words = set(re.findall(r"[\w]+", s.statement))
-    return lane.name in words or any(c in words for c in lane.ids)
+    named = set(re.findall(r"\b(?:subscribe|peek|append) \d+\b", s.statement))
+    return (
+        lane.name in words or any(c in words for c in lane.ids) or bool(named & set(lane.clients))
+    )
 
 
 def _wrap(text: str, width: int = 150) -> str:

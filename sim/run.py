@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import time
 import traceback
 from collections.abc import Iterator
@@ -56,7 +57,11 @@ class RunStats:
     """Counts and timings of one run."""
 
     messages: int = 0
+    """Frames delivered by the simulated network."""
     events: int = 0
+    """Kernel events run (a replay of a saved plan runs fewer: no workload draws)."""
+    trace_events: int = 0
+    """Events in the trace (the same in a replay, whose trace is the same)."""
     task_wakeups: int = 0
     virtual_ms: int = 0
     wall_s: float = 0.0
@@ -242,12 +247,14 @@ def run_simulation(options: RunOptions, choices: ChoiceSource | None = None) -> 
             violation = Violation(OFFLINE_PREFIX + first_v.property, first_v.message, first_v.at_ms)
     wall = time.perf_counter() - start
     if violation is not None:
+        violation = replace(violation, message=named_in(violation.message, world.history))
         trace.record(
             world.kernel.now_ms, "violation", property=violation.property, message=violation.message
         )
     stats = RunStats(
         messages=world.network.messages_delivered,
         events=world.kernel.events_run,
+        trace_events=trace.count,
         task_wakeups=world.kernel.task_wakeups,
         virtual_ms=world.kernel.now_ms,
         wall_s=wall,
@@ -280,6 +287,32 @@ def run_simulation(options: RunOptions, choices: ChoiceSource | None = None) -> 
         error=error,
         coverage=counts.report() if counts is not None else None,
     )
+
+
+_CLIENT_OP = re.compile(r"\b(subscribe|append) (\d+)\b(?! \()")
+
+
+def named_in(message: str, history: ClientHistory) -> str:
+    """``message`` with each client operation it names (``subscribe 99``, ``append 12``)
+    followed by the objects it worked on, as the plot labels them: a subscription's object
+    and collection (``subscribe 99 (orders_sub, t12)``), an append's tables. (A peek is
+    named with its object already: ``peek 50 of orders``.)"""
+    if _CLIENT_OP.search(message) is None:
+        return message
+    names = {str(ev["id"]): str(ev["name"]) for ev in history.events if ev["op"] == "table"}
+    ops = {(ev["op"], int(ev["n"])): ev for ev in history.events if "n" in ev}
+
+    def name(m: re.Match[str]) -> str:
+        ev = ops.get((m[1], int(m[2])))
+        if ev is None:
+            return m[0]
+        if m[1] == "subscribe":
+            parts = [str(ev.get("target"))] + ([str(ev["id"])] if ev.get("id") else [])
+        else:
+            parts = [names.get(str(t), str(t)) for t, _rows in ev.get("batches", ())]
+        return f"{m[0]} ({', '.join(parts)})"
+
+    return _CLIENT_OP.sub(name, message)
 
 
 def _split(e: BaseException) -> tuple[StopRun | None, BaseException | None]:

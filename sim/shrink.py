@@ -77,7 +77,15 @@ class ShrinkResult:
 class _Search:
     """The current smallest failing options, and a budgeted way to try a candidate."""
 
-    def __init__(self, options: Any, result: Any, run: Runner, max_runs: int) -> None:
+    def __init__(
+        self,
+        options: Any,
+        result: Any,
+        run: Runner,
+        max_runs: int,
+        on_better: Callable[[Any, Any], None] | None = None,
+    ) -> None:
+        self.on_better = on_better
         self.options = options
         self.result = result
         self.violation = result.violation
@@ -112,6 +120,8 @@ class _Search:
         self.options = replace(options, plan=result.plan)
         self.result, self.violation = result, v
         self.steps.append(step)
+        if self.on_better is not None:
+            self.on_better(self.options, result)
         return True
 
 
@@ -304,6 +314,7 @@ def shrink(
     max_seconds: float | None = None,
     workload: bool = True,
     log: Callable[[str], None] | None = None,
+    on_better: Callable[[Any, Any], None] | None = None,
 ) -> ShrinkResult:
     """Minimise a failing run (see the module docstring); raises :class:`NotFailing` if it passes.
 
@@ -311,6 +322,9 @@ def shrink(
     run used, client actions included, is made explicit first (it drives the
     same run). ``workload=False`` keeps the client actions and the scenario.
     ``max_seconds`` bounds the wall time as ``max_runs`` bounds the runs.
+    ``on_better(options, result)`` is called with the failing run first and then
+    with every smaller reproducer found, as soon as it is found: a caller that
+    saves it keeps the best reproducer so far if the shrink is killed.
     """
     if run is None:
         from .run import run_simulation
@@ -321,7 +335,9 @@ def shrink(
     if first.violation is None:
         raise NotFailing(f"seed {options.seed} passes: nothing to shrink")
     explicit = replace(options, plan=first.plan)
-    search = _Search(explicit, first, run, max_runs)
+    if on_better is not None:
+        on_better(explicit, first)
+    search = _Search(explicit, first, run, max_runs, on_better)
     if max_seconds is not None:
         deadline = start + max_seconds
         attempt = search.attempt
