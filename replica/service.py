@@ -385,6 +385,7 @@ class ReplicaService(QueuedService):
         self.memory_limit = memory_limit
         self.memory_usage = memory_usage if memory_usage is not None else process_tree_rss
         self._next_memory_check = 0.0
+        self._next_gauges = 0.0
         self._state_after_failure: int | None = None
         self.executor = GuardedExecutor(executor)
         self.store = store
@@ -587,7 +588,9 @@ class ReplicaService(QueuedService):
             self._next_memory_check = self.host.monotonic() + MEMORY_CHECK_S
             self._enforce_memory_limit(self.memory_limit)
         self._perform()
-        self._update_gauges()
+        if self.host.monotonic() >= self._next_gauges:
+            self._next_gauges = self.host.monotonic() + GAUGES_S
+            self._update_gauges()
 
     def _enforce_memory_limit(self, limit: int) -> None:
         """Over ``limit``, fail the dataflow holding the most state (the core chooses).
@@ -761,6 +764,12 @@ SHUTDOWN_JOIN_S = 5.0
 """How long a stopping replica waits for each storage reader to release its lease."""
 
 MEMORY_CHECK_S = 0.2
+
+GAUGES_S = 0.1
+"""How often, at most, a replica refreshes its per-collection gauges (after a step): a
+replica steps every tick and after inputs, many times a second, and Prometheus scrapes every
+few seconds; every collection's frontiers and arrangement sizes each time cost more than the
+step itself for a small dataflow."""
 """How often, at most, a replica with a memory limit measures its memory (after a step)."""
 
 
