@@ -731,6 +731,7 @@ def _fragment_more_off_by_one_patch() -> AbstractContextManager[None]:
     from google.protobuf.message import Message
 
     from tidegate.runtime.wire import frames as _frames
+    from tidegate.runtime.wire.gen import tidegate_compute_pb2 as pb
 
     def frames(self: Any, value: Any, max_frame_bytes: int | None = None) -> list[bytes]:
         data = self.encode(value).SerializeToString()
@@ -742,7 +743,7 @@ def _fragment_more_off_by_one_patch() -> AbstractContextManager[None]:
             end = start + limit
             # the bug: the slice's start, not its end, is compared with the length, so the
             # last fragment says that more follow
-            fragment = _frames.pb.ProtoFragment(data=data[start:end], more=start < len(data))
+            fragment = pb.ProtoFragment(data=data[start:end], more=start < len(data))
             envelope: Message = self.envelope(fragment=fragment)
             out.append(envelope.SerializeToString())
         return out

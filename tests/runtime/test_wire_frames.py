@@ -51,6 +51,29 @@ def test_any_commands_reassemble_exactly_whatever_the_frame_size(
     assert out == messages
 
 
+@settings(max_examples=40)
+@given(messages=st.lists(responses(), max_size=6), frame_bytes=st.integers(1, 64))
+def test_a_sender_chooses_its_frame_size_and_the_receiver_reassembles_any(
+    messages: list,
+    frame_bytes: int,  # type: ignore[type-arg]
+) -> None:
+    """``max_frame_bytes`` is the sender's choice (the module default unchanged); a receiver
+    reassembles fragments of any size."""
+    codec = frames.COMPUTE_RESPONSES
+    assembler = codec.assembler()
+    sent = [codec.frames(r, max_frame_bytes=frame_bytes) for r in messages]
+    out = [m for fs in sent for f in fs if (m := assembler.feed(f))]
+    assert out == messages and assembler.pending_bytes == 0
+    for r, fs in zip(messages, sent, strict=True):
+        whole = len(codec.to_bytes(r))
+        assert len(fs) == (1 if whole <= frame_bytes else -(-whole // frame_bytes))
+
+
+def test_a_frame_size_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="positive"):
+        frames.COMPUTE_RESPONSES.frames(Status("u1", "ok"), max_frame_bytes=0)
+
+
 def test_small_messages_travel_whole_and_large_ones_in_bounded_frames() -> None:
     assert len(response_frames(Status("u1", "ok"))) == 1
     big = PeekResponse(uuid.UUID(int=1), PeekRows(tuple(((i, "x" * 1000), 1) for i in range(5000))))

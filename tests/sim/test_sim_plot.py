@@ -284,3 +284,38 @@ def test_plot_command_in_a_real_process(failing: tuple[RunResult, Path], tmp_pat
     )
     assert missing.returncode == 2 and "Traceback" not in missing.stderr
     assert json.loads(trace.read_text())["mutant"] == MUTANT
+
+
+def test_a_subscription_a_violation_names_by_its_client_number_is_in_the_picture() -> None:
+    """A statement that names a client's subscription (``subscribe 7``) finds it in the
+    picture: the subscribe lane says which client subscriptions it shows, and is outlined."""
+    violation = '{"k":"violation","t":45,"property":"subscribe_gap_free","message":"subscribe 7 emitted after it ended"}'
+    s = summarise([*LINES, violation], None, "t", HISTORY)
+    [feed] = [lane for lane in lanes(s) if lane.name == "feed"]
+    assert feed.clients == ("subscribe 7",) and feed.label == "subscribe t1 (client subscribe 7)"
+    fig = matplotlib_figure(s)
+    assert "subscribe t1 (client subscribe 7)" in _texts(fig)
+    red = [t.get_text() for ax in fig.axes for t in ax.texts if t.get_color() == "#d62728"]
+    assert "feed" in red and "orders" not in red
+
+
+def test_a_violation_names_the_objects_of_the_client_operations_it_names() -> None:
+    """``subscribe 7`` becomes ``subscribe 7 (feed, t1)``, ``append 9`` names its tables as
+    the plot does; a reference that already says what it is about is left alone."""
+    from tidegate.sim.history import ClientHistory
+    from tidegate.sim.run import named_in
+
+    history = ClientHistory()
+    history.events.extend(
+        [
+            {"op": "table", "id": "u1", "name": "orders"},
+            {"op": "subscribe", "n": 7, "id": "t1", "target": "feed"},
+            {"op": "append", "n": 9, "batches": [["u1", [[["a", 1], 1]]]]},
+        ]
+    )
+    assert named_in("subscribe 7 emitted after it ended", history) == (
+        "subscribe 7 (feed, t1) emitted after it ended"
+    )
+    assert named_in("append 9 was acknowledged", history) == "append 9 (orders) was acknowledged"
+    assert named_in("subscribe 7 (feed) at upper 3", history) == "subscribe 7 (feed) at upper 3"
+    assert named_in("subscribe 70 is unknown", history) == "subscribe 70 is unknown"

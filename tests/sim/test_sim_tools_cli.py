@@ -199,6 +199,10 @@ def test_a_saved_trace_replays_with_the_same_digest(
     assert saved["lines"] and saved["mutant"] == MUTANT and saved["scenario"]["name"] == "quick"
     code, out = _sim(["replay", str(failing_trace)], capsys)
     assert code == EXIT_VIOLATION and f"digest matches: {saved['trace_digest']}" in out
+    # The replay reports the run's event count (its trace's), though its kernel schedules
+    # none of the workload draws that did nothing.
+    events = saved["stats"]["trace_events"]
+    assert events == len(saved["lines"]) and f"\n  {events} events, " in out
     # A tampered digest is a determinism failure in the field.
     saved["trace_digest"] = "0" * 64
     failing_trace.write_text(json.dumps(saved))
@@ -368,6 +372,52 @@ def test_shrink_api_keeps_the_seed_and_property_and_its_options_replay_the_repro
     again = run_simulation(result.options)
     assert again.trace_digest == result.result.trace_digest
     assert again.plan == result.plan
+
+
+def test_shrink_reports_every_better_reproducer_as_it_finds_it(runs: Runs) -> None:
+    """``on_better`` hears of the failing run first, then of each smaller reproducer, each
+    failing the same way: a caller that saves them keeps the best one if the shrink dies."""
+    seen: list[tuple[int, str]] = []
+
+    def better(options: RunOptions, result: Any) -> None:
+        assert options.plan == result.plan
+        seen.append((result.plan.steps, result.violation.property))
+
+    result = shrink(RunOptions(runs.bad_seed, QUICK, mutant=MUTANT), max_runs=6, on_better=better)
+    assert seen[0][0] == result.original_steps and seen[-1][0] == result.size
+    assert len(seen) == len(result.steps) + 1
+    assert {p for _, p in seen} == {result.violation.property}
+
+
+def test_an_interrupted_shrink_leaves_the_best_reproducer_so_far(
+    failing_trace: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Killed (here: interrupted at its fourth candidate), a shrink has already saved the
+    best reproducer it had, which replays to the same failure."""
+    from tidegate.sim import run as run_module
+
+    calls = 0
+    real = run_module.run_simulation
+
+    def interrupted(options: Any, *args: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        if calls == 4:
+            raise KeyboardInterrupt
+        return real(options, *args)
+
+    monkeypatch.setattr(run_module, "run_simulation", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        _sim(["shrink", str(failing_trace)], capsys)
+    repro = failing_trace.parent / "run.shrunk.json"
+    assert "interrupted; the best reproducer so far is in" in capsys.readouterr().out
+    saved = json.loads(repro.read_text())
+    original = json.loads(failing_trace.read_text())
+    assert saved["violation"]["property"] == original["violation"]["property"]
+    assert sum(_steps(saved)) <= sum(_steps(original))
+    monkeypatch.setattr(run_module, "run_simulation", real)
+    code, replayed = _sim(["replay", str(repro)], capsys)
+    assert code == EXIT_VIOLATION and f"digest matches: {saved['trace_digest']}" in replayed
 
 
 # -- plot -------------------------------------------------------------------------------------

@@ -96,22 +96,32 @@ def test_failing_traces_are_saved_under_their_seed(tmp_path: Path) -> None:
 def test_a_run_s_knobs_are_drawn_from_its_seed_saved_and_replayed(tmp_path: Path) -> None:
     """A seed sets the production knobs from a stream of its own (each setting is reached
     by some seeds); a saved run replays with the knobs it had, given or drawn."""
-    from tidegate.sim.knobs import SHARD_POLICIES, Knobs, draw_knobs
+    from tidegate.sim.knobs import FRAME_SIZES, SHARD_POLICIES, Knobs, draw_knobs
     from tidegate.sim.replay import replay, save_result
     from tidegate.sim.run import RunOptions, run_simulation
 
-    drawn = {draw_knobs(stream(seed, "knobs")).shard_policy_name for seed in range(20)}
-    assert drawn == {name for name, _ in SHARD_POLICIES}
+    knobs = [draw_knobs(stream(seed, "knobs")) for seed in range(20)]
+    assert {k.shard_policy_name for k in knobs} == {name for name, _ in SHARD_POLICIES}
+    assert {k.frame_size_name for k in knobs} == {name for name, _ in FRAME_SIZES}
     scenario = replace(small(), duration_ms=1_500, quiet_ms=1_000)
-    options = RunOptions(seed=3, scenario=scenario, knobs=Knobs("blob_merges"))
+    options = RunOptions(seed=3, scenario=scenario, knobs=Knobs("blob_merges", "frames_128"))
     result = run_simulation(options)
-    assert result.expanded_options["knobs"] == {"shard_policy": "blob_merges"}
+    assert result.expanded_options["knobs"] == {
+        "shard_policy": "blob_merges",
+        "frame_size": "frames_128",
+    }
+    # Small frames: the plans of CreateDataflow travel as fragments, and arrive whole.
+    assert result.ok and result.sometimes["wire_fragmented_message"] > 0
     save_result(result, tmp_path / "run.json", options)
     again = load_replayable(tmp_path / "run.json")
-    assert again.knobs == Knobs("blob_merges")
+    assert again.knobs == Knobs("blob_merges", "frames_128")
     assert replay(again).matches
     with pytest.raises(ValueError, match="unknown shard policy"):
         Knobs("fastest")
+    with pytest.raises(ValueError, match="unknown frame size"):
+        Knobs("inline_merges", "huge")
+    # A file from before the frame-size knob replays with the product's frame size.
+    assert Knobs.from_json({"shard_policy": "blob_merges"}).max_frame_bytes is None
 
 
 def test_rule_reports_add_up_and_render_what_was_never_reached() -> None:

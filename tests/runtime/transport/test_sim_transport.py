@@ -91,3 +91,50 @@ def test_a_cut_loses_in_flight_messages_and_closes_the_session():
 
     run_virtual(main)
     assert len(replica.sessions) == 3
+
+
+def test_the_network_carries_encoded_frames_and_large_messages_as_fragments():
+    """What travels is the codec's bytes, framed: with small frames a message is several
+    network messages, reassembled whole; an echoed status arrives equal to what was sent."""
+    kernel, endpoint, transport, replica = world(5)
+    endpoint.network.max_frame_bytes = 3
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(drive, kernel)
+            s = await transport.connect("r1")
+            for i in range(3):
+                await s.send(Schedule(GlobalId.user(100 + i)))
+            got = [await s.receive() for _ in range(3)]
+            assert [r.id for r in got] == [GlobalId.user(100 + i) for i in range(3)]
+            assert replica.sessions[0].commands == [
+                Schedule(GlobalId.user(100 + i)) for i in range(3)
+            ]
+            tg.cancel_scope.cancel()
+
+    run_virtual(main)
+    assert endpoint.network.fragmented >= 6  # every command and every status
+    assert endpoint.network.messages_delivered > 12
+
+
+def test_bytes_that_do_not_decode_cut_the_stream_and_are_reported():
+    """As the gRPC server does (INVALID_ARGUMENT), a frame that is no command ends the
+    stream; in a simulation both ends are the product's, so the endpoint reports it."""
+    kernel, endpoint, transport, replica = world(6)
+    cuts: list[tuple[str, str]] = []
+    endpoint.on_cut = lambda name, reason: cuts.append((name, reason))
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(drive, kernel)
+            s = await transport.connect("r1")
+            link = s._link
+            assert link is not None and link.conn is not None
+            endpoint.network.send_to_replica(link.conn, b"\xff\xff\xff")
+            with pytest.raises(ConnectionLost, match="malformed command"):
+                await s.receive()
+            tg.cancel_scope.cancel()
+
+    run_virtual(main)
+    assert cuts and cuts[0][0] == "r1" and cuts[0][1].startswith("malformed command")
+    assert replica.sessions[0].closed
