@@ -48,7 +48,6 @@ class SimNetwork:
         self._next = 1
         self.slow: dict[str, int] = {}
         self.messages_delivered = 0
-        """Frames delivered (a fragmented message is several)."""
         self.max_frame_bytes: int | None = None
         """The largest slice of a message in one frame (``None``: the product's default)."""
         self.fragmented = 0

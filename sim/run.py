@@ -57,7 +57,7 @@ class RunStats:
     """Counts and timings of one run."""
 
     messages: int = 0
-    """Frames delivered by the simulated network."""
+    """Messages delivered by the simulated network (the frames of one travel together)."""
     events: int = 0
     """Kernel events run (a replay of a saved plan runs fewer: no workload draws)."""
     trace_events: int = 0

@@ -7,8 +7,10 @@ protocol's codec and framed (:class:`~tidegate.runtime.wire.frames.MessageCodec`
 a message larger than the network's ``max_frame_bytes`` goes as fragments),
 and the other end reassembles and decodes the frames
 (:class:`~tidegate.runtime.wire.frames.FrameAssembler`), so the codec and the
-framing run in every simulation. Frames are delayed by the network's latency
-and delivered in order while the connection is up. Bytes that do not decode
+framing run in every simulation. The frames of one message travel as one
+network message (a stream delivers them in order, and a cut loses the rest of
+the stream anyway), delayed by the network's latency and delivered in order
+while the connection is up. Bytes that do not decode
 cut the stream, as the gRPC server and client do, and the endpoint's
 ``on_cut`` hears of it (in a simulation both ends are ours: a finding). Replicas are :class:`SimReplicaEndpoint` s,
 which serve a :class:`~tidegate.runtime.transport.handler.ReplicaHandler` per
@@ -101,32 +103,33 @@ class _Link:
             frames = self.responses.frames(response, network.max_frame_bytes)
             if len(frames) > 1:
                 network.fragmented += 1
-            for frame in frames:
-                network.send_to_controller(conn, frame)
+            network.send_to_controller(conn, frames)
 
     def send_many(self, responses: Sequence[Any]) -> None:
         for response in responses:
             self.send(response)
 
-    def to_replica(self, conn: Connection, frame: bytes) -> None:
-        if self.session is None:
-            return
-        try:
-            command = self.commands.feed(frame)
-        except WireError as e:  # the gRPC server ends the stream (INVALID_ARGUMENT)
-            self.cut(f"malformed command: {type(e).__name__}: {e}")
-            return
-        if command is None:
-            return  # a fragment of a large command
-        if self.endpoint.observe is not None:
-            self.endpoint.observe("cmd", self.endpoint.name, command)
-        try:
-            self.session.on_command(command)
-        except TidegateError as e:
-            self.cut(f"command rejected: {type(e).__name__}: {e}")
+    def to_replica(self, conn: Connection, frames: Sequence[bytes]) -> None:
+        for frame in frames:
+            if self.session is None or not conn.up:
+                return
+            try:
+                command = self.commands.feed(frame)
+            except WireError as e:  # the gRPC server ends the stream (INVALID_ARGUMENT)
+                self.cut(f"malformed command: {type(e).__name__}: {e}")
+                return
+            if command is None:
+                continue  # a fragment of a large command
+            if self.endpoint.observe is not None:
+                self.endpoint.observe("cmd", self.endpoint.name, command)
+            try:
+                self.session.on_command(command)
+            except TidegateError as e:
+                self.cut(f"command rejected: {type(e).__name__}: {e}")
 
-    def to_controller(self, conn: Connection, frame: bytes) -> None:
-        self.stream._deliver(frame)
+    def to_controller(self, conn: Connection, frames: Sequence[bytes]) -> None:
+        for frame in frames:
+            self.stream._deliver(frame)
 
     def closed(self, conn: Connection) -> None:
         self.stream._lost(f"{self.stream.address}: stream ended: {self.reason}")
@@ -396,8 +399,7 @@ class SimReplicaStream(ReplicaStream[C, R], Generic[C, R]):
                 frames = codec.frames(command, limit)
                 if len(frames) > 1:
                     network.fragmented += 1
-                for frame in frames:
-                    network.send_to_replica(conn, frame)
+                network.send_to_replica(conn, frames)
 
     async def receive(self) -> R:
         self._check()
