@@ -60,10 +60,14 @@ def decode_table(
         table = pa.ipc.open_stream(pa.py_buffer(data)).read_all()
     except (pa.ArrowInvalid, OSError) as e:
         raise MalformedMessage(f"row payload is not an Arrow IPC stream: {e}") from e
+    # Columns by position, found once: Table.column_names builds a new list at every call,
+    # and looking a column up by name scans them (half the decoding of a small answer).
+    index = {name: i for i, name in enumerate(table.schema.names)}
     names = [f"c{i}" for i in range(arity)]
-    missing = [n for n in (*names, *extra) if n not in table.column_names]
+    missing = [n for n in (*names, *extra) if n not in index]
     if missing:
         raise MalformedMessage(f"row payload lacks columns {missing}")
-    values = [column_values(table.column(n)) for n in names]
-    rows: list[Row] = [tuple(col[j] for col in values) for j in range(table.num_rows)]
-    return rows, {n: column_values(table.column(n)) for n in extra}
+    columns = [column_values(table.column(index[n])) for n in (*names, *extra)]
+    values = columns[:arity]
+    rows: list[Row] = list(zip(*values, strict=True)) if values else [()] * table.num_rows
+    return rows, dict(zip(extra, columns[arity:], strict=True))

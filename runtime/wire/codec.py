@@ -10,6 +10,7 @@ Plans travel as typed messages, one per IR node and scalar expression (see
 
 from __future__ import annotations
 
+import functools
 import uuid as _uuid
 from typing import Any
 
@@ -81,9 +82,16 @@ __all__ = [
 # ---- scalars ---------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=4096)
+def _parse_id(text: str) -> GlobalId:
+    """:meth:`GlobalId.parse`, remembered: the same few ids are in nearly every response, and
+    parsing one (a regular expression) cost more than decoding the rest of a frontier report."""
+    return GlobalId.parse(text)
+
+
 def _id(text: str, what: str) -> GlobalId:
     try:
-        return GlobalId.parse(text)
+        return _parse_id(text)
     except TidegateError as e:
         raise MalformedMessage(f"{what}: {e}") from e
 
@@ -117,10 +125,23 @@ def _dec_time(m: pb.ProtoTimestamp) -> Time:
 
 
 def _enc_frontier(a: Antichain) -> pb.ProtoAntichain:
-    return pb.ProtoAntichain(elements=[_enc_time(t) for t in a.elements])
+    m = pb.ProtoAntichain()
+    for t in a.elements:
+        if type(t) is int:  # most times: added in place, without a message to copy
+            m.elements.add(int=t)
+        else:
+            m.elements.append(_enc_time(t))
+    return m
 
 
 def _dec_frontier(m: pb.ProtoAntichain) -> Antichain:
+    # The common frontiers first: every response carries some, and nearly all are empty or
+    # one integer time (no antichain to reduce; a u64 is a valid time).
+    elements = m.elements
+    if not elements:
+        return Antichain.empty()
+    if len(elements) == 1 and elements[0].WhichOneof("kind") == "int":
+        return Antichain.from_elem(elements[0].int)
     try:
         return Antichain(_dec_time(t) for t in m.elements)
     except TidegateError as e:
