@@ -4,11 +4,14 @@ The simulator runs the production runtime (``Environment``, catalog, oracle,
 group commit, storage IO, the controller driver) among simulated replicas and
 disks. This prints:
 
+* the CPU time of a seed (``time.process_time`` around the run, so a busy machine
+  changes it less than the wall time), median over seeds 1-10, of ``small`` and
+  ``standard`` (targets, on a quiet 2-core machine: ``small`` <= 0.5 s,
+  ``standard`` <= 1.5 s wall);
 * one standard run (3 replicas, 13 dataflows over 3 tables, 60 + 10 virtual
   seconds, 5 faults): wall and CPU time, protocol messages per wall-second,
-  virtual seconds per wall-second, kernel events, task wakeups, storage calls
-  (issue 15's targets: one run <= 1.5 s wall; before the runtime moved in:
-  1.15-1.3 s, 1.54 s on this machine on the day it moved);
+  virtual seconds per wall-second, kernel events, task wakeups, storage calls,
+  messages sent as fragments;
 * a short campaign on ``--jobs`` processes, extrapolated to 1,000 seeds
   (target <= 20 min on 2 cores);
 * one ``sources`` run (the storage replica, simulated upstreams and sink
@@ -19,8 +22,8 @@ disks. This prints:
   reproducer's size (faults + client actions; target <= 15) and shrinking time
   (target: median <= 60 s).
 
-    python bench/sim.py [--seed 2] [--campaign 4] [--jobs 2] [--sources-seed 6] [--mutants N]
-                        [--profile]
+    python bench/sim.py [--cpu-seeds 10] [--seed 2] [--campaign 4] [--jobs 2] [--sources-seed 6]
+                        [--mutants N] [--profile]
 """
 
 from __future__ import annotations
@@ -36,6 +39,33 @@ from tidegate.sim import RunOptions, run_simulation, standard
 from tidegate.sim.mutants import MUTANTS, mutant_names
 from tidegate.sim.scenario import SCENARIOS
 from tidegate.sim.shrink import shrink
+
+
+def _cpu_of(task: tuple[str, int]) -> tuple[str, int, bool, float, float]:
+    """One seed of a scenario: its CPU and wall time."""
+    name, seed = task
+    cpu = time.process_time()
+    r = run_simulation(RunOptions(seed=seed, scenario=SCENARIOS[name]()))
+    return name, seed, r.ok, time.process_time() - cpu, r.stats.wall_s
+
+
+def _cpu_per_seed(seeds: int, jobs: int) -> None:
+    """Median CPU time per seed over seeds 1..``seeds`` of ``small`` and ``standard``."""
+    tasks = [(name, seed) for name in ("small", "standard") for seed in range(1, seeds + 1)]
+    with ProcessPoolExecutor(max_workers=jobs) as pool:
+        # A first run in each worker loads what a run imports lazily (not a seed's cost).
+        list(pool.map(_cpu_of, [("small", 1)] * jobs))
+        results = list(pool.map(_cpu_of, tasks))
+    for name, target in (("small", 0.5), ("standard", 1.5)):
+        mine = [r for r in results if r[0] == name]
+        cpus = [cpu for *_, cpu, _wall in mine]
+        failed = [seed for _, seed, ok, *_ in mine if not ok]
+        print(
+            f"{name} seeds 1..{seeds}: CPU per seed median {statistics.median(cpus):.2f} s "
+            f"(min {min(cpus):.2f}, max {max(cpus):.2f}; target <= {target} s), "
+            f"wall median {statistics.median(w for *_, w in mine):.2f} s on {jobs} processes, "
+            f"failures: {failed or 'none'}"
+        )
 
 
 def _one(seed: int) -> tuple[int, bool, float, int, int]:
@@ -61,6 +91,10 @@ def _standard(seed: int, profile: bool) -> None:
     print(f"  messages per wall-second {s.messages / s.wall_s:8.0f}")
     print(f"  virtual-s per wall-s     {s.virtual_ms / 1000 / s.wall_s:8.2f}")
     print(f"  kernel events            {s.events:8d}   task wakeups {s.task_wakeups}")
+    print(
+        f"  messages in fragments    {r.sometimes.get('wire_fragmented_message', 0):8d}   "
+        f"(frame size: {r.expanded_options['knobs']['frame_size']})"
+    )
     print(f"  storage compare-and-sets {s.storage_calls:8d}")
     print(f"  peeks / appends / subscribe batches  {s.peeks} / {s.appends} / {s.subscribe_batches}")
 
@@ -106,6 +140,7 @@ def _mutants(budget: int, shrink_seconds: float) -> None:
     )
     sizes: list[int] = []
     times: list[float] = []
+    cpus: list[float] = []
     for name in mutant_names(detectable=True):
         start = time.perf_counter()
         caught = None
@@ -123,22 +158,30 @@ def _mutants(budget: int, shrink_seconds: float) -> None:
             continue
         seed, r, options = caught
         assert r.violation is not None
+        cpu = time.process_time()
         result = shrink(options, max_seconds=shrink_seconds)
+        cpu = time.process_time() - cpu
         sizes.append(result.size)
         times.append(result.wall_s)
+        cpus.append(cpu)
         print(
             f"  {name:38s} seed {seed:3d} in {find:5.1f} s  [{r.violation.property}]  "
-            f"shrunk {result.original_steps} -> {result.size} steps in {result.wall_s:5.1f} s"
+            f"shrunk {result.original_steps} -> {result.size} steps in {result.wall_s:5.1f} s "
+            f"({cpu:5.1f} s CPU, {result.runs} runs)"
         )
     if sizes:
         print(
             f"  shrunk sizes: max {max(sizes)} steps (target <= 15); shrinking: median "
-            f"{statistics.median(times):.1f} s, max {max(times):.1f} s (target median <= 60 s)"
+            f"{statistics.median(times):.1f} s, max {max(times):.1f} s (target median <= 60 s); "
+            f"CPU median {statistics.median(cpus):.1f} s"
         )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument(
+        "--cpu-seeds", type=int, default=10, help="seeds 1..N of small and standard (0: skip)"
+    )
     ap.add_argument("--seed", type=int, default=2)
     ap.add_argument("--campaign", type=int, default=4, help="seeds in the short campaign (0: skip)")
     ap.add_argument(
@@ -149,6 +192,8 @@ def main() -> None:
     ap.add_argument("--shrink-seconds", type=float, default=120.0)
     ap.add_argument("--profile", action="store_true", help="cProfile the single run")
     args = ap.parse_args()
+    if args.cpu_seeds > 0:
+        _cpu_per_seed(args.cpu_seeds, args.jobs)
     _standard(args.seed, args.profile)
     if args.campaign > 0:
         _campaign(args.campaign, args.jobs)

@@ -11,9 +11,11 @@ whole pass removes nothing or the budget of runs is spent:
 2. whole kinds removed at once (every ``peek``, every ``cut_connection``, ...),
    the largest kind first: most of a workload is usually beside the point, and
    one run shows it;
-3. delta debugging (ddmin) over the faults, then over the client actions;
-4. each remaining fault made shorter (its duration halved while it still fails);
-5. the scenario made smaller: the quiet phase halved (never below
+3. (a liveness violation) the active phase ended just after the last fault or
+   action left, so that every later candidate is shorter; again after step 4;
+4. delta debugging (ddmin) over the faults, then over the client actions;
+5. each remaining fault made shorter (its duration halved while it still fails);
+6. the scenario made smaller: the quiet phase halved (never below
    :func:`min_quiet_ms`), dataflows, sinks and sources nothing needs removed, fewer
    replicas.
 
@@ -224,6 +226,23 @@ def _cut_at_violation(search: _Search) -> None:
         )
 
 
+def _cut_duration(search: _Search) -> None:
+    """End the active phase just after the last remaining fault or action (the quiet phase
+    follows as before): every later candidate runs that much less."""
+    sc: Scenario = search.options.scenario
+    plan = search.plan
+    last = max(
+        [f.at_ms + f.duration_ms for f in plan.faults] + [a.at_ms for a in plan.actions or ()],
+        default=0,
+    )
+    cut = max(200, -(-(last + 1) // 100) * 100)
+    if cut < sc.duration_ms and int(search.violation.at_ms) >= sc.duration_ms:
+        search.attempt(
+            replace(search.options, scenario=replace(sc, duration_ms=cut)),
+            f"duration_ms {sc.duration_ms} -> {cut} (just past the last fault or action)",
+        )
+
+
 def _shorten_faults(search: _Search) -> None:
     i = 0
     while i < len(search.plan.faults) and not search.exhausted:
@@ -353,6 +372,7 @@ def shrink(
     phases: list[tuple[str, Callable[[_Search], None]]] = [
         ("after the violation", _cut_at_violation),
         ("whole kinds", lambda s: _drop_kinds(s, actions=workload)),
+        ("duration", _cut_duration),
         (
             "faults",
             lambda s: _ddmin(
@@ -377,6 +397,7 @@ def shrink(
                 ),
             )
         )
+    phases.append(("duration", _cut_duration))
     phases.append(("fault durations", _shorten_faults))
     if workload:
         phases.append(("scenario", _smaller_scenario))
