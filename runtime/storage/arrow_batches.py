@@ -87,6 +87,26 @@ def batch_schema(schema: pa.Schema) -> pa.Schema:
     return full
 
 
+_EMPTY_BATCHES: dict[pa.Schema, pa.Table] = {}
+"""The empty batch of each batch schema (by equality: a shard's schema is decoded anew from
+its state at each read, so the same schema comes as new objects)."""
+
+
+def _empty_batch(full: pa.Schema) -> pa.Table:
+    """An empty table of ``full`` (Arrow tables are immutable: one serves every caller).
+
+    Building one costs about 0.1 ms (an array per column, then the table), and most appends
+    are empty: a table tick advances every table's upper without data.
+    """
+    table = _EMPTY_BATCHES.get(full)
+    if table is None:
+        table = full.empty_table()
+        if len(_EMPTY_BATCHES) >= 1024:
+            _EMPTY_BATCHES.clear()
+        _EMPTY_BATCHES[full] = table
+    return table
+
+
 def table_from_updates(shard: str, updates: Iterable[Update], schema: pa.Schema) -> pa.Table:
     """Build a batch table from ``(row, time, diff)`` tuples whose rows fit ``schema``."""
     return table_and_bounds(shard, updates, schema)[0]
@@ -97,6 +117,8 @@ def table_and_bounds(
 ) -> tuple[pa.Table, int | None, int | None]:
     """:func:`table_from_updates`, with the least and greatest time (``None`` if empty)."""
     ups = updates if isinstance(updates, list) else list(updates)
+    if not ups:
+        return _empty_batch(batch_schema(schema)), None, None
     width = len(schema)
     rows: list[Any] = []
     times: list[int] = []
