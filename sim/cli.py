@@ -227,6 +227,7 @@ def _cmd_shrink(args: argparse.Namespace) -> int:
             workload=not args.faults_only,
             log=lambda line: print(line, file=sys.stderr),
             on_better=keep,
+            jobs=args.jobs,
         )
     except NotFailing as e:
         print(str(e))
@@ -375,6 +376,12 @@ def build_parser() -> argparse.ArgumentParser:
     shr.add_argument("--max-runs", type=int, default=200, help="budget of simulation runs")
     shr.add_argument("--max-seconds", type=float, help="budget of wall time")
     shr.add_argument("--faults-only", action="store_true", help="do not shrink the workload")
+    shr.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="processes running candidates side by side (the reproducer is the same)",
+    )
     shr.add_argument("--out", help="where to save the reproducer (a trace file)")
     shr.set_defaults(func=_cmd_shrink)
 

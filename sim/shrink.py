@@ -24,9 +24,10 @@ The size of a reproducer is its number of steps: faults plus client actions.
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
@@ -88,6 +89,9 @@ class _Search:
         on_better: Callable[[Any, Any], None] | None = None,
     ) -> None:
         self.on_better = on_better
+        self.jobs = 1
+        self.pool: Any = None
+        self.deadline: float | None = None
         self.options = options
         self.result = result
         self.violation = result.violation
@@ -106,14 +110,39 @@ class _Search:
         plan: FaultPlan = self.options.plan
         return plan
 
+    def out_of_time(self) -> bool:
+        """Past the deadline (then the budget of runs ends here)."""
+        if self.deadline is not None and time.perf_counter() > self.deadline:
+            self.max_runs = min(self.max_runs, self.runs)
+        return self.exhausted
+
     def attempt(self, options: Any, step: str) -> bool:
         """Run ``options``; adopt them if they break the same property."""
-        if self.exhausted:
-            return False
-        self.runs += 1
-        try:
-            result = self._run(options)
-        except Exception:  # a candidate that crashes the simulator is not a reproducer
+        return self.attempt_first([(options, step)]) == 0
+
+    def attempt_first(self, candidates: Sequence[tuple[Any, str]]) -> int | None:
+        """Try ``candidates`` in order and adopt the first that breaks the same property
+        (its index; ``None`` if none does). With a pool, ``jobs`` of them run at a time: the
+        one adopted is the one a run in order would have adopted, so the reproducer does not
+        depend on the number of processes (only the runs spent do)."""
+        i = 0
+        while i < len(candidates) and not self.out_of_time():
+            batch = candidates[i : i + min(self.jobs, self.max_runs - self.runs)]
+            results = self._results([options for options, _ in batch])
+            self.runs += len(batch)
+            for j, result in enumerate(results):
+                if self._adopt(batch[j][0], batch[j][1], result):
+                    return i + j
+            i += len(batch)
+        return None
+
+    def _results(self, batch: Sequence[Any]) -> list[Any]:
+        if self.pool is None or len(batch) == 1:
+            return [_run_safely(self._run, options) for options in batch]
+        return list(self.pool.map(_run_safely, [self._run] * len(batch), batch))
+
+    def _adopt(self, options: Any, step: str, result: Any) -> bool:
+        if result is None:  # a candidate that crashes the simulator is not a reproducer
             return False
         v = result.violation
         if v is None or v.property != self.property:
@@ -125,6 +154,14 @@ class _Search:
         if self.on_better is not None:
             self.on_better(self.options, result)
         return True
+
+
+def _run_safely(run: Runner, options: Any) -> Any:
+    """``run(options)``, or ``None`` if the simulator itself crashed on it."""
+    try:
+        return run(options)
+    except Exception:
+        return None
 
 
 def _with(
@@ -160,15 +197,15 @@ def _ddmin(
         n = min(n, len(current))
         size = -(-len(current) // n)
         chunks = [current[i : i + size] for i in range(0, len(current), size)]
-        reduced = False
+        candidates = []
         for i, chunk in enumerate(chunks):
             rest = [x for j, c in enumerate(chunks) if j != i for x in c]
             shown = ", ".join(text(x) for x in chunk[:3]) + (", ..." if len(chunk) > 3 else "")
-            if search.attempt(rebuild(rest), f"removed {len(chunk)} {what}(s): {shown}"):
-                n = max(n - 1, 2)
-                reduced = True
-                break
-        if not reduced:
+            candidates.append((rebuild(rest), f"removed {len(chunk)} {what}(s): {shown}"))
+        reduced = search.attempt_first(candidates) is not None
+        if reduced:
+            n = max(n - 1, 2)
+        else:
             if n >= len(current):
                 return
             n = min(2 * n, len(current))
@@ -177,14 +214,34 @@ def _ddmin(
 def _drop_kinds(search: _Search, actions: bool) -> None:
     """Remove every fault (then, with ``actions``, every client action) of one kind at a time,
     the commonest kind first."""
-    for kind in _kinds_by_count(f.kind.value for f in search.plan.faults):
-        faults = [f for f in search.plan.faults if f.kind.value != kind]
-        search.attempt(_with(search.options, faults=faults), f"removed every {kind} fault")
+    kinds = _kinds_by_count(f.kind.value for f in search.plan.faults)
+    while kinds and not search.exhausted:
+        # Each candidate from the plan as it is now; after one is adopted, the kinds after
+        # it are tried on the new plan (as one run after another would).
+        candidates = [
+            (
+                _with(search.options, faults=[f for f in search.plan.faults if f.kind.value != k]),
+                f"removed every {k} fault",
+            )
+            for k in kinds
+        ]
+        taken = search.attempt_first(candidates)
+        kinds = [] if taken is None else kinds[taken + 1 :]
     if not actions:
         return
-    for kind in _kinds_by_count(a.kind for a in search.plan.actions or ()):
-        kept = [a for a in search.plan.actions or () if a.kind != kind]
-        search.attempt(_with(search.options, actions=kept), f"removed every {kind} action")
+    kinds = _kinds_by_count(a.kind for a in search.plan.actions or ())
+    while kinds and not search.exhausted:
+        candidates = [
+            (
+                _with(
+                    search.options, actions=[a for a in search.plan.actions or () if a.kind != k]
+                ),
+                f"removed every {k} action",
+            )
+            for k in kinds
+        ]
+        taken = search.attempt_first(candidates)
+        kinds = [] if taken is None else kinds[taken + 1 :]
 
 
 def _kinds_by_count(kinds: Iterable[str]) -> list[str]:
@@ -334,6 +391,7 @@ def shrink(
     workload: bool = True,
     log: Callable[[str], None] | None = None,
     on_better: Callable[[Any, Any], None] | None = None,
+    jobs: int = 1,
 ) -> ShrinkResult:
     """Minimise a failing run (see the module docstring); raises :class:`NotFailing` if it passes.
 
@@ -343,8 +401,11 @@ def shrink(
     ``max_seconds`` bounds the wall time as ``max_runs`` bounds the runs.
     ``on_better(options, result)`` is called with the failing run first and then
     with every smaller reproducer found, as soon as it is found: a caller that
-    saves it keeps the best reproducer so far if the shrink is killed.
+    saves it keeps the best reproducer so far if the shrink is killed. ``jobs``
+    processes run candidates side by side (with the default ``run`` only); the
+    reproducer is the one a single process finds.
     """
+    parallel = jobs > 1 and run is None
     if run is None:
         from .run import run_simulation
 
@@ -358,17 +419,40 @@ def shrink(
         on_better(explicit, first)
     search = _Search(explicit, first, run, max_runs, on_better)
     if max_seconds is not None:
-        deadline = start + max_seconds
-        attempt = search.attempt
+        search.deadline = start + max_seconds
+    with _processes(jobs if parallel else 1) as pool:
+        search.pool, search.jobs = pool, jobs if pool is not None else 1
+        _search(search, workload, log)
+    return ShrinkResult(
+        search.options,
+        search.result,
+        search.violation,
+        first.plan.steps,
+        len(first.plan.faults),
+        options.scenario.duration_ms,
+        search.runs + 1,
+        time.perf_counter() - start,
+        search.steps,
+    )
 
-        def timed(options: Any, step: str) -> bool:
-            if time.perf_counter() > deadline:
-                search.max_runs = search.runs
-                return False
-            return attempt(options, step)
 
-        search.attempt = timed  # type: ignore[method-assign]
-    original = first.plan
+@contextlib.contextmanager
+def _processes(jobs: int) -> Iterator[Any]:
+    """A pool of ``jobs`` worker processes (forked where the platform can), or ``None``."""
+    if jobs <= 1:
+        yield None
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    methods = multiprocessing.get_all_start_methods()
+    ctx = multiprocessing.get_context("fork" if "fork" in methods else "spawn")
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=ctx) as pool:
+        yield pool
+
+
+def _search(search: _Search, workload: bool, log: Callable[[str], None] | None) -> None:
+    """The phases of the module docstring, repeated while a pass finds something."""
     phases: list[tuple[str, Callable[[_Search], None]]] = [
         ("after the violation", _cut_at_violation),
         ("whole kinds", lambda s: _drop_kinds(s, actions=workload)),
@@ -415,17 +499,6 @@ def shrink(
                     f"{search.plan.steps} steps left"
                 )
         progress = len(search.steps) > before
-    return ShrinkResult(
-        search.options,
-        search.result,
-        search.violation,
-        original.steps,
-        len(original.faults),
-        options.scenario.duration_ms,
-        search.runs + 1,
-        time.perf_counter() - start,
-        search.steps,
-    )
 
 
 def replay_command(path: str) -> str:

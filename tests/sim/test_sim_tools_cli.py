@@ -389,6 +389,16 @@ def test_shrink_reports_every_better_reproducer_as_it_finds_it(runs: Runs) -> No
     assert {p for _, p in seen} == {result.violation.property}
 
 
+@pytest.mark.processes
+def test_a_shrink_on_two_processes_finds_the_reproducer_one_process_finds(runs: Runs) -> None:
+    """Candidates run side by side, and the one adopted is the first in order that fails:
+    the same reproducer, step for step."""
+    options = RunOptions(runs.bad_seed, QUICK, mutant=MUTANT)
+    one, two = shrink(options), shrink(options, jobs=2)
+    assert two.plan == one.plan and two.steps == one.steps
+    assert two.result.trace_digest == one.result.trace_digest
+
+
 def test_an_interrupted_shrink_leaves_the_best_reproducer_so_far(
     failing_trace: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
