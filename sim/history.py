@@ -123,19 +123,27 @@ def results_agree(got: PeekResult, want: PeekResult, finishing: RowSetFinishing)
 class ReferenceModel:
     """What a collection holds at a time, by the reference evaluator over table updates.
 
-    ``tables`` maps each table id to its updates (a live list may grow);
+    ``tables`` maps each table id to its updates (a live list may grow, by appending);
     ``plans`` each derived collection's plan. Results are cached per
     (collection, time): callers only ask about times every input has passed,
     where the contents are final (:meth:`forget_cache` when they may not be).
+    They are also shared between times at which the inputs held the same updates:
+    a collection is evaluated again only when one of its tables changed (most reads
+    come between two changes: tables tick without data).
     """
 
     def __init__(self, tables: Mapping[GlobalId, list[Update]] | None = None) -> None:
         self.tables: dict[GlobalId, list[Update]] = dict(tables or {})
         self.plans: dict[GlobalId, Plan] = {}
         self._cache: dict[tuple[GlobalId, int], Collection] = {}
+        self._by_updates: dict[tuple[GlobalId, tuple[tuple[int, int], ...]], Collection] = {}
+        self._times: dict[GlobalId, tuple[list[Update], int, list[int]]] = {}
+        self._inputs: dict[GlobalId, tuple[GlobalId, ...]] = {}
 
     def install(self, id: GlobalId, plan: Plan) -> None:
         self.plans[id] = plan
+        self._inputs.clear()
+        self._by_updates.clear()
 
     def inputs(self, id: GlobalId) -> set[GlobalId]:
         """The tables ``id`` reads (itself, for a table)."""
@@ -147,16 +155,38 @@ class ReferenceModel:
             out |= self.inputs(g)
         return out
 
+    def _held(self, table: GlobalId, time: int) -> tuple[int, int]:
+        """Which of ``table``'s updates count at ``time``: how many there are, and the
+        greatest time among them. As updates are only appended, two (time, moment) pairs
+        with the same answer see the same updates: those up to that greatest time."""
+        updates = self.tables.get(table, [])
+        known = self._times.get(table)
+        if known is None or known[0] is not updates or known[1] > len(updates):
+            known = (updates, 0, [])
+        _, seen, times = known
+        if seen < len(updates):
+            times = sorted([*times, *(u[1] for u in updates[seen:])])
+            self._times[table] = (updates, len(updates), times)
+        n = bisect.bisect_right(times, time)
+        return n, (times[n - 1] if n else -1)
+
     def contents(self, id: GlobalId, time: int) -> Collection:
         key = (id, time)
         hit = self._cache.get(key)
         if hit is not None:
             return hit
-        plan = self.plans.get(id)
-        if plan is None:
-            out = Collection(accumulate(self.tables.get(id, []), time))
-        else:
-            out = evaluate(plan, self.tables, time)
+        inputs = self._inputs.get(id)
+        if inputs is None:
+            inputs = self._inputs[id] = tuple(sorted(self.inputs(id)))
+        held = (id, tuple(self._held(t, time) for t in inputs))
+        out = self._by_updates.get(held)
+        if out is None:
+            plan = self.plans.get(id)
+            if plan is None:
+                out = Collection(accumulate(self.tables.get(id, []), time))
+            else:
+                out = evaluate(plan, self.tables, time)
+            self._by_updates[held] = out
         self._cache[key] = out
         return out
 
