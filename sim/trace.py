@@ -93,6 +93,8 @@ class Trace:
 
     def __init__(self, tail: int = 200, keep_all: bool = False) -> None:
         self._hash = hashlib.sha256()
+        self._unhashed: list[str] = []
+        """Lines not hashed yet: hashed a few hundred at a time (the same digest)."""
         self._tail: deque[str] = deque(maxlen=tail)
         self._all: list[str] | None = [] if keep_all else None
         self.count = 0
@@ -105,13 +107,31 @@ class Trace:
         line = _fast_line(at_ms, kind, fields)
         if line is None:
             line = TraceEvent(at_ms, kind, {k: canonical(v) for k, v in fields.items()}).line()
-        self._hash.update((line + "\n").encode())
+        self._add(line)
+
+    def record_message(self, at_ms: int, kind: str, replica: str, text: str) -> None:
+        """``record(at_ms, kind, r=replica, m=text)``, for the commonest events (every command
+        and response): the same line, from a fixed layout."""
+        self._add(f'{{"k":{_quote(kind)},"m":{_quote(text)},"r":{_quote(replica)},"t":{at_ms}}}')
+
+    def _add(self, line: str) -> None:
+        unhashed = self._unhashed
+        unhashed.append(line)
+        if len(unhashed) >= 512:
+            self._flush()
         self._tail.append(line)
         if self._all is not None:
             self._all.append(line)
         self.count += 1
 
+    def _flush(self) -> None:
+        if self._unhashed:
+            self._unhashed.append("")
+            self._hash.update("\n".join(self._unhashed).encode())
+            self._unhashed = []
+
     def digest(self) -> str:
+        self._flush()
         return self._hash.hexdigest()
 
     def tail(self) -> list[str]:

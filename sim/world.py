@@ -203,7 +203,7 @@ class World:
         return head is not None and bool(decode_catalog(head.data).replicas)
 
     def _message(self, direction: str, replica: str, message: Any) -> None:
-        self.record(direction, r=replica, m=summarize(message))
+        self.trace.record_message(self.kernel.now_ms, direction, replica, summarize(message))
 
     def _command_rejected(self, replica: str, reason: str) -> None:
         if reason.startswith("malformed"):  # bytes of our own codec that do not decode
