@@ -105,11 +105,11 @@ def test_storage_failures_are_retried_and_nothing_is_lost() -> None:
             Fault(2_800, FaultKind.BLOB_FAILURES, "", 1_000),
         )
     )
-    # Seed 4 was pinned until every simulated replica ran the real replica service; since
-    # then seed 3 is. With maintenance due past 16 batches (and small blobs as Arrow IPC),
-    # 14 of seeds 1-30 meet all four failures: 2, 3, 6, 8, 9, 11, 13, 18, 19, 21, 24, 26,
-    # 28 and 29 (13 did before); all 30 pass.
-    r = run_simulation(RunOptions(seed=3, scenario=SCENARIO, plan=plan))
+    # Seed 4 was pinned until every simulated replica ran the real replica service, then
+    # seed 3 until the simulated network carried encoded frames and storage latencies
+    # became kernel events (other interleavings); since then seed 2 is. 12 of seeds 1-30
+    # meet all four failures: 2, 5, 6, 8, 9, 10, 11, 13, 24, 26, 28 and 29; all 30 pass.
+    r = run_simulation(RunOptions(seed=2, scenario=SCENARIO, plan=plan))
     assert r.ok, _explain(r)
     for outcome in ("before", "after"):
         assert r.sometimes.get(f"storage_consensus_failed_{outcome}", 0) > 0, r.sometimes
