@@ -119,7 +119,9 @@ def test_a_peek_waiting_on_a_view_that_is_dropped_ends_with_dependency_dropped()
     simulated replica runs the real replica service, seeds 4, 9, 14, 17, 22, 27, 38 and 39
     reach it (of 1-42, all of which pass), and seed 9 (three such peeks) is pinned here. With
     maintenance due past 16 batches and small blobs as Arrow IPC: seeds 4, 9 (still three),
-    14, 17, 37, 38 and 39 (of 1-42, all of which pass)."""
+    14, 17, 37, 38 and 39 (of 1-42, all of which pass). Since the simulated network carries
+    encoded frames and storage latencies are kernel events: seeds 3, 8, 10, 14, 19, 36, 37
+    (two such peeks) and 38 (of 1-42, all of which pass), and seed 37 is pinned."""
     sc = small()
     sc = replace(
         sc,
@@ -131,7 +133,7 @@ def test_a_peek_waiting_on_a_view_that_is_dropped_ends_with_dependency_dropped()
         faults=6,
         workload=replace(sc.workload, drop_dataflow=10, create_dataflow=12, peek=30),
     )
-    result = run_simulation(RunOptions(seed=9, scenario=sc))
+    result = run_simulation(RunOptions(seed=37, scenario=sc))
     assert result.ok, result.summary()
     assert result.sometimes.get("peek_ended_by_drop", 0) >= 1
 
