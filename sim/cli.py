@@ -301,7 +301,10 @@ def _cmd_scenario_schema(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     from .mutants import mutant_names
 
-    parser = argparse.ArgumentParser(prog="tidegate sim", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="tidegate sim",
+        description="Run, campaign, replay, shrink and plot deterministic simulations; show scenarios.",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     scenario_help = f"built-in name ({', '.join(SCENARIOS)}) or a JSON scenario file"
 

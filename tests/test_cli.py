@@ -7,6 +7,7 @@ HTTP against a small in-test environment (the real ``Environment`` runs in
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import dataclasses
 import datetime as dt
@@ -884,3 +885,27 @@ def test_the_shell_splits_statements_as_the_sql_front_end_does(text: str) -> Non
     from tidegate.spec.sql import split_statements
 
     assert shell_split(text) == split_statements(text)
+
+
+def _parsers(parser: argparse.ArgumentParser) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    yield parser.prog, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):  # aliases share a parser
+                yield from _parsers(sub)
+
+
+def test_every_commands_help_is_plain_text() -> None:
+    """--help reuses docstrings written for the API reference: no reST markup reaches a terminal."""
+    from tidegate.cli import build_parser
+    from tidegate.commands.replicas import build_parser as replica_parser
+    from tidegate.sim.cli import build_parser as sim_parser
+
+    markup = re.compile(r"``|:(mod|class|func|meth|data|attr|exc|ref|doc):`")
+    seen = 0
+    for root in (build_parser(), replica_parser(), sim_parser()):
+        for prog, parser in _parsers(root):
+            seen += 1
+            text = parser.format_help()
+            assert not markup.search(text), f"{prog} --help shows markup:\n{text}"
+    assert seen > 20

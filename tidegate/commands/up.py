@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from tidegate.runtime.defaults import default_data_dir
 
 from .control import ControllerInfo, NoController, new_token
+from .help_text import plain
 
 if TYPE_CHECKING:
     from .events import ReplicaEvents, Reporter
@@ -57,7 +58,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p = sub.add_parser(
         "up",
         help="run the controller, managed replicas and the shard store until Ctrl-C",
-        description=__doc__,
+        description=plain(__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
