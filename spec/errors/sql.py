@@ -18,18 +18,41 @@ from .base import TidegateError
 
 __all__ = [
     "AmbiguousColumn",
+    "CannotCoerce",
+    "DependentObjects",
+    "DuplicateAlias",
+    "DuplicateColumn",
+    "DuplicateRelation",
+    "GroupingError",
+    "InvalidAsOf",
+    "InvalidColumnReference",
+    "InvalidParameterValue",
+    "InvalidTextRepresentation",
+    "NotNullViolation",
+    "NumericValueOutOfRange",
+    "SqlDataError",
+    "SqlDivisionByZero",
     "SqlError",
     "SqlSyntaxError",
     "SqlTypeError",
+    "StringDataRightTruncation",
     "UndefinedColumn",
+    "UndefinedFunction",
     "UndefinedObject",
+    "UndefinedParameter",
     "UnsupportedSql",
     "WrongObjectType",
+    "data_error",
 ]
 
 
 class SqlError(TidegateError, ValueError):
-    """Base class of the SQL front end's errors: a statement refused before anything ran."""
+    """Base class of the SQL front end's errors: a statement refused before anything ran, or
+    (:class:`SqlDataError`) a query whose evaluation failed.
+
+    :attr:`sqlstate` is PostgreSQL's code for the condition (a class attribute of each
+    subclass), so a client of the PostgreSQL wire protocol sees the code PostgreSQL would send.
+    """
 
     sqlstate = "XX000"
     """PostgreSQL's SQLSTATE for this kind of error."""
@@ -132,3 +155,130 @@ class SqlTypeError(SqlError):
     """Operands or values of types that do not go together; names both types (SQLSTATE 42804)."""
 
     sqlstate = "42804"
+
+
+class UndefinedFunction(SqlTypeError):
+    """A function or operator that does not exist for these argument types (SQLSTATE 42883)."""
+
+    sqlstate = "42883"
+
+
+class CannotCoerce(SqlTypeError):
+    """A cast between types that do not convert (``cannot cast type date to boolean``, 42846)."""
+
+    sqlstate = "42846"
+
+
+class GroupingError(SqlError):
+    """A column neither grouped nor aggregated, or an aggregate where none may be (42803)."""
+
+    sqlstate = "42803"
+
+
+class InvalidColumnReference(SqlError):
+    """An ``ORDER BY``/``GROUP BY`` position out of the select list, or an ``ORDER BY`` a set
+    operation cannot sort by (SQLSTATE 42P10)."""
+
+    sqlstate = "42P10"
+
+
+class DuplicateAlias(SqlError):
+    """A table or ``WITH`` name given twice in one ``FROM`` or ``WITH`` (SQLSTATE 42712)."""
+
+    sqlstate = "42712"
+
+
+class DuplicateColumn(SqlError):
+    """A column named twice (in ``CREATE TABLE``, an ``INSERT`` column list, ...; 42701)."""
+
+    sqlstate = "42701"
+
+
+class DuplicateRelation(SqlError):
+    """``CREATE`` of a name that is taken (``relation "t" already exists``, SQLSTATE 42P07)."""
+
+    sqlstate = "42P07"
+
+
+class DependentObjects(SqlError):
+    """A ``DROP`` (or ``CREATE OR REPLACE``) of an object others read (SQLSTATE 2BP01)."""
+
+    sqlstate = "2BP01"
+
+
+class UndefinedParameter(SqlError):
+    """A ``$n`` with no ``n``-th parameter given (SQLSTATE 42P02)."""
+
+    sqlstate = "42P02"
+
+
+class InvalidAsOf(SqlError):
+    """An ``AS OF`` time at which an input cannot be read (compacted past it), SQLSTATE 22023."""
+
+    sqlstate = "22023"
+
+
+class SqlDataError(SqlError):
+    """A value a statement meets that its operation refuses (SQLSTATE class 22), found while
+    binding constants or while the query ran (a replica's evaluation error)."""
+
+    sqlstate = "22000"
+
+
+class InvalidTextRepresentation(SqlDataError):
+    """Text that is not a value of the type it is read as (``'abc'::bigint``, SQLSTATE 22P02)."""
+
+    sqlstate = "22P02"
+
+
+class NumericValueOutOfRange(SqlDataError):
+    """A number beyond its type (overflow, underflow, SQLSTATE 22003)."""
+
+    sqlstate = "22003"
+
+
+class SqlDivisionByZero(SqlDataError):
+    """``x / 0``, ``x % 0`` (SQLSTATE 22012)."""
+
+    sqlstate = "22012"
+
+
+class InvalidParameterValue(SqlDataError):
+    """An argument outside a function's or type modifier's domain (SQLSTATE 22023)."""
+
+    sqlstate = "22023"
+
+
+class StringDataRightTruncation(SqlDataError):
+    """A string too long for its ``varchar(n)`` column (SQLSTATE 22001)."""
+
+    sqlstate = "22001"
+
+
+class NotNullViolation(SqlError):
+    """NULL written into a ``NOT NULL`` column (SQLSTATE 23502)."""
+
+    sqlstate = "23502"
+
+
+def data_error(message: str) -> SqlDataError:
+    """The :class:`SqlDataError` of a query's evaluation error, from its recorded message.
+
+    Evaluation errors travel as text (an error collection holds strings), worded by
+    :mod:`tidegate.spec.plan.scalar_eval`; the wording says which kind it is.
+    """
+    low = message.lower()
+    cls: type[SqlDataError]
+    if "division by zero" in low:
+        cls = SqlDivisionByZero
+    elif "out of range" in low:
+        cls = NumericValueOutOfRange
+    elif "invalid input syntax" in low:
+        cls = InvalidTextRepresentation
+    elif "too long for type" in low:
+        cls = StringDataRightTruncation
+    elif low.startswith(("invalid ", "negative ", "like pattern", "cannot ")) or "argument" in low:
+        cls = InvalidParameterValue
+    else:
+        cls = SqlDataError
+    return cls(message)

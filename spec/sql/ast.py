@@ -45,9 +45,12 @@ ShowKind: TypeAlias = Literal[
 
 @dataclass(frozen=True)
 class ColumnDef:
+    """A column of ``CREATE TABLE``; ``max_length`` is ``n`` of ``varchar(n)``."""
+
     name: str
     type: ScalarType
     nullable: bool = True
+    max_length: int | None = None
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,8 @@ class CreateTableStmt:
     name: str
     columns: tuple[ColumnDef, ...]
     if_not_exists: bool = False
+    keys: tuple[tuple[str, ...], ...] = ()
+    """The ``PRIMARY KEY`` and ``UNIQUE`` column lists, as declared (the primary key first)."""
 
 
 @dataclass(frozen=True)
@@ -72,11 +77,12 @@ class InsertStmt:
 
 @dataclass(frozen=True)
 class DeleteStmt:
-    """``DELETE FROM table [WHERE cond]``: retractions of the matching rows."""
+    """``DELETE FROM table [[AS] alias] [WHERE cond]``: retractions of the matching rows."""
 
     sql: str
     table: str
     where: Any | None
+    alias: str | None = None
 
 
 @dataclass(frozen=True)
@@ -87,6 +93,7 @@ class UpdateStmt:
     table: str
     assignments: tuple[tuple[str, Any], ...]
     where: Any | None
+    alias: str | None = None
 
 
 @dataclass(frozen=True)
@@ -102,7 +109,7 @@ class CreateIndexStmt:
 
 @dataclass(frozen=True)
 class CreateViewStmt:
-    """``CREATE [MATERIALIZED] VIEW name AS query``."""
+    """``CREATE [OR REPLACE] [MATERIALIZED] VIEW name [(column, ...)] AS query``."""
 
     sql: str
     name: str
@@ -110,6 +117,7 @@ class CreateViewStmt:
     materialized: bool
     if_not_exists: bool = False
     or_replace: bool = False
+    columns: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -136,20 +144,23 @@ class CreateSinkStmt:
 
 @dataclass(frozen=True)
 class SelectStmt:
-    """A query read once (a peek), ``AS OF time`` or at the freshest time."""
+    """A query read once (a peek), ``AS OF [AT LEAST] time`` or at the freshest time."""
 
     sql: str
     query: Any
     as_of: int | None = None
+    at_least: bool = False
+    """``AS OF AT LEAST t``: any time from ``t`` on (the freshest one), not exactly ``t``."""
 
 
 @dataclass(frozen=True)
 class SubscribeStmt:
-    """``SUBSCRIBE [TO] name | (query) [AS OF time]``: ``query`` is a sqlglot query."""
+    """``SUBSCRIBE [TO] name | (query) [AS OF [AT LEAST] time]``: ``query`` is a sqlglot query."""
 
     sql: str
     query: Any
     as_of: int | None = None
+    at_least: bool = False
 
 
 @dataclass(frozen=True)

@@ -25,19 +25,13 @@ from ..frontier import Row
 from ..ids import GlobalId
 from ..plan import Cast, ColumnRef, Filter, Get, Literal, Map, Plan, Project, ScalarExpr, ScalarType
 from ..plan.schema import check_row
+from ._binder import ExprBinder, _coerce
+from ._common import _err, pg_type, position_of
+from ._from import _resolve_object, constant_value
+from ._scope import Scope
 from .ast import DeleteStmt, InsertStmt, UpdateStmt
 from .catalog import CatalogItem, SqlCatalog
-from .lower import (
-    ExprBinder,
-    Scope,
-    _coerce,
-    _err,
-    _resolve_object,
-    constant_value,
-    lower_query,
-    pg_type,
-    position_of,
-)
+from .lower import lower_query
 
 __all__ = ["Write", "plan_delete", "plan_insert", "plan_update"]
 

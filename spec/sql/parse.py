@@ -20,7 +20,9 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
-from ..errors import SqlError, SqlSyntaxError, UnsupportedSql
+from ..errors import DuplicateColumn, SqlError, SqlSyntaxError, UndefinedColumn, UnsupportedSql
+from ._common import ident, position_of, sql_type_of
+from ._dialect import DIALECT
 from .ast import (
     AlterRetainHistoryStmt,
     ColumnDef,
@@ -43,12 +45,11 @@ from .ast import (
     UpdateStmt,
 )
 from .interval import parse_interval_ms
-from .lower import ident, position_of, sql_type
 from .storage import is_storage_statement, parse_storage_statement
 
 __all__ = ["parse", "parse_interval_ms", "parse_one", "split_statements"]
 
-_DIALECT = "postgres"
+_DIALECT = "postgres"  # for printing nodes back as SQL
 
 
 def split_statements(text: str) -> list[tuple[str, int]]:
@@ -82,7 +83,7 @@ def _blank(text: str, upto: int) -> str:
 
 _KIND = r"(table|view|materialized\s+view|index|source|sink)"
 _NAME = r'("(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$.]*)'
-_AS_OF = re.compile(r"\bAS\s+OF\s+(?:AT\s+LEAST\s+)?(\S+?)\s*$", re.IGNORECASE)
+_AS_OF = re.compile(r"\bAS\s+OF\s+(AT\s+LEAST\s+)?(\S+?)\s*$", re.IGNORECASE)
 _EXPLAIN = re.compile(
     r"^\s*EXPLAIN\b(?:\s+(?:OPTIMIZED\s+|RAW\s+|DECORRELATED\s+)?PLAN(?:\s+AS\s+TEXT)?\s+FOR\b)?",
     re.IGNORECASE,
@@ -146,46 +147,80 @@ def parse_one(text: str) -> Statement:
 
 
 def _syntax(e: ParseError, text: str) -> SqlSyntaxError:
+    """PostgreSQL's ``syntax error at or near "X"`` at the token sqlglot stopped at (never
+    sqlglot's own description, which names its classes)."""
     errs = e.errors or [{}]
     first = errs[0]
-    start = first.get("start")
     highlight = first.get("highlight")
-    desc = str(first.get("description") or e).split("\n")[0]
-    where = f' at or near "{highlight}"' if highlight else " at end of input"
-    pos = int(start) + 1 if isinstance(start, int) else None
     line, col = first.get("line"), first.get("col")
-    if pos is None and isinstance(line, int) and isinstance(col, int):
+    pos: int | None = None
+    if isinstance(line, int) and isinstance(col, int):
         lines = text.split("\n")
         before = sum(len(x) + 1 for x in lines[: line - 1])
         pos = max(1, before + col - len(str(highlight or "")) + 1)
-    if pos is None and highlight is None:
-        pos = len(text.rstrip()) or None
-    return SqlSyntaxError(f"syntax error{where}: {desc}", position=pos, sql=text)
+    if not highlight or pos is None or pos > len(text.rstrip()):
+        return SqlSyntaxError(
+            "syntax error at end of input", position=len(text.rstrip()) + 1 or None, sql=text
+        )
+    return SqlSyntaxError(f'syntax error at or near "{highlight}"', position=pos, sql=text)
+
+
+_STATEMENT_WORDS = frozenset(
+    {"CREATE", "INSERT", "DROP", "ALTER", "SUBSCRIBE", "EXPLAIN", "COPY", "SHOW", "GRANT"}
+)
+"""Words that start a statement and never occur inside one we parse: meeting one after the
+start means a ``;`` is missing."""
+
+
+def _command(tree: Any, text: str) -> SqlError:
+    """Why a statement sqlglot could only keep as text (a ``Command``) is refused: a second
+    statement where a ``;`` is missing is a syntax error there, anything else unsupported."""
+    from sqlglot.dialects.postgres import Postgres
+
+    tokens = Postgres().tokenize(text)
+    depth = 0
+    for k, t in enumerate(tokens):
+        if t.token_type in (sqlglot.TokenType.L_PAREN, sqlglot.TokenType.L_BRACKET):
+            depth += 1
+        elif t.token_type in (sqlglot.TokenType.R_PAREN, sqlglot.TokenType.R_BRACKET):
+            depth -= 1
+        elif k and depth == 0 and t.text.upper() in _STATEMENT_WORDS:
+            return SqlSyntaxError(
+                f'syntax error at or near "{t.text}"', position=t.start + 1, sql=text
+            )
+    words = [t.text.upper() for t in tokens[:3] if t.token_type != sqlglot.TokenType.STRING]
+    head = " ".join(words[:2]) if words[:1] in (["CREATE"], ["DROP"], ["ALTER"]) else words[0]
+    return UnsupportedSql(f"{head} statements", position=1, sql=text)
 
 
 def _sqlglot(text: str) -> Any:
     try:
-        trees = [t for t in sqlglot.parse(text, read=_DIALECT) if t is not None]
+        trees = [t for t in sqlglot.parse(text, read=DIALECT) if t is not None]
     except ParseError as e:
         raise _syntax(e, text) from None
     except TokenError as e:
         raise SqlSyntaxError(f"syntax error: {e}", sql=text) from None
     if len(trees) != 1:
         raise SqlSyntaxError("expected exactly one statement", sql=text)
-    return trees[0]
+    tree = trees[0]
+    if isinstance(tree, exp.Command):
+        raise _command(tree, text)
+    return tree
 
 
-def _as_of(text: str) -> tuple[str, int | None]:
-    """``text`` without a trailing ``AS OF [AT LEAST] t`` (blanked), and ``t``."""
+def _as_of(text: str) -> tuple[str, int | None, bool]:
+    """``text`` without a trailing ``AS OF [AT LEAST] t`` (blanked), ``t``, and whether it
+    said ``AT LEAST``."""
     m = _AS_OF.search(text)
     if m is None:
-        return text, None
-    raw = m.group(1)
+        return text, None, False
+    raw = m.group(2)
     if not raw.isdigit():
         raise SqlSyntaxError(
-            f'AS OF needs a timestamp (an integer), got "{raw}"', position=m.start(1) + 1
+            f'AS OF needs a timestamp (an integer), got "{raw}"', position=m.start(2) + 1
         )
-    return text[: m.start()] + " " * (len(text) - m.start()), int(raw)
+    blanked = text[: m.start()] + " " * (len(text) - m.start())
+    return blanked, int(raw), m.group(1) is not None
 
 
 def _parse(text: str) -> Statement:
@@ -201,7 +236,7 @@ def _parse(text: str) -> Statement:
         return ExplainStmt(text, inner)
     m = _SUBSCRIBE.match(text)
     if m:
-        rest, as_of = _as_of(_blank(text, m.end()))
+        rest, as_of, at_least = _as_of(_blank(text, m.end()))
         body = rest[m.end() :].strip()
         if not body:
             raise SqlSyntaxError("SUBSCRIBE needs an object or a (query)", position=m.end() + 1)
@@ -217,7 +252,7 @@ def _parse(text: str) -> Statement:
             raise UnsupportedSql("SUBSCRIBE options", position=pos)
         if not isinstance(q, exp.Query):
             raise SqlSyntaxError("SUBSCRIBE needs a query in parentheses", position=m.end() + 1)
-        return SubscribeStmt(text, q, as_of)
+        return SubscribeStmt(text, q, as_of, at_least)
     if _SHOW.match(text):
         return _show(text)
     m = _COPY.match(text)
@@ -238,13 +273,15 @@ def _parse(text: str) -> Statement:
         return AlterRetainHistoryStmt(text, kind, name, ms)
     if re.match(r"^\s*ALTER\b", text, re.IGNORECASE):
         raise UnsupportedSql("ALTER other than SET/RESET (RETAIN HISTORY ...)", position=1)
-    is_query = re.match(r"^\s*(SELECT|WITH|\(|VALUES)", text, re.IGNORECASE) is not None
-    stripped, as_of = _as_of(text) if is_query else (text, None)
+    is_query = (
+        re.match(r"^\s*(?:(?:SELECT|WITH|VALUES|TABLE)\b|\()", text, re.IGNORECASE) is not None
+    )
+    stripped, as_of, at_least = _as_of(text) if is_query else (text, None, False)
     if as_of is not None:
         tree = _sqlglot(stripped)
         if not isinstance(tree, exp.Query):
             raise UnsupportedSql("AS OF on this statement", position=1)
-        return SelectStmt(text, tree, as_of)
+        return SelectStmt(text, tree, as_of, at_least)
     return _from_tree(_sqlglot(text), text)
 
 
@@ -316,6 +353,82 @@ def _table_name(node: Any) -> str:
     return ident(node.this)
 
 
+def _key_columns(node: Any) -> tuple[str, ...]:
+    cols = node.expressions if not isinstance(node.this, exp.Schema) else node.this.expressions
+    return tuple(ident(c.this if isinstance(c, exp.Ordered) else c) for c in cols)
+
+
+def _create_table(tree: Any, schema: Any, text: str, exists: bool) -> CreateTableStmt:
+    """``CREATE TABLE``: columns with ``NOT NULL``/``NULL``, ``PRIMARY KEY`` and ``UNIQUE``
+    (declarations: a primary key's columns are ``NOT NULL``), and table-level key lists."""
+    cols: list[ColumnDef] = []
+    keys: list[tuple[str, ...]] = []
+    primary: tuple[str, ...] | None = None
+    for c in schema.expressions:
+        if isinstance(c, exp.PrimaryKey):
+            if primary is not None:
+                raise SqlError(
+                    "multiple primary keys for table are not allowed", position=position_of(c)
+                )
+            primary = _key_columns(c)
+            continue
+        if isinstance(c, exp.UniqueColumnConstraint):
+            keys.append(_key_columns(c))
+            continue
+        if not isinstance(c, exp.ColumnDef):
+            raise UnsupportedSql(
+                f"table constraint {c.sql(dialect=_DIALECT)}", position=position_of(c)
+            )
+        name = ident(c.this)
+        nullable = True
+        for con in c.args.get("constraints") or []:
+            k = con.args.get("kind")
+            if isinstance(k, exp.NotNullColumnConstraint):
+                nullable = bool(k.args.get("allow_null"))
+            elif isinstance(k, exp.PrimaryKeyColumnConstraint):
+                if primary is not None:
+                    raise SqlError(
+                        "multiple primary keys for table are not allowed",
+                        position=position_of(con),
+                    )
+                primary = (name,)
+            elif isinstance(k, exp.UniqueColumnConstraint):
+                keys.append((name,))
+            else:
+                raise UnsupportedSql(
+                    f"column constraint {con.sql(dialect=_DIALECT)}", position=position_of(con)
+                )
+        if c.args.get("kind") is None:
+            raise SqlSyntaxError(f'column "{name}" needs a type', position=position_of(c))
+        t = sql_type_of(c.args["kind"])
+        cols.append(ColumnDef(name, t.scalar, nullable, t.max_length))
+    names = [c.name for c in cols]
+    dup = next((n for n in names if names.count(n) > 1), None)
+    if dup is not None:
+        raise DuplicateColumn(f'column "{dup}" specified more than once', position=1)
+    if primary is not None:
+        keys.insert(0, primary)
+        cols = [
+            ColumnDef(c.name, c.type, False, c.max_length) if c.name in primary else c for c in cols
+        ]
+    for key in keys:
+        for k in key:
+            if k not in names:
+                raise UndefinedColumn(
+                    f'column "{k}" named in key does not exist', position=position_of(schema)
+                )
+    return CreateTableStmt(text, _table_name(schema), tuple(cols), exists, tuple(keys))
+
+
+def _table_alias(node: Any) -> str | None:
+    alias = node.args.get("alias") if isinstance(node, exp.Table) else None
+    if alias is None or alias.this is None:
+        return None
+    if alias.columns:
+        raise SqlSyntaxError('syntax error at or near "("', position=position_of(alias))
+    return ident(alias.this)
+
+
 def _from_tree(tree: Any, text: str) -> Statement:
     if isinstance(tree, exp.Query):
         return SelectStmt(text, tree)
@@ -328,32 +441,7 @@ def _from_tree(tree: Any, text: str) -> Statement:
             schema = tree.this
             if not isinstance(schema, exp.Schema):
                 raise SqlSyntaxError("CREATE TABLE needs a column list", position=1)
-            cols: list[ColumnDef] = []
-            for c in schema.expressions:
-                if not isinstance(c, exp.ColumnDef):
-                    raise UnsupportedSql("table constraints", position=position_of(c))
-                nullable = True
-                for con in c.args.get("constraints") or []:
-                    k = con.args.get("kind")
-                    if isinstance(k, exp.NotNullColumnConstraint):
-                        nullable = bool(k.args.get("allow_null"))
-                    elif isinstance(k, exp.PrimaryKeyColumnConstraint):
-                        raise UnsupportedSql("PRIMARY KEY", position=position_of(con))
-                    else:
-                        raise UnsupportedSql(
-                            f"column constraint {con.sql(dialect=_DIALECT)}",
-                            position=position_of(con),
-                        )
-                if c.args.get("kind") is None:
-                    raise SqlSyntaxError(
-                        f'column "{ident(c.this)}" needs a type', position=position_of(c)
-                    )
-                cols.append(ColumnDef(ident(c.this), sql_type(c.args["kind"]), nullable))
-            names = [c.name for c in cols]
-            dup = next((n for n in names if names.count(n) > 1), None)
-            if dup is not None:
-                raise SqlError(f'column "{dup}" specified more than once', position=1)
-            return CreateTableStmt(text, _table_name(schema), tuple(cols), exists)
+            return _create_table(tree, schema, text, exists)
         if kind == "VIEW":
             props = tree.args.get("properties")
             materialized = bool(
@@ -363,8 +451,14 @@ def _from_tree(tree: Any, text: str) -> Statement:
             if not isinstance(q, exp.Query):
                 raise SqlSyntaxError("CREATE VIEW needs AS <query>", position=1)
             target = tree.this
+            columns = None
             if isinstance(target, exp.Schema):
-                raise UnsupportedSql("a column list in CREATE VIEW", position=position_of(target))
+                columns = tuple(ident(c) for c in target.expressions)
+                dup = next((c for c in columns if columns.count(c) > 1), None)
+                if dup is not None:
+                    raise DuplicateColumn(
+                        f'column "{dup}" specified more than once', position=position_of(target)
+                    )
             return CreateViewStmt(
                 text,
                 _table_name(target),
@@ -372,6 +466,7 @@ def _from_tree(tree: Any, text: str) -> Statement:
                 materialized,
                 exists,
                 bool(tree.args.get("replace")),
+                columns,
             )
         if kind == "INDEX":
             index = tree.this
@@ -410,7 +505,12 @@ def _from_tree(tree: Any, text: str) -> Statement:
             if tree.args.get(key):
                 raise UnsupportedSql(f"DELETE ... {key.upper()}", position=1)
         where = tree.args.get("where")
-        return DeleteStmt(text, _table_name(tree.this), where.this if where is not None else None)
+        return DeleteStmt(
+            text,
+            _table_name(tree.this),
+            where.this if where is not None else None,
+            _table_alias(tree.this),
+        )
     if isinstance(tree, exp.Update):
         for key in ("from_", "from", "returning", "limit"):
             if tree.args.get(key):
@@ -422,7 +522,11 @@ def _from_tree(tree: Any, text: str) -> Statement:
             sets.append((ident(a.this.this), a.expression))
         where = tree.args.get("where")
         return UpdateStmt(
-            text, _table_name(tree.this), tuple(sets), where.this if where is not None else None
+            text,
+            _table_name(tree.this),
+            tuple(sets),
+            where.this if where is not None else None,
+            _table_alias(tree.this),
         )
     if isinstance(tree, exp.Drop):
         word = str(tree.args.get("kind") or "").upper()

@@ -1,0 +1,711 @@
+"""The expression binder: sqlglot scalar expressions, with names resolved in a scope, to typed
+plan expressions, following PostgreSQL's typing rules where the IR allows."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlglot import exp
+
+from ..errors import (
+    PlanError,
+    SqlError,
+    SqlSyntaxError,
+    SqlTypeError,
+)
+from ..plan import (
+    AggFunc,
+    BinaryFunc,
+    CallBinary,
+    CallUnary,
+    CallVariadic,
+    Cast,
+    ColumnRef,
+    ColumnType,
+    If,
+    Literal,
+    ScalarExpr,
+    ScalarType,
+    UnaryFunc,
+    VariadicFunc,
+    scalar_type,
+)
+from ..plan.scalar import CAST_TABLE
+from ..plan.scalar_eval import cast_value
+from ._common import S, _err, _unsupported, ident, pg_type, sql_type
+from ._scope import Scope
+
+# -- typed expressions ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TExpr:
+    """A bound expression: ``expr`` with type ``type``; ``type=None`` is an untyped NULL.
+
+    ``literal`` holds a string literal's text: it may still become another type
+    (PostgreSQL's "unknown" literals), see :func:`_coerce`.
+    """
+
+    expr: ScalarExpr | None
+    type: ColumnType | None
+    literal: str | None = None
+
+    @property
+    def scalar(self) -> ScalarType | None:
+        return None if self.type is None else self.type.scalar
+
+
+def _literal_as(text: str, to: ScalarType, node: Any) -> Literal:
+    try:
+        value = cast_value(text, to)
+    except Exception:
+        raise _err(
+            SqlTypeError, f'invalid input syntax for type {pg_type(to)}: "{text}"', node
+        ) from None
+    return Literal(value, to)
+
+
+def _coerce(te: TExpr, to: ScalarType, node: Any, what: str = "") -> ScalarExpr:
+    """``te`` as a ``to`` (implicit casts only: int to float, literals, NULL) [SqlTypeError]."""
+    if te.expr is None or te.type is None:
+        return Literal(None, to)
+    if te.type.scalar is to:
+        return te.expr
+    if te.literal is not None:
+        return _literal_as(te.literal, to, node)
+    if te.type.scalar is S.INT64 and to is S.FLOAT64:
+        return Cast(te.expr, S.FLOAT64)
+    where = f" {what}" if what else ""
+    raise _err(
+        SqlTypeError,
+        f"{where.strip() + ': ' if what else ''}expected {pg_type(to)}, got {pg_type(te.type.scalar)}",
+        node,
+    )
+
+
+def _common_type(items: Sequence[tuple[TExpr, Any]], what: str) -> ScalarType | None:
+    """The type several values unify to (CASE branches, COALESCE, UNION columns)."""
+    typed = [(t, n) for t, n in items if t.type is not None and t.literal is None]
+    if not typed:
+        literals = [t for t, _ in items if t.literal is not None]
+        return S.STRING if literals else None
+    first = typed[0][0].scalar
+    assert first is not None
+    out = first
+    for t, n in typed[1:]:
+        s = t.scalar
+        assert s is not None
+        if s is out:
+            continue
+        if s.is_numeric and out.is_numeric:
+            out = S.FLOAT64
+            continue
+        raise _err(
+            SqlTypeError, f"{what} types {pg_type(out)} and {pg_type(s)} cannot be matched", n
+        )
+    return out
+
+
+def _nullable(exprs: Iterable[TExpr]) -> bool:
+    return any(t.type is None or t.type.nullable for t in exprs)
+
+
+# -- aggregates -----------------------------------------------------------------------------
+
+_AGGS: dict[type[exp.Expression], AggFunc] = {
+    exp.Count: AggFunc.COUNT,
+    exp.Sum: AggFunc.SUM,
+    exp.Min: AggFunc.MIN,
+    exp.Max: AggFunc.MAX,
+    exp.Avg: AggFunc.AVG,
+}
+
+
+def _is_agg(node: Any) -> bool:
+    return isinstance(node, exp.AggFunc)
+
+
+def _find_aggs(node: Any) -> list[exp.Expression]:
+    """The outermost aggregate calls in ``node`` (not inside subqueries)."""
+    out: list[exp.Expression] = []
+    if not isinstance(node, exp.Expression):
+        return out
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if _is_agg(n):
+            out.append(n)
+            continue
+        if isinstance(n, exp.Subquery | exp.Select):
+            continue
+        stack.extend(reversed(list(n.iter_expressions())))
+    return out
+
+
+@dataclass
+class _Grouping:
+    """Binding over a ``Reduce``'s output: group keys and aggregates are its columns."""
+
+    keys: list[tuple[ScalarExpr, int]]  # key expression over the input -> output position
+    aggs: dict[int, int]  # id(aggregate node) -> output position
+    input_binder: ExprBinder
+
+
+# -- the expression binder ------------------------------------------------------------------
+
+
+@dataclass
+class ExprBinder:
+    """Binds sqlglot scalar expressions over a :class:`Scope` (``params``: ``$1`` ...)."""
+
+    scope: Scope
+    params: Sequence[Any] = ()
+    grouping: _Grouping | None = None
+    context: str = ""  # e.g. "WHERE": aggregates are refused there
+    _placeholders: list[int] = field(default_factory=lambda: [0])
+
+    def bind(self, node: Any) -> TExpr:
+        g = self.grouping
+        if g is not None:
+            if _is_agg(node):
+                pos = g.aggs.get(id(node))
+                if pos is None:
+                    raise _err(SqlError, "aggregate not planned", node)
+                return self._col(pos)
+            if not _contains_agg(node) and not isinstance(
+                node, exp.Literal | exp.Null | exp.Boolean
+            ):
+                try:
+                    inner = g.input_binder.bind(node)
+                except SqlError:
+                    inner = None
+                if inner is not None and inner.expr is not None:
+                    for k, pos in g.keys:
+                        if k == inner.expr:
+                            return self._col(pos)
+                if isinstance(node, exp.Column):
+                    name = node.sql(dialect="postgres")
+                    raise _err(
+                        SqlError,
+                        f'column "{name}" must appear in the GROUP BY clause '
+                        "or be used in an aggregate function",
+                        node,
+                    )
+        elif _is_agg(node):
+            where = self.context or "this context"
+            raise _err(SqlError, f"aggregate functions are not allowed in {where}", node)
+        return self._bind(node)
+
+    def _col(self, i: int) -> TExpr:
+        return TExpr(ColumnRef(i), self.scope.columns[i].type)
+
+    def scalar(self, node: Any, hint: ScalarType | None = None) -> tuple[ScalarExpr, ColumnType]:
+        """``node`` bound to a concrete expression (an untyped NULL takes ``hint``, else text)."""
+        te = self.bind(node)
+        if te.expr is None or te.type is None:
+            t = hint or S.STRING
+            return Literal(None, t), ColumnType(t, True)
+        if hint is not None and te.literal is not None and hint is not S.STRING:
+            lit = _literal_as(te.literal, hint, node)
+            return lit, ColumnType(hint, False)
+        return te.expr, te.type
+
+    def predicate(self, node: Any, what: str) -> ScalarExpr:
+        te = self.bind(node)
+        if te.type is None:
+            return Literal(None, S.BOOL)
+        if te.scalar is not S.BOOL:
+            if te.literal is not None:
+                return _literal_as(te.literal, S.BOOL, node)
+            raise _err(
+                SqlTypeError,
+                f"argument of {what} must be type boolean, not type {pg_type(te.scalar)}",
+                node,
+            )
+        assert te.expr is not None
+        return te.expr
+
+    def _check(self, expr: ScalarExpr, node: Any) -> ColumnType:
+        try:
+            return scalar_type(expr, self.scope.schema())
+        except PlanError as e:
+            raise _err(SqlTypeError, str(e), node) from None
+
+    def _make(self, expr: ScalarExpr, node: Any) -> TExpr:
+        return TExpr(expr, self._check(expr, node))
+
+    # the cases
+    def _bind(self, node: Any) -> TExpr:
+        if isinstance(node, exp.Paren):
+            return self.bind(node.this)
+        if isinstance(node, exp.Column):
+            if isinstance(node.this, exp.Star):
+                raise _unsupported("* in an expression", node)
+            qualifier = ident(node.args["table"]) if node.args.get("table") else None
+            if node.args.get("db") or node.args.get("catalog"):
+                raise _unsupported("schema-qualified column names", node)
+            return self._col(self.scope.resolve(ident(node.this), qualifier, node))
+        if isinstance(node, exp.Null):
+            return TExpr(None, None)
+        if isinstance(node, exp.Boolean):
+            return TExpr(Literal(bool(node.this), S.BOOL), ColumnType(S.BOOL, False))
+        if isinstance(node, exp.Literal):
+            if node.is_string:
+                text = str(node.this)
+                return TExpr(Literal(text, S.STRING), ColumnType(S.STRING, False), literal=text)
+            return _number(str(node.this), node)
+        if isinstance(node, exp.Parameter | exp.Placeholder):
+            return self._param(node)
+        if isinstance(node, exp.Neg):
+            if isinstance(node.this, exp.Literal) and not node.this.is_string:
+                return _number("-" + str(node.this.this), node)
+            inner = self.bind(node.this)
+            if inner.expr is None:
+                return inner
+            return self._unary_num(UnaryFunc.NEG, inner, node)
+        if isinstance(node, exp.Not):
+            return self._make(CallUnary(UnaryFunc.NOT, self.predicate(node.this, "NOT")), node)
+        if isinstance(node, exp.And | exp.Or):
+            func = VariadicFunc.AND if isinstance(node, exp.And) else VariadicFunc.OR
+            word = "AND" if func is VariadicFunc.AND else "OR"
+            parts = [self.predicate(node.this, word), self.predicate(node.expression, word)]
+            flat: list[ScalarExpr] = []
+            for p in parts:
+                if isinstance(p, CallVariadic) and p.func is func:
+                    flat.extend(p.exprs)
+                else:
+                    flat.append(p)
+            return self._make(CallVariadic(func, tuple(flat)), node)
+        if isinstance(node, exp.Is):
+            if not isinstance(node.expression, exp.Null):
+                raise _unsupported("IS other than IS [NOT] NULL", node)
+            inner = self.bind(node.this)
+            if inner.expr is None:
+                out: ScalarExpr = Literal(True, S.BOOL)
+            else:
+                out = CallUnary(UnaryFunc.IS_NULL, inner.expr)
+            if node.args.get("negate"):
+                out = CallUnary(UnaryFunc.NOT, out)
+            return self._make(out, node)
+        newer = self._newer_function(node)
+        if newer is not None:
+            return newer
+        binary = _BINARY.get(type(node))
+        if binary is not None:
+            return self._binary(binary, node.this, node.expression, node)
+        if isinstance(node, exp.DPipe):
+            return self._concat_op(node)
+        if isinstance(node, exp.Like | exp.ILike):
+            return self._like(node)
+        if isinstance(node, exp.Escape) and isinstance(node.this, exp.Like | exp.ILike):
+            return self._like(node.this, node.expression)
+        if isinstance(node, exp.Between):
+            lo = self._binary(BinaryFunc.GE, node.this, node.args["low"], node)
+            hi = self._binary(BinaryFunc.LE, node.this, node.args["high"], node)
+            assert lo.expr is not None and hi.expr is not None
+            out = CallVariadic(VariadicFunc.AND, (lo.expr, hi.expr))
+            if node.args.get("negate"):
+                out = CallUnary(UnaryFunc.NOT, out)
+            return self._make(out, node)
+        if isinstance(node, exp.In):
+            if node.args.get("query") or node.args.get("unnest") or node.args.get("field"):
+                raise _unsupported("IN (subquery)", node)
+            items = node.expressions
+            if not items:
+                raise _err(SqlError, "IN needs at least one value", node)
+            eqs = []
+            for item in items:
+                te = self._binary(BinaryFunc.EQ, node.this, item, item)
+                if te.expr is not None:
+                    eqs.append(te.expr)
+            out2: ScalarExpr = (
+                eqs[0] if len(eqs) == 1 else CallVariadic(VariadicFunc.OR, tuple(eqs))
+            )
+            if node.args.get("negate"):
+                out2 = CallUnary(UnaryFunc.NOT, out2)
+            return self._make(out2, node)
+        if isinstance(node, exp.Case):
+            return self._case(node)
+        if isinstance(node, exp.If):
+            return self._if_chain([(node.this, node.args["true"])], node.args.get("false"), node)
+        if isinstance(node, exp.Coalesce):
+            return self._coalesce([node.this, *node.expressions], node)
+        if isinstance(node, exp.Nullif):
+            a = self.bind(node.this)
+            eq = self._binary(BinaryFunc.EQ, node.this, node.expression, node)
+            assert eq.expr is not None
+            t = a.scalar or S.STRING
+            value = _coerce(a, t, node.this)
+            return self._make(If(eq.expr, Literal(None, t), value), node)
+        if isinstance(node, exp.Cast | exp.TryCast):
+            return self._cast(node)
+        if isinstance(node, exp.Lower | exp.Upper | exp.Length):
+            ufunc = {exp.Lower: UnaryFunc.LOWER, exp.Upper: UnaryFunc.UPPER}.get(
+                type(node), UnaryFunc.LENGTH
+            )
+            arg = self.bind(node.this)
+            return self._make(CallUnary(ufunc, _coerce(arg, S.STRING, node.this)), node)
+        if isinstance(node, exp.Abs) and _ir(UnaryFunc, "ABS") is not None:
+            return self._make(CallUnary(_ir(UnaryFunc, "ABS"), self._number_arg(node.this)), node)
+        if isinstance(node, exp.Abs):
+            arg = self.bind(node.this)
+            if arg.expr is None:
+                return arg
+            if arg.scalar not in (S.INT64, S.FLOAT64):
+                raise _err(
+                    SqlTypeError, f"function abs({pg_type(arg.scalar)}) does not exist", node
+                )
+            zero = Literal(0, S.INT64) if arg.scalar is S.INT64 else Literal(0.0, S.FLOAT64)
+            neg = CallBinary(BinaryFunc.LT, arg.expr, zero)
+            return self._make(If(neg, CallUnary(UnaryFunc.NEG, arg.expr), arg.expr), node)
+        if isinstance(node, exp.Substring):
+            s = self.bind(node.this)
+            args = [_coerce(s, S.STRING, node.this)]
+            for key in ("start", "length"):
+                arg_node = node.args.get(key)
+                if arg_node is not None:
+                    args.append(_coerce(self.bind(arg_node), S.INT64, arg_node))
+            if len(args) == 1:
+                raise _err(SqlError, "substring needs a start position", node)
+            return self._make(CallVariadic(VariadicFunc.SUBSTRING, tuple(args)), node)
+        if isinstance(node, exp.Concat):
+            bound = [self.bind(a) for a in node.expressions]
+            exprs = tuple(self._to_text(a, n) for a, n in zip(bound, node.expressions, strict=True))
+            return self._make(CallVariadic(VariadicFunc.CONCAT, exprs), node)
+        if isinstance(node, exp.Subquery | exp.Select | exp.Exists):
+            raise _unsupported("subqueries in expressions", node)
+        if isinstance(node, exp.Window):
+            raise _unsupported("window functions", node)
+        if isinstance(node, exp.Anonymous):
+            raise _unsupported(f"function {node.name}()", node)
+        if isinstance(node, exp.Func):
+            raise _unsupported(f"function {node.sql_name().lower()}()", node)
+        if isinstance(node, exp.Star):
+            raise _unsupported("* in an expression", node)
+        raise _unsupported(f"expression {type(node).__name__}", node)
+
+    def _param(self, node: Any) -> TExpr:
+        if isinstance(node, exp.Placeholder):
+            self._placeholders[0] += 1
+            n = self._placeholders[0]
+        else:
+            try:
+                n = int(str(node.this.this if isinstance(node.this, exp.Expression) else node.this))
+            except ValueError:
+                raise _unsupported("named parameters", node) from None
+        if not 1 <= n <= len(self.params):
+            raise _err(SqlError, f"there is no parameter ${n}", node)
+        value = self.params[n - 1]
+        if value is None:
+            return TExpr(None, None)
+        t = _python_type(value, node)
+        if t is S.STRING:
+            return TExpr(Literal(value, t), ColumnType(t, False), literal=value)
+        return TExpr(Literal(value, t), ColumnType(t, False))
+
+    def _unary_num(self, func: UnaryFunc, te: TExpr, node: Any) -> TExpr:
+        assert te.expr is not None
+        if te.scalar not in (S.INT64, S.FLOAT64):
+            raise _err(SqlTypeError, f"operator does not exist: - {pg_type(te.scalar)}", node)
+        return self._make(CallUnary(func, te.expr), node)
+
+    def _binary(self, func: BinaryFunc, left: Any, right: Any, node: Any) -> TExpr:
+        a, b = self.bind(left), self.bind(right)
+        if a.type is None and b.type is None:
+            return TExpr(None, None)
+        # unknown literals and NULLs take the other side's type
+        if a.literal is not None and b.literal is None and b.type is not None:
+            a = TExpr(_coerce(a, b.type.scalar, left), ColumnType(b.type.scalar, False))
+        elif b.literal is not None and a.literal is None and a.type is not None:
+            b = TExpr(_coerce(b, a.type.scalar, right), ColumnType(a.type.scalar, False))
+        if a.type is None:
+            a = TExpr(Literal(None, b.scalar), ColumnType(b.scalar or S.STRING, True))  # type: ignore[arg-type]
+        if b.type is None:
+            b = TExpr(Literal(None, a.scalar), ColumnType(a.scalar or S.STRING, True))  # type: ignore[arg-type]
+        assert a.expr is not None and b.expr is not None
+        sa, sb = a.scalar, b.scalar
+        assert sa is not None and sb is not None
+        arith = func in (
+            BinaryFunc.ADD,
+            BinaryFunc.SUB,
+            BinaryFunc.MUL,
+            BinaryFunc.DIV,
+            BinaryFunc.MOD,
+        )
+        ok = (
+            (sa.is_numeric and sb.is_numeric)
+            if arith
+            else (sa is sb or (sa.is_numeric and sb.is_numeric))
+        )
+        if not ok:
+            raise _err(
+                SqlTypeError,
+                f"operator does not exist: {pg_type(sa)} {_OP_TEXT[func]} {pg_type(sb)}",
+                node,
+            )
+        return self._make(CallBinary(func, a.expr, b.expr), node)
+
+    def _to_text(self, te: TExpr, node: Any) -> ScalarExpr:
+        if te.expr is None:
+            return Literal(None, S.STRING)
+        if te.scalar is S.STRING:
+            return te.expr
+        return Cast(te.expr, S.STRING)
+
+    def _concat_op(self, node: Any) -> TExpr:
+        a, b = self.bind(node.this), self.bind(node.expression)
+        ea, eb = self._to_text(a, node.this), self._to_text(b, node.expression)
+        either_null = CallVariadic(
+            VariadicFunc.OR, (CallUnary(UnaryFunc.IS_NULL, ea), CallUnary(UnaryFunc.IS_NULL, eb))
+        )
+        out = If(either_null, Literal(None, S.STRING), CallVariadic(VariadicFunc.CONCAT, (ea, eb)))
+        te = self._make(out, node)
+        return TExpr(te.expr, ColumnType(S.STRING, _nullable([a, b])))
+
+    def _like(self, node: Any, escape: Any = None) -> TExpr:
+        a, b = self.bind(node.this), self.bind(node.expression)
+        ea, eb = _coerce(a, S.STRING, node.this), _coerce(b, S.STRING, node.expression)
+        insensitive = isinstance(node, exp.ILike)
+        out: ScalarExpr
+        if escape is not None:
+            name = "ILIKE_ESCAPE" if insensitive else "LIKE_ESCAPE"
+            vf = _ir(VariadicFunc, name)
+            if vf is None:
+                raise _unsupported("LIKE ... ESCAPE", node)
+            ee = _coerce(self.bind(escape), S.STRING, escape)
+            out = CallVariadic(vf, (ea, eb, ee))
+        else:
+            ilike = _ir(BinaryFunc, "ILIKE") if insensitive else None
+            if ilike is not None:
+                out = CallBinary(ilike, ea, eb)
+            else:
+                if insensitive:
+                    ea, eb = CallUnary(UnaryFunc.LOWER, ea), CallUnary(UnaryFunc.LOWER, eb)
+                out = CallBinary(BinaryFunc.LIKE, ea, eb)
+        if node.args.get("negate"):
+            out = CallUnary(UnaryFunc.NOT, out)
+        return self._make(out, node)
+
+    def _newer_function(self, node: Any) -> TExpr | None:
+        """The IR's newer scalar functions (round, trim, greatest, least, replace, date_trunc,
+        extract, interval arithmetic), each refused as :class:`UnsupportedSql` if the IR at
+        hand lacks it."""
+
+        def need(kind: Any, name: str, what: str) -> Any:
+            f = _ir(kind, name)
+            if f is None:
+                raise _unsupported(what, node)
+            return f
+
+        if isinstance(node, exp.Round):
+            if node.args.get("decimals") is not None:
+                raise _unsupported("round() with a precision", node)
+            f = need(UnaryFunc, "ROUND", "function round()")
+            return self._make(CallUnary(f, self._number_arg(node.this)), node)
+        if isinstance(node, exp.Trim):
+            if node.args.get("expression") is not None:
+                raise _unsupported("trim() of other characters than spaces", node)
+            position = str(node.args.get("position") or "BOTH").upper()
+            name = {"LEADING": "LTRIM", "TRAILING": "RTRIM"}.get(position, "TRIM")
+            f = need(UnaryFunc, name, f"function {name.lower()}()")
+            return self._make(
+                CallUnary(f, _coerce(self.bind(node.this), S.STRING, node.this)), node
+            )
+        if isinstance(node, exp.Greatest | exp.Least):
+            name = "GREATEST" if isinstance(node, exp.Greatest) else "LEAST"
+            vf = need(VariadicFunc, name, f"function {name.lower()}()")
+            items = [(self.bind(a), a) for a in [node.this, *node.expressions]]
+            values, _t = self._unify(items, name)
+            return self._make(CallVariadic(vf, tuple(values)), node)
+        if isinstance(node, exp.Replace):
+            vf = need(VariadicFunc, "REPLACE", "function replace()")
+            args = [node.this, node.expression, node.args.get("replacement")]
+            if args[2] is None:
+                raise _err(SqlError, "replace() takes 3 arguments", node)
+            exprs = tuple(_coerce(self.bind(a), S.STRING, a) for a in args)
+            return self._make(CallVariadic(vf, exprs), node)
+        if isinstance(node, exp.TimestampTrunc | exp.DateTrunc):
+            vf = need(VariadicFunc, "DATE_TRUNC", "function date_trunc()")
+            unit = node.args.get("unit")
+            word = str(unit.this if isinstance(unit, exp.Var | exp.Literal) else unit).lower()
+            te = self.bind(node.this)
+            return self._make(
+                CallVariadic(vf, (Literal(word, S.STRING), _timestamp_arg(te, node.this))), node
+            )
+        if isinstance(node, exp.Extract):
+            vf = need(VariadicFunc, "EXTRACT", "EXTRACT")
+            field = node.this
+            word = str(field.this if isinstance(field, exp.Var | exp.Literal) else field).lower()
+            te = self.bind(node.expression)
+            arg = (
+                te.expr
+                if te.expr is not None and te.literal is None
+                else _timestamp_arg(te, node.expression)
+            )
+            return self._make(CallVariadic(vf, (Literal(word, S.STRING), arg)), node)
+        if isinstance(node, exp.Add | exp.Sub) and isinstance(node.expression, exp.Interval):
+            name = "ADD_MS" if isinstance(node, exp.Add) else "SUB_MS"
+            bf = need(BinaryFunc, name, "interval arithmetic")
+            ms = _interval_ms(node.expression)
+            te = self.bind(node.this)
+            left = (
+                te.expr
+                if te.expr is not None and te.literal is None
+                else _timestamp_arg(te, node.this)
+            )
+            return self._make(CallBinary(bf, left, Literal(ms, S.INT64)), node)
+        return None
+
+    def _number_arg(self, node: Any) -> ScalarExpr:
+        te = self.bind(node)
+        if te.expr is None:
+            return Literal(None, S.FLOAT64)
+        if te.literal is not None:
+            return _literal_as(te.literal, S.FLOAT64, node)
+        return te.expr
+
+    def _unify(
+        self, items: list[tuple[TExpr, Any]], what: str
+    ) -> tuple[list[ScalarExpr], ScalarType]:
+        t = _common_type(items, what) or S.STRING
+        return [_coerce(te, t, n, what) for te, n in items], t
+
+    def _if_chain(self, whens: list[tuple[Any, Any]], default: Any, node: Any) -> TExpr:
+        conds = [self.predicate(c, "CASE/WHEN") for c, _ in whens]
+        results: list[tuple[TExpr, Any]] = [(self.bind(r), r) for _, r in whens]
+        if default is not None:
+            results.append((self.bind(default), default))
+        values, t = self._unify(results, "CASE")
+        els: ScalarExpr = values[-1] if default is not None else Literal(None, t)
+        branches = values[: len(whens)]
+        out = els
+        for cond, value in reversed(list(zip(conds, branches, strict=True))):
+            out = If(cond, value, out)
+        return self._make(out, node)
+
+    def _case(self, node: Any) -> TExpr:
+        operand = node.this
+        whens: list[tuple[Any, Any]] = []
+        for w in node.args.get("ifs") or []:
+            cond = w.this
+            if operand is not None:
+                cond = exp.EQ(this=operand, expression=cond)
+            whens.append((cond, w.args["true"]))
+        return self._if_chain(whens, node.args.get("default"), node)
+
+    def _coalesce(self, args: list[Any], node: Any) -> TExpr:
+        items = [(self.bind(a), a) for a in args]
+        values, _t = self._unify(items, "COALESCE")
+        return self._make(CallVariadic(VariadicFunc.COALESCE, tuple(values)), node)
+
+    def _cast(self, node: Any) -> TExpr:
+        to = sql_type(node.args["to"])
+        inner = self.bind(node.this)
+        if inner.expr is None:
+            return TExpr(Literal(None, to), ColumnType(to, True))
+        if inner.literal is not None and to is not S.STRING:
+            return TExpr(_literal_as(inner.literal, to, node), ColumnType(to, False))
+        src = inner.scalar
+        assert src is not None
+        if src is not to and (src, to) not in CAST_TABLE:
+            raise _err(SqlTypeError, f"cannot cast type {pg_type(src)} to {pg_type(to)}", node)
+        return self._make(Cast(inner.expr, to) if src is not to else inner.expr, node)
+
+
+def _ir(kind: Any, name: str) -> Any:
+    """The member ``name`` of one of the IR's function enums, or None if this IR lacks it."""
+    return getattr(kind, name, None)
+
+
+def _timestamp_arg(te: TExpr, node: Any) -> ScalarExpr:
+    if te.expr is None:
+        return Literal(None, S.TIMESTAMP)
+    if te.literal is not None:
+        return _literal_as(te.literal, S.TIMESTAMP, node)
+    return te.expr
+
+
+def _interval_ms(node: Any) -> int:
+    """``INTERVAL '1 day'`` / ``INTERVAL '2' HOUR`` in milliseconds."""
+    from .parse import parse_interval_ms
+
+    text = str(node.this.this if isinstance(node.this, exp.Literal) else node.this)
+    unit = node.args.get("unit")
+    if unit is not None:
+        text = f"{text} {unit.this if isinstance(unit, exp.Var) else unit}"
+    try:
+        return parse_interval_ms(text)
+    except ValueError as e:
+        raise _err(SqlTypeError, str(e), node) from None
+
+
+def _contains_agg(node: Any) -> bool:
+    return bool(_find_aggs(node))
+
+
+_BINARY: dict[type[exp.Expression], BinaryFunc] = {
+    exp.Add: BinaryFunc.ADD,
+    exp.Sub: BinaryFunc.SUB,
+    exp.Mul: BinaryFunc.MUL,
+    exp.Div: BinaryFunc.DIV,
+    exp.Mod: BinaryFunc.MOD,
+    exp.EQ: BinaryFunc.EQ,
+    exp.NEQ: BinaryFunc.NE,
+    exp.LT: BinaryFunc.LT,
+    exp.LTE: BinaryFunc.LE,
+    exp.GT: BinaryFunc.GT,
+    exp.GTE: BinaryFunc.GE,
+}
+
+_OP_TEXT = {
+    BinaryFunc.ADD: "+",
+    BinaryFunc.SUB: "-",
+    BinaryFunc.MUL: "*",
+    BinaryFunc.DIV: "/",
+    BinaryFunc.MOD: "%",
+    BinaryFunc.EQ: "=",
+    BinaryFunc.NE: "<>",
+    BinaryFunc.LT: "<",
+    BinaryFunc.LE: "<=",
+    BinaryFunc.GT: ">",
+    BinaryFunc.GE: ">=",
+    BinaryFunc.LIKE: "~~",
+}
+
+
+def _number(text: str, node: Any) -> TExpr:
+    if all(ch.isdigit() or ch == "-" for ch in text):
+        try:
+            v = int(text)
+        except ValueError:
+            raise _err(SqlSyntaxError, f'invalid number "{text}"', node) from None
+        if not -(2**63) <= v < 2**63:
+            raise _err(SqlTypeError, f'value "{text}" is out of range for type bigint', node)
+        return TExpr(Literal(v, S.INT64), ColumnType(S.INT64, False))
+    try:
+        f = float(text)
+    except ValueError:
+        raise _err(SqlSyntaxError, f'invalid number "{text}"', node) from None
+    if not math.isfinite(f):
+        raise _err(SqlTypeError, f'value "{text}" is out of range for type double precision', node)
+    return TExpr(Literal(f, S.FLOAT64), ColumnType(S.FLOAT64, False))
+
+
+def _python_type(value: Any, node: Any) -> ScalarType:
+    if isinstance(value, bool):
+        return S.BOOL
+    if isinstance(value, int):
+        return S.INT64
+    if isinstance(value, float):
+        return S.FLOAT64
+    if isinstance(value, str):
+        return S.STRING
+    if type(value) is _dt.datetime:
+        return S.TIMESTAMP
+    if type(value) is _dt.date:
+        return S.DATE
+    raise _err(SqlTypeError, f"a parameter of type {type(value).__name__} has no SQL type", node)

@@ -1,0 +1,231 @@
+"""Shared pieces of the SQL binder: PostgreSQL type names, error positions, identifiers and
+SQL type names (``varchar(n)``, ``float(p)``) to scalar types."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlglot import exp
+
+from ..errors import (
+    InvalidParameterValue,
+    PlanError,
+    SqlError,
+    SqlSyntaxError,
+    SqlTypeError,
+    UnsupportedSql,
+)
+from ..plan import (
+    Column,
+    ColumnRef,
+    ColumnType,
+    Map,
+    Plan,
+    Project,
+    ScalarType,
+    Schema,
+    TopK,
+    typecheck,
+)
+from ..protocol.types import ColumnOrder, RowSetFinishing
+from .catalog import SqlCatalog
+
+S = ScalarType
+
+_PG_NAMES = {
+    S.INT64: "bigint",
+    S.FLOAT64: "double precision",
+    S.STRING: "text",
+    S.BOOL: "boolean",
+    S.DATE: "date",
+    S.TIMESTAMP: "timestamp",
+}
+
+
+def pg_type(t: ScalarType | None) -> str:
+    """PostgreSQL's name of a scalar type (``unknown`` for an untyped NULL)."""
+    return "unknown" if t is None else _PG_NAMES[t]
+
+
+def position_of(node: Any) -> int | None:
+    """The 1-based offset of the first token of ``node`` in its statement, if sqlglot kept it."""
+    best: int | None = None
+    if not isinstance(node, exp.Expression):
+        return None
+    for n in node.walk():
+        meta = getattr(n, "_meta", None) or {}
+        start = meta.get("start")
+        if isinstance(start, int) and (best is None or start < best):
+            best = start
+    return None if best is None else best + 1
+
+
+def _err(cls: type[SqlError], message: str, node: Any = None, hint: str | None = None) -> SqlError:
+    return cls(message, position=position_of(node), hint=hint)
+
+
+def _unsupported(construct: str, node: Any = None) -> UnsupportedSql:
+    return UnsupportedSql(construct, position=position_of(node))
+
+
+def ident(node: Any) -> str:
+    """An identifier's name: as written if quoted, else folded to lower case (as PostgreSQL does)."""
+    if isinstance(node, exp.Identifier):
+        return str(node.this) if node.quoted else str(node.this).lower()
+    if isinstance(node, str):
+        return node.lower()
+    if isinstance(node, exp.Expression) and isinstance(node.this, exp.Identifier):
+        return ident(node.this)
+    return str(node.name).lower()
+
+
+_TYPES: dict[Any, ScalarType] = {
+    exp.DataType.Type.BIGINT: S.INT64,
+    exp.DataType.Type.INT: S.INT64,
+    exp.DataType.Type.SMALLINT: S.INT64,
+    exp.DataType.Type.DOUBLE: S.FLOAT64,
+    exp.DataType.Type.TEXT: S.STRING,
+    exp.DataType.Type.VARCHAR: S.STRING,
+    exp.DataType.Type.BOOLEAN: S.BOOL,
+    exp.DataType.Type.DATE: S.DATE,
+    exp.DataType.Type.TIMESTAMP: S.TIMESTAMP,
+}
+
+
+@dataclass(frozen=True)
+class SqlType:
+    """A SQL type as written: its scalar type and, for ``varchar(n)``, ``n``."""
+
+    scalar: ScalarType
+    max_length: int | None = None
+
+
+def _type_params(node: Any) -> list[int]:
+    out = []
+    for p in node.expressions:
+        v = p.this if isinstance(p, exp.DataTypeParam) else p
+        text = str(v.this if isinstance(v, exp.Literal) else v)
+        try:
+            out.append(int(text))
+        except ValueError:
+            raise _err(SqlSyntaxError, f'syntax error at or near "{text}"', node) from None
+    return out
+
+
+def sql_type_of(node: Any) -> SqlType:
+    """The type a SQL type name stands for, with its modifier [UnsupportedSql for the others,
+    InvalidParameterValue for a modifier out of range (``float(0)``, ``varchar(0)``)]."""
+    if isinstance(node, exp.DataType):
+        kind = node.this
+        params = _type_params(node)
+        shown = node.sql(dialect="postgres").lower()
+        if kind is exp.DataType.Type.DOUBLE and params:
+            (p,) = params
+            if p < 1:
+                raise _err(
+                    InvalidParameterValue, "precision for type float must be at least 1 bit", node
+                )
+            if p > 53:
+                raise _err(
+                    InvalidParameterValue,
+                    "precision for type float must be less than 54 bits",
+                    node,
+                )
+            if p <= 24:  # float(1) .. float(24) is real
+                raise _unsupported("type real (float4)", node)
+            return SqlType(S.FLOAT64)
+        if kind is exp.DataType.Type.VARCHAR and params:
+            (n,) = params
+            if n < 1:
+                raise _err(
+                    InvalidParameterValue, "length for type varchar must be at least 1", node
+                )
+            return SqlType(S.STRING, n)
+        if kind is exp.DataType.Type.TIMESTAMP and params:
+            (p,) = params
+            if p != 6:
+                raise _unsupported(f"type {shown} (timestamps keep microseconds)", node)
+            return SqlType(S.TIMESTAMP)
+        t = _TYPES.get(kind)
+        if t is not None and not params:
+            return SqlType(t)
+        if kind is exp.DataType.Type.USERDEFINED:
+            name = str(node.args.get("kind") or node.sql()).lower()
+            named = {"int64": S.INT64, "float64": S.FLOAT64, "string": S.STRING}.get(name)
+            if named is not None:
+                return SqlType(named)
+    shown = node.sql(dialect="postgres").lower() if isinstance(node, exp.Expression) else node
+    raise _unsupported(f"type {shown}", node)
+
+
+def sql_type(node: Any) -> ScalarType:
+    """The scalar type a SQL type name stands for (see :func:`sql_type_of`)."""
+    return sql_type_of(node).scalar
+
+
+# -- relations ------------------------------------------------------------------------------
+
+
+def _typed(plan: Plan, node: Any = None) -> Schema:
+    try:
+        return typecheck(plan)
+    except PlanError as e:
+        raise _err(SqlTypeError, str(e), node) from None
+
+
+@dataclass(frozen=True)
+class Lowered:
+    """A lowered query: ``plan`` (its first ``len(names)`` columns are the output, then any
+    hidden ``ORDER BY`` columns), the output's names and types, and its ordering and range."""
+
+    plan: Plan
+    names: tuple[str, ...]
+    types: tuple[ColumnType, ...]
+    order_by: tuple[ColumnOrder, ...] = ()
+    limit: int | None = None
+    offset: int = 0
+
+    @property
+    def arity(self) -> int:
+        return len(self.names)
+
+    @property
+    def schema(self) -> Schema:
+        return Schema(tuple(Column(n, t) for n, t in zip(self.names, self.types, strict=True)))
+
+    def _hidden(self) -> bool:
+        return _typed(self.plan).arity != self.arity
+
+    def finishing(self) -> RowSetFinishing:
+        """How a peek of :attr:`plan` orders, limits and projects its rows."""
+        project = tuple(range(self.arity)) if self._hidden() else None
+        return RowSetFinishing(self.order_by, self.limit, self.offset, project)
+
+    def relation(self) -> Plan:
+        """The query as a collection (a view's plan): ``LIMIT``/``OFFSET`` as a ``TopK``; a bare
+        ``ORDER BY`` orders nothing in a collection and is dropped."""
+        plan = self.plan
+        if self.limit is not None or self.offset:
+            plan = TopK(plan, (), self.order_by, self.limit, self.offset)
+        if self._hidden():
+            plan = Project(plan, tuple(range(self.arity)))
+        return _renamed(plan, self.names)
+
+
+def _renamed(plan: Plan, names: Sequence[str]) -> Plan:
+    """``plan`` with its columns called ``names`` (a Map of the columns and a Project if needed)."""
+    schema = _typed(plan)
+    if tuple(schema.names) == tuple(names):
+        return plan
+    n = schema.arity
+    mapped = Map(plan, tuple(ColumnRef(i) for i in range(n)), tuple(names))
+    return Project(mapped, tuple(range(n, 2 * n)))
+
+
+@dataclass
+class _Ctx:
+    catalog: SqlCatalog
+    params: Sequence[Any]
+    ctes: dict[str, Lowered] = field(default_factory=dict)
