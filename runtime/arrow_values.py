@@ -16,13 +16,26 @@ from __future__ import annotations
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
+
+from tidegate.spec.plan.scalar_eval import NAN
 
 __all__ = ["column_values"]
 
 
 def column_values(col: pa.Array | pa.ChunkedArray) -> list[Any]:
-    """``col.to_pylist()``, computed through NumPy where that gives the same values."""
+    """``col.to_pylist()``, computed through NumPy where that gives the same values; every
+    NaN of a float column is the one NaN object queries compute (``scalar_eval.NAN``)."""
     t = col.type
+    if pa.types.is_floating(t):
+        values = _plain(col, t)
+        if len(col) and pc.any(pc.is_nan(col)).as_py():
+            return [NAN if v != v else v for v in values]
+        return values
+    return _plain(col, t)
+
+
+def _plain(col: pa.Array | pa.ChunkedArray, t: pa.DataType) -> list[Any]:
     if pa.types.is_string(t):
         try:
             return col.to_numpy(zero_copy_only=False).tolist()  # type: ignore[no-any-return]

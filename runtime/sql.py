@@ -48,10 +48,20 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 from tidegate.spec.errors import (
+    DependentObjects,
+    DuplicateRelation,
+    InvalidAsOf,
+    ObjectNotInPrerequisiteState,
+    ProgramLimitExceeded,
+    ReadBeforeSince,
+    ReadBeyondUpper,
+    SinceViolation,
     SqlError,
+    SqlSyntaxError,
     UndefinedObject,
     UnsupportedSql,
     WrongObjectType,
+    data_error,
 )
 from tidegate.spec.frontier import Row
 from tidegate.spec.frontier.read_policy import LagWriteFrontier
@@ -63,6 +73,7 @@ from tidegate.spec.plan import (
     ScalarType,
     Schema,
     explain,
+    gets,
     typecheck,
 )
 from tidegate.spec.plan.ordering import apply_finishing
@@ -106,10 +117,11 @@ from .catalog import (
     SystemCollectionEntry,
     TableEntry,
 )
-from .controller.errors import PeekFailed
+from .controller.errors import DependencyDropped, PeekFailed, ResultTooLarge
 from .errors import HasDependents
 
 if TYPE_CHECKING:
+    from tidegate.spec.frontier import Antichain
     from tidegate.spec.frontier.read_policy import ReadPolicy
     from tidegate.spec.plan.builder import Frame
     from tidegate.spec.protocol.types import ColumnOrder
@@ -125,6 +137,7 @@ __all__ = [
     "SqlResult",
     "plan_write",
     "read_rows",
+    "read_time",
     "run_statement",
     "subscribe_sql",
 ]
@@ -217,6 +230,8 @@ class SqlEnvironment(Protocol):
     async def copy_to(self, ref: Ref, url: str, *, at: int | None = None) -> int: ...
 
     async def freshest(self, ref: Ref) -> int: ...
+
+    def frontiers(self, ref: Ref) -> tuple[Antichain, Antichain]: ...
 
 
 @dataclass
@@ -359,16 +374,45 @@ def _positions(err: SqlError, stmt_sql: str) -> SqlError:
 
 
 async def read_rows(
-    env: SqlEnvironment, plan: Plan, finishing: RowSetFinishing, at: int | None
+    env: SqlEnvironment,
+    plan: Plan,
+    finishing: RowSetFinishing,
+    at: int | None,
+    at_least: bool = False,
 ) -> tuple[list[tuple[Row, int]], int | None]:
-    """The finished rows of ``plan`` at ``at`` (default: the freshest time), by the fastest
-    path, with the time read (the session layer's way to a ``SELECT`` it lowered itself)."""
-    return await _read(env, plan, finishing, at)
+    """The finished rows of ``plan`` at ``at`` (default: the freshest time; ``at_least``: ``AS
+    OF AT LEAST``, see :func:`read_time`), by the fastest path, with the time read (the
+    session layer's way to a ``SELECT`` it lowered itself) [InvalidAsOf, SqlDataError]."""
+    when = read_time(env, plan, at, at_least)
+    try:
+        return await _read(env, plan, finishing, when)
+    except PeekFailed as e:
+        raise _peek_error(e) from e
+    except (ReadBeyondUpper, SinceViolation, ReadBeforeSince) as e:
+        raise InvalidAsOf(
+            f"Timestamp ({when}) is not valid for all inputs: "
+            f"{_names_of(env, sorted(gets(plan), key=lambda g: g.sort_key))} "
+            f"({'not yet complete' if isinstance(e, ReadBeyondUpper) else 'compacted past it'})"
+        ) from e
 
 
 async def run_statement(env: SqlEnvironment, stmt: Statement, params: list[Any]) -> SqlResult:
-    """Run one parsed statement (the session layer's way in: no transaction of its own)."""
-    return await _run(env, stmt, params)
+    """Run one parsed statement (the session layer's way in: no transaction of its own); a
+    failed read is the SQL error a client sees (:func:`_peek_error`)."""
+    try:
+        return await _run(env, stmt, params)
+    except PeekFailed as e:
+        raise _peek_error(e) from e
+
+
+def _peek_error(e: PeekFailed) -> SqlError:
+    """A failed read as the SQL error a client sees: a query's evaluation error (division by
+    zero, overflow, a bad cast) as its SQLSTATE class 22 error, the rest as what they are."""
+    if isinstance(e, ResultTooLarge):
+        return ProgramLimitExceeded(e.message)
+    if isinstance(e, DependencyDropped):
+        return ObjectNotInPrerequisiteState(e.message)
+    return data_error(e.message)
 
 
 async def _run(env: SqlEnvironment, stmt: Statement, params: list[Any]) -> SqlResult:
@@ -471,7 +515,7 @@ def _text_result(
 
 def _check_free(cat: EnvCatalog, name: str) -> None:
     if cat.resolve(name) is not None:
-        raise SqlError(f'relation "{name}" already exists')
+        raise DuplicateRelation(f'relation "{name}" already exists')
 
 
 _KIND_WORDS = {
@@ -618,11 +662,43 @@ def _expand(rows: Iterable[tuple[Row, int]]) -> list[Row]:
     return out
 
 
+def _names_of(env: SqlEnvironment, gids: Iterable[GlobalId]) -> str:
+    names = {i.id: i.name for i in EnvCatalog(env).items()}
+    return ", ".join(names.get(g, str(g)) for g in gids)
+
+
+def read_time(env: SqlEnvironment, plan: Plan, at: int | None, at_least: bool) -> int | None:
+    """The time to read ``plan`` at for ``AS OF [AT LEAST] at``: ``AT LEAST`` moves it up to
+    the earliest time every input can be read; an exact time before that is refused
+    [InvalidAsOf], naming the inputs and the time they are readable from."""
+    if at is None:
+        return None
+    inputs = sorted(gets(plan), key=lambda g: g.sort_key)
+    sinces: list[tuple[GlobalId, int]] = []
+    for g in inputs:
+        since = env.frontiers(g)[0]
+        if not since.elements:
+            raise InvalidAsOf(f'"{_names_of(env, [g])}" cannot be read any more (dropped)')
+        sinces.append((g, int(since.elements[0])))
+    earliest = max((s for _g, s in sinces), default=0)
+    if at_least:
+        return max(at, earliest)
+    late = [(g, s) for g, s in sinces if s > at]
+    if late:
+        readable = ", ".join(f"{_names_of(env, [g])} (from {s})" for g, s in late)
+        raise InvalidAsOf(
+            f"Timestamp ({at}) is not valid for all inputs: {readable}",
+            hint="read at a later time, or keep more history (ALTER ... SET (RETAIN HISTORY "
+            "FOR '...'))",
+        )
+    return at
+
+
 async def _select(
     env: SqlEnvironment, cat: EnvCatalog, stmt: SelectStmt, params: list[Any]
 ) -> SqlResult:
     low = lower_query(stmt.query, cat, params, stmt.sql)
-    rows, at = await _read(env, low.plan, low.finishing(), stmt.as_of)
+    rows, at = await read_rows(env, low.plan, low.finishing(), stmt.as_of, stmt.at_least)
     out = _expand(rows)
     return SqlResult(f"SELECT {len(out)}", low.names, low.types, out, at)
 
@@ -640,7 +716,10 @@ async def subscribe_sql(
     if not isinstance(stmt, SubscribeStmt | SelectStmt):
         raise SqlError("subscribe_sql takes a SUBSCRIBE statement or a query")
     low = lower_query(stmt.query, EnvCatalog(env), list(params or ()), stmt.sql)
-    sub: AsyncIterator[Any] = await env.subscribe(low.relation(), stmt.as_of)
+    plan = low.relation()
+    sub: AsyncIterator[Any] = await env.subscribe(
+        plan, read_time(env, plan, stmt.as_of, getattr(stmt, "at_least", False))
+    )
     return sub
 
 
@@ -648,7 +727,8 @@ async def _subscribe_snapshot(
     env: SqlEnvironment, cat: EnvCatalog, stmt: SubscribeStmt, params: list[Any]
 ) -> SqlResult:
     low = _lowered(cat, stmt, params)
-    sub = await env.subscribe(low.relation(), stmt.as_of)
+    plan = low.relation()
+    sub = await env.subscribe(plan, read_time(env, plan, stmt.as_of, stmt.at_least))
     try:
         batch = await sub.__anext__()
     finally:
@@ -672,31 +752,44 @@ async def _create_view(
     env: SqlEnvironment, cat: EnvCatalog, stmt: CreateViewStmt, params: list[Any]
 ) -> SqlResult:
     word = "CREATE MATERIALIZED VIEW" if stmt.materialized else "CREATE VIEW"
+    kind = "materialized-view" if stmt.materialized else "view"
     existing = cat.resolve(stmt.name)
     if existing is not None:
         if stmt.if_not_exists:
             return SqlResult(word, notice=f'view "{stmt.name}" already exists, skipping')
-        if not (stmt.or_replace and existing.kind == "view" and not stmt.materialized):
-            raise SqlError(f'relation "{stmt.name}" already exists')
+        if not stmt.or_replace:
+            raise DuplicateRelation(f'relation "{stmt.name}" already exists')
+        if existing.kind != kind:
+            raise WrongObjectType(
+                f'"{stmt.name}" is a {_KIND_WORDS[existing.kind]}, not a {_KIND_WORDS[kind]}'
+            )
     low = _lowered(cat, stmt, params)
+    if stmt.columns is not None:
+        if len(stmt.columns) > low.arity:
+            raise SqlSyntaxError("CREATE VIEW specifies more column names than columns")
+        names = (*stmt.columns, *low.names[len(stmt.columns) :])
+        low = dataclasses.replace(low, names=names)
     plan = low.relation()
     text = stmt.sql.strip()
-    if stmt.materialized:
-        await env.create_materialized_view(stmt.name, plan, definition=text)
-        return SqlResult(word)
+    if existing is not None and (existing.id in cat.views_read or existing.id in gets(plan)):
+        # OR REPLACE of a view with a query that reads it (Materialize refuses it too)
+        raise SqlError(f'cannot replace "{stmt.name}": the new definition reads it')
     if existing is not None:  # OR REPLACE: refused while other objects depend on it
         try:
             await env.drop(existing.id)
         except HasDependents as e:
             raise _has_dependents(cat, existing, e) from None
     views = [v for v in cat.views_read if existing is None or v != existing.id]
-    await env.create_view(stmt.name, plan, views=views, definition=text)
+    if stmt.materialized:
+        await env.create_materialized_view(stmt.name, plan, views=views, definition=text)
+    else:
+        await env.create_view(stmt.name, plan, views=views, definition=text)
     return SqlResult(word)
 
 
 def _has_dependents(cat: EnvCatalog, item: CatalogItem, e: HasDependents) -> SqlError:
     names = [_name_of(cat, g) for g in e.dependents if isinstance(g, GlobalId)]
-    return SqlError(
+    return DependentObjects(
         f'cannot drop {_KIND_WORDS[item.kind]} "{item.name}": other objects depend on it',
         hint=f"{', '.join(names)} read it; use DROP ... CASCADE to drop them too",
     )
@@ -727,7 +820,7 @@ async def _create_index(
     if cat.resolve(name) is not None:
         if stmt.if_not_exists:
             return SqlResult("CREATE INDEX", notice=f'index "{name}" already exists, skipping')
-        raise SqlError(f'relation "{name}" already exists')
+        raise DuplicateRelation(f'relation "{name}" already exists')
     await env.create_index(item.id, positions, name=name, definition=stmt.sql.strip())
     return SqlResult("CREATE INDEX")
 
@@ -848,7 +941,7 @@ async def plan_write(
         raise e.located(stmt.sql) from None
     updates: list[tuple[Row, int]] = [(r, 1) for r in w.rows]
     if w.plan is not None:
-        read, _at = await _read(env, w.plan, RowSetFinishing(), None)
+        read, _at = await read_rows(env, w.plan, RowSetFinishing(), None)
         if w.mode == "insert":
             updates.extend(read)
         elif w.mode == "delete":

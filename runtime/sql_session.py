@@ -84,7 +84,15 @@ from tidegate.spec.sql import session as S
 from tidegate.spec.sql.system_catalog import ClusterInfo, Snapshot, relation_names
 
 from .catalog_queries import CatalogEngine, SessionConstants
-from .sql import EnvCatalog, SqlEnvironment, SqlResult, plan_write, read_rows, run_statement
+from .sql import (
+    EnvCatalog,
+    SqlEnvironment,
+    SqlResult,
+    plan_write,
+    read_rows,
+    read_time,
+    run_statement,
+)
 
 __all__ = [
     "CopyIn",
@@ -888,7 +896,7 @@ class SqlSession:
         """A ``SELECT``: lowered once per catalog state and parameters (a prepared statement
         run again skips binding and lowering), then read by the fastest path."""
         low = self._lowered(stmt, params)
-        rows, at = await read_rows(self.env, low.plan, low.finishing(), stmt.as_of)
+        rows, at = await read_rows(self.env, low.plan, low.finishing(), stmt.as_of, stmt.at_least)
         out = [r for r, n in rows for _ in range(n)]
         return SqlResult(f"SELECT {len(out)}", low.names, low.types, out, at)
 
@@ -926,7 +934,8 @@ class SqlSession:
         self, stmt: SubscribeStmt, params: list[Any], progress: bool = False
     ) -> RowStream:
         low = lower_query(stmt.query, EnvCatalog(self.env), params, stmt.sql)
-        sub = await self.env.subscribe(low.relation(), stmt.as_of)
+        plan = low.relation()
+        sub = await self.env.subscribe(plan, read_time(self.env, plan, stmt.as_of, stmt.at_least))
         columns: tuple[str, ...] = (*_MZ_COLUMNS, *low.names)
         types = (_NUMERIC_TS, T.INT8, *(T.for_scalar(t.scalar) for t in low.types))
         if progress:

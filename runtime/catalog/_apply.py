@@ -210,7 +210,15 @@ def apply_op(state: CatalogState, op: CatalogOp) -> CatalogState:
         gid = _check_fresh(state, op.id)
         _check_new_name(state, name)
         _check_plan(state, op.plan, f"materialized view {name!r}")
-        return _with_entry(state, MaterializedViewEntry(name, gid, op.plan))
+        views = op.views
+        if not isinstance(views, tuple):
+            raise InvalidCatalogOp(f"materialized view {name!r}: views must be a tuple")
+        for v in views:
+            if not isinstance(v, GlobalId) or state.view(v) is None:
+                raise UnknownCatalogObject(
+                    f"materialized view {name!r} is defined on {v!r}, not a view"
+                )
+        return _with_entry(state, MaterializedViewEntry(name, gid, op.plan, views))
     if isinstance(op, CreateView):
         name = _check_name(op.name, "view")
         gid = _check_fresh(state, op.id)

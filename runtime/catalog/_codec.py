@@ -220,7 +220,12 @@ def encode_catalog(state: CatalogState) -> bytes:
             for i in state.indexes
         ],
         "materialized_views": [
-            {"name": m.name, "id": str(m.id), "plan": plan_to_dict(m.plan)}
+            {
+                "name": m.name,
+                "id": str(m.id),
+                "plan": plan_to_dict(m.plan),
+                **({"views": [str(g) for g in m.views]} if m.views else {}),
+            }
             for m in state.materialized_views
         ],
         "replicas": [
@@ -303,7 +308,12 @@ def decode_catalog(data: bytes) -> CatalogState:
             for i in obj["indexes"]
         )
         mvs = tuple(
-            MaterializedViewEntry(m["name"], GlobalId.parse(m["id"]), plan_from_dict(m["plan"]))
+            MaterializedViewEntry(
+                m["name"],
+                GlobalId.parse(m["id"]),
+                plan_from_dict(m["plan"]),
+                tuple(GlobalId.parse(g) for g in m.get("views", [])),  # none recorded before
+            )
             for m in obj["materialized_views"]
         )
         replicas = tuple(

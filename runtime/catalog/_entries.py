@@ -70,11 +70,14 @@ class IndexEntry:
 
 @dataclass(frozen=True, slots=True)
 class MaterializedViewEntry:
-    """A materialized view: ``plan`` computed and written into storage collection ``id``."""
+    """A materialized view: ``plan`` computed and written into storage collection ``id``;
+    ``views`` are the views its query was written against (their plans inlined in ``plan``):
+    they cannot be dropped while it reads them."""
 
     name: str
     id: GlobalId
     plan: Plan
+    views: tuple[GlobalId, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -377,6 +380,6 @@ def entry_dependencies(e: Entry | ViewEntry | SinkEntry) -> tuple[GlobalId, ...]
     deps = set(gets(e.plan))
     if isinstance(e, IndexEntry) and e.on is not None:
         deps.add(e.on)
-    if isinstance(e, ViewEntry):
+    if isinstance(e, ViewEntry | MaterializedViewEntry):
         deps.update(e.views)
     return tuple(sorted(deps, key=lambda g: g.sort_key))

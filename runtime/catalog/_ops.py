@@ -55,11 +55,13 @@ class CreateIndex:
 
 @dataclass(frozen=True, slots=True)
 class CreateMaterializedView:
-    """Create materialized view ``name``: ``plan`` written into storage collection ``id``."""
+    """Create materialized view ``name``: ``plan`` written into storage collection ``id``,
+    defined on ``views`` (their plans inlined in ``plan``)."""
 
     name: str
     id: GlobalId
     plan: Plan
+    views: tuple[GlobalId, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

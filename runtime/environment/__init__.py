@@ -335,10 +335,21 @@ class Environment:
         return await self._ddl.create_index(plan, keys, name=name, definition=definition)
 
     async def create_materialized_view(
-        self, name: str, plan: Frame | Plan | Ref, *, definition: str | None = None
+        self,
+        name: str,
+        plan: Frame | Plan | Ref,
+        *,
+        views: Sequence[Ref] = (),
+        definition: str | None = None,
     ) -> GlobalId:
-        """Maintain ``plan`` into durable storage collection ``name``; returns its id."""
-        return await self._ddl.create_materialized_view(name, plan, definition=definition)
+        """Maintain ``plan`` into durable storage collection ``name``; returns its id.
+
+        ``views``: the views the query was written against (their plans inlined in ``plan``),
+        as for :meth:`create_view`: they cannot be dropped while it reads them.
+        """
+        return await self._ddl.create_materialized_view(
+            name, plan, views=views, definition=definition
+        )
 
     async def create_view(
         self,

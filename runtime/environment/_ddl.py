@@ -109,13 +109,20 @@ class Ddl:
         self.core.driver.set_read_policy([(gid, self.core.effective_policy(state, gid))])
 
     async def create_materialized_view(
-        self, name: str, plan: Frame | Plan | Ref, *, definition: str | None = None
+        self,
+        name: str,
+        plan: Frame | Plan | Ref,
+        *,
+        views: Sequence[Ref] = (),
+        definition: str | None = None,
     ) -> GlobalId:
-        """Maintain ``plan`` into durable storage collection ``name``; returns its id."""
+        """Maintain ``plan`` into durable storage collection ``name``; returns its id
+        (``views``: the views it reads, see :meth:`Environment.create_materialized_view`)."""
         async with self.core.lock:
             p = self.core.plan(plan)
+            on_views = tuple(self.core.resolve(v) for v in views)
             gid = self.core.fresh_id()
-            mv = CreateMaterializedView(name, gid, p)
+            mv = CreateMaterializedView(name, gid, p, on_views)
             state = await self.core.apply([mv, *defined(gid, definition)])
             await self.install_materialized_view(state, gid)
             return gid

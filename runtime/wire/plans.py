@@ -64,6 +64,7 @@ from tidegate.spec.plan import (
     Union,
     VariadicFunc,
 )
+from tidegate.spec.plan.scalar_eval import canonical_float
 from tidegate.spec.protocol import ColumnOrder
 
 from .errors import MalformedMessage, UnknownMessageKind
@@ -399,7 +400,9 @@ def _datum(m: pb.ProtoDatum) -> Any:
     kind = m.WhichOneof("kind")
     if kind == "null_value":
         return None
-    if kind in ("int64_value", "float64_value", "string_value", "bool_value"):
+    if kind == "float64_value":
+        return canonical_float(m.float64_value)
+    if kind in ("int64_value", "string_value", "bool_value"):
         return getattr(m, kind)
     try:
         if kind == "date_days":

@@ -30,6 +30,8 @@ __all__ = [
     "InvalidTextRepresentation",
     "NotNullViolation",
     "NumericValueOutOfRange",
+    "ObjectNotInPrerequisiteState",
+    "ProgramLimitExceeded",
     "SqlDataError",
     "SqlDivisionByZero",
     "SqlError",
@@ -261,6 +263,18 @@ class NotNullViolation(SqlError):
     sqlstate = "23502"
 
 
+class ProgramLimitExceeded(SqlError):
+    """An answer larger than the environment allows (SQLSTATE 54000)."""
+
+    sqlstate = "54000"
+
+
+class ObjectNotInPrerequisiteState(SqlError):
+    """An object a statement needs went away while it ran (dropped meanwhile, SQLSTATE 55000)."""
+
+    sqlstate = "55000"
+
+
 def data_error(message: str) -> SqlDataError:
     """The :class:`SqlDataError` of a query's evaluation error, from its recorded message.
 
@@ -281,4 +295,23 @@ def data_error(message: str) -> SqlDataError:
         cls = InvalidParameterValue
     else:
         cls = SqlDataError
-    return cls(message)
+    err = cls(message)
+    for words, code in _DATA_CODES:
+        if words in low:
+            err.sqlstate = code  # the exact code, where PostgreSQL has one of its own
+            break
+    return err
+
+
+_DATA_CODES = (
+    ("square root of a negative", "2201F"),
+    ("raised to a", "2201F"),
+    ("logarithm", "2201E"),
+    ("null character not permitted", "54000"),
+    ("requested character", "54000"),
+    ("requested length too large", "54000"),
+    ("invalid regular expression", "2201B"),
+    ("like pattern must not end", "22025"),
+    ("invalid escape string", "22025"),
+    ("negative substring length", "22011"),
+)

@@ -21,7 +21,7 @@ from typing import Any
 
 from ..errors import EvaluationError
 from ..frontier import Row
-from ..plan.aggregates import aggregate, exact_mean, exact_to_value
+from ..plan.aggregates import FloatTotal, add_float, aggregate, exact_mean, exact_to_value
 from ..plan.ordering import top_range
 from ..plan.relation import AggFunc, Aggregate, TopK
 from ..plan.scalar import ScalarExpr
@@ -444,7 +444,7 @@ class _Group:
     def __init__(self, n_inc: int) -> None:
         self.rows: dict[Row, int] = {}
         self.counts = [0] * n_inc
-        self.sums: list[int | Fraction] = [0] * n_inc
+        self.sums: list[int | Fraction | FloatTotal] = [0] * n_inc
         self.support = [0] * n_inc
         self.output: Row | str | None = None
         """The group's output: its row, its error message (a sum out of range), or none."""
@@ -517,7 +517,10 @@ class ReduceNode(Node):
                     continue
                 counts[j] += d
                 if summed:
-                    sums[j] += Fraction(v) * d if is_float else v * d
+                    if is_float:
+                        sums[j] = add_float(sums[j], v, d)
+                    else:
+                        sums[j] += v * d
                 if old == 0:
                     support[j] += 1
                 elif new == 0:

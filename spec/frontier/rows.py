@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, TypeAlias
 
 __all__ = ["Row", "row_sort_key", "value_sort_key"]
@@ -18,13 +19,15 @@ def value_sort_key(v: Any) -> Any:
     """A total sort key over mixed values: NULL first, then bools, numbers, strings, bytes, tuples."""
     rank = _RANK_OF_TYPE.get(type(v))
     if rank is not None:
+        if v != v:  # NaN: after every number, as PostgreSQL sorts it
+            return (2, math.inf, 1)
         return (rank, v)
     if v is None:
         return (0,)
     if isinstance(v, bool):
         return (1, v)
     if isinstance(v, int | float):
-        return (2, v)
+        return (2, v) if v == v else (2, math.inf, 1)
     if isinstance(v, str):
         return (3, v)
     if isinstance(v, bytes):

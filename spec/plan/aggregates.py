@@ -8,6 +8,7 @@ negative multiplicities); the evaluators turn it into one error of the group.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from fractions import Fraction
 from typing import Any
@@ -15,9 +16,65 @@ from typing import Any
 from ..errors import NumericOverflow
 from ..frontier import value_sort_key
 from .relation import AggFunc, Aggregate
+from .scalar_eval import NAN
 from .schema import INT64_MAX, INT64_MIN
 
-__all__ = ["aggregate", "exact_mean", "exact_to_value", "value_to_exact"]
+__all__ = ["FloatTotal", "add_float", "aggregate", "exact_mean", "exact_to_value", "value_to_exact"]
+
+
+class FloatTotal:
+    """A float64 sum kept exactly: the finite values' exact total, and how many infinities and
+    NaNs are in it (with their multiplicities), which no :class:`Fraction` can hold. The sum
+    is NaN with a NaN or both infinities in it, else the infinity in it, else the finite
+    total rounded once (PostgreSQL's float8 sum)."""
+
+    __slots__ = ("finite", "nan", "neg_inf", "pos_inf")
+
+    def __init__(self, finite: int | Fraction = 0) -> None:
+        self.finite: int | Fraction = finite
+        self.pos_inf = 0
+        self.neg_inf = 0
+        self.nan = 0
+
+    def add(self, v: float, d: int) -> FloatTotal:
+        if v != v:
+            self.nan += d
+        elif v == math.inf:
+            self.pos_inf += d
+        elif v == -math.inf:
+            self.neg_inf += d
+        else:
+            self.finite += Fraction(v) * d
+        return self
+
+    def special(self) -> float | None:
+        """The sum if it is not finite (NaN or an infinity), else None."""
+        if self.nan or (self.pos_inf and self.neg_inf):
+            return NAN
+        if self.pos_inf:
+            return math.inf
+        if self.neg_inf:
+            return -math.inf
+        return None
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, FloatTotal) and (
+            self.finite,
+            self.pos_inf,
+            self.neg_inf,
+            self.nan,
+        ) == (other.finite, other.pos_inf, other.neg_inf, other.nan)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def add_float(total: int | Fraction | FloatTotal, v: float, d: int) -> int | Fraction | FloatTotal:
+    """``total + v * d`` for a float64 ``v``, exactly (a finite total stays a Fraction)."""
+    if type(total) is not FloatTotal and math.isfinite(v):
+        return total + Fraction(v) * d
+    if type(total) is not FloatTotal:
+        total = FloatTotal(total)
+    return total.add(v, d)
 
 
 _BY_VALUE = frozenset(
@@ -31,10 +88,15 @@ def value_to_exact(v: Any) -> int | Fraction:
     return v if type(v) is int else Fraction(v)
 
 
-def exact_to_value(total: int | Fraction, is_float: bool) -> Any:
+def exact_to_value(total: int | Fraction | FloatTotal, is_float: bool) -> Any:
     """Round an exact sum once to the column's type; raise :class:`NumericOverflow` if the
     result is beyond it ("float out of range" when it rounds to an infinity, "integer out
     of range" outside int64)."""
+    if isinstance(total, FloatTotal):
+        special = total.special()
+        if special is not None:
+            return special
+        total = total.finite
     if is_float:
         try:
             return float(total)
@@ -46,11 +108,16 @@ def exact_to_value(total: int | Fraction, is_float: bool) -> Any:
     return n
 
 
-def exact_mean(total: int | Fraction, count: int) -> float:
+def exact_mean(total: int | Fraction | FloatTotal, count: int) -> float:
     """``total / count`` (``count`` non-zero) rounded once to float64; raise
     :class:`NumericOverflow` ("float out of range") if it rounds to an infinity, which
     negative multiplicities make possible (values ``x, x`` counted ``+1`` and ``0`` counted
     ``-1`` average to ``2x``)."""
+    if isinstance(total, FloatTotal):
+        special = total.special()
+        if special is not None:
+            return special
+        total = total.finite
     try:
         return float(Fraction(total) / count)
     except OverflowError:
@@ -89,7 +156,13 @@ def aggregate(agg: Aggregate, rows: Iterable[tuple[Any, int]]) -> Any:
     if not present:
         return None
     is_float = type(present[0][0]) is float
-    total: int | Fraction = sum((value_to_exact(v) * c for v, c in present), start=0)
+    total: int | Fraction | FloatTotal
+    if is_float:
+        total = 0
+        for v, c in present:
+            total = add_float(total, v, c)
+    else:
+        total = sum((value_to_exact(v) * c for v, c in present), start=0)
     if agg.func is AggFunc.SUM:
         return exact_to_value(total, is_float)
     count = sum(c for _, c in present)

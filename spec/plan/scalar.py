@@ -20,6 +20,7 @@ __all__ = [
     "CAST_TABLE",
     "DATE_TRUNC_UNITS",
     "EXTRACT_FIELDS",
+    "SIGNATURES",
     "BinaryFunc",
     "CallBinary",
     "CallUnary",
@@ -49,6 +50,28 @@ class UnaryFunc(StrEnum):
     TRIM = "trim"
     LTRIM = "ltrim"
     RTRIM = "rtrim"
+    CEIL = "ceil"
+    FLOOR = "floor"
+    TRUNC = "trunc"
+    """Toward zero, to an integral float64."""
+    RINT = "rint"
+    """To the nearest integral float64, halves to even (PostgreSQL's ``round(double)``)."""
+    SIGN = "sign"
+    SQRT = "sqrt"
+    CBRT = "cbrt"
+    LN = "ln"
+    LOG10 = "log10"
+    EXP = "exp"
+    ASCII = "ascii"
+    """The code point of the first character (0 for ``''``)."""
+    CHR = "chr"
+    """The character of a code point."""
+    INITCAP = "initcap"
+    """Each word's first letter upper-cased, the others lower-cased (words: runs of letters and
+    digits)."""
+    REVERSE = "reverse"
+    OCTET_LENGTH = "octet_length"
+    """The length of the UTF-8 encoding."""
 
 
 class BinaryFunc(StrEnum):
@@ -71,6 +94,33 @@ class BinaryFunc(StrEnum):
     """``timestamp + interval`` with the interval an int64 count of milliseconds."""
     SUB_MS = "sub_ms"
     """``timestamp - interval`` with the interval an int64 count of milliseconds."""
+    ADD_US = "add_us"
+    """``timestamp + interval`` with the interval an int64 count of microseconds."""
+    SUB_US = "sub_us"
+    """``timestamp - interval`` with the interval an int64 count of microseconds."""
+    DATE_ADD_DAYS = "date_add_days"
+    """``date + integer``: a date that many days later."""
+    DATE_DIFF = "date_diff"
+    """``date - date``: the int64 number of days between them."""
+    POWER = "power"
+    LOG = "log"
+    """``log(base, x)``."""
+    ROUND_DIGITS = "round_digits"
+    """``round(x, n)``: ``x`` rounded to ``n`` decimal digits (left of the point if negative),
+    halves away from zero, on ``x``'s shortest decimal form (as PostgreSQL's ``numeric``)."""
+    TRUNC_DIGITS = "trunc_digits"
+    """``trunc(x, n)``: ``x`` truncated toward zero to ``n`` decimal digits."""
+    LEFT = "left"
+    """``left(s, n)``: the first ``n`` characters (all but the last ``-n`` if negative)."""
+    RIGHT = "right"
+    """``right(s, n)``: the last ``n`` characters (all but the first ``-n`` if negative)."""
+    REPEAT = "repeat"
+    STRPOS = "strpos"
+    """``strpos(s, sub)``: the 1-based position of ``sub`` in ``s``, 0 if absent."""
+    REGEX_MATCH = "regex_match"
+    """``s ~ pattern`` (a Python regular expression, searched for)."""
+    REGEX_IMATCH = "regex_imatch"
+    """``s ~* pattern``: case-insensitive."""
 
 
 class VariadicFunc(StrEnum):
@@ -92,6 +142,20 @@ class VariadicFunc(StrEnum):
     EXTRACT = "extract"
     """``extract(field FROM x)``: arguments ``(field, x)``, ``field`` a string :class:`Literal`
     of :data:`EXTRACT_FIELDS`."""
+    CONCAT_WS = "concat_ws"
+    """``concat_ws(sep, s, ...)``: the non-NULL strings joined by ``sep`` (NULL if ``sep`` is)."""
+    LPAD = "lpad"
+    """``lpad(s, n, fill)``: ``s`` padded on the left with ``fill`` to ``n`` characters (cut to
+    ``n`` if longer)."""
+    RPAD = "rpad"
+    TRANSLATE = "translate"
+    """``translate(s, from, to)``: each character of ``from`` replaced by the one at its
+    position in ``to``, or removed if ``to`` is shorter."""
+    SPLIT_PART = "split_part"
+    """``split_part(s, delimiter, n)``: the ``n``-th field (from the end if negative)."""
+    REGEXP_REPLACE = "regexp_replace"
+    """``regexp_replace(s, pattern, replacement, flags)``: flags ``g`` (every match) and ``i``
+    (case-insensitive); ``\\1``..``\\9`` and ``\\&`` in the replacement name groups."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +210,51 @@ class Cast:
 
 
 ScalarExpr: TypeAlias = ColumnRef | Literal | CallUnary | CallBinary | CallVariadic | If | Cast
+
+_F, _I, _STR = ScalarType.FLOAT64, ScalarType.INT64, ScalarType.STRING
+SIGNATURES: dict[
+    UnaryFunc | BinaryFunc | VariadicFunc, tuple[tuple[ScalarType, ...], ScalarType]
+] = {
+    **{
+        f: ((_F,), _F)
+        for f in (
+            UnaryFunc.CEIL,
+            UnaryFunc.FLOOR,
+            UnaryFunc.TRUNC,
+            UnaryFunc.RINT,
+            UnaryFunc.SIGN,
+            UnaryFunc.SQRT,
+            UnaryFunc.CBRT,
+            UnaryFunc.LN,
+            UnaryFunc.LOG10,
+            UnaryFunc.EXP,
+        )
+    },
+    UnaryFunc.ASCII: ((_STR,), _I),
+    UnaryFunc.CHR: ((_I,), _STR),
+    UnaryFunc.INITCAP: ((_STR,), _STR),
+    UnaryFunc.REVERSE: ((_STR,), _STR),
+    UnaryFunc.OCTET_LENGTH: ((_STR,), _I),
+    BinaryFunc.DATE_ADD_DAYS: ((ScalarType.DATE, _I), ScalarType.DATE),
+    BinaryFunc.DATE_DIFF: ((ScalarType.DATE, ScalarType.DATE), _I),
+    BinaryFunc.POWER: ((_F, _F), _F),
+    BinaryFunc.LOG: ((_F, _F), _F),
+    BinaryFunc.ROUND_DIGITS: ((_F, _I), _F),
+    BinaryFunc.TRUNC_DIGITS: ((_F, _I), _F),
+    BinaryFunc.LEFT: ((_STR, _I), _STR),
+    BinaryFunc.RIGHT: ((_STR, _I), _STR),
+    BinaryFunc.REPEAT: ((_STR, _I), _STR),
+    BinaryFunc.STRPOS: ((_STR, _STR), _I),
+    BinaryFunc.REGEX_MATCH: ((_STR, _STR), ScalarType.BOOL),
+    BinaryFunc.REGEX_IMATCH: ((_STR, _STR), ScalarType.BOOL),
+    VariadicFunc.LPAD: ((_STR, _I, _STR), _STR),
+    VariadicFunc.RPAD: ((_STR, _I, _STR), _STR),
+    VariadicFunc.TRANSLATE: ((_STR, _STR, _STR), _STR),
+    VariadicFunc.SPLIT_PART: ((_STR, _STR, _I), _STR),
+    VariadicFunc.REGEXP_REPLACE: ((_STR, _STR, _STR, _STR), _STR),
+}
+"""The fixed signatures of the functions whose arguments and result have one type each:
+argument types and result type (NULL if any argument is NULL)."""
 
 CAST_TABLE: frozenset[tuple[ScalarType, ScalarType]] = frozenset(
     {
@@ -222,6 +331,8 @@ def scalar_type(expr: ScalarExpr, schema: Schema) -> ColumnType:
         f = expr.func
         if f is UnaryFunc.IS_NULL:
             return ColumnType(S.BOOL, False)
+        if f in SIGNATURES:
+            return _signature(f, [t])
         want = {
             UnaryFunc.NOT: (S.BOOL,),
             UnaryFunc.NEG: (S.INT64, S.FLOAT64),
@@ -244,6 +355,8 @@ def scalar_type(expr: ScalarExpr, schema: Schema) -> ColumnType:
         lt, rt = scalar_type(expr.left, schema), scalar_type(expr.right, schema)
         nullable = lt.nullable or rt.nullable
         fn = expr.func
+        if fn in SIGNATURES:
+            return _signature(fn, [lt, rt])
         if fn in _ARITH:
             if not (lt.scalar.is_numeric and rt.scalar.is_numeric):
                 raise TypeMismatch(f"{fn.value} expects numbers, got {lt.scalar} and {rt.scalar}")
@@ -253,10 +366,10 @@ def scalar_type(expr: ScalarExpr, schema: Schema) -> ColumnType:
             if not _comparable(lt.scalar, rt.scalar):
                 raise TypeMismatch(f"cannot compare {lt.scalar} with {rt.scalar} ({fn.value})")
             return ColumnType(S.BOOL, nullable)
-        if fn in (BinaryFunc.ADD_MS, BinaryFunc.SUB_MS):
+        if fn in (BinaryFunc.ADD_MS, BinaryFunc.SUB_MS, BinaryFunc.ADD_US, BinaryFunc.SUB_US):
             if lt.scalar not in (S.TIMESTAMP, S.DATE) or rt.scalar is not S.INT64:
                 raise TypeMismatch(
-                    f"{fn.value} expects (timestamp or date, int64 milliseconds), "
+                    f"{fn.value} expects (timestamp or date, int64), "
                     f"got {lt.scalar} and {rt.scalar}"
                 )
             return ColumnType(S.TIMESTAMP, nullable)
@@ -268,6 +381,13 @@ def scalar_type(expr: ScalarExpr, schema: Schema) -> ColumnType:
         vf = expr.func
         if not ts:
             raise InvalidPlan(f"{vf.value}() needs at least one argument")
+        if vf in SIGNATURES:
+            return _signature(vf, ts)
+        if vf is VariadicFunc.CONCAT_WS:
+            for t in ts:
+                if t.scalar is not S.STRING:
+                    raise TypeMismatch(f"concat_ws() expects string arguments, got {t.scalar}")
+            return ColumnType(S.STRING, ts[0].nullable)
         if vf in (VariadicFunc.AND, VariadicFunc.OR, VariadicFunc.CONCAT):
             wanted = S.STRING if vf is VariadicFunc.CONCAT else S.BOOL
             for t in ts:
@@ -315,6 +435,17 @@ def scalar_type(expr: ScalarExpr, schema: Schema) -> ColumnType:
             raise TypeMismatch(f"cannot cast {t.scalar} to {expr.to}")
         return ColumnType(expr.to, t.nullable)
     raise InvalidPlan(f"not a scalar expression: {expr!r}")
+
+
+def _signature(f: UnaryFunc | BinaryFunc | VariadicFunc, ts: list[ColumnType]) -> ColumnType:
+    args, out = SIGNATURES[f]
+    if len(ts) != len(args):
+        raise InvalidPlan(f"{f.value}() takes {len(args)} arguments, got {len(ts)}")
+    if any(t.scalar is not a for t, a in zip(ts, args, strict=True)):
+        want = ", ".join(a.value for a in args)
+        got = ", ".join(t.scalar.value for t in ts)
+        raise TypeMismatch(f"{f.value}() expects ({want}), got ({got})")
+    return ColumnType(out, any(t.nullable for t in ts))
 
 
 def _literal_word(e: ScalarExpr, what: str, allowed: Collection[str]) -> str:

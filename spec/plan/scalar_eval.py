@@ -72,16 +72,20 @@ from .scalar import (
 from .schema import INT64_MAX, INT64_MIN, ScalarType
 
 __all__ = [
+    "NAN",
     "RowFn",
+    "canonical_float",
     "cast_value",
     "compile_scalar",
     "date_trunc",
     "eval_scalar",
     "extract_field",
+    "float_text",
     "ilike_match",
     "like_match",
     "sql_equal",
     "sql_round",
+    "timestamp_text",
 ]
 
 RowFn = Callable[[Row], Any]
@@ -92,6 +96,17 @@ def eval_scalar(expr: ScalarExpr, row: Row) -> Any:
     return compile_scalar(expr)(row)
 
 
+NAN = float("nan")
+"""The one NaN object every float64 NaN result is: Python compares a NaN unequal to itself but
+finds the same object in a dict or tuple, so rows holding it consolidate, group and join as
+PostgreSQL's NaN (equal to itself, above every other number) does."""
+
+
+def canonical_float(v: float) -> float:
+    """``v``, or :data:`NAN` if ``v`` is a NaN."""
+    return v if v == v else NAN
+
+
 def _int(v: int) -> int:
     if not INT64_MIN <= v <= INT64_MAX:
         raise NumericOverflow("integer out of range")
@@ -100,8 +115,42 @@ def _int(v: int) -> int:
 
 def _float(v: float) -> float:
     if not math.isfinite(v):
+        if v != v:
+            return NAN
         raise NumericOverflow("float out of range")
     return v
+
+
+def _checked(r: float, a: Any, b: Any, underflow: bool) -> float:
+    """PostgreSQL's float8 checks: an infinite result of finite operands overflows; with
+    ``underflow``, a zero result of non-zero finite operands underflows."""
+    if r != r:
+        return NAN
+    if math.isinf(r):
+        if math.isinf(a) or math.isinf(b):
+            return r
+        raise NumericOverflow("float out of range")
+    if underflow and r == 0.0 and a != 0 and b != 0:
+        raise NumericOverflow("value out of range: underflow")
+    return r
+
+
+def _add(a: Any, b: Any) -> Any:
+    if type(a) is int and type(b) is int:
+        return _int(a + b)
+    return _checked(a + b, a, b, False)
+
+
+def _sub(a: Any, b: Any) -> Any:
+    if type(a) is int and type(b) is int:
+        return _int(a - b)
+    return _checked(a - b, a, b, False)
+
+
+def _mul(a: Any, b: Any) -> Any:
+    if type(a) is int and type(b) is int:
+        return _int(a * b)
+    return _checked(a * b, a, b, True)
 
 
 def _num(v: Any) -> Any:
@@ -109,12 +158,23 @@ def _num(v: Any) -> Any:
 
 
 def _div(a: Any, b: Any) -> Any:
-    if b == 0:
-        raise DivisionByZero("division by zero")
     if type(a) is int and type(b) is int:
+        if b == 0:
+            raise DivisionByZero("division by zero")
         q = abs(a) // abs(b)
         return _int(q if (a < 0) == (b < 0) else -q)
-    return _float(a / b)
+    if b == 0:
+        if a != a:
+            return NAN
+        raise DivisionByZero("division by zero")
+    r = a / b
+    if r != r:
+        return NAN
+    if math.isinf(r) and not math.isinf(a):
+        raise NumericOverflow("float out of range")
+    if r == 0.0 and a != 0 and not math.isinf(b):
+        raise NumericOverflow("value out of range: underflow")
+    return r
 
 
 def _mod(a: Any, b: Any) -> Any:
@@ -123,45 +183,50 @@ def _mod(a: Any, b: Any) -> Any:
     if type(a) is int and type(b) is int:
         r = abs(a) % abs(b)
         return r if a >= 0 else -r
+    if math.isinf(a) or a != a or b != b:
+        return NAN
     return _float(math.fmod(a, b))
+
+
+def _nan(v: Any) -> bool:
+    return v != v
 
 
 def _eq(a: Any, b: Any) -> Any:
     # operands of one type but for int64 against float64 (the typechecker allows no other
-    # mix): SQL converts the int64 to float64, where Python would compare exactly
+    # mix): SQL converts the int64 to float64, where Python would compare exactly; a NaN
+    # equals a NaN (PostgreSQL's float8eq)
     if type(a) is not type(b):
-        return float(a) == float(b)
-    return a == b
+        a, b = float(a), float(b)
+    return a == b or (a != a and b != b)
 
 
 def _ne(a: Any, b: Any) -> Any:
-    if type(a) is not type(b):
-        return float(a) != float(b)
-    return a != b
+    return not _eq(a, b)
 
 
 def _lt(a: Any, b: Any) -> Any:
     if type(a) is not type(b):
-        return float(a) < float(b)
-    return a < b
+        a, b = float(a), float(b)
+    if a != a:
+        return False
+    return b != b or a < b
 
 
 def _le(a: Any, b: Any) -> Any:
     if type(a) is not type(b):
-        return float(a) <= float(b)
-    return a <= b
+        a, b = float(a), float(b)
+    if b != b:
+        return True
+    return a == a and a <= b
 
 
 def _gt(a: Any, b: Any) -> Any:
-    if type(a) is not type(b):
-        return float(a) > float(b)
-    return a > b
+    return _lt(b, a)
 
 
 def _ge(a: Any, b: Any) -> Any:
-    if type(a) is not type(b):
-        return float(a) >= float(b)
-    return a >= b
+    return _le(b, a)
 
 
 def sql_equal(a: Any, b: Any) -> bool:
@@ -171,9 +236,9 @@ def sql_equal(a: Any, b: Any) -> bool:
 
 
 _BINARY: dict[BinaryFunc, Callable[[Any, Any], Any]] = {
-    BinaryFunc.ADD: lambda a, b: _num(a + b),
-    BinaryFunc.SUB: lambda a, b: _num(a - b),
-    BinaryFunc.MUL: lambda a, b: _num(a * b),
+    BinaryFunc.ADD: _add,
+    BinaryFunc.SUB: _sub,
+    BinaryFunc.MUL: _mul,
     BinaryFunc.DIV: _div,
     BinaryFunc.MOD: _mod,
     BinaryFunc.EQ: _eq,
@@ -185,8 +250,22 @@ _BINARY: dict[BinaryFunc, Callable[[Any, Any], Any]] = {
     BinaryFunc.LIKE: lambda s, p: like_match(s, p),
     BinaryFunc.ILIKE: lambda s, p: ilike_match(s, p),
     BinaryFunc.CONCAT: lambda a, b: a + b,
-    BinaryFunc.ADD_MS: lambda t, ms: _add_ms(t, ms),
-    BinaryFunc.SUB_MS: lambda t, ms: _add_ms(t, -ms),
+    BinaryFunc.ADD_MS: lambda t, ms: _add_us(t, ms * 1000),
+    BinaryFunc.SUB_MS: lambda t, ms: _add_us(t, -ms * 1000),
+    BinaryFunc.ADD_US: lambda t, us: _add_us(t, us),
+    BinaryFunc.SUB_US: lambda t, us: _add_us(t, -us),
+    BinaryFunc.DATE_ADD_DAYS: lambda d, n: _add_days(d, n),
+    BinaryFunc.DATE_DIFF: lambda a, b: (a - b).days,
+    BinaryFunc.POWER: lambda a, b: _power(a, b),
+    BinaryFunc.LOG: lambda b, x: _log(b, x),
+    BinaryFunc.ROUND_DIGITS: lambda x, n: _round_digits(x, n, False),
+    BinaryFunc.TRUNC_DIGITS: lambda x, n: _round_digits(x, n, True),
+    BinaryFunc.LEFT: lambda s, n: s[:n] if n >= 0 else s[: max(len(s) + n, 0)],
+    BinaryFunc.RIGHT: lambda s, n: (s[-n:] if n > 0 else "") if n >= 0 else s[min(-n, len(s)) :],
+    BinaryFunc.REPEAT: lambda s, n: _repeat(s, n),
+    BinaryFunc.STRPOS: lambda s, sub: s.find(sub) + 1,
+    BinaryFunc.REGEX_MATCH: lambda s, p: _regex(p, False).search(s) is not None,
+    BinaryFunc.REGEX_IMATCH: lambda s, p: _regex(p, True).search(s) is not None,
 }
 
 _UNARY: dict[UnaryFunc, Callable[[Any], Any]] = {
@@ -200,7 +279,212 @@ _UNARY: dict[UnaryFunc, Callable[[Any], Any]] = {
     UnaryFunc.TRIM: lambda v: v.strip(" "),
     UnaryFunc.LTRIM: lambda v: v.lstrip(" "),
     UnaryFunc.RTRIM: lambda v: v.rstrip(" "),
+    UnaryFunc.CEIL: lambda v: _integral(v, math.ceil),
+    UnaryFunc.FLOOR: lambda v: _integral(v, math.floor),
+    UnaryFunc.TRUNC: lambda v: _integral(v, math.trunc),
+    UnaryFunc.RINT: lambda v: _integral(v, round),
+    UnaryFunc.SIGN: lambda v: v if v != v else float((v > 0) - (v < 0)),
+    UnaryFunc.SQRT: lambda v: _sqrt(v),
+    UnaryFunc.CBRT: lambda v: canonical_float(math.cbrt(v)),
+    UnaryFunc.LN: lambda v: _ln(v, math.log),
+    UnaryFunc.LOG10: lambda v: _ln(v, math.log10),
+    UnaryFunc.EXP: lambda v: _exp(v),
+    UnaryFunc.ASCII: lambda s: ord(s[0]) if s else 0,
+    UnaryFunc.CHR: lambda n: _chr(n),
+    UnaryFunc.INITCAP: lambda s: _initcap(s),
+    UnaryFunc.REVERSE: lambda s: s[::-1],
+    UnaryFunc.OCTET_LENGTH: lambda s: len(s.encode("utf-8", "surrogatepass")),
 }
+
+
+def _integral(v: float, f: Callable[[float], Any]) -> float:
+    if not math.isfinite(v):
+        return canonical_float(v)
+    r = float(f(v))
+    return math.copysign(r, v) if r == 0 else r  # ceil(-0.5) is -0
+
+
+def _sqrt(v: float) -> float:
+    if v < 0:
+        raise InvalidArgument("cannot take square root of a negative number")
+    return canonical_float(math.sqrt(v)) if v == v else NAN
+
+
+def _ln(v: float, f: Callable[[float], float]) -> float:
+    if v != v:
+        return NAN
+    if v == 0:
+        raise InvalidArgument("cannot take logarithm of zero")
+    if v < 0:
+        raise InvalidArgument("cannot take logarithm of a negative number")
+    return v if math.isinf(v) else f(v)
+
+
+def _exp(v: float) -> float:
+    if not math.isfinite(v):
+        return NAN if v != v else (v if v > 0 else 0.0)
+    try:
+        r = math.exp(v)
+    except OverflowError:
+        raise NumericOverflow("value out of range: overflow") from None
+    if r == 0.0:
+        raise NumericOverflow("value out of range: underflow")
+    return r
+
+
+def _power(a: float, b: float) -> float:
+    if a == 0 and b < 0:
+        raise InvalidArgument("zero raised to a negative power is undefined")
+    if a < 0 and math.isfinite(b) and b != math.floor(b):
+        raise InvalidArgument(
+            "a negative number raised to a non-integer power yields a complex result"
+        )
+    if a != a:
+        return 1.0 if b == 0 else NAN
+    if b != b:
+        return 1.0 if a == 1 else NAN
+    try:
+        r = math.pow(a, b)
+    except OverflowError:
+        raise NumericOverflow("value out of range: overflow") from None
+    if math.isinf(r) and math.isfinite(a) and math.isfinite(b):
+        raise NumericOverflow("value out of range: overflow")
+    if r == 0 and a != 0 and math.isfinite(a) and math.isfinite(b):
+        raise NumericOverflow("value out of range: underflow")
+    return r
+
+
+def _log(b: float, x: float) -> float:
+    if b != b or x != x:
+        return NAN
+    if b <= 0 or x <= 0:
+        if b == 0 or x == 0:
+            raise InvalidArgument("cannot take logarithm of zero")
+        raise InvalidArgument("cannot take logarithm of a negative number")
+    if b == 1:
+        raise DivisionByZero("division by zero")
+    return math.log(x) / math.log(b)
+
+
+def _round_digits(x: float, n: int, truncate: bool) -> float:
+    """``x`` to ``n`` decimal digits on its shortest decimal form, halves away from zero."""
+    if not math.isfinite(x):
+        return canonical_float(x)
+    import decimal
+
+    d = decimal.Decimal(repr(x))
+    step = decimal.Decimal(1).scaleb(-max(min(n, 400), -400))
+    mode = decimal.ROUND_DOWN if truncate else decimal.ROUND_HALF_UP
+    with decimal.localcontext() as ctx:
+        ctx.prec = 1000
+        r = d.quantize(step, rounding=mode) if n >= -400 else decimal.Decimal(0)
+    f = float(r)
+    if math.isinf(f):
+        raise NumericOverflow("float out of range")
+    return math.copysign(f, x) if f == 0 else f
+
+
+_MAX_STRING = 100 * 1024 * 1024
+
+
+def _repeat(s: str, n: int) -> str:
+    if n <= 0 or not s:
+        return ""
+    if len(s) * n > _MAX_STRING:
+        raise InvalidArgument("requested length too large")
+    return s * n
+
+
+def _chr(n: int) -> str:
+    if n == 0:
+        raise InvalidArgument("null character not permitted")
+    if n < 0 or n > 0x10FFFF:
+        raise InvalidArgument("requested character too large for encoding")
+    if 0xD800 <= n <= 0xDFFF:
+        raise InvalidArgument("requested character not valid for encoding")
+    return chr(n)
+
+
+def _initcap(s: str) -> str:
+    out = []
+    prev = False
+    for ch in s:
+        out.append(ch.lower() if prev else ch.upper())
+        prev = ch.isalnum()
+    return "".join(out)
+
+
+def _add_days(d: _dt.date, n: int) -> _dt.date:
+    try:
+        return d + _dt.timedelta(days=n)
+    except OverflowError:
+        raise NumericOverflow("date out of range") from None
+
+
+@lru_cache(maxsize=256)
+def _regex(pattern: str, fold: bool) -> re.Pattern[str]:
+    try:
+        return re.compile(pattern, re.IGNORECASE if fold else 0)
+    except re.error as e:
+        raise InvalidArgument(f"invalid regular expression: {e}") from None
+
+
+def _regexp_replace(s: str, pattern: str, replacement: str, flags: str) -> str:
+    bad = set(flags) - set("gi")
+    if bad:
+        raise InvalidArgument(f'invalid regular expression option: "{sorted(bad)[0]}"')
+    rx = _regex(pattern, "i" in flags)
+
+    def expand(m: re.Match[str]) -> str:
+        out, i = [], 0
+        while i < len(replacement):
+            ch = replacement[i]
+            if ch == "\\" and i + 1 < len(replacement):
+                nxt = replacement[i + 1]
+                if nxt.isdigit() and nxt != "0":
+                    k = int(nxt)
+                    out.append((m.group(k) or "") if k <= rx.groups else "")
+                elif nxt == "&":
+                    out.append(m.group(0))
+                else:
+                    out.append(nxt)
+                i += 2
+                continue
+            out.append(ch)
+            i += 1
+        return "".join(out)
+
+    return rx.sub(expand, s, count=0 if "g" in flags else 1)
+
+
+def _pad(s: str, n: int, fill: str, left: bool) -> str:
+    if n <= 0:
+        return ""
+    if n > _MAX_STRING:
+        raise InvalidArgument("requested length too large")
+    if len(s) >= n or not fill:
+        return s[:n]
+    k = n - len(s)
+    pad = (fill * (k // len(fill) + 1))[:k]
+    return pad + s if left else s + pad
+
+
+def _translate(s: str, src: str, dst: str) -> str:
+    table: dict[str, str | None] = {}
+    for i, ch in enumerate(src):
+        if ch not in table:
+            table[ch] = dst[i] if i < len(dst) else None
+    return "".join(c for c in (table.get(ch, ch) for ch in s) if c is not None)
+
+
+def _split_part(s: str, delim: str, n: int) -> str:
+    if n == 0:
+        raise InvalidArgument("field position must not be zero")
+    if not delim:
+        return s if n in (1, -1) else ""
+    parts = s.split(delim)
+    k = n - 1 if n > 0 else len(parts) + n
+    return parts[k] if 0 <= k < len(parts) else ""
 
 
 def sql_round(v: Any) -> Any:
@@ -227,8 +511,8 @@ def _micros(v: _dt.date) -> int:
     return (v - _EPOCH) // _MICRO
 
 
-def _add_ms(v: _dt.date, ms: int) -> _dt.datetime:
-    us = _micros(v) + ms * 1000
+def _add_us(v: _dt.date, delta: int) -> _dt.datetime:
+    us = _micros(v) + delta
     if not _TS_MIN_US <= us <= _TS_MAX_US:
         raise NumericOverflow("timestamp out of range")
     return _EPOCH + _dt.timedelta(microseconds=us)
@@ -355,14 +639,9 @@ def _substring(s: str, start: int, length: int | None) -> str:
     return s[begin:end]
 
 
-_INT_SYNTAX = re.compile(
-    r"[ \t\n\r\v\f]*([+-]?)"
-    r"(0[xX](?:_?[0-9A-Fa-f])+|0[oO](?:_?[0-7])+|0[bB](?:_?[01])+|[0-9](?:_?[0-9])*)"
-    r"[ \t\n\r\v\f]*"
-)
-"""What PostgreSQL's int8 input accepts (version 16 on): ASCII whitespace around, a sign,
-decimal, hexadecimal, octal or binary digits with single underscores between them (and
-after the base prefix)."""
+_INT_SYNTAX = re.compile(r"[ \t\n\r\v\f]*([+-]?)([0-9]+)[ \t\n\r\v\f]*")
+"""What PostgreSQL 15's int8 input accepts: ASCII whitespace around, a sign, decimal digits
+(no underscores, no ``0x``/``0o``/``0b`` prefixes: those came with version 16)."""
 _BASES = {"0x": 16, "0X": 16, "0o": 8, "0O": 8, "0b": 2, "0B": 2}
 _FLOAT_SYNTAX = re.compile(
     r"[ \t\n\r\v\f]*[+-]?"
@@ -378,39 +657,31 @@ digits and spaces, underscores, which this excludes)."""
 
 def _parse_int(v: str) -> int:
     """``v`` as an int64 literal (:data:`_INT_SYNTAX`); raise :class:`InvalidCast` or
-    :class:`NumericOverflow`.
-
-    On printable ASCII without underscores, Python's ``int`` and ``float`` read
-    exactly the decimal literals PostgreSQL reads (they differ from it only on
-    non-ASCII digits and spaces, ASCII control characters they take for spaces,
-    and underscores), so the common case skips the regular expression.
-    """
-    if v.isascii() and v.isprintable() and "_" not in v:
-        try:
-            return _int(int(v))
-        except ValueError:
-            pass  # not decimal (or too long for Python): the full syntax decides
+    :class:`NumericOverflow`."""
     m = _INT_SYNTAX.fullmatch(v)
     if m is None:
         raise InvalidCast(f"invalid input syntax for type int64: {v!r}")
     sign, digits = m.group(1, 2)
-    base = _BASES[digits[:2]] if len(digits) > 1 and digits[1] in "xXoObB" else 10
-    try:
-        n = int((digits[2:] if base != 10 else digits).replace("_", ""), base)
-    except ValueError:  # more decimal digits than Python converts: far beyond int64
-        raise NumericOverflow("integer out of range") from None
+    if len(digits) > 40:
+        raise NumericOverflow("integer out of range")
+    n = int(digits)
     return _int(-n if sign == "-" else n)
 
 
 def _parse_float(v: str) -> float:
-    """``v`` as a float64 literal (:data:`_FLOAT_SYNTAX`), possibly not finite; raise
-    :class:`InvalidCast` (see :func:`_parse_int` for the shortcut)."""
-    try:
-        f = float(v)
-    except ValueError:
-        raise InvalidCast(f"invalid input syntax for type float64: {v!r}") from None
-    if not (v.isascii() and v.isprintable() and "_" not in v) and not _FLOAT_SYNTAX.fullmatch(v):
+    """``v`` as a float64 literal (:data:`_FLOAT_SYNTAX`), ``NaN`` and infinities included;
+    raise :class:`InvalidCast`, or :class:`NumericOverflow` for a finite number beyond float64
+    (``1e400``) or one that rounds to zero (``1e-400``), as PostgreSQL does."""
+    if not _FLOAT_SYNTAX.fullmatch(v):
         raise InvalidCast(f"invalid input syntax for type float64: {v!r}")
+    f = float(v)
+    if f != f:
+        return NAN
+    word = v.strip(" \t\n\r\v\f").lstrip("+-").lower()
+    if math.isinf(f) and word.startswith("inf"):
+        return f
+    if math.isinf(f) or (f == 0.0 and any(c in "123456789" for c in word.split("e")[0])):
+        raise NumericOverflow(f"{v.strip()!r} is out of range for type double precision")
     return f
 
 
@@ -465,13 +736,54 @@ def _parse_datetime(v: str, to: ScalarType) -> Any:
         raise InvalidCast(f"invalid input syntax for type {to.value}: {v!r}") from None
 
 
+def float_text(v: float) -> str:
+    """A float64 as PostgreSQL prints it: the shortest digits that read back as ``v``, in
+    positional notation for decimal exponents from -4 to 14, else as ``1.5e+20``; ``NaN``,
+    ``Infinity``, ``-Infinity``, and ``-0`` for negative zero."""
+    if v != v:
+        return "NaN"
+    if math.isinf(v):
+        return "Infinity" if v > 0 else "-Infinity"
+    if v == 0:
+        return "-0" if math.copysign(1.0, v) < 0 else "0"
+    text = repr(v)
+    sign = "-" if text.startswith("-") else ""
+    mantissa, _, exp_text = text.lstrip("-").partition("e")
+    whole, _, frac = mantissa.partition(".")
+    if frac == "0":
+        frac = ""
+    digits = (whole + frac).lstrip("0")
+    exp10 = (int(exp_text) if exp_text else 0) + len(whole.lstrip("0")) - 1
+    if not whole.lstrip("0"):  # 0.00ddd
+        exp10 = (int(exp_text) if exp_text else 0) - (len(frac) - len(frac.lstrip("0"))) - 1
+    digits = digits.rstrip("0") or "0"
+    if exp10 < -4 or exp10 >= 15:
+        head, tail = digits[0], digits[1:]
+        return (
+            f"{sign}{head}{'.' + tail if tail else ''}e{'-' if exp10 < 0 else '+'}{abs(exp10):02d}"
+        )
+    if exp10 < 0:
+        return f"{sign}0.{'0' * (-exp10 - 1)}{digits}"
+    if len(digits) <= exp10 + 1:
+        return f"{sign}{digits}{'0' * (exp10 + 1 - len(digits))}"
+    return f"{sign}{digits[: exp10 + 1]}.{digits[exp10 + 1 :]}"
+
+
+def timestamp_text(v: _dt.datetime) -> str:
+    """A timestamp as PostgreSQL prints it (ISO, the fraction without trailing zeros)."""
+    text = v.strftime("%Y-%m-%d %H:%M:%S") if v.year >= 1000 else v.isoformat(sep=" ")[:19]
+    if v.microsecond:
+        text += f".{v.microsecond:06d}".rstrip("0")
+    return text
+
+
 def _to_string(v: Any) -> str:
     if type(v) is bool:
         return "true" if v else "false"
     if type(v) is float:
-        return repr(v)
+        return float_text(v)
     if type(v) is _dt.datetime:
-        return v.isoformat(sep=" ")
+        return timestamp_text(v)
     if type(v) is _dt.date:
         return v.isoformat()
     return str(v)
@@ -488,6 +800,8 @@ def cast_value(v: Any, to: ScalarType) -> Any:
         if t is bool:
             return int(v)
         if t is float:
+            if not math.isfinite(v):
+                raise NumericOverflow("integer out of range")
             r = round(v)
             if not INT64_MIN <= r <= INT64_MAX:
                 raise NumericOverflow("integer out of range")
@@ -498,10 +812,7 @@ def cast_value(v: Any, to: ScalarType) -> Any:
             return v
         if t is int:
             return float(v)
-        f = _parse_float(v)
-        if not math.isfinite(f):
-            raise InvalidCast(f"invalid input syntax for type float64: {v!r}")
-        return f
+        return _parse_float(v)
     if to is ScalarType.BOOL:
         if t is bool:
             return v
@@ -589,6 +900,26 @@ def _compile_variadic(expr: CallVariadic, fs: list[RowFn]) -> RowFn:
         return nullif
     if vf is VariadicFunc.REPLACE:
         return _strict(lambda s, old, new: s.replace(old, new) if old else s, fs)
+    if vf is VariadicFunc.CONCAT_WS:
+        sep_fn, rest = fs[0], fs[1:]
+
+        def concat_ws(row: Row) -> Any:
+            sep = sep_fn(row)
+            if sep is None:
+                return None
+            return sep.join(v for v in (g(row) for g in rest) if v is not None)
+
+        return concat_ws
+    if vf is VariadicFunc.LPAD:
+        return _strict(lambda s, n, fill: _pad(s, n, fill, True), fs)
+    if vf is VariadicFunc.RPAD:
+        return _strict(lambda s, n, fill: _pad(s, n, fill, False), fs)
+    if vf is VariadicFunc.TRANSLATE:
+        return _strict(_translate, fs)
+    if vf is VariadicFunc.SPLIT_PART:
+        return _strict(_split_part, fs)
+    if vf is VariadicFunc.REGEXP_REPLACE:
+        return _strict(_regexp_replace, fs)
     if vf is VariadicFunc.LIKE_ESCAPE:
         return _strict(like_match, fs)
     if vf is VariadicFunc.ILIKE_ESCAPE:

@@ -1,7 +1,8 @@
 """Column types and schemas: what a row of a collection looks like.
 
 Values are plain Python objects: ``int64`` is ``int`` in the signed 64-bit
-range, ``float64`` is a finite ``float``, ``string`` is ``str``, ``bool`` is
+range, ``float64`` is a ``float`` (infinities and NaN included: every NaN a
+query computes is one object, ``scalar_eval.NAN``), ``string`` is ``str``, ``bool`` is
 ``bool``, ``date`` is :class:`datetime.date` and ``timestamp`` is a naive
 :class:`datetime.datetime` (microsecond precision, UTC by convention).
 ``None`` is SQL NULL and is allowed only in nullable columns.
@@ -10,7 +11,6 @@ range, ``float64`` is a finite ``float``, ``string`` is ``str``, ``bool`` is
 from __future__ import annotations
 
 import datetime as _dt
-import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import StrEnum
@@ -74,7 +74,7 @@ def value_matches(value: Any, scalar: ScalarType) -> bool:
     if scalar is ScalarType.INT64:
         return t is int and INT64_MIN <= value <= INT64_MAX
     if scalar is ScalarType.FLOAT64:
-        return t is float and math.isfinite(value)
+        return t is float
     if scalar is ScalarType.STRING:
         return t is str
     if scalar is ScalarType.BOOL:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,10 +13,18 @@ from typing import Any
 from sqlglot import exp
 
 from ..errors import (
+    CannotCoerce,
+    EvaluationError,
+    GroupingError,
+    InvalidTextRepresentation,
+    NumericOverflow,
+    NumericValueOutOfRange,
     PlanError,
     SqlError,
     SqlSyntaxError,
     SqlTypeError,
+    UndefinedFunction,
+    UndefinedParameter,
 )
 from ..plan import (
     AggFunc,
@@ -36,7 +45,9 @@ from ..plan import (
 )
 from ..plan.scalar import CAST_TABLE
 from ..plan.scalar_eval import cast_value
-from ._common import S, _err, _unsupported, ident, pg_type, sql_type
+from ._common import S, _err, _unsupported, ident, pg_type, sql_type_of
+from ._dialect import is_unknown
+from ._functions import _shown, bind_call
 from ._scope import Scope
 
 # -- typed expressions ----------------------------------------------------------------------
@@ -60,11 +71,19 @@ class TExpr:
 
 
 def _literal_as(text: str, to: ScalarType, node: Any) -> Literal:
+    """A string literal read as a ``to`` [InvalidTextRepresentation (22P02), or
+    NumericValueOutOfRange (22003) for a number beyond the type]."""
     try:
         value = cast_value(text, to)
-    except Exception:
+    except NumericOverflow:
         raise _err(
-            SqlTypeError, f'invalid input syntax for type {pg_type(to)}: "{text}"', node
+            NumericValueOutOfRange, f'value "{text}" is out of range for type {pg_type(to)}', node
+        ) from None
+    except EvaluationError:
+        raise _err(
+            InvalidTextRepresentation,
+            f'invalid input syntax for type {pg_type(to)}: "{text}"',
+            node,
         ) from None
     return Literal(value, to)
 
@@ -174,7 +193,7 @@ class ExprBinder:
             if _is_agg(node):
                 pos = g.aggs.get(id(node))
                 if pos is None:
-                    raise _err(SqlError, "aggregate not planned", node)
+                    raise _err(GroupingError, "aggregate not planned", node)
                 return self._col(pos)
             if not _contains_agg(node) and not isinstance(
                 node, exp.Literal | exp.Null | exp.Boolean
@@ -190,14 +209,14 @@ class ExprBinder:
                 if isinstance(node, exp.Column):
                     name = node.sql(dialect="postgres")
                     raise _err(
-                        SqlError,
+                        GroupingError,
                         f'column "{name}" must appear in the GROUP BY clause '
                         "or be used in an aggregate function",
                         node,
                     )
         elif _is_agg(node):
             where = self.context or "this context"
-            raise _err(SqlError, f"aggregate functions are not allowed in {where}", node)
+            raise _err(GroupingError, f"aggregate functions are not allowed in {where}", node)
         return self._bind(node)
 
     def _col(self, i: int) -> TExpr:
@@ -205,7 +224,12 @@ class ExprBinder:
 
     def scalar(self, node: Any, hint: ScalarType | None = None) -> tuple[ScalarExpr, ColumnType]:
         """``node`` bound to a concrete expression (an untyped NULL takes ``hint``, else text)."""
-        te = self.bind(node)
+        return self.finish(self.bind(node), node, hint)
+
+    def finish(
+        self, te: TExpr, node: Any, hint: ScalarType | None = None
+    ) -> tuple[ScalarExpr, ColumnType]:
+        """A bound expression made concrete (an untyped NULL takes ``hint``, else text)."""
         if te.expr is None or te.type is None:
             t = hint or S.STRING
             return Literal(None, t), ColumnType(t, True)
@@ -215,7 +239,10 @@ class ExprBinder:
         return te.expr, te.type
 
     def predicate(self, node: Any, what: str) -> ScalarExpr:
-        te = self.bind(node)
+        return self.predicate_of(self.bind(node), node, what)
+
+    def predicate_of(self, te: TExpr, node: Any, what: str) -> ScalarExpr:
+        """A bound expression as a condition (it must be boolean, or become one)."""
         if te.type is None:
             return Literal(None, S.BOOL)
         if te.scalar is not S.BOOL:
@@ -281,16 +308,30 @@ class ExprBinder:
                     flat.append(p)
             return self._make(CallVariadic(func, tuple(flat)), node)
         if isinstance(node, exp.Is):
-            if not isinstance(node.expression, exp.Null):
-                raise _unsupported("IS other than IS [NOT] NULL", node)
-            inner = self.bind(node.this)
-            if inner.expr is None:
-                out: ScalarExpr = Literal(True, S.BOOL)
-            else:
-                out = CallUnary(UnaryFunc.IS_NULL, inner.expr)
-            if node.args.get("negate"):
-                out = CallUnary(UnaryFunc.NOT, out)
-            return self._make(out, node)
+            return self._is(node)
+        if isinstance(node, exp.NullSafeEQ | exp.NullSafeNEQ):
+            return self._distinct_from(node)
+        if isinstance(node, exp.RegexpLike | exp.RegexpILike):
+            if node.args.get("flag") or node.args.get("full_match"):
+                raise _unsupported("regular expression flags", node)
+            func = (
+                BinaryFunc.REGEX_IMATCH
+                if isinstance(node, exp.RegexpILike)
+                else BinaryFunc.REGEX_MATCH
+            )
+            a, b = self.bind(node.this), self.bind(node.expression)
+            if not all(x.type is None or x.scalar is S.STRING for x in (a, b)):
+                raise _err(
+                    UndefinedFunction,
+                    f"operator does not exist: {_shown(a)} ~ {_shown(b)}",
+                    node,
+                )
+            return self._make(
+                CallBinary(
+                    func, _coerce(a, S.STRING, node.this), _coerce(b, S.STRING, node.expression)
+                ),
+                node,
+            )
         newer = self._newer_function(node)
         if newer is not None:
             return newer
@@ -335,53 +376,29 @@ class ExprBinder:
         if isinstance(node, exp.Coalesce):
             return self._coalesce([node.this, *node.expressions], node)
         if isinstance(node, exp.Nullif):
-            a = self.bind(node.this)
-            eq = self._binary(BinaryFunc.EQ, node.this, node.expression, node)
-            assert eq.expr is not None
-            t = a.scalar or S.STRING
-            value = _coerce(a, t, node.this)
-            return self._make(If(eq.expr, Literal(None, t), value), node)
+            a, b = self.bind(node.this), self.bind(node.expression)
+            if a.type is None:  # NULLIF(NULL, x) is NULL
+                if b.type is None or b.literal is not None:
+                    return TExpr(None, None)
+                return TExpr(Literal(None, b.scalar), ColumnType(b.scalar, True))  # type: ignore[arg-type]
+            eq = self._binary_te(BinaryFunc.EQ, a, b, node.this, node.expression, node)
+            assert isinstance(eq.expr, CallBinary)
+            first = eq.expr.left
+            t = self._check(first, node.this).scalar
+            return self._make(If(eq.expr, Literal(None, t), first), node)
         if isinstance(node, exp.Cast | exp.TryCast):
+            if isinstance(node, exp.TryCast):
+                raise _unsupported("TRY_CAST", node)
             return self._cast(node)
-        if isinstance(node, exp.Lower | exp.Upper | exp.Length):
-            ufunc = {exp.Lower: UnaryFunc.LOWER, exp.Upper: UnaryFunc.UPPER}.get(
-                type(node), UnaryFunc.LENGTH
-            )
-            arg = self.bind(node.this)
-            return self._make(CallUnary(ufunc, _coerce(arg, S.STRING, node.this)), node)
-        if isinstance(node, exp.Abs) and _ir(UnaryFunc, "ABS") is not None:
-            return self._make(CallUnary(_ir(UnaryFunc, "ABS"), self._number_arg(node.this)), node)
-        if isinstance(node, exp.Abs):
-            arg = self.bind(node.this)
-            if arg.expr is None:
-                return arg
-            if arg.scalar not in (S.INT64, S.FLOAT64):
-                raise _err(
-                    SqlTypeError, f"function abs({pg_type(arg.scalar)}) does not exist", node
-                )
-            zero = Literal(0, S.INT64) if arg.scalar is S.INT64 else Literal(0.0, S.FLOAT64)
-            neg = CallBinary(BinaryFunc.LT, arg.expr, zero)
-            return self._make(If(neg, CallUnary(UnaryFunc.NEG, arg.expr), arg.expr), node)
-        if isinstance(node, exp.Substring):
-            s = self.bind(node.this)
-            args = [_coerce(s, S.STRING, node.this)]
-            for key in ("start", "length"):
-                arg_node = node.args.get(key)
-                if arg_node is not None:
-                    args.append(_coerce(self.bind(arg_node), S.INT64, arg_node))
-            if len(args) == 1:
-                raise _err(SqlError, "substring needs a start position", node)
-            return self._make(CallVariadic(VariadicFunc.SUBSTRING, tuple(args)), node)
-        if isinstance(node, exp.Concat):
-            bound = [self.bind(a) for a in node.expressions]
-            exprs = tuple(self._to_text(a, n) for a, n in zip(bound, node.expressions, strict=True))
-            return self._make(CallVariadic(VariadicFunc.CONCAT, exprs), node)
+        call = bind_call(self, node)
+        if call is not None:
+            return call
         if isinstance(node, exp.Subquery | exp.Select | exp.Exists):
             raise _unsupported("subqueries in expressions", node)
         if isinstance(node, exp.Window):
             raise _unsupported("window functions", node)
         if isinstance(node, exp.Anonymous):
-            raise _unsupported(f"function {node.name}()", node)
+            raise _err(UndefinedFunction, f"function {node.name}() does not exist", node)
         if isinstance(node, exp.Func):
             raise _unsupported(f"function {node.sql_name().lower()}()", node)
         if isinstance(node, exp.Star):
@@ -398,7 +415,7 @@ class ExprBinder:
             except ValueError:
                 raise _unsupported("named parameters", node) from None
         if not 1 <= n <= len(self.params):
-            raise _err(SqlError, f"there is no parameter ${n}", node)
+            raise _err(UndefinedParameter, f"there is no parameter ${n}", node)
         value = self.params[n - 1]
         if value is None:
             return TExpr(None, None)
@@ -414,7 +431,14 @@ class ExprBinder:
         return self._make(CallUnary(func, te.expr), node)
 
     def _binary(self, func: BinaryFunc, left: Any, right: Any, node: Any) -> TExpr:
-        a, b = self.bind(left), self.bind(right)
+        return self._binary_te(func, self.bind(left), self.bind(right), left, right, node)
+
+    def _binary_te(
+        self, func: BinaryFunc, a: TExpr, b: TExpr, left: Any, right: Any, node: Any
+    ) -> TExpr:
+        """``a func b`` of bound operands: an untyped literal or NULL takes the other side's
+        type; an integer meets a float as a float, a date a timestamp as a timestamp; ``date -
+        date`` is a count of days and ``date +/- integer`` a date, as in PostgreSQL."""
         if a.type is None and b.type is None:
             return TExpr(None, None)
         # unknown literals and NULLs take the other side's type
@@ -429,13 +453,19 @@ class ExprBinder:
         assert a.expr is not None and b.expr is not None
         sa, sb = a.scalar, b.scalar
         assert sa is not None and sb is not None
-        arith = func in (
-            BinaryFunc.ADD,
-            BinaryFunc.SUB,
-            BinaryFunc.MUL,
-            BinaryFunc.DIV,
-            BinaryFunc.MOD,
-        )
+        ea, eb = a.expr, b.expr
+        if sa is S.DATE and func in (BinaryFunc.ADD, BinaryFunc.SUB) and sb is S.INT64:
+            days = eb if func is BinaryFunc.ADD else CallUnary(UnaryFunc.NEG, eb)
+            return self._make(CallBinary(BinaryFunc.DATE_ADD_DAYS, ea, days), node)
+        if sb is S.DATE and func is BinaryFunc.ADD and sa is S.INT64:
+            return self._make(CallBinary(BinaryFunc.DATE_ADD_DAYS, eb, ea), node)
+        if sa is S.DATE and sb is S.DATE and func is BinaryFunc.SUB:
+            return self._make(CallBinary(BinaryFunc.DATE_DIFF, ea, eb), node)
+        arith = func in _ARITH
+        if not arith and {sa, sb} == {S.DATE, S.TIMESTAMP}:
+            ea = Cast(ea, S.TIMESTAMP) if sa is S.DATE else ea
+            eb = Cast(eb, S.TIMESTAMP) if sb is S.DATE else eb
+            sa = sb = S.TIMESTAMP
         ok = (
             (sa.is_numeric and sb.is_numeric)
             if arith
@@ -443,11 +473,11 @@ class ExprBinder:
         )
         if not ok:
             raise _err(
-                SqlTypeError,
+                UndefinedFunction,
                 f"operator does not exist: {pg_type(sa)} {_OP_TEXT[func]} {pg_type(sb)}",
                 node,
             )
-        return self._make(CallBinary(func, a.expr, b.expr), node)
+        return self._make(CallBinary(func, ea, eb), node)
 
     def _to_text(self, te: TExpr, node: Any) -> ScalarExpr:
         if te.expr is None:
@@ -457,7 +487,19 @@ class ExprBinder:
         return Cast(te.expr, S.STRING)
 
     def _concat_op(self, node: Any) -> TExpr:
+        """``a || b``: one side text (or an untyped literal or NULL), the other cast to text;
+        NULL if either is."""
         a, b = self.bind(node.this), self.bind(node.expression)
+
+        def texty(x: TExpr) -> bool:
+            return x.type is None or x.scalar is S.STRING
+
+        if not (texty(a) or texty(b)):
+            raise _err(
+                UndefinedFunction,
+                f"operator does not exist: {pg_type(a.scalar)} || {pg_type(b.scalar)}",
+                node,
+            )
         ea, eb = self._to_text(a, node.this), self._to_text(b, node.expression)
         either_null = CallVariadic(
             VariadicFunc.OR, (CallUnary(UnaryFunc.IS_NULL, ea), CallUnary(UnaryFunc.IS_NULL, eb))
@@ -465,6 +507,46 @@ class ExprBinder:
         out = If(either_null, Literal(None, S.STRING), CallVariadic(VariadicFunc.CONCAT, (ea, eb)))
         te = self._make(out, node)
         return TExpr(te.expr, ColumnType(S.STRING, _nullable([a, b])))
+
+    def _is(self, node: Any) -> TExpr:
+        """``x IS [NOT] NULL``, and for a boolean ``x IS [NOT] TRUE | FALSE | UNKNOWN``."""
+        target = node.expression
+        inner = self.bind(node.this)
+        if isinstance(target, exp.Null) and not is_unknown(target):
+            out: ScalarExpr = (
+                Literal(True, S.BOOL)
+                if inner.expr is None
+                else CallUnary(UnaryFunc.IS_NULL, inner.expr)
+            )
+        else:
+            word = "UNKNOWN" if isinstance(target, exp.Null) else str(target.sql()).upper()
+            if not isinstance(target, exp.Null | exp.Boolean):
+                raise _unsupported(f"IS {target.sql()}", node)
+            x = self.predicate_of(inner, node.this, f"IS {word}")
+            if isinstance(target, exp.Null):
+                out = CallUnary(UnaryFunc.IS_NULL, x)
+            else:
+                want = bool(target.this)
+                cond = x if want else CallUnary(UnaryFunc.NOT, x)
+                out = If(cond, Literal(True, S.BOOL), Literal(False, S.BOOL))
+        if node.args.get("negate"):
+            out = CallUnary(UnaryFunc.NOT, out)
+        return self._make(out, node)
+
+    def _distinct_from(self, node: Any) -> TExpr:
+        """``a IS [NOT] DISTINCT FROM b``: equality where NULL equals NULL, never NULL."""
+        a, b = self.bind(node.this), self.bind(node.expression)
+        if a.type is None and b.type is None:
+            same: ScalarExpr = Literal(True, S.BOOL)
+        else:
+            eq = self._binary_te(BinaryFunc.EQ, a, b, node.this, node.expression, node)
+            assert isinstance(eq.expr, CallBinary)
+            la, lb = eq.expr.left, eq.expr.right
+            na, nb = CallUnary(UnaryFunc.IS_NULL, la), CallUnary(UnaryFunc.IS_NULL, lb)
+            same = If(na, nb, If(nb, Literal(False, S.BOOL), eq.expr))
+        if isinstance(node, exp.NullSafeNEQ):
+            same = CallUnary(UnaryFunc.NOT, same)
+        return self._make(same, node)
 
     def _like(self, node: Any, escape: Any = None) -> TExpr:
         a, b = self.bind(node.this), self.bind(node.expression)
@@ -501,11 +583,6 @@ class ExprBinder:
                 raise _unsupported(what, node)
             return f
 
-        if isinstance(node, exp.Round):
-            if node.args.get("decimals") is not None:
-                raise _unsupported("round() with a precision", node)
-            f = need(UnaryFunc, "ROUND", "function round()")
-            return self._make(CallUnary(f, self._number_arg(node.this)), node)
         if isinstance(node, exp.Trim):
             if node.args.get("expression") is not None:
                 raise _unsupported("trim() of other characters than spaces", node)
@@ -521,13 +598,6 @@ class ExprBinder:
             items = [(self.bind(a), a) for a in [node.this, *node.expressions]]
             values, _t = self._unify(items, name)
             return self._make(CallVariadic(vf, tuple(values)), node)
-        if isinstance(node, exp.Replace):
-            vf = need(VariadicFunc, "REPLACE", "function replace()")
-            args = [node.this, node.expression, node.args.get("replacement")]
-            if args[2] is None:
-                raise _err(SqlError, "replace() takes 3 arguments", node)
-            exprs = tuple(_coerce(self.bind(a), S.STRING, a) for a in args)
-            return self._make(CallVariadic(vf, exprs), node)
         if isinstance(node, exp.TimestampTrunc | exp.DateTrunc):
             vf = need(VariadicFunc, "DATE_TRUNC", "function date_trunc()")
             unit = node.args.get("unit")
@@ -547,17 +617,36 @@ class ExprBinder:
                 else _timestamp_arg(te, node.expression)
             )
             return self._make(CallVariadic(vf, (Literal(word, S.STRING), arg)), node)
-        if isinstance(node, exp.Add | exp.Sub) and isinstance(node.expression, exp.Interval):
-            name = "ADD_MS" if isinstance(node, exp.Add) else "SUB_MS"
-            bf = need(BinaryFunc, name, "interval arithmetic")
-            ms = _interval_ms(node.expression)
-            te = self.bind(node.this)
+        if isinstance(node, exp.Add | exp.Sub) and (
+            isinstance(node.expression, exp.Interval)
+            or (isinstance(node, exp.Add) and isinstance(node.this, exp.Interval))
+        ):
+            ts_node, iv = (
+                (node.this, node.expression)
+                if isinstance(node.expression, exp.Interval)
+                else (node.expression, node.this)
+            )
+            bf = BinaryFunc.ADD_US if isinstance(node, exp.Add) else BinaryFunc.SUB_US
+            us = _interval_us(iv)
+            te = self.bind(ts_node)
             left = (
                 te.expr
                 if te.expr is not None and te.literal is None
-                else _timestamp_arg(te, node.this)
+                else _timestamp_arg(te, ts_node)
             )
-            return self._make(CallBinary(bf, left, Literal(ms, S.INT64)), node)
+            if (
+                te.type is not None
+                and te.literal is None
+                and te.scalar not in (S.DATE, S.TIMESTAMP)
+            ):
+                raise _err(
+                    UndefinedFunction,
+                    f"operator does not exist: {pg_type(te.scalar)} {'+' if bf is BinaryFunc.ADD_US else '-'} interval",
+                    node,
+                )
+            return self._make(CallBinary(bf, left, Literal(us, S.INT64)), node)
+        if isinstance(node, exp.Interval):
+            raise _unsupported("interval values (only timestamp +/- INTERVAL '...')", node)
         return None
 
     def _number_arg(self, node: Any) -> ScalarExpr:
@@ -603,17 +692,28 @@ class ExprBinder:
         return self._make(CallVariadic(VariadicFunc.COALESCE, tuple(values)), node)
 
     def _cast(self, node: Any) -> TExpr:
-        to = sql_type(node.args["to"])
+        spec = sql_type_of(node.args["to"])
+        to = spec.scalar
         inner = self.bind(node.this)
         if inner.expr is None:
             return TExpr(Literal(None, to), ColumnType(to, True))
+        out: TExpr
         if inner.literal is not None and to is not S.STRING:
-            return TExpr(_literal_as(inner.literal, to, node), ColumnType(to, False))
-        src = inner.scalar
-        assert src is not None
-        if src is not to and (src, to) not in CAST_TABLE:
-            raise _err(SqlTypeError, f"cannot cast type {pg_type(src)} to {pg_type(to)}", node)
-        return self._make(Cast(inner.expr, to) if src is not to else inner.expr, node)
+            out = TExpr(_literal_as(inner.literal, to, node), ColumnType(to, False))
+        else:
+            src = inner.scalar
+            assert src is not None
+            if src is not to and (src, to) not in CAST_TABLE:
+                raise _err(CannotCoerce, f"cannot cast type {pg_type(src)} to {pg_type(to)}", node)
+            out = self._make(Cast(inner.expr, to) if src is not to else inner.expr, node)
+        if spec.max_length is not None:  # an explicit cast to varchar(n) cuts to n characters
+            assert out.expr is not None
+            cut = CallVariadic(
+                VariadicFunc.SUBSTRING,
+                (out.expr, Literal(1, S.INT64), Literal(spec.max_length, S.INT64)),
+            )
+            out = self._make(cut, node)
+        return out
 
 
 def _ir(kind: Any, name: str) -> Any:
@@ -629,18 +729,106 @@ def _timestamp_arg(te: TExpr, node: Any) -> ScalarExpr:
     return te.expr
 
 
-def _interval_ms(node: Any) -> int:
-    """``INTERVAL '1 day'`` / ``INTERVAL '2' HOUR`` in milliseconds."""
-    from .parse import parse_interval_ms
+_INTERVAL_UNITS: dict[str, int] = {
+    **dict.fromkeys(("microsecond", "microseconds", "us", "usec", "usecs"), 1),
+    **dict.fromkeys(("millisecond", "milliseconds", "ms", "msec", "msecs"), 1_000),
+    **dict.fromkeys(("second", "seconds", "s", "sec", "secs"), 1_000_000),
+    **dict.fromkeys(("minute", "minutes", "m", "min", "mins"), 60_000_000),
+    **dict.fromkeys(("hour", "hours", "h", "hr", "hrs"), 3_600_000_000),
+    **dict.fromkeys(("day", "days", "d"), 86_400_000_000),
+    **dict.fromkeys(("week", "weeks", "w"), 7 * 86_400_000_000),
+}
+_CALENDAR = frozenset(
+    {
+        "month",
+        "months",
+        "mon",
+        "mons",
+        "year",
+        "years",
+        "y",
+        "yr",
+        "yrs",
+        "decade",
+        "decades",
+        "century",
+        "centuries",
+        "millennium",
+        "millennia",
+    }
+)
+_TIME_OF_DAY = re.compile(r"([+-]?)(\d+):(\d{1,2})(?::(\d{1,2}(?:\.\d*)?))?")
+_QUANTITY = re.compile(r"([+-]?(?:\d+(?:\.\d*)?|\.\d+))\s*([a-z]*)")
 
+
+def interval_us(text: str, unit: str | None = None) -> int:
+    """An interval literal as microseconds: ``'1 day 2 hours'``, ``'1.5 seconds'``,
+    ``'01:02:03.5'``, ``'1 day 01:02'``, or a number of ``unit`` (``INTERVAL '22.0044'
+    SECOND``); rounded to the microsecond [ValueError; months and years have no fixed length
+    and are refused]."""
+    from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
+
+    s = text.strip().lower()
+    if unit is not None:
+        u = unit.lower()
+        if u in _CALENDAR:
+            raise LookupError(u)
+        if u not in _INTERVAL_UNITS:
+            raise ValueError(f'invalid input syntax for type interval: "{text}"')
+        try:
+            total = Decimal(s) * _INTERVAL_UNITS[u]
+        except InvalidOperation:
+            raise ValueError(f'invalid input syntax for type interval: "{text}"') from None
+        return int(total.to_integral_value(rounding=ROUND_HALF_EVEN))
+    total = Decimal(0)
+    pos = 0
+    seen = False
+    while pos < len(s):
+        if s[pos].isspace():
+            pos += 1
+            continue
+        m = _TIME_OF_DAY.match(s, pos)
+        if m is not None:
+            sign = -1 if m.group(1) == "-" else 1
+            secs = Decimal(m.group(4) or 0)
+            part = int(m.group(2)) * 3600 + int(m.group(3)) * 60
+            total += sign * (Decimal(part) + secs) * 1_000_000
+            pos, seen = m.end(), True
+            continue
+        m = _QUANTITY.match(s, pos)
+        if m is None or m.end() == pos:
+            raise ValueError(f'invalid input syntax for type interval: "{text}"')
+        word = m.group(2) or "second"
+        if word in _CALENDAR:
+            raise LookupError(word)
+        if word not in _INTERVAL_UNITS:
+            raise ValueError(f'invalid input syntax for type interval: "{text}"')
+        total += Decimal(m.group(1)) * _INTERVAL_UNITS[word]
+        pos, seen = m.end(), True
+    if not seen:
+        raise ValueError(f'invalid input syntax for type interval: "{text}"')
+    return int(total.to_integral_value(rounding=ROUND_HALF_EVEN))
+
+
+def _interval_us(node: Any) -> int:
+    """``INTERVAL '1 day'`` / ``INTERVAL '22.0044' SECOND`` in microseconds."""
     text = str(node.this.this if isinstance(node.this, exp.Literal) else node.this)
     unit = node.args.get("unit")
+    word = None
+    if "interval_text" in node.meta:  # the text as written (see _dialect)
+        text, unit = node.meta["interval_text"], None
     if unit is not None:
-        text = f"{text} {unit.this if isinstance(unit, exp.Var) else unit}"
+        word = str(unit.this if isinstance(unit, exp.Var) else unit)
+        if " " in word.strip():
+            raise _unsupported(f"INTERVAL ... {word.upper()}", node)
     try:
-        return parse_interval_ms(text)
+        return interval_us(text, word)
+    except LookupError as e:
+        raise _unsupported(
+            f"intervals of {e.args[0]} (months and years have no fixed length)", node
+        ) from None
     except ValueError as e:
-        raise _err(SqlTypeError, str(e), node) from None
+        raise _err(InvalidTextRepresentation, str(e), node) from None
 
 
 def _contains_agg(node: Any) -> bool:
@@ -660,6 +848,8 @@ _BINARY: dict[type[exp.Expression], BinaryFunc] = {
     exp.GT: BinaryFunc.GT,
     exp.GTE: BinaryFunc.GE,
 }
+
+_ARITH = frozenset({BinaryFunc.ADD, BinaryFunc.SUB, BinaryFunc.MUL, BinaryFunc.DIV, BinaryFunc.MOD})
 
 _OP_TEXT = {
     BinaryFunc.ADD: "+",

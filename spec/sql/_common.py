@@ -186,10 +186,16 @@ class Lowered:
     order_by: tuple[ColumnOrder, ...] = ()
     limit: int | None = None
     offset: int = 0
+    unknown: tuple[bool, ...] = ()
+    """Per output column, whether it is an untyped NULL or string literal (``SELECT NULL``,
+    ``SELECT 'a'``): a set operation gives it the other operand's type, as PostgreSQL does."""
 
     @property
     def arity(self) -> int:
         return len(self.names)
+
+    def is_unknown(self, i: int) -> bool:
+        return i < len(self.unknown) and self.unknown[i]
 
     @property
     def schema(self) -> Schema:

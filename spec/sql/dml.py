@@ -20,7 +20,15 @@ from typing import Any
 
 from sqlglot import exp
 
-from ..errors import PlanError, SqlError, SqlTypeError, WrongObjectType
+from ..errors import (
+    DuplicateColumn,
+    NotNullViolation,
+    PlanError,
+    SqlSyntaxError,
+    SqlTypeError,
+    UndefinedColumn,
+    WrongObjectType,
+)
 from ..frontier import Row
 from ..ids import GlobalId
 from ..plan import Cast, ColumnRef, Filter, Get, Literal, Map, Plan, Project, ScalarExpr, ScalarType
@@ -70,13 +78,13 @@ def plan_insert(stmt: InsertStmt, catalog: SqlCatalog, params: Sequence[Any] = (
         targets = []
         for c in stmt.columns:
             if c not in names:
-                raise SqlError(f'column "{c}" of relation "{item.name}" does not exist')
+                raise UndefinedColumn(f'column "{c}" of relation "{item.name}" does not exist')
             if names.index(c) in targets:
-                raise SqlError(f'column "{c}" specified more than once')
+                raise DuplicateColumn(f'column "{c}" specified more than once')
             targets.append(names.index(c))
     for i, col in enumerate(schema.columns):
         if i not in targets and not col.type.nullable:
-            raise SqlError(
+            raise NotNullViolation(
                 f'null value in column "{col.name}" of relation "{item.name}" violates '
                 "not-null constraint"
             )
@@ -85,9 +93,9 @@ def plan_insert(stmt: InsertStmt, catalog: SqlCatalog, params: Sequence[Any] = (
         for r in stmt.source.expressions:
             items = list(r.expressions) if isinstance(r, exp.Tuple) else [r]
             if len(items) > len(targets):
-                raise _err(SqlError, "INSERT has more expressions than target columns", r)
+                raise _err(SqlSyntaxError, "INSERT has more expressions than target columns", r)
             if len(items) < len(targets):
-                raise _err(SqlError, "INSERT has more target columns than expressions", r)
+                raise _err(SqlSyntaxError, "INSERT has more target columns than expressions", r)
             row: list[Any] = [None] * len(names)
             for node, t in zip(items, targets, strict=True):
                 col = schema.columns[t]
@@ -98,7 +106,7 @@ def plan_insert(stmt: InsertStmt, catalog: SqlCatalog, params: Sequence[Any] = (
     lowered = lower_query(stmt.source, catalog, params)
     if lowered.arity != len(targets):
         more = "expressions" if lowered.arity > len(targets) else "target columns"
-        raise SqlError(
+        raise SqlSyntaxError(
             f"INSERT has more {more} than {'target columns' if more == 'expressions' else 'expressions'}"
         )
     source = lowered.relation()
@@ -127,7 +135,7 @@ def _check(row: Row, schema: Any, table: str, node: Any) -> None:
     for v, c in zip(row, schema.columns, strict=True):
         if v is None and not c.type.nullable:
             raise _err(
-                SqlError,
+                NotNullViolation,
                 f'null value in column "{c.name}" of relation "{table}" violates not-null constraint',
                 node,
             )
@@ -137,10 +145,12 @@ def _check(row: Row, schema: Any, table: str, node: Any) -> None:
         raise _err(SqlTypeError, str(e), node) from None
 
 
-def _filtered(item: CatalogItem, where: Any, params: Sequence[Any]) -> Plan:
+def _filtered(
+    item: CatalogItem, where: Any, params: Sequence[Any], alias: str | None = None
+) -> Plan:
     plan: Plan = Get(item.id, item.schema)
     if where is not None:
-        binder = ExprBinder(Scope.of(item.schema, item.name), params, context="WHERE")
+        binder = ExprBinder(Scope.of(item.schema, alias or item.name), params, context="WHERE")
         plan = Filter(plan, (binder.predicate(where, "WHERE"),))
     return plan
 
@@ -148,7 +158,10 @@ def _filtered(item: CatalogItem, where: Any, params: Sequence[Any]) -> Plan:
 def plan_delete(stmt: DeleteStmt, catalog: SqlCatalog, params: Sequence[Any] = ()) -> Write:
     item = _table(catalog, stmt.table, None, "delete from")
     return Write(
-        item.id, item.schema.arity, plan=_filtered(item, stmt.where, params), mode="delete"
+        item.id,
+        item.schema.arity,
+        plan=_filtered(item, stmt.where, params, stmt.alias),
+        mode="delete",
     )
 
 
@@ -156,14 +169,16 @@ def plan_update(stmt: UpdateStmt, catalog: SqlCatalog, params: Sequence[Any] = (
     item = _table(catalog, stmt.table, None, "update")
     schema = item.schema
     names = list(schema.names)
-    binder = ExprBinder(Scope.of(schema, item.name), params, context="UPDATE")
+    binder = ExprBinder(Scope.of(schema, stmt.alias or item.name), params, context="UPDATE")
     new: list[ScalarExpr] = [ColumnRef(i) for i in range(len(names))]
     seen: set[str] = set()
     for col, node in stmt.assignments:
         if col not in names:
-            raise _err(SqlError, f'column "{col}" of relation "{item.name}" does not exist', node)
+            raise _err(
+                UndefinedColumn, f'column "{col}" of relation "{item.name}" does not exist', node
+            )
         if col in seen:
-            raise _err(SqlError, f'multiple assignments to same column "{col}"', node)
+            raise _err(SqlSyntaxError, f'multiple assignments to same column "{col}"', node)
         seen.add(col)
         i = names.index(col)
         c = schema.columns[i]
@@ -173,12 +188,12 @@ def plan_update(stmt: UpdateStmt, catalog: SqlCatalog, params: Sequence[Any] = (
             te.expr is None or (isinstance(e, Literal) and e.value is None)
         ):
             raise _err(
-                SqlError,
+                NotNullViolation,
                 f'null value in column "{col}" of relation "{item.name}" violates not-null constraint',
                 node,
             )
         new[i] = e
     n = len(names)
-    base = _filtered(item, stmt.where, params)
+    base = _filtered(item, stmt.where, params, stmt.alias)
     plan = Project(Map(base, tuple(new), tuple(f"new_{x}" for x in names)), tuple(range(2 * n)))
     return Write(item.id, n, plan=plan, mode="update")

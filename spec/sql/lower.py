@@ -38,9 +38,18 @@ from typing import Any
 from sqlglot import exp
 
 from ..errors import (
+    AmbiguousColumn,
+    DuplicateAlias,
+    GroupingError,
+    InvalidColumnReference,
     SqlError,
+    SqlSyntaxError,
     SqlTypeError,
+    UndefinedColumn,
+    UndefinedFunction,
     UndefinedObject,
+    UnsupportedSql,
+    WrongObjectType,
 )
 from ..plan import (
     AggFunc,
@@ -118,28 +127,57 @@ def _query(node: Any, ctx: _Ctx) -> Lowered:
         if with_.args.get("recursive"):
             raise _unsupported("WITH RECURSIVE", with_)
         ctx = _Ctx(ctx.catalog, ctx.params, dict(ctx.ctes))
+        seen: set[str] = set()
         for cte in with_.expressions:
             name = ident(cte.args["alias"].this)
+            if name in seen:
+                raise _err(
+                    DuplicateAlias, f'WITH query name "{name}" specified more than once', cte
+                )
+            seen.add(name)
             lowered = _query(cte.this, ctx)
             cols = cte.args["alias"].columns if cte.args.get("alias") else None
             if cols:
-                lowered = _rename_lowered(lowered, [ident(c) for c in cols], cte)
-            ctx.ctes[name] = lowered
+                lowered = _rename_lowered(lowered, [ident(c) for c in cols], name, cte)
+            ctx.ctes[name] = dataclasses.replace(lowered, unknown=())
     if isinstance(node, exp.Select):
         return _select(node, ctx)
     if isinstance(node, exp.Union | exp.Except | exp.Intersect):
         return _set_op(node, ctx)
     if isinstance(node, exp.Subquery):
-        return _query(node.this, ctx)
+        return _modifiers(_query(node.this, ctx), node, ctx)
     if isinstance(node, exp.Values):
         rel = _values(node, ctx, None)
         return Lowered(rel.plan, rel.scope.schema().names, rel.scope.schema().types)
     raise _unsupported(f"{type(node).__name__} as a query", node)
 
 
-def _rename_lowered(low: Lowered, names: list[str], node: Any) -> Lowered:
+def _modifiers(low: Lowered, node: Any, ctx: _Ctx) -> Lowered:
+    """``(query) ORDER BY ... LIMIT ... OFFSET ...``: the outer clauses over the inner result
+    (an outer LIMIT/OFFSET without ORDER BY takes the inner query's order)."""
+    if not any(node.args.get(k) for k in ("order", "limit", "offset")):
+        return low
+    if node.args.get("order") is None and low.order_by:
+        limit = _limit_value(node.args.get("limit"), ctx, "LIMIT")
+        offset = _limit_value(node.args.get("offset"), ctx, "OFFSET") or 0
+        if low.limit is not None:
+            rest = max(low.limit - offset, 0)
+            limit = rest if limit is None else min(rest, limit)
+        return dataclasses.replace(low, limit=limit, offset=low.offset + offset, unknown=())
+    plan = low.relation()
+    scope = Scope.of(_typed(plan, node), None)
+    rel = Rel(plan, scope)
+    return _order_limit(rel, node, ctx, list(range(low.arity)), list(low.names), None)
+
+
+def _rename_lowered(low: Lowered, names: list[str], what: str, node: Any) -> Lowered:
     if len(names) > low.arity:
-        raise _err(SqlError, f"too many column names: {len(names)} for {low.arity} columns", node)
+        raise _err(
+            InvalidColumnReference,
+            f'WITH query "{what}" has {low.arity} columns available but {len(names)} '
+            "columns specified",
+            node,
+        )
     full = [*names, *low.names[len(names) :]]
     return dataclasses.replace(low, names=tuple(full))
 
@@ -173,7 +211,14 @@ def _set_op(node: Any, ctx: _Ctx) -> Lowered:
     lcasts: list[ScalarExpr] = []
     rcasts: list[ScalarExpr] = []
     for i, (lt, rt) in enumerate(zip(left.types, right.types, strict=True)):
-        if lt.scalar is rt.scalar:
+        lu, ru = left.is_unknown(i), right.is_unknown(i)
+        if lu and not ru and lt.scalar is not rt.scalar:  # an untyped NULL or literal
+            lcasts.append(Cast(ColumnRef(i), rt.scalar))
+            rcasts.append(ColumnRef(i))
+        elif ru and not lu and lt.scalar is not rt.scalar:
+            lcasts.append(ColumnRef(i))
+            rcasts.append(Cast(ColumnRef(i), lt.scalar))
+        elif lt.scalar is rt.scalar:
             lcasts.append(ColumnRef(i))
             rcasts.append(ColumnRef(i))
         elif lt.scalar.is_numeric and rt.scalar.is_numeric:
@@ -324,7 +369,9 @@ def _select(node: exp.Select, ctx: _Ctx) -> Lowered:
             raise _unsupported("HAVING without GROUP BY or aggregates", having)
         binder = ExprBinder(rel.scope, ctx.params, context="SELECT")
     exprs: list[ScalarExpr] = []
+    unknown: list[bool] = []
     for it, _name, star in items:
+        unknown.append(False)
         if star is not None:
             if binder.grouping is not None:
                 te = _star_column(star, binder)
@@ -333,12 +380,15 @@ def _select(node: exp.Select, ctx: _Ctx) -> Lowered:
             else:
                 exprs.append(ColumnRef(star))
         else:
-            e, _t = binder.scalar(_unalias(it))
+            te = binder.bind(_unalias(it))
+            unknown[-1] = te.type is None or te.literal is not None
+            e, _t = binder.finish(te, _unalias(it))
             exprs.append(e)
     selected = Rel(rel.plan, rel.scope)
-    return _project_order(
+    low = _project_order(
         selected, node, ctx, exprs, out_names, binder, items, distinct_node is not None
     )
+    return dataclasses.replace(low, unknown=tuple(unknown))
 
 
 def _star_column(i: int, binder: ExprBinder) -> TExpr:
@@ -351,7 +401,7 @@ def _star_column(i: int, binder: ExprBinder) -> TExpr:
             return binder._col(pos)
     c = in_scope.columns[i]
     raise _err(
-        SqlError,
+        GroupingError,
         f'column "{c.qualifier + "." if c.qualifier else ""}{c.name}" must appear in the GROUP BY '
         "clause or be used in an aggregate function",
     )
@@ -385,7 +435,7 @@ def _aggregate(
             if not has_input and name in aliases:
                 target = _unalias(aliases[name])
         if _contains_agg(target):
-            raise _err(SqlError, "aggregate functions are not allowed in GROUP BY", g)
+            raise _err(GroupingError, "aggregate functions are not allowed in GROUP BY", g)
         e, _t = in_binder.scalar(target)
         if all(k != e for k, _ in key_exprs):
             key_exprs.append((e, g))
@@ -417,18 +467,29 @@ def _aggregate(
                 raise _unsupported("DISTINCT over several arguments", arg)
             distinct, arg = True, arg.expressions[0]
         if a.args.get("expressions"):
-            raise _unsupported(f"{func.value}() with several arguments", a)
-        if isinstance(arg, exp.Star) or arg is None:
+            raise _err(
+                UndefinedFunction,
+                f"function {func.value}() with {1 + len(a.args['expressions'])} arguments "
+                "does not exist",
+                a,
+            )
+        if arg is None:
+            raise _err(
+                WrongObjectType,
+                f"{func.value}(*) must be used to call a parameterless aggregate function",
+                a,
+            )
+        if isinstance(arg, exp.Star):
             if func is not AggFunc.COUNT:
                 raise _err(SqlError, f"{func.value}(*) is not valid", a)
             agg = Aggregate(AggFunc.COUNT, None, False)
         else:
             if _contains_agg(arg):
-                raise _err(SqlError, "aggregate function calls cannot be nested", arg)
+                raise _err(GroupingError, "aggregate function calls cannot be nested", arg)
             e, t = arg_binder.scalar(arg)
             if func in (AggFunc.SUM, AggFunc.AVG) and not t.scalar.is_numeric:
                 raise _err(
-                    SqlTypeError,
+                    UndefinedFunction,
                     f"function {func.value}({pg_type(t.scalar)}) does not exist",
                     a,
                 )
@@ -488,6 +549,7 @@ def _project_order(
     binder: ExprBinder,
     items: list[tuple[Any, str, int | None]],
     distinct: bool,
+    set_op: bool = False,
 ) -> Lowered:
     order = node.args.get("order")
     order_specs: list[tuple[ScalarExpr | int, bool, bool, Any]] = []
@@ -496,26 +558,43 @@ def _project_order(
         desc = bool(o.args.get("desc"))
         nulls_first = o.args.get("nulls_first")
         nulls_last = not nulls_first if nulls_first is not None else not desc
-        # ORDER BY 2, ORDER BY alias, else an expression
+        # ORDER BY 2, ORDER BY an output name (SQL92), else an expression over the input (SQL99)
         if isinstance(target, exp.Literal) and not target.is_string:
-            k = int(str(target.this))
+            text = str(target.this)
+            if not text.isdigit():
+                raise _err(SqlSyntaxError, "non-integer constant in ORDER BY", target)
+            k = int(text)
             if not 1 <= k <= len(exprs):
-                raise _err(SqlError, f"ORDER BY position {k} is not in select list", target)
+                raise _err(
+                    InvalidColumnReference, f"ORDER BY position {k} is not in select list", target
+                )
             order_specs.append((k - 1, desc, nulls_last, o))
             continue
         if isinstance(target, exp.Column) and not target.args.get("table"):
             name = ident(target.this)
             matches = [i for i, n in enumerate(names) if n == name]
-            if len(matches) == 1:
+            if matches:
+                if any(exprs[i] != exprs[matches[0]] for i in matches[1:]):
+                    raise _err(AmbiguousColumn, f'ORDER BY "{name}" is ambiguous', target)
                 order_specs.append((matches[0], desc, nulls_last, o))
                 continue
+        if set_op:
+            if isinstance(target, exp.Column) and not target.args.get("table"):
+                raise _err(UndefinedColumn, f'column "{ident(target.this)}" does not exist', target)
+            if not isinstance(target, exp.Column):
+                raise _err(
+                    UnsupportedSql,
+                    "invalid UNION/INTERSECT/EXCEPT ORDER BY clause",
+                    target,
+                    hint="Only result column names can be used, not expressions or functions.",
+                )
         e, _t = binder.scalar(target)
         hit = [i for i, x in enumerate(exprs) if x == e]
         if hit:
             order_specs.append((hit[0], desc, nulls_last, o))
         elif distinct:
             raise _err(
-                SqlError,
+                InvalidColumnReference,
                 "for SELECT DISTINCT, ORDER BY expressions must appear in select list",
                 target,
             )
@@ -567,7 +646,7 @@ def _order_limit(
 ) -> Lowered:
     exprs: list[ScalarExpr] = [ColumnRef(i) for i in positions]
     b = binder or ExprBinder(rel.scope, ctx.params, context="ORDER BY")
-    return _project_order(rel, node, ctx, exprs, names, b, [], False)
+    return _project_order(rel, node, ctx, exprs, names, b, [], False, set_op=True)
 
 
 def bind_scalar(

@@ -56,6 +56,7 @@ from tidegate.spec.plan import (
     lower,
     typecheck,
 )
+from tidegate.spec.plan.scalar import SIGNATURES
 from tidegate.spec.protocol import (
     BuildDesc,
     ColumnOrder,
@@ -173,8 +174,12 @@ _UNARY_ARG = {
     UnaryFunc.UPPER: STR, UnaryFunc.LENGTH: STR, UnaryFunc.ABS: INT, UnaryFunc.ROUND: F,
     UnaryFunc.TRIM: STR, UnaryFunc.LTRIM: STR, UnaryFunc.RTRIM: STR,
 }  # fmt: skip
+_BY_TYPE = {S.INT64: INT, S.FLOAT64: F, S.STRING: STR, S.BOOL: B, S.DATE: D, S.TIMESTAMP: T}
+_UNARY_ARG.update(
+    {f: _BY_TYPE[SIGNATURES[f][0][0]] for f in UnaryFunc if f in SIGNATURES}
+)  # the functions of one fixed signature
 _STRING_BINARY = (BinaryFunc.LIKE, BinaryFunc.ILIKE, BinaryFunc.CONCAT)
-_TIME_BINARY = (BinaryFunc.ADD_MS, BinaryFunc.SUB_MS)
+_TIME_BINARY = (BinaryFunc.ADD_MS, BinaryFunc.SUB_MS, BinaryFunc.ADD_US, BinaryFunc.SUB_US)
 _VARIADIC_ARGS: dict[VariadicFunc, tuple[ScalarExpr, ...]] = {
     VariadicFunc.AND: (B, Literal(True, S.BOOL)),
     VariadicFunc.OR: (B, B, Literal(None, S.BOOL)),
@@ -189,6 +194,12 @@ _VARIADIC_ARGS: dict[VariadicFunc, tuple[ScalarExpr, ...]] = {
     VariadicFunc.ILIKE_ESCAPE: (STR, STR, Literal("", S.STRING)),
     VariadicFunc.DATE_TRUNC: (Literal("month", S.STRING), T),
     VariadicFunc.EXTRACT: (Literal("epoch", S.STRING), D),
+    VariadicFunc.CONCAT_WS: (STR, STR, Literal(None, S.STRING)),
+    **{
+        f: tuple(_BY_TYPE[a] for a in SIGNATURES[f][0])
+        for f in VariadicFunc
+        if f in SIGNATURES
+    },
 }
 _SAMPLE = {
     S.INT64: -7, S.FLOAT64: 2.5, S.STRING: "x", S.BOOL: True, S.DATE: dt.date(2026, 2, 28),
@@ -196,7 +207,18 @@ _SAMPLE = {
 }  # fmt: skip
 _ZOO_EXPRS: tuple[ScalarExpr, ...] = (
     *(CallUnary(f, _UNARY_ARG[f]) for f in UnaryFunc),
-    *(CallBinary(f, INT, F) for f in BinaryFunc if f not in (*_STRING_BINARY, *_TIME_BINARY)),
+    *(
+        CallBinary(f, INT, F)
+        for f in BinaryFunc
+        if f not in (*_STRING_BINARY, *_TIME_BINARY) and f not in SIGNATURES
+    ),
+    *(
+        CallBinary(f, *(_BY_TYPE[a] for a in SIGNATURES[f][0]))
+        for f in BinaryFunc
+        if f in SIGNATURES
+    ),
+    CallBinary(BinaryFunc.ADD_US, T, INT),
+    CallBinary(BinaryFunc.SUB_US, D, INT),
     *(CallBinary(f, STR, Literal("a%", S.STRING)) for f in _STRING_BINARY),
     CallBinary(BinaryFunc.ADD_MS, T, INT),
     CallBinary(BinaryFunc.SUB_MS, D, Literal(-1, S.INT64)),

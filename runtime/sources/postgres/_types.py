@@ -31,10 +31,10 @@ dates, BC dates, years past 9999) raise
 from __future__ import annotations
 
 import datetime as dt
-import math
 from collections.abc import Callable
 from typing import Final, TypeAlias
 
+from tidegate.spec.plan.scalar_eval import canonical_float
 from tidegate.spec.plan.schema import ScalarType
 
 __all__ = [
@@ -86,10 +86,8 @@ def scalar_type(type_oid: int) -> ScalarType | None:
 
 
 def _float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise Unrepresentable(text)
-    return value
+    # PostgreSQL writes NaN, Infinity and -Infinity, which float() reads
+    return canonical_float(float(text))
 
 
 def _bool(text: str) -> bool:

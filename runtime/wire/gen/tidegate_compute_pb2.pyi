@@ -36,6 +36,21 @@ class ProtoUnaryFunc(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PROTO_UNARY_FUNC_TRIM: _ClassVar[ProtoUnaryFunc]
     PROTO_UNARY_FUNC_LTRIM: _ClassVar[ProtoUnaryFunc]
     PROTO_UNARY_FUNC_RTRIM: _ClassVar[ProtoUnaryFunc]
+    PROTO_UNARY_FUNC_CEIL: _ClassVar[ProtoUnaryFunc]
+    PROTO_UNARY_FUNC_FLOOR: _ClassVar[ProtoUnaryFunc]
+    PROTO_UNARY_FUNC_TRUNC: _ClassVar[ProtoUnaryFunc]
+    PROTO_UNARY_FUNC_RINT: _ClassVar[ProtoUnaryFunc]
+    PROTO_UNARY_FUNC_SIGN: _ClassVar[ProtoUnaryFunc]
+    PROTO_UNARY_FUNC_SQRT: _ClassVar[ProtoUnaryFunc]
+    PROTO_UNARY_FUNC_CBRT: _ClassVar[ProtoUnaryFunc]
+    PROTO_UNARY_FUNC_LN: _ClassVar[ProtoUnaryFunc]
+    PROTO_UNARY_FUNC_LOG10: _ClassVar[ProtoUnaryFunc]
+    PROTO_UNARY_FUNC_EXP: _ClassVar[ProtoUnaryFunc]
+    PROTO_UNARY_FUNC_ASCII: _ClassVar[ProtoUnaryFunc]
+    PROTO_UNARY_FUNC_CHR: _ClassVar[ProtoUnaryFunc]
+    PROTO_UNARY_FUNC_INITCAP: _ClassVar[ProtoUnaryFunc]
+    PROTO_UNARY_FUNC_REVERSE: _ClassVar[ProtoUnaryFunc]
+    PROTO_UNARY_FUNC_OCTET_LENGTH: _ClassVar[ProtoUnaryFunc]
 
 class ProtoBinaryFunc(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -56,6 +71,20 @@ class ProtoBinaryFunc(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PROTO_BINARY_FUNC_CONCAT: _ClassVar[ProtoBinaryFunc]
     PROTO_BINARY_FUNC_ADD_MS: _ClassVar[ProtoBinaryFunc]
     PROTO_BINARY_FUNC_SUB_MS: _ClassVar[ProtoBinaryFunc]
+    PROTO_BINARY_FUNC_ADD_US: _ClassVar[ProtoBinaryFunc]
+    PROTO_BINARY_FUNC_SUB_US: _ClassVar[ProtoBinaryFunc]
+    PROTO_BINARY_FUNC_DATE_ADD_DAYS: _ClassVar[ProtoBinaryFunc]
+    PROTO_BINARY_FUNC_DATE_DIFF: _ClassVar[ProtoBinaryFunc]
+    PROTO_BINARY_FUNC_POWER: _ClassVar[ProtoBinaryFunc]
+    PROTO_BINARY_FUNC_LOG: _ClassVar[ProtoBinaryFunc]
+    PROTO_BINARY_FUNC_ROUND_DIGITS: _ClassVar[ProtoBinaryFunc]
+    PROTO_BINARY_FUNC_TRUNC_DIGITS: _ClassVar[ProtoBinaryFunc]
+    PROTO_BINARY_FUNC_LEFT: _ClassVar[ProtoBinaryFunc]
+    PROTO_BINARY_FUNC_RIGHT: _ClassVar[ProtoBinaryFunc]
+    PROTO_BINARY_FUNC_REPEAT: _ClassVar[ProtoBinaryFunc]
+    PROTO_BINARY_FUNC_STRPOS: _ClassVar[ProtoBinaryFunc]
+    PROTO_BINARY_FUNC_REGEX_MATCH: _ClassVar[ProtoBinaryFunc]
+    PROTO_BINARY_FUNC_REGEX_IMATCH: _ClassVar[ProtoBinaryFunc]
 
 class ProtoVariadicFunc(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -73,6 +102,12 @@ class ProtoVariadicFunc(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PROTO_VARIADIC_FUNC_ILIKE_ESCAPE: _ClassVar[ProtoVariadicFunc]
     PROTO_VARIADIC_FUNC_DATE_TRUNC: _ClassVar[ProtoVariadicFunc]
     PROTO_VARIADIC_FUNC_EXTRACT: _ClassVar[ProtoVariadicFunc]
+    PROTO_VARIADIC_FUNC_CONCAT_WS: _ClassVar[ProtoVariadicFunc]
+    PROTO_VARIADIC_FUNC_LPAD: _ClassVar[ProtoVariadicFunc]
+    PROTO_VARIADIC_FUNC_RPAD: _ClassVar[ProtoVariadicFunc]
+    PROTO_VARIADIC_FUNC_TRANSLATE: _ClassVar[ProtoVariadicFunc]
+    PROTO_VARIADIC_FUNC_SPLIT_PART: _ClassVar[ProtoVariadicFunc]
+    PROTO_VARIADIC_FUNC_REGEXP_REPLACE: _ClassVar[ProtoVariadicFunc]
 
 class ProtoJoinKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -114,6 +149,21 @@ PROTO_UNARY_FUNC_ROUND: ProtoUnaryFunc
 PROTO_UNARY_FUNC_TRIM: ProtoUnaryFunc
 PROTO_UNARY_FUNC_LTRIM: ProtoUnaryFunc
 PROTO_UNARY_FUNC_RTRIM: ProtoUnaryFunc
+PROTO_UNARY_FUNC_CEIL: ProtoUnaryFunc
+PROTO_UNARY_FUNC_FLOOR: ProtoUnaryFunc
+PROTO_UNARY_FUNC_TRUNC: ProtoUnaryFunc
+PROTO_UNARY_FUNC_RINT: ProtoUnaryFunc
+PROTO_UNARY_FUNC_SIGN: ProtoUnaryFunc
+PROTO_UNARY_FUNC_SQRT: ProtoUnaryFunc
+PROTO_UNARY_FUNC_CBRT: ProtoUnaryFunc
+PROTO_UNARY_FUNC_LN: ProtoUnaryFunc
+PROTO_UNARY_FUNC_LOG10: ProtoUnaryFunc
+PROTO_UNARY_FUNC_EXP: ProtoUnaryFunc
+PROTO_UNARY_FUNC_ASCII: ProtoUnaryFunc
+PROTO_UNARY_FUNC_CHR: ProtoUnaryFunc
+PROTO_UNARY_FUNC_INITCAP: ProtoUnaryFunc
+PROTO_UNARY_FUNC_REVERSE: ProtoUnaryFunc
+PROTO_UNARY_FUNC_OCTET_LENGTH: ProtoUnaryFunc
 PROTO_BINARY_FUNC_UNSPECIFIED: ProtoBinaryFunc
 PROTO_BINARY_FUNC_ADD: ProtoBinaryFunc
 PROTO_BINARY_FUNC_SUB: ProtoBinaryFunc
@@ -131,6 +181,20 @@ PROTO_BINARY_FUNC_ILIKE: ProtoBinaryFunc
 PROTO_BINARY_FUNC_CONCAT: ProtoBinaryFunc
 PROTO_BINARY_FUNC_ADD_MS: ProtoBinaryFunc
 PROTO_BINARY_FUNC_SUB_MS: ProtoBinaryFunc
+PROTO_BINARY_FUNC_ADD_US: ProtoBinaryFunc
+PROTO_BINARY_FUNC_SUB_US: ProtoBinaryFunc
+PROTO_BINARY_FUNC_DATE_ADD_DAYS: ProtoBinaryFunc
+PROTO_BINARY_FUNC_DATE_DIFF: ProtoBinaryFunc
+PROTO_BINARY_FUNC_POWER: ProtoBinaryFunc
+PROTO_BINARY_FUNC_LOG: ProtoBinaryFunc
+PROTO_BINARY_FUNC_ROUND_DIGITS: ProtoBinaryFunc
+PROTO_BINARY_FUNC_TRUNC_DIGITS: ProtoBinaryFunc
+PROTO_BINARY_FUNC_LEFT: ProtoBinaryFunc
+PROTO_BINARY_FUNC_RIGHT: ProtoBinaryFunc
+PROTO_BINARY_FUNC_REPEAT: ProtoBinaryFunc
+PROTO_BINARY_FUNC_STRPOS: ProtoBinaryFunc
+PROTO_BINARY_FUNC_REGEX_MATCH: ProtoBinaryFunc
+PROTO_BINARY_FUNC_REGEX_IMATCH: ProtoBinaryFunc
 PROTO_VARIADIC_FUNC_UNSPECIFIED: ProtoVariadicFunc
 PROTO_VARIADIC_FUNC_AND: ProtoVariadicFunc
 PROTO_VARIADIC_FUNC_OR: ProtoVariadicFunc
@@ -145,6 +209,12 @@ PROTO_VARIADIC_FUNC_LIKE_ESCAPE: ProtoVariadicFunc
 PROTO_VARIADIC_FUNC_ILIKE_ESCAPE: ProtoVariadicFunc
 PROTO_VARIADIC_FUNC_DATE_TRUNC: ProtoVariadicFunc
 PROTO_VARIADIC_FUNC_EXTRACT: ProtoVariadicFunc
+PROTO_VARIADIC_FUNC_CONCAT_WS: ProtoVariadicFunc
+PROTO_VARIADIC_FUNC_LPAD: ProtoVariadicFunc
+PROTO_VARIADIC_FUNC_RPAD: ProtoVariadicFunc
+PROTO_VARIADIC_FUNC_TRANSLATE: ProtoVariadicFunc
+PROTO_VARIADIC_FUNC_SPLIT_PART: ProtoVariadicFunc
+PROTO_VARIADIC_FUNC_REGEXP_REPLACE: ProtoVariadicFunc
 PROTO_JOIN_KIND_UNSPECIFIED: ProtoJoinKind
 PROTO_JOIN_KIND_INNER: ProtoJoinKind
 PROTO_JOIN_KIND_LEFT: ProtoJoinKind

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from tidegate.spec.errors import (
     AmbiguousColumn,
+    InvalidTextRepresentation,
     SqlError,
     SqlSyntaxError,
     SqlTypeError,
@@ -171,7 +172,8 @@ def test_type_mismatch_names_both_types() -> None:
     assert isinstance(e, SqlTypeError) and e.position == 8
     assert e.message == "operator does not exist: text + bigint"
     e = _error("SELECT * FROM t WHERE d = 'not a date'")
-    assert isinstance(e, SqlTypeError) and "invalid input syntax for type date" in e.message
+    assert isinstance(e, InvalidTextRepresentation) and e.sqlstate == "22P02"
+    assert "invalid input syntax for type date" in e.message
     e = _error("SELECT id FROM t UNION SELECT city FROM u")
     assert "bigint and text cannot be matched" in e.message
 
@@ -270,7 +272,7 @@ def test_writes() -> None:
     assert ins.rows == ((7, None, 2.0, None), (8, None, None, None))
     with pytest.raises(SqlError, match="violates not-null constraint"):
         plan_insert(parse_one("INSERT INTO t (name) VALUES ('x')"), CAT)  # type: ignore[arg-type]
-    with pytest.raises(SqlTypeError):
+    with pytest.raises(InvalidTextRepresentation):  # as PostgreSQL: 22P02
         plan_insert(parse_one("INSERT INTO t VALUES ('x', 'y', 1, NULL)"), CAT)  # type: ignore[arg-type]
     d = plan_delete(parse_one("DELETE FROM t WHERE name = 'a'"), CAT)  # type: ignore[arg-type]
     assert d.plan is not None and len(evaluate(d.plan, ROWS, 0).rows) == 2
