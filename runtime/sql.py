@@ -43,6 +43,7 @@ this module maps each one onto the Environment's methods and answers a
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
@@ -51,6 +52,7 @@ from tidegate.spec.errors import (
     DependentObjects,
     DuplicateRelation,
     InvalidAsOf,
+    NotNullViolation,
     ObjectNotInPrerequisiteState,
     ProgramLimitExceeded,
     ReadBeforeSince,
@@ -58,6 +60,7 @@ from tidegate.spec.errors import (
     SinceViolation,
     SqlError,
     SqlSyntaxError,
+    StringDataRightTruncation,
     UndefinedObject,
     UnsupportedSql,
     WrongObjectType,
@@ -113,9 +116,11 @@ from .catalog import (
     DEFAULT_READ_POLICY,
     IndexEntry,
     ProgressEntry,
+    SinkEntry,
     SourceEntry,
     SystemCollectionEntry,
     TableEntry,
+    ViewEntry,
 )
 from .controller.errors import DependencyDropped, PeekFailed, ResultTooLarge
 from .errors import HasDependents
@@ -328,43 +333,50 @@ class EnvCatalog:
     def __init__(self, env: SqlEnvironment) -> None:
         self.env = env
         self.views_read: list[GlobalId] = []
+        self._items: list[CatalogItem] | None = None
+
+    def _item(self, e: Any) -> CatalogItem:
+        state = self.env.state
+        if isinstance(e, ViewEntry):  # a view's schema is its plan's: typechecked only here
+            return CatalogItem(e.name, e.id, typecheck(e.plan), "view", e.plan)
+        if isinstance(e, SinkEntry):
+            from .controller.storage_status import connection_type
+
+            return CatalogItem(
+                e.name,
+                e.id,
+                state.schema_of(e.id),
+                "sink",
+                on=e.from_id,
+                detail=connection_type(e.connection),
+            )
+        schema = state.schema_of(e.id)
+        if isinstance(e, TableEntry):
+            lengths = _max_lengths(state.definition(e.id))
+            return CatalogItem(e.name, e.id, schema, "table", max_lengths=lengths)
+        if isinstance(e, IndexEntry):
+            return CatalogItem(e.name, e.id, schema, "index", e.plan, e.on, e.keys)
+        if isinstance(e, SourceEntry | ProgressEntry | SystemCollectionEntry):
+            return CatalogItem(e.name, e.id, schema, "source", detail=_source_detail(e))
+        return CatalogItem(e.name, e.id, schema, "materialized-view", e.plan)
+
+    def _entries(self) -> list[Any]:
+        state = self.env.state
+        return [*state.entries(), *state.views, *state.sinks]
 
     def items(self) -> list[CatalogItem]:
-        state = self.env.state
-        out: list[CatalogItem] = []
-        for e in state.entries():
-            schema = state.schema_of(e.id)
-            if isinstance(e, TableEntry):
-                out.append(CatalogItem(e.name, e.id, schema, "table"))
-            elif isinstance(e, IndexEntry):
-                out.append(CatalogItem(e.name, e.id, schema, "index", e.plan, e.on, e.keys))
-            elif isinstance(e, SourceEntry | ProgressEntry | SystemCollectionEntry):
-                out.append(CatalogItem(e.name, e.id, schema, "source", detail=_source_detail(e)))
-            else:
-                out.append(CatalogItem(e.name, e.id, schema, "materialized-view", e.plan))
-        out.extend(
-            CatalogItem(v.name, v.id, typecheck(v.plan), "view", v.plan) for v in state.views
-        )
-        from .controller.storage_status import connection_type
-
-        out.extend(
-            CatalogItem(
-                k.name,
-                k.id,
-                state.schema_of(k.id),
-                "sink",
-                on=k.from_id,
-                detail=connection_type(k.connection),
-            )
-            for k in state.sinks
-        )
-        return out
+        if self._items is None:
+            self._items = [self._item(e) for e in self._entries()]
+        return self._items
 
     def resolve(self, name: str) -> CatalogItem | None:
-        items = self.items()
-        found = next((i for i in items if i.name == name), None)
-        found = found or next((i for i in items if str(i.id) == name), None)
-        if found is not None and found.kind == "view" and found.id not in self.views_read:
+        entries = self._entries()
+        entry = next((e for e in entries if e.name == name), None)
+        entry = entry or next((e for e in entries if str(e.id) == name), None)
+        if entry is None:
+            return None
+        found = self._item(entry)
+        if found.kind == "view" and found.id not in self.views_read:
             self.views_read.append(found.id)
         return found
 
@@ -662,6 +674,47 @@ def _expand(rows: Iterable[tuple[Row, int]]) -> list[Row]:
     return out
 
 
+@functools.lru_cache(maxsize=1024)
+def _max_lengths(definition: str | None) -> tuple[int | None, ...]:
+    """The ``varchar(n)`` limits a ``CREATE TABLE`` declared (its text is the definition)."""
+    if definition is None:
+        return ()
+    try:
+        stmt = parse_one(definition)
+    except SqlError:
+        return ()
+    if not isinstance(stmt, CreateTableStmt):
+        return ()
+    lengths = tuple(c.max_length for c in stmt.columns)
+    return lengths if any(n is not None for n in lengths) else ()
+
+
+def _checked_rows(item: CatalogItem, updates: list[tuple[Row, int]]) -> list[tuple[Row, int]]:
+    """The rows a write inserts, checked as PostgreSQL checks them: NULL in a ``NOT NULL``
+    column [NotNullViolation], a string longer than its ``varchar(n)`` [StringDataRightTruncation]
+    (spaces beyond ``n`` are cut, as an assignment to ``varchar(n)`` does)."""
+    cols = item.schema.columns
+    lengths = item.max_lengths
+    out = []
+    for row, n in updates:
+        if n > 0:
+            for k, (v, c) in enumerate(zip(row, cols, strict=True)):
+                if v is None and not c.type.nullable:
+                    raise NotNullViolation(
+                        f'null value in column "{c.name}" of relation "{item.name}" violates '
+                        "not-null constraint"
+                    )
+                limit = lengths[k] if k < len(lengths) else None
+                if limit is not None and isinstance(v, str) and len(v) > limit:
+                    if v[limit:].strip(" "):
+                        raise StringDataRightTruncation(
+                            f"value too long for type character varying({limit})"
+                        )
+                    row = (*row[:k], v[:limit], *row[k + 1 :])
+        out.append((row, n))
+    return out
+
+
 def _names_of(env: SqlEnvironment, gids: Iterable[GlobalId]) -> str:
     names = {i.id: i.name for i in EnvCatalog(env).items()}
     return ", ".join(names.get(g, str(g)) for g in gids)
@@ -754,6 +807,7 @@ async def _create_view(
     word = "CREATE MATERIALIZED VIEW" if stmt.materialized else "CREATE VIEW"
     kind = "materialized-view" if stmt.materialized else "view"
     existing = cat.resolve(stmt.name)
+    cat.views_read.clear()  # looking the name up is not reading it
     if existing is not None:
         if stmt.if_not_exists:
             return SqlResult(word, notice=f'view "{stmt.name}" already exists, skipping')
@@ -950,6 +1004,9 @@ async def plan_write(
             for r, n in read:
                 updates.append((r[: w.arity], -n))
                 updates.append((r[w.arity :], n))
+    table = cat.resolve(str(w.table))
+    assert table is not None  # planned from the catalog just now
+    updates = _checked_rows(table, updates)
     count = (
         sum(abs(n) for _r, n in updates)
         if w.mode != "update"

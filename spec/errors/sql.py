@@ -18,6 +18,7 @@ from .base import TidegateError
 
 __all__ = [
     "AmbiguousColumn",
+    "AmbiguousFunction",
     "CannotCoerce",
     "DependentObjects",
     "DuplicateAlias",
@@ -165,6 +166,13 @@ class UndefinedFunction(SqlTypeError):
     sqlstate = "42883"
 
 
+class AmbiguousFunction(SqlTypeError):
+    """A call more than one function fits, as for an untyped argument
+    (``extract(year FROM NULL)``, SQLSTATE 42725)."""
+
+    sqlstate = "42725"
+
+
 class CannotCoerce(SqlTypeError):
     """A cast between types that do not convert (``cannot cast type date to boolean``, 42846)."""
 
@@ -291,10 +299,8 @@ def data_error(message: str) -> SqlDataError:
         cls = InvalidTextRepresentation
     elif "too long for type" in low:
         cls = StringDataRightTruncation
-    elif low.startswith(("invalid ", "negative ", "like pattern", "cannot ")) or "argument" in low:
+    else:  # an argument outside its function's domain
         cls = InvalidParameterValue
-    else:
-        cls = SqlDataError
     err = cls(message)
     for words, code in _DATA_CODES:
         if words in low:

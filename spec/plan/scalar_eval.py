@@ -153,10 +153,6 @@ def _mul(a: Any, b: Any) -> Any:
     return _checked(a * b, a, b, True)
 
 
-def _num(v: Any) -> Any:
-    return _int(v) if type(v) is int else _float(v)
-
-
 def _div(a: Any, b: Any) -> Any:
     if type(a) is int and type(b) is int:
         if b == 0:
@@ -270,11 +266,11 @@ _BINARY: dict[BinaryFunc, Callable[[Any, Any], Any]] = {
 
 _UNARY: dict[UnaryFunc, Callable[[Any], Any]] = {
     UnaryFunc.NOT: lambda v: not v,
-    UnaryFunc.NEG: lambda v: _num(-v),
+    UnaryFunc.NEG: lambda v: -v if type(v) is float else _int(-v),
     UnaryFunc.LOWER: str.lower,
     UnaryFunc.UPPER: str.upper,
     UnaryFunc.LENGTH: len,
-    UnaryFunc.ABS: lambda v: _num(abs(v)),
+    UnaryFunc.ABS: lambda v: abs(v) if type(v) is float else _int(abs(v)),
     UnaryFunc.ROUND: lambda v: sql_round(v),
     UnaryFunc.TRIM: lambda v: v.strip(" "),
     UnaryFunc.LTRIM: lambda v: v.lstrip(" "),
@@ -492,6 +488,8 @@ def sql_round(v: Any) -> Any:
     away from zero (``round(2.5) = 3.0``, ``round(-0.5) = -1.0``, ``round(-0.4) = -0.0``)."""
     if type(v) is int:
         return v
+    if not math.isfinite(v):
+        return canonical_float(v)
     a = abs(v)
     f = math.floor(a)
     r = f + 1.0 if a - f >= 0.5 else float(f)  # a - f is exact: no 0.49999999999999994 trap

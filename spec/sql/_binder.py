@@ -13,6 +13,7 @@ from typing import Any
 from sqlglot import exp
 
 from ..errors import (
+    AmbiguousFunction,
     CannotCoerce,
     EvaluationError,
     GroupingError,
@@ -291,8 +292,8 @@ class ExprBinder:
             if isinstance(node.this, exp.Literal) and not node.this.is_string:
                 return _number("-" + str(node.this.this), node)
             inner = self.bind(node.this)
-            if inner.expr is None:
-                return inner
+            if inner.expr is None or inner.literal is not None:
+                raise _err(AmbiguousFunction, "operator is not unique: - unknown", node)
             return self._unary_num(UnaryFunc.NEG, inner, node)
         if isinstance(node, exp.Not):
             return self._make(CallUnary(UnaryFunc.NOT, self.predicate(node.this, "NOT")), node)
@@ -603,6 +604,10 @@ class ExprBinder:
             unit = node.args.get("unit")
             word = str(unit.this if isinstance(unit, exp.Var | exp.Literal) else unit).lower()
             te = self.bind(node.this)
+            if te.type is None or te.literal is not None:
+                raise _err(
+                    AmbiguousFunction, "function date_trunc(unknown, unknown) is not unique", node
+                )
             return self._make(
                 CallVariadic(vf, (Literal(word, S.STRING), _timestamp_arg(te, node.this))), node
             )
@@ -611,6 +616,10 @@ class ExprBinder:
             field = node.this
             word = str(field.this if isinstance(field, exp.Var | exp.Literal) else field).lower()
             te = self.bind(node.expression)
+            if te.type is None or te.literal is not None:
+                raise _err(
+                    AmbiguousFunction, "function extract(unknown, unknown) is not unique", node
+                )
             arg = (
                 te.expr
                 if te.expr is not None and te.literal is None

@@ -1,5 +1,9 @@
 """The SQL dialect tidegate parses: sqlglot's PostgreSQL dialect, with what it loses kept.
 
+sqlglot reads ``TIMESTAMP '2024-01-01 10:00'::date`` as a timestamp of the text
+cast to a date; in PostgreSQL the typed literal binds first: the parser here
+builds the typed literal before the ``::``.
+
 sqlglot rewrites ``INTERVAL '1 day 02:00'`` as ``INTERVAL '1' DAY`` (losing the
 rest of the text): the parser keeps the text as written in
 ``node.meta["interval_text"]``. And sqlglot reads ``x IS UNKNOWN`` as ``x IS NULL``, which PostgreSQL does not:
@@ -22,6 +26,27 @@ __all__ = ["DIALECT", "is_unknown"]
 
 
 class _Parser(PostgresParser):
+    def _parse_type(self, parse_interval: bool = True, fallback_to_identifier: bool = False) -> Any:
+        # PostgreSQL's typed literal TYPE 'text' binds tighter than ::, so that
+        # TIMESTAMP '2024-01-01 10:00'::date is a timestamp cast to a date; sqlglot applies
+        # the :: to the text first
+        curr, nxt = self._curr, self._next
+        if (
+            not fallback_to_identifier
+            and curr is not None
+            and nxt is not None
+            and curr.token_type in self.TYPE_TOKENS
+            and curr.token_type != TokenType.INTERVAL
+            and nxt.token_type == TokenType.STRING
+        ):
+            index = self._index
+            data_type = self._parse_types(check_func=True, allow_identifiers=False)
+            if isinstance(data_type, exp.DataType) and self._match(TokenType.STRING, advance=False):
+                literal = self._parse_primary()
+                return self._parse_column_ops(self.expression(exp.Cast(this=literal, to=data_type)))
+            self._retreat(index)
+        return super()._parse_type(parse_interval, fallback_to_identifier)
+
     def _parse_interval_span(self, this: Any, parse_function_unit: bool = True) -> Any:
         # sqlglot rewrites INTERVAL '1 day 02:00' as INTERVAL '1' DAY, dropping the rest: keep
         # the text as written for the binder

@@ -14,6 +14,7 @@ from ..errors import (
     AmbiguousColumn,
     DuplicateAlias,
     DuplicateColumn,
+    EvaluationError,
     InvalidParameterValue,
     PlanError,
     SqlError,
@@ -23,6 +24,7 @@ from ..errors import (
     UndefinedFunction,
     UndefinedObject,
     WrongObjectType,
+    data_error,
 )
 from ..plan import (
     BinaryFunc,
@@ -49,7 +51,7 @@ from ..plan import (
 )
 from ..plan.scalar_eval import eval_scalar
 from ._binder import ExprBinder, _coerce, _common_type
-from ._common import S, _Ctx, _err, _typed, _unsupported, ident, pg_type
+from ._common import S, _Ctx, _err, _typed, _unsupported, ident, pg_type, position_of
 from ._scope import Rel, Scope, ScopeColumn
 from .catalog import CatalogItem, SqlCatalog
 
@@ -261,10 +263,13 @@ def _values(node: Any, ctx: _Ctx, alias: str | None) -> Rel:
 
 
 def _eval_const(expr: ScalarExpr, node: Any) -> Any:
+    """The value of a constant expression [its evaluation error as a SqlDataError]."""
     try:
         return eval_scalar(expr, ())
-    except Exception as e:
-        raise _err(SqlError, f"{e}" if str(e) else type(e).__name__, node) from None
+    except EvaluationError as e:
+        err = data_error(str(e))
+        err.position = position_of(node)
+        raise err from None
 
 
 def constant_value(node: Any, to: ColumnType, params: Sequence[Any] = (), what: str = "") -> Any:

@@ -41,6 +41,8 @@ class CatalogItem:
     on: GlobalId | None = None
     keys: tuple[int, ...] = ()
     detail: str | None = None
+    max_lengths: tuple[int | None, ...] = ()
+    """A table's ``varchar(n)`` limits, column by column (empty: none)."""
 
 
 class SqlCatalog(Protocol):

@@ -42,6 +42,7 @@ from ..errors import (
     DuplicateAlias,
     GroupingError,
     InvalidColumnReference,
+    InvalidParameterValue,
     SqlError,
     SqlSyntaxError,
     SqlTypeError,
@@ -62,7 +63,6 @@ from ..plan import (
     Distinct,
     Filter,
     Join,
-    Literal,
     Map,
     Negate,
     Plan,
@@ -89,7 +89,7 @@ from ._common import (
     position_of,
     sql_type,
 )
-from ._from import _conjuncts, _from, _values, constant_value
+from ._from import _conjuncts, _eval_const, _from, _values, constant_value
 from ._scope import Rel, Scope, ScopeColumn
 from .catalog import SqlCatalog
 
@@ -157,6 +157,14 @@ def _modifiers(low: Lowered, node: Any, ctx: _Ctx) -> Lowered:
     (an outer LIMIT/OFFSET without ORDER BY takes the inner query's order)."""
     if not any(node.args.get(k) for k in ("order", "limit", "offset")):
         return low
+    # PostgreSQL takes one clause of each kind for a query and the parentheses around it
+    for key, word, inner in (
+        ("order", "ORDER BY", bool(low.order_by)),
+        ("limit", "LIMIT", low.limit is not None),
+        ("offset", "OFFSET", bool(low.offset)),
+    ):
+        if node.args.get(key) is not None and inner:
+            raise _err(SqlSyntaxError, f"multiple {word} clauses not allowed", node.args[key])
     if node.args.get("order") is None and low.order_by:
         limit = _limit_value(node.args.get("limit"), ctx, "LIMIT")
         offset = _limit_value(node.args.get("offset"), ctx, "OFFSET") or 0
@@ -192,12 +200,20 @@ def _limit_value(node: Any, ctx: _Ctx, what: str) -> int | None:
     te = binder.bind(value_node)
     if te.expr is None:
         return None
-    if te.scalar is not S.INT64 or not isinstance(te.expr, Literal):
-        raise _err(SqlTypeError, f"{what} must be an integer constant", value_node)
-    v = int(te.expr.value)
-    if v < 0:
-        raise _err(SqlError, f"{what} must not be negative", value_node)
-    return v
+    if te.type is not None and te.literal is None and not te.type.scalar.is_numeric:
+        raise _err(
+            SqlTypeError,
+            f"argument of {what} must be type bigint, not type {pg_type(te.scalar)}",
+            value_node,
+        )
+    v = _eval_const(_coerce(te, S.INT64, value_node), value_node)
+    if v is None:
+        return None
+    if v < 0:  # PostgreSQL's 2201W and 2201X
+        err = _err(InvalidParameterValue, f"{what} must not be negative", value_node)
+        err.sqlstate = "2201W" if what == "LIMIT" else "2201X"
+        raise err
+    return int(v)
 
 
 def _set_op(node: Any, ctx: _Ctx) -> Lowered:
@@ -205,7 +221,7 @@ def _set_op(node: Any, ctx: _Ctx) -> Lowered:
     right = _query(node.expression, ctx)
     word = {exp.Union: "UNION", exp.Except: "EXCEPT", exp.Intersect: "INTERSECT"}[type(node)]
     if left.arity != right.arity:
-        raise _err(SqlError, f"each {word} query must have the same number of columns", node)
+        raise _err(SqlSyntaxError, f"each {word} query must have the same number of columns", node)
     lp, rp = left.relation(), right.relation()
     # unify column types (an int meets a float as a float)
     lcasts: list[ScalarExpr] = []
@@ -423,7 +439,9 @@ def _aggregate(
         if isinstance(g, exp.Literal) and not g.is_string:
             k = int(str(g.this))
             if not 1 <= k <= len(items):
-                raise _err(SqlError, f"GROUP BY position {k} is not in select list", g)
+                raise _err(
+                    InvalidColumnReference, f"GROUP BY position {k} is not in select list", g
+                )
             it, _, star = items[k - 1]
             if star is not None:
                 key_exprs.append((ColumnRef(star), g))
@@ -487,7 +505,9 @@ def _aggregate(
             if _contains_agg(arg):
                 raise _err(GroupingError, "aggregate function calls cannot be nested", arg)
             e, t = arg_binder.scalar(arg)
-            if func in (AggFunc.SUM, AggFunc.AVG) and not t.scalar.is_numeric:
+            if (func in (AggFunc.SUM, AggFunc.AVG) and not t.scalar.is_numeric) or (
+                func in (AggFunc.MIN, AggFunc.MAX) and t.scalar is S.BOOL
+            ):
                 raise _err(
                     UndefinedFunction,
                     f"function {func.value}({pg_type(t.scalar)}) does not exist",
