@@ -628,6 +628,10 @@ def _fast_path(
     """
     from tidegate.spec.plan import BinaryFunc, CallBinary, ColumnRef, Filter, Literal, Project
 
+    state = env.state
+    for e in state.indexes:  # an index of exactly this plan (a view's, projection included)
+        if e.plan == plan:
+            return e.id, None, finishing
     if isinstance(plan, Project):
         cols = plan.columns
         project = cols if finishing.project is None else tuple(cols[j] for j in finishing.project)

@@ -287,7 +287,7 @@ def equivalence_check(classes: list[tuple[int, ...]], schema: Schema) -> Callabl
             return None
         for i in cls[1:]:
             v = row[i]
-            if v is None or v != first:
+            if v is None or (v != first and v is not first):  # NaN (one object) equals itself
                 return None
         return first
 
@@ -298,7 +298,7 @@ def equivalence_check(classes: list[tuple[int, ...]], schema: Schema) -> Callabl
                 return False
             for i in cls[1:]:
                 v = row[i]
-                if v is None or v != first:
+                if v is None or (v != first and v is not first):
                     return False
         return True
 

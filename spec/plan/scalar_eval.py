@@ -266,11 +266,11 @@ _BINARY: dict[BinaryFunc, Callable[[Any, Any], Any]] = {
 
 _UNARY: dict[UnaryFunc, Callable[[Any], Any]] = {
     UnaryFunc.NOT: lambda v: not v,
-    UnaryFunc.NEG: lambda v: -v if type(v) is float else _int(-v),
+    UnaryFunc.NEG: lambda v: canonical_float(-v) if type(v) is float else _int(-v),
     UnaryFunc.LOWER: str.lower,
     UnaryFunc.UPPER: str.upper,
     UnaryFunc.LENGTH: len,
-    UnaryFunc.ABS: lambda v: abs(v) if type(v) is float else _int(abs(v)),
+    UnaryFunc.ABS: lambda v: canonical_float(abs(v)) if type(v) is float else _int(abs(v)),
     UnaryFunc.ROUND: lambda v: sql_round(v),
     UnaryFunc.TRIM: lambda v: v.strip(" "),
     UnaryFunc.LTRIM: lambda v: v.lstrip(" "),

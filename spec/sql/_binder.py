@@ -26,6 +26,7 @@ from ..errors import (
     SqlTypeError,
     UndefinedFunction,
     UndefinedParameter,
+    data_error,
 )
 from ..plan import (
     AggFunc,
@@ -46,8 +47,9 @@ from ..plan import (
 )
 from ..plan.scalar import CAST_TABLE
 from ..plan.scalar_eval import cast_value
-from ._common import S, _err, _unsupported, ident, pg_type, sql_type_of
+from ._common import S, _err, _unsupported, ident, pg_type, position_of, sql_type_of
 from ._dialect import is_unknown
+from ._fold import fold
 from ._functions import _shown, bind_call
 from ._scope import Scope
 
@@ -142,11 +144,26 @@ _AGGS: dict[type[exp.Expression], AggFunc] = {
     exp.Min: AggFunc.MIN,
     exp.Max: AggFunc.MAX,
     exp.Avg: AggFunc.AVG,
+    exp.LogicalAnd: AggFunc.BOOL_AND,
+    exp.LogicalOr: AggFunc.BOOL_OR,
+    exp.GroupConcat: AggFunc.STRING_AGG,
 }
+
+_NAMED_AGGS = {"every": AggFunc.BOOL_AND, "bool_and": AggFunc.BOOL_AND, "bool_or": AggFunc.BOOL_OR}
+"""Aggregates sqlglot leaves as plain calls."""
+
+
+def agg_func(node: Any) -> AggFunc | None:
+    """The IR aggregate of an aggregate call (None for one tidegate has not)."""
+    if isinstance(node, exp.Anonymous):
+        return _NAMED_AGGS.get(str(node.name).lower())
+    return _AGGS.get(type(node))
 
 
 def _is_agg(node: Any) -> bool:
-    return isinstance(node, exp.AggFunc)
+    return isinstance(node, exp.AggFunc) or (
+        isinstance(node, exp.Anonymous) and str(node.name).lower() in _NAMED_AGGS
+    )
 
 
 def _find_aggs(node: Any) -> list[exp.Expression]:
@@ -204,8 +221,9 @@ class ExprBinder:
                 except SqlError:
                     inner = None
                 if inner is not None and inner.expr is not None:
+                    folded = g.input_binder.folded(inner.expr, node)
                     for k, pos in g.keys:
-                        if k == inner.expr:
+                        if k == folded:
                             return self._col(pos)
                 if isinstance(node, exp.Column):
                     name = node.sql(dialect="postgres")
@@ -224,25 +242,44 @@ class ExprBinder:
         return TExpr(ColumnRef(i), self.scope.columns[i].type)
 
     def scalar(self, node: Any, hint: ScalarType | None = None) -> tuple[ScalarExpr, ColumnType]:
-        """``node`` bound to a concrete expression (an untyped NULL takes ``hint``, else text)."""
+        """``node`` bound to a concrete expression (an untyped NULL takes ``hint``, else text),
+        constant parts folded as PostgreSQL folds them (:mod:`._fold`)."""
         return self.finish(self.bind(node), node, hint)
 
     def finish(
         self, te: TExpr, node: Any, hint: ScalarType | None = None
     ) -> tuple[ScalarExpr, ColumnType]:
-        """A bound expression made concrete (an untyped NULL takes ``hint``, else text)."""
+        """A bound expression made concrete (an untyped NULL takes ``hint``, else text) and
+        folded."""
         if te.expr is None or te.type is None:
             t = hint or S.STRING
             return Literal(None, t), ColumnType(t, True)
         if hint is not None and te.literal is not None and hint is not S.STRING:
             lit = _literal_as(te.literal, hint, node)
             return lit, ColumnType(hint, False)
-        return te.expr, te.type
+        return self.folded(te.expr, node), te.type
+
+    def folded(self, expr: ScalarExpr, node: Any) -> ScalarExpr:
+        """``expr`` with its constant parts computed [SqlDataError of one that fails]."""
+        try:
+            return fold(expr, self.scope.schema())
+        except EvaluationError as e:
+            err = data_error(str(e))
+            err.position = position_of(node)
+            raise err from None
 
     def predicate(self, node: Any, what: str) -> ScalarExpr:
-        return self.predicate_of(self.bind(node), node, what)
+        """``node`` as a condition (``WHERE``, ``ON``, ``HAVING``), folded."""
+        return self.folded(self._condition(node, what), node)
 
     def predicate_of(self, te: TExpr, node: Any, what: str) -> ScalarExpr:
+        """A bound expression as a condition, folded."""
+        return self.folded(self._condition_of(te, node, what), node)
+
+    def _condition(self, node: Any, what: str) -> ScalarExpr:
+        return self._condition_of(self.bind(node), node, what)
+
+    def _condition_of(self, te: TExpr, node: Any, what: str) -> ScalarExpr:
         """A bound expression as a condition (it must be boolean, or become one)."""
         if te.type is None:
             return Literal(None, S.BOOL)
@@ -296,11 +333,11 @@ class ExprBinder:
                 raise _err(AmbiguousFunction, "operator is not unique: - unknown", node)
             return self._unary_num(UnaryFunc.NEG, inner, node)
         if isinstance(node, exp.Not):
-            return self._make(CallUnary(UnaryFunc.NOT, self.predicate(node.this, "NOT")), node)
+            return self._make(CallUnary(UnaryFunc.NOT, self._condition(node.this, "NOT")), node)
         if isinstance(node, exp.And | exp.Or):
             func = VariadicFunc.AND if isinstance(node, exp.And) else VariadicFunc.OR
             word = "AND" if func is VariadicFunc.AND else "OR"
-            parts = [self.predicate(node.this, word), self.predicate(node.expression, word)]
+            parts = [self._condition(node.this, word), self._condition(node.expression, word)]
             flat: list[ScalarExpr] = []
             for p in parts:
                 if isinstance(p, CallVariadic) and p.func is func:
@@ -404,7 +441,7 @@ class ExprBinder:
             raise _unsupported(f"function {node.sql_name().lower()}()", node)
         if isinstance(node, exp.Star):
             raise _unsupported("* in an expression", node)
-        raise _unsupported(f"expression {type(node).__name__}", node)
+        raise _unsupported(f"expression {_shown_sql(node)}", node)
 
     def _param(self, node: Any) -> TExpr:
         if isinstance(node, exp.Placeholder):
@@ -523,7 +560,7 @@ class ExprBinder:
             word = "UNKNOWN" if isinstance(target, exp.Null) else str(target.sql()).upper()
             if not isinstance(target, exp.Null | exp.Boolean):
                 raise _unsupported(f"IS {target.sql()}", node)
-            x = self.predicate_of(inner, node.this, f"IS {word}")
+            x = self._condition_of(inner, node.this, f"IS {word}")
             if isinstance(target, exp.Null):
                 out = CallUnary(UnaryFunc.IS_NULL, x)
             else:
@@ -673,7 +710,7 @@ class ExprBinder:
         return [_coerce(te, t, n, what) for te, n in items], t
 
     def _if_chain(self, whens: list[tuple[Any, Any]], default: Any, node: Any) -> TExpr:
-        conds = [self.predicate(c, "CASE/WHEN") for c, _ in whens]
+        conds = [self._condition(c, "CASE/WHEN") for c, _ in whens]
         results: list[tuple[TExpr, Any]] = [(self.bind(r), r) for _, r in whens]
         if default is not None:
             results.append((self.bind(default), default))
@@ -723,6 +760,15 @@ class ExprBinder:
             )
             out = self._make(cut, node)
         return out
+
+
+def _shown_sql(node: Any) -> str:
+    """A node as SQL text for a message (never sqlglot's class names)."""
+    try:
+        text = str(node.sql(dialect="postgres"))
+    except Exception:  # a node sqlglot cannot print back
+        text = str(node)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _ir(kind: Any, name: str) -> Any:

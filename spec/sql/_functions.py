@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import sqlglot
 from sqlglot import exp
 
-from ..errors import SqlError, UndefinedFunction, UnsupportedSql
+from ..errors import AmbiguousFunction, SqlError, UndefinedFunction, UnsupportedSql
 from ..plan import (
     BinaryFunc,
     CallBinary,
@@ -129,6 +129,12 @@ def call_of(node: Any) -> tuple[str, list[Any]] | None:
         return "concat", list(node.expressions)
     if isinstance(node, exp.Chr):
         return "chr", list(node.expressions)
+    if isinstance(node, exp.Rand):
+        return "random", []
+    if isinstance(node, exp.CurrentTimestamp):
+        return "current_timestamp", []
+    if isinstance(node, exp.CurrentDate):
+        return "current_date", []
     if isinstance(node, exp.Initcap):
         # sqlglot fills in the word delimiters of other dialects' two-argument initcap
         extra = node.args.get("expression")
@@ -165,8 +171,42 @@ def _positional(node: Any, keys: tuple[str, ...]) -> list[Any]:
     return args
 
 
+_LACKING = {
+    **dict.fromkeys(
+        (
+            "regexp_match",
+            "regexp_matches",
+            "regexp_split_to_array",
+            "string_to_array",
+            "array_length",
+            "array_to_string",
+            "cardinality",
+        ),
+        "tidegate has no array types",
+    ),
+    **dict.fromkeys(
+        ("to_char", "to_date", "to_timestamp", "age", "justify_days", "justify_hours", "make_date"),
+        "tidegate has no interval or formatting functions yet",
+    ),
+    **dict.fromkeys(
+        ("jsonb_build_object", "jsonb_agg", "jsonb_array_elements", "to_jsonb", "json_build_object"),
+        "tidegate has no jsonb type",
+    ),
+    **dict.fromkeys(("md5", "sha256", "encode", "decode", "format", "quote_ident"), ""),
+}
+"""PostgreSQL functions tidegate does not have (refused as not supported, not unknown)."""
+
 _NONDETERMINISTIC = frozenset(
-    {"random", "now", "current_timestamp", "current_date", "clock_timestamp", "gen_random_uuid"}
+    {
+        "random",
+        "rand",
+        "now",
+        "current_timestamp",
+        "current_date",
+        "clock_timestamp",
+        "gen_random_uuid",
+        "mz_now",
+    }
 )
 
 # name -> arity -> (argument types, builder of the IR call from the coerced arguments)
@@ -312,11 +352,15 @@ def bind_call(binder: ExprBinder, node: Any) -> TExpr | None:
         # round(numeric) rounds halves away from zero, round(double precision) to even
         func = UnaryFunc.ROUND if _decimal_literal(args[0]) else UnaryFunc.RINT
         return binder._make(CallUnary(func, x), node)
+    if name == "trunc" and bound and (bound[0].type is None or bound[0].literal is not None):
+        # trunc(unknown) also fits PostgreSQL's trunc(macaddr)
+        raise _err(AmbiguousFunction, f"function trunc({_shown(bound[0])}) is not unique", node)
     overloads = _TABLE.get(name)
     if overloads is None:
-        if isinstance(node, exp.Anonymous):
-            raise _err(UndefinedFunction, f"function {name} does not exist", node)
-        raise _err(UnsupportedSql, f"function {name}()", node)
+        why = _LACKING.get(name)
+        if why is not None or not isinstance(node, exp.Anonymous):
+            raise _err(UnsupportedSql, f"function {name}(){f' ({why})' if why else ''}", node)
+        raise _err(UndefinedFunction, f"function {name} does not exist", node)
     sig = overloads.get(len(bound))
     if sig is None or not all(_fits(t, w) for t, w in zip(bound, sig[0], strict=True)):
         raise _no_function(name, bound, node)

@@ -183,7 +183,7 @@ def plan_update(stmt: UpdateStmt, catalog: SqlCatalog, params: Sequence[Any] = (
         i = names.index(col)
         c = schema.columns[i]
         te = binder.bind(node)
-        e = _coerce(te, c.type.scalar, node, f'column "{col}"')
+        e = binder.folded(_coerce(te, c.type.scalar, node, f'column "{col}"'), node)
         if not c.type.nullable and (
             te.expr is None or (isinstance(e, Literal) and e.value is None)
         ):

@@ -75,7 +75,7 @@ from ..plan import (
     Union,
 )
 from ..protocol.types import ColumnOrder
-from ._binder import _AGGS, ExprBinder, TExpr, _coerce, _contains_agg, _find_aggs, _Grouping
+from ._binder import ExprBinder, TExpr, _coerce, _contains_agg, _find_aggs, _Grouping, agg_func
 from ._common import (
     Lowered,
     S,
@@ -90,6 +90,7 @@ from ._common import (
     sql_type,
 )
 from ._from import _conjuncts, _eval_const, _from, _values, constant_value
+from ._functions import call_of
 from ._scope import Rel, Scope, ScopeColumn
 from .catalog import SqlCatalog
 
@@ -295,8 +296,27 @@ def _output_name(node: Any) -> str:
     if isinstance(node, exp.Case):
         return "case"
     if isinstance(node, exp.Func) and not isinstance(node, exp.Binary):
-        return node.sql_name().lower()
+        named = _PG_FUNCTION_NAMES.get(type(node))
+        if named is not None:
+            return named
+        call = call_of(node)
+        return call[0] if call is not None else node.sql_name().lower()
     return "?column?"
+
+
+_PG_FUNCTION_NAMES: dict[type[exp.Expression], str] = {
+    exp.LogicalAnd: "bool_and",
+    exp.LogicalOr: "bool_or",
+    exp.GroupConcat: "string_agg",
+    exp.TimestampTrunc: "date_trunc",
+    exp.DateTrunc: "date_trunc",
+    exp.Extract: "extract",
+    exp.Greatest: "greatest",
+    exp.Least: "least",
+    exp.Nullif: "nullif",
+    exp.Trim: "btrim",
+}
+"""PostgreSQL's output column name of calls sqlglot parses into classes of other names."""
 
 
 def _type_word(node: Any) -> str:
@@ -475,16 +495,31 @@ def _aggregate(
     seen: list[tuple[Aggregate, int]] = []
     arg_binder = ExprBinder(rel.scope, ctx.params, context="aggregate function calls")
     for a in agg_nodes:
-        func = _AGGS.get(type(a))
+        func = agg_func(a)
         if func is None:
-            raise _unsupported(f"aggregate {type(a).__name__.lower()}()", a)
-        arg = a.this
+            word = a.sql_name().lower() if not isinstance(a, exp.Anonymous) else a.name
+            why = " (tidegate has no array types)" if "array" in str(word).lower() else ""
+            raise _unsupported(f"aggregate {word}(){why}", a)
+        separator: str | None = None
+        if isinstance(a, exp.Anonymous):
+            if len(a.expressions) != 1:
+                raise _err(UndefinedFunction, f"function {a.name} takes one argument", a)
+            arg = a.expressions[0]
+        else:
+            arg = a.this
+        if func is AggFunc.STRING_AGG:
+            sep = a.args.get("separator")
+            if a.args.get("order") is not None or isinstance(arg, exp.Order):
+                raise _unsupported("string_agg(... ORDER BY ...)", a)
+            if not (isinstance(sep, exp.Literal) and sep.is_string):
+                raise _unsupported("string_agg with a separator other than a string constant", a)
+            separator = str(sep.this)
         distinct = False
         if isinstance(arg, exp.Distinct):
             if len(arg.expressions) != 1:
                 raise _unsupported("DISTINCT over several arguments", arg)
             distinct, arg = True, arg.expressions[0]
-        if a.args.get("expressions"):
+        if a.args.get("expressions") and not isinstance(a, exp.Anonymous):
             raise _err(
                 UndefinedFunction,
                 f"function {func.value}() with {1 + len(a.args['expressions'])} arguments "
@@ -505,15 +540,18 @@ def _aggregate(
             if _contains_agg(arg):
                 raise _err(GroupingError, "aggregate function calls cannot be nested", arg)
             e, t = arg_binder.scalar(arg)
-            if (func in (AggFunc.SUM, AggFunc.AVG) and not t.scalar.is_numeric) or (
-                func in (AggFunc.MIN, AggFunc.MAX) and t.scalar is S.BOOL
+            if (
+                (func in (AggFunc.SUM, AggFunc.AVG) and not t.scalar.is_numeric)
+                or (func in (AggFunc.MIN, AggFunc.MAX) and t.scalar is S.BOOL)
+                or (func in (AggFunc.BOOL_AND, AggFunc.BOOL_OR) and t.scalar is not S.BOOL)
+                or (func is AggFunc.STRING_AGG and t.scalar is not S.STRING)
             ):
                 raise _err(
                     UndefinedFunction,
                     f"function {func.value}({pg_type(t.scalar)}) does not exist",
                     a,
                 )
-            agg = Aggregate(func, column_for(e), distinct)
+            agg = Aggregate(func, column_for(e), distinct, separator)
         for existing, pos in seen:
             if existing == agg:
                 agg_pos[id(a)] = pos
@@ -695,4 +733,4 @@ def coerce_to(
 ) -> ScalarExpr:
     """Bind ``node`` and convert it to ``to`` as an assignment does [SqlTypeError]."""
     binder = ExprBinder(Scope.of(schema, qualifier), params, context=what)
-    return _coerce(binder.bind(node), to, node, what)
+    return binder.folded(_coerce(binder.bind(node), to, node, what), node)
