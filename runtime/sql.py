@@ -110,7 +110,8 @@ from tidegate.spec.sql import (
     plan_insert,
     plan_update,
 )
-from tidegate.spec.sql.lower import ExprBinder, Scope
+from tidegate.spec.sql._binder import ExprBinder
+from tidegate.spec.sql._scope import Scope
 
 from .catalog import (
     DEFAULT_READ_POLICY,

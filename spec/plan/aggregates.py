@@ -70,11 +70,11 @@ class FloatTotal:
 
 def add_float(total: int | Fraction | FloatTotal, v: float, d: int) -> int | Fraction | FloatTotal:
     """``total + v * d`` for a float64 ``v``, exactly (a finite total stays a Fraction)."""
-    if type(total) is not FloatTotal and math.isfinite(v):
+    if isinstance(total, FloatTotal):
+        return total.add(v, d)
+    if math.isfinite(v):
         return total + Fraction(v) * d
-    if type(total) is not FloatTotal:
-        total = FloatTotal(total)
-    return total.add(v, d)
+    return FloatTotal(total).add(v, d)
 
 
 _BY_VALUE = frozenset(

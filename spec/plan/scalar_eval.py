@@ -184,10 +184,6 @@ def _mod(a: Any, b: Any) -> Any:
     return _float(math.fmod(a, b))
 
 
-def _nan(v: Any) -> bool:
-    return v != v
-
-
 def _eq(a: Any, b: Any) -> Any:
     # operands of one type but for int64 against float64 (the typechecker allows no other
     # mix): SQL converts the int64 to float64, where Python would compare exactly; a NaN
@@ -229,6 +225,14 @@ def sql_equal(a: Any, b: Any) -> bool:
     """Whether non-NULL ``a`` and ``b`` are equal as SQL compares them: an int64 and a
     float64 as float64 (``2**62 + 1`` equals ``2.0**62``), other values of one type exactly."""
     return bool(_eq(a, b))
+
+
+@lru_cache(maxsize=256)
+def _regex(pattern: str, fold: bool) -> re.Pattern[str]:
+    try:
+        return re.compile(pattern, re.IGNORECASE if fold else 0)
+    except re.error as e:
+        raise InvalidArgument(f"invalid regular expression: {e}") from None
 
 
 _BINARY: dict[BinaryFunc, Callable[[Any, Any], Any]] = {
@@ -415,14 +419,6 @@ def _add_days(d: _dt.date, n: int) -> _dt.date:
         return d + _dt.timedelta(days=n)
     except OverflowError:
         raise NumericOverflow("date out of range") from None
-
-
-@lru_cache(maxsize=256)
-def _regex(pattern: str, fold: bool) -> re.Pattern[str]:
-    try:
-        return re.compile(pattern, re.IGNORECASE if fold else 0)
-    except re.error as e:
-        raise InvalidArgument(f"invalid regular expression: {e}") from None
 
 
 def _regexp_replace(s: str, pattern: str, replacement: str, flags: str) -> str:

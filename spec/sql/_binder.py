@@ -352,7 +352,7 @@ class ExprBinder:
         if isinstance(node, exp.RegexpLike | exp.RegexpILike):
             if node.args.get("flag") or node.args.get("full_match"):
                 raise _unsupported("regular expression flags", node)
-            func = (
+            rx = (
                 BinaryFunc.REGEX_IMATCH
                 if isinstance(node, exp.RegexpILike)
                 else BinaryFunc.REGEX_MATCH
@@ -366,7 +366,7 @@ class ExprBinder:
                 )
             return self._make(
                 CallBinary(
-                    func, _coerce(a, S.STRING, node.this), _coerce(b, S.STRING, node.expression)
+                    rx, _coerce(a, S.STRING, node.this), _coerce(b, S.STRING, node.expression)
                 ),
                 node,
             )
@@ -386,10 +386,10 @@ class ExprBinder:
             lo = self._binary(BinaryFunc.GE, node.this, node.args["low"], node)
             hi = self._binary(BinaryFunc.LE, node.this, node.args["high"], node)
             assert lo.expr is not None and hi.expr is not None
-            out = CallVariadic(VariadicFunc.AND, (lo.expr, hi.expr))
+            between: ScalarExpr = CallVariadic(VariadicFunc.AND, (lo.expr, hi.expr))
             if node.args.get("negate"):
-                out = CallUnary(UnaryFunc.NOT, out)
-            return self._make(out, node)
+                between = CallUnary(UnaryFunc.NOT, between)
+            return self._make(between, node)
         if isinstance(node, exp.In):
             if node.args.get("query") or node.args.get("unnest") or node.args.get("field"):
                 raise _unsupported("IN (subquery)", node)

@@ -20,7 +20,7 @@ from typing import Any
 from sqlglot import exp
 from sqlglot.dialects.postgres import Postgres
 from sqlglot.parsers.postgres import PostgresParser
-from sqlglot.tokens import TokenType
+from sqlglot.tokenizer_core import TokenType
 
 __all__ = ["DIALECT", "is_unknown"]
 
@@ -59,7 +59,7 @@ class _Parser(PostgresParser):
 
     def _parse_null(self) -> Any:
         if self._match(TokenType.UNKNOWN):
-            node = self.PRIMARY_PARSERS[TokenType.NULL](self, self._prev)
+            node = self.PRIMARY_PARSERS[TokenType.NULL](self, self._prev)  # type: ignore[no-untyped-call]
             node.meta["unknown"] = True
             return node
         return super()._parse_null()

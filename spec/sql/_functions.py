@@ -189,7 +189,13 @@ _LACKING = {
         "tidegate has no interval or formatting functions yet",
     ),
     **dict.fromkeys(
-        ("jsonb_build_object", "jsonb_agg", "jsonb_array_elements", "to_jsonb", "json_build_object"),
+        (
+            "jsonb_build_object",
+            "jsonb_agg",
+            "jsonb_array_elements",
+            "to_jsonb",
+            "json_build_object",
+        ),
         "tidegate has no jsonb type",
     ),
     **dict.fromkeys(("md5", "sha256", "encode", "decode", "format", "quote_ident"), ""),

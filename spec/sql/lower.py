@@ -296,7 +296,7 @@ def _output_name(node: Any) -> str:
     if isinstance(node, exp.Case):
         return "case"
     if isinstance(node, exp.Func) and not isinstance(node, exp.Binary):
-        named = _PG_FUNCTION_NAMES.get(type(node))
+        named = _PG_FUNCTION_NAMES.get(type(node))  # type: ignore[arg-type]
         if named is not None:
             return named
         call = call_of(node)
@@ -497,7 +497,9 @@ def _aggregate(
     for a in agg_nodes:
         func = agg_func(a)
         if func is None:
-            word = a.sql_name().lower() if not isinstance(a, exp.Anonymous) else a.name
+            word = a.name if isinstance(a, exp.Anonymous) else str(a.key).lower()
+            if isinstance(a, exp.Func) and not isinstance(a, exp.Anonymous):
+                word = a.sql_name().lower()
             why = " (tidegate has no array types)" if "array" in str(word).lower() else ""
             raise _unsupported(f"aggregate {word}(){why}", a)
         separator: str | None = None

@@ -195,11 +195,7 @@ _VARIADIC_ARGS: dict[VariadicFunc, tuple[ScalarExpr, ...]] = {
     VariadicFunc.DATE_TRUNC: (Literal("month", S.STRING), T),
     VariadicFunc.EXTRACT: (Literal("epoch", S.STRING), D),
     VariadicFunc.CONCAT_WS: (STR, STR, Literal(None, S.STRING)),
-    **{
-        f: tuple(_BY_TYPE[a] for a in SIGNATURES[f][0])
-        for f in VariadicFunc
-        if f in SIGNATURES
-    },
+    **{f: tuple(_BY_TYPE[a] for a in SIGNATURES[f][0]) for f in VariadicFunc if f in SIGNATURES},
 }
 _SAMPLE = {
     S.INT64: -7, S.FLOAT64: 2.5, S.STRING: "x", S.BOOL: True, S.DATE: dt.date(2026, 2, 28),

@@ -454,9 +454,42 @@ class _Gen:
         kind = (
             kind
             or r.choices(
-                ["plain", "agg", "global", "setop", "cte", "unsafe"], weights=[5, 3, 1, 2, 1, 1]
+                [
+                    "plain",
+                    "agg",
+                    "global",
+                    "setop",
+                    "cte",
+                    "unsafe",
+                    "subquery",
+                    "series",
+                    "invalid",
+                ],
+                weights=[5, 3, 1, 2, 1, 1, 1, 1, 1],
             )[0]
         )
+        if kind == "subquery":
+            inner = self._plain(ordered=False, limit=r.random() < 0.3)
+            refs = [_Ref("s." + c, t, c) for c, t in self._last_out]
+            outs = self._outputs(refs)
+            items = ", ".join(f"{e} AS p{i}" for i, (e, _t) in enumerate(outs))
+            return Query(
+                f"SELECT {items} FROM ({inner.sql}) AS s WHERE {self.pred(refs, 1)}", False
+            )
+        if kind == "series":
+            t = r.choice(self.tables)
+            lo, hi = r.randint(-3, 3), r.randint(-2, 8)
+            ordinality = r.random() < 0.5
+            cols = "g(v, n)" if ordinality else "g(v)"
+            q = (
+                f"SELECT g.v, x.k FROM generate_series({lo}, {hi}"
+                f"{', ' + str(r.choice([1, 2, -1])) if r.random() < 0.4 else ''})"
+                f"{' WITH ORDINALITY' if ordinality else ''} AS {cols} "
+                f"{r.choice(['JOIN', 'LEFT JOIN', 'FULL JOIN'])} {t.name} AS x ON g.v = x.k"
+            )
+            return Query(q, False)
+        if kind == "invalid":
+            return self._invalid()
         if kind == "setop":
             return self._setop()
         if kind == "cte":
@@ -576,6 +609,33 @@ class _Gen:
             q = f"({q}) ORDER BY {order} LIMIT {r.randint(0, 4)}"
             return Query(q, True)
         return Query(q, False)
+
+    def _invalid(self) -> Query:
+        """A query PostgreSQL refuses before it runs (names, types, grouping, arity)."""
+        r = self.rng
+        t = r.choice(self.tables)
+        cols = {c.type: c.name for c in t.columns}
+        other = r.choice([x for x in self.tables if x is not t] or [t])
+        k = r.randint(0, 9)
+        if k == 0:
+            return Query(f"SELECT nosuch FROM {t.name}", False)
+        if k == 1 and "text" in cols:
+            return Query(f"SELECT k + {cols['text']} FROM {t.name}", False)
+        if k == 2:
+            return Query(f"SELECT * FROM {t.name} WHERE k", False)
+        if k == 3:
+            return Query(f"SELECT k, count(*) FROM {t.name}", False)
+        if k == 4:
+            return Query(f"SELECT k FROM {t.name} WHERE count(*) > 1", False)
+        if k == 5:
+            return Query(f"SELECT k FROM {t.name} AS a JOIN {other.name} AS b ON a.k = b.k", False)
+        if k == 6:
+            return Query(f"SELECT k FROM {t.name} UNION SELECT k, k FROM {other.name}", False)
+        if k == 7:
+            return Query(f"SELECT k FROM {t.name} ORDER BY 5", False)
+        if k == 8:
+            return Query(f"SELECT upper(k) FROM {t.name}", False)
+        return Query(f"SELECT sum({cols.get('bool', 'k')}) FROM {t.name} GROUP BY 0", False)
 
     def metamorphic(self) -> Metamorphic:
         """TLP: ``Q`` = ``Q WHERE p`` + ``Q WHERE NOT p`` + ``Q WHERE p IS NULL``; NoREC: the
