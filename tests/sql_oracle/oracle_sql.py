@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -124,7 +125,9 @@ def category_of_tidegate_error(message: str) -> str:
         return DIV0
     if m.startswith("integer out of range"):
         return INT_RANGE
-    if m.startswith("float out of range"):
+    if m.startswith("float out of range") or m.startswith("value out of range"):
+        return FLOAT_RANGE
+    if "is out of range for type double precision" in m:
         return FLOAT_RANGE
     if m.startswith("invalid input syntax") or m.startswith("timestamp with a time zone"):
         return BAD_CAST
@@ -161,6 +164,47 @@ def _category_of_duckdb_error(err: Exception) -> str:
     if "Like pattern must not end with escape character" in m:
         return LIKE_ESCAPE
     raise OracleBug(f"DuckDB error the translation does not expect: {type(err).__name__}: {m}")
+
+
+def pg_float8out(x: float) -> str:
+    """PostgreSQL's text of a float8 (``extra_float_digits`` 1, its default): the fewest
+    significant digits that read back as ``x``, positional for decimal exponents -4 to 14,
+    else ``d.ddde+XX``. Written apart from tidegate's formatter: the digits come from the
+    shortest ``%.Ne`` that round-trips."""
+    if x != x:
+        return "NaN"
+    if x in (math.inf, -math.inf):
+        return "Infinity" if x > 0 else "-Infinity"
+    if x == 0:
+        return "-0" if math.copysign(1.0, x) < 0 else "0"
+    for p in range(17):
+        sci = f"{x:.{p}e}"
+        if float(sci) == x:
+            break
+    mant, exp_s = sci.split("e")
+    e = int(exp_s)
+    neg = mant.startswith("-")
+    digits = mant.lstrip("-").replace(".", "").rstrip("0") or "0"
+    sign = "-" if neg else ""
+    if e < -4 or e >= 15:
+        tail = f".{digits[1:]}" if len(digits) > 1 else ""
+        return f"{sign}{digits[0]}{tail}e{'-' if e < 0 else '+'}{abs(e):02d}"
+    if e < 0:
+        return f"{sign}0.{'0' * (-e - 1)}{digits}"
+    whole, frac = digits[: e + 1].ljust(e + 1, "0"), digits[e + 1 :]
+    return f"{sign}{whole}{'.' + frac if frac else ''}"
+
+
+_NAN = float("nan")
+
+
+def _canonical(v: Any) -> Any:
+    """A DuckDB value as tidegate holds it: every NaN is tidegate's one NaN object."""
+    if type(v) is float and v != v:
+        from tidegate.spec.plan.scalar_eval import NAN
+
+        return NAN
+    return v
 
 
 class OracleBug(AssertionError):
@@ -249,10 +293,11 @@ def sql_literal(v: Any, t: ScalarType) -> str:
 # ASCII whitespace (C's isspace), what SQL trims around a number, boolean or date.
 _WS_CHARS = "chr(32) || chr(9) || chr(10) || chr(13) || chr(11) || chr(12)"
 _WS = "[ \\t\\n\\r\\v\\f]*"
-# PostgreSQL 16's int8 input: decimal, or 0x/0o/0b digits, single underscores between digits
-_INT_RE = f"{_WS}[+-]?[0-9](_?[0-9])*{_WS}"
-_NONDECIMAL_RE = f"{_WS}[+-]?0([xX](_?[0-9A-Fa-f])+|[oO](_?[0-7])+|[bB](_?[01])+){_WS}"
+# PostgreSQL 15's int8 input: a sign and decimal digits, ASCII whitespace around
+_INT_RE = f"{_WS}[+-]?[0-9]+{_WS}"
 _FLOAT_RE = f"{_WS}[+-]?([0-9]+(\\.[0-9]*)?|\\.[0-9]+)([eE][+-]?[0-9]+)?{_WS}"
+# ... and float8's words for what is not a number, any case
+_FLOAT_WORD_RE = f"{_WS}[+-]?([iI][nN][fF]([iI][nN][iI][tT][yY])?|[nN][aA][nN]){_WS}"
 # The date and timestamp literals both PostgreSQL and DuckDB read: YYYY-M-D, then optionally
 # a space or T and HH:MM, HH:MM:SS or HH:MM:SS with 1-6 fraction digits (PostgreSQL rounds a
 # 7th digit, DuckDB truncates it: tidegate refuses it), ASCII whitespace around.
@@ -587,10 +632,28 @@ def _pairs(v: Any) -> list[tuple[Any, int]]:
     return [(x["v"], x["c"]) if isinstance(x, dict) else (x, 1) for x in v]
 
 
+def _special(pairs: list[tuple[Any, int]]) -> float | None:
+    """A float sum's value when it is not finite: NaN with a NaN (counted) or both
+    infinities, else the infinity in it; None when every value is finite."""
+    nan = sum(c for x, c in pairs if x != x)
+    pos = sum(c for x, c in pairs if x == math.inf)
+    neg = sum(c for x, c in pairs if x == -math.inf)
+    if nan or (pos and neg):
+        return _canonical(_NAN)
+    if pos:
+        return math.inf
+    if neg:
+        return -math.inf
+    return None
+
+
 def _exact_float_sum(v: Any) -> tuple[Any, str | None]:
     pairs = _pairs(v)
     if not pairs:
         return None, None
+    special = _special(pairs)
+    if special is not None:
+        return special, None
     total = sum((Fraction(x) * c for x, c in pairs), Fraction(0))
     try:
         return float(total), None
@@ -603,6 +666,9 @@ def _exact_avg(v: Any) -> tuple[Any, str | None]:
     count = sum(c for _, c in pairs)
     if not pairs or count == 0:
         return None, None
+    special = _special(pairs)
+    if special is not None:
+        return special, None
     total = sum((Fraction(x) * c for x, c in pairs), Fraction(0))
     try:
         return float(total / count), None
@@ -749,14 +815,25 @@ def _scalar(tr: _Translator, e: ScalarExpr, types: Types) -> tuple[str, ScalarTy
 
         def body(p: str) -> str:
             r = f"({p}.a {fop} {p}.b)"
-            zero = (
-                f"WHEN {p}.b = 0 THEN {_raise(DIV0, S.FLOAT64)} "
-                if f in (BinaryFunc.DIV, BinaryFunc.MOD)
+            a_, b_ = f"CAST({p}.a AS DOUBLE)", f"CAST({p}.b AS DOUBLE)"
+            if f is BinaryFunc.DIV:  # NaN / 0 is NaN
+                zero = f"WHEN {p}.b = 0 AND NOT isnan({a_}) THEN {_raise(DIV0, S.FLOAT64)} "
+            elif f is BinaryFunc.MOD:
+                zero = f"WHEN {p}.b = 0 THEN {_raise(DIV0, S.FLOAT64)} "
+            else:
+                zero = ""
+            # PostgreSQL's float8 checks: an infinity of finite operands overflows; a zero
+            # product or quotient of non-zero (finite divisor) operands underflows
+            under = (
+                f"WHEN {r} = 0 AND {p}.a <> 0 AND {p}.b <> 0 AND NOT isinf({b_}) "
+                f"THEN {_raise(FLOAT_RANGE, S.FLOAT64)} "
+                if f in (BinaryFunc.MUL, BinaryFunc.DIV)
                 else ""
             )
             return (
                 f"CASE WHEN {p}.a IS NULL OR {p}.b IS NULL THEN NULL {zero}"
-                f"WHEN isfinite({r}) THEN {r} ELSE {_raise(FLOAT_RANGE, S.FLOAT64)} END"
+                f"WHEN isinf({r}) AND isfinite({a_}) AND isfinite({b_}) "
+                f"THEN {_raise(FLOAT_RANGE, S.FLOAT64)} {under}ELSE {r} END"
             )
 
         return sc.bind(packed, body), S.FLOAT64
@@ -922,13 +999,9 @@ def _cast(x: str, frm: ScalarType, to: ScalarType) -> str:
     if frm is to:
         return x
     if to is S.STRING:
-        if frm is S.TIMESTAMP:
-            # tidegate prints microseconds as six digits (isoformat); DuckDB trims zeros
-            return sc.bind(
-                f"CAST({x} AS VARCHAR)",
-                lambda v: f"CASE WHEN contains({v}, '.') THEN rpad({v}, 26, '0') ELSE {v} END",
-            )
-        return f"CAST({x} AS VARCHAR)"  # floats: shortest round-trip form, as Python's repr
+        if frm is S.FLOAT64:
+            return f"pg_float8out({x})"  # PostgreSQL's text of a float8 (a function of ours)
+        return f"CAST({x} AS VARCHAR)"  # timestamps: both trim the fraction's zeros
     if frm is S.STRING:
         return sc.bind(x, lambda v: _from_string(v, to))
     if frm is S.FLOAT64 and to is S.INT64:
@@ -948,46 +1021,27 @@ def _from_string(v: str, to: ScalarType) -> str:
     trimmed = f"trim({v}, {_WS_CHARS})"
     bad = _raise(BAD_CAST, to)
     if to is S.INT64:
-        # decimal: DuckDB's cast (the syntax checked first); 0x/0o/0b: the digits summed up,
-        # saturating beyond int64 (DuckDB reads no octal, no signed or underscored hex)
-        def nondecimal(body: str) -> str:
-            digits = f"string_split(replace(substr({body}, 3), '_', ''), '')"
-            base = f"CASE lower(substr({body}, 2, 1)) WHEN 'x' THEN 16 WHEN 'o' THEN 8 ELSE 2 END"
-            values = (
-                f"list_transform({digits}, lambda ch: "
-                f"CAST(strpos('0123456789abcdef', lower(ch)) - 1 AS HUGEINT))"
-            )
-            return (
-                f"list_reduce({values}, lambda acc, d: LEAST(acc * ({base}) + d, "
-                f"CAST({2**64} AS HUGEINT)), CAST(0 AS HUGEINT))"
-            )
-
-        signed = sc.bind(
-            trimmed,
-            lambda w: sc.bind(
-                nondecimal(f"ltrim({w}, '+-')"),
-                lambda m: (
-                    f"CASE WHEN starts_with({w}, '-') THEN "
-                    f"(CASE WHEN {m} <= {2**63} THEN CAST(-{m} AS BIGINT) ELSE {_raise(INT_RANGE, S.INT64)} END) "
-                    f"WHEN {m} <= {INT64_MAX} THEN CAST({m} AS BIGINT) ELSE {_raise(INT_RANGE, S.INT64)} END"
-                ),
-            ),
-        )
-        decimal = f"COALESCE(TRY_CAST(replace({trimmed}, '_', '') AS BIGINT), {_raise(INT_RANGE, S.INT64)})"
+        # decimal only (PostgreSQL 15): DuckDB's cast, once the syntax is checked
+        decimal = f"COALESCE(TRY_CAST({trimmed} AS BIGINT), {_raise(INT_RANGE, S.INT64)})"
         return (
             f"CASE WHEN {v} IS NULL THEN NULL WHEN regexp_full_match({v}, '{_INT_RE}') "
-            f"THEN {decimal} WHEN regexp_full_match({v}, '{_NONDECIMAL_RE}') THEN {signed} "
-            f"ELSE {bad} END"
+            f"THEN {decimal} ELSE {bad} END"
         )
     if to is S.FLOAT64:
-        # finite values only: 'NaN', 'Infinity' and what overflows are not float64 values
+        # NaN and infinities are values; a finite number beyond float64, or one that rounds
+        # to zero, is out of range (PostgreSQL's float8in)
+        rng = _raise(FLOAT_RANGE, S.FLOAT64)
         convert = sc.bind(
             f"CAST({trimmed} AS DOUBLE)",
-            lambda f: f"CASE WHEN isfinite({f}) THEN {f} ELSE {bad} END",
+            lambda f: (
+                f"CASE WHEN isinf({f}) THEN {rng} WHEN {f} = 0 AND regexp_matches("
+                f"regexp_replace({trimmed}, '[eE].*$', ''), '[1-9]') THEN {rng} ELSE {f} END"
+            ),
         )
         return (
             f"CASE WHEN {v} IS NULL THEN NULL WHEN regexp_full_match({v}, '{_FLOAT_RE}') "
-            f"THEN {convert} ELSE {bad} END"
+            f"THEN {convert} WHEN regexp_full_match({v}, '{_FLOAT_WORD_RE}') "
+            f"THEN CAST({trimmed} AS DOUBLE) ELSE {bad} END"
         )
     if to is S.BOOL:
         low = f"lower({trimmed})"
@@ -1040,6 +1094,9 @@ class DuckOracle:
         updates: Mapping[GlobalId, Sequence[Update]],
     ) -> None:
         self.con = duckdb.connect()
+        self.con.create_function(
+            "pg_float8out", pg_float8out, ["DOUBLE"], "VARCHAR", side_effects=False
+        )
         self.con.execute("PRAGMA disable_optimizer")
         self.con.execute("SET threads TO 1")
         sources = {}
@@ -1123,7 +1180,7 @@ class DuckOracle:
             self._types_checked = True
         n = len(self.program.types)
         result = self.con.execute(f"SELECT * FROM {self.program.result}").fetchall()
-        rows = {tuple(r[:n]): int(r[n]) for r in result}
+        rows = {tuple(_canonical(v) for v in r[:n]): int(r[n]) for r in result}
         if len(rows) != len(result):
             raise OracleBug(f"result table {self.program.result} not consolidated: {result}")
         total: dict[str, int] = {}

@@ -66,9 +66,11 @@ What SQL leaves to the implementation, and the translation emulates
   off, so every expression runs on every row that reaches it, as in tidegate.
 * **Division.** int64 ``/`` truncates toward zero and ``%`` takes the
   dividend's sign (DuckDB's ``//`` and ``%``); float division or ``%`` by zero
-  is an error (DuckDB returns ``inf``/``NaN``).
-* **Overflow.** A float result that is not finite is an error (DuckDB returns
-  ``inf``), checked after every float operation; int64 overflow is an error
+  is an error (DuckDB returns ``inf``/``NaN``), but ``NaN / 0`` is ``NaN``.
+* **Overflow.** PostgreSQL's float8 checks: an infinite result of finite
+  operands is an error (DuckDB returns ``inf``), and so is a zero product or
+  quotient of non-zero operands (underflow), checked after every float
+  operation; ``NaN`` and infinities otherwise flow; int64 overflow is an error
   (DuckDB raises too; int64 negation is written ``0 - x``, as DuckDB negates
   a constant ``INT64_MIN`` without one). int64 ``sum`` is exact (HUGEINT) and an error
   beyond int64; float ``sum`` and every ``avg`` are exact and rounded once, as
@@ -78,16 +80,17 @@ What SQL leaves to the implementation, and the translation emulates
   in SQL; two int64 keys of one join class compare exactly.
 * **float -> int64** rounds half to even (``round_even``; DuckDB's cast rounds
   half away from zero).
-* **Formatting.** float -> string is the shortest round-trip form (DuckDB and
-  Python agree, no emulation); timestamp -> string prints microseconds as six
-  digits (DuckDB trims trailing zeros: padded).
-* **String -> number**: PostgreSQL 16's input syntax in ASCII, which tidegate
-  documents: surrounding ASCII whitespace, a sign, decimal digits or
-  ``0x``/``0o``/``0b`` digits with single underscores between digits for int64
-  (DuckDB reads no octal, no signed or underscored hexadecimal, and reads
-  ``'5.5'`` and ``'1e3'``: the translation checks the syntax and sums non-decimal
-  digits itself); decimal notation with an optional exponent, finite, for
-  float64 (DuckDB reads ``inf``, ``NaN``, ``1_0``).
+* **Formatting.** float -> string is PostgreSQL's ``float8out`` (the shortest
+  digits that read back, positional for exponents -4 to 14, ``1e+15`` beyond):
+  ``pg_float8out``, a function of the oracle's own registered in DuckDB;
+  timestamp -> string trims the fraction's zeros (DuckDB and PostgreSQL agree).
+* **String -> number**: PostgreSQL 15's input syntax in ASCII, which tidegate
+  documents: surrounding ASCII whitespace, a sign and decimal digits for int64
+  (DuckDB reads ``'5.5'``, ``'1e3'`` and ``'1_000'``: the translation checks the
+  syntax first); decimal notation with an optional exponent for float64, where
+  a finite number beyond float64 or one that rounds to zero is out of range,
+  and ``NaN``, ``Inf``, ``Infinity`` in any case are values (DuckDB reads
+  ``1_0``).
 * **String -> bool/date/timestamp**: SQL's literal syntax around ASCII
   whitespace: PostgreSQL's words and their unambiguous prefixes (true, tr, t,
   yes, y, on, 1, false, f, no, n, off, of, 0) in any case, ``YYYY-M-D``,
