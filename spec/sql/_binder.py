@@ -675,6 +675,9 @@ class ExprBinder:
             bf = BinaryFunc.ADD_US if isinstance(node, exp.Add) else BinaryFunc.SUB_US
             us = _interval_us(iv)
             te = self.bind(ts_node)
+            if te.type is None or te.literal is not None:
+                # PostgreSQL reads an untyped operand as an interval: interval arithmetic
+                raise _unsupported("interval values (only timestamp +/- INTERVAL '...')", node)
             left = (
                 te.expr
                 if te.expr is not None and te.literal is None

@@ -84,16 +84,39 @@ def format_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     return "\n".join(lines)
 
 
-def psql_table(columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
-    """psql's aligned format: `` a | b``, a ``---+---`` rule, then the rows (NULL shown empty)."""
+def psql_table(
+    columns: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    types: Sequence[str] | None = None,
+) -> str:
+    """psql's aligned format: `` a | b``, a ``---+---`` rule, then the rows (NULL shown empty),
+    each value as PostgreSQL's text output writes it (``types``: the columns' type names)."""
     table = Table(box=_PSQL, show_edge=False, pad_edge=True, padding=(0, 1))
     for c in columns:
         table.add_column(str(c), no_wrap=True)
+    kinds = list(types or ())
     for r in rows:
-        table.add_row(
-            *("" if v is None else "t" if v is True else "f" if v is False else str(v) for v in r)
-        )
+        table.add_row(*(_cell(v, kinds[k] if k < len(kinds) else "") for k, v in enumerate(r)))
     return "\n".join(_render(table))
+
+
+def _cell(v: Any, kind: str) -> str:
+    """A value as psql shows it: ``t``/``f``, floats as ``float8out`` writes them, timestamps
+    with a space and no trailing zeros in the fraction."""
+    from tidegate.spec.plan.scalar_eval import float_text
+
+    if v is None:
+        return ""
+    if v is True or v is False:
+        return "t" if v else "f"
+    if isinstance(v, float) or (kind == "double precision" and isinstance(v, int)):
+        return float_text(float(v))
+    if kind == "timestamp" and isinstance(v, str) and "T" in v:
+        day, _, clock = v.partition("T")
+        whole, dot, frac = clock.partition(".")
+        frac = frac.rstrip("0")
+        return f"{day} {whole}{dot if frac else ''}{frac}"
+    return str(v)
 
 
 def format_frontier(elements: Sequence[Any]) -> str:

@@ -122,7 +122,7 @@ class _Shell:
         if result.get("notice"):
             print(f"NOTICE:  {result['notice']}", file=sys.stderr)
         if columns:
-            print(format_rows(columns, rows))
+            print(format_rows(columns, rows, result.get("types")))
             n = len(rows)
             print(f"({n} row{'' if n == 1 else 's'})\n")
         else:
@@ -242,11 +242,11 @@ def _tokenized(text: str) -> list[tuple[str, int]]:
     return [(s, o) for s, o in out if s.strip()]
 
 
-def format_rows(columns: list[str], rows: list[list[Any]]) -> str:
+def format_rows(columns: list[str], rows: list[list[Any]], types: list[str] | None = None) -> str:
     """psql's aligned format: a header, a rule, then the rows (NULL shown empty)."""
     from .render import psql_table
 
-    return psql_table(columns, rows)
+    return psql_table(columns, rows, types)
 
 
 def run_sql(args: argparse.Namespace) -> int:
