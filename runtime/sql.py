@@ -52,6 +52,7 @@ from tidegate.spec.errors import (
     DependentObjects,
     DuplicateRelation,
     InvalidAsOf,
+    InvalidName,
     NotNullViolation,
     ObjectNotInPrerequisiteState,
     ProgramLimitExceeded,
@@ -124,7 +125,7 @@ from .catalog import (
     ViewEntry,
 )
 from .controller.errors import DependencyDropped, PeekFailed, ResultTooLarge
-from .errors import HasDependents
+from .errors import HasDependents, InvalidCatalogOp, UnknownCatalogObject
 
 if TYPE_CHECKING:
     from tidegate.spec.frontier import Antichain
@@ -411,11 +412,14 @@ async def read_rows(
 
 async def run_statement(env: SqlEnvironment, stmt: Statement, params: list[Any]) -> SqlResult:
     """Run one parsed statement (the session layer's way in: no transaction of its own); a
-    failed read is the SQL error a client sees (:func:`_peek_error`)."""
+    failed read, or what the catalog refuses, is the SQL error a client sees."""
     try:
         return await _run(env, stmt, params)
     except PeekFailed as e:
         raise _peek_error(e) from e
+    except (InvalidCatalogOp, UnknownCatalogObject) as e:
+        cls = InvalidName if isinstance(e, InvalidCatalogOp) else UndefinedObject
+        raise cls(str(e)) from e
 
 
 def _peek_error(e: PeekFailed) -> SqlError:
@@ -740,7 +744,9 @@ def read_time(env: SqlEnvironment, plan: Plan, at: int | None, at_least: bool) -
         sinces.append((g, int(since.elements[0])))
     earliest = max((s for _g, s in sinces), default=0)
     if at_least:
-        return max(at, earliest)
+        # at t while the inputs can still be read there; else the freshest time (any time
+        # from t on will do, and an input's since moves on while a read is on its way)
+        return at if at >= earliest else None
     late = [(g, s) for g, s in sinces if s > at]
     if late:
         readable = ", ".join(f"{_names_of(env, [g])} (from {s})" for g, s in late)

@@ -27,6 +27,7 @@ __all__ = [
     "GroupingError",
     "InvalidAsOf",
     "InvalidColumnReference",
+    "InvalidName",
     "InvalidParameterValue",
     "InvalidTextRepresentation",
     "NotNullViolation",
@@ -190,6 +191,12 @@ class InvalidColumnReference(SqlError):
     operation cannot sort by (SQLSTATE 42P10)."""
 
     sqlstate = "42P10"
+
+
+class InvalidName(SqlError):
+    """A name an object cannot have (empty, padded, reserved; SQLSTATE 42602)."""
+
+    sqlstate = "42602"
 
 
 class DuplicateAlias(SqlError):

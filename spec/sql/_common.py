@@ -73,6 +73,8 @@ def _unsupported(construct: str, node: Any = None) -> UnsupportedSql:
 def ident(node: Any) -> str:
     """An identifier's name: as written if quoted, else folded to lower case (as PostgreSQL does)."""
     if isinstance(node, exp.Identifier):
+        if node.quoted and not str(node.this):
+            raise _err(SqlSyntaxError, "zero-length delimited identifier", node)
         return str(node.this) if node.quoted else str(node.this).lower()
     if isinstance(node, str):
         return node.lower()

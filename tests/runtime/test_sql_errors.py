@@ -1,0 +1,124 @@
+"""What ``Environment.execute`` answers when a statement fails: a typed ``SqlError`` with
+PostgreSQL's SQLSTATE, naming objects and plain times (never ids or ``Antichain``), and the
+state left as it was (an environment with an in-process ``PythonExecutor`` replica)."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from tidegate.replica.testing import in_process_replica
+from tidegate.runtime import Environment
+from tidegate.spec.errors import (
+    DependentObjects,
+    InvalidAsOf,
+    InvalidName,
+    NotNullViolation,
+    SqlDivisionByZero,
+    SqlError,
+    StringDataRightTruncation,
+)
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def _run(tmp_path: Path, body: Callable[[Environment], Awaitable[None]]) -> None:
+    async def go() -> None:
+        with in_process_replica(tmp_path) as r, anyio.fail_after(150):
+            async with Environment.open(tmp_path, replicas={"r1": r}, tick_ms=None) as env:
+                await env.wait_connected(timeout_s=60)
+                await body(env)
+
+    anyio.run(go)
+
+
+async def _error(env: Environment, sql: str) -> SqlError:
+    with pytest.raises(SqlError) as info:
+        await env.execute(sql)
+    return info.value
+
+
+def test_as_of_errors_name_the_inputs_and_plain_times(tmp_path: Path) -> None:
+    async def body(env: Environment) -> None:
+        await env.execute("CREATE TABLE t (a BIGINT); INSERT INTO t VALUES (1)")
+        e = await _error(env, "SELECT * FROM t AS OF 0")
+        assert isinstance(e, InvalidAsOf) and e.sqlstate == "22023"
+        assert "t (from " in e.message and "Antichain" not in e.message and "u1" not in e.message
+        # AT LEAST: any time from 0 on, so the freshest one
+        assert (await env.execute("SELECT * FROM t AS OF AT LEAST 0")).rows == [(1,)]
+        sub = await _error(env, "SUBSCRIBE TO t AS OF 0")
+        assert isinstance(sub, InvalidAsOf)
+
+    _run(tmp_path, body)
+
+
+def test_failed_writes_change_nothing(tmp_path: Path) -> None:
+    async def body(env: Environment) -> None:
+        await env.execute(
+            "CREATE TABLE w (a BIGINT NOT NULL, s VARCHAR(2)); INSERT INTO w VALUES (1, 'x')"
+        )
+        for sql, cls in [
+            ("UPDATE w SET a = a / 0", SqlDivisionByZero),
+            ("UPDATE w SET a = NULL", NotNullViolation),
+            ("INSERT INTO w SELECT NULL::bigint, 'y'", NotNullViolation),
+            ("UPDATE w SET s = 'long'", StringDataRightTruncation),
+        ]:
+            e = await _error(env, sql)
+            assert isinstance(e, cls) and e.sqlstate == cls.sqlstate, (sql, e)
+        assert (await env.execute("SELECT * FROM w")).rows == [(1, "x")]
+        # spaces beyond varchar(n) are cut, as PostgreSQL's assignment cuts them
+        await env.execute("INSERT INTO w VALUES (2, 'ab   ')")
+        assert (await env.execute("SELECT s FROM w WHERE a = 2")).rows == [("ab",)]
+
+    _run(tmp_path, body)
+
+
+def test_a_materialized_view_keeps_the_views_it_reads(tmp_path: Path) -> None:
+    async def body(env: Environment) -> None:
+        await env.execute("CREATE TABLE t (a BIGINT); INSERT INTO t VALUES (1), (2)")
+        await env.execute("CREATE VIEW v AS SELECT a * 10 AS b FROM t")
+        await env.execute("CREATE MATERIALIZED VIEW m AS SELECT b FROM v")
+        e = await _error(env, "DROP VIEW v")
+        assert isinstance(e, DependentObjects) and "m" in (e.hint or "")
+        await env.execute("CREATE OR REPLACE MATERIALIZED VIEW m AS SELECT b + 1 AS c FROM v")
+        got = await env.execute("SELECT * FROM m ORDER BY c")
+        assert got.columns == ("c",) and got.rows == [(11,), (21,)]
+        await env.execute("DROP VIEW v CASCADE")
+        names = [r[0] for r in (await env.execute("SHOW OBJECTS")).rows]
+        assert "m" not in names and "v" not in names and "t" in names
+
+    _run(tmp_path, body)
+
+
+def test_what_the_catalog_refuses_is_a_sql_error(tmp_path: Path) -> None:
+    async def body(env: Environment) -> None:
+        e = await _error(env, 'CREATE TABLE " padded" (a BIGINT)')
+        assert isinstance(e, InvalidName) and e.sqlstate == "42602"
+        assert (await env.execute("SHOW TABLES")).rows == []
+
+    _run(tmp_path, body)
+
+
+def test_every_error_is_typed(tmp_path: Path) -> None:
+    """A sample of failing statements: each is an SqlError with a five-character SQLSTATE."""
+    statements = [
+        "SELECT 1/0",
+        "SELECT * FROM nosuch",
+        "SELECT 'a' + 1",
+        "CREATE TABLE x (a BIGINT, a TEXT)",
+        "SELECT 1::numeric",
+        "SELECT sqrt(-1)",
+        "SELECT NULLIF(1)",
+        "SELEC 1",
+    ]
+
+    async def body(env: Environment) -> None:
+        for sql in statements:
+            e: Any = await _error(env, sql)
+            assert len(e.sqlstate) == 5 and e.sqlstate != "XX000", (sql, e)
+
+    _run(tmp_path, body)
