@@ -383,10 +383,6 @@ class EnvCatalog:
         return found
 
 
-def _positions(err: SqlError, stmt_sql: str) -> SqlError:
-    return err.located(stmt_sql)
-
-
 async def read_rows(
     env: SqlEnvironment,
     plan: Plan,

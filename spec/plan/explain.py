@@ -66,6 +66,10 @@ _INFIX = {
     BinaryFunc.CONCAT: "||",
     BinaryFunc.ADD_MS: "+ms",
     BinaryFunc.SUB_MS: "-ms",
+    BinaryFunc.ADD_US: "+us",
+    BinaryFunc.SUB_US: "-us",
+    BinaryFunc.REGEX_MATCH: "~",
+    BinaryFunc.REGEX_IMATCH: "~*",
 }
 
 
@@ -84,7 +88,9 @@ def expr_text(e: ScalarExpr, names: tuple[str, ...] | None = None) -> str:
     if isinstance(e, CallUnary):
         return f"{e.func.value}({expr_text(e.expr, names)})"
     if isinstance(e, CallBinary):
-        return f"({expr_text(e.left, names)} {_INFIX[e.func]} {expr_text(e.right, names)})"
+        op = _INFIX.get(e.func)
+        left, right = expr_text(e.left, names), expr_text(e.right, names)
+        return f"({left} {op} {right})" if op else f"{e.func.value}({left}, {right})"
     if isinstance(e, CallVariadic):
         args = [expr_text(x, names) for x in e.exprs]
         if e.func in (VariadicFunc.LIKE_ESCAPE, VariadicFunc.ILIKE_ESCAPE) and len(args) == 3:

@@ -698,14 +698,6 @@ class ExprBinder:
             raise _unsupported("interval values (only timestamp +/- INTERVAL '...')", node)
         return None
 
-    def _number_arg(self, node: Any) -> ScalarExpr:
-        te = self.bind(node)
-        if te.expr is None:
-            return Literal(None, S.FLOAT64)
-        if te.literal is not None:
-            return _literal_as(te.literal, S.FLOAT64, node)
-        return te.expr
-
     def _unify(
         self, items: list[tuple[TExpr, Any]], what: str
     ) -> tuple[list[ScalarExpr], ScalarType]:

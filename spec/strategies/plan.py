@@ -39,6 +39,7 @@ from ..plan.relation import (
     Union,
 )
 from ..plan.scalar import (
+    SIGNATURES,
     BinaryFunc,
     CallBinary,
     CallUnary,
@@ -241,7 +242,34 @@ def _castable(a: ScalarType, b: ScalarType) -> bool:
     return (a, b) in pairs
 
 
+def _signature_call(draw: st.DrawFn, schema: Schema, want: ScalarType, d: int) -> ScalarExpr | None:
+    """A call of one of the functions of one fixed signature (``SIGNATURES``) giving ``want``:
+    string, math and date functions, each argument drawn of its type (an integer argument
+    small, so that ``repeat`` and ``lpad`` stay small)."""
+    funcs = sorted(
+        (f for f, (_args, out) in SIGNATURES.items() if out is want), key=lambda f: f.value
+    )
+    if not funcs:
+        return None
+    f = draw(st.sampled_from(funcs))
+    args = tuple(
+        Literal(draw(st.integers(-3, 8)), S.INT64)
+        if a is S.INT64 and draw(st.booleans())
+        else _expr(draw, schema, a, d)
+        for a in SIGNATURES[f][0]
+    )
+    if isinstance(f, UnaryFunc):
+        return CallUnary(f, args[0])
+    if isinstance(f, BinaryFunc):
+        return CallBinary(f, args[0], args[1])
+    return CallVariadic(f, args)
+
+
 def _op(draw: st.DrawFn, schema: Schema, want: ScalarType, d: int) -> ScalarExpr:
+    if draw(st.integers(0, 5)) == 0:
+        call = _signature_call(draw, schema, want, d)
+        if call is not None:
+            return call
     if want is S.INT64:
         k = draw(st.sampled_from(["arith", "arith", "neg", "length", "abs", "greatest", "extract"]))
         if k == "abs":
