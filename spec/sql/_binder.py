@@ -385,8 +385,12 @@ class ExprBinder:
         if isinstance(node, exp.Between):
             lo = self._binary(BinaryFunc.GE, node.this, node.args["low"], node)
             hi = self._binary(BinaryFunc.LE, node.this, node.args["high"], node)
-            assert lo.expr is not None and hi.expr is not None
-            between: ScalarExpr = CallVariadic(VariadicFunc.AND, (lo.expr, hi.expr))
+            between: ScalarExpr = CallVariadic(VariadicFunc.AND, (_bool(lo), _bool(hi)))
+            if node.args.get("symmetric"):  # either order of the bounds
+                lo2 = self._binary(BinaryFunc.GE, node.this, node.args["high"], node)
+                hi2 = self._binary(BinaryFunc.LE, node.this, node.args["low"], node)
+                swapped = CallVariadic(VariadicFunc.AND, (_bool(lo2), _bool(hi2)))
+                between = CallVariadic(VariadicFunc.OR, (between, swapped))
             if node.args.get("negate"):
                 between = CallUnary(UnaryFunc.NOT, between)
             return self._make(between, node)
@@ -396,11 +400,7 @@ class ExprBinder:
             items = node.expressions
             if not items:
                 raise _err(SqlError, "IN needs at least one value", node)
-            eqs = []
-            for item in items:
-                te = self._binary(BinaryFunc.EQ, node.this, item, item)
-                if te.expr is not None:
-                    eqs.append(te.expr)
+            eqs = [_bool(self._binary(BinaryFunc.EQ, node.this, item, item)) for item in items]
             out2: ScalarExpr = (
                 eqs[0] if len(eqs) == 1 else CallVariadic(VariadicFunc.OR, tuple(eqs))
             )
@@ -764,6 +764,11 @@ def _shown_sql(node: Any) -> str:
     except Exception:  # a node sqlglot cannot print back
         text = str(node)
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _bool(te: TExpr) -> ScalarExpr:
+    """A bound comparison as an expression (an untyped NULL one is a NULL boolean)."""
+    return te.expr if te.expr is not None else Literal(None, S.BOOL)
 
 
 def _ir(kind: Any, name: str) -> Any:

@@ -120,6 +120,8 @@ async def tg_run(env: Environment, sql: str) -> Outcome:
         res = await env.execute(sql)
     except SqlError as e:
         return Outcome(sqlstate=e.sqlstate, message=e.message)
+    except Exception as e:  # anything else escaping execute is a bug: reported, never hidden
+        return Outcome(sqlstate="CRASH", message=f"{type(e).__name__}: {e}")
     if res.columns:
         return Outcome(rows=list(res.rows))
     return Outcome(status=res.status)
