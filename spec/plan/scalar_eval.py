@@ -54,7 +54,7 @@ from functools import lru_cache
 from typing import Any
 
 from ..errors import DivisionByZero, InvalidArgument, InvalidCast, InvalidPlan, NumericOverflow
-from ..frontier import Row
+from ..frontier import Row, value_sort_key
 from .scalar import (
     EXTRACT_FIELDS,
     BinaryFunc,
@@ -879,7 +879,8 @@ def _compile_variadic(expr: CallVariadic, fs: list[RowFn]) -> RowFn:
 
         def extreme(row: Row) -> Any:
             vals = [v for v in (g(row) for g in fs) if v is not None]
-            return pick(vals) if vals else None
+            # SQL's order (a NaN above every number), not Python's comparisons
+            return pick(vals, key=value_sort_key) if vals else None
 
         return extreme
     if vf is VariadicFunc.NULLIF:

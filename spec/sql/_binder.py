@@ -662,7 +662,11 @@ class ExprBinder:
                 if te.expr is not None and te.literal is None
                 else _timestamp_arg(te, node.expression)
             )
-            return self._make(CallVariadic(vf, (Literal(word, S.STRING), arg)), node)
+            # PostgreSQL's extract is a numeric (14 on; date_part a double precision): a
+            # double precision divides and compares as it does, where an integer would not
+            return self._make(
+                Cast(CallVariadic(vf, (Literal(word, S.STRING), arg)), S.FLOAT64), node
+            )
         if isinstance(node, exp.Add | exp.Sub) and (
             isinstance(node.expression, exp.Interval)
             or (isinstance(node, exp.Add) and isinstance(node.this, exp.Interval))

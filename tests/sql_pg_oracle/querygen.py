@@ -560,14 +560,20 @@ class _Gen:
         )
         aggs = []
         for _ in range(r.randint(1, 3)):
-            f = r.choice(["count", "count*", "sum", "min", "max", "avg", "countd"])
+            f = r.choice(
+                ["count", "count*", "sum", "min", "max", "avg", "countd", "bool_and", "bool_or"]
+            )
             if f == "count*":
                 aggs.append("count(*)")
                 continue
             if f in ("sum", "avg"):
                 t = r.choice(["int", "float"])
+            elif f in ("bool_and", "bool_or"):
+                t = "bool"
             else:
                 t = self._type(refs)
+                if t == "bool" and f in ("min", "max"):  # PostgreSQL has no min(boolean)
+                    t = "int"
             arg = self.expr(t, refs, r.randint(0, 1))
             if f == "countd":
                 aggs.append(f"count(DISTINCT {arg})")

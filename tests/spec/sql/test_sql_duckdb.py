@@ -150,8 +150,9 @@ NEWER = [
     # scalar functions the IR gained recently: skipped where the IR at hand lacks them
     "SELECT o_id, greatest(o_total, 100.0), least(o_cust, 10) FROM orders WHERE o_id < 30",
     "SELECT trim(' ' || n_name || ' '), replace(n_name, 'A', 'a') FROM nation",
-    "SELECT extract(year FROM o_date), extract(month FROM o_date), count(*) FROM orders "
-    "GROUP BY extract(year FROM o_date), extract(month FROM o_date)",
+    # extract is a double precision in tidegate (PostgreSQL's is a numeric, DuckDB's a bigint)
+    "SELECT CAST(extract(year FROM o_date) AS BIGINT), CAST(extract(month FROM o_date) AS BIGINT), "
+    "count(*) FROM orders GROUP BY extract(year FROM o_date), extract(month FROM o_date)",
     "SELECT o_id, o_date + INTERVAL '1 day' FROM orders WHERE o_id < 10",
     "SELECT c_name FROM customer WHERE c_name ILIKE 'CUST00%'",
     "SELECT l_order, round(l_price) FROM lineitem WHERE l_order < 10",
