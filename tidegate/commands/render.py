@@ -96,11 +96,11 @@ def psql_table(
         table.add_column(str(c), no_wrap=True)
     kinds = list(types or ())
     for r in rows:
-        table.add_row(*(_cell(v, kinds[k] if k < len(kinds) else "") for k, v in enumerate(r)))
+        table.add_row(*(_psql_cell(v, kinds[k] if k < len(kinds) else "") for k, v in enumerate(r)))
     return "\n".join(_render(table))
 
 
-def _cell(v: Any, kind: str) -> str:
+def _psql_cell(v: Any, kind: str) -> str:
     """A value as psql shows it: ``t``/``f``, floats as ``float8out`` writes them, timestamps
     with a space and no trailing zeros in the fraction."""
     from tidegate.spec.plan.scalar_eval import float_text
