@@ -109,6 +109,38 @@ def _coerce(te: TExpr, to: ScalarType, node: Any, what: str = "") -> ScalarExpr:
     )
 
 
+_ASSIGNMENT_CASTS = frozenset(
+    {
+        (S.INT64, S.FLOAT64),
+        (S.FLOAT64, S.INT64),
+        (S.DATE, S.TIMESTAMP),
+        (S.TIMESTAMP, S.DATE),
+        *((t, S.STRING) for t in S),
+    }
+)
+"""What an assignment converts (PostgreSQL's assignment casts: between numbers (rounding),
+dates and timestamps, and anything to text)."""
+
+
+def assign(te: TExpr, to: ScalarType, node: Any, what: str = "") -> ScalarExpr:
+    """``te`` converted for a column of type ``to`` (``INSERT``, ``UPDATE ... SET``), as
+    PostgreSQL's assignment does [SqlTypeError: column "c" is of type ... but expression is of
+    type ...]."""
+    if te.expr is not None and te.type is not None and te.literal is None:
+        src = te.type.scalar
+        if src is not to and (src, to) in _ASSIGNMENT_CASTS:
+            return Cast(te.expr, to)
+        if src is not to:
+            raise _err(
+                SqlTypeError,
+                f"{what + ' is' if what else 'column is'} of type {pg_type(to)} but expression "
+                f"is of type {pg_type(src)}",
+                node,
+                hint="You will need to rewrite or cast the expression.",
+            )
+    return _coerce(te, to, node, what)
+
+
 def _common_type(items: Sequence[tuple[TExpr, Any]], what: str) -> ScalarType | None:
     """The type several values unify to (CASE branches, COALESCE, UNION columns)."""
     typed = [(t, n) for t, n in items if t.type is not None and t.literal is None]

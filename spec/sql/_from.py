@@ -50,7 +50,7 @@ from ..plan import (
     VariadicFunc,
 )
 from ..plan.scalar_eval import eval_scalar
-from ._binder import ExprBinder, _coerce, _common_type
+from ._binder import ExprBinder, _coerce, _common_type, assign
 from ._common import S, _Ctx, _err, _typed, _unsupported, ident, pg_type, position_of
 from ._scope import Rel, Scope, ScopeColumn
 from .catalog import CatalogItem, SqlCatalog
@@ -276,7 +276,7 @@ def constant_value(node: Any, to: ColumnType, params: Sequence[Any] = (), what: 
     """The value of the constant expression ``node``, assigned to a column of type ``to``."""
     binder = ExprBinder(Scope(()), params, context="VALUES")
     te = binder.bind(node)
-    value = _eval_const(_coerce(te, to.scalar, node, what), node)
+    value = _eval_const(assign(te, to.scalar, node, what), node)
     return value
 
 

@@ -31,9 +31,9 @@ from ..errors import (
 )
 from ..frontier import Row
 from ..ids import GlobalId
-from ..plan import Cast, ColumnRef, Filter, Get, Literal, Map, Plan, Project, ScalarExpr, ScalarType
+from ..plan import Cast, ColumnRef, Filter, Get, Literal, Map, Plan, Project, ScalarExpr
 from ..plan.schema import check_row
-from ._binder import ExprBinder, _coerce
+from ._binder import _ASSIGNMENT_CASTS, ExprBinder, assign
 from ._common import _err, pg_type, position_of
 from ._from import _resolve_object, constant_value
 from ._scope import Scope
@@ -117,8 +117,9 @@ def plan_insert(stmt: InsertStmt, catalog: SqlCatalog, params: Sequence[Any] = (
             got = lowered.types[k]
             if got.scalar is col.type.scalar:
                 exprs.append(ColumnRef(k))
-            elif got.scalar is ScalarType.INT64 and col.type.scalar is ScalarType.FLOAT64:
-                exprs.append(Cast(ColumnRef(k), ScalarType.FLOAT64))
+            elif lowered.is_unknown(k) or (got.scalar, col.type.scalar) in _ASSIGNMENT_CASTS:
+                # an untyped NULL or literal is read as the column's type
+                exprs.append(Cast(ColumnRef(k), col.type.scalar))
             else:
                 raise SqlTypeError(
                     f'column "{col.name}" is of type {pg_type(col.type.scalar)} but expression '
@@ -183,7 +184,7 @@ def plan_update(stmt: UpdateStmt, catalog: SqlCatalog, params: Sequence[Any] = (
         i = names.index(col)
         c = schema.columns[i]
         te = binder.bind(node)
-        e = binder.folded(_coerce(te, c.type.scalar, node, f'column "{col}"'), node)
+        e = binder.folded(assign(te, c.type.scalar, node, f'column "{col}"'), node)
         if not c.type.nullable and (
             te.expr is None or (isinstance(e, Literal) and e.value is None)
         ):

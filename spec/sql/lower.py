@@ -541,7 +541,8 @@ def _aggregate(
         else:
             if _contains_agg(arg):
                 raise _err(GroupingError, "aggregate function calls cannot be nested", arg)
-            e, t = arg_binder.scalar(arg)
+            hint = {AggFunc.BOOL_AND: S.BOOL, AggFunc.BOOL_OR: S.BOOL}.get(func)
+            e, t = arg_binder.scalar(arg, hint)
             if (
                 (func in (AggFunc.SUM, AggFunc.AVG) and not t.scalar.is_numeric)
                 or (func in (AggFunc.MIN, AggFunc.MAX) and t.scalar is S.BOOL)
