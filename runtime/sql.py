@@ -176,7 +176,12 @@ class SqlEnvironment(Protocol):
     ) -> GlobalId: ...
 
     async def create_materialized_view(
-        self, name: str, plan: Frame | Plan | Ref, *, definition: str | None = None
+        self,
+        name: str,
+        plan: Frame | Plan | Ref,
+        *,
+        views: Sequence[Ref] = (),
+        definition: str | None = None,
     ) -> GlobalId: ...
 
     async def create_view(
@@ -869,7 +874,7 @@ async def _create_index(
     binder = ExprBinder(Scope.of(item.schema, item.name), params, context="index keys")
     positions: list[int] = []
     from tidegate.spec.plan import ColumnRef
-    from tidegate.spec.sql.lower import position_of
+    from tidegate.spec.sql._common import position_of
 
     for k in stmt.keys:
         e, _t = binder.scalar(k)

@@ -1186,7 +1186,7 @@ def _infer_params(stmt: Statement | None, cat: EnvCatalog, n: int) -> list[T.PgT
     in a ``LIMIT``, cast to a type; None where nothing says (text is assumed then)."""
     from sqlglot import exp
 
-    from tidegate.spec.sql.lower import sql_type
+    from tidegate.spec.sql._common import sql_type
 
     out: list[T.PgType | None] = [None] * n
     if stmt is None or n == 0:

@@ -16,8 +16,6 @@ __all__ = [
     "ActiveSqlTransaction",
     "InFailedSqlTransaction",
     "InvalidCursorName",
-    "InvalidParameterValue",
-    "InvalidTextRepresentation",
     "InvalidTransactionState",
     "NoActiveSqlTransaction",
     "ProtocolViolation",
@@ -26,28 +24,6 @@ __all__ = [
     "UndefinedParameter",
     "UndefinedPreparedStatement",
 ]
-
-
-class InvalidTextRepresentation(SqlError):
-    """A value that does not read as its type: a parameter, a ``COPY`` field (SQLSTATE 22P02;
-    binary data in the wrong format is 22P03)."""
-
-    sqlstate = "22P02"
-
-    def __init__(self, message: str, *, sqlstate: str = "22P02", **kwargs: object) -> None:
-        super().__init__(message, **kwargs)  # type: ignore[arg-type]
-        self.sqlstate = sqlstate
-
-
-class InvalidParameterValue(SqlError):
-    """``SET name = value`` with a value the variable does not take (SQLSTATE 22023); also a
-    read-only variable (``SET server_version``, SQLSTATE 55P02 cant_change_runtime_param)."""
-
-    sqlstate = "22023"
-
-    def __init__(self, message: str, *, sqlstate: str = "22023", **kwargs: object) -> None:
-        super().__init__(message, **kwargs)  # type: ignore[arg-type]
-        self.sqlstate = sqlstate
 
 
 class UndefinedParameter(SqlError):

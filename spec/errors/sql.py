@@ -43,7 +43,7 @@ __all__ = [
     "UndefinedColumn",
     "UndefinedFunction",
     "UndefinedObject",
-    "UndefinedParameter",
+    "UndefinedPlaceholder",
     "UnsupportedSql",
     "WrongObjectType",
     "data_error",
@@ -68,9 +68,12 @@ class SqlError(TidegateError, ValueError):
         position: int | None = None,
         sql: str | None = None,
         hint: str | None = None,
+        sqlstate: str | None = None,
     ) -> None:
         super().__init__(message)
         self.message = message
+        if sqlstate is not None:  # a more precise code than the class's (22P04 for a 22P02)
+            self.sqlstate = sqlstate
         self.position = position
         """1-based character offset into ``sql`` (PostgreSQL's ``P`` field), or None."""
         self.sql = sql
@@ -223,8 +226,8 @@ class DependentObjects(SqlError):
     sqlstate = "2BP01"
 
 
-class UndefinedParameter(SqlError):
-    """A ``$n`` with no ``n``-th parameter given (SQLSTATE 42P02)."""
+class UndefinedPlaceholder(SqlError):
+    """A ``$n`` with no ``n``-th parameter given (SQLSTATE 42P02, undefined_parameter)."""
 
     sqlstate = "42P02"
 
@@ -243,7 +246,8 @@ class SqlDataError(SqlError):
 
 
 class InvalidTextRepresentation(SqlDataError):
-    """Text that is not a value of the type it is read as (``'abc'::bigint``, SQLSTATE 22P02)."""
+    """Text that is not a value of the type it is read as (``'abc'::bigint``, a wire parameter,
+    a ``COPY`` field; SQLSTATE 22P02, binary data in the wrong format 22P03)."""
 
     sqlstate = "22P02"
 
@@ -261,7 +265,8 @@ class SqlDivisionByZero(SqlDataError):
 
 
 class InvalidParameterValue(SqlDataError):
-    """An argument outside a function's or type modifier's domain (SQLSTATE 22023)."""
+    """An argument outside a function's or type modifier's domain, or ``SET name = value`` with
+    a value the variable does not take (SQLSTATE 22023; a read-only variable 55P02)."""
 
     sqlstate = "22023"
 

@@ -25,7 +25,7 @@ from ..errors import (
     SqlSyntaxError,
     SqlTypeError,
     UndefinedFunction,
-    UndefinedParameter,
+    UndefinedPlaceholder,
     data_error,
 )
 from ..plan import (
@@ -485,7 +485,7 @@ class ExprBinder:
             except ValueError:
                 raise _unsupported("named parameters", node) from None
         if not 1 <= n <= len(self.params):
-            raise _err(UndefinedParameter, f"there is no parameter ${n}", node)
+            raise _err(UndefinedPlaceholder, f"there is no parameter ${n}", node)
         value = self.params[n - 1]
         if value is None:
             return TExpr(None, None)

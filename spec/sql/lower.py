@@ -86,23 +86,18 @@ from ._common import (
     _unsupported,
     ident,
     pg_type,
-    position_of,
     sql_type,
 )
-from ._from import _conjuncts, _eval_const, _from, _values, constant_value
+from ._from import _conjuncts, _eval_const, _from, _values
 from ._functions import call_of
 from ._scope import Rel, Scope, ScopeColumn
 from .catalog import SqlCatalog
 
 __all__ = [
     "Lowered",
-    "Scope",
-    "ScopeColumn",
     "bind_scalar",
-    "constant_value",
     "lower_query",
     "pg_type",
-    "position_of",
 ]
 
 

@@ -31,7 +31,7 @@ from typing import Any
 
 from ..errors import EvaluationError, InvalidTextRepresentation, PlanError
 from ..plan import ScalarType
-from ..plan.scalar_eval import cast_value
+from ..plan.scalar_eval import canonical_float, cast_value, float_text, timestamp_text
 
 __all__ = [
     "BOOL",
@@ -156,29 +156,10 @@ def by_name(name: str) -> PgType | None:
 # -- text -----------------------------------------------------------------------------------
 
 
-def _float_text(v: float) -> str:
-    if math.isnan(v):
-        return "NaN"
-    if math.isinf(v):
-        return "Infinity" if v > 0 else "-Infinity"
-    text = repr(v)
-    if text.endswith(".0"):
-        text = text[:-2]
-    elif "e" in text:
-        mantissa, _, exponent = text.partition("e")
-        if mantissa.endswith(".0"):
-            mantissa = mantissa[:-2]
-        sign = exponent[0] if exponent[0] in "+-" else "+"
-        digits = exponent.lstrip("+-").rjust(2, "0")
-        text = f"{mantissa}e{sign}{digits}"
-    return text
-
-
-def _timestamp_text(v: _dt.datetime) -> str:
-    text = v.strftime("%Y-%m-%d %H:%M:%S") if v.year >= 1000 else v.isoformat(sep=" ")[:19]
-    if v.microsecond:
-        text += f".{v.microsecond:06d}".rstrip("0")
-    return text
+# PostgreSQL's text of a float8 (``extra_float_digits=1``) and of a timestamp: the
+# evaluator's, which casts to text write too
+_float_text = float_text
+_timestamp_text = timestamp_text
 
 
 def text_out(value: Any) -> str:
@@ -447,6 +428,5 @@ def _array_in(data: bytes, pgtype: PgType) -> list[Any]:
 
 
 def _finite(value: float) -> float:
-    if not math.isfinite(value):
-        raise ValueError("tidegate stores finite floats only")
-    return value
+    """A float read from the wire: infinities are values, every NaN the one NaN object."""
+    return canonical_float(value)
