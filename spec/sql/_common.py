@@ -3,7 +3,7 @@ SQL type names (``varchar(n)``, ``float(p)``) to scalar types."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -234,6 +234,11 @@ def _renamed(plan: Plan, names: Sequence[str]) -> Plan:
 
 @dataclass
 class _Ctx:
+    """What lowering a query carries: the catalog, the statement's parameters, the CTEs in
+    scope, and ``query``, the lowering of a query itself (``lower._query``), which a
+    subquery in FROM calls back into."""
+
     catalog: SqlCatalog
     params: Sequence[Any]
+    query: Callable[[Any, _Ctx], Lowered]
     ctes: dict[str, Lowered] = field(default_factory=dict)

@@ -50,9 +50,10 @@ from ..plan import (
     VariadicFunc,
 )
 from ..plan.scalar_eval import eval_scalar
-from ._binder import ExprBinder, _coerce, _common_type, assign
+from ._binder import ExprBinder
 from ._common import S, _Ctx, _err, _typed, _unsupported, ident, pg_type, position_of
 from ._scope import Rel, Scope, ScopeColumn
+from ._texpr import _coerce, _common_type, assign
 from .catalog import CatalogItem, SqlCatalog
 
 # -- FROM -----------------------------------------------------------------------------------
@@ -97,9 +98,7 @@ def _from_item(node: Any, ctx: _Ctx) -> Rel:
                 ),
             )
     elif isinstance(node, exp.Subquery):
-        from .lower import _query
-
-        low = _query(node.this, ctx)
+        low = ctx.query(node.this, ctx)
         plan = low.relation()
         rel = Rel(plan, Scope.of(_typed(plan), alias_name))
     elif isinstance(node, exp.Values):

@@ -19,7 +19,7 @@ be).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import sqlglot
 from sqlglot import exp
@@ -40,11 +40,20 @@ from ..plan import (
 )
 from ._common import _err, pg_type
 from ._dialect import DIALECT
-
-if TYPE_CHECKING:
-    from ._binder import ExprBinder, TExpr
+from ._texpr import TExpr, _coerce
 
 __all__ = ["bind_call", "call_of"]
+
+
+class _Binder(Protocol):
+    """What calls need of the expression binder (:class:`._binder.ExprBinder`)."""
+
+    def bind(self, node: Any) -> TExpr: ...
+
+    def _make(self, expr: ScalarExpr, node: Any) -> TExpr: ...
+
+    def _binary(self, func: BinaryFunc, left: Any, right: Any, node: Any) -> TExpr: ...
+
 
 S = ScalarType
 
@@ -319,9 +328,8 @@ def _decimal_literal(node: Any) -> bool:
     return isinstance(node, exp.Literal) and not node.is_string and not str(node.this).isdigit()
 
 
-def bind_call(binder: ExprBinder, node: Any) -> TExpr | None:
+def bind_call(binder: _Binder, node: Any) -> TExpr | None:
     """The call ``node`` bound, or None if it is not a function this module knows."""
-    from ._binder import TExpr, _coerce
 
     call = call_of(node)
     if call is None:
@@ -387,7 +395,7 @@ def output_text(te: TExpr) -> ScalarExpr:
     return Cast(te.expr, S.STRING)
 
 
-def _concat(binder: ExprBinder, name: str, args: list[Any], node: Any) -> TExpr:
+def _concat(binder: _Binder, name: str, args: list[Any], node: Any) -> TExpr:
     bound = [binder.bind(a) for a in args]
     if not bound or (name == "concat_ws" and len(bound) < 2):
         raise _no_function(name, bound, node)

@@ -33,10 +33,11 @@ from ..frontier import Row
 from ..ids import GlobalId
 from ..plan import Cast, ColumnRef, Filter, Get, Literal, Map, Plan, Project, ScalarExpr
 from ..plan.schema import check_row
-from ._binder import _ASSIGNMENT_CASTS, ExprBinder, assign
+from ._binder import ExprBinder
 from ._common import _err, pg_type, position_of
 from ._from import _resolve_object, constant_value
 from ._scope import Scope
+from ._texpr import _ASSIGNMENT_CASTS, assign
 from .ast import DeleteStmt, InsertStmt, UpdateStmt
 from .catalog import CatalogItem, SqlCatalog
 from .lower import lower_query

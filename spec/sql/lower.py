@@ -75,7 +75,7 @@ from ..plan import (
     Union,
 )
 from ..protocol.types import ColumnOrder
-from ._binder import ExprBinder, TExpr, _coerce, _contains_agg, _find_aggs, _Grouping, agg_func
+from ._binder import ExprBinder, _contains_agg, _find_aggs, _Grouping, agg_func
 from ._common import (
     Lowered,
     S,
@@ -91,6 +91,7 @@ from ._common import (
 from ._from import _conjuncts, _eval_const, _from, _values
 from ._functions import call_of
 from ._scope import Rel, Scope, ScopeColumn
+from ._texpr import TExpr, _coerce
 from .catalog import SqlCatalog
 
 __all__ = [
@@ -110,7 +111,7 @@ def lower_query(
     the statement the query was parsed from (its text ``sql``, if given).
     """
     try:
-        return _query(query, _Ctx(catalog, params))
+        return _query(query, _Ctx(catalog, params, _query))
     except SqlError as e:
         if sql is not None:
             raise e.located(sql) from None
@@ -122,7 +123,7 @@ def _query(node: Any, ctx: _Ctx) -> Lowered:
     if with_ is not None:
         if with_.args.get("recursive"):
             raise _unsupported("WITH RECURSIVE", with_)
-        ctx = _Ctx(ctx.catalog, ctx.params, dict(ctx.ctes))
+        ctx = _Ctx(ctx.catalog, ctx.params, _query, dict(ctx.ctes))
         seen: set[str] = set()
         for cte in with_.expressions:
             name = ident(cte.args["alias"].this)

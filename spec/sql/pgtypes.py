@@ -27,6 +27,7 @@ import datetime as _dt
 import math
 import struct
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from ..errors import EvaluationError, InvalidTextRepresentation, PlanError
@@ -246,6 +247,7 @@ _UI = struct.Struct(">I")
 _US = struct.Struct(">H")
 _NUMERIC_HEAD = struct.Struct(">hhHH")
 _NUMERIC_POS, _NUMERIC_NEG, _NUMERIC_NAN = 0x0000, 0x4000, 0xC000
+_NUMERIC_PINF, _NUMERIC_NINF = 0xD000, 0xF000  # PostgreSQL 14's numeric infinities
 
 
 def binary_out(value: Any, pgtype: PgType) -> bytes:
@@ -303,9 +305,11 @@ def _numeric_out(value: Any) -> bytes:
     if isinstance(value, float):
         if math.isnan(value):
             return _NUMERIC_HEAD.pack(0, 0, _NUMERIC_NAN, 0)
-        text = repr(value)
-        if "e" in text or "E" in text:
-            text = f"{value:.20f}".rstrip("0")
+        if math.isinf(value):
+            return _NUMERIC_HEAD.pack(0, 0, _NUMERIC_PINF if value > 0 else _NUMERIC_NINF, 0)
+        # the shortest decimal that reads back as the float, without an exponent
+        # (``.20f`` would print the binary fraction's digits: 7.5e-05 as 0.0000749999...)
+        text = format(Decimal(repr(value)), "f")
     else:
         text = str(int(value))
     sign = _NUMERIC_NEG if text.startswith("-") else _NUMERIC_POS
@@ -335,7 +339,9 @@ def _numeric_in(data: bytes) -> Any:
     if len(data) != 8 + 2 * ndigits:
         raise ValueError("numeric length")
     if sign == _NUMERIC_NAN:
-        raise ValueError("NaN is not a number tidegate stores")
+        return canonical_float(math.nan)
+    if sign in (_NUMERIC_PINF, _NUMERIC_NINF):
+        return math.inf if sign == _NUMERIC_PINF else -math.inf
     if sign not in (_NUMERIC_POS, _NUMERIC_NEG):
         raise ValueError("numeric sign")
     digits = [_US.unpack_from(data, 8 + 2 * i)[0] for i in range(ndigits)]

@@ -7,6 +7,7 @@ dumpers send, we read back. Text: psycopg's text loaders read our output as the 
 from __future__ import annotations
 
 import datetime as dt
+import math
 from decimal import Decimal
 from typing import Any
 
@@ -144,3 +145,21 @@ def test_every_scalar_type_has_one_postgresql_type() -> None:
         ScalarType.TIMESTAMP: "timestamp",
     }
     assert len({t.oid for t in T.TYPES}) == len(T.TYPES)
+
+
+def test_numeric_binary_carries_nan_and_infinities() -> None:
+    """A float8 may be NaN or infinite; numeric's binary format has PostgreSQL 14's codes."""
+    for value, exact in ((math.inf, "Infinity"), (-math.inf, "-Infinity")):
+        ours = T.binary_out(value, T.NUMERIC)
+        assert pnum.NumericBinaryLoader(T.NUMERIC.oid).load(ours) == Decimal(exact)
+        theirs = bytes(pnum.DecimalBinaryDumper(Decimal).dump(Decimal(exact)))
+        assert T.binary_in(theirs, T.NUMERIC) == value
+    assert pnum.NumericBinaryLoader(T.NUMERIC.oid).load(T.binary_out(math.nan, T.NUMERIC)).is_nan()
+    theirs = bytes(pnum.DecimalBinaryDumper(Decimal).dump(Decimal("NaN")))
+    assert math.isnan(T.binary_in(theirs, T.NUMERIC))
+
+
+def test_numeric_binary_of_a_float_is_its_shortest_decimal() -> None:
+    """Found by the property above: 7.5e-05 was sent as its binary fraction's 20 digits."""
+    ours = T.binary_out(7.5e-05, T.NUMERIC)
+    assert pnum.NumericBinaryLoader(T.NUMERIC.oid).load(ours) == Decimal("0.000075")
