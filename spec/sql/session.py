@@ -805,6 +805,14 @@ def _rewrite(text: str, names: Names) -> Classified:
             text = text[: p.start()] + " " * (p.end() - p.start()) + text[p.end() :]
     tokens = _tokens(text)
     out = list(text)
+    qualifiers: frozenset[str] | None = None
+
+    def relation_qualifiers(text: str) -> frozenset[str]:
+        nonlocal qualifiers
+        if qualifiers is None:
+            qualifiers = _relation_qualifiers(text)
+        return qualifiers
+
     system = False
     user_relation = False
     functions: list[str] = []
@@ -851,7 +859,11 @@ def _rewrite(text: str, names: Names) -> Classified:
                     for k in range(start, end):
                         if out[k] != "\n":
                             out[k] = " "
-                elif len(chain) == 2 and not followed_by_paren and _is_column_ref(tokens, i):
+                elif (
+                    len(chain) == 2
+                    and not followed_by_paren
+                    and schema not in relation_qualifiers(text)
+                ):
                     pass  # t.col: a column of a relation (alias) in scope
                 elif not followed_by_paren:
                     raise _undefined(f"unknown schema '{schema}'", "3F000")
@@ -916,8 +928,27 @@ def _after_from(tokens: list[Token], i: int) -> bool:
     return False
 
 
-def _is_column_ref(tokens: list[Token], i: int) -> bool:
-    return not _after_from(tokens, i)
+def _relation_qualifiers(text: str) -> frozenset[str]:
+    """The schema names that qualify a relation (``s`` of ``FROM s.t``) in ``text``.
+
+    Whether ``a.b`` names a column of ``a`` or a relation of schema ``a`` depends on
+    where it stands (``IS DISTINCT FROM a.b``, ``extract(year FROM a.b)`` and
+    ``GROUP BY 1, a.b`` are columns), so the parser decides, not the tokens around it.
+    Text the parser refuses qualifies nothing here: the binder reports its error.
+    """
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import ParseError
+
+    from ._dialect import DIALECT
+
+    try:
+        trees = sqlglot.parse(text, dialect=DIALECT)
+    except (ParseError, TokenError):
+        return frozenset()
+    return frozenset(
+        t.db for tree in trees if tree is not None for t in tree.find_all(exp.Table) if t.db
+    )
 
 
 def _has_from(tokens: list[Token]) -> bool:

@@ -90,6 +90,26 @@ def test_qualified_names_lose_their_qualifier_and_keep_positions() -> None:
     with pytest.raises(UndefinedObject) as e:
         S.classify("SELECT * FROM elsewhere.t", NAMES)
     assert e.value.sqlstate == "3F000"
+    with pytest.raises(UndefinedObject) as e:
+        S.classify("SELECT 1 FROM t JOIN elsewhere.u ON true", NAMES)
+    assert e.value.sqlstate == "3F000"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "SELECT 1 FROM t AS a WHERE 1 IS NOT DISTINCT FROM a.x",
+        "SELECT extract(year FROM a.d) FROM t AS a",
+        "SELECT substring(a.s FROM 2) FROM t AS a",
+        "SELECT a.x FROM t AS a, u AS b GROUP BY 1, a.x",
+        "SELECT a.x, b.y FROM t AS a, u AS b",
+    ],
+)
+def test_a_qualified_column_is_never_taken_for_a_relation(text: str) -> None:
+    """Wherever ``a.x`` stands after a FROM keyword that is not a FROM clause's, or after a
+    comma that follows one, it names a column of ``a``, not a relation of a schema ``a``."""
+    p = S.classify(text, NAMES)
+    assert isinstance(p, S.Passthrough) and p.sql == text
 
 
 def test_materialize_spellings() -> None:
