@@ -1,4 +1,4 @@
-"""The differential oracle against a real PostgreSQL (issue 34 §3).
+"""The differential oracle against a real PostgreSQL.
 
 Random workloads (``querygen.py``, a generator of our own: random schemas, data with
 NULLs and edge values, a history of inserts, updates and deletes, and queries over the
