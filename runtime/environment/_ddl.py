@@ -236,8 +236,6 @@ class Ddl:
         df = df.with_source_uppers({g: f[1] for g, f in storage.items()})
         as_of = select_as_ofs([df], storage, policies, current).dataflows[0].as_of
         assert as_of is not None
-        if as_of.is_empty() and not df.source_imports:
-            as_of = Antichain([current])  # only index imports: start at the present
         for ii in df.index_imports:
             as_of = as_of.join(self.core.driver.frontiers(ii.id)[0])
         return as_of

@@ -14,7 +14,9 @@ inconsistent; soft failures only cost hydration time. Both are reported in
 :attr:`AsOfSelection.failures`; nothing raises. Between an input ``A`` and a
 dependent ``B`` the bounds keep ``A.lower <= B.lower`` and ``A.upper <=
 B.upper``: lower bounds flow downstream, upper bounds upstream. The chosen
-as_of is the upper bound, the latest correct time.
+as_of is the upper bound, the latest correct time; a dataflow whose inputs are
+all complete (or that has none) has no upper bound and starts at the current
+time (or its lower bound, if later), never at the empty frontier.
 """
 
 from __future__ import annotations
@@ -213,11 +215,19 @@ def select_as_ofs(
         if dataflows[i].index_exports:
             constrain(i, False, "upper", Antichain.from_elem(current_time), "current time")
     propagate()
-    # 8. Choose the latest correct time.
+    # 8. Choose the latest correct time. A dataflow nothing bounds from above (a constant, or
+    #    every input complete: their uppers are empty) has no latest one; it starts now (or at
+    #    its inputs' since, if later), as a new dataflow does: an empty as_of would compute nothing.
+    now = Antichain.from_elem(current_time)
     chosen: dict[str, Antichain] = {}
     out: list[DataflowDescription] = []
     for i, d in enumerate(dataflows):
-        as_of = _EMPTY if i in pruned or not d.export_ids else bounds[i].upper
+        if i in pruned or not d.export_ids:
+            as_of = _EMPTY
+        elif bounds[i].upper.elements:
+            as_of = bounds[i].upper
+        else:
+            as_of = bounds[i].lower.join(now)
         chosen[names[i]] = as_of
         out.append(d.with_as_of(as_of))
     holds: dict[GlobalId, Antichain] = {}

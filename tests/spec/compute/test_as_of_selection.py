@@ -8,7 +8,7 @@ from tidegate.spec.compute import select_as_ofs
 from tidegate.spec.frontier import Antichain
 from tidegate.spec.frontier.read_policy import LagWriteFrontier
 from tidegate.spec.ids import GlobalId
-from tidegate.spec.testing.controller import index_dataflow, mv_dataflow
+from tidegate.spec.testing.controller import index_dataflow, mv_dataflow, subscribe_dataflow
 
 A = Antichain
 S, T = GlobalId.user(1), GlobalId.user(2)
@@ -58,6 +58,27 @@ def test_sealed_output_is_pruned() -> None:
         {S: (A([0]), A([20])), MV: (A([3]), A())},
     )
     assert r.as_ofs["mv"] == A()
+
+
+def test_a_dataflow_whose_inputs_are_all_complete_starts_now() -> None:
+    """Nothing bounds it from above: it starts at the current time, or at its inputs' since if
+    later, never at the empty frontier (which computes nothing: a query over a complete
+    materialized view failed with ``EmptyAsOfForSubscribe``)."""
+    sub = GlobalId.transient(1)
+    r = sel(
+        [subscribe_dataflow(sub, sources=[MV], as_of=None, name="s")], {MV: (A([8]), A())}, now=40
+    )
+    assert r.as_ofs["s"] == A([40])
+    r = sel(
+        [subscribe_dataflow(sub, sources=[MV], as_of=None, name="s")], {MV: (A([50]), A())}, now=40
+    )
+    assert r.as_ofs["s"] == A([50])
+    # No inputs at all (``SELECT 1``), as a subscribe or as a new materialized view.
+    assert sel([subscribe_dataflow(sub, as_of=None, name="c")], {}, now=40).as_ofs["c"] == A([40])
+    new_mv = mv_dataflow(MV, as_of=None, name="k")
+    assert sel([new_mv], {}, now=40).as_ofs["k"] == A([40])
+    # A sealed output is still pruned: it need never run again.
+    assert sel([new_mv], {MV: (A([3]), A())}, now=40).as_ofs["k"] == A()
 
 
 def test_read_only_prunes_dropped_inputs_and_dependents() -> None:
