@@ -551,7 +551,8 @@ class Environment:
         A source is complete at a time once its storage replica has ingested up
         to it (every tick of the replica, 100 ms by default): a read of a source
         at the freshest time waits for that, and for as long as the storage
-        replica is down.
+        replica is down. An object without durable inputs (a constant) has nothing to
+        wait for: it is read at the oracle's read timestamp too.
         """
         return await self._data.freshest(ref)
 

@@ -206,11 +206,6 @@ class ReadsAndWrites:
     async def freshest(self, ref: Ref) -> int:
         """The time a read of ``ref`` that starts now takes: every acknowledged append shows there."""
         gid = self.core.resolve(ref)
-        if not self._input_upper(gid).elements:  # no durable inputs: the object's own upper
-            # An index's is the compute collection's; a materialized view's its storage
-            # collection's (its dataflow is write-only: complete, it keeps no since).
-            target = "index" if isinstance(self.core.state.get(gid), IndexEntry) else "persist"
-            return int(await self.core.driver.freshest(gid, target))
         return await self._fresh_time([gid], lambda: self.frontiers(gid)[0], gid)
 
     async def _fresh_time(

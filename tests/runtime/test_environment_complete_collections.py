@@ -52,3 +52,29 @@ def test_a_materialized_view_without_inputs_stays_readable_once_complete(tmp_pat
         assert not batches[-1].upper.elements and batches[-1].error is None
 
     _run(body, tmp_path)
+
+
+def test_a_fresh_read_of_a_constant_comes_after_every_acknowledged_write(tmp_path: Path) -> None:
+    """A constant has no durable inputs to wait for, yet a fresh read of it still takes the
+    oracle's read timestamp: it used to take the view's since, before writes acknowledged
+    earlier (the simulator's copy-to check found it: a fresh copy-to wrote the contents at a
+    time before an acknowledged append)."""
+
+    async def body(env: Any) -> None:
+        await env.execute("CREATE MATERIALIZED VIEW k AS SELECT 1 AS one")
+        await env.execute("CREATE TABLE t (x BIGINT)")
+        gid = env.resolve("k")
+        with anyio.fail_after(60):
+            while env.frontiers(gid)[1].elements:
+                await anyio.sleep(0.05)
+        since = int(env.frontiers(gid)[0].elements[0])
+        for _ in range(3):
+            written = await env.append("t", [(1,)])
+            assert written > since
+            assert await env.freshest("k") >= written
+            out = tmp_path / f"copy-{written}"
+            assert await env.copy_to("k", f"file://{out}") == 1
+            (name,) = [p.name for p in out.iterdir()]
+            assert int(name.split("-")[2]) >= written  # part-<id>-<time>-<n>.parquet
+
+    _run(body, tmp_path)
