@@ -145,13 +145,17 @@ def restore_plan(
     *,
     current_time: int | None = None,
     read_only: bool = False,
+    default_policy: ReadPolicy | None = None,
 ) -> RestorePlan:
     """What the controller must recreate for ``state`` (see :class:`RestorePlan`).
 
     With ``frontiers`` (every storage collection's ``(since, upper)`` from its
     shard) and ``current_time`` (e.g. the oracle's read timestamp), dataflows
     get as-ofs from :func:`~tidegate.spec.compute.as_of_selection.select_as_ofs`
-    and their source imports carry the shards' uppers.
+    and their source imports carry the shards' uppers. An index is restored as
+    readable as its read policy wants it: the one it was given, else
+    ``default_policy`` (the one it compacts by), so a restart loses none of the
+    history its policy kept.
     """
     order = _dependency_order(state)
     collections = [
@@ -183,7 +187,9 @@ def restore_plan(
             )
         uppers = {gid: f[1] for gid, f in frontiers.items()}
         dataflows = [d.with_source_uppers(uppers) for d in dataflows]
-        index_policies = {i.id: policies[i.id] for i in state.indexes if i.id in policies}
+        index_policies = {
+            i.id: p for i in state.indexes if (p := policies.get(i.id, default_policy)) is not None
+        }
         selection = select_as_ofs(
             dataflows, frontiers, index_policies, current_time, read_only=read_only
         )

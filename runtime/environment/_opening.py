@@ -28,7 +28,14 @@ from tidegate.spec.ids import GlobalId
 from tidegate.spec.protocol.types import ComputeParameters
 from tidegate.spec.storage import ShardFrontiers, StorageController
 
-from ..catalog import Catalog, CatalogState, ReplicaEntry, apply_ops, restore_plan
+from ..catalog import (
+    DEFAULT_READ_POLICY,
+    Catalog,
+    CatalogState,
+    ReplicaEntry,
+    apply_ops,
+    restore_plan,
+)
 from ..controller.driver import ControllerDriver
 from ..controller.errors import RuntimeControllerError
 from ..controller.storage_io import CONTROLLER_READER, ShardStorageIO
@@ -300,7 +307,11 @@ class Opening:
         current = self.core.oracle.read_ts()
         if frontiers:
             plan = restore_plan(
-                state, frontiers, current_time=current, read_only=self.core.read_only
+                state,
+                frontiers,
+                current_time=current,
+                read_only=self.core.read_only,
+                default_policy=DEFAULT_READ_POLICY,
             )
         descriptions = [
             (c.id, self.core.description(state, c.id, c.kind)) for c in plan.storage_collections

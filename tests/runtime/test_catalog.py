@@ -296,6 +296,26 @@ def test_restore_plan_selects_as_ofs_from_the_shards_frontiers() -> None:
     assert by_export[U(3)].source_imports[0].upper == Antichain([500])
 
 
+def test_restore_plan_keeps_the_history_of_an_index_without_a_policy_by_the_default() -> None:
+    """An index without a policy of its own compacts by the default one; restored without it,
+    it came back readable only from its inputs' upper (the simulator's churn seed 5: an index
+    created at 211 and restored at 1021 came back at since 1020, losing the second of history
+    the default policy keeps)."""
+    s = _base()
+    frontiers = {
+        U(1): (Antichain([10]), Antichain([500])),
+        U(3): (Antichain([5]), Antichain([300])),
+    }
+    bare = {
+        d.export_ids[0]: d.as_of for d in restore_plan(s, frontiers, current_time=499).dataflows
+    }
+    assert bare[U(4)] == Antichain([299])  # big_idx has no policy: the latest correct time
+    plan = restore_plan(s, frontiers, current_time=499, default_policy=LagWriteFrontier(100, 10))
+    as_ofs = {d.export_ids[0]: d.as_of for d in plan.dataflows}
+    assert as_ofs[U(4)] == Antichain([200])  # as far back as the default keeps (its input: 300)
+    assert as_ofs[U(2)] == bare[U(2)]  # an index's own policy wins over the default
+
+
 def test_restore_plan_needs_every_storage_frontier_and_a_time() -> None:
     s = _base()
     with pytest.raises(UnknownCatalogObject):
