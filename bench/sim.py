@@ -8,7 +8,7 @@ disks. This prints:
   changes it less than the wall time), median over seeds 1-10, of ``small`` and
   ``standard`` (targets, on a quiet 2-core machine: ``small`` <= 0.5 s,
   ``standard`` <= 1.5 s wall);
-* one standard run (3 replicas, 13 dataflows over 3 tables, 60 + 10 virtual
+* one standard run (3 replicas, 15 dataflows over 3 tables, 60 + 10 virtual
   seconds, 5 faults): wall and CPU time, protocol messages per wall-second,
   virtual seconds per wall-second, kernel events, task wakeups, storage calls,
   messages sent as fragments;

@@ -17,18 +17,28 @@ Safety, as the run goes:
   compute collection's frontiers within one, every shard's on disk;
 * no collection's since passes a pending peek's time, nor a hold of a
   collection that depends on it;
-* a restored controller's read policies are the catalog's, its storage
-  collections start at their shards' sinces, its dataflows where every
-  input is readable.
+* no since passes what the read policies the *clients* set promised
+  (:mod:`.promises`, the checker's own formula over the client history);
+* a restored controller keeps every history a policy promised before the
+  crash, its storage collections start at their shards' sinces, its dataflows
+  where every input is readable;
+* an answer "hydrated" means a replica reported, on the network, an output
+  frontier beyond the as_of it was given (:mod:`.progress`);
+* a copy-to's files hold the reference's contents at one valid time
+  (:mod:`.copy_to`).
 
 Liveness and cleanup, after the quiet phase (faults healed, clients idle):
 
-* every operation completed, every replica is connected, everything is hydrated;
+* every operation completed (a subscribe of a complete collection ended),
+  every replica is connected and hydrated every dataflow, by the trace, and
+  caught up with the controller;
+* nothing is left half-done (:mod:`.quiescence`): no pending peek, no read
+  hold without an owner, no complete subscribe still there;
 * every collection's write frontier caught up with its inputs' uppers as of
   the quiet phase's start;
-* every since advanced exactly as far as its read policy and the holds on it
-  allowed -- at least as far as they allowed at the quiet phase's start -- and
-  never beyond what the collections reading it hold;
+* every since advanced exactly as far as its read policy (the client's) and
+  the holds on it allowed -- at least as far as they allowed shortly before
+  the end -- and never beyond what the collections reading it hold;
 * every dropped collection is forgotten by the controller, run by no replica,
   and its shard (a materialized view's) finalized;
 * every append whose outcome was unknown landed at one time or not at all (each
@@ -49,25 +59,22 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from tidegate.runtime.catalog import (
-    DEFAULT_READ_POLICY,
-    IndexEntry,
-    MaterializedViewEntry,
-    TableEntry,
-)
 from tidegate.runtime.environment import INSTANCE, Environment
 from tidegate.runtime.storage.store import decoded_state
 from tidegate.spec.compute import FrontierUpper
 from tidegate.spec.errors import TidegateError
 from tidegate.spec.frontier import Antichain, Row
-from tidegate.spec.frontier.read_policy import ReadPolicy
 from tidegate.spec.ids import GlobalId
 from tidegate.spec.plan import replace_gets
 from tidegate.spec.storage import SinceChanged, UpperChanged
 
 from .clients import Clients
 from .controller import ControllerProcess
+from .copy_to import CopyToChecker
 from .history import ReferenceModel, Violation, Windows, judge_peek, row_in, subscription_id
+from .progress import ReplicaProgress, time_of
+from .promises import Promises
+from .quiescence import check_quiescence
 from .storage_checks import StorageChecker
 from .truth import TruthLog
 from .world_port import WorldPort
@@ -145,6 +152,22 @@ class Checker:
         """The checks of sources and sinks (scenarios with a storage replica)."""
         self._sources: set[GlobalId] = set()
         """Sources in the reference model (their landed data, like a table's)."""
+        self.settled_at: dict[tuple[str, GlobalId], tuple[Antichain, Antichain]] = {}
+        """Every collection's ``(since, upper)`` shortly before the end (see :meth:`settled`)."""
+        self.promises = Promises()
+        """The read policies the clients set (what compaction is judged by)."""
+        self.progress = ReplicaProgress()
+        """What each replica reported on the network (what hydration is judged by)."""
+        self.copy_tos = CopyToChecker(
+            self.model, self.windows, self.violate, self._refresh, world.count
+        )
+        self._indexes: set[GlobalId] = set()
+        self._views: set[GlobalId] = set()
+        """The clients' indexes and materialized views, by the history's ``install`` events."""
+        self._first_since: dict[tuple[str, GlobalId], int | None] = {}
+        """Each collection's since when the checker first saw it (its since at creation)."""
+        self._max_upper: dict[tuple[str, GlobalId], int | None] = {}
+        """The greatest upper each collection ever had (across controller incarnations)."""
 
     def violate(self, property: str, message: str) -> None:
         self.world.violate(property, message)
@@ -202,11 +225,15 @@ class Checker:
             elif op == "install":
                 spec = self._plans.get(ev["name"])
                 if spec is not None:
-                    self.model.install(
-                        GlobalId.parse(ev["id"]), self._plan(spec.plan, ev.get("inputs"))
-                    )
+                    gid = GlobalId.parse(ev["id"])
+                    self.model.install(gid, self._plan(spec.plan, ev.get("inputs")))
                     if spec.kind == "materialized_view":
                         self.truth.watch(ev["id"])
+                        self._views.add(gid)
+                    elif spec.kind == "index":
+                        self._indexes.add(gid)
+            elif op == "policy":
+                self.promises.invoked(ev)
             elif op == "subscribe":
                 self._streams[int(ev["n"])] = {"ev": ev, "next": None, "acc": {}, "closed": False}
             elif op == "batch":
@@ -226,6 +253,8 @@ class Checker:
                 known = target in self.model.plans or target in self.model.tables
                 if self._sources and known and self.model.inputs(target) & self._sources:
                     self.world.count("source_read_checked")
+            elif ev["op"] == "copy_to":
+                self.copy_tos.judge(ev)
 
     def _plan(self, plan: Any, inputs: Mapping[str, str] | None = None) -> Any:
         ids = {GlobalId.parse(name): gid for name, gid in self._table_ids.items()}
@@ -265,9 +294,12 @@ class Checker:
                 f"subscribe {ev['sub']}: batch {ev['lower']}..{ev['upper']} after {s['next']}",
             )
         s["next"] = ev["upper"]
-        if ev["error"] is not None or not ev["upper"]:
+        if ev["error"] is not None:
             s["closed"] = True
             return
+        if not ev["upper"]:  # complete: its last batch, judged like the others
+            s["closed"] = True
+            self.world.count("subscribe_completed")
         gid = subscription_id(s["ev"])
         if gid not in self.model.plans:
             spec = self._plans.get(s["ev"]["target"])
@@ -275,8 +307,9 @@ class Checker:
                 return
             self.model.install(gid, self._plan(spec.plan, s["ev"].get("inputs")))
         acc = s["acc"]
+        end = ev["upper"][0] if ev["upper"] else None
         for t, r, d in ev["updates"]:
-            if not ev["lower"][0] <= t < ev["upper"][0]:
+            if not (ev["lower"][0] <= t and (end is None or t < end)):
                 self.violate(
                     "subscribe_gap_free",
                     f"subscribe {ev['sub']}: update at {t} outside {ev['lower']}..{ev['upper']}",
@@ -287,13 +320,16 @@ class Checker:
                 acc[row] = n
             else:
                 acc.pop(row, None)
-        if ev["updates"]:
+        if ev["updates"] or end is None:
             self._refresh()
-            want = self.model.contents(gid, int(ev["upper"][0]) - 1).rows
+            # Complete: what it holds at its last change, and for ever after.
+            last = max([int(ev["lower"][0]), *(int(u[0]) for u in ev["updates"])])
+            at = last if end is None else int(end) - 1
+            want = self.model.contents(gid, at).rows
             if acc != want:
                 self.violate(
                     "subscribe_matches_reference",
-                    f"subscribe {ev['sub']} ({s['ev']['target']}) at upper {ev['upper'][0]} "
+                    f"subscribe {ev['sub']} ({s['ev']['target']}) at upper {ev['upper']} "
                     f"differs from the reference: {_difference(acc, want)}",
                 )
 
@@ -330,9 +366,12 @@ class Checker:
 
     def _check_frontiers(self, env: Environment) -> None:
         ctl = env.driver.ctl
+        judged = self.model.tables.keys() | self._views
         for c in ctl.storage.collections():
             if c.is_dropped:
                 continue
+            if c.id in judged:
+                self._within_policy(env, "storage", c.id, c.since, c.upper)
             prev = self.storage_frontiers.get(c.id)
             if prev is not None and not (prev[0] <= c.since and prev[1] <= c.upper):
                 self.violate(
@@ -342,6 +381,8 @@ class Checker:
                 )
             self.storage_frontiers[c.id] = (c.since, c.upper)
         for cc in ctl.compute.instance(INSTANCE).collections():
+            if cc.id in self._indexes:
+                self._within_policy(env, "compute", cc.id, cc.read_frontier, cc.write_frontier)
             prev = self.compute_frontiers.get(cc.id)
             now = (cc.read_frontier, cc.write_frontier)
             if prev is not None and not (prev[0] <= now[0] and prev[1] <= now[1]):
@@ -351,6 +392,47 @@ class Checker:
                     f"since {now[0]}, upper {now[1]}",
                 )
             self.compute_frontiers[cc.id] = now
+
+    def _within_policy(
+        self,
+        env: Environment,
+        layer: str,
+        id: GlobalId,
+        since: Antichain,
+        upper: Antichain,
+        property: str = "compaction_within_policy",
+    ) -> None:
+        """A since never passes what the read policies the client set promise (see
+        :mod:`.promises`): readable from ``lag_since(upper)`` on, or from where the collection
+        started (its since when first seen), whichever is later.
+
+        ``upper`` is the greatest the collection ever had (a restored index starts over from
+        its as_of; the promise was made at the upper it had before); for an index, also its
+        inputs' (a restored index may start where its inputs' uppers allow).
+        """
+        key = (layer, id)
+        s, u = time_of(since), time_of(upper)
+        first = self._first_since.setdefault(key, s)
+        if u is not None:
+            seen = self._max_upper.get(key, u)
+            u = None if seen is None else max(u, seen)
+        self._max_upper[key] = u
+        if layer == "compute" and u is not None:
+            inputs = [env.driver.ctl.storage.storage_frontiers(t) for t in self.model.inputs(id)]
+            if inputs and all(fr is not None for fr in inputs):
+                uppers = [time_of(fr[1]) for fr in inputs if fr is not None]
+                if all(x is not None for x in uppers):
+                    u = max(u, min(x for x in uppers if x is not None))
+        if s is None or u is None or first is None:
+            return  # released (dropped), complete, or never readable
+        bound = max(first, self.promises.most(str(id), u))
+        if s > bound:
+            self.violate(
+                property,
+                f"the since of {layer} collection {id} is [{s}], beyond what its read policy "
+                f"promised readable at upper [{u}] (from [{bound}] on; policies "
+                f"{sorted(self.promises.ever(str(id)))} as (lag, granularity) ms)",
+            )
 
     def _check_holds(self, env: Environment) -> None:
         ctl = env.driver.ctl
@@ -392,13 +474,21 @@ class Checker:
 
     # -- a restored controller ------------------------------------------------------------------
     def controller_restored(self, env: Environment) -> None:
-        """Policies are the catalog's; storage sinces the shards'; as-ofs readable; compute anew.
+        """No promised history lost; storage sinces the shards'; as-ofs readable; compute anew.
 
         A storage collection's since starts again from its shard's durable since,
         which may lag what the dead controller held in memory (its last since
         downgrades may not have reached the disk): only the upper, and the shard's
         own since, are monotone across incarnations.
+
+        What the restored controller holds is judged against what was acknowledged
+        before the crash, not against the catalog it restored from: every since
+        (an index's as_of, too) is within what the read policies the clients set
+        promised at the greatest upper seen before (``restore_keeps_promised_history``,
+        see :meth:`_within_policy`): a restart never loses readable history.
         """
+        self._refresh()
+        self._judge_new()  # every policy the clients set before the crash
         self.compute_frontiers.clear()
         self._reported.clear()
         self.storage_frontiers = {
@@ -408,41 +498,33 @@ class Checker:
             k: v for k, v in self._storage_reported.items() if k[0] != "SinceChanged"
         }
         self.truth.refresh()
-        ctl, state = env.driver.ctl, env.state
-        for gid, policy in state.read_policies:
-            entry = state.get(gid)
-            live: ReadPolicy | None
-            if isinstance(entry, IndexEntry):
-                try:
-                    live = ctl.compute.instance(INSTANCE).collection(gid).read_policy  # type: ignore[assignment]
-                except TidegateError:
-                    continue
-            else:
-                live = ctl.storage.collection(gid).read_policy
-            if live != policy:
-                self.violate(
-                    "restore_keeps_policies",
-                    f"{entry.name} was restored with read policy {live}, the catalog says {policy}",
+        ctl = env.driver.ctl
+        judged = self.model.tables.keys() | self._views
+        promise = "restore_keeps_promised_history"
+        for c in ctl.storage.collections():
+            if not c.is_dropped and c.id in judged:
+                self._within_policy(env, "storage", c.id, c.since, c.upper, promise)
+        for cc in ctl.compute.instance(INSTANCE).collections():
+            if not cc.dropped and cc.id in self._indexes:
+                self._within_policy(
+                    env, "compute", cc.id, cc.read_frontier, cc.write_frontier, promise
                 )
-        for e in state.entries():
-            if not isinstance(e, TableEntry | MaterializedViewEntry):
+        for c in ctl.storage.collections():
+            durable = self.truth.frontiers.get(str(c.id))
+            if durable is None or c.is_dropped:
                 continue
-            durable = self.truth.frontiers.get(str(e.id))
-            fr = ctl.storage.storage_frontiers(e.id)
-            if durable is None or fr is None:
-                continue
-            if not durable[0] <= fr[0]:
+            if not durable[0] <= c.since:
                 self.violate(
                     "restore_keeps_sinces",
-                    f"{e.name} was restored at since {fr[0]}, before its shard's since {durable[0]}",
+                    f"{c.id} was restored at since {c.since}, before its shard's since {durable[0]}",
                 )
-        for c in ctl.compute.instance(INSTANCE).collections():
-            for dep, _ in c.storage_dependencies:
+        for cc in ctl.compute.instance(INSTANCE).collections():
+            for dep, _ in cc.storage_dependencies:
                 durable = self.truth.frontiers.get(str(dep))
-                if durable is not None and not durable[0] <= c.as_of:
+                if durable is not None and not durable[0] <= cc.as_of:
                     self.violate(
                         "restored_as_of_readable",
-                        f"{c.id} restored at as_of {c.as_of}, before the durable since "
+                        f"{cc.id} restored at as_of {cc.as_of}, before the durable since "
                         f"{durable[0]} of its input {dep}",
                     )
 
@@ -462,6 +544,19 @@ class Checker:
         if self.storage is not None:
             self.storage.quiet_started()
 
+    def settled(self) -> None:
+        """Shortly before the end (``SETTLED_MS``): where every since must have come by the end.
+
+        Compaction is judged from here rather than from the quiet phase's middle, so
+        that a since lagging its policy by more than this is seen."""
+        env = self.world.controller.env
+        if env is None:
+            return
+        ctl = env.driver.ctl
+        self.settled_at = {("storage", c.id): (c.since, c.upper) for c in ctl.storage.collections()}
+        for cc in ctl.compute.instance(INSTANCE).collections():
+            self.settled_at[("compute", cc.id)] = (cc.read_frontier, cc.write_frontier)
+
     def check_end(self) -> None:
         """The liveness and cleanup checks (see the module docstring)."""
         self._refresh()
@@ -474,6 +569,7 @@ class Checker:
                     f"{ev['op']} {ev['n']} (invoked at {ev['invoke_ms']} ms) never completed",
                 )
         env = self.world.controller.env
+        self._check_subscribes_complete()
         if env is None or not self.world.controller.ready:
             self.violate("controller_recovers", "no controller is up at the end of the run")
             return
@@ -485,13 +581,95 @@ class Checker:
                     "replicas_recover",
                     f"replica {info.replica} is {info.status} at the end ({info.last_error})",
                 )
-        if not env.hydrated():
-            self.violate("hydration_completes", "not every collection is hydrated at the end")
+        check_quiescence(self.world, env, self.violate)
+        self._check_replicas(env)
         self._check_caught_up(env)
         self._check_compaction(env)
         self._check_cleanup(env)
         if self.storage is not None:
             self.storage.check_end()
+
+    def _check_subscribes_complete(self) -> None:
+        """A subscribe of a collection that becomes complete ends: its last batch's upper is []."""
+        for sub in self.world.clients.subs:
+            if sub.stream_id is None:
+                continue
+            ev = next((e for e in reversed(self.history.events) if e.get("n") == sub.n), None)
+            if ev is None:
+                continue
+            gid = subscription_id(ev)
+            if gid not in self.model.plans:
+                self.model.install(gid, self._plan(sub.spec.plan, ev.get("inputs")))
+            if not self.model.inputs(gid):
+                self.violate(
+                    "subscribes_complete",
+                    f"subscribe {sub.n} ({sub.spec.name}) reads a collection that is complete "
+                    f"(it has no inputs), yet it never ended: its upper is {sub.upper}",
+                )
+
+    def _check_replicas(self, env: Environment) -> None:
+        """Every replica hydrated every dataflow, and caught up with where the controller was.
+
+        From the trace alone (:mod:`.progress`): on its current connection, every
+        replica reported for every live index and materialized view an output
+        frontier beyond the as_of it was given (``hydration_completes``) and a
+        write frontier at least the one the controller had when the quiet phase
+        was judged from (``replicas_agree``: with active replication a lagging
+        replica is otherwise invisible, the controller takes the greatest).
+        """
+        ctl = env.driver.ctl
+        names = [info.replica for info in env.replicas()]
+        for c in ctl.compute.instance(INSTANCE).collections():
+            if c.dropped or c.id.is_transient or c.kind == "log":
+                continue
+            start = self.quiet_start.get(("compute", c.id))
+            for r in names:
+                if not self.progress.hydrated(r, c.id):
+                    self.violate(
+                        "hydration_completes",
+                        f"replica {r} never reported an output frontier of {c.id} beyond the "
+                        "as_of it was given, on its current connection",
+                    )
+                want = None if start is None else time_of(start[1])
+                got = self.progress.write(r, c.id)
+                if start is not None and not (got is None or (want is not None and got >= want)):
+                    self.violate(
+                        "replicas_agree",
+                        f"replica {r} reported {c.id} complete only to [{got}] by the end, behind "
+                        f"the controller's write frontier [{want}] when the faults had stopped",
+                    )
+
+    def judge_hydration(
+        self, env: Environment, ev: dict[str, Any], replicas: list[str] | None
+    ) -> None:
+        """A hydration answer is judged against the trace: ``hydrated`` on ``r`` => ``r``
+        reported an output frontier beyond the as_of (for every live index and view, when the
+        question named none)."""
+        if not ev.get("hydrated"):
+            return
+        ctl = env.driver.ctl
+        asked = [info.replica for info in env.replicas()]
+        if replicas is not None:
+            asked = [r for r in asked if r in replicas]
+        if not asked:
+            return  # no replica to ask: vacuously hydrated, as documented
+        if ev["target"] is not None:
+            ids = [GlobalId.parse(ev["target"])]
+        else:
+            ids = [
+                c.id
+                for c in ctl.compute.instance(INSTANCE).collections()
+                if not c.dropped and not c.id.is_transient and c.kind != "log"
+            ]
+        for id in ids:
+            if not any(self.progress.hydrated(r, id) for r in asked):
+                self.violate(
+                    "hydration_matches_trace",
+                    f"hydration {ev['n']} answered that {id} is hydrated (on {asked}), but no "
+                    "such replica reported an output frontier beyond its as_of on its "
+                    "current connection",
+                )
+        self.world.count("hydration_judged")
 
     def _check_caught_up(self, env: Environment) -> None:
         ctl = env.driver.ctl
@@ -519,15 +697,14 @@ class Checker:
         """Every since is where its policy and the holds of its dependents put it (see the doc).
 
         A collection's own hold is its read policy applied to its upper: the
-        catalog's, or the runtime's documented default for tables, indexes and
-        views (a materialized view's or subscribe's dataflow steps back from its
-        write frontier). Dependents hold
+        policy the client set (or the runtime's documented default), by the
+        checker's own formula (:mod:`.promises`); a materialized view's or
+        subscribe's dataflow steps back from its write frontier. Dependents hold
         their inputs at their own sinces: compute collections their storage
         and compute dependencies, storage collections (a materialized view's
         output) their storage dependencies.
         """
-        ctl, state = env.driver.ctl, env.state
-        policies = dict(state.read_policies)
+        ctl = env.driver.ctl
         compute = {c.id: c for c in ctl.compute.instance(INSTANCE).collections() if not c.dropped}
         storage = {c.id: c for c in ctl.storage.collections() if not c.is_dropped}
         Key = tuple[str, GlobalId]
@@ -551,13 +728,17 @@ class Checker:
 
         def own(key: Key, since: Antichain, upper: Antichain) -> Antichain:
             layer, id = key
-            index = not id.is_transient and isinstance(state.get(id), IndexEntry)
-            if layer == "storage" or index:
-                return policies.get(id, DEFAULT_READ_POLICY).frontier(upper)
+            if layer == "storage" or id in self._indexes:
+                u = time_of(upper)
+                if u is None:  # complete: a policy keeps what it had
+                    return Antichain([0])
+                return Antichain([self.promises.least(str(id), u)])
             return _step_back(upper)  # a materialized view's or subscribe's dataflow
 
+        baseline = self.settled_at if self.settled_at else self.quiet_start
+
         def lower(key: Key, seen: frozenset[Key] = frozenset()) -> Antichain:
-            start = self.quiet_start.get(key)
+            start = baseline.get(key) if key in self.quiet_start else None
             if start is None or key in seen:
                 return Antichain([0])
             deps = [lower(d, seen | {key}) for d in holders.get(key, ())]
@@ -573,7 +754,8 @@ class Checker:
                 self.violate(
                     "compaction_progresses",
                     f"the since of {key[0]} collection {key[1]} is {since} at the end; its read "
-                    f"policy and the holds on it allowed {low} already when the faults stopped",
+                    f"policy (as the client set it) and the holds on it allowed {low} already "
+                    f"{'shortly before the end' if self.settled_at else 'when the faults stopped'}",
                 )
             held = [dfr[0] for d in holders.get(key, ()) if (dfr := frontiers(d)) is not None]
             if held and not since <= Antichain.meet_all(held):

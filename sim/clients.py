@@ -52,6 +52,7 @@ from tidegate.spec.storage.connections import SimulatedSink, SimulatedSource
 
 from .choices import ChoiceSource, chance, pick
 from .controller import ControllerProcess
+from .copy_to import clear, copy_to_url
 from .faults import Action
 from .history import ClientHistory, finishing_to_json, row_out
 from .process import ProcessKilled
@@ -66,6 +67,11 @@ class ClientsWorld(WorldPort, Protocol):
 
     @property
     def controller(self) -> ControllerProcess: ...
+
+    def hydration_answered(
+        self, env: Environment, ev: dict[str, Any], replicas: list[str] | None
+    ) -> None:
+        """A hydration question was answered (the checkers judge the answer at once)."""
 
 
 DIED = "the controller died"
@@ -289,7 +295,7 @@ class Clients:
                 "table", self.world.kernel.now_ms, name=t.id, id=str(self.table_ids[t.id])
             )
         for t in self.scenario.tables:
-            await env.set_read_policy(t.id, LagWriteFrontier(TABLE_LAG_MS, GRANULARITY_MS))
+            await self._set_policy(env, self.table_ids[t.id], TABLE_LAG_MS, strict=True)
         self.ready = True
         for src in self.scenario.sources:
             await self._create_source(env, src.id)
@@ -513,9 +519,14 @@ class Clients:
         assert gid is not None
         since = env.frontiers(gid)[0]
         upper = self._input_upper(env, target)
-        if not since.elements or not upper.elements:
+        if not since.elements:
             return "skip"
-        lo, hi = int(since.elements[0]), int(upper.elements[0])
+        lo = int(since.elements[0])
+        if not upper.elements:  # complete (no inputs): readable at every time from its since on
+            if mode == "future":
+                return "skip"
+            upper = Antichain([lo + 1000])
+        hi = int(upper.elements[0])
         if mode == "below":
             return lo - 1 if lo > 0 else "skip"
         if mode == "future":
@@ -606,7 +617,8 @@ class Clients:
             if ev["status"] == "ok":
                 self.world.violate(
                     "reads_outside_bounds_refused",
-                    f"peek {ev['n']} of {ev['name']} at {ev['at']} ({mode} its bounds) was answered",
+                    f"{ev['op']} {ev['n']} of {ev['name']} at {ev['at']} ({mode} its bounds) was "
+                    "answered",
                 )
             accepted: tuple[str, ...] = (
                 want.__name__,
@@ -619,24 +631,30 @@ class Clients:
             if ev["status"] == "fail" and not error.startswith(accepted):
                 self.world.violate(
                     "reads_outside_bounds_refused",
-                    f"peek {ev['n']} of {ev['name']} at {ev['at']} ({mode}) failed with "
+                    f"{ev['op']} {ev['n']} of {ev['name']} at {ev['at']} ({mode}) failed with "
                     f"{error}, not {want.__name__}",
                 )
             self.world.count(f"peek_refused_{mode}" if ev["status"] == "fail" else "peek_answered")
         elif ev["status"] == "fail" and error.startswith(("SinceViolation", "ReadBeyondUpper")):
             self.world.violate(
                 "valid_reads_answered",
-                f"peek {ev['n']} of {ev['name']} at {ev['at']} within its bounds was refused: {error}",
+                f"{ev['op']} {ev['n']} of {ev['name']} at {ev['at']} within its bounds was "
+                f"refused: {error}",
             )
-        if error.startswith("DependencyDropped"):
+        gone = error.startswith(("CollectionMissing", "UnknownCatalogObject"))
+        if error.startswith("DependencyDropped") or (gone and mode not in ("below", "future")):
+            # A read of an object that exists is answered: only a drop ends it (or makes it
+            # unknown). A drop in doubt or a cascade may have taken it too.
             self.world.count("peek_ended_by_drop")
             if not any(
-                d["id"] == ev["target"] or ev["target"] in d.get("gone", ())
+                d["id"] == ev["target"]
+                or ev["target"] in d.get("gone", ())
+                or (d.get("cascade") and d["status"] != "ok")
                 for d in self.history.ops("drop")
             ):
                 self.world.violate(
                     "valid_reads_answered",
-                    f"peek {ev['n']} of {ev['name']} failed with {error}, "
+                    f"{ev['op']} {ev['n']} of {ev['name']} failed with {error}, "
                     f"but no client dropped {ev['target']}",
                 )
 
@@ -723,8 +741,10 @@ class Clients:
             self.objects[name] = gid
             self._note_install(gid, name, spec)
             self.world.count(f"create_{spec.kind}")
+            # Hydrated already? Asked at once, before any replica can have computed it.
+            await self._do_hydration(env, {"target": name})
             if spec.kind == "index":
-                await env.set_read_policy(gid, LagWriteFrontier(INDEX_LAG_MS, GRANULARITY_MS))
+                await self._set_policy(env, gid, INDEX_LAG_MS, strict=True)
 
     def _check_no_effect(self, env: Environment, ev: Mapping[str, Any], name: str) -> None:
         """A refused create left nothing behind."""
@@ -791,10 +811,24 @@ class Clients:
         gid = self._ref(target)
         if gid is None:
             return
-        lag = int(args["lag"])
-        ev = self.history.invoke("policy", self.world.kernel.now_ms, target=str(gid), lag_ms=lag)
+        await self._set_policy(env, gid, int(args["lag"]))
+
+    async def _set_policy(
+        self, env: Environment, gid: GlobalId, lag: int, *, strict: bool = False
+    ) -> None:
+        """Set ``gid``'s read policy, recorded in the history (what compaction is judged by);
+        ``strict``: a refusal is raised (the clients' own setup must not be refused)."""
+        ev = self.history.invoke(
+            "policy",
+            self.world.kernel.now_ms,
+            target=str(gid),
+            lag_ms=lag,
+            granularity_ms=GRANULARITY_MS,
+        )
         policy = LagWriteFrontier(lag, GRANULARITY_MS)
-        await self._call(ev, lambda: env.set_read_policy(gid, policy))
+        ok, value = await self._call(ev, lambda: env.set_read_policy(gid, policy))
+        if strict and not ok:
+            raise value
 
     # subscribes
     def _draw_subscribe(self) -> dict[str, Any] | None:
@@ -910,6 +944,38 @@ class Clients:
         if ok:
             ev["hydrated"] = bool(value)
             self.world.count("hydrated" if value else "not_hydrated")
+            self.world.hydration_answered(env, ev, replicas)  # judged against the trace, now
+
+    # copy-to
+    def _draw_copy_to(self) -> dict[str, Any] | None:
+        target = pick(self.source, self._readable())
+        mode = pick(self.source, ("fresh", "valid"))
+        return {"target": target, "at": {"mode": mode, "k": self.source.integer(0, 999)}}
+
+    async def _do_copy_to(self, env: Environment, args: Mapping[str, Any]) -> None:
+        """Write ``target``'s contents at a time once, as Parquet files (judged by
+        :mod:`.copy_to`)."""
+        target = str(args["target"])
+        gid = self._ref(target)
+        if gid is None:
+            return
+        try:
+            t = self._time(env, target, args["at"])
+        except TidegateError:
+            return
+        if t == "skip":
+            return
+        assert t is None or isinstance(t, int)
+        ev = self.history.invoke(
+            "copy_to", self.world.kernel.now_ms, target=str(gid), name=target, at=t
+        )
+        url = ev["url"] = copy_to_url(int(ev["n"]))
+        clear(url)
+        ok, rows = await self._call(ev, lambda: env.copy_to(gid, url, at=t))
+        if ok:
+            ev["rows_written"] = int(rows)
+            self.world.count("copy_to")
+        self._judge_refusal(ev, str(args["at"]["mode"]))
 
     # sources
     def _note_source(self, src: SourceSpec, gid: GlobalId) -> None:

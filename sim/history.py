@@ -229,7 +229,10 @@ class ClientHistory:
     ``peek`` {n, target, at (null: fresh), finishing, key?, status, rows? | error?};
     ``subscribe`` {n, id, target, status, error?} and ``batch`` {sub, lower, upper,
     updates: [[time, row, diff]], error}; ``create`` {n, name, kind, status, id?};
-    ``drop`` {n, id, status}; ``policy`` {n, target, lag_ms, status};
+    ``drop`` {n, id, status}; ``policy`` {n, target, lag_ms, granularity_ms, status}: a lag
+    read policy set (by an action, or by the clients' setup of tables and indexes);
+    ``hydration`` {n, target, status, hydrated?}; ``copy_to`` {n, target, name, at (null:
+    fresh), url, status, rows_written?, time?: the time its files were written at};
     ``table`` {name, id, schema?}: a table and its id; ``install`` {id, name, kind,
     inputs?}: a dataflow known to exist (created, or found after a restart), whose plan the
     scenario names (``inputs``: the catalog ids of the sources it reads, by scenario id);
@@ -647,9 +650,10 @@ def _check_subscribes(
             s["closed"] = True
             continue
         s["next"] = ev["upper"]
-        if ev["error"] is not None or not ev["upper"]:
+        if ev["error"] is not None:
             s["closed"] = True
             continue
+        end = ev["upper"][0] if ev["upper"] else None
         for t, r, d in ev["updates"]:
             row = row_in(r)
             n = s["acc"].get(row, 0) + d
@@ -657,7 +661,7 @@ def _check_subscribes(
                 s["acc"][row] = n
             else:
                 s["acc"].pop(row, None)
-            if not ev["lower"][0] <= t < ev["upper"][0]:
+            if not (ev["lower"][0] <= t and (end is None or t < end)):
                 out.append(
                     Violation(
                         "subscribe_gap_free",
@@ -666,9 +670,16 @@ def _check_subscribes(
                         at,
                     )
                 )
-        s["last"] = (ev["upper"][0], at)
+        if end is None:  # complete: what it holds at its last change, and for ever after
+            s["closed"] = True
+            end = max([int(ev["lower"][0]), *(int(u[0]) for u in ev["updates"])]) + 1
+            v = _check_accumulation(model, sub, s, end, at)
+            if v is not None:
+                out.append(v)
+            continue
+        s["last"] = (end, at)
         if ev["updates"]:
-            v = _check_accumulation(model, sub, s, ev["upper"][0], at)
+            v = _check_accumulation(model, sub, s, end, at)
             if v is not None:
                 out.append(v)
                 s["closed"] = True

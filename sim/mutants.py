@@ -34,6 +34,7 @@ from tidegate.spec.outbox import Outbox
 from tidegate.spec.protocol.commands import AllowCompaction, CancelPeek, CreateDataflow, Peek
 from tidegate.spec.protocol.responses import (
     Frontiers,
+    PeekCanceled,
     PeekError,
     PeekResult,
     PeekRows,
@@ -624,6 +625,220 @@ def _catalog_unknown_outcome_patch() -> AbstractContextManager[None]:
     return _replaced(_catalog.Catalog, "_landed", lambda self, seqno, data: False)
 
 
+# -- bugs only the checks of issue 32's third part see -----------------------------------------
+
+
+def _policy_rounds_up_patch() -> AbstractContextManager[None]:
+    """A lag policy rounds its since *up* to its granularity: up to a granule of the history it
+    promised is compacted away."""
+    from tidegate.spec.frontier import read_policy as _rp
+
+    def frontier(self: Any, write_frontier: Antichain) -> Antichain:
+        els = write_frontier.elements
+        if not els:
+            return Antichain.bottom(0)
+        u = els[0]
+        if self.lag == 0:
+            return write_frontier
+        x = max(0, u - self.lag)
+        granule = min(self.lag, self.max_granularity)
+        return Antichain.from_elem(min(u, x + (-x) % granule))
+
+    return _replaced(_rp.LagWriteFrontier, "frontier", frontier)
+
+
+def _restore_forgets_policies_patch() -> AbstractContextManager[None]:
+    """A restarted controller chooses its indexes' as-ofs without their read policies: each comes
+    back readable only from its inputs' upper, losing the history its policy kept."""
+    from tidegate.runtime.catalog import _restore
+
+    original = _restore.__dict__["select_as_ofs"]
+
+    def select_as_ofs(dataflows: Any, storage: Any, policies: Any, *args: Any, **kw: Any) -> Any:
+        return original(dataflows, storage, {}, *args, **kw)
+
+    return _replaced(_restore, "select_as_ofs", select_as_ofs)
+
+
+def _catalog_swaps_policy_fields_patch() -> AbstractContextManager[None]:
+    """The catalog decodes a lag policy with its lag and granularity swapped: a restarted
+    controller compacts by another policy than the one the client set (the old checks, which
+    compared the restored policy with the catalog's decoding of it, could not see this)."""
+    from tidegate.runtime.catalog import _codec
+    from tidegate.spec.frontier.read_policy import LagWriteFrontier
+
+    original = _codec.__dict__["policy_from_dict"]
+
+    def policy_from_dict(d: Any) -> Any:
+        if d["kind"] == "lag_write_frontier":
+            return LagWriteFrontier(int(d["max_granularity"]), int(d["lag"]))
+        return original(d)
+
+    return _replaced(_codec, "policy_from_dict", policy_from_dict)
+
+
+def _hydrated_at_as_of_patch() -> AbstractContextManager[None]:
+    """A replica counts as hydrated once its output frontier reaches the as_of (not beyond it):
+    at once, before it computed anything."""
+    from tidegate.spec.compute import state as _state
+
+    def hydrated(self: Any) -> bool:
+        return not self.as_of.elements or self.as_of <= self.output_frontier
+
+    return _replaced(_state.ReplicaCollectionState, "hydrated", hydrated)
+
+
+def _cancelled_peek_keeps_hold(original: Any) -> Any:
+    """A cancelled peek is answered and forgotten, but its read hold is never released."""
+
+    def _finish_peek(self: Any, uuid: _uuid.UUID, result: PeekResult) -> None:
+        if isinstance(result, PeekCanceled):
+            p = self.peeks[uuid]
+            caps = self._update_read_caps
+            storage = self.storage
+            keep = [(p.timestamp, -1)]
+            self._update_read_caps = lambda id, changes: (
+                None if (id == p.id and changes == keep) else caps(id, changes)
+            )
+            try:
+                if p.on_storage:
+                    self.storage = _KeepStorageHold(storage, p.id, p.timestamp)
+                original(self, uuid, result)
+            finally:
+                del self._update_read_caps
+                self.storage = storage
+            return
+        original(self, uuid, result)
+
+    return _finish_peek
+
+
+class _KeepStorageHold:
+    """A storage port that ignores one hold release (the peek's)."""
+
+    def __init__(self, inner: Any, id: Any, timestamp: Any) -> None:
+        self._inner = inner
+        self._id = id
+        self._timestamp = timestamp
+
+    def update_storage_read_holds(self, changes: Any) -> None:
+        rest = {
+            k: v
+            for k, v in changes.items()
+            if not (k == self._id and list(v) == [(self._timestamp, -1)])
+        }
+        if rest:
+            self._inner.update_storage_read_holds(rest)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def _driver_keeps_answered_peeks_patch() -> AbstractContextManager[None]:
+    """The driver hands a peek's answer to its caller but keeps the waiter (a leak)."""
+    from tidegate.runtime.controller import driver as _driver
+
+    cls = _driver.ControllerDriver
+    original = cls.__dict__["_apply_one"]
+
+    def _apply_one(self: Any, e: Any) -> None:
+        waiter = self._peeks.get(e.uuid) if isinstance(e, PeekResultOut) else None
+        original(self, e)
+        if waiter is not None:
+            self._peeks[e.uuid] = waiter
+
+    return _replaced(cls, "_apply_one", _apply_one)
+
+
+def _complete_subscribe_kept_patch() -> AbstractContextManager[None]:
+    """A subscribe whose output is complete gets its last batch but is never dropped: it stays in
+    the controller, holding what it holds, though nothing is left to compute."""
+    from tidegate.runtime.controller import driver as _driver
+    from tidegate.spec.compute import SubscribeBatchOut
+
+    cls = _driver.ControllerDriver
+    original = cls.__dict__["_apply_one"]
+
+    def _apply_one(self: Any, e: Any) -> None:
+        if isinstance(e, SubscribeBatchOut) and e.error is None and not e.upper.elements:
+            sub = self._subscriptions.pop(e.id, None)
+            if sub is not None:
+                sub.deliver(e)
+                self._sub_instance.pop(e.id, None)
+                return
+        original(self, e)
+
+    return _replaced(cls, "_apply_one", _apply_one)
+
+
+def _subscribe_end_swallowed(original: Any) -> Any:
+    """A subscribe's last batch (its upper the empty frontier) is never forwarded to its client."""
+
+    def _on_subscribe(self: Any, r: Any, resp: Any) -> None:
+        outbox = self._outbox
+        self._outbox = Outbox()
+        try:
+            original(self, r, resp)
+            mine = self._outbox.drain()
+        finally:
+            self._outbox = outbox
+        outbox.extend(
+            e
+            for e in mine
+            if not (isinstance(e, SubscribeBatchOut) and not e.upper.elements and e.error is None)
+        )
+
+    return _on_subscribe
+
+
+def _copy_to_ignores_counts_patch() -> AbstractContextManager[None]:
+    """A copy-to writes each distinct row once, whatever its count."""
+    from tidegate.replica import service as _service
+
+    original = _service.__dict__["write_copy_to"]
+
+    def write_copy_to(url: str, sink_id: Any, as_of: int, schema: Any, rows: Any, **kw: Any) -> int:
+        return int(original(url, sink_id, as_of, schema, [(r, 1) for r, n in rows if n > 0], **kw))
+
+    return _replaced(_service, "write_copy_to", write_copy_to)
+
+
+def _reused_dataflows_go_quiet_patch() -> AbstractContextManager[None]:
+    """A replica that keeps a dataflow across a reconnect (reconciliation reuses it) never reports
+    its write frontier again; the controller, taking the greatest over its replicas, does not
+    notice while another replica reports."""
+    from tidegate.spec.compute_replica.outputs import Reconciled
+
+    cls = _replica.ComputeReplica
+    reconcile, publish = cls.__dict__["_reconcile"], cls.__dict__["_publish"]
+
+    def _reconcile(self: Any) -> list[Any]:
+        out: list[Any] = reconcile(self)
+        quiet = self.__dict__.setdefault("_mutant_quiet", set())
+        for o in out:
+            if isinstance(o, Reconciled):
+                quiet.update(g for key in o.reused for g in key)
+        return out
+
+    def _publish(self: Any) -> list[Any]:
+        out: list[Any] = publish(self)
+        quiet = self.__dict__.get("_mutant_quiet")
+        if not quiet:
+            return out
+        kept: list[Any] = []
+        for o in out:
+            if isinstance(o, Respond) and isinstance(o.response, Frontiers):
+                f = o.response
+                if f.id in quiet and f.write is not None:
+                    if f.input is None and f.output is None:
+                        continue
+                    o = Respond(Frontiers(f.id, input=f.input, output=f.output))
+            kept.append(o)
+        return kept
+
+    return _together(_replaced(cls, "_reconcile", _reconcile), _replaced(cls, "_publish", _publish))
+
+
 # -- storage replica bugs (sources and sinks) ---------------------------------------------------
 
 
@@ -892,6 +1107,58 @@ _ALL = [
         "codec_drops_peek_limit",
         "the compute codec does not encode a peek's LIMIT, so replicas answer every row",
         _codec_drops_peek_limit_patch,
+    ),
+    Mutant(
+        "policy_rounds_up",
+        "a lag read policy rounds its since up to its granularity, compacting away history it "
+        "promised",
+        _policy_rounds_up_patch,
+    ),
+    Mutant(
+        "restore_forgets_policies",
+        "a restarted controller chooses its indexes' as-ofs without their read policies, so they "
+        "come back without the history their policies kept",
+        _restore_forgets_policies_patch,
+    ),
+    Mutant(
+        "catalog_swaps_policy_fields",
+        "the catalog decodes a lag read policy with its lag and granularity swapped",
+        _catalog_swaps_policy_fields_patch,
+    ),
+    Mutant(
+        "hydrated_at_as_of",
+        "a replica counts as hydrated once its output frontier reaches the as_of, not beyond it",
+        _hydrated_at_as_of_patch,
+    ),
+    Mutant(
+        "cancelled_peek_keeps_hold",
+        "a peek whose caller cancels it is answered and forgotten, but its read hold is kept",
+        _method(_instance.Instance, "_finish_peek", _cancelled_peek_keeps_hold),
+    ),
+    Mutant(
+        "driver_keeps_answered_peeks",
+        "the controller driver hands a peek's answer to its caller but keeps waiting for it",
+        _driver_keeps_answered_peeks_patch,
+    ),
+    Mutant(
+        "complete_subscribe_kept",
+        "a subscribe whose output is complete gets its last batch but is never dropped",
+        _complete_subscribe_kept_patch,
+    ),
+    Mutant(
+        "subscribe_end_swallowed",
+        "the controller never forwards a subscribe's last batch (its upper the empty frontier)",
+        _method(_instance.Instance, "_on_subscribe", _subscribe_end_swallowed),
+    ),
+    Mutant(
+        "copy_to_ignores_counts",
+        "a copy-to writes each distinct row once, whatever its count",
+        _copy_to_ignores_counts_patch,
+    ),
+    Mutant(
+        "reused_dataflows_go_quiet",
+        "a replica that keeps a dataflow across a reconnect never reports its write frontier again",
+        _reused_dataflows_go_quiet_patch,
     ),
     Mutant(
         "source_ack_on_delivery",

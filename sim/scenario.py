@@ -157,6 +157,7 @@ class WorkloadMix:
     subscribe: int = 3
     unsubscribe: int = 2
     hydration: int = 2
+    copy_to: int = 2
     create_source: int = 0
     drop_source: int = 0
     create_sink: int = 0
@@ -182,6 +183,7 @@ class WorkloadMix:
         "subscribe",
         "unsubscribe",
         "hydration",
+        "copy_to",
         "create_source",
         "drop_source",
         "create_sink",
@@ -470,6 +472,7 @@ class WorkloadModel(BaseModel):
     subscribe: Count = _MIX.subscribe
     unsubscribe: Count = _MIX.unsubscribe
     hydration: Count = _MIX.hydration
+    copy_to: Count = _MIX.copy_to
     create_source: Count = _MIX.create_source
     drop_source: Count = _MIX.drop_source
     create_sink: Count = _MIX.create_sink
@@ -654,9 +657,14 @@ def _tables() -> tuple[TableSpec, ...]:
 
 
 def _dataflows() -> tuple[DataflowSpec, ...]:
-    from tidegate.spec.plan.builder import avg, col, count, desc, max_, min_, sum_, table
+    from tidegate.spec.plan.builder import avg, col, constant, count, desc, max_, min_, sum_, table
 
     t1, t2, t3 = (table(t.id, t.schema) for t in _tables())
+    # No inputs (SELECT ... without FROM): complete at once; its subscribes end.
+    fixed = constant(
+        [((1, "one"), 1), ((2, None), 2)],
+        Schema.of(("n", "int64", False), ("word", "string", True)),
+    )
     return (
         DataflowSpec("orders", "index", t1.plan, (0,)),
         DataflowSpec("big_orders", "index", t1.filter(col("amount") > 5).plan),
@@ -708,11 +716,14 @@ def _dataflows() -> tuple[DataflowSpec, ...]:
         DataflowSpec("customers_mv", "materialized_view", t2.plan),
         DataflowSpec("orders_sub", "subscribe", t1.filter(col("amount") < 8).plan),
         DataflowSpec("kinds_sub", "subscribe", t3.group_by("kind").agg(count()).plan),
+        DataflowSpec("fixed_mv", "materialized_view", fixed.plan),
+        DataflowSpec("fixed_sub", "subscribe", fixed.filter(col("n") > 1).plan),
     )
 
 
 def standard() -> Scenario:
-    """3 replicas, 13 dataflows over 3 tables, 60 virtual seconds, 5 faults; tables tick every second."""
+    """3 replicas, 15 dataflows over 3 tables (two of them constants), 60 virtual seconds, 5
+    faults; tables tick every second."""
     return Scenario(
         name="standard",
         replicas=3,
@@ -728,8 +739,8 @@ def standard() -> Scenario:
 
 
 def small() -> Scenario:
-    """2 replicas, 5 dataflows over 2 tables (one joins them), 8 virtual seconds and 6 quiet ones,
-    3 faults.
+    """2 replicas, 7 dataflows over 2 tables (one joins them; two are constants), 8 virtual
+    seconds and 6 quiet ones, 3 faults.
 
     The quiet phase outlasts the runtime's reconnection backoff (capped at 5 s), so a
     replica that failed often still reconnects before the liveness checks."""
@@ -740,7 +751,15 @@ def small() -> Scenario:
         tables=_tables()[:1] + _tables()[2:],
         dataflows=tuple(
             all_flows[n]
-            for n in ("orders", "per_customer", "orders_kinds", "event_totals_mv", "orders_sub")
+            for n in (
+                "orders",
+                "per_customer",
+                "orders_kinds",
+                "event_totals_mv",
+                "orders_sub",
+                "fixed_mv",
+                "fixed_sub",
+            )
         ),
         workload=WorkloadMix(ms_between_actions=(20, 80)),
         duration_ms=8_000,

@@ -24,6 +24,7 @@ from typing import Any
 
 import trio
 
+from tidegate.runtime.environment import Environment
 from tidegate.runtime.transport.version import PROTOCOL_VERSION, VERSION_HEADER
 from tidegate.spec.ids import GlobalId
 
@@ -45,7 +46,10 @@ from .transport import SimReplicaEndpoint
 from .upstream import Upstreams
 from .world_port import Streams
 
-__all__ = ["STORAGE_FAULTS", "SUPPORTED_FAULTS", "Streams", "World"]
+__all__ = ["SETTLED_MS", "STORAGE_FAULTS", "SUPPORTED_FAULTS", "Streams", "World"]
+
+SETTLED_MS = 500
+"""How long before the end of a run its sinces are judged from (see ``Checker.settled``)."""
 
 SUPPORTED_FAULTS = BASE_KINDS
 """Fault kinds the world can inject in every scenario."""
@@ -205,6 +209,17 @@ class World:
     def _message(self, direction: str, replica: str, message: Any) -> None:
         self.trace.record_message(self.kernel.now_ms, direction, replica, summarize(message))
 
+    def hydration_answered(
+        self, env: Environment, ev: dict[str, Any], replicas: list[str] | None
+    ) -> None:
+        self.checker.judge_hydration(env, ev, replicas)
+
+    def _observe(self, direction: str, replica: str, message: Any) -> None:
+        """A compute message on the network: the checkers' trace, and the run's if kept."""
+        self.checker.progress.observe(direction, replica, message)
+        if self._trace_messages:
+            self.record(direction, r=replica, m=summarize(message))
+
     def _command_rejected(self, replica: str, reason: str) -> None:
         if reason.startswith("malformed"):  # bytes of our own codec that do not decode
             self.violate("wire_messages_decode", f"stream of replica {replica} cut: {reason}")
@@ -214,8 +229,7 @@ class World:
     def _new_replica(self, name: str) -> ReplicaProcess:
         replica = ReplicaProcess(name, self._replica_world)
         replica.endpoint.on_cut = self._command_rejected
-        if self._trace_messages:
-            replica.endpoint.observe = self._message
+        replica.endpoint.observe = self._observe
         self.replicas[name] = replica
         self.endpoints[name] = replica.endpoint
         replica.start()
@@ -458,6 +472,9 @@ class World:
         for target in sorted(self._pending_replace):
             self._add_replacement(target)
         self.kernel.call_later(self.scenario.quiet_ms // 2, self._mark_quiet)
+        late = self.scenario.quiet_ms - SETTLED_MS
+        if late > self.scenario.quiet_ms // 2:
+            self.kernel.call_later(late, self.checker.settled)
 
     def _mark_quiet(self) -> None:
         """Half way through the quiet phase, when the controller is surely back: the baseline."""

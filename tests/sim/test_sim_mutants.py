@@ -49,6 +49,23 @@ STORAGE_MUTANTS = {
 }
 
 
+CHECK_MUTANTS = {
+    # mutant: the independent check that catches it (docs/simulator.md, "What is checked"), at
+    # seed 1 of small unless noted
+    "policy_rounds_up": "compaction_within_policy",
+    "restore_forgets_policies": "restore_keeps_promised_history",  # seed 2
+    "catalog_swaps_policy_fields": "compaction_progresses",
+    "hydrated_at_as_of": "hydration_matches_trace",
+    "cancelled_peek_keeps_hold": "holds_have_owners",
+    "driver_keeps_answered_peeks": "no_pending_peeks",
+    "complete_subscribe_kept": "subscribes_finish",
+    "subscribe_end_swallowed": "subscribes_complete",  # seed 2
+    "copy_to_ignores_counts": "copy_to_matches_reference",
+    "reused_dataflows_go_quiet": "replicas_agree",  # seed 4: a reconnect that reuses dataflows
+}
+"""Mutants that only a check of their own sees: each check that shares no code with what it
+judges has one, and the test above requires that check to be the one that catches it."""
+
 _CRASHED_ITSELF = re.compile(r"\b(TypeError|AttributeError|NameError)\b|positional argument")
 """What a violation says when the mutant's replacement code itself failed to run."""
 
@@ -88,6 +105,8 @@ def test_the_default_campaign_finds_the_mutant(name: str) -> None:
     assert not _CRASHED_ITSELF.search(violation.message), violation
     if name in STORAGE_MUTANTS:  # by the property it breaks
         assert violation.property == STORAGE_MUTANTS[name], violation
+    if name in CHECK_MUTANTS:
+        assert violation.property == CHECK_MUTANTS[name], violation
 
 
 def test_the_only_undetectable_mutant_is_masked_by_a_second_defence() -> None:
@@ -125,3 +144,21 @@ def test_a_mutant_reproducer_shrinks_to_a_few_steps_and_replays(name: str) -> No
     again = run_simulation(result.options)
     assert again.trace_digest == result.result.trace_digest
     assert again.violation == result.violation
+
+
+def test_every_independent_check_has_a_mutant_of_its_own() -> None:
+    """The checks added so that no check shares code with what it judges (policies, restores,
+    hydration, quiescence, subscribes that complete, copy-to) each catch a planted bug."""
+    assert set(CHECK_MUTANTS) <= set(mutant_names(detectable=True))
+    assert set(CHECK_MUTANTS.values()) == {
+        "compaction_within_policy",
+        "restore_keeps_promised_history",
+        "compaction_progresses",
+        "hydration_matches_trace",
+        "holds_have_owners",
+        "no_pending_peeks",
+        "subscribes_finish",
+        "subscribes_complete",
+        "copy_to_matches_reference",
+        "replicas_agree",
+    }

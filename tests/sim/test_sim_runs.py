@@ -119,7 +119,7 @@ def test_the_production_runtime_runs_in_a_standard_simulation(
     plan = FaultPlan((Fault(20_000, FaultKind.RESTART_CONTROLLER, "", 500),))
     r = run_simulation(RunOptions(seed=2, scenario=standard(), plan=plan))
     assert r.ok, _explain(r)
-    assert r.expanded_options["replicas"] == 3 and r.expanded_options["dataflows"] == 13
+    assert r.expanded_options["replicas"] == 3 and r.expanded_options["dataflows"] == 15
     assert r.stats.virtual_ms == 70_000 and r.stats.controller_restarts == 1
     for key in (
         "ControllerDriver._commit",

@@ -36,7 +36,7 @@ def test_standard_has_the_documented_shape() -> None:
     s = SCENARIOS["standard"]()
     assert (s.replicas, len(s.dataflows), len(s.tables), s.duration_ms, s.faults) == (
         3,
-        13,
+        15,
         3,
         60_000,
         5,
@@ -267,7 +267,7 @@ def test_scenario_list_check_and_schema(tmp_path: Path) -> None:
     )
     assert listed.returncode == 0
     assert [line.split()[0] for line in listed.stdout.splitlines()] == list(SCENARIOS)
-    assert "3 replicas, 13 dataflows" in listed.stdout
+    assert "3 replicas, 15 dataflows" in listed.stdout
     path = tmp_path / "s.json"
     path.write_text(SCENARIOS["small"]().dumps())
     checked = subprocess.run(

@@ -1,0 +1,104 @@
+"""What each replica reported, read off the simulated network: the reference for hydration.
+
+:class:`ReplicaProgress` watches every compute connection (the endpoints'
+``observe`` hook): each replica's current session starts at the ``Hello`` it
+received, holds the as_of of every dataflow it was told to build on it
+(``CreateDataflow``) and the last write and output frontiers it reported for
+each (``Frontiers``). From that trace alone, not from the controller's
+bookkeeping, the checkers decide:
+
+* ``hydrated(replica, id)`` -- on its current connection the replica reported
+  an output frontier beyond the as_of it was given for ``id`` (Materialize's
+  definition of hydration), or there is nothing to compute: the as_of is ``[]``,
+  or the controller allowed ``id`` to compact to ``[]`` (a complete write-only
+  dataflow) before the connection, so the replica was given no dataflow for it;
+* ``write(replica, id)`` -- the write frontier it last reported for ``id``.
+
+Frontiers are ints here (the simulator's timestamps); ``None`` is the empty
+frontier, beyond every time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tidegate.spec.frontier import Antichain
+from tidegate.spec.ids import GlobalId
+from tidegate.spec.protocol.commands import AllowCompaction, CreateDataflow, Hello
+from tidegate.spec.protocol.responses import Frontiers
+
+__all__ = ["ReplicaProgress", "beyond", "time_of"]
+
+_UNSEEN = -1
+
+
+def time_of(f: Antichain) -> int | None:
+    """A single-int frontier as its int; ``None`` for ``[]``."""
+    return int(f.elements[0]) if f.elements else None
+
+
+def beyond(a: int | None, b: int | None) -> bool:
+    """Whether frontier ``a`` is strictly beyond frontier ``b`` (``None``: the empty frontier)."""
+    if a is None:
+        return b is not None
+    return b is not None and a > b
+
+
+@dataclass
+class _Session:
+    as_of: dict[GlobalId, int | None] = field(default_factory=dict)
+    write: dict[GlobalId, int | None] = field(default_factory=dict)
+    output: dict[GlobalId, int | None] = field(default_factory=dict)
+
+
+class ReplicaProgress:
+    """Each replica's current session, as the network saw it (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.sessions: dict[str, _Session] = {}
+        self.released: set[GlobalId] = set()
+        """Collections some replica was told to compact to ``[]``: nothing is left to compute."""
+
+    def observe(self, direction: str, replica: str, message: Any) -> None:
+        """A command delivered to (``cmd``) or a response sent by (``resp``) ``replica``."""
+        kind = type(message)
+        if kind is Frontiers:
+            s = self.sessions.get(replica)
+            if s is not None:
+                if message.write is not None:
+                    s.write[message.id] = time_of(message.write)
+                if message.output is not None:
+                    s.output[message.id] = time_of(message.output)
+        elif kind is CreateDataflow:
+            s = self.sessions.get(replica)
+            as_of = message.dataflow.as_of
+            if s is not None and as_of is not None:
+                for id in message.dataflow.export_ids:
+                    s.as_of[id] = time_of(as_of)
+                    s.output.pop(id, None)
+                    s.write.pop(id, None)
+        elif kind is AllowCompaction:
+            if not message.frontier.elements:
+                self.released.add(message.id)
+        elif kind is Hello and direction == "cmd":
+            self.sessions[replica] = _Session()
+
+    def hydrated(self, replica: str, id: GlobalId) -> bool:
+        """Whether ``replica`` reported an output frontier beyond ``id``'s as_of on this session."""
+        s = self.sessions.get(replica)
+        if s is None:
+            return False
+        if id not in s.as_of:
+            return id in self.released
+        as_of = s.as_of[id]
+        return as_of is None or beyond(s.output.get(id, _UNSEEN), as_of)
+
+    def write(self, replica: str, id: GlobalId) -> int | None:
+        """The write frontier ``replica`` last reported for ``id`` on this session (-1: none)."""
+        s = self.sessions.get(replica)
+        if s is None:
+            return _UNSEEN
+        if id not in s.as_of and id in self.released:
+            return None  # nothing left to compute: complete
+        return s.write.get(id, _UNSEEN)

@@ -1,0 +1,134 @@
+"""Bugs found by the checks that share no code with what they judge, each pinned by its seed and
+shrunk plan (see docs/simulator.md, "What is checked")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tidegate.sim import FaultPlan, RunOptions, run_simulation
+from tidegate.sim.scenario import Scenario
+
+_ORDERS = {
+    "columns": [
+        {"name": "customer", "type": "string", "nullable": False},
+        {"name": "amount", "type": "int64", "nullable": True},
+    ]
+}
+_EVENTS = {
+    "columns": [
+        {"name": "kind", "type": "string", "nullable": False},
+        {"name": "n", "type": "int64", "nullable": True},
+    ]
+}
+_TABLES = [{"id": "u1", "schema": _ORDERS}, {"id": "u3", "schema": _EVENTS}]
+_FIXED_MV = {
+    "name": "fixed_mv",
+    "kind": "materialized_view",
+    "plan": {
+        "op": "constant",
+        "schema": {
+            "columns": [
+                {"name": "n", "type": "int64", "nullable": False},
+                {"name": "word", "type": "string", "nullable": True},
+            ]
+        },
+        "rows": [[[1, "one"], 1], [[2, None], 2]],
+    },
+    "key": [],
+}
+
+
+def _scenario(name: str, dataflows: list[dict[str, Any]], **fields: Any) -> Scenario:
+    return Scenario.from_json(
+        {"name": name, "replicas": 1, "tables": _TABLES, "dataflows": dataflows, **fields}
+    )
+
+
+def test_a_restored_index_without_a_policy_keeps_the_default_policys_history() -> None:
+    """Churn seed 5 (``restore_keeps_promised_history``): an index whose client never got to set
+    its policy (the controller died first) compacts by the default one, a second of history.
+    Restored, its as-of was chosen without any policy, at its inputs' upper (since 1020 at
+    upper 1021; created at 211): a restart lost the history the default policy kept. Shrunk:
+    the index dropped and created again around two controller deaths, in 4 steps."""
+    orders = {
+        "name": "orders",
+        "kind": "index",
+        "plan": {"op": "get", "id": "u1", "schema": _ORDERS},
+    }
+    sc = _scenario(
+        "churn",
+        [{**orders, "key": [0]}],
+        duration_ms=900,
+        faults=8,
+        fault_kinds=["crash_controller_in"],
+        quiet_ms=6_000,  # the shrunk run ended at the violation; the fixed one must settle
+    )
+    plan = FaultPlan.from_json(
+        {
+            "version": 2,
+            "enabled": ["crash_controller_in"],
+            "faults": [
+                {
+                    "at_ms": 255,
+                    "kind": "crash_controller_in",
+                    "target": "catalog",
+                    "duration_ms": 11,
+                },
+                {"at_ms": 761, "kind": "crash_controller_in", "target": "cas", "duration_ms": 13},
+            ],
+            "actions": [
+                {"at_ms": 230, "kind": "drop_dataflow", "args": {"dataflow": "orders"}},
+                {"at_ms": 257, "kind": "create_dataflow", "args": {"dataflow": "orders"}},
+            ],
+        }
+    )
+    result = run_simulation(RunOptions(seed=5, scenario=sc, plan=plan))
+    assert result.ok, result.summary()
+    assert result.stats.controller_restarts >= 1
+
+
+def test_a_fresh_copy_to_of_a_constant_comes_after_acknowledged_writes() -> None:
+    """Small seed 4 (``strict_serializable``, by the copy-to check): a fresh copy-to of a
+    materialized view without inputs wrote its contents at the view's since (2290), before an
+    append acknowledged before it began (4839): a fresh read of an object without durable
+    inputs took its own since, not the oracle's read timestamp. Shrunk to 2 actions."""
+    per_customer = {
+        "name": "per_customer",
+        "kind": "index",
+        "plan": {
+            "op": "reduce",
+            "input": {"op": "get", "id": "u1", "schema": _ORDERS},
+            "group_key": [0],
+            "aggregates": [{"func": "count", "column": None, "distinct": False}],
+        },
+        "key": [0],
+    }
+    sc = _scenario("small", [per_customer, _FIXED_MV], duration_ms=5100, faults=3, quiet_ms=0)
+    plan = FaultPlan.from_json(
+        {
+            "version": 2,
+            "enabled": ["crash_replica"],
+            "faults": [],
+            "actions": [
+                {
+                    "at_ms": 3648,
+                    "kind": "append_peek",
+                    "args": {
+                        "batches": [["u1", [[["ann", 1], 1], [["eve", 0], 1], [["eve", None], 1]]]],
+                        "target": "per_customer",
+                        "finishing": {"order_by": [], "limit": None, "offset": 0, "project": None},
+                    },
+                },
+                {
+                    "at_ms": 4955,
+                    "kind": "copy_to",
+                    "args": {"target": "fixed_mv", "at": {"mode": "fresh", "k": 328}},
+                },
+            ],
+        }
+    )
+    result = run_simulation(RunOptions(seed=4, scenario=sc, plan=plan))
+    assert result.ok, result.summary()
+    (copy,) = [e for e in result.history.events if e["op"] == "copy_to"]
+    (append,) = [e for e in result.history.events if e["op"] == "append"]
+    assert copy["status"] == "ok" and copy["time"] >= append["time"]
