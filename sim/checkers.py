@@ -168,6 +168,9 @@ class Checker:
         """Each collection's since when the checker first saw it (its since at creation)."""
         self._max_upper: dict[tuple[str, GlobalId], int | None] = {}
         """The greatest upper each collection ever had (across controller incarnations)."""
+        self._judged: dict[tuple[str, GlobalId], tuple[int, tuple[int, int]]] = {}
+        """The since last found within its policies, and the policy calls it was judged by."""
+        self._index_inputs: dict[GlobalId, list[GlobalId]] = {}
 
     def violate(self, property: str, message: str) -> None:
         self.world.violate(property, message)
@@ -417,16 +420,25 @@ class Checker:
             seen = self._max_upper.get(key, u)
             u = None if seen is None else max(u, seen)
         self._max_upper[key] = u
-        if layer == "compute" and u is not None:
-            inputs = [env.driver.ctl.storage.storage_frontiers(t) for t in self.model.inputs(id)]
-            if inputs and all(fr is not None for fr in inputs):
-                uppers = [time_of(fr[1]) for fr in inputs if fr is not None]
-                if all(x is not None for x in uppers):
-                    u = max(u, min(x for x in uppers if x is not None))
-        if s is None or u is None or first is None:
-            return  # released (dropped), complete, or never readable
-        bound = max(first, self.promises.most(str(id), u))
-        if s > bound:
+        if s is None or u is None or first is None or s <= first:
+            return  # released (dropped), complete, never readable, or where it started
+        target = str(id)
+        # Incremental: the bound only grows (uppers and policies accumulate) unless a policy
+        # call turns out refused; a since already judged against the same policies passes.
+        memo = (s, self.promises.revision(target))
+        if self._judged.get(key) == memo:
+            return
+        if layer == "compute":
+            inputs = self._index_inputs.get(id)
+            if inputs is None:
+                inputs = self._index_inputs[id] = sorted(self.model.inputs(id))
+            uppers = [env.driver.ctl.storage.storage_frontiers(t) for t in inputs]
+            if uppers and all(fr is not None and fr[1].elements for fr in uppers):
+                u = max(u, min(int(fr[1].elements[0]) for fr in uppers if fr is not None))
+        bound = max(first, self.promises.most(target, u))
+        if s <= bound:
+            self._judged[key] = memo
+        else:
             self.violate(
                 property,
                 f"the since of {layer} collection {id} is [{s}], beyond what its read policy "

@@ -56,6 +56,11 @@ class Promises:
         """A ``policy`` operation was invoked (its record is live: its completion shows)."""
         self._ops.setdefault(str(ev["target"]), []).append(ev)
 
+    def revision(self, target: str) -> tuple[int, int]:
+        """Changes whenever what :meth:`most` answers may shrink: calls made, calls refused."""
+        ops = self._ops.get(target, ())
+        return len(ops), sum(1 for op in ops if op["status"] == "fail")
+
     def in_force(self, target: str) -> set[Lag]:
         """The policies one of which is in force on ``target`` now.
 

@@ -28,10 +28,10 @@ SEED_BUDGET = 20
 
 SEED_BUDGETS = {
     "history_drops_live_peek": 30,  # caught at seed 18: a pending peek across a reconnect
-    # standard, seed 18: a catalog write's answer lost in an outage crashes the controller on
-    # the retry's conflict (small found it at seed 37 until inline batches changed its runs;
-    # small's seeds 1-170 no longer do; standard's seed 9 until every simulated replica ran
-    # the real replica service: now seeds 18 and 27 of 1-59)
+    # standard, seed 9 (compaction_within_policy): a read-policy call answered as refused
+    # (a CatalogConflict on the retry of a write whose answer was lost) had landed, and the
+    # restarted controller compacts by it (before the check of the clients' own policies:
+    # seed 18, the controller crashing on the retry's conflict)
     "catalog_unknown_outcome_lost": 18,
     # sources, seed 6: a storage replica restarted between a binding's write and its data's
     # (a crash point in the data write) resumes upstream past the data it still has to write
