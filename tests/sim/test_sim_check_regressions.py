@@ -132,3 +132,30 @@ def test_a_fresh_copy_to_of_a_constant_comes_after_acknowledged_writes() -> None
     (copy,) = [e for e in result.history.events if e["op"] == "copy_to"]
     (append,) = [e for e in result.history.events if e["op"] == "append"]
     assert copy["status"] == "ok" and copy["time"] >= append["time"]
+
+
+def test_a_materialized_view_without_inputs_stays_readable() -> None:
+    """Small seed 3 (``valid_reads_answered``, reads of objects nobody dropped): a copy-to of
+    the constant view ``fixed_mv`` 200 ms into the run failed with ``CollectionMissing``. Once
+    complete, the view's write-only dataflow released its since, and a fresh read of an object
+    without durable inputs took its time from that dataflow (issue 34's ``CREATE MATERIALIZED
+    VIEW k AS SELECT 1``). Shrunk to one action."""
+    sc = _scenario("small", [_FIXED_MV], duration_ms=300, faults=3, quiet_ms=6_000)
+    plan = FaultPlan.from_json(
+        {
+            "version": 2,
+            "enabled": ["crash_replica"],
+            "faults": [],
+            "actions": [
+                {
+                    "at_ms": 207,
+                    "kind": "copy_to",
+                    "args": {"target": "fixed_mv", "at": {"mode": "fresh", "k": 942}},
+                }
+            ],
+        }
+    )
+    result = run_simulation(RunOptions(seed=3, scenario=sc, plan=plan))
+    assert result.ok, result.summary()
+    (copy,) = [e for e in result.history.events if e["op"] == "copy_to"]
+    assert copy["status"] == "ok" and copy["rows_written"] == 3
