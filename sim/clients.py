@@ -642,7 +642,10 @@ class Clients:
                 f"refused: {error}",
             )
         gone = error.startswith(("CollectionMissing", "UnknownCatalogObject"))
-        if error.startswith("DependencyDropped") or (gone and mode not in ("below", "future")):
+        ended = error.startswith("DependencyDropped") or (
+            error.startswith("CopyToFailed") and "was dropped while the copy-to ran" in error
+        )
+        if ended or (gone and mode not in ("below", "future")):
             # A read of an object that exists is answered: only a drop ends it (or makes it
             # unknown). A drop in doubt or a cascade may have taken it too.
             self.world.count("peek_ended_by_drop")

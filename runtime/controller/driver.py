@@ -181,6 +181,8 @@ class _Waiter:
     value: Any = None
     reads: tuple[InstanceId, GlobalId, Time] | None = None
     """For a peek: the instance, the collection it reads and its time."""
+    imports: tuple[InstanceId, frozenset[GlobalId]] | None = None
+    """For a copy-to: the instance, and the collections its dataflow reads."""
     error: TidegateError | None = None
     """Raised instead of the result (the peek was cancelled on the client's behalf)."""
 
@@ -1160,6 +1162,7 @@ class ControllerDriver:
 
         A pending peek of one fails with :class:`DependencyDropped`; a
         subscribe importing one gets a last batch with that error and is
+        dropped; a copy-to reading one fails with :class:`CopyToFailed` and is
         dropped. Without this they could wait forever, as a dropped
         collection's data stops advancing (Materialize ends them the same way).
         """
@@ -1180,6 +1183,18 @@ class ControllerDriver:
                 last, why = sub.upper, f"{hit[0]} was dropped while the subscribe ran"
                 sub.deliver(SubscribeBatchOut(instance, sub.id, last, last, (), why))
                 self._drop_lagged(sub)
+        for id, waiter in list(self._copy_tos.items()):
+            assert waiter.imports is not None
+            instance, reads = waiter.imports
+            hit = sorted(reads & gone)
+            if hit and not waiter.done.is_set():
+                del self._copy_tos[id]
+                why = f"{hit[0]} was dropped while the copy-to ran"
+                waiter.value = CopyToOut(instance, id, None, why)
+                waiter.done.set()
+                with contextlib.suppress(TidegateError):  # already gone
+                    self.ctl.compute.drop_collections(instance, [id])
+                    self.apply()
 
     def new_transient_id(self) -> GlobalId:
         self._next_transient += 1
@@ -1228,7 +1243,7 @@ class ControllerDriver:
         self._task_group()
         instance = instance or self.instance
         (id,) = dataflow.copy_to_ids
-        waiter = _Waiter()
+        waiter = _Waiter(imports=(instance, frozenset(dataflow.import_ids)))
         self._copy_tos[id] = waiter
         try:
             self.create_dataflow(dataflow, instance, target_replica)

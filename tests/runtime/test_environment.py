@@ -496,3 +496,41 @@ def test_dropping_what_a_pending_peek_or_subscribe_reads_ends_it(
                 assert v not in {c.id for c in env.driver.ctl.storage.collections()}
 
     run(backend, main)
+
+
+def test_dropping_what_a_pending_copy_to_reads_ends_it(tmp_path: Path) -> None:
+    """Regression (the simulator's copy-to action, sources seed 9, where a cascade took the
+    view): a copy-to of a materialized view dropped while the copy-to ran waited for ever, as
+    the view's shard stops advancing. It fails with ``CopyToFailed`` naming the drop, and is
+    dropped from the controller."""
+    from tidegate.runtime.controller.errors import CopyToFailed
+
+    async def main() -> None:
+        with replica(tmp_path) as address, anyio.fail_after(60):
+            async with Environment.open(tmp_path, replicas={"r1": address}, tick_ms=20) as env:
+                await env.create_table("t", Schema.of(("x", "int64", False)))
+                v = await env.create_materialized_view("v", env.table("t").filter(col("x") > 0))
+                t0 = await env.append("t", [(1,)])
+                await env.wait_for(v, t0, timeout_s=30)
+                await env.drop_replica("r1")  # nothing answers the copy-to any more
+                failure: list[BaseException] = []
+
+                async def pending_copy_to() -> None:
+                    try:
+                        await env.copy_to(v, f"file://{tmp_path / 'out'}", at=t0)
+                    except CopyToFailed as e:
+                        failure.append(e)
+
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(pending_copy_to)
+                    instance = env.driver.ctl.compute.instance("default")
+                    while not instance.active_copy_tos():
+                        await anyio.sleep(0.01)
+                    assert await env.drop("v") == [v]
+                (e,) = failure
+                assert isinstance(e, CopyToFailed)
+                assert e.message == f"{v} was dropped while the copy-to ran"
+                assert not instance.active_copy_tos()
+                assert not [c for c in instance.collections() if c.id.is_transient]
+
+    run("trio", main)
