@@ -187,6 +187,9 @@ class StorageController:
         self._inflight: dict[GlobalId, int] = {}
         self._snapshots: dict[int, tuple[GlobalId, Time]] = {}
         self._durable_shards: set[GlobalId] = set(durable_shards)
+        # Shards a read-only controller was asked to keep when it reconciled: the
+        # reconciliation waits for read_write (the writer may still own the others).
+        self._deferred_reconcile: set[GlobalId] | None = None
         self._serial = 0
         self._initialized = False
         self._config = StorageParameters()
@@ -1116,8 +1119,12 @@ class StorageController:
         """After bootstrapping: drop every durable shard that no live collection (nor ``claimed``) owns.
 
         A read-only controller drops nothing: the shards may be the writer's newer objects.
+        It reconciles when it becomes read-write (:meth:`read_write`): the writer is fenced
+        out then, and a shard of an object it dropped (its last drop cut short by its
+        death) must not outlive it.
         """
         if self._read_only:
+            self._deferred_reconcile = (self._deferred_reconcile or set()) | set(claimed)
             return
         keep = set(self._collections) | set(claimed)
         orphans = sorted(self._durable_shards - keep)
@@ -1136,11 +1143,15 @@ class StorageController:
 
         Every instance's replica gets ``AllowWrites`` (once: a no-op when
         already read-write); the statistics collections are rewritten from the
-        controller's state and the latest status of each live object recorded.
+        controller's state and the latest status of each live object recorded;
+        a reconciliation asked for while read-only drops its orphaned shards now.
         """
         if not self._read_only:
             return
         self._read_only = False
+        if self._deferred_reconcile is not None:
+            claimed, self._deferred_reconcile = self._deferred_reconcile, None
+            self.reconcile_state(claimed)
         self._outbox.extend(self._broadcast(StorageAllowWrites()))
         for kind in (SOURCE_STATISTICS, SINK_STATISTICS):
             self._outbox.extend(self._rewrite_statistics(kind))

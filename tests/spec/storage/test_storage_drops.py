@@ -159,3 +159,18 @@ def test_reconcile_drops_unclaimed_shards() -> None:
     assert ctl.durable_shards() == [u1, u3]
     ctl.reconcile_state(claimed=[u3])
     assert ctl.drain() == []
+
+
+def test_a_read_only_controller_reconciles_once_read_write() -> None:
+    """Read-only, it drops nothing (the writer may own the shards); promoted, the writer fenced,
+    it drops the shards no live collection owns (the simulator's upgrade run, small seed 4: the
+    deposed writer died in the catalog write of a view's drop, and the view's shard outlived
+    every controller)."""
+    ctl = StorageController(durable_shards=[u1, u2, u3], read_only=True)
+    ctl.create_collections([(u1, TABLE)])
+    ctl.drain()
+    ctl.reconcile_state(claimed=[u3])
+    assert ctl.drain() == [] and ctl.durable_shards() == [u1, u2, u3]
+    ctl.read_write()
+    assert DropShard(u2) in ctl.drain()
+    assert ctl.durable_shards() == [u1, u3]
