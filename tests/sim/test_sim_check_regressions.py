@@ -159,3 +159,44 @@ def test_a_materialized_view_without_inputs_stays_readable() -> None:
     assert result.ok, result.summary()
     (copy,) = [e for e in result.history.events if e["op"] == "copy_to"]
     assert copy["status"] == "ok" and copy["rows_written"] == 3
+
+
+def test_after_an_upgrade_the_shard_of_a_half_dropped_view_is_finalized() -> None:
+    """Small seed 4 with ``upgrade`` (``drops_clean_up``, the quiescence check that no shard of a
+    dropped object survives): the writer died in the catalog write of a view's drop, which
+    landed; the next controller opened read-only, where reconciliation drops nothing, and
+    never reconciled once promoted, so the view's shard outlived every controller. Shrunk to
+    the crash point and the drop."""
+    events = {
+        "name": "event_totals_mv",
+        "kind": "materialized_view",
+        "plan": {
+            "op": "reduce",
+            "input": {"op": "get", "id": "u3", "schema": _EVENTS},
+            "group_key": [0],
+            "aggregates": [{"func": "count", "column": 1, "distinct": False}],
+        },
+        "key": [],
+    }
+    sc = _scenario("small", [events], duration_ms=5_000, faults=4, quiet_ms=6_000, upgrade=True)
+    plan = FaultPlan.from_json(
+        {
+            "version": 2,
+            "enabled": ["crash_controller_in"],
+            "faults": [
+                {
+                    "at_ms": 3322,
+                    "kind": "crash_controller_in",
+                    "target": "catalog",
+                    "duration_ms": 18,
+                }
+            ],
+            "actions": [
+                {"at_ms": 3955, "kind": "drop_dataflow", "args": {"dataflow": "event_totals_mv"}}
+            ],
+        }
+    )
+    result = run_simulation(RunOptions(seed=4, scenario=sc, plan=plan))
+    assert result.ok, result.summary()
+    (drop,) = [e for e in result.history.events if e["op"] == "drop"]
+    assert drop["status"] == "info"  # the controller died inside it
