@@ -200,3 +200,22 @@ def test_after_an_upgrade_the_shard_of_a_half_dropped_view_is_finalized() -> Non
     assert result.ok, result.summary()
     (drop,) = [e for e in result.history.events if e["op"] == "drop"]
     assert drop["status"] == "info"  # the controller died inside it
+
+
+def test_a_copy_to_of_a_view_a_cascade_drops_ends() -> None:
+    """Sources seed 9 (``operations_complete``, now that copy-to is a client action): a fresh
+    copy-to of the materialized view ``src_event_totals`` waited for the source it reads; a
+    cascading drop of that source took the view, and the copy-to waited for ever. It now ends
+    with ``CopyToFailed`` naming the drop. (Shrinking kept the upstreams' 190-odd changes, on
+    which the timing depends: the whole run is pinned; tests/runtime/test_environment.py has
+    the minimal case.)"""
+    from tidegate.sim.scenario import sources
+
+    result = run_simulation(RunOptions(seed=9, scenario=sources()))
+    assert result.ok, result.summary()
+    ended = [
+        e
+        for e in result.history.events
+        if e["op"] == "copy_to" and "was dropped while the copy-to ran" in str(e.get("error"))
+    ]
+    assert ended
