@@ -105,15 +105,23 @@ def test_storage_failures_are_retried_and_nothing_is_lost() -> None:
             Fault(2_800, FaultKind.BLOB_FAILURES, "", 1_000),
         )
     )
-    # Seed 4 was pinned until every simulated replica ran the real replica service, then
-    # seed 3 until the simulated network carried encoded frames and storage latencies
-    # became kernel events (other interleavings); since then seed 2 is. 12 of seeds 1-30
-    # meet all four failures: 2, 5, 6, 8, 9, 10, 11, 13, 24, 26, 28 and 29; all 30 pass.
-    r = run_simulation(RunOptions(seed=2, scenario=SCENARIO, plan=plan))
-    assert r.ok, _explain(r)
-    for outcome in ("before", "after"):
-        assert r.sometimes.get(f"storage_consensus_failed_{outcome}", 0) > 0, r.sometimes
-        assert r.sometimes.get(f"storage_blob_failed_{outcome}", 0) > 0, r.sometimes
+    # Which seed meets all four failures (a consensus and a blob failure, each before and
+    # after its operation took effect) depends on the interleaving, which every change to
+    # the messages or the kernel's events moves (seeds 4, 3 and 2 were pinned in turn): the
+    # first of seeds 1-30 that meets them is judged, and every seed run on the way must pass.
+    # About 12 of the 30 meet them.
+    wanted = [
+        f"storage_{what}_failed_{outcome}"
+        for what in ("consensus", "blob")
+        for outcome in ("before", "after")
+    ]
+    for seed in range(1, 31):
+        r = run_simulation(RunOptions(seed=seed, scenario=SCENARIO, plan=plan))
+        assert r.ok, _explain(r)
+        if all(r.sometimes.get(name, 0) > 0 for name in wanted):
+            break
+    else:
+        raise AssertionError(f"none of seeds 1-30 met all of {wanted}")
     assert any(line for line in r.trace_tail) and r.stats.appends > 10
 
 
