@@ -109,19 +109,10 @@ def test_a_peek_waiting_on_a_view_that_is_dropped_ends_with_dependency_dropped()
     (``operations_complete``). The runtime now fails such reads with ``DependencyDropped``,
     which the clients accept only for a target some client dropped. (Shrinking the failing run,
     with delays and storage failures, stopped at 3 faults and 59 actions after 200 runs.)
-    Since small appends are stored inline (one storage write fewer each), seed 72's run no
-    longer reached the case, and seed 9 was pinned. The runtime's faster append path (one event
-    per group commit, oracle timestamps without a hop to a worker thread, the fence checked in
-    each write) changed the runs' timings, and seed 9 no longer reaches it either; seeds 4, 11
-    and 14 do (of 1-42), and seed 4 was pinned. Group commits that wait a few turns of the
-    event loop for the clients the last commit released changed them again: seeds 9, 11, 30
-    and 34 reach it (of 1-42, all of which pass), and seed 11 was pinned. Since every
-    simulated replica runs the real replica service, seeds 4, 9, 14, 17, 22, 27, 38 and 39
-    reach it (of 1-42, all of which pass), and seed 9 (three such peeks) is pinned here. With
-    maintenance due past 16 batches and small blobs as Arrow IPC: seeds 4, 9 (still three),
-    14, 17, 37, 38 and 39 (of 1-42, all of which pass). Since the simulated network carries
-    encoded frames and storage latencies are kernel events: seeds 3, 8, 10, 14, 19, 36, 37
-    (two such peeks) and 38 (of 1-42, all of which pass), and seed 37 is pinned."""
+
+    Which seeds reach the case moves with every change of the runs' timings (seeds 72, 9, 4,
+    11, 9 and 37 were pinned in turn; about 8 of seeds 1-42 reach it): the first of seeds 1-42
+    that reaches it is judged, and every seed run on the way must pass."""
     sc = small()
     sc = replace(
         sc,
@@ -133,9 +124,13 @@ def test_a_peek_waiting_on_a_view_that_is_dropped_ends_with_dependency_dropped()
         faults=6,
         workload=replace(sc.workload, drop_dataflow=10, create_dataflow=12, peek=30),
     )
-    result = run_simulation(RunOptions(seed=37, scenario=sc))
-    assert result.ok, result.summary()
-    assert result.sometimes.get("peek_ended_by_drop", 0) >= 1
+    for seed in range(1, 43):
+        result = run_simulation(RunOptions(seed=seed, scenario=sc))
+        assert result.ok, result.summary()
+        if result.sometimes.get("peek_ended_by_drop", 0) >= 1:
+            break
+    else:
+        raise AssertionError("none of seeds 1-42 reached a peek ended by a drop")
 
 
 SEED_114_SHRUNK = {
