@@ -537,3 +537,23 @@ def test_a_replica_process_still_runs_from_tidegate_replica(tmp_path: Path) -> N
     finally:
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 0
+
+
+def test_the_demo_says_an_outage_once_as_up_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tidegate.commands.demo import Demo, DemoOptions
+
+    demo = Demo(DemoOptions(), tmp_path)
+    ev = ReplicaStatusEvent
+    demo.replica_events.on_event(ev("default", "r1", "connected", 1))  # not shown yet
+    demo.show_events = True
+    demo.replica_events.on_event(ev("default", "r1", "failed", 1, "stream broken"))
+    demo.replica_events.on_event(ev("default", "r1", "rehydrating", 2))
+    for _ in range(7):  # one per retry of the controller
+        demo.replica_events.on_event(ev("default", "r1", "failed", 2, "connection refused"))
+    demo.replica_events.on_event(ev("default", "r1", "connected", 2))
+    out = [line.strip() for line in capsys.readouterr().out.splitlines()]
+    assert out[0] == "event: r1 failed: stream broken"
+    assert out[1].startswith("event: r1 connected again (epoch 2, down ")
+    assert len(out) == 2

@@ -77,6 +77,17 @@ SOURCE, SOURCE_INDEX = "bids", "bids_by_item_idx"
 """The demo's source and the index over it."""
 
 
+class _EventLines:
+    """The demo's side of :class:`~.events.Reporter`: event lines, indented, while shown."""
+
+    def __init__(self, demo: Any) -> None:
+        self.demo = demo
+
+    def event(self, replica: str, text: str, kind: str = "") -> None:
+        if self.demo.show_events:
+            self.demo.say(f"     event: {replica} {text}")
+
+
 @dataclass
 class DemoOptions:
     """What ``tidegate demo`` runs on, and how much it streams."""
@@ -226,6 +237,10 @@ class Demo:
         self.t0 = time.monotonic()
         self.events: list[Any] = []
         self.show_events = False
+        from .events import ReplicaEvents
+
+        self.replica_events = ReplicaEvents(_EventLines(self))
+        """Replica events as ``tidegate up`` reports them: once per change, an outage once."""
 
     def say(self, text: str = "") -> None:
         print(text, flush=True)
@@ -330,9 +345,7 @@ class Demo:
                 task_status.started()
             async for e in events:
                 self.events.append(e)
-                if self.show_events:
-                    why = f" ({e.reason})" if e.reason else ""
-                    self.say(f"     event: {e.replica} {e.status}, epoch {e.epoch}{why}")
+                self.replica_events.on_event(e)
 
     async def peek_checked(
         self, env: Any, name: str, at: int, show: bool = False

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any, TextIO
+from typing import Any, Protocol, TextIO
 
 from rich.console import Console
 from rich.markup import escape
@@ -35,7 +35,7 @@ from rich.markup import escape
 from .overview import exit_text
 from .times import iso_ms
 
-__all__ = ["ReplicaEvents", "Reporter"]
+__all__ = ["EventLines", "ReplicaEvents", "Reporter"]
 
 _STYLE = {
     "connected": "green",
@@ -89,6 +89,12 @@ class Reporter:
             self._status.update(escape(text))
 
 
+class EventLines(Protocol):
+    """Where :class:`ReplicaEvents` writes its lines (:class:`Reporter`, or the demo's)."""
+
+    def event(self, replica: str, text: str, kind: str = "") -> None: ...
+
+
 class ReplicaEvents:
     """Turns replica events into :class:`Reporter` lines (see the module docstring).
 
@@ -96,7 +102,7 @@ class ReplicaEvents:
     follows an open environment (its status events and hydrations).
     """
 
-    def __init__(self, reporter: Reporter, monotonic: Any = time.monotonic) -> None:
+    def __init__(self, reporter: EventLines, monotonic: Any = time.monotonic) -> None:
         self.reporter = reporter
         self.monotonic = monotonic
         self.env: Any = None
