@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -472,3 +472,15 @@ def test_a_managed_replica_that_does_not_start_is_refused_and_not_recorded(tmp_p
                 assert [r["name"] for r in service.replicas()] == ["r1"]
 
     anyio.run(main)
+
+
+def test_a_restarted_up_keeps_its_token_so_clients_keep_working(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    with _start(data, tmp_path / "first.stderr"):
+        token = ControllerInfo.read(data).token
+    with _start(data, tmp_path / "second.stderr"):
+        info = ControllerInfo.read(data)
+        assert info.token == token
+        # A client that read the token before the restart is let in with it.
+        with ControlClient(replace(info, token=token), timeout=10) as c:
+            assert "replicas" in c.call("GET", "/status")

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import select
 import threading
@@ -55,6 +56,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CONTROLLER_FILE",
+    "TOKEN_FILE",
     "ControlClient",
     "ControlError",
     "ControllerInfo",
@@ -64,6 +66,7 @@ __all__ = [
     "Stream",
     "new_token",
     "serve_control",
+    "stored_token",
 ]
 
 CONTROLLER_FILE = "controller.json"
@@ -183,9 +186,37 @@ class ControllerInfo:
         return True
 
 
+TOKEN_FILE = "control-token"
+"""The control endpoint's token, kept across restarts of ``tidegate up`` (mode 0600)."""
+
+_TOKEN = re.compile(r"[A-Za-z0-9_-]{32,256}")
+
+
 def new_token() -> str:
-    """A fresh bearer token for one controller's lifetime."""
+    """A fresh bearer token."""
     return secrets.token_urlsafe(24)
+
+
+def stored_token(data_dir: str | Path, *, rotate: bool = False) -> str:
+    """The control endpoint's token for ``data_dir``: the one kept in ``DATA_DIR/control-token``
+    by the last ``tidegate up``, so clients (and psql, whose default password it is) keep
+    working across a restart; a fresh one, written there, if there is none, if it is not a
+    token this function wrote (a damaged file), or if ``rotate``."""
+    path = Path(data_dir) / TOKEN_FILE
+    if not rotate:
+        try:
+            kept = path.read_text().strip()
+        except (FileNotFoundError, UnicodeDecodeError):
+            kept = ""
+        if _TOKEN.fullmatch(kept):
+            return kept
+    token = new_token()
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(token + "\n")
+    os.replace(tmp, path)
+    return token
 
 
 async def serve_control(

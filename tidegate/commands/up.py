@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from tidegate.runtime.defaults import default_data_dir
 
-from .control import ControllerInfo, NoController, new_token
+from .control import ControllerInfo, NoController, stored_token
 from .help_text import plain
 
 if TYPE_CHECKING:
@@ -125,6 +125,13 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "The password is $TIDEGATE_SQL_PASSWORD, else the control endpoint's token; "
         "DATA_DIR/pgpass holds it for psql (PGPASSFILE)",
     )
+    p.add_argument(
+        "--rotate-token",
+        action="store_true",
+        help="give the control endpoint (and SQL, where it is the password) a new token; "
+        "without it, up keeps the token of the last up on this data directory "
+        "(DATA_DIR/control-token), so clients keep working across a restart",
+    )
     p.add_argument("--tls-cert", default=None, help="certificate (PEM) for TLS on the SQL port")
     p.add_argument("--tls-key", default=None, help="its private key (PEM)")
     p.add_argument(
@@ -194,7 +201,7 @@ async def _up(args: argparse.Namespace, reporter: Reporter) -> None:
         on_status=events.on_process,
     )
     gate = Gate(orchestrator=orchestrator, replica_memory_limit=args.replica_memory_limit)
-    token = new_token()
+    token = stored_token(data_dir, rotate=args.rotate_token)
     host, port = args.listen_api
     with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
         async with anyio.create_task_group() as server:
