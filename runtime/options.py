@@ -108,6 +108,11 @@ class EnvironmentOptions:
     maintenance: see ``docs/shard-store.md``); ``None``: ``CompactionPolicy()``."""
     platform: Platform = REAL
     """Where time, blocking work and identifiers come from (the simulator passes its own)."""
+    since_downgrade_interval_ms: int = 1000
+    """How often, at most, the controller moves a shard's since (its critical reader's), as
+    persist's ``maybe_compare_and_downgrade_since`` (whose default is 30 s): a change sooner
+    waits (issued on the maintenance tick once due); a drop's downgrade to ``[]`` never
+    waits. Shards' sinces lag the controller's by up to this much. 0: every change at once."""
     check_protocol: bool = True
     """Check every command and response against the protocol's rules: a replica that breaks
     one is disconnected (a ``RemoteProtocolError``); a command the controller must not send
@@ -188,6 +193,14 @@ class EnvironmentOptions:
             raise InvalidEnvironmentOptions(
                 "storage_replica",
                 f"must be an address ('host:port') or None, got {self.storage_replica!r}",
+            )
+        if (
+            type(self.since_downgrade_interval_ms) is not int
+            or self.since_downgrade_interval_ms < 0
+        ):
+            raise InvalidEnvironmentOptions(
+                "since_downgrade_interval_ms",
+                f"must be an int >= 0 (milliseconds), got {self.since_downgrade_interval_ms!r}",
             )
         for name in ("tick_ms", "maintain_ms", "poll_ms", "storage_tick_ms"):
             value = getattr(self, name)
@@ -274,6 +287,7 @@ class EnvironmentOverrides(TypedDict, total=False):
     consensus: Consensus | None
     shard_policy: CompactionPolicy | None
     platform: Platform
+    since_downgrade_interval_ms: int
     check_protocol: bool
     max_result_size: int | None
     replica_memory_limit: int | None

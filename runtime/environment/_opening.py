@@ -126,7 +126,12 @@ async def open_parts(
     # A read-only environment holds the shards with a critical reader of its own: its
     # holds must not move the writer's (it takes the writer's over when promoted).
     reader = f"{CONTROLLER_READER}-read-only-{platform.new_id()}" if read_only else None
-    io = ShardStorageIO(store, platform=platform, reader_id=reader or CONTROLLER_READER)
+    io = ShardStorageIO(
+        store,
+        platform=platform,
+        reader_id=reader or CONTROLLER_READER,
+        since_interval_ms=options.since_downgrade_interval_ms,
+    )
     retry = io.retrying  # the store may be unreachable for a while: wait for it
     catalog = Catalog(store.consensus)
     state = await retry("catalog read", catalog.load)

@@ -35,6 +35,7 @@ from .reads import (
     snapshot_batches,
     snapshot_updates,
 )
+from .since_limit import SinceDowngradeLimiter
 from .state import (
     FORMAT_VERSION,
     INLINE_PREFIX,
@@ -77,6 +78,7 @@ __all__ = [
     "MemoryBlob",
     "MemoryConsensus",
     "ShardState",
+    "SinceDowngradeLimiter",
     "VersionedData",
     "WriterState",
     "append",
