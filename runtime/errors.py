@@ -12,12 +12,14 @@ __all__ = [
     "CatalogConflict",
     "CatalogDecodeError",
     "CatalogError",
+    "ClusterNotEmpty",
     "DuplicateCatalogId",
     "DuplicateCatalogName",
     "EnvironmentFenced",
     "HasDependents",
     "InvalidCatalogOp",
     "InvalidEnvironmentOptions",
+    "ManagedClusterChange",
     "OracleError",
     "OracleFenced",
     "OrchestratorError",
@@ -25,6 +27,7 @@ __all__ = [
     "ReplicaStartFailed",
     "UnknownCatalogObject",
     "UnknownManagedReplica",
+    "WrongCluster",
 ]
 
 
@@ -136,6 +139,44 @@ class HasDependents(CatalogError):
         self.id, self.dependents = id, dependents
         names = ", ".join(str(d) for d in dependents)
         super().__init__(f"cannot drop {id}: {names} depend(s) on it (use cascade=True)")
+
+
+class ClusterNotEmpty(HasDependents):
+    """Dropping a cluster that maintains indexes or materialized views (drop them first, or
+    cascade): Materialize's ``cannot drop cluster with active objects``."""
+
+    def __init__(self, cluster: str, objects: tuple[object, ...]) -> None:
+        CatalogError.__init__(
+            self,
+            f"cannot drop cluster {cluster!r}: it maintains "
+            f"{', '.join(str(o) for o in objects)} (use cascade=True to drop them too)",
+        )
+        self.id, self.dependents = cluster, objects
+        self.cluster = cluster
+
+
+class ManagedClusterChange(InvalidCatalogOp):
+    """A replica created or dropped by hand in a managed cluster, whose replicas the environment
+    keeps (Materialize's ``cannot modify managed cluster``): alter its size or replication
+    factor instead."""
+
+    def __init__(self, cluster: str) -> None:
+        self.cluster = cluster
+        super().__init__(
+            f"cannot modify managed cluster {cluster}: change its SIZE or REPLICATION FACTOR"
+        )
+
+
+class WrongCluster(CatalogError):
+    """An index read from a cluster other than the one that maintains it: an index is readable
+    only in its own cluster (a materialized view from any, through storage)."""
+
+    def __init__(self, index: str, cluster: str, asked: str) -> None:
+        self.index, self.cluster, self.asked = index, cluster, asked
+        super().__init__(
+            f"index {index!r} is maintained by cluster {cluster!r}: it cannot be read in cluster "
+            f"{asked!r} (read it in {cluster!r}, or read what it indexes)"
+        )
 
 
 class CatalogDecodeError(CatalogError, ValueError):

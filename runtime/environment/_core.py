@@ -43,6 +43,7 @@ from tidegate.spec.storage.introspection import (
 )
 
 from ..catalog import (
+    DEFAULT_CLUSTER,
     DEFAULT_READ_POLICY,
     STORAGE_ENTRIES,
     Catalog,
@@ -75,7 +76,8 @@ __all__ = [
     "parse_id",
 ]
 
-INSTANCE = "default"
+INSTANCE = DEFAULT_CLUSTER
+"""The compute instance of the ``default`` cluster (the driver's default instance)."""
 
 STORAGE_INSTANCE = "storage"
 """The storage instance (cluster) that runs every source and sink, on its one replica."""

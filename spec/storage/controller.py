@@ -790,21 +790,8 @@ class StorageController:
         [ExportInstanceMissing]; the input is not readable where the sink
         resumes [ReadBeforeSince]. Nothing changes on error.
         """
-        e = self._exports.get(id)
-        if e is None:
-            raise IdentifierMissing(id)
-        if not isinstance(description, ExportDescription):
-            raise InvalidUsage(f"not an ExportDescription for {id}: {description!r}")
-        _check_antichain(description.as_of, "export as_of")
-        source = self._collections.get(description.from_id)
-        if source is None or source.dropped:
-            raise IdentifierMissing(description.from_id)
-        if description.instance not in self._instances:
-            raise ExportInstanceMissing(id, description.instance)
-        since = source.read_capabilities.frontier
+        e, since = self._check_alter_export(id, description)
         resume = e.write_frontier
-        if not all(since.less_than(t) for t in resume):
-            raise ReadBeforeSince(description.from_id, resume, since)
         # The new hold: where the sink's policy (step_back of its write frontier) holds it,
         # never behind the input's since (the check above makes step_back at least that).
         hold = since.join(_STEP_BACK.frontier(resume))
@@ -829,6 +816,32 @@ class StorageController:
         effects = self._run_export(e)
         effects.extend(self._finish(moved))
         self._outbox.extend(effects)
+
+    def check_alter_export(self, id: GlobalId, description: ExportDescription) -> None:
+        """Raise what :meth:`alter_export` would raise now, changing nothing (a caller that
+        records the change durably first checks it here; holding the new input keeps it valid)."""
+        self._check_alter_export(id, description)
+
+    def _check_alter_export(
+        self, id: GlobalId, description: ExportDescription
+    ) -> tuple[ExportState, Antichain]:
+        """The export and its new input's since, if ``id`` may be altered to ``description``."""
+        e = self._exports.get(id)
+        if e is None:
+            raise IdentifierMissing(id)
+        if not isinstance(description, ExportDescription):
+            raise InvalidUsage(f"not an ExportDescription for {id}: {description!r}")
+        _check_antichain(description.as_of, "export as_of")
+        source = self._collections.get(description.from_id)
+        if source is None or source.dropped:
+            raise IdentifierMissing(description.from_id)
+        if description.instance not in self._instances:
+            raise ExportInstanceMissing(id, description.instance)
+        since = source.read_capabilities.frontier
+        resume = e.write_frontier
+        if not all(since.less_than(t) for t in resume):
+            raise ReadBeforeSince(description.from_id, resume, since)
+        return e, since
 
     # ------------------------------------------------------------------ drops
 
