@@ -149,6 +149,7 @@ __all__ = [
     "EnvCatalog",
     "SqlEnvironment",
     "SqlResult",
+    "check_cluster",
     "plan_write",
     "read_rows",
     "read_time",
@@ -433,11 +434,13 @@ async def read_rows(
 ) -> tuple[list[tuple[Row, int]], int | None]:
     """The finished rows of ``plan`` at ``at`` (default: the freshest time; ``at_least``: ``AS
     OF AT LEAST``, see :func:`read_time`), by the fastest path in ``cluster`` (default
-    ``default``), with the time read (the
-    session layer's way to a ``SELECT`` it lowered itself) [InvalidAsOf, SqlDataError]."""
+    ``default``), with the time read (the session layer's way to a ``SELECT`` it lowered
+    itself) [InvalidAsOf, SqlDataError; UndefinedObject for an unknown cluster]."""
+    cluster = cluster or DEFAULT_CLUSTER
+    _known_cluster(env.state, cluster)
     when = read_time(env, plan, at, at_least)
     try:
-        return await _read(env, plan, finishing, when, cluster or DEFAULT_CLUSTER)
+        return await _read(env, plan, finishing, when, cluster)
     except PeekFailed as e:
         raise _peek_error(e) from e
     except (ReadBeyondUpper, SinceViolation, ReadBeforeSince) as e:
@@ -446,6 +449,12 @@ async def read_rows(
             f"{_names_of(env, sorted(gets(plan), key=lambda g: g.sort_key))} "
             f"({'not yet complete' if isinstance(e, ReadBeyondUpper) else 'compacted past it'})"
         ) from e
+
+
+def check_cluster(env: SqlEnvironment, cluster: str) -> None:
+    """Materialize's ``unknown cluster 'c'`` (SQLSTATE 42704) for a statement that runs in
+    ``cluster`` when the environment has none of that name."""
+    _known_cluster(env.state, cluster)
 
 
 async def run_statement(
@@ -478,6 +487,17 @@ async def _run(
     env: SqlEnvironment, stmt: Statement, params: list[Any], cluster: str = DEFAULT_CLUSTER
 ) -> SqlResult:
     cat = EnvCatalog(env)
+    if isinstance(
+        stmt,
+        SelectStmt
+        | SubscribeStmt
+        | CreateIndexStmt
+        | InsertStmt
+        | DeleteStmt
+        | UpdateStmt
+        | CopyToStmt,
+    ) or (isinstance(stmt, CreateViewStmt) and stmt.materialized):
+        _known_cluster(env.state, cluster)  # where it runs: Materialize's 42704 if unknown
     if isinstance(stmt, SelectStmt):
         return await _select(env, cat, stmt, params, cluster)
     if isinstance(
@@ -1138,6 +1158,7 @@ async def _cluster_ddl(
         return SqlResult("CREATE CLUSTER")
     if isinstance(stmt, CreateClusterReplicaStmt):
         _known_cluster(state, stmt.cluster)
+        _unmanaged(state, stmt.cluster)
         await env.create_cluster_replica(stmt.cluster, stmt.name, size=stmt.size)
         return SqlResult("CREATE CLUSTER REPLICA")
     if isinstance(stmt, AlterClusterStmt):
@@ -1175,7 +1196,8 @@ async def _cluster_ddl(
                     notices.append(f'cluster replica "{cluster}.{name}" does not exist, skipping')
                     continue
                 _known_cluster(state, cluster)
-                raise UndefinedObject(f"unknown cluster replica '{cluster}.{name}'")
+                raise _undefined_object(f"unknown cluster replica '{cluster}.{name}'")
+            _unmanaged(state, cluster)
             await env.drop_cluster_replica(cluster, name)
         return SqlResult("DROP CLUSTER REPLICA", notice="\n".join(notices) or None)
     sink = _object(cat, stmt.name, "sink")
@@ -1191,7 +1213,22 @@ async def _cluster_ddl(
 
 def _known_cluster(state: CatalogState, name: str) -> None:
     if not state.has_cluster(name):
-        raise UndefinedObject(f"unknown cluster '{name}'")
+        raise _undefined_object(f"unknown cluster '{name}'")
+
+
+def _undefined_object(message: str) -> UndefinedObject:
+    error = UndefinedObject(message)
+    error.sqlstate = "42704"  # undefined_object (42P01 is a relation's)
+    return error
+
+
+def _unmanaged(state: CatalogState, name: str) -> None:
+    """Materialize's refusal of a replica created or dropped by hand in a managed cluster."""
+    if state.cluster(name).managed:
+        raise SqlError(
+            f"cannot modify managed cluster {name}",
+            hint="change its SIZE or REPLICATION FACTOR with ALTER CLUSTER",
+        )
 
 
 def _sql_error(message: str, sqlstate: str, hint: str | None = None) -> SqlError:

@@ -88,6 +88,7 @@ from .sql import (
     EnvCatalog,
     SqlEnvironment,
     SqlResult,
+    check_cluster,
     plan_write,
     read_rows,
     read_time,
@@ -973,6 +974,7 @@ class SqlSession:
         self, stmt: SubscribeStmt, params: list[Any], progress: bool = False
     ) -> RowStream:
         low = lower_query(stmt.query, EnvCatalog(self.env), params, stmt.sql)
+        check_cluster(self.env, self._stmt_cluster)
         plan = low.relation()
         sub = await self.env.subscribe(
             plan, read_time(self.env, plan, stmt.as_of, stmt.at_least), cluster=self._stmt_cluster
