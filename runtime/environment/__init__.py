@@ -92,7 +92,7 @@ from ..options import EnvironmentOptions, EnvironmentOverrides, Replicas, Replic
 from ..platform import REAL, Platform
 from ..sizes import ReplicaSize
 from ..storage.store import ShardStore
-from ._clusters import ClusterStatus, ClusterReplicaStatus, Clusters
+from ._clusters import ClusterReplicaStatus, Clusters, ClusterStatus
 from ._core import INSTANCE as INSTANCE  # the compute instance: the simulator's checkers read it
 from ._core import STORAGE_INSTANCE, SYSTEM_COLLECTIONS, Core, Ref
 from ._data import ReadsAndWrites
@@ -107,8 +107,8 @@ __all__ = [
     "DEFAULT_READ_POLICY",
     "STORAGE_INSTANCE",
     "SYSTEM_COLLECTIONS",
-    "ClusterStatus",
     "ClusterReplicaStatus",
+    "ClusterStatus",
     "Environment",
     "ReplicaSize",
     "ReplicaSpec",

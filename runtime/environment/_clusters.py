@@ -47,7 +47,7 @@ from ._core import Core
 from ._ddl import Ddl
 from ._replicas import ReplicasAndHydration, launch_of
 
-__all__ = ["ClusterStatus", "ClusterReplicaStatus", "Clusters"]
+__all__ = ["ClusterReplicaStatus", "ClusterStatus", "Clusters"]
 
 
 @dataclass(frozen=True, slots=True)
