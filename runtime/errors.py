@@ -145,11 +145,14 @@ class ClusterNotEmpty(HasDependents):
     """Dropping a cluster that maintains indexes or materialized views (drop them first, or
     cascade): Materialize's ``cannot drop cluster with active objects``."""
 
-    def __init__(self, cluster: str, objects: tuple[object, ...]) -> None:
+    def __init__(
+        self, cluster: str, objects: tuple[object, ...], names: tuple[str, ...] = ()
+    ) -> None:
+        shown = names or tuple(str(o) for o in objects)
         CatalogError.__init__(
             self,
-            f"cannot drop cluster {cluster!r}: it maintains "
-            f"{', '.join(str(o) for o in objects)} (use cascade=True to drop them too)",
+            f"cannot drop cluster {cluster!r}: it maintains {', '.join(shown)} "
+            "(use cascade=True to drop them too)",
         )
         self.id, self.dependents = cluster, objects
         self.cluster = cluster

@@ -436,7 +436,7 @@ def _drop_cluster(state: CatalogState, op: DropCluster) -> CatalogState:
     entry = state.cluster(op.name)
     placed = state.cluster_objects(op.name)
     if placed and not op.cascade:
-        raise ClusterNotEmpty(op.name, placed)
+        raise ClusterNotEmpty(op.name, placed, tuple(state.get(g).name for g in placed))
     for gid in placed:
         if gid in state.cluster_objects(op.name):  # not dropped with an earlier one
             state = _drop(state, Drop(gid, cascade=True))
