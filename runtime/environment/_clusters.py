@@ -306,7 +306,8 @@ class Clusters:
 
     def launch(self, entry: ReplicaEntry) -> Any:
         """How the orchestrator starts ``entry`` (see :func:`._replicas.launch_of`)."""
-        return launch_of(entry, self.core.options)
+        base = tuple(getattr(self.core.orchestrator, "extra_args", ()))
+        return launch_of(entry, self.core.options, base)
 
 
 def _unmanaged(c: ClusterEntry) -> None:

@@ -106,25 +106,25 @@ def replica_ops(
 
 @dataclass(frozen=True, slots=True)
 class ReplicaLaunch:
-    """How the orchestrator starts one managed replica: its executor, Spark master and the
-    process arguments its size (or the environment's ``replica_memory_limit``) adds."""
+    """How the orchestrator starts one managed replica: its executor, Spark master and its
+    process arguments (``None``: the orchestrator's own, as for a replica without a size)."""
 
     executor: str
     spark_master: str
-    extra_args: tuple[str, ...]
+    extra_args: tuple[str, ...] | None
 
 
-def launch_of(entry: ReplicaEntry, options: EnvironmentOptions) -> ReplicaLaunch:
-    """How to start managed replica ``entry``: the environment's settings, overridden by its
-    size's (a size without a memory limit keeps the environment's)."""
+def launch_of(
+    entry: ReplicaEntry, options: EnvironmentOptions, base: Sequence[str] = ()
+) -> ReplicaLaunch:
+    """How to start managed replica ``entry``: the environment's settings (``base``: the
+    orchestrator's arguments), with its size's arguments after them, so a size's memory limit
+    wins and a size without one keeps the environment's."""
     size = options.sizes().get(entry.size) if entry.size is not None else None
     master = entry.spark_master or options.spark_master
     if size is None:
-        return ReplicaLaunch(
-            entry.executor, master, memory_limit_args(options.replica_memory_limit)
-        )
-    limit = () if size.memory_limit is not None else memory_limit_args(options.replica_memory_limit)
-    return ReplicaLaunch(entry.executor, master, (*size.args(), *limit))
+        return ReplicaLaunch(entry.executor, master, None)
+    return ReplicaLaunch(entry.executor, master, (*base, *size.args()))
 
 
 def storage_replica_ops(state: CatalogState, address: str | None) -> list[CatalogOp]:
@@ -151,8 +151,10 @@ async def start_all(
     """
     failures: dict[str, BaseException] = {}
 
+    base = tuple(getattr(orchestrator, "extra_args", ()))
+
     async def start(r: ReplicaEntry) -> None:
-        launch = launch_of(r, options)
+        launch = launch_of(r, options, base)
         try:
             await orchestrator.ensure(
                 r.id,
