@@ -207,12 +207,16 @@ async def open_parts(
     later: list[Any] = []
     stack.push_async_callback(_close_all, later)
 
+    core_ref: list[Core] = []  # the environment's core, once built
+
     def address_of(name: str) -> str:
         if name in addresses:
             return addresses[name]
-        if orchestrator is None:
+        # The core's orchestrator: one started after opening (ensure_orchestrator) counts too.
+        running = core_ref[0].orchestrator if core_ref else orchestrator
+        if running is None:
             raise LookupError(f"no address for replica {name!r}")
-        return str(orchestrator.address(name))
+        return str(running.address(name))
 
     shard_ids = await retry("shard listing", store.list_shards)
     durable = [g for g in (parse_id(s) for s in shard_ids) if g is not None]
@@ -230,7 +234,6 @@ async def open_parts(
         controller.compute.update_configuration(
             ComputeParameters(max_result_size=options.max_result_size)
         )
-    core_ref: list[Core] = []
 
     def storage_address_of(name: str) -> str:
         return storage_address(core_ref[0], name)

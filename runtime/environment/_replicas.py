@@ -43,6 +43,7 @@ from ._core import Core, Ref
 __all__ = [
     "ReplicaLaunch",
     "ReplicasAndHydration",
+    "ensure_orchestrator",
     "launch_of",
     "memory_limit_args",
     "metrics_host",
@@ -186,6 +187,40 @@ def metrics_host(replica_metrics: bool) -> str | None:
     return "127.0.0.1" if replica_metrics else None
 
 
+async def ensure_orchestrator(core: Core) -> Any:
+    """The orchestrator of managed replicas, started now if the environment has none yet.
+
+    An environment opened without managed replicas starts its orchestrator with the
+    first one it needs (a managed cluster's replica, or the storage replica), in the data
+    directory, with the options it would have had at opening. Its replicas take the
+    environment's ``token``, the one the controller's transports were built with.
+    """
+    if core.orchestrator is not None:
+        return core.orchestrator
+    from ..orchestrator import Orchestrator
+
+    assert core.data_dir is not None  # checked before a managed replica was recorded
+    options = core.options
+    if core.opened_read_only and core.replicas_dir is None:  # not the writer's directory
+        core.replicas_dir = core.data_dir / f"replicas-{core.platform.new_id()[:12]}"
+    orchestrator = Orchestrator(
+        core.data_dir,
+        executor=options.executor,
+        spark_master=options.spark_master,
+        token=options.token,
+        tls=options.replica_tls,
+        extra_args=memory_limit_args(options.replica_memory_limit),
+        spark_conf=options.spark_conf,
+        spark_ui=options.spark_ui,
+        metrics_host=metrics_host(options.replica_metrics),
+        replicas_dir=core.replicas_dir,
+    )
+    await orchestrator.start(core.driver._task_group())
+    core.later.append(orchestrator)
+    core.orchestrator = orchestrator
+    return orchestrator
+
+
 class ReplicasAndHydration:
     """The replicas of one environment and their hydration (see the module docstring)."""
 
@@ -263,13 +298,13 @@ class ReplicasAndHydration:
         """Start managed ``entries`` (recorded already) [ReplicaStartFailed, the first one]."""
         managed = [e for e in entries if e.managed]
         if managed:
-            await start_all(self.core.orchestrator, managed, self.core.options)
+            await start_all(await ensure_orchestrator(self.core), managed, self.core.options)
 
     async def withdraw(self, entries: Sequence[ReplicaEntry], ops: Sequence[CatalogOp]) -> None:
         """Undo recording ``entries`` after their start failed: stop what runs, apply ``ops``."""
         with anyio.CancelScope(shield=True):
             for e in entries:
-                if e.managed:
+                if e.managed and self.core.orchestrator is not None:
                     with contextlib.suppress(TidegateError):  # it never ran
                         await self.core.orchestrator.stop(e.id)  # no retrying behind the error
             await self.core.apply(ops)
@@ -296,12 +331,14 @@ class ReplicasAndHydration:
                     await self.core.orchestrator.stop(e.id)
 
     def check_replica(self, name: str, cluster: str, address: str | None) -> None:
-        """Before anything is recorded: a managed replica needs an orchestrator and a name the
-        orchestrator can run under."""
+        """Before anything is recorded: a managed replica needs an orchestrator (one this
+        environment runs, or a data directory to start one in) and a name the orchestrator can
+        run under."""
         if address is None:
-            if self.core.orchestrator is None:
+            if self.core.orchestrator is None and self.core.data_dir is None:
                 raise RuntimeControllerError(
-                    f"replica {name!r} needs an address: this environment manages no replicas"
+                    f"replica {name!r} needs an address: this environment has no data "
+                    "directory for managed replicas' processes"
                 )
             from ..catalog import replica_id
             from ..orchestrator import check_replica_name

@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import anyio
 
@@ -64,7 +64,7 @@ from ..controller.errors import RuntimeControllerError, SourceSchemaMismatch
 from ..controller.storage_status import StorageStatus, connection_text, connection_type
 from ..errors import InvalidCatalogOp, ReplicaStartFailed
 from ._core import STORAGE_INSTANCE, SYSTEM_COLLECTIONS, Core, Ref, defined, log
-from ._replicas import memory_limit_args, metrics_host
+from ._replicas import ensure_orchestrator
 
 __all__ = ["SlotDrop", "SourcesAndSinks", "storage_address", "storage_wanted"]
 
@@ -407,7 +407,7 @@ class SourcesAndSinks:
             )
             self.core.later.append(links.transport)
         if entry.managed:
-            orchestrator = await self._storage_orchestrator()
+            orchestrator = await ensure_orchestrator(self.core)
             extra: tuple[str, ...] = ()
             if self.core.options.storage_tick_ms is not None:
                 extra = ("--storage-tick-ms", str(self.core.options.storage_tick_ms))
@@ -422,37 +422,6 @@ class SourcesAndSinks:
                 log.warning("the storage replica did not start (retrying): %s", e)
         self.core.driver.connect_storage_replica(STORAGE_INSTANCE, STORAGE_REPLICA)
         self._storage_connected = True
-
-    async def _storage_orchestrator(self) -> Any:
-        """The orchestrator that runs the managed storage replica (started now if there is none)."""
-        if self.core.orchestrator is not None:
-            return self.core.orchestrator
-        from ..orchestrator import Orchestrator
-
-        assert self.core.data_dir is not None  # checked before the replica was recorded managed
-        options = self.core.options
-        if (
-            self.core.opened_read_only and self.core.replicas_dir is None
-        ):  # not the writer's directory
-            self.core.replicas_dir = (
-                self.core.data_dir / f"replicas-{self.core.platform.new_id()[:12]}"
-            )
-        orchestrator = Orchestrator(
-            self.core.data_dir,
-            executor=options.executor,
-            spark_master=options.spark_master,
-            token=options.token,
-            tls=options.replica_tls,
-            extra_args=memory_limit_args(options.replica_memory_limit),
-            spark_conf=options.spark_conf,
-            spark_ui=options.spark_ui,
-            metrics_host=metrics_host(options.replica_metrics),
-            replicas_dir=self.core.replicas_dir,
-        )
-        await orchestrator.start(self.core.driver._task_group())
-        self.core.later.append(orchestrator)
-        self.core.orchestrator = orchestrator
-        return orchestrator
 
     def storage_replica(self) -> ReplicaInfo | None:
         """The storage instance's replica and its connection (``None`` until one is needed)."""

@@ -105,3 +105,31 @@ def test_a_cluster_that_runs_out_of_memory_fails_alone(tmp_path: Path) -> None:
                 ]
 
     anyio.run(main)
+
+
+def test_an_environment_opened_without_managed_replicas_starts_them_for_a_cluster(
+    tmp_path: Path,
+) -> None:
+    """No orchestrator at opening (``replicas={}``): the first managed cluster starts one, in
+    the data directory, and the controller reaches its replica there."""
+
+    async def main() -> None:
+        with anyio.fail_after(180):
+            data = tmp_path / "data"
+            async with Environment.open(data, replicas={}, executor="python") as env:
+                assert env.orchestrator is None
+                await env.create_cluster("c", replicas=1)
+                await env.wait_connected(timeout_s=90)
+                assert [r.replica for r in env.replicas()] == ["c.r1"]
+                assert (data / "replicas" / "c.r1.pid").exists()
+                await env.create_table("t", ROWS)
+                await env.append("t", [(1, "a"), (2, "b")])
+                idx = await env.create_index("t", ["id"], name="t_idx", cluster="c")
+                assert sorted(await env.peek(idx)) == [((1, "a"), 1), ((2, "b"), 1)]
+            # Reopened, the catalog's managed replica is started with the environment.
+            async with Environment.open(data, replicas={}, executor="python") as env:
+                await env.wait_connected(timeout_s=90)
+                assert [r.replica for r in env.replicas()] == ["c.r1"]
+                assert sorted(await env.peek("t_idx")) == [((1, "a"), 1), ((2, "b"), 1)]
+
+    anyio.run(main)
