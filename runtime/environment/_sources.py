@@ -555,7 +555,21 @@ class SourcesAndSinks:
             done.set()
 
     async def finish_slot_drops(self) -> None:
-        """On close: wait up to :data:`_SLOT_DROP_WAIT_S` for dropped sources' slots to go."""
+        """On close: wait up to :data:`_SLOT_DROP_WAIT_S` for dropped sources' slots to go; a
+        slot still being dropped then is logged with what to run by hand (it stays recorded)."""
         with anyio.move_on_after(_SLOT_DROP_WAIT_S):
             for done in list(self._slot_drops.values()):
                 await done.wait()
+        for x in self.core.state.slots_to_drop:
+            key = (x.connection.url, x.connection.slot)
+            if key in self._slot_drops:
+                log.warning(
+                    "closing before source %s's replication slot %s was dropped (%s); it holds "
+                    "WAL upstream until dropped: SELECT pg_drop_replication_slot('%s') on %s "
+                    "(the next open of this environment tries again)",
+                    x.source,
+                    x.connection.slot,
+                    self._slot_errors.get(key, "still waiting"),
+                    x.connection.slot,
+                    connection_text(x.connection),
+                )
