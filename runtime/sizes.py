@@ -121,7 +121,7 @@ BUILTIN_SIZES: Mapping[str, ReplicaSize] = {
 
 
 def size_json(size: ReplicaSize) -> dict[str, Any]:
-    """A size as JSON-ready data (``status``, ``mz_cluster_replica_sizes``)."""
+    """A size as JSON-ready data (``status``, ``tidegate cluster sizes``)."""
     return {
         "cores": size.cores,
         "executor_memory": size.executor_memory,
