@@ -712,7 +712,7 @@ def _fast_path(
 
     state = env.state
     for e in state.indexes:  # an index of exactly this plan (a view's, projection included)
-        if e.plan == plan:
+        if e.cluster == cluster and e.plan == plan:
             return e.id, None, finishing
     if isinstance(plan, Project):
         cols = plan.columns
