@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 from tidegate.spec.errors import (
+    CharacterNotInRepertoire,
     DependentObjects,
     DuplicateRelation,
     InvalidAsOf,
@@ -113,6 +114,7 @@ from tidegate.spec.sql import (
 )
 from tidegate.spec.sql._binder import ExprBinder
 from tidegate.spec.sql._scope import Scope
+from tidegate.spec.text import find_invalid_text
 
 from .catalog import (
     DEFAULT_READ_POLICY,
@@ -142,6 +144,7 @@ __all__ = [
     "EnvCatalog",
     "SqlEnvironment",
     "SqlResult",
+    "check_params",
     "plan_write",
     "read_rows",
     "read_time",
@@ -431,6 +434,15 @@ def _peek_error(e: PeekFailed) -> SqlError:
     if isinstance(e, DependencyDropped):
         return ObjectNotInPrerequisiteState(e.message)
     return data_error(e.message)
+
+
+def check_params(sql: str, params: Sequence[Any] | None) -> None:
+    """[CharacterNotInRepertoire] for a parameter holding text that is not Unicode scalar values."""
+    for n, p in enumerate(params or (), start=1):
+        if find_invalid_text(p) is not None:
+            raise CharacterNotInRepertoire(
+                f'invalid byte sequence for encoding "UTF8" in parameter ${n}', sql=sql
+            )
 
 
 async def _run(env: SqlEnvironment, stmt: Statement, params: list[Any]) -> SqlResult:
@@ -778,6 +790,7 @@ async def subscribe_sql(
     """``SUBSCRIBE [TO] name | (query) [AS OF t]``: the subscribe's batches, as an async iterator
     (:class:`~tidegate.runtime.controller.streams.Subscription`; close it to drop it)."""
     stmt = parse_one(sql)
+    check_params(sql, params)
     if not isinstance(stmt, SubscribeStmt | SelectStmt):
         raise SqlError("subscribe_sql takes a SUBSCRIBE statement or a query")
     low = lower_query(stmt.query, EnvCatalog(env), list(params or ()), stmt.sql)

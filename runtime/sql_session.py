@@ -88,6 +88,7 @@ from .sql import (
     EnvCatalog,
     SqlEnvironment,
     SqlResult,
+    check_params,
     plan_write,
     read_rows,
     read_time,
@@ -675,6 +676,7 @@ class SqlSession:
         the caller calls :meth:`fail` on an error]."""
         if prepared.empty:
             return SqlResult("EMPTY")
+        check_params(prepared.sql, params)
         c = prepared.classified
         tx = self._tx
         if tx is not None and tx.failed and not isinstance(c, S.Commit | S.Rollback):

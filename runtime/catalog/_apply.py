@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
-from tidegate.spec.errors import InvalidUsage, PlanError
+from tidegate.spec.errors import InvalidText, InvalidUsage, PlanError
 from tidegate.spec.frontier.read_policy import ReadPolicy
 from tidegate.spec.ids import GlobalId
 from tidegate.spec.plan import Schema, gets, typecheck
@@ -24,6 +24,7 @@ from tidegate.spec.storage.connections import (
 )
 from tidegate.spec.storage.introspection import MANAGED_KINDS
 from tidegate.spec.storage.loadgen import loadgen_schema
+from tidegate.spec.text import find_invalid_text, surrogate_at, surrogate_text
 
 from ..errors import (
     DuplicateCatalogId,
@@ -185,6 +186,11 @@ def _by_id(e: Entry | ViewEntry | SinkEntry) -> tuple[int, int]:
 
 def apply_op(state: CatalogState, op: CatalogOp) -> CatalogState:
     """``state`` after ``op``; raises a typed error (see the module docstring) if ``op`` is invalid."""
+    bad = find_invalid_text(op)  # names, columns, plans, definitions, connections
+    if bad is not None:
+        at = surrogate_at(bad)
+        where = "" if at is None else f": {surrogate_text(bad, at)}"
+        raise InvalidText(f"{type(op).__name__} holds text that is not valid Unicode{where}")
     if isinstance(op, CreateTable):
         name = _check_name(op.name, "table")
         gid = _check_fresh(state, op.id)

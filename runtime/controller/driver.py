@@ -91,6 +91,7 @@ from tidegate.spec.compute_replica import RESULT_TOO_LARGE
 from tidegate.spec.controller import Controller, ControllerEffect
 from tidegate.spec.errors import (
     CollectionMissing,
+    InvalidText,
     InvalidUppers,
     RemoteProtocolError,
     ReplicaMissing,
@@ -135,6 +136,7 @@ from tidegate.spec.storage import (
     UpperChanged,
     WriteToShard,
 )
+from tidegate.spec.text import find_invalid_text, surrogate_at, surrogate_text
 
 from .errors import (
     CopyToFailed,
@@ -150,7 +152,7 @@ from .storage_links import StorageLinks
 from .streams import EventStream, Subscription
 from .timestamps import MemoryOracle, Oracle
 
-__all__ = ["CollectionError", "ControllerDriver", "ReplicaInfo"]
+__all__ = ["CollectionError", "ControllerDriver", "ReplicaInfo", "sendable"]
 
 log = logging.getLogger(__name__)
 
@@ -215,6 +217,22 @@ released (see :meth:`ControllerDriver._gather`)."""
 _MISMATCH_RETRIES = 3
 """How many times an append whose commit found every upper moved by another writer (and
 nothing of it landed) goes back to the queue before the mismatch is its answer."""
+
+
+def sendable(value: object, what: str) -> None:
+    """[InvalidText] if ``value`` holds text no wire can carry (not Unicode scalar values).
+
+    A client call checks what it hands the controller before the controller
+    changes: a command the transport cannot encode would otherwise fail only
+    in a link's sender, after the controller recorded it (see
+    :mod:`tidegate.spec.text`). Every boundary refuses such text earlier; this
+    is the last check before the controller.
+    """
+    bad = find_invalid_text(value)
+    if bad is not None:
+        at = surrogate_at(bad)
+        where = "" if at is None else f": {surrogate_text(bad, at)}"
+        raise InvalidText(f"{what} holds text that is not valid Unicode{where}")
 
 
 class ControllerDriver:
@@ -1082,7 +1100,8 @@ class ControllerDriver:
         instance: InstanceId | None = None,
         target_replica: ReplicaId | None = None,
     ) -> None:
-        """Install ``dataflow`` (its as_of set) on ``instance``."""
+        """Install ``dataflow`` (its as_of set) on ``instance`` [InvalidText: see :func:`sendable`]."""
+        sendable(dataflow, f"dataflow {dataflow.debug_name!r}")
         self.ctl.compute.create_dataflow(instance or self.instance, dataflow, target_replica)
         self.apply()
 
@@ -1120,6 +1139,7 @@ class ControllerDriver:
         """
         self._task_group()
         instance = instance or self.instance
+        sendable((literal_constraints, finishing), f"peek of {id}")
         if timestamp is None:
             timestamp = await self.freshest(id, target, instance)
         uuid = self.ctl.compute.peek(

@@ -48,7 +48,7 @@ from ..catalog import (
     SetStorageReplica,
     SourceEntry,
 )
-from ..controller.driver import ReplicaInfo
+from ..controller.driver import ReplicaInfo, sendable
 from ..controller.errors import RuntimeControllerError, SourceSchemaMismatch
 from ..controller.storage_status import StorageStatus, connection_text, connection_type
 from ..errors import InvalidCatalogOp, ReplicaStartFailed
@@ -159,6 +159,7 @@ class SourcesAndSinks:
         definition: str | None = None,
     ) -> GlobalId:
         """Create source ``name``, ingesting ``connection`` on the storage instance; returns its id."""
+        sendable((name, connection, schema, definition), f"source {name!r}")
         async with self.core.lock:
             schema = await self._source_schema(name, connection, schema)
             gid = self.core.fresh_id()
@@ -206,6 +207,7 @@ class SourcesAndSinks:
         definition: str | None = None,
     ) -> GlobalId:
         """Create sink ``name``, writing ``from_ref``'s changes out to ``connection``; its id."""
+        sendable((name, connection, definition), f"sink {name!r}")
         async with self.core.lock:
             from_id = self.core.resolve(from_ref)
             state = self.core.state
