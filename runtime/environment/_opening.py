@@ -40,6 +40,8 @@ from ..controller.driver import ControllerDriver
 from ..controller.errors import RuntimeControllerError
 from ..controller.storage_io import CONTROLLER_READER, ShardStorageIO
 from ..controller.timestamps import Oracle, UpperOracle, default_oracle
+from ..errors import InvalidEnvironmentOptions
+from ..files import mkdir_private
 from ..options import EnvironmentOptions
 from ..platform import Platform
 from ..storage.store import ShardStore
@@ -103,7 +105,7 @@ async def open_parts(
         data_dir = tmp
     if data_dir is not None:
         # Private: the shards, the catalog and the replicas' logs are nobody else's to read.
-        Path(data_dir).mkdir(mode=0o700, parents=True, exist_ok=True)
+        mkdir_private(data_dir)
         default_blob, default_consensus = default_urls(data_dir)
         blob_url = blob_url or default_blob
         consensus_url = consensus_url or default_consensus
@@ -150,6 +152,15 @@ async def open_parts(
     entries = wanted.replicas  # a read-only environment runs them without recording them
     addresses = {r.name: r.address for r in entries if not r.managed and r.address}
     managed = [r for r in entries if r.managed]
+    if orchestrator is not None:
+        # Authenticated whoever builds the orchestrator: its replicas require its token.
+        outer = getattr(orchestrator, "token", None)
+        if token is None:
+            token = outer
+        elif outer is not None and outer != token:
+            raise InvalidEnvironmentOptions(
+                "token", "differs from the orchestrator's token, which its replicas require"
+            )
     if managed and orchestrator is None:
         from ..orchestrator import Orchestrator
 

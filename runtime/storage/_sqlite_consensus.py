@@ -13,6 +13,7 @@ from pathlib import Path
 from tidegate.spec.errors import ConsensusError, StorageUnavailable
 from tidegate.spec.shard import VersionedData, check_cas_arguments
 
+from ..files import PRIVATE_FILE, mkdir_private
 from ._file_blob import refused_by_os
 
 __all__ = ["SqliteConsensus"]
@@ -98,7 +99,12 @@ class SqliteConsensus:
         if synchronous not in ("FULL", "NORMAL", "EXTRA"):
             raise ValueError(f"synchronous must be FULL, NORMAL or EXTRA, got {synchronous!r}")
         with _refusals(str(self.path), "open", shard=""):
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            mkdir_private(self.path.parent)
+            # Created 0600 here, before SQLite opens it: SQLite gives its journal and WAL
+            # files the database file's mode, so they are private too.
+            if not self.path.exists():
+                with contextlib.suppress(FileExistsError):  # made meanwhile by another process
+                    os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE))
             self._conn = sqlite3.connect(
                 self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
             )
