@@ -12,6 +12,7 @@ __all__ = [
     "CatalogConflict",
     "CatalogDecodeError",
     "CatalogError",
+    "CatalogMissing",
     "DuplicateCatalogId",
     "DuplicateCatalogName",
     "EnvironmentFenced",
@@ -140,6 +141,37 @@ class HasDependents(CatalogError):
 
 class CatalogDecodeError(CatalogError, ValueError):
     """The durable catalog's bytes are not a catalog this version can read."""
+
+
+class CatalogMissing(CatalogError):
+    """The catalog record is missing, but the store holds data: refusing to start.
+
+    Opening would start an empty environment, which would take every shard it
+    does not know for garbage. ``key`` is the Consensus key the catalog was
+    looked for under; ``shards`` the collections whose shards were found;
+    ``blobs`` how many blobs the Blob store holds (data whose shards' records
+    are gone too, as when the Consensus store itself was lost). To proceed:
+    restore the catalog record (the Consensus store, ``consensus.db`` by
+    default, from a backup), or open the right data directory or URLs; to
+    start afresh on purpose, move the data away first.
+    """
+
+    def __init__(self, key: str, shards: list[str], blobs: int = 0) -> None:
+        shown = ", ".join(shards[:8]) + (f" and {len(shards) - 8} more" if len(shards) > 8 else "")
+        found = (
+            f"the shards of {len(shards)} collection(s) ({shown})"
+            if shards
+            else f"{blobs} blob(s) of shards whose records are gone too"
+        )
+        super().__init__(
+            f"the catalog record {key!r} is missing, but the store holds {found}: refusing to "
+            "start (an empty environment would take them for garbage). Restore the catalog "
+            "from a backup of the consensus store, or open the right data directory; to start "
+            "afresh, move the data away first"
+        )
+        self.key = key
+        self.shards = tuple(shards)
+        self.blobs = blobs
 
 
 class CatalogConflict(CatalogError):

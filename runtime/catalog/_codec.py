@@ -4,8 +4,11 @@ One format version (:data:`CATALOG_FORMAT_VERSION`) is written; it and the
 older ones are read (a version-1 catalog has no views, a version-2 one no
 sources, sinks, system collections or storage replica). Plans and schemas go
 through the spec's plan serde; source and sink connections are plain objects
-tagged with their ``type``. Decoding anything else -- a newer version, a
-truncated or hand-edited document -- is a
+tagged with their ``type``. The JSON is sealed with its SHA-256
+(:mod:`tidegate.runtime.sealed`, as shard records are), so bit rot or a hand
+edit that still parses is refused; a record written before sealing is read
+as it is. Decoding anything else -- a newer version, a truncated or edited
+document, a checksum that does not match -- is a
 :class:`~tidegate.runtime.errors.CatalogDecodeError`, never a partial state.
 """
 
@@ -38,6 +41,7 @@ from tidegate.spec.storage.connections import (
 )
 
 from ..errors import CatalogDecodeError, InvalidCatalogOp
+from ..sealed import seal, unseal
 from ._entries import (
     CatalogState,
     IndexEntry,
@@ -280,13 +284,14 @@ def encode_catalog(state: CatalogState) -> bytes:
         if state.storage_replica is None
         else {"managed": state.storage_replica.managed, "address": state.storage_replica.address},
     }
-    return json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
+    return seal("catalog", json.dumps(obj, sort_keys=True, separators=(",", ":")).encode())
 
 
 def decode_catalog(data: bytes) -> CatalogState:
-    """Inverse of :func:`encode_catalog`; :class:`CatalogDecodeError` for anything else."""
+    """Inverse of :func:`encode_catalog`; :class:`CatalogDecodeError` for anything else (a
+    record whose checksum fails included: see :mod:`tidegate.runtime.sealed`)."""
     try:
-        obj = json.loads(data)
+        obj = json.loads(unseal("catalog", data))
         version = obj.get("version")
         if version not in (1, 2, CATALOG_FORMAT_VERSION):
             raise CatalogDecodeError(

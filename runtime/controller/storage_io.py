@@ -46,6 +46,7 @@ from tidegate.runtime.storage.store import ShardStore
 from tidegate.spec.controller import Controller
 from tidegate.spec.errors import (
     ConsensusCorrupt,
+    FinalizationRefused,
     Indeterminate,
     ShardFinalized,
     StorageUnavailable,
@@ -138,6 +139,10 @@ class ShardStorageIO:
         self._queues: dict[GlobalId, deque[StorageEffectIO | _TakeOver]] = {}
         self._opaque: dict[GlobalId, int] = {}
         """The opaque of this controller's critical reader on each shard (compared on downgrades)."""
+        self.finalize_check: Callable[[GlobalId], str | None] | None = None
+        """Blocking; asked before a shard is finalized (``DropShard``): why the shard must not
+        be, or ``None``. An environment checks its durable catalog recorded the object as
+        dropped (see :meth:`~tidegate.runtime.environment._core.Core.finalize_check`)."""
         self._reader: dict[GlobalId, str] = {}
         """Shards held by a reader other than ``reader_id`` (taken over, see :meth:`take_over`)."""
         self._tg: anyio.abc.TaskGroup | None = None
@@ -367,6 +372,10 @@ class ShardStorageIO:
             self.store.release_reader(name, mine)
 
     def _drop(self, id: GlobalId) -> None:
+        if self.finalize_check is not None:
+            refused = self.finalize_check(id)
+            if refused is not None:
+                raise FinalizationRefused(shard_name(id), refused)
         self._schemas.pop(id, None)
         with contextlib.suppress(ShardFinalized):  # dropped before (e.g. by an earlier controller)
             self.store.finalize_shard(shard_name(id), force=True)

@@ -221,6 +221,21 @@ class Core:
         newer = self.oracle.superseded_by()
         return None if newer is None else EnvironmentFenced(self.oracle.epoch, newer)
 
+    def finalize_check(self, id: GlobalId) -> str | None:
+        """Blocking: why shard ``id`` must not be finalized, or ``None`` (the durable catalog
+        recorded its object as dropped).
+
+        Read from the durable catalog, not this environment's copy: a shard is
+        finalized only if the catalog as it stands says its object was created
+        (its id is below the next id: ids are never reused) and is gone.
+        """
+        state = Catalog(self.store.consensus, key=self.catalog.key).load()
+        if any(e.id == id for e in state.entries()):
+            return "the durable catalog still has its object"
+        if id.namespace != "u" or id.value >= state.next_user_id:
+            return "the durable catalog never recorded its object"
+        return None
+
     def fresh_id(self) -> GlobalId:
         return GlobalId.user(self.state.next_user_id)
 

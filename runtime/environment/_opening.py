@@ -40,13 +40,13 @@ from ..controller.driver import ControllerDriver
 from ..controller.errors import RuntimeControllerError
 from ..controller.storage_io import CONTROLLER_READER, ShardStorageIO
 from ..controller.timestamps import Oracle, UpperOracle, default_oracle
-from ..errors import InvalidEnvironmentOptions
+from ..errors import CatalogMissing, InvalidEnvironmentOptions
 from ..files import mkdir_private
 from ..options import EnvironmentOptions
 from ..platform import Platform
 from ..storage.store import ShardStore
 from ..storage.urls import default_urls, open_blob, open_consensus
-from ._core import INSTANCE, STORAGE_INSTANCE, Core, parse_id
+from ._core import INSTANCE, STORAGE_INSTANCE, Core, log, parse_id
 from ._ddl import Ddl
 from ._promotion import Promotion
 from ._replicas import memory_limit_args, metrics_host, replica_ops, start_all, storage_replica_ops
@@ -132,6 +132,9 @@ async def open_parts(
     retry = io.retrying  # the store may be unreachable for a while: wait for it
     catalog = Catalog(store.consensus)
     state = await retry("catalog read", catalog.load)
+    shard_ids = await retry("shard listing", store.list_shards)
+    if catalog.seqno is None:  # no catalog record: refuse if the store holds data all the same
+        await _refuse_without_catalog(store, catalog.key, shard_ids, retry)
     tables_upper: list[Callable[[], int | None]] = []
     if read_only:  # no oracle (opening one fences the writer): reads follow the tables
         oracle = UpperOracle(lambda: tables_upper[0]() if tables_upper else None)
@@ -204,8 +207,7 @@ async def open_parts(
             raise LookupError(f"no address for replica {name!r}")
         return str(orchestrator.address(name))
 
-    shard_ids = await retry("shard listing", store.list_shards)
-    durable = [g for g in (parse_id(s) for s in shard_ids) if g is not None]
+    durable = _droppable(state, shard_ids)
     controller = Controller(
         StorageController(
             durable_shards=durable,
@@ -259,6 +261,48 @@ async def open_parts(
     )
 
 
+async def _refuse_without_catalog(
+    store: ShardStore, key: str, shard_ids: Sequence[str], retry: Any
+) -> None:
+    """[CatalogMissing] if the store holds shards or blobs although the catalog record is missing.
+
+    Started empty, the environment would take what it finds for garbage (and
+    before, it finalized every shard it found and deleted their blobs): a lost
+    or misplaced catalog must stop the open, never delete the data.
+    """
+    shards = sorted(s for s in shard_ids if parse_id(s) is not None)
+    if shards:
+        raise CatalogMissing(key, shards)
+
+    def any_blob() -> int:
+        return len(store.blob.list_keys())
+
+    blobs = await retry("blob listing", any_blob)
+    if blobs:
+        raise CatalogMissing(key, [], blobs)
+
+
+def _droppable(state: CatalogState, shard_ids: Sequence[str]) -> list[GlobalId]:
+    """The shards the spec controller may reconcile away: those of objects the catalog recorded
+    as dropped. Ids are fresh (never reused) and a shard is created only after the catalog
+    records its object, so a user id below the catalog's next id that no live object has was
+    dropped by a committed catalog change. Any other shard (a newer catalog's, a foreign
+    one) is left alone, with a warning."""
+    live = {e.id for e in state.entries()}
+    out: list[GlobalId] = []
+    for s in shard_ids:
+        gid = parse_id(s)
+        if gid is None:
+            continue
+        if gid in live or (gid.namespace == "u" and gid.value < state.next_user_id):
+            out.append(gid)
+        else:
+            log.warning(
+                "shard %s is not in the catalog and was never recorded as dropped: left alone", s
+            )
+    return out
+
+
 class Opening:
     """The second half of opening an environment, and its restore (see the module docstring)."""
 
@@ -286,6 +330,7 @@ class Opening:
         else:
             driver.fence_check = core.fence_check
             stack.push_async_callback(self.sources.finish_slot_drops)  # before the driver stops
+        core.io.finalize_check = core.finalize_check  # only what the catalog recorded as dropped
         managed = [r for r in parts.entries if r.managed]
         if managed:
             await start_all(parts.orchestrator, managed)

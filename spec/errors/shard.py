@@ -18,7 +18,9 @@ __all__ = [
     "CompactionConflict",
     "ConsensusCorrupt",
     "ConsensusError",
+    "ConsensusStoreCorrupt",
     "FinalizationNotReady",
+    "FinalizationRefused",
     "Indeterminate",
     "InvalidShardBounds",
     "InvalidUpdates",
@@ -133,6 +135,16 @@ class FinalizationNotReady(ShardError):
     """Finalization requires ``since = upper = []`` (or ``force``)."""
 
 
+class FinalizationRefused(ShardError):
+    """A shard the durable catalog has not recorded as dropped is never finalized (its data would
+    be deleted): the catalog still has its object, or never recorded it (a newer or a foreign
+    catalog's shard). ``reason`` says which; the shard is left as it is."""
+
+    def __init__(self, shard: str, reason: str) -> None:
+        super().__init__(shard, f"not finalized: {reason}")
+        self.reason = reason
+
+
 class CompactionConflict(ShardError):
     """A compaction result whose input batches are no longer in the shard (someone else won)."""
 
@@ -229,6 +241,21 @@ class StorageUnavailable(ShardError):
         self.key = key
         self.operation = operation
         self.errno = errno
+
+
+class ConsensusStoreCorrupt(ShardError):
+    """The Consensus store itself is damaged, not one record of it: a SQLite file that is not a
+    database, or whose pages are corrupt. ``location`` names it; ``reason`` is what the
+    backend said. Nothing can be read from it: restore it from a backup."""
+
+    def __init__(self, location: str, reason: str) -> None:
+        super().__init__(
+            "",
+            f"the consensus store {location} is damaged ({reason}): nothing can be read from "
+            "it; restore it from a backup",
+        )
+        self.location = location
+        self.reason = reason
 
 
 class ConsensusError(ShardError, ValueError):
