@@ -9,6 +9,7 @@ from __future__ import annotations
 from tidegate.spec.errors import TidegateError
 
 __all__ = [
+    "AppendOutcomeUnknown",
     "CatalogConflict",
     "CatalogDecodeError",
     "CatalogError",
@@ -19,6 +20,7 @@ __all__ = [
     "HasDependents",
     "InvalidCatalogOp",
     "InvalidEnvironmentOptions",
+    "InvalidRequestId",
     "OracleError",
     "OracleFenced",
     "OrchestratorError",
@@ -61,20 +63,41 @@ class EnvironmentFenced(TidegateError):
 
     Raised by every write (append, DDL) of an environment once a newer one
     opened read-write or was promoted on the same data (its writer epoch,
-    the timestamp oracle's epoch, is ``found_epoch``). Nothing it writes from
-    then on is acknowledged. The write that found out may still have landed
-    (a compare-and-append that won its race just before the new environment's
-    first commit): the new environment may show it, but it was never
-    acknowledged. Close this environment.
+    the timestamp oracle's epoch, is ``found_epoch``). A definite refusal: the
+    write it answers did not take effect. (A write that may have landed before
+    the environment found out is answered :class:`AppendOutcomeUnknown`.)
+    Nothing this environment writes from then on is acknowledged: close it.
     """
 
     def __init__(self, epoch: int, found_epoch: int | None) -> None:
         self.epoch, self.found_epoch = epoch, found_epoch
         super().__init__(
             f"this environment (writer epoch {epoch}) is fenced: an environment with writer "
-            f"epoch {found_epoch} took over its data; this write is not acknowledged (it "
-            "may or may not show there): close this one"
+            f"epoch {found_epoch} took over its data; this write was not applied: close this one"
         )
+
+
+class AppendOutcomeUnknown(TidegateError):
+    """An append whose outcome the environment cannot tell: it may or may not be durable.
+
+    The write reached storage (in part or in whole) but cannot be acknowledged:
+    a newer environment took over meanwhile (``cause`` is its
+    :class:`EnvironmentFenced`), or, for an append to several tables, some
+    tables' writes landed and others lost a race with another writer. The
+    newer environment may show it or not; reading there tells which. Unlike a
+    refusal, retrying it blindly may apply it twice (FoundationDB's
+    ``commit_unknown_result``): retry it with the same request id
+    (``append(..., request_id=...)``), which answers the original outcome and
+    never applies it twice.
+    """
+
+    def __init__(self, reason: str, cause: TidegateError | None = None) -> None:
+        self.reason, self.cause = reason, cause
+        super().__init__(f"the outcome of this append is unknown: {reason}")
+
+
+class InvalidRequestId(TidegateError, ValueError):
+    """A client request id that is not 1 to 255 bytes of Unicode text without control characters."""
 
 
 # -- timestamp oracle -------------------------------------------------------------------------

@@ -220,7 +220,9 @@ class SqlEnvironment(Protocol):
 
     async def set_read_policy(self, ref: Ref, policy: ReadPolicy) -> None: ...
 
-    async def append_many(self, batches: Iterable[tuple[Ref, Iterable[Any]]]) -> int: ...
+    async def append_many(
+        self, batches: Iterable[tuple[Ref, Iterable[Any]]], *, request_id: str | None = None
+    ) -> int: ...
 
     async def peek(
         self,
@@ -414,11 +416,15 @@ async def read_rows(
         ) from e
 
 
-async def run_statement(env: SqlEnvironment, stmt: Statement, params: list[Any]) -> SqlResult:
+async def run_statement(
+    env: SqlEnvironment, stmt: Statement, params: list[Any], *, request_id: str | None = None
+) -> SqlResult:
     """Run one parsed statement (the session layer's way in: no transaction of its own); a
-    failed read, or what the catalog refuses, is the SQL error a client sees."""
+    failed read, or what the catalog refuses, is the SQL error a client sees. ``request_id``
+    makes a write (``INSERT``, ``UPDATE``, ``DELETE``) idempotent (see
+    :meth:`~tidegate.runtime.environment.Environment.append_many`)."""
     try:
-        return await _run(env, stmt, params)
+        return await _run(env, stmt, params, request_id)
     except PeekFailed as e:
         raise _peek_error(e) from e
     except (InvalidCatalogOp, UnknownCatalogObject) as e:
@@ -445,7 +451,9 @@ def check_params(sql: str, params: Sequence[Any] | None) -> None:
             )
 
 
-async def _run(env: SqlEnvironment, stmt: Statement, params: list[Any]) -> SqlResult:
+async def _run(
+    env: SqlEnvironment, stmt: Statement, params: list[Any], request_id: str | None = None
+) -> SqlResult:
     cat = EnvCatalog(env)
     if isinstance(stmt, SelectStmt):
         return await _select(env, cat, stmt, params)
@@ -483,7 +491,7 @@ async def _run(env: SqlEnvironment, stmt: Statement, params: list[Any]) -> SqlRe
     if isinstance(stmt, CreateIndexStmt):
         return await _create_index(env, cat, stmt, params)
     if isinstance(stmt, InsertStmt | DeleteStmt | UpdateStmt):
-        return await _write(env, cat, stmt, params)
+        return await _write(env, cat, stmt, params, request_id)
     if isinstance(stmt, DropStmt):
         return await _drop(env, cat, stmt)
     if isinstance(stmt, AlterRetainHistoryStmt):
@@ -993,11 +1001,12 @@ async def _write(
     cat: EnvCatalog,
     stmt: InsertStmt | DeleteStmt | UpdateStmt,
     params: list[Any],
+    request_id: str | None = None,
 ) -> SqlResult:
     table, updates, status = await plan_write(env, cat, stmt, params)
     if not updates:
         return SqlResult(status)
-    ts = await env.append_many([(table, updates)])
+    ts = await env.append_many([(table, updates)], request_id=request_id)
     return SqlResult(status, time=ts)
 
 

@@ -126,22 +126,33 @@ def mz_version() -> str:
     return f"v0.130.0 (tidegate {__version__})"
 
 
-async def execute(env: SqlEnvironment, sql: str, params: Sequence[Any] | None = None) -> SqlResult:
+async def execute(
+    env: SqlEnvironment,
+    sql: str,
+    params: Sequence[Any] | None = None,
+    *,
+    request_id: str | None = None,
+) -> SqlResult:
     """Run the statement(s) of ``sql`` in a fresh session; the last one's result (``params``
-    fill ``$1``, ``$2``, ...): what :meth:`Environment.execute` does."""
-    results = await execute_script(env, sql, params)
+    fill ``$1``, ``$2``, ...): what :meth:`Environment.execute` does. ``request_id`` makes the
+    write of ``sql`` idempotent (see :meth:`SqlSession.run_script`)."""
+    results = await execute_script(env, sql, params, request_id=request_id)
     if not results:
         return SqlResult("EMPTY")
     return results[-1]
 
 
 async def execute_script(
-    env: SqlEnvironment, sql: str, params: Sequence[Any] | None = None
+    env: SqlEnvironment,
+    sql: str,
+    params: Sequence[Any] | None = None,
+    *,
+    request_id: str | None = None,
 ) -> list[SqlResult]:
     """Run every statement of ``sql`` in order in a fresh session, as those of a wire connection
     or of ``POST /sql`` run: one session semantics. Each one's result; stops at the first
     error."""
-    return await SqlSession(env).run_script(sql, params)
+    return await SqlSession(env).run_script(sql, params, request_id=request_id)
 
 
 # -- session variables ---------------------------------------------------------------------------
@@ -651,17 +662,26 @@ class SqlSession:
 
     # -- running --------------------------------------------------------------------------------
 
-    async def run_script(self, sql: str, params: Sequence[Any] | None = None) -> list[SqlResult]:
+    async def run_script(
+        self, sql: str, params: Sequence[Any] | None = None, *, request_id: str | None = None
+    ) -> list[SqlResult]:
         """Every statement of ``sql`` (the simple query protocol without a wire): each one's
-        result; a stream answers its first batch. Stops at the first error."""
+        result; a stream answers its first batch. Stops at the first error.
+
+        ``request_id`` makes the write of ``sql`` idempotent (see
+        :meth:`~tidegate.runtime.environment.Environment.append_many`): ``sql`` must then be
+        exactly one ``INSERT``, ``UPDATE`` or ``DELETE`` outside a transaction block
+        [InvalidParameterValue]."""
         statements = split_statements(sql)
         if params and len(statements) > 1:
             raise SqlError("parameters need exactly one statement")
+        if request_id is not None:
+            self._check_idempotent(statements)
         out: list[SqlResult] = []
         for text, _offset in statements:
             try:
                 prepared = self.prepare(text)
-                outcome = await self.execute(prepared, list(params or ()))
+                outcome = await self.execute(prepared, list(params or ()), request_id=request_id)
                 out.append(await _collect(self, outcome))
             except SqlError as e:
                 self.fail()
@@ -671,9 +691,23 @@ class SqlSession:
                 raise
         return out
 
-    async def execute(self, prepared: Prepared, params: Sequence[Any]) -> Outcome:
+    def _check_idempotent(self, statements: list[tuple[str, int]]) -> None:
+        """[InvalidParameterValue] unless ``statements`` are one write a request id can name."""
+        ok = len(statements) == 1 and (self._tx is None or not self._tx.explicit)
+        if ok:
+            stmt = self.prepare(statements[0][0]).statement
+            ok = isinstance(stmt, InsertStmt | UpdateStmt | DeleteStmt)
+        if not ok:
+            raise InvalidParameterValue(
+                "a request id makes one write idempotent: give it one INSERT, UPDATE or DELETE"
+            )
+
+    async def execute(
+        self, prepared: Prepared, params: Sequence[Any], *, request_id: str | None = None
+    ) -> Outcome:
         """Run ``prepared`` with ``params`` (Python values) [SqlError and the runtime's errors;
-        the caller calls :meth:`fail` on an error]."""
+        the caller calls :meth:`fail` on an error]; ``request_id`` makes a write outside a
+        transaction block idempotent."""
         if prepared.empty:
             return SqlResult("EMPTY")
         check_params(prepared.sql, params)
@@ -738,7 +772,7 @@ class SqlSession:
         stmt = prepared.statement
         assert stmt is not None
         self._progress_flag = _progress(prepared)
-        return await self._run_parsed(stmt, list(params))
+        return await self._run_parsed(stmt, list(params), request_id=request_id)
 
     async def _transaction_statement(self, c: Any) -> SqlResult:
         tx = self._tx
@@ -847,7 +881,14 @@ class SqlSession:
 
     # -- statements of the front end ------------------------------------------------------------
 
-    async def _run_parsed(self, stmt: Statement, params: list[Any], dry: bool = False) -> Outcome:
+    async def _run_parsed(
+        self,
+        stmt: Statement,
+        params: list[Any],
+        dry: bool = False,
+        *,
+        request_id: str | None = None,
+    ) -> Outcome:
         tx = self._tx
         explicit = tx is not None and tx.explicit
         if isinstance(stmt, SubscribeStmt) and not dry:
@@ -867,7 +908,7 @@ class SqlSession:
                     stmt = replace(stmt, as_of=await self._read_ts(stmt, params))
             return await self._select(stmt, params)
         if not explicit or dry:
-            return await run_statement(self.env, stmt, params)
+            return await run_statement(self.env, stmt, params, request_id=request_id)
         assert tx is not None
         if isinstance(stmt, InsertStmt):
             if tx.kind == "read" or tx.read_only:

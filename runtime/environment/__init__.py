@@ -498,11 +498,18 @@ class Environment:
         """How far object ``ref`` may be compacted (its shard too, for tables and views)."""
         await self._ddl.set_read_policy(ref, policy)
 
-    async def append(self, table: Ref, rows: Iterable[Any]) -> int:
-        """Append rows (tuples, or ``(row, diff)`` pairs) to ``table``; the write timestamp, once durable."""
-        return await self._data.append(table, rows)
+    async def append(
+        self, table: Ref, rows: Iterable[Any], *, request_id: str | None = None
+    ) -> int:
+        """Append rows (tuples, or ``(row, diff)`` pairs) to ``table``; the write timestamp, once durable.
 
-    async def append_many(self, batches: Iterable[tuple[Ref, Iterable[Any]]]) -> int:
+        ``request_id`` makes it idempotent (see :meth:`append_many`).
+        """
+        return await self._data.append(table, rows, request_id=request_id)
+
+    async def append_many(
+        self, batches: Iterable[tuple[Ref, Iterable[Any]]], *, request_id: str | None = None
+    ) -> int:
         """Append several batches (to one or more tables; a table may repeat) at one timestamp.
 
         Every batch is checked first (names, schemas); then all of them are
@@ -511,8 +518,18 @@ class Environment:
         exception: if the controller process dies while the commit is writing,
         each table's share lands whole or not at all, independently of the
         other tables' (one compare-and-append per table; see docs/environment.md).
+
+        An append whose outcome the environment cannot know (it was written, in
+        part or whole, but a newer environment took over meanwhile, say) raises
+        :class:`~tidegate.runtime.errors.AppendOutcomeUnknown`, never a refusal.
+        ``request_id`` (1 to 255 bytes of text; [InvalidRequestId]) makes the
+        append idempotent: the id is recorded with the rows, in the same
+        compare-and-append, so a retry with the same id -- on this environment,
+        after a restart, or on the environment that took over -- answers the
+        time it was applied at and never applies it twice. Ids are remembered for
+        ten minutes (at most 4,096 per table; see docs/environment.md).
         """
-        return await self._data.append_many(batches)
+        return await self._data.append_many(batches, request_id=request_id)
 
     async def peek(
         self,
@@ -618,12 +635,15 @@ class Environment:
         """Wait until object ``ref`` is complete beyond ``time`` (its upper passed it)."""
         await self._data.wait_for(ref, time, timeout_s=timeout_s)
 
-    async def execute(self, sql: str, params: Sequence[Any] | None = None) -> Any:
+    async def execute(
+        self, sql: str, params: Sequence[Any] | None = None, *, request_id: str | None = None
+    ) -> Any:
         """Run SQL; the last statement's :class:`~tidegate.runtime.sql.SqlResult` (see
-        :mod:`tidegate.runtime.sql`; ``params`` fill ``$1``, ``$2``, ...)."""
+        :mod:`tidegate.runtime.sql`; ``params`` fill ``$1``, ``$2``, ...). ``request_id``
+        makes the one write (``INSERT``, ``UPDATE``, ``DELETE``) idempotent, as an append's."""
         from ..sql_session import execute
 
-        return await execute(self, sql, params)
+        return await execute(self, sql, params, request_id=request_id)
 
     async def subscribe_sql(self, sql: str, params: Sequence[Any] | None = None) -> Any:
         """``SUBSCRIBE ...`` (or a query) as a :class:`Subscription` of batches."""

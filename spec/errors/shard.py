@@ -26,6 +26,7 @@ __all__ = [
     "InvalidUpdates",
     "ListenCompactedPast",
     "OpaqueMismatch",
+    "RequestsApplied",
     "SchemaMismatch",
     "ShardError",
     "ShardFinalized",
@@ -55,6 +56,17 @@ class UpperMismatch(ShardError):
         super().__init__(shard, f"expected upper {expected!r} but the upper is {actual_upper!r}")
         self.expected = expected
         self.actual_upper = actual_upper
+
+
+class RequestsApplied(ShardError):
+    """A compare-and-append carrying client request ids the shard has recorded already: those
+    appends were applied before (``applied`` maps each id to the time it was written at), so
+    nothing is appended again. The shard is unchanged."""
+
+    def __init__(self, shard: str, applied: dict[str, int]) -> None:
+        shown = ", ".join(f"{r!r} at {t}" for r, t in sorted(applied.items())[:4])
+        super().__init__(shard, f"requests already applied: {shown}")
+        self.applied = applied
 
 
 class AppendGap(ShardError):

@@ -143,6 +143,26 @@ def invalid_text(raw: bytes, body: Any) -> None:
         )
 
 
+_IDEMPOTENT = frozenset({"/append", "/sql"})
+"""The routes that take an ``Idempotency-Key`` header: their one write is applied once."""
+
+
+def _idempotency_key(path: str, headers: dict[bytes, bytes], body: dict[str, Any]) -> None:
+    """An ``Idempotency-Key`` header becomes the body's ``request_id`` on :data:`_IDEMPOTENT`
+    routes [ValueError elsewhere, or if the body names another one, or it is not UTF-8]."""
+    raw = headers.get(b"idempotency-key")
+    if raw is None:
+        return
+    if path not in _IDEMPOTENT:
+        raise ValueError(f"{path} takes no Idempotency-Key (only {sorted(_IDEMPOTENT)} do)")
+    try:
+        key = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidText("the Idempotency-Key header is not valid UTF-8") from None
+    if body.setdefault("request_id", key) != key:
+        raise ValueError("the Idempotency-Key header and the body's request_id differ")
+
+
 # -- per request: the token, the body's size and time, then the handler -------------------------
 
 
@@ -215,6 +235,7 @@ class _Endpoint:
             if not isinstance(body, dict):
                 raise ValueError("the body must be a JSON object")
             invalid_text(raw, body)
+            _idempotency_key(path, headers, body)
         except InvalidText as e:
             return _error(400, "InvalidText", str(e))
         except (ValueError, RecursionError) as e:  # UnicodeDecodeError is a ValueError
