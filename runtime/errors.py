@@ -26,6 +26,8 @@ __all__ = [
     "OrchestratorError",
     "ReadOnlyEnvironment",
     "ReplicaStartFailed",
+    "SecretMissing",
+    "SecretsUnavailable",
     "UnknownCatalogObject",
     "UnknownManagedReplica",
 ]
@@ -98,6 +100,26 @@ class AppendOutcomeUnknown(TidegateError):
 
 class InvalidRequestId(TidegateError, ValueError):
     """A client request id that is not 1 to 255 bytes of Unicode text without control characters."""
+
+
+# -- secrets -----------------------------------------------------------------------------------
+
+
+class SecretsUnavailable(TidegateError):
+    """Secrets need a data directory to be kept in (an environment opened on URLs alone has none)."""
+
+
+class SecretMissing(TidegateError):
+    """A secret the catalog records has no value in the secret store (its file at ``path`` is
+    gone): create it again (``ALTER SECRET name AS '...'``)."""
+
+    def __init__(self, name: str, path: str) -> None:
+        super().__init__(
+            f"secret {name!r} has no value (its file {path} is missing): set it again with "
+            f"ALTER SECRET {name} AS '...'"
+        )
+        self.name = name
+        self.path = path
 
 
 # -- timestamp oracle -------------------------------------------------------------------------

@@ -81,6 +81,12 @@ from tidegate.spec.sql import (
 )
 from tidegate.spec.sql import pgtypes as T
 from tidegate.spec.sql import session as S
+from tidegate.spec.sql.secrets import (
+    ShowSecretsStmt,
+    is_secret_statement,
+    parse_secret_statement,
+    redacted,
+)
 from tidegate.spec.sql.system_catalog import ClusterInfo, Snapshot, relation_names
 
 from .catalog_queries import CatalogEngine, SessionConstants
@@ -94,6 +100,7 @@ from .sql import (
     read_time,
     run_statement,
 )
+from .sql_secrets import SecretStatement, run_secret_statement
 
 __all__ = [
     "CopyIn",
@@ -105,10 +112,16 @@ __all__ = [
     "execute",
     "execute_script",
     "server_version",
+    "shown",
 ]
 
 SERVER_VERSION = "9.5.0"
 """What ``server_version`` says: Materialize's, a PostgreSQL version every driver accepts."""
+
+
+def shown(text: str) -> str:
+    """A statement's text as an error may show it: a secret statement's value starred out."""
+    return redacted(text) if is_secret_statement(text) else text
 
 
 def server_version() -> str:
@@ -385,6 +398,9 @@ class Prepared:
     params: tuple[T.PgType, ...]
     described: Described | None = None
     catalog_key: object = None
+    secret: SecretStatement | None = None
+    """A secret statement (:mod:`tidegate.spec.sql.secrets`): parsed apart, since its text
+    holds a value that no answer, error or log may show."""
 
     @property
     def empty(self) -> bool:
@@ -555,6 +571,8 @@ class SqlSession:
         if not statements:
             return Prepared(sql, None, None, tuple(t or T.TEXT for t in _declared(param_oids)))
         text = statements[0][0]
+        if is_secret_statement(text):
+            return Prepared(text, None, None, (), secret=parse_secret_statement(text))
         classified = S.classify(text, self.names())
         statement: Statement | None = None
         if isinstance(classified, S.Passthrough):
@@ -630,7 +648,9 @@ class SqlSession:
         types: tuple[T.PgType, ...] = ()
         c = prepared.classified
         stmt = prepared.statement
-        if isinstance(c, S.CatalogQuery):
+        if isinstance(prepared.secret, ShowSecretsStmt):
+            cols, types = ("name",), (T.TEXT,)
+        elif isinstance(c, S.CatalogQuery):
             res = self._catalog(c.sql, [], describe=len(prepared.params))
             cols, types = res.columns, res.pg_types or ()
         elif isinstance(c, S.Show):
@@ -685,7 +705,7 @@ class SqlSession:
                 out.append(await _collect(self, outcome))
             except SqlError as e:
                 self.fail()
-                raise e.located(text) from None
+                raise e.located(shown(text)) from None
             except Exception:
                 self.fail()
                 raise
@@ -717,6 +737,8 @@ class SqlSession:
             raise InFailedSqlTransaction()
         if isinstance(c, S.Begin | S.Commit | S.Rollback | S.SetTransaction):
             return await self._transaction_statement(c)
+        if prepared.secret is not None:
+            return await self._secret(prepared.secret)
         if isinstance(c, S.SetVariable):
             self._set(c.name, c.value)
             return SqlResult("SET")
@@ -773,6 +795,22 @@ class SqlSession:
         assert stmt is not None
         self._progress_flag = _progress(prepared)
         return await self._run_parsed(stmt, list(params), request_id=request_id)
+
+    async def _secret(self, stmt: SecretStatement) -> SqlResult:
+        """A secret statement: DDL (so, in a block, only before any read or write), except
+        ``SHOW SECRETS``; an error about it carries its text with the value starred out."""
+        tx = self._tx
+        if tx is not None and tx.explicit and not isinstance(stmt, ShowSecretsStmt):
+            if tx.kind in ("read", "write") or tx.read_only:
+                raise _unsupported_tx(stmt.sql.split()[0].upper() + " SECRET")
+            tx.kind = "ddl"
+        try:
+            answer = await run_secret_statement(self.env, stmt)  # type: ignore[arg-type]
+        except SqlError as e:
+            raise e.located(redacted(stmt.sql)) from None
+        if answer.names is None:
+            return SqlResult(answer.status, notice=answer.notice)
+        return _text_rows(("name",), [(n,) for n in answer.names], "SHOW")
 
     async def _transaction_statement(self, c: Any) -> SqlResult:
         tx = self._tx

@@ -429,6 +429,28 @@ class Environment:
         """
         return await self._sources.create_sink(name, from_ref, connection, definition=definition)
 
+    async def create_secret(
+        self, name: str, value: str, *, definition: str | None = None
+    ) -> GlobalId:
+        """Create secret ``name`` holding ``value`` (Materialize's ``CREATE SECRET``); its id.
+
+        A connection names it for its password (``PostgresSource(...,
+        password_secret=name)``, ``PASSWORD SECRET name`` in SQL). Its value is
+        kept apart from the catalog, in ``DATA_DIR/secrets`` (owner-only files),
+        and never shown. [DuplicateCatalogName; SecretsUnavailable without a data
+        directory]. ``drop(name)`` drops it (``cascade``: with the sources and
+        sinks that use it).
+        """
+        return await self._ddl.create_secret(name, value, definition=definition)
+
+    async def alter_secret(self, name: str, value: str) -> None:
+        """Give secret ``name`` a new value (``ALTER SECRET``) [UnknownCatalogObject].
+
+        Sources and sinks that use it read the new value when they next connect
+        from a newly opened environment.
+        """
+        await self._ddl.alter_secret(name, value)
+
     def storage_replica(self) -> ReplicaInfo | None:
         """The storage instance's replica and its connection (``None`` until one is needed)."""
         return self._sources.storage_replica()

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypeVar
 
 import anyio
 
@@ -58,10 +58,16 @@ from ..catalog import (
 from ..controller.driver import ControllerDriver
 from ..controller.storage_io import ShardStorageIO
 from ..controller.timestamps import Oracle
-from ..errors import CatalogConflict, EnvironmentFenced, ReadOnlyEnvironment
+from ..errors import (
+    CatalogConflict,
+    EnvironmentFenced,
+    ReadOnlyEnvironment,
+    UnknownCatalogObject,
+)
 from ..hydration import HydrationTracker
 from ..options import EnvironmentOptions
 from ..platform import REAL, Platform
+from ..secrets import SecretStore, resolve
 from ..storage.store import ShardStore
 
 __all__ = [
@@ -93,6 +99,8 @@ log = logging.getLogger("tidegate.runtime.environment")
 
 Ref: TypeAlias = GlobalId | str
 """An object by id or by name."""
+
+C = TypeVar("C")
 
 
 class Core:
@@ -133,6 +141,8 @@ class Core:
         self.replicas_dir: Path | None = None
         """Where an orchestrator started later keeps its files (``None``: ``DATA_DIR/replicas``)."""
         self.opened_read_only = False
+        self.secrets = SecretStore(None)
+        """Where secrets' values are kept (``DATA_DIR/secrets``; none without a data dir)."""
 
     # -- lookup ----------------------------------------------------------------------------
     @property
@@ -143,7 +153,7 @@ class Core:
     def resolve(self, ref: Ref) -> GlobalId:
         """The id of the object ``ref`` (see :meth:`Environment.resolve`)."""
         key = ref if isinstance(ref, GlobalId) else parse_id(ref) or ref
-        named = self.state.view(key) or self.state.sink(key)
+        named = self.state.view(key) or self.state.sink(key) or self.state.secret(key)
         if named is not None:
             return named.id
         if isinstance(ref, GlobalId):
@@ -178,8 +188,9 @@ class Core:
     def effective_policy(state: CatalogState, id: GlobalId) -> ReadPolicy:
         return state.read_policy(id) or DEFAULT_READ_POLICY
 
-    @staticmethod
-    def description(state: CatalogState, id: GlobalId, kind: StorageKind) -> CollectionDescription:
+    def description(
+        self, state: CatalogState, id: GlobalId, kind: StorageKind
+    ) -> CollectionDescription:
         if kind == "table":
             return CollectionDescription(Table())
         entry = state.get(id)
@@ -188,13 +199,25 @@ class Core:
         if isinstance(entry, ProgressEntry):
             return CollectionDescription(Progress())
         if isinstance(entry, SourceEntry):
-            ingestion = Ingestion(STORAGE_INSTANCE, entry.remap_id, entry.connection, entry.schema)
+            connection = self.resolved(state, entry.connection)
+            ingestion = Ingestion(STORAGE_INSTANCE, entry.remap_id, connection, entry.schema)
             return CollectionDescription(ingestion)
         assert isinstance(entry, MaterializedViewEntry)
         inputs = tuple(
             g for g in sorted(gets(entry.plan)) if isinstance(state.get(g), STORAGE_ENTRIES)
         )
         return CollectionDescription(MaterializedView(inputs))
+
+    def resolved(self, state: CatalogState, connection: C) -> C:
+        """``connection`` with the value of the secret it names put into it (see
+        :func:`tidegate.runtime.secrets.resolve`) [UnknownCatalogObject, SecretMissing]."""
+        name = getattr(connection, "password_secret", None)
+        if name is None:
+            return connection
+        secret = state.secret(name)
+        if secret is None:
+            raise UnknownCatalogObject(f"no secret named {name!r}")
+        return resolve(connection, {name: self.secrets.get(secret.id, name)})
 
     # -- the durable catalog ---------------------------------------------------------------
     async def apply(self, ops: Sequence[CatalogOp]) -> CatalogState:

@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import anyio
+
 from tidegate.spec.compute.as_of_selection import select_as_ofs
 from tidegate.spec.frontier import Antichain
 from tidegate.spec.frontier.read_policy import ReadPolicy
@@ -23,22 +25,26 @@ from tidegate.spec.plan.builder import Frame
 from tidegate.spec.plan.relation import Get
 from tidegate.spec.protocol.types import DataflowDescription
 from tidegate.spec.storage import CollectionDescription
+from tidegate.spec.text import check_text
 
 from ..catalog import (
     STORAGE_ENTRIES,
     CatalogState,
     CreateIndex,
     CreateMaterializedView,
+    CreateSecret,
     CreateTable,
     CreateView,
     Drop,
     IndexEntry,
     MaterializedViewEntry,
+    SecretEntry,
     SetReadPolicy,
     SinkEntry,
     TableEntry,
     dataflow_for,
 )
+from ..errors import InvalidCatalogOp, ReadOnlyEnvironment, UnknownCatalogObject
 from ._core import INSTANCE, Core, Ref, defined
 from ._sources import SourcesAndSinks
 
@@ -167,22 +173,57 @@ class Ddl:
         """Drop object ``ref`` (with ``cascade``, its dependents too); returns the dropped ids."""
         async with self.core.lock:
             gid = self.core.resolve(ref)
+            state = self.core.state
             before = {
-                e.id: e
-                for e in (
-                    *self.core.state.entries(),
-                    *self.core.state.views,
-                    *self.core.state.sinks,
-                )
+                e.id: e for e in (*state.entries(), *state.views, *state.sinks, *state.secrets)
             }
             after = await self.core.apply([Drop(gid, cascade)])
-            left = {e.id for e in (*after.entries(), *after.views, *after.sinks)}
+            left = {e.id for e in (*after.entries(), *after.views, *after.sinks, *after.secrets)}
             gone = sorted(set(before) - left, reverse=True)
             if dropped is not None:
                 dropped.update((g, before[g]) for g in gone)
             self.uninstall(before, gone)
-            self.sources.drop_replication_slots(before[g] for g in gone)
+            self.sources.drop_replication_slots((before[g] for g in gone), state)
+            for g in gone:  # recorded as dropped: their values go (the slots' passwords are read)
+                if isinstance(before[g], SecretEntry):
+                    await self.core.platform.run_blocking(self.core.secrets.delete, g)
             return gone
+
+    async def create_secret(
+        self, name: str, value: str, *, definition: str | None = None
+    ) -> GlobalId:
+        """Create secret ``name`` holding ``value``; returns its id (see :mod:`tidegate.runtime.secrets`)."""
+        if not isinstance(value, str):
+            raise InvalidCatalogOp(f"secret {name!r}: its value must be text")
+        check_text(value, f"secret {name!r}'s value")
+        async with self.core.lock:
+            gid = self.core.fresh_id()
+            from ..catalog import apply_ops
+
+            apply_ops(self.core.state, [CreateSecret(name, gid)])  # refused before any write
+            run = self.core.platform.run_blocking
+            await run(self.core.secrets.put, gid, value)  # the value first: then the record
+            try:
+                await self.core.apply([CreateSecret(name, gid), *defined(gid, definition)])
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await run(self.core.secrets.delete, gid)
+                raise
+            return gid
+
+    async def alter_secret(self, name: str, value: str) -> None:
+        """Give secret ``name`` a new value [UnknownCatalogObject]; sources and sinks that use it
+        read it when they next connect from a newly opened environment."""
+        if not isinstance(value, str):
+            raise InvalidCatalogOp(f"secret {name!r}: its value must be text")
+        check_text(value, f"secret {name!r}'s value")
+        async with self.core.lock:
+            if self.core.read_only:
+                raise ReadOnlyEnvironment("a secret change")
+            secret = self.core.state.secret(name)
+            if secret is None:
+                raise UnknownCatalogObject(f"no secret named {name!r}")
+            await self.core.platform.run_blocking(self.core.secrets.put, secret.id, value)
 
     def uninstall(self, before: Mapping[GlobalId, Any], gone: Sequence[GlobalId]) -> None:
         """Drop the objects ``gone`` (entries in ``before``, dependents first) from the controller."""

@@ -44,6 +44,7 @@ from ..errors import CatalogMissing, InvalidEnvironmentOptions
 from ..files import mkdir_private
 from ..options import EnvironmentOptions
 from ..platform import Platform
+from ..secrets import SecretStore
 from ..storage.store import ShardStore
 from ..storage.urls import default_urls, open_blob, open_consensus
 from ._core import INSTANCE, STORAGE_INSTANCE, Core, log, parse_id
@@ -322,6 +323,7 @@ class Opening:
         core.addresses = parts.addresses
         core.options = parts.options
         core.data_dir = parts.data_dir
+        core.secrets = SecretStore(None if parts.data_dir is None else parts.data_dir / "secrets")
         core.later = parts.later
         core.replicas_dir = parts.own
         core.opened_read_only = read_only

@@ -43,6 +43,7 @@ from ..sql_session import (
     RowStream,
     SqlSession,
     copy_text,
+    shown,
 )
 from . import messages as m
 from .auth import AuthConfig, AuthenticationFailed, ScramExchange, parse_sasl_initial
@@ -479,7 +480,7 @@ class WireSession:
                 session.fail()
                 err = self._canceled(e)
                 if isinstance(err, SqlError):
-                    err.located(text)
+                    err.located(shown(text))
                 await send([*self._pending(), _error(err), self._ready()])
                 return
         await send([*self._pending(), self._ready()])
