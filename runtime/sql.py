@@ -45,6 +45,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
@@ -218,7 +219,17 @@ class SqlEnvironment(Protocol):
         self, ref: Ref, *, cascade: bool = False, dropped: dict[GlobalId, Any] | None = None
     ) -> list[GlobalId]: ...
 
+    async def drop_many(
+        self,
+        refs: Sequence[Ref],
+        *,
+        cascade: bool = False,
+        dropped: dict[GlobalId, Any] | None = None,
+    ) -> list[GlobalId]: ...
+
     async def set_read_policy(self, ref: Ref, policy: ReadPolicy) -> None: ...
+
+    def ddl_transaction(self) -> AbstractAsyncContextManager[None]: ...
 
     async def append_many(
         self, batches: Iterable[tuple[Ref, Iterable[Any]]], *, request_id: str | None = None
@@ -915,17 +926,20 @@ async def _create_index(
 async def _drop(env: SqlEnvironment, cat: EnvCatalog, stmt: DropStmt) -> SqlResult:
     word = f"DROP {_KIND_WORDS[stmt.kind].upper()}"
     notices = []
-    for name in stmt.names:
+    items: list[CatalogItem] = []
+    for name in stmt.names:  # every name is checked before anything is dropped
         item = cat.resolve(name)
         if item is None:
             if stmt.if_exists:
                 notices.append(f'{_KIND_WORDS[stmt.kind]} "{name}" does not exist, skipping')
                 continue
             _object(cat, name, stmt.kind)
-        item = _object(cat, name, stmt.kind)
-        try:
-            await env.drop(item.id, cascade=stmt.cascade)
+        items.append(_object(cat, name, stmt.kind))
+    if items:
+        try:  # all of them or none: one catalog change
+            await env.drop_many([i.id for i in items], cascade=stmt.cascade)
         except HasDependents as e:
+            item = next((i for i in items if i.id == e.id), items[0])
             raise _has_dependents(cat, item, e) from None
     return SqlResult(word, notice="\n".join(notices) or None)
 

@@ -23,7 +23,9 @@ effect at once and only before any read or write of the block; ``UPDATE``
 and ``DELETE`` (a read, then a write) run outside blocks only (25001). After
 an error, the block refuses everything (25P02) until ``ROLLBACK`` (or
 ``COMMIT``, which rolls back). Outside a block every statement commits by
-itself.
+itself, except in a script (a simple query of several statements) of DDL only:
+it is one catalog change or none (:meth:`SqlSession.ddl_script`), so a failure
+midway leaves the catalog and the controller as they were.
 
 **Streams.** ``SUBSCRIBE`` as a statement answers a :class:`RowStream` whose
 rows (``mz_timestamp``, ``mz_diff``, the columns) come as the subscription
@@ -37,6 +39,7 @@ first batch (its snapshot), as before.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -61,6 +64,7 @@ from tidegate.spec.errors import (
 from tidegate.spec.frontier import Row
 from tidegate.spec.plan import ColumnType, ScalarType
 from tidegate.spec.sql import (
+    AlterRetainHistoryStmt,
     CopyToStmt,
     CreateIndexStmt,
     CreateSinkStmt,
@@ -698,18 +702,43 @@ class SqlSession:
         if request_id is not None:
             self._check_idempotent(statements)
         out: list[SqlResult] = []
+        text = sql
+        try:
+            async with self.ddl_script(statements):
+                for text, _offset in statements:
+                    prepared = self.prepare(text)
+                    outcome = await self.execute(
+                        prepared, list(params or ()), request_id=request_id
+                    )
+                    out.append(await _collect(self, outcome))
+        except SqlError as e:
+            self.fail()
+            raise e.located(shown(text)) from None
+        except Exception:
+            self.fail()
+            raise
+        return out
+
+    def ddl_script(
+        self, statements: Sequence[tuple[str, int]]
+    ) -> contextlib.AbstractAsyncContextManager[None]:
+        """The implicit transaction of a script: for several statements outside a block that
+        all change the catalog (``CREATE``, ``DROP``, ``ALTER``, secrets), the environment's
+        DDL transaction (one catalog change when the body ends, none if it raises); else
+        nothing. [SqlError: a statement of such a script that does not parse, before anything
+        runs]."""
+        if len(statements) < 2 or (self._tx is not None and self._tx.explicit):
+            return contextlib.nullcontext()
+        failure: SqlError | None = None
         for text, _offset in statements:
             try:
-                prepared = self.prepare(text)
-                outcome = await self.execute(prepared, list(params or ()), request_id=request_id)
-                out.append(await _collect(self, outcome))
+                if not _changes_catalog(self.prepare(text)):
+                    return contextlib.nullcontext()
             except SqlError as e:
-                self.fail()
-                raise e.located(shown(text)) from None
-            except Exception:
-                self.fail()
-                raise
-        return out
+                failure = failure or e.located(shown(text))
+        if failure is not None:  # the others are DDL: none of them runs
+            raise failure
+        return self.env.ddl_transaction()
 
     def _check_idempotent(self, statements: list[tuple[str, int]]) -> None:
         """[InvalidParameterValue] unless ``statements`` are one write a request id can name."""
@@ -1209,6 +1238,22 @@ def _text_rows(columns: tuple[str, ...], rows: list[Row], status: str) -> SqlRes
         tuple(ColumnType(ScalarType.STRING, False) for _ in columns),
         rows,
     )
+
+
+def _changes_catalog(prepared: Prepared) -> bool:
+    """Whether ``prepared`` is DDL (a statement that changes the catalog and nothing else)."""
+    if prepared.secret is not None:
+        return not isinstance(prepared.secret, ShowSecretsStmt)
+    ddl = (
+        CreateTableStmt,
+        CreateViewStmt,
+        CreateIndexStmt,
+        CreateSourceStmt,
+        CreateSinkStmt,
+        DropStmt,
+        AlterRetainHistoryStmt,
+    )
+    return isinstance(prepared.classified, S.Passthrough) and isinstance(prepared.statement, ddl)
 
 
 def _is_text_result(stmt: Statement) -> bool:

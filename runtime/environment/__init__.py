@@ -57,7 +57,8 @@ platform, options, orchestrator, the DDL lock) and take it, never the
 * ``_sources`` -- sources and sinks, and the storage instance's replica;
 * ``_data`` -- appends, peeks, subscribes, copy-to, and the times they read at;
 * ``_replicas`` -- adding and dropping replicas, their status, hydration;
-* ``_promotion`` -- read-only environments following the writer, and promotion.
+* ``_promotion`` -- read-only environments following the writer, and promotion;
+* ``_transaction`` -- DDL transactions: changes staged, made durable as one, installed.
 
 SQL (:meth:`Environment.execute`) runs on the façade's public methods
 (:mod:`tidegate.runtime.sql`).
@@ -99,6 +100,7 @@ from ._opening import Opening, open_parts
 from ._promotion import Promotion
 from ._replicas import ReplicasAndHydration, replica_ops, storage_replica_ops
 from ._sources import SourcesAndSinks
+from ._transaction import DdlTransaction
 
 __all__ = [
     "DEFAULT_READ_POLICY",
@@ -140,6 +142,7 @@ class Environment:
         self._data = ReadsAndWrites(core, self._ddl)
         self._replicas = ReplicasAndHydration(core)
         self._promotion = Promotion(core, self._ddl, self._sources)
+        self._transaction = DdlTransaction(core, self._sources, self._promotion)
         self._opening = Opening(core, self._ddl, self._sources, self._promotion)
 
     @property
@@ -515,6 +518,32 @@ class Environment:
         drop applied (a cascade may take objects created while the call waited its turn).
         """
         return await self._ddl.drop(ref, cascade=cascade, dropped=dropped)
+
+    async def drop_many(
+        self,
+        refs: Sequence[Ref],
+        *,
+        cascade: bool = False,
+        dropped: dict[GlobalId, Any] | None = None,
+    ) -> list[GlobalId]:
+        """Drop every object of ``refs`` in one catalog change, or none (``DROP TABLE a, b``).
+
+        They may depend on each other; anything else that depends on one of them
+        refuses the whole drop ([HasDependents], nothing dropped) unless ``cascade``.
+        """
+        return await self._ddl.drop_many(refs, cascade=cascade, dropped=dropped)
+
+    def ddl_transaction(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """``async with env.ddl_transaction():`` the DDL of the body is one catalog change.
+
+        Its changes (``create_*``, ``drop``, ``drop_many``, ``set_read_policy``,
+        secrets) are validated as they are made and seen by the body's own task
+        (other tasks see the catalog as it was, and their DDL waits); when the body
+        ends they are made durable as one catalog version and installed, and if it
+        raises none of them is (a script of several DDL statements runs so: see
+        docs/sql.md). Replicas cannot be added or dropped in one. [ReadOnlyEnvironment]
+        """
+        return self._transaction.open()
 
     async def set_read_policy(self, ref: Ref, policy: ReadPolicy) -> None:
         """How far object ``ref`` may be compacted (its shard too, for tables and views)."""

@@ -15,6 +15,7 @@ read-only or fenced environment).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -54,6 +55,7 @@ from ..catalog import (
     SourceEntry,
     StorageKind,
     SystemCollectionEntry,
+    apply_ops,
 )
 from ..controller.driver import ControllerDriver
 from ..controller.storage_io import ShardStorageIO
@@ -76,6 +78,8 @@ __all__ = [
     "SYSTEM_COLLECTIONS",
     "Core",
     "Ref",
+    "Staging",
+    "TaskLock",
     "defined",
     "log",
     "parse_id",
@@ -126,8 +130,12 @@ class Core:
         self.platform = platform
         self.orchestrator = orchestrator
         """The :class:`~tidegate.runtime.orchestrator.Orchestrator` of managed replicas, if any."""
-        self.lock = anyio.Lock()
-        """Held by every DDL (and by promotion and catalog following): one at a time."""
+        self.lock = TaskLock()
+        """Held by every DDL (and by promotion and catalog following): one at a time (a DDL
+        transaction holds it throughout, and its statements take it again, in its task)."""
+        self.staging: Staging | None = None
+        """An open DDL transaction (see :mod:`._transaction`): its catalog changes are staged
+        in memory, seen by its own task only, until it commits them as one."""
         self.addresses: dict[str, str] = {}
         """Where unmanaged replicas listen, by name (the driver resolves through it)."""
         self.read_only = driver.ctl.read_only
@@ -147,7 +155,11 @@ class Core:
     # -- lookup ----------------------------------------------------------------------------
     @property
     def state(self) -> CatalogState:
-        """The catalog as this environment last wrote or read it."""
+        """The catalog as this environment last wrote or read it (in an open DDL
+        transaction's task: as the transaction has staged it)."""
+        staging = self.staging
+        if staging is not None and staging.task == _current_task():
+            return staging.state
         return self.catalog.state
 
     def resolve(self, ref: Ref) -> GlobalId:
@@ -220,10 +232,23 @@ class Core:
         return resolve(connection, {name: self.secrets.get(secret.id, name)})
 
     # -- the durable catalog ---------------------------------------------------------------
+    @property
+    def staged(self) -> bool:
+        """Whether this task's catalog changes are being staged (a DDL transaction): the part
+        that made one then installs nothing; the transaction installs them all at its commit."""
+        staging = self.staging
+        return staging is not None and staging.task == _current_task()
+
     async def apply(self, ops: Sequence[CatalogOp]) -> CatalogState:
-        """Apply ``ops`` to the durable catalog [ReadOnlyEnvironment, EnvironmentFenced]."""
+        """Apply ``ops`` to the durable catalog [ReadOnlyEnvironment, EnvironmentFenced]; in a
+        DDL transaction's task, stage them (validated now, durable at its commit)."""
         if self.read_only:
             raise ReadOnlyEnvironment("a catalog change")
+        staging = self.staging
+        if staging is not None and staging.task == _current_task():
+            staging.state = apply_ops(staging.state, ops)  # refused here, typed, if invalid
+            staging.ops.extend(ops)
+            return staging.state
         if self.driver.fenced is not None:
             raise self.driver.fenced
         try:
@@ -261,6 +286,54 @@ class Core:
 
     def fresh_id(self) -> GlobalId:
         return GlobalId.user(self.state.next_user_id)
+
+
+def _current_task() -> int | None:
+    """The running task's id (``None`` outside one: a plain call from another thread)."""
+    try:
+        return anyio.get_current_task().id
+    except Exception:
+        return None
+
+
+class TaskLock:
+    """An anyio lock its holding task may take again (a DDL transaction runs DDL statements,
+    each of which takes the DDL lock)."""
+
+    def __init__(self) -> None:
+        self._lock = anyio.Lock()
+        self._owner: int | None = None
+        self._depth = 0
+
+    async def __aenter__(self) -> None:
+        me = anyio.get_current_task().id
+        if self._owner == me:
+            self._depth += 1
+            return
+        await self._lock.acquire()
+        self._owner, self._depth = me, 1
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._depth -= 1
+        if self._depth == 0:
+            self._owner = None
+            self._lock.release()
+
+    def locked(self) -> bool:
+        return self._lock.locked()
+
+
+@dataclasses.dataclass
+class Staging:
+    """An open DDL transaction: the task that runs it, the catalog as it staged it, the ops
+    staged so far, the secrets it created (their values are written; removed if it fails)."""
+
+    task: int | None
+    state: CatalogState
+    ops: list[CatalogOp] = dataclasses.field(default_factory=list)
+    secrets: list[GlobalId] = dataclasses.field(default_factory=list)
+    values: dict[GlobalId, str] = dataclasses.field(default_factory=dict)
+    """New values of existing secrets (``ALTER SECRET``), written at the commit."""
 
 
 def defined(gid: GlobalId, definition: str | None) -> list[CatalogOp]:

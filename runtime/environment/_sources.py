@@ -189,6 +189,8 @@ class SourcesAndSinks:
                 *defined(gid, definition),
             ]
             state = await self.core.apply(ops)
+            if self.core.staged:  # a DDL transaction: installed at its commit
+                return gid
             await self.install_system_collections(state)
             await self.install_source(state, gid)
             await self.connect_storage_replica(state)
@@ -261,6 +263,8 @@ class SourcesAndSinks:
                 *defined(gid, definition),
             ]
             state = await self.core.apply(ops)
+            if self.core.staged:  # a DDL transaction: installed at its commit
+                return gid
             await self.install_system_collections(state)
             self.install_sink(state, gid)
             await self.connect_storage_replica(state)

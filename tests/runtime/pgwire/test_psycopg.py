@@ -375,3 +375,24 @@ def test_a_request_id_names_one_write(pg_server: Server, name: str) -> None:
             pg_server.run(partial(env.execute, sql, request_id=f"{name}-x"))
     assert pg_server.run(env.execute, f"SELECT count(*) FROM {name}").rows == [(1,)]
     assert (f"{name}_b",) not in pg_server.run(env.execute, "SHOW TABLES").rows
+
+
+def test_a_ddl_script_is_one_catalog_change_or_none(pg_server: Server, name: str) -> None:
+    """A simple query of DDL statements only is one implicit transaction: a failure midway
+    leaves every object as it was; a script that succeeds is there whole."""
+    with _connect(pg_server) as c:
+        simple = psycopg.ClientCursor(c)
+        simple.execute(f"CREATE TABLE {name} (k bigint)")
+        seqno = pg_server.env.catalog.seqno
+        with pytest.raises(psycopg.Error, match="depend"):  # the view is in the way
+            simple.execute(
+                f"CREATE TABLE {name}_a (k bigint); CREATE VIEW {name}_v AS SELECT k FROM {name};"
+                f"DROP TABLE {name}; CREATE TABLE {name}_c (k bigint)"
+            )
+        assert pg_server.env.catalog.seqno == seqno
+        shown = [r[0] for r in c.execute("SHOW TABLES").fetchall()]
+        assert name in shown and f"{name}_a" not in shown
+        simple.execute(f"CREATE TABLE {name}_a (k bigint); CREATE TABLE {name}_b (k bigint)")
+        assert pg_server.env.catalog.seqno == seqno + 1
+        c.execute(f"INSERT INTO {name}_b VALUES (1)")
+        assert c.execute(f"SELECT k FROM {name}_b").fetchall() == [(1,)]
