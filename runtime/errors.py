@@ -9,9 +9,11 @@ from __future__ import annotations
 from tidegate.spec.errors import TidegateError
 
 __all__ = [
+    "AppendOutcomeUnknown",
     "CatalogConflict",
     "CatalogDecodeError",
     "CatalogError",
+    "CatalogMissing",
     "ClusterNotEmpty",
     "DuplicateCatalogId",
     "DuplicateCatalogName",
@@ -19,12 +21,15 @@ __all__ = [
     "HasDependents",
     "InvalidCatalogOp",
     "InvalidEnvironmentOptions",
+    "InvalidRequestId",
     "ManagedClusterChange",
     "OracleError",
     "OracleFenced",
     "OrchestratorError",
     "ReadOnlyEnvironment",
     "ReplicaStartFailed",
+    "SecretMissing",
+    "SecretsUnavailable",
     "UnknownCatalogObject",
     "UnknownManagedReplica",
     "WrongCluster",
@@ -63,20 +68,61 @@ class EnvironmentFenced(TidegateError):
 
     Raised by every write (append, DDL) of an environment once a newer one
     opened read-write or was promoted on the same data (its writer epoch,
-    the timestamp oracle's epoch, is ``found_epoch``). Nothing it writes from
-    then on is acknowledged. The write that found out may still have landed
-    (a compare-and-append that won its race just before the new environment's
-    first commit): the new environment may show it, but it was never
-    acknowledged. Close this environment.
+    the timestamp oracle's epoch, is ``found_epoch``). A definite refusal: the
+    write it answers did not take effect. (A write that may have landed before
+    the environment found out is answered :class:`AppendOutcomeUnknown`.)
+    Nothing this environment writes from then on is acknowledged: close it.
     """
 
     def __init__(self, epoch: int, found_epoch: int | None) -> None:
         self.epoch, self.found_epoch = epoch, found_epoch
         super().__init__(
             f"this environment (writer epoch {epoch}) is fenced: an environment with writer "
-            f"epoch {found_epoch} took over its data; this write is not acknowledged (it "
-            "may or may not show there): close this one"
+            f"epoch {found_epoch} took over its data; this write was not applied: close this one"
         )
+
+
+class AppendOutcomeUnknown(TidegateError):
+    """An append whose outcome the environment cannot tell: it may or may not be durable.
+
+    The write reached storage (in part or in whole) but cannot be acknowledged:
+    a newer environment took over meanwhile (``cause`` is its
+    :class:`EnvironmentFenced`), or, for an append to several tables, some
+    tables' writes landed and others lost a race with another writer. The
+    newer environment may show it or not; reading there tells which. Unlike a
+    refusal, retrying it blindly may apply it twice (FoundationDB's
+    ``commit_unknown_result``): retry it with the same request id
+    (``append(..., request_id=...)``), which answers the original outcome and
+    never applies it twice.
+    """
+
+    def __init__(self, reason: str, cause: TidegateError | None = None) -> None:
+        self.reason, self.cause = reason, cause
+        super().__init__(f"the outcome of this append is unknown: {reason}")
+
+
+class InvalidRequestId(TidegateError, ValueError):
+    """A client request id that is not 1 to 255 bytes of Unicode text without control characters."""
+
+
+# -- secrets -----------------------------------------------------------------------------------
+
+
+class SecretsUnavailable(TidegateError):
+    """Secrets need a data directory to be kept in (an environment opened on URLs alone has none)."""
+
+
+class SecretMissing(TidegateError):
+    """A secret the catalog records has no value in the secret store (its file at ``path`` is
+    gone): create it again (``ALTER SECRET name AS '...'``)."""
+
+    def __init__(self, name: str, path: str) -> None:
+        super().__init__(
+            f"secret {name!r} has no value (its file {path} is missing): set it again with "
+            f"ALTER SECRET {name} AS '...'"
+        )
+        self.name = name
+        self.path = path
 
 
 # -- timestamp oracle -------------------------------------------------------------------------
@@ -184,6 +230,37 @@ class WrongCluster(CatalogError):
 
 class CatalogDecodeError(CatalogError, ValueError):
     """The durable catalog's bytes are not a catalog this version can read."""
+
+
+class CatalogMissing(CatalogError):
+    """The catalog record is missing, but the store holds data: refusing to start.
+
+    Opening would start an empty environment, which would take every shard it
+    does not know for garbage. ``key`` is the Consensus key the catalog was
+    looked for under; ``shards`` the collections whose shards were found;
+    ``blobs`` how many blobs the Blob store holds (data whose shards' records
+    are gone too, as when the Consensus store itself was lost). To proceed:
+    restore the catalog record (the Consensus store, ``consensus.db`` by
+    default, from a backup), or open the right data directory or URLs; to
+    start afresh on purpose, move the data away first.
+    """
+
+    def __init__(self, key: str, shards: list[str], blobs: int = 0) -> None:
+        shown = ", ".join(shards[:8]) + (f" and {len(shards) - 8} more" if len(shards) > 8 else "")
+        found = (
+            f"the shards of {len(shards)} collection(s) ({shown})"
+            if shards
+            else f"{blobs} blob(s) of shards whose records are gone too"
+        )
+        super().__init__(
+            f"the catalog record {key!r} is missing, but the store holds {found}: refusing to "
+            "start (an empty environment would take them for garbage). Restore the catalog "
+            "from a backup of the consensus store, or open the right data directory; to start "
+            "afresh, move the data away first"
+        )
+        self.key = key
+        self.shards = tuple(shards)
+        self.blobs = blobs
 
 
 class CatalogConflict(CatalogError):

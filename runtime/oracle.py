@@ -15,6 +15,9 @@ incarnation handed out or applied -- even if the wall clock went backwards.
 clock: every time up to the old bound counts as complete, since no write the
 old incarnation handed out can still be applied.)
 
+The record is sealed with its SHA-256 (:mod:`tidegate.runtime.sealed`): a
+damaged or edited one is an :class:`OracleError`, never a wrong bound.
+
 Opening an oracle writes a new version (bumping an *epoch*), which fences any
 older oracle on the same key: its next reservation fails with
 :class:`OracleFenced`. Within an already reserved window a fenced oracle does
@@ -33,6 +36,7 @@ from tidegate.runtime.platform import wall_ms
 from tidegate.spec.shard import Consensus, VersionedData
 
 from .errors import OracleError, OracleFenced
+from .sealed import seal, unseal
 
 __all__ = ["DEFAULT_ORACLE_KEY", "TimestampOracle"]
 
@@ -42,14 +46,15 @@ _TRUNCATE_EVERY = 16
 
 
 def _encode(upper: int, epoch: int) -> bytes:
-    return json.dumps(
+    payload = json.dumps(
         {"version": _FORMAT_VERSION, "upper": upper, "epoch": epoch}, sort_keys=True
-    ).encode()
+    )
+    return seal("oracle", payload.encode())
 
 
 def _decode(key: str, data: bytes) -> tuple[int, int]:
     try:
-        obj = json.loads(data)
+        obj = json.loads(unseal("oracle", data))
         if obj.get("version") != _FORMAT_VERSION:
             raise OracleError(f"oracle {key!r}: unsupported state version {obj.get('version')!r}")
         upper, epoch = obj["upper"], obj["epoch"]

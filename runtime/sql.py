@@ -45,10 +45,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 from tidegate.spec.errors import (
+    CharacterNotInRepertoire,
     DependentObjects,
     DuplicateRelation,
     InvalidAsOf,
@@ -119,6 +121,7 @@ from tidegate.spec.sql import (
 )
 from tidegate.spec.sql._binder import ExprBinder
 from tidegate.spec.sql._scope import Scope
+from tidegate.spec.text import find_invalid_text
 
 from .catalog import (
     DEFAULT_CLUSTER,
@@ -150,6 +153,7 @@ __all__ = [
     "SqlEnvironment",
     "SqlResult",
     "check_cluster",
+    "check_params",
     "plan_write",
     "read_rows",
     "read_time",
@@ -245,9 +249,21 @@ class SqlEnvironment(Protocol):
         self, ref: Ref, *, cascade: bool = False, dropped: dict[GlobalId, Any] | None = None
     ) -> list[GlobalId]: ...
 
+    async def drop_many(
+        self,
+        refs: Sequence[Ref],
+        *,
+        cascade: bool = False,
+        dropped: dict[GlobalId, Any] | None = None,
+    ) -> list[GlobalId]: ...
+
     async def set_read_policy(self, ref: Ref, policy: ReadPolicy) -> None: ...
 
-    async def append_many(self, batches: Iterable[tuple[Ref, Iterable[Any]]]) -> int: ...
+    def ddl_transaction(self) -> AbstractAsyncContextManager[None]: ...
+
+    async def append_many(
+        self, batches: Iterable[tuple[Ref, Iterable[Any]]], *, request_id: str | None = None
+    ) -> int: ...
 
     async def peek(
         self,
@@ -458,14 +474,21 @@ def check_cluster(env: SqlEnvironment, cluster: str) -> None:
 
 
 async def run_statement(
-    env: SqlEnvironment, stmt: Statement, params: list[Any], cluster: str | None = None
+    env: SqlEnvironment,
+    stmt: Statement,
+    params: list[Any],
+    cluster: str | None = None,
+    *,
+    request_id: str | None = None,
 ) -> SqlResult:
     """Run one parsed statement (the session layer's way in: no transaction of its own) in
     ``cluster`` (Materialize's ``SET cluster``; default ``default``): where queries run and
     indexes and materialized views are placed. A failed read, or what the catalog refuses,
-    is the SQL error a client sees."""
+    is the SQL error a client sees. ``request_id`` makes a write (``INSERT``, ``UPDATE``,
+    ``DELETE``) idempotent (see
+    :meth:`~tidegate.runtime.environment.Environment.append_many`)."""
     try:
-        return await _run(env, stmt, params, cluster or DEFAULT_CLUSTER)
+        return await _run(env, stmt, params, cluster or DEFAULT_CLUSTER, request_id)
     except PeekFailed as e:
         raise _peek_error(e) from e
     except (InvalidCatalogOp, UnknownCatalogObject) as e:
@@ -483,8 +506,21 @@ def _peek_error(e: PeekFailed) -> SqlError:
     return data_error(e.message)
 
 
+def check_params(sql: str, params: Sequence[Any] | None) -> None:
+    """[CharacterNotInRepertoire] for a parameter holding text that is not Unicode scalar values."""
+    for n, p in enumerate(params or (), start=1):
+        if find_invalid_text(p) is not None:
+            raise CharacterNotInRepertoire(
+                f'invalid byte sequence for encoding "UTF8" in parameter ${n}', sql=sql
+            )
+
+
 async def _run(
-    env: SqlEnvironment, stmt: Statement, params: list[Any], cluster: str = DEFAULT_CLUSTER
+    env: SqlEnvironment,
+    stmt: Statement,
+    params: list[Any],
+    cluster: str = DEFAULT_CLUSTER,
+    request_id: str | None = None,
 ) -> SqlResult:
     cat = EnvCatalog(env)
     if isinstance(
@@ -544,7 +580,7 @@ async def _run(
     if isinstance(stmt, CreateIndexStmt):
         return await _create_index(env, cat, stmt, params, cluster)
     if isinstance(stmt, InsertStmt | DeleteStmt | UpdateStmt):
-        return await _write(env, cat, stmt, params, cluster)
+        return await _write(env, cat, stmt, params, cluster, request_id)
     if isinstance(stmt, DropStmt):
         return await _drop(env, cat, stmt)
     if isinstance(stmt, AlterRetainHistoryStmt):
@@ -859,6 +895,7 @@ async def subscribe_sql(
     (:class:`~tidegate.runtime.controller.streams.Subscription`; close it to drop it), computed
     on ``cluster`` (default: that of the indexes it reads, else ``default``)."""
     stmt = parse_one(sql)
+    check_params(sql, params)
     if not isinstance(stmt, SubscribeStmt | SelectStmt):
         raise SqlError("subscribe_sql takes a SUBSCRIBE statement or a query")
     low = lower_query(stmt.query, EnvCatalog(env), list(params or ()), stmt.sql)
@@ -981,17 +1018,20 @@ async def _create_index(
 async def _drop(env: SqlEnvironment, cat: EnvCatalog, stmt: DropStmt) -> SqlResult:
     word = f"DROP {_KIND_WORDS[stmt.kind].upper()}"
     notices = []
-    for name in stmt.names:
+    items: list[CatalogItem] = []
+    for name in stmt.names:  # every name is checked before anything is dropped
         item = cat.resolve(name)
         if item is None:
             if stmt.if_exists:
                 notices.append(f'{_KIND_WORDS[stmt.kind]} "{name}" does not exist, skipping')
                 continue
             _object(cat, name, stmt.kind)
-        item = _object(cat, name, stmt.kind)
-        try:
-            await env.drop(item.id, cascade=stmt.cascade)
+        items.append(_object(cat, name, stmt.kind))
+    if items:
+        try:  # all of them or none: one catalog change
+            await env.drop_many([i.id for i in items], cascade=stmt.cascade)
         except HasDependents as e:
+            item = next((i for i in items if i.id == e.id), items[0])
             raise _has_dependents(cat, item, e) from None
     return SqlResult(word, notice="\n".join(notices) or None)
 
@@ -1068,11 +1108,12 @@ async def _write(
     stmt: InsertStmt | DeleteStmt | UpdateStmt,
     params: list[Any],
     cluster: str = DEFAULT_CLUSTER,
+    request_id: str | None = None,
 ) -> SqlResult:
     table, updates, status = await plan_write(env, cat, stmt, params, cluster)
     if not updates:
         return SqlResult(status)
-    ts = await env.append_many([(table, updates)])
+    ts = await env.append_many([(table, updates)], request_id=request_id)
     return SqlResult(status, time=ts)
 
 

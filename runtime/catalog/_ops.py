@@ -25,6 +25,7 @@ __all__ = [
     "CreateIndex",
     "CreateMaterializedView",
     "CreateReplica",
+    "CreateSecret",
     "CreateSink",
     "CreateSource",
     "CreateSystemCollection",
@@ -191,8 +192,17 @@ class ForgetReplicationSlot:
 
 
 @dataclass(frozen=True, slots=True)
+class CreateSecret:
+    """Create secret ``name`` as ``id`` (its value goes to the secret store, never here)."""
+
+    name: str
+    id: GlobalId
+
+
+@dataclass(frozen=True, slots=True)
 class Drop:
-    """Drop object ``id`` (and, with ``cascade``, everything that reads it)."""
+    """Drop object ``id`` (and, with ``cascade``, everything that reads it; of a secret,
+    the sources and sinks that use it)."""
 
     id: GlobalId
     cascade: bool = False
@@ -247,5 +257,6 @@ CatalogOp: TypeAlias = (
     | DropCluster
     | AlterSink
     | ForgetReplicationSlot
+    | CreateSecret
 )
 """Every op :func:`~._apply.apply_op` accepts."""

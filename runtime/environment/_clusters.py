@@ -45,7 +45,7 @@ from ..options import Replicas, ReplicaSpec
 from ..sizes import ReplicaSize, size_json
 from ._core import Core
 from ._ddl import Ddl
-from ._replicas import ReplicasAndHydration, launch_of
+from ._replicas import ReplicasAndHydration, launch_of, not_staged
 
 __all__ = ["ClusterReplicaStatus", "ClusterStatus", "Clusters"]
 
@@ -132,6 +132,7 @@ class Clusters:
     ) -> None:
         """Create cluster ``name`` (see :meth:`Environment.create_cluster`)."""
         async with self.core.lock:
+            not_staged(self.core, "create_cluster")
             ops = self._creation_ops(name, replicas, size)
             state = await self.core.apply(ops)
             entries = state.cluster_replicas(name)
@@ -211,6 +212,7 @@ class Clusters:
     async def drop_cluster(self, name: str, *, cascade: bool = False) -> list[GlobalId]:
         """Drop cluster ``name``, its replicas and (``cascade``) what it maintains; the ids dropped."""
         async with self.core.lock:
+            not_staged(self.core, "drop_cluster")
             state = self.core.state
             state.cluster(name)  # UnknownCatalogObject
             before = {e.id: e for e in (*state.entries(), *state.views, *state.sinks)}
@@ -234,6 +236,7 @@ class Clusters:
         """Resize managed cluster ``name`` or change its replication factor (its replicas are
         replaced with ones of the new size, added or dropped) [InvalidCatalogOp if unmanaged]."""
         async with self.core.lock:
+            not_staged(self.core, "alter_cluster")
             state = self.core.state
             c = state.cluster(name)
             if not c.managed:
@@ -282,6 +285,7 @@ class Clusters:
     ) -> None:
         """Add replica ``name`` to unmanaged ``cluster`` [ManagedClusterChange if managed]."""
         async with self.core.lock:
+            not_staged(self.core, "create_cluster_replica")
             c = self.core.state.cluster(cluster)
             _unmanaged(c)
             size = size if size is not None else self.core.options.default_replica_size
@@ -294,6 +298,7 @@ class Clusters:
     async def drop_cluster_replica(self, cluster: str, name: str) -> None:
         """Drop replica ``name`` of unmanaged ``cluster`` [ManagedClusterChange if managed]."""
         async with self.core.lock:
+            not_staged(self.core, "drop_cluster_replica")
             state = self.core.state
             _unmanaged(state.cluster(cluster))
             entry = state.replica(name, cluster)

@@ -42,11 +42,14 @@ from ..controller.driver import ControllerDriver
 from ..controller.errors import RuntimeControllerError
 from ..controller.storage_io import CONTROLLER_READER, ShardStorageIO
 from ..controller.timestamps import Oracle, UpperOracle, default_oracle
+from ..errors import CatalogMissing, InvalidEnvironmentOptions
+from ..files import mkdir_private
 from ..options import EnvironmentOptions
 from ..platform import Platform
+from ..secrets import SecretStore
 from ..storage.store import ShardStore
 from ..storage.urls import default_urls, open_blob, open_consensus
-from ._core import INSTANCE, STORAGE_INSTANCE, Core, parse_id
+from ._core import INSTANCE, STORAGE_INSTANCE, Core, log, parse_id
 from ._ddl import Ddl
 from ._promotion import Promotion
 from ._replicas import (
@@ -92,6 +95,8 @@ class Parts:
     """The replicas directory of a read-only environment's own orchestrator."""
     core_ref: list[Core]
     """Filled by :meth:`Opening.start`: the storage replicas' addresses are the core's to say."""
+    token: str | None
+    """The compute replicas' token (the transport's): see :attr:`Core.token`."""
 
 
 async def open_parts(
@@ -113,7 +118,7 @@ async def open_parts(
         data_dir = tmp
     if data_dir is not None:
         # Private: the shards, the catalog and the replicas' logs are nobody else's to read.
-        Path(data_dir).mkdir(mode=0o700, parents=True, exist_ok=True)
+        mkdir_private(data_dir)
         default_blob, default_consensus = default_urls(data_dir)
         blob_url = blob_url or default_blob
         consensus_url = consensus_url or default_consensus
@@ -145,6 +150,9 @@ async def open_parts(
     retry = io.retrying  # the store may be unreachable for a while: wait for it
     catalog = Catalog(store.consensus)
     state = await retry("catalog read", catalog.load)
+    shard_ids = await retry("shard listing", store.list_shards)
+    if catalog.seqno is None:  # no catalog record: refuse if the store holds data all the same
+        await _refuse_without_catalog(store, catalog.key, shard_ids, retry)
     tables_upper: list[Callable[[], int | None]] = []
     if read_only:  # no oracle (opening one fences the writer): reads follow the tables
         oracle = UpperOracle(lambda: tables_upper[0]() if tables_upper else None)
@@ -171,13 +179,22 @@ async def open_parts(
     entries = wanted.replicas  # a read-only environment runs them without recording them
     addresses = {r.id: r.address for r in entries if not r.managed and r.address}
     managed = [r for r in entries if r.managed]
+    if orchestrator is not None:
+        # Authenticated whoever builds the orchestrator: its replicas require its token.
+        outer = getattr(orchestrator, "token", None)
+        if token is None:
+            token = outer
+        elif outer is not None and outer != token:
+            raise InvalidEnvironmentOptions(
+                "token", "differs from the orchestrator's token, which its replicas require"
+            )
+    if token is None and orchestrator is None and data_dir is not None:
+        # Authenticated by default: managed replicas (started now, or by the orchestrator
+        # started later for the first one needed, see ensure_orchestrator) start afresh with
+        # each open, so a token of this environment's lifetime is enough (never written down).
+        token = platform.new_id()
     if managed and orchestrator is None:
         from ..orchestrator import Orchestrator
-
-        if token is None:
-            # Authenticated by default: managed replicas start afresh with each open, so a
-            # token of this environment's lifetime is enough (and is never written down).
-            token = platform.new_id()
 
         assert data_dir is not None  # checked above
         # A read-only environment's replicas get a directory of their own: the writer's
@@ -218,8 +235,7 @@ async def open_parts(
             raise LookupError(f"no address for replica {name!r}")
         return str(running.address(name))
 
-    shard_ids = await retry("shard listing", store.list_shards)
-    durable = [g for g in (parse_id(s) for s in shard_ids) if g is not None]
+    durable = _droppable(state, shard_ids)
     controller = Controller(
         StorageController(
             durable_shards=durable,
@@ -269,7 +285,50 @@ async def open_parts(
         later,
         own,
         core_ref,
+        token,
     )
+
+
+async def _refuse_without_catalog(
+    store: ShardStore, key: str, shard_ids: Sequence[str], retry: Any
+) -> None:
+    """[CatalogMissing] if the store holds shards or blobs although the catalog record is missing.
+
+    Started empty, the environment would take what it finds for garbage (and
+    before, it finalized every shard it found and deleted their blobs): a lost
+    or misplaced catalog must stop the open, never delete the data.
+    """
+    shards = sorted(s for s in shard_ids if parse_id(s) is not None)
+    if shards:
+        raise CatalogMissing(key, shards)
+
+    def any_blob() -> int:
+        return len(store.blob.list_keys())
+
+    blobs = await retry("blob listing", any_blob)
+    if blobs:
+        raise CatalogMissing(key, [], blobs)
+
+
+def _droppable(state: CatalogState, shard_ids: Sequence[str]) -> list[GlobalId]:
+    """The shards the spec controller may reconcile away: those of objects the catalog recorded
+    as dropped. Ids are fresh (never reused) and a shard is created only after the catalog
+    records its object, so a user id below the catalog's next id that no live object has was
+    dropped by a committed catalog change. Any other shard (a newer catalog's, a foreign
+    one) is left alone, with a warning."""
+    live = {e.id for e in state.entries()}
+    out: list[GlobalId] = []
+    for s in shard_ids:
+        gid = parse_id(s)
+        if gid is None:
+            continue
+        if gid in live or (gid.namespace == "u" and gid.value < state.next_user_id):
+            out.append(gid)
+        else:
+            log.warning(
+                "shard %s is not in the catalog and was never recorded as dropped: left alone", s
+            )
+    return out
 
 
 class Opening:
@@ -297,14 +356,17 @@ class Opening:
         core.addresses = parts.addresses
         core.options = parts.options
         core.data_dir = parts.data_dir
+        core.secrets = SecretStore(None if parts.data_dir is None else parts.data_dir / "secrets")
         core.later = parts.later
         core.replicas_dir = parts.own
         core.opened_read_only = read_only
+        core.token = parts.token
         if read_only:  # its holds go with it, unless it was promoted (they are the writer's then)
             stack.push_async_callback(self.promotion.release_read_only_holds)
         else:
             driver.fence_check = core.fence_check
             stack.push_async_callback(self.sources.finish_slot_drops)  # before the driver stops
+        core.io.finalize_check = core.finalize_check  # only what the catalog recorded as dropped
         managed = [r for r in parts.entries if r.managed]
         if managed:
             await start_all(parts.orchestrator, managed, parts.options)

@@ -47,6 +47,7 @@ __all__ = [
     "launch_of",
     "memory_limit_args",
     "metrics_host",
+    "not_staged",
     "replica_ops",
     "start_all",
     "storage_replica_ops",
@@ -193,7 +194,8 @@ async def ensure_orchestrator(core: Core) -> Any:
     An environment opened without managed replicas starts its orchestrator with the
     first one it needs (a managed cluster's replica, or the storage replica), in the data
     directory, with the options it would have had at opening. Its replicas take the
-    environment's ``token``, the one the controller's transports were built with.
+    environment's token (:attr:`Core.token`, decided at opening as for an orchestrator
+    built then): they are authenticated whoever builds the orchestrator.
     """
     if core.orchestrator is not None:
         return core.orchestrator
@@ -207,7 +209,7 @@ async def ensure_orchestrator(core: Core) -> Any:
         core.data_dir,
         executor=options.executor,
         spark_master=options.spark_master,
-        token=options.token,
+        token=core.token,
         tls=options.replica_tls,
         extra_args=memory_limit_args(options.replica_memory_limit),
         spark_conf=options.spark_conf,
@@ -357,6 +359,7 @@ class ReplicasAndHydration:
     ) -> None:
         """Add replica ``name`` to ``cluster`` while running (``CREATE CLUSTER REPLICA``)."""
         async with self.core.lock:
+            not_staged(self.core, "add_replica")
             await self.add_replica_locked(name, address, executor, spark_master, cluster, size)
 
     async def add_replica_locked(
@@ -407,6 +410,7 @@ class ReplicasAndHydration:
     async def drop_replica(self, name: str, cluster: str = DEFAULT_CLUSTER) -> None:
         """Drop replica ``name`` of ``cluster`` (``DROP CLUSTER REPLICA``); a managed one is stopped."""
         async with self.core.lock:
+            not_staged(self.core, "drop_replica")
             entry = self.core.state.replica(name, cluster)
             await self.core.apply([DropReplica(name, cluster)])
             await self.disconnect([entry])
@@ -414,3 +418,11 @@ class ReplicasAndHydration:
     def events(self, buffer: int | None = None) -> EventStream[Any]:
         """Replica status events from now on, as an async iterator."""
         return self.core.driver.events(buffer)
+
+
+def not_staged(core: Core, what: str) -> None:
+    """[RuntimeControllerError] in a DDL transaction: a replica starts or stops at once, and a
+    cluster's replicas or a sink's cut-over with it, so it cannot wait for the transaction's
+    commit (nor be undone by its failure); as Materialize refuses cluster DDL in a block."""
+    if core.staged:
+        raise RuntimeControllerError(f"{what} cannot run inside a DDL transaction")

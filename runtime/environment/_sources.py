@@ -43,6 +43,7 @@ from tidegate.spec.storage import (
     StorageController,
     StorageSinkConnection,
 )
+from tidegate.spec.storage.connections import redact_passwords
 from tidegate.spec.storage.loadgen import loadgen_schema
 
 from ..catalog import (
@@ -58,13 +59,15 @@ from ..catalog import (
     ProgressEntry,
     SetStorageReplica,
     SlotToDrop,
+    has_password,
 )
-from ..controller.driver import ReplicaInfo
+from ..controller.driver import ReplicaInfo, sendable
 from ..controller.errors import RuntimeControllerError, SourceSchemaMismatch
 from ..controller.storage_status import StorageStatus, connection_text, connection_type
-from ..errors import InvalidCatalogOp, ReplicaStartFailed
+from ..errors import InvalidCatalogOp, ReplicaStartFailed, UnknownCatalogObject
+from ..secrets import redact_error
 from ._core import STORAGE_INSTANCE, SYSTEM_COLLECTIONS, Core, Ref, defined, log
-from ._replicas import ensure_orchestrator
+from ._replicas import ensure_orchestrator, not_staged
 
 __all__ = ["SlotDrop", "SourcesAndSinks", "storage_address", "storage_wanted"]
 
@@ -113,6 +116,17 @@ def _drop_postgres_slot(connection: PostgresSource) -> None:
     # cancellation itself waits for this call (a worker thread) to return.
     with PostgresReader(connection, slot_busy_timeout_s=_SLOT_DROP_WAIT_S) as reader:
         reader.drop_slot()
+
+
+def _no_inline_password(name: str, connection: object) -> None:
+    """[InvalidCatalogOp] for a connection whose URL holds a password (before it is used: an
+    upstream's error may quote it); a password is a secret's (``PASSWORD SECRET name``)."""
+    url = getattr(connection, "url", None) or getattr(connection, "catalog_url", None)
+    if isinstance(url, str) and has_password(url):
+        raise InvalidCatalogOp(
+            f"{name!r}: the connection URL holds a password, which would be stored and shown in "
+            "clear: CREATE SECRET name AS '...' and give PASSWORD SECRET name instead"
+        )
 
 
 def _check_sink_connection(connection: object, schema: Schema, gid: GlobalId) -> None:
@@ -190,8 +204,14 @@ class SourcesAndSinks:
         definition: str | None = None,
     ) -> GlobalId:
         """Create source ``name``, ingesting ``connection`` on the storage instance; returns its id."""
+        sendable((name, connection, schema, definition), f"source {name!r}")
+        _no_inline_password(name, connection)
         async with self.core.lock:
-            schema = await self._source_schema(name, connection, schema)
+            resolved = self.core.resolved(self.core.state, connection)
+            try:
+                schema = await self._source_schema(name, resolved, schema)
+            except TidegateError as e:  # it may quote the connection: never its password
+                raise redact_error(e, *self._secret_values(connection)) from None
             gid = self.core.fresh_id()
             remap = GlobalId.user(gid.value + 1)
             ops: list[CatalogOp] = [
@@ -200,10 +220,23 @@ class SourcesAndSinks:
                 *defined(gid, definition),
             ]
             state = await self.core.apply(ops)
+            if self.core.staged:  # a DDL transaction: installed at its commit
+                return gid
             await self.install_system_collections(state)
             await self.install_source(state, gid)
             await self.connect_storage_replica(state)
             return gid
+
+    def _secret_values(self, connection: object) -> tuple[str, ...]:
+        """The value of the secret ``connection`` names (to keep out of messages), if any."""
+        name = getattr(connection, "password_secret", None)
+        secret = None if not isinstance(name, str) else self.core.state.secret(name)
+        if secret is None or not isinstance(name, str):
+            return ()
+        try:
+            return (self.core.secrets.get(secret.id, name),)
+        except TidegateError:
+            return ()
 
     async def _source_schema(
         self, name: str, connection: SourceConnection, given: Schema | None
@@ -237,6 +270,8 @@ class SourcesAndSinks:
         definition: str | None = None,
     ) -> GlobalId:
         """Create sink ``name``, writing ``from_ref``'s changes out to ``connection``; its id."""
+        sendable((name, connection, definition), f"sink {name!r}")
+        _no_inline_password(name, connection)
         async with self.core.lock:
             from_id = self.core.resolve(from_ref)
             state = self.core.state
@@ -247,13 +282,20 @@ class SourcesAndSinks:
                     "a sink writes out a collection with a shard of its own"
                 )
             gid = self.core.fresh_id()
-            _check_sink_connection(connection, state.schema_of(from_id), gid)
+            try:
+                _check_sink_connection(
+                    self.core.resolved(state, connection), state.schema_of(from_id), gid
+                )
+            except TidegateError as e:
+                raise redact_error(e, *self._secret_values(connection)) from None
             ops: list[CatalogOp] = [
                 *self._storage_ops(),
                 CreateSink(name, gid, from_id, connection),
                 *defined(gid, definition),
             ]
             state = await self.core.apply(ops)
+            if self.core.staged:  # a DDL transaction: installed at its commit
+                return gid
             await self.install_system_collections(state)
             self.install_sink(state, gid)
             await self.connect_storage_replica(state)
@@ -266,6 +308,7 @@ class SourcesAndSinks:
         its target covers) [ReadBeforeSince]; a sink that has committed nothing yet cannot be
         altered (as in Materialize). Held from the check to the change, so that it stays so."""
         async with self.core.lock:
+            not_staged(self.core, "alter_sink")
             gid = self.core.resolve(ref)
             state = self.core.state
             sink = state.sink(gid)
@@ -367,7 +410,7 @@ class SourcesAndSinks:
             entry.from_id,
             STORAGE_INSTANCE,
             Antichain([0]),  # at or before the held since: it becomes the since
-            entry.connection,
+            self.core.resolved(state, entry.connection),
             state.schema_of(entry.from_id),
         )
         try:
@@ -485,18 +528,40 @@ class SourcesAndSinks:
             )
         return sorted(out, key=lambda x: x.id.sort_key)
 
-    def drop_replication_slots(self, state: CatalogState) -> None:
+    def drop_replication_slots(
+        self, state: CatalogState, before: CatalogState | None = None
+    ) -> None:
         """Start dropping, in the background, every slot ``state`` records as still to drop
         (those of sources it dropped, and any an earlier environment left); only a writing
-        environment does (one following another's DDL leaves them to the writer)."""
+        environment does (one following another's DDL leaves them to the writer). Their
+        passwords are read now: from ``state``'s secrets, or from ``before`` (the catalog
+        before the drop) for a secret dropped with its source, whose value goes right after."""
         if self.core.read_only:
             return
         for x in state.slots_to_drop:
             key = (x.connection.url, x.connection.slot)
-            if key not in self._slot_drops:
-                done = anyio.Event()
-                self._slot_drops[key] = done
-                self.core.driver.start_soon(self._drop_replication_slot, x, done)
+            if key in self._slot_drops:
+                continue
+            try:
+                resolved = self._slot_connection(x.connection, state, before)
+            except TidegateError as e:  # its secret is gone: the record stays, with why
+                self._slot_errors[key] = f"{type(e).__name__}: {e}"
+                log.warning("source %s: its slot cannot be dropped: %s", x.source, e)
+                continue
+            done = anyio.Event()
+            self._slot_drops[key] = done
+            self.core.driver.start_soon(self._drop_replication_slot, x, resolved, done)
+
+    def _slot_connection(
+        self, connection: PostgresSource, state: CatalogState, before: CatalogState | None
+    ) -> PostgresSource:
+        """``connection`` with its password put in [UnknownCatalogObject, SecretMissing]."""
+        try:
+            return self.core.resolved(state, connection)
+        except UnknownCatalogObject:
+            if before is None:
+                raise
+            return self.core.resolved(before, connection)
 
     def slots_to_drop(self) -> list[SlotDrop]:
         """The replication slots of dropped PostgreSQL sources not yet dropped upstream."""
@@ -514,7 +579,9 @@ class SourcesAndSinks:
             )
         return out
 
-    async def _drop_replication_slot(self, entry: SlotToDrop, done: anyio.Event) -> None:
+    async def _drop_replication_slot(
+        self, entry: SlotToDrop, resolved: PostgresSource, done: anyio.Event
+    ) -> None:
         """Drop ``entry``'s slot upstream (waiting while the storage replica still reads from it),
         retrying with backoff for :data:`_SLOT_DROP_RETRY_S`, then forget it in the catalog. A
         slot that cannot be dropped is logged with what to run by hand, and stays recorded."""
@@ -525,10 +592,10 @@ class SourcesAndSinks:
         try:
             while True:
                 try:
-                    await self.core.platform.run_blocking(_drop_postgres_slot, connection)
+                    await self.core.platform.run_blocking(_drop_postgres_slot, resolved)
                     break
                 except Exception as e:
-                    self._slot_errors[key] = f"{type(e).__name__}: {e}"
+                    self._slot_errors[key] = redact_passwords(f"{type(e).__name__}: {e}")
                     if self.core.platform.clock_ms() >= deadline:
                         log.warning(
                             "source %s was dropped but its replication slot %s was not (%s); it "
@@ -536,7 +603,7 @@ class SourcesAndSinks:
                             "'%s') on %s (the next open of this environment tries again)",
                             name,
                             connection.slot,
-                            e,
+                            redact_passwords(str(e)),
                             connection.slot,
                             connection_text(connection),
                         )

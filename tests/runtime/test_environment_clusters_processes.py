@@ -21,6 +21,8 @@ from tidegate.dsl import Schema
 from tidegate.runtime import Environment
 from tidegate.runtime.controller.errors import PeekFailed
 from tidegate.runtime.sizes import ReplicaSize
+from tidegate.runtime.transport import Unauthenticated
+from tidegate.runtime.transport.grpc_client import GrpcTransport
 from tidegate.spec.compute_replica import MEMORY_LIMIT_EXCEEDED
 
 pytestmark = [pytest.mark.processes, pytest.mark.timeout(420)]
@@ -111,7 +113,8 @@ def test_an_environment_opened_without_managed_replicas_starts_them_for_a_cluste
     tmp_path: Path,
 ) -> None:
     """No orchestrator at opening (``replicas={}``): the first managed cluster starts one, in
-    the data directory, and the controller reaches its replica there."""
+    the data directory, and the controller reaches its replica there, authenticated with the
+    environment's token (as an orchestrator built at opening)."""
 
     async def main() -> None:
         with anyio.fail_after(180):
@@ -122,6 +125,14 @@ def test_an_environment_opened_without_managed_replicas_starts_them_for_a_cluste
                 await env.wait_connected(timeout_s=90)
                 assert [r.replica for r in env.replicas()] == ["c.r1"]
                 assert (data / "replicas" / "c.r1.pid").exists()
+                # Authenticated although started after opening: the replica refuses a client
+                # without the environment's token, and the controller's stream goes on.
+                port = int((data / "replicas" / "c.r1.port").read_text())
+                for token in (None, "guessed"):
+                    with pytest.raises(Unauthenticated):
+                        async with GrpcTransport(token=token) as transport:
+                            stream = await transport.connect(f"127.0.0.1:{port}")
+                            await stream.aclose()
                 await env.create_table("t", ROWS)
                 await env.append("t", [(1, "a"), (2, "b")])
                 idx = await env.create_index("t", ["id"], name="t_idx", cluster="c")

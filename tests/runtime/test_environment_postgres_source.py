@@ -177,7 +177,7 @@ def test_a_slot_left_by_an_environment_that_died_is_dropped_by_the_next(
                 await env.create_source("s", PostgresSource(postgres_url, table, pub, slot))
                 await until_status(env, "s", "running")
                 with monkeypatch.context() as m:
-                    m.setattr(SourcesAndSinks, "drop_replication_slots", lambda self, state: None)
+                    m.setattr(SourcesAndSinks, "drop_replication_slots", lambda self, *states: None)
                     await env.execute("DROP SOURCE s")
                 (left,) = env.slots_to_drop()
                 assert (left.source, left.slot, left.dropping) == ("s", slot, False)
