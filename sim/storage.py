@@ -4,8 +4,8 @@
 consensus key and one blob namespace, with the semantics of the spec's
 in-memory stores. It also keeps everything ever written (deleted blobs and
 truncated versions included), so the checkers can read what really landed
-(:mod:`.truth`), and it tells watchers when a key changes (a simulated
-replica polls a shard only when it moved).
+(:mod:`.truth`), and it tells watchers when a key changes (the consensus
+clients' notifications, as PostgreSQL's ``LISTEN``/``NOTIFY`` gives them).
 
 Processes reach it only through a :class:`ConsensusClient` and a
 :class:`BlobClient` of their own, which implement the runtime's
@@ -19,7 +19,13 @@ faults of :class:`StorageFaults`:
   unknown to the caller, as with a timed-out request);
 * an armed crash point kills the process at its next matching call, before
   or after the call applies; a torn blob write leaves a truncated object
-  under the key before the process dies.
+  under the key before the process dies;
+* a consensus client is ``Watchable`` (the production shard store then waits
+  for notifications rather than polling): a commit to a key notifies the
+  live watchers of every process at once (their hosts add the latency of
+  the step it wakes); while a consensus failure window is open,
+  notifications are lost (the product must still notice, by its fallback
+  polls), and a dead incarnation's watches end with it.
 
 Latency is not here: the controller's platform and the replicas' IO add it
 around whole calls (:mod:`.platform`, :mod:`.replica`).
@@ -272,6 +278,20 @@ class ConsensusClient(_Client):
             raise self._killed(f"compare-and-set of {key} (applied: {ok})")
         self._leave("consensus compare-and-set", when)
         return ok
+
+    def watch(self, key: str, callback: Callable[[str], None]) -> Callable[[], None]:
+        """Notifications of commits to ``key`` (see the module docstring); never fails."""
+        process, incarnation = self.process, self.process.incarnation
+        faults = self.faults
+
+        def notify(k: str) -> None:
+            if not process.alive or process.incarnation != incarnation:
+                cancel()  # the watching incarnation is gone
+            elif not faults.consensus_failing:  # else lost, as on a broken LISTEN connection
+                callback(k)
+
+        cancel = self.disk.watch(key, notify)
+        return cancel
 
     def scan(self, key: str, from_seqno: int, limit: int) -> list[VersionedData]:
         when = self._enter("consensus scan")

@@ -26,6 +26,7 @@ from .location import (
     MemoryBlob,
     MemoryConsensus,
     VersionedData,
+    Watchable,
     check_cas_arguments,
 )
 from .reads import (
@@ -85,6 +86,7 @@ __all__ = [
     "ShardState",
     "SinceDowngradeLimiter",
     "VersionedData",
+    "Watchable",
     "WriterState",
     "append",
     "append_lower",
