@@ -90,6 +90,7 @@ from ._common import (
 )
 from ._from import _conjuncts, _eval_const, _from, _values
 from ._functions import call_of
+from ._limits import with_enough_frames
 from ._scope import Rel, Scope, ScopeColumn
 from ._texpr import TExpr, _coerce
 from .catalog import SqlCatalog
@@ -102,6 +103,7 @@ __all__ = [
 ]
 
 
+@with_enough_frames
 def lower_query(
     query: Any, catalog: SqlCatalog, params: Sequence[Any] = (), sql: str | None = None
 ) -> Lowered:
@@ -706,6 +708,7 @@ def _order_limit(
     return _project_order(rel, node, ctx, exprs, names, b, [], False, set_op=True)
 
 
+@with_enough_frames
 def bind_scalar(
     node: Any, schema: Schema, qualifier: str | None, params: Sequence[Any] = (), context: str = ""
 ) -> tuple[ScalarExpr, ColumnType]:
@@ -714,6 +717,7 @@ def bind_scalar(
     return binder.scalar(node)
 
 
+@with_enough_frames
 def bind_predicate(
     node: Any, schema: Schema, qualifier: str | None, params: Sequence[Any] = ()
 ) -> ScalarExpr:
@@ -722,6 +726,7 @@ def bind_predicate(
     return binder.predicate(node, "WHERE")
 
 
+@with_enough_frames
 def coerce_to(
     node: Any,
     schema: Schema,
