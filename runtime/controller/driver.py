@@ -349,6 +349,7 @@ class ControllerDriver:
         self._queued: list[_AppendRequest] = []
         self._queued_done = anyio.Event()
         """The event of the queued requests (the next group's)."""
+        self._committer_stopped = False
         self._committing: list[_AppendRequest] = []
         self._committing_done: anyio.Event | None = None
         self._commit_wanted = anyio.Event()
@@ -411,14 +412,7 @@ class ControllerDriver:
         tb: TracebackType | None,
     ) -> bool | None:
         tg, self._tg = self._tg, None
-        stopped = DriverNotRunning("the controller driver stopped before the append committed")
-        for req in [*self._queued, *self._committing]:
-            if not req.finished:
-                req.finish(error=stopped)
-        self._queued.clear()
-        self._queued_done.set()
-        if self._committing_done is not None:
-            self._committing_done.set()
+        self._fail_appends()
         for link in list(self.links.values()):
             link.close()
         self.storage_links.close_all()
@@ -445,6 +439,21 @@ class ControllerDriver:
         if self._tg is None:
             raise DriverNotRunning("the controller driver is not running (use `async with`)")
         return self._tg
+
+    def _fail_appends(self) -> None:
+        """End every queued and committing append with :class:`DriverNotRunning`: nothing
+        will commit them. Run when the driver stops and as soon as its committer ends (cancelled
+        before the driver's own exit), so that no caller waits for a commit that cannot come
+        (a caller shielded from cancellation, such as a wire session's INSERT, would wait for
+        ever, and keep the task group it runs in from ever closing)."""
+        stopped = DriverNotRunning("the controller driver stopped before the append committed")
+        for req in [*self._queued, *self._committing]:
+            if not req.finished:
+                req.finish(error=stopped)
+        self._queued.clear()
+        self._queued_done.set()
+        if self._committing_done is not None:
+            self._committing_done.set()
 
     async def _every(self, period_ms: int, step: Callable[[], Any]) -> None:
         while True:
@@ -964,6 +973,8 @@ class ControllerDriver:
         self._task_group()
         if self.fenced is not None:
             raise self.fenced
+        if self._committer_stopped:
+            raise DriverNotRunning("the controller driver stopped before the append committed")
         req.done = self._queued_done
         self._queued.append(req)
         self._commit_wanted.set()
@@ -984,6 +995,13 @@ class ControllerDriver:
 
     async def _committer(self) -> None:
         """Commit the queued appends, one group at a time (see the module docstring)."""
+        try:
+            await self._commit_groups()
+        finally:
+            self._committer_stopped = True
+            self._fail_appends()
+
+    async def _commit_groups(self) -> None:
         last = 0  # requests in the last group
         while True:
             await self._commit_wanted.wait()
