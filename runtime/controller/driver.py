@@ -984,7 +984,7 @@ class ControllerDriver:
             try:
                 await done.wait()
             except BaseException:
-                if not req.taken:  # never issued: withdrawn
+                if not req.taken and req in self._queued:  # never issued: withdrawn
                     self._queued.remove(req)
                 raise
             if not req.finished and req.done is done:  # cut short: the driver is stopping
