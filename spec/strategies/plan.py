@@ -85,6 +85,8 @@ __all__ = [
     "schema_rows",
     "schemas",
     "update_streams",
+    "window_frames",
+    "window_funcs",
 ]
 
 S = ScalarType
@@ -509,7 +511,7 @@ def _plan(
             else ()
         )
         order = draw(order_bys(schema.arity))
-        funcs = draw(st.lists(_window_funcs(schema, order), min_size=1, max_size=2))
+        funcs = draw(st.lists(window_funcs(schema, order), min_size=1, max_size=2))
         plan = Window(inner, key, order, tuple(funcs))
     else:
         key = (
@@ -537,9 +539,7 @@ def _constant(draw: st.DrawFn, schema: Schema) -> Constant:
 _BOUNDS = list(WindowBoundKind)
 
 
-def _window_frames(
-    schema: Schema, order: tuple[ColumnOrder, ...]
-) -> st.SearchStrategy[WindowFrame]:
+def window_frames(schema: Schema, order: tuple[ColumnOrder, ...]) -> st.SearchStrategy[WindowFrame]:
     """Valid frames: ``ROWS`` with row offsets, ``RANGE`` with value offsets only over one
     numeric ORDER BY column."""
     numeric = len(order) == 1 and schema.columns[order[0].column].type.scalar.is_numeric
@@ -568,7 +568,9 @@ def _window_frames(
     return build()
 
 
-def _window_funcs(schema: Schema, order: tuple[ColumnOrder, ...]) -> st.SearchStrategy[WindowFunc]:
+def window_funcs(schema: Schema, order: tuple[ColumnOrder, ...]) -> st.SearchStrategy[WindowFunc]:
+    """Valid functions of a :class:`Window` over ``schema`` ordered by ``order``."""
+
     @st.composite
     def build(draw: st.DrawFn) -> WindowFunc:
         kinds = list(WindowFuncKind) if schema.arity else [WindowFuncKind.ROW_NUMBER]
@@ -578,14 +580,14 @@ def _window_funcs(schema: Schema, order: tuple[ColumnOrder, ...]) -> st.SearchSt
         if kind is WindowFuncKind.AGGREGATE:
             agg = draw(_aggregates(schema))
             agg = Aggregate(agg.func, agg.column, False, agg.separator)
-            return WindowFunc(kind, aggregate=agg, frame=draw(_window_frames(schema, order)))
+            return WindowFunc(kind, aggregate=agg, frame=draw(window_frames(schema, order)))
         col = draw(st.integers(0, schema.arity - 1))
         if kind in (WindowFuncKind.LAG, WindowFuncKind.LEAD):
             t = schema.columns[col].type.scalar
             same = [i for i, c in enumerate(schema.columns) if c.type.scalar is t]
             default = draw(st.one_of(st.none(), st.sampled_from(same)))
             return WindowFunc(kind, col, draw(st.integers(-1, 2)), default)
-        return WindowFunc(kind, col, frame=draw(_window_frames(schema, order)))
+        return WindowFunc(kind, col, frame=draw(window_frames(schema, order)))
 
     return build()
 
