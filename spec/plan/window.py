@@ -16,10 +16,11 @@ offset of a non-NULL value.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable
 from typing import Any
 
-from ..frontier import Row
+from ..frontier import Row, value_sort_key
 from .aggregates import aggregate
 from .ordering import order_key, sort_rows
 from .relation import Window, WindowBound, WindowBoundKind, WindowFrame, WindowFunc, WindowFuncKind
@@ -136,6 +137,10 @@ def _frames(
     vals = [r[col] for r in slots]
     nonnull = [i for i, v in enumerate(vals) if v is not None]
     a, b = (nonnull[0], nonnull[-1] + 1) if nonnull else (0, 0)
+    keys: list[Any] = [
+        None if v is None else (_Rev(value_sort_key(v)) if desc else value_sort_key(v))
+        for v in vals
+    ]
     out = []
     for i in range(n):
         bounds = []
@@ -145,7 +150,7 @@ def _frames(
             elif vals[i] is None:
                 bounds.append(first[i] if is_start else end[i])
             else:
-                bounds.append(_value_bound(bound, vals, a, b, vals[i], desc, is_start))
+                bounds.append(_value_bound(bound, keys, a, b, vals[i], desc, is_start))
         out.append((bounds[0], bounds[1]))
     return out
 
@@ -174,29 +179,33 @@ def _peer_bound(
     return first[i] if is_start else end[i]
 
 
+class _Rev:
+    """A sort key in reverse (a descending order's keys, made ascending for bisect)."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: Any) -> None:
+        self.key = key
+
+    def __lt__(self, other: _Rev) -> bool:
+        return bool(other.key < self.key)
+
+
 def _value_bound(
-    bound: WindowBound,
-    vals: list[Any],
-    a: int,
-    b: int,
-    v: Any,
-    desc: bool,
-    is_start: bool,
+    bound: WindowBound, keys: list[Any], a: int, b: int, v: Any, desc: bool, is_start: bool
 ) -> int:
+    """The frame bound ``v`` ``n PRECEDING``/``FOLLOWING`` among the non-NULL slots ``a..b``,
+    whose sort ``keys`` ascend (descend under ``desc``, already wrapped in :class:`_Rev`).
+
+    Values compare by their sort key, so NaN (after every number, as PostgreSQL sorts it)
+    has only NaN within an offset of it.
+    """
     off = bound.offset or 0
     ahead = bound.kind is _B.FOLLOWING
-    # the target value, in the order's direction
-    target = v + off if ahead != desc else v - off
+    target: Any = value_sort_key(v + off if ahead != desc else v - off)
+    if desc:
+        target = _Rev(target)
+    # the start: the first slot not before the target; the end: one past the last not after it
     if is_start:
-        # first non-NULL slot not before the target in the order
-        for j in range(a, b):
-            x = vals[j]
-            if (x <= target) if desc else (x >= target):
-                return j
-        return b
-    # one past the last non-NULL slot not after the target
-    for j in range(b - 1, a - 1, -1):
-        x = vals[j]
-        if (x >= target) if desc else (x <= target):
-            return j + 1
-    return a
+        return bisect.bisect_left(keys, target, a, b)
+    return bisect.bisect_right(keys, target, a, b)

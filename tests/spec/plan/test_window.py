@@ -202,3 +202,41 @@ def test_the_python_executor_recomputes_only_the_partitions_a_change_touches(
     changed = Counter({r: c for r, c in node.out})
     assert all(r[0] == 7 for r in changed)
     assert changed[(7, 30, 0.0, "x", 10)] == 1 and changed[(7, 3, 0.0, "x", 4)] == -1
+
+
+def test_the_dsl_builds_windows() -> None:
+    from tidegate.dsl import (
+        Schema as DSchema,
+    )
+    from tidegate.dsl import (
+        constant,
+        desc,
+        lag,
+        over,
+        rank,
+        row_number,
+        rows,
+        sum_,
+    )
+
+    f = constant(
+        [(1, "a", 3), (2, "a", 5), (3, "b", 1), (4, "a", 5)],
+        DSchema.of(("id", "int64"), ("g", "string"), ("x", "int64")),
+    )
+    w = f.window(
+        row_number().alias("rn"),
+        rank(),
+        lag("x", 1, "id"),
+        over(sum_("x"), rows(-1, 0)).alias("s2"),
+        partition_by=["g"],
+        order_by=[desc("x"), "id"],
+    )
+    assert w.schema.names == ("id", "g", "x", "rn", "rank", "lag_x", "s2")
+    assert sorted(evaluate(w.plan, {}, 0).rows) == [
+        (1, "a", 3, 3, 3, 5, 8),
+        (2, "a", 5, 1, 1, 2, 5),
+        (3, "b", 1, 1, 1, 3, 1),
+        (4, "a", 5, 2, 2, 5, 10),
+    ]
+    with pytest.raises(UnknownColumn, match="lag"):
+        f.window(lag("nope"))
