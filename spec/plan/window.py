@@ -17,13 +17,24 @@ offset of a non-NULL value.
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections.abc import Iterable
+from fractions import Fraction
 from typing import Any
 
 from ..frontier import Row, value_sort_key
-from .aggregates import aggregate
+from .aggregates import FloatTotal, add_float, aggregate, exact_mean, exact_to_value
 from .ordering import order_key, sort_rows
-from .relation import Window, WindowBound, WindowBoundKind, WindowFrame, WindowFunc, WindowFuncKind
+from .relation import (
+    AggFunc,
+    Aggregate,
+    Window,
+    WindowBound,
+    WindowBoundKind,
+    WindowFrame,
+    WindowFunc,
+    WindowFuncKind,
+)
 
 __all__ = ["window_partition"]
 
@@ -104,12 +115,63 @@ def _column(
     assert agg is not None
     col = agg.column
     values = [r if col is None else r[col] for r in slots]
+    if agg.func in _SLIDING and not agg.distinct and _monotone(frames):
+        return _sliding(agg, values, frames)
     cache: dict[tuple[int, int], Any] = {}
     out: list[Any] = []
     for lo, hi in frames:
         if (lo, hi) not in cache:
             cache[(lo, hi)] = aggregate(agg, [(values[j], 1) for j in range(lo, hi)])
         out.append(cache[(lo, hi)])
+    return out
+
+
+_SLIDING = frozenset({AggFunc.COUNT, AggFunc.SUM, AggFunc.AVG})
+"""Aggregates kept as a running total while the frame slides (O(1) per slot)."""
+
+
+def _monotone(frames: list[tuple[int, int]]) -> bool:
+    return all(a[0] <= b[0] and a[1] <= b[1] for a, b in itertools.pairwise(frames))
+
+
+def _sliding(agg: Aggregate, values: list[Any], frames: list[tuple[int, int]]) -> list[Any]:
+    """``count``/``sum``/``avg`` over frames whose ends only move forward: a running exact
+    total (as :func:`~.aggregates.aggregate` sums) gains the slots entering and loses those
+    leaving, so a partition costs O(slots), not O(slots x frame)."""
+    star = agg.column is None
+    is_float = any(type(v) is float for v in values)
+    total: int | Fraction | FloatTotal = 0
+    count = 0
+    lo = hi = 0
+    out: list[Any] = []
+
+    def move(v: Any, d: int) -> None:
+        nonlocal total, count
+        if star:
+            count += d
+        elif v is not None:
+            count += d
+            if agg.func is not AggFunc.COUNT:
+                total = add_float(total, v, d) if is_float else total + v * d
+
+    for f_lo, f_hi in frames:
+        f_hi = max(f_hi, f_lo)
+        while hi < f_hi:
+            move(values[hi], 1)
+            hi += 1
+        while lo < f_lo:
+            if lo < hi:
+                move(values[lo], -1)
+            lo += 1
+        hi = max(hi, lo)
+        if agg.func is AggFunc.COUNT:
+            out.append(count)
+        elif count == 0:
+            out.append(None)
+        elif agg.func is AggFunc.SUM:
+            out.append(exact_to_value(total, is_float))
+        else:
+            out.append(exact_mean(total, count))
     return out
 
 
