@@ -100,6 +100,10 @@ def _find_aggs(node: Any) -> list[exp.Expression]:
             continue
         if isinstance(n, exp.Subquery | exp.Select):
             continue
+        if isinstance(n, exp.Window):  # the window's own call is no grouping aggregate
+            stack.extend(reversed(list(n.this.iter_expressions())))
+            stack.extend(reversed([e for e in n.iter_expressions() if e is not n.this]))
+            continue
         stack.extend(reversed(list(n.iter_expressions())))
     return out
 
@@ -124,6 +128,7 @@ class ExprBinder:
     params: Sequence[Any] = ()
     grouping: _Grouping | None = None
     context: str = ""  # e.g. "WHERE": aggregates are refused there
+    windows: dict[int, int] = field(default_factory=dict)  # id(window call) -> its column
     _placeholders: list[int] = field(default_factory=lambda: [0])
 
     def bind(self, node: Any) -> TExpr:
@@ -355,7 +360,14 @@ class ExprBinder:
         if isinstance(node, exp.Subquery | exp.Select | exp.Exists):
             raise _unsupported("subqueries in expressions", node)
         if isinstance(node, exp.Window):
-            raise _unsupported("window functions", node)
+            pos = self.windows.get(id(node))
+            if pos is not None:
+                return self._col(pos)
+            if self.context in ("WHERE", "GROUP BY", "JOIN conditions"):
+                err = _err(SqlError, f"window functions are not allowed in {self.context}", node)
+                err.sqlstate = "42P20"  # PostgreSQL's windowing_error
+                raise err
+            raise _unsupported("window functions here", node)
         if isinstance(node, exp.Anonymous):
             raise _err(UndefinedFunction, f"function {node.name}() does not exist", node)
         if isinstance(node, exp.Func):

@@ -72,6 +72,7 @@ from ..plan import (
     ScalarType,
     Schema,
     Threshold,
+    TopK,
     Union,
 )
 from ..protocol.types import ColumnOrder
@@ -93,6 +94,7 @@ from ._functions import call_of
 from ._limits import with_enough_frames
 from ._scope import Rel, Scope, ScopeColumn
 from ._texpr import TExpr, _coerce
+from ._window import distinct_on_exprs, find_windows, lower_windows, top_k_pushdown
 from .catalog import SqlCatalog
 
 __all__ = [
@@ -284,7 +286,7 @@ def _output_name(node: Any) -> str:
         return ident(node.args["alias"])
     if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
         return ident(node.this)
-    if isinstance(node, exp.Paren):
+    if isinstance(node, exp.Paren | exp.Window):
         return _output_name(node.this)
     if isinstance(node, exp.Cast):
         inner = _output_name(node.this)
@@ -367,18 +369,13 @@ def _select(node: exp.Select, ctx: _Ctx) -> Lowered:
                 node.args[key] if not isinstance(node.args[key], list) else node.args[key][0],
             )
     distinct_node = node.args.get("distinct")
-    if distinct_node is not None and distinct_node.args.get("on"):
-        raise _unsupported("DISTINCT ON", distinct_node)
-    for it in node.expressions:
-        window = it.find(exp.Window)
-        if window is not None:
-            raise _unsupported("window functions", window)
+    distinct_on = distinct_node.args.get("on") if distinct_node is not None else None
     rel = _from(node, ctx)
     where = node.args.get("where")
     if where is not None:
         binder = ExprBinder(rel.scope, ctx.params, context="WHERE")
         preds = tuple(binder.predicate(c, "WHERE") for c in _conjuncts(where.this))
-        rel = Rel(Filter(rel.plan, preds), rel.scope)
+        rel = Rel(top_k_pushdown(Filter(rel.plan, preds)), rel.scope)
     items = _expand_select(list(node.expressions), rel.scope)
     group = node.args.get("group")
     having = node.args.get("having")
@@ -402,6 +399,10 @@ def _select(node: exp.Select, ctx: _Ctx) -> Lowered:
         if having is not None:
             raise _unsupported("HAVING without GROUP BY or aggregates", having)
         binder = ExprBinder(rel.scope, ctx.params, context="SELECT")
+    windows = [w for it, _, star in items if star is None for w in find_windows(it)]
+    windows += [w for o in order_items for w in find_windows(o.this)]
+    if windows:
+        rel, binder = lower_windows(rel, binder, windows)
     exprs: list[ScalarExpr] = []
     unknown: list[bool] = []
     for it, _name, star in items:
@@ -420,7 +421,15 @@ def _select(node: exp.Select, ctx: _Ctx) -> Lowered:
             exprs.append(e)
     selected = Rel(rel.plan, rel.scope)
     low = _project_order(
-        selected, node, ctx, exprs, out_names, binder, items, distinct_node is not None
+        selected,
+        node,
+        ctx,
+        exprs,
+        out_names,
+        binder,
+        items,
+        distinct_node is not None and distinct_on is None,
+        distinct_on=distinct_on,
     )
     return dataclasses.replace(low, unknown=tuple(unknown))
 
@@ -609,6 +618,7 @@ def _project_order(
     items: list[tuple[Any, str, int | None]],
     distinct: bool,
     set_op: bool = False,
+    distinct_on: Any = None,
 ) -> Lowered:
     order = node.args.get("order")
     order_specs: list[tuple[ScalarExpr | int, bool, bool, Any]] = []
@@ -661,20 +671,26 @@ def _project_order(
             order_specs.append((e, desc, nulls_last, o))
     hidden = [s[0] for s in order_specs if not isinstance(s[0], int)]
     all_exprs = exprs + [h for h in hidden if not isinstance(h, int)]
+    hidden_names = [f"?order{i}" for i in range(len(hidden))]
+    if distinct_on is not None:  # its expressions as hidden columns too: the TopK's key
+        ordered = [exprs[s[0]] if isinstance(s[0], int) else s[0] for s in order_specs]
+        on_exprs = distinct_on_exprs(distinct_on, exprs, names, ordered, binder)
+        on_key = tuple(range(len(all_exprs), len(all_exprs) + len(on_exprs)))
+        all_exprs += on_exprs
+        hidden_names += [f"?on{i}" for i in range(len(on_exprs))]
     n = len(rel.scope.columns)
     if all(isinstance(e, ColumnRef) for e in all_exprs):
         cols = tuple(e.index for e in all_exprs)  # type: ignore[union-attr]
         identity = cols == tuple(range(n))
         plan: Plan = rel.plan if identity else Project(rel.plan, cols)
     else:
-        map_names = tuple(names) + tuple(f"?order{i}" for i in range(len(hidden)))
+        map_names = tuple(names) + tuple(hidden_names)
         plan = Project(
             Map(rel.plan, tuple(all_exprs), map_names), tuple(range(n, n + len(all_exprs)))
         )
     plan = _rename_prefix(plan, names)
     if distinct:
         plan = Distinct(plan)
-    schema = _typed(plan, node)
     columns = []
     k = 0
     for s in order_specs:
@@ -683,6 +699,9 @@ def _project_order(
         else:
             columns.append(ColumnOrder(len(exprs) + k, s[1], s[2]))
             k += 1
+    if distinct_on is not None:
+        plan = TopK(plan, on_key, tuple(columns), 1)
+    schema = _typed(plan, node)
     limit = _limit_value(node.args.get("limit"), ctx, "LIMIT")
     offset = _limit_value(node.args.get("offset"), ctx, "OFFSET") or 0
     types = schema.types[: len(exprs)]
