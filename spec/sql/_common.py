@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
@@ -31,6 +31,9 @@ from ..plan import (
 )
 from ..protocol.types import ColumnOrder, RowSetFinishing
 from .catalog import SqlCatalog
+
+if TYPE_CHECKING:
+    from ._scope import Outer
 
 S = ScalarType
 
@@ -236,9 +239,11 @@ def _renamed(plan: Plan, names: Sequence[str]) -> Plan:
 class _Ctx:
     """What lowering a query carries: the catalog, the statement's parameters, the CTEs in
     scope, and ``query``, the lowering of a query itself (``lower._query``), which a
-    subquery in FROM calls back into."""
+    subquery in FROM calls back into; ``outer`` while lowering a correlated subquery's body
+    (:mod:`._subquery`): its ``SELECT`` joins the enclosing query's columns in front."""
 
     catalog: SqlCatalog
     params: Sequence[Any]
     query: Callable[[Any, _Ctx], Lowered]
     ctes: dict[str, Lowered] = field(default_factory=dict)
+    outer: Outer | None = None
