@@ -53,7 +53,7 @@ from ..plan.scalar_eval import eval_scalar
 from ._binder import ExprBinder
 from ._common import S, _Ctx, _err, _typed, _unsupported, ident, pg_type, position_of
 from ._scope import Rel, Scope, ScopeColumn
-from ._subquery import find_subqueries, plan_subqueries
+from ._subquery import find_subqueries, lateral_join, plan_subqueries
 from ._texpr import _coerce, _common_type, assign
 from .catalog import CatalogItem, SqlCatalog
 
@@ -360,6 +360,12 @@ def _from(node: Any, ctx: _Ctx) -> Rel:
     for extra in from_.expressions if hasattr(from_, "expressions") else []:
         groups.append(_from_item(extra, ctx))
     for j in joins:
+        if isinstance(j.this, exp.Lateral):  # correlated to every item before it
+            rel = groups[0]
+            for other in groups[1:]:
+                rel = _join_rels(rel, other, None, [], JoinKind.INNER, node, ctx)
+            groups = [lateral_join(rel, j, ctx)]
+            continue
         if _is_comma(j):
             groups.append(_from_item(j.this, ctx))
         else:

@@ -75,7 +75,7 @@ from ._common import Lowered, S, _Ctx, _err, _typed, _unsupported, pg_type
 from ._scope import Outer, OuterRef, Rel, Scope, ScopeColumn
 from ._texpr import TExpr, _coerce
 
-__all__ = ["plan_subqueries"]
+__all__ = ["find_subqueries", "lateral_join", "plan_subqueries"]
 
 _COMPARE: dict[type[exp.Expression], BinaryFunc] = {
     exp.EQ: BinaryFunc.EQ,
@@ -172,6 +172,7 @@ class _Keyed:
     plan: Plan
     keys: tuple[int, ...]
     types: tuple[ColumnType, ...]
+    names: tuple[str, ...]
 
     @property
     def k(self) -> int:
@@ -197,12 +198,12 @@ def _body(rel: Rel, body: Any, ctx: _Ctx) -> _Keyed:
     used = tuple(i for i, c in zip(every, probe, strict=True) if c.outer and c.outer.used)
     if not used:
         low = ctx.query(body, dataclasses.replace(ctx, outer=None))
-        return _Keyed(low.relation(), (), low.types)
+        return _Keyed(low.relation(), (), low.types, low.names)
     keys_plan = Distinct(Project(rel.plan, used))
     outer = Outer(keys_plan, _outer_columns(rel.scope, used))
     low = ctx.query(body, dataclasses.replace(ctx, outer=outer))
     plan = _equi_joins(_keyed_relation(low, len(used)))
-    return _Keyed(plan, used, low.types[len(used) :])
+    return _Keyed(plan, used, low.types[len(used) :], low.names[len(used) :])
 
 
 def _equi_joins(plan: Plan) -> Plan:
@@ -289,10 +290,17 @@ def _null_safe(plan: Plan, cols: Sequence[int], nullable: Sequence[bool]) -> tup
     return Map(plan, tuple(exprs), names), out
 
 
-def _attach(rel: Rel, keys: Sequence[int], answer: Plan, what: str) -> tuple[Rel, int]:
-    """``rel`` left-joined with ``answer`` (its first ``len(keys)`` columns equal to ``rel``'s
-    ``keys``, NULL-safely; at most one row per key), its other columns appended hidden; and
-    the position of the first of those."""
+def _attach(
+    rel: Rel,
+    keys: Sequence[int],
+    answer: Plan,
+    what: str,
+    kind: JoinKind = JoinKind.LEFT,
+    visible: tuple[str | None, Sequence[str]] | None = None,
+) -> tuple[Rel, int]:
+    """``rel`` left-joined (or ``kind``-joined) with ``answer`` (its first ``len(keys)``
+    columns equal to ``rel``'s ``keys``, NULL-safely), its other columns appended (hidden, or
+    ``visible`` as ``(qualifier, names)``); and the position of the first of those."""
     n = len(rel.scope.columns)
     lschema, aschema = _typed(rel.plan), _typed(answer)
     k = len(keys)
@@ -304,15 +312,67 @@ def _attach(rel: Rel, keys: Sequence[int], answer: Plan, what: str) -> tuple[Rel
     rplan, rkeys = _null_safe(answer, range(k), nullable)
     wl = _typed(lplan).arity
     eqs = tuple((a, wl + b) for a, b in zip(lkeys, rkeys, strict=True))
-    plan: Plan = Join((lplan, rplan), eqs, JoinKind.LEFT)
+    plan: Plan = Join((lplan, rplan), eqs, kind)
     m = aschema.arity - k
     if wl != n or _typed(rplan).arity != aschema.arity or k:
         plan = Project(plan, (*range(n), *range(wl + k, wl + k + m)))
     schema = _typed(plan)
-    extra = tuple(
-        ScopeColumn(None, f"?{what}{i}", schema.columns[n + i].type, hidden=True) for i in range(m)
-    )
+    if visible is not None:
+        qualifier, names = visible
+        extra = tuple(
+            ScopeColumn(qualifier, name, schema.columns[n + i].type) for i, name in enumerate(names)
+        )
+    else:
+        extra = tuple(
+            ScopeColumn(None, f"?{what}{i}", schema.columns[n + i].type, hidden=True)
+            for i in range(m)
+        )
     return Rel(plan, Scope(rel.scope.columns + extra)), n
+
+
+# -- LATERAL --------------------------------------------------------------------------------
+
+
+def lateral_join(left: Rel, join: Any, ctx: _Ctx) -> Rel:
+    """``left`` joined with ``[LEFT] JOIN LATERAL (subquery) alias`` (or ``, LATERAL ...``):
+    the subquery correlated to ``left``'s columns, decorrelated as a subquery in an
+    expression is, and joined on the columns it uses. An inner lateral join's ``ON`` filters
+    the result; a ``LEFT`` one takes ``ON true`` only."""
+    from ._binder import ExprBinder  # the binder imports this module
+    from ._common import ident
+
+    lat = join.this
+    side = str(join.args.get("side") or "").upper()
+    on = join.args.get("on")
+    if side not in ("", "LEFT") or join.args.get("using") or join.args.get("method"):
+        raise _unsupported(f"{side or 'this'} JOIN LATERAL", join)
+    if not isinstance(lat.this, exp.Subquery):
+        raise _unsupported("LATERAL function calls", lat)
+    if side == "LEFT" and on is not None and not (isinstance(on, exp.Boolean) and on.this):
+        raise _unsupported("LEFT JOIN LATERAL with an ON condition other than true", on)
+    keyed = _body(left, lat.this, ctx)
+    alias = lat.args.get("alias")
+    qualifier = ident(alias.this) if alias is not None and alias.this is not None else None
+    names = list(keyed.names)
+    renames = [ident(c) for c in alias.columns] if alias is not None and alias.columns else []
+    if len(renames) > len(names):
+        raise _err(
+            SqlSyntaxError,
+            f'table "{qualifier}" has {len(names)} columns available but {len(renames)} '
+            "columns specified",
+            alias,
+        )
+    names[: len(renames)] = renames
+    kind = JoinKind.LEFT if side == "LEFT" else JoinKind.INNER
+    rel, _pos = _attach(left, keyed.keys, keyed.plan, "lateral", kind, (qualifier, names))
+    if on is None or side == "LEFT":
+        return rel
+    sub, answers = plan_subqueries(rel, [on], ctx)
+    binder = ExprBinder(sub.scope, ctx.params, context="JOIN conditions", subqueries=answers)
+    plan: Plan = Filter(sub.plan, (binder.predicate(on, "JOIN/ON"),))
+    if sub is not rel:
+        plan = Project(plan, tuple(range(len(rel.scope.columns))))
+    return Rel(plan, rel.scope)
 
 
 # -- the kinds ------------------------------------------------------------------------------

@@ -1,8 +1,9 @@
-"""Subqueries in expressions (spec/sql/_subquery.py), checked two ways.
+"""Subqueries in expressions and ``LATERAL`` (spec/sql/_subquery.py), checked two ways.
 
 * Against DuckDB, over random histories of two tables with many NULLs: every generated query
   (correlated and uncorrelated scalar subqueries, ``EXISTS``, ``IN``/``NOT IN``,
-  ``op ANY/ALL``, in ``SELECT``, ``WHERE``, ``HAVING``, ``CASE``, nested) is lowered once and
+  ``op ANY/ALL``, in ``SELECT``, ``WHERE``, ``HAVING``, ``CASE``, nested; ``[LEFT] JOIN
+  LATERAL``) is lowered once and
   compared at every time with DuckDB's answer, through the reference evaluator, and through
   the ``PythonExecutor`` maintaining it incrementally (what its index emitted, and a peek).
   A scalar subquery with a second row must be an error on both sides: DuckDB's, and
@@ -50,9 +51,32 @@ def subqueries(draw: st.DrawFn) -> str:
     w = f" WHERE {corr}" if corr else ""
     kind = draw(
         st.sampled_from(
-            ["scalar", "scalar_rows", "exists", "in", "quantified", "having", "case", "nested"]
+            [
+                "scalar",
+                "scalar_rows",
+                "exists",
+                "in",
+                "quantified",
+                "having",
+                "case",
+                "nested",
+                "lateral",
+            ]
         )
     )
+    if kind == "lateral":
+        join = draw(st.sampled_from([", LATERAL", " CROSS JOIN LATERAL", " LEFT JOIN LATERAL"]))
+        body = draw(
+            st.sampled_from(
+                [
+                    f"SELECT count(*) AS n FROM s{w}",
+                    f"SELECT s.d AS n FROM s{w} ORDER BY s.d DESC NULLS LAST, s.a LIMIT 2",
+                    f"SELECT s.d + r.a AS n FROM s{w}",
+                ]
+            )
+        )
+        on = " ON true" if "LEFT" in join else ""
+        return f"SELECT r.a, r.b, x.n FROM r{join} ({body}) AS x{on}"
     if kind == "scalar":
         return f"SELECT r.a, r.b, (SELECT {draw(st.sampled_from(AGG))} FROM s{w}) FROM r"
     if kind == "scalar_rows":  # a second row is an error
@@ -199,6 +223,8 @@ SPARK_QUERIES = [
     "SELECT r.a, r.f, r.f >= ALL (SELECT s.d FROM s WHERE s.a = r.a) FROM r",
     "SELECT r.b, count(*) FROM r GROUP BY r.b "
     "HAVING count(*) >= (SELECT count(*) FROM s WHERE s.d = r.b)",
+    "SELECT r.a, x.n FROM r LEFT JOIN LATERAL "
+    "(SELECT s.d AS n FROM s WHERE s.a = r.a ORDER BY s.d DESC NULLS LAST, s.a LIMIT 1) x ON true",
 ]
 
 
