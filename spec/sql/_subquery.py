@@ -39,7 +39,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
@@ -74,6 +74,9 @@ from ..plan.scalar_eval import MORE_THAN_ONE_RECORD
 from ._common import Lowered, S, _Ctx, _err, _typed, _unsupported, pg_type
 from ._scope import Outer, OuterRef, Rel, Scope, ScopeColumn
 from ._texpr import TExpr, _coerce
+
+if TYPE_CHECKING:
+    from ._binder import ExprBinder
 
 __all__ = ["find_subqueries", "lateral_join", "plan_subqueries"]
 
@@ -128,35 +131,38 @@ def _kind(n: Any) -> str | None:
     return None
 
 
-def plan_subqueries(rel: Rel, nodes: Sequence[Any], ctx: _Ctx) -> tuple[Rel, dict[int, TExpr]]:
+def plan_subqueries(
+    rel: Rel, nodes: Sequence[Any], ctx: _Ctx, binder: ExprBinder | None = None
+) -> tuple[Rel, dict[int, TExpr]]:
     """``rel`` with one or more columns (hidden) per subquery expression in ``nodes``, and what
-    each such expression binds to (keyed by ``id`` of its node)."""
+    each such expression binds to (keyed by ``id`` of its node); ``binder`` binds the left
+    side of an ``IN``/``ANY``/``ALL`` over ``rel`` (the grouping one after a ``GROUP BY``)."""
     found = [s for n in nodes for s in find_subqueries(n)]
     if not found:
         return rel, {}
     answers: dict[int, TExpr] = {}
     for node in found:
-        rel, answer = _plan_one(rel, node, ctx)
+        rel, answer = _plan_one(rel, node, ctx, binder)
         answers[id(node)] = answer
     return rel, answers
 
 
-def _plan_one(rel: Rel, node: Any, ctx: _Ctx) -> tuple[Rel, TExpr]:
+def _plan_one(rel: Rel, node: Any, ctx: _Ctx, binder: ExprBinder | None) -> tuple[Rel, TExpr]:
     kind = _kind(node)
     if kind == "scalar":
         return _scalar(rel, node, ctx)
     if kind == "exists":
         return _exists(rel, node.this, ctx)
     if kind == "in":
-        r, te = _in(rel, node.this, node.args["query"], BinaryFunc.EQ, node, ctx)
+        r, te = _in(rel, node.this, node.args["query"], BinaryFunc.EQ, node, ctx, binder)
         return r, te
     func = _COMPARE[type(node)]
     quant = node.expression
     body = quant.this
     if isinstance(quant, exp.Any):
-        return _in(rel, node.this, body, func, node, ctx)
+        return _in(rel, node.this, body, func, node, ctx, binder)
     # x op ALL (S) is NOT (x negated-op ANY (S)), in three-valued logic too
-    r, te = _in(rel, node.this, body, _NEGATED[func], node, ctx)
+    r, te = _in(rel, node.this, body, _NEGATED[func], node, ctx, binder)
     assert te.expr is not None
     return r, TExpr(CallUnary(UnaryFunc.NOT, te.expr), te.type)
 
@@ -403,7 +409,15 @@ def _exists(rel: Rel, body: Any, ctx: _Ctx) -> tuple[Rel, TExpr]:
     return out, TExpr(CallVariadic(VariadicFunc.COALESCE, (ColumnRef(pos), _FALSE)), _BOOL)
 
 
-def _in(rel: Rel, lhs: Any, body: Any, func: BinaryFunc, node: Any, ctx: _Ctx) -> tuple[Rel, TExpr]:
+def _in(
+    rel: Rel,
+    lhs: Any,
+    body: Any,
+    func: BinaryFunc,
+    node: Any,
+    ctx: _Ctx,
+    lhs_binder: ExprBinder | None,
+) -> tuple[Rel, TExpr]:
     """``lhs func ANY (body)`` (``IN`` is ``= ANY``)."""
     from ._binder import ExprBinder  # the binder imports this module
 
@@ -412,7 +426,7 @@ def _in(rel: Rel, lhs: Any, body: Any, func: BinaryFunc, node: Any, ctx: _Ctx) -
     keyed = _body(rel, body, ctx)
     _one_column(keyed, node, "has too many columns")
     _k, yt = keyed.k, keyed.types[0].scalar
-    binder = ExprBinder(rel.scope, ctx.params, context="IN")
+    binder = lhs_binder or ExprBinder(rel.scope, ctx.params, context="IN")
     te = binder.bind(lhs)
     if te.type is None or te.literal is not None:
         x: ScalarExpr = _coerce(te, yt, lhs)

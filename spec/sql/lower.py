@@ -407,7 +407,7 @@ def _select(node: exp.Select, ctx: _Ctx) -> Lowered:
     # subqueries in SELECT, HAVING and ORDER BY: their answers as (hidden) columns of ``rel``
     sub_nodes = [it for it, _, star in items if star is None] + [o.this for o in order_items]
     rel, subqueries = plan_subqueries(
-        rel, sub_nodes + ([having.this] if having is not None else []), ctx
+        rel, sub_nodes + ([having.this] if having is not None else []), ctx, binder
     )
     binder = dataclasses.replace(binder, scope=rel.scope, subqueries=subqueries)
     if having is not None:

@@ -104,6 +104,12 @@ def subqueries(draw: st.DrawFn) -> str:
         op, q = draw(st.sampled_from(OPS)), draw(st.sampled_from(["ANY", "ALL"]))
         return f"SELECT r.a, r.b, {lhs} {op} {q} (SELECT s.d FROM s{w}) FROM r"
     if kind == "having":
+        if draw(st.booleans()):  # an aggregate of the outer query left of IN / ALL
+            pred = draw(st.sampled_from(["IN", "NOT IN", "> ALL", "<= ANY"]))
+            return (
+                f"SELECT r.b, max(r.a) FROM r GROUP BY r.b HAVING max(r.a) {pred} "
+                f"(SELECT s.d FROM s WHERE s.d IS NOT DISTINCT FROM r.b OR s.a = 0)"
+            )
         agg = draw(st.sampled_from(["count(*)", "max(s.d)"]))
         return (
             f"SELECT r.b, count(*) FROM r GROUP BY r.b "
