@@ -88,7 +88,7 @@ from ._common import (
     pg_type,
     sql_type,
 )
-from ._from import _conjuncts, _eval_const, _from, _values
+from ._from import _conjuncts, _eval_const, _from, _refs, _values
 from ._functions import call_of
 from ._limits import with_enough_frames
 from ._scope import Rel, Scope, ScopeColumn
@@ -562,6 +562,13 @@ def _aggregate(
                 raise _err(GroupingError, "aggregate function calls cannot be nested", arg)
             hint = {AggFunc.BOOL_AND: S.BOOL, AggFunc.BOOL_OR: S.BOOL}.get(func)
             e, t = arg_binder.scalar(arg, hint)
+            refs = _refs(e)
+            if n_outer and refs and max(refs) < n_outer:
+                # PostgreSQL makes it an aggregate of the enclosing query: refused, never
+                # answered differently
+                raise _unsupported(
+                    "an aggregate in a subquery over only the enclosing query's columns", a
+                )
             if (
                 (func in (AggFunc.SUM, AggFunc.AVG) and not t.scalar.is_numeric)
                 or (func in (AggFunc.MIN, AggFunc.MAX) and t.scalar is S.BOOL)

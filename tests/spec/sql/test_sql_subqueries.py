@@ -383,3 +383,39 @@ def test_a_second_row_is_sqlstate_21000() -> None:
 
     err = data_error(MORE_THAN_ONE_RECORD)
     assert isinstance(err, SqlDataError) and err.sqlstate == "21000"
+
+
+@pytest.mark.parametrize(
+    ("sql", "construct"),
+    [
+        # PostgreSQL computes this max in the enclosing query: refused, never answered otherwise
+        ("SELECT r.a, (SELECT max(r.b) FROM s WHERE s.a = r.a) FROM r", "an aggregate in a"),
+        ("SELECT r.a FROM r LEFT JOIN s ON r.a = s.a AND EXISTS (SELECT 1 FROM s)", "LEFT JOIN"),
+        ("SELECT r.a FROM r WHERE (r.a, r.b) IN (SELECT s.a, s.d FROM s)", "row constructor"),
+        ("SELECT count(*) FROM r GROUP BY r.a IN (SELECT s.a FROM s)", "subqueries in GROUP BY"),
+        ("SELECT sum((SELECT 1)) FROM r", "subqueries in aggregate function calls"),
+        (
+            "SELECT r.a FROM r LEFT JOIN LATERAL (SELECT s.d FROM s WHERE s.a = r.a) x ON x.d > 0",
+            "LEFT JOIN LATERAL with an ON condition",
+        ),
+        ("SELECT r.a FROM r, LATERAL generate_series(1, r.a) g", "LATERAL function calls"),
+    ],
+)
+def test_what_is_still_refused_says_so(sql: str, construct: str) -> None:
+    from tidegate.spec.errors import UnsupportedSql
+
+    stmt = parse_one(sql)
+    assert isinstance(stmt, SelectStmt)
+    with pytest.raises(UnsupportedSql) as info:
+        lower_query(stmt.query, CATALOG, (), stmt.sql)
+    assert construct in str(info.value), info.value
+    assert info.value.sqlstate == "0A000" and info.value.position
+
+
+def test_a_scalar_subquery_with_two_columns_is_a_syntax_error() -> None:
+    from tidegate.spec.errors import SqlSyntaxError
+
+    stmt = parse_one("SELECT (SELECT s.a, s.d FROM s) FROM r")
+    assert isinstance(stmt, SelectStmt)
+    with pytest.raises(SqlSyntaxError, match="subquery must return only one column"):
+        lower_query(stmt.query, CATALOG, (), stmt.sql)
