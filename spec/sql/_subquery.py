@@ -53,11 +53,15 @@ from ..plan import (
     CallVariadic,
     ColumnRef,
     ColumnType,
+    Constant,
     Distinct,
     Filter,
+    Get,
     If,
     Join,
     JoinKind,
+    Let,
+    LetRef,
     Literal,
     Map,
     Plan,
@@ -65,12 +69,14 @@ from ..plan import (
     Reduce,
     ScalarExpr,
     ScalarType,
+    Schema,
     TopK,
     UnaryFunc,
     VariadicFunc,
 )
 from ..plan.relation import children, with_children
 from ..plan.scalar_eval import MORE_THAN_ONE_RECORD
+from ..plan.typecheck import typecheck
 from ._common import Lowered, S, _Ctx, _err, _typed, _unsupported, pg_type
 from ._scope import Outer, OuterRef, Rel, Scope, ScopeColumn
 from ._texpr import TExpr, _coerce
@@ -144,7 +150,64 @@ def plan_subqueries(
     for node in found:
         rel, answer = _plan_one(rel, node, ctx, binder)
         answers[id(node)] = answer
-    return rel, answers
+    return Rel(share(rel.plan), rel.scope), answers
+
+
+def share(plan: Plan) -> Plan:
+    """``plan`` with each largest subtree that occurs more than once (the enclosing relation,
+    its distinct keys, a body read twice) computed once: bound by a ``Let`` at the top and
+    read through ``LetRef``s. Only closed subtrees (no ``LetRef`` to a ``Let`` inside
+    ``plan``) move, under names no ``Let`` in ``plan`` uses."""
+    counts: dict[Plan, int] = {}
+    taken: set[str] = set()
+
+    def count(p: Plan) -> None:
+        counts[p] = counts.get(p, 0) + 1
+        if isinstance(p, Let):
+            taken.add(p.name)
+        if counts[p] == 1:
+            for c in children(p):
+                count(c)
+        else:  # its subtrees were counted once per occurrence already: count them again
+            for c in children(p):
+                count(c)
+
+    count(plan)
+    bound: dict[Plan, str] = {}
+    order: list[Plan] = []
+
+    def rewrite(p: Plan) -> Plan:
+        if counts[p] > 1 and not isinstance(p, Get | Constant | LetRef) and not _free_refs(p):
+            name = bound.get(p)
+            if name is None:
+                k = len(bound)
+                while f"s{k}" in taken:
+                    k += 1
+                name = f"s{k}"
+                taken.add(name)
+                bound[p] = name
+                order.append(p)
+            return LetRef(name)
+        inputs = children(p)
+        if not inputs:
+            return p
+        return with_children(p, tuple(rewrite(c) for c in inputs))
+
+    body = rewrite(plan)
+    for value in reversed(order):
+        body = Let(bound[value], value, body)
+    return body
+
+
+def _free_refs(p: Plan) -> set[str]:
+    if isinstance(p, LetRef):
+        return {p.name}
+    if isinstance(p, Let):
+        return _free_refs(p.value) | (_free_refs(p.body) - {p.name})
+    out: set[str] = set()
+    for c in children(p):
+        out |= _free_refs(c)
+    return out
 
 
 def _plan_one(rel: Rel, node: Any, ctx: _Ctx, binder: ExprBinder | None) -> tuple[Rel, TExpr]:
@@ -212,20 +275,26 @@ def _body(rel: Rel, body: Any, ctx: _Ctx) -> _Keyed:
     return _Keyed(plan, used, low.types[len(used) :], low.names[len(used) :])
 
 
-def _equi_joins(plan: Plan) -> Plan:
+def _equi_joins(plan: Plan, lets: dict[str, Schema] | None = None) -> Plan:
     """``plan`` with each equality of two columns in a ``Filter`` right over an inner ``Join``
     made one of the join's equivalences (the same comparison: both sides non-NULL and equal).
     A correlated body joins the outer keys to its ``FROM`` with no equivalences and filters on
-    ``inner = outer``: this makes that an equi-join, not a cross product."""
+    ``inner = outer``: this makes that an equi-join, not a cross product. (``lets``: the
+    schemas of the ``Let`` bindings in scope.)"""
+    lets = lets or {}
+    if isinstance(plan, Let):
+        value = _equi_joins(plan.value, lets)
+        inner = {**lets, plan.name: typecheck(value, None, lets)}
+        return Let(plan.name, value, _equi_joins(plan.body, inner))
     inputs = children(plan)
     if inputs:
-        plan = with_children(plan, tuple(_equi_joins(c) for c in inputs))
+        plan = with_children(plan, tuple(_equi_joins(c, lets) for c in inputs))
     if not (isinstance(plan, Filter) and isinstance(plan.input, Join)):
         return plan
     join = plan.input
     if join.kind is not JoinKind.INNER:
         return plan
-    schema = _typed(join)
+    schema = typecheck(join, None, lets)
     eqs = list(join.equivalences)
     rest: list[ScalarExpr] = []
     for p in plan.predicates:
@@ -372,13 +441,13 @@ def lateral_join(left: Rel, join: Any, ctx: _Ctx) -> Rel:
     kind = JoinKind.LEFT if side == "LEFT" else JoinKind.INNER
     rel, _pos = _attach(left, keyed.keys, keyed.plan, "lateral", kind, (qualifier, names))
     if on is None or side == "LEFT":
-        return rel
+        return Rel(share(rel.plan), rel.scope)
     sub, answers = plan_subqueries(rel, [on], ctx)
     binder = ExprBinder(sub.scope, ctx.params, context="JOIN conditions", subqueries=answers)
     plan: Plan = Filter(sub.plan, (binder.predicate(on, "JOIN/ON"),))
     if sub is not rel:
         plan = Project(plan, tuple(range(len(rel.scope.columns))))
-    return Rel(plan, rel.scope)
+    return Rel(share(plan), rel.scope)
 
 
 # -- the kinds ------------------------------------------------------------------------------
