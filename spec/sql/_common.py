@@ -247,3 +247,6 @@ class _Ctx:
     query: Callable[[Any, _Ctx], Lowered]
     ctes: dict[str, Lowered] = field(default_factory=dict)
     outer: Outer | None = None
+    uses: dict[int, frozenset[tuple[object, ...]]] = field(default_factory=dict)
+    """Per subquery body (``id`` of its node), which enclosing columns it refers to (as
+    :func:`._subquery.signature`): learnt once, not again at every lowering around it."""

@@ -30,6 +30,9 @@ class OuterRef:
     hidden: bool
     parent: OuterRef | None = None
     used: bool = False
+    sig: tuple[object, ...] = ()
+    """Which column of the enclosing relation this is, stably across lowerings of it: see
+    :func:`._subquery.signature`."""
 
     def use(self) -> None:
         ref: OuterRef | None = self

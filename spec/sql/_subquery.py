@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
 
-from ..errors import SqlSyntaxError, UndefinedFunction
+from ..errors import SqlSyntaxError, StatementTooComplex, UndefinedFunction
 from ..plan import (
     AggFunc,
     Aggregate,
@@ -146,6 +146,9 @@ def plan_subqueries(
     found = [s for n in nodes for s in find_subqueries(n)]
     if not found:
         return rel, {}
+    if ctx.outer is None:
+        for node in found:
+            _check_depth(node)
     answers: dict[int, TExpr] = {}
     for node in found:
         rel, answer = _plan_one(rel, node, ctx, binder)
@@ -210,6 +213,27 @@ def _free_refs(p: Plan) -> set[str]:
     return out
 
 
+MAX_DEPTH = 6
+"""How deep subqueries in expressions may nest. Lowering a correlated body takes time that
+grows with the depth below it (each level's plan carries its enclosing keys), so a deeper
+statement is refused, typed, before lowering starts."""
+
+
+def _check_depth(node: Any) -> None:
+    stack: list[tuple[Any, int]] = [(node, 0)]
+    while stack:
+        n, depth = stack.pop()
+        if isinstance(n, exp.Select):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise _err(
+                    StatementTooComplex,
+                    f"subqueries nested more than {MAX_DEPTH} deep are not supported",
+                    n,
+                )
+        stack.extend((c, depth) for c in n.iter_expressions())
+
+
 def _plan_one(rel: Rel, node: Any, ctx: _Ctx, binder: ExprBinder | None) -> tuple[Rel, TExpr]:
     kind = _kind(node)
     if kind == "scalar":
@@ -248,23 +272,46 @@ class _Keyed:
         return len(self.keys)
 
 
+def signature(scope: Scope, i: int) -> tuple[object, ...]:
+    """Column ``i`` of ``scope``, named so that every lowering of the same query names it
+    alike: the how-many-th of the query's own columns, or (for a column of an enclosing query
+    joined in front, whose number varies with what the body uses) that column's signature
+    there."""
+    c = scope.columns[i]
+    if c.outer is not None:
+        return ("outer", c.outer.sig)
+    return ("own", sum(1 for x in scope.columns[:i] if x.outer is None))
+
+
 def _outer_columns(scope: Scope, positions: Sequence[int]) -> tuple[ScopeColumn, ...]:
     out = []
     for i in positions:
         c = scope.columns[i]
         level = c.outer.level + 1 if c.outer is not None else 1
-        ref = OuterRef(level, c.outer.hidden if c.outer is not None else c.hidden, c.outer)
+        hidden = c.outer.hidden if c.outer is not None else c.hidden
+        ref = OuterRef(level, hidden, c.outer, sig=signature(scope, i))
         out.append(dataclasses.replace(c, hidden=True, outer=ref))
     return tuple(out)
 
 
 def _body(rel: Rel, body: Any, ctx: _Ctx) -> _Keyed:
-    """Lower ``body`` correlated to ``rel``: over all its columns to learn which it uses, then
-    over just those (or, if none, uncorrelated)."""
+    """Lower ``body`` correlated to ``rel``: over all its columns to learn which it uses (once
+    per body: every later lowering of the query around it reuses what was learnt, so nested
+    subqueries cost linear, not exponential, time), then over just those (or, if none,
+    uncorrelated)."""
     every = tuple(range(len(rel.scope.columns)))
-    probe = _outer_columns(rel.scope, every)
-    ctx.query(body, dataclasses.replace(ctx, outer=Outer(Distinct(rel.plan), probe)))
-    used = tuple(i for i, c in zip(every, probe, strict=True) if c.outer and c.outer.used)
+    known = ctx.uses.get(id(body))
+    if known is None:
+        probe = _outer_columns(rel.scope, every)
+        ctx.query(body, dataclasses.replace(ctx, outer=Outer(Distinct(rel.plan), probe)))
+        used = tuple(i for i, c in zip(every, probe, strict=True) if c.outer and c.outer.used)
+        ctx.uses[id(body)] = frozenset(signature(rel.scope, i) for i in used)
+    else:
+        used = tuple(i for i in every if signature(rel.scope, i) in known)
+        for i in used:  # what the body uses, the queries between use too
+            ref = rel.scope.columns[i].outer
+            if ref is not None:
+                ref.use()
     if not used:
         low = ctx.query(body, dataclasses.replace(ctx, outer=None))
         return _Keyed(low.relation(), (), low.types, low.names)

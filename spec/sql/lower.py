@@ -126,7 +126,7 @@ def _query(node: Any, ctx: _Ctx) -> Lowered:
     if with_ is not None:
         if with_.args.get("recursive"):
             raise _unsupported("WITH RECURSIVE", with_)
-        ctx = _Ctx(ctx.catalog, ctx.params, _query, dict(ctx.ctes), ctx.outer)
+        ctx = _Ctx(ctx.catalog, ctx.params, _query, dict(ctx.ctes), ctx.outer, ctx.uses)
         seen: set[str] = set()
         for cte in with_.expressions:
             name = ident(cte.args["alias"].this)

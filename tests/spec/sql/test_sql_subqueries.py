@@ -419,3 +419,25 @@ def test_a_scalar_subquery_with_two_columns_is_a_syntax_error() -> None:
     assert isinstance(stmt, SelectStmt)
     with pytest.raises(SqlSyntaxError, match="subquery must return only one column"):
         lower_query(stmt.query, CATALOG, (), stmt.sql)
+
+
+def test_subqueries_nested_too_deep_are_refused_before_lowering() -> None:
+    """Lowering a correlated body costs more the deeper it nests: past ``MAX_DEPTH`` levels a
+    statement is ``StatementTooComplex`` (54001), typed, at once; up to it, it lowers."""
+    from tidegate.spec.errors import StatementTooComplex
+    from tidegate.spec.sql._subquery import MAX_DEPTH
+
+    def nested(depth: int) -> str:
+        q = "r.a"
+        for i in range(depth):
+            q = f"(SELECT max(s{i}.d) FROM s AS s{i} WHERE s{i}.a = r.a AND s{i}.d < {q})"
+        return f"SELECT r.a, {q} FROM r"
+
+    ok = parse_one(nested(MAX_DEPTH))
+    assert isinstance(ok, SelectStmt)
+    lower_query(ok.query, CATALOG, (), ok.sql)
+    deep = parse_one(nested(MAX_DEPTH + 1))
+    assert isinstance(deep, SelectStmt)
+    with pytest.raises(StatementTooComplex) as info:
+        lower_query(deep.query, CATALOG, (), deep.sql)
+    assert info.value.sqlstate == "54001"
