@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from sqlglot import exp
 
@@ -31,9 +31,6 @@ from ..plan import (
 )
 from ..protocol.types import ColumnOrder, RowSetFinishing
 from .catalog import SqlCatalog
-
-if TYPE_CHECKING:
-    from ._scope import Outer
 
 S = ScalarType
 
@@ -235,6 +232,16 @@ def _renamed(plan: Plan, names: Sequence[str]) -> Plan:
     return Project(mapped, tuple(range(n, 2 * n)))
 
 
+class OuterRows(Protocol):
+    """What a correlated subquery's body joins in front of its ``FROM`` (``_scope.Outer``)."""
+
+    @property
+    def plan(self) -> Plan: ...
+
+    @property
+    def columns(self) -> tuple[Any, ...]: ...
+
+
 @dataclass
 class _Ctx:
     """What lowering a query carries: the catalog, the statement's parameters, the CTEs in
@@ -246,7 +253,7 @@ class _Ctx:
     params: Sequence[Any]
     query: Callable[[Any, _Ctx], Lowered]
     ctes: dict[str, Lowered] = field(default_factory=dict)
-    outer: Outer | None = None
+    outer: OuterRows | None = None
     uses: dict[int, frozenset[tuple[object, ...]]] = field(default_factory=dict)
     """Per subquery body (``id`` of its node), which enclosing columns it refers to (as
     :func:`._subquery.signature`): learnt once, not again at every lowering around it."""
