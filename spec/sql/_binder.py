@@ -129,9 +129,14 @@ class ExprBinder:
     grouping: _Grouping | None = None
     context: str = ""  # e.g. "WHERE": aggregates are refused there
     windows: dict[int, int] = field(default_factory=dict)  # id(window call) -> its column
+    subqueries: dict[int, TExpr] = field(default_factory=dict)
+    """id(subquery expression) -> its answer, a column of ``scope`` (see :mod:`._subquery`)."""
     _placeholders: list[int] = field(default_factory=lambda: [0])
 
     def bind(self, node: Any) -> TExpr:
+        answer = self.subqueries.get(id(node))
+        if answer is not None:
+            return answer
         g = self.grouping
         if g is not None:
             if _is_agg(node):
@@ -321,7 +326,9 @@ class ExprBinder:
                 between = CallUnary(UnaryFunc.NOT, between)
             return self._make(between, node)
         if isinstance(node, exp.In):
-            if node.args.get("query") or node.args.get("unnest") or node.args.get("field"):
+            if node.args.get("query"):
+                raise _unsupported(f"subqueries in {self.context or 'this context'}", node)
+            if node.args.get("unnest") or node.args.get("field"):
                 raise _unsupported("IN (subquery)", node)
             items = node.expressions
             if not items:
@@ -357,8 +364,8 @@ class ExprBinder:
         call = bind_call(self, node)
         if call is not None:
             return call
-        if isinstance(node, exp.Subquery | exp.Select | exp.Exists):
-            raise _unsupported("subqueries in expressions", node)
+        if isinstance(node, exp.Subquery | exp.Select | exp.Exists | exp.Any | exp.All):
+            raise _unsupported(f"subqueries in {self.context or 'this context'}", node)
         if isinstance(node, exp.Window):
             pos = self.windows.get(id(node))
             if pos is not None:

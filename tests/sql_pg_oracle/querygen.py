@@ -465,12 +465,15 @@ class _Gen:
                     "series",
                     "invalid",
                     "window",
+                    "correlated",
                 ],
-                weights=[5, 3, 1, 2, 1, 1, 1, 1, 1, 2],
+                weights=[5, 3, 1, 2, 1, 1, 1, 1, 1, 2, 2],
             )[0]
         )
         if kind == "window":
             return self._window()
+        if kind == "correlated":
+            return self._correlated()
         if kind == "subquery":
             inner = self._plain(ordered=False, limit=r.random() < 0.3)
             refs = [_Ref("s." + c, t, c) for c, t in self._last_out]
@@ -768,6 +771,49 @@ class _Gen:
             f"SELECT count(*) FROM {sql} WHERE {p}",
             f"SELECT COALESCE(sum(CASE WHEN {p} THEN 1 ELSE 0 END), 0) FROM {sql}",
         )
+
+    def _correlated(self) -> Query:
+        """A subquery in an expression, correlated to the outer row or not: a scalar aggregate,
+        ``[NOT] EXISTS``, ``[NOT] IN`` or ``op ANY/ALL``, in the select list or ``WHERE``."""
+        r = self.rng
+        outer, inner = r.choice(self.tables), r.choice(self.tables)
+        orefs = [_Ref(f"o.{c.name}", c.type, c.name) for c in outer.columns]
+        irefs = [_Ref(f"i.{c.name}", c.type, c.name) for c in inner.columns]
+        pairs = [
+            (x, y)
+            for x in orefs
+            for y in irefs
+            if x.type == y.type or {x.type, y.type} == {"int", "float"}
+        ]
+        conds = []
+        if pairs and r.random() < 0.8:
+            x, y = r.choice(pairs)
+            op = r.choice(["=", "=", "<", "IS NOT DISTINCT FROM"])
+            conds.append(f"{y.sql} {op} {x.sql}")
+        if r.random() < 0.5:
+            conds.append(self.pred(irefs + orefs if r.random() < 0.5 else irefs, 1))
+        body = f"FROM {inner.name} AS i" + (f" WHERE {' AND '.join(conds)}" if conds else "")
+        form = r.choice(["scalar", "exists", "in", "quantified"])
+        if form == "scalar":
+            col = r.choice([c for c in irefs if c.type != "bool"] or irefs)
+            agg = r.choice(["count(*)", f"count({col.sql})", f"max({col.sql})", f"min({col.sql})"])
+            if col.type == "bool":
+                agg = "count(*)"
+            item = f"(SELECT {agg} {body})"
+        elif form == "exists":
+            item = f"{r.choice(['', 'NOT '])}EXISTS (SELECT 1 {body})"
+        else:
+            y = r.choice(irefs)
+            lhs = self.expr(y.type, orefs, r.randint(0, 1))
+            if form == "in":
+                item = f"{lhs} {r.choice(['', 'NOT '])}IN (SELECT {y.sql} {body})"
+            else:
+                op = r.choice(["=", "<>", "<", "<=", ">", ">="])
+                item = f"{lhs} {op} {r.choice(['ANY', 'ALL'])} (SELECT {y.sql} {body})"
+        outs = ", ".join(e for e, _t in self._outputs(orefs))
+        if form != "scalar" and r.random() < 0.5:
+            return Query(f"SELECT {outs} FROM {outer.name} AS o WHERE {item}", False)
+        return Query(f"SELECT {outs}, {item} AS sq FROM {outer.name} AS o", False)
 
     def _unsafe(self) -> Query:
         """Expressions that may fail, over one table with no filter: PostgreSQL and tidegate

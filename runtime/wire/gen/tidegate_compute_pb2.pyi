@@ -51,6 +51,7 @@ class ProtoUnaryFunc(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PROTO_UNARY_FUNC_INITCAP: _ClassVar[ProtoUnaryFunc]
     PROTO_UNARY_FUNC_REVERSE: _ClassVar[ProtoUnaryFunc]
     PROTO_UNARY_FUNC_OCTET_LENGTH: _ClassVar[ProtoUnaryFunc]
+    PROTO_UNARY_FUNC_ERROR: _ClassVar[ProtoUnaryFunc]
 
 class ProtoBinaryFunc(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -185,6 +186,7 @@ PROTO_UNARY_FUNC_CHR: ProtoUnaryFunc
 PROTO_UNARY_FUNC_INITCAP: ProtoUnaryFunc
 PROTO_UNARY_FUNC_REVERSE: ProtoUnaryFunc
 PROTO_UNARY_FUNC_OCTET_LENGTH: ProtoUnaryFunc
+PROTO_UNARY_FUNC_ERROR: ProtoUnaryFunc
 PROTO_BINARY_FUNC_UNSPECIFIED: ProtoBinaryFunc
 PROTO_BINARY_FUNC_ADD: ProtoBinaryFunc
 PROTO_BINARY_FUNC_SUB: ProtoBinaryFunc
