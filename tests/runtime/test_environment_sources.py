@@ -405,3 +405,32 @@ def test_status_histories_written_without_occurred_at_are_left_for_shards_of_the
         ]
     finally:
         store.close()
+
+
+@pytest.mark.processes
+def test_the_demo_shows_a_source_s_status_once_it_holds_data(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``tidegate demo`` showed ``UPPER 0 (1970-01-01...)`` when it read the status as soon as
+    the replica said ``running``, which it says before its first commit: it waits for that
+    commit, so the upper it shows is that data's time."""
+    from tidegate.commands.demo import SOURCE, Demo, DemoOptions
+    from tidegate.runtime.platform import wall_ms
+
+    async def main() -> None:
+        with in_process_replica(tmp_path) as compute, anyio.fail_after(120):
+            async with Environment.open(tmp_path, replicas={"r1": compute}, **OPTIONS) as env:
+                before = wall_ms() - 60_000  # times follow the wall clock
+                # a slow generator: its first data comes a while after it runs
+                await env.execute(
+                    f"CREATE SOURCE {SOURCE} FROM LOAD GENERATOR AUCTION (TICK INTERVAL '2s')"
+                )
+                demo = Demo(DemoOptions(timeout_s=60), tmp_path)
+                status = await demo.source_running(env)
+                demo.show_source_status(status)
+                assert not demo.tally.failures
+                assert status.status == "running" and int(status.upper.elements[0]) >= before
+
+    anyio.run(main)
+    shown = capsys.readouterr().out
+    assert "running" in shown and "1970-01-01" not in shown
