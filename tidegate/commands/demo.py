@@ -36,7 +36,6 @@ from typing import TYPE_CHECKING, Any
 
 from tidegate.runtime.defaults import DATA_DIR_ENV
 
-from .help_text import plain
 from .times import format_time
 
 if TYPE_CHECKING:  # the demo's modules are imported when it runs, not to build the CLI's parser
@@ -122,8 +121,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p = sub.add_parser(
         "demo",
         help="run the end-to-end demo (two Spark replicas, a kill, a controller restart)",
-        description=plain(__doc__),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=__doc__,
     )
     p.add_argument(
         "--data-dir",
