@@ -62,6 +62,7 @@ Reads of an object that is dropped meanwhile end (:meth:`ControllerDriver.end_re
 from __future__ import annotations
 
 import contextlib
+import datetime as _dt
 import logging
 import uuid as _uuid
 from collections import deque
@@ -155,6 +156,9 @@ from .timestamps import MemoryOracle, Oracle
 __all__ = ["CollectionError", "ControllerDriver", "ReplicaInfo", "sendable"]
 
 log = logging.getLogger(__name__)
+
+_EPOCH = _dt.datetime(1970, 1, 1)
+"""Time 0: timestamps are milliseconds since then (UTC); a status row's ``occurred_at``."""
 
 DEFAULT_BACKOFF = Backoff()
 
@@ -1074,7 +1078,15 @@ class ControllerDriver:
                 updates[id].extend((row, ts, diff) for row, diff in rows)
                 if req.request_id is not None:
                     requests.setdefault(id, {})[req.request_id] = ts
+        stamped = {w.collection_id for w in managed if w.stamped}
         for id, pairs in extra.items():
+            if id in stamped:  # the status histories' occurred_at: the commit's time,
+                # the changes of one commit a microsecond apart in the order they happened
+                at = _EPOCH + _dt.timedelta(seconds=ts // 1000, microseconds=ts % 1000 * 1000)
+                pairs = [
+                    ((at + _dt.timedelta(microseconds=i), *row), diff)
+                    for i, (row, diff) in enumerate(pairs)
+                ]
             updates[id].extend((row, ts, diff) for row, diff in pairs)
         upper = Antichain([ts + 1])
         ticket = self.ctl.storage.append([AppendCommand(t, updates[t], upper) for t in tables])
