@@ -237,7 +237,10 @@ class Checker:
                     self.model.tables[gid] = self.truth.updates(gid)
                     self._sources.add(gid)
             elif op == "install" and "plan" in ev:  # an object the SQL clients created
-                self.model.install(GlobalId.parse(ev["id"]), plan_from_dict(ev["plan"]))
+                gid = GlobalId.parse(ev["id"])
+                self.model.install(gid, plan_from_dict(ev["plan"]))
+                if ev.get("kind") == "index":  # its since follows a read policy (the default)
+                    self._indexes.add(gid)
             elif op == "install":
                 spec = self._plans.get(ev["name"])
                 if spec is not None:
