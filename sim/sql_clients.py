@@ -406,11 +406,6 @@ class SqlClients:
             raise
         except _Refused as e:
             self.history.fail(ev, self.world.kernel.now_ms, f"{e.sqlstate}: {e.message}")
-            known = _known_bug(e)
-            if known is not None:
-                self.world.count(f"sql_known_bug_{known}")
-                ev["error"] = f"{known}: {e.message}"
-                return None
             if e.sqlstate.startswith("XX"):
                 self.world.violate(
                     "typed_errors", f"{ev['op']} {ev['n']} ({ev.get('sql', '')}): {e.message}"
@@ -854,23 +849,6 @@ class SqlClients:
         self.objects[name] = gid
         self._note_object(name, gid)
         self.world.count(f"sql_create_{obj.kind}")
-
-
-KNOWN_BUGS = {
-    "other objects depend on it": "2BP01",
-    "already exists": "42P07",
-}
-"""Refusals main answers with a bare ``SqlError`` (no SQLSTATE: ``XX000``, an internal error)
-where PostgreSQL has a class of its own, by what their message says, and that SQLSTATE: the
-``sql`` branch gives them their classes (``DependentObjects``, ``DuplicateRelation``). Each is
-counted as ``sql_known_bug_<state>``, so a campaign shows it, and taken as that class; remove
-them once that lands."""
-
-
-def _known_bug(e: _Refused) -> str | None:
-    if e.sqlstate != "XX000":
-        return None
-    return next((state for text, state in KNOWN_BUGS.items() if text in e.message), None)
 
 
 def _has_int(schema: Schema) -> bool:
