@@ -69,16 +69,16 @@ class SimPlatform:
         proc = self._process
         await self._kernel.sleep(self._leg_ms())
         if not proc.alive:
-            await trio.sleep_forever()  # the world is cancelling this process
+            raise ProcessKilled(proc.name, "a storage call")  # unwinds shielded work too
         self.calls += 1
         try:
             result = fn(*args)
         except ProcessKilled:
             self._kill(proc)
-            await trio.sleep_forever()
+            raise
         await self._kernel.sleep(self._leg_ms())
         if not proc.alive:
-            await trio.sleep_forever()
+            raise ProcessKilled(proc.name, "a storage call")
         return result
 
     run_brief = run_blocking

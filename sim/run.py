@@ -167,6 +167,7 @@ def _streams(seed: int, choices: ChoiceSource | None) -> tuple[ChoiceSource, Str
                 upstream=stream(seed, "upstream"),
                 upstream_io=stream(seed, "upstream io"),
                 knobs=stream(seed, "knobs"),
+                sql_io=stream(seed, "sql io"),
             ),
             stream(seed, "scheduler").integer(0, 2**63 - 1),
         )
@@ -182,6 +183,7 @@ def _streams(seed: int, choices: ChoiceSource | None) -> tuple[ChoiceSource, Str
             upstream=choices,
             upstream_io=stream(base, "upstream io"),
             knobs=stream(base, "knobs"),
+            sql_io=stream(base, "sql io"),
         ),
         base,
     )

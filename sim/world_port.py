@@ -47,6 +47,8 @@ class Streams:
     """How upstream readers split batches, and which sink commits fail."""
     knobs: ChoiceSource | None = None
     """The production knobs the run sets (see :mod:`.knobs`; ``None``: the defaults)."""
+    sql_io: ChoiceSource | None = None
+    """How the SQL clients' wire connections deliver their bytes (see :mod:`.pg_client`)."""
 
 
 class WorldPort(Protocol):
