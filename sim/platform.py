@@ -20,8 +20,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-import trio
-
 from .choices import ChoiceSource
 from .kernel import Kernel
 from .process import ProcessKilled, SimProcess
