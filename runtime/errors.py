@@ -9,9 +9,11 @@ from __future__ import annotations
 from tidegate.spec.errors import TidegateError
 
 __all__ = [
+    "AppendOutcomeUnknown",
     "CatalogConflict",
     "CatalogDecodeError",
     "CatalogError",
+    "CatalogMissing",
     "DuplicateCatalogId",
     "DuplicateCatalogName",
     "EnvironmentFenced",
@@ -60,20 +62,35 @@ class EnvironmentFenced(TidegateError):
 
     Raised by every write (append, DDL) of an environment once a newer one
     opened read-write or was promoted on the same data (its writer epoch,
-    the timestamp oracle's epoch, is ``found_epoch``). Nothing it writes from
-    then on is acknowledged. The write that found out may still have landed
-    (a compare-and-append that won its race just before the new environment's
-    first commit): the new environment may show it, but it was never
-    acknowledged. Close this environment.
+    the timestamp oracle's epoch, is ``found_epoch``). A definite refusal: the
+    write it answers did not take effect. (A write that may have landed before
+    the environment found out is answered :class:`AppendOutcomeUnknown`.)
+    Nothing this environment writes from then on is acknowledged: close it.
     """
 
     def __init__(self, epoch: int, found_epoch: int | None) -> None:
         self.epoch, self.found_epoch = epoch, found_epoch
         super().__init__(
             f"this environment (writer epoch {epoch}) is fenced: an environment with writer "
-            f"epoch {found_epoch} took over its data; this write is not acknowledged (it "
-            "may or may not show there): close this one"
+            f"epoch {found_epoch} took over its data; this write was not applied: close this one"
         )
+
+
+class AppendOutcomeUnknown(TidegateError):
+    """An append whose outcome the environment cannot tell: it may or may not be durable.
+
+    The write reached storage (in part or in whole) but cannot be acknowledged:
+    a newer environment took over meanwhile (``cause`` is its
+    :class:`EnvironmentFenced`), or, for an append to several tables, some
+    tables' writes landed and others lost a race with another writer. The
+    newer environment may show it or not; reading there tells which. Unlike a
+    refusal, retrying it blindly may apply it twice (FoundationDB's
+    ``commit_unknown_result``).
+    """
+
+    def __init__(self, reason: str, cause: TidegateError | None = None) -> None:
+        self.reason, self.cause = reason, cause
+        super().__init__(f"the outcome of this append is unknown: {reason}")
 
 
 # -- timestamp oracle -------------------------------------------------------------------------
@@ -140,6 +157,29 @@ class HasDependents(CatalogError):
 
 class CatalogDecodeError(CatalogError, ValueError):
     """The durable catalog's bytes are not a catalog this version can read."""
+
+
+class CatalogMissing(CatalogError):
+    """The catalog record is missing, but the store holds shards: refusing to start.
+
+    Opening would start an empty environment, which takes every shard it does not
+    know for garbage and deletes it. ``key`` is the Consensus key the catalog
+    was looked for under; ``shards`` the collections whose shards were found.
+    To proceed: restore the catalog record (from a backup of the Consensus
+    store), or open the right data directory or URLs; to start afresh on
+    purpose, remove the shards (or use another location) first.
+    """
+
+    def __init__(self, key: str, shards: list[str]) -> None:
+        shown = ", ".join(shards[:8]) + (f" and {len(shards) - 8} more" if len(shards) > 8 else "")
+        super().__init__(
+            f"the catalog record {key!r} is missing, but the store holds the shards of "
+            f"{len(shards)} collection(s) ({shown}): refusing to start (an empty environment "
+            "would delete them). Restore the catalog from a backup, or open the right data "
+            "directory; to start afresh, remove the shards first"
+        )
+        self.key = key
+        self.shards = tuple(shards)
 
 
 class CatalogConflict(CatalogError):

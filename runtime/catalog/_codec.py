@@ -38,6 +38,7 @@ from tidegate.spec.storage.connections import (
 )
 
 from ..errors import CatalogDecodeError, InvalidCatalogOp
+from ..sealed import seal, unseal
 from ._entries import (
     CatalogState,
     IndexEntry,
@@ -280,13 +281,14 @@ def encode_catalog(state: CatalogState) -> bytes:
         if state.storage_replica is None
         else {"managed": state.storage_replica.managed, "address": state.storage_replica.address},
     }
-    return json.dumps(obj, sort_keys=True, separators=(",", ":")).encode()
+    return seal("catalog", json.dumps(obj, sort_keys=True, separators=(",", ":")).encode())
 
 
 def decode_catalog(data: bytes) -> CatalogState:
-    """Inverse of :func:`encode_catalog`; :class:`CatalogDecodeError` for anything else."""
+    """Inverse of :func:`encode_catalog`; :class:`CatalogDecodeError` for anything else (a
+    record whose checksum fails included: see :mod:`tidegate.runtime.sealed`)."""
     try:
-        obj = json.loads(data)
+        obj = json.loads(unseal("catalog", data))
         version = obj.get("version")
         if version not in (1, 2, CATALOG_FORMAT_VERSION):
             raise CatalogDecodeError(

@@ -74,6 +74,7 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
+from tidegate.runtime.errors import AppendOutcomeUnknown, EnvironmentFenced
 from tidegate.runtime.transport import Transport
 from tidegate.spec.compute import (
     ERROR_TARGET_REPLICA_FAILED,
@@ -304,6 +305,10 @@ class ControllerDriver:
         took over (see the module docstring), else ``None``."""
         self.fenced: TidegateError | None = None
         """Set once fenced: every later append fails with it."""
+        self._leader_checks = 0
+        """Leadership checks of fresh reads started so far (see :meth:`confirm_leader`)."""
+        self._leader_checked = 0
+        self._leader_checking: anyio.Event | None = None
         self.clock_ms: Callable[[], int] = storage.platform.clock_ms
         self._down_reason: dict[ReplicaId, str] = {}
         """Why each replica that is not connected went down (cleared once it connects)."""
@@ -466,6 +471,10 @@ class ControllerDriver:
             self.storage_links.disconnect(e)
         elif isinstance(e, ManagedWrite):
             self._managed_writes.append(e)
+            # A status changed (or statistics): reads waiting on a source re-check whether it
+            # has ceased (see ``Environment.freshest``).
+            self._frontiers_moved.set()
+            self._frontiers_moved = anyio.Event()
             if self.tick_ms is None:  # no tick to carry it: commit soon
                 self.request_commit()
         elif isinstance(e, PeekNotification):
@@ -939,30 +948,37 @@ class ControllerDriver:
         failed = set(error.ids) if isinstance(error, InvalidUppers) else set()
         if error is not None and not failed:
             failed = set(tables)
+        deposed: BaseException | None = None  # why writes that landed cannot be acknowledged
         if len(failed) < len(tables):
-            # The tables that advanced are complete at ts: later reads must see them.
-            if not self.oracle.apply_write_nowait(ts):
-                await self.storage.retrying("oracle apply", self.oracle.apply_write, ts)
             self.commits += 1
-            if error is None and acknowledging:
-                error = await self._confirm_leadership(tables, checked)
-                if error is not None:
-                    failed = set(tables)
-        if error is not None:  # another controller may have taken over: say so, typed
-            error = await self._fencing(error)
+            try:
+                # The tables that advanced are complete at ts: later reads must see them.
+                if not self.oracle.apply_write_nowait(ts):
+                    await self.storage.retrying("oracle apply", self.oracle.apply_write, ts)
+                if error is None and acknowledging:
+                    deposed = await self._confirm_leadership(tables, checked)
+            except Exception as e:  # landed, but this controller cannot vouch for it now
+                log.warning("commit at %d landed but cannot be confirmed: %r", ts, e)
+                deposed = e
+        cause = error if error is not None else deposed
+        if cause is not None:  # another controller may have taken over
+            fencing = await self._fencing(cause)
+            if error is not None:
+                error = fencing
+            if self.fenced is not None and len(failed) < len(tables):
+                deposed = self.fenced
         if failed and self.fenced is None:  # not written: they go with the next commit
             self._managed_writes[:0] = [w for w in managed if w.collection_id in failed]
         refused = self.storage.take_refusals(ticket)  # the store's own reason, e.g. a full disk
-        if (
-            isinstance(waiter.value, InvalidUppers)
-            and failed == set(tables)
-            and self.fenced is None
-            and not refused
-        ):
-            # Nothing landed, and no newer writer fenced this one: another writer moved the
-            # uppers, i.e. a deposed writer's last commit landed after this one took over.
-            # The controller has adopted the uppers it found: commit again, at a new time.
-            again = [req for req in live if req.retries < _MISMATCH_RETRIES]
+        if isinstance(waiter.value, InvalidUppers) and self.fenced is None and not refused:
+            # Another writer moved these uppers (a deposed writer's last commit landed after
+            # this one took over, or raced it): the controller has adopted the uppers it
+            # found. Requests none of whose tables landed commit again, at a new time.
+            again = [
+                req
+                for req in live
+                if req.retries < _MISMATCH_RETRIES and all(id in failed for id, _ in req.batches)
+            ]
             for req in again:
                 req.retries += 1
                 req.taken, req.done = False, self._queued_done
@@ -972,9 +988,27 @@ class ControllerDriver:
                 self._commit_wanted.set()
             live = [req for req in live if req not in again]
         for req in live:
-            if any(id in failed for id, _ in req.batches):
-                cause = next((refused[id] for id, _ in req.batches if id in refused), None)
+            ids = {id for id, _ in req.batches}
+            lost = ids & failed
+            if lost and lost == ids:  # nothing of it landed: a definite answer
+                cause = next((refused[id] for id in ids if id in refused), None)
                 req.finish(error=error if cause is None or error is not waiter.value else cause)
+            elif deposed is not None or lost:
+                # Written (in part or in whole) but not acknowledgeable: say so, never "refused".
+                if isinstance(deposed, EnvironmentFenced):
+                    why = f"a newer controller took over while it was written ({deposed})"
+                elif deposed is not None:
+                    why = f"it was written, but could not be confirmed: {deposed}"
+                else:
+                    why = (
+                        f"the write to {sorted(map(str, lost))} lost a race with another writer "
+                        "while the rest landed"
+                    )
+                req.finish(
+                    error=AppendOutcomeUnknown(
+                        why, deposed if isinstance(deposed, TidegateError) else None
+                    )
+                )
             else:
                 req.finish(ts=ts)
 
@@ -1039,6 +1073,53 @@ class ControllerDriver:
             return None
         return await self.storage.retrying("leadership check", self.fence_check)
 
+    async def confirm_leader(self) -> None:
+        """Before a fresh read chooses its time: raise the fencing error if another controller
+        took over [EnvironmentFenced].
+
+        A read that starts after a newer controller acknowledged a write must see it; this
+        controller's read timestamp cannot, so it must not answer. A check that passes after
+        the read began shows that no newer controller had opened then (and so acknowledged
+        nothing yet). Reads share checks: a read waits for the next check that starts after it
+        (Materialize batches its oracle's read timestamps the same way).
+        """
+        if self.fenced is not None:
+            raise self.fenced
+        if self.fence_check is None:
+            return
+        wanted = self._leader_checks + 1  # a check that starts from now on
+        while self._leader_checked < wanted:
+            running = self._leader_checking
+            if running is not None:
+                await running.wait()
+                continue
+            self._leader_checks += 1
+            number, done = self._leader_checks, anyio.Event()
+            self._leader_checking = done
+            try:
+                fenced = await self.storage.retrying("leadership check", self.fence_check)
+                if fenced is not None:
+                    self._become_fenced(fenced)
+            finally:
+                self._leader_checked = max(self._leader_checked, number)
+                self._leader_checking = None
+                done.set()
+            if self.fenced is not None:
+                raise self.fenced
+        if self.fenced is not None:
+            raise self.fenced
+
+    def _become_fenced(self, fenced: TidegateError) -> None:
+        """Stay fenced with ``fenced`` from now on: queued appends fail with it."""
+        log.warning("fenced: %s", fenced)
+        self.fenced = fenced
+        for req in self._queued:
+            if not req.finished:
+                req.finish(error=fenced)
+        self._queued.clear()
+        self._queued_done.set()
+        self._queued_done = anyio.Event()
+
     async def _fencing(self, error: BaseException) -> BaseException:
         """After a failed commit: the fencing error if another controller took over, else ``error``.
 
@@ -1055,14 +1136,7 @@ class ControllerDriver:
             return error
         if fenced is None:
             return error
-        log.warning("fenced: %s", fenced)
-        self.fenced = fenced
-        for req in self._queued:
-            if not req.finished:
-                req.finish(error=fenced)
-        self._queued.clear()
-        self._queued_done.set()
-        self._queued_done = anyio.Event()
+        self._become_fenced(fenced)
         return fenced
 
     async def snapshot(self, id: GlobalId, as_of: Time) -> list[Update]:

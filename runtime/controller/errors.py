@@ -21,6 +21,7 @@ __all__ = [
     "ReplicasNotConnected",
     "ResultTooLarge",
     "RuntimeControllerError",
+    "SourceCeased",
     "SourceSchemaMismatch",
     "SubscribeLagged",
 ]
@@ -108,3 +109,20 @@ class SourceSchemaMismatch(RuntimeControllerError, ValueError):
         self.source = source
         self.expected = expected
         self.given = given
+
+
+class SourceCeased(RuntimeControllerError):
+    """A fresh read of a source that has ceased (or of something computed from it): its data will
+    never reach the time the read needs, so the read is refused rather than left waiting.
+
+    ``source`` is the source's id, ``error`` what its storage replica reported (an upstream
+    schema change, a lost replication slot); drop the source and create it again.
+    """
+
+    def __init__(self, source: object, error: str | None) -> None:
+        super().__init__(
+            f"source {source} has ceased ({error or 'no reason given'}): it will ingest nothing "
+            "more, so a fresh read of it cannot be answered; drop it and create it again"
+        )
+        self.source = source
+        self.error = error

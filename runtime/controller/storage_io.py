@@ -24,7 +24,10 @@ downgrades, so shard compaction follows the read policies. Downgrades
 compare the reader's *opaque* (learned when the shard is opened): once a
 promoted controller took the reader over (:meth:`ShardStorageIO.take_over`,
 with its own opaque), the fenced controller's downgrades are refused
-(``OpaqueMismatch``) and cannot move the new controller's holds.
+(``OpaqueMismatch``) and cannot move the new controller's holds. A controller
+that opens read-write claims the reader the same way (:attr:`ShardStorageIO.writer_epoch`:
+its writer epoch becomes the opaque of every shard it opens), so a predecessor
+that still runs -- stopped, taken for dead, resumed -- cannot move its holds either.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from tidegate.spec.controller import Controller
 from tidegate.spec.errors import (
     ConsensusCorrupt,
     Indeterminate,
+    OpaqueMismatch,
     ShardFinalized,
     StorageUnavailable,
     TidegateError,
@@ -138,6 +142,9 @@ class ShardStorageIO:
         self._queues: dict[GlobalId, deque[StorageEffectIO | _TakeOver]] = {}
         self._opaque: dict[GlobalId, int] = {}
         """The opaque of this controller's critical reader on each shard (compared on downgrades)."""
+        self.writer_epoch: int | None = None
+        """A read-write controller's writer epoch: the opaque it claims its critical reader with
+        on every shard it opens (``None``: whatever opaque the reader has)."""
         self._reader: dict[GlobalId, str] = {}
         """Shards held by a reader other than ``reader_id`` (taken over, see :meth:`take_over`)."""
         self._tg: anyio.abc.TaskGroup | None = None
@@ -197,14 +204,30 @@ class ShardStorageIO:
         name = shard_name(id)
         reader = self._reader_of(id)
         self.store.create_shard(name, self._schemas[id])
-        self.store.register_critical_reader(name, reader, opaque=self._opaque.get(id, 0))
+        self._claim(id, name, reader)
         state = self.store.state(name)
-        mine = state.critical_readers.get(reader)
-        if mine is not None:
-            self._opaque[id] = mine.opaque
         held = state.reader_since(reader)
         since = state.since if held is None else state.since.join(held)
         return ShardFrontiers(since, state.upper)
+
+    def _claim(self, id: GlobalId, name: str, reader: str) -> None:
+        """Register (or find) the controller's reader on shard ``name`` and learn its opaque;
+        with a :attr:`writer_epoch`, claim the reader with it first [OpaqueMismatch if a newer
+        controller claimed it: this one is deposed]."""
+        epoch = self.writer_epoch
+        self.store.register_critical_reader(
+            name, reader, opaque=self._opaque.get(id, 0 if epoch is None else epoch)
+        )
+        mine = self.store.state(name).critical_readers.get(reader)
+        if mine is None:
+            return
+        opaque = mine.opaque
+        if epoch is not None and opaque != epoch:
+            if opaque > epoch:
+                raise OpaqueMismatch(name, epoch, opaque)
+            self.store.compare_and_downgrade_since(name, reader, opaque, epoch, mine.since)
+            opaque = epoch
+        self._opaque[id] = opaque
 
     def _reader_of(self, id: GlobalId) -> str:
         return self._reader.get(id, self.reader_id)
@@ -298,9 +321,7 @@ class ShardStorageIO:
         schema = self._schemas.get(id)
         if schema is not None:
             self.store.create_shard(name, schema)
-        self.store.register_critical_reader(
-            name, self._reader_of(id), opaque=self._opaque.get(id, 0)
-        )
+        self._claim(id, name, self._reader_of(id))
 
     def _downgrade(self, id: GlobalId, frontier: Antichain) -> None:
         name, reader = shard_name(id), self._reader_of(id)

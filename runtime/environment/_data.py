@@ -31,6 +31,7 @@ from tidegate.spec.protocol.types import (
     SourceImport,
     SubscribeConnection,
 )
+from tidegate.spec.storage import SourceStatus
 
 from ..catalog import (
     CatalogState,
@@ -40,7 +41,7 @@ from ..catalog import (
     SystemCollectionEntry,
     TableEntry,
 )
-from ..controller.errors import RuntimeControllerError
+from ..controller.errors import RuntimeControllerError, SourceCeased
 from ..controller.streams import Subscription
 from ..frames import PeekAnswer, frame_updates, is_frame
 from ._core import Core, Ref
@@ -211,7 +212,13 @@ class ReadsAndWrites:
     async def _fresh_time(
         self, inputs: Sequence[GlobalId], since: Callable[[], Antichain], what: GlobalId
     ) -> int:
-        """The freshest read time over ``inputs`` (see :meth:`freshest`), at or after ``since()``."""
+        """The freshest read time over ``inputs`` (see :meth:`freshest`), at or after ``since()``.
+
+        A writer first confirms that no newer environment took over [EnvironmentFenced]: one
+        that did may have acknowledged writes this one's read timestamp does not cover.
+        """
+        if not self.core.read_only:
+            await self.core.driver.confirm_leader()
         while True:
             lower = since()
             if not lower.elements:
@@ -223,10 +230,17 @@ class ReadsAndWrites:
             if t > read:
                 await self.core.io.retrying("oracle apply", self.core.oracle.apply_write, t)
             if self._input_upper(*inputs).less_equal(t):
+                ceased = self._ceased_input(*inputs)
+                if ceased is not None:  # it will never get there: say so rather than wait
+                    raise ceased
                 self.core.driver.request_commit()  # every table then moves past t
                 await self.core.driver.wait_frontiers(
-                    lambda t=t: not self._input_upper(*inputs).less_equal(t)  # type: ignore[misc]
+                    lambda t=t: (  # type: ignore[misc]
+                        not self._input_upper(*inputs).less_equal(t)
+                        or self._ceased_input(*inputs) is not None
+                    )
                 )
+                continue  # judged again (a source may have ceased meanwhile)
             if since().less_equal(t):  # not compacted past t while waiting
                 return t
 
@@ -251,6 +265,23 @@ class ReadsAndWrites:
             else:
                 stack.extend(state.dependencies(g))
         return Antichain.meet_all(uppers) if uppers else Antichain.empty()
+
+    def _ceased_input(self, *gids: GlobalId) -> SourceCeased | None:
+        """A :class:`SourceCeased` for a ceased source among what ``gids`` read, if any."""
+        state, seen, stack = self.core.state, set(), list(gids)
+        storage = self.core.driver.ctl.storage
+        while stack:
+            g = stack.pop()
+            if g in seen:
+                continue
+            seen.add(g)
+            if isinstance(state.get(g), SourceEntry):
+                status = storage.status(g)
+                if status is not None and status.status is SourceStatus.CEASED:
+                    return SourceCeased(g, status.error)
+            elif state.view(g) is not None or not isinstance(state.get(g), _DURABLE_INPUTS):
+                stack.extend(state.dependencies(g))
+        return None
 
     def frontiers(self, ref: Ref) -> tuple[Antichain, Antichain]:
         """``(since, upper)`` of object ``ref`` (of a sink: the time it holds its input at, and

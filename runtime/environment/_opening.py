@@ -40,7 +40,9 @@ from ..controller.driver import ControllerDriver
 from ..controller.errors import RuntimeControllerError
 from ..controller.storage_io import CONTROLLER_READER, ShardStorageIO
 from ..controller.timestamps import Oracle, UpperOracle, default_oracle
+from ..errors import CatalogConflict, CatalogMissing
 from ..options import EnvironmentOptions
+from ..oracle import durable_epoch
 from ..platform import Platform
 from ..storage.store import ShardStore
 from ..storage.urls import default_urls, open_blob, open_consensus
@@ -82,6 +84,32 @@ class Parts:
     """The replicas directory of a read-only environment's own orchestrator."""
     core_ref: list[Core]
     """Filled by :meth:`Opening.start`: the storage replicas' addresses are the core's to say."""
+
+
+def refuse_without_catalog(catalog: Catalog, keys: Sequence[str]) -> None:
+    """[CatalogMissing] if the store holds shards (Consensus ``keys``) though ``catalog`` has no
+    record: starting empty would take every one of them for garbage and finalize it."""
+    found = sorted(str(g) for g in map(parse_id, keys) if g is not None)
+    if found:
+        raise CatalogMissing(catalog.key, found)
+
+
+async def claim_catalog(catalog: Catalog, options: EnvironmentOptions, retry: Any) -> CatalogState:
+    """Write ``catalog`` as a new version with this environment's replicas (a read-write open);
+    its state. A predecessor's DDL that lands first is kept (the catalog is read again and the
+    write retried)."""
+    state = catalog.state
+    while True:
+        ops = replica_ops(
+            state, options.replicas, executor=options.executor, spark_master=options.spark_master
+        )
+        ops += storage_replica_ops(state, options.storage_replica)
+        try:
+            if ops:
+                return await retry("catalog write", catalog.apply, ops)
+            return await retry("catalog fence", catalog.touch)
+        except CatalogConflict:
+            state = await retry("catalog read", catalog.load)
 
 
 async def open_parts(
@@ -130,6 +158,8 @@ async def open_parts(
     retry = io.retrying  # the store may be unreachable for a while: wait for it
     catalog = Catalog(store.consensus)
     state = await retry("catalog read", catalog.load)
+    if catalog.seqno is None:  # no catalog: a new environment, unless shards say otherwise
+        refuse_without_catalog(catalog, await retry("shard listing", store.list_shards))
     tables_upper: list[Callable[[], int | None]] = []
     if read_only:  # no oracle (opening one fences the writer): reads follow the tables
         oracle = UpperOracle(lambda: tables_upper[0]() if tables_upper else None)
@@ -145,8 +175,12 @@ async def open_parts(
             "environment with a data_dir, or pass replicas={name: 'host:port'} to connect "
             "to replicas that run already"
         )
-    if wanted != state and not read_only:
-        state = await retry("catalog write", catalog.apply, ops)
+    if not read_only:
+        # Writing the catalog as a new version fences the previous writer's DDL (as the oracle
+        # fenced its writes): a predecessor that still runs -- stopped, taken for dead,
+        # resumed -- can change it no more. Its holds are claimed the same way.
+        state = wanted = await claim_catalog(catalog, options, retry)
+        io.writer_epoch = oracle.epoch or None
     entries = wanted.replicas  # a read-only environment runs them without recording them
     addresses = {r.name: r.address for r in entries if not r.managed and r.address}
     managed = [r for r in entries if r.managed]
@@ -205,6 +239,12 @@ async def open_parts(
         check_protocol=options.check_protocol,
         read_only=read_only,
     )
+    # Every replica's Hello brings the writer epoch (a read-only environment's is the writer's
+    # it warms up beside): a replica refuses a controller older than one it has served.
+    epoch = (
+        await retry("writer epoch", durable_epoch, store.consensus) if read_only else oracle.epoch
+    )
+    controller.set_epoch(epoch)
     if options.max_result_size is not None:  # every instance's first UpdateConfiguration
         controller.compute.update_configuration(
             ComputeParameters(max_result_size=options.max_result_size)

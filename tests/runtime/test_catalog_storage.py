@@ -44,6 +44,7 @@ from tidegate.runtime.errors import (
     InvalidCatalogOp,
     UnknownCatalogObject,
 )
+from tidegate.runtime.sealed import unseal
 from tidegate.spec.frontier import Antichain
 from tidegate.spec.frontier.read_policy import LagWriteFrontier
 from tidegate.spec.ids import GlobalId
@@ -179,11 +180,12 @@ def test_the_codec_round_trips_storage_objects_and_reads_versions_1_and_2() -> N
             SetStorageReplica(managed=False, address="127.0.0.1:7000"),
         ],
     )
-    data = encode_catalog(s)
-    assert json.loads(data)["version"] == CATALOG_FORMAT_VERSION == 3
+    data = encode_catalog(s)  # sealed with a checksum (tidegate.runtime.sealed)
+    assert json.loads(unseal("catalog", data))["version"] == CATALOG_FORMAT_VERSION == 3
     assert decode_catalog(data) == s
-    for version in (1, 2):
-        old = json.loads(encode_catalog(apply_ops(CatalogState(), [CreateTable("t", U(1), T)])))
+    for version in (1, 2):  # written before records were sealed too: plain JSON
+        fresh = encode_catalog(apply_ops(CatalogState(), [CreateTable("t", U(1), T)]))
+        old = json.loads(unseal("catalog", fresh))
         old["version"] = version
         for key in ("sources", "progress", "sinks", "system_collections", "storage_replica"):
             del old[key]
