@@ -162,9 +162,18 @@ class ShardStorageIO:
         """Run blocking ``fn(*args)`` where the platform runs blocking work (once, no retry)."""
         return await self.platform.run_blocking(fn, *args)
 
-    async def retrying(self, what: str, fn: Callable[..., T], *args: Any, brief: bool = False) -> T:
+    async def retrying(
+        self,
+        what: str,
+        fn: Callable[..., T],
+        *args: Any,
+        brief: bool = False,
+        patient: bool = False,
+    ) -> T:
         """``fn(*args)`` retried with capped backoff while it fails transiently (:func:`is_transient`);
-        ``brief``: each try is a brief call (:meth:`~tidegate.runtime.platform.Platform.run_brief`)."""
+        ``brief``: each try is a brief call (:meth:`~tidegate.runtime.platform.Platform.run_brief`);
+        ``patient``: a store's refusal (:class:`StorageUnavailable`: a full disk) is waited out
+        too, for work that must happen because the catalog already committed to it."""
         run = self.platform.run_brief if brief else self.platform.run_blocking
         delay = RETRY_FIRST_S
         complained = ""
@@ -172,7 +181,7 @@ class ShardStorageIO:
             try:
                 return await run(fn, *args)
             except Exception as e:
-                if not is_transient(e):
+                if not (is_transient(e) or (patient and isinstance(e, StorageUnavailable))):
                     raise
                 self.retries += 1
                 text = f"{type(e).__name__}: {e}"
@@ -193,9 +202,12 @@ class ShardStorageIO:
         self._schemas[id] = arrow_schema(schema) if isinstance(schema, Schema) else schema
 
     async def ensure_shard(self, id: GlobalId, schema: Schema | pa.Schema) -> ShardFrontiers:
-        """Create (or find) ``id``'s shard with ``schema`` and the controller's reader; its frontiers."""
+        """Create (or find) ``id``'s shard with ``schema`` and the controller's reader; its frontiers.
+
+        Called once the catalog records ``id``: a full disk is waited out, never reported as
+        the DDL's refusal (it did happen; a refusal that wrote is worse than a slow answer)."""
         self.set_schema(id, schema)
-        return await self.retrying(f"create shard {id}", self._ensure, id)
+        return await self.retrying(f"create shard {id}", self._ensure, id, patient=True)
 
     def _ensure(self, id: GlobalId) -> ShardFrontiers:
         """The since is the controller's own reader's: the shard's since (the meet over every
@@ -303,15 +315,17 @@ class ShardStorageIO:
         elif isinstance(effect, ReadSnapshot):
             await self._snapshot(effect)
         elif isinstance(effect, RegisterShard):
-            await self._best_effort("register", self._register, effect.id)
+            await self._best_effort("register", self._register, effect.id, patient=True)
         elif isinstance(effect, DowngradeShardSince):
             await self._best_effort("downgrade", self._downgrade, effect.id, effect.frontier)
-        else:
-            await self._best_effort("drop", self._drop, effect.id)
+        else:  # the catalog dropped it: a full disk is waited out, the shard must go
+            await self._best_effort("drop", self._drop, effect.id, patient=True)
 
-    async def _best_effort(self, what: str, fn: Callable[..., Any], *args: Any) -> None:
+    async def _best_effort(
+        self, what: str, fn: Callable[..., Any], *args: Any, patient: bool = False
+    ) -> None:
         try:
-            await self.retrying(f"{what} {args[0]}", fn, *args)
+            await self.retrying(f"{what} {args[0]}", fn, *args, patient=patient)
         except Exception as e:
             log.warning("shard %s of %s failed: %r", what, args[0], e)
             self.errors.append((f"{what} {args[0]}", e))
