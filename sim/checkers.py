@@ -448,7 +448,10 @@ class Checker:
 
     def _check_holds(self, env: Environment) -> None:
         ctl = env.driver.ctl
+        generation = self.world.controller.generation_here()
         for ev, _scope in self.world.clients.peeks:
+            if ev.get("controller", generation) != generation:
+                continue  # another incarnation's peek (a zombie's): its holds are there
             at = ev.get("at")
             if at is None or ev.get("expect") != "answer" or ev["status"] != "pending":
                 continue
@@ -574,6 +577,13 @@ class Checker:
         self._refresh()
         self._judge_new()
         self.resolve_in_doubt()
+        for tid in self.truth.tables():  # a lost catalog must never cost the data (issue 37 #3)
+            fr = self.truth.frontiers.get(str(tid))
+            if fr is not None and not fr[1].elements and tid not in self.world.dropped_ids:
+                self.violate(
+                    "nothing_deleted_undropped",
+                    f"table {tid}'s shard was finalized, but no client dropped it",
+                )
         for ev in self.history.events:
             if ev.get("status") == "pending" and ev["op"] != "subscribe":
                 self.violate(
@@ -631,12 +641,20 @@ class Checker:
         """
         ctl = env.driver.ctl
         names = [info.replica for info in env.replicas()]
+        # What reads a source that stopped for good (its upstream changed schema, its slot is
+        # gone) can never hydrate past it.
+        stopped = set() if self.storage is None else self.storage.stopped_for_good()
         for c in ctl.compute.instance(INSTANCE).collections():
             if c.dropped or c.id.is_transient or c.kind == "log":
                 continue
             start = self.quiet_start.get(("compute", c.id))
+            stuck = (
+                bool(stopped)
+                and c.id in self.model.plans
+                and bool(stopped & self.model.inputs(c.id))
+            )
             for r in names:
-                if not self.progress.hydrated(r, c.id):
+                if not stuck and not self.progress.hydrated(r, c.id):
                     self.violate(
                         "hydration_completes",
                         f"replica {r} never reported an output frontier of {c.id} beyond the "

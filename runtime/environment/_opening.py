@@ -106,8 +106,10 @@ async def claim_catalog(catalog: Catalog, options: EnvironmentOptions, retry: An
         ops += storage_replica_ops(state, options.storage_replica)
         try:
             if ops:
-                return await retry("catalog write", catalog.apply, ops)
-            return await retry("catalog fence", catalog.touch)
+                written: CatalogState = await retry("catalog write", catalog.apply, ops)
+            else:
+                written = await retry("catalog fence", catalog.touch)
+            return written
         except CatalogConflict:
             state = await retry("catalog read", catalog.load)
 

@@ -26,6 +26,7 @@ from tidegate.runtime import Environment
 from tidegate.runtime.catalog import DEFAULT_CATALOG_KEY
 from tidegate.runtime.controller.storage_io import CONTROLLER_READER
 from tidegate.runtime.errors import (
+    AppendOutcomeUnknown,
     EnvironmentFenced,
     InvalidEnvironmentOptions,
     ReadOnlyEnvironment,
@@ -156,6 +157,11 @@ def test_read_only_serves_writes_nothing_then_promotion_fences_the_writer(
                         await old.append("t", [(4,)])
                     with pytest.raises(EnvironmentFenced):
                         await old.create_table("v", SCHEMA)
+                    # So is a fresh read: the new writer may acknowledge writes its read
+                    # timestamp does not cover (found with the simulator's zombie controller).
+                    with pytest.raises(EnvironmentFenced):
+                        await old.peek("t_idx")
+                    assert await old.peek("t_idx", at=t1) == [((1,), 1), ((2,), 1)]
 
                     # The new one writes; its view's output advances.
                     t3 = await new.append("t", [(5,)])
@@ -181,7 +187,8 @@ def test_read_only_serves_writes_nothing_then_promotion_fences_the_writer(
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_no_acknowledged_append_is_lost_across_a_promotion(tmp_path: Path, backend: str) -> None:
     """The old writer keeps appending while the new one is promoted: every append it got an
-    answer for either failed typed (fenced) or shows up on the new writer."""
+    answer for either failed typed (fenced: then it is not there), was answered unknown
+    (there or not), or shows up on the new writer; nothing shows twice."""
 
     async def main() -> None:
         with anyio.fail_after(120), replica(tmp_path) as a, replica(tmp_path) as b:
@@ -191,17 +198,21 @@ def test_no_acknowledged_append_is_lost_across_a_promotion(tmp_path: Path, backe
                 await old.create_table("t", SCHEMA)
                 await old.append("t", [(0,)])
                 acked: list[int] = []
-                refused: list[BaseException] = []
+                refused: list[int] = []
+                unknown: list[int] = []
 
                 async def keep_appending() -> None:
                     i = 1
                     while True:
                         try:
                             await old.append("t", [(i,)])
-                        except EnvironmentFenced as e:
-                            refused.append(e)
+                        except AppendOutcomeUnknown:
+                            unknown.append(i)
+                        except EnvironmentFenced:
+                            refused.append(i)
                             return
-                        acked.append(i)
+                        else:
+                            acked.append(i)
                         i += 1
 
                 async with Environment.open(
@@ -214,7 +225,8 @@ def test_no_acknowledged_append_is_lost_across_a_promotion(tmp_path: Path, backe
                         await new.promote()
                     assert refused and acked
                     rows = sorted(r[0] for (r, _d) in await new.peek("t"))
-                    assert set(range(0, acked[-1] + 1)) <= set(rows)
+                    assert {0, *acked} <= set(rows)
+                    assert not set(refused) & set(rows)  # a refusal never wrote (issue 37 #2)
                     assert len(rows) == len(set(rows))  # nothing twice
 
     run(backend, main)
@@ -228,8 +240,10 @@ def test_an_append_that_lands_after_a_promotion_is_not_acknowledged(
     """The promotion has fenced the oracle but the new writer has not committed yet, so the
     old writer's compare-and-append still lands. It must not be acknowledged: the new writer
     may already serve reads without it. (Under load the old writer won this race and
-    acknowledged; the leadership check after every commit closes it.) The interleaving is
-    forced by holding the new writer's first commit until the old append has answered."""
+    acknowledged; the leadership check after every commit closes it.) Nor may it be refused:
+    it landed, and a client that trusts a refusal and retries writes it twice (issue 37 #2),
+    so the answer is ``AppendOutcomeUnknown``. The interleaving is forced by holding the new
+    writer's first commit until the old append has answered."""
 
     async def main() -> None:
         with anyio.fail_after(60):
@@ -254,11 +268,15 @@ def test_an_append_that_lands_after_a_promotion_is_not_acknowledged(
                     async with anyio.create_task_group() as tg:
                         tg.start_soon(new.promote)
                         await reached.wait()
-                        with pytest.raises(EnvironmentFenced):
+                        with pytest.raises(AppendOutcomeUnknown) as unknown:
                             await old.append("t", [(2,)])
+                        assert isinstance(unknown.value.cause, EnvironmentFenced)
                         release.set()
                     rows = sorted(r for (r, _d) in await new.peek("t"))
-                    assert (1,) in rows
+                    assert (1,) in rows and (2,) in rows  # it landed: the new writer adopted it
+                    with pytest.raises(EnvironmentFenced):  # from now on: refused, not applied
+                        await old.append("t", [(3,)])
+                    assert (3,) not in [r for (r, _d) in await new.peek("t")]
 
     run(backend, main)
 
