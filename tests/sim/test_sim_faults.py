@@ -46,7 +46,7 @@ def _run(scenario: Any, seed: int, *faults: Fault, knobs: Knobs | None = None) -
 
 K = FaultKind
 CASES: dict[str, tuple[Any, tuple[Fault, ...], tuple[str, ...], Knobs | None]] = {
-    # (scenario, faults, counters that must have fired, knobs): seed 1, but where noted.
+    # (scenario, faults, counters that must have fired, knobs); the seeds: SEEDS_TRIED.
     # A zombie anywhere: its reconnections are refused, its clients answered typed.
     "zombie_controller": (
         SMALL,
@@ -55,7 +55,7 @@ CASES: dict[str, tuple[Any, tuple[Fault, ...], tuple[str, ...], Knobs | None]] =
         None,
     ),
     # A zombie stopped between an append's commit and its answer: resumed, it acknowledges
-    # (seed 1: its leadership was confirmed before it stopped; so at seeds 4 and 8 of 1-8)...
+    # (its leadership was confirmed before it stopped)...
     "zombie_controller_at_commit": (
         SMALL,
         (Fault(1_000, K.ZOMBIE_CONTROLLER, "commit", 300),),
@@ -63,8 +63,7 @@ CASES: dict[str, tuple[Any, tuple[Fault, ...], tuple[str, ...], Knobs | None]] =
         None,
     ),
     # ... or, stopped before it confirmed its leadership, it finds itself fenced and answers
-    # AppendOutcomeUnknown, never a refusal, for a write that did land (seed 2; so at seeds 3,
-    # 5, 6 and 7 of 1-8).
+    # AppendOutcomeUnknown, never a refusal, for a write that did land.
     "zombie_controller_at_commit_unknown": (
         SMALL,
         (Fault(1_000, K.ZOMBIE_CONTROLLER, "commit", 300),),
@@ -172,15 +171,26 @@ CASES: dict[str, tuple[Any, tuple[Fault, ...], tuple[str, ...], Knobs | None]] =
 
 
 SEEDS = {"zombie_controller_at_commit_unknown": 2}
+"""The first seed each case tries (1, but where noted)."""
+
+SEEDS_TRIED = 10
+"""Which seed meets a case's condition depends on the interleaving, which every change to the
+messages, the workload or the kernel's events moves: a case runs seeds from its first on until
+one meets every counter, and every run on the way must pass every checker."""
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_the_fault_fires_and_every_checker_holds(case: str) -> None:
     scenario, faults, counters, knobs = CASES[case]
-    r = _run(scenario, SEEDS.get(case, 1), *faults, knobs=knobs)
-    assert r.ok, _explain(r)
-    missing = [c for c in counters if not r.sometimes.get(c)]
-    assert not missing, (missing, r.sometimes)
+    first = SEEDS.get(case, 1)
+    missing: list[str] = list(counters)
+    for seed in range(first, first + SEEDS_TRIED):
+        r = _run(scenario, seed, *faults, knobs=knobs)
+        assert r.ok, _explain(r)
+        missing = [c for c in counters if not r.sometimes.get(c)]
+        if not missing:
+            break
+    assert not missing, (case, missing, f"seeds {first}-{first + SEEDS_TRIED - 1}")
 
 
 def test_the_same_seed_with_the_new_faults_gives_the_same_trace() -> None:
