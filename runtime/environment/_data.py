@@ -43,6 +43,7 @@ from ..catalog import (
 )
 from ..controller.errors import RuntimeControllerError, SourceCeased
 from ..controller.streams import Subscription
+from ..errors import UnknownCatalogObject
 from ..frames import PeekAnswer, frame_updates, is_frame
 from ._core import Core, Ref
 from ._ddl import Ddl
@@ -127,6 +128,18 @@ class ReadsAndWrites:
             cache[1][ref] = found
         return found
 
+    async def _resolve_read(self, ref: Ref) -> GlobalId:
+        """``ref``'s id for a read [UnknownCatalogObject]; a writer that does not know it first
+        confirms that no newer environment took over [EnvironmentFenced]: a deposed one's
+        catalog is stale (its successor may have created the object), so "unknown" from it
+        would be a wrong answer."""
+        try:
+            return self.core.resolve(ref)
+        except UnknownCatalogObject:
+            if not self.core.read_only:
+                await self.core.driver.confirm_leader()
+            raise
+
     async def peek(
         self,
         ref: Ref,
@@ -150,7 +163,7 @@ class ReadsAndWrites:
         meanwhile) [ReplicaMissing]. Dropping ``ref`` while the peek waits
         fails it with :class:`DependencyDropped`, a :class:`PeekFailed`.
         """
-        gid = self.core.resolve(ref)
+        gid = await self._resolve_read(ref)
         entry = self.core.state.get(gid)
         target: Literal["index", "persist"] = (
             "index" if isinstance(entry, IndexEntry) else "persist"
@@ -206,7 +219,7 @@ class ReadsAndWrites:
 
     async def freshest(self, ref: Ref) -> int:
         """The time a read of ``ref`` that starts now takes: every acknowledged append shows there."""
-        gid = self.core.resolve(ref)
+        gid = await self._resolve_read(ref)
         return await self._fresh_time([gid], lambda: self.frontiers(gid)[0], gid)
 
     async def _fresh_time(
@@ -362,7 +375,7 @@ class ReadsAndWrites:
 
         if urlsplit(url).scheme not in ("file", "s3", "mem"):
             raise CopyToFailed(ref, url, "unsupported URL scheme (use file:// or s3://)")
-        gid = self.core.resolve(ref)
+        gid = await self._resolve_read(ref)
         at = await self._read_time(gid, at)
         cid = self.core.driver.new_transient_id()
         df = self._dataflow(self.core.plan(gid), cid, Antichain([at]))

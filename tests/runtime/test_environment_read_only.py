@@ -171,6 +171,10 @@ def test_read_only_serves_writes_nothing_then_promotion_fences_the_writer(
                     await new.wait_for("big", t3, timeout_s=30)
                     assert sorted(await new.peek("big", at=t3)) == [((2,), 1), ((3,), 1), ((5,), 1)]
                     await new.create_table("u", SCHEMA)  # DDL too
+                    # The old one does not know "u": fenced, not a stale "unknown" (found with
+                    # the simulator's zombie controller, which peeked its successor's view).
+                    with pytest.raises(EnvironmentFenced):
+                        await old.peek("u")
                     readers = critical_readers(tmp_path)
                     epoch = new.oracle.epoch  # type: ignore[attr-defined]
                     for shard, held in readers.items():  # its holds moved to the controller's

@@ -63,22 +63,7 @@ def test_the_upgrade_option_round_trips_and_older_files_are_unchanged() -> None:
     assert Scenario.from_json(small().to_json()).upgrade is False
 
 
-@pytest.mark.parametrize(
-    "target",
-    [
-        "",
-        pytest.param(
-            "commit",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="open finding: at seed 6 (seed 5 no longer acknowledges) a peek of "
-                "orders_kinds (u11) fails with UnknownCatalogObject though no client dropped it "
-                "(valid_reads_answered); not yet known whether the zombie or its successor "
-                "answered",
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("target", ["", "commit"])
 def test_an_old_version_that_runs_on_as_a_zombie_is_fenced_by_the_promotion(target: str) -> None:
     """The old version is stopped and taken for dead while the new one promotes, then runs on:
     the promotion's new writer epoch makes the replicas refuse it, its writes and DDL are
