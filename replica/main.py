@@ -239,7 +239,11 @@ def _log_spark(log: logging.Logger, conf: dict[str, str], ui: bool) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    from tidegate.runtime.files import PRIVATE_UMASK
+
     from ._logs import capture_stderr, configure_logging
+
+    os.umask(PRIVATE_UMASK)  # what the replica and its JVM create in the data dir is private
 
     captured = capture_stderr()  # before the JVM starts: it inherits the captured descriptor
     log = configure_logging(getattr(logging, args.log_level.upper()), captured.original)

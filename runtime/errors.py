@@ -20,11 +20,14 @@ __all__ = [
     "HasDependents",
     "InvalidCatalogOp",
     "InvalidEnvironmentOptions",
+    "InvalidRequestId",
     "OracleError",
     "OracleFenced",
     "OrchestratorError",
     "ReadOnlyEnvironment",
     "ReplicaStartFailed",
+    "SecretMissing",
+    "SecretsUnavailable",
     "UnknownCatalogObject",
     "UnknownManagedReplica",
 ]
@@ -85,12 +88,38 @@ class AppendOutcomeUnknown(TidegateError):
     tables' writes landed and others lost a race with another writer. The
     newer environment may show it or not; reading there tells which. Unlike a
     refusal, retrying it blindly may apply it twice (FoundationDB's
-    ``commit_unknown_result``).
+    ``commit_unknown_result``): retry it with the same request id
+    (``append(..., request_id=...)``), which answers the original outcome and
+    never applies it twice.
     """
 
     def __init__(self, reason: str, cause: TidegateError | None = None) -> None:
         self.reason, self.cause = reason, cause
         super().__init__(f"the outcome of this append is unknown: {reason}")
+
+
+class InvalidRequestId(TidegateError, ValueError):
+    """A client request id that is not 1 to 255 bytes of Unicode text without control characters."""
+
+
+# -- secrets -----------------------------------------------------------------------------------
+
+
+class SecretsUnavailable(TidegateError):
+    """Secrets need a data directory to be kept in (an environment opened on URLs alone has none)."""
+
+
+class SecretMissing(TidegateError):
+    """A secret the catalog records has no value in the secret store (its file at ``path`` is
+    gone): create it again (``ALTER SECRET name AS '...'``)."""
+
+    def __init__(self, name: str, path: str) -> None:
+        super().__init__(
+            f"secret {name!r} has no value (its file {path} is missing): set it again with "
+            f"ALTER SECRET {name} AS '...'"
+        )
+        self.name = name
+        self.path = path
 
 
 # -- timestamp oracle -------------------------------------------------------------------------
@@ -160,26 +189,34 @@ class CatalogDecodeError(CatalogError, ValueError):
 
 
 class CatalogMissing(CatalogError):
-    """The catalog record is missing, but the store holds shards: refusing to start.
+    """The catalog record is missing, but the store holds data: refusing to start.
 
-    Opening would start an empty environment, which takes every shard it does not
-    know for garbage and deletes it. ``key`` is the Consensus key the catalog
-    was looked for under; ``shards`` the collections whose shards were found.
-    To proceed: restore the catalog record (from a backup of the Consensus
-    store), or open the right data directory or URLs; to start afresh on
-    purpose, remove the shards (or use another location) first.
+    Opening would start an empty environment, which would take every shard it
+    does not know for garbage. ``key`` is the Consensus key the catalog was
+    looked for under; ``shards`` the collections whose shards were found;
+    ``blobs`` how many blobs the Blob store holds (data whose shards' records
+    are gone too, as when the Consensus store itself was lost). To proceed:
+    restore the catalog record (the Consensus store, ``consensus.db`` by
+    default, from a backup), or open the right data directory or URLs; to
+    start afresh on purpose, move the data away first.
     """
 
-    def __init__(self, key: str, shards: list[str]) -> None:
+    def __init__(self, key: str, shards: list[str], blobs: int = 0) -> None:
         shown = ", ".join(shards[:8]) + (f" and {len(shards) - 8} more" if len(shards) > 8 else "")
+        found = (
+            f"the shards of {len(shards)} collection(s) ({shown})"
+            if shards
+            else f"{blobs} blob(s) of shards whose records are gone too"
+        )
         super().__init__(
-            f"the catalog record {key!r} is missing, but the store holds the shards of "
-            f"{len(shards)} collection(s) ({shown}): refusing to start (an empty environment "
-            "would delete them). Restore the catalog from a backup, or open the right data "
-            "directory; to start afresh, remove the shards first"
+            f"the catalog record {key!r} is missing, but the store holds {found}: refusing to "
+            "start (an empty environment would take them for garbage). Restore the catalog "
+            "from a backup of the consensus store, or open the right data directory; to start "
+            "afresh, move the data away first"
         )
         self.key = key
         self.shards = tuple(shards)
+        self.blobs = blobs
 
 
 class CatalogConflict(CatalogError):

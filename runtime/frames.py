@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tidegate.spec.compute import SubscribeBatchOut
-from tidegate.spec.errors import ArityMismatch, TidegateError, TypeMismatch
+from tidegate.spec.errors import ArityMismatch, InvalidText, TidegateError, TypeMismatch
 from tidegate.spec.frontier import Row
 from tidegate.spec.plan import Schema
 from tidegate.spec.plan.schema import ScalarType, check_row
@@ -118,6 +118,10 @@ def _to_arrow(data: Any, what: str) -> Any:
             return pa.Table.from_pandas(data, preserve_index=False)
         except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
             raise TypeMismatch(f"{what}: the DataFrame has no Arrow form: {e}") from None
+        except UnicodeEncodeError as e:  # Arrow's strings are UTF-8: a lone surrogate is refused
+            raise InvalidText(
+                f"{what}: the DataFrame holds text that is not valid Unicode: {e.reason}"
+            ) from None
     return data
 
 

@@ -15,6 +15,9 @@ incarnation handed out or applied -- even if the wall clock went backwards.
 clock: every time up to the old bound counts as complete, since no write the
 old incarnation handed out can still be applied.)
 
+The record is sealed with its SHA-256 (:mod:`tidegate.runtime.sealed`): a
+damaged or edited one is an :class:`OracleError`, never a wrong bound.
+
 Opening an oracle writes a new version (bumping an *epoch*), which fences any
 older oracle on the same key: its next reservation fails with
 :class:`OracleFenced`. Within an already reserved window a fenced oracle does

@@ -48,6 +48,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -66,6 +67,7 @@ import anyio.abc
 import anyio.to_thread
 
 from .errors import OrchestratorError, ReplicaStartFailed, UnknownManagedReplica
+from .files import PRIVATE_UMASK, mkdir_private, write_private
 
 __all__ = [
     "SERVICES",
@@ -170,7 +172,8 @@ class Orchestrator:
     ``--executor``, ``--spark-master``, ``--exit-with-parent``, a ``--spark-conf``
     per ``spark_conf`` property, ``--spark-ui`` if ``spark_ui``, ``--metrics
     HOST:PORT`` if ``metrics_host``, TLS options and ``extra_args``. The token
-    travels in the ``TIDEGATE_TOKEN`` environment variable, not on the command line.
+    (``token``, else a fresh one: see :attr:`token`) travels in the ``TIDEGATE_TOKEN``
+    environment variable, not on the command line.
 
     ``metrics_host`` set, every replica (storage-only ones too) serves its
     Prometheus metrics on that host, on a port of its own: the one it had
@@ -221,7 +224,10 @@ class Orchestrator:
         orchestrators on one data dir (a read-only environment beside the writer) need two."""
         self.executor = executor
         self.spark_master = spark_master
-        self.token = token
+        self.token: str = token if token is not None else secrets.token_urlsafe(24)
+        """The bearer token managed replicas require (``TIDEGATE_TOKEN``): the one given, else a
+        fresh one. Managed replicas are always authenticated, whoever builds the orchestrator;
+        a controller connects with :attr:`token` (``Environment.open`` takes it from here)."""
         self.tls = tls
         self.extra_args = tuple(extra_args)
         self.spark_conf = dict(spark_conf or {})
@@ -260,7 +266,7 @@ class Orchestrator:
             raise OrchestratorError("orchestrator already started")
         if self._closed:
             raise OrchestratorError("orchestrator is closed")
-        self.replicas_dir.mkdir(parents=True, exist_ok=True)
+        mkdir_private(self.replicas_dir)
         await self._reap_leftovers()
         if task_group is None:
             tg = anyio.create_task_group()
@@ -467,7 +473,7 @@ class Orchestrator:
             if metrics_port is None or not _port_free(metrics_port, self.metrics_host):
                 metrics_port = 0
         argv = [*self.command, *self._args(r, port, metrics_port)]
-        with open(log_path, "ab") as log:
+        with _open_log(log_path) as log:
             log.write(_start_record(r.name, argv))
             log.flush()
             offset = log.tell()
@@ -678,7 +684,8 @@ def _copy_truncate(path: Path, backups: int) -> None:
         older = path.with_name(f"{path.name}.{i}")
         if older.exists():
             older.replace(path.with_name(f"{path.name}.{i + 1}"))
-    with open(path, "rb") as src, open(path.with_name(f"{path.name}.1"), "wb") as dst:
+    fd = os.open(path.with_name(f"{path.name}.1"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with open(path, "rb") as src, os.fdopen(fd, "wb") as dst:
         shutil.copyfileobj(src, dst, 1024 * 1024)
     os.truncate(path, 0)
 
@@ -692,7 +699,13 @@ def _spawn(argv: Sequence[str], log: IO[bytes], env: Mapping[str, str]) -> subpr
         env=dict(env),
         close_fds=True,
         start_new_session=True,
+        umask=PRIVATE_UMASK,  # what the replica (and its JVM) creates is private
     )
+
+
+def _open_log(path: Path) -> IO[bytes]:
+    """A replica's log, opened for appending (created 0600: logs may quote data)."""
+    return os.fdopen(os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab")
 
 
 def _kill_group(pgid: int, sig: int) -> None:
@@ -790,9 +803,7 @@ def _port_free(port: int, host: str = _LOOPBACK) -> bool:
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    write_private(path, text.encode())
 
 
 def read_pidfile(path: str | os.PathLike[str]) -> int | None:

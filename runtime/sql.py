@@ -45,10 +45,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 from tidegate.spec.errors import (
+    CharacterNotInRepertoire,
     DependentObjects,
     DuplicateRelation,
     InvalidAsOf,
@@ -113,6 +115,7 @@ from tidegate.spec.sql import (
 )
 from tidegate.spec.sql._binder import ExprBinder
 from tidegate.spec.sql._scope import Scope
+from tidegate.spec.text import find_invalid_text
 
 from .catalog import (
     DEFAULT_READ_POLICY,
@@ -142,6 +145,7 @@ __all__ = [
     "EnvCatalog",
     "SqlEnvironment",
     "SqlResult",
+    "check_params",
     "plan_write",
     "read_rows",
     "read_time",
@@ -215,9 +219,21 @@ class SqlEnvironment(Protocol):
         self, ref: Ref, *, cascade: bool = False, dropped: dict[GlobalId, Any] | None = None
     ) -> list[GlobalId]: ...
 
+    async def drop_many(
+        self,
+        refs: Sequence[Ref],
+        *,
+        cascade: bool = False,
+        dropped: dict[GlobalId, Any] | None = None,
+    ) -> list[GlobalId]: ...
+
     async def set_read_policy(self, ref: Ref, policy: ReadPolicy) -> None: ...
 
-    async def append_many(self, batches: Iterable[tuple[Ref, Iterable[Any]]]) -> int: ...
+    def ddl_transaction(self) -> AbstractAsyncContextManager[None]: ...
+
+    async def append_many(
+        self, batches: Iterable[tuple[Ref, Iterable[Any]]], *, request_id: str | None = None
+    ) -> int: ...
 
     async def peek(
         self,
@@ -411,11 +427,15 @@ async def read_rows(
         ) from e
 
 
-async def run_statement(env: SqlEnvironment, stmt: Statement, params: list[Any]) -> SqlResult:
+async def run_statement(
+    env: SqlEnvironment, stmt: Statement, params: list[Any], *, request_id: str | None = None
+) -> SqlResult:
     """Run one parsed statement (the session layer's way in: no transaction of its own); a
-    failed read, or what the catalog refuses, is the SQL error a client sees."""
+    failed read, or what the catalog refuses, is the SQL error a client sees. ``request_id``
+    makes a write (``INSERT``, ``UPDATE``, ``DELETE``) idempotent (see
+    :meth:`~tidegate.runtime.environment.Environment.append_many`)."""
     try:
-        return await _run(env, stmt, params)
+        return await _run(env, stmt, params, request_id)
     except PeekFailed as e:
         raise _peek_error(e) from e
     except (InvalidCatalogOp, UnknownCatalogObject) as e:
@@ -433,7 +453,18 @@ def _peek_error(e: PeekFailed) -> SqlError:
     return data_error(e.message)
 
 
-async def _run(env: SqlEnvironment, stmt: Statement, params: list[Any]) -> SqlResult:
+def check_params(sql: str, params: Sequence[Any] | None) -> None:
+    """[CharacterNotInRepertoire] for a parameter holding text that is not Unicode scalar values."""
+    for n, p in enumerate(params or (), start=1):
+        if find_invalid_text(p) is not None:
+            raise CharacterNotInRepertoire(
+                f'invalid byte sequence for encoding "UTF8" in parameter ${n}', sql=sql
+            )
+
+
+async def _run(
+    env: SqlEnvironment, stmt: Statement, params: list[Any], request_id: str | None = None
+) -> SqlResult:
     cat = EnvCatalog(env)
     if isinstance(stmt, SelectStmt):
         return await _select(env, cat, stmt, params)
@@ -471,7 +502,7 @@ async def _run(env: SqlEnvironment, stmt: Statement, params: list[Any]) -> SqlRe
     if isinstance(stmt, CreateIndexStmt):
         return await _create_index(env, cat, stmt, params)
     if isinstance(stmt, InsertStmt | DeleteStmt | UpdateStmt):
-        return await _write(env, cat, stmt, params)
+        return await _write(env, cat, stmt, params, request_id)
     if isinstance(stmt, DropStmt):
         return await _drop(env, cat, stmt)
     if isinstance(stmt, AlterRetainHistoryStmt):
@@ -778,6 +809,7 @@ async def subscribe_sql(
     """``SUBSCRIBE [TO] name | (query) [AS OF t]``: the subscribe's batches, as an async iterator
     (:class:`~tidegate.runtime.controller.streams.Subscription`; close it to drop it)."""
     stmt = parse_one(sql)
+    check_params(sql, params)
     if not isinstance(stmt, SubscribeStmt | SelectStmt):
         raise SqlError("subscribe_sql takes a SUBSCRIBE statement or a query")
     low = lower_query(stmt.query, EnvCatalog(env), list(params or ()), stmt.sql)
@@ -894,17 +926,20 @@ async def _create_index(
 async def _drop(env: SqlEnvironment, cat: EnvCatalog, stmt: DropStmt) -> SqlResult:
     word = f"DROP {_KIND_WORDS[stmt.kind].upper()}"
     notices = []
-    for name in stmt.names:
+    items: list[CatalogItem] = []
+    for name in stmt.names:  # every name is checked before anything is dropped
         item = cat.resolve(name)
         if item is None:
             if stmt.if_exists:
                 notices.append(f'{_KIND_WORDS[stmt.kind]} "{name}" does not exist, skipping')
                 continue
             _object(cat, name, stmt.kind)
-        item = _object(cat, name, stmt.kind)
-        try:
-            await env.drop(item.id, cascade=stmt.cascade)
+        items.append(_object(cat, name, stmt.kind))
+    if items:
+        try:  # all of them or none: one catalog change
+            await env.drop_many([i.id for i in items], cascade=stmt.cascade)
         except HasDependents as e:
+            item = next((i for i in items if i.id == e.id), items[0])
             raise _has_dependents(cat, item, e) from None
     return SqlResult(word, notice="\n".join(notices) or None)
 
@@ -980,11 +1015,12 @@ async def _write(
     cat: EnvCatalog,
     stmt: InsertStmt | DeleteStmt | UpdateStmt,
     params: list[Any],
+    request_id: str | None = None,
 ) -> SqlResult:
     table, updates, status = await plan_write(env, cat, stmt, params)
     if not updates:
         return SqlResult(status)
-    ts = await env.append_many([(table, updates)])
+    ts = await env.append_many([(table, updates)], request_id=request_id)
     return SqlResult(status, time=ts)
 
 

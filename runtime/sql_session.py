@@ -23,7 +23,9 @@ effect at once and only before any read or write of the block; ``UPDATE``
 and ``DELETE`` (a read, then a write) run outside blocks only (25001). After
 an error, the block refuses everything (25P02) until ``ROLLBACK`` (or
 ``COMMIT``, which rolls back). Outside a block every statement commits by
-itself.
+itself, except in a script (a simple query of several statements) of DDL only:
+it is one catalog change or none (:meth:`SqlSession.ddl_script`), so a failure
+midway leaves the catalog and the controller as they were.
 
 **Streams.** ``SUBSCRIBE`` as a statement answers a :class:`RowStream` whose
 rows (``mz_timestamp``, ``mz_diff``, the columns) come as the subscription
@@ -37,6 +39,7 @@ first batch (its snapshot), as before.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
@@ -61,6 +64,7 @@ from tidegate.spec.errors import (
 from tidegate.spec.frontier import Row
 from tidegate.spec.plan import ColumnType, ScalarType
 from tidegate.spec.sql import (
+    AlterRetainHistoryStmt,
     CopyToStmt,
     CreateIndexStmt,
     CreateSinkStmt,
@@ -81,6 +85,12 @@ from tidegate.spec.sql import (
 )
 from tidegate.spec.sql import pgtypes as T
 from tidegate.spec.sql import session as S
+from tidegate.spec.sql.secrets import (
+    ShowSecretsStmt,
+    is_secret_statement,
+    parse_secret_statement,
+    redacted,
+)
 from tidegate.spec.sql.system_catalog import ClusterInfo, Snapshot, relation_names
 
 from .catalog_queries import CatalogEngine, SessionConstants
@@ -88,11 +98,13 @@ from .sql import (
     EnvCatalog,
     SqlEnvironment,
     SqlResult,
+    check_params,
     plan_write,
     read_rows,
     read_time,
     run_statement,
 )
+from .sql_secrets import SecretStatement, run_secret_statement
 
 __all__ = [
     "CopyIn",
@@ -104,10 +116,16 @@ __all__ = [
     "execute",
     "execute_script",
     "server_version",
+    "shown",
 ]
 
 SERVER_VERSION = "9.5.0"
 """What ``server_version`` says: Materialize's, a PostgreSQL version every driver accepts."""
+
+
+def shown(text: str) -> str:
+    """A statement's text as an error may show it: a secret statement's value starred out."""
+    return redacted(text) if is_secret_statement(text) else text
 
 
 def server_version() -> str:
@@ -125,22 +143,33 @@ def mz_version() -> str:
     return f"v0.130.0 (tidegate {__version__})"
 
 
-async def execute(env: SqlEnvironment, sql: str, params: Sequence[Any] | None = None) -> SqlResult:
+async def execute(
+    env: SqlEnvironment,
+    sql: str,
+    params: Sequence[Any] | None = None,
+    *,
+    request_id: str | None = None,
+) -> SqlResult:
     """Run the statement(s) of ``sql`` in a fresh session; the last one's result (``params``
-    fill ``$1``, ``$2``, ...): what :meth:`Environment.execute` does."""
-    results = await execute_script(env, sql, params)
+    fill ``$1``, ``$2``, ...): what :meth:`Environment.execute` does. ``request_id`` makes the
+    write of ``sql`` idempotent (see :meth:`SqlSession.run_script`)."""
+    results = await execute_script(env, sql, params, request_id=request_id)
     if not results:
         return SqlResult("EMPTY")
     return results[-1]
 
 
 async def execute_script(
-    env: SqlEnvironment, sql: str, params: Sequence[Any] | None = None
+    env: SqlEnvironment,
+    sql: str,
+    params: Sequence[Any] | None = None,
+    *,
+    request_id: str | None = None,
 ) -> list[SqlResult]:
     """Run every statement of ``sql`` in order in a fresh session, as those of a wire connection
     or of ``POST /sql`` run: one session semantics. Each one's result; stops at the first
     error."""
-    return await SqlSession(env).run_script(sql, params)
+    return await SqlSession(env).run_script(sql, params, request_id=request_id)
 
 
 # -- session variables ---------------------------------------------------------------------------
@@ -373,6 +402,9 @@ class Prepared:
     params: tuple[T.PgType, ...]
     described: Described | None = None
     catalog_key: object = None
+    secret: SecretStatement | None = None
+    """A secret statement (:mod:`tidegate.spec.sql.secrets`): parsed apart, since its text
+    holds a value that no answer, error or log may show."""
 
     @property
     def empty(self) -> bool:
@@ -543,6 +575,8 @@ class SqlSession:
         if not statements:
             return Prepared(sql, None, None, tuple(t or T.TEXT for t in _declared(param_oids)))
         text = statements[0][0]
+        if is_secret_statement(text):
+            return Prepared(text, None, None, (), secret=parse_secret_statement(text))
         classified = S.classify(text, self.names())
         statement: Statement | None = None
         if isinstance(classified, S.Passthrough):
@@ -618,7 +652,9 @@ class SqlSession:
         types: tuple[T.PgType, ...] = ()
         c = prepared.classified
         stmt = prepared.statement
-        if isinstance(c, S.CatalogQuery):
+        if isinstance(prepared.secret, ShowSecretsStmt):
+            cols, types = ("name",), (T.TEXT,)
+        elif isinstance(c, S.CatalogQuery):
             res = self._catalog(c.sql, [], describe=len(prepared.params))
             cols, types = res.columns, res.pg_types or ()
         elif isinstance(c, S.Show):
@@ -650,37 +686,88 @@ class SqlSession:
 
     # -- running --------------------------------------------------------------------------------
 
-    async def run_script(self, sql: str, params: Sequence[Any] | None = None) -> list[SqlResult]:
+    async def run_script(
+        self, sql: str, params: Sequence[Any] | None = None, *, request_id: str | None = None
+    ) -> list[SqlResult]:
         """Every statement of ``sql`` (the simple query protocol without a wire): each one's
-        result; a stream answers its first batch. Stops at the first error."""
+        result; a stream answers its first batch. Stops at the first error.
+
+        ``request_id`` makes the write of ``sql`` idempotent (see
+        :meth:`~tidegate.runtime.environment.Environment.append_many`): ``sql`` must then be
+        exactly one ``INSERT``, ``UPDATE`` or ``DELETE`` outside a transaction block
+        [InvalidParameterValue]."""
         statements = split_statements(sql)
         if params and len(statements) > 1:
             raise SqlError("parameters need exactly one statement")
+        if request_id is not None:
+            self._check_idempotent(statements)
         out: list[SqlResult] = []
-        for text, _offset in statements:
-            try:
-                prepared = self.prepare(text)
-                outcome = await self.execute(prepared, list(params or ()))
-                out.append(await _collect(self, outcome))
-            except SqlError as e:
-                self.fail()
-                raise e.located(text) from None
-            except Exception:
-                self.fail()
-                raise
+        text = sql
+        try:
+            async with self.ddl_script(statements):
+                for text, _offset in statements:
+                    prepared = self.prepare(text)
+                    outcome = await self.execute(
+                        prepared, list(params or ()), request_id=request_id
+                    )
+                    out.append(await _collect(self, outcome))
+        except SqlError as e:
+            self.fail()
+            raise e.located(shown(text)) from None
+        except Exception:
+            self.fail()
+            raise
         return out
 
-    async def execute(self, prepared: Prepared, params: Sequence[Any]) -> Outcome:
+    def ddl_script(
+        self, statements: Sequence[tuple[str, int]]
+    ) -> contextlib.AbstractAsyncContextManager[None]:
+        """The implicit transaction of a script: for several statements outside a block that
+        all change the catalog (``CREATE``, ``DROP``, ``ALTER``, secrets), the environment's
+        DDL transaction (one catalog change when the body ends, none if it raises); else
+        nothing. [SqlError: a statement of such a script that does not parse, before anything
+        runs]."""
+        if len(statements) < 2 or (self._tx is not None and self._tx.explicit):
+            return contextlib.nullcontext()
+        failure: SqlError | None = None
+        for text, _offset in statements:
+            try:
+                if not _changes_catalog(self.prepare(text)):
+                    return contextlib.nullcontext()
+            except SqlError as e:
+                failure = failure or e.located(shown(text))
+        if failure is not None:  # the others are DDL: none of them runs
+            raise failure
+        return self.env.ddl_transaction()
+
+    def _check_idempotent(self, statements: list[tuple[str, int]]) -> None:
+        """[InvalidParameterValue] unless ``statements`` are one write a request id can name."""
+        ok = len(statements) == 1 and (self._tx is None or not self._tx.explicit)
+        if ok:
+            stmt = self.prepare(statements[0][0]).statement
+            ok = isinstance(stmt, InsertStmt | UpdateStmt | DeleteStmt)
+        if not ok:
+            raise InvalidParameterValue(
+                "a request id makes one write idempotent: give it one INSERT, UPDATE or DELETE"
+            )
+
+    async def execute(
+        self, prepared: Prepared, params: Sequence[Any], *, request_id: str | None = None
+    ) -> Outcome:
         """Run ``prepared`` with ``params`` (Python values) [SqlError and the runtime's errors;
-        the caller calls :meth:`fail` on an error]."""
+        the caller calls :meth:`fail` on an error]; ``request_id`` makes a write outside a
+        transaction block idempotent."""
         if prepared.empty:
             return SqlResult("EMPTY")
+        check_params(prepared.sql, params)
         c = prepared.classified
         tx = self._tx
         if tx is not None and tx.failed and not isinstance(c, S.Commit | S.Rollback):
             raise InFailedSqlTransaction()
         if isinstance(c, S.Begin | S.Commit | S.Rollback | S.SetTransaction):
             return await self._transaction_statement(c)
+        if prepared.secret is not None:
+            return await self._secret(prepared.secret)
         if isinstance(c, S.SetVariable):
             self._set(c.name, c.value)
             return SqlResult("SET")
@@ -736,7 +823,23 @@ class SqlSession:
         stmt = prepared.statement
         assert stmt is not None
         self._progress_flag = _progress(prepared)
-        return await self._run_parsed(stmt, list(params))
+        return await self._run_parsed(stmt, list(params), request_id=request_id)
+
+    async def _secret(self, stmt: SecretStatement) -> SqlResult:
+        """A secret statement: DDL (so, in a block, only before any read or write), except
+        ``SHOW SECRETS``; an error about it carries its text with the value starred out."""
+        tx = self._tx
+        if tx is not None and tx.explicit and not isinstance(stmt, ShowSecretsStmt):
+            if tx.kind in ("read", "write") or tx.read_only:
+                raise _unsupported_tx(stmt.sql.split()[0].upper() + " SECRET")
+            tx.kind = "ddl"
+        try:
+            answer = await run_secret_statement(self.env, stmt)  # type: ignore[arg-type]
+        except SqlError as e:
+            raise e.located(redacted(stmt.sql)) from None
+        if answer.names is None:
+            return SqlResult(answer.status, notice=answer.notice)
+        return _text_rows(("name",), [(n,) for n in answer.names], "SHOW")
 
     async def _transaction_statement(self, c: Any) -> SqlResult:
         tx = self._tx
@@ -845,7 +948,14 @@ class SqlSession:
 
     # -- statements of the front end ------------------------------------------------------------
 
-    async def _run_parsed(self, stmt: Statement, params: list[Any], dry: bool = False) -> Outcome:
+    async def _run_parsed(
+        self,
+        stmt: Statement,
+        params: list[Any],
+        dry: bool = False,
+        *,
+        request_id: str | None = None,
+    ) -> Outcome:
         tx = self._tx
         explicit = tx is not None and tx.explicit
         if isinstance(stmt, SubscribeStmt) and not dry:
@@ -865,7 +975,7 @@ class SqlSession:
                     stmt = replace(stmt, as_of=await self._read_ts(stmt, params))
             return await self._select(stmt, params)
         if not explicit or dry:
-            return await run_statement(self.env, stmt, params)
+            return await run_statement(self.env, stmt, params, request_id=request_id)
         assert tx is not None
         if isinstance(stmt, InsertStmt):
             if tx.kind == "read" or tx.read_only:
@@ -1128,6 +1238,22 @@ def _text_rows(columns: tuple[str, ...], rows: list[Row], status: str) -> SqlRes
         tuple(ColumnType(ScalarType.STRING, False) for _ in columns),
         rows,
     )
+
+
+def _changes_catalog(prepared: Prepared) -> bool:
+    """Whether ``prepared`` is DDL (a statement that changes the catalog and nothing else)."""
+    if prepared.secret is not None:
+        return not isinstance(prepared.secret, ShowSecretsStmt)
+    ddl = (
+        CreateTableStmt,
+        CreateViewStmt,
+        CreateIndexStmt,
+        CreateSourceStmt,
+        CreateSinkStmt,
+        DropStmt,
+        AlterRetainHistoryStmt,
+    )
+    return isinstance(prepared.classified, S.Passthrough) and isinstance(prepared.statement, ddl)
 
 
 def _is_text_result(stmt: Statement) -> bool:

@@ -71,7 +71,15 @@ from tidegate.spec.storage import SinceChanged, UpperChanged
 from .clients import Clients
 from .controller import ControllerProcess
 from .copy_to import CopyToChecker
-from .history import ReferenceModel, Violation, Windows, judge_peek, row_in, subscription_id
+from .history import (
+    ReferenceModel,
+    Violation,
+    Windows,
+    appended,
+    judge_peek,
+    row_in,
+    subscription_id,
+)
 from .progress import ReplicaProgress, time_of
 from .promises import Promises
 from .quiescence import check_quiescence
@@ -846,6 +854,22 @@ class Checker:
                         "drops_clean_up", f"replica {name} still runs dropped {gid} at the end"
                     )
 
+    def _check_request_ids(self) -> None:
+        """Appends that share a request id (an unknown outcome and its retries) are one append:
+        it took effect at most once, at one time (the retry answers the original's)."""
+        times: dict[str, set[int]] = {}
+        for ev in self.history.ops("append"):
+            rid = ev.get("request_id")
+            if rid is not None and ev.get("time") is not None and appended(ev):
+                times.setdefault(rid, set()).add(int(ev["time"]))
+        for rid, at in sorted(times.items()):
+            if len(at) > 1:
+                self.violate(
+                    "idempotent_appends",
+                    f"the append with request id {rid!r} was applied {len(at)} times: at "
+                    f"{sorted(at)}",
+                )
+
     # -- appends whose outcome was unknown ----------------------------------------------------------
     def resolve_in_doubt(self) -> None:
         """Decide each ``info`` append from the disk: landed whole at one time, or not at all."""
@@ -901,6 +925,7 @@ class Checker:
                     bucket = leftover[(table, chosen)]
                     for k, n in want.items():
                         bucket[k] -= n
+        self._check_request_ids()
         for (table, t), bucket in sorted(leftover.items()):
             extra = +bucket
             if extra:

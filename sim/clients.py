@@ -145,6 +145,9 @@ class Clients:
         self.setting_up = False
         self.peek_count = 0
         self.append_count = 0
+        self.unsettled: dict[str, list[tuple[str, list[tuple[Row, int]]]]] = {}
+        """Appends with a request id whose outcome is unknown, by id: retried, with the same
+        id, before the next append (an idempotent retry is never applied twice)."""
         self.untyped: list[str] = []
 
     # -- schedule -----------------------------------------------------------------------------
@@ -398,19 +401,47 @@ class Clients:
         return tuple(out)
 
     async def _do_append(self, env: Environment, args: Mapping[str, Any]) -> None:
+        for unknown, earlier in list(self.unsettled.items()):  # settle unknown outcomes first
+            await self._append(env, earlier, unknown, retry=True)
         batches = [(str(t), [(tuple(r), int(d)) for r, d in rows]) for t, rows in args["batches"]]
         known = [(t, rows) for t, rows in batches if t in self.table_ids]
         if not known:
             return
+        # Every other one-table append carries a request id (no draw: plans replay as before).
+        rid = f"a{self.append_count}" if len(known) == 1 and self.append_count % 2 == 0 else None
+        await self._append(env, known, rid)
+
+    async def _append(
+        self,
+        env: Environment,
+        known: list[tuple[str, list[tuple[Row, int]]]],
+        rid: str | None,
+        retry: bool = False,
+    ) -> None:
+        """One append (or, ``retry``, an unknown one again, with its request id ``rid``)."""
+        fields: dict[str, Any] = {} if rid is None else {"request_id": rid, "retry": retry}
         ev = self.history.invoke(
             "append",
             self.world.kernel.now_ms,
             batches=[
                 [str(self.table_ids[t]), [[row_out(r), d] for r, d in rows]] for t, rows in known
             ],
+            **fields,
         )
-        self.append_count += 1
-        ok, ts = await self._call(ev, lambda: env.append_many(known))
+        if not retry:
+            self.append_count += 1
+        if rid is None:
+            ok, ts = await self._call(ev, lambda: env.append_many(known))
+        else:
+            if retry:
+                self.world.count("append_retried_with_request_id")
+            try:
+                ok, ts = await self._call(ev, lambda: env.append_many(known, request_id=rid))
+            finally:  # the controller may have died in the call: then its outcome is unknown
+                if ev["status"] == "info":
+                    self.unsettled[rid] = known
+                else:
+                    self.unsettled.pop(rid, None)
         if ok:
             ev["time"] = ts
             for t, rows in known:

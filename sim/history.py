@@ -20,7 +20,8 @@ scenario (so a real run's history is checked by the same code):
   Materialize's strict serializability, checked as real-time order;
 * a subscribe starts (its first batch's lower) in that same window, its
   batches are gap-free and accumulate to the reference at every upper;
-* an append acknowledged before another started has the smaller timestamp;
+* an append acknowledged before another started has the smaller timestamp
+  (a retry with a request id answers its original's time: it is exempt);
 * a peek has one outcome; expected refusals are typed refusals.
 
 An append whose outcome is unknown counts as landed at its ``time`` if the
@@ -544,7 +545,7 @@ def check_history(history: ClientHistory, scenario: Scenario) -> list[Violation]
             continue
         if e["status"] == "ok":
             windows.ack(int(e["complete"]), int(e["time"]))
-        if appended(e):
+        if appended(e) and not e.get("retry"):  # a retry wrote nothing new after it started
             windows.started(int(e["invoke"]), int(e["time"]))
     answered = sorted(
         (e for e in history.ops("peek") if e["status"] == "ok" and "rows" in e),
@@ -585,7 +586,7 @@ def _check_appends(history: ClientHistory) -> list[Violation]:
             cur = (ts, n)
         best.append(cur)
     for e in history.ops("append"):
-        if e["status"] != "ok":
+        if e["status"] != "ok" or e.get("retry"):  # a retry answers its original's time
             continue
         k = bisect.bisect_left(done_at, int(e["invoke"]))
         if k and best[k - 1][0] >= int(e["time"]):

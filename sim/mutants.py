@@ -1049,11 +1049,15 @@ def _records_unsealed_patch() -> AbstractContextManager[None]:
 
 
 def _catalog_missing_ignored_patch() -> AbstractContextManager[None]:
-    """An open without a catalog record starts an empty environment even though shards exist
-    (and so takes them for garbage)."""
+    """An open without a catalog record starts an empty environment even though the store holds
+    data: every table and view vanishes from reads (the shards themselves are kept by the second
+    defence, which finalizes only what a catalog recorded as dropped)."""
     from tidegate.runtime.environment import _opening
 
-    return _replaced(_opening, "refuse_without_catalog", lambda catalog, keys: None)
+    async def refuse(store: Any, key: str, shard_ids: Any, retry: Any) -> None:
+        return None
+
+    return _replaced(_opening, "_refuse_without_catalog", refuse)
 
 
 def _ceased_read_waits_patch() -> AbstractContextManager[None]:
@@ -1316,7 +1320,7 @@ _ALL += [
     ),
     Mutant(
         "catalog_missing_ignored",
-        "an open that finds no catalog record but shards starts empty and finalizes them",
+        "an open that finds no catalog record but data starts empty: its tables vanish",
         _catalog_missing_ignored_patch,
         scenario="damaged",
     ),

@@ -511,6 +511,27 @@ async def test_refusals_keep_their_type_and_change_nothing(
         tg.cancel_scope.cancel()
 
 
+@pytest.mark.anyio
+async def test_an_unknown_outcome_is_answered_504_not_as_a_refusal() -> None:
+    """An append the controller could not tell the outcome of is neither 200 nor a 4xx refusal:
+    504 ``AppendOutcomeUnknown`` (a retry with the same Idempotency-Key tells which)."""
+    from tidegate.commands.control import Refusal
+    from tidegate.runtime.errors import AppendOutcomeUnknown
+
+    env = ScriptedEnvironment()
+
+    async def unknown(*args: Any, **kwargs: Any) -> int:
+        raise AppendOutcomeUnknown("a newer controller took over while it was written")
+
+    env.append = unknown  # type: ignore[method-assign]
+    service = ControlService(env)
+    with pytest.raises(Refusal) as r:
+        await service.handle(
+            "POST", "/append", {"table": "orders", "rows": [["ann", 1, None, None]]}
+        )
+    assert (r.value.status, r.value.type) == (504, "AppendOutcomeUnknown")
+
+
 def test_commands_without_a_controller_say_how_to_start_one(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

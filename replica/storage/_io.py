@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tidegate.runtime.storage import ShardStore
+from tidegate.spec.storage.connections import redact_passwords
 
 from ..host import ServiceHost
 from .events import IOEvent
@@ -44,5 +45,6 @@ class IOContext:
 
 
 def describe(e: BaseException) -> str:
-    """``"ErrorClass: message"``: how an error reaches statuses and logs."""
-    return f"{type(e).__name__}: {e}"
+    """``"ErrorClass: message"``: how an error reaches statuses and logs (any password a
+    connection in it carries starred out: the reader's connection holds its secret's value)."""
+    return redact_passwords(f"{type(e).__name__}: {e}")

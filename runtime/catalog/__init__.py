@@ -36,6 +36,10 @@ Rules (checked by :func:`apply_op`, each a typed error from
   on it. System collections (status history and statistics of sources and
   sinks, system ids ``s1``...) are created once and never dropped. The storage
   instance's replica is recorded once something needs it: managed, or an address.
+* A secret is a name for a password kept apart from the catalog (only its name
+  and id are recorded): a PostgreSQL source's or an Iceberg sink's connection
+  names one (``password_secret``), and depends on it; a connection URL that
+  holds a password itself is refused.
 * Dropping an object others read is refused (:class:`HasDependents`) unless
   ``cascade=True``, which drops every transitive dependent too. A drop
   removes the dropped objects' read policies.
@@ -58,6 +62,7 @@ from ._codec import (
     connection_to_dict,
     decode_catalog,
     encode_catalog,
+    has_password,
     policy_from_dict,
     policy_to_dict,
 )
@@ -71,6 +76,7 @@ from ._entries import (
     MaterializedViewEntry,
     ProgressEntry,
     ReplicaEntry,
+    SecretEntry,
     SinkEntry,
     SourceEntry,
     StorageEntry,
@@ -85,6 +91,7 @@ from ._ops import (
     CreateIndex,
     CreateMaterializedView,
     CreateReplica,
+    CreateSecret,
     CreateSink,
     CreateSource,
     CreateSystemCollection,
@@ -114,6 +121,7 @@ __all__ = [
     "CreateIndex",
     "CreateMaterializedView",
     "CreateReplica",
+    "CreateSecret",
     "CreateSink",
     "CreateSource",
     "CreateSystemCollection",
@@ -127,6 +135,7 @@ __all__ = [
     "ProgressEntry",
     "ReplicaEntry",
     "RestorePlan",
+    "SecretEntry",
     "SetDefinition",
     "SetReadPolicy",
     "SetStorageReplica",
@@ -146,6 +155,7 @@ __all__ = [
     "dataflow_for",
     "decode_catalog",
     "encode_catalog",
+    "has_password",
     "policy_from_dict",
     "policy_to_dict",
     "restore_plan",

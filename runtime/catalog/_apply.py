@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 
-from tidegate.spec.errors import InvalidUsage, PlanError
+from tidegate.spec.errors import InvalidText, InvalidUsage, PlanError
 from tidegate.spec.frontier.read_policy import ReadPolicy
 from tidegate.spec.ids import GlobalId
 from tidegate.spec.plan import Schema, gets, typecheck
@@ -24,6 +24,7 @@ from tidegate.spec.storage.connections import (
 )
 from tidegate.spec.storage.introspection import MANAGED_KINDS
 from tidegate.spec.storage.loadgen import loadgen_schema
+from tidegate.spec.text import find_invalid_text, surrogate_at, surrogate_text
 
 from ..errors import (
     DuplicateCatalogId,
@@ -32,7 +33,7 @@ from ..errors import (
     InvalidCatalogOp,
     UnknownCatalogObject,
 )
-from ._codec import policy_to_dict
+from ._codec import has_password, policy_to_dict
 from ._entries import (
     STORAGE_ENTRIES,
     STORAGE_REPLICA,
@@ -42,6 +43,7 @@ from ._entries import (
     MaterializedViewEntry,
     ProgressEntry,
     ReplicaEntry,
+    SecretEntry,
     SinkEntry,
     SourceEntry,
     StorageReplicaEntry,
@@ -55,6 +57,7 @@ from ._ops import (
     CreateIndex,
     CreateMaterializedView,
     CreateReplica,
+    CreateSecret,
     CreateSink,
     CreateSource,
     CreateSystemCollection,
@@ -88,9 +91,9 @@ def _check_name(name: object, what: str) -> str:
     return name
 
 
-def _objects(state: CatalogState) -> tuple[Entry | ViewEntry | SinkEntry, ...]:
-    """Every named object: collections, views and sinks."""
-    return (*state.entries(), *state.views, *state.sinks)
+def _objects(state: CatalogState) -> tuple[Entry | ViewEntry | SinkEntry | SecretEntry, ...]:
+    """Every named object: collections, views, sinks and secrets."""
+    return (*state.entries(), *state.views, *state.sinks, *state.secrets)
 
 
 def _check_fresh(state: CatalogState, id: object) -> GlobalId:
@@ -120,10 +123,11 @@ _KINDS: dict[type, str] = {
     ProgressEntry: "progress collection",
     SystemCollectionEntry: "system collection",
     SinkEntry: "sink",
+    SecretEntry: "secret",
 }
 
 
-def _kind(e: Entry | ViewEntry | SinkEntry) -> str:
+def _kind(e: Entry | ViewEntry | SinkEntry | SecretEntry) -> str:
     return _KINDS[type(e)]
 
 
@@ -131,7 +135,7 @@ def _check_object(state: CatalogState, id: object, what: str) -> GlobalId:
     """``id``, the id of a collection, a view or a sink of the catalog."""
     if not isinstance(id, GlobalId):
         raise InvalidCatalogOp(f"{what} must be a GlobalId, got {id!r}")
-    if state.view(id) is None and state.sink(id) is None:
+    if state.view(id) is None and state.sink(id) is None and state.secret(id) is None:
         state.get(id)
     return id
 
@@ -154,7 +158,7 @@ def _check_plan(state: CatalogState, plan: object, what: str) -> Schema:
 
 
 def _with_entry(
-    state: CatalogState, e: Entry | ViewEntry | SinkEntry | SystemCollectionEntry
+    state: CatalogState, e: Entry | ViewEntry | SinkEntry | SystemCollectionEntry | SecretEntry
 ) -> CatalogState:
     key = _by_id
     if isinstance(e, SystemCollectionEntry):  # a system id: the user ids go on as they were
@@ -169,6 +173,9 @@ def _with_entry(
         return replace(state, progress=progress, next_user_id=nxt)
     if isinstance(e, SinkEntry):
         return replace(state, sinks=tuple(sorted((*state.sinks, e), key=key)), next_user_id=nxt)
+    if isinstance(e, SecretEntry):
+        secrets = tuple(sorted((*state.secrets, e), key=key))
+        return replace(state, secrets=secrets, next_user_id=nxt)
     if isinstance(e, ViewEntry):
         return replace(state, views=tuple(sorted((*state.views, e), key=key)), next_user_id=nxt)
     if isinstance(e, TableEntry):
@@ -179,12 +186,17 @@ def _with_entry(
     return replace(state, materialized_views=mvs, next_user_id=nxt)
 
 
-def _by_id(e: Entry | ViewEntry | SinkEntry) -> tuple[int, int]:
+def _by_id(e: Entry | ViewEntry | SinkEntry | SecretEntry) -> tuple[int, int]:
     return e.id.sort_key
 
 
 def apply_op(state: CatalogState, op: CatalogOp) -> CatalogState:
     """``state`` after ``op``; raises a typed error (see the module docstring) if ``op`` is invalid."""
+    bad = find_invalid_text(op)  # names, columns, plans, definitions, connections
+    if bad is not None:
+        at = surrogate_at(bad)
+        where = "" if at is None else f": {surrogate_text(bad, at)}"
+        raise InvalidText(f"{type(op).__name__} holds text that is not valid Unicode{where}")
     if isinstance(op, CreateTable):
         name = _check_name(op.name, "table")
         gid = _check_fresh(state, op.id)
@@ -230,6 +242,11 @@ def apply_op(state: CatalogState, op: CatalogOp) -> CatalogState:
             if not isinstance(v, GlobalId) or state.view(v) is None:
                 raise UnknownCatalogObject(f"view {name!r} is defined on {v!r}, not a view")
         return _with_entry(state, ViewEntry(name, gid, op.plan, op.views))
+    if isinstance(op, CreateSecret):
+        name = _check_name(op.name, "secret")
+        gid = _check_fresh(state, op.id)
+        _check_new_name(state, name)
+        return _with_entry(state, SecretEntry(name, gid))
     if isinstance(op, CreateSource):
         return _create_source(state, op)
     if isinstance(op, CreateSink):
@@ -358,6 +375,7 @@ def _drop(state: CatalogState, op: Drop) -> CatalogState:
         sources=tuple(e for e in state.sources if e.id not in doomed),
         progress=tuple(e for e in state.progress if e.id not in doomed),
         sinks=tuple(e for e in state.sinks if e.id not in doomed),
+        secrets=tuple(e for e in state.secrets if e.id not in doomed),
         read_policies=tuple(kv for kv in state.read_policies if kv[0] not in doomed),
         definitions=tuple(kv for kv in state.definitions if kv[0] not in doomed),
     )
@@ -400,6 +418,7 @@ def _create_source(state: CatalogState, op: CreateSource) -> CatalogState:
             value = getattr(conn, field)
             if not isinstance(value, str) or not value:
                 raise InvalidCatalogOp(f"source {name!r}: the {field} must be a non-empty string")
+        _check_password(state, conn.url, conn.password_secret, f"source {name!r}")
         for other in state.sources:
             c = other.connection
             if isinstance(c, PostgresSource) and c.url == conn.url and c.slot == conn.slot:
@@ -442,7 +461,22 @@ def _create_sink(state: CatalogState, op: CreateSink) -> CatalogState:
         raise InvalidCatalogOp(
             f"sink {name!r}: not a sink connection (IcebergSink): {op.connection!r}"
         )
+    if isinstance(op.connection, IcebergSink):
+        c = op.connection
+        _check_password(state, c.catalog_url, c.password_secret, f"sink {name!r}")
     return _with_entry(state, SinkEntry(name, gid, op.from_id, op.connection))
+
+
+def _check_password(state: CatalogState, url: str, secret: str | None, what: str) -> None:
+    """A connection's password comes from a secret the catalog has, never from its URL: the
+    URL is stored and shown (SHOW CREATE, describe, status), a secret's value is not."""
+    if has_password(url):
+        raise InvalidCatalogOp(
+            f"{what}: the connection URL holds a password, which would be stored and shown in "
+            "clear: CREATE SECRET name AS '...' and give PASSWORD SECRET name instead"
+        )
+    if secret is not None and state.secret(secret) is None:
+        raise UnknownCatalogObject(f"{what}: no secret named {secret!r} (CREATE SECRET it first)")
 
 
 def _create_system_collection(state: CatalogState, op: CreateSystemCollection) -> CatalogState:

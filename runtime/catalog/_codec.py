@@ -4,16 +4,21 @@ One format version (:data:`CATALOG_FORMAT_VERSION`) is written; it and the
 older ones are read (a version-1 catalog has no views, a version-2 one no
 sources, sinks, system collections or storage replica). Plans and schemas go
 through the spec's plan serde; source and sink connections are plain objects
-tagged with their ``type``. Decoding anything else -- a newer version, a
-truncated or hand-edited document -- is a
+tagged with their ``type``. The JSON is sealed with its SHA-256
+(:mod:`tidegate.runtime.sealed`, as shard records are), so bit rot or a hand
+edit that still parses is refused; a record written before sealing is read
+as it is. Decoding anything else -- a newer version, a truncated or edited
+document, a checksum that does not match -- is a
 :class:`~tidegate.runtime.errors.CatalogDecodeError`, never a partial state.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 from tidegate.spec.errors import InvalidId, PlanError
 from tidegate.spec.frontier import Antichain
@@ -45,6 +50,7 @@ from ._entries import (
     MaterializedViewEntry,
     ProgressEntry,
     ReplicaEntry,
+    SecretEntry,
     SinkEntry,
     SourceEntry,
     StorageReplicaEntry,
@@ -59,6 +65,7 @@ __all__ = [
     "connection_to_dict",
     "decode_catalog",
     "encode_catalog",
+    "has_password",
     "policy_from_dict",
     "policy_to_dict",
 ]
@@ -67,6 +74,23 @@ CATALOG_FORMAT_VERSION = 3
 """The version of the JSON document :func:`encode_catalog` writes; :func:`decode_catalog` reads
 it, version 2 (before sources, sinks and system collections) and version 1 (before views and
 definitions)."""
+
+
+_CONNINFO_PASSWORD = re.compile(r"(?:^|\s)password\s*=", re.IGNORECASE)
+
+
+def has_password(url: str) -> bool:
+    """Whether a connection URL (libpq URL or conninfo, SQLAlchemy URL) carries a password: in
+    its netloc (``user:pw@host``), as a ``password=`` query parameter, or a conninfo keyword."""
+    if _CONNINFO_PASSWORD.search(url):
+        return True
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return False
+    if parts.password is not None:
+        return True
+    return any(k.lower() == "password" for k in parse_qs(parts.query, keep_blank_values=True))
 
 
 def connection_to_dict(c: SourceConnection | StorageSinkConnection) -> dict[str, Any]:
@@ -81,20 +105,26 @@ def connection_to_dict(c: SourceConnection | StorageSinkConnection) -> dict[str,
             "rows_per_tick": c.rows_per_tick,
         }
     if isinstance(c, PostgresSource):
-        return {
+        out: dict[str, Any] = {
             "type": "postgres",
             "url": c.url,
             "table": c.table,
             "publication": c.publication,
             "slot": c.slot,
         }
+        if c.password_secret is not None:  # the secret's name; its value is kept apart
+            out["password_secret"] = c.password_secret
+        return out
     if isinstance(c, IcebergSink):
-        return {
+        out = {
             "type": "iceberg",
             "catalog_url": c.catalog_url,
             "warehouse": c.warehouse,
             "table": c.table,
         }
+        if c.password_secret is not None:
+            out["password_secret"] = c.password_secret
+        return out
     if isinstance(c, SimulatedSource):
         return {"type": "simulated_source", "name": c.name}
     if isinstance(c, SimulatedSink):
@@ -114,12 +144,22 @@ def connection_from_dict(d: Mapping[str, Any]) -> SourceConnection | StorageSink
             None if cardinality is None else _int(cardinality),
             _int(d["rows_per_tick"]),
         )
+    secret = d.get("password_secret")
     if kind == "postgres":
         return PostgresSource(
-            _text(d["url"]), _text(d["table"]), _text(d["publication"]), _text(d["slot"])
+            _text(d["url"]),
+            _text(d["table"]),
+            _text(d["publication"]),
+            _text(d["slot"]),
+            None if secret is None else _text(secret),
         )
     if kind == "iceberg":
-        return IcebergSink(_text(d["catalog_url"]), _text(d["warehouse"]), _text(d["table"]))
+        return IcebergSink(
+            _text(d["catalog_url"]),
+            _text(d["warehouse"]),
+            _text(d["table"]),
+            None if secret is None else _text(secret),
+        )
     if kind == "simulated_source":
         return SimulatedSource(_text(d["name"]))
     if kind == "simulated_sink":
@@ -281,6 +321,8 @@ def encode_catalog(state: CatalogState) -> bytes:
         if state.storage_replica is None
         else {"managed": state.storage_replica.managed, "address": state.storage_replica.address},
     }
+    if state.secrets:  # names and ids only: the values are kept apart (runtime/secrets.py)
+        obj["secrets"] = [{"name": x.name, "id": str(x.id)} for x in state.secrets]
     return seal("catalog", json.dumps(obj, sort_keys=True, separators=(",", ":")).encode())
 
 
@@ -366,6 +408,9 @@ def decode_catalog(data: bytes) -> CatalogState:
             SystemCollectionEntry(_text(x["name"]), GlobalId.parse(x["id"]), _text(x["kind"]))
             for x in obj.get("system_collections", [])
         )
+        secrets = tuple(
+            SecretEntry(_text(x["name"]), GlobalId.parse(x["id"])) for x in obj.get("secrets", [])
+        )
         sr = obj.get("storage_replica")
         storage_replica = (
             None
@@ -388,6 +433,7 @@ def decode_catalog(data: bytes) -> CatalogState:
             sinks,
             system,
             storage_replica,
+            secrets,
         )
     except CatalogDecodeError:
         raise

@@ -29,6 +29,7 @@ __all__ = [
     "MaterializedViewEntry",
     "ProgressEntry",
     "ReplicaEntry",
+    "SecretEntry",
     "SinkEntry",
     "SourceEntry",
     "StorageEntry",
@@ -158,6 +159,20 @@ class SinkEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class SecretEntry:
+    """A secret (Materialize's ``CREATE SECRET``): a name connections refer to for a password.
+
+    The catalog records only its name and id; its value is kept apart, in the
+    environment's secret store (:mod:`tidegate.runtime.secrets`), so nothing
+    printable holds it. A source or sink whose connection names it
+    (``password_secret``) depends on it.
+    """
+
+    name: str
+    id: GlobalId
+
+
+@dataclass(frozen=True, slots=True)
 class StorageReplicaEntry:
     """The storage instance's replica: *managed* (the orchestrator runs ``tidegate replica
     --services storage``) or a process someone else runs at ``address``."""
@@ -222,6 +237,8 @@ class CatalogState:
     system_collections: tuple[SystemCollectionEntry, ...] = ()
     storage_replica: StorageReplicaEntry | None = None
     """The storage instance's replica, once a source or sink needed one (or one was given)."""
+    secrets: tuple[SecretEntry, ...] = ()
+    """The secrets (names and ids; their values are kept apart)."""
     _memo: dict[str, Any] = field(
         default_factory=dict, init=False, repr=False, compare=False, hash=False
     )
@@ -271,6 +288,8 @@ class CatalogState:
             raise UnknownCatalogObject(f"{id} is a view, which has no collection of its own")
         if any(k.id == id for k in self.sinks):
             raise UnknownCatalogObject(f"{id} is a sink, which has no collection of its own")
+        if any(k.id == id for k in self.secrets):
+            raise UnknownCatalogObject(f"{id} is a secret, which has no collection")
         raise UnknownCatalogObject(f"no catalog object with id {id}")
 
     def by_name(self, name: str) -> Entry:
@@ -283,6 +302,8 @@ class CatalogState:
             raise UnknownCatalogObject(f"{name!r} is a view, which has no collection of its own")
         if any(k.name == name for k in self.sinks):
             raise UnknownCatalogObject(f"{name!r} is a sink, which has no collection of its own")
+        if any(k.name == name for k in self.secrets):
+            raise UnknownCatalogObject(f"{name!r} is a secret, which has no collection")
         raise UnknownCatalogObject(f"no catalog object named {name!r}")
 
     def sink(self, ref: str | GlobalId) -> SinkEntry | None:
@@ -310,6 +331,24 @@ class CatalogState:
     def has_storage_objects(self) -> bool:
         """Whether any source or sink exists (then the storage instance needs its replica)."""
         return bool(self.sources or self.sinks)
+
+    def secret(self, ref: str | GlobalId) -> SecretEntry | None:
+        """The secret named ``ref`` (or with id ``ref``), if there is one."""
+        for k in self.secrets:
+            if k.name == ref or k.id == ref:
+                return k
+        return None
+
+    def secret_users(self, name: str) -> tuple[GlobalId, ...]:
+        """The sources and sinks whose connection names secret ``name`` (sorted)."""
+        users: list[GlobalId] = []
+        for e in self.sources:
+            if getattr(e.connection, "password_secret", None) == name:
+                users.append(e.id)
+        for k in self.sinks:
+            if getattr(k.connection, "password_secret", None) == name:
+                users.append(k.id)
+        return tuple(sorted(users, key=lambda g: g.sort_key))
 
     def view(self, ref: str | GlobalId) -> ViewEntry | None:
         """The view named ``ref`` (or with id ``ref``), if there is one."""
@@ -359,7 +398,11 @@ class CatalogState:
         return entry_dependencies(self.view(id) or self.sink(id) or self.get(id))
 
     def dependents(self, id: GlobalId) -> tuple[GlobalId, ...]:
-        """The objects (views and sinks included) that read ``id`` directly (sorted)."""
+        """The objects (views and sinks included) that read ``id`` directly (sorted); of a
+        secret, the sources and sinks whose connection names it."""
+        secret = self.secret(id)
+        if secret is not None:
+            return self.secret_users(secret.name)
         readers = [
             e for e in (*self.entries(), *self.views, *self.sinks) if id in entry_dependencies(e)
         ]

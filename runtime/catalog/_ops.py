@@ -20,6 +20,7 @@ __all__ = [
     "CreateIndex",
     "CreateMaterializedView",
     "CreateReplica",
+    "CreateSecret",
     "CreateSink",
     "CreateSource",
     "CreateSystemCollection",
@@ -133,8 +134,17 @@ class CreateReplica:
 
 
 @dataclass(frozen=True, slots=True)
+class CreateSecret:
+    """Create secret ``name`` as ``id`` (its value goes to the secret store, never here)."""
+
+    name: str
+    id: GlobalId
+
+
+@dataclass(frozen=True, slots=True)
 class Drop:
-    """Drop object ``id`` (and, with ``cascade``, everything that reads it)."""
+    """Drop object ``id`` (and, with ``cascade``, everything that reads it; of a secret,
+    the sources and sinks that use it)."""
 
     id: GlobalId
     cascade: bool = False
@@ -181,5 +191,6 @@ CatalogOp: TypeAlias = (
     | CreateSink
     | CreateSystemCollection
     | SetStorageReplica
+    | CreateSecret
 )
 """Every op :func:`~._apply.apply_op` accepts."""

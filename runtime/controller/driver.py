@@ -92,6 +92,7 @@ from tidegate.spec.compute_replica import RESULT_TOO_LARGE
 from tidegate.spec.controller import Controller, ControllerEffect
 from tidegate.spec.errors import (
     CollectionMissing,
+    InvalidText,
     InvalidUppers,
     RemoteProtocolError,
     ReplicaMissing,
@@ -136,6 +137,7 @@ from tidegate.spec.storage import (
     UpperChanged,
     WriteToShard,
 )
+from tidegate.spec.text import find_invalid_text, is_scalar_text, surrogate_at, surrogate_text
 
 from .errors import (
     CopyToFailed,
@@ -151,7 +153,7 @@ from .storage_links import StorageLinks
 from .streams import EventStream, Subscription
 from .timestamps import MemoryOracle, Oracle
 
-__all__ = ["CollectionError", "ControllerDriver", "ReplicaInfo"]
+__all__ = ["CollectionError", "ControllerDriver", "ReplicaInfo", "sendable"]
 
 log = logging.getLogger(__name__)
 
@@ -204,9 +206,17 @@ class _AppendRequest:
     finished: bool = False
     retries: int = 0
     """Commits it went back to the queue from (see ``_MISMATCH_RETRIES``)."""
+    request_id: str | None = None
+    """The client's request id: recorded with the writes, so a retry is never applied twice."""
+    applied_at: int | None = None
+    """The latest time a share of it was found recorded already (a retry of an applied append)."""
 
     def finish(self, ts: int | None = None, error: BaseException | None = None) -> None:
         self.ts, self.error, self.finished = ts, error, True
+
+    @property
+    def tables(self) -> set[GlobalId]:
+        return {id for id, _ in self.batches}
 
 
 _GATHER_TURNS = 3
@@ -216,6 +226,71 @@ released (see :meth:`ControllerDriver._gather`)."""
 _MISMATCH_RETRIES = 3
 """How many times an append whose commit found every upper moved by another writer (and
 nothing of it landed) goes back to the queue before the mismatch is its answer."""
+
+
+def check_request_id(request_id: object) -> str:
+    """``request_id`` itself if it is 1 to 255 bytes of Unicode text without control
+    characters, else [InvalidRequestId]."""
+    from tidegate.runtime.errors import InvalidRequestId
+
+    if (
+        not isinstance(request_id, str)
+        or not request_id
+        or not is_scalar_text(request_id)
+        or len(request_id.encode()) > 255
+        or not request_id.isprintable()
+    ):
+        raise InvalidRequestId(
+            f"a request id is 1 to 255 bytes of printable Unicode text, got {request_id!r}"
+        )
+    return request_id
+
+
+def _shares(
+    req: _AppendRequest, failed: set[GlobalId], applied: dict[GlobalId, dict[str, int]]
+) -> tuple[set[GlobalId], dict[GlobalId, int], set[GlobalId]]:
+    """What a commit did with each share (table) of ``req``: written now, applied before (its
+    id was recorded already, with the time), lost (not written)."""
+    tables = req.tables
+    landed = tables - failed
+    before: dict[GlobalId, int] = {}
+    if req.request_id is not None:
+        for t in tables & failed:
+            when = applied.get(t, {}).get(req.request_id)
+            if when is not None:
+                before[t] = when
+    return landed, before, tables - landed - set(before)
+
+
+def _unknown(deposed: BaseException | None, lost: Iterable[GlobalId]) -> BaseException:
+    """The :class:`AppendOutcomeUnknown` of an append written (in part or whole) but not
+    acknowledgeable: ``deposed`` says why, else the tables of ``lost`` lost a race."""
+    if isinstance(deposed, EnvironmentFenced):
+        why = f"a newer controller took over while it was written ({deposed})"
+    elif deposed is not None:
+        why = f"it was written, but could not be confirmed: {deposed}"
+    else:
+        why = (
+            f"the write to {sorted(map(str, lost))} lost a race with another writer while the "
+            "rest landed"
+        )
+    return AppendOutcomeUnknown(why, deposed if isinstance(deposed, TidegateError) else None)
+
+
+def sendable(value: object, what: str) -> None:
+    """[InvalidText] if ``value`` holds text no wire can carry (not Unicode scalar values).
+
+    A client call checks what it hands the controller before the controller
+    changes: a command the transport cannot encode would otherwise fail only
+    in a link's sender, after the controller recorded it (see
+    :mod:`tidegate.spec.text`). Every boundary refuses such text earlier; this
+    is the last check before the controller.
+    """
+    bad = find_invalid_text(value)
+    if bad is not None:
+        at = surrogate_at(bad)
+        where = "" if at is None else f": {surrogate_text(bad, at)}"
+        raise InvalidText(f"{what} holds text that is not valid Unicode{where}")
 
 
 class ControllerDriver:
@@ -806,7 +881,10 @@ class ControllerDriver:
         return (await self.append_many([(id, updates)]))[0]
 
     async def append_many(
-        self, batches: Sequence[tuple[GlobalId, Sequence[tuple[Row, int]]]]
+        self,
+        batches: Sequence[tuple[GlobalId, Sequence[tuple[Row, int]]]],
+        *,
+        request_id: str | None = None,
     ) -> list[int]:
         """Several batches (tables may repeat) at one timestamp; returns it per batch, once durable.
 
@@ -814,6 +892,16 @@ class ControllerDriver:
         Unknown or dropped tables raise the spec's typed errors at once, with
         nothing written. Cancelling the caller before its commit starts
         withdraws the appends; once the commit started they are seen through.
+        A commit that landed but cannot be acknowledged (a newer controller took
+        over meanwhile; some tables' writes lost a race while others landed)
+        raises :class:`~tidegate.runtime.errors.AppendOutcomeUnknown`, never a refusal.
+
+        ``request_id`` makes the append idempotent: the id is recorded in each
+        table's shard by the same compare-and-append as the rows, so a retry
+        with the same id (after an unknown outcome, a timeout, a restart or a
+        promotion) is answered with the time it was applied at and never
+        applies it twice; a share of it already applied is left out, the rest
+        commits (see :meth:`_known_outcome`).
         """
         self._task_group()
         if self.fenced is not None:
@@ -823,10 +911,49 @@ class ControllerDriver:
 
             raise ReadOnlyEnvironment("a table append")
         self.ctl.storage.check_appendable([id for id, _ in batches])
-        ts = await self._submit(_AppendRequest([(id, list(rows)) for id, rows in batches]))
+        req = _AppendRequest([(id, list(rows)) for id, rows in batches])
+        if request_id is not None:
+            check_request_id(request_id)
+            req.request_id = request_id
+            known = await self._known_outcome(req)
+            if known is not None:
+                return [known] * len(batches)
+        ts = await self._submit(req)
         assert ts is not None
         self.appends_acknowledged += 1
         return [ts] * len(batches)
+
+    async def _known_outcome(self, req: _AppendRequest) -> int | None:
+        """For a request with an id: the time it was applied at, if every share of it was
+        (shares applied already are taken out of ``req``); ``None`` while some remain.
+
+        An append with the same id still in flight here is waited for first: its
+        outcome is this one's (an error is raised as it was).
+        """
+        rid = req.request_id
+        assert rid is not None
+        for other in (*self._committing, *self._queued):
+            if other.request_id == rid and not other.finished:
+                while not other.finished:
+                    done = other.done
+                    assert done is not None
+                    await done.wait()
+                    if not other.finished and other.done is done:  # the driver is stopping
+                        raise DriverNotRunning("the controller driver stopped")
+                if other.error is not None:
+                    raise other.error
+                return other.ts
+        recorded = self.storage.recorded(rid)
+        if not recorded:
+            return None
+        times = [recorded[t] for t, _ in req.batches if t in recorded]
+        if not times:
+            return None
+        left = [(t, rows) for t, rows in req.batches if t not in recorded]
+        if not left:
+            return max(times)
+        req.batches, req.applied_at = left, max(times)
+        return None
 
     def request_commit(self) -> None:
         """Ask for a commit soon (an empty one if nothing is queued): every table advances.
@@ -929,9 +1056,12 @@ class ControllerDriver:
             self._managed_writes[:0] = managed
             raise
         updates: dict[GlobalId, list[Update]] = {t: [] for t in tables}
+        requests: dict[GlobalId, dict[str, int]] = {}
         for req in live:
             for id, rows in req.batches:
                 updates[id].extend((row, ts, diff) for row, diff in rows)
+                if req.request_id is not None:
+                    requests.setdefault(id, {})[req.request_id] = ts
         for id, pairs in extra.items():
             updates[id].extend((row, ts, diff) for row, diff in pairs)
         upper = Antichain([ts + 1])
@@ -939,11 +1069,14 @@ class ControllerDriver:
         acknowledging = any(req.batches for req in live)
         if acknowledging and self.fence_check is not None:
             self.storage.check_after_writes(ticket, self.fence_check)
+        if requests:
+            self.storage.record_requests(ticket, requests)
         waiter = _Waiter()
         self._appends[ticket] = waiter
         self.apply()
         await waiter.done.wait()
         checked = self.storage.take_checks(ticket)
+        applied = self.storage.take_applied(ticket)  # request ids recorded before: retries
         error = waiter.value
         failed = set(error.ids) if isinstance(error, InvalidUppers) else set()
         if error is not None and not failed:
@@ -961,7 +1094,7 @@ class ControllerDriver:
                 log.warning("commit at %d landed but cannot be confirmed: %r", ts, e)
                 deposed = e
         cause = error if error is not None else deposed
-        if cause is not None:  # another controller may have taken over
+        if cause is not None:  # another controller may have taken over: say so, typed
             fencing = await self._fencing(cause)
             if error is not None:
                 error = fencing
@@ -970,14 +1103,16 @@ class ControllerDriver:
         if failed and self.fenced is None:  # not written: they go with the next commit
             self._managed_writes[:0] = [w for w in managed if w.collection_id in failed]
         refused = self.storage.take_refusals(ticket)  # the store's own reason, e.g. a full disk
+        shares = {req: _shares(req, failed, applied) for req in live}
         if isinstance(waiter.value, InvalidUppers) and self.fenced is None and not refused:
             # Another writer moved these uppers (a deposed writer's last commit landed after
-            # this one took over, or raced it): the controller has adopted the uppers it
-            # found. Requests none of whose tables landed commit again, at a new time.
+            # this one took over, or raced it), or a retry's id was recorded already: the
+            # controller has adopted the uppers it found. Requests none of whose shares
+            # landed (nor were applied before) commit again, at a new time.
             again = [
                 req
                 for req in live
-                if req.retries < _MISMATCH_RETRIES and all(id in failed for id, _ in req.batches)
+                if req.retries < _MISMATCH_RETRIES and shares[req][2] == req.tables
             ]
             for req in again:
                 req.retries += 1
@@ -988,29 +1123,18 @@ class ControllerDriver:
                 self._commit_wanted.set()
             live = [req for req in live if req not in again]
         for req in live:
-            ids = {id for id, _ in req.batches}
-            lost = ids & failed
-            if lost and lost == ids:  # nothing of it landed: a definite answer
-                cause = next((refused[id] for id in ids if id in refused), None)
-                req.finish(error=error if cause is None or error is not waiter.value else cause)
-            elif deposed is not None or lost:
-                # Written (in part or in whole) but not acknowledgeable: say so, never "refused".
-                if isinstance(deposed, EnvironmentFenced):
-                    why = f"a newer controller took over while it was written ({deposed})"
-                elif deposed is not None:
-                    why = f"it was written, but could not be confirmed: {deposed}"
+            landed, before, lost = shares[req]
+            if not lost:  # every share is in: written now, or applied before (a retry)
+                if landed and deposed is not None:
+                    req.finish(error=_unknown(deposed, ()))
                 else:
-                    why = (
-                        f"the write to {sorted(map(str, lost))} lost a race with another writer "
-                        "while the rest landed"
-                    )
-                req.finish(
-                    error=AppendOutcomeUnknown(
-                        why, deposed if isinstance(deposed, TidegateError) else None
-                    )
-                )
-            else:
-                req.finish(ts=ts)
+                    times = [t for t in (req.applied_at, *before.values()) if t is not None]
+                    req.finish(ts=max([ts, *times]) if landed or not times else max(times))
+            elif not landed and not before and req.applied_at is None:  # definite
+                cause = next((refused[t] for t in req.tables if t in refused), None)
+                req.finish(error=error if cause is None or error is not waiter.value else cause)
+            else:  # in part: written, but not as one append
+                req.finish(error=_unknown(deposed, lost))
 
     def _take_managed_writes(self, live: Sequence[GlobalId]) -> list[ManagedWrite]:
         """The pending managed writes to collections among ``live`` (the others were dropped)."""
@@ -1156,7 +1280,8 @@ class ControllerDriver:
         instance: InstanceId | None = None,
         target_replica: ReplicaId | None = None,
     ) -> None:
-        """Install ``dataflow`` (its as_of set) on ``instance``."""
+        """Install ``dataflow`` (its as_of set) on ``instance`` [InvalidText: see :func:`sendable`]."""
+        sendable(dataflow, f"dataflow {dataflow.debug_name!r}")
         self.ctl.compute.create_dataflow(instance or self.instance, dataflow, target_replica)
         self.apply()
 
@@ -1194,6 +1319,7 @@ class ControllerDriver:
         """
         self._task_group()
         instance = instance or self.instance
+        sendable((literal_constraints, finishing), f"peek of {id}")
         if timestamp is None:
             timestamp = await self.freshest(id, target, instance)
         uuid = self.ctl.compute.peek(

@@ -12,7 +12,8 @@ resolver for the replica's address on every attempt, connects through the
 then runs a sender (draining the queue in batches) and a receiver (feeding
 responses to the driver) until the stream breaks or the link is closed. A
 broken stream is reported once through ``on_failed``; the spec then replays
-the reduced history on a new link of epoch + 1. An attempt that fails to
+the reduced history on a new link of epoch + 1. A command the wire cannot
+encode ends the stream the same way (logged as an error), never the driver. An attempt that fails to
 connect (refused: nothing listening, wrong token, version mismatch, TLS) is
 reported through ``on_refused`` with its reason, and the link keeps trying.
 """
@@ -20,6 +21,7 @@ reported through ``on_refused`` with its reason, and the link keeps trying.
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,11 +32,14 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from typing_extensions import TypeVar
 
 from tidegate.runtime.transport import ReplicaStream, Transport, TransportError
+from tidegate.runtime.wire.errors import WireError
 from tidegate.spec.ids import InstanceId, ReplicaId
 from tidegate.spec.protocol.commands import ComputeCommand
 from tidegate.spec.protocol.responses import ComputeResponse
 
 __all__ = ["Backoff", "ReplicaInfo", "ReplicaLink"]
+
+log = logging.getLogger(__name__)
 
 C = TypeVar("C", default=ComputeCommand)
 R = TypeVar("R", default=ComputeResponse)
@@ -190,6 +195,12 @@ class ReplicaLink(Generic[C, R]):
                     await stream.send_many(batch)
             except TransportError as e:
                 reason.append(f"send failed: {e}")
+                tg.cancel_scope.cancel()
+            except WireError as e:
+                # A command the wire cannot encode (client input is checked before it reaches
+                # the controller, so this is a bug): it ends this stream, never the process.
+                log.error("replica %s: a command could not be encoded: %s", self.replica, e)
+                reason.append(f"a command could not be encoded: {e}")
                 tg.cancel_scope.cancel()
 
         async with anyio.create_task_group() as tg:

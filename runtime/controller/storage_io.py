@@ -35,7 +35,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias, TypeVar
 
@@ -49,8 +49,10 @@ from tidegate.runtime.storage.store import ShardStore
 from tidegate.spec.controller import Controller
 from tidegate.spec.errors import (
     ConsensusCorrupt,
+    FinalizationRefused,
     Indeterminate,
     OpaqueMismatch,
+    RequestsApplied,
     ShardFinalized,
     StorageUnavailable,
     TidegateError,
@@ -117,6 +119,10 @@ class _TakeOver:
     done: anyio.Event = field(default_factory=anyio.Event)
 
 
+REMEMBERED_REQUESTS = 65_536
+"""How many client request ids a controller remembers the outcome of (the newest), besides
+what the shards record (see :data:`~tidegate.spec.shard.REQUEST_IDS_MAX`)."""
+
 _STORE_REFUSALS = (StorageUnavailable, ConsensusCorrupt, UnsupportedStateVersion)
 """Refusals of a write by the store itself (not by the shard's rules): the append's callers get
 them rather than a misleading ``InvalidUppers``."""
@@ -145,6 +151,17 @@ class ShardStorageIO:
         self.writer_epoch: int | None = None
         """A read-write controller's writer epoch: the opaque it claims its critical reader with
         on every shard it opens (``None``: whatever opaque the reader has)."""
+        self._requests: dict[int, dict[GlobalId, dict[str, int]]] = {}
+        """Client request ids each append ticket's writes carry, by collection."""
+        self._applied: dict[int, dict[GlobalId, dict[str, int]]] = {}
+        """Request ids each ticket's writes found recorded already, by collection."""
+        self._recorded: dict[str, dict[GlobalId, int]] = {}
+        """Request ids known to be recorded, by id: the tables and times (oldest first)."""
+        self._opened_requests: dict[GlobalId, dict[str, int]] = {}
+        self.finalize_check: Callable[[GlobalId], str | None] | None = None
+        """Blocking; asked before a shard is finalized (``DropShard``): why the shard must not
+        be, or ``None``. An environment checks its durable catalog recorded the object as
+        dropped (see :meth:`~tidegate.runtime.environment._core.Core.finalize_check`)."""
         self._reader: dict[GlobalId, str] = {}
         """Shards held by a reader other than ``reader_id`` (taken over, see :meth:`take_over`)."""
         self._tg: anyio.abc.TaskGroup | None = None
@@ -205,9 +222,14 @@ class ShardStorageIO:
         """Create (or find) ``id``'s shard with ``schema`` and the controller's reader; its frontiers.
 
         Called once the catalog records ``id``: a full disk is waited out, never reported as
-        the DDL's refusal (it did happen; a refusal that wrote is worse than a slow answer)."""
+        the DDL's refusal (it did happen; a refusal that wrote is worse than a slow answer). The
+        client request ids the shard records are remembered (see :meth:`recorded`)."""
         self.set_schema(id, schema)
-        return await self.retrying(f"create shard {id}", self._ensure, id, patient=True)
+        frontiers = await self.retrying(f"create shard {id}", self._ensure, id, patient=True)
+        opened = self._opened_requests.pop(id, None)
+        if opened:
+            self.remember_requests(id, opened)
+        return frontiers
 
     def _ensure(self, id: GlobalId) -> ShardFrontiers:
         """The since is the controller's own reader's: the shard's since (the meet over every
@@ -220,6 +242,8 @@ class ShardStorageIO:
         state = self.store.state(name)
         held = state.reader_since(reader)
         since = state.since if held is None else state.since.join(held)
+        if state.requests:
+            self._opened_requests[id] = dict(state.requests)  # remembered on the event loop
         return ShardFrontiers(since, state.upper)
 
     def _claim(self, id: GlobalId, name: str, reader: str) -> None:
@@ -402,6 +426,10 @@ class ShardStorageIO:
             self.store.release_reader(name, mine)
 
     def _drop(self, id: GlobalId) -> None:
+        if self.finalize_check is not None:
+            refused = self.finalize_check(id)
+            if refused is not None:
+                raise FinalizationRefused(shard_name(id), refused)
         self._schemas.pop(id, None)
         with contextlib.suppress(ShardFinalized):  # dropped before (e.g. by an earlier controller)
             self.store.finalize_shard(shard_name(id), force=True)
@@ -417,6 +445,41 @@ class ShardStorageIO:
         """
         self._checks[ticket] = check
 
+    def record_requests(self, ticket: int, requests: dict[GlobalId, dict[str, int]]) -> None:
+        """Record client request ids with the writes of append ``ticket``: each table's write
+        carries ``requests[table]`` (id -> the time of its updates) into the same
+        compare-and-append (see :meth:`ShardStore.compare_and_append`). A write whose shard
+        recorded one of them already is refused, and :meth:`take_applied` says when each was
+        applied."""
+        self._requests[ticket] = requests
+
+    def take_applied(self, ticket: int) -> dict[GlobalId, dict[str, int]]:
+        """The request ids the writes of append ``ticket`` found recorded already (a retry of
+        an append that was applied), by collection, with the times they were written at."""
+        self._requests.pop(ticket, None)
+        return self._applied.pop(ticket, {})
+
+    def remember_requests(self, id: GlobalId, requests: Mapping[str, int]) -> None:
+        """Remember that shard ``id`` recorded ``requests`` (id -> time): see :meth:`recorded`."""
+        for rid, t in requests.items():
+            seen = self._recorded.pop(rid, {})
+            seen[id] = t
+            self._recorded[rid] = seen  # now the newest
+        while len(self._recorded) > REMEMBERED_REQUESTS:
+            del self._recorded[next(iter(self._recorded))]
+
+    def recorded(self, request_id: str) -> dict[GlobalId, int]:
+        """The tables known to have recorded ``request_id`` (by this controller's writes, by the
+        shards' states it read when it opened them or took them over), with the times."""
+        return dict(self._recorded.get(request_id, {}))
+
+    async def refresh_requests(self, ids: Iterable[GlobalId]) -> None:
+        """Read the request ids the shards of ``ids`` record now (a promoted controller: the
+        previous writer's appends), and remember them."""
+        for id in ids:
+            state = await self.retrying(f"read shard {id}", self.store.state, shard_name(id))
+            self.remember_requests(id, state.requests)
+
     def take_checks(self, ticket: int) -> dict[GlobalId, TidegateError | None]:
         """What the check of :meth:`check_after_writes` answered after each landed write of
         ``ticket``, by collection (a write that failed, or whose check raised, is missing)."""
@@ -427,15 +490,19 @@ class ShardStorageIO:
         name = shard_name(e.id)
         token = self.platform.new_id()  # the same on every retry: a landed write is not repeated
         check = self._checks.get(e.ticket)
+        requests = self._requests.get(e.ticket, {}).get(e.id)
 
         def write() -> tuple[bool, Antichain]:
             try:
                 upper = self.store.compare_and_append(
-                    name, list(e.updates), e.expected_upper, e.new_upper, token
+                    name, list(e.updates), e.expected_upper, e.new_upper, token, requests=requests
                 )
             except UpperMismatch as m:
                 upper = m.actual_upper
                 return False, upper if isinstance(upper, Antichain) else self.store.upper(name)
+            except RequestsApplied as r:  # retries of appends that were applied: nothing written
+                self._applied.setdefault(e.ticket, {})[e.id] = dict(r.applied)
+                return False, self.store.upper(name)
             if check is not None:
                 try:
                     self._confirmed.setdefault(e.ticket, {})[e.id] = check()
@@ -455,6 +522,11 @@ class ShardStorageIO:
                 ok, upper = False, await self.retrying(f"read shard {e.id}", self.store.upper, name)
             except Exception:
                 ok, upper = False, e.expected_upper
+        if ok and requests:
+            self.remember_requests(e.id, requests)
+        applied = self._applied.get(e.ticket, {}).get(e.id)
+        if applied:
+            self.remember_requests(e.id, applied)
         self._emit(lambda ctl: ctl.storage.complete_write(e.ticket, e.id, ok, upper))
 
     def take_refusals(self, ticket: int) -> dict[GlobalId, BaseException]:

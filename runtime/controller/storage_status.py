@@ -111,12 +111,14 @@ def connection_details(c: SourceConnection | StorageSinkConnection) -> dict[str,
             "table": c.table,
             "publication": c.publication,
             "slot": c.slot,
+            "password": None if c.password_secret is None else f"SECRET {c.password_secret}",
         }
     if isinstance(c, IcebergSink):
         return {
             "catalog_url": redact_url(c.catalog_url),
             "warehouse": redact_url(c.warehouse),
             "table": c.table,
+            "password": None if c.password_secret is None else f"SECRET {c.password_secret}",
         }
     return {"name": c.name}
 

@@ -57,7 +57,8 @@ platform, options, orchestrator, the DDL lock) and take it, never the
 * ``_sources`` -- sources and sinks, and the storage instance's replica;
 * ``_data`` -- appends, peeks, subscribes, copy-to, and the times they read at;
 * ``_replicas`` -- adding and dropping replicas, their status, hydration;
-* ``_promotion`` -- read-only environments following the writer, and promotion.
+* ``_promotion`` -- read-only environments following the writer, and promotion;
+* ``_transaction`` -- DDL transactions: changes staged, made durable as one, installed.
 
 SQL (:meth:`Environment.execute`) runs on the façade's public methods
 (:mod:`tidegate.runtime.sql`).
@@ -99,6 +100,7 @@ from ._opening import Opening, open_parts
 from ._promotion import Promotion
 from ._replicas import ReplicasAndHydration, replica_ops, storage_replica_ops
 from ._sources import SourcesAndSinks
+from ._transaction import DdlTransaction
 
 __all__ = [
     "DEFAULT_READ_POLICY",
@@ -140,6 +142,7 @@ class Environment:
         self._data = ReadsAndWrites(core, self._ddl)
         self._replicas = ReplicasAndHydration(core)
         self._promotion = Promotion(core, self._ddl, self._sources)
+        self._transaction = DdlTransaction(core, self._sources, self._promotion)
         self._opening = Opening(core, self._ddl, self._sources, self._promotion)
 
     @property
@@ -429,6 +432,28 @@ class Environment:
         """
         return await self._sources.create_sink(name, from_ref, connection, definition=definition)
 
+    async def create_secret(
+        self, name: str, value: str, *, definition: str | None = None
+    ) -> GlobalId:
+        """Create secret ``name`` holding ``value`` (Materialize's ``CREATE SECRET``); its id.
+
+        A connection names it for its password (``PostgresSource(...,
+        password_secret=name)``, ``PASSWORD SECRET name`` in SQL). Its value is
+        kept apart from the catalog, in ``DATA_DIR/secrets`` (owner-only files),
+        and never shown. [DuplicateCatalogName; SecretsUnavailable without a data
+        directory]. ``drop(name)`` drops it (``cascade``: with the sources and
+        sinks that use it).
+        """
+        return await self._ddl.create_secret(name, value, definition=definition)
+
+    async def alter_secret(self, name: str, value: str) -> None:
+        """Give secret ``name`` a new value (``ALTER SECRET``) [UnknownCatalogObject].
+
+        Sources and sinks that use it read the new value when they next connect
+        from a newly opened environment.
+        """
+        await self._ddl.alter_secret(name, value)
+
     def storage_replica(self) -> ReplicaInfo | None:
         """The storage instance's replica and its connection (``None`` until one is needed)."""
         return self._sources.storage_replica()
@@ -494,15 +519,48 @@ class Environment:
         """
         return await self._ddl.drop(ref, cascade=cascade, dropped=dropped)
 
+    async def drop_many(
+        self,
+        refs: Sequence[Ref],
+        *,
+        cascade: bool = False,
+        dropped: dict[GlobalId, Any] | None = None,
+    ) -> list[GlobalId]:
+        """Drop every object of ``refs`` in one catalog change, or none (``DROP TABLE a, b``).
+
+        They may depend on each other; anything else that depends on one of them
+        refuses the whole drop ([HasDependents], nothing dropped) unless ``cascade``.
+        """
+        return await self._ddl.drop_many(refs, cascade=cascade, dropped=dropped)
+
+    def ddl_transaction(self) -> contextlib.AbstractAsyncContextManager[None]:
+        """``async with env.ddl_transaction():`` the DDL of the body is one catalog change.
+
+        Its changes (``create_*``, ``drop``, ``drop_many``, ``set_read_policy``,
+        secrets) are validated as they are made and seen by the body's own task
+        (other tasks see the catalog as it was, and their DDL waits); when the body
+        ends they are made durable as one catalog version and installed, and if it
+        raises none of them is (a script of several DDL statements runs so: see
+        docs/sql.md). Replicas cannot be added or dropped in one. [ReadOnlyEnvironment]
+        """
+        return self._transaction.open()
+
     async def set_read_policy(self, ref: Ref, policy: ReadPolicy) -> None:
         """How far object ``ref`` may be compacted (its shard too, for tables and views)."""
         await self._ddl.set_read_policy(ref, policy)
 
-    async def append(self, table: Ref, rows: Iterable[Any]) -> int:
-        """Append rows (tuples, or ``(row, diff)`` pairs) to ``table``; the write timestamp, once durable."""
-        return await self._data.append(table, rows)
+    async def append(
+        self, table: Ref, rows: Iterable[Any], *, request_id: str | None = None
+    ) -> int:
+        """Append rows (tuples, or ``(row, diff)`` pairs) to ``table``; the write timestamp, once durable.
 
-    async def append_many(self, batches: Iterable[tuple[Ref, Iterable[Any]]]) -> int:
+        ``request_id`` makes it idempotent (see :meth:`append_many`).
+        """
+        return await self._data.append(table, rows, request_id=request_id)
+
+    async def append_many(
+        self, batches: Iterable[tuple[Ref, Iterable[Any]]], *, request_id: str | None = None
+    ) -> int:
         """Append several batches (to one or more tables; a table may repeat) at one timestamp.
 
         Every batch is checked first (names, schemas); then all of them are
@@ -511,8 +569,18 @@ class Environment:
         exception: if the controller process dies while the commit is writing,
         each table's share lands whole or not at all, independently of the
         other tables' (one compare-and-append per table; see docs/environment.md).
+
+        An append whose outcome the environment cannot know (it was written, in
+        part or whole, but a newer environment took over meanwhile, say) raises
+        :class:`~tidegate.runtime.errors.AppendOutcomeUnknown`, never a refusal.
+        ``request_id`` (1 to 255 bytes of text; [InvalidRequestId]) makes the
+        append idempotent: the id is recorded with the rows, in the same
+        compare-and-append, so a retry with the same id -- on this environment,
+        after a restart, or on the environment that took over -- answers the
+        time it was applied at and never applies it twice. Ids are remembered for
+        ten minutes (at most 4,096 per table; see docs/environment.md).
         """
-        return await self._data.append_many(batches)
+        return await self._data.append_many(batches, request_id=request_id)
 
     async def peek(
         self,
@@ -618,12 +686,15 @@ class Environment:
         """Wait until object ``ref`` is complete beyond ``time`` (its upper passed it)."""
         await self._data.wait_for(ref, time, timeout_s=timeout_s)
 
-    async def execute(self, sql: str, params: Sequence[Any] | None = None) -> Any:
+    async def execute(
+        self, sql: str, params: Sequence[Any] | None = None, *, request_id: str | None = None
+    ) -> Any:
         """Run SQL; the last statement's :class:`~tidegate.runtime.sql.SqlResult` (see
-        :mod:`tidegate.runtime.sql`; ``params`` fill ``$1``, ``$2``, ...)."""
+        :mod:`tidegate.runtime.sql`; ``params`` fill ``$1``, ``$2``, ...). ``request_id``
+        makes the one write (``INSERT``, ``UPDATE``, ``DELETE``) idempotent, as an append's."""
         from ..sql_session import execute
 
-        return await execute(self, sql, params)
+        return await execute(self, sql, params, request_id=request_id)
 
     async def subscribe_sql(self, sql: str, params: Sequence[Any] | None = None) -> Any:
         """``SUBSCRIBE ...`` (or a query) as a :class:`Subscription` of batches."""

@@ -15,10 +15,11 @@ read-only or fenced environment).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypeVar
 
 import anyio
 
@@ -54,14 +55,21 @@ from ..catalog import (
     SourceEntry,
     StorageKind,
     SystemCollectionEntry,
+    apply_ops,
 )
 from ..controller.driver import ControllerDriver
 from ..controller.storage_io import ShardStorageIO
 from ..controller.timestamps import Oracle
-from ..errors import CatalogConflict, EnvironmentFenced, ReadOnlyEnvironment
+from ..errors import (
+    CatalogConflict,
+    EnvironmentFenced,
+    ReadOnlyEnvironment,
+    UnknownCatalogObject,
+)
 from ..hydration import HydrationTracker
 from ..options import EnvironmentOptions
 from ..platform import REAL, Platform
+from ..secrets import SecretStore, resolve
 from ..storage.store import ShardStore
 
 __all__ = [
@@ -70,6 +78,8 @@ __all__ = [
     "SYSTEM_COLLECTIONS",
     "Core",
     "Ref",
+    "Staging",
+    "TaskLock",
     "defined",
     "log",
     "parse_id",
@@ -93,6 +103,8 @@ log = logging.getLogger("tidegate.runtime.environment")
 
 Ref: TypeAlias = GlobalId | str
 """An object by id or by name."""
+
+C = TypeVar("C")
 
 
 class Core:
@@ -118,8 +130,12 @@ class Core:
         self.platform = platform
         self.orchestrator = orchestrator
         """The :class:`~tidegate.runtime.orchestrator.Orchestrator` of managed replicas, if any."""
-        self.lock = anyio.Lock()
-        """Held by every DDL (and by promotion and catalog following): one at a time."""
+        self.lock = TaskLock()
+        """Held by every DDL (and by promotion and catalog following): one at a time (a DDL
+        transaction holds it throughout, and its statements take it again, in its task)."""
+        self.staging: Staging | None = None
+        """An open DDL transaction (see :mod:`._transaction`): its catalog changes are staged
+        in memory, seen by its own task only, until it commits them as one."""
         self.addresses: dict[str, str] = {}
         """Where unmanaged replicas listen, by name (the driver resolves through it)."""
         self.read_only = driver.ctl.read_only
@@ -133,17 +149,23 @@ class Core:
         self.replicas_dir: Path | None = None
         """Where an orchestrator started later keeps its files (``None``: ``DATA_DIR/replicas``)."""
         self.opened_read_only = False
+        self.secrets = SecretStore(None)
+        """Where secrets' values are kept (``DATA_DIR/secrets``; none without a data dir)."""
 
     # -- lookup ----------------------------------------------------------------------------
     @property
     def state(self) -> CatalogState:
-        """The catalog as this environment last wrote or read it."""
+        """The catalog as this environment last wrote or read it (in an open DDL
+        transaction's task: as the transaction has staged it)."""
+        staging = self.staging
+        if staging is not None and staging.task == _current_task():
+            return staging.state
         return self.catalog.state
 
     def resolve(self, ref: Ref) -> GlobalId:
         """The id of the object ``ref`` (see :meth:`Environment.resolve`)."""
         key = ref if isinstance(ref, GlobalId) else parse_id(ref) or ref
-        named = self.state.view(key) or self.state.sink(key)
+        named = self.state.view(key) or self.state.sink(key) or self.state.secret(key)
         if named is not None:
             return named.id
         if isinstance(ref, GlobalId):
@@ -178,8 +200,9 @@ class Core:
     def effective_policy(state: CatalogState, id: GlobalId) -> ReadPolicy:
         return state.read_policy(id) or DEFAULT_READ_POLICY
 
-    @staticmethod
-    def description(state: CatalogState, id: GlobalId, kind: StorageKind) -> CollectionDescription:
+    def description(
+        self, state: CatalogState, id: GlobalId, kind: StorageKind
+    ) -> CollectionDescription:
         if kind == "table":
             return CollectionDescription(Table())
         entry = state.get(id)
@@ -188,7 +211,8 @@ class Core:
         if isinstance(entry, ProgressEntry):
             return CollectionDescription(Progress())
         if isinstance(entry, SourceEntry):
-            ingestion = Ingestion(STORAGE_INSTANCE, entry.remap_id, entry.connection, entry.schema)
+            connection = self.resolved(state, entry.connection)
+            ingestion = Ingestion(STORAGE_INSTANCE, entry.remap_id, connection, entry.schema)
             return CollectionDescription(ingestion)
         assert isinstance(entry, MaterializedViewEntry)
         inputs = tuple(
@@ -196,11 +220,35 @@ class Core:
         )
         return CollectionDescription(MaterializedView(inputs))
 
+    def resolved(self, state: CatalogState, connection: C) -> C:
+        """``connection`` with the value of the secret it names put into it (see
+        :func:`tidegate.runtime.secrets.resolve`) [UnknownCatalogObject, SecretMissing]."""
+        name = getattr(connection, "password_secret", None)
+        if name is None:
+            return connection
+        secret = state.secret(name)
+        if secret is None:
+            raise UnknownCatalogObject(f"no secret named {name!r}")
+        return resolve(connection, {name: self.secrets.get(secret.id, name)})
+
     # -- the durable catalog ---------------------------------------------------------------
+    @property
+    def staged(self) -> bool:
+        """Whether this task's catalog changes are being staged (a DDL transaction): the part
+        that made one then installs nothing; the transaction installs them all at its commit."""
+        staging = self.staging
+        return staging is not None and staging.task == _current_task()
+
     async def apply(self, ops: Sequence[CatalogOp]) -> CatalogState:
-        """Apply ``ops`` to the durable catalog [ReadOnlyEnvironment, EnvironmentFenced]."""
+        """Apply ``ops`` to the durable catalog [ReadOnlyEnvironment, EnvironmentFenced]; in a
+        DDL transaction's task, stage them (validated now, durable at its commit)."""
         if self.read_only:
             raise ReadOnlyEnvironment("a catalog change")
+        staging = self.staging
+        if staging is not None and staging.task == _current_task():
+            staging.state = apply_ops(staging.state, ops)  # refused here, typed, if invalid
+            staging.ops.extend(ops)
+            return staging.state
         if self.driver.fenced is not None:
             raise self.driver.fenced
         try:
@@ -221,8 +269,71 @@ class Core:
         newer = self.oracle.superseded_by()
         return None if newer is None else EnvironmentFenced(self.oracle.epoch, newer)
 
+    def finalize_check(self, id: GlobalId) -> str | None:
+        """Blocking: why shard ``id`` must not be finalized, or ``None`` (the durable catalog
+        recorded its object as dropped).
+
+        Read from the durable catalog, not this environment's copy: a shard is
+        finalized only if the catalog as it stands says its object was created
+        (its id is below the next id: ids are never reused) and is gone.
+        """
+        state = Catalog(self.store.consensus, key=self.catalog.key).load()
+        if any(e.id == id for e in state.entries()):
+            return "the durable catalog still has its object"
+        if id.namespace != "u" or id.value >= state.next_user_id:
+            return "the durable catalog never recorded its object"
+        return None
+
     def fresh_id(self) -> GlobalId:
         return GlobalId.user(self.state.next_user_id)
+
+
+def _current_task() -> int | None:
+    """The running task's id (``None`` outside one: a plain call from another thread)."""
+    try:
+        return anyio.get_current_task().id
+    except Exception:
+        return None
+
+
+class TaskLock:
+    """An anyio lock its holding task may take again (a DDL transaction runs DDL statements,
+    each of which takes the DDL lock)."""
+
+    def __init__(self) -> None:
+        self._lock = anyio.Lock()
+        self._owner: int | None = None
+        self._depth = 0
+
+    async def __aenter__(self) -> None:
+        me = anyio.get_current_task().id
+        if self._owner == me:
+            self._depth += 1
+            return
+        await self._lock.acquire()
+        self._owner, self._depth = me, 1
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._depth -= 1
+        if self._depth == 0:
+            self._owner = None
+            self._lock.release()
+
+    def locked(self) -> bool:
+        return self._lock.locked()
+
+
+@dataclasses.dataclass
+class Staging:
+    """An open DDL transaction: the task that runs it, the catalog as it staged it, the ops
+    staged so far, the secrets it created (their values are written; removed if it fails)."""
+
+    task: int | None
+    state: CatalogState
+    ops: list[CatalogOp] = dataclasses.field(default_factory=list)
+    secrets: list[GlobalId] = dataclasses.field(default_factory=list)
+    values: dict[GlobalId, str] = dataclasses.field(default_factory=dict)
+    """New values of existing secrets (``ALTER SECRET``), written at the commit."""
 
 
 def defined(gid: GlobalId, definition: str | None) -> list[CatalogOp]:

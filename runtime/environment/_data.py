@@ -94,11 +94,15 @@ class ReadsAndWrites:
         self._tables_cache: tuple[CatalogState | None, dict[Ref, TableEntry]] = (None, {})
         """Tables by the refs appends named them with, for one catalog state."""
 
-    async def append(self, table: Ref, rows: Iterable[Any]) -> int:
+    async def append(
+        self, table: Ref, rows: Iterable[Any], *, request_id: str | None = None
+    ) -> int:
         """Append rows (tuples, or ``(row, diff)`` pairs) to ``table``; the write timestamp, once durable."""
-        return await self.append_many([(table, rows)])
+        return await self.append_many([(table, rows)], request_id=request_id)
 
-    async def append_many(self, batches: Iterable[tuple[Ref, Iterable[Any]]]) -> int:
+    async def append_many(
+        self, batches: Iterable[tuple[Ref, Iterable[Any]]], *, request_id: str | None = None
+    ) -> int:
         """Append several batches (to one or more tables; a table may repeat) at one timestamp."""
         checked: list[tuple[GlobalId, list[tuple[Row, int]]]] = []
         for ref, rows in batches:
@@ -106,7 +110,7 @@ class ReadsAndWrites:
             checked.append((entry.id, _updates(entry.schema, rows, entry.name)))
         if not checked:
             raise TypeMismatch("append_many needs at least one batch")
-        return (await self.core.driver.append_many(checked))[0]
+        return (await self.core.driver.append_many(checked, request_id=request_id))[0]
 
     def _table_entry(self, ref: Ref) -> TableEntry:
         """The table ``ref`` names [UnknownCatalogObject, IdentifierInvalid]; cached per

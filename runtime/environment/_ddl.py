@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import anyio
+
 from tidegate.spec.compute.as_of_selection import select_as_ofs
 from tidegate.spec.frontier import Antichain
 from tidegate.spec.frontier.read_policy import ReadPolicy
@@ -23,22 +25,27 @@ from tidegate.spec.plan.builder import Frame
 from tidegate.spec.plan.relation import Get
 from tidegate.spec.protocol.types import DataflowDescription
 from tidegate.spec.storage import CollectionDescription
+from tidegate.spec.text import check_text
 
 from ..catalog import (
     STORAGE_ENTRIES,
     CatalogState,
     CreateIndex,
     CreateMaterializedView,
+    CreateSecret,
     CreateTable,
     CreateView,
     Drop,
     IndexEntry,
     MaterializedViewEntry,
+    SecretEntry,
     SetReadPolicy,
     SinkEntry,
     TableEntry,
+    apply_ops,
     dataflow_for,
 )
+from ..errors import HasDependents, InvalidCatalogOp, ReadOnlyEnvironment, UnknownCatalogObject
 from ._core import INSTANCE, Core, Ref, defined
 from ._sources import SourcesAndSinks
 
@@ -61,7 +68,8 @@ class Ddl:
             state = await self.core.apply(
                 [CreateTable(name, gid, schema), *defined(gid, definition)]
             )
-            await self.install_table(state, gid)
+            if not self.core.staged:  # (a DDL transaction installs at its commit)
+                await self.install_table(state, gid)
             return gid
 
     async def install_table(self, state: CatalogState, gid: GlobalId) -> None:
@@ -98,7 +106,8 @@ class Ddl:
             gid = self.core.fresh_id()
             index = CreateIndex(name or f"index_{gid}", gid, p, positions, on)
             state = await self.core.apply([index, *defined(gid, definition)])
-            self.install_index(state, gid)
+            if not self.core.staged:
+                self.install_index(state, gid)
             return gid
 
     def install_index(self, state: CatalogState, gid: GlobalId) -> None:
@@ -124,7 +133,8 @@ class Ddl:
             gid = self.core.fresh_id()
             mv = CreateMaterializedView(name, gid, p, on_views)
             state = await self.core.apply([mv, *defined(gid, definition)])
-            await self.install_materialized_view(state, gid)
+            if not self.core.staged:
+                await self.install_materialized_view(state, gid)
             return gid
 
     async def install_materialized_view(self, state: CatalogState, gid: GlobalId) -> None:
@@ -165,24 +175,79 @@ class Ddl:
         self, ref: Ref, *, cascade: bool = False, dropped: dict[GlobalId, Any] | None = None
     ) -> list[GlobalId]:
         """Drop object ``ref`` (with ``cascade``, its dependents too); returns the dropped ids."""
+        return await self.drop_many([ref], cascade=cascade, dropped=dropped)
+
+    async def drop_many(
+        self,
+        refs: Sequence[Ref],
+        *,
+        cascade: bool = False,
+        dropped: dict[GlobalId, Any] | None = None,
+    ) -> list[GlobalId]:
+        """Drop every object of ``refs`` at once, or none (one catalog change); the dropped ids.
+
+        Objects of ``refs`` may depend on each other (``DROP TABLE t, v`` with
+        view ``v`` on ``t``); anything else that depends on one of them is
+        refused (:class:`HasDependents`, nothing dropped) unless ``cascade``.
+        """
         async with self.core.lock:
-            gid = self.core.resolve(ref)
+            gids = list(dict.fromkeys(self.core.resolve(r) for r in refs))
+            state = self.core.state
             before = {
-                e.id: e
-                for e in (
-                    *self.core.state.entries(),
-                    *self.core.state.views,
-                    *self.core.state.sinks,
-                )
+                e.id: e for e in (*state.entries(), *state.views, *state.sinks, *state.secrets)
             }
-            after = await self.core.apply([Drop(gid, cascade)])
-            left = {e.id for e in (*after.entries(), *after.views, *after.sinks)}
+            after = await self.core.apply(_drops(state, gids, cascade))
+            left = {e.id for e in (*after.entries(), *after.views, *after.sinks, *after.secrets)}
             gone = sorted(set(before) - left, reverse=True)
             if dropped is not None:
                 dropped.update((g, before[g]) for g in gone)
+            if self.core.staged:  # a DDL transaction: uninstalled at its commit
+                return gone
             self.uninstall(before, gone)
-            self.sources.drop_replication_slots(before[g] for g in gone)
+            self.sources.drop_replication_slots((before[g] for g in gone), state)
+            for g in gone:  # recorded as dropped: their values go (the slots' passwords are read)
+                if isinstance(before[g], SecretEntry):
+                    await self.core.platform.run_blocking(self.core.secrets.delete, g)
             return gone
+
+    async def create_secret(
+        self, name: str, value: str, *, definition: str | None = None
+    ) -> GlobalId:
+        """Create secret ``name`` holding ``value``; returns its id (see :mod:`tidegate.runtime.secrets`)."""
+        if not isinstance(value, str):
+            raise InvalidCatalogOp(f"secret {name!r}: its value must be text")
+        check_text(value, f"secret {name!r}'s value")
+        async with self.core.lock:
+            gid = self.core.fresh_id()
+            apply_ops(self.core.state, [CreateSecret(name, gid)])  # refused before any write
+            run = self.core.platform.run_blocking
+            await run(self.core.secrets.put, gid, value)  # the value first: then the record
+            if self.core.staging is not None and self.core.staged:
+                self.core.staging.secrets.append(gid)  # removed if the transaction fails
+            try:
+                await self.core.apply([CreateSecret(name, gid), *defined(gid, definition)])
+            except BaseException:
+                with anyio.CancelScope(shield=True):
+                    await run(self.core.secrets.delete, gid)
+                raise
+            return gid
+
+    async def alter_secret(self, name: str, value: str) -> None:
+        """Give secret ``name`` a new value [UnknownCatalogObject]; sources and sinks that use it
+        read it when they next connect from a newly opened environment."""
+        if not isinstance(value, str):
+            raise InvalidCatalogOp(f"secret {name!r}: its value must be text")
+        check_text(value, f"secret {name!r}'s value")
+        async with self.core.lock:
+            if self.core.read_only:
+                raise ReadOnlyEnvironment("a secret change")
+            secret = self.core.state.secret(name)
+            if secret is None:
+                raise UnknownCatalogObject(f"no secret named {name!r}")
+            if self.core.staging is not None and self.core.staged:
+                self.core.staging.values[secret.id] = value  # written at the commit
+                return
+            await self.core.platform.run_blocking(self.core.secrets.put, secret.id, value)
 
     def uninstall(self, before: Mapping[GlobalId, Any], gone: Sequence[GlobalId]) -> None:
         """Drop the objects ``gone`` (entries in ``before``, dependents first) from the controller."""
@@ -204,9 +269,11 @@ class Ddl:
         async with self.core.lock:
             gid = self.core.resolve(ref)
             entry = self.core.state.get(gid)
-            if isinstance(entry, IndexEntry):
+            if isinstance(entry, IndexEntry) and not self.core.staged:
                 self.core.driver.ctl.compute.instance(INSTANCE).collection(gid)  # validates first
             await self.core.apply([SetReadPolicy(gid, policy)])
+            if self.core.staged:  # set at the transaction's commit
+                return
             if isinstance(entry, IndexEntry):
                 self.core.driver.set_read_policy([(gid, policy)])
             else:
@@ -239,3 +306,39 @@ class Ddl:
         for ii in df.index_imports:
             as_of = as_of.join(self.core.driver.frontiers(ii.id)[0])
         return as_of
+
+
+def _drops(state: CatalogState, gids: Sequence[GlobalId], cascade: bool) -> list[Drop]:
+    """The ``Drop`` ops that drop all of ``gids`` in one catalog change [HasDependents]: each
+    after the others of ``gids`` that depend on it, so that they do not count as dependents;
+    an object an earlier one's cascade took needs no op of its own."""
+    left, ops, trial = list(gids), [], state
+    while left:
+        failure: HasDependents | None = None
+        for g in list(left):
+            if not _known(trial, g):  # taken by an earlier drop's cascade
+                left.remove(g)
+                continue
+            try:
+                trial = apply_ops(trial, [Drop(g, cascade)])
+            except HasDependents as e:
+                if failure is None:
+                    failure = e
+                continue
+            ops.append(Drop(g, cascade))
+            left.remove(g)
+            failure = None
+            break
+        else:
+            if failure is not None:
+                raise failure
+    return ops
+
+
+def _known(state: CatalogState, gid: GlobalId) -> bool:
+    return (
+        state.view(gid) is not None
+        or state.sink(gid) is not None
+        or state.secret(gid) is not None
+        or any(e.id == gid for e in state.entries())
+    )

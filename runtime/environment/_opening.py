@@ -40,13 +40,15 @@ from ..controller.driver import ControllerDriver
 from ..controller.errors import RuntimeControllerError
 from ..controller.storage_io import CONTROLLER_READER, ShardStorageIO
 from ..controller.timestamps import Oracle, UpperOracle, default_oracle
-from ..errors import CatalogConflict, CatalogMissing
+from ..errors import CatalogConflict, CatalogMissing, InvalidEnvironmentOptions
+from ..files import mkdir_private
 from ..options import EnvironmentOptions
 from ..oracle import durable_epoch
 from ..platform import Platform
+from ..secrets import SecretStore
 from ..storage.store import ShardStore
 from ..storage.urls import default_urls, open_blob, open_consensus
-from ._core import INSTANCE, STORAGE_INSTANCE, Core, parse_id
+from ._core import INSTANCE, STORAGE_INSTANCE, Core, log, parse_id
 from ._ddl import Ddl
 from ._promotion import Promotion
 from ._replicas import memory_limit_args, metrics_host, replica_ops, start_all, storage_replica_ops
@@ -84,14 +86,6 @@ class Parts:
     """The replicas directory of a read-only environment's own orchestrator."""
     core_ref: list[Core]
     """Filled by :meth:`Opening.start`: the storage replicas' addresses are the core's to say."""
-
-
-def refuse_without_catalog(catalog: Catalog, keys: Sequence[str]) -> None:
-    """[CatalogMissing] if the store holds shards (Consensus ``keys``) though ``catalog`` has no
-    record: starting empty would take every one of them for garbage and finalize it."""
-    found = sorted(str(g) for g in map(parse_id, keys) if g is not None)
-    if found:
-        raise CatalogMissing(catalog.key, found)
 
 
 async def claim_catalog(catalog: Catalog, options: EnvironmentOptions, retry: Any) -> CatalogState:
@@ -133,7 +127,7 @@ async def open_parts(
         data_dir = tmp
     if data_dir is not None:
         # Private: the shards, the catalog and the replicas' logs are nobody else's to read.
-        Path(data_dir).mkdir(mode=0o700, parents=True, exist_ok=True)
+        mkdir_private(data_dir)
         default_blob, default_consensus = default_urls(data_dir)
         blob_url = blob_url or default_blob
         consensus_url = consensus_url or default_consensus
@@ -160,8 +154,9 @@ async def open_parts(
     retry = io.retrying  # the store may be unreachable for a while: wait for it
     catalog = Catalog(store.consensus)
     state = await retry("catalog read", catalog.load)
-    if catalog.seqno is None:  # no catalog: a new environment, unless shards say otherwise
-        refuse_without_catalog(catalog, await retry("shard listing", store.list_shards))
+    shard_ids = await retry("shard listing", store.list_shards)
+    if catalog.seqno is None:  # no catalog record: refuse if the store holds data all the same
+        await _refuse_without_catalog(store, catalog.key, shard_ids, retry)
     tables_upper: list[Callable[[], int | None]] = []
     if read_only:  # no oracle (opening one fences the writer): reads follow the tables
         oracle = UpperOracle(lambda: tables_upper[0]() if tables_upper else None)
@@ -186,6 +181,15 @@ async def open_parts(
     entries = wanted.replicas  # a read-only environment runs them without recording them
     addresses = {r.name: r.address for r in entries if not r.managed and r.address}
     managed = [r for r in entries if r.managed]
+    if orchestrator is not None:
+        # Authenticated whoever builds the orchestrator: its replicas require its token.
+        outer = getattr(orchestrator, "token", None)
+        if token is None:
+            token = outer
+        elif outer is not None and outer != token:
+            raise InvalidEnvironmentOptions(
+                "token", "differs from the orchestrator's token, which its replicas require"
+            )
     if managed and orchestrator is None:
         from ..orchestrator import Orchestrator
 
@@ -229,8 +233,7 @@ async def open_parts(
             raise LookupError(f"no address for replica {name!r}")
         return str(orchestrator.address(name))
 
-    shard_ids = await retry("shard listing", store.list_shards)
-    durable = [g for g in (parse_id(s) for s in shard_ids) if g is not None]
+    durable = _droppable(state, shard_ids)
     controller = Controller(
         StorageController(
             durable_shards=durable,
@@ -290,6 +293,48 @@ async def open_parts(
     )
 
 
+async def _refuse_without_catalog(
+    store: ShardStore, key: str, shard_ids: Sequence[str], retry: Any
+) -> None:
+    """[CatalogMissing] if the store holds shards or blobs although the catalog record is missing.
+
+    Started empty, the environment would take what it finds for garbage (and
+    before, it finalized every shard it found and deleted their blobs): a lost
+    or misplaced catalog must stop the open, never delete the data.
+    """
+    shards = sorted(s for s in shard_ids if parse_id(s) is not None)
+    if shards:
+        raise CatalogMissing(key, shards)
+
+    def any_blob() -> int:
+        return len(store.blob.list_keys())
+
+    blobs = await retry("blob listing", any_blob)
+    if blobs:
+        raise CatalogMissing(key, [], blobs)
+
+
+def _droppable(state: CatalogState, shard_ids: Sequence[str]) -> list[GlobalId]:
+    """The shards the spec controller may reconcile away: those of objects the catalog recorded
+    as dropped. Ids are fresh (never reused) and a shard is created only after the catalog
+    records its object, so a user id below the catalog's next id that no live object has was
+    dropped by a committed catalog change. Any other shard (a newer catalog's, a foreign
+    one) is left alone, with a warning."""
+    live = {e.id for e in state.entries()}
+    out: list[GlobalId] = []
+    for s in shard_ids:
+        gid = parse_id(s)
+        if gid is None:
+            continue
+        if gid in live or (gid.namespace == "u" and gid.value < state.next_user_id):
+            out.append(gid)
+        else:
+            log.warning(
+                "shard %s is not in the catalog and was never recorded as dropped: left alone", s
+            )
+    return out
+
+
 class Opening:
     """The second half of opening an environment, and its restore (see the module docstring)."""
 
@@ -309,6 +354,7 @@ class Opening:
         core.addresses = parts.addresses
         core.options = parts.options
         core.data_dir = parts.data_dir
+        core.secrets = SecretStore(None if parts.data_dir is None else parts.data_dir / "secrets")
         core.later = parts.later
         core.replicas_dir = parts.own
         core.opened_read_only = read_only
@@ -317,6 +363,7 @@ class Opening:
         else:
             driver.fence_check = core.fence_check
             stack.push_async_callback(self.sources.finish_slot_drops)  # before the driver stops
+        core.io.finalize_check = core.finalize_check  # only what the catalog recorded as dropped
         managed = [r for r in parts.entries if r.managed]
         if managed:
             await start_all(parts.orchestrator, managed)

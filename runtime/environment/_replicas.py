@@ -180,6 +180,7 @@ class ReplicasAndHydration:
     ) -> None:
         """Add replica ``name`` while running (Materialize's ``CREATE CLUSTER REPLICA``)."""
         async with self.core.lock:
+            _not_staged(self.core, "add_replica")
             managed = address is None
             if managed and self.core.orchestrator is None:
                 raise RuntimeControllerError(
@@ -215,6 +216,7 @@ class ReplicasAndHydration:
     async def drop_replica(self, name: str) -> None:
         """Drop replica ``name`` (Materialize's ``DROP CLUSTER REPLICA``); a managed one is stopped."""
         async with self.core.lock:
+            _not_staged(self.core, "drop_replica")
             entry = self.core.state.replica(name)
             await self.core.apply([DropReplica(name)])
             self.core.driver.ctl.compute.drop_replica(INSTANCE, name)
@@ -226,3 +228,10 @@ class ReplicasAndHydration:
     def events(self, buffer: int | None = None) -> EventStream[Any]:
         """Replica status events from now on, as an async iterator."""
         return self.core.driver.events(buffer)
+
+
+def _not_staged(core: Core, what: str) -> None:
+    """[RuntimeControllerError] in a DDL transaction: a replica starts or stops at once, so
+    it cannot wait for the transaction's commit (nor be undone by its failure)."""
+    if core.staged:
+        raise RuntimeControllerError(f"{what} cannot run inside a DDL transaction")

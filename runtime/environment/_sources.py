@@ -34,6 +34,7 @@ from tidegate.spec.storage import (
     StorageController,
     StorageSinkConnection,
 )
+from tidegate.spec.storage.connections import redact_passwords
 from tidegate.spec.storage.loadgen import loadgen_schema
 
 from ..catalog import (
@@ -47,11 +48,13 @@ from ..catalog import (
     ProgressEntry,
     SetStorageReplica,
     SourceEntry,
+    has_password,
 )
-from ..controller.driver import ReplicaInfo
+from ..controller.driver import ReplicaInfo, sendable
 from ..controller.errors import RuntimeControllerError, SourceSchemaMismatch
 from ..controller.storage_status import StorageStatus, connection_text, connection_type
 from ..errors import InvalidCatalogOp, ReplicaStartFailed
+from ..secrets import redact_error
 from ._core import STORAGE_INSTANCE, SYSTEM_COLLECTIONS, Core, Ref, defined, log
 from ._replicas import memory_limit_args, metrics_host
 
@@ -84,6 +87,17 @@ def _drop_postgres_slot(connection: PostgresSource) -> None:
     # cancellation itself waits for this call (a worker thread) to return.
     with PostgresReader(connection, slot_busy_timeout_s=_SLOT_DROP_WAIT_S) as reader:
         reader.drop_slot()
+
+
+def _no_inline_password(name: str, connection: object) -> None:
+    """[InvalidCatalogOp] for a connection whose URL holds a password (before it is used: an
+    upstream's error may quote it); a password is a secret's (``PASSWORD SECRET name``)."""
+    url = getattr(connection, "url", None) or getattr(connection, "catalog_url", None)
+    if isinstance(url, str) and has_password(url):
+        raise InvalidCatalogOp(
+            f"{name!r}: the connection URL holds a password, which would be stored and shown in "
+            "clear: CREATE SECRET name AS '...' and give PASSWORD SECRET name instead"
+        )
 
 
 def _check_sink_connection(connection: object, schema: Schema, gid: GlobalId) -> None:
@@ -159,8 +173,14 @@ class SourcesAndSinks:
         definition: str | None = None,
     ) -> GlobalId:
         """Create source ``name``, ingesting ``connection`` on the storage instance; returns its id."""
+        sendable((name, connection, schema, definition), f"source {name!r}")
+        _no_inline_password(name, connection)
         async with self.core.lock:
-            schema = await self._source_schema(name, connection, schema)
+            resolved = self.core.resolved(self.core.state, connection)
+            try:
+                schema = await self._source_schema(name, resolved, schema)
+            except TidegateError as e:  # it may quote the connection: never its password
+                raise redact_error(e, *self._secret_values(connection)) from None
             gid = self.core.fresh_id()
             remap = GlobalId.user(gid.value + 1)
             ops: list[CatalogOp] = [
@@ -169,10 +189,23 @@ class SourcesAndSinks:
                 *defined(gid, definition),
             ]
             state = await self.core.apply(ops)
+            if self.core.staged:  # a DDL transaction: installed at its commit
+                return gid
             await self.install_system_collections(state)
             await self.install_source(state, gid)
             await self.connect_storage_replica(state)
             return gid
+
+    def _secret_values(self, connection: object) -> tuple[str, ...]:
+        """The value of the secret ``connection`` names (to keep out of messages), if any."""
+        name = getattr(connection, "password_secret", None)
+        secret = None if not isinstance(name, str) else self.core.state.secret(name)
+        if secret is None or not isinstance(name, str):
+            return ()
+        try:
+            return (self.core.secrets.get(secret.id, name),)
+        except TidegateError:
+            return ()
 
     async def _source_schema(
         self, name: str, connection: SourceConnection, given: Schema | None
@@ -206,6 +239,8 @@ class SourcesAndSinks:
         definition: str | None = None,
     ) -> GlobalId:
         """Create sink ``name``, writing ``from_ref``'s changes out to ``connection``; its id."""
+        sendable((name, connection, definition), f"sink {name!r}")
+        _no_inline_password(name, connection)
         async with self.core.lock:
             from_id = self.core.resolve(from_ref)
             state = self.core.state
@@ -216,13 +251,20 @@ class SourcesAndSinks:
                     "a sink writes out a collection with a shard of its own"
                 )
             gid = self.core.fresh_id()
-            _check_sink_connection(connection, state.schema_of(from_id), gid)
+            try:
+                _check_sink_connection(
+                    self.core.resolved(state, connection), state.schema_of(from_id), gid
+                )
+            except TidegateError as e:
+                raise redact_error(e, *self._secret_values(connection)) from None
             ops: list[CatalogOp] = [
                 *self._storage_ops(),
                 CreateSink(name, gid, from_id, connection),
                 *defined(gid, definition),
             ]
             state = await self.core.apply(ops)
+            if self.core.staged:  # a DDL transaction: installed at its commit
+                return gid
             await self.install_system_collections(state)
             self.install_sink(state, gid)
             await self.connect_storage_replica(state)
@@ -302,7 +344,7 @@ class SourcesAndSinks:
             entry.from_id,
             STORAGE_INSTANCE,
             Antichain([0]),  # at or before the held since: it becomes the since
-            entry.connection,
+            self.core.resolved(state, entry.connection),
             state.schema_of(entry.from_id),
         )
         try:
@@ -451,16 +493,25 @@ class SourcesAndSinks:
             )
         return sorted(out, key=lambda x: x.id.sort_key)
 
-    def drop_replication_slots(self, dropped: Iterable[Any]) -> None:
+    def drop_replication_slots(self, dropped: Iterable[Any], state: CatalogState) -> None:
         """Start dropping the slots of the PostgreSQL sources among ``dropped`` (catalog entries
-        this environment dropped; one following another's DDL leaves them to the writer)."""
+        this environment dropped, from catalog ``state`` as it was before; one following
+        another's DDL leaves them to the writer). Their passwords are read now: a secret
+        dropped with them is deleted right after."""
         for entry in dropped:
             if isinstance(entry, SourceEntry) and isinstance(entry.connection, PostgresSource):
+                try:
+                    connection = self.core.resolved(state, entry.connection)
+                except TidegateError as e:
+                    log.warning("source %s: its slot cannot be dropped: %s", entry.name, e)
+                    continue
                 done = anyio.Event()
                 self._slot_drops.add(done)
-                self.core.driver.start_soon(self._drop_replication_slot, entry, done)
+                self.core.driver.start_soon(self._drop_replication_slot, entry, connection, done)
 
-    async def _drop_replication_slot(self, entry: SourceEntry, done: anyio.Event) -> None:
+    async def _drop_replication_slot(
+        self, entry: SourceEntry, resolved: PostgresSource, done: anyio.Event
+    ) -> None:
         """A dropped PostgreSQL source's slot goes too, as in Materialize: the upstream keeps
         WAL for a slot until it is dropped. In the background, once the storage replica
         has stopped reading from it (closing the environment waits for it a while); a slot
@@ -469,14 +520,14 @@ class SourcesAndSinks:
         name, connection = entry.name, entry.connection
         assert isinstance(connection, PostgresSource)
         try:
-            await self.core.platform.run_blocking(_drop_postgres_slot, connection)
+            await self.core.platform.run_blocking(_drop_postgres_slot, resolved)
         except Exception as e:
             log.warning(
                 "source %s was dropped but its replication slot %s was not (%s); it holds "
                 "WAL upstream until dropped: SELECT pg_drop_replication_slot('%s') on %s",
                 name,
                 connection.slot,
-                e,
+                redact_passwords(str(e)),
                 connection.slot,
                 connection_text(connection),
             )

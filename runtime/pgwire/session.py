@@ -43,6 +43,7 @@ from ..sql_session import (
     RowStream,
     SqlSession,
     copy_text,
+    shown,
 )
 from . import messages as m
 from .auth import AuthConfig, AuthenticationFailed, ScramExchange, parse_sasl_initial
@@ -462,26 +463,30 @@ class WireSession:
         if not statements:
             await send([m.EmptyQueryResponse(), self._ready()])
             return
-        for text, _offset in statements:
-            try:
-                prepared = session.prepare(text)
+        text = sql
+        try:
+            # A script of DDL only is one catalog change or none: an error midway (raised
+            # through the block) leaves the catalog and the controller as they were.
+            async with session.ddl_script(statements):
+                for text, _offset in statements:
+                    prepared = session.prepare(text)
 
-                def run(p: Prepared = prepared) -> Awaitable[Any]:
-                    return session.execute(p, [])
+                    def run(p: Prepared = prepared) -> Awaitable[Any]:
+                        return session.execute(p, [])
 
-                outcome = await self._run(run, session.interruptible(prepared))
-                await self._answer(outcome, None, 0, receive, send, simple=True)
-            except Closed:
+                    outcome = await self._run(run, session.interruptible(prepared))
+                    await self._answer(outcome, None, 0, receive, send, simple=True)
+        except Closed:
+            raise
+        except BaseException as e:
+            if isinstance(e, anyio.get_cancelled_exc_class()) and not self._cancelled:
                 raise
-            except BaseException as e:
-                if isinstance(e, anyio.get_cancelled_exc_class()) and not self._cancelled:
-                    raise
-                session.fail()
-                err = self._canceled(e)
-                if isinstance(err, SqlError):
-                    err.located(text)
-                await send([*self._pending(), _error(err), self._ready()])
-                return
+            session.fail()
+            err = self._canceled(e)
+            if isinstance(err, SqlError):
+                err.located(shown(text))
+            await send([*self._pending(), _error(err), self._ready()])
+            return
         await send([*self._pending(), self._ready()])
 
     async def _extended(

@@ -12,6 +12,8 @@ from pathlib import Path
 from tidegate.spec.errors import StorageUnavailable
 from tidegate.spec.shard import BlobMeta
 
+from ..files import PRIVATE_FILE, mkdir_private
+
 __all__ = ["STALE_TMP_S", "FileBlob", "refused_by_os"]
 
 _TMP_SUFFIX = ".tmp"
@@ -39,6 +41,7 @@ def _unavailable(key: str, operation: str, e: OSError) -> StorageUnavailable:
 class FileBlob:
     """Objects as files under ``root`` (keys may contain ``/``, never ``..``).
 
+    Directories are created 0700 and objects 0600: readable by their owner only.
     ``set`` writes a temporary file, fsyncs it, renames it over the key and
     fsyncs the directory, so a crash leaves either the old object or the new
     one, and an acknowledged ``set`` survives a power loss. A write the OS
@@ -56,7 +59,7 @@ class FileBlob:
     def __init__(self, root: str | os.PathLike[str], *, stale_tmp_s: float = STALE_TMP_S) -> None:
         self.root = Path(root)
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
+            mkdir_private(self.root)
         except OSError as e:
             if refused_by_os(e):
                 raise _unavailable(str(self.root), "open", e) from e
@@ -96,9 +99,9 @@ class FileBlob:
         path = self._path(key)
         tmp: Path | None = None
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            mkdir_private(path.parent)
             tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}{_TMP_SUFFIX}")
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE)
             try:
                 view = memoryview(value)
                 while view:

@@ -10,9 +10,10 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from tidegate.spec.errors import ConsensusError, StorageUnavailable
+from tidegate.spec.errors import ConsensusError, ConsensusStoreCorrupt, StorageUnavailable
 from tidegate.spec.shard import VersionedData, check_cas_arguments
 
+from ..files import PRIVATE_FILE, mkdir_private
 from ._file_blob import refused_by_os
 
 __all__ = ["SqliteConsensus"]
@@ -29,16 +30,24 @@ limit is full, the file or its directory is read-only or cannot be opened. SQLit
 transaction that fails so, so nothing was applied. Other IO errors (an fsync that failed, say)
 leave the outcome unknown and pass through."""
 
+_DAMAGED = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
+"""SQLite errors (by name prefix) that say the database file itself is damaged."""
+
 
 @contextlib.contextmanager
-def _refusals(key: str, operation: str, shard: str | None = None) -> Iterator[None]:
+def _refusals(
+    key: str, operation: str, shard: str | None = None, location: str = "(sqlite)"
+) -> Iterator[None]:
     """Raise :class:`StorageUnavailable` for an SQLite refusal inside the block (about consensus
-    key ``key``, which is the shard's id unless ``shard`` says otherwise)."""
+    key ``key``, which is the shard's id unless ``shard`` says otherwise), and
+    :class:`ConsensusStoreCorrupt` if the database file at ``location`` is damaged."""
     shard = key if shard is None else shard
     try:
         yield
     except sqlite3.Error as e:
         name = getattr(e, "sqlite_errorname", "") or ""
+        if name.startswith(_DAMAGED):
+            raise ConsensusStoreCorrupt(location, f"{e} ({name})") from e
         if not name.startswith(_REFUSALS):
             raise
         raise StorageUnavailable(shard, "consensus", key, operation, f"{e} ({name})") from e
@@ -93,12 +102,18 @@ class SqliteConsensus:
         synchronous: str = "FULL",
     ) -> None:
         self.path = Path(path)
+        self._where = str(self.path)
         self._lock = threading.Lock()
         self._read_lock = threading.Lock()
         if synchronous not in ("FULL", "NORMAL", "EXTRA"):
             raise ValueError(f"synchronous must be FULL, NORMAL or EXTRA, got {synchronous!r}")
-        with _refusals(str(self.path), "open", shard=""):
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+        with _refusals(str(self.path), "open", shard="", location=str(self.path)):
+            mkdir_private(self.path.parent)
+            # Created 0600 here, before SQLite opens it: SQLite gives its journal and WAL
+            # files the database file's mode, so they are private too.
+            if not self.path.exists():
+                with contextlib.suppress(FileExistsError):  # made meanwhile by another process
+                    os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE))
             self._conn = sqlite3.connect(
                 self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
             )
@@ -158,12 +173,12 @@ class SqliteConsensus:
         return None if row is None else VersionedData(row[0], bytes(row[1]))
 
     def head(self, key: str) -> VersionedData | None:
-        with self._read_lock, _refusals(key, "read"):
+        with self._read_lock, _refusals(key, "read", location=self._where):
             return self._head(key, self._reader)
 
     def compare_and_set(self, key: str, expected: int | None, new: VersionedData) -> bool:
         check_cas_arguments(key, expected, new)
-        with self._lock, _refusals(key, "compare-and-set"):
+        with self._lock, _refusals(key, "compare-and-set", location=self._where):
             # One statement, its own transaction: it takes the write lock before it reads
             # the head, so the check and the insert are atomic (as BEGIN IMMEDIATE would
             # make them), and the GIL is given up once, not once per statement.
@@ -171,7 +186,7 @@ class SqliteConsensus:
             return inserted.rowcount == 1
 
     def scan(self, key: str, from_seqno: int, limit: int) -> list[VersionedData]:
-        with self._read_lock, _refusals(key, "scan"):
+        with self._read_lock, _refusals(key, "scan", location=self._where):
             rows = self._reader.execute(
                 "SELECT sequence_number, data FROM consensus WHERE shard = ? AND "
                 "sequence_number >= ? ORDER BY sequence_number LIMIT ?",
@@ -180,7 +195,7 @@ class SqliteConsensus:
         return [VersionedData(s, bytes(d)) for s, d in rows]
 
     def truncate(self, key: str, seqno: int) -> int:
-        with self._lock, _refusals(key, "truncate"):
+        with self._lock, _refusals(key, "truncate", location=self._where):
             c = self._conn
             c.execute("BEGIN IMMEDIATE")
             try:
@@ -200,7 +215,7 @@ class SqliteConsensus:
                 raise
 
     def list_keys(self) -> list[str]:
-        with self._read_lock, _refusals("", "list", shard=""):
+        with self._read_lock, _refusals("", "list", shard="", location=self._where):
             rows = self._reader.execute(
                 "SELECT DISTINCT shard FROM consensus ORDER BY shard"
             ).fetchall()

@@ -15,7 +15,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeAlias
@@ -439,6 +439,7 @@ class ShardStore:
         idempotency_token: str | None = None,
         *,
         writer_id: str | None = None,
+        requests: Mapping[str, int] | None = None,
     ) -> Antichain:
         """Atomically append ``updates`` if the shard's upper is ``expected_upper``; returns the new upper.
 
@@ -449,7 +450,11 @@ class ShardStore:
         an ``idempotency_token``, retrying the same append after an unknown
         outcome never appends twice. No updates with ``new_upper ==
         expected_upper`` is a no-op that succeeds if the upper is that (persist's
-        semantics): it writes nothing, neither blob nor consensus.
+        semantics): it writes nothing, neither blob nor consensus. ``requests``
+        (client request id -> the time its updates are at) are recorded in the
+        same commit as the updates; one recorded already raises
+        :class:`RequestsApplied` (with the times they were written at), changing
+        nothing (see :func:`tidegate.spec.shard.transitions.compare_and_append`).
         """
         expected, new = _frontier(expected_upper), _frontier(new_upper)
         writer = writer_id or self.writer_id
@@ -462,7 +467,14 @@ class ShardStore:
             meta = BatchMeta("", expected, new, expected, table.num_rows, tmin, tmax)
         # Dry run on the state we have: fail fast (before writing a blob) on a stale upper.
         outcome = tr.compare_and_append(
-            state, meta, expected, new, writer_id=writer, token=idempotency_token, now_ms=0
+            state,
+            meta,
+            expected,
+            new,
+            writer_id=writer,
+            token=idempotency_token,
+            now_ms=0,
+            requests=requests,
         )
         if outcome.already_committed or outcome.state is state:
             # A retry of a committed append, or a no-op (no updates, an empty interval):
@@ -482,6 +494,7 @@ class ShardStore:
                 writer_id=writer,
                 token=idempotency_token,
                 now_ms=self.clock_ms(),
+                requests=requests,
             )
             result[:] = [out]
             return out.state if out.already_committed else self._with_inline_merge(s, out.state)

@@ -38,7 +38,7 @@ from tidegate.spec.protocol.commands import ComputeCommand
 from tidegate.spec.protocol.responses import ComputeResponse
 
 from .codec import decode_command, decode_response, encode_command, encode_response
-from .errors import MalformedMessage
+from .errors import MalformedMessage, WireError
 from .gen import tidegate_compute_pb2 as pb
 
 __all__ = [
@@ -101,14 +101,23 @@ class MessageCodec(Generic[M]):
         self.decode = decode
 
     def frames(self, value: M, max_frame_bytes: int | None = None) -> list[bytes]:
-        """``value`` as the frames to send, in order (one, unless it is large).
+        """``value`` as the frames to send, in order (one, unless it is large) [WireError if
+        it cannot be encoded: protobuf's own refusals, such as text no UTF-8 encoder takes,
+        are wrapped].
 
         ``max_frame_bytes`` is the largest slice of the message in one frame
         (:data:`MAX_FRAME_BYTES` by default): a sender whose channel carries
         smaller messages chooses less. Receivers reassemble fragments of any
         size, so it is the sender's choice alone.
         """
-        data = self.encode(value).SerializeToString()
+        try:
+            data = self.encode(value).SerializeToString()
+        except WireError:
+            raise
+        except (ValueError, TypeError, OverflowError) as e:  # UnicodeEncodeError is a ValueError
+            raise MalformedMessage(
+                f"cannot encode {self.kind} {type(value).__name__}: {type(e).__name__}: {e}"
+            ) from e
         limit = MAX_FRAME_BYTES if max_frame_bytes is None else max_frame_bytes
         if limit < 1:
             raise ValueError(f"max_frame_bytes must be positive, got {limit}")

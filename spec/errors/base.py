@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["InvalidId", "TidegateError", "UnhandledEffect"]
+__all__ = ["InvalidId", "InvalidText", "TidegateError", "UnhandledEffect"]
 
 
 class TidegateError(Exception):
@@ -11,6 +11,17 @@ class TidegateError(Exception):
 
 class InvalidId(TidegateError, ValueError):
     """A malformed identifier (GlobalId text, replica or instance name)."""
+
+
+class InvalidText(TidegateError, ValueError):
+    """Text that is not a sequence of Unicode scalar values (it holds a UTF-16 surrogate).
+
+    No UTF-8 encoder accepts such text, so it can be neither stored nor sent:
+    every boundary where text enters refuses it, changing nothing (see
+    :mod:`tidegate.spec.text`). PostgreSQL's SQLSTATE for it is 22021.
+    """
+
+    sqlstate = "22021"
 
 
 class UnhandledEffect(TidegateError, TypeError):

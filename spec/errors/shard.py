@@ -18,12 +18,15 @@ __all__ = [
     "CompactionConflict",
     "ConsensusCorrupt",
     "ConsensusError",
+    "ConsensusStoreCorrupt",
     "FinalizationNotReady",
+    "FinalizationRefused",
     "Indeterminate",
     "InvalidShardBounds",
     "InvalidUpdates",
     "ListenCompactedPast",
     "OpaqueMismatch",
+    "RequestsApplied",
     "SchemaMismatch",
     "ShardError",
     "ShardFinalized",
@@ -53,6 +56,17 @@ class UpperMismatch(ShardError):
         super().__init__(shard, f"expected upper {expected!r} but the upper is {actual_upper!r}")
         self.expected = expected
         self.actual_upper = actual_upper
+
+
+class RequestsApplied(ShardError):
+    """A compare-and-append carrying client request ids the shard has recorded already: those
+    appends were applied before (``applied`` maps each id to the time it was written at), so
+    nothing is appended again. The shard is unchanged."""
+
+    def __init__(self, shard: str, applied: dict[str, int]) -> None:
+        shown = ", ".join(f"{r!r} at {t}" for r, t in sorted(applied.items())[:4])
+        super().__init__(shard, f"requests already applied: {shown}")
+        self.applied = applied
 
 
 class AppendGap(ShardError):
@@ -131,6 +145,16 @@ class ShardFinalized(ShardError):
 
 class FinalizationNotReady(ShardError):
     """Finalization requires ``since = upper = []`` (or ``force``)."""
+
+
+class FinalizationRefused(ShardError):
+    """A shard the durable catalog has not recorded as dropped is never finalized (its data would
+    be deleted): the catalog still has its object, or never recorded it (a newer or a foreign
+    catalog's shard). ``reason`` says which; the shard is left as it is."""
+
+    def __init__(self, shard: str, reason: str) -> None:
+        super().__init__(shard, f"not finalized: {reason}")
+        self.reason = reason
 
 
 class CompactionConflict(ShardError):
@@ -229,6 +253,21 @@ class StorageUnavailable(ShardError):
         self.key = key
         self.operation = operation
         self.errno = errno
+
+
+class ConsensusStoreCorrupt(ShardError):
+    """The Consensus store itself is damaged, not one record of it: a SQLite file that is not a
+    database, or whose pages are corrupt. ``location`` names it; ``reason`` is what the
+    backend said. Nothing can be read from it: restore it from a backup."""
+
+    def __init__(self, location: str, reason: str) -> None:
+        super().__init__(
+            "",
+            f"the consensus store {location} is damaged ({reason}): nothing can be read from "
+            "it; restore it from a backup",
+        )
+        self.location = location
+        self.reason = reason
 
 
 class ConsensusError(ShardError, ValueError):

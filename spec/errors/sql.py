@@ -14,12 +14,13 @@ caret under the position, and the hint, as ``psql`` prints them::
 
 from __future__ import annotations
 
-from .base import TidegateError
+from .base import InvalidText, TidegateError
 
 __all__ = [
     "AmbiguousColumn",
     "AmbiguousFunction",
     "CannotCoerce",
+    "CharacterNotInRepertoire",
     "DependentObjects",
     "DuplicateAlias",
     "DuplicateColumn",
@@ -102,6 +103,8 @@ class SqlError(TidegateError, ValueError):
         if self.position is not None and self.sql is not None:
             line, col = self.line_col()
             text = self.sql.splitlines()[line - 1] if self.sql.splitlines() else ""
+            # Printable anywhere: a code point no encoder takes (a surrogate) is shown as U+FFFD.
+            text = "".join("\ufffd" if "\ud800" <= ch <= "\udfff" else ch for ch in text)
             prefix = f"LINE {line}: "
             out.append(prefix + text)
             out.append(" " * (len(prefix) + col - 1) + "^")
@@ -333,3 +336,10 @@ _DATA_CODES = (
     ("invalid escape string", "22025"),
     ("negative substring length", "22011"),
 )
+
+
+class CharacterNotInRepertoire(SqlError, InvalidText):
+    """SQL text (or a parameter) that is not Unicode scalar values: a lone UTF-16 surrogate
+    (SQLSTATE 22021, what PostgreSQL answers for bytes that are not valid UTF-8)."""
+
+    sqlstate = "22021"

@@ -2,7 +2,8 @@
 
 Values are plain Python objects: ``int64`` is ``int`` in the signed 64-bit
 range, ``float64`` is a ``float`` (infinities and NaN included: every NaN a
-query computes is one object, ``scalar_eval.NAN``), ``string`` is ``str``, ``bool`` is
+query computes is one object, ``scalar_eval.NAN``), ``string`` is a ``str`` of Unicode
+scalar values (no UTF-16 surrogate: :mod:`tidegate.spec.text`), ``bool`` is
 ``bool``, ``date`` is :class:`datetime.date` and ``timestamp`` is a naive
 :class:`datetime.datetime` (microsecond precision, UTC by convention).
 ``None`` is SQL NULL and is allowed only in nullable columns.
@@ -16,7 +17,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from ..errors import ArityMismatch, TypeMismatch, UnknownColumn
+from ..errors import ArityMismatch, InvalidText, TypeMismatch, UnknownColumn
+from ..text import is_scalar_text, surrogate_at, surrogate_text
 
 __all__ = [
     "INT64_MAX",
@@ -76,7 +78,7 @@ def value_matches(value: Any, scalar: ScalarType) -> bool:
     if scalar is ScalarType.FLOAT64:
         return t is float
     if scalar is ScalarType.STRING:
-        return t is str
+        return t is str and is_scalar_text(value)
     if scalar is ScalarType.BOOL:
         return t is bool
     if scalar is ScalarType.DATE:
@@ -151,6 +153,12 @@ def check_row(row: Any, schema: Schema, what: str = "row") -> None:
             if not c.type.nullable:
                 raise TypeMismatch(f"{what} {row!r}: NULL in non-nullable column {c.name!r}")
         elif not value_matches(v, c.type.scalar):
+            at = surrogate_at(v) if type(v) is str else None
+            if at is not None and c.type.scalar is ScalarType.STRING:
+                raise InvalidText(
+                    f"{what}: the value of column {c.name!r} is not valid Unicode text: "
+                    f"{surrogate_text(v, at)}"
+                )
             raise TypeMismatch(
                 f"{what} {row!r}: {v!r} is not a {c.type.scalar} (column {c.name!r})"
             )

@@ -16,7 +16,8 @@ written by a newer one. The envelope stays the same across formats.
 Each batch in the payload records the SHA-256 of its blob's bytes
 (:func:`blob_digest`), which the store checks on every read of the blob. An
 inline batch carries its bytes in the payload (base64, a ninth field), where
-the record's checksum covers them too.
+the record's checksum covers them too. ``requests`` (client request ids of
+recent appends, with their times) is present only when there are some.
 
 Records of format 1 (plain JSON, no checksum, batches without digests) are
 still read: they come from stores written before checksums, and the next
@@ -113,6 +114,8 @@ def encode_state(state: ShardState) -> bytes:
         "schema": state.schema,
         "finalized": state.finalized,
     }
+    if state.requests:  # absent when empty: records without requests read the same everywhere
+        tail["requests"] = dict(sorted(state.requests.items()))
     batches = ",".join([_encoded_batch(b) for b in state.batches])
     payload = f'{_dumps(head)[:-1]},"batches":[{batches}],{_dumps(tail)[1:]}'.encode()
     return b"%s%s\n%s" % (ENVELOPE, blob_digest(payload).encode("ascii"), payload)
@@ -185,6 +188,7 @@ def decode_state(shard: str, seqno: int, data: bytes) -> ShardState:
             },
             schema=doc["schema"],
             finalized=doc["finalized"],
+            requests=_requests(doc.get("requests", {})),
         )
     except (KeyError, TypeError, ValueError) as e:
         raise UnsupportedStateVersion(
@@ -193,6 +197,14 @@ def decode_state(shard: str, seqno: int, data: bytes) -> ShardState:
     if state.shard != shard:
         raise ConsensusCorrupt(shard, seqno, f"it is the state of shard {state.shard!r}")
     return state
+
+
+def _requests(doc: Any) -> dict[str, int]:
+    if not isinstance(doc, dict) or not all(
+        type(k) is str and type(t) is int for k, t in doc.items()
+    ):
+        raise TypeError(f"requests must map ids to times, got {doc!r}")
+    return doc
 
 
 def _decode_batch(b: list[Any], version: int) -> BatchMeta:

@@ -17,6 +17,8 @@ from ..frontier import Antichain
 __all__ = [
     "FORMAT_VERSION",
     "INLINE_PREFIX",
+    "REQUEST_IDS_MAX",
+    "REQUEST_RETENTION",
     "BatchMeta",
     "CriticalReader",
     "LeasedReader",
@@ -29,6 +31,13 @@ FORMAT_VERSION = 2
 record, a digest of every batch and inline batches; records of format 1 are still read."""
 
 _EMPTY_MAP: Mapping[str, object] = MappingProxyType({})
+
+REQUEST_IDS_MAX = 4096
+"""The most client request ids a shard's state remembers (the newest; every commit rewrites
+the state, so it stays small)."""
+REQUEST_RETENTION = 600_000
+"""How far behind the newest recorded request's time an id is remembered at least (in the
+shard's time unit: ten minutes of a table's epoch milliseconds), while the count allows."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,12 +137,18 @@ class ShardState:
     writers: Mapping[str, WriterState] = field(default_factory=dict)
     schema: str | None = None
     finalized: bool = False
+    requests: Mapping[str, int] = field(default_factory=dict)
+    """Client request ids of recent appends, each with the time its updates were written at
+    (recorded by the same compare-and-append as the updates: see
+    :func:`~.transitions.compare_and_append`), so a retry is recognised and never applied
+    twice; the newest :data:`REQUEST_IDS_MAX` within :data:`REQUEST_RETENTION` of time."""
 
     def __post_init__(self) -> None:
         # Freeze the maps so a state can never change behind a committed seqno.
         object.__setattr__(self, "leased_readers", _frozen(self.leased_readers))
         object.__setattr__(self, "critical_readers", _frozen(self.critical_readers))
         object.__setattr__(self, "writers", _frozen(self.writers))
+        object.__setattr__(self, "requests", _frozen(self.requests))
 
     @property
     def batch_keys(self) -> tuple[str, ...]:
@@ -172,6 +187,7 @@ class ShardState:
             and dict(self.writers) == dict(other.writers)
             and self.schema == other.schema
             and self.finalized == other.finalized
+            and dict(self.requests) == dict(other.requests)
         )
 
     __hash__ = None  # type: ignore[assignment]

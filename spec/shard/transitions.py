@@ -20,6 +20,7 @@ from ..errors import (
     InvalidShardBounds,
     InvalidUpdates,
     OpaqueMismatch,
+    RequestsApplied,
     SchemaMismatch,
     ShardFinalized,
     SinceRegression,
@@ -27,7 +28,15 @@ from ..errors import (
     UpperMismatch,
 )
 from ..frontier import Antichain
-from .state import BatchMeta, CriticalReader, LeasedReader, ShardState, WriterState
+from .state import (
+    REQUEST_IDS_MAX,
+    REQUEST_RETENTION,
+    BatchMeta,
+    CriticalReader,
+    LeasedReader,
+    ShardState,
+    WriterState,
+)
 
 __all__ = [
     "AppendOutcome",
@@ -41,6 +50,7 @@ __all__ = [
     "expire_readers",
     "finalize",
     "heartbeat_reader",
+    "recorded_requests",
     "register_critical_reader",
     "register_leased_reader",
     "register_schema",
@@ -170,14 +180,23 @@ def compare_and_append(
     writer_id: str,
     token: str | None,
     now_ms: int,
+    requests: Mapping[str, int] | None = None,
 ) -> AppendOutcome:
     """Append ``batch`` (``None`` or length 0: no updates) if the upper is ``expected_upper``.
 
     Checks, in order: the shard is live; ``new_upper`` is not behind
     ``expected_upper`` (:func:`check_append_times`); the batch's bounds and
     times lie in ``[expected_upper, new_upper)``; a retry of the writer's last
-    committed token succeeds without appending again; the upper must equal
-    ``expected_upper`` (else :class:`UpperMismatch` with the actual one).
+    committed token succeeds without appending again; no request id of
+    ``requests`` is recorded already (else :class:`RequestsApplied`, whatever
+    the upper); the upper must equal ``expected_upper`` (else
+    :class:`UpperMismatch` with the actual one).
+
+    ``requests`` maps client request ids to the time their updates are written
+    at: they are recorded in the new state with the batch, in the same
+    transition, so the record and the data land together or not at all (the
+    newest :data:`~.state.REQUEST_IDS_MAX` within
+    :data:`~.state.REQUEST_RETENTION` are kept).
 
     An append without updates whose ``new_upper`` is its ``expected_upper``
     succeeds as a no-op when the upper is that (persist's semantics): it
@@ -207,19 +226,40 @@ def compare_and_append(
         w = state.writers.get(writer_id)
         if w is not None and w.last_token == token and w.last_upper == new_upper:
             return AppendOutcome(state, new_upper, already_committed=True)
+    if requests:
+        applied = {r: state.requests[r] for r in requests if r in state.requests}
+        if applied:
+            raise RequestsApplied(state.shard, applied)
     if state.upper != expected_upper:
         raise UpperMismatch(state.shard, expected_upper, state.upper)
-    if expected_upper == new_upper:
+    if expected_upper == new_upper and not requests:
         return AppendOutcome(state, new_upper, already_committed=False)
     batches = state.batches
     if batch is not None and has_updates:
         # A fresh batch is exact: nothing in it has been advanced.
         batches = (*batches, dataclasses.replace(batch, since=batch.lower))
     writer = WriterState(last_token=token, last_upper=new_upper, last_heartbeat_ms=now_ms)
+    changes: dict[str, object] = {}
+    if requests:
+        changes["requests"] = recorded_requests(state.requests, requests)
     new = _next(
-        state, upper=new_upper, batches=batches, writers=_with(state.writers, writer_id, writer)
+        state,
+        upper=new_upper,
+        batches=batches,
+        writers=_with(state.writers, writer_id, writer),
+        **changes,
     )
     return AppendOutcome(new, new_upper, already_committed=False)
+
+
+def recorded_requests(old: Mapping[str, int], new: Mapping[str, int]) -> dict[str, int]:
+    """``old`` with ``new`` added, keeping the newest :data:`~.state.REQUEST_IDS_MAX` entries
+    whose time is within :data:`~.state.REQUEST_RETENTION` of the newest (ties by id)."""
+    merged = {**old, **new}
+    newest = max(merged.values())
+    kept = [(t, r) for r, t in merged.items() if t >= newest - REQUEST_RETENTION]
+    kept.sort(reverse=True)
+    return {r: t for t, r in kept[:REQUEST_IDS_MAX]}
 
 
 def append_lower(state: ShardState, lower: Antichain, upper: Antichain) -> Antichain | None:

@@ -20,7 +20,15 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError, TokenError
 
-from ..errors import DuplicateColumn, SqlError, SqlSyntaxError, UndefinedColumn, UnsupportedSql
+from ..errors import (
+    CharacterNotInRepertoire,
+    DuplicateColumn,
+    SqlError,
+    SqlSyntaxError,
+    UndefinedColumn,
+    UnsupportedSql,
+)
+from ..text import surrogate_at, surrogate_text
 from ._common import ident, position_of, sql_type_of
 from ._dialect import DIALECT
 from .ast import (
@@ -47,14 +55,28 @@ from .ast import (
 from .interval import parse_interval_ms
 from .storage import is_storage_statement, parse_storage_statement
 
-__all__ = ["parse", "parse_interval_ms", "parse_one", "split_statements"]
+__all__ = ["check_sql_text", "parse", "parse_interval_ms", "parse_one", "split_statements"]
 
 _DIALECT = "postgres"  # for printing nodes back as SQL
+
+
+def check_sql_text(text: str) -> None:
+    """[CharacterNotInRepertoire] unless ``text`` is Unicode scalar values only: the whole
+    text, comments included, as PostgreSQL checks a query's bytes before it parses them."""
+    at = surrogate_at(text)
+    if at is not None:
+        raise CharacterNotInRepertoire(
+            f'invalid byte sequence for encoding "UTF8": {surrogate_text(text, at)}',
+            position=at + 1,
+            sql=text,
+        )
 
 
 def split_statements(text: str) -> list[tuple[str, int]]:
     """The statements of ``text`` as ``(statement text, offset in text)``, empty ones left out."""
     from sqlglot.dialects.postgres import Postgres
+
+    check_sql_text(text)
 
     try:
         tokens = Postgres().tokenize(text)
@@ -139,7 +161,9 @@ def _drop_storage(text: str) -> DropStmt:
 
 
 def parse_one(text: str) -> Statement:
-    """One statement (``text`` holds exactly one) [SqlSyntaxError, UnsupportedSql]."""
+    """One statement (``text`` holds exactly one) [SqlSyntaxError, UnsupportedSql,
+    CharacterNotInRepertoire]."""
+    check_sql_text(text)
     try:
         return _parse(text)
     except SqlError as e:

@@ -13,11 +13,15 @@ Materialize's where it can:
 
     CREATE SOURCE [IF NOT EXISTS] name
         FROM POSTGRES CONNECTION 'postgresql://user@host/db'
-        (PUBLICATION 'pub', TABLE 'public.orders', SLOT 'orders_slot')
+        (PUBLICATION 'pub', TABLE 'public.orders', SLOT 'orders_slot'
+         [, PASSWORD SECRET pgpass])
 
     CREATE SINK [IF NOT EXISTS] name FROM object
         INTO ICEBERG CATALOG 'sqlite:////path/catalog.db'
-        (WAREHOUSE 'file:///path/warehouse', TABLE 'namespace.table')
+        (WAREHOUSE 'file:///path/warehouse', TABLE 'namespace.table'
+         [, PASSWORD SECRET catalog_password])
+
+A password is given as a secret (:mod:`.secrets`), never in the URL.
 
 Option names are case-insensitive, an ``=`` between a name and its value is
 optional, each option may be given once. Materialize's named ``CONNECTION``
@@ -184,11 +188,12 @@ class _Parser:
         return value
 
     def options(
-        self, names: dict[str, tuple[str, ...]], what: str
+        self, names: dict[str, tuple[str, ...]], what: str, secrets: frozenset[str] = frozenset()
     ) -> dict[str, tuple[_Token, _Token]]:
         """``(NAME [=] value, ...)``: each option's name token and value token, by key.
 
-        ``names`` maps each option's key to its words (``("TICK", "INTERVAL")``).
+        ``names`` maps each option's key to its words (``("TICK", "INTERVAL")``);
+        the options of ``secrets`` take ``SECRET name`` as their value (the name's token).
         """
         out: dict[str, tuple[_Token, _Token]] = {}
         if not self.punct("("):
@@ -207,7 +212,11 @@ class _Parser:
                     sql=self.text,
                 )
             self.punct("=")
+            if key in secrets:
+                self.expect("SECRET")
             value = self.next(f"a value for {' '.join(names[key])}")
+            if key in secrets and value.kind not in ("word", "quoted"):
+                self.fail("the name of a secret", value)
             out[key] = (start, value)
             if self.punct(")"):
                 return out
@@ -365,8 +374,14 @@ class _Parser:
                 hint="a PostgreSQL source replicates one table: name it in its options (TABLE 't')",
             )
         opts = self.options(
-            {"publication": ("PUBLICATION",), "table": ("TABLE",), "slot": ("SLOT",)},
+            {
+                "publication": ("PUBLICATION",),
+                "table": ("TABLE",),
+                "slot": ("SLOT",),
+                "password": ("PASSWORD",),
+            },
             "POSTGRES",
+            frozenset({"password"}),
         )
         for key in ("publication", "table", "slot"):
             if key not in opts:
@@ -377,14 +392,26 @@ class _Parser:
             self.value_string(opts["table"], "TABLE"),
             self.value_string(opts["publication"], "PUBLICATION"),
             self.value_string(opts["slot"], "SLOT"),
+            self.secret_name(opts.get("password")),
         )
+
+    def secret_name(self, option: tuple[_Token, _Token] | None) -> str | None:
+        """The secret an option names (``PASSWORD SECRET name``), if given."""
+        if option is None:
+            return None
+        _, t = option
+        return t.text[1:-1].replace('""', '"') if t.kind == "quoted" else t.text.lower()
 
     def iceberg(self) -> IcebergSink:
         start = self.peek()
         assert start is not None
         self.expect("ICEBERG", "CATALOG")
         catalog = self.string("the catalog URL (a quoted string)")
-        opts = self.options({"warehouse": ("WAREHOUSE",), "table": ("TABLE",)}, "ICEBERG")
+        opts = self.options(
+            {"warehouse": ("WAREHOUSE",), "table": ("TABLE",), "password": ("PASSWORD",)},
+            "ICEBERG",
+            frozenset({"password"}),
+        )
         for key in ("warehouse", "table"):
             if key not in opts:
                 self.missing(key.upper(), "an Iceberg sink", start)
@@ -393,6 +420,7 @@ class _Parser:
             catalog,
             self.value_string(opts["warehouse"], "WAREHOUSE"),
             self.value_string(opts["table"], "TABLE"),
+            self.secret_name(opts.get("password")),
         )
 
 

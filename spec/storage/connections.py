@@ -15,6 +15,7 @@ tidegate timestamps.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
 
@@ -30,6 +31,7 @@ __all__ = [
     "SourceConnection",
     "SourceUpdate",
     "StorageSinkConnection",
+    "redact_passwords",
 ]
 
 SourceUpdate: TypeAlias = tuple[Row, int, int]
@@ -76,12 +78,16 @@ class PostgresSource:
 
     ``url`` is a libpq connection URL; ``table`` a (schema-qualified) table in
     ``publication``; ``slot`` the replication slot the source owns.
+    ``password_secret`` names the secret that holds the password (Materialize's
+    ``PASSWORD SECRET name``): the password is never part of the URL, so it is
+    never stored with the catalog's printable state or shown.
     """
 
     url: str
     table: str
     publication: str
     slot: str
+    password_secret: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,12 +106,14 @@ class IcebergSink:
 
     ``catalog_url`` is a SQL catalog's SQLAlchemy URL (``sqlite:///...`` by
     default), ``warehouse`` where data files go (``file://`` or ``s3://``),
-    ``table`` the ``namespace.name`` identifier.
+    ``table`` the ``namespace.name`` identifier. ``password_secret`` names the
+    secret holding the catalog database's password, if it needs one.
     """
 
     catalog_url: str
     warehouse: str
     table: str
+    password_secret: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,3 +128,14 @@ StorageSinkConnection: TypeAlias = IcebergSink | SimulatedSink
 
 SinkConnection = StorageSinkConnection
 """Deprecated alias of :data:`StorageSinkConnection` (not exported: the name is compute's)."""
+
+
+_URL_PASSWORD = re.compile(r"(\b[a-zA-Z][a-zA-Z0-9+.-]*://[^/\s:@'\"]*:)[^@\s/'\"]*@")
+_KEYWORD_PASSWORD = re.compile(r"(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s&'\"]+)", re.IGNORECASE)
+
+
+def redact_passwords(text: str) -> str:
+    """``text`` with every password a connection URL or conninfo in it carries starred out
+    (``scheme://user:***@host``, ``password=***``): for errors and logs, which may quote a
+    connection the way a reader used it (with its secret's value put in)."""
+    return _KEYWORD_PASSWORD.sub(r"\1***", _URL_PASSWORD.sub(r"\1***@", text))

@@ -180,12 +180,15 @@ def test_the_codec_round_trips_storage_objects_and_reads_versions_1_and_2() -> N
             SetStorageReplica(managed=False, address="127.0.0.1:7000"),
         ],
     )
-    data = encode_catalog(s)  # sealed with a checksum (tidegate.runtime.sealed)
+    data = encode_catalog(s)
     assert json.loads(unseal("catalog", data))["version"] == CATALOG_FORMAT_VERSION == 3
     assert decode_catalog(data) == s
-    for version in (1, 2):  # written before records were sealed too: plain JSON
-        fresh = encode_catalog(apply_ops(CatalogState(), [CreateTable("t", U(1), T)]))
-        old = json.loads(unseal("catalog", fresh))
+    for version in (1, 2):
+        old = json.loads(
+            unseal(
+                "catalog", encode_catalog(apply_ops(CatalogState(), [CreateTable("t", U(1), T)]))
+            )
+        )
         old["version"] = version
         for key in ("sources", "progress", "sinks", "system_collections", "storage_replica"):
             del old[key]

@@ -108,8 +108,11 @@ def test_a_view_reads_collections_only_and_names_real_views() -> None:
 def test_the_codec_round_trips_views_and_definitions_and_reads_version_1() -> None:
     s = _state()
     assert decode_catalog(encode_catalog(s)) == s
-    fresh = encode_catalog(apply_ops(CatalogState(), [CreateTable("t", U(1), T_SCHEMA)]))
-    old = json.loads(unseal("catalog", fresh))  # the payload, as written before sealing
+    old = json.loads(
+        unseal(
+            "catalog", encode_catalog(apply_ops(CatalogState(), [CreateTable("t", U(1), T_SCHEMA)]))
+        )
+    )
     old["version"] = 1
     del old["views"], old["definitions"]
     assert decode_catalog(json.dumps(old).encode()).tables[0].name == "t"

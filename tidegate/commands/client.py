@@ -121,6 +121,12 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
             help=f"{what}: the table's columns by name, and an optional integer diff column "
             "(else each row is inserted once)",
         )
+    ap.add_argument(
+        "--request-id",
+        metavar="ID",
+        help="make the append idempotent: run again with the same ID (after a timeout or an "
+        "unknown outcome), it answers the first one's time and is never applied twice",
+    )
     common_options(ap)
     ap.set_defaults(func=run_append)
     _add_ddl_parsers(sub)
@@ -494,7 +500,10 @@ def run_append(args: argparse.Namespace) -> int:
     except json.JSONDecodeError as e:
         print(f"tidegate append: --rows is not valid JSON: {e}", file=sys.stderr)
         return 2
-    result = _run(args, "POST", "/append", {"table": args.table, "rows": rows})
+    body: dict[str, Any] = {"table": args.table, "rows": rows}
+    if args.request_id is not None:
+        body["request_id"] = args.request_id
+    result = _run(args, "POST", "/append", body)
     if args.json:
         print(json.dumps(result))
     else:

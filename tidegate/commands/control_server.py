@@ -51,6 +51,9 @@ from starlette.responses import Response, StreamingResponse
 from starlette.types import Receive, Scope, Send
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from tidegate.spec.errors import InvalidText
+from tidegate.spec.text import find_invalid_text, surrogate_at, surrogate_text
+
 from .control_handler import Handler, Refusal, Stream
 
 __all__ = ["Limits", "serve"]
@@ -109,6 +112,55 @@ def nesting(raw: bytes) -> int:
         else:
             depth -= 1
     return deepest
+
+
+# -- the body's text: Unicode scalar values only ----------------------------------------------------
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def invalid_text(raw: bytes, body: Any) -> None:
+    """[InvalidText] unless every string of the parsed ``body`` is Unicode scalar values.
+
+    JSON may spell a lone UTF-16 surrogate (``"\\udc80"``), and Python's parser also
+    takes the bytes of one (CESU-8); such text can be neither stored nor sent (see
+    :mod:`tidegate.spec.text`), so the request is refused before its handler runs.
+    Both checks of the raw bytes run at C speed; the parsed body is looked through only
+    when an escape of a surrogate occurs in it (a pair of them is one valid character).
+    """
+    try:
+        raw.decode("utf-8")  # strict: refuses encoded surrogates
+    except UnicodeDecodeError as e:
+        raise InvalidText(f"the body is not valid UTF-8: {e.reason} at byte {e.start}") from None
+    if _SURROGATE_ESCAPE.search(raw) is None:
+        return
+    bad = find_invalid_text(body)
+    if bad is not None:
+        at = surrogate_at(bad)
+        assert at is not None
+        raise InvalidText(
+            f"the body holds text that is not valid Unicode: {surrogate_text(bad, at)}"
+        )
+
+
+_IDEMPOTENT = frozenset({"/append", "/sql"})
+"""The routes that take an ``Idempotency-Key`` header: their one write is applied once."""
+
+
+def _idempotency_key(path: str, headers: dict[bytes, bytes], body: dict[str, Any]) -> None:
+    """An ``Idempotency-Key`` header becomes the body's ``request_id`` on :data:`_IDEMPOTENT`
+    routes [ValueError elsewhere, or if the body names another one, or it is not UTF-8]."""
+    raw = headers.get(b"idempotency-key")
+    if raw is None:
+        return
+    if path not in _IDEMPOTENT:
+        raise ValueError(f"{path} takes no Idempotency-Key (only {sorted(_IDEMPOTENT)} do)")
+    try:
+        key = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidText("the Idempotency-Key header is not valid UTF-8") from None
+    if body.setdefault("request_id", key) != key:
+        raise ValueError("the Idempotency-Key header and the body's request_id differ")
 
 
 # -- per request: the token, the body's size and time, then the handler -------------------------
@@ -182,6 +234,10 @@ class _Endpoint:
             body = json.loads(raw) if raw else {}
             if not isinstance(body, dict):
                 raise ValueError("the body must be a JSON object")
+            invalid_text(raw, body)
+            _idempotency_key(path, headers, body)
+        except InvalidText as e:
+            return _error(400, "InvalidText", str(e))
         except (ValueError, RecursionError) as e:  # UnicodeDecodeError is a ValueError
             return _error(400, "BadRequest", str(e))
         try:

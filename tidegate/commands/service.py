@@ -37,7 +37,12 @@ from typing import Any
 
 import anyio
 
-from tidegate.runtime.errors import DuplicateCatalogName, HasDependents, UnknownCatalogObject
+from tidegate.runtime.errors import (
+    AppendOutcomeUnknown,
+    DuplicateCatalogName,
+    HasDependents,
+    UnknownCatalogObject,
+)
 from tidegate.runtime.metrics import lag_ms
 from tidegate.runtime.platform import wall_ms
 from tidegate.spec.errors import InvalidId, TidegateError
@@ -292,7 +297,9 @@ class ControlService:
         rows = await self.env.copy_to(c.id, str(url), at=at)
         return {"name": c.name, "id": str(c.id), "url": url, "rows": rows}
 
-    async def append(self, table: str, rows: Any) -> dict[str, Any]:
+    async def append(self, table: str, rows: Any, request_id: Any = None) -> dict[str, Any]:
+        """Append ``rows`` to ``table``; with a ``request_id`` (the ``Idempotency-Key`` header),
+        a retry is answered with the first one's time and never applied twice."""
         c = self.resolve(table)
         if c.kind != "table":
             raise Refusal(400, "NotATable", f"{table!r} is a {c.kind}; only tables take appends")
@@ -300,10 +307,11 @@ class ControlService:
             updates = rows_from_json(rows, self.env.schema(c.id))
         except RowsError as e:
             raise Refusal(400, "BadRows", str(e)) from None
-        ts = await self.env.append(c.name, updates)
+        idempotent = {} if request_id is None else {"request_id": request_id}
+        ts = await self.env.append(c.name, updates, **idempotent)
         return {"table": c.name, "time": ts, "time_iso": iso_ms(ts), "rows": len(updates)}
 
-    async def sql(self, text: Any, params: Any = None) -> dict[str, Any]:
+    async def sql(self, text: Any, params: Any = None, request_id: Any = None) -> dict[str, Any]:
         """Run the SQL statement(s) ``text`` (see :mod:`tidegate.runtime.sql`); the last result.
 
         A refused statement is a :class:`Refusal` whose message is PostgreSQL-style
@@ -316,7 +324,8 @@ class ControlService:
         if params is not None and not isinstance(params, list):
             raise Refusal(400, "BadRequest", f"params must be a list, got {params!r}")
         try:
-            result = await self.env.execute(text, params)
+            idempotent = {} if request_id is None else {"request_id": request_id}
+            result = await self.env.execute(text, params, **idempotent)
         except SqlError as e:
             raise Refusal(400, type(e).__name__, e.render()) from None
         out: dict[str, Any] = result.to_json()
@@ -489,9 +498,11 @@ class ControlService:
             if (method, path) == ("POST", "/copy-to"):
                 return await self.copy_to(str(body["name"]), body["url"], body.get("at"))
             if (method, path) == ("POST", "/append"):
-                return await self.append(str(body["table"]), body.get("rows"))
+                return await self.append(
+                    str(body["table"]), body.get("rows"), body.get("request_id")
+                )
             if (method, path) == ("POST", "/sql"):
-                return await self.sql(body["sql"], body.get("params"))
+                return await self.sql(body["sql"], body.get("params"), body.get("request_id"))
             if method == "POST" and path in _DDL_FIELDS:
                 self._fields(path, body, *_DDL_FIELDS[path])
                 return await self._ddl(path, body)
@@ -503,6 +514,8 @@ class ControlService:
             raise Refusal(400, e.type, e.message) from None
         except (DuplicateCatalogName, HasDependents) as e:
             raise Refusal(409, type(e).__name__, str(e)) from None
+        except AppendOutcomeUnknown as e:  # not a refusal: it may have been applied
+            raise Refusal(504, type(e).__name__, str(e)) from None
         except TidegateError as e:
             raise Refusal(400, type(e).__name__, str(e)) from None
         raise Refusal(404, "NotFound", f"no route {method} {path}")

@@ -179,6 +179,7 @@ def _refuse_if_running(data_dir: Path) -> None:
 async def _up(args: argparse.Namespace, reporter: Reporter) -> None:
     import anyio
 
+    from tidegate.runtime.files import mkdir_private
     from tidegate.runtime.orchestrator import Orchestrator
 
     from .control import serve_control
@@ -187,7 +188,7 @@ async def _up(args: argparse.Namespace, reporter: Reporter) -> None:
 
     began = time.monotonic()
     data_dir = Path(args.data_dir)
-    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    mkdir_private(data_dir)
     _refuse_if_running(data_dir)
     events = ReplicaEvents(reporter)
     orchestrator = Orchestrator(
@@ -442,11 +443,13 @@ def _memory_limit_args(limit: int | None) -> tuple[str, ...]:
 def run_up(args: argparse.Namespace) -> int:
     import anyio
 
+    from tidegate.runtime.files import PRIVATE_UMASK
     from tidegate.runtime.logs import configure_logging
     from tidegate.spec.errors import TidegateError
 
     from .events import Reporter
 
+    os.umask(PRIVATE_UMASK)  # what the controller and its libraries create is its owner's only
     # JSON on stderr, for every logger of the process (uvicorn's too; see tidegate.runtime.logs)
     configure_logging(loggers=("tidegate",), static={"component": "controller"})
     reporter = Reporter()

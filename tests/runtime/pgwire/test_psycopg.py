@@ -318,3 +318,81 @@ def test_catalog_queries_psycopg_makes(pg_server: Server, name: str) -> None:
             [name],
         ).fetchall()
         assert cols == [("a", "bigint", False)]
+
+
+def test_secrets_over_the_wire_never_show_their_value(pg_server: Server, name: str) -> None:
+    """``CREATE``/``ALTER``/``DROP SECRET`` and ``SHOW SECRETS`` run in a wire session as through
+    ``POST /sql`` (simple and extended protocol); an error about one shows its text with the
+    value starred out; in a block that has written, a secret statement is refused as any DDL."""
+    secret, value = f"{name}_pw", "s3cr3t-value"
+    with _connect(pg_server) as c:
+        c.execute(f"CREATE SECRET {secret} AS '{value}'")  # extended protocol
+        assert (secret,) in c.execute("SHOW SECRETS").fetchall()
+        with c.cursor() as cur:
+            cur.execute("SHOW SECRETS", prepare=False)
+            assert cur.description is not None and cur.description[0].name == "name"
+        simple = psycopg.ClientCursor(c)
+        assert (secret,) in simple.execute("SHOW SECRETS").fetchall()
+        with pytest.raises(psycopg.Error) as e:
+            c.execute(f"CREATE SECRET {secret} AS '{value}'")
+        assert "already exists" in str(e.value) and value not in str(e.value)
+        assert value not in (e.value.diag.internal_query or "")
+        with pytest.raises(psycopg.Error) as e:
+            simple.execute(f"ALTER SECRET {name}_nosuch AS '{value}'")
+        assert "does not exist" in str(e.value) and value not in str(e.value)
+        c.execute(f"ALTER SECRET {secret} AS 'other'")
+        c.execute(f"CREATE TABLE {name} (k bigint)")
+    with psycopg.connect(pg_server.url) as c:  # a block
+        c.execute(f"INSERT INTO {name} VALUES (1)")
+        with pytest.raises(pgerr.ActiveSqlTransaction):
+            c.execute(f"DROP SECRET {secret}")
+        c.rollback()
+    with _connect(pg_server) as c:
+        c.execute(f"DROP SECRET {secret}")
+        assert (secret,) not in c.execute("SHOW SECRETS").fetchall()
+
+
+def test_a_request_id_names_one_write(pg_server: Server, name: str) -> None:
+    """``Environment.execute(..., request_id=...)``: a retry of the write answers its first
+    time and adds nothing; the id names exactly one INSERT, UPDATE or DELETE."""
+    from functools import partial
+
+    from tidegate.spec.errors import InvalidParameterValue
+
+    env = pg_server.env
+    pg_server.run(env.execute, f"CREATE TABLE {name} (k bigint)")
+    first = pg_server.run(partial(env.execute, f"INSERT INTO {name} VALUES (1)", request_id=name))
+    again = pg_server.run(partial(env.execute, f"INSERT INTO {name} VALUES (1)", request_id=name))
+    assert again.time == first.time
+    rows = pg_server.run(env.execute, f"SELECT count(*) FROM {name}").rows
+    assert rows == [(1,)]
+    for sql in (
+        f"INSERT INTO {name} VALUES (2); INSERT INTO {name} VALUES (3)",
+        f"SELECT * FROM {name}",
+        f"CREATE TABLE {name}_b (k bigint)",
+    ):
+        with pytest.raises(InvalidParameterValue):
+            pg_server.run(partial(env.execute, sql, request_id=f"{name}-x"))
+    assert pg_server.run(env.execute, f"SELECT count(*) FROM {name}").rows == [(1,)]
+    assert (f"{name}_b",) not in pg_server.run(env.execute, "SHOW TABLES").rows
+
+
+def test_a_ddl_script_is_one_catalog_change_or_none(pg_server: Server, name: str) -> None:
+    """A simple query of DDL statements only is one implicit transaction: a failure midway
+    leaves every object as it was; a script that succeeds is there whole."""
+    with _connect(pg_server) as c:
+        simple = psycopg.ClientCursor(c)
+        simple.execute(f"CREATE TABLE {name} (k bigint)")
+        seqno = pg_server.env.catalog.seqno
+        with pytest.raises(psycopg.Error, match="depend"):  # the view is in the way
+            simple.execute(
+                f"CREATE TABLE {name}_a (k bigint); CREATE VIEW {name}_v AS SELECT k FROM {name};"
+                f"DROP TABLE {name}; CREATE TABLE {name}_c (k bigint)"
+            )
+        assert pg_server.env.catalog.seqno == seqno
+        shown = [r[0] for r in c.execute("SHOW TABLES").fetchall()]
+        assert name in shown and f"{name}_a" not in shown
+        simple.execute(f"CREATE TABLE {name}_a (k bigint); CREATE TABLE {name}_b (k bigint)")
+        assert pg_server.env.catalog.seqno == seqno + 1
+        c.execute(f"INSERT INTO {name}_b VALUES (1)")
+        assert c.execute(f"SELECT k FROM {name}_b").fetchall() == [(1,)]

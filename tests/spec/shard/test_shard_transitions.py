@@ -13,6 +13,7 @@ from tidegate.spec.errors import (
     InvalidUpdates,
     ListenCompactedPast,
     OpaqueMismatch,
+    RequestsApplied,
     SchemaMismatch,
     ShardFinalized,
     SinceRegression,
@@ -23,6 +24,8 @@ from tidegate.spec.errors import (
 )
 from tidegate.spec.frontier import Antichain
 from tidegate.spec.shard import (
+    REQUEST_IDS_MAX,
+    REQUEST_RETENTION,
     BatchMeta,
     CompactionPolicy,
     ShardState,
@@ -31,7 +34,9 @@ from tidegate.spec.shard import (
     apply_compaction,
     compare_and_append,
     compare_and_downgrade_since,
+    decode_state,
     downgrade_since,
+    encode_state,
     expire_reader,
     expire_readers,
     finalize,
@@ -39,6 +44,7 @@ from tidegate.spec.shard import (
     listen_batches,
     listen_updates,
     plan_compaction,
+    recorded_requests,
     register_critical_reader,
     register_leased_reader,
     register_schema,
@@ -324,3 +330,52 @@ def test_listen_updates_filters_by_as_of_and_frontier():
     ups = [((1,), 1, 1), ((2,), 3, 1), ((3,), 5, 1)]
     assert listen_updates(ups, 1, A([3])) == [((2,), 3, 1), ((3,), 5, 1)]
     assert listen_updates(ups, 3, A([2])) == [((3,), 5, 1)]
+
+
+# -- client request ids ----------------------------------------------------------------------
+
+
+def test_request_ids_land_with_the_batch_and_a_retry_is_refused_whatever_the_upper():
+    s = compare_and_append(
+        fresh(),
+        meta("b1", 0, 5, [3]),
+        A([0]),
+        A([5]),
+        writer_id="w",
+        token=None,
+        now_ms=0,
+        requests={"r1": 3},
+    ).state
+    assert dict(s.requests) == {"r1": 3}
+    for expected in (0, 5):  # a stale upper or the current one: the id answers first
+        with pytest.raises(RequestsApplied) as e:
+            compare_and_append(
+                s,
+                meta("b2", expected, 9, [expected]),
+                A([expected]),
+                A([9]),
+                writer_id="w",
+                token=None,
+                now_ms=0,
+                requests={"r1": expected, "r2": expected},
+            )
+        assert e.value.applied == {"r1": 3}
+    assert decode_state("s1", s.seqno, encode_state(s)) == s  # recorded durably with the state
+
+
+def test_a_retry_of_the_same_write_by_its_token_is_not_refused_by_its_own_ids():
+    b = meta("b1", 0, 5, [3])
+    s = compare_and_append(
+        fresh(), b, A([0]), A([5]), writer_id="w", token="t", now_ms=0, requests={"r1": 3}
+    ).state
+    again = compare_and_append(
+        s, b, A([0]), A([5]), writer_id="w", token="t", now_ms=0, requests={"r1": 3}
+    )
+    assert again.already_committed and again.state is s
+
+
+def test_request_ids_are_kept_within_their_retention_and_count():
+    kept = recorded_requests({"old": 0, "mid": 1_000}, {"new": REQUEST_RETENTION + 500})
+    assert kept == {"mid": 1_000, "new": REQUEST_RETENTION + 500}
+    many = recorded_requests({f"r{i}": 1_000 + i for i in range(REQUEST_IDS_MAX)}, {"last": 9_999})
+    assert len(many) == REQUEST_IDS_MAX and "last" in many and "r0" not in many and "r1" in many

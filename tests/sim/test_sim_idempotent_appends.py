@@ -1,0 +1,42 @@
+"""Appends with request ids in the simulator: a retry after an unknown outcome never duplicates.
+
+Every other one-table append of the simulated clients carries a request id; an
+append whose outcome is unknown (its controller died in the call) is retried
+with the same id before the client's next append. The checker
+(``idempotent_appends``) holds appends sharing an id to one effect at one time.
+With storage slowed and the controller restarted (the plan of
+``test_sim_controller_restart``), seed 2 has an append that landed while its
+controller died: the retry answers the time it landed at, before the restart.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from tidegate.sim import RunOptions, run_simulation, small
+from tidegate.sim.faults import Fault, FaultKind, FaultPlan
+
+SCENARIO = dataclasses.replace(small(), duration_ms=5_000)
+IN_DOUBT = FaultPlan(
+    (
+        Fault(1_500, FaultKind.DELAY_STORAGE_WRITE, "", 900, factor=30),
+        Fault(1_900, FaultKind.RESTART_CONTROLLER, "", 300),
+        Fault(3_000, FaultKind.DELAY_STORAGE_WRITE, "", 900, factor=30),
+        Fault(3_400, FaultKind.RESTART_CONTROLLER, "", 200),
+    ),
+)
+
+
+def test_a_retry_with_a_request_id_answers_the_original_time_and_never_duplicates() -> None:
+    r = run_simulation(RunOptions(seed=2, scenario=SCENARIO, plan=IN_DOUBT))
+    assert r.ok, r.summary()
+    appends = [e for e in r.history.ops("append") if e.get("request_id")]
+    retries = [e for e in appends if e.get("retry")]
+    assert r.sometimes["append_retried_with_request_id"] == len(retries) >= 1
+    for e in retries:
+        (first,) = [o for o in appends if o["request_id"] == e["request_id"] and not o.get("retry")]
+        assert first["status"] == "info"  # its controller died in the call
+    # One had landed before its controller died at 1,900 ms: its retry, made after the
+    # restart, answers that time, and its rows are there once (the checker's
+    # idempotent_appends and no_phantom_writes hold, or r.ok would not).
+    assert any(e["status"] == "ok" and e["time"] < 1_900 < e["invoke_ms"] for e in retries)
