@@ -661,21 +661,31 @@ class Checker:
                 and c.id in self.model.plans
                 and bool(stopped & self.model.inputs(c.id))
             )
+            written = self._written(c.id)
             for r in names:
-                if not stuck and not self.progress.hydrated(r, c.id):
+                if not stuck and not self.progress.hydrated(r, c.id, written=written):
                     self.violate(
                         "hydration_completes",
                         f"replica {r} never reported an output frontier of {c.id} beyond the "
                         "as_of it was given, on its current connection",
                     )
                 want = None if start is None else time_of(start[1])
-                got = self.progress.write(r, c.id)
+                got = self.progress.write(r, c.id, written=written)
                 if start is not None and not (got is None or (want is not None and got >= want)):
                     self.violate(
                         "replicas_agree",
                         f"replica {r} reported {c.id} complete only to [{got}] by the end, behind "
                         f"the controller's write frontier [{want}] when the faults had stopped",
                     )
+
+    def _written(self, id: GlobalId) -> bool:
+        """Whether materialized view ``id``'s shard is complete on the simulated disk (upper
+        ``[]``): read off the disk, not from the controller's bookkeeping."""
+        if id not in self._views:
+            return False
+        self.truth.refresh(only=(str(id),))
+        durable = self.truth.frontiers.get(str(id))
+        return durable is not None and not durable[1].elements
 
     def judge_hydration(
         self, env: Environment, ev: dict[str, Any], replicas: list[str] | None
@@ -700,7 +710,8 @@ class Checker:
                 if not c.dropped and not c.id.is_transient and c.kind != "log"
             ]
         for id in ids:
-            if not any(self.progress.hydrated(r, id) for r in asked):
+            written = self._written(id)
+            if not any(self.progress.hydrated(r, id, written=written) for r in asked):
                 self.violate(
                     "hydration_matches_trace",
                     f"hydration {ev['n']} answered that {id} is hydrated (on {asked}), but no "
