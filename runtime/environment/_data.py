@@ -331,7 +331,9 @@ class ReadsAndWrites:
             if self._input_upper(*inputs).elements:
                 t = await self._fresh_time(inputs, lambda: self._inputs_since(df), gid)
                 df = df.with_as_of(Antichain([t]))
-            else:
+            else:  # complete inputs: still a fresh read, so a deposed writer must not choose it
+                if not self.core.read_only:
+                    await self.core.driver.confirm_leader()
                 df = df.with_as_of(
                     self.ddl.select_as_of(self.core.state, df, self.core.oracle.read_ts())
                 )

@@ -20,7 +20,7 @@ import anyio
 import pytest
 from retention import keep_history
 
-from tidegate.dsl import Schema, col
+from tidegate.dsl import Schema, col, constant
 from tidegate.replica.testing import in_process_replica as replica
 from tidegate.runtime import Environment
 from tidegate.runtime.catalog import DEFAULT_CATALOG_KEY
@@ -161,6 +161,11 @@ def test_read_only_serves_writes_nothing_then_promotion_fences_the_writer(
                     # timestamp does not cover (found with the simulator's zombie controller).
                     with pytest.raises(EnvironmentFenced):
                         await old.peek("t_idx")
+                    # A subscribe of inputs that are all complete (a constant) is a fresh read
+                    # too: its start time comes from the deposed read timestamp (found with
+                    # the simulator: a zombie started one before its successor's writes).
+                    with pytest.raises(EnvironmentFenced):
+                        await old.subscribe(constant([(1,)], SCHEMA))
                     assert await old.peek("t_idx", at=t1) == [((1,), 1), ((2,), 1)]
 
                     # The new one writes; its view's output advances.
