@@ -56,7 +56,7 @@ from tidegate.spec.protocol.types import ColumnOrder, RowSetFinishing
 from tidegate.spec.storage.connections import SimulatedSink, SimulatedSource
 
 from .choices import ChoiceSource, chance, pick
-from .controller import ControllerProcess
+from .controller import ZOMBIE, ZOMBIE_DDL_FACTOR, ControllerProcess
 from .copy_to import clear, copy_to_url
 from .faults import Action
 from .history import ClientHistory, finishing_to_json, row_out
@@ -83,6 +83,8 @@ DIED = "the controller died"
 """Why an operation's outcome is unknown: its controller was killed before it answered."""
 _WORDS = ("ann", "bob", "cy", "dee", "eve", "fay")
 _REGIONS = ("north", "south", "east")
+_DDL = ("create_dataflow", "drop_dataflow")
+"""The client actions that change the catalog (weighted up for a zombie's clients)."""
 TABLE_LAG_MS = 300
 INDEX_LAG_MS = 200
 GRANULARITY_MS = 1000
@@ -183,7 +185,10 @@ class Clients:
         if not self._can_act():
             self.world.count("client_waits_for_controller")
             return
+        zombie = self.world.controller.to_zombie()  # a client of a zombie controller, sometimes
         weights = self.scenario.workload.weights()
+        if zombie:  # what a deposed controller can still get wrong, more often: its DDL
+            weights = [(k, w * ZOMBIE_DDL_FACTOR if k in _DDL else w) for k, w in weights]
         total = sum(w for _, w in weights)
         if total <= 0:
             return
@@ -198,7 +203,8 @@ class Clients:
         if args is None:
             self.world.count(f"action_not_applicable:{chosen}")
             return
-        args = self.world.controller.route(args)  # a client of a zombie controller, sometimes
+        if zombie:
+            args = {**args, "via": ZOMBIE}
         self._perform(Action(self.world.kernel.now_ms, chosen, args))
 
     def _can_act(self) -> bool:

@@ -96,6 +96,10 @@ ZOMBIE = "zombie"
 ZOMBIE_CLIENTS_PER_MILLE = 350
 """How often a client action drawn while a zombie runs goes to the zombie (clients that have
 not noticed the takeover)."""
+ZOMBIE_DDL_FACTOR = 6
+"""How much more often a zombie's clients create and drop dataflows than the workload says:
+DDL is what a deposed controller can still get wrong for its successor (its catalog is
+stale), and a dataflow dropped by a zombie is otherwise too rare to meet within a campaign."""
 
 
 @dataclass(eq=False)
@@ -204,15 +208,14 @@ class ControllerProcess:
             return
         self.world.nursery.start_soon(self._incarnation)
 
-    def route(self, args: dict[str, Any]) -> dict[str, Any]:
-        """A drawn client action's arguments, sent to a running zombie sometimes (``via``)."""
+    def to_zombie(self) -> bool:
+        """Whether the client action drawn now goes to a running zombie (its ``via``): sometimes,
+        while one runs (drawn only then, so that seeds without zombies keep their draws)."""
         running = any(
             not z.dying and not z.pause.stopped and z.env is not None for z in self.zombies
         )
         source = self.world.streams.faults or self.world.streams.workload
-        if running and chance(source, ZOMBIE_CLIENTS_PER_MILLE):
-            return {**args, "via": ZOMBIE}
-        return args
+        return running and chance(source, ZOMBIE_CLIENTS_PER_MILLE)
 
     def spawn(self, fn: Callable[..., Awaitable[Any]], *args: Any, via: str | None = None) -> None:
         """Run a client task inside this process (dropped if it is down); ``via`` ``"zombie"``:

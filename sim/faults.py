@@ -222,6 +222,9 @@ CLOCK_KINDS = frozenset({FaultKind.CLOCK_JUMP, FaultKind.CLOCK_DRIFT, FaultKind.
 ZOMBIE_TARGETS = ("", "commit")
 """Where a :attr:`FaultKind.ZOMBIE_CONTROLLER` stops the controller: anywhere (at once), or at its
 next append's commit, between the write and its answer."""
+FULL_DISK_TARGETS = ("", "catalog")
+"""When a :attr:`FaultKind.FULL_DISK` fills the disk: at once, or right after the next catalog
+commit lands, between a DDL's catalog change and the shard work the catalog committed to."""
 ROT_TARGETS = ("blob", "shard", "catalog", "oracle")
 """What a :attr:`FaultKind.BIT_ROT` rots: a blob, or the consensus row of a shard's state, of
 the catalog or of the timestamp oracle."""
@@ -272,6 +275,8 @@ class Fault:
             raise FaultPlanError(
                 f"zombie_controller's target is '' or 'commit', got {self.target!r}"
             )
+        if self.kind is FaultKind.FULL_DISK and self.target not in FULL_DISK_TARGETS:
+            raise FaultPlanError(f"full_disk's target is '' or 'catalog', got {self.target!r}")
         if self.kind is FaultKind.BIT_ROT and self.target not in ROT_TARGETS:
             raise FaultPlanError(
                 f"bit_rot needs a target among {', '.join(ROT_TARGETS)}, got {self.target!r}"
@@ -477,6 +482,8 @@ def generate_plan(
             target = pick(source, ROT_TARGETS)
         elif kind is FaultKind.ZOMBIE_CONTROLLER:
             target = pick(source, ZOMBIE_TARGETS)
+        elif kind is FaultKind.FULL_DISK:
+            target = pick(source, FULL_DISK_TARGETS)
         else:
             target = ""
         at = source.integer(0, max(0, horizon_ms - 1))

@@ -256,6 +256,10 @@ class StorageFaults:
     ``"blob set"``...): ``"before"``, ``"after"`` or ``None``, consumed in order (for tests)."""
     disk_full: int = 0
     """Open full-disk windows: every write is refused (``ENOSPC``) while any is open."""
+    fill_at_catalog: list[int] = field(default_factory=list)
+    """Armed full-disk windows (their durations, ms) that open once the next catalog commit
+    lands (a full disk's ``catalog`` target): :attr:`on_fill` opens one."""
+    on_fill: Callable[[int], None] = lambda duration_ms: None
     fsync_stall_ms: int = 0
     """While non-zero, a quarter of the writes stall this long (a slow fsync)."""
     stalls: dict[str, int] = field(default_factory=dict)
@@ -417,6 +421,8 @@ class ConsensusClient(_Client):
         ok = self.disk.compare_and_set(key, expected, new)
         if ok:
             self.faults.fsync(self.process.name)
+            if key == CATALOG_KEY and self.faults.fill_at_catalog:
+                self.faults.on_fill(self.faults.fill_at_catalog.pop(0))
             if self.faults.stop_points:
                 self._stop_after(key, new, previous)
         if point is not None:

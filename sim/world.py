@@ -155,6 +155,7 @@ class World:
         self.disk.rot_reads = self._rot_read
         self.faults = StorageFaults(streams.storage, count=self.count, on_crash=self._crash_fired)
         self.faults.on_stop = self._stop_fired
+        self.faults.on_fill = self._fill_at_catalog
         self._zombie_ms = 0
         self._damage_healed_ms = -DAMAGE_GRACE_MS - 1
         """When damaged storage (rot, a lost record, a full disk) was last repaired."""
@@ -479,8 +480,10 @@ class World:
         if kind is FaultKind.BIT_ROT:
             return self._rot(f)
         if kind is FaultKind.FULL_DISK:
-            self.faults.disk_full += 1
-            self._heal_later(d, self._disk_has_room)
+            if f.target == "catalog":  # right after the next catalog commit lands
+                self.faults.fill_at_catalog.append(d)
+                return True
+            self._fill_disk(d)
             return True
         if kind is FaultKind.SLOW_FSYNC:
             self.faults.fsync_stall_ms = max(self.faults.fsync_stall_ms, 50 * f.factor)
@@ -508,6 +511,16 @@ class World:
 
     def _healed(self) -> None:
         self._damage_healed_ms = self.kernel.now_ms
+
+    def _fill_disk(self, duration_ms: int) -> None:
+        self.faults.disk_full += 1
+        self._heal_later(duration_ms, self._disk_has_room)
+
+    def _fill_at_catalog(self, duration_ms: int) -> None:
+        """An armed full disk strikes: a catalog commit just landed (inside the storage call)."""
+        if not self.quiet:
+            self.count("full_disk_after_catalog_commit")
+            self._fill_disk(duration_ms)
 
     def _disk_has_room(self) -> None:
         self.faults.disk_full = max(0, self.faults.disk_full - 1)
@@ -783,6 +796,7 @@ class World:
         if CATALOG_KEY in self.disk.lost:
             self._catalog_back()
         self.faults.disk_full = 0
+        self.faults.fill_at_catalog.clear()
         self.faults.fsync_stall_ms = 0
         self.faults.crash_points.clear()
         self.faults.consensus_failing = self.faults.blob_failing = 0

@@ -52,11 +52,14 @@ STORAGE_MUTANTS = {
 SECOND_ROUND_MUTANTS = {
     # mutant: the property its scenario's campaign (split_brain, damaged) catches it by
     "fenced_write_refused": "no_phantom_writes",  # a deposed controller's landed write "refused"
-    "open_leaves_catalog": "drops_clean_up",  # a deposed controller's DROP lost
+    # seed 10: the successor's own DDL runs into the catalog its zombie predecessor changed
+    "open_leaves_catalog": "controller_survives",
     "hello_without_epoch": "read_below_since",  # a deposed controller's dataflows on replicas
     "records_unsealed": "rot_detected",  # a rotten catalog or oracle record read as data
-    "catalog_missing_ignored": "nothing_deleted_undropped",  # an empty start finalized shards
-    "full_disk_not_waited_out": "drops_clean_up",  # a dropped shard left on a full disk
+    # an empty start: its tables vanish (the shards are kept: only what a catalog recorded as
+    # dropped is ever finalized, so nothing_deleted_undropped needs both defences broken)
+    "catalog_missing_ignored": "valid_reads_answered",
+    "full_disk_not_waited_out": "drops_clean_up",  # seed 2: a dropped shard left on a full disk
 }
 
 
