@@ -9,6 +9,13 @@ advanced to the as_of, with upper ``as_of + 1``), then every event of a
 shard's new upper). Its listener holds the shard's since at the as_of from the
 start, and is released when the follower closes.
 
+Where the store's Consensus can say when the shard changed
+(:meth:`~tidegate.runtime.storage.ShardStore.watch`: PostgreSQL's notifications),
+the follower waits for that rather than polling: a commit to the shard wakes
+it, and it polls by itself only every ``watch_poll_s`` (a notification is a
+hint that may be lost, so correctness never rests on it). Elsewhere it polls
+every ``poll_s``, backing off to ``poll_max_s`` while nothing changes.
+
 Errors never escape a step: each distinct one is logged once
 (``storage_read_failed``, or ``storage_unreadable`` for data an operator must
 repair, :data:`UNREADABLE`) and counted; an unreadable shard is reported
@@ -43,7 +50,8 @@ class ShardFollower:
     error)`` are called from the follower's steps (the host's work thread:
     post them to the owner's loop); ``on_error(error_class_name)`` counts a
     distinct failure. ``poll_s`` is the polling interval, backing off to
-    ``poll_max_s`` while nothing changes.
+    ``poll_max_s`` while nothing changes; ``watch_poll_s``, the interval while
+    the store's notifications wake the follower (see the module docstring).
     """
 
     def __init__(
@@ -60,6 +68,7 @@ class ShardFollower:
         on_delivery: Callable[[ShardFollower, list[Update], Antichain], None],
         on_unreadable: Callable[[ShardFollower, str], None],
         on_error: Callable[[str], None] = lambda _: None,
+        watch_poll_s: float = 1.0,
     ) -> None:
         self.host = host
         self.store = store
@@ -68,6 +77,8 @@ class ShardFollower:
         self.lease_ms = lease_ms
         self.poll_s = poll_s
         self.poll_max_s = poll_max_s
+        # Polled at least every quarter lease all the same, so the lease is renewed.
+        self.watch_poll_s = max(poll_max_s, min(watch_poll_s, lease_ms / 4000))
         self.log = log
         self._on_delivery = on_delivery
         self._on_unreadable = on_unreadable
@@ -78,13 +89,35 @@ class ShardFollower:
         self.complained = ""
         self.unreadable = False
         self.task: Task | None = None
+        self._unwatch: Callable[[], None] | None = None
 
     def start(self, name: str | None = None) -> None:
+        # Watching before the first step: no commit falls between that step's read and it.
+        self._unwatch = self.store.watch(self.shard, self._changed)
         self.task = self.host.spawn(name or f"follow-{self.shard}", self)
 
+    def _changed(self, shard: str) -> None:
+        """The store says the shard changed: step soon (from the backend's thread)."""
+        task = self.task
+        if task is not None:
+            task.wake()
+
     def stop(self) -> None:
+        self._stop_watching()
         if self.task is not None:
             self.task.stop()
+
+    def _stop_watching(self) -> None:
+        unwatch, self._unwatch = self._unwatch, None
+        if unwatch is not None:
+            unwatch()
+
+    def _wait(self) -> float:
+        """How long to wait for a change: until woken (at most ``watch_poll_s``) if the store
+        says when the shard changes, else the polling interval, backing off."""
+        if self._unwatch is not None:
+            return self.watch_poll_s
+        return self._backoff()
 
     def _backoff(self) -> float:
         delay, self.delay = self.delay, min(self.delay * 2, self.poll_max_s)
@@ -97,7 +130,7 @@ class ShardFollower:
                 self.listener = store.listen(shard, self.as_of, lease_ms=self.lease_ms)
             if not self.snapshotted:
                 if store.upper(shard).less_equal(self.as_of):
-                    return self._backoff()
+                    return self._wait()
                 rows = store.snapshot_rows(shard, self.as_of)
                 self._on_delivery(self, rows, Antichain([self.as_of + 1]))
                 self.snapshotted = True
@@ -106,7 +139,12 @@ class ShardFollower:
             if event is not None:
                 self._on_delivery(self, event.updates, event.progress)
                 self.delay = self.poll_s
-                return None if event.progress.is_empty() else 0.0
+                if event.progress.is_empty():
+                    return None
+                # Polled again at once for what may have come meanwhile, unless the store
+                # says when something comes.
+                return 0.0 if self._unwatch is None else self.watch_poll_s
+            return self._wait()
         except Exception as e:
             what = f"{type(e).__name__}: {e}"
             unreadable = isinstance(e, UNREADABLE)
@@ -129,6 +167,7 @@ class ShardFollower:
         return self._backoff()
 
     def close(self) -> None:
+        self._stop_watching()
         listener, self.listener = self.listener, None
         if listener is None:
             return

@@ -169,6 +169,7 @@ class _Follower(ShardFollower):
             lease_ms=service.lease_ms,
             poll_s=service.poll_s,
             poll_max_s=service.poll_max_s,
+            watch_poll_s=service.watch_poll_s,
             log=service.log,
             on_delivery=lambda f, rows, upper: service._post(_Delivery(self, rows, upper)),
             on_unreadable=lambda f, what: service._post(_SourceFailed(self, what)),
@@ -301,20 +302,34 @@ class _CopyToWriter:
 
 
 class _PersistPeek:
-    """Reads shard ``str(id)`` at ``time`` once its upper passes it."""
+    """Reads shard ``str(id)`` at ``time`` once its upper passes it (woken by the store's
+    notifications where it has them, like a follower)."""
 
     def __init__(self, service: ReplicaService, out: PeekPersist) -> None:
         self.service = service
         self.out = out
         self.delay = service.poll_s
         self.task: Task | None = None
+        self._unwatch: Callable[[], None] | None = None
 
     def start(self) -> None:
+        # Watching before the first step: no commit falls between that step's read and it.
+        self._unwatch = self.service.store.watch(str(self.out.collection_id), self._changed)
         self.task = self.service.host.spawn(f"peek-{self.out.uuid}", self)
 
+    def _changed(self, shard: str) -> None:
+        if self.task is not None:
+            self.task.wake()
+
     def stop(self) -> None:
+        self._stop_watching()
         if self.task is not None:
             self.task.stop()
+
+    def _stop_watching(self) -> None:
+        unwatch, self._unwatch = self._unwatch, None
+        if unwatch is not None:
+            unwatch()
 
     def step(self) -> float | None:
         svc, out = self.service, self.out
@@ -331,11 +346,14 @@ class _PersistPeek:
             return None
         except Exception as e:
             log_event(svc.log, "persist_peek_retry", level=logging.WARNING, error=repr(e))
+        else:
+            if self._unwatch is not None:  # not there yet: a commit to the shard wakes it
+                return max(svc.poll_max_s, svc.watch_poll_s)
         delay, self.delay = self.delay, min(self.delay * 2, svc.poll_max_s)
         return delay
 
     def close(self) -> None:
-        pass
+        self._stop_watching()
 
 
 # -- the service ------------------------------------------------------------------------------
@@ -347,7 +365,9 @@ class ReplicaService(QueuedService):
     ``tick_s``: the periodic step; ``step_delay_s``: how soon after an input
     the loop steps (inputs arriving meanwhile share that step);
     ``poll_s``/``poll_max_s``: the storage polling interval (backing off
-    from the first to the second while idle); ``lease_ms``: the lease of each
+    from the first to the second while idle); ``watch_poll_s``: the interval
+    instead, where the store's notifications say when a shard changed
+    (:meth:`~tidegate.runtime.storage.ShardStore.watch`); ``lease_ms``: the lease of each
     storage follower's reader (a dead replica's read holds lapse after it);
     ``on_halt(reason)``: called (from the loop) when the core demands that
     the process halt (an incompatible ``CreateInstance`` on reconnect);
@@ -365,6 +385,7 @@ class ReplicaService(QueuedService):
         step_delay_s: float = 0.002,
         poll_s: float = 0.005,
         poll_max_s: float = 0.05,
+        watch_poll_s: float = 1.0,
         lease_ms: int = DEFAULT_LEASE_MS,
         metrics: ReplicaMetrics | None = None,
         logger: logging.Logger | None = None,
@@ -393,6 +414,7 @@ class ReplicaService(QueuedService):
         self.step_delay_s = step_delay_s
         self.poll_s = poll_s
         self.poll_max_s = poll_max_s
+        self.watch_poll_s = watch_poll_s
         self.lease_ms = lease_ms
         self.metrics.memory_limit_bytes.set(memory_limit or 0)
         self.on_halt = on_halt

@@ -1118,7 +1118,12 @@ class Clients:
             "create", self.world.kernel.now_ms, name=name, kind="sink", input=str(input_id)
         )
         ok, gid = await self._call(
-            ev, lambda: env.create_sink(name, input_id, SimulatedSink(sink.target))
+            ev,
+            lambda: env.create_sink(
+                name,
+                input_id,
+                SimulatedSink(sink.target, sink.commit_interval_ms, sink.progress_interval_ms),
+            ),
         )
         if (
             not ok

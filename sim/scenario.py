@@ -120,6 +120,12 @@ class SinkSpec:
     name: str
     input: str
     target: str
+    commit_interval_ms: int = 100
+    """The sink's commit interval (``SimulatedSink.commit_interval_ms``): short in the
+    simulator, so runs see many commits and the pacing between them."""
+    progress_interval_ms: int = 1_000
+    """How long its covered upper may stay behind a quiet input (well below the quiet phase,
+    so ``sinks_catch_up`` still holds at the end)."""
 
 
 @dataclass(frozen=True)
@@ -324,7 +330,16 @@ class Scenario:
                 }
                 for s in self.sources
             ],
-            "sinks": [{"name": s.name, "input": s.input, "target": s.target} for s in self.sinks],
+            "sinks": [
+                {
+                    "name": s.name,
+                    "input": s.input,
+                    "target": s.target,
+                    "commit_interval_ms": s.commit_interval_ms,
+                    "progress_interval_ms": s.progress_interval_ms,
+                }
+                for s in self.sinks
+            ],
             "upstream_ms": list(self.upstream_ms),
             "storage_tick_ms": self.storage_tick_ms,
         }
@@ -438,6 +453,8 @@ class SinkModel(BaseModel):
     name: Name
     input: Name
     target: Name
+    commit_interval_ms: Annotated[StrictInt, Field(ge=1, le=60_000)] = 100
+    progress_interval_ms: Annotated[StrictInt, Field(ge=1, le=60_000)] = 1_000
 
 
 class DataflowModel(BaseModel):
@@ -556,7 +573,10 @@ class ScenarioModel(BaseModel):
             sources=tuple(
                 SourceSpec(s.id, s.name, s.upstream, _schema(s.schema_)) for s in self.sources
             ),
-            sinks=tuple(SinkSpec(s.name, s.input, s.target) for s in self.sinks),
+            sinks=tuple(
+                SinkSpec(s.name, s.input, s.target, s.commit_interval_ms, s.progress_interval_ms)
+                for s in self.sinks
+            ),
             upstream_ms=self.upstream_ms,
             storage_tick_ms=self.storage_tick_ms,
         )
@@ -886,9 +906,11 @@ def sources() -> Scenario:
         tick_ms=100,
         sources=(src_orders, src_events),
         sinks=(
-            SinkSpec("orders_sink", orders.id, "orders_target"),
-            SinkSpec("src_orders_sink", src_orders.id, "src_orders_target"),
-            SinkSpec("event_totals_sink", "src_event_totals", "event_totals_target"),
+            # commit intervals from every tick to several ticks, progress intervals from every
+            # commit to a second: the pacing the storage replica applies, exercised
+            SinkSpec("orders_sink", orders.id, "orders_target", 1, 1),
+            SinkSpec("src_orders_sink", src_orders.id, "src_orders_target", 100, 1_000),
+            SinkSpec("event_totals_sink", "src_event_totals", "event_totals_target", 300, 600),
         ),
     )
 

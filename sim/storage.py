@@ -4,8 +4,8 @@
 consensus key and one blob namespace, with the semantics of the spec's
 in-memory stores. It also keeps everything ever written (deleted blobs and
 truncated versions included), so the checkers can read what really landed
-(:mod:`.truth`), and it tells watchers when a key changes (a simulated
-replica polls a shard only when it moved).
+(:mod:`.truth`), and it tells watchers when a key changes (the consensus
+clients' notifications, as PostgreSQL's ``LISTEN``/``NOTIFY`` gives them).
 
 Processes reach it only through a :class:`ConsensusClient` and a
 :class:`BlobClient` of their own, which implement the runtime's
@@ -28,7 +28,13 @@ faults of :class:`StorageFaults`:
   (:meth:`SimDisk.rot_blob`, :meth:`SimDisk.rot_row`) until it is repaired or
   overwritten; the disk's own record (what the checkers read) stays whole;
 * a lost record: a consensus key vanishes (:meth:`SimDisk.lose`) and may come
-  back (:meth:`SimDisk.recover`) unless something was written there since.
+  back (:meth:`SimDisk.recover`) unless something was written there since;
+* a consensus client is ``Watchable`` (the production shard store then waits
+  for notifications rather than polling): a commit to a key notifies the
+  live watchers of every process at once (their hosts add the latency of
+  the step it wakes); while a consensus failure window is open,
+  notifications are lost (the product must still notice, by its fallback
+  polls), and a dead incarnation's watches end with it.
 
 Latency is not here: the controller's platform and the replicas' IO add it
 around whole calls (:mod:`.platform`, :mod:`.replica`).
@@ -439,6 +445,20 @@ class ConsensusClient(_Client):
                     faults.stop_points.remove(point)
                     faults.stopping[self.process.name] = point
                 return
+
+    def watch(self, key: str, callback: Callable[[str], None]) -> Callable[[], None]:
+        """Notifications of commits to ``key`` (see the module docstring); never fails."""
+        process, incarnation = self.process, self.process.incarnation
+        faults = self.faults
+
+        def notify(k: str) -> None:
+            if not process.alive or process.incarnation != incarnation:
+                cancel()  # the watching incarnation is gone
+            elif not faults.consensus_failing:  # else lost, as on a broken LISTEN connection
+                callback(k)
+
+        cancel = self.disk.watch(key, notify)
+        return cancel
 
     def scan(self, key: str, from_seqno: int, limit: int) -> list[VersionedData]:
         when = self._enter("consensus scan")

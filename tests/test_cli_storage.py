@@ -59,6 +59,9 @@ def test_mixed_up_source_options_exit_2_before_calling(
     assert "--postgres needs --publication, --slot" in capsys.readouterr().err
     assert _cli("create-source", "s", "--postgres", "postgres://h/db", "--seed", "1", *d) == 2
     assert _cli("create-source", "s", "--load-generator", "counter", *d) == 3
+    sink = ["create-sink", "k", "--from", "t", "--iceberg-catalog", "c", "--warehouse", "w"]
+    assert _cli(*sink, "--table", "n.t", "--commit-interval", "often", *d) == 2
+    assert "--commit-interval" in capsys.readouterr().err
 
 
 def test_connection_json_is_checked() -> None:
@@ -70,6 +73,8 @@ def test_connection_json_is_checked() -> None:
     assert source_connection_from_json(pg) == PostgresSource("u", "t", "p", "s")
     ice = {"type": "iceberg", "catalog_url": "c", "warehouse": "w", "table": "n.t"}
     assert sink_connection_from_json(ice) == IcebergSink("c", "w", "n.t")
+    paced = sink_connection_from_json({**ice, "commit_interval_ms": 5_000})
+    assert paced == IcebergSink("c", "w", "n.t", commit_interval_ms=5_000)
     for bad in (
         None,
         {"type": "kafka"},
@@ -83,7 +88,14 @@ def test_connection_json_is_checked() -> None:
         with pytest.raises(DdlError) as e:
             source_connection_from_json(bad)
         assert e.value.type == "BadConnection"
-    for bad in (None, pg, {**ice, "table": 3}):
+    for bad in (
+        None,
+        pg,
+        {**ice, "table": 3},
+        {**ice, "commit_interval_ms": 999},  # below 1 s, as Materialize refuses
+        {**ice, "commit_interval_ms": "5s"},
+        {**ice, "progress_interval_ms": 1},
+    ):
         with pytest.raises(DdlError):
             sink_connection_from_json(bad)
 

@@ -33,6 +33,8 @@ from tidegate.spec.frontier.read_policy import (
 from tidegate.spec.ids import GlobalId
 from tidegate.spec.plan import plan_from_dict, plan_to_dict, schema_from_dict, schema_to_dict
 from tidegate.spec.storage.connections import (
+    SINK_COMMIT_INTERVAL_MS,
+    SINK_PROGRESS_INTERVAL_MS,
     IcebergSink,
     LoadGenerator,
     PostgresSource,
@@ -121,6 +123,7 @@ def connection_to_dict(c: SourceConnection | StorageSinkConnection) -> dict[str,
             "catalog_url": c.catalog_url,
             "warehouse": c.warehouse,
             "table": c.table,
+            **_pacing_out(c),
         }
         if c.password_secret is not None:
             out["password_secret"] = c.password_secret
@@ -128,7 +131,7 @@ def connection_to_dict(c: SourceConnection | StorageSinkConnection) -> dict[str,
     if isinstance(c, SimulatedSource):
         return {"type": "simulated_source", "name": c.name}
     if isinstance(c, SimulatedSink):
-        return {"type": "simulated_sink", "name": c.name}
+        return {"type": "simulated_sink", "name": c.name, **_pacing_out(c)}
     raise InvalidCatalogOp(f"the catalog cannot store connection {c!r}")
 
 
@@ -159,12 +162,28 @@ def connection_from_dict(d: Mapping[str, Any]) -> SourceConnection | StorageSink
             _text(d["warehouse"]),
             _text(d["table"]),
             None if secret is None else _text(secret),
+            **_pacing_in(d),
         )
     if kind == "simulated_source":
         return SimulatedSource(_text(d["name"]))
     if kind == "simulated_sink":
-        return SimulatedSink(_text(d["name"]))
+        return SimulatedSink(_text(d["name"]), **_pacing_in(d))
     raise ValueError(f"unknown connection type {kind!r}")
+
+
+def _pacing_out(c: IcebergSink | SimulatedSink) -> dict[str, int]:
+    return {
+        "commit_interval_ms": c.commit_interval_ms,
+        "progress_interval_ms": c.progress_interval_ms,
+    }
+
+
+def _pacing_in(d: Mapping[str, Any]) -> dict[str, int]:
+    """A sink's intervals; a catalog written before sinks had them has the defaults."""
+    return {
+        "commit_interval_ms": _int(d.get("commit_interval_ms", SINK_COMMIT_INTERVAL_MS)),
+        "progress_interval_ms": _int(d.get("progress_interval_ms", SINK_PROGRESS_INTERVAL_MS)),
+    }
 
 
 def _source_connection(d: Mapping[str, Any]) -> SourceConnection:

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 import anyio
 
-from tidegate.spec.errors import TidegateError
+from tidegate.spec.errors import SinkDescriptionInvalid, TidegateError
 from tidegate.spec.frontier import Antichain
 from tidegate.spec.ids import GlobalId
 from tidegate.spec.plan import Schema
@@ -33,6 +33,7 @@ from tidegate.spec.storage import (
     SourceConnection,
     StorageController,
     StorageSinkConnection,
+    sink_pacing_problem,
 )
 from tidegate.spec.storage.connections import redact_passwords
 from tidegate.spec.storage.loadgen import loadgen_schema
@@ -108,6 +109,10 @@ def _check_sink_connection(connection: object, schema: Schema, gid: GlobalId) ->
         IcebergSinkWriter(connection, schema, sink_id=str(gid))  # SinkDescriptionInvalid
     elif not isinstance(connection, SimulatedSink):
         raise InvalidCatalogOp(f"not a sink connection (IcebergSink): {connection!r}")
+    else:
+        problem = sink_pacing_problem(connection)
+        if problem is not None:
+            raise SinkDescriptionInvalid(problem)
 
 
 def _status_of(

@@ -44,7 +44,9 @@ a zombie's commit fails.
 **Quiet collections.** A commit with no updates is still a snapshot (an append
 of no data files: one manifest list and one metadata file): the cheapest atomic
 way to move the covered upper, and it keeps the snapshot history the one
-record of progress.
+record of progress. The storage replica makes such a commit only when the
+input advanced with no updates for the sink's ``progress_interval_ms``
+(60 s by default), so a quiet table changes about once a minute.
 
 **Bounded history.** pyiceberg's cost per commit grows with the number of
 snapshots in the table's metadata, so the writer stages each commit from
@@ -52,7 +54,16 @@ snapshots in the table's metadata, so the writer stages each commit from
 than ``2 * keep_snapshots`` snapshots, expires those older than the newest
 ``keep_snapshots`` of ``main`` (metadata only; no file is deleted). Tables it
 creates merge manifests (``commit.manifest-merge.enabled``), so the manifest
-list does not grow by one per commit, and keep the last 16 metadata files.
+list does not grow by one per commit.
+
+**Concurrent readers.** An outside reader reads the catalog's pointer to the
+current metadata file, then opens that file, then the manifest list of its
+current snapshot. The writer deletes a metadata file only once
+:data:`METADATA_VERSIONS_KEPT` newer ones exist (minutes of commits at the
+sink's commit interval; :meth:`open` brings older tables to this setting),
+and expiring snapshots deletes no file, so a reader's pointer never dangles
+while it reads. How often the writer commits is the storage replica's
+choice (the sink's commit and progress intervals), not this class's.
 
 Data files written by a commit that did not land (lost race, crash) and the
 manifest lists of expired snapshots are not referenced by the table; readers
@@ -91,7 +102,7 @@ from tidegate.spec.errors import (
 )
 from tidegate.spec.frontier import Row
 from tidegate.spec.plan.schema import INT64_MAX, INT64_MIN, Schema, check_row, row_checker
-from tidegate.spec.storage.connections import IcebergSink
+from tidegate.spec.storage.connections import IcebergSink, sink_pacing_problem
 
 from . import _iceberg_schema as _s
 
@@ -99,6 +110,7 @@ __all__ = [
     "CATALOG_NAME",
     "DIFF_COLUMN",
     "LOWER_PROPERTY",
+    "METADATA_VERSIONS_KEPT",
     "SINK_PROPERTY",
     "TIME_COLUMN",
     "UPPER_PROPERTY",
@@ -127,10 +139,19 @@ def committed_property(sink_id: str) -> str:
 _RETRY_PROPERTY = "commit.retry.num-retries"
 _RACES = 16
 """Lost commit races (to writers of other sink ids) before a commit gives up."""
+METADATA_VERSIONS_KEPT = 300
+"""Metadata files a table keeps besides its current one (``write.metadata.previous-versions-max``).
+
+An outside reader reads the catalog's pointer, then opens the metadata file
+it names; the file must still be there. Commits come at most once per commit
+interval (1 s by default; one more per expiry, every ``keep_snapshots``
+commits), so 300 kept versions give a reader at least about 5 minutes.
+"""
 _TABLE_PROPERTIES = {
-    # every commit writes a metadata file; keep the last few, not all of them
+    # every commit writes a metadata file; keep enough that a reader holding an older pointer
+    # still finds its file (METADATA_VERSIONS_KEPT), not all of them
     "write.metadata.delete-after-commit.enabled": "true",
-    "write.metadata.previous-versions-max": "16",
+    "write.metadata.previous-versions-max": str(METADATA_VERSIONS_KEPT),
     # one manifest per commit would grow every commit's manifest list: merge them (as Java does)
     "commit.manifest-merge.enabled": "true",
 }
@@ -193,6 +214,7 @@ class IcebergSinkWriter:
                 ident, self._iceberg_schema, properties=_TABLE_PROPERTIES
             )
         self._check_table(table)
+        self._update_properties(table)
         return _covered_upper(table.metadata, self.sink_id, ident)
 
     def close(self) -> None:
@@ -275,6 +297,23 @@ class IcebergSinkWriter:
         )
 
     # -- internals ---------------------------------------------------------
+
+    def _update_properties(self, table: Table) -> None:
+        """Bring a table made by an older writer to today's retention settings (best effort).
+
+        A table property commit makes no snapshot; a lost race leaves the old
+        settings until the next open.
+        """
+        stale = {k: v for k, v in _TABLE_PROPERTIES.items() if table.properties.get(k) != v}
+        if not stale:
+            return
+        with (
+            contextlib.suppress(CommitFailedException, SinkUnreachable),
+            _unreachable(self.connection.table, "update table properties"),
+        ):
+            tx = table.transaction()
+            tx.set_properties(stale)
+            tx.commit_transaction()
 
     def _expire(self) -> None:
         """Expire the snapshots older than the newest ``keep_snapshots`` of ``main`` (best effort).
@@ -364,6 +403,9 @@ def _catalog(connection: IcebergSink, io_properties: dict[str, str]) -> Catalog:
 
 
 def _check_connection(connection: IcebergSink) -> None:
+    problem = sink_pacing_problem(connection)
+    if problem is not None:
+        raise SinkDescriptionInvalid(problem)
     try:
         make_url(connection.catalog_url)
     except ArgumentError:

@@ -19,6 +19,7 @@ from tidegate.spec.shard import (
     MemoryConsensus,
     ShardState,
     VersionedData,
+    Watchable,
 )
 
 from ._file_blob import FileBlob
@@ -56,6 +57,7 @@ __all__ = [
     "ShardStore",
     "SqliteConsensus",
     "VersionedData",
+    "Watchable",
     "batch_schema",
     "default_urls",
     "open_blob",

@@ -47,6 +47,7 @@ from tidegate.spec.shard import (
     Consensus,
     ShardState,
     VersionedData,
+    Watchable,
     apply_compaction,
     blob_digest,
     check_append_times,
@@ -289,6 +290,20 @@ class ShardStore:
 
     def upper(self, shard: str) -> Antichain:
         return self._fetch(shard).upper
+
+    def watch(self, shard: str, callback: Callable[[str], None]) -> Callable[[], None] | None:
+        """Call ``callback(shard)`` soon after each commit to ``shard`` (an append, a reader's
+        since moving, ...), if the Consensus backend can say so (:class:`Watchable`: the
+        PostgreSQL and in-memory ones); returns the function that stops it, or ``None`` when
+        the backend cannot (then the caller polls).
+
+        A hint, never a guarantee: a notification may be late, spurious or lost (while the
+        backend's channel is down), so a reader that waits for one still polls now and then.
+        """
+        consensus = self.consensus
+        if not isinstance(consensus, Watchable):
+            return None
+        return consensus.watch(shard, callback)
 
     def since(self, shard: str) -> Antichain:
         return self._fetch(shard).since

@@ -41,6 +41,8 @@ from tidegate.spec.storage.commands import (
     StorageUpdateConfiguration,
 )
 from tidegate.spec.storage.connections import (
+    SINK_COMMIT_INTERVAL_MS,
+    SINK_PROGRESS_INTERVAL_MS,
     IcebergSink,
     LoadGenerator,
     PostgresSource,
@@ -48,6 +50,7 @@ from tidegate.spec.storage.connections import (
     SimulatedSource,
     SourceConnection,
     StorageSinkConnection,
+    sink_pacing_problem,
 )
 from tidegate.spec.storage.descriptions import (
     CollectionDescription,
@@ -169,8 +172,10 @@ def _enc_sink(c: StorageSinkConnection) -> pb.ProtoSinkConnection:
         i = m.iceberg
         i.catalog_url = _text(c.catalog_url, "catalog_url")
         i.warehouse, i.table = _text(c.warehouse, "warehouse"), _text(c.table, "table")
+        i.commit_interval_ms, i.progress_interval_ms = _pacing_out(c)
     elif isinstance(c, SimulatedSink):
         m.simulated.name = _text(c.name, "simulated sink name")
+        m.simulated.commit_interval_ms, m.simulated.progress_interval_ms = _pacing_out(c)
     else:
         raise MalformedMessage(f"cannot encode sink connection {c!r}")
     return m
@@ -180,10 +185,35 @@ def _dec_sink(m: pb.ProtoSinkConnection) -> StorageSinkConnection:
     kind = m.WhichOneof("kind")
     if kind == "iceberg":
         i = m.iceberg
-        return IcebergSink(i.catalog_url, i.warehouse, i.table)
+        commit, progress = _pacing_in(i)
+        return IcebergSink(
+            i.catalog_url,
+            i.warehouse,
+            i.table,
+            commit_interval_ms=commit,
+            progress_interval_ms=progress,
+        )
     if kind == "simulated":
-        return SimulatedSink(m.simulated.name)
+        commit, progress = _pacing_in(m.simulated)
+        return SimulatedSink(
+            m.simulated.name, commit_interval_ms=commit, progress_interval_ms=progress
+        )
     raise UnknownMessageKind("sink connection without a kind")
+
+
+def _pacing_out(c: StorageSinkConnection) -> tuple[int, int]:
+    problem = sink_pacing_problem(c)
+    if problem is not None:
+        raise MalformedMessage(f"sink connection {c!r}: {problem}")
+    return c.commit_interval_ms, c.progress_interval_ms
+
+
+def _pacing_in(m: pb.ProtoIcebergSink | pb.ProtoSimulatedSink) -> tuple[int, int]:
+    """The intervals of a sink connection (0, as an older sender leaves them: the default)."""
+    return (
+        m.commit_interval_ms or SINK_COMMIT_INTERVAL_MS,
+        m.progress_interval_ms or SINK_PROGRESS_INTERVAL_MS,
+    )
 
 
 # ---- descriptions ------------------------------------------------------------------

@@ -18,7 +18,6 @@ operation type-checks immediately; a mistake raises a typed
 from __future__ import annotations
 
 import contextlib
-import datetime as _dt
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
@@ -71,7 +70,7 @@ from .scalar import (
     VariadicFunc,
     scalar_type,
 )
-from .schema import ScalarType, Schema
+from .schema import ScalarType, Schema, scalar_type_of
 from .typecheck import gets, typecheck, validate_dataflow
 
 __all__ = [
@@ -112,19 +111,10 @@ def _gid(x: IdLike) -> GlobalId:
 def _infer(value: Any) -> ScalarType | None:
     if value is None:
         return None
-    if isinstance(value, bool):
-        return ScalarType.BOOL
-    if isinstance(value, int):
-        return ScalarType.INT64
-    if isinstance(value, float):
-        return ScalarType.FLOAT64
-    if isinstance(value, str):
-        return ScalarType.STRING
-    if type(value) is _dt.datetime:
-        return ScalarType.TIMESTAMP
-    if type(value) is _dt.date:
-        return ScalarType.DATE
-    raise TypeMismatch(f"lit({value!r}): no SQL type for {type(value).__name__}")
+    t = scalar_type_of(value)
+    if t is None:
+        raise TypeMismatch(f"lit({value!r}): no SQL type for {type(value).__name__}")
+    return t
 
 
 def _resolve_column(name: str, schema: Schema) -> int:

@@ -29,6 +29,7 @@ __all__ = [
     "Schema",
     "check_row",
     "row_checker",
+    "scalar_type_of",
     "value_matches",
 ]
 
@@ -68,6 +69,24 @@ class Column:
 
     name: str
     type: ColumnType
+
+
+def scalar_type_of(value: Any) -> ScalarType | None:
+    """The scalar type a Python value stands for (``None`` for any other value: a caller
+    says in its own terms why it has no type)."""
+    if isinstance(value, bool):
+        return ScalarType.BOOL
+    if isinstance(value, int):
+        return ScalarType.INT64
+    if isinstance(value, float):
+        return ScalarType.FLOAT64
+    if isinstance(value, str):
+        return ScalarType.STRING
+    if type(value) is _dt.datetime:
+        return ScalarType.TIMESTAMP
+    if type(value) is _dt.date:
+        return ScalarType.DATE
+    return None
 
 
 def value_matches(value: Any, scalar: ScalarType) -> bool:

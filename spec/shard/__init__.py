@@ -26,6 +26,7 @@ from .location import (
     MemoryBlob,
     MemoryConsensus,
     VersionedData,
+    Watchable,
     check_cas_arguments,
 )
 from .reads import (
@@ -83,6 +84,7 @@ __all__ = [
     "MemoryConsensus",
     "ShardState",
     "VersionedData",
+    "Watchable",
     "WriterState",
     "append",
     "append_lower",

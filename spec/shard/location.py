@@ -9,6 +9,7 @@ simulator; the durable ones live in ``tidegate.runtime.storage``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol, runtime_checkable
 
@@ -22,6 +23,7 @@ __all__ = [
     "MemoryBlob",
     "MemoryConsensus",
     "VersionedData",
+    "Watchable",
     "check_cas_arguments",
 ]
 
@@ -70,6 +72,22 @@ class Consensus(Protocol):
 
 
 @runtime_checkable
+class Watchable(Protocol):
+    """A Consensus that can say when a key changed, so a reader need not poll it.
+
+    ``watch(key, callback)`` calls ``callback(key)`` soon after each commit to
+    ``key`` (by any writer, in any process the backend reaches) and returns the
+    function that stops it. A notification is a hint: it may come late, twice,
+    for a commit that changed nothing the reader cares about, or (while the
+    backend's channel is down) not at all, so a reader still polls now and then;
+    it only need not poll *often*. Callbacks run on the backend's thread (or the
+    writer's): they must be brief and thread-safe (wake a task, set an event).
+    """
+
+    def watch(self, key: str, callback: Callable[[str], None]) -> Callable[[], None]: ...
+
+
+@runtime_checkable
 class Blob(Protocol):
     """Immutable objects by key: ``set`` is atomic, ``get`` is ``None`` when absent,
     ``delete`` returns the deleted size (``None`` if absent; idempotent)."""
@@ -95,13 +113,28 @@ def check_cas_arguments(key: str, expected: int | None, new: VersionedData) -> N
 
 
 class MemoryConsensus:
-    """Consensus in a dict (deterministic; shared by reference between store objects)."""
+    """Consensus in a dict (deterministic; shared by reference between store objects).
+
+    It is :class:`Watchable`: a commit calls the key's watchers right after it
+    applies, on the writer's thread.
+    """
 
     local = True
     """In memory: calls are brief (see ``tidegate.runtime.storage.ShardStore.local``)."""
 
     def __init__(self) -> None:
         self._log: dict[str, list[VersionedData]] = {}
+        self._watchers: dict[str, list[Callable[[str], None]]] = {}
+
+    def watch(self, key: str, callback: Callable[[str], None]) -> Callable[[], None]:
+        callbacks = self._watchers.setdefault(key, [])
+        callbacks.append(callback)
+
+        def cancel() -> None:
+            if callback in callbacks:
+                callbacks.remove(callback)
+
+        return cancel
 
     def head(self, key: str) -> VersionedData | None:
         versions = self._log.get(key)
@@ -114,6 +147,8 @@ class MemoryConsensus:
         if current != expected:
             return False
         self._log.setdefault(key, []).append(VersionedData(new.seqno, bytes(new.data)))
+        for callback in list(self._watchers.get(key, ())):
+            callback(key)
         return True
 
     def scan(self, key: str, from_seqno: int, limit: int) -> list[VersionedData]:

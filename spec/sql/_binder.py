@@ -3,7 +3,6 @@ plan expressions, following PostgreSQL's typing rules where the IR allows."""
 
 from __future__ import annotations
 
-import datetime as _dt
 import math
 import re
 from collections.abc import Sequence
@@ -44,6 +43,7 @@ from ..plan import (
     scalar_type,
 )
 from ..plan.scalar import CAST_TABLE
+from ..plan.schema import scalar_type_of
 from ._common import S, _err, _unsupported, ident, pg_type, position_of, sql_type_of
 from ._dialect import is_unknown
 from ._fold import fold
@@ -866,16 +866,9 @@ def _number(text: str, node: Any) -> TExpr:
 
 
 def _python_type(value: Any, node: Any) -> ScalarType:
-    if isinstance(value, bool):
-        return S.BOOL
-    if isinstance(value, int):
-        return S.INT64
-    if isinstance(value, float):
-        return S.FLOAT64
-    if isinstance(value, str):
-        return S.STRING
-    if type(value) is _dt.datetime:
-        return S.TIMESTAMP
-    if type(value) is _dt.date:
-        return S.DATE
-    raise _err(SqlTypeError, f"a parameter of type {type(value).__name__} has no SQL type", node)
+    t = scalar_type_of(value)
+    if t is None:
+        raise _err(
+            SqlTypeError, f"a parameter of type {type(value).__name__} has no SQL type", node
+        )
+    return t

@@ -20,8 +20,12 @@ Materialize's where it can:
         INTO ICEBERG CATALOG 'sqlite:////path/catalog.db'
         (WAREHOUSE 'file:///path/warehouse', TABLE 'namespace.table'
          [, PASSWORD SECRET catalog_password])
+        [WITH (COMMIT INTERVAL = '5s')]
 
 A password is given as a secret (:mod:`.secrets`), never in the URL.
+``COMMIT INTERVAL`` (default ``'1s'``, at least ``'1s'`` as in Materialize):
+the sink commits at most once per interval, and only when there are updates
+(see :class:`~tidegate.spec.storage.connections.IcebergSink`).
 
 Option names are case-insensitive, an ``=`` between a name and its value is
 optional, each option may be given once. Materialize's named ``CONNECTION``
@@ -36,11 +40,16 @@ supported: a PostgreSQL source replicates one table, named in its options.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NoReturn
 
 from ..errors import SqlSyntaxError, UnsupportedSql
-from ..storage.connections import IcebergSink, LoadGenerator, PostgresSource
+from ..storage.connections import (
+    SINK_COMMIT_INTERVAL_MS,
+    IcebergSink,
+    LoadGenerator,
+    PostgresSource,
+)
 from .ast import CreateSinkStmt, CreateSourceStmt
 
 __all__ = ["is_storage_statement", "parse_storage_statement"]
@@ -415,13 +424,35 @@ class _Parser:
         for key in ("warehouse", "table"):
             if key not in opts:
                 self.missing(key.upper(), "an Iceberg sink", start)
-        self.end()
-        return IcebergSink(
+        sink = IcebergSink(
             catalog,
             self.value_string(opts["warehouse"], "WAREHOUSE"),
             self.value_string(opts["table"], "TABLE"),
             self.secret_name(opts.get("password")),
         )
+        if self.accept("WITH"):
+            sink = self.sink_with(sink)
+        self.end()
+        return sink
+
+    def sink_with(self, sink: IcebergSink) -> IcebergSink:
+        """``WITH (COMMIT INTERVAL [=] 'interval')``: at least 1s, as Materialize plans it."""
+        opts = self.options({"commit": ("COMMIT", "INTERVAL")}, "CREATE SINK ... WITH")
+        text = self.value_string(opts["commit"], "COMMIT INTERVAL")
+        position = opts["commit"][1].position
+        from .interval import parse_interval_ms
+
+        try:
+            ms = parse_interval_ms(text)
+        except ValueError as e:
+            raise SqlSyntaxError(str(e), position=position, sql=self.text) from None
+        if not SINK_COMMIT_INTERVAL_MS <= ms <= 2**53:
+            raise SqlSyntaxError(
+                f"COMMIT INTERVAL must be at least 1s (and at most 2^53 ms), got {text!r}",
+                position=position,
+                sql=self.text,
+            )
+        return replace(sink, commit_interval_ms=ms)
 
 
 def parse_storage_statement(text: str) -> CreateSourceStmt | CreateSinkStmt:

@@ -22,6 +22,8 @@ from typing import Literal, TypeAlias
 from ..frontier import Row
 
 __all__ = [
+    "SINK_COMMIT_INTERVAL_MS",
+    "SINK_PROGRESS_INTERVAL_MS",
     "IcebergSink",
     "LoadGenerator",
     "PostgresSource",
@@ -32,6 +34,7 @@ __all__ = [
     "SourceUpdate",
     "StorageSinkConnection",
     "redact_passwords",
+    "sink_pacing_problem",
 ]
 
 SourceUpdate: TypeAlias = tuple[Row, int, int]
@@ -108,20 +111,42 @@ class IcebergSink:
     default), ``warehouse`` where data files go (``file://`` or ``s3://``),
     ``table`` the ``namespace.name`` identifier. ``password_secret`` names the
     secret holding the catalog database's password, if it needs one.
+
+    ``commit_interval_ms`` (``WITH (COMMIT INTERVAL = '...')``, as Materialize
+    spells it): the sink commits at most once per interval, every update and
+    frontier advance of the interval in one snapshot, and only when there are
+    updates. ``progress_interval_ms``: how long the covered upper may stand
+    still while the input advances with no updates; then one snapshot with no
+    data records the progress (so a restart resumes from near the input's
+    upper and the sink's read hold lets the input compact). See
+    :data:`SINK_COMMIT_INTERVAL_MS` and :data:`SINK_PROGRESS_INTERVAL_MS`.
     """
 
     catalog_url: str
     warehouse: str
     table: str
     password_secret: str | None = None
+    commit_interval_ms: int = 1_000
+    progress_interval_ms: int = 60_000
 
 
 @dataclass(frozen=True, slots=True)
 class SimulatedSink:
-    """The simulator's sink target named ``name`` (``tidegate.sim``)."""
+    """The simulator's sink target named ``name`` (``tidegate.sim``).
+
+    ``commit_interval_ms`` and ``progress_interval_ms`` pace its commits as
+    :class:`IcebergSink`'s do (the simulator uses short ones, so runs see commits).
+    """
 
     name: str
+    commit_interval_ms: int = 1_000
+    progress_interval_ms: int = 60_000
 
+
+SINK_COMMIT_INTERVAL_MS = 1_000
+"""The default commit interval of a sink (Materialize's floor for ``COMMIT INTERVAL``)."""
+SINK_PROGRESS_INTERVAL_MS = 60_000
+"""The default longest time a sink leaves its covered upper behind a quiet input."""
 
 StorageSinkConnection: TypeAlias = IcebergSink | SimulatedSink
 """Where a storage sink writes (named apart from the compute protocol's ``SinkConnection``)."""
@@ -139,3 +164,16 @@ def redact_passwords(text: str) -> str:
     (``scheme://user:***@host``, ``password=***``): for errors and logs, which may quote a
     connection the way a reader used it (with its secret's value put in)."""
     return _KEYWORD_PASSWORD.sub(r"\1***", _URL_PASSWORD.sub(r"\1***@", text))
+
+
+def sink_pacing_problem(connection: StorageSinkConnection) -> str | None:
+    """What is wrong with a sink's commit and progress intervals (``None``: nothing).
+
+    Both must be ints >= 1 ms (a progress interval below the commit interval
+    acts as the commit interval: commits are never closer than that).
+    """
+    commit, progress = connection.commit_interval_ms, connection.progress_interval_ms
+    for name, value in (("commit_interval_ms", commit), ("progress_interval_ms", progress)):
+        if type(value) is not int or not 1 <= value <= 2**53:
+            return f"{name} must be an int in [1, 2**53] (milliseconds), not {value!r}"
+    return None

@@ -14,7 +14,7 @@ from ..frontier import Update
 from ..ids import GlobalId
 from ..plan.schema import Schema
 from ..storage.commands import RunSink, SinkStatistics, SourceStatus, StatusUpdate
-from ..storage.connections import StorageSinkConnection
+from ..storage.connections import StorageSinkConnection, sink_pacing_problem
 from ._ingestion import Backoff
 from ._updates import consolidated, offset_bounds, well_formed
 from .outputs import (
@@ -62,6 +62,8 @@ class SinkRun:
             n for n, v in (("connection", self.connection), ("schema", self.schema)) if v is None
         ]
         problem = f"its description has no {', '.join(missing)}" if missing else None
+        if self.connection is not None and not missing:
+            problem = sink_pacing_problem(self.connection)
         if not els:
             problem = "its as_of is [] (nothing to read)"
         self.phase = "ceased" if problem else "new"
@@ -78,6 +80,8 @@ class SinkRun:
         self.next_lower = self.as_of
         self.buffer: list[Update] = []
         self.inflight: _Commit | None = None
+        self.last_commit_at: int | None = None
+        """When the last commit went out (or, before one, when the sink could first commit)."""
         self.retry = Backoff(*backoff)
         self.staged = 0
         self.committed = 0
@@ -181,10 +185,33 @@ class SinkRun:
             return []
         if self.input_upper <= self.next_lower:
             return []
+        assert self.connection is not None
+        last = self.last_commit_at
+        if self.first or last is None:
+            # The first commit (it starts the sink's history in the target and carries the
+            # snapshot at the as_of) goes out at once, whatever it holds; so does the first of
+            # a resumed sink if it has updates.
+            changes = consolidated(self.buffer)
+            if not (self.first or changes):
+                self.last_commit_at = now  # only progress: paced from here
+                self.buffer = []
+                return []
+        else:
+            elapsed = now - last
+            if elapsed < self.connection.commit_interval_ms:
+                return []
+            changes = consolidated(self.buffer)
+            self.buffer = list(changes)  # what cancelled out need not be held
+            # Only progress: nothing a reader of the target can see changed. Recorded only
+            # after the progress interval (the covered upper is where a restart resumes, and
+            # the sink's read hold on its input stays there until it moves).
+            if not changes and elapsed < self.connection.progress_interval_ms:
+                return []
         expected = self.covered
         lower = expected if expected is not None else self.next_lower
         upper = self.input_upper
-        updates = tuple(sorted(consolidated(self.buffer), key=_time))  # a changelog in time order
+        updates = tuple(sorted(changes, key=_time))  # a changelog in time order
+        self.last_commit_at = now
         self.inflight = _Commit(expected, lower, upper, len(updates))
         self.staged += len(updates)
         return [CommitSink(self.id, updates, expected, lower, upper)]

@@ -64,6 +64,15 @@ holds the input at ``step_back`` of the reported covered upper, so
 ``covered - 1`` stays readable. (``RunSink.strict`` is not needed for this:
 the target's covered upper says exactly what was committed.)
 
+**Commit pacing.** A sink commits on :meth:`tick`, at most once per its
+connection's ``commit_interval_ms`` (everything its input brought in the
+interval, one commit), and only when the updates of the interval do not
+cancel out; when they do (the input only advanced), the covered upper is
+recorded only once ``progress_interval_ms`` passed since the last commit.
+The first commit (which starts the sink's history in the target) goes out at
+once. Pacing changes when commits happen, never what they cover: each still
+covers ``[covered, input upper)``.
+
 **Reports.** Uppers (an ingestion's data and remap collections, a sink's
 covered upper) are reported when they advance; statuses when they change
 (``starting``, ``running``, ``stalled`` with the error, ``ceased`` for an

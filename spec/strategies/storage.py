@@ -75,6 +75,7 @@ __all__ = [
 ]
 
 _text = st.text(max_size=12)
+_interval_ms = st.integers(1, 2**53)
 _counts = st.one_of(st.integers(0, 10), st.integers(0, U64_MAX >> 1))
 _gauges = st.none() | _counts
 
@@ -109,8 +110,20 @@ def source_connections() -> st.SearchStrategy[SourceConnection]:
 def storage_sink_connections() -> st.SearchStrategy[StorageSinkConnection]:
     """Every kind of storage sink connection."""
     return st.one_of(
-        st.builds(IcebergSink, catalog_url=_text, warehouse=_text, table=_text),
-        st.builds(SimulatedSink, name=_text),
+        st.builds(
+            IcebergSink,
+            catalog_url=_text,
+            warehouse=_text,
+            table=_text,
+            commit_interval_ms=_interval_ms,
+            progress_interval_ms=_interval_ms,
+        ),
+        st.builds(
+            SimulatedSink,
+            name=_text,
+            commit_interval_ms=_interval_ms,
+            progress_interval_ms=_interval_ms,
+        ),
     )
 
 

@@ -302,7 +302,12 @@ class IngestionHarness:
                 self.DATA,
                 self.INSTANCE,
                 Antichain([self.sink_as_of]),
-                SimulatedSink("target"),
+                # paced commits, on the scale of the run's clock (heal advances 8 backoffs)
+                SimulatedSink(
+                    "target",
+                    commit_interval_ms=self.backoff_ms,
+                    progress_interval_ms=self.backoff_ms * 4,
+                ),
                 self.upstream.schema,
             )
             ctl.create_exports([(token, desc)])

@@ -5,6 +5,7 @@
   process); every client action goes through it and is recorded by a
   :class:`~tidegate.commands.recording.RunRecorder` for the offline history checker;
 * :func:`start_replica` -- an unmanaged ``tidegate replica`` process;
+* :func:`up_process` -- ``tidegate up`` on a data directory, once its replicas are ready;
 * :class:`CuttableProxy` -- a TCP proxy whose connections can be cut and restored;
 * :func:`make_certs` -- a CA, a server certificate for ``localhost`` and a client one.
 """
@@ -227,6 +228,40 @@ def start_replica(data_dir: Path, *extra: str, executor: str = "python") -> Repl
     event = json.loads(line)
     assert event["event"] == "listening", event
     return ReplicaProcess(proc, event["address"])
+
+
+@contextlib.contextmanager
+def up_process(data: Path, log: Path, *extra: str) -> Iterator[subprocess.Popen[bytes]]:
+    """``tidegate up --executor python`` on ``data`` (its output in ``log``), once ``tidegate
+    status --wait`` says its replicas are ready; stopped when the block ends."""
+    tidegate = [sys.executable, "-m", "tidegate"]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(
+            [*tidegate, "up", "--data-dir", str(data), "--executor", "python", *extra],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        deadline = time.monotonic() + 120
+        while not (data / "controller.json").exists():
+            assert proc.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, "tidegate up did not write controller.json"
+            time.sleep(0.1)
+        ready = subprocess.run(
+            [*tidegate, "status", "--data-dir", str(data), "--wait", "--timeout", "120"],
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
+        assert ready.returncode == 0, ready.stdout + ready.stderr
+        yield proc
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(30)
 
 
 def pid_alive(pid: int) -> bool:

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import json
 import stat
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,45 +23,17 @@ from urllib.parse import quote
 import anyio
 import pytest
 
-from tidegate.commands.control import ControlClient, ControlError, ControllerInfo
+from tidegate.commands.control import ControlClient, ControlError
 
 pytestmark = [pytest.mark.processes, pytest.mark.timeout(300)]
 
-TIDEGATE = [sys.executable, "-m", "tidegate"]
-
 
 @pytest.fixture(scope="module")
-def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, ControlClient]]:
+def up(tmp_path_factory: pytest.TempPathFactory, e2e: Any) -> Iterator[tuple[Path, ControlClient]]:
     root = tmp_path_factory.mktemp("security")
-    data, log = root / "data", root / "up.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [*TIDEGATE, "up", "--data-dir", str(data), "--executor", "python"],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        deadline = time.monotonic() + 120
-        while not ControllerInfo.path(data).exists():
-            assert proc.poll() is None, log.read_text()
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
-        ready = subprocess.run(
-            [*TIDEGATE, "status", "--data-dir", str(data), "--wait", "--timeout", "120"],
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
-        assert ready.returncode == 0, ready.stdout + ready.stderr
-        with ControlClient.for_data_dir(data) as client:
-            yield data, client
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(30)
+    data = root / "data"
+    with e2e.up_process(data, root / "up.log"), ControlClient.for_data_dir(data) as client:
+        yield data, client
 
 
 def _sql(client: ControlClient, text: str) -> Any:

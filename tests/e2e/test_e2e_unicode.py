@@ -17,7 +17,6 @@ import http.client
 import json
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -95,28 +94,10 @@ class Up:
 
 
 @pytest.fixture(scope="module")
-def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Up]:
+def up(tmp_path_factory: pytest.TempPathFactory, e2e: Any) -> Iterator[Up]:
     root = tmp_path_factory.mktemp("unicode")
     data, log = root / "data", root / "up.log"
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(
-            [*TIDEGATE, "up", "--data-dir", str(data), "--executor", "python"],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        deadline = time.monotonic() + 120
-        while not ControllerInfo.path(data).exists():
-            assert proc.poll() is None, log.read_text()
-            assert time.monotonic() < deadline, "tidegate up did not write controller.json"
-            time.sleep(0.1)
-        ready = subprocess.run(
-            [*TIDEGATE, "status", "--data-dir", str(data), "--wait", "--timeout", "120"],
-            capture_output=True,
-            text=True,
-            timeout=180,
-        )
-        assert ready.returncode == 0, ready.stdout + ready.stderr
+    with e2e.up_process(data, log) as proc:
         live = Up(proc, data, log)
         for statement in (
             "CREATE TABLE t (k text NOT NULL, v text, n bigint)",
@@ -126,13 +107,6 @@ def up(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Up]:
             status, answer = live.sql(statement)
             assert status == 200, answer
         yield live
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(30)
 
 
 def test_a_lone_surrogate_in_sql_is_refused_and_up_lives(up: Up) -> None:

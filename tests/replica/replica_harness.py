@@ -180,8 +180,9 @@ def replica_process(
 class Tables:
     """Tables in the replica's shard store, written as a controller would (compare-and-append)."""
 
-    def __init__(self, storage: Path) -> None:
-        self.store = ShardStore.open(*default_urls(storage))
+    def __init__(self, storage: Path | None = None, *, store: ShardStore | None = None) -> None:
+        assert (storage is None) != (store is None), "a storage directory or a store"
+        self.store = store if store is not None else ShardStore.open(*default_urls(storage))
 
     def create(self, gid: GlobalId | None = None, schema: pa.Schema = ARROW_SCHEMA) -> GlobalId:
         gid = gid or fresh_id()

@@ -16,6 +16,7 @@ from replica_harness import ROWS, Client, Tables, at, fresh_id, index_dataflow
 from tidegate.replica import GuardedExecutor, ReplicaMetrics, make_executor
 from tidegate.replica.service import ReplicaService
 from tidegate.replica.spark import IndexStatus
+from tidegate.runtime.storage import MemoryBlob, MemoryConsensus, ShardStore
 from tidegate.runtime.transport.grpc_server import ReplicaServer
 from tidegate.spec.errors import ExecutorError
 from tidegate.spec.executor.contract import ExportBatch
@@ -321,6 +322,48 @@ def test_a_peek_steps_the_replica_at_once(tmp_path: Path) -> None:
         r = await c.answer(first.peek.uuid)
         assert isinstance(r, PeekResponse) and isinstance(r.result, PeekRows)
         assert sorted(r.result.rows) == sorted(tables.contents(t, 2).items())
+        await c.close()
+
+    try:
+        anyio.run(main)
+    finally:
+        server.stop(0)
+        service.stop()
+
+
+def test_a_store_that_notifies_wakes_the_reads_that_wait_for_it() -> None:
+    """Over a Consensus that says when a key changed (PostgreSQL's notifications; here the
+    in-memory one, shared with the writer), a follower and a persist peek wait for that, not
+    for a poll: with every polling interval far beyond the test's patience, an append still
+    reaches the index's frontier and answers a persist peek waiting beyond the old upper."""
+    blob, consensus = MemoryBlob(), MemoryConsensus()  # one disk, two processes' stores
+    tables = Tables(store=ShardStore(blob, consensus))
+    t = tables.create()
+    tables.append(t, ROWS, 3)
+    idx = fresh_id()
+    service = ReplicaService(
+        PythonExecutor(),
+        ShardStore(blob, consensus),
+        tick_s=0.02,
+        poll_s=600,
+        poll_max_s=600,
+        watch_poll_s=600,
+    ).start()
+    server = ReplicaServer(service).start()
+
+    async def main() -> None:
+        c = await Client.connect(server.address)
+        await c.initialized(CreateDataflow(index_dataflow(t, index=idx)), Schedule(idx))
+        await c.until(lambda r: isinstance(r, Frontiers) and r.id == idx and r.output == at(3))
+        waiting = Peek(PeekDescription(uuid.uuid4(), t, 4, target="persist"))
+        await c.send(waiting)
+        await c.drain(0.2)  # parked: the shard's upper is 3
+        assert not any(getattr(r, "uuid", None) == waiting.peek.uuid for r in c.received)
+        tables.append(t, [((4, "d"), 3, 1), ((5, "e"), 4, 1)], 5)
+        await c.until(lambda r: isinstance(r, Frontiers) and r.id == idx and r.output == at(5))
+        r = await c.answer(waiting.peek.uuid)
+        assert isinstance(r, PeekResponse) and isinstance(r.result, PeekRows)
+        assert sorted(r.result.rows) == sorted(tables.contents(t, 4).items())
         await c.close()
 
     try:

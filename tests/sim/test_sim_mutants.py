@@ -44,7 +44,7 @@ STORAGE_MUTANTS = {
     "source_ack_on_delivery": "upstream_acked_only_durable",
     "data_before_binding": "binding_before_data",
     "resume_from_remap_upper": "source_exactly_once",
-    "reclock_off_by_one": "operations_complete",  # the shard refuses the write; the source stalls
+    "reclock_off_by_one": "sources_catch_up",  # the shard refuses the write; the source stalls
     "sink_commit_unconditional": "sink_commits_chain",
     "ceased_read_waits": "operations_complete",  # a fresh read of a ceased source never ends
 }

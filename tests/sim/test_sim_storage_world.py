@@ -32,6 +32,7 @@ from tidegate.spec.errors import (
 )
 from tidegate.spec.ids import GlobalId
 from tidegate.spec.plan.schema import Schema
+from tidegate.spec.shard import VersionedData, Watchable
 from tidegate.spec.storage.connections import LoadGenerator, SimulatedSource
 
 SCHEMA = Schema.of(("k", "string", False), ("n", "int64", True))
@@ -147,6 +148,39 @@ def test_the_factory_reads_simulated_sources_only_and_refuses_unknown_upstreams(
         ups.source_factory(SOURCE, SimulatedSource("nope"), SCHEMA)
     with pytest.raises(SourceConfigurationInvalid):
         ups.source_factory(SOURCE, SimulatedSource("log"), Schema.of(("k", "string", False)))
+
+
+# -- consensus notifications -----------------------------------------------------------------
+
+
+def test_a_process_hears_of_commits_except_in_an_outage_and_not_after_it_died() -> None:
+    """A consensus client is watchable as PostgreSQL's is: a commit by any process reaches the
+    watchers of its key at once; while a consensus outage is open its notification is lost
+    (the product must notice the commit by polling); a dead incarnation's watch ends."""
+    disk, faults = SimDisk(), StorageFaults(SeededChoices(1))
+    replica, controller = SimProcess("replica-1"), SimProcess("controller")
+    replica.start()
+    controller.start()
+    reader = ConsensusClient(disk, replica, faults)
+    writer = ConsensusClient(disk, controller, faults)
+    assert isinstance(reader, Watchable)
+    heard: list[str] = []
+    reader.watch("s", heard.append)
+    reader.watch("other", heard.append)
+    assert writer.compare_and_set("s", None, VersionedData(0, b"a"))
+    assert not writer.compare_and_set("s", None, VersionedData(0, b"b"))  # no commit, no news
+    assert heard == ["s"]
+    faults.consensus_failing += 1
+    faults.scripted["consensus compare-and-set"] = [None]  # this commit goes through
+    assert writer.compare_and_set("s", 0, VersionedData(1, b"c"))
+    assert heard == ["s"]  # its notification was lost
+    faults.consensus_failing -= 1
+    assert writer.compare_and_set("s", 1, VersionedData(2, b"d"))
+    assert heard == ["s", "s"]
+    replica.die()
+    replica.start()  # a new incarnation: nothing of the old one runs
+    assert writer.compare_and_set("s", 2, VersionedData(3, b"e"))
+    assert heard == ["s", "s"]
 
 
 # -- the sink target ---------------------------------------------------------------------------

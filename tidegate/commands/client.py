@@ -245,6 +245,12 @@ def _add_ddl_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "--warehouse", required=True, metavar="W", help="where data files go: file:///dir or s3://"
     )
     ck.add_argument("--table", required=True, metavar="NS.T", help="the Iceberg table")
+    ck.add_argument(
+        "--commit-interval",
+        metavar="INTERVAL",
+        help="commit at most once per INTERVAL, e.g. 5s (default 1s, at least 1s); an interval "
+        "with no change makes no commit",
+    )
     common_options(ck)
     ck.set_defaults(func=run_create_sink)
 
@@ -618,6 +624,14 @@ def run_create_sink(args: argparse.Namespace) -> int:
         "warehouse": args.warehouse,
         "table": args.table,
     }
+    if args.commit_interval is not None:
+        from tidegate.spec.sql.interval import parse_interval_ms
+
+        try:
+            connection["commit_interval_ms"] = parse_interval_ms(args.commit_interval)
+        except ValueError as e:
+            print(f"tidegate create-sink: --commit-interval: {e}", file=sys.stderr)
+            raise SystemExit(2) from None
     body = {"name": args.name, "from": args.source, "connection": connection}
     result = _run(args, "POST", "/create-sink", body)
     reads = result.get("reads") or {}

@@ -18,7 +18,8 @@ input it cannot use, so a refused request never reaches the environment.
 * Source connections: ``{"type": "load_generator", "kind": "counter" | "auction",
   "tick_ms"?: N, "seed"?: N, "max_cardinality"?: N, "rows_per_tick"?: N}`` or
   ``{"type": "postgres", "url", "table", "publication", "slot"}``; sink
-  connections: ``{"type": "iceberg", "catalog_url", "warehouse", "table"}``.
+  connections: ``{"type": "iceberg", "catalog_url", "warehouse", "table",
+  "commit_interval_ms"?: N}`` (N >= 1000, as ``COMMIT INTERVAL`` in SQL).
 """
 
 from __future__ import annotations
@@ -384,5 +385,12 @@ def sink_connection_from_json(data: Any) -> StorageSinkConnection:
     kind = data.get("type") if isinstance(data, dict) else None
     if kind != "iceberg":
         raise DdlError("BadConnection", f'a sink connection\'s type is "iceberg", got {kind!r}')
-    d = _connection_fields(data, "iceberg", {"catalog_url", "warehouse", "table"}, set())
-    return IcebergSink(d["catalog_url"], d["warehouse"], d["table"])
+    d = _connection_fields(
+        data, "iceberg", {"catalog_url", "warehouse", "table"}, {"commit_interval_ms"}
+    )
+    interval = d.get("commit_interval_ms", 1_000)
+    if not _plain_int(interval) or not 1_000 <= interval <= 2**53:
+        raise DdlError(
+            "BadConnection", "iceberg commit_interval_ms must be an integer >= 1000 (1 s)"
+        )
+    return IcebergSink(d["catalog_url"], d["warehouse"], d["table"], commit_interval_ms=interval)

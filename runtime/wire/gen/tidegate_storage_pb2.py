@@ -25,17 +25,17 @@ _sym_db = _symbol_database.Default()
 from . import tidegate_compute_pb2 as tidegate__compute__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16tidegate_storage.proto\x12\x10tidegate.storage\x1a\x16tidegate_compute.proto\"\xb4\x01\n\x12ProtoLoadGenerator\x12\x36\n\x04kind\x18\x01 \x01(\x0e\x32(.tidegate.storage.ProtoLoadGeneratorKind\x12\x0f\n\x07tick_ms\x18\x02 \x01(\x04\x12\x0c\n\x04seed\x18\x03 \x01(\x04\x12\x1c\n\x0fmax_cardinality\x18\x04 \x01(\x04H\x00\x88\x01\x01\x12\x15\n\rrows_per_tick\x18\x05 \x01(\x04\x42\x12\n\x10_max_cardinality\"T\n\x13ProtoPostgresSource\x12\x0b\n\x03url\x18\x01 \x01(\t\x12\r\n\x05table\x18\x02 \x01(\t\x12\x13\n\x0bpublication\x18\x03 \x01(\t\x12\x0c\n\x04slot\x18\x04 \x01(\t\"$\n\x14ProtoSimulatedSource\x12\x0c\n\x04name\x18\x01 \x01(\t\"\xd7\x01\n\x15ProtoSourceConnection\x12>\n\x0eload_generator\x18\x01 \x01(\x0b\x32$.tidegate.storage.ProtoLoadGeneratorH\x00\x12\x39\n\x08postgres\x18\x02 \x01(\x0b\x32%.tidegate.storage.ProtoPostgresSourceH\x00\x12;\n\tsimulated\x18\x03 \x01(\x0b\x32&.tidegate.storage.ProtoSimulatedSourceH\x00\x42\x06\n\x04kind\"I\n\x10ProtoIcebergSink\x12\x13\n\x0b\x63\x61talog_url\x18\x01 \x01(\t\x12\x11\n\twarehouse\x18\x02 \x01(\t\x12\r\n\x05table\x18\x03 \x01(\t\"\"\n\x12ProtoSimulatedSink\x12\x0c\n\x04name\x18\x01 \x01(\t\"\x8f\x01\n\x13ProtoSinkConnection\x12\x35\n\x07iceberg\x18\x01 \x01(\x0b\x32\".tidegate.storage.ProtoIcebergSinkH\x00\x12\x39\n\tsimulated\x18\x02 \x01(\x0b\x32$.tidegate.storage.ProtoSimulatedSinkH\x00\x42\x06\n\x04kind\"\xc2\x01\n\x0eProtoIngestion\x12\x10\n\x08instance\x18\x01 \x01(\t\x12\x1d\n\x10remap_collection\x18\x02 \x01(\tH\x00\x88\x01\x01\x12;\n\nconnection\x18\x03 \x01(\x0b\x32\'.tidegate.storage.ProtoSourceConnection\x12-\n\x06schema\x18\x04 \x01(\x0b\x32\x1d.tidegate.compute.ProtoSchemaB\x13\n\x11_remap_collection\"\"\n\x12ProtoIntrospection\x12\x0c\n\x04kind\x18\x01 \x01(\t\"-\n\x1bProtoMaterializedViewSource\x12\x0e\n\x06inputs\x18\x01 \x03(\t\"\x9c\x03\n\x0fProtoDataSource\x12-\n\x05table\x18\x01 \x01(\x0b\x32\x1c.tidegate.compute.ProtoEmptyH\x00\x12/\n\x07webhook\x18\x02 \x01(\x0b\x32\x1c.tidegate.compute.ProtoEmptyH\x00\x12=\n\rintrospection\x18\x03 \x01(\x0b\x32$.tidegate.storage.ProtoIntrospectionH\x00\x12\x30\n\x08progress\x18\x04 \x01(\x0b\x32\x1c.tidegate.compute.ProtoEmptyH\x00\x12\x35\n\tingestion\x18\x05 \x01(\x0b\x32 .tidegate.storage.ProtoIngestionH\x00\x12J\n\x11materialized_view\x18\x06 \x01(\x0b\x32-.tidegate.storage.ProtoMaterializedViewSourceH\x00\x12-\n\x05other\x18\x07 \x01(\x0b\x32\x1c.tidegate.compute.ProtoEmptyH\x00\x42\x06\n\x04kind\"\xcb\x01\n\x1aProtoCollectionDescription\x12\x36\n\x0b\x64\x61ta_source\x18\x01 \x01(\x0b\x32!.tidegate.storage.ProtoDataSource\x12/\n\x05since\x18\x02 \x01(\x0b\x32 .tidegate.compute.ProtoAntichain\x12\x1e\n\x11status_collection\x18\x03 \x01(\tH\x00\x88\x01\x01\x12\x0e\n\x06schema\x18\x04 \x03(\tB\x14\n\x12_status_collection\"\xd6\x01\n\x16ProtoExportDescription\x12\x0f\n\x07\x66rom_id\x18\x01 \x01(\t\x12\x10\n\x08instance\x18\x02 \x01(\t\x12/\n\x05\x61s_of\x18\x03 \x01(\x0b\x32 .tidegate.compute.ProtoAntichain\x12\x39\n\nconnection\x18\x04 \x01(\x0b\x32%.tidegate.storage.ProtoSinkConnection\x12-\n\x06schema\x18\x05 \x01(\x0b\x32\x1d.tidegate.compute.ProtoSchema\"L\n\x16ProtoStorageParameters\x12\x32\n\x06values\x18\x01 \x03(\x0b\x32\".tidegate.compute.ProtoConfigEntry\"\x9a\x01\n\x11ProtoRunIngestion\x12\n\n\x02id\x18\x01 \x01(\t\x12\x41\n\x0b\x64\x65scription\x18\x02 \x01(\x0b\x32,.tidegate.storage.ProtoCollectionDescription\x12\x36\n\x0cresume_upper\x18\x03 \x01(\x0b\x32 .tidegate.compute.ProtoAntichain\"\x9a\x01\n\x0cProtoRunSink\x12\n\n\x02id\x18\x01 \x01(\t\x12=\n\x0b\x64\x65scription\x18\x02 \x01(\x0b\x32(.tidegate.storage.ProtoExportDescription\x12/\n\x05\x61s_of\x18\x03 \x01(\x0b\x32 .tidegate.compute.ProtoAntichain\x12\x0e\n\x06strict\x18\x04 \x01(\x08\"\xef\x03\n\x13ProtoStorageCommand\x12\x0f\n\x05hello\x18\x01 \x01(\x0cH\x00\x12?\n\x17initialization_complete\x18\x02 \x01(\x0b\x32\x1c.tidegate.compute.ProtoEmptyH\x00\x12\x34\n\x0c\x61llow_writes\x18\x03 \x01(\x0b\x32\x1c.tidegate.compute.ProtoEmptyH\x00\x12H\n\x14update_configuration\x18\x04 \x01(\x0b\x32(.tidegate.storage.ProtoStorageParametersH\x00\x12<\n\rrun_ingestion\x18\x05 \x01(\x0b\x32#.tidegate.storage.ProtoRunIngestionH\x00\x12\x32\n\x08run_sink\x18\x06 \x01(\x0b\x32\x1e.tidegate.storage.ProtoRunSinkH\x00\x12\x42\n\x10\x61llow_compaction\x18\x07 \x01(\x0b\x32&.tidegate.compute.ProtoAllowCompactionH\x00\x12\x33\n\x08\x66ragment\x18\x08 \x01(\x0b\x32\x1f.tidegate.compute.ProtoFragmentH\x00\x12\x13\n\x0bhello_epoch\x18\t \x01(\x04\x42\x06\n\x04kind\"X\n\x19ProtoStorageFrontierUpper\x12\n\n\x02id\x18\x01 \x01(\t\x12/\n\x05upper\x18\x02 \x01(\x0b\x32 .tidegate.compute.ProtoAntichain\"\x8e\x01\n\x11ProtoStatusUpdate\x12\n\n\x02id\x18\x01 \x01(\t\x12\x33\n\x06status\x18\x02 \x01(\x0e\x32#.tidegate.storage.ProtoSourceStatus\x12\x12\n\x05\x65rror\x18\x03 \x01(\tH\x00\x88\x01\x01\x12\x11\n\x04hint\x18\x04 \x01(\tH\x01\x88\x01\x01\x42\x08\n\x06_errorB\x07\n\x05_hint\"\x9f\x03\n\x15ProtoSourceStatistics\x12\x19\n\x11messages_received\x18\x01 \x01(\x04\x12\x16\n\x0e\x62ytes_received\x18\x02 \x01(\x04\x12\x16\n\x0eupdates_staged\x18\x03 \x01(\x04\x12\x19\n\x11updates_committed\x18\x04 \x01(\x04\x12#\n\x16snapshot_records_known\x18\x05 \x01(\x04H\x00\x88\x01\x01\x12$\n\x17snapshot_records_staged\x18\x06 \x01(\x04H\x01\x88\x01\x01\x12\x19\n\x0coffset_known\x18\x07 \x01(\x04H\x02\x88\x01\x01\x12\x1d\n\x10offset_committed\x18\x08 \x01(\x04H\x03\x88\x01\x01\x12#\n\x16rehydration_latency_ms\x18\t \x01(\x04H\x04\x88\x01\x01\x42\x19\n\x17_snapshot_records_knownB\x1a\n\x18_snapshot_records_stagedB\x0f\n\r_offset_knownB\x13\n\x11_offset_committedB\x19\n\x17_rehydration_latency_ms\"w\n\x13ProtoSinkStatistics\x12\x16\n\x0eupdates_staged\x18\x01 \x01(\x04\x12\x19\n\x11updates_committed\x18\x02 \x01(\x04\x12\x14\n\x0c\x62ytes_staged\x18\x03 \x01(\x04\x12\x17\n\x0f\x62ytes_committed\x18\x04 \x01(\x04\"\xa3\x01\n\x15ProtoStatisticsUpdate\x12\n\n\x02id\x18\x01 \x01(\t\x12\x39\n\x06source\x18\x02 \x01(\x0b\x32\'.tidegate.storage.ProtoSourceStatisticsH\x00\x12\x35\n\x04sink\x18\x03 \x01(\x0b\x32%.tidegate.storage.ProtoSinkStatisticsH\x00\x42\x0c\n\nstatistics\"\xb4\x02\n\x14ProtoStorageResponse\x12\x45\n\x0e\x66rontier_upper\x18\x01 \x01(\x0b\x32+.tidegate.storage.ProtoStorageFrontierUpperH\x00\x12\x14\n\ndropped_id\x18\x02 \x01(\tH\x00\x12<\n\rstatus_update\x18\x03 \x01(\x0b\x32#.tidegate.storage.ProtoStatusUpdateH\x00\x12\x44\n\x11statistics_update\x18\x04 \x01(\x0b\x32\'.tidegate.storage.ProtoStatisticsUpdateH\x00\x12\x33\n\x08\x66ragment\x18\x05 \x01(\x0b\x32\x1f.tidegate.compute.ProtoFragmentH\x00\x42\x06\n\x04kind*\x91\x01\n\x16ProtoLoadGeneratorKind\x12)\n%PROTO_LOAD_GENERATOR_KIND_UNSPECIFIED\x10\x00\x12%\n!PROTO_LOAD_GENERATOR_KIND_COUNTER\x10\x01\x12%\n!PROTO_LOAD_GENERATOR_KIND_AUCTION\x10\x02*\xfd\x01\n\x11ProtoSourceStatus\x12#\n\x1fPROTO_SOURCE_STATUS_UNSPECIFIED\x10\x00\x12 \n\x1cPROTO_SOURCE_STATUS_STARTING\x10\x01\x12\x1f\n\x1bPROTO_SOURCE_STATUS_RUNNING\x10\x02\x12\x1e\n\x1aPROTO_SOURCE_STATUS_PAUSED\x10\x03\x12\x1f\n\x1bPROTO_SOURCE_STATUS_STALLED\x10\x04\x12\x1e\n\x1aPROTO_SOURCE_STATUS_CEASED\x10\x05\x12\x1f\n\x1bPROTO_SOURCE_STATUS_DROPPED\x10\x06\x32z\n\x0cProtoStorage\x12j\n\x15\x43ommandResponseStream\x12%.tidegate.storage.ProtoStorageCommand\x1a&.tidegate.storage.ProtoStorageResponse(\x01\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16tidegate_storage.proto\x12\x10tidegate.storage\x1a\x16tidegate_compute.proto\"\xb4\x01\n\x12ProtoLoadGenerator\x12\x36\n\x04kind\x18\x01 \x01(\x0e\x32(.tidegate.storage.ProtoLoadGeneratorKind\x12\x0f\n\x07tick_ms\x18\x02 \x01(\x04\x12\x0c\n\x04seed\x18\x03 \x01(\x04\x12\x1c\n\x0fmax_cardinality\x18\x04 \x01(\x04H\x00\x88\x01\x01\x12\x15\n\rrows_per_tick\x18\x05 \x01(\x04\x42\x12\n\x10_max_cardinality\"T\n\x13ProtoPostgresSource\x12\x0b\n\x03url\x18\x01 \x01(\t\x12\r\n\x05table\x18\x02 \x01(\t\x12\x13\n\x0bpublication\x18\x03 \x01(\t\x12\x0c\n\x04slot\x18\x04 \x01(\t\"$\n\x14ProtoSimulatedSource\x12\x0c\n\x04name\x18\x01 \x01(\t\"\xd7\x01\n\x15ProtoSourceConnection\x12>\n\x0eload_generator\x18\x01 \x01(\x0b\x32$.tidegate.storage.ProtoLoadGeneratorH\x00\x12\x39\n\x08postgres\x18\x02 \x01(\x0b\x32%.tidegate.storage.ProtoPostgresSourceH\x00\x12;\n\tsimulated\x18\x03 \x01(\x0b\x32&.tidegate.storage.ProtoSimulatedSourceH\x00\x42\x06\n\x04kind\"\x83\x01\n\x10ProtoIcebergSink\x12\x13\n\x0b\x63\x61talog_url\x18\x01 \x01(\t\x12\x11\n\twarehouse\x18\x02 \x01(\t\x12\r\n\x05table\x18\x03 \x01(\t\x12\x1a\n\x12\x63ommit_interval_ms\x18\x04 \x01(\x04\x12\x1c\n\x14progress_interval_ms\x18\x05 \x01(\x04\"\\\n\x12ProtoSimulatedSink\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x1a\n\x12\x63ommit_interval_ms\x18\x02 \x01(\x04\x12\x1c\n\x14progress_interval_ms\x18\x03 \x01(\x04\"\x8f\x01\n\x13ProtoSinkConnection\x12\x35\n\x07iceberg\x18\x01 \x01(\x0b\x32\".tidegate.storage.ProtoIcebergSinkH\x00\x12\x39\n\tsimulated\x18\x02 \x01(\x0b\x32$.tidegate.storage.ProtoSimulatedSinkH\x00\x42\x06\n\x04kind\"\xc2\x01\n\x0eProtoIngestion\x12\x10\n\x08instance\x18\x01 \x01(\t\x12\x1d\n\x10remap_collection\x18\x02 \x01(\tH\x00\x88\x01\x01\x12;\n\nconnection\x18\x03 \x01(\x0b\x32\'.tidegate.storage.ProtoSourceConnection\x12-\n\x06schema\x18\x04 \x01(\x0b\x32\x1d.tidegate.compute.ProtoSchemaB\x13\n\x11_remap_collection\"\"\n\x12ProtoIntrospection\x12\x0c\n\x04kind\x18\x01 \x01(\t\"-\n\x1bProtoMaterializedViewSource\x12\x0e\n\x06inputs\x18\x01 \x03(\t\"\x9c\x03\n\x0fProtoDataSource\x12-\n\x05table\x18\x01 \x01(\x0b\x32\x1c.tidegate.compute.ProtoEmptyH\x00\x12/\n\x07webhook\x18\x02 \x01(\x0b\x32\x1c.tidegate.compute.ProtoEmptyH\x00\x12=\n\rintrospection\x18\x03 \x01(\x0b\x32$.tidegate.storage.ProtoIntrospectionH\x00\x12\x30\n\x08progress\x18\x04 \x01(\x0b\x32\x1c.tidegate.compute.ProtoEmptyH\x00\x12\x35\n\tingestion\x18\x05 \x01(\x0b\x32 .tidegate.storage.ProtoIngestionH\x00\x12J\n\x11materialized_view\x18\x06 \x01(\x0b\x32-.tidegate.storage.ProtoMaterializedViewSourceH\x00\x12-\n\x05other\x18\x07 \x01(\x0b\x32\x1c.tidegate.compute.ProtoEmptyH\x00\x42\x06\n\x04kind\"\xcb\x01\n\x1aProtoCollectionDescription\x12\x36\n\x0b\x64\x61ta_source\x18\x01 \x01(\x0b\x32!.tidegate.storage.ProtoDataSource\x12/\n\x05since\x18\x02 \x01(\x0b\x32 .tidegate.compute.ProtoAntichain\x12\x1e\n\x11status_collection\x18\x03 \x01(\tH\x00\x88\x01\x01\x12\x0e\n\x06schema\x18\x04 \x03(\tB\x14\n\x12_status_collection\"\xd6\x01\n\x16ProtoExportDescription\x12\x0f\n\x07\x66rom_id\x18\x01 \x01(\t\x12\x10\n\x08instance\x18\x02 \x01(\t\x12/\n\x05\x61s_of\x18\x03 \x01(\x0b\x32 .tidegate.compute.ProtoAntichain\x12\x39\n\nconnection\x18\x04 \x01(\x0b\x32%.tidegate.storage.ProtoSinkConnection\x12-\n\x06schema\x18\x05 \x01(\x0b\x32\x1d.tidegate.compute.ProtoSchema\"L\n\x16ProtoStorageParameters\x12\x32\n\x06values\x18\x01 \x03(\x0b\x32\".tidegate.compute.ProtoConfigEntry\"\x9a\x01\n\x11ProtoRunIngestion\x12\n\n\x02id\x18\x01 \x01(\t\x12\x41\n\x0b\x64\x65scription\x18\x02 \x01(\x0b\x32,.tidegate.storage.ProtoCollectionDescription\x12\x36\n\x0cresume_upper\x18\x03 \x01(\x0b\x32 .tidegate.compute.ProtoAntichain\"\x9a\x01\n\x0cProtoRunSink\x12\n\n\x02id\x18\x01 \x01(\t\x12=\n\x0b\x64\x65scription\x18\x02 \x01(\x0b\x32(.tidegate.storage.ProtoExportDescription\x12/\n\x05\x61s_of\x18\x03 \x01(\x0b\x32 .tidegate.compute.ProtoAntichain\x12\x0e\n\x06strict\x18\x04 \x01(\x08\"\xef\x03\n\x13ProtoStorageCommand\x12\x0f\n\x05hello\x18\x01 \x01(\x0cH\x00\x12?\n\x17initialization_complete\x18\x02 \x01(\x0b\x32\x1c.tidegate.compute.ProtoEmptyH\x00\x12\x34\n\x0c\x61llow_writes\x18\x03 \x01(\x0b\x32\x1c.tidegate.compute.ProtoEmptyH\x00\x12H\n\x14update_configuration\x18\x04 \x01(\x0b\x32(.tidegate.storage.ProtoStorageParametersH\x00\x12<\n\rrun_ingestion\x18\x05 \x01(\x0b\x32#.tidegate.storage.ProtoRunIngestionH\x00\x12\x32\n\x08run_sink\x18\x06 \x01(\x0b\x32\x1e.tidegate.storage.ProtoRunSinkH\x00\x12\x42\n\x10\x61llow_compaction\x18\x07 \x01(\x0b\x32&.tidegate.compute.ProtoAllowCompactionH\x00\x12\x33\n\x08\x66ragment\x18\x08 \x01(\x0b\x32\x1f.tidegate.compute.ProtoFragmentH\x00\x12\x13\n\x0bhello_epoch\x18\t \x01(\x04\x42\x06\n\x04kind\"X\n\x19ProtoStorageFrontierUpper\x12\n\n\x02id\x18\x01 \x01(\t\x12/\n\x05upper\x18\x02 \x01(\x0b\x32 .tidegate.compute.ProtoAntichain\"\x8e\x01\n\x11ProtoStatusUpdate\x12\n\n\x02id\x18\x01 \x01(\t\x12\x33\n\x06status\x18\x02 \x01(\x0e\x32#.tidegate.storage.ProtoSourceStatus\x12\x12\n\x05\x65rror\x18\x03 \x01(\tH\x00\x88\x01\x01\x12\x11\n\x04hint\x18\x04 \x01(\tH\x01\x88\x01\x01\x42\x08\n\x06_errorB\x07\n\x05_hint\"\x9f\x03\n\x15ProtoSourceStatistics\x12\x19\n\x11messages_received\x18\x01 \x01(\x04\x12\x16\n\x0e\x62ytes_received\x18\x02 \x01(\x04\x12\x16\n\x0eupdates_staged\x18\x03 \x01(\x04\x12\x19\n\x11updates_committed\x18\x04 \x01(\x04\x12#\n\x16snapshot_records_known\x18\x05 \x01(\x04H\x00\x88\x01\x01\x12$\n\x17snapshot_records_staged\x18\x06 \x01(\x04H\x01\x88\x01\x01\x12\x19\n\x0coffset_known\x18\x07 \x01(\x04H\x02\x88\x01\x01\x12\x1d\n\x10offset_committed\x18\x08 \x01(\x04H\x03\x88\x01\x01\x12#\n\x16rehydration_latency_ms\x18\t \x01(\x04H\x04\x88\x01\x01\x42\x19\n\x17_snapshot_records_knownB\x1a\n\x18_snapshot_records_stagedB\x0f\n\r_offset_knownB\x13\n\x11_offset_committedB\x19\n\x17_rehydration_latency_ms\"w\n\x13ProtoSinkStatistics\x12\x16\n\x0eupdates_staged\x18\x01 \x01(\x04\x12\x19\n\x11updates_committed\x18\x02 \x01(\x04\x12\x14\n\x0c\x62ytes_staged\x18\x03 \x01(\x04\x12\x17\n\x0f\x62ytes_committed\x18\x04 \x01(\x04\"\xa3\x01\n\x15ProtoStatisticsUpdate\x12\n\n\x02id\x18\x01 \x01(\t\x12\x39\n\x06source\x18\x02 \x01(\x0b\x32\'.tidegate.storage.ProtoSourceStatisticsH\x00\x12\x35\n\x04sink\x18\x03 \x01(\x0b\x32%.tidegate.storage.ProtoSinkStatisticsH\x00\x42\x0c\n\nstatistics\"\xb4\x02\n\x14ProtoStorageResponse\x12\x45\n\x0e\x66rontier_upper\x18\x01 \x01(\x0b\x32+.tidegate.storage.ProtoStorageFrontierUpperH\x00\x12\x14\n\ndropped_id\x18\x02 \x01(\tH\x00\x12<\n\rstatus_update\x18\x03 \x01(\x0b\x32#.tidegate.storage.ProtoStatusUpdateH\x00\x12\x44\n\x11statistics_update\x18\x04 \x01(\x0b\x32\'.tidegate.storage.ProtoStatisticsUpdateH\x00\x12\x33\n\x08\x66ragment\x18\x05 \x01(\x0b\x32\x1f.tidegate.compute.ProtoFragmentH\x00\x42\x06\n\x04kind*\x91\x01\n\x16ProtoLoadGeneratorKind\x12)\n%PROTO_LOAD_GENERATOR_KIND_UNSPECIFIED\x10\x00\x12%\n!PROTO_LOAD_GENERATOR_KIND_COUNTER\x10\x01\x12%\n!PROTO_LOAD_GENERATOR_KIND_AUCTION\x10\x02*\xfd\x01\n\x11ProtoSourceStatus\x12#\n\x1fPROTO_SOURCE_STATUS_UNSPECIFIED\x10\x00\x12 \n\x1cPROTO_SOURCE_STATUS_STARTING\x10\x01\x12\x1f\n\x1bPROTO_SOURCE_STATUS_RUNNING\x10\x02\x12\x1e\n\x1aPROTO_SOURCE_STATUS_PAUSED\x10\x03\x12\x1f\n\x1bPROTO_SOURCE_STATUS_STALLED\x10\x04\x12\x1e\n\x1aPROTO_SOURCE_STATUS_CEASED\x10\x05\x12\x1f\n\x1bPROTO_SOURCE_STATUS_DROPPED\x10\x06\x32z\n\x0cProtoStorage\x12j\n\x15\x43ommandResponseStream\x12%.tidegate.storage.ProtoStorageCommand\x1a&.tidegate.storage.ProtoStorageResponse(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'tidegate_storage_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_PROTOLOADGENERATORKIND']._serialized_start=4110
-  _globals['_PROTOLOADGENERATORKIND']._serialized_end=4255
-  _globals['_PROTOSOURCESTATUS']._serialized_start=4258
-  _globals['_PROTOSOURCESTATUS']._serialized_end=4511
+  _globals['_PROTOLOADGENERATORKIND']._serialized_start=4227
+  _globals['_PROTOLOADGENERATORKIND']._serialized_end=4372
+  _globals['_PROTOSOURCESTATUS']._serialized_start=4375
+  _globals['_PROTOSOURCESTATUS']._serialized_end=4628
   _globals['_PROTOLOADGENERATOR']._serialized_start=69
   _globals['_PROTOLOADGENERATOR']._serialized_end=249
   _globals['_PROTOPOSTGRESSOURCE']._serialized_start=251
@@ -44,44 +44,44 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PROTOSIMULATEDSOURCE']._serialized_end=373
   _globals['_PROTOSOURCECONNECTION']._serialized_start=376
   _globals['_PROTOSOURCECONNECTION']._serialized_end=591
-  _globals['_PROTOICEBERGSINK']._serialized_start=593
-  _globals['_PROTOICEBERGSINK']._serialized_end=666
-  _globals['_PROTOSIMULATEDSINK']._serialized_start=668
-  _globals['_PROTOSIMULATEDSINK']._serialized_end=702
-  _globals['_PROTOSINKCONNECTION']._serialized_start=705
-  _globals['_PROTOSINKCONNECTION']._serialized_end=848
-  _globals['_PROTOINGESTION']._serialized_start=851
-  _globals['_PROTOINGESTION']._serialized_end=1045
-  _globals['_PROTOINTROSPECTION']._serialized_start=1047
-  _globals['_PROTOINTROSPECTION']._serialized_end=1081
-  _globals['_PROTOMATERIALIZEDVIEWSOURCE']._serialized_start=1083
-  _globals['_PROTOMATERIALIZEDVIEWSOURCE']._serialized_end=1128
-  _globals['_PROTODATASOURCE']._serialized_start=1131
-  _globals['_PROTODATASOURCE']._serialized_end=1543
-  _globals['_PROTOCOLLECTIONDESCRIPTION']._serialized_start=1546
-  _globals['_PROTOCOLLECTIONDESCRIPTION']._serialized_end=1749
-  _globals['_PROTOEXPORTDESCRIPTION']._serialized_start=1752
-  _globals['_PROTOEXPORTDESCRIPTION']._serialized_end=1966
-  _globals['_PROTOSTORAGEPARAMETERS']._serialized_start=1968
-  _globals['_PROTOSTORAGEPARAMETERS']._serialized_end=2044
-  _globals['_PROTORUNINGESTION']._serialized_start=2047
-  _globals['_PROTORUNINGESTION']._serialized_end=2201
-  _globals['_PROTORUNSINK']._serialized_start=2204
-  _globals['_PROTORUNSINK']._serialized_end=2358
-  _globals['_PROTOSTORAGECOMMAND']._serialized_start=2361
-  _globals['_PROTOSTORAGECOMMAND']._serialized_end=2856
-  _globals['_PROTOSTORAGEFRONTIERUPPER']._serialized_start=2858
-  _globals['_PROTOSTORAGEFRONTIERUPPER']._serialized_end=2946
-  _globals['_PROTOSTATUSUPDATE']._serialized_start=2949
-  _globals['_PROTOSTATUSUPDATE']._serialized_end=3091
-  _globals['_PROTOSOURCESTATISTICS']._serialized_start=3094
-  _globals['_PROTOSOURCESTATISTICS']._serialized_end=3509
-  _globals['_PROTOSINKSTATISTICS']._serialized_start=3511
-  _globals['_PROTOSINKSTATISTICS']._serialized_end=3630
-  _globals['_PROTOSTATISTICSUPDATE']._serialized_start=3633
-  _globals['_PROTOSTATISTICSUPDATE']._serialized_end=3796
-  _globals['_PROTOSTORAGERESPONSE']._serialized_start=3799
-  _globals['_PROTOSTORAGERESPONSE']._serialized_end=4107
-  _globals['_PROTOSTORAGE']._serialized_start=4513
-  _globals['_PROTOSTORAGE']._serialized_end=4635
+  _globals['_PROTOICEBERGSINK']._serialized_start=594
+  _globals['_PROTOICEBERGSINK']._serialized_end=725
+  _globals['_PROTOSIMULATEDSINK']._serialized_start=727
+  _globals['_PROTOSIMULATEDSINK']._serialized_end=819
+  _globals['_PROTOSINKCONNECTION']._serialized_start=822
+  _globals['_PROTOSINKCONNECTION']._serialized_end=965
+  _globals['_PROTOINGESTION']._serialized_start=968
+  _globals['_PROTOINGESTION']._serialized_end=1162
+  _globals['_PROTOINTROSPECTION']._serialized_start=1164
+  _globals['_PROTOINTROSPECTION']._serialized_end=1198
+  _globals['_PROTOMATERIALIZEDVIEWSOURCE']._serialized_start=1200
+  _globals['_PROTOMATERIALIZEDVIEWSOURCE']._serialized_end=1245
+  _globals['_PROTODATASOURCE']._serialized_start=1248
+  _globals['_PROTODATASOURCE']._serialized_end=1660
+  _globals['_PROTOCOLLECTIONDESCRIPTION']._serialized_start=1663
+  _globals['_PROTOCOLLECTIONDESCRIPTION']._serialized_end=1866
+  _globals['_PROTOEXPORTDESCRIPTION']._serialized_start=1869
+  _globals['_PROTOEXPORTDESCRIPTION']._serialized_end=2083
+  _globals['_PROTOSTORAGEPARAMETERS']._serialized_start=2085
+  _globals['_PROTOSTORAGEPARAMETERS']._serialized_end=2161
+  _globals['_PROTORUNINGESTION']._serialized_start=2164
+  _globals['_PROTORUNINGESTION']._serialized_end=2318
+  _globals['_PROTORUNSINK']._serialized_start=2321
+  _globals['_PROTORUNSINK']._serialized_end=2475
+  _globals['_PROTOSTORAGECOMMAND']._serialized_start=2478
+  _globals['_PROTOSTORAGECOMMAND']._serialized_end=2973
+  _globals['_PROTOSTORAGEFRONTIERUPPER']._serialized_start=2975
+  _globals['_PROTOSTORAGEFRONTIERUPPER']._serialized_end=3063
+  _globals['_PROTOSTATUSUPDATE']._serialized_start=3066
+  _globals['_PROTOSTATUSUPDATE']._serialized_end=3208
+  _globals['_PROTOSOURCESTATISTICS']._serialized_start=3211
+  _globals['_PROTOSOURCESTATISTICS']._serialized_end=3626
+  _globals['_PROTOSINKSTATISTICS']._serialized_start=3628
+  _globals['_PROTOSINKSTATISTICS']._serialized_end=3747
+  _globals['_PROTOSTATISTICSUPDATE']._serialized_start=3750
+  _globals['_PROTOSTATISTICSUPDATE']._serialized_end=3913
+  _globals['_PROTOSTORAGERESPONSE']._serialized_start=3916
+  _globals['_PROTOSTORAGERESPONSE']._serialized_end=4224
+  _globals['_PROTOSTORAGE']._serialized_start=4630
+  _globals['_PROTOSTORAGE']._serialized_end=4752
 # @@protoc_insertion_point(module_scope)

@@ -77,20 +77,28 @@ class ProtoSourceConnection(_message.Message):
     def __init__(self, load_generator: _Optional[_Union[ProtoLoadGenerator, _Mapping]] = ..., postgres: _Optional[_Union[ProtoPostgresSource, _Mapping]] = ..., simulated: _Optional[_Union[ProtoSimulatedSource, _Mapping]] = ...) -> None: ...
 
 class ProtoIcebergSink(_message.Message):
-    __slots__ = ("catalog_url", "warehouse", "table")
+    __slots__ = ("catalog_url", "warehouse", "table", "commit_interval_ms", "progress_interval_ms")
     CATALOG_URL_FIELD_NUMBER: _ClassVar[int]
     WAREHOUSE_FIELD_NUMBER: _ClassVar[int]
     TABLE_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
     catalog_url: str
     warehouse: str
     table: str
-    def __init__(self, catalog_url: _Optional[str] = ..., warehouse: _Optional[str] = ..., table: _Optional[str] = ...) -> None: ...
+    commit_interval_ms: int
+    progress_interval_ms: int
+    def __init__(self, catalog_url: _Optional[str] = ..., warehouse: _Optional[str] = ..., table: _Optional[str] = ..., commit_interval_ms: _Optional[int] = ..., progress_interval_ms: _Optional[int] = ...) -> None: ...
 
 class ProtoSimulatedSink(_message.Message):
-    __slots__ = ("name",)
+    __slots__ = ("name", "commit_interval_ms", "progress_interval_ms")
     NAME_FIELD_NUMBER: _ClassVar[int]
+    COMMIT_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_INTERVAL_MS_FIELD_NUMBER: _ClassVar[int]
     name: str
-    def __init__(self, name: _Optional[str] = ...) -> None: ...
+    commit_interval_ms: int
+    progress_interval_ms: int
+    def __init__(self, name: _Optional[str] = ..., commit_interval_ms: _Optional[int] = ..., progress_interval_ms: _Optional[int] = ...) -> None: ...
 
 class ProtoSinkConnection(_message.Message):
     __slots__ = ("iceberg", "simulated")

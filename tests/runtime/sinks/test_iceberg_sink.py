@@ -37,6 +37,7 @@ from tidegate.runtime.sinks.iceberg import (
     CATALOG_NAME,
     DIFF_COLUMN,
     LOWER_PROPERTY,
+    METADATA_VERSIONS_KEPT,
     SINK_PROPERTY,
     TIME_COLUMN,
     UPPER_PROPERTY,
@@ -428,6 +429,64 @@ def test_sigkill_during_commits_loses_and_duplicates_nothing(
     )
 
 
+# -- outside readers --------------------------------------------------------------
+
+
+@pytest.mark.processes
+@pytest.mark.slow
+def test_twenty_outside_readers_never_meet_a_dangling_metadata_pointer(tmp_path: Path) -> None:
+    """20 pyiceberg readers (threads of another process, the documented catalog name) read the
+    table in a loop, half of them opening the metadata file seconds after reading the pointer,
+    while the writer commits data as fast as it can (far more often than a paced sink does)
+    past the metadata files the table keeps: every read succeeds. (With the 16 files kept
+    before, reads failed with FileNotFoundError here.)"""
+    sink = _sink(tmp_path)
+    commits = METADATA_VERSIONS_KEPT + 40  # old metadata files get deleted during the reads
+    stop = tmp_path / "stop"
+    with IcebergSinkWriter(sink, KV, sink_id="u1") as writer:
+        writer.open()
+        writer.commit([((0, "first"), 0, 1)], 0, 1)
+        errors = (tmp_path / "readers.err").open("w")
+        readers = subprocess.Popen(
+            [
+                sys.executable,
+                str(HERE / "iceberg_loop_readers.py"),
+                sink.catalog_url,
+                sink.warehouse,
+                sink.table,
+                "20",
+                str(stop),
+                "3",  # seconds a reader may take from the pointer to the file
+            ],
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            text=True,
+        )
+        assert readers.stdout is not None
+        try:
+            ready = readers.stdout.readline()
+            assert ready.strip() == "ready", (tmp_path / "readers.err").read_text()
+            for t in range(1, commits):
+                writer.commit([((t, f"v{t}"), t, 1)], t, t + 1)
+            stop.touch()
+            out, _ = readers.communicate(timeout=120)
+        finally:
+            if readers.poll() is None:
+                readers.kill()
+                readers.wait()
+            errors.close()
+        assert Counter(writer.read_back()) == Counter(
+            [((0, "first"), 0, 1)] + [((t, f"v{t}"), t, 1) for t in range(1, commits)]
+        )
+    report = json.loads(out.splitlines()[-1])
+    assert report["failures"] == []
+    assert report["reads"] >= 20 and report["metadata_locations"] > 1
+    # the writer did delete old metadata files meanwhile: the readers were exposed to it
+    metadata = list((tmp_path / "warehouse").rglob("*.metadata.json"))
+    assert len(metadata) <= METADATA_VERSIONS_KEPT + 1
+    assert not any(p.name.startswith("00000-") for p in metadata)
+
+
 # -- object stores ---------------------------------------------------------------
 
 
@@ -552,6 +611,36 @@ def test_the_writer_keeps_the_history_short_and_every_sinks_progress(sink: Icebe
     other.close()
 
 
+def test_a_table_of_an_older_writer_gets_todays_metadata_retention_at_open(
+    sink: IcebergSink,
+) -> None:
+    catalog = _catalog(sink)
+    try:
+        catalog.create_namespace("tidegate")
+        catalog.create_table(
+            sink.table,
+            IcebergSchema(
+                NestedField(1, "k", LongType(), required=True),
+                NestedField(2, "v", StringType(), required=False),
+                NestedField(3, TIME_COLUMN, LongType(), required=True),
+                NestedField(4, DIFF_COLUMN, LongType(), required=True),
+            ),
+            properties={"write.metadata.previous-versions-max": "16"},
+        )
+    finally:
+        catalog.engine.dispose()
+    with IcebergSinkWriter(sink, KV) as writer:
+        assert writer.open() is None
+        writer.commit([((1, "a"), 0, 1)], 0, 1)
+    catalog = _catalog(sink)
+    try:
+        props = catalog.load_table(sink.table).properties
+    finally:
+        catalog.engine.dispose()
+    assert props["write.metadata.previous-versions-max"] == str(METADATA_VERSIONS_KEPT)
+    assert props["write.metadata.delete-after-commit.enabled"] == "true"
+
+
 def test_committing_to_a_missing_table_is_refused(sink: IcebergSink) -> None:
     with (
         IcebergSinkWriter(sink, KV) as writer,
@@ -635,6 +724,8 @@ def test_invalid_updates_are_refused_and_nothing_is_committed(
             Schema.of(("a", "int64"), ("a", "string")),
         ),
         (IcebergSink("sqlite:///c.db", "file:///w", "ns.t"), Schema.of((TIME_COLUMN, "int64"))),
+        (IcebergSink("sqlite:///c.db", "file:///w", "ns.t", commit_interval_ms=0), KV),
+        (IcebergSink("sqlite:///c.db", "file:///w", "ns.t", progress_interval_ms=-1), KV),
     ],
 )
 def test_an_unusable_description_is_refused_when_the_writer_is_built(

@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 
+import pyarrow as pa
 import pytest
 
 from tidegate.runtime.storage import (
     FileBlob,
     MemoryBlob,
     MemoryConsensus,
+    ShardStore,
     SqliteConsensus,
     VersionedData,
+    Watchable,
     open_blob,
     open_consensus,
 )
@@ -97,6 +101,118 @@ def test_racing_compare_and_set_commits_exactly_once(consensus_factory):
             t.join()
         assert sorted(results) == [False, True]
         assert first.head(k).seqno == round_ + 1
+
+
+@pytest.fixture(params=["mem", pytest.param("postgres", marks=pytest.mark.postgres)])
+def watchable_factory(request):
+    """The backends that say when a key changed (SQLite cannot tell another process)."""
+    if request.param == "mem":
+        shared = MemoryConsensus()
+        yield lambda: shared
+        return
+    url = request.getfixturevalue("postgres_url")
+    opened = []
+
+    def new():
+        c = open_consensus(url)
+        opened.append(c)
+        return c
+
+    yield new
+    for c in opened:
+        c.close()
+
+
+def _heard(heard, expected, timeout=15.0):
+    deadline = time.monotonic() + timeout
+    while sorted(heard) != sorted(expected) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return sorted(heard)
+
+
+def _until_listening(consensus, heard):
+    """PostgreSQL's listener connects in the background and then tells every watcher once
+    (commits before it listened went unheard): wait for that, and forget it."""
+    listening = getattr(consensus, "_listening", None)
+    if listening is not None:
+        assert listening.wait(15)
+    heard.clear()
+
+
+def test_a_watcher_hears_of_every_commit_to_its_key_by_anyone(watchable_factory):
+    """A commit through another client (another process, for PostgreSQL) reaches the watchers
+    of its key, and only those; a stopped watch hears nothing more."""
+    reader, writer = watchable_factory(), watchable_factory()
+    assert isinstance(reader, Watchable)
+    k, other = key(), key()
+    heard: list[str] = []
+    heard_other: list[str] = []
+    stop = reader.watch(k, heard.append)
+    reader.watch(other, heard_other.append)
+    _until_listening(reader, heard)
+    heard_other.clear()
+    assert writer.compare_and_set(k, None, VersionedData(0, b"a"))
+    assert _heard(heard, [k]) == [k]
+    assert writer.compare_and_set(k, 0, VersionedData(1, b"b"))
+    assert not writer.compare_and_set(k, 0, VersionedData(2, b"lost"))  # no commit, no news
+    assert writer.compare_and_set(other, None, VersionedData(0, b"c"))
+    assert _heard(heard_other, [other]) == [other]
+    assert _heard(heard, [k, k]) == [k, k]
+    stop()
+    stop()  # idempotent
+    assert writer.compare_and_set(k, 1, VersionedData(2, b"d"))
+    assert writer.compare_and_set(other, 0, VersionedData(1, b"e"))
+    assert _heard(heard_other, [other, other]) == [other, other]
+    assert heard == [k, k]
+
+
+@pytest.mark.postgres
+def test_postgres_watchers_are_told_after_the_listening_connection_comes_back(postgres_url):
+    """Notifications sent while the listening connection is down are lost; once it is back,
+    every watcher is called (a reader then looks again rather than wait for its next poll)."""
+    reader, writer = open_consensus(postgres_url), open_consensus(postgres_url)
+    try:
+        k = key()
+        heard: list[str] = []
+        reader.watch(k, heard.append)
+        _until_listening(reader, heard)
+        pid = reader._listen_pid
+        writer._conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        deadline = time.monotonic() + 15
+        while reader._listening.is_set() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not reader._listening.is_set()  # the listener saw its connection go
+        assert writer.compare_and_set(k, None, VersionedData(0, b"a"))  # while it is down
+        assert k in _heard(heard, [k])  # told on reconnecting
+        assert reader._listening.wait(15) and reader._listen_pid != pid
+        heard.clear()
+        assert writer.compare_and_set(k, 0, VersionedData(1, b"b"))
+        assert _heard(heard, [k]) == [k]
+    finally:
+        reader.close()
+        writer.close()
+
+
+def test_a_shard_store_watches_where_its_consensus_can(tmp_path):
+    mem = ShardStore(MemoryBlob(), MemoryConsensus())
+    heard: list[str] = []
+    stop = mem.watch("s1", heard.append)
+    assert stop is not None
+    mem.create_shard("s1", pa.schema([("k", pa.int64())]))
+    assert heard == ["s1"]
+    stop()
+    sqlite = ShardStore(FileBlob(tmp_path / "blob"), SqliteConsensus(tmp_path / "c.db"))
+    assert sqlite.watch("s1", heard.append) is None  # other processes' commits go unseen
+
+
+@pytest.mark.postgres
+def test_postgres_close_stops_its_listener(postgres_url):
+    c = open_consensus(postgres_url)
+    c.watch(key(), lambda k: None)
+    listener = c._listener
+    assert listener is not None and listener.is_alive()
+    c.close()
+    assert not listener.is_alive()
 
 
 def test_blob_contract(blob):

@@ -51,6 +51,19 @@ def test_a_postgres_source_and_an_iceberg_sink() -> None:
     assert isinstance(stmt, CreateSinkStmt)
     assert (stmt.name, stmt.from_name) == ("out", "orders")
     assert stmt.connection == IcebergSink("sqlite:////tmp/c.db", "file:///tmp/w", "ns.orders")
+    assert stmt.connection.commit_interval_ms == 1_000  # Materialize's floor, our default
+    paced = parse_one(
+        "CREATE SINK out FROM orders INTO ICEBERG CATALOG 'c' (TABLE 'ns.o', WAREHOUSE 'w') "
+        "with (commit interval = '5s')"
+    )
+    assert isinstance(paced, CreateSinkStmt)
+    assert paced.connection == IcebergSink("c", "w", "ns.o", commit_interval_ms=5_000)
+    minute = parse_one(
+        "CREATE SINK out FROM orders INTO ICEBERG CATALOG 'c' (TABLE 'ns.o', WAREHOUSE 'w') "
+        "WITH (COMMIT INTERVAL '1 minute')"
+    )
+    assert isinstance(minute, CreateSinkStmt)
+    assert minute.connection.commit_interval_ms == 60_000
     quoted = parse_one(
         "CREATE SOURCE s FROM POSTGRES CONNECTION 'it''s' (PUBLICATION 'p', TABLE 't', SLOT 's')"
     )
@@ -106,6 +119,30 @@ def test_drop_and_show_of_sources_and_sinks() -> None:
             "ICEBERG",
         ),
         ("CREATE SINK k FROM t", SqlSyntaxError, None),
+        (
+            "CREATE SINK k FROM t INTO ICEBERG CATALOG 'c' (WAREHOUSE 'w', TABLE 'n.t') "
+            "WITH (COMMIT INTERVAL = '500ms')",
+            SqlSyntaxError,
+            "'500ms'",
+        ),
+        (
+            "CREATE SINK k FROM t INTO ICEBERG CATALOG 'c' (WAREHOUSE 'w', TABLE 'n.t') "
+            "WITH (COMMIT INTERVAL = 'often')",
+            SqlSyntaxError,
+            "'often'",
+        ),
+        (
+            "CREATE SINK k FROM t INTO ICEBERG CATALOG 'c' (WAREHOUSE 'w', TABLE 'n.t') "
+            "WITH (COMMIT INTERVAL = 5)",
+            SqlSyntaxError,
+            "5)",
+        ),
+        (
+            "CREATE SINK k FROM t INTO ICEBERG CATALOG 'c' (WAREHOUSE 'w', TABLE 'n.t') "
+            "WITH (SNAPSHOT = false)",
+            SqlSyntaxError,
+            "SNAPSHOT",
+        ),
         ("CREATE SOURCE s FROM LOAD GENERATOR COUNTER extra", SqlSyntaxError, "extra"),
         ("DROP SOURCE", SqlSyntaxError, None),
         ("SHOW SOURCES FROM x", UnsupportedSql, None),

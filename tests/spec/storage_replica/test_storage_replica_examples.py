@@ -369,10 +369,14 @@ def test_a_sink_first_commits_the_snapshot_at_its_as_of() -> None:
     r.sink_committed(SINK, 8, 30)
     assert replies(r.drain()) == [StorageFrontierUpper(SINK, A(8))]
     r.feed_sink_input(SINK, [((4,), 9, 1)], 10)
-    r.tick(2)
+    r.tick(1_000)  # at most one commit per commit interval (1 s), counted from the last
+    early = r.drain()
+    assert io(early) == []
+    assert StatisticsUpdate(SINK, SinkStatistics(0, 3, 0, 30)) in replies(early)
+    r.tick(1_001)
     outs = r.drain()
     assert io(outs) == [CommitSink(SINK, (((4,), 9, 1),), 8, 8, 10)]
-    assert StatisticsUpdate(SINK, SinkStatistics(1, 3, 0, 30)) in replies(outs)
+    assert StatisticsUpdate(SINK, SinkStatistics(1, 0, 0, 0)) in replies(outs)
 
 
 def test_a_sink_resumes_after_what_its_target_covers() -> None:
@@ -390,8 +394,90 @@ def test_a_sink_resumes_after_what_its_target_covers() -> None:
     r.sink_conflict(SINK, 12)
     assert io(r.drain()) == []  # the read going on still serves
     r.feed_sink_input(SINK, [((3,), 11, 1), ((4,), 12, 1)], 13)
-    r.tick(2)
+    r.tick(1_001)
     assert io(r.drain()) == [CommitSink(SINK, (((4,), 12, 1),), 12, 12, 13)]
+
+
+PACED = SimulatedSink("paced", commit_interval_ms=500, progress_interval_ms=5_000)
+PACED_RUN = RunSink(SINK, ExportDescription(INPUT, "i", A(5), PACED, SCHEMA), A(5), False)
+
+
+def paced(covered: int | None = None) -> StorageReplica:
+    r = started(PACED_RUN)
+    r.sink_opened(SINK, covered)
+    r.drain()
+    return r
+
+
+def test_a_sink_commits_at_most_once_per_interval_everything_of_the_interval() -> None:
+    r = paced()
+    r.feed_sink_input(SINK, [((1,), 5, 1)], 6)
+    r.tick(100)
+    assert io(r.drain()) == [CommitSink(SINK, (((1,), 5, 1),), None, 5, 6)]  # the first: at once
+    r.sink_committed(SINK, 6, 0)
+    r.feed_sink_input(SINK, [((2,), 6, 1)], 7)
+    r.feed_sink_input(SINK, [], 8)
+    r.feed_sink_input(SINK, [((3,), 8, 1)], 9)
+    for now in (200, 400, 599):
+        r.tick(now)
+        assert io(r.drain()) == []
+    r.tick(600)
+    assert io(r.drain()) == [CommitSink(SINK, (((2,), 6, 1), ((3,), 8, 1)), 6, 6, 9)]
+    r.sink_committed(SINK, 9, 0)
+    r.feed_sink_input(SINK, [((4,), 9, 1)], 10)
+    r.tick(1_099)
+    assert io(r.drain()) == []
+    r.tick(1_100)
+    assert io(r.drain()) == [CommitSink(SINK, (((4,), 9, 1),), 9, 9, 10)]
+
+
+def test_a_sink_records_bare_progress_only_after_its_progress_interval() -> None:
+    r = paced()
+    r.feed_sink_input(SINK, [], 6)
+    r.tick(0)
+    assert io(r.drain()) == [CommitSink(SINK, (), None, 5, 6)]  # the first starts the history
+    r.sink_committed(SINK, 6, 0)
+    # the input advances; its updates cancel out: nothing a reader could see
+    r.feed_sink_input(SINK, [((1,), 6, 1), ((2,), 7, 1), ((2,), 7, -1), ((1,), 6, -1)], 8)
+    r.feed_sink_input(SINK, [((3,), 8, 1), ((3,), 8, -1)], 9)
+    for now in range(0, 5_000, 100):
+        r.feed_sink_input(SINK, [], 10 + now)
+        r.tick(now)
+        assert io(r.drain()) == []
+    assert r.buffered().get(SINK, 0) == 0  # what cancelled out is not held
+    r.tick(5_000)
+    assert io(r.drain()) == [CommitSink(SINK, (), 6, 6, 4_910)]
+    r.sink_committed(SINK, 4_910, 0)
+    assert replies(r.drain()) == [StorageFrontierUpper(SINK, A(4_910))]
+
+
+def test_a_resumed_sink_commits_its_updates_at_once_and_paces_bare_progress() -> None:
+    r = paced(covered=9)
+    r.feed_sink_input(SINK, [((1,), 8, 1)], 10)  # covered already: no update for the sink
+    r.tick(50)
+    assert io(r.drain()) == []
+    r.feed_sink_input(SINK, [], 11)
+    r.tick(5_049)
+    assert io(r.drain()) == []
+    r.tick(5_050)
+    assert io(r.drain()) == [CommitSink(SINK, (), 9, 9, 11)]
+    r2 = paced(covered=9)
+    r2.feed_sink_input(SINK, [((2,), 9, 1)], 10)
+    r2.tick(50)
+    assert io(r2.drain()) == [CommitSink(SINK, (((2,), 9, 1),), 9, 9, 10)]
+
+
+@pytest.mark.parametrize(
+    ("commit", "progress"), [(0, 1_000), (1_000, 0), (-5, 1_000), (1.5, 1_000), (2**60, 2**60)]
+)
+def test_a_sink_with_unusable_intervals_ceases(commit: Any, progress: Any) -> None:
+    bad = SimulatedSink("bad", commit_interval_ms=commit, progress_interval_ms=progress)
+    r = started(RunSink(SINK, ExportDescription(INPUT, "i", A(5), bad, SCHEMA), A(5), False))
+    outs = r.drain()
+    assert io(outs) == []
+    [status] = [x for x in replies(outs) if isinstance(x, StatusUpdate)]
+    assert status.status == SourceStatus.CEASED
+    assert "interval_ms" in (status.error or "")
 
 
 def test_a_failing_sink_stalls_and_retries() -> None:
