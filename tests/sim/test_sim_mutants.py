@@ -52,8 +52,9 @@ STORAGE_MUTANTS = {
 SECOND_ROUND_MUTANTS = {
     # mutant: the property its scenario's campaign (split_brain, damaged) catches it by
     "fenced_write_refused": "no_phantom_writes",  # a deposed controller's landed write "refused"
-    # seed 10: the successor's own DDL runs into the catalog its zombie predecessor changed
-    "open_leaves_catalog": "controller_survives",
+    # seed 10: the zombie predecessor's DDL lands in a catalog its successor does not read
+    # again, so a read of what the zombie created through the successor is "unknown"
+    "open_leaves_catalog": "valid_reads_answered",
     "hello_without_epoch": "read_below_since",  # a deposed controller's dataflows on replicas
     "records_unsealed": "rot_detected",  # a rotten catalog or oracle record read as data
     # an empty start: its tables vanish (the shards are kept: only what a catalog recorded as
