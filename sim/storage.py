@@ -51,6 +51,7 @@ from tidegate.spec.shard import (
     BlobMeta,
     MemoryBlob,
     MemoryConsensus,
+    ShardState,
     VersionedData,
     decode_state,
 )
@@ -331,27 +332,33 @@ class StorageFaults:
         return None
 
 
+def _states(
+    key: str, new: VersionedData, previous: VersionedData | None
+) -> tuple[ShardState, ShardState] | None:
+    """The shard states before and after a commit to shard ``key`` (``None``: not a shard's
+    state commit that follows another, or undecodable)."""
+    if previous is None or "/" in key:
+        return None
+    try:
+        return decode_state(key, previous.seqno, previous.data), decode_state(
+            key, new.seqno, new.data
+        )
+    except Exception:
+        return None
+
+
 def _is_append(key: str, new: VersionedData, previous: VersionedData | None) -> bool:
     """Whether a commit to shard ``key`` moves its upper (an append, not a reader's bookkeeping)."""
-    if previous is None or "/" in key:
-        return False
-    try:
-        before = decode_state(key, previous.seqno, previous.data)
-        after = decode_state(key, new.seqno, new.data)
-    except Exception:
-        return False
-    return after.upper != before.upper
+    states = _states(key, new, previous)
+    return states is not None and states[1].upper != states[0].upper
 
 
 def _appends_data(key: str, new: VersionedData, previous: VersionedData | None) -> bool:
     """Whether a commit to shard ``key`` appends updates (a client's append, not a tick)."""
-    if previous is None or "/" in key:
+    states = _states(key, new, previous)
+    if states is None:
         return False
-    try:
-        before = decode_state(key, previous.seqno, previous.data)
-        after = decode_state(key, new.seqno, new.data)
-    except Exception:
-        return False
+    before, after = states
     return after.upper != before.upper and any(
         b.length and b.lower == before.upper for b in after.batches
     )
