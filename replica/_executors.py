@@ -40,6 +40,7 @@ def make_executor(
     index_memory_rows: int | None = None,
     spark_conf: Mapping[str, str] | None = None,
     spark_ui: bool = False,
+    state_memory_rows: int | None = None,
 ) -> Executor:
     """The executor named by ``kind``.
 
@@ -47,7 +48,9 @@ def make_executor(
     ``workers`` sets the shuffle partitions and, with the default local
     master, the local thread count (``local[workers]``); an index with more
     than ``index_memory_rows`` rows (default: the executor's) keeps its history
-    in Spark; ``spark_conf`` are Spark properties set on the session (over its
+    in Spark; a stateful operator keeps at most ``state_memory_rows``
+    arrangement entries in the driver (default: the executor's; a replica
+    size's); ``spark_conf`` are Spark properties set on the session (over its
     defaults) and ``spark_ui`` turns the web UI on. ``"python"``: the
     single-threaded reference executor (the other options are ignored).
     """
@@ -62,10 +65,17 @@ def make_executor(
         if workers is not None and master == DEFAULT_SPARK_MASTER:
             master = f"local[{workers}]"
         session = spark_session(master, shuffle_partitions=workers, conf=spark_conf, ui=spark_ui)
-        executor: Executor = (
-            SparkExecutor(session)
+        from tidegate.replica.spark._index_output import DEFAULT_INDEX_MEMORY_ROWS
+        from tidegate.replica.spark.arrangement import DEFAULT_STATE_MEMORY_ROWS
+
+        executor: Executor = SparkExecutor(
+            session,
+            index_memory_rows=DEFAULT_INDEX_MEMORY_ROWS
             if index_memory_rows is None
-            else SparkExecutor(session, index_memory_rows=index_memory_rows)
+            else index_memory_rows,
+            state_memory_rows=DEFAULT_STATE_MEMORY_ROWS
+            if state_memory_rows is None
+            else state_memory_rows,
         )
         return executor
     raise ValueError(f"unknown executor {kind!r} (python, spark)")

@@ -132,6 +132,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="an index with more rows keeps its history in Spark, not the driver (default 1000000)",
     )
     p.add_argument(
+        "--state-memory-rows",
+        type=int,
+        default=None,
+        help="a stateful operator keeps at most this many arrangement entries in the driver, "
+        "the rest in Spark (default 1000000; a replica size sets it)",
+    )
+    p.add_argument(
         "--memory-limit",
         type=byte_size,
         default=None,
@@ -306,6 +313,7 @@ def _serve(args: argparse.Namespace, log: logging.Logger) -> int:
                 spark_master=args.spark_master,
                 workers=args.workers,
                 index_memory_rows=args.index_memory_rows,
+                state_memory_rows=args.state_memory_rows,
                 spark_conf=dict(args.spark_conf),
                 spark_ui=args.spark_ui,
             )

@@ -14,6 +14,7 @@ __all__ = [
     "CatalogDecodeError",
     "CatalogError",
     "CatalogMissing",
+    "ClusterNotEmpty",
     "DuplicateCatalogId",
     "DuplicateCatalogName",
     "EnvironmentFenced",
@@ -21,6 +22,7 @@ __all__ = [
     "InvalidCatalogOp",
     "InvalidEnvironmentOptions",
     "InvalidRequestId",
+    "ManagedClusterChange",
     "OracleError",
     "OracleFenced",
     "OrchestratorError",
@@ -30,6 +32,7 @@ __all__ = [
     "SecretsUnavailable",
     "UnknownCatalogObject",
     "UnknownManagedReplica",
+    "WrongCluster",
 ]
 
 
@@ -182,6 +185,47 @@ class HasDependents(CatalogError):
         self.id, self.dependents = id, dependents
         names = ", ".join(str(d) for d in dependents)
         super().__init__(f"cannot drop {id}: {names} depend(s) on it (use cascade=True)")
+
+
+class ClusterNotEmpty(HasDependents):
+    """Dropping a cluster that maintains indexes or materialized views (drop them first, or
+    cascade): Materialize's ``cannot drop cluster with active objects``."""
+
+    def __init__(
+        self, cluster: str, objects: tuple[object, ...], names: tuple[str, ...] = ()
+    ) -> None:
+        shown = names or tuple(str(o) for o in objects)
+        CatalogError.__init__(
+            self,
+            f"cannot drop cluster {cluster!r}: it maintains {', '.join(shown)} "
+            "(use cascade=True to drop them too)",
+        )
+        self.id, self.dependents = cluster, objects
+        self.cluster = cluster
+
+
+class ManagedClusterChange(InvalidCatalogOp):
+    """A replica created or dropped by hand in a managed cluster, whose replicas the environment
+    keeps (Materialize's ``cannot modify managed cluster``): alter its size or replication
+    factor instead."""
+
+    def __init__(self, cluster: str) -> None:
+        self.cluster = cluster
+        super().__init__(
+            f"cannot modify managed cluster {cluster}: change its SIZE or REPLICATION FACTOR"
+        )
+
+
+class WrongCluster(CatalogError):
+    """An index read from a cluster other than the one that maintains it: an index is readable
+    only in its own cluster (a materialized view from any, through storage)."""
+
+    def __init__(self, index: str, cluster: str, asked: str) -> None:
+        self.index, self.cluster, self.asked = index, cluster, asked
+        super().__init__(
+            f"index {index!r} is maintained by cluster {cluster!r}: it cannot be read in cluster "
+            f"{asked!r} (read it in {cluster!r}, or read what it indexes)"
+        )
 
 
 class CatalogDecodeError(CatalogError, ValueError):

@@ -29,6 +29,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tidegate.spec.compute import ReplicaStatusEvent
+from tidegate.spec.compute.view import InstanceView
 from tidegate.spec.errors import TidegateError
 from tidegate.spec.ids import GlobalId, ReplicaId
 from tidegate.spec.protocol.commands import CreateDataflow
@@ -107,10 +108,11 @@ class HydrationTracker:
         timing = self._timings.get((replica, gid))
         if timing is None or timing.done_ms is not None:
             return
+        view = self._view_of(replica)
+        if view is None:
+            return
         try:
-            rc = self.driver.ctl.compute.instance(self.driver.instance).replica_collection(
-                replica, gid
-            )
+            rc = view.replica_collection(replica, gid)
         except TidegateError:
             return
         if rc.hydrated:
@@ -125,9 +127,21 @@ class HydrationTracker:
         for key in [k for k in self._timings if k not in live]:
             del self._timings[key]
 
+    def _views(self) -> list[InstanceView]:
+        compute = self.driver.ctl.compute
+        return [compute.instance(i) for i in compute.instance_ids()]
+
+    def _view_of(self, replica: ReplicaId) -> InstanceView | None:
+        """The instance (cluster) ``replica`` belongs to (replica ids are unique across them)."""
+        return next((v for v in self._views() if replica in v.replica_ids()), None)
+
     def _live(self) -> set[tuple[ReplicaId, GlobalId]]:
-        view = self.driver.ctl.compute.instance(self.driver.instance)
-        return {(r, gid) for r in view.replica_ids() for gid in view.collection_ids()}
+        return {
+            (r, gid)
+            for view in self._views()
+            for r in view.replica_ids()
+            for gid in view.collection_ids()
+        }
 
     # -- reading ----------------------------------------------------------------------------------
     def snapshot(self) -> list[HydrationInfo]:
@@ -136,13 +150,15 @@ class HydrationTracker:
         Collections and replicas that are gone are left out. Reads only (safe from another
         thread, which may see ``RuntimeError`` if the loop resizes a dict meanwhile: read again).
         """
-        view = self.driver.ctl.compute.instance(self.driver.instance)
         live = self._live()
         out: list[HydrationInfo] = []
         for key, timing in list(self._timings.items()):
             if key not in live:
                 continue
             replica, gid = key
+            view = self._view_of(replica)
+            if view is None:
+                continue
             try:
                 hydrated = view.replica_collection(replica, gid).hydrated
             except TidegateError:

@@ -285,11 +285,13 @@ class ControllerMetrics(Collector):
                 f["replica_process_restarts"].add_metric([replica], process.restarts)
                 running = 1 if process.state == "running" else 0
                 f["replica_process_running"].add_metric([replica], running)
-        view = driver.ctl.compute.instance(driver.instance)
-        f["pending_peeks"].add_metric([], len(view.pending_peeks()))
-        f["live_subscribes"].add_metric([], len(view.active_subscribes()))
-        f["command_history_length"].add_metric([], view.history_len())
-        f["command_history_reduced_length"].add_metric([], view.history_reduced_count())
+        views = [driver.ctl.compute.instance(i) for i in driver.ctl.compute.instance_ids()]
+        f["pending_peeks"].add_metric([], sum(len(v.pending_peeks()) for v in views))
+        f["live_subscribes"].add_metric([], sum(len(v.active_subscribes()) for v in views))
+        f["command_history_length"].add_metric([], sum(v.history_len() for v in views))
+        f["command_history_reduced_length"].add_metric(
+            [], sum(v.history_reduced_count() for v in views)
+        )
         for kind, n in sorted(dict(driver.commands_by_kind).items()):
             f["commands_sent"].add_metric([kind], n)
         for kind, n in sorted(dict(driver.responses_by_kind).items()):

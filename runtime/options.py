@@ -25,6 +25,7 @@ from .catalog import EXECUTORS
 from .defaults import DATA_DIR_ENV, DEFAULT_DATA_DIR, default_data_dir
 from .errors import InvalidEnvironmentOptions
 from .platform import REAL, Platform
+from .sizes import BUILTIN_SIZES, ReplicaSize
 
 if TYPE_CHECKING:  # annotations only: these load grpc or the orchestrator's subprocess machinery
     from tidegate.spec.shard import Blob, CompactionPolicy, Consensus
@@ -48,12 +49,14 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class ReplicaSpec:
-    """A replica: ``address`` set = unmanaged (connect there), else managed by the orchestrator."""
+    """A replica: ``address`` set = unmanaged (connect there), else managed by the orchestrator
+    (allocated as ``size`` says, a name of the environment's sizes: :mod:`~tidegate.runtime.sizes`)."""
 
     name: str
     address: str | None = None
     spark_master: str | None = None
     executor: str | None = None
+    size: str | None = None
 
 
 Replicas: TypeAlias = int | Mapping[str, str] | Sequence[ReplicaSpec]
@@ -108,6 +111,11 @@ class EnvironmentOptions:
     maintenance: see ``docs/shard-store.md``); ``None``: ``CompactionPolicy()``."""
     platform: Platform = REAL
     """Where time, blocking work and identifiers come from (the simulator passes its own)."""
+    since_downgrade_interval_ms: int = 1000
+    """How often, at most, the controller moves a shard's since (its critical reader's), as
+    persist's ``maybe_compare_and_downgrade_since`` (whose default is 30 s): a change sooner
+    waits (issued on the maintenance tick once due); a drop's downgrade to ``[]`` never
+    waits. Shards' sinces lag the controller's by up to this much. 0: every change at once."""
     check_protocol: bool = True
     """Check every command and response against the protocol's rules: a replica that breaks
     one is disconnected (a ``RemoteProtocolError``); a command the controller must not send
@@ -116,6 +124,14 @@ class EnvironmentOptions:
     """The largest peek answer in bytes (values' widths times counts, as Materialize counts):
     a larger one is a ``ResultTooLarge`` error instead. ``None``: no limit (answers of any
     size travel in fragments between replica and controller)."""
+    replica_sizes: Mapping[str, ReplicaSize] | None = None
+    """Replica sizes by name, added to (or replacing) the built-in ``small``, ``medium`` and
+    ``large`` (:data:`~tidegate.runtime.sizes.BUILTIN_SIZES`): what ``SIZE = 'name'`` allocates
+    to a replica (Spark cores, executor and driver memory, ``state_memory_rows``, memory limit)."""
+    default_replica_size: str | None = None
+    """The size of a cluster's replicas when none is given (``CREATE CLUSTER c`` without
+    ``SIZE``). ``None``: the environment's own replica settings (``spark_master``,
+    ``replica_memory_limit``, ``spark_conf``), as the ``default`` cluster's replicas have."""
     replica_memory_limit: int | None = None
     """The memory limit of each managed replica, in bytes (its process and its JVM; the
     replica's ``--memory-limit``): above it the replica fails the dataflow holding the most
@@ -180,6 +196,27 @@ class EnvironmentOptions:
                 "replica_memory_limit",
                 f"must be a positive int (bytes) or None, got {self.replica_memory_limit!r}",
             )
+        if self.replica_sizes is not None:
+            if not isinstance(self.replica_sizes, Mapping) or not all(
+                isinstance(k, str) and k and isinstance(v, ReplicaSize)
+                for k, v in self.replica_sizes.items()
+            ):
+                raise InvalidEnvironmentOptions(
+                    "replica_sizes",
+                    f"must map size names to ReplicaSize values, got {self.replica_sizes!r}",
+                )
+            object.__setattr__(self, "replica_sizes", dict(self.replica_sizes))
+        if self.default_replica_size is not None and self.default_replica_size not in self.sizes():
+            raise InvalidEnvironmentOptions(
+                "default_replica_size",
+                f"unknown size {self.default_replica_size!r} (sizes: {', '.join(self.sizes())})",
+            )
+        if isinstance(self.replicas, Sequence) and not isinstance(self.replicas, str | bytes):
+            for spec in self.replicas:
+                if spec.size is not None and spec.size not in self.sizes():
+                    raise InvalidEnvironmentOptions(
+                        "replicas", f"replica {spec.name!r}: unknown size {spec.size!r}"
+                    )
         if self.storage_replica is not None and (
             not isinstance(self.storage_replica, str)
             or not self.storage_replica
@@ -188,6 +225,14 @@ class EnvironmentOptions:
             raise InvalidEnvironmentOptions(
                 "storage_replica",
                 f"must be an address ('host:port') or None, got {self.storage_replica!r}",
+            )
+        if (
+            type(self.since_downgrade_interval_ms) is not int
+            or self.since_downgrade_interval_ms < 0
+        ):
+            raise InvalidEnvironmentOptions(
+                "since_downgrade_interval_ms",
+                f"must be an int >= 0 (milliseconds), got {self.since_downgrade_interval_ms!r}",
             )
         for name in ("tick_ms", "maintain_ms", "poll_ms", "storage_tick_ms"):
             value = getattr(self, name)
@@ -242,6 +287,10 @@ class EnvironmentOptions:
                 "check_protocol", f"must be a bool, got {self.check_protocol!r}"
             )
 
+    def sizes(self) -> dict[str, ReplicaSize]:
+        """Every replica size this environment knows: the built-ins and ``replica_sizes``."""
+        return {**BUILTIN_SIZES, **(self.replica_sizes or {})}
+
     def replace(self, **overrides: object) -> EnvironmentOptions:
         """A copy with ``overrides`` (field names as keywords), validated again.
 
@@ -274,8 +323,11 @@ class EnvironmentOverrides(TypedDict, total=False):
     consensus: Consensus | None
     shard_policy: CompactionPolicy | None
     platform: Platform
+    since_downgrade_interval_ms: int
     check_protocol: bool
     max_result_size: int | None
+    replica_sizes: Mapping[str, ReplicaSize] | None
+    default_replica_size: str | None
     replica_memory_limit: int | None
     spark_conf: Mapping[str, str] | None
     spark_ui: bool

@@ -86,15 +86,21 @@ from tidegate.spec.plan.ordering import apply_finishing
 from tidegate.spec.plan.schema import value_matches
 from tidegate.spec.protocol.types import RowSetFinishing
 from tidegate.spec.sql import (
+    AlterClusterStmt,
     AlterRetainHistoryStmt,
+    AlterSinkStmt,
     CatalogItem,
     CopyToStmt,
+    CreateClusterReplicaStmt,
+    CreateClusterStmt,
     CreateIndexStmt,
     CreateSinkStmt,
     CreateSourceStmt,
     CreateTableStmt,
     CreateViewStmt,
     DeleteStmt,
+    DropClusterReplicaStmt,
+    DropClusterStmt,
     DropStmt,
     ExplainStmt,
     InsertStmt,
@@ -118,6 +124,7 @@ from tidegate.spec.sql._scope import Scope
 from tidegate.spec.text import find_invalid_text
 
 from .catalog import (
+    DEFAULT_CLUSTER,
     DEFAULT_READ_POLICY,
     IndexEntry,
     ProgressEntry,
@@ -145,6 +152,7 @@ __all__ = [
     "EnvCatalog",
     "SqlEnvironment",
     "SqlResult",
+    "check_cluster",
     "check_params",
     "plan_write",
     "read_rows",
@@ -177,6 +185,7 @@ class SqlEnvironment(Protocol):
         *,
         name: str | None = None,
         definition: str | None = None,
+        cluster: str = DEFAULT_CLUSTER,
     ) -> GlobalId: ...
 
     async def create_materialized_view(
@@ -186,7 +195,28 @@ class SqlEnvironment(Protocol):
         *,
         views: Sequence[Ref] = (),
         definition: str | None = None,
+        cluster: str = DEFAULT_CLUSTER,
     ) -> GlobalId: ...
+
+    async def create_cluster(
+        self, name: str, *, replicas: Any = 1, size: str | None = None
+    ) -> None: ...
+
+    async def drop_cluster(self, name: str, *, cascade: bool = False) -> list[GlobalId]: ...
+
+    async def alter_cluster(
+        self, name: str, *, size: str | None = None, replication_factor: int | None = None
+    ) -> None: ...
+
+    async def create_cluster_replica(
+        self, cluster: str, name: str, *, size: str | None = None
+    ) -> None: ...
+
+    async def drop_cluster_replica(self, cluster: str, name: str) -> None: ...
+
+    async def alter_sink(
+        self, ref: Ref, from_ref: Ref, *, definition: str | None = None
+    ) -> None: ...
 
     async def create_view(
         self,
@@ -244,6 +274,7 @@ class SqlEnvironment(Protocol):
         *,
         limit: int | None = None,
         replica: str | None = None,
+        cluster: str | None = None,
     ) -> PeekAnswer: ...
 
     async def subscribe(
@@ -253,9 +284,12 @@ class SqlEnvironment(Protocol):
         *,
         buffer: int | None = None,
         replica: str | None = None,
+        cluster: str | None = None,
     ) -> Subscription: ...
 
-    async def copy_to(self, ref: Ref, url: str, *, at: int | None = None) -> int: ...
+    async def copy_to(
+        self, ref: Ref, url: str, *, at: int | None = None, cluster: str | None = None
+    ) -> int: ...
 
     async def freshest(self, ref: Ref) -> int: ...
 
@@ -378,10 +412,12 @@ class EnvCatalog:
             lengths = _max_lengths(state.definition(e.id))
             return CatalogItem(e.name, e.id, schema, "table", max_lengths=lengths)
         if isinstance(e, IndexEntry):
-            return CatalogItem(e.name, e.id, schema, "index", e.plan, e.on, e.keys)
+            return CatalogItem(
+                e.name, e.id, schema, "index", e.plan, e.on, e.keys, cluster=e.cluster
+            )
         if isinstance(e, SourceEntry | ProgressEntry | SystemCollectionEntry):
             return CatalogItem(e.name, e.id, schema, "source", detail=_source_detail(e))
-        return CatalogItem(e.name, e.id, schema, "materialized-view", e.plan)
+        return CatalogItem(e.name, e.id, schema, "materialized-view", e.plan, cluster=e.cluster)
 
     def _entries(self) -> list[Any]:
         state = self.env.state
@@ -410,13 +446,17 @@ async def read_rows(
     finishing: RowSetFinishing,
     at: int | None,
     at_least: bool = False,
+    cluster: str | None = None,
 ) -> tuple[list[tuple[Row, int]], int | None]:
     """The finished rows of ``plan`` at ``at`` (default: the freshest time; ``at_least``: ``AS
-    OF AT LEAST``, see :func:`read_time`), by the fastest path, with the time read (the
-    session layer's way to a ``SELECT`` it lowered itself) [InvalidAsOf, SqlDataError]."""
+    OF AT LEAST``, see :func:`read_time`), by the fastest path in ``cluster`` (default
+    ``default``), with the time read (the session layer's way to a ``SELECT`` it lowered
+    itself) [InvalidAsOf, SqlDataError; UndefinedObject for an unknown cluster]."""
+    cluster = cluster or DEFAULT_CLUSTER
+    _known_cluster(env.state, cluster)
     when = read_time(env, plan, at, at_least)
     try:
-        return await _read(env, plan, finishing, when)
+        return await _read(env, plan, finishing, when, cluster)
     except PeekFailed as e:
         raise _peek_error(e) from e
     except (ReadBeyondUpper, SinceViolation, ReadBeforeSince) as e:
@@ -427,15 +467,28 @@ async def read_rows(
         ) from e
 
 
+def check_cluster(env: SqlEnvironment, cluster: str) -> None:
+    """Materialize's ``unknown cluster 'c'`` (SQLSTATE 42704) for a statement that runs in
+    ``cluster`` when the environment has none of that name."""
+    _known_cluster(env.state, cluster)
+
+
 async def run_statement(
-    env: SqlEnvironment, stmt: Statement, params: list[Any], *, request_id: str | None = None
+    env: SqlEnvironment,
+    stmt: Statement,
+    params: list[Any],
+    cluster: str | None = None,
+    *,
+    request_id: str | None = None,
 ) -> SqlResult:
-    """Run one parsed statement (the session layer's way in: no transaction of its own); a
-    failed read, or what the catalog refuses, is the SQL error a client sees. ``request_id``
-    makes a write (``INSERT``, ``UPDATE``, ``DELETE``) idempotent (see
+    """Run one parsed statement (the session layer's way in: no transaction of its own) in
+    ``cluster`` (Materialize's ``SET cluster``; default ``default``): where queries run and
+    indexes and materialized views are placed. A failed read, or what the catalog refuses,
+    is the SQL error a client sees. ``request_id`` makes a write (``INSERT``, ``UPDATE``,
+    ``DELETE``) idempotent (see
     :meth:`~tidegate.runtime.environment.Environment.append_many`)."""
     try:
-        return await _run(env, stmt, params, request_id)
+        return await _run(env, stmt, params, cluster or DEFAULT_CLUSTER, request_id)
     except PeekFailed as e:
         raise _peek_error(e) from e
     except (InvalidCatalogOp, UnknownCatalogObject) as e:
@@ -463,11 +516,36 @@ def check_params(sql: str, params: Sequence[Any] | None) -> None:
 
 
 async def _run(
-    env: SqlEnvironment, stmt: Statement, params: list[Any], request_id: str | None = None
+    env: SqlEnvironment,
+    stmt: Statement,
+    params: list[Any],
+    cluster: str = DEFAULT_CLUSTER,
+    request_id: str | None = None,
 ) -> SqlResult:
     cat = EnvCatalog(env)
+    if isinstance(
+        stmt,
+        SelectStmt
+        | SubscribeStmt
+        | CreateIndexStmt
+        | InsertStmt
+        | DeleteStmt
+        | UpdateStmt
+        | CopyToStmt,
+    ) or (isinstance(stmt, CreateViewStmt) and stmt.materialized):
+        _known_cluster(env.state, cluster)  # where it runs: Materialize's 42704 if unknown
     if isinstance(stmt, SelectStmt):
-        return await _select(env, cat, stmt, params)
+        return await _select(env, cat, stmt, params, cluster)
+    if isinstance(
+        stmt,
+        CreateClusterStmt
+        | CreateClusterReplicaStmt
+        | AlterClusterStmt
+        | DropClusterStmt
+        | DropClusterReplicaStmt
+        | AlterSinkStmt,
+    ):
+        return await _cluster_ddl(env, cat, stmt)
     if isinstance(stmt, CreateTableStmt):
         if cat.resolve(stmt.name) is not None and stmt.if_not_exists:
             return SqlResult(
@@ -498,11 +576,11 @@ async def _run(
         await env.create_sink(stmt.name, item.id, stmt.connection, definition=stmt.sql.strip())
         return SqlResult("CREATE SINK")
     if isinstance(stmt, CreateViewStmt):
-        return await _create_view(env, cat, stmt, params)
+        return await _create_view(env, cat, stmt, params, cluster)
     if isinstance(stmt, CreateIndexStmt):
-        return await _create_index(env, cat, stmt, params)
+        return await _create_index(env, cat, stmt, params, cluster)
     if isinstance(stmt, InsertStmt | DeleteStmt | UpdateStmt):
-        return await _write(env, cat, stmt, params, request_id)
+        return await _write(env, cat, stmt, params, cluster, request_id)
     if isinstance(stmt, DropStmt):
         return await _drop(env, cat, stmt)
     if isinstance(stmt, AlterRetainHistoryStmt):
@@ -533,16 +611,16 @@ async def _run(
         item = _object(cat, stmt.name, stmt.kind)
         return _text_result("SHOW", ("name", "create_sql"), [(item.name, _create_sql(cat, item))])
     if isinstance(stmt, SubscribeStmt):
-        return await _subscribe_snapshot(env, cat, stmt, params)
+        return await _subscribe_snapshot(env, cat, stmt, params, cluster)
     if isinstance(stmt, CopyToStmt):
         low = lower_query(stmt.query, cat, params, stmt.sql)
-        fast = _fast_path(env, low.plan, low.finishing())
+        fast = _fast_path(env, low.plan, low.finishing(), cluster)
         if fast is None or fast[1] is not None or fast[2] != RowSetFinishing():
             raise UnsupportedSql(
                 "COPY of a query that is not a table, materialized view or indexed view",
                 hint="create a materialized view of the query and copy that",
             )
-        n = await env.copy_to(fast[0], stmt.url)
+        n = await env.copy_to(fast[0], stmt.url, cluster=cluster)
         return SqlResult(f"COPY {n}")
     raise UnsupportedSql(type(stmt).__name__)
 
@@ -622,15 +700,17 @@ async def _read(
     plan: Plan,
     finishing: RowSetFinishing,
     at: int | None,
+    cluster: str = DEFAULT_CLUSTER,
 ) -> tuple[list[tuple[Row, int]], int | None]:
-    """The finished rows of ``plan`` at ``at`` (default: freshest), by the fastest path."""
-    fast = _fast_path(env, plan, finishing)
+    """The finished rows of ``plan`` at ``at`` (default: freshest), by the fastest path in
+    ``cluster``: its indexes, or storage, or a transient dataflow of its own."""
+    fast = _fast_path(env, plan, finishing, cluster)
     if fast is not None:
         target, key, fin = fast
-        rows = await env.peek(target, at, key=key, finishing=fin)
+        rows = await env.peek(target, at, key=key, finishing=fin, cluster=cluster)
         return [(tuple(r), int(n)) for r, n in getattr(rows, "rows", rows)], at
     # the slow path: a transient dataflow (a subscribe), its snapshot, then dropped
-    sub = await env.subscribe(plan, at)
+    sub = await env.subscribe(plan, at, cluster=cluster)
     try:
         batch = await sub.__anext__()
     finally:
@@ -654,20 +734,21 @@ async def _read(
 
 
 def _fast_path(
-    env: SqlEnvironment, plan: Plan, finishing: RowSetFinishing
+    env: SqlEnvironment, plan: Plan, finishing: RowSetFinishing, cluster: str = DEFAULT_CLUSTER
 ) -> tuple[GlobalId, Row | None, RowSetFinishing] | None:
     """A peek that answers ``plan`` without a dataflow: ``(collection, index key, finishing)``.
 
     A projection on top moves into the finishing; then the plan must be a table or
-    materialized view (read from storage), an index's plan (read from the index), or
-    equalities of every key column of an index with constants over what it indexes (a
-    key lookup in the index).
+    materialized view (read from storage), the plan of an index of ``cluster`` (read from
+    the index: an index of another cluster is not readable here, as in Materialize), or
+    equalities of every key column of such an index with constants over what it indexes
+    (a key lookup in the index).
     """
     from tidegate.spec.plan import BinaryFunc, CallBinary, ColumnRef, Filter, Literal, Project
 
     state = env.state
     for e in state.indexes:  # an index of exactly this plan (a view's, projection included)
-        if e.plan == plan:
+        if e.cluster == cluster and e.plan == plan:
             return e.id, None, finishing
     if isinstance(plan, Project):
         cols = plan.columns
@@ -677,10 +758,11 @@ def _fast_path(
         finishing = RowSetFinishing(order, finishing.limit, finishing.offset, project)
         plan = plan.input
     state = env.state
-    ids = {e.id for e in state.entries()}
+    ids = {e.id for e in state.entries() if not isinstance(e, IndexEntry)}
     if isinstance(plan, Get) and plan.id in ids:
         return plan.id, None, finishing
-    for e in state.indexes:
+    indexes = [e for e in state.indexes if e.cluster == cluster]
+    for e in indexes:
         if e.plan == plan:
             return e.id, None, finishing
     if isinstance(plan, Filter):
@@ -696,7 +778,7 @@ def _fast_path(
                 eqs[p.left.index] = p.right.value
             else:
                 return None
-        for e in state.indexes:
+        for e in indexes:
             if e.plan == plan.input and e.keys and set(e.keys) == set(eqs):
                 schema = state.schema_of(e.id)
                 key = tuple(eqs[k] for k in e.keys)
@@ -791,10 +873,10 @@ def read_time(env: SqlEnvironment, plan: Plan, at: int | None, at_least: bool) -
 
 
 async def _select(
-    env: SqlEnvironment, cat: EnvCatalog, stmt: SelectStmt, params: list[Any]
+    env: SqlEnvironment, cat: EnvCatalog, stmt: SelectStmt, params: list[Any], cluster: str
 ) -> SqlResult:
     low = lower_query(stmt.query, cat, params, stmt.sql)
-    rows, at = await read_rows(env, low.plan, low.finishing(), stmt.as_of, stmt.at_least)
+    rows, at = await read_rows(env, low.plan, low.finishing(), stmt.as_of, stmt.at_least, cluster)
     out = _expand(rows)
     return SqlResult(f"SELECT {len(out)}", low.names, low.types, out, at)
 
@@ -804,10 +886,14 @@ def _lowered(cat: EnvCatalog, stmt: Any, params: list[Any]) -> Lowered:
 
 
 async def subscribe_sql(
-    env: SqlEnvironment, sql: str, params: Sequence[Any] | None = None
+    env: SqlEnvironment,
+    sql: str,
+    params: Sequence[Any] | None = None,
+    cluster: str | None = None,
 ) -> AsyncIterator[Any]:
     """``SUBSCRIBE [TO] name | (query) [AS OF t]``: the subscribe's batches, as an async iterator
-    (:class:`~tidegate.runtime.controller.streams.Subscription`; close it to drop it)."""
+    (:class:`~tidegate.runtime.controller.streams.Subscription`; close it to drop it), computed
+    on ``cluster`` (default: that of the indexes it reads, else ``default``)."""
     stmt = parse_one(sql)
     check_params(sql, params)
     if not isinstance(stmt, SubscribeStmt | SelectStmt):
@@ -815,17 +901,19 @@ async def subscribe_sql(
     low = lower_query(stmt.query, EnvCatalog(env), list(params or ()), stmt.sql)
     plan = low.relation()
     sub: AsyncIterator[Any] = await env.subscribe(
-        plan, read_time(env, plan, stmt.as_of, getattr(stmt, "at_least", False))
+        plan, read_time(env, plan, stmt.as_of, getattr(stmt, "at_least", False)), cluster=cluster
     )
     return sub
 
 
 async def _subscribe_snapshot(
-    env: SqlEnvironment, cat: EnvCatalog, stmt: SubscribeStmt, params: list[Any]
+    env: SqlEnvironment, cat: EnvCatalog, stmt: SubscribeStmt, params: list[Any], cluster: str
 ) -> SqlResult:
     low = _lowered(cat, stmt, params)
     plan = low.relation()
-    sub = await env.subscribe(plan, read_time(env, plan, stmt.as_of, stmt.at_least))
+    sub = await env.subscribe(
+        plan, read_time(env, plan, stmt.as_of, stmt.at_least), cluster=cluster
+    )
     try:
         batch = await sub.__anext__()
     finally:
@@ -846,7 +934,7 @@ async def _subscribe_snapshot(
 
 
 async def _create_view(
-    env: SqlEnvironment, cat: EnvCatalog, stmt: CreateViewStmt, params: list[Any]
+    env: SqlEnvironment, cat: EnvCatalog, stmt: CreateViewStmt, params: list[Any], cluster: str
 ) -> SqlResult:
     word = "CREATE MATERIALIZED VIEW" if stmt.materialized else "CREATE VIEW"
     kind = "materialized-view" if stmt.materialized else "view"
@@ -879,7 +967,9 @@ async def _create_view(
             raise _has_dependents(cat, existing, e) from None
     views = [v for v in cat.views_read if existing is None or v != existing.id]
     if stmt.materialized:
-        await env.create_materialized_view(stmt.name, plan, views=views, definition=text)
+        await env.create_materialized_view(
+            stmt.name, plan, views=views, definition=text, cluster=cluster
+        )
     else:
         await env.create_view(stmt.name, plan, views=views, definition=text)
     return SqlResult(word)
@@ -898,7 +988,7 @@ def _name_of(cat: EnvCatalog, gid: GlobalId) -> str:
 
 
 async def _create_index(
-    env: SqlEnvironment, cat: EnvCatalog, stmt: CreateIndexStmt, params: list[Any]
+    env: SqlEnvironment, cat: EnvCatalog, stmt: CreateIndexStmt, params: list[Any], cluster: str
 ) -> SqlResult:
     item = _object(cat, stmt.on, None)
     if item.kind == "index":
@@ -919,7 +1009,9 @@ async def _create_index(
         if stmt.if_not_exists:
             return SqlResult("CREATE INDEX", notice=f'index "{name}" already exists, skipping')
         raise DuplicateRelation(f'relation "{name}" already exists')
-    await env.create_index(item.id, positions, name=name, definition=stmt.sql.strip())
+    await env.create_index(
+        item.id, positions, name=name, definition=stmt.sql.strip(), cluster=cluster
+    )
     return SqlResult("CREATE INDEX")
 
 
@@ -1015,9 +1107,10 @@ async def _write(
     cat: EnvCatalog,
     stmt: InsertStmt | DeleteStmt | UpdateStmt,
     params: list[Any],
+    cluster: str = DEFAULT_CLUSTER,
     request_id: str | None = None,
 ) -> SqlResult:
-    table, updates, status = await plan_write(env, cat, stmt, params)
+    table, updates, status = await plan_write(env, cat, stmt, params, cluster)
     if not updates:
         return SqlResult(status)
     ts = await env.append_many([(table, updates)], request_id=request_id)
@@ -1029,9 +1122,10 @@ async def plan_write(
     cat: EnvCatalog,
     stmt: InsertStmt | DeleteStmt | UpdateStmt,
     params: list[Any],
+    cluster: str = DEFAULT_CLUSTER,
 ) -> tuple[GlobalId, list[tuple[Row, int]], str]:
     """What a write appends: the table, its updates and the command tag (nothing appended;
-    a transaction appends several at its ``COMMIT``)."""
+    a transaction appends several at its ``COMMIT``); what it reads is read in ``cluster``."""
     try:
         if isinstance(stmt, InsertStmt):
             w = plan_insert(stmt, cat, params)
@@ -1043,7 +1137,7 @@ async def plan_write(
         raise e.located(stmt.sql) from None
     updates: list[tuple[Row, int]] = [(r, 1) for r in w.rows]
     if w.plan is not None:
-        read, _at = await read_rows(env, w.plan, RowSetFinishing(), None)
+        read, _at = await read_rows(env, w.plan, RowSetFinishing(), None, cluster=cluster)
         if w.mode == "insert":
             updates.extend(read)
         elif w.mode == "delete":
@@ -1066,3 +1160,119 @@ async def plan_write(
         "update": f"UPDATE {count}",
     }[w.mode]
     return w.table, updates, status
+
+
+# -- clusters --------------------------------------------------------------------------------
+
+
+async def _cluster_ddl(
+    env: SqlEnvironment,
+    cat: EnvCatalog,
+    stmt: CreateClusterStmt
+    | CreateClusterReplicaStmt
+    | AlterClusterStmt
+    | DropClusterStmt
+    | DropClusterReplicaStmt
+    | AlterSinkStmt,
+) -> SqlResult:
+    """The cluster statements and ``ALTER SINK``, on the environment's methods (see
+    :mod:`tidegate.spec.sql.clusters`), with Materialize's errors and notices."""
+    from .errors import ClusterNotEmpty
+
+    state = env.state
+    if isinstance(stmt, CreateClusterStmt):
+        if state.has_cluster(stmt.name):
+            if stmt.if_not_exists:
+                return SqlResult(
+                    "CREATE CLUSTER", notice=f'cluster "{stmt.name}" already exists, skipping'
+                )
+            raise _sql_error(f'cluster "{stmt.name}" already exists', "42710")
+        if stmt.replicas is not None:
+            from .options import ReplicaSpec
+
+            specs = [ReplicaSpec(name, size=size) for name, size in stmt.replicas]
+            await env.create_cluster(stmt.name, replicas=specs)
+        else:
+            await env.create_cluster(
+                stmt.name, replicas=stmt.replication_factor or 0, size=stmt.size
+            )
+        return SqlResult("CREATE CLUSTER")
+    if isinstance(stmt, CreateClusterReplicaStmt):
+        _known_cluster(state, stmt.cluster)
+        _unmanaged(state, stmt.cluster)
+        await env.create_cluster_replica(stmt.cluster, stmt.name, size=stmt.size)
+        return SqlResult("CREATE CLUSTER REPLICA")
+    if isinstance(stmt, AlterClusterStmt):
+        _known_cluster(state, stmt.name)
+        await env.alter_cluster(
+            stmt.name, size=stmt.size, replication_factor=stmt.replication_factor
+        )
+        return SqlResult("ALTER CLUSTER")
+    if isinstance(stmt, DropClusterStmt):
+        notices = []
+        for name in stmt.names:
+            if not env.state.has_cluster(name):
+                if stmt.if_exists:
+                    notices.append(f'cluster "{name}" does not exist, skipping')
+                    continue
+                _known_cluster(env.state, name)
+            try:
+                await env.drop_cluster(name, cascade=stmt.cascade)
+            except ClusterNotEmpty as e:
+                names = ", ".join(_name_of(cat, g) for g in e.dependents if isinstance(g, GlobalId))
+                raise _sql_error(
+                    f'cannot drop cluster "{name}" because other objects depend on it',
+                    "2BP01",
+                    hint=f"{names} run(s) on it; use DROP CLUSTER ... CASCADE to drop them too",
+                ) from None
+        return SqlResult("DROP CLUSTER", notice="\n".join(notices) or None)
+    if isinstance(stmt, DropClusterReplicaStmt):
+        notices = []
+        for cluster, name in stmt.replicas:
+            state = env.state
+            if not state.has_cluster(cluster) or not any(
+                r.name == name for r in state.cluster_replicas(cluster)
+            ):
+                if stmt.if_exists:
+                    notices.append(f'cluster replica "{cluster}.{name}" does not exist, skipping')
+                    continue
+                _known_cluster(state, cluster)
+                raise _undefined_object(f"unknown cluster replica '{cluster}.{name}'")
+            _unmanaged(state, cluster)
+            await env.drop_cluster_replica(cluster, name)
+        return SqlResult("DROP CLUSTER REPLICA", notice="\n".join(notices) or None)
+    sink = _object(cat, stmt.name, "sink")
+    source = _object(cat, stmt.from_name, None)
+    if source.kind in ("index", "view", "sink"):
+        raise WrongObjectType(
+            f'cannot sink "{stmt.from_name}": it is a {_KIND_WORDS[source.kind]}',
+            hint="a sink writes out a table, materialized view or source",
+        )
+    await env.alter_sink(sink.id, source.id, definition=stmt.sql.strip())
+    return SqlResult("ALTER SINK")
+
+
+def _known_cluster(state: CatalogState, name: str) -> None:
+    if not state.has_cluster(name):
+        raise _undefined_object(f"unknown cluster '{name}'")
+
+
+def _undefined_object(message: str) -> UndefinedObject:
+    error = UndefinedObject(message)
+    error.sqlstate = "42704"  # undefined_object (42P01 is a relation's)
+    return error
+
+
+def _unmanaged(state: CatalogState, name: str) -> None:
+    """Materialize's refusal of a replica created or dropped by hand in a managed cluster."""
+    if state.cluster(name).managed:
+        raise SqlError(
+            f"cannot modify managed cluster {name}",
+            hint="change its SIZE or REPLICATION FACTOR with ALTER CLUSTER",
+        )
+
+
+def _sql_error(message: str, sqlstate: str, hint: str | None = None) -> SqlError:
+    error = SqlError(message, hint=hint)
+    error.sqlstate = sqlstate
+    return error

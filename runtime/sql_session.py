@@ -25,7 +25,10 @@ an error, the block refuses everything (25P02) until ``ROLLBACK`` (or
 ``COMMIT``, which rolls back). Outside a block every statement commits by
 itself, except in a script (a simple query of several statements) of DDL only:
 it is one catalog change or none (:meth:`SqlSession.ddl_script`), so a failure
-midway leaves the catalog and the controller as they were.
+midway leaves the catalog and the controller as they were. Cluster statements
+(``CREATE``/``ALTER``/``DROP CLUSTER [REPLICA]``) and ``ALTER SINK`` start or stop
+processes, or cut a sink over, at once: as Materialize, they run by themselves
+only, never in a block nor in a script of several statements (25001).
 
 **Streams.** ``SUBSCRIBE`` as a statement answers a :class:`RowStream` whose
 rows (``mz_timestamp``, ``mz_diff``, the columns) come as the subscription
@@ -64,14 +67,20 @@ from tidegate.spec.errors import (
 from tidegate.spec.frontier import Row
 from tidegate.spec.plan import ColumnType, ScalarType
 from tidegate.spec.sql import (
+    AlterClusterStmt,
     AlterRetainHistoryStmt,
+    AlterSinkStmt,
     CopyToStmt,
+    CreateClusterReplicaStmt,
+    CreateClusterStmt,
     CreateIndexStmt,
     CreateSinkStmt,
     CreateSourceStmt,
     CreateTableStmt,
     CreateViewStmt,
     DeleteStmt,
+    DropClusterReplicaStmt,
+    DropClusterStmt,
     DropStmt,
     InsertStmt,
     Lowered,
@@ -98,6 +107,7 @@ from .sql import (
     EnvCatalog,
     SqlEnvironment,
     SqlResult,
+    check_cluster,
     check_params,
     plan_write,
     read_rows,
@@ -218,7 +228,7 @@ def _vars() -> dict[str, _Var]:
         _Var("mz_version", mz_version(), "Materialize's version.", True, True),
         _Var("search_path", "public", "The schemas names are looked up in."),
         _Var("extra_float_digits", "3", "Digits of float output."),
-        _Var("cluster", "quickstart", "The cluster that runs queries and dataflows."),
+        _Var("cluster", "default", "The cluster that runs queries and dataflows."),
         _Var("cluster_replica", "", "The replica queries go to."),
         _Var("database", "materialize", "The session's database."),
         _Var(
@@ -440,8 +450,27 @@ def _unsupported_tx(word: str) -> ActiveSqlTransaction:
     return ActiveSqlTransaction(f"{word} cannot be run inside a transaction block")
 
 
+_ALONE = (
+    CreateClusterStmt,
+    CreateClusterReplicaStmt,
+    AlterClusterStmt,
+    DropClusterStmt,
+    DropClusterReplicaStmt,
+    AlterSinkStmt,
+)
+"""Statements that run by themselves only (as Materialize refuses them in a transaction block):
+what they do outside the catalog (replicas started or stopped, a sink cut over) happens at
+once, so it could neither wait for a transaction's commit nor be undone by its failure."""
+
+
 def _statement_word(stmt: Statement) -> str:
     names = {
+        CreateClusterStmt: "CREATE CLUSTER",
+        CreateClusterReplicaStmt: "CREATE CLUSTER REPLICA",
+        AlterClusterStmt: "ALTER CLUSTER",
+        DropClusterStmt: "DROP CLUSTER",
+        DropClusterReplicaStmt: "DROP CLUSTER REPLICA",
+        AlterSinkStmt: "ALTER SINK",
         CreateTableStmt: "CREATE TABLE",
         CreateViewStmt: "CREATE VIEW",
         CreateIndexStmt: "CREATE INDEX",
@@ -488,6 +517,8 @@ class SqlSession:
         self._tx: _Transaction | None = None
         self._cursors: dict[str, _Cursor] = {}
         self._progress_flag = False
+        self._stmt_cluster = self._values["cluster"]
+        """The cluster of the statement running (its ``IN CLUSTER``, else the session's)."""
         self._plans: dict[Any, tuple[Any, SelectStmt, Lowered]] = {}
         for name, value in (options or {}).items():
             self._set(name, value, at_startup=True)
@@ -535,7 +566,14 @@ class SqlSession:
         self._values[key] = new
 
     def _clusters(self) -> tuple[str, ...]:
-        return ("quickstart",)
+        return tuple(c.name for c in self.env.state.clusters)
+
+    def _cluster(self, prepared: Prepared | None = None) -> str:
+        """Where a statement runs: its ``IN CLUSTER`` clause's cluster, else the session's."""
+        c = None if prepared is None else prepared.classified
+        if isinstance(c, S.Passthrough) and c.cluster is not None:
+            return c.cluster
+        return self._values["cluster"]
 
     # -- status ---------------------------------------------------------------------------------
 
@@ -730,12 +768,18 @@ class SqlSession:
         if len(statements) < 2 or (self._tx is not None and self._tx.explicit):
             return contextlib.nullcontext()
         failure: SqlError | None = None
+        ddl = True
         for text, _offset in statements:
             try:
-                if not _changes_catalog(self.prepare(text)):
-                    return contextlib.nullcontext()
+                prepared = self.prepare(text)
             except SqlError as e:
                 failure = failure or e.located(shown(text))
+                continue
+            if isinstance(prepared.statement, _ALONE):  # before anything runs
+                raise _unsupported_tx(_statement_word(prepared.statement)).located(shown(text))
+            ddl = ddl and _changes_catalog(prepared)
+        if not ddl:
+            return contextlib.nullcontext()
         if failure is not None:  # the others are DDL: none of them runs
             raise failure
         return self.env.ddl_transaction()
@@ -797,6 +841,7 @@ class SqlSession:
             if c.what == "deallocate":
                 return SqlResult("DEALLOCATE ALL" if c.name is None else "DEALLOCATE")
             return SqlResult(f"DISCARD {c.what.upper()}")
+        self._stmt_cluster = self._values["cluster"]
         if isinstance(c, S.CatalogQuery):
             return self._catalog(c.sql, list(params))
         if isinstance(c, S.Declare):
@@ -823,6 +868,7 @@ class SqlSession:
         stmt = prepared.statement
         assert stmt is not None
         self._progress_flag = _progress(prepared)
+        self._stmt_cluster = self._cluster(prepared)
         return await self._run_parsed(stmt, list(params), request_id=request_id)
 
     async def _secret(self, stmt: SecretStatement) -> SqlResult:
@@ -900,8 +946,8 @@ class SqlSession:
 
     def _catalog(self, sql: str, params: Sequence[Any], describe: int | None = None) -> SqlResult:
         state = self.env.state
-        replicas = tuple((r.name, r.executor, True) for r in state.replicas)
-        key = (id(state), replicas, self.user)
+        clusters = self._clusters_info()
+        key = (id(state), clusters, self.user)
         constants = SessionConstants(
             self.user,
             self.database,
@@ -914,7 +960,7 @@ class SqlSession:
         )
 
         def snapshot() -> Snapshot:
-            return self._snapshot(replicas)
+            return self._snapshot(clusters)
 
         if describe is not None:
             result = self.engine.describe(sql, key, snapshot, constants, describe)
@@ -929,7 +975,31 @@ class SqlSession:
             pg_types=result.types,
         )
 
-    def _snapshot(self, replicas: tuple[tuple[str, str, bool], ...]) -> Snapshot:
+    def _clusters_info(self) -> tuple[ClusterInfo, ...]:
+        """The catalog's clusters with their replicas' sizes and whether each is ready (connected,
+        as the controller sees it; every replica when the environment cannot say)."""
+        state = self.env.state
+        live = getattr(self.env, "replicas", None)
+        ready: dict[str, bool] | None = None
+        if callable(live):
+            try:
+                ready = {r.replica: r.connected and r.status == "connected" for r in live()}
+            except Exception:  # not running (a catalog-only environment): say ready
+                ready = None
+        out = []
+        for c in state.clusters:
+            reps = tuple(
+                (
+                    r.name,
+                    r.size or "",
+                    True if ready is None else ready.get(r.id, False),
+                )
+                for r in state.cluster_replicas(c.name)
+            )
+            out.append(ClusterInfo(c.id, c.name, reps, c.managed, c.size, c.replication_factor))
+        return tuple(out)
+
+    def _snapshot(self, clusters: tuple[ClusterInfo, ...]) -> Snapshot:
         env = self.env
         state = env.state
         cat = EnvCatalog(env)
@@ -939,7 +1009,7 @@ class SqlSession:
         return Snapshot(
             items,
             definitions,
-            (ClusterInfo("u1", "quickstart", replicas),),
+            clusters,
             self.user,
             self.database,
             "public",
@@ -975,12 +1045,16 @@ class SqlSession:
                     stmt = replace(stmt, as_of=await self._read_ts(stmt, params))
             return await self._select(stmt, params)
         if not explicit or dry:
-            return await run_statement(self.env, stmt, params, request_id=request_id)
+            return await run_statement(
+                self.env, stmt, params, self._stmt_cluster, request_id=request_id
+            )
         assert tx is not None
         if isinstance(stmt, InsertStmt):
             if tx.kind == "read" or tx.read_only:
                 raise ReadOnlySqlTransaction("transaction in read-only mode")
-            table, updates, status = await plan_write(self.env, EnvCatalog(self.env), stmt, params)
+            table, updates, status = await plan_write(
+                self.env, EnvCatalog(self.env), stmt, params, self._stmt_cluster
+            )
             if tx.writes and tx.writes[0][0] != table:
                 raise InvalidTransactionState(
                     "write transactions only support writes to a single table"
@@ -995,18 +1069,20 @@ class SqlSession:
         if isinstance(stmt, UpdateStmt | DeleteStmt):
             raise _unsupported_tx(_statement_word(stmt))
         if _is_text_result(stmt):
-            return await run_statement(self.env, stmt, params)
+            return await run_statement(self.env, stmt, params, self._stmt_cluster)
         # DDL: at once, and only before the block has read or written
-        if tx.kind in ("read", "write") or tx.read_only:
+        if isinstance(stmt, _ALONE) or tx.kind in ("read", "write") or tx.read_only:
             raise _unsupported_tx(_statement_word(stmt))
         tx.kind = "ddl"
-        return await run_statement(self.env, stmt, params)
+        return await run_statement(self.env, stmt, params, self._stmt_cluster)
 
     async def _select(self, stmt: SelectStmt, params: list[Any]) -> SqlResult:
         """A ``SELECT``: lowered once per catalog state and parameters (a prepared statement
         run again skips binding and lowering), then read by the fastest path."""
         low = self._lowered(stmt, params)
-        rows, at = await read_rows(self.env, low.plan, low.finishing(), stmt.as_of, stmt.at_least)
+        rows, at = await read_rows(
+            self.env, low.plan, low.finishing(), stmt.as_of, stmt.at_least, self._stmt_cluster
+        )
         out = [r for r, n in rows for _ in range(n)]
         return SqlResult(f"SELECT {len(out)}", low.names, low.types, out, at)
 
@@ -1044,8 +1120,11 @@ class SqlSession:
         self, stmt: SubscribeStmt, params: list[Any], progress: bool = False
     ) -> RowStream:
         low = lower_query(stmt.query, EnvCatalog(self.env), params, stmt.sql)
+        check_cluster(self.env, self._stmt_cluster)
         plan = low.relation()
-        sub = await self.env.subscribe(plan, read_time(self.env, plan, stmt.as_of, stmt.at_least))
+        sub = await self.env.subscribe(
+            plan, read_time(self.env, plan, stmt.as_of, stmt.at_least), cluster=self._stmt_cluster
+        )
         columns: tuple[str, ...] = (*_MZ_COLUMNS, *low.names)
         types = (_NUMERIC_TS, T.INT8, *(T.for_scalar(t.scalar) for t in low.types))
         if progress:

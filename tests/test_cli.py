@@ -422,7 +422,7 @@ async def test_status_append_and_peek_commands_talk_to_the_controller(
         assert await anyio.to_thread.run_sync(_cli, "status", "--data-dir", d) == 0
         out = capsys.readouterr().out
         assert "orders  u1  table" in out
-        assert "r1    connected  3      127.0.0.1:9" in out
+        assert "r1    connected  default  -     3      127.0.0.1:9" in out
         assert out.splitlines()[0].startswith("controller: running (pid ")
         totals = next(line for line in out.splitlines() if line.startswith("totals"))
         assert totals.endswith("lag 1000ms (default)  r1 0.25 s")  # hydrated on r1 in 0.25 s

@@ -206,10 +206,10 @@ def test_status_shows_memory_limits_hydration_last_errors_and_errored_collection
     lines = status_table(status).splitlines()
     assert lines[2].endswith("lag 1000ms (default)  r1 1.25 s, r2 hydrating")
     assert lines[6].split() == [
-        *("r1", "connected", "2", "127.0.0.1:9", "42", "1", "4", "GiB", "1/1", "-")
-    ]
-    assert lines[7].split()[:8] == [
-        *("r2", "restarting", "3", "127.0.0.1:10", "-", "2", "4", "GiB")
+        *("r1", "connected", "-", "-", "2", "127.0.0.1:9", "42", "1", "4", "GiB", "1/1", "-")
+    ]  # no cluster or size in these rows: "-"
+    assert lines[7].split()[:10] == [
+        *("r2", "restarting", "-", "-", "3", "127.0.0.1:10", "-", "2", "4", "GiB")
     ]
     assert lines[7].endswith("0/1       the process was killed by SIGKILL")
     assert lines[9] == "errors (the last error each collection answered):"

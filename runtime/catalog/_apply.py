@@ -27,6 +27,7 @@ from tidegate.spec.storage.loadgen import loadgen_schema
 from tidegate.spec.text import find_invalid_text, surrogate_at, surrogate_text
 
 from ..errors import (
+    ClusterNotEmpty,
     DuplicateCatalogId,
     DuplicateCatalogName,
     HasDependents,
@@ -35,9 +36,11 @@ from ..errors import (
 )
 from ._codec import has_password, policy_to_dict
 from ._entries import (
+    DEFAULT_CLUSTER,
     STORAGE_ENTRIES,
     STORAGE_REPLICA,
     CatalogState,
+    ClusterEntry,
     Entry,
     IndexEntry,
     MaterializedViewEntry,
@@ -45,15 +48,20 @@ from ._entries import (
     ReplicaEntry,
     SecretEntry,
     SinkEntry,
+    SlotToDrop,
     SourceEntry,
     StorageReplicaEntry,
     SystemCollectionEntry,
     TableEntry,
     ViewEntry,
+    replica_id,
 )
 from ._ops import (
+    AlterCluster,
     AlterReplica,
+    AlterSink,
     CatalogOp,
+    CreateCluster,
     CreateIndex,
     CreateMaterializedView,
     CreateReplica,
@@ -64,7 +72,9 @@ from ._ops import (
     CreateTable,
     CreateView,
     Drop,
+    DropCluster,
     DropReplica,
+    ForgetReplicationSlot,
     SetDefinition,
     SetReadPolicy,
     SetStorageReplica,
@@ -216,7 +226,8 @@ def apply_op(state: CatalogState, op: CatalogOp) -> CatalogState:
             )
         if op.on is not None:
             _check_object(state, op.on, f"index {name!r}: on")
-        return _with_entry(state, IndexEntry(name, gid, op.plan, keys, op.on))
+        _check_placement(state, op.plan, op.cluster, f"index {name!r}")
+        return _with_entry(state, IndexEntry(name, gid, op.plan, keys, op.on, op.cluster))
     if isinstance(op, CreateMaterializedView):
         name = _check_name(op.name, "materialized view")
         gid = _check_fresh(state, op.id)
@@ -230,7 +241,8 @@ def apply_op(state: CatalogState, op: CatalogOp) -> CatalogState:
                 raise UnknownCatalogObject(
                     f"materialized view {name!r} is defined on {v!r}, not a view"
                 )
-        return _with_entry(state, MaterializedViewEntry(name, gid, op.plan, views))
+        _check_placement(state, op.plan, op.cluster, f"materialized view {name!r}")
+        return _with_entry(state, MaterializedViewEntry(name, gid, op.plan, views, op.cluster))
     if isinstance(op, CreateView):
         name = _check_name(op.name, "view")
         gid = _check_fresh(state, op.id)
@@ -271,16 +283,31 @@ def apply_op(state: CatalogState, op: CatalogOp) -> CatalogState:
             state, replicas=tuple(sorted((*state.replicas, _replica(state, op)), key=_by_name))
         )
     if isinstance(op, AlterReplica):
-        state.replica(op.name)
-        others = CatalogState(replicas=tuple(r for r in state.replicas if r.name != op.name))
+        old = state.replica(op.name, op.cluster)
+        others = replace(state, replicas=tuple(r for r in state.replicas if r is not old))
         entry = _replica(others, CreateReplica(*_replica_fields(op)))
-        replicas = tuple(entry if r.name == op.name else r for r in state.replicas)
+        replicas = tuple(entry if r is old else r for r in state.replicas)
         return replace(state, replicas=replicas)
     if isinstance(op, Drop):
         return _drop(state, op)
     if isinstance(op, DropReplica):
-        state.replica(op.name)
-        return replace(state, replicas=tuple(r for r in state.replicas if r.name != op.name))
+        old = state.replica(op.name, op.cluster)
+        return replace(state, replicas=tuple(r for r in state.replicas if r is not old))
+    if isinstance(op, CreateCluster):
+        return _create_cluster(state, op)
+    if isinstance(op, AlterCluster):
+        return _alter_cluster(state, op)
+    if isinstance(op, DropCluster):
+        return _drop_cluster(state, op)
+    if isinstance(op, AlterSink):
+        return _alter_sink(state, op)
+    if isinstance(op, ForgetReplicationSlot):
+        kept = tuple(
+            x
+            for x in state.slots_to_drop
+            if (x.connection.url, x.connection.slot) != (op.url, op.slot)
+        )
+        return replace(state, slots_to_drop=kept)
     if isinstance(op, SetReadPolicy):
         if state.sink(op.id) is not None:
             raise InvalidCatalogOp(f"sink {op.id} has no read policy: it holds what it writes out")
@@ -302,8 +329,8 @@ def apply_ops(state: CatalogState, ops: Iterable[CatalogOp]) -> CatalogState:
     return state
 
 
-def _by_name(r: ReplicaEntry) -> str:
-    return r.name
+def _by_name(r: ReplicaEntry) -> tuple[str, str]:
+    return r.cluster, r.name
 
 
 def _sorted_policies(
@@ -316,14 +343,35 @@ def _sorted_by_id(texts: Mapping[GlobalId, str]) -> tuple[tuple[GlobalId, str], 
     return tuple(sorted(texts.items(), key=lambda kv: kv[0].sort_key))
 
 
-def _replica_fields(op: AlterReplica) -> tuple[str, bool, str | None, str | None, str]:
-    return op.name, op.managed, op.address, op.spark_master, op.executor
+def _replica_fields(
+    op: AlterReplica,
+) -> tuple[str, bool, str | None, str | None, str, str, str | None]:
+    return op.name, op.managed, op.address, op.spark_master, op.executor, op.cluster, op.size
+
+
+def _check_cluster_name(name: object, what: str) -> str:
+    """A name a replica's id and process files can be made of: ``[A-Za-z0-9_-]``, no dot."""
+    text = _check_name(name, what)
+    if not all(c.isascii() and (c.isalnum() or c in "_-") for c in text) or text[0] == "-":
+        raise InvalidCatalogOp(
+            f"{what} names are [A-Za-z0-9_-]+ (not starting with -), got {text!r}"
+        )
+    return text
 
 
 def _replica(state: CatalogState, op: CreateReplica) -> ReplicaEntry:
     name = _check_name(op.name, "replica")
-    if any(r.name == name for r in state.replicas):
+    if not isinstance(op.cluster, str) or not state.has_cluster(op.cluster):
+        raise UnknownCatalogObject(f"replica {name!r}: unknown cluster {op.cluster!r}")
+    if op.cluster != DEFAULT_CLUSTER:
+        _check_cluster_name(name, "replica")
+    if any(r.name == name and r.cluster == op.cluster for r in state.replicas):
         raise DuplicateCatalogName(name, "replica")
+    new_id = replica_id(op.cluster, name)
+    if any(r.id == new_id for r in state.replicas if r.cluster != op.cluster):
+        raise DuplicateCatalogName(new_id, "replica")  # default's "c.r1" and c's "r1"
+    if op.size is not None and (not isinstance(op.size, str) or not op.size):
+        raise InvalidCatalogOp(f"replica {name!r}: a size is a non-empty name, got {op.size!r}")
     if type(op.managed) is not bool:
         raise InvalidCatalogOp(f"replica {name!r}: managed must be a bool, got {op.managed!r}")
     if op.managed:
@@ -338,12 +386,109 @@ def _replica(state: CatalogState, op: CreateReplica) -> ReplicaEntry:
         master = "local[1]" if op.spark_master is None else op.spark_master
         if not isinstance(master, str) or not master:
             raise InvalidCatalogOp(f"replica {name!r}: bad spark master {master!r}")
-        return ReplicaEntry(name, True, None, master, op.executor)
+        return ReplicaEntry(name, True, None, master, op.executor, op.cluster, op.size)
     if not isinstance(op.address, str) or not op.address or op.spark_master is not None:
         raise InvalidCatalogOp(
             f"replica {name!r}: an unmanaged replica needs an address (host:port) and no spark master"
         )
-    return ReplicaEntry(name, False, op.address, None, op.executor)
+    return ReplicaEntry(name, False, op.address, None, op.executor, op.cluster, op.size)
+
+
+def _check_placement(state: CatalogState, plan: object, cluster: object, what: str) -> None:
+    """``cluster`` exists, and the indexes ``plan`` reads are maintained there: an index is
+    readable only in its own cluster (a materialized view, through storage, from any)."""
+    if not isinstance(cluster, str) or not state.has_cluster(cluster):
+        raise UnknownCatalogObject(f"{what}: unknown cluster {cluster!r}")
+    for gid in gets(plan):  # type: ignore[arg-type]
+        e = state.get(gid)
+        if isinstance(e, IndexEntry) and e.cluster != cluster:
+            raise InvalidCatalogOp(
+                f"{what} runs in cluster {cluster!r} but reads index {e.name!r} of cluster "
+                f"{e.cluster!r}: an index is readable only in its own cluster"
+            )
+
+
+def _create_cluster(state: CatalogState, op: CreateCluster) -> CatalogState:
+    name = _check_cluster_name(op.name, "cluster")
+    if state.has_cluster(name):
+        raise DuplicateCatalogName(name, "cluster")
+    if type(op.managed) is not bool:
+        raise InvalidCatalogOp(f"cluster {name!r}: managed must be a bool, got {op.managed!r}")
+    if op.size is not None and (not isinstance(op.size, str) or not op.size):
+        raise InvalidCatalogOp(f"cluster {name!r}: a size is a non-empty name, got {op.size!r}")
+    factor = op.replication_factor
+    if op.managed:
+        if type(factor) is not int or factor < 0:
+            raise InvalidCatalogOp(
+                f"cluster {name!r}: the replication factor is an int >= 0, got {factor!r}"
+            )
+    elif factor is not None or op.size is not None:
+        raise InvalidCatalogOp(
+            f"cluster {name!r}: an unmanaged cluster has no size or replication factor "
+            "(each of its replicas has its own size)"
+        )
+    entry = ClusterEntry(name, f"u{state.next_cluster_id}", op.managed, op.size, factor)
+    clusters = tuple(sorted((*state.clusters, entry), key=lambda c: c.name))
+    return replace(state, clusters=clusters, next_cluster_id=state.next_cluster_id + 1)
+
+
+def _alter_cluster(state: CatalogState, op: AlterCluster) -> CatalogState:
+    old = state.cluster(op.name)
+    if not old.managed:
+        raise InvalidCatalogOp(
+            f"cluster {op.name!r} is unmanaged: its replicas are created and dropped one by one"
+        )
+    if type(op.replication_factor) is not int or op.replication_factor < 0:
+        raise InvalidCatalogOp(
+            f"cluster {op.name!r}: the replication factor is an int >= 0, "
+            f"got {op.replication_factor!r}"
+        )
+    if op.size is not None and (not isinstance(op.size, str) or not op.size):
+        raise InvalidCatalogOp(f"cluster {op.name!r}: a size is a non-empty name, got {op.size!r}")
+    new = replace(old, size=op.size, replication_factor=op.replication_factor)
+    return replace(state, clusters=tuple(new if c is old else c for c in state.clusters))
+
+
+def _drop_cluster(state: CatalogState, op: DropCluster) -> CatalogState:
+    entry = state.cluster(op.name)
+    placed = state.cluster_objects(op.name)
+    if placed and not op.cascade:
+        raise ClusterNotEmpty(op.name, placed, tuple(state.get(g).name for g in placed))
+    for gid in placed:
+        if gid in state.cluster_objects(op.name):  # not dropped with an earlier one
+            state = _drop(state, Drop(gid, cascade=True))
+    return replace(
+        state,
+        clusters=tuple(c for c in state.clusters if c is not entry),
+        replicas=tuple(r for r in state.replicas if r.cluster != op.name),
+    )
+
+
+def _alter_sink(state: CatalogState, op: AlterSink) -> CatalogState:
+    sink = state.sink(op.id) if isinstance(op.id, GlobalId) else None
+    if sink is None:
+        raise UnknownCatalogObject(f"no sink with id {op.id!r}")
+    if not isinstance(op.from_id, GlobalId):
+        raise InvalidCatalogOp(f"sink {sink.name!r}: from must be a GlobalId, got {op.from_id!r}")
+    what: Entry | ViewEntry | SinkEntry | None = state.view(op.from_id) or state.sink(op.from_id)
+    if what is None:
+        what = state.get(op.from_id)
+    if not isinstance(what, STORAGE_ENTRIES):
+        raise InvalidCatalogOp(
+            f"sink {sink.name!r}: {what.name} is a {_kind(what)}; a sink writes out a table, "
+            "materialized view or source (a collection with a shard of its own)"
+        )
+    if state.schema_of(op.from_id) != state.schema_of(sink.from_id):
+        raise InvalidCatalogOp(
+            f"sink {sink.name!r}: {what.name} has schema {state.schema_of(op.from_id)}, but the "
+            f"sink writes {state.schema_of(sink.from_id)}: the new relation must have its schema"
+        )
+    new = replace(sink, from_id=op.from_id)
+    return replace(
+        state,
+        sinks=tuple(new if k is sink else k for k in state.sinks),
+        definitions=tuple(kv for kv in state.definitions if kv[0] != op.id),
+    )
 
 
 def _drop(state: CatalogState, op: Drop) -> CatalogState:
@@ -366,8 +511,14 @@ def _drop(state: CatalogState, op: Drop) -> CatalogState:
                 doomed.add(d)
                 doomed.update(state.owned(d))
                 frontier.extend([d, *state.owned(d)])
+    slots = tuple(
+        SlotToDrop(e.name, e.connection)
+        for e in state.sources
+        if e.id in doomed and isinstance(e.connection, PostgresSource)
+    )
     return replace(
         state,
+        slots_to_drop=(*state.slots_to_drop, *slots),
         tables=tuple(e for e in state.tables if e.id not in doomed),
         indexes=tuple(e for e in state.indexes if e.id not in doomed),
         materialized_views=tuple(e for e in state.materialized_views if e.id not in doomed),

@@ -47,13 +47,16 @@ from tidegate.spec.storage.connections import (
 from ..errors import CatalogDecodeError, InvalidCatalogOp
 from ..sealed import seal, unseal
 from ._entries import (
+    DEFAULT_CLUSTER,
     CatalogState,
+    ClusterEntry,
     IndexEntry,
     MaterializedViewEntry,
     ProgressEntry,
     ReplicaEntry,
     SecretEntry,
     SinkEntry,
+    SlotToDrop,
     SourceEntry,
     StorageReplicaEntry,
     SystemCollectionEntry,
@@ -193,6 +196,13 @@ def _source_connection(d: Mapping[str, Any]) -> SourceConnection:
     return c
 
 
+def _postgres_connection(d: Mapping[str, Any]) -> PostgresSource:
+    c = connection_from_dict(d)
+    if not isinstance(c, PostgresSource):
+        raise CatalogDecodeError(f"expected a PostgreSQL connection, got {d!r}")
+    return c
+
+
 def _sink_connection(d: Mapping[str, Any]) -> StorageSinkConnection:
     c = connection_from_dict(d)
     if not isinstance(c, IcebergSink | SimulatedSink):
@@ -276,6 +286,7 @@ def encode_catalog(state: CatalogState) -> bytes:
                 "plan": plan_to_dict(i.plan),
                 "keys": list(i.keys),
                 "on": None if i.on is None else str(i.on),
+                "cluster": i.cluster,
             }
             for i in state.indexes
         ],
@@ -285,6 +296,7 @@ def encode_catalog(state: CatalogState) -> bytes:
                 "id": str(m.id),
                 "plan": plan_to_dict(m.plan),
                 **({"views": [str(g) for g in m.views]} if m.views else {}),
+                "cluster": m.cluster,
             }
             for m in state.materialized_views
         ],
@@ -295,8 +307,25 @@ def encode_catalog(state: CatalogState) -> bytes:
                 "address": r.address,
                 "spark_master": r.spark_master,
                 "executor": r.executor,
+                "cluster": r.cluster,
+                "size": r.size,
             }
             for r in state.replicas
+        ],
+        "clusters": [
+            {
+                "name": c.name,
+                "id": c.id,
+                "managed": c.managed,
+                "size": c.size,
+                "replication_factor": c.replication_factor,
+            }
+            for c in state.clusters
+        ],
+        "next_cluster_id": state.next_cluster_id,
+        "slots_to_drop": [
+            {"source": x.source, "connection": connection_to_dict(x.connection)}
+            for x in state.slots_to_drop
         ],
         "read_policies": [
             {"id": str(gid), "policy": policy_to_dict(p)} for gid, p in state.read_policies
@@ -367,6 +396,7 @@ def decode_catalog(data: bytes) -> CatalogState:
                 plan_from_dict(i["plan"]),
                 tuple(_ints(i["keys"])),
                 _opt_id(i["on"]),
+                _text(i.get("cluster", DEFAULT_CLUSTER)),  # none before clusters
             )
             for i in obj["indexes"]
         )
@@ -376,14 +406,39 @@ def decode_catalog(data: bytes) -> CatalogState:
                 GlobalId.parse(m["id"]),
                 plan_from_dict(m["plan"]),
                 tuple(GlobalId.parse(g) for g in m.get("views", [])),  # none recorded before
+                _text(m.get("cluster", DEFAULT_CLUSTER)),
             )
             for m in obj["materialized_views"]
         )
         replicas = tuple(
             ReplicaEntry(
-                r["name"], bool(r["managed"]), r["address"], r["spark_master"], r["executor"]
+                r["name"],
+                bool(r["managed"]),
+                r["address"],
+                r["spark_master"],
+                r["executor"],
+                _text(r.get("cluster", DEFAULT_CLUSTER)),
+                None if r.get("size") is None else _text(r["size"]),
             )
             for r in obj["replicas"]
+        )
+        clusters = (
+            tuple(
+                ClusterEntry(
+                    _text(c["name"]),
+                    _text(c["id"]),
+                    bool(c["managed"]),
+                    None if c["size"] is None else _text(c["size"]),
+                    None if c["replication_factor"] is None else _int(c["replication_factor"]),
+                )
+                for c in obj["clusters"]
+            )
+            if "clusters" in obj
+            else (ClusterEntry(DEFAULT_CLUSTER),)  # a catalog from before clusters
+        )
+        slots = tuple(
+            SlotToDrop(_text(x["source"]), _postgres_connection(x["connection"]))
+            for x in obj.get("slots_to_drop", [])
         )
         policies = tuple(
             (GlobalId.parse(p["id"]), policy_from_dict(p["policy"])) for p in obj["read_policies"]
@@ -452,6 +507,9 @@ def decode_catalog(data: bytes) -> CatalogState:
             sinks,
             system,
             storage_replica,
+            clusters,
+            _int(obj.get("next_cluster_id", 2)),
+            slots,
             secrets,
         )
     except CatalogDecodeError:

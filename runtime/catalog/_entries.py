@@ -13,17 +13,23 @@ from typing import Any, TypeAlias
 from tidegate.spec.frontier.read_policy import LagWriteFrontier, ReadPolicy
 from tidegate.spec.ids import GlobalId
 from tidegate.spec.plan import Plan, Schema, gets, typecheck
-from tidegate.spec.storage.connections import SourceConnection, StorageSinkConnection
+from tidegate.spec.storage.connections import (
+    PostgresSource,
+    SourceConnection,
+    StorageSinkConnection,
+)
 from tidegate.spec.storage.introspection import managed_schema
 from tidegate.spec.storage.reclock import REMAP_SCHEMA
 
 from ..errors import UnknownCatalogObject
 
 __all__ = [
+    "DEFAULT_CLUSTER",
     "DEFAULT_READ_POLICY",
     "STORAGE_ENTRIES",
     "STORAGE_REPLICA",
     "CatalogState",
+    "ClusterEntry",
     "Entry",
     "IndexEntry",
     "MaterializedViewEntry",
@@ -31,6 +37,7 @@ __all__ = [
     "ReplicaEntry",
     "SecretEntry",
     "SinkEntry",
+    "SlotToDrop",
     "SourceEntry",
     "StorageEntry",
     "StorageReplicaEntry",
@@ -38,11 +45,16 @@ __all__ = [
     "TableEntry",
     "ViewEntry",
     "entry_dependencies",
+    "replica_id",
 ]
 
 DEFAULT_READ_POLICY: ReadPolicy = LagWriteFrontier(1000, 1000)
 """How far objects without a read policy of their own may be compacted: one second behind
 their upper, in whole seconds (Materialize's default logical compaction window)."""
+
+DEFAULT_CLUSTER = "default"
+"""The cluster every catalog starts with: where indexes, materialized views, peeks and
+subscribes run unless they name another (Materialize's ``SET cluster``, ``IN CLUSTER``)."""
 
 STORAGE_REPLICA = "storage"
 """The name of the storage instance's one replica (a compute replica may not take it: a managed
@@ -60,25 +72,29 @@ class TableEntry:
 
 @dataclass(frozen=True, slots=True)
 class IndexEntry:
-    """An index: object ``id`` computed by ``plan``, arranged by ``keys`` (column positions)."""
+    """An index: object ``id`` computed by ``plan``, arranged by ``keys`` (column positions),
+    maintained by the replicas of ``cluster`` (and readable there only)."""
 
     name: str
     id: GlobalId
     plan: Plan
     keys: tuple[int, ...] = ()
     on: GlobalId | None = None
+    cluster: str = DEFAULT_CLUSTER
 
 
 @dataclass(frozen=True, slots=True)
 class MaterializedViewEntry:
-    """A materialized view: ``plan`` computed and written into storage collection ``id``;
-    ``views`` are the views its query was written against (their plans inlined in ``plan``):
-    they cannot be dropped while it reads them."""
+    """A materialized view: ``plan`` computed by the replicas of ``cluster`` and written into
+    storage collection ``id`` (readable from any cluster, through storage); ``views`` are the
+    views its query was written against (their plans inlined in ``plan``): they cannot be
+    dropped while it reads them."""
 
     name: str
     id: GlobalId
     plan: Plan
     views: tuple[GlobalId, ...] = ()
+    cluster: str = DEFAULT_CLUSTER
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,14 +199,57 @@ class StorageReplicaEntry:
 
 @dataclass(frozen=True, slots=True)
 class ReplicaEntry:
-    """A replica: *managed* (the orchestrator runs it, with ``executor`` on ``spark_master``)
-    or unmanaged (a process someone else runs at ``address``)."""
+    """A replica of ``cluster``: *managed* (the orchestrator runs it, with ``executor`` on
+    ``spark_master``, allocated as ``size`` says) or unmanaged (a process someone else runs at
+    ``address``). Its name is unique within its cluster; :attr:`id` is unique overall."""
 
     name: str
     managed: bool = True
     address: str | None = None
     spark_master: str | None = None
     executor: str = "spark"
+    cluster: str = DEFAULT_CLUSTER
+    size: str | None = None
+
+    @property
+    def id(self) -> str:
+        """The replica's id for the controller and the orchestrator (:func:`replica_id`)."""
+        return replica_id(self.cluster, self.name)
+
+
+def replica_id(cluster: str, name: str) -> str:
+    """Replica ``name`` of ``cluster`` as the controller and the orchestrator know it: the name
+    for the default cluster's replicas, ``cluster.name`` for the others' (cluster names and
+    their replicas' names have no dot, so these never collide)."""
+    return name if cluster == DEFAULT_CLUSTER else f"{cluster}.{name}"
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterEntry:
+    """A cluster: a compute instance with replicas of its own (Materialize's ``CREATE CLUSTER``).
+
+    A *managed* cluster has a ``size`` and a ``replication_factor``: its replicas are
+    ``r1`` .. ``rN`` of that size, which the environment creates, resizes and drops as they
+    change (``ALTER CLUSTER``). An unmanaged one has the replicas created for it one by one
+    (``CREATE CLUSTER REPLICA``), each with a size of its own. ``id`` is ``u1``, ``u2``, ...
+    in creation order (the system catalog's cluster id).
+    """
+
+    name: str
+    id: str = "u1"
+    managed: bool = False
+    size: str | None = None
+    replication_factor: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SlotToDrop:
+    """The replication slot of PostgreSQL source ``source``, dropped from the catalog but not yet
+    from its upstream (which keeps WAL for the slot until then): recorded with the drop, so
+    that a crash or a close before the slot is gone leaves it to the next open to drop."""
+
+    source: str
+    connection: PostgresSource
 
 
 Entry: TypeAlias = (
@@ -237,6 +296,12 @@ class CatalogState:
     system_collections: tuple[SystemCollectionEntry, ...] = ()
     storage_replica: StorageReplicaEntry | None = None
     """The storage instance's replica, once a source or sink needed one (or one was given)."""
+    clusters: tuple[ClusterEntry, ...] = (ClusterEntry(DEFAULT_CLUSTER),)
+    """Every cluster, by name; ``replicas`` holds the replicas of all of them."""
+    next_cluster_id: int = 2
+    """The number of the next cluster's id (``u2`` for the first one created after ``default``)."""
+    slots_to_drop: tuple[SlotToDrop, ...] = ()
+    """Replication slots of dropped PostgreSQL sources still to be dropped upstream."""
     secrets: tuple[SecretEntry, ...] = ()
     """The secrets (names and ids; their values are kept apart)."""
     _memo: dict[str, Any] = field(
@@ -361,12 +426,38 @@ class CatalogState:
         """The SQL text that created object ``id``, if it was created through SQL."""
         return dict(self.definitions).get(id)
 
-    def replica(self, name: str) -> ReplicaEntry:
-        """The replica named ``name`` (:class:`UnknownCatalogObject` if none)."""
+    def replica(self, name: str, cluster: str = DEFAULT_CLUSTER) -> ReplicaEntry:
+        """The replica named ``name`` of ``cluster`` (:class:`UnknownCatalogObject` if none)."""
         for r in self.replicas:
-            if r.name == name:
+            if r.name == name and r.cluster == cluster:
                 return r
-        raise UnknownCatalogObject(f"no replica named {name!r}")
+        where = "" if cluster == DEFAULT_CLUSTER else f" in cluster {cluster!r}"
+        raise UnknownCatalogObject(f"no replica named {name!r}{where}")
+
+    def cluster(self, name: str) -> ClusterEntry:
+        """The cluster named ``name`` (:class:`UnknownCatalogObject` if none)."""
+        for c in self.clusters:
+            if c.name == name:
+                return c
+        raise UnknownCatalogObject(f"unknown cluster {name!r}")
+
+    def has_cluster(self, name: str) -> bool:
+        return any(c.name == name for c in self.clusters)
+
+    def cluster_replicas(self, cluster: str) -> tuple[ReplicaEntry, ...]:
+        """The replicas of ``cluster``, by name."""
+        return tuple(r for r in self.replicas if r.cluster == cluster)
+
+    def cluster_objects(self, cluster: str) -> tuple[GlobalId, ...]:
+        """The indexes and materialized views that ``cluster`` maintains, by id."""
+        placed = [e.id for e in self.indexes if e.cluster == cluster]
+        placed += [e.id for e in self.materialized_views if e.cluster == cluster]
+        return tuple(sorted(placed, key=lambda g: g.sort_key))
+
+    def placement(self, id: GlobalId) -> str | None:
+        """The cluster that maintains index or materialized view ``id`` (``None`` for others)."""
+        e = self._index("id").get(id)
+        return e.cluster if isinstance(e, IndexEntry | MaterializedViewEntry) else None
 
     def schema_of(self, id: GlobalId) -> Schema:
         """The schema of object ``id``'s rows (a collection, a view, or the collection a sink

@@ -14,9 +14,14 @@ from tidegate.spec.ids import GlobalId
 from tidegate.spec.plan import Plan, Schema
 from tidegate.spec.storage.connections import SourceConnection, StorageSinkConnection
 
+from ._entries import DEFAULT_CLUSTER
+
 __all__ = [
+    "AlterCluster",
     "AlterReplica",
+    "AlterSink",
     "CatalogOp",
+    "CreateCluster",
     "CreateIndex",
     "CreateMaterializedView",
     "CreateReplica",
@@ -27,7 +32,9 @@ __all__ = [
     "CreateTable",
     "CreateView",
     "Drop",
+    "DropCluster",
     "DropReplica",
+    "ForgetReplicationSlot",
     "SetDefinition",
     "SetReadPolicy",
     "SetStorageReplica",
@@ -52,17 +59,19 @@ class CreateIndex:
     plan: Plan
     keys: tuple[int, ...] = ()
     on: GlobalId | None = None
+    cluster: str = DEFAULT_CLUSTER
 
 
 @dataclass(frozen=True, slots=True)
 class CreateMaterializedView:
-    """Create materialized view ``name``: ``plan`` written into storage collection ``id``,
-    defined on ``views`` (their plans inlined in ``plan``)."""
+    """Create materialized view ``name``: ``plan`` (computed by ``cluster``) written into
+    storage collection ``id``, defined on ``views`` (their plans inlined in ``plan``)."""
 
     name: str
     id: GlobalId
     plan: Plan
     views: tuple[GlobalId, ...] = ()
+    cluster: str = DEFAULT_CLUSTER
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,13 +133,62 @@ class SetDefinition:
 
 @dataclass(frozen=True, slots=True)
 class CreateReplica:
-    """Add a replica; managed replicas default to ``spark_master="local[1]"``."""
+    """Add a replica to ``cluster``; managed replicas default to ``spark_master="local[1]"``."""
 
     name: str
     managed: bool = True
     address: str | None = None
     spark_master: str | None = None
     executor: str = "spark"
+    cluster: str = DEFAULT_CLUSTER
+    size: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CreateCluster:
+    """Create cluster ``name``: managed (of ``size``, ``replication_factor`` replicas, each
+    created by its own :class:`CreateReplica`) or unmanaged (replicas created one by one)."""
+
+    name: str
+    managed: bool = True
+    size: str | None = None
+    replication_factor: int | None = 1
+
+
+@dataclass(frozen=True, slots=True)
+class AlterCluster:
+    """Record managed cluster ``name``'s new ``size`` and ``replication_factor`` (its replicas
+    are replaced, added or dropped by their own ops)."""
+
+    name: str
+    size: str | None
+    replication_factor: int
+
+
+@dataclass(frozen=True, slots=True)
+class DropCluster:
+    """Drop cluster ``name`` and its replicas; with ``cascade``, the indexes and materialized
+    views it maintains (and what depends on them) too, else those refuse the drop."""
+
+    name: str
+    cascade: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AlterSink:
+    """Sink ``id`` writes out ``from_id`` from now on (of the same schema): ``ALTER SINK ...
+    SET FROM``."""
+
+    id: GlobalId
+    from_id: GlobalId
+
+
+@dataclass(frozen=True, slots=True)
+class ForgetReplicationSlot:
+    """The slot recorded by the drop of a PostgreSQL source is gone upstream: forget it."""
+
+    url: str
+    slot: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,13 +217,16 @@ class AlterReplica:
     address: str | None = None
     spark_master: str | None = None
     executor: str = "spark"
+    cluster: str = DEFAULT_CLUSTER
+    size: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class DropReplica:
-    """Drop replica ``name`` (a managed one is stopped by the environment)."""
+    """Drop replica ``name`` of ``cluster`` (a managed one is stopped by the environment)."""
 
     name: str
+    cluster: str = DEFAULT_CLUSTER
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,6 +252,11 @@ CatalogOp: TypeAlias = (
     | CreateSink
     | CreateSystemCollection
     | SetStorageReplica
+    | CreateCluster
+    | AlterCluster
+    | DropCluster
+    | AlterSink
+    | ForgetReplicationSlot
     | CreateSecret
 )
 """Every op :func:`~._apply.apply_op` accepts."""

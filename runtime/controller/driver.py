@@ -783,9 +783,10 @@ class ControllerDriver:
         self.apply()
 
     def maintain(self) -> None:
-        """The controller's periodic maintenance."""
+        """The controller's periodic maintenance, and the since downgrades held back till now."""
         self.ctl.compute.maintain()
         self.apply()
+        self.storage.flush_downgrades()
 
     async def poll_uppers(self) -> None:
         """Report materialized-view shard uppers (written by replicas) as write frontiers.

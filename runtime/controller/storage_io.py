@@ -62,6 +62,7 @@ from tidegate.spec.errors import (
 from tidegate.spec.frontier import Antichain, Update
 from tidegate.spec.ids import GlobalId
 from tidegate.spec.plan.schema import Schema
+from tidegate.spec.shard import SinceDowngradeLimiter
 from tidegate.spec.storage import (
     DowngradeShardSince,
     DropShard,
@@ -108,6 +109,14 @@ def is_transient(error: BaseException) -> bool:
     return isinstance(error, Indeterminate) or not isinstance(error, TidegateError)
 
 
+@dataclass(frozen=True)
+class _DueDowngrade:
+    """A since downgrade the limiter held back and now lets through (see ``flush_downgrades``)."""
+
+    id: GlobalId
+    frontier: Antichain
+
+
 @dataclass(eq=False)
 class _TakeOver:
     """Queued behind a shard's earlier work: move its hold to another critical reader."""
@@ -139,13 +148,24 @@ class ShardStorageIO:
     """Storage effects against ``store`` (see the module docstring)."""
 
     def __init__(
-        self, store: ShardStore, *, reader_id: str = CONTROLLER_READER, platform: Platform = REAL
+        self,
+        store: ShardStore,
+        *,
+        reader_id: str = CONTROLLER_READER,
+        platform: Platform = REAL,
+        since_interval_ms: int = 0,
     ) -> None:
         self.store = store
+        self.since_limiter: SinceDowngradeLimiter[GlobalId] = SinceDowngradeLimiter(
+            since_interval_ms
+        )
+        """Which since downgrades go to the store now: at most one per shard per
+        ``since_interval_ms`` (persist's ``maybe_compare_and_downgrade_since``; see
+        :mod:`tidegate.spec.shard.since_limit`); the others wait for :meth:`flush_downgrades`."""
         self.reader_id = reader_id
         self.platform = platform
         self._schemas: dict[GlobalId, pa.Schema] = {}
-        self._queues: dict[GlobalId, deque[StorageEffectIO | _TakeOver]] = {}
+        self._queues: dict[GlobalId, deque[StorageEffectIO | _TakeOver | _DueDowngrade]] = {}
         self._opaque: dict[GlobalId, int] = {}
         """The opaque of this controller's critical reader on each shard (compared on downgrades)."""
         self.writer_epoch: int | None = None
@@ -284,7 +304,13 @@ class ShardStorageIO:
         return await self.run_sync(read)
 
     # -- effects -------------------------------------------------------------------------
-    def handle(self, effect: StorageEffectIO | _TakeOver) -> None:
+    def flush_downgrades(self) -> None:
+        """Issue the since downgrades the limiter held back whose interval has passed (the
+        driver calls it on its maintenance tick)."""
+        for id, frontier in self.since_limiter.due(self.platform.clock_ms()):
+            self.handle(_DueDowngrade(id, frontier))
+
+    def handle(self, effect: StorageEffectIO | _TakeOver | _DueDowngrade) -> None:
         """Queue ``effect`` behind earlier work on the same shard (never blocks)."""
         if self._tg is None:
             raise RuntimeError("ShardStorageIO.start() was not called")
@@ -321,7 +347,7 @@ class ShardStorageIO:
         finally:
             del self._queues[id]
 
-    async def _perform(self, effect: StorageEffectIO | _TakeOver) -> None:
+    async def _perform(self, effect: StorageEffectIO | _TakeOver | _DueDowngrade) -> None:
         if isinstance(effect, _TakeOver):
             try:
                 await self._best_effort(
@@ -341,8 +367,13 @@ class ShardStorageIO:
         elif isinstance(effect, RegisterShard):
             await self._best_effort("register", self._register, effect.id, patient=True)
         elif isinstance(effect, DowngradeShardSince):
+            now = self.since_limiter.offer(effect.id, effect.frontier, self.platform.clock_ms())
+            if now is not None:  # else held back: flush_downgrades issues it later
+                await self._best_effort("downgrade", self._downgrade, effect.id, now)
+        elif isinstance(effect, _DueDowngrade):
             await self._best_effort("downgrade", self._downgrade, effect.id, effect.frontier)
         else:  # the catalog dropped it: a full disk is waited out, the shard must go
+            self.since_limiter.forget(effect.id)
             await self._best_effort("drop", self._drop, effect.id, patient=True)
 
     async def _best_effort(

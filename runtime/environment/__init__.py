@@ -81,7 +81,7 @@ from tidegate.spec.plan.builder import Frame
 from tidegate.spec.protocol.types import ColumnOrder, RowSetFinishing
 from tidegate.spec.storage import SourceConnection, StorageSinkConnection
 
-from ..catalog import DEFAULT_READ_POLICY, Catalog, CatalogState
+from ..catalog import DEFAULT_CLUSTER, DEFAULT_READ_POLICY, Catalog, CatalogState
 from ..controller.driver import ControllerDriver, ReplicaInfo
 from ..controller.storage_io import ShardStorageIO
 from ..controller.storage_status import StorageStatus
@@ -91,7 +91,9 @@ from ..frames import PeekAnswer
 from ..hydration import HydrationInfo
 from ..options import EnvironmentOptions, EnvironmentOverrides, Replicas, ReplicaSpec
 from ..platform import REAL, Platform
+from ..sizes import ReplicaSize
 from ..storage.store import ShardStore
+from ._clusters import ClusterReplicaStatus, Clusters, ClusterStatus
 from ._core import INSTANCE as INSTANCE  # the compute instance: the simulator's checkers read it
 from ._core import STORAGE_INSTANCE, SYSTEM_COLLECTIONS, Core, Ref
 from ._data import ReadsAndWrites
@@ -99,16 +101,21 @@ from ._ddl import Ddl
 from ._opening import Opening, open_parts
 from ._promotion import Promotion
 from ._replicas import ReplicasAndHydration, replica_ops, storage_replica_ops
-from ._sources import SourcesAndSinks
+from ._sources import SlotDrop, SourcesAndSinks
 from ._transaction import DdlTransaction
 
 __all__ = [
+    "DEFAULT_CLUSTER",
     "DEFAULT_READ_POLICY",
     "STORAGE_INSTANCE",
     "SYSTEM_COLLECTIONS",
+    "ClusterReplicaStatus",
+    "ClusterStatus",
     "Environment",
+    "ReplicaSize",
     "ReplicaSpec",
     "Replicas",
+    "SlotDrop",
     "StorageStatus",
     "replica_ops",
     "storage_replica_ops",
@@ -141,9 +148,10 @@ class Environment:
         self._ddl = Ddl(core, self._sources)
         self._data = ReadsAndWrites(core, self._ddl)
         self._replicas = ReplicasAndHydration(core)
-        self._promotion = Promotion(core, self._ddl, self._sources)
+        self._clusters = Clusters(core, self._replicas, self._ddl)
+        self._promotion = Promotion(core, self._ddl, self._sources, self._replicas)
         self._transaction = DdlTransaction(core, self._sources, self._promotion)
-        self._opening = Opening(core, self._ddl, self._sources, self._promotion)
+        self._opening = Opening(core, self._ddl, self._sources, self._promotion, self._replicas)
 
     @property
     def catalog(self) -> Catalog:
@@ -247,14 +255,21 @@ class Environment:
             await stack.__aexit__(exc_type, exc, tb)
 
     async def wait_connected(
-        self, replicas: Iterable[str] | None = None, *, timeout_s: float | None = None
+        self,
+        replicas: Iterable[str] | None = None,
+        *,
+        cluster: str | None = None,
+        timeout_s: float | None = None,
     ) -> None:
-        """Wait until ``replicas`` (default: all) are connected [ReplicasNotConnected on timeout].
+        """Wait until ``replicas`` (their ids; default: every replica of ``cluster``, or of every
+        cluster) are connected [ReplicasNotConnected on timeout].
 
         :meth:`open` returns once managed replica processes run, before the
-        controller has connected to them; this waits for the connections.
+        controller has connected to them; this waits for the connections. A
+        replica's id is its name in the ``default`` cluster, ``cluster.name``
+        in the others.
         """
-        await self._replicas.wait_connected(replicas, timeout_s=timeout_s)
+        await self._replicas.wait_connected(replicas, cluster=cluster, timeout_s=timeout_s)
 
     async def promote(self) -> None:
         """Take over writing from the environment that writes this data (a read-only one only).
@@ -329,13 +344,18 @@ class Environment:
         *,
         name: str | None = None,
         definition: str | None = None,
+        cluster: str = DEFAULT_CLUSTER,
     ) -> GlobalId:
         """Maintain ``plan`` in an index arranged by ``keys`` (names or positions); returns its id.
 
         Given a name (or id) rather than a plan, the index is *on* that object (a
         dependency: dropping it needs ``cascade``); a view's index maintains its plan.
+        ``cluster`` maintains it (Materialize's ``IN CLUSTER``): it is readable there
+        only, and a plan reading an index of another cluster is refused [InvalidCatalogOp].
         """
-        return await self._ddl.create_index(plan, keys, name=name, definition=definition)
+        return await self._ddl.create_index(
+            plan, keys, name=name, definition=definition, cluster=cluster
+        )
 
     async def create_materialized_view(
         self,
@@ -344,14 +364,16 @@ class Environment:
         *,
         views: Sequence[Ref] = (),
         definition: str | None = None,
+        cluster: str = DEFAULT_CLUSTER,
     ) -> GlobalId:
         """Maintain ``plan`` into durable storage collection ``name``; returns its id.
 
         ``views``: the views the query was written against (their plans inlined in ``plan``),
-        as for :meth:`create_view`: they cannot be dropped while it reads them.
+        as for :meth:`create_view`: they cannot be dropped while it reads them. ``cluster``
+        computes it; its output is readable from any cluster (through storage).
         """
         return await self._ddl.create_materialized_view(
-            name, plan, views=views, definition=definition
+            name, plan, views=views, definition=definition, cluster=cluster
         )
 
     async def create_view(
@@ -432,6 +454,24 @@ class Environment:
         """
         return await self._sources.create_sink(name, from_ref, connection, definition=definition)
 
+    async def alter_sink(self, ref: Ref, from_ref: Ref, *, definition: str | None = None) -> None:
+        """Sink ``ref`` writes out ``from_ref`` from now on (Materialize's ``ALTER SINK ... SET
+        FROM``), exactly once: it resumes from what its target covers, reading the new input
+        there. The new input must have the sink's schema [InvalidCatalogOp] and be readable
+        where the sink resumes [ReadBeforeSince]; a sink that has not committed yet cannot be
+        altered (as in Materialize). Nothing changes on error."""
+        await self._sources.alter_sink(ref, from_ref, definition=definition)
+
+    def slots_to_drop(self) -> list[SlotDrop]:
+        """Replication slots of dropped PostgreSQL sources not yet dropped upstream, with why.
+
+        Dropping a PostgreSQL source records its slot in the catalog with the drop;
+        the environment then drops the slot upstream (retrying for a minute) and
+        forgets it. A slot listed here is being dropped, or could not be (``error``):
+        the next open of the environment tries again.
+        """
+        return self._sources.slots_to_drop()
+
     async def create_secret(
         self, name: str, value: str, *, definition: str | None = None
     ) -> GlobalId:
@@ -478,19 +518,26 @@ class Environment:
         *,
         buffer: int | None = None,
         replica: str | None = None,
+        cluster: str | None = None,
     ) -> Subscription:
         """Stream the changes of ``plan`` from ``as_of`` (default: the freshest time, see :meth:`freshest`).
 
         Returns an async iterator of :class:`~tidegate.spec.compute.SubscribeBatchOut`
         (``lower``, ``upper``, ``updates`` as ``(time, row, diff)``); the first
         batch holds the snapshot at the as_of. Closing it drops the subscribe.
-        ``replica`` runs it on that replica only (it ends with an error if the
-        replica fails). It also ends with an error if an object it reads is
-        dropped.
+        ``cluster`` computes it (default: the cluster of the indexes it reads,
+        else ``default``; an index of another cluster is refused [WrongCluster]);
+        ``replica`` (a replica name of that cluster) runs it there only (it ends
+        with an error if the replica fails). It also ends with an error if an
+        object it reads is dropped.
         """
-        return await self._data.subscribe(plan, as_of, buffer=buffer, replica=replica)
+        return await self._data.subscribe(
+            plan, as_of, buffer=buffer, replica=replica, cluster=cluster
+        )
 
-    async def copy_to(self, ref: Ref, url: str, *, at: int | None = None) -> int:
+    async def copy_to(
+        self, ref: Ref, url: str, *, at: int | None = None, cluster: str | None = None
+    ) -> int:
         """Write the contents of ``ref`` at time ``at`` once, as Parquet files under ``url``.
 
         ``url`` is a blob URL (``file:///dir`` or ``s3://bucket/prefix?...``);
@@ -501,9 +548,10 @@ class Environment:
         times). A replica's failure to write (an unwritable URL, an error in
         the collection) raises :class:`CopyToFailed` with its message, as does
         a URL of another scheme (before anything runs). Every replica runs
-        the copy-to; the first answer is the result.
+        the copy-to; the first answer is the result. ``cluster`` runs it (as for
+        :meth:`subscribe`).
         """
-        return await self._data.copy_to(ref, url, at=at)
+        return await self._data.copy_to(ref, url, at=at, cluster=cluster)
 
     async def drop(
         self, ref: Ref, *, cascade: bool = False, dropped: dict[GlobalId, Any] | None = None
@@ -591,6 +639,7 @@ class Environment:
         *,
         limit: int | None = None,
         replica: str | None = None,
+        cluster: str | None = None,
     ) -> PeekAnswer:
         """The contents of ``ref`` at time ``at`` as ``(row, count)`` pairs (a
         :class:`~tidegate.runtime.frames.PeekAnswer`: a list with ``to_arrow()``/``to_pandas()``).
@@ -601,11 +650,16 @@ class Environment:
         time the inputs have completed is answered once the index catches up.
         ``key`` looks up one key of an index; ``finishing``
         (or a list of column orders, plus ``limit``) orders and limits;
-        ``replica`` asks that replica only (a :class:`PeekFailed` if it fails
-        meanwhile) [ReplicaMissing]. Dropping ``ref`` while the peek waits
-        fails it with :class:`DependencyDropped`, a :class:`PeekFailed`.
+        ``cluster`` answers it (Materialize's ``SET cluster``): an index only
+        in its own [WrongCluster], a table or materialized view in any (default:
+        the index's or view's own, else ``default``); ``replica`` (a replica
+        name of that cluster) asks that replica only (a :class:`PeekFailed` if
+        it fails meanwhile) [ReplicaMissing]. Dropping ``ref`` while the peek
+        waits fails it with :class:`DependencyDropped`, a :class:`PeekFailed`.
         """
-        return await self._data.peek(ref, at, key, finishing, limit=limit, replica=replica)
+        return await self._data.peek(
+            ref, at, key, finishing, limit=limit, replica=replica, cluster=cluster
+        )
 
     async def freshest(self, ref: Ref) -> int:
         """The time a read of ``ref`` that starts now takes: every acknowledged append shows there.
@@ -629,9 +683,10 @@ class Environment:
         the frontier its target covers)."""
         return self._data.frontiers(ref)
 
-    def replicas(self) -> list[ReplicaInfo]:
-        """Every replica with its status and connection."""
-        return self._replicas.replicas()
+    def replicas(self, cluster: str | None = None) -> list[ReplicaInfo]:
+        """Every replica (of ``cluster``, or of every cluster) with its status and connection
+        (``instance`` is its cluster, ``replica`` its id: see :meth:`wait_connected`)."""
+        return self._replicas.replicas(cluster)
 
     def hydrated(self, ref: Ref | None = None, *, replicas: Iterable[str] | None = None) -> bool:
         """Whether ``ref`` (or, without it, every index and view) is hydrated.
@@ -656,27 +711,97 @@ class Environment:
         *,
         executor: str | None = None,
         spark_master: str | None = None,
+        size: str | None = None,
     ) -> None:
-        """Add replica ``name`` while running (Materialize's ``CREATE CLUSTER REPLICA``).
+        """Add replica ``name`` to the ``default`` cluster while running (Materialize's
+        ``CREATE CLUSTER REPLICA default.name``; :meth:`create_cluster_replica` for another).
 
         With ``address`` the controller connects to a replica listening there;
         without, the orchestrator starts a managed one (``executor`` and
-        ``spark_master`` default to the environment's). It is recorded in the
-        catalog first (a reopened environment runs it too), then hydrated with
-        everything the instance runs. [DuplicateCatalogName] if it exists;
-        [ReplicaStartFailed] if its process does not start (the record is then
-        withdrawn: nothing changed).
+        ``spark_master`` default to the environment's, or the ``size``'s). It is
+        recorded in the catalog first (a reopened environment runs it too), then
+        hydrated with everything the instance runs. [DuplicateCatalogName] if it
+        exists; [ReplicaStartFailed] if its process does not start (the record
+        is then withdrawn: nothing changed).
         """
         await self._replicas.add_replica(
-            name, address, executor=executor, spark_master=spark_master
+            name, address, executor=executor, spark_master=spark_master, size=size
         )
 
     async def drop_replica(self, name: str) -> None:
-        """Drop replica ``name`` (Materialize's ``DROP CLUSTER REPLICA``); a managed one is stopped.
-
-        [UnknownCatalogObject] if there is no such replica.
-        """
+        """Drop replica ``name`` of the ``default`` cluster (``DROP CLUSTER REPLICA``); a managed
+        one is stopped. [UnknownCatalogObject] if there is no such replica."""
         await self._replicas.drop_replica(name)
+
+    # -- clusters ----------------------------------------------------------------------------
+    async def create_cluster(
+        self, name: str, *, replicas: Replicas = 1, size: str | None = None
+    ) -> None:
+        """Create cluster ``name``: a compute instance with replicas of its own (Materialize's
+        ``CREATE CLUSTER``).
+
+        ``replicas`` a count makes a *managed* cluster of that replication
+        factor: replicas ``r1``..``rN`` of ``size`` (default: the environment's
+        ``default_replica_size``), which :meth:`alter_cluster` replaces, adds or
+        drops. A ``{name: "host:port"}`` mapping or a sequence of
+        :class:`ReplicaSpec` makes an *unmanaged* one with those replicas (each
+        of its spec's size, else ``size``), to which :meth:`create_cluster_replica`
+        adds. Indexes and materialized views are placed on it with ``cluster=``;
+        peeks and subscribes run on it with ``cluster=``. A managed replica's
+        process is the orchestrator's, named ``name.replica``. Errors, with
+        nothing changed: a name in use [DuplicateCatalogName], a name other than
+        ``[A-Za-z0-9_-]+``, an unknown size or a bad spec [InvalidCatalogOp], a
+        replica that does not start [ReplicaStartFailed].
+        """
+        await self._clusters.create_cluster(name, replicas=replicas, size=size)
+
+    async def drop_cluster(self, name: str, *, cascade: bool = False) -> list[GlobalId]:
+        """Drop cluster ``name`` and its replicas (their processes are stopped); the dropped ids.
+
+        A cluster that maintains indexes or materialized views is refused
+        [ClusterNotEmpty, a HasDependents] unless ``cascade``, which drops them
+        and what depends on them (Materialize's ``DROP CLUSTER ... CASCADE``).
+        """
+        return await self._clusters.drop_cluster(name, cascade=cascade)
+
+    async def alter_cluster(
+        self, name: str, *, size: str | None = None, replication_factor: int | None = None
+    ) -> None:
+        """Change managed cluster ``name``'s size or replication factor (``ALTER CLUSTER ... SET``):
+        replicas of another size are replaced (stopped and started anew with the new
+        allocation, then hydrated again), missing ones started, surplus ones (the highest
+        numbered) dropped. [InvalidCatalogOp] for an unmanaged cluster or an unknown size."""
+        await self._clusters.alter_cluster(name, size=size, replication_factor=replication_factor)
+
+    async def create_cluster_replica(
+        self,
+        cluster: str,
+        name: str,
+        *,
+        size: str | None = None,
+        address: str | None = None,
+        executor: str | None = None,
+        spark_master: str | None = None,
+    ) -> None:
+        """Add replica ``name`` to unmanaged ``cluster`` (``CREATE CLUSTER REPLICA c.name``): as
+        :meth:`add_replica`; a managed cluster refuses it [ManagedClusterChange]."""
+        await self._clusters.create_cluster_replica(
+            cluster, name, size=size, address=address, executor=executor, spark_master=spark_master
+        )
+
+    async def drop_cluster_replica(self, cluster: str, name: str) -> None:
+        """Drop replica ``name`` of unmanaged ``cluster`` (``DROP CLUSTER REPLICA c.name``); a
+        managed cluster refuses it [ManagedClusterChange]."""
+        await self._clusters.drop_cluster_replica(cluster, name)
+
+    def clusters(self) -> list[ClusterStatus]:
+        """Every cluster: managed or not, size, replication factor, its replicas (size, what the
+        size allocates, status) and the indexes and materialized views it maintains."""
+        return self._clusters.clusters()
+
+    def sizes(self) -> dict[str, ReplicaSize]:
+        """The replica sizes this environment knows (the built-ins and ``replica_sizes``)."""
+        return self._core.options.sizes()
 
     def events(self, buffer: int | None = None) -> EventStream[Any]:
         """Replica status events from now on, as an async iterator."""

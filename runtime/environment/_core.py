@@ -44,6 +44,7 @@ from tidegate.spec.storage.introspection import (
 )
 
 from ..catalog import (
+    DEFAULT_CLUSTER,
     DEFAULT_READ_POLICY,
     STORAGE_ENTRIES,
     Catalog,
@@ -85,7 +86,8 @@ __all__ = [
     "parse_id",
 ]
 
-INSTANCE = "default"
+INSTANCE = DEFAULT_CLUSTER
+"""The compute instance of the ``default`` cluster (the driver's default instance)."""
 
 STORAGE_INSTANCE = "storage"
 """The storage instance (cluster) that runs every source and sink, on its one replica."""
@@ -149,6 +151,9 @@ class Core:
         self.replicas_dir: Path | None = None
         """Where an orchestrator started later keeps its files (``None``: ``DATA_DIR/replicas``)."""
         self.opened_read_only = False
+        self.token: str | None = None
+        """The token of this environment's compute replicas (its transport's, decided at
+        opening): an orchestrator started later gives it to the replicas it runs."""
         self.secrets = SecretStore(None)
         """Where secrets' values are kept (``DATA_DIR/secrets``; none without a data dir)."""
 

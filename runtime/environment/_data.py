@@ -34,8 +34,10 @@ from tidegate.spec.protocol.types import (
 from tidegate.spec.storage import SourceStatus
 
 from ..catalog import (
+    DEFAULT_CLUSTER,
     CatalogState,
     IndexEntry,
+    MaterializedViewEntry,
     ProgressEntry,
     SourceEntry,
     SystemCollectionEntry,
@@ -43,7 +45,7 @@ from ..catalog import (
 )
 from ..controller.errors import RuntimeControllerError, SourceCeased
 from ..controller.streams import Subscription
-from ..errors import UnknownCatalogObject
+from ..errors import UnknownCatalogObject, WrongCluster
 from ..frames import PeekAnswer, frame_updates, is_frame
 from ._core import Core, Ref
 from ._ddl import Ddl
@@ -153,6 +155,7 @@ class ReadsAndWrites:
         *,
         limit: int | None = None,
         replica: str | None = None,
+        cluster: str | None = None,
     ) -> PeekAnswer:
         """The contents of ``ref`` at time ``at`` as ``(row, count)`` pairs (a
         :class:`~tidegate.runtime.frames.PeekAnswer`: a list with ``to_arrow()``/``to_pandas()``).
@@ -172,6 +175,7 @@ class ReadsAndWrites:
         target: Literal["index", "persist"] = (
             "index" if isinstance(entry, IndexEntry) else "persist"
         )
+        cluster = self.cluster_of(entry, cluster)
         if finishing is None and limit is not None:
             finishing = RowSetFinishing(limit=limit)
         elif finishing is not None and not isinstance(finishing, RowSetFinishing):
@@ -188,9 +192,32 @@ class ReadsAndWrites:
             finishing=finishing,
             target=target,
             literal_constraints=constraints,
-            target_replica=replica,
+            target_replica=self.replica_id(cluster, replica),
+            instance=cluster,
         )
         return PeekAnswer(pairs, _project(self.core.schema(gid), finishing))
+
+    def cluster_of(self, entry: object, cluster: str | None) -> str:
+        """The cluster a read of ``entry`` runs on: ``cluster`` (default: an index's or a
+        materialized view's own, else ``default``); an index only in its own [WrongCluster]."""
+        if isinstance(entry, IndexEntry):
+            if cluster is not None and cluster != entry.cluster:
+                raise WrongCluster(entry.name, entry.cluster, cluster)
+            return entry.cluster
+        if cluster is not None:
+            self.core.state.cluster(cluster)  # UnknownCatalogObject
+            return cluster
+        if isinstance(entry, MaterializedViewEntry):
+            return entry.cluster
+        return DEFAULT_CLUSTER
+
+    def replica_id(self, cluster: str, replica: str | None) -> str | None:
+        """Replica ``replica`` of ``cluster`` as the controller knows it (``None`` stays)."""
+        if replica is None:
+            return None
+        from ..catalog import replica_id
+
+        return replica_id(cluster, replica)
 
     async def _read_time(self, gid: GlobalId, at: int | None) -> int:
         """``at``, or :meth:`freshest` by default; a time at or past the inputs' upper is
@@ -307,8 +334,9 @@ class ReadsAndWrites:
         if self.core.state.sink(gid) is not None:  # what it holds its input at, and what it covers
             export = self.core.driver.ctl.storage.export(gid)
             return export.read_capability, export.upper
-        if isinstance(self.core.state.get(gid), IndexEntry):
-            return self.core.driver.frontiers(gid)
+        entry = self.core.state.get(gid)
+        if isinstance(entry, IndexEntry):
+            return self.core.driver.frontiers(gid, entry.cluster)
         return self.core.driver.storage_frontiers(gid)
 
     async def subscribe(
@@ -318,10 +346,14 @@ class ReadsAndWrites:
         *,
         buffer: int | None = None,
         replica: str | None = None,
+        cluster: str | None = None,
     ) -> Subscription:
-        """Stream the changes of ``plan`` from ``as_of`` (default: the freshest time, see :meth:`freshest`)."""
+        """Stream the changes of ``plan`` from ``as_of`` (default: the freshest time, see
+        :meth:`freshest`), computed on ``cluster`` (default: that of the indexes it reads, else
+        ``default``)."""
         p = self.core.plan(plan)
         schema = typecheck(p)
+        cluster = self._plan_cluster(p, cluster)
         gid = self.core.driver.new_transient_id()
         if as_of is not None:
             df = self._dataflow(p, gid, Antichain([as_of]))
@@ -329,15 +361,19 @@ class ReadsAndWrites:
             df = self._dataflow(p, gid, None)
             inputs = sorted(gets(p))
             if self._input_upper(*inputs).elements:
-                t = await self._fresh_time(inputs, lambda: self._inputs_since(df), gid)
+                t = await self._fresh_time(inputs, lambda: self._inputs_since(df, cluster), gid)
                 df = df.with_as_of(Antichain([t]))
             else:  # complete inputs: still a fresh read, so a deposed writer must not choose it
                 if not self.core.read_only:
                     await self.core.driver.confirm_leader()
                 df = df.with_as_of(
-                    self.ddl.select_as_of(self.core.state, df, self.core.oracle.read_ts())
+                    self.ddl.select_as_of(
+                        self.core.state, df, self.core.oracle.read_ts(), cluster=cluster
+                    )
                 )
-        sub = self.core.driver.subscribe(df, buffer=buffer, target_replica=replica)
+        sub = self.core.driver.subscribe(
+            df, buffer=buffer, target_replica=self.replica_id(cluster, replica), instance=cluster
+        )
         sub.schema = schema  # its batches have to_arrow() and to_pandas()
         return sub
 
@@ -362,16 +398,32 @@ class ReadsAndWrites:
             as_of=as_of,
         )
 
-    def _inputs_since(self, df: DataflowDescription) -> Antichain:
+    def _inputs_since(self, df: DataflowDescription, cluster: str) -> Antichain:
         """The earliest time every input of ``df`` is readable (the join of their sinces)."""
         since = Antichain([0])
         for s in df.source_imports:
             since = since.join(self.core.driver.storage_frontiers(s.id)[0])
         for ii in df.index_imports:
-            since = since.join(self.core.driver.frontiers(ii.id)[0])
+            since = since.join(self.core.driver.frontiers(ii.id, cluster)[0])
         return since
 
-    async def copy_to(self, ref: Ref, url: str, *, at: int | None = None) -> int:
+    def _plan_cluster(self, plan: Plan, cluster: str | None) -> str:
+        """Where a dataflow of ``plan`` runs: ``cluster``, else where the indexes it reads are,
+        else ``default``; an index read from another cluster is refused [WrongCluster]."""
+        state = self.core.state
+        indexes = [e for g in gets(plan) if isinstance(e := state.get(g), IndexEntry)]
+        if cluster is None:
+            cluster = indexes[0].cluster if indexes else DEFAULT_CLUSTER
+        else:
+            state.cluster(cluster)  # UnknownCatalogObject
+        for e in indexes:
+            if e.cluster != cluster:
+                raise WrongCluster(e.name, e.cluster, cluster)
+        return cluster
+
+    async def copy_to(
+        self, ref: Ref, url: str, *, at: int | None = None, cluster: str | None = None
+    ) -> int:
         """Write the contents of ``ref`` at time ``at`` once, as Parquet files under ``url``."""
         from urllib.parse import urlsplit
 
@@ -383,11 +435,13 @@ class ReadsAndWrites:
             raise CopyToFailed(ref, url, "unsupported URL scheme (use file:// or s3://)")
         gid = await self._resolve_read(ref)
         at = await self._read_time(gid, at)
+        plan = self.core.plan(gid)
+        cluster = self._plan_cluster(plan, cluster)
         cid = self.core.driver.new_transient_id()
-        df = self._dataflow(self.core.plan(gid), cid, Antichain([at]))
+        df = self._dataflow(plan, cid, Antichain([at]))
         sink = SinkExport(cid, cid, CopyToConnection(url), up_to=Antichain([at + 1]))
         df = dataclasses.replace(df, debug_name=f"copy-to {cid}", sink_exports=(sink,))
-        return await self.core.driver.copy_to(df)
+        return await self.core.driver.copy_to(df, instance=cluster)
 
     async def wait_for(self, ref: Ref, time: int, *, timeout_s: float | None = None) -> None:
         """Wait until object ``ref`` is complete beyond ``time`` (its upper passed it)."""

@@ -28,6 +28,7 @@ from tidegate.spec.storage import CollectionDescription
 from tidegate.spec.text import check_text
 
 from ..catalog import (
+    DEFAULT_CLUSTER,
     STORAGE_ENTRIES,
     CatalogState,
     CreateIndex,
@@ -46,7 +47,7 @@ from ..catalog import (
     dataflow_for,
 )
 from ..errors import HasDependents, InvalidCatalogOp, ReadOnlyEnvironment, UnknownCatalogObject
-from ._core import INSTANCE, Core, Ref, defined
+from ._core import Core, Ref, defined
 from ._sources import SourcesAndSinks
 
 __all__ = ["Ddl"]
@@ -91,8 +92,10 @@ class Ddl:
         *,
         name: str | None = None,
         definition: str | None = None,
+        cluster: str = DEFAULT_CLUSTER,
     ) -> GlobalId:
-        """Maintain ``plan`` in an index arranged by ``keys`` (names or positions); returns its id."""
+        """Maintain ``plan`` in an index arranged by ``keys`` (names or positions), on ``cluster``;
+        returns its id."""
         async with self.core.lock:
             p = self.core.plan(plan)
             schema = typecheck(p)
@@ -104,7 +107,7 @@ class Ddl:
             ):
                 on = self.core.resolve(plan)
             gid = self.core.fresh_id()
-            index = CreateIndex(name or f"index_{gid}", gid, p, positions, on)
+            index = CreateIndex(name or f"index_{gid}", gid, p, positions, on, cluster)
             state = await self.core.apply([index, *defined(gid, definition)])
             if not self.core.staged:
                 self.install_index(state, gid)
@@ -114,8 +117,10 @@ class Ddl:
         """Create index ``gid`` of catalog ``state`` in the controller."""
         df = dataflow_for(state, gid)
         current = self.core.oracle.read_ts()
-        self.core.driver.create_dataflow(df.with_as_of(self.select_as_of(state, df, current)))
-        self.core.driver.set_read_policy([(gid, self.core.effective_policy(state, gid))])
+        cluster = state.placement(gid)
+        as_of = self.select_as_of(state, df, current, cluster=cluster)
+        self.core.driver.create_dataflow(df.with_as_of(as_of), cluster)
+        self.core.driver.set_read_policy([(gid, self.core.effective_policy(state, gid))], cluster)
 
     async def create_materialized_view(
         self,
@@ -124,14 +129,16 @@ class Ddl:
         *,
         views: Sequence[Ref] = (),
         definition: str | None = None,
+        cluster: str = DEFAULT_CLUSTER,
     ) -> GlobalId:
-        """Maintain ``plan`` into durable storage collection ``name``; returns its id
-        (``views``: the views it reads, see :meth:`Environment.create_materialized_view`)."""
+        """Maintain ``plan`` into durable storage collection ``name``, computed on ``cluster``;
+        returns its id (``views``: the views it reads, see
+        :meth:`Environment.create_materialized_view`)."""
         async with self.core.lock:
             p = self.core.plan(plan)
             on_views = tuple(self.core.resolve(v) for v in views)
             gid = self.core.fresh_id()
-            mv = CreateMaterializedView(name, gid, p, on_views)
+            mv = CreateMaterializedView(name, gid, p, on_views, cluster)
             state = await self.core.apply([mv, *defined(gid, definition)])
             if not self.core.staged:
                 await self.install_materialized_view(state, gid)
@@ -144,14 +151,16 @@ class Ddl:
         fr = await self.core.io.ensure_shard(gid, typecheck(entry.plan))
         df = dataflow_for(state, gid)
         current = self.core.oracle.read_ts()
-        as_of = self.select_as_of(state, df, current, output=(fr.since, fr.upper))
+        cluster = state.placement(gid)
+        as_of = self.select_as_of(state, df, current, output=(fr.since, fr.upper), cluster=cluster)
         desc = self.core.description(state, gid, "materialized_view")
         desc = CollectionDescription(desc.data_source, since=as_of)
         ctl = self.core.driver.ctl
         ctl.storage.create_collections([(gid, desc)], {gid: fr})
         self.core.driver.apply()
-        self.core.driver.create_dataflow(df.with_as_of(as_of))
-        ctl.compute.allow_writes(INSTANCE, gid)  # a read-only controller sends it once promoted
+        self.core.driver.create_dataflow(df.with_as_of(as_of), cluster)
+        # A read-only controller remembers it and sends it once promoted.
+        ctl.compute.allow_writes(cluster or DEFAULT_CLUSTER, gid)
         self.core.driver.apply()
         self.core.driver.set_storage_read_policy([(gid, self.core.effective_policy(state, gid))])
 
@@ -204,7 +213,7 @@ class Ddl:
             if self.core.staged:  # a DDL transaction: uninstalled at its commit
                 return gone
             self.uninstall(before, gone)
-            self.sources.drop_replication_slots((before[g] for g in gone), state)
+            self.sources.drop_replication_slots(after, state)  # those the drop recorded
             for g in gone:  # recorded as dropped: their values go (the slots' passwords are read)
                 if isinstance(before[g], SecretEntry):
                     await self.core.platform.run_blocking(self.core.secrets.delete, g)
@@ -256,7 +265,7 @@ class Ddl:
         for g in gone:
             entry = before[g]
             if isinstance(entry, IndexEntry | MaterializedViewEntry):
-                driver.drop_collections([g])
+                driver.drop_collections([g], entry.cluster)
             if isinstance(entry, SinkEntry):
                 ctl.storage.drop_sinks([g])
                 driver.apply()
@@ -270,12 +279,13 @@ class Ddl:
             gid = self.core.resolve(ref)
             entry = self.core.state.get(gid)
             if isinstance(entry, IndexEntry) and not self.core.staged:
-                self.core.driver.ctl.compute.instance(INSTANCE).collection(gid)  # validates first
+                # validates first
+                self.core.driver.ctl.compute.instance(entry.cluster).collection(gid)
             await self.core.apply([SetReadPolicy(gid, policy)])
             if self.core.staged:  # set at the transaction's commit
                 return
             if isinstance(entry, IndexEntry):
-                self.core.driver.set_read_policy([(gid, policy)])
+                self.core.driver.set_read_policy([(gid, policy)], entry.cluster)
             else:
                 self.core.driver.set_storage_read_policy([(gid, policy)])
 
@@ -289,6 +299,8 @@ class Ddl:
         df: DataflowDescription,
         current: int,
         output: tuple[Antichain, Antichain] | None = None,
+        *,
+        cluster: str | None = None,
     ) -> Antichain:
         """The as_of of a new dataflow: the spec's as-of selection over its inputs' frontiers.
 
@@ -304,7 +316,7 @@ class Ddl:
         as_of = select_as_ofs([df], storage, policies, current).dataflows[0].as_of
         assert as_of is not None
         for ii in df.index_imports:
-            as_of = as_of.join(self.core.driver.frontiers(ii.id)[0])
+            as_of = as_of.join(self.core.driver.frontiers(ii.id, cluster)[0])
         return as_of
 
 

@@ -24,11 +24,13 @@ from typing import Any
 
 from tidegate.spec.controller import Controller
 from tidegate.spec.frontier import Antichain
+from tidegate.spec.frontier.read_policy import ReadPolicy
 from tidegate.spec.ids import GlobalId
 from tidegate.spec.protocol.types import ComputeParameters
 from tidegate.spec.storage import ShardFrontiers, StorageController
 
 from ..catalog import (
+    DEFAULT_CLUSTER,
     DEFAULT_READ_POLICY,
     Catalog,
     CatalogState,
@@ -51,7 +53,14 @@ from ..storage.urls import default_urls, open_blob, open_consensus
 from ._core import INSTANCE, STORAGE_INSTANCE, Core, log, parse_id
 from ._ddl import Ddl
 from ._promotion import Promotion
-from ._replicas import memory_limit_args, metrics_host, replica_ops, start_all, storage_replica_ops
+from ._replicas import (
+    ReplicasAndHydration,
+    memory_limit_args,
+    metrics_host,
+    replica_ops,
+    start_all,
+    storage_replica_ops,
+)
 from ._sources import SourcesAndSinks, storage_address, storage_wanted
 
 __all__ = ["Opening", "Parts", "open_parts"]
@@ -78,7 +87,8 @@ class Parts:
     state: CatalogState
     """The catalog as it was opened (with the replicas' records applied unless read-only)."""
     entries: tuple[ReplicaEntry, ...]
-    """The replicas to run (a read-only environment runs them without recording them)."""
+    """The replicas to run, of every cluster (a read-only environment runs them without
+    recording them)."""
     addresses: dict[str, str]
     data_dir: Path | None
     later: list[Any]
@@ -86,6 +96,8 @@ class Parts:
     """The replicas directory of a read-only environment's own orchestrator."""
     core_ref: list[Core]
     """Filled by :meth:`Opening.start`: the storage replicas' addresses are the core's to say."""
+    token: str | None
+    """The compute replicas' token (the transport's): see :attr:`Core.token`."""
 
 
 async def claim_catalog(catalog: Catalog, options: EnvironmentOptions, retry: Any) -> CatalogState:
@@ -150,7 +162,12 @@ async def open_parts(
     # A read-only environment holds the shards with a critical reader of its own: its
     # holds must not move the writer's (it takes the writer's over when promoted).
     reader = f"{CONTROLLER_READER}-read-only-{platform.new_id()}" if read_only else None
-    io = ShardStorageIO(store, platform=platform, reader_id=reader or CONTROLLER_READER)
+    io = ShardStorageIO(
+        store,
+        platform=platform,
+        reader_id=reader or CONTROLLER_READER,
+        since_interval_ms=options.since_downgrade_interval_ms,
+    )
     retry = io.retrying  # the store may be unreachable for a while: wait for it
     catalog = Catalog(store.consensus)
     state = await retry("catalog read", catalog.load)
@@ -163,7 +180,13 @@ async def open_parts(
     elif oracle is None:
         oracle = await retry("timestamp oracle", default_oracle, store.consensus, platform.clock_ms)
     own: Path | None = None
-    ops = replica_ops(state, options.replicas, executor=executor, spark_master=spark_master)
+    ops = replica_ops(
+        state,
+        options.replicas,
+        executor=executor,
+        spark_master=spark_master,
+        sizes=options.sizes(),
+    )
     ops += storage_replica_ops(state, options.storage_replica)
     wanted = apply_ops(state, ops)
     if data_dir is None and orchestrator is None and any(r.managed for r in wanted.replicas):
@@ -179,7 +202,7 @@ async def open_parts(
         state = wanted = await claim_catalog(catalog, options, retry)
         io.writer_epoch = oracle.epoch or None
     entries = wanted.replicas  # a read-only environment runs them without recording them
-    addresses = {r.name: r.address for r in entries if not r.managed and r.address}
+    addresses = {r.id: r.address for r in entries if not r.managed and r.address}
     managed = [r for r in entries if r.managed]
     if orchestrator is not None:
         # Authenticated whoever builds the orchestrator: its replicas require its token.
@@ -190,13 +213,13 @@ async def open_parts(
             raise InvalidEnvironmentOptions(
                 "token", "differs from the orchestrator's token, which its replicas require"
             )
+    if token is None and orchestrator is None and data_dir is not None:
+        # Authenticated by default: managed replicas (started now, or by the orchestrator
+        # started later for the first one needed, see ensure_orchestrator) start afresh with
+        # each open, so a token of this environment's lifetime is enough (never written down).
+        token = platform.new_id()
     if managed and orchestrator is None:
         from ..orchestrator import Orchestrator
-
-        if token is None:
-            # Authenticated by default: managed replicas start afresh with each open, so a
-            # token of this environment's lifetime is enough (and is never written down).
-            token = platform.new_id()
 
         assert data_dir is not None  # checked above
         # A read-only environment's replicas get a directory of their own: the writer's
@@ -226,12 +249,16 @@ async def open_parts(
     later: list[Any] = []
     stack.push_async_callback(_close_all, later)
 
+    core_ref: list[Core] = []  # the environment's core, once built
+
     def address_of(name: str) -> str:
         if name in addresses:
             return addresses[name]
-        if orchestrator is None:
+        # The core's orchestrator: one started after opening (ensure_orchestrator) counts too.
+        running = core_ref[0].orchestrator if core_ref else orchestrator
+        if running is None:
             raise LookupError(f"no address for replica {name!r}")
-        return str(orchestrator.address(name))
+        return str(running.address(name))
 
     durable = _droppable(state, shard_ids)
     controller = Controller(
@@ -254,7 +281,6 @@ async def open_parts(
         controller.compute.update_configuration(
             ComputeParameters(max_result_size=options.max_result_size)
         )
-    core_ref: list[Core] = []
 
     def storage_address_of(name: str) -> str:
         return storage_address(core_ref[0], name)
@@ -290,6 +316,7 @@ async def open_parts(
         later,
         own,
         core_ref,
+        token,
     )
 
 
@@ -339,12 +366,18 @@ class Opening:
     """The second half of opening an environment, and its restore (see the module docstring)."""
 
     def __init__(
-        self, core: Core, ddl: Ddl, sources: SourcesAndSinks, promotion: Promotion
+        self,
+        core: Core,
+        ddl: Ddl,
+        sources: SourcesAndSinks,
+        promotion: Promotion,
+        replicas: ReplicasAndHydration,
     ) -> None:
         self.core = core
         self.ddl = ddl
         self.sources = sources
         self.promotion = promotion
+        self.replicas = replicas
 
     async def start(self, stack: contextlib.AsyncExitStack, parts: Parts) -> None:
         """Finish opening over ``parts``: the core's settings, what closing must do, the managed
@@ -358,6 +391,7 @@ class Opening:
         core.later = parts.later
         core.replicas_dir = parts.own
         core.opened_read_only = read_only
+        core.token = parts.token
         if read_only:  # its holds go with it, unless it was promoted (they are the writer's then)
             stack.push_async_callback(self.promotion.release_read_only_holds)
         else:
@@ -366,18 +400,21 @@ class Opening:
         core.io.finalize_check = core.finalize_check  # only what the catalog recorded as dropped
         managed = [r for r in parts.entries if r.managed]
         if managed:
-            await start_all(parts.orchestrator, managed)
-        await self.restore(parts.state, [r.name for r in parts.entries])
+            await start_all(parts.orchestrator, managed, parts.options)
+        await self.restore(parts.state, parts.entries)
         if read_only:
             driver.start_soon(self.promotion.follow_catalog, parts.options.tick_ms or 1000)
+        else:
+            self.sources.drop_replication_slots(parts.state)  # those an earlier one left
 
-    async def restore(self, state: CatalogState, replicas: Sequence[str]) -> None:
+    async def restore(self, state: CatalogState, replicas: Sequence[ReplicaEntry]) -> None:
         """Bring back everything in ``state``: collections at their shards' frontiers, then dataflows.
 
         The one place a (re)starting controller is built up: storage
-        collections, the compute instance, dataflows with as-ofs from the
-        spec's as-of selection, read policies, replicas, and finally
-        initialization complete (replicas then reconcile what they run).
+        collections, a compute instance per cluster, dataflows (each on its
+        cluster) with as-ofs from the spec's as-of selection, read policies,
+        replicas, and finally initialization complete (replicas then reconcile
+        what they run).
         """
         ctl, driver = self.core.driver.ctl, self.core.driver
         frontiers: dict[GlobalId, tuple[Antichain, Antichain]] = {}
@@ -408,14 +445,16 @@ class Opening:
         ctl.storage.create_instance(STORAGE_INSTANCE)  # sources and sinks run there
         ctl.storage.create_collections(descriptions, shards)
         driver.apply()
-        ctl.compute.create_instance(INSTANCE)
+        for cluster_entry in state.clusters:
+            ctl.compute.create_instance(cluster_entry.name)
         driver.apply()
         for df in plan.dataflows:
+            cluster = state.placement(df.export_ids[0]) or DEFAULT_CLUSTER
             if df.as_of is None:
-                df = df.with_as_of(self.ddl.select_as_of(state, df, current))
-            driver.create_dataflow(df)
+                df = df.with_as_of(self.ddl.select_as_of(state, df, current, cluster=cluster))
+            driver.create_dataflow(df, cluster)
             for id in df.persist_sink_ids:
-                ctl.compute.allow_writes(INSTANCE, id)
+                ctl.compute.allow_writes(cluster, id)
                 driver.apply()
         # Sinks hold what they write out from where it is readable now (their as-ofs follow
         # the SinkAsOf rule); each resumes from what its target already covers.
@@ -429,12 +468,13 @@ class Opening:
         storage_policies = [(g, p) for g, p in policies.items() if g in storage_ids]
         if storage_policies:
             driver.set_storage_read_policy(storage_policies)
-        compute_policies = [(g, p) for g, p in policies.items() if g not in storage_ids]
-        if compute_policies:
-            driver.set_read_policy(compute_policies)
-        for name in replicas:
-            ctl.compute.add_replica(INSTANCE, name)
-            driver.apply()
+        by_cluster: dict[str, list[tuple[GlobalId, ReadPolicy]]] = {}
+        for g, p in policies.items():
+            if g not in storage_ids:
+                by_cluster.setdefault(state.placement(g) or DEFAULT_CLUSTER, []).append((g, p))
+        for cluster, compute_policies in sorted(by_cluster.items()):
+            driver.set_read_policy(compute_policies, cluster)
+        self.replicas.connect(replicas)
         ctl.initialization_complete()
         driver.apply()
         ctl.storage.reconcile_state()

@@ -16,6 +16,7 @@ import anyio
 from tidegate.spec.errors import InvalidUppers
 
 from ..catalog import (
+    DEFAULT_CLUSTER,
     Catalog,
     CatalogState,
     IndexEntry,
@@ -30,7 +31,7 @@ from ..controller.timestamps import default_oracle
 from ..errors import CatalogConflict
 from ._core import Core, log
 from ._ddl import Ddl
-from ._replicas import replica_ops, storage_replica_ops
+from ._replicas import ReplicasAndHydration, replica_ops, storage_replica_ops
 from ._sources import SourcesAndSinks, storage_wanted
 
 __all__ = ["Promotion"]
@@ -39,10 +40,13 @@ __all__ = ["Promotion"]
 class Promotion:
     """A read-only environment following the writer, and its promotion (see the module docstring)."""
 
-    def __init__(self, core: Core, ddl: Ddl, sources: SourcesAndSinks) -> None:
+    def __init__(
+        self, core: Core, ddl: Ddl, sources: SourcesAndSinks, replicas: ReplicasAndHydration
+    ) -> None:
         self.core = core
         self.ddl = ddl
         self.sources = sources
+        self.replicas = replicas
 
     async def promote(self) -> None:
         """Take over writing from the environment that writes this data (a read-only one only)."""
@@ -67,6 +71,7 @@ class Promotion:
                     options.replicas,
                     executor=options.executor,
                     spark_master=options.spark_master,
+                    sizes=options.sizes(),
                 )
                 ops += storage_replica_ops(latest, options.storage_replica)
                 try:
@@ -97,6 +102,7 @@ class Promotion:
             await self.core.io.take_over(ids, CONTROLLER_READER, oracle.epoch)
             if storage_wanted(self.core.state):  # sources and sinks run from now on
                 await self.sources.connect_storage_replica(self.core.state)
+            self.sources.drop_replication_slots(self.core.state)  # those the writer left
 
     async def release_read_only_holds(self) -> None:
         """At close, unless promoted: release the read-only reader's holds on every shard.
@@ -111,19 +117,23 @@ class Promotion:
         """Bring the controller from catalog ``before`` to ``after`` (another environment's DDL).
 
         Dropped objects are dropped, new ones created (by id: dependencies
-        first), changed read policies set. Replicas are this environment's own.
+        first), changed read policies set. Clusters created meanwhile are created
+        here, with their replicas (run by this environment's orchestrator), and
+        dropped ones dropped; the ``default`` cluster's replicas are this
+        environment's own.
         """
         old = {e.id: e for e in (*before.entries(), *before.sinks)}
         new = {e.id for e in (*after.entries(), *after.sinks)}
         gone = sorted(set(old) - new, reverse=True)
         if gone:
             self.ddl.uninstall(old, gone)
+        await self._catch_up_clusters(before, after)
         for e in after.entries():
             if e.id in old:
                 if after.read_policy(e.id) != before.read_policy(e.id):
                     policy = [(e.id, self.core.effective_policy(after, e.id))]
                     if isinstance(e, IndexEntry):
-                        self.core.driver.set_read_policy(policy)
+                        self.core.driver.set_read_policy(policy, e.cluster)
                     else:
                         self.core.driver.set_storage_read_policy(policy)
             elif isinstance(e, TableEntry):
@@ -139,6 +149,26 @@ class Promotion:
         for sink in after.sinks:
             if sink.id not in old:
                 self.sources.install_sink(after, sink.id)
+
+    async def _catch_up_clusters(self, before: CatalogState, after: CatalogState) -> None:
+        """Instances and replicas of the clusters other than ``default``, as ``after`` has them."""
+        ctl = self.core.driver.ctl
+        for c in after.clusters:
+            if c.name not in ctl.compute.instance_ids():
+                ctl.compute.create_instance(c.name)
+                self.core.driver.apply()
+        old = {r.id: r for r in before.replicas if r.cluster != DEFAULT_CLUSTER}
+        new = {r.id: r for r in after.replicas if r.cluster != DEFAULT_CLUSTER}
+        gone = [r for rid, r in sorted(old.items()) if new.get(rid) != r]
+        await self.replicas.disconnect([r for r in gone if r.cluster in ctl.compute.instance_ids()])
+        fresh = [r for rid, r in sorted(new.items()) if old.get(rid) != r]
+        if fresh and (self.core.orchestrator is not None or all(not r.managed for r in fresh)):
+            await self.replicas.start(fresh)
+            self.replicas.connect(fresh)
+        for name in ctl.compute.instance_ids():
+            if not after.has_cluster(name):
+                ctl.compute.drop_instance(name)
+                self.core.driver.apply()
 
     async def follow_catalog(self, period_ms: int) -> None:
         """While read-only: pick up the writer's DDL every ``period_ms`` (so it hydrates too)."""

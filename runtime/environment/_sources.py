@@ -7,15 +7,24 @@ sent to the storage instance; a sink as an export whose input is held by
 ``prepare_export`` until ``create_exports`` chooses its as-of. The storage
 replica runs (managed, under an orchestrator started on first need) and is
 connected once; its reports are read back by :meth:`SourcesAndSinks.storage_status`.
-A dropped PostgreSQL source's replication slot is dropped in the background,
-and closing the environment waits a while for that.
+A dropped PostgreSQL source's replication slot is dropped upstream, as
+Materialize does (the upstream keeps WAL for a slot until it is dropped): the
+drop records the slot in the catalog (:class:`~tidegate.runtime.catalog.SlotToDrop`,
+in the same commit), a background task drops it -- waiting while the storage
+replica still reads from it, retrying for a minute while the server cannot be
+reached -- and then forgets the record. Closing the environment waits a while
+for that; a slot still recorded (the close came first, the process died, the
+server was gone) is dropped by the next environment that opens the catalog to
+write, and :meth:`SourcesAndSinks.slots_to_drop` says which slots wait and why
+(Materialize's adapter drops them best-effort and forgets them on a crash).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
-from typing import Any, Literal
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
 
 import anyio
 
@@ -41,28 +50,48 @@ from tidegate.spec.storage.loadgen import loadgen_schema
 from ..catalog import (
     STORAGE_ENTRIES,
     STORAGE_REPLICA,
+    AlterSink,
     CatalogOp,
     CatalogState,
     CreateSink,
     CreateSource,
     CreateSystemCollection,
+    ForgetReplicationSlot,
     ProgressEntry,
     SetStorageReplica,
-    SourceEntry,
+    SlotToDrop,
     has_password,
 )
 from ..controller.driver import ReplicaInfo, sendable
 from ..controller.errors import RuntimeControllerError, SourceSchemaMismatch
 from ..controller.storage_status import StorageStatus, connection_text, connection_type
-from ..errors import InvalidCatalogOp, ReplicaStartFailed
+from ..errors import InvalidCatalogOp, ReplicaStartFailed, UnknownCatalogObject
 from ..secrets import redact_error
 from ._core import STORAGE_INSTANCE, SYSTEM_COLLECTIONS, Core, Ref, defined, log
-from ._replicas import memory_limit_args, metrics_host
+from ._replicas import ensure_orchestrator, not_staged
 
-__all__ = ["SourcesAndSinks", "storage_address", "storage_wanted"]
+__all__ = ["SlotDrop", "SourcesAndSinks", "storage_address", "storage_wanted"]
 
 _SLOT_DROP_WAIT_S = 30.0
 """How long closing an environment waits for the slots of sources it dropped to be dropped."""
+
+_SLOT_DROP_RETRY_S = 60.0
+"""How long one environment retries dropping a slot whose server fails (Materialize's adapter
+retries for a minute: users often drop a source because its server was decommissioned);
+the slot then stays recorded for the next open."""
+
+
+@dataclass(frozen=True, slots=True)
+class SlotDrop:
+    """A replication slot of a dropped PostgreSQL source still to be dropped upstream: the
+    source's name, the server (its connection's URL, password hidden) and slot, whether this
+    environment is dropping it now, and the last error if an attempt failed."""
+
+    source: str
+    server: str
+    slot: str
+    dropping: bool
+    error: str | None
 
 
 def storage_wanted(state: CatalogState) -> bool:
@@ -166,8 +195,10 @@ class SourcesAndSinks:
         self._storage_token: str | None = None
         self._storage_connected = False
         """Whether the storage instance's replica was connected (it then stays connected)."""
-        self._slot_drops: set[anyio.Event] = set()
-        """One event per dropped PostgreSQL source whose slot is still being dropped."""
+        self._slot_drops: dict[tuple[str, str], anyio.Event] = {}
+        """The slots (server URL, slot) being dropped now, each with its end's event."""
+        self._slot_errors: dict[tuple[str, str], str] = {}
+        """The last failure of each slot drop that failed."""
 
     async def create_source(
         self,
@@ -274,6 +305,41 @@ class SourcesAndSinks:
             self.install_sink(state, gid)
             await self.connect_storage_replica(state)
             return gid
+
+    async def alter_sink(self, ref: Ref, from_ref: Ref, *, definition: str | None = None) -> None:
+        """Sink ``ref`` writes out ``from_ref`` from now on (Materialize's ``ALTER SINK ... SET
+        FROM``): the spec's ``alter_export``, which keeps it exactly once. The new input must
+        have the sink's schema [InvalidCatalogOp] and be readable where the sink resumes (what
+        its target covers) [ReadBeforeSince]; a sink that has committed nothing yet cannot be
+        altered (as in Materialize). Held from the check to the change, so that it stays so."""
+        async with self.core.lock:
+            not_staged(self.core, "alter_sink")
+            gid = self.core.resolve(ref)
+            state = self.core.state
+            sink = state.sink(gid)
+            if sink is None:
+                from ..errors import UnknownCatalogObject
+
+                raise UnknownCatalogObject(f"{ref} is not a sink")
+            from_id = self.core.resolve(from_ref)
+            storage = self.core.driver.ctl.storage
+            (hold,) = storage.acquire_read_holds([from_id])  # its since stays until the change
+            self.core.driver.apply()
+            try:
+                desc = ExportDescription(
+                    from_id,
+                    STORAGE_INSTANCE,
+                    Antichain([0]),
+                    sink.connection,
+                    state.schema_of(sink.from_id),
+                )
+                storage.check_alter_export(gid, desc)
+                state = await self.core.apply([AlterSink(gid, from_id), *defined(gid, definition)])
+                storage.alter_export(gid, desc)
+                self.core.driver.apply()
+            finally:
+                hold.release()
+                self.core.driver.apply()
 
     def _storage_ops(self) -> list[CatalogOp]:
         """What the first source or sink brings along: the system collections and, unless one
@@ -389,7 +455,7 @@ class SourcesAndSinks:
             )
             self.core.later.append(links.transport)
         if entry.managed:
-            orchestrator = await self._storage_orchestrator()
+            orchestrator = await ensure_orchestrator(self.core)
             extra: tuple[str, ...] = ()
             if self.core.options.storage_tick_ms is not None:
                 extra = ("--storage-tick-ms", str(self.core.options.storage_tick_ms))
@@ -404,37 +470,6 @@ class SourcesAndSinks:
                 log.warning("the storage replica did not start (retrying): %s", e)
         self.core.driver.connect_storage_replica(STORAGE_INSTANCE, STORAGE_REPLICA)
         self._storage_connected = True
-
-    async def _storage_orchestrator(self) -> Any:
-        """The orchestrator that runs the managed storage replica (started now if there is none)."""
-        if self.core.orchestrator is not None:
-            return self.core.orchestrator
-        from ..orchestrator import Orchestrator
-
-        assert self.core.data_dir is not None  # checked before the replica was recorded managed
-        options = self.core.options
-        if (
-            self.core.opened_read_only and self.core.replicas_dir is None
-        ):  # not the writer's directory
-            self.core.replicas_dir = (
-                self.core.data_dir / f"replicas-{self.core.platform.new_id()[:12]}"
-            )
-        orchestrator = Orchestrator(
-            self.core.data_dir,
-            executor=options.executor,
-            spark_master=options.spark_master,
-            token=options.token,
-            tls=options.replica_tls,
-            extra_args=memory_limit_args(options.replica_memory_limit),
-            spark_conf=options.spark_conf,
-            spark_ui=options.spark_ui,
-            metrics_host=metrics_host(options.replica_metrics),
-            replicas_dir=self.core.replicas_dir,
-        )
-        await orchestrator.start(self.core.driver._task_group())
-        self.core.later.append(orchestrator)
-        self.core.orchestrator = orchestrator
-        return orchestrator
 
     def storage_replica(self) -> ReplicaInfo | None:
         """The storage instance's replica and its connection (``None`` until one is needed)."""
@@ -498,52 +533,115 @@ class SourcesAndSinks:
             )
         return sorted(out, key=lambda x: x.id.sort_key)
 
-    def drop_replication_slots(self, dropped: Iterable[Any], state: CatalogState) -> None:
-        """Start dropping the slots of the PostgreSQL sources among ``dropped`` (catalog entries
-        this environment dropped, from catalog ``state`` as it was before; one following
-        another's DDL leaves them to the writer). Their passwords are read now: a secret
-        dropped with them is deleted right after."""
-        for entry in dropped:
-            if isinstance(entry, SourceEntry) and isinstance(entry.connection, PostgresSource):
-                try:
-                    connection = self.core.resolved(state, entry.connection)
-                except TidegateError as e:
-                    log.warning("source %s: its slot cannot be dropped: %s", entry.name, e)
-                    continue
-                done = anyio.Event()
-                self._slot_drops.add(done)
-                self.core.driver.start_soon(self._drop_replication_slot, entry, connection, done)
+    def drop_replication_slots(
+        self, state: CatalogState, before: CatalogState | None = None
+    ) -> None:
+        """Start dropping, in the background, every slot ``state`` records as still to drop
+        (those of sources it dropped, and any an earlier environment left); only a writing
+        environment does (one following another's DDL leaves them to the writer). Their
+        passwords are read now: from ``state``'s secrets, or from ``before`` (the catalog
+        before the drop) for a secret dropped with its source, whose value goes right after."""
+        if self.core.read_only:
+            return
+        for x in state.slots_to_drop:
+            key = (x.connection.url, x.connection.slot)
+            if key in self._slot_drops:
+                continue
+            try:
+                resolved = self._slot_connection(x.connection, state, before)
+            except TidegateError as e:  # its secret is gone: the record stays, with why
+                self._slot_errors[key] = f"{type(e).__name__}: {e}"
+                log.warning("source %s: its slot cannot be dropped: %s", x.source, e)
+                continue
+            done = anyio.Event()
+            self._slot_drops[key] = done
+            self.core.driver.start_soon(self._drop_replication_slot, x, resolved, done)
+
+    def _slot_connection(
+        self, connection: PostgresSource, state: CatalogState, before: CatalogState | None
+    ) -> PostgresSource:
+        """``connection`` with its password put in [UnknownCatalogObject, SecretMissing]."""
+        try:
+            return self.core.resolved(state, connection)
+        except UnknownCatalogObject:
+            if before is None:
+                raise
+            return self.core.resolved(before, connection)
+
+    def slots_to_drop(self) -> list[SlotDrop]:
+        """The replication slots of dropped PostgreSQL sources not yet dropped upstream."""
+        out = []
+        for x in self.core.state.slots_to_drop:
+            key = (x.connection.url, x.connection.slot)
+            out.append(
+                SlotDrop(
+                    x.source,
+                    connection_text(x.connection),
+                    x.connection.slot,
+                    key in self._slot_drops,
+                    self._slot_errors.get(key),
+                )
+            )
+        return out
 
     async def _drop_replication_slot(
-        self, entry: SourceEntry, resolved: PostgresSource, done: anyio.Event
+        self, entry: SlotToDrop, resolved: PostgresSource, done: anyio.Event
     ) -> None:
-        """A dropped PostgreSQL source's slot goes too, as in Materialize: the upstream keeps
-        WAL for a slot until it is dropped. In the background, once the storage replica
-        has stopped reading from it (closing the environment waits for it a while); a slot
-        that cannot be dropped (the server is unreachable, say) is logged with what to run
-        by hand."""
-        name, connection = entry.name, entry.connection
-        assert isinstance(connection, PostgresSource)
+        """Drop ``entry``'s slot upstream (waiting while the storage replica still reads from it),
+        retrying with backoff for :data:`_SLOT_DROP_RETRY_S`, then forget it in the catalog. A
+        slot that cannot be dropped is logged with what to run by hand, and stays recorded."""
+        name, connection = entry.source, entry.connection
+        key = (connection.url, connection.slot)
+        deadline = self.core.platform.clock_ms() + int(_SLOT_DROP_RETRY_S * 1000)
+        delay = 0.5
         try:
-            await self.core.platform.run_blocking(_drop_postgres_slot, resolved)
-        except Exception as e:
-            log.warning(
-                "source %s was dropped but its replication slot %s was not (%s); it holds "
-                "WAL upstream until dropped: SELECT pg_drop_replication_slot('%s') on %s",
-                name,
-                connection.slot,
-                redact_passwords(str(e)),
-                connection.slot,
-                connection_text(connection),
-            )
-        else:
+            while True:
+                try:
+                    await self.core.platform.run_blocking(_drop_postgres_slot, resolved)
+                    break
+                except Exception as e:
+                    self._slot_errors[key] = redact_passwords(f"{type(e).__name__}: {e}")
+                    if self.core.platform.clock_ms() >= deadline:
+                        log.warning(
+                            "source %s was dropped but its replication slot %s was not (%s); it "
+                            "holds WAL upstream until dropped: SELECT pg_drop_replication_slot("
+                            "'%s') on %s (the next open of this environment tries again)",
+                            name,
+                            connection.slot,
+                            redact_passwords(str(e)),
+                            connection.slot,
+                            connection_text(connection),
+                        )
+                        return
+                await anyio.sleep(delay)
+                delay = min(delay * 2, 10.0)
+            self._slot_errors.pop(key, None)
             log.info("source %s: replication slot %s dropped", name, connection.slot)
+            async with self.core.lock:
+                await self.core.apply([ForgetReplicationSlot(connection.url, connection.slot)])
+        except Exception as e:  # the catalog write failed (fenced, say): the record stays
+            self._slot_errors.setdefault(key, f"{type(e).__name__}: {e}")
+            log.warning("replication slot %s: %s", connection.slot, e)
         finally:
-            self._slot_drops.discard(done)
+            self._slot_drops.pop(key, None)
             done.set()
 
     async def finish_slot_drops(self) -> None:
-        """On close: wait up to :data:`_SLOT_DROP_WAIT_S` for dropped sources' slots to go."""
+        """On close: wait up to :data:`_SLOT_DROP_WAIT_S` for dropped sources' slots to go; a
+        slot still being dropped then is logged with what to run by hand (it stays recorded)."""
         with anyio.move_on_after(_SLOT_DROP_WAIT_S):
-            for done in list(self._slot_drops):
+            for done in list(self._slot_drops.values()):
                 await done.wait()
+        for x in self.core.state.slots_to_drop:
+            key = (x.connection.url, x.connection.slot)
+            if key in self._slot_drops:
+                log.warning(
+                    "closing before source %s's replication slot %s was dropped (%s); it holds "
+                    "WAL upstream until dropped: SELECT pg_drop_replication_slot('%s') on %s "
+                    "(the next open of this environment tries again)",
+                    x.source,
+                    x.connection.slot,
+                    self._slot_errors.get(key, "still waiting"),
+                    x.connection.slot,
+                    connection_text(x.connection),
+                )

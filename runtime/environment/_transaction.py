@@ -90,7 +90,7 @@ class DdlTransaction:
         old = {e.id: e for e in (*before.entries(), *before.views, *before.sinks, *before.secrets)}
         new = {e.id for e in (*after.entries(), *after.views, *after.sinks, *after.secrets)}
         gone = [old[g] for g in sorted(set(old) - new, reverse=True)]
-        self.sources.drop_replication_slots(gone, before)
+        self.sources.drop_replication_slots(after, before)
         for entry in gone:
             if isinstance(entry, SecretEntry):
                 await self.core.platform.run_blocking(self.core.secrets.delete, entry.id)

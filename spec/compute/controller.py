@@ -260,9 +260,18 @@ class ComputeController:
     def allow_writes(self, instance: InstanceId, id: GlobalId) -> None:
         """Let collection ``id`` write to storage (sends ``AllowWrites`` once).
 
-        In read-only mode this succeeds and sends nothing; :meth:`read_write`
-        sends it later.
+        In read-only mode this answers at once, before validating anything, as
+        Materialize's does (the adapter replays such calls during a takeover, for
+        collections that may be gone): nothing is sent, and a live collection of
+        a known instance is remembered so that :meth:`read_write` sends it then;
+        an unknown instance or collection is not an error. In read-write mode
+        [InstanceMissing, CollectionMissing].
         """
+        if self._read_only:
+            inst = self._instances.get(instance)
+            if inst is not None:
+                inst.remember_writes(id)
+            return
         self._instance(instance).allow_writes(id)
 
     @property

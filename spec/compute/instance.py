@@ -703,6 +703,12 @@ class Instance:
         if not self.read_only:
             self._send_allow_writes(c)
 
+    def remember_writes(self, id: GlobalId) -> None:
+        """A read-only controller's ``allow_writes``: remember it for a live ``id``, else nothing."""
+        c = self.collections.get(id)
+        if c is not None and not c.dropped:
+            c.writes_requested = True
+
     def read_write(self) -> None:
         """Leave read-only mode: every live collection allowed to write gets its ``AllowWrites``."""
         self.read_only = False

@@ -36,6 +36,7 @@ from .reads import (
     snapshot_batches,
     snapshot_updates,
 )
+from .since_limit import SinceDowngradeLimiter
 from .state import (
     FORMAT_VERSION,
     INLINE_PREFIX,
@@ -83,6 +84,7 @@ __all__ = [
     "MemoryBlob",
     "MemoryConsensus",
     "ShardState",
+    "SinceDowngradeLimiter",
     "VersionedData",
     "Watchable",
     "WriterState",

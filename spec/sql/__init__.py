@@ -14,15 +14,21 @@ position in the statement. The runtime's ``Environment.execute`` runs statements
 """
 
 from .ast import (
+    AlterClusterStmt,
     AlterRetainHistoryStmt,
+    AlterSinkStmt,
     ColumnDef,
     CopyToStmt,
+    CreateClusterReplicaStmt,
+    CreateClusterStmt,
     CreateIndexStmt,
     CreateSinkStmt,
     CreateSourceStmt,
     CreateTableStmt,
     CreateViewStmt,
     DeleteStmt,
+    DropClusterReplicaStmt,
+    DropClusterStmt,
     DropStmt,
     ExplainStmt,
     InsertStmt,
@@ -40,10 +46,14 @@ from .lower import Lowered, lower_query, pg_type
 from .parse import parse, parse_interval_ms, parse_one, split_statements
 
 __all__ = [
+    "AlterClusterStmt",
     "AlterRetainHistoryStmt",
+    "AlterSinkStmt",
     "CatalogItem",
     "ColumnDef",
     "CopyToStmt",
+    "CreateClusterReplicaStmt",
+    "CreateClusterStmt",
     "CreateIndexStmt",
     "CreateSinkStmt",
     "CreateSourceStmt",
@@ -51,6 +61,8 @@ __all__ = [
     "CreateViewStmt",
     "DeleteStmt",
     "DictCatalog",
+    "DropClusterReplicaStmt",
+    "DropClusterStmt",
     "DropStmt",
     "ExplainStmt",
     "InsertStmt",

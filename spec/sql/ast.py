@@ -14,15 +14,21 @@ from ..plan import ScalarType
 from ..storage.connections import SourceConnection, StorageSinkConnection
 
 __all__ = [
+    "AlterClusterStmt",
     "AlterRetainHistoryStmt",
+    "AlterSinkStmt",
     "ColumnDef",
     "CopyToStmt",
+    "CreateClusterReplicaStmt",
+    "CreateClusterStmt",
     "CreateIndexStmt",
     "CreateSinkStmt",
     "CreateSourceStmt",
     "CreateTableStmt",
     "CreateViewStmt",
     "DeleteStmt",
+    "DropClusterReplicaStmt",
+    "DropClusterStmt",
     "DropKind",
     "DropStmt",
     "ExplainStmt",
@@ -231,6 +237,68 @@ class CopyToStmt:
     url: str
 
 
+@dataclass(frozen=True)
+class CreateClusterStmt:
+    """``CREATE CLUSTER name (SIZE = 'size', REPLICATION FACTOR = n)`` (a managed cluster) or
+    ``CREATE CLUSTER name REPLICAS (r1 (SIZE = 'size'), ...)`` (an unmanaged one: ``replicas``
+    as ``(name, size)`` pairs); see :mod:`.clusters`."""
+
+    sql: str
+    name: str
+    size: str | None = None
+    replication_factor: int | None = None
+    replicas: tuple[tuple[str, str | None], ...] | None = None
+    if_not_exists: bool = False
+
+
+@dataclass(frozen=True)
+class CreateClusterReplicaStmt:
+    """``CREATE CLUSTER REPLICA cluster.name (SIZE = 'size')``."""
+
+    sql: str
+    cluster: str
+    name: str
+    size: str | None = None
+
+
+@dataclass(frozen=True)
+class AlterClusterStmt:
+    """``ALTER CLUSTER name SET (SIZE = 'size', REPLICATION FACTOR = n)`` (either or both)."""
+
+    sql: str
+    name: str
+    size: str | None = None
+    replication_factor: int | None = None
+
+
+@dataclass(frozen=True)
+class DropClusterStmt:
+    """``DROP CLUSTER [IF EXISTS] name, ... [CASCADE | RESTRICT]``."""
+
+    sql: str
+    names: tuple[str, ...]
+    cascade: bool = False
+    if_exists: bool = False
+
+
+@dataclass(frozen=True)
+class DropClusterReplicaStmt:
+    """``DROP CLUSTER REPLICA [IF EXISTS] cluster.name, ...``: ``replicas`` as pairs."""
+
+    sql: str
+    replicas: tuple[tuple[str, str], ...]
+    if_exists: bool = False
+
+
+@dataclass(frozen=True)
+class AlterSinkStmt:
+    """``ALTER SINK name SET FROM relation``: the sink writes out ``from_name`` from now on."""
+
+    sql: str
+    name: str
+    from_name: str
+
+
 Statement: TypeAlias = (
     CreateTableStmt
     | InsertStmt
@@ -249,4 +317,10 @@ Statement: TypeAlias = (
     | CopyToStmt
     | CreateSourceStmt
     | CreateSinkStmt
+    | CreateClusterStmt
+    | CreateClusterReplicaStmt
+    | AlterClusterStmt
+    | DropClusterStmt
+    | DropClusterReplicaStmt
+    | AlterSinkStmt
 )

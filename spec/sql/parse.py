@@ -52,6 +52,7 @@ from .ast import (
     SubscribeStmt,
     UpdateStmt,
 )
+from .clusters import is_cluster_statement, parse_cluster_statement
 from .interval import parse_interval_ms
 from .storage import is_storage_statement, parse_storage_statement
 
@@ -248,6 +249,8 @@ def _as_of(text: str) -> tuple[str, int | None, bool]:
 
 
 def _parse(text: str) -> Statement:
+    if is_cluster_statement(text):
+        return parse_cluster_statement(text)
     if is_storage_statement(text):
         return parse_storage_statement(text)
     if re.match(r"^\s*DROP\s+(SOURCE|SINK)\b", text, re.IGNORECASE):

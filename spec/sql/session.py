@@ -74,7 +74,7 @@ class Names:
 
     database: str = "materialize"
     schema: str = "public"
-    clusters: tuple[str, ...] = ("quickstart",)
+    clusters: tuple[str, ...] = ("default",)
     system_relations: frozenset[str] = frozenset()
     """Unqualified names that are system relations (``mz_tables``, ``pg_class``, ...)."""
 
@@ -248,6 +248,9 @@ class Passthrough:
     functions: tuple[str, ...] = field(default=())
     progress: bool = False
     """A ``SUBSCRIBE ... WITH (PROGRESS)`` (the option is blanked out of ``sql``)."""
+    cluster: str | None = None
+    """The cluster an ``IN CLUSTER c`` clause named (the clause is blanked out of ``sql``):
+    where the index or materialized view it creates is placed, instead of the session's."""
 
 
 Classified: TypeAlias = SessionStatement | CatalogQuery | Passthrough
@@ -426,6 +429,7 @@ _SHOW_CATALOG = re.compile(
     re.IGNORECASE,
 )
 _DEFAULT_INDEX = re.compile(r"^(?P<head>\s*CREATE\s+)DEFAULT\s+INDEX\b", re.IGNORECASE)
+_CLUSTER_DDL = re.compile(r"^\s*(?:CREATE|ALTER|DROP)\s+CLUSTER\b", re.IGNORECASE)
 _IN_CLUSTER = re.compile(rf"\bIN\s+CLUSTER\s+(?P<name>{_IDENT})", re.IGNORECASE)
 _USING_ARRANGEMENT = re.compile(r"\bUSING\s+ARRANGEMENT\b", re.IGNORECASE)
 _PROGRESS = re.compile(
@@ -783,6 +787,8 @@ def classify(text: str, names: Names) -> Classified:
             f"CREATE SCHEMA (tidegate has one schema, {names.database}.{names.schema})",
             position=1,
         )
+    if _CLUSTER_DDL.match(text):  # c.r1 names a replica, not a relation of schema c
+        return Passthrough(text)
     return _rewrite(text, names)
 
 
@@ -791,10 +797,12 @@ def _rewrite(text: str, names: Names) -> Classified:
     m = _DEFAULT_INDEX.match(text)
     if m:
         text = _default_index(text, m)
+    in_cluster: str | None = None
     for c in list(_IN_CLUSTER.finditer(text)):
         cluster = _unquote(c.group("name"))
         if cluster not in names.clusters:
             raise _undefined(f"unknown cluster '{cluster}'", "42704")
+        in_cluster = cluster
         text = text[: c.start()] + " " * (c.end() - c.start()) + text[c.end() :]
     text = _USING_ARRANGEMENT.sub(lambda x: " " * len(x.group(0)), text)
     progress = False
@@ -893,7 +901,11 @@ def _rewrite(text: str, names: Names) -> Classified:
     if is_query and functions and not _has_from(tokens):
         return CatalogQuery(text)
     return Passthrough(
-        rewritten, reads_catalog=system, functions=tuple(functions), progress=progress
+        rewritten,
+        reads_catalog=system,
+        functions=tuple(functions),
+        progress=progress,
+        cluster=in_cluster,
     )
 
 

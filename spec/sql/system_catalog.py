@@ -445,11 +445,15 @@ def relation_names() -> frozenset[str]:
 @dataclass(frozen=True)
 class ClusterInfo:
     """A cluster and its replicas as the catalog shows them: ``replicas`` as ``(name, size,
-    ready)``."""
+    ready)`` (size ``""`` for a replica without one); a managed cluster's ``size`` and
+    ``replication_factor``."""
 
     id: str
     name: str
     replicas: tuple[tuple[str, str, bool], ...] = ()
+    managed: bool = False
+    size: str | None = None
+    replication_factor: int | None = None
 
 
 @dataclass(frozen=True)
@@ -466,7 +470,7 @@ class Snapshot:
 
     items: tuple[CatalogItem, ...]
     definitions: Mapping[str, str] = field(default_factory=dict)
-    clusters: tuple[ClusterInfo, ...] = (ClusterInfo("u1", "quickstart"),)
+    clusters: tuple[ClusterInfo, ...] = (ClusterInfo("u1", "default"),)
     user: str = "materialize"
     database: str = "materialize"
     schema: str = "public"
@@ -508,6 +512,7 @@ class _Generator:
         self.rows: dict[str, list[tuple[Any, ...]]] = {r.qualified: [] for r in RELATIONS}
         self.items = list(snap.items)
         self.by_id = {i.id: i for i in self.items}
+        self.cluster_ids = {c.name: c.id for c in snap.clusters}
         self.cluster_id = snap.clusters[0].id if snap.clusters else None
 
     def add(self, name: str, *row: Any) -> None:
@@ -594,9 +599,9 @@ class _Generator:
                 c.name,
                 ROLE_ID,
                 [],
-                False,
-                None,
-                len(c.replicas),
+                c.managed,
+                c.size,
+                c.replication_factor if c.managed else None,
                 False,
                 [],
                 False,
@@ -605,15 +610,24 @@ class _Generator:
             self.add(
                 "mz_internal.mz_show_clusters",
                 c.name,
-                ",".join(f"{r}({size})" for r, size, _ in c.replicas),
+                ",".join(f"{r}({size or 'default'})" for r, size, _ in c.replicas),
                 None,
             )
             for i, (name, size, ready) in enumerate(c.replicas, 1):
-                rid = f"u{i}" if c.id == "u1" else f"{c.id}.{i}"
+                rid = f"{c.id}.{i}"
                 self.add(
-                    "mz_catalog.mz_cluster_replicas", rid, name, c.id, size, None, ROLE_ID, False
+                    "mz_catalog.mz_cluster_replicas",
+                    rid,
+                    name,
+                    c.id,
+                    size or None,
+                    None,
+                    ROLE_ID,
+                    False,
                 )
-                self.add("mz_internal.mz_show_cluster_replicas", c.name, name, size, ready, None)
+                self.add(
+                    "mz_internal.mz_show_cluster_replicas", c.name, name, size or None, ready, None
+                )
                 self.add(
                     "mz_internal.mz_cluster_replica_statuses",
                     rid,
@@ -679,7 +693,11 @@ class _Generator:
         oid = object_oid(item.id)
         schema_name, schema_id, schema_oid = self.schema_of(item)
         create = _create_sql(item, s.definitions)
-        cluster = self.cluster_id if kind in ("materialized-view", "index") else None
+        cluster = (
+            self.cluster_ids.get(item.cluster or "", self.cluster_id)
+            if kind in ("materialized-view", "index")
+            else None
+        )
         mz_type = _KIND_TYPES[kind]
         self.add(
             "mz_catalog.mz_objects", gid, oid, schema_id, item.name, mz_type, ROLE_ID, cluster, []

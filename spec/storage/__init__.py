@@ -39,6 +39,8 @@ from .ledger import *  # noqa: F403
 from .ledger import __all__ as _ledger_all
 from .loadgen import *  # noqa: F403
 from .loadgen import __all__ as _loadgen_all
+from .monotonic import *  # noqa: F403
+from .monotonic import __all__ as _monotonic_all
 from .propagation import *  # noqa: F403
 from .propagation import __all__ as _propagation_all
 from .reclock import *  # noqa: F403
@@ -64,6 +66,7 @@ __all__ = [
     *_introspection_all,
     *_ledger_all,
     *_loadgen_all,
+    *_monotonic_all,
     *_propagation_all,
     *_reclock_all,
     *_resumption_all,

@@ -98,7 +98,11 @@ class RunIngestion:
 
 @dataclass(frozen=True, slots=True)
 class RunSink:
-    """Run sink ``id`` from ``as_of`` (``strict``: the as_of was advanced to the held since)."""
+    """Run sink ``id`` from ``as_of`` (``strict``: the as_of was advanced to the held since).
+
+    For a sink the iteration already runs it is an alter (the controller's
+    ``alter_export``): the replica replaces the running sink with this one.
+    """
 
     id: GlobalId
     description: ExportDescription

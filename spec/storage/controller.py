@@ -90,6 +90,7 @@ from .descriptions import (
     Introspection,
     ShardFrontiers,
     StorageParameters,
+    Webhook,
 )
 from .effects import (
     AppendCompleted,
@@ -116,6 +117,7 @@ from .introspection import (
     statistics_row,
     status_row,
 )
+from .monotonic import APPEND_ONLY_KINDS, MonotonicAppender, MonotonicWrite
 from .propagation import propagate_read_capabilities
 from .resumption import resumption_frontier
 from .sessions import StorageControllerSession
@@ -124,6 +126,10 @@ from .state import CollectionState, CollectionView, ExportState, ExportView
 __all__ = ["StorageController"]
 
 _RANK = {"s": 0, "u": 1, "t": 2}
+
+_MONOTONIC_RETRIES = 64
+"""How many times a monotonic append is written again at a moved upper before its ticket fails
+(each retry means another writer advanced the collection meanwhile)."""
 _STEP_BACK = StepBack()
 _BOTTOM = Antichain.bottom(0)
 _EMPTY = Antichain.empty()
@@ -189,6 +195,8 @@ class StorageController:
         self._write_upper: dict[GlobalId, Antichain] = {}
         self._inflight: dict[GlobalId, int] = {}
         self._snapshots: dict[int, tuple[GlobalId, Time]] = {}
+        # Monotonic appends in flight: ticket -> the append, and the write it is waiting on.
+        self._monotonic: dict[int, tuple[MonotonicWrite, WriteToShard]] = {}
         self._durable_shards: set[GlobalId] = set(durable_shards)
         # Shards a read-only controller was asked to keep when it reconciled: the
         # reconciliation waits for read_write (the writer may still own the others).
@@ -512,7 +520,8 @@ class StorageController:
         return [self._tokens[s] for s in sorted(self._tokens)]
 
     def pending_appends(self) -> list[int]:
-        return sorted(self._appends)
+        """Tickets of appends (table and monotonic) not yet completed."""
+        return sorted([*self._appends, *self._monotonic])
 
     def pending_snapshots(self) -> list[int]:
         return sorted(self._snapshots)
@@ -751,8 +760,95 @@ class StorageController:
             state = ExportState(token.id, desc, token.acquired_since, as_of, strict)
             self._exports[token.id] = state
             self._graph.add_edge(token.id, token.from_id)
-            effects.extend(self._send_to(desc.instance, RunSink(token.id, desc, as_of, strict)))
+            effects.extend(self._run_export(state))
         self._outbox.extend(effects)
+
+    def _run_export(self, e: ExportState) -> list[StorageEffect]:
+        """``RunSink`` for export ``e`` on its instance, unless the controller is read-only.
+
+        As Materialize's ``run_export``: a read-only controller does not run
+        exports at all (it sends no ``RunSink``, so no replica, however faulty,
+        can produce an external side effect for it); :meth:`read_write` runs
+        them. The as_of is advanced to the export's current hold (SinkAsOf rule).
+        """
+        if self._read_only:
+            return []
+        as_of, strict = sink_as_of(e.as_of, e.read_capability)
+        return self._send_to(
+            e.description.instance, RunSink(e.id, e.description, as_of, strict or e.strict)
+        )
+
+    @atomic
+    def alter_export(self, id: GlobalId, description: ExportDescription) -> None:
+        """Change export ``id``'s description (its input, target or as_of), keeping exactly-once.
+
+        As Materialize's ``alter_export``: the export takes a new hold on the
+        (possibly new) input at its since, which must be strictly before every
+        time of the export's write frontier, where the sink resumes
+        [ReadBeforeSince]; the old hold is released, the write frontier and
+        read policy are kept, and the instance gets ``RunSink`` with the new
+        description (a read-only controller sends it once writes are allowed).
+        The replica replaces the running sink: the new run resumes from what its
+        target covers, so no time is written twice or skipped.
+
+        Errors: ``id`` is not an export [IdentifierMissing]; not an
+        :class:`ExportDescription` [InvalidUsage]; its input is not a live
+        collection [IdentifierMissing]; its instance is missing
+        [ExportInstanceMissing]; the input is not readable where the sink
+        resumes [ReadBeforeSince]. Nothing changes on error.
+        """
+        e, since = self._check_alter_export(id, description)
+        resume = e.write_frontier
+        # The new hold: where the sink's policy (step_back of its write frontier) holds it,
+        # never behind the input's since (the check above makes step_back at least that).
+        hold = since.join(_STEP_BACK.frontier(resume))
+        old_from, old_hold = e.description.from_id, e.read_capability
+        changes: dict[GlobalId, list[tuple[Time, int]]]
+        if old_from == description.from_id:
+            changes = {old_from: _replace(old_hold, hold)}
+        else:
+            changes = {
+                description.from_id: [(t, 1) for t in hold],
+                old_from: [(t, -1) for t in old_hold],
+            }
+        moved = self._apply_capabilities(changes)
+        if old_from != description.from_id:
+            self._graph.remove_edge(id, old_from)
+            self._graph.add_edge(id, description.from_id)
+        e.description = description
+        e.read_capability = hold
+        as_of, strict = sink_as_of(description.as_of, hold)
+        e.as_of, e.strict = as_of, strict
+        # RunSink first: the new run's compaction frontier may be behind the old run's.
+        effects = self._run_export(e)
+        effects.extend(self._finish(moved))
+        self._outbox.extend(effects)
+
+    def check_alter_export(self, id: GlobalId, description: ExportDescription) -> None:
+        """Raise what :meth:`alter_export` would raise now, changing nothing (a caller that
+        records the change durably first checks it here; holding the new input keeps it valid)."""
+        self._check_alter_export(id, description)
+
+    def _check_alter_export(
+        self, id: GlobalId, description: ExportDescription
+    ) -> tuple[ExportState, Antichain]:
+        """The export and its new input's since, if ``id`` may be altered to ``description``."""
+        e = self._exports.get(id)
+        if e is None:
+            raise IdentifierMissing(id)
+        if not isinstance(description, ExportDescription):
+            raise InvalidUsage(f"not an ExportDescription for {id}: {description!r}")
+        _check_antichain(description.as_of, "export as_of")
+        source = self._collections.get(description.from_id)
+        if source is None or source.dropped:
+            raise IdentifierMissing(description.from_id)
+        if description.instance not in self._instances:
+            raise ExportInstanceMissing(id, description.instance)
+        since = source.read_capabilities.frontier
+        resume = e.write_frontier
+        if not all(since.less_than(t) for t in resume):
+            raise ReadBeforeSince(description.from_id, resume, since)
+        return e, since
 
     # ------------------------------------------------------------------ drops
 
@@ -907,6 +1003,11 @@ class StorageController:
         :class:`InvalidUpper` and the controller adopts the shard's upper. When
         the last write of the ticket is in, :class:`AppendCompleted` is emitted.
         """
+        mono = self._monotonic.get(ticket)
+        if mono is not None and mono[1].id == id:
+            _check_antichain(current_upper, "current upper")
+            self._monotonic_done(ticket, success, current_upper)
+            return
         pending = self._appends.get(ticket)
         if pending is None or id not in pending.outstanding:
             raise InvalidUsage(f"no outstanding write to {id} for append ticket {ticket}")
@@ -917,14 +1018,7 @@ class StorageController:
         pending.outstanding.discard(id)
         if not success:
             pending.failures.append(InvalidUpper(id, current_upper))
-        remaining = self._inflight[id] - 1
-        if remaining == 0:
-            del self._inflight[id]
-            del self._write_upper[id]
-        else:
-            self._inflight[id] = remaining
-            if not success:
-                self._write_upper[id] = current_upper
+        self._write_landed(id, success, current_upper)
         if not pending.outstanding:
             del self._appends[ticket]
             error = (
@@ -933,6 +1027,124 @@ class StorageController:
                 else None
             )
             self._outbox.emit(AppendCompleted(ticket, error))
+
+    def _write_landed(self, id: GlobalId, success: bool, current_upper: Antichain) -> None:
+        """One write to ``id`` is no longer in flight; the next one expects what it left."""
+        remaining = self._inflight[id] - 1
+        if remaining == 0:
+            del self._inflight[id]
+            del self._write_upper[id]
+        else:
+            self._inflight[id] = remaining
+            if not success:
+                self._write_upper[id] = current_upper
+
+    # ------------------------------------------------------------------ monotonic appends
+
+    @atomic
+    def monotonic_appender(self, id: GlobalId) -> MonotonicAppender:
+        """A handle that appends to append-only collection ``id`` without a race (:mod:`.monotonic`).
+
+        As Materialize's ``monotonic_appender``: for a webhook source or a status
+        history. Unknown or dropped [IdentifierMissing]; another kind of
+        collection, or an export [IdentifierInvalid].
+        """
+        self._check_append_only(id)
+        return MonotonicAppender(self, id)
+
+    def _check_append_only(self, id: GlobalId) -> CollectionState:
+        c = self._collections.get(id)
+        if c is None or c.dropped:
+            if id in self._exports:
+                raise IdentifierInvalid(id, "exports cannot be appended to")
+            raise IdentifierMissing(id)
+        src = c.description.data_source
+        if not (
+            isinstance(src, Webhook)
+            or (isinstance(src, Introspection) and src.kind in APPEND_ONLY_KINDS)
+        ):
+            raise IdentifierInvalid(
+                id, "not an append-only collection (a webhook source or a status history)"
+            )
+        return c
+
+    @atomic
+    def monotonic_append(
+        self, id: GlobalId, updates: Sequence[tuple[Row, int]], at_least: Time = 0
+    ) -> int:
+        """Append ``(row, diff)`` pairs to append-only ``id`` at ``max(upper, at_least)``; a ticket.
+
+        The write advances the upper to one past that time; if another writer
+        moved the upper meanwhile, the controller writes the same updates
+        again at the new upper (at most :data:`_MONOTONIC_RETRIES` times), so
+        the ticket's :class:`AppendCompleted` is an error only when the store
+        refused the write or the collection went away. Errors, raised before
+        anything is queued: read-only [ReadOnlyController]; see
+        :meth:`monotonic_appender` for the collection; a non-empty append to
+        a closed collection (upper ``[]``) [IdentifierInvalid]; a bad pair
+        [InvalidUsage]. An empty append to a closed collection completes at once.
+        """
+        if self._read_only:
+            raise ReadOnlyController("a monotonic append")
+        self._check_append_only(id)
+        check_time(at_least)
+        rows: list[tuple[Row, int]] = []
+        for pair in updates:
+            if not (
+                isinstance(pair, tuple)
+                and len(pair) == 2
+                and isinstance(pair[0], tuple)
+                and type(pair[1]) is int
+            ):
+                raise InvalidUsage(f"a monotonic append takes (row, diff) pairs, got {pair!r}")
+            rows.append(pair)
+        expected = self._expected_upper(id)
+        if expected.is_empty() and rows:
+            raise IdentifierInvalid(id, "the collection is closed (its upper is [])")
+        self._serial += 1
+        ticket = self._serial
+        if expected.is_empty():
+            self._outbox.emit(AppendCompleted(ticket, None))
+            return ticket
+        self._outbox.emit(self._monotonic_write(ticket, MonotonicWrite(id, tuple(rows), at_least)))
+        return ticket
+
+    def _monotonic_write(self, ticket: int, w: MonotonicWrite) -> WriteToShard:
+        """The write of ``w`` at ``max(expected upper, at_least)``; recorded as in flight."""
+        expected = self._expected_upper(w.id)
+        (lower,) = expected.elements
+        ts = max(int(lower), w.at_least)
+        upper = Antichain([ts + 1])
+        write = WriteToShard(
+            ticket, w.id, tuple((row, ts, diff) for row, diff in w.updates), expected, upper
+        )
+        self._write_upper[w.id] = upper
+        self._inflight[w.id] = self._inflight.get(w.id, 0) + 1
+        self._monotonic[ticket] = (w, write)
+        return write
+
+    def _monotonic_done(self, ticket: int, success: bool, current_upper: Antichain) -> None:
+        w, write = self._monotonic.pop(ticket)
+        self.update_write_frontiers([(w.id, write.new_upper if success else current_upper)])
+        self._write_landed(w.id, success, current_upper)
+        if success:
+            self._outbox.emit(AppendCompleted(ticket, None))
+            return
+        w.attempts += 1
+        c = self._collections.get(w.id)
+        refused = current_upper == write.expected_upper  # the store said no: not a race
+        if (
+            c is None
+            or c.dropped
+            or refused
+            or w.attempts > _MONOTONIC_RETRIES
+            or self._expected_upper(w.id).is_empty()
+        ):
+            self._outbox.emit(
+                AppendCompleted(ticket, InvalidUppers([InvalidUpper(w.id, current_upper)]))
+            )
+            return
+        self._outbox.emit(self._monotonic_write(ticket, w))
 
     # ------------------------------------------------------------------ snapshots
 
@@ -1160,6 +1372,8 @@ class StorageController:
             claimed, self._deferred_reconcile = self._deferred_reconcile, None
             self.reconcile_state(claimed)
         self._outbox.extend(self._broadcast(StorageAllowWrites()))
+        for id in sorted(self._exports, key=_id_key):  # run only now (see _run_export)
+            self._outbox.extend(self._run_export(self._exports[id]))
         for kind in (SOURCE_STATISTICS, SINK_STATISTICS):
             self._outbox.extend(self._rewrite_statistics(kind))
         for id, update in sorted(self._statuses.items()):
@@ -1234,9 +1448,10 @@ class StorageController:
                 e = self._exports.get(id)
                 if e is not None:
                     cap = e.read_capability
-                    effects.extend(
-                        self._send_to(e.description.instance, StorageAllowCompaction(id, cap))
-                    )
+                    if not self._read_only:  # a read-only controller runs no export
+                        effects.extend(
+                            self._send_to(e.description.instance, StorageAllowCompaction(id, cap))
+                        )
                     effects.append(SinceChanged(id, cap))
         return effects
 

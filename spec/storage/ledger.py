@@ -141,6 +141,8 @@ class StorageProtocolLedger:
                 raise DuplicateStorageAllowWrites("AllowWrites was already sent in this iteration")
         elif isinstance(cmd, RunIngestion | RunSink):
             name = type(cmd).__name__
+            if self._alters(cmd):
+                return
             for gid in (cmd.id, *self._remap_of(cmd)):
                 if gid in self.owners:
                     raise DuplicateStorageObject(
@@ -164,6 +166,14 @@ class StorageProtocolLedger:
                     f"AllowCompaction({cmd.id}, {_fmt(cmd.frontier)}) is behind its previous "
                     f"frontier {_fmt(rec.since)}"
                 )
+
+    def _alters(self, cmd: RunIngestion | RunSink) -> bool:
+        """Whether ``cmd`` is a ``RunSink`` for a live sink of this iteration: an alter (the
+        controller's ``alter_export``), which replaces the running sink."""
+        if not isinstance(cmd, RunSink):
+            return False
+        rec = self.objects.get(cmd.id)
+        return rec is not None and rec.kind == "sink" and not rec.dropped
 
     @staticmethod
     def _remap_of(cmd: RunIngestion | RunSink) -> tuple[GlobalId, ...]:
@@ -193,6 +203,8 @@ class StorageProtocolLedger:
             for gid in (cmd.id, *remap):
                 self.owners[gid] = cmd.id
         elif isinstance(cmd, RunSink):
+            # A new record also for an alter: the new run's compaction starts afresh; what was
+            # reported stays (its uppers never go back: the replica reports only advances).
             self.objects[cmd.id] = StorageObjectRecord(cmd.id, "sink")
             self.owners[cmd.id] = cmd.id
         elif isinstance(cmd, StorageAllowCompaction):

@@ -255,9 +255,13 @@ class StorageReplica:
             if ing.remap_id is not None:
                 self._shards[ing.remap_id] = cmd.id
             return ing.start()
+        # A sink already running is being altered: the old run stops, outcomes still to come
+        # for it are ignored, and the new one resumes from what its target covers.
+        out = self._teardown(cmd.id) if cmd.id in self._sinks else []
         sink = SinkRun(cmd, self._backoff)
         self._sinks[cmd.id] = sink
-        return sink.start()
+        out.extend(sink.start())
+        return out
 
     def _teardown(self, id: GlobalId) -> list[StorageReplicaOutput]:
         """Stop object ``id`` without a word to the controller; outcomes still to come are ignored."""

@@ -160,6 +160,41 @@ def test_dropping_a_source_drops_its_replication_slot(tmp_path: Path, postgres_u
             _drop_slot(conn, kept_slot)
 
 
+def test_a_slot_left_by_an_environment_that_died_is_dropped_by_the_next(
+    tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Materialize drops a dropped source's slot best-effort and forgets it if it crashes first
+    (its issue 14551). Here the drop records the slot in the catalog in the same commit: an
+    environment that dies before dropping it upstream (simulated: its slot drops are switched
+    off) leaves it recorded, and the next open drops it and forgets it."""
+    from tidegate.runtime.environment._sources import SourcesAndSinks
+
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        table, pub, slot = _table(conn)
+
+        async def main() -> None:
+            async with _environment(tmp_path, 120) as env:
+                await env.create_source("s", PostgresSource(postgres_url, table, pub, slot))
+                await until_status(env, "s", "running")
+                with monkeypatch.context() as m:
+                    m.setattr(SourcesAndSinks, "drop_replication_slots", lambda self, *states: None)
+                    await env.execute("DROP SOURCE s")
+                (left,) = env.slots_to_drop()
+                assert (left.source, left.slot, left.dropping) == ("s", slot, False)
+            assert _slot_exists(conn, slot)  # it "died": the slot is still upstream
+            async with _environment(tmp_path, 120) as env:
+                with anyio.fail_after(60):
+                    while env.slots_to_drop():
+                        await anyio.sleep(0.1)
+                assert env.state.slots_to_drop == ()
+            assert not _slot_exists(conn, slot)
+
+        try:
+            anyio.run(main)
+        finally:
+            _drop_slot(conn, slot)
+
+
 def test_a_table_that_cannot_be_replicated_or_a_bad_schema_changes_nothing(
     tmp_path: Path, postgres_url: str
 ) -> None:

@@ -16,8 +16,10 @@ import pytest
 
 from tidegate.replica.testing import in_process_replica as replica
 from tidegate.runtime import Environment
+from tidegate.runtime.controller.errors import RuntimeControllerError
 from tidegate.spec.errors import SqlError
 from tidegate.spec.ids import GlobalId
+from tidegate.spec.plan import Schema
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -130,6 +132,55 @@ def test_drop_of_several_objects_is_all_or_nothing(tmp_path: Path) -> None:
         await env.execute("CREATE VIEW c1v AS SELECT k FROM c1")
         await env.drop_many(["c1", "c1v"])
         assert await _rows(env, "SHOW OBJECTS") == [("b1", "table")]
+
+    _run(tmp_path, body)
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "CREATE CLUSTER c1 REPLICAS ()",
+        "CREATE CLUSTER c1 (SIZE = 'small', REPLICATION FACTOR = 0)",
+        "ALTER CLUSTER default SET (REPLICATION FACTOR = 2)",
+        "DROP CLUSTER quiet",
+        "CREATE CLUSTER REPLICA quiet.r9 (SIZE = 'small')",
+        "DROP CLUSTER REPLICA quiet.r9",
+    ],
+)
+def test_cluster_statements_run_by_themselves_only(tmp_path: Path, statement: str) -> None:
+    """As Materialize refuses them in a transaction block: a cluster statement starts or
+    stops replicas at once, so it cannot be part of a script's one catalog change (refused
+    before anything of the script runs) nor of a block (25001)."""
+
+    async def body(env: Environment) -> None:
+        await env.execute("CREATE CLUSTER quiet REPLICAS ()")  # by itself: runs
+        before = _snapshot(env)
+        with pytest.raises(SqlError) as e:
+            await env.execute(f"CREATE TABLE t1 (k BIGINT); {statement}")
+        assert e.value.sqlstate == "25001"
+        assert "cannot be run inside a transaction block" in str(e.value)
+        assert _snapshot(env) == before  # not even the table
+        with pytest.raises(SqlError) as e:
+            await env.execute(f"BEGIN; {statement}; COMMIT")
+        assert e.value.sqlstate == "25001"
+        assert _snapshot(env) == before
+        # the environment API refuses them in its DDL transactions, typed, nothing staged
+        with pytest.raises(RuntimeControllerError, match="inside a DDL transaction"):
+            async with env.ddl_transaction():
+                await env.create_table("t1", Schema.of(("k", "int64", False)))
+                await env.create_cluster("c1", replicas=[])
+        with pytest.raises(RuntimeControllerError, match="inside a DDL transaction"):
+            async with env.ddl_transaction():
+                await env.drop_cluster("quiet")
+        assert _snapshot(env) == before
+        # objects placed on a cluster are staged like any other, installed on it at the commit
+        async with env.ddl_transaction():
+            await env.create_table("t2", Schema.of(("k", "int64", False)))
+            gid = await env.create_index("t2", ["k"], name="t2_idx", cluster="quiet")
+        assert gid in env._core.driver.ctl.compute.instance("quiet").collection_ids()
+        await env.execute("DROP CLUSTER quiet CASCADE")  # by itself: runs
+        assert [c.name for c in env.clusters()] == ["default"]
+        assert gid not in {e.id for e in env.state.entries()}  # the index went with it
 
     _run(tmp_path, body)
 

@@ -6,7 +6,8 @@
   it prints for people (start-up, replica events);
 * :mod:`.client` -- ``status``/``describe``/``peek``/``subscribe``/``append``/
   ``create-table``/``create-index``/``create-view``/``drop``/``read-policy``, clients of that
-  endpoint; :mod:`.replicas` -- ``replica add/drop/list``;
+  endpoint; :mod:`.replicas` -- ``replica add/drop/list``; :mod:`.clusters` --
+  ``cluster list/sizes/create/alter/drop/add-replica/drop-replica``;
 * :mod:`.overview` -- what ``status``, ``describe`` and ``replica list`` report;
   :mod:`.times` -- times as ISO 8601 beside epoch milliseconds;
 * :mod:`.ddl` -- DDL requests as JSON (columns, keys, read policies, plans), checked;
@@ -36,8 +37,9 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     ``demo`` is added by :func:`.demo.add_parser`.
     """
-    from . import client, sql, up
+    from . import client, clusters, sql, up
 
     up.add_parser(sub)
     client.add_parsers(sub)
+    clusters.add_parser(sub)
     sql.add_parser(sub)

@@ -41,6 +41,7 @@ from .times import iso_frontier, iso_ms
 
 __all__ = [
     "CollectionInfo",
+    "clusters_json",
     "collection_json",
     "describe_json",
     "error_json",
@@ -318,7 +319,8 @@ def replicas_json(
     ``objects``). With ``detail``, the catalog's record too (``executor``, ``spark_master``)
     and the process's log file."""
     processes = orchestrator.status() if orchestrator is not None else {}
-    recorded = {r.name: r for r in env.state.replicas}
+    recorded = {r.id: r for r in env.state.replicas}
+    sizes = env.sizes() if hasattr(env, "sizes") else {}
     hydration: dict[str, list[bool]] = {}
     for h in env.hydration():
         hydration.setdefault(h.replica, []).append(h.hydrated)
@@ -329,8 +331,15 @@ def replicas_json(
         managed = entry.managed if entry is not None else p is not None
         status, error = replica_state(info, p if managed else None)
         flags = hydration.get(info.replica, [])
+        size = entry.size if entry is not None else None
+        allocation = sizes.get(size) if size is not None else None
+        limit = memory_limit
+        if allocation is not None and allocation.memory_limit is not None:
+            limit = allocation.memory_limit
         row: dict[str, Any] = {
             "name": info.replica,
+            "cluster": info.instance,
+            "size": size,
             "status": status,
             "epoch": info.epoch,
             "address": info.address
@@ -342,7 +351,7 @@ def replicas_json(
             "pid": p.pid if p is not None else None,
             "restarts": p.restarts if p is not None else None,
             "metrics": p.metrics if p is not None else None,
-            "memory_limit": memory_limit if managed else None,
+            "memory_limit": limit if managed else None,
             "objects_hydrated": sum(flags),
             "objects": len(flags),
             "role": "compute",
@@ -354,6 +363,38 @@ def replicas_json(
         out.append(row)
     out.extend(_storage_replicas_json(env, processes, detail=detail))
     return out
+
+
+def clusters_json(env: Any) -> list[dict[str, Any]]:
+    """Every cluster: managed or not, size and replication factor (managed ones), its replicas
+    (name, id, size and what it allocates, status) and the objects it maintains, by name."""
+    clusters = getattr(env, "clusters", None)
+    if clusters is None:  # an environment without clusters (a test's stand-in)
+        return []
+    names = {e.id: e.name for e in env.state.entries()}
+    return [
+        {
+            "name": c.name,
+            "id": c.id,
+            "managed": c.managed,
+            "size": c.size,
+            "replication_factor": c.replication_factor,
+            "replicas": [
+                {
+                    "name": r.name,
+                    "id": r.id,
+                    "size": r.size,
+                    "allocation": r.allocation,
+                    "managed": r.managed,
+                    "status": r.status,
+                    "connected": r.connected,
+                }
+                for r in c.replicas
+            ],
+            "objects": [names.get(g, str(g)) for g in c.objects],
+        }
+        for c in clusters()
+    ]
 
 
 def _storage_replicas_json(

@@ -384,12 +384,15 @@ def replicas_table(replicas: Sequence[dict[str, Any]], *, detail: bool = False) 
             return "-"
         return f"{r.get('objects_hydrated')}/{r.get('objects')}"
 
-    headers = ["NAME", "STATUS", "EPOCH", "ADDRESS", "PID", "RESTARTS", "MEMORY LIMIT"]
+    headers = ["NAME", "STATUS", "CLUSTER", "SIZE", "EPOCH", "ADDRESS", "PID", "RESTARTS"]
+    headers += ["MEMORY LIMIT"]
     headers += ["HYDRATED", *(["RUNS", "METRICS"] if detail else []), "LAST ERROR"]
     rows = [
         [
             r["name"],
             r.get("status"),
+            dash(r.get("cluster")),
+            dash(r.get("size")),
             dash(r.get("epoch")),
             dash(r.get("address")),
             dash(r.get("pid")),

@@ -64,6 +64,7 @@ from .ddl import (
 )
 from .overview import (
     CollectionInfo,
+    clusters_json,
     collection_json,
     describe_json,
     frontier_json,
@@ -181,6 +182,7 @@ class ControlService:
             "sources": [x for x in storage if x["kind"] == "source"],
             "sinks": [x for x in storage if x["kind"] == "sink"],
             "replicas": self.replicas(),
+            "clusters": clusters_json(self.env),
             "metrics": self.metrics,
         }
 
@@ -493,6 +495,11 @@ class ControlService:
             if (method, path) == ("POST", "/replica-drop"):
                 self._fields(path, body, {"name"}, set())
                 return await self.drop_replica(body["name"])
+            if (method, path) == ("GET", "/clusters"):
+                return self.clusters()
+            if method == "POST" and path in _CLUSTER_FIELDS:
+                self._fields(path, body, *_CLUSTER_FIELDS[path])
+                return await self._cluster(path, body)
             if (method, path) == ("POST", "/peek"):
                 return await self.peek(str(body["name"]), body.get("at"), body.get("key"))
             if (method, path) == ("POST", "/copy-to"):
@@ -519,6 +526,49 @@ class ControlService:
         except TidegateError as e:
             raise Refusal(400, type(e).__name__, str(e)) from None
         raise Refusal(404, "NotFound", f"no route {method} {path}")
+
+    def clusters(self) -> dict[str, Any]:
+        """Every cluster (see :func:`.overview.clusters_json`) and the sizes a replica may have."""
+        from tidegate.runtime.sizes import size_json
+
+        return {
+            "clusters": clusters_json(self.env),
+            "sizes": {n: size_json(z) for n, z in sorted(self.env.sizes().items())},
+        }
+
+    async def _cluster(self, path: str, body: Mapping[str, Any]) -> dict[str, Any]:
+        """``tidegate cluster create|drop|alter|add-replica|drop-replica``: the Environment's
+        cluster methods; answers the clusters as :meth:`clusters` does."""
+        for field, value in body.items():
+            ok = (
+                isinstance(value, bool)
+                if field == "cascade"
+                else isinstance(value, int) and not isinstance(value, bool)
+                if field == "replication_factor"
+                else isinstance(value, str)
+            )
+            if not ok:
+                raise Refusal(400, "BadRequest", f"{path}: bad {field} {value!r}")
+        env = self.env
+        if path == "/cluster-create":
+            await env.create_cluster(
+                body["name"], replicas=body.get("replication_factor", 1), size=body.get("size")
+            )
+        elif path == "/cluster-drop":
+            await env.drop_cluster(body["name"], cascade=body.get("cascade", False))
+        elif path == "/cluster-alter":
+            await env.alter_cluster(
+                body["name"],
+                size=body.get("size"),
+                replication_factor=body.get("replication_factor"),
+            )
+        elif path == "/cluster-replica-add":
+            await env.create_cluster_replica(
+                body["cluster"], body["name"], size=body.get("size"), address=body.get("address")
+            )
+        else:
+            await env.drop_cluster_replica(body["cluster"], body["name"])
+        return self.clusters()
 
     @staticmethod
     def _fields(path: str, body: Mapping[str, Any], required: set[str], optional: set[str]) -> None:
@@ -586,3 +636,13 @@ async def _subscribe_lines(header: dict[str, Any], sub: Any) -> AsyncIterator[di
 def _rows_of(result: Any) -> list[tuple[Any, int]]:
     rows = getattr(result, "rows", result)
     return [(tuple(r), int(n)) for r, n in rows]
+
+
+_CLUSTER_FIELDS: dict[str, tuple[set[str], set[str]]] = {
+    "/cluster-create": ({"name"}, {"size", "replication_factor"}),
+    "/cluster-drop": ({"name"}, {"cascade"}),
+    "/cluster-alter": ({"name"}, {"size", "replication_factor"}),
+    "/cluster-replica-add": ({"cluster", "name"}, {"size", "address"}),
+    "/cluster-replica-drop": ({"cluster", "name"}, set()),
+}
+"""The cluster requests' required and optional fields."""

@@ -92,6 +92,22 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
         "holding the most state, whose collections then answer an error (default: none)",
     )
     p.add_argument(
+        "--replica-sizes",
+        type=_replica_sizes,
+        default=None,
+        metavar="FILE",
+        help="replica sizes beside small, medium and large: a JSON object of size name to "
+        '{"cores", "executor_memory", "driver_memory", "state_memory_rows", "memory_limit" '
+        '(bytes, or "2GiB"), "spark_master"} (any may be left out)',
+    )
+    p.add_argument(
+        "--default-replica-size",
+        default=None,
+        metavar="SIZE",
+        help="the size of a cluster's replicas when CREATE CLUSTER names none (default: the "
+        "environment's own replica settings, as the default cluster's replicas have)",
+    )
+    p.add_argument(
         "--spark-conf",
         type=_spark_conf_pair,
         action="append",
@@ -157,6 +173,28 @@ def _spark_conf_pair(text: str) -> tuple[str, str]:
     from tidegate.replica.main import spark_conf_pair
 
     return spark_conf_pair(text)
+
+
+def _replica_sizes(path: str) -> dict[str, Any]:
+    """``--replica-sizes FILE``: sizes by name, each a :class:`ReplicaSize` [argparse error]."""
+    import json
+
+    from tidegate.runtime.sizes import ReplicaSize
+
+    try:
+        with open(path) as f:
+            raw = json.load(f)
+        if not isinstance(raw, dict):
+            raise ValueError("the file holds a JSON object of size name to size")
+        out = {}
+        for name, spec in raw.items():
+            spec = dict(spec)
+            if isinstance(spec.get("memory_limit"), str):
+                spec["memory_limit"] = _byte_size(spec["memory_limit"])
+            out[str(name)] = ReplicaSize(**spec)
+        return out
+    except (OSError, ValueError, TypeError) as e:
+        raise argparse.ArgumentTypeError(f"--replica-sizes {path}: {e}") from None
 
 
 def _byte_size(text: str) -> int:
@@ -279,6 +317,8 @@ async def _run(
                     orchestrator=orchestrator,
                     storage_replica=args.storage_replica,
                     replica_metrics=args.metrics is not None,
+                    replica_sizes=args.replica_sizes,
+                    default_replica_size=args.default_replica_size,
                 ) as env,
             ):
                 waiting.set()

@@ -199,6 +199,41 @@ def test_since_downgrades_reach_the_critical_reader_and_drop_finalizes() -> None
     run_io(main)
 
 
+def test_since_downgrades_are_rate_limited_per_shard_and_flushed_once_due() -> None:
+    """At most one downgrade per shard per interval reaches the critical reader (persist's
+    ``maybe_compare_and_downgrade_since``); the newest one held back is issued by
+    ``flush_downgrades`` once the interval has passed; a drop's ``[]`` is never held back."""
+    now = [0]
+
+    async def outer() -> None:
+        s = store()
+        io = ShardStorageIO(s, platform=InlinePlatform(lambda: now[0]), since_interval_ms=1000)
+        rec = Recorder()
+        async with anyio.create_task_group() as tg:
+            io.start(tg, lambda fn: fn(rec))
+            await io.ensure_shard(G, SCHEMA)
+            s.compare_and_append(str(G), [], 0, 10)
+            io.handle(DowngradeShardSince(G, Antichain([2])))
+            await drained(io, lambda: s.since(str(G)) == Antichain([2]))
+            now[0] = 400
+            io.handle(DowngradeShardSince(G, Antichain([5])))
+            await drained(io, lambda: io.idle)
+            assert s.since(str(G)) == Antichain([2])  # held back
+            io.flush_downgrades()  # not due yet
+            await drained(io, lambda: io.idle)
+            assert s.since(str(G)) == Antichain([2])
+            now[0] = 1000
+            io.flush_downgrades()
+            await drained(io, lambda: s.since(str(G)) == Antichain([5]))
+            now[0] = 1100
+            io.handle(DowngradeShardSince(G, Antichain([7])))  # within the interval again
+            io.handle(DropShard(G))  # ...but the drop goes at once
+            await drained(io, lambda: s.state(str(G)).finalized)
+            assert io.errors == []
+
+    anyio.run(outer)
+
+
 def test_a_restored_controller_takes_its_own_readers_since_not_a_lagging_replicas() -> None:
     """Regression (simulator, ``tidegate sim run --seed 114 --scenario standard``): a replica's
     leased reader, which moves its since lazily, held the shard's since behind the controller's

@@ -60,7 +60,7 @@ def test_run_test_and_docs_generate(pg_server: Server, tmp_path: Path) -> None:
         f"      password: {pg_server.password}\n"
         "      dbname: materialize\n"
         "      schema: public\n"
-        "      cluster: quickstart\n"
+        "      cluster: default\n"
         "      sslmode: disable\n"
         "      threads: 2\n"
     )

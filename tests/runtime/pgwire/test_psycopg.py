@@ -228,7 +228,7 @@ def test_session_variables(pg_server: Server) -> None:
             "SET extra_float_digits = 3",
             "SET DateStyle = ISO",
             "SET TimeZone = 'UTC'",
-            "SET cluster = quickstart",
+            "SET cluster = default",
             "SET transaction_isolation = 'serializable'",
             "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL SERIALIZABLE",
         ):
@@ -241,7 +241,7 @@ def test_session_variables(pg_server: Server) -> None:
         with pytest.raises(pgerr.CantChangeRuntimeParam):
             c.execute("SET server_version = '16'")
         all_rows = c.execute("SHOW ALL").fetchall()
-        assert ("cluster", "quickstart") in [r[:2] for r in all_rows]
+        assert ("cluster", "default") in [r[:2] for r in all_rows]
         settings = c.execute(
             "SELECT setting FROM pg_settings WHERE name = 'application_name'"
         ).fetchall()

@@ -147,3 +147,30 @@ def test_a_read_only_controller_writes_nothing_until_it_is_made_read_write() -> 
     assert AllowWrites(MV) in commands_to(ctl.drain(), "r2")
     ctl.storage.append([AppendCommand(T1, [(("a",), 0, 1)], A([1]))])
     assert ctl.storage.pending_appends() != []
+
+
+def test_a_read_only_allow_writes_answers_before_validating() -> None:
+    """Materialize's ``ComputeController::allow_writes`` returns ``Ok`` in read-only mode before
+    looking the instance or collection up (the adapter replays these calls during a takeover,
+    for objects that may be gone meanwhile); read-write, unknown ids are errors."""
+    from tidegate.spec.errors import InstanceMissing
+    from tidegate.spec.protocol.commands import AllowWrites
+    from tidegate.spec.storage import StorageController
+
+    ctl = Controller(StorageController(read_only=True), read_only=True)
+    ctl.storage.create_collections([(MV, CollectionDescription(MaterializedView()))])
+    ctl.initialization_complete()
+    ctl.compute.create_instance("c1")
+    ctl.compute.add_replica("c1", "r1")
+    ctl.compute.create_dataflow("c1", mv_dataflow(MV, sources=[], as_of=0))
+    ctl.drain()
+    ctl.compute.allow_writes("nowhere", MV)  # no such instance: fine
+    ctl.compute.allow_writes("c1", GlobalId.user(99))  # no such collection: fine
+    ctl.compute.allow_writes("c1", MV)  # remembered
+    assert not [c for c in commands_to(ctl.drain()) if isinstance(c, AllowWrites)]
+    ctl.read_write()
+    assert commands_to(ctl.drain()) == [AllowWrites(MV)]
+    with pytest.raises(InstanceMissing):
+        ctl.compute.allow_writes("nowhere", MV)
+    with pytest.raises(CollectionMissing):
+        ctl.compute.allow_writes("c1", GlobalId.user(99))

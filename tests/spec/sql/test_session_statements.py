@@ -23,7 +23,7 @@ NAMES = S.Names(system_relations=frozenset({"mz_tables", "pg_class", "pg_namespa
         ("SET search_path TO public", S.SetVariable("search_path", "public")),
         ("SET application_name = 'it''s'", S.SetVariable("application_name", "it's")),
         ("SET SESSION extra_float_digits = 3", S.SetVariable("extra_float_digits", "3")),
-        ("SET LOCAL cluster = quickstart", S.SetVariable("cluster", "quickstart", local=True)),
+        ("SET LOCAL cluster = analytics", S.SetVariable("cluster", "analytics", local=True)),
         ("SET TIME ZONE 'UTC'", S.SetVariable("timezone", "UTC")),
         ("SET statement_timeout TO DEFAULT", S.SetVariable("statement_timeout", None)),
         ("SET NAMES 'UTF8'", S.SetVariable("client_encoding", "UTF8")),
@@ -113,11 +113,18 @@ def test_a_qualified_column_is_never_taken_for_a_relation(text: str) -> None:
 
 
 def test_materialize_spellings() -> None:
-    idx = S.classify("CREATE DEFAULT INDEX IN CLUSTER quickstart ON materialize.public.v", NAMES)
+    idx = S.classify("CREATE DEFAULT INDEX IN CLUSTER default ON materialize.public.v", NAMES)
     assert isinstance(idx, S.Passthrough)
     assert " ".join(idx.sql.split()) == "CREATE INDEX ON v ()"
-    mv = S.classify("CREATE MATERIALIZED VIEW m IN CLUSTER quickstart AS (SELECT 1)", NAMES)
+    assert idx.cluster == "default"  # the index goes there
+    names = S.Names(clusters=("default", "analytics"))
+    mv = S.classify("CREATE MATERIALIZED VIEW m IN CLUSTER analytics AS (SELECT 1)", names)
     assert isinstance(mv, S.Passthrough) and "CLUSTER" not in mv.sql
+    assert mv.cluster == "analytics"
+    plain = S.classify("CREATE MATERIALIZED VIEW m AS (SELECT 1)", names)
+    assert isinstance(plain, S.Passthrough) and plain.cluster is None  # the session's
+    replica = S.classify("CREATE CLUSTER REPLICA analytics.r2 (SIZE = 'small')", names)
+    assert isinstance(replica, S.Passthrough)  # c.r2 is not a relation of schema c
     with pytest.raises(UndefinedObject) as e:
         S.classify("CREATE MATERIALIZED VIEW m IN CLUSTER prod AS SELECT 1", NAMES)
     assert e.value.sqlstate == "42704"
