@@ -41,8 +41,14 @@ async def until_covered(env: Environment, sink: str, time: int) -> int:
 
 
 def test_a_sink_cut_over_to_another_table_writes_each_time_once(tmp_path: Path) -> None:
+    # The test waits for the sink to cover times without new data: progress commits every
+    # 200 ms rather than the default minute (Materialize's sinks likewise pace their commits).
     target = IcebergSink(
-        f"sqlite:///{tmp_path}/catalog.db", f"file://{tmp_path}/warehouse", "tidegate.out"
+        f"sqlite:///{tmp_path}/catalog.db",
+        f"file://{tmp_path}/warehouse",
+        "tidegate.out",
+        commit_interval_ms=100,
+        progress_interval_ms=200,
     )
 
     async def main() -> None:

@@ -260,7 +260,12 @@ def test_an_append_that_lands_after_a_promotion_is_not_acknowledged(
                 await old.create_table("t", SCHEMA)
                 # A reservation window long enough that the old oracle hands out its next
                 # timestamp without touching Consensus, so it does not notice the fencing.
-                old.oracle._window_ms = 600_000  # type: ignore[attr-defined]
+                # Reserved now: a reservation left from the open may run out while the new
+                # writer opens on a loaded machine, and then the old oracle would notice.
+                oracle: Any = old.oracle
+                oracle._window_ms = 600_000
+                with oracle._lock:
+                    oracle._reserve(oracle.reserved_upper + 600_000)
                 await old.append("t", [(1,)])
                 async with Environment.open(
                     tmp_path, executor="python", read_only=True, tick_ms=3_600_000
