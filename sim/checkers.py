@@ -496,8 +496,15 @@ class Checker:
                     )
 
     # -- a restored controller ------------------------------------------------------------------
-    def controller_restored(self, env: Environment) -> None:
+    def controller_restored(
+        self, env: Environment, restored: frozenset[GlobalId] | None = None
+    ) -> None:
         """No promised history lost; storage sinces the shards'; as-ofs readable; compute anew.
+
+        ``restored``: the compute collections the restore brought back (``None``: all there
+        are). The clients came up since, and a first setup (every earlier incarnation died
+        before it) may have created dataflows: their as-ofs were chosen over the sinces of
+        then, which later policies moved, so only the restored ones are judged here.
 
         A storage collection's since starts again from its shard's durable since,
         which may lag what the dead controller held in memory (its last since
@@ -542,6 +549,8 @@ class Checker:
                     f"{c.id} was restored at since {c.since}, before its shard's since {durable[0]}",
                 )
         for cc in ctl.compute.instance(INSTANCE).collections():
+            if restored is not None and cc.id not in restored:
+                continue
             for dep, _ in cc.storage_dependencies:
                 durable = self.truth.frontiers.get(str(dep))
                 if durable is not None and not durable[0] <= cc.as_of:

@@ -32,9 +32,10 @@ from typing import Any, Protocol
 
 import trio
 
-from tidegate.runtime.environment import Environment
+from tidegate.runtime.environment import INSTANCE, Environment
 from tidegate.runtime.transport.protocols import STORAGE
 from tidegate.spec.errors import InvalidUppers
+from tidegate.spec.ids import GlobalId
 from tidegate.spec.storage import AppendCompleted
 
 from .choices import chance
@@ -52,7 +53,9 @@ __all__ = ["CLOCK_NAME", "MAINTAIN_MS", "POLL_MS", "ZOMBIE", "ControllerProcess"
 class _Checker(Protocol):
     def on_effect(self, e: Any) -> None: ...
 
-    def controller_restored(self, env: Environment) -> None: ...
+    def controller_restored(
+        self, env: Environment, restored: frozenset[GlobalId] | None = None
+    ) -> None: ...
 
 
 class _Clients(Protocol):
@@ -399,10 +402,15 @@ class ControllerProcess:
                         inc.env = env
                         w.record("controller_up", generation=generation, zombie=inc.zombie)
                         tasks.start_soon(self._watch, env)
+                        # What the restore brought back, before the clients come up: a
+                        # first setup (every earlier incarnation died before it) creates more.
+                        restored = frozenset(
+                            cc.id for cc in env.driver.ctl.compute.instance(INSTANCE).collections()
+                        )
                         if not inc.zombie:
                             await w.clients.come_up(env, generation)
                         if generation > 1 and not inc.zombie:
-                            w.checker.controller_restored(env)
+                            w.checker.controller_restored(env, restored)
                         inc.ready = not inc.zombie
                         await trio.sleep_forever()
             except* ProcessKilled:
