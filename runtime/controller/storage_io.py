@@ -251,6 +251,17 @@ class ShardStorageIO:
             self.remember_requests(id, opened)
         return frontiers
 
+    async def advance_since(self, id: GlobalId, since: Antichain) -> None:
+        """Move the controller's reader on ``id``'s shard to ``since`` now, durably (past the
+        limiter that paces downgrades).
+
+        For a new materialized view's shard, before its dataflow writes: its since is then its
+        as_of on the disk, so a controller that restores it refuses reads before the as_of
+        instead of answering them from a shard that has no data there. Best effort, as every
+        downgrade: a deposed controller is refused (a restore then takes the as_of it chooses
+        for a view whose shard is empty)."""
+        await self._best_effort("downgrade", self._downgrade, id, since, patient=True)
+
     def _ensure(self, id: GlobalId) -> ShardFrontiers:
         """The since is the controller's own reader's: the shard's since (the meet over every
         reader) can be held back by a replica's leased reader, which may let go at any time, so

@@ -442,6 +442,17 @@ class Opening:
         descriptions = [
             (c.id, self.core.description(state, c.id, c.kind)) for c in plan.storage_collections
         ]
+        # A materialized view whose shard has nothing yet (its controller stopped before the
+        # dataflow wrote) is readable from its as_of on, as a new one is.
+        as_ofs = {g: df.as_of for df in plan.dataflows for g in df.persist_sink_ids}
+        descriptions = [
+            (g, dataclasses.replace(d, since=as_of))
+            if (as_of := as_ofs.get(g)) is not None
+            and as_of.elements
+            and shards[g].upper <= shards[g].since
+            else (g, d)
+            for g, d in descriptions
+        ]
         ctl.storage.create_instance(STORAGE_INSTANCE)  # sources and sinks run there
         ctl.storage.create_collections(descriptions, shards)
         driver.apply()

@@ -15,9 +15,10 @@ import anyio
 import pytest
 from retention import keep_history
 
-from tidegate.dsl import Schema, col, count, table
+from tidegate.dsl import Schema, col, constant, count, table
 from tidegate.replica.testing import in_process_replica as replica
 from tidegate.runtime import Environment, SyncEnvironment
+from tidegate.runtime.controller.schemas import shard_name
 from tidegate.runtime.errors import (
     DuplicateCatalogName,
     HasDependents,
@@ -535,5 +536,36 @@ def test_dropping_what_a_pending_copy_to_reads_ends_it(tmp_path: Path) -> None:
                 assert e.message == f"{v} was dropped while the copy-to ran"
                 assert not instance.active_copy_tos()
                 assert not [c for c in instance.collections() if c.id.is_transient]
+
+    run("trio", main)
+
+
+def test_a_materialized_view_is_restored_readable_from_its_as_of_never_before(
+    tmp_path: Path,
+) -> None:
+    """Found by the simulator (seed 15 of ``split_brain``): a constant materialized view
+    created just before its controller stopped was restored with its shard's since, still 0
+    (the limiter paces since downgrades), while its data starts at its as_of, so a read before
+    the as_of answered no rows instead of being refused. A new view's shard now takes the
+    as_of for its since on the disk before the dataflow writes, and a view restored with an
+    empty shard is readable from the as_of the restore chose."""
+    fixed = constant([((1, "one"), 1)], Schema.of(("n", "int64", False), ("w", "string")))
+
+    async def main() -> None:
+        with replica(tmp_path) as address, anyio.fail_after(60):
+            async with Environment.open(tmp_path, replicas={"r1": address}, tick_ms=50) as env:
+                await env.create_table("t", Schema.of(("x", "int64", False)))
+                first = await env.append("t", [(1,)])
+                mv = await env.create_materialized_view("fixed", fixed.plan)
+                since = env.frontiers(mv)[0]
+                assert not since.less_equal(first), since  # its as_of: now, after the append
+                # On the disk already, before the limiter would issue a downgrade.
+                assert env._core.store.state(shard_name(mv)).since == since
+                await env.wait_for(mv, int(since.elements[0]), timeout_s=30)  # written
+            async with Environment.open(tmp_path, replicas={"r1": address}, tick_ms=50) as env:
+                restored = env.frontiers(mv)[0]
+                assert since <= restored, (since, restored)
+                with pytest.raises(SinceViolation):
+                    await env.peek(mv, first)
 
     run("trio", main)

@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from tidegate.sim import Fault, FaultKind, FaultPlan, RunOptions, run_simulation, small, standard
-from tidegate.sim.scenario import Scenario, churn
+from tidegate.sim.scenario import Scenario, churn, split_brain
 from tidegate.spec.compute_replica import ComputeReplica, ReadSource, Respond
 from tidegate.spec.errors import TidegateError
 from tidegate.spec.executor import PythonExecutor
@@ -335,3 +335,16 @@ def test_dataflows_a_restarted_controller_creates_in_its_first_setup_are_not_jud
     restart = next(e["at"] for e in result.history.events if e["op"] == "restart")
     created = [e for e in result.history.events if e["op"] == "install"]
     assert created and all(e["at"] > restart for e in created), "the restored one set up"
+
+
+def test_a_view_a_deposed_controller_created_is_refused_before_its_as_of() -> None:
+    """Found by seed 15 of ``split_brain``: controller 1 created constant materialized view
+    ``u9`` at as_of 2,550-odd and its dataflow wrote it there, but the since limiter had not yet
+    moved the shard's since from 0 when the controller was paused and taken for dead. The
+    controllers after it restored ``u9`` at the shard's since, 0, and answered a read at 669
+    with no rows (``peek_matches_reference``), where it should have been refused. A new view's
+    shard now takes its as_of for since on the disk before the dataflow writes
+    (``tests/runtime/test_environment.py`` has the unit test)."""
+    result = run_simulation(RunOptions(seed=15, scenario=split_brain()))
+    assert result.ok, result.summary()
+    assert result.stats.controller_restarts >= 2
