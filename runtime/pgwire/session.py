@@ -406,13 +406,21 @@ class WireSession:
         except Closed:
             raise
         except BaseException as e:
-            if isinstance(e, anyio.get_cancelled_exc_class()) and not self._cancelled:
+            if not self._answerable(e):
                 raise
             self.sql.fail()
             await send([*self._pending(), _error(self._canceled(e))])
             return
         if out:
             await send(out)
+
+    def _answerable(self, e: BaseException) -> bool:
+        """Whether ``e`` ends the statement with an ``ErrorResponse`` and the session goes on:
+        an error, or the cancellation a CancelRequest asked for. Anything else (another
+        cancellation, the process exiting or being killed) ends the session."""
+        if isinstance(e, anyio.get_cancelled_exc_class()):
+            return self._cancelled
+        return isinstance(e, Exception)
 
     def _canceled(self, e: BaseException) -> BaseException:
         if isinstance(e, anyio.get_cancelled_exc_class()) or self._cancelled:
@@ -479,7 +487,7 @@ class WireSession:
         except Closed:
             raise
         except BaseException as e:
-            if isinstance(e, anyio.get_cancelled_exc_class()) and not self._cancelled:
+            if not self._answerable(e):
                 raise
             session.fail()
             err = self._canceled(e)

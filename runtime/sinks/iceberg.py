@@ -87,7 +87,7 @@ from pyiceberg.table import Table
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.refs import MAIN_BRANCH
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, SQLAlchemyError
+from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
 from tidegate.spec.errors import (
     ArityMismatch,
@@ -407,10 +407,17 @@ def _check_connection(connection: IcebergSink) -> None:
     if problem is not None:
         raise SinkDescriptionInvalid(problem)
     try:
-        make_url(connection.catalog_url)
+        url = make_url(connection.catalog_url)
     except ArgumentError:
         raise SinkDescriptionInvalid(
             f"catalog_url {connection.catalog_url!r} is not a SQLAlchemy URL"
+        ) from None
+    try:  # loads the dialect and its driver module, nothing more: no connection yet
+        url.get_dialect().import_dbapi()
+    except (NoSuchModuleError, ImportError) as e:
+        raise SinkDescriptionInvalid(
+            f"catalog_url {connection.catalog_url!r}: no SQL catalog of kind "
+            f"{url.drivername!r} here ({e}); use sqlite:///PATH or postgresql://..."
         ) from None
     scheme = urlparse(connection.warehouse).scheme
     if scheme not in _WAREHOUSE_SCHEMES:

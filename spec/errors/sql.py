@@ -40,6 +40,7 @@ __all__ = [
     "SqlError",
     "SqlSyntaxError",
     "SqlTypeError",
+    "StatementTooComplex",
     "StringDataRightTruncation",
     "UndefinedColumn",
     "UndefinedFunction",
@@ -290,6 +291,13 @@ class ProgramLimitExceeded(SqlError):
     """An answer larger than the environment allows (SQLSTATE 54000)."""
 
     sqlstate = "54000"
+
+
+class StatementTooComplex(ProgramLimitExceeded):
+    """A statement nested deeper than the parser allows (SQLSTATE 54001, PostgreSQL's
+    ``statement_too_complex``): refused before anything recurses into it."""
+
+    sqlstate = "54001"
 
 
 class ObjectNotInPrerequisiteState(SqlError):

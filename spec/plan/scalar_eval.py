@@ -50,8 +50,11 @@ import datetime as _dt
 import math
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
+
+import re2
 
 from ..errors import DivisionByZero, InvalidArgument, InvalidCast, InvalidPlan, NumericOverflow
 from ..frontier import Row, value_sort_key
@@ -228,11 +231,19 @@ def sql_equal(a: Any, b: Any) -> bool:
 
 
 @lru_cache(maxsize=256)
-def _regex(pattern: str, fold: bool) -> re.Pattern[str]:
+def _regex(pattern: str, fold: bool) -> Any:
+    """``pattern`` compiled by RE2, whose matching time is linear in the input (as PostgreSQL's
+    and Materialize's regex engines bound theirs): a backtracking engine lets one pattern such
+    as ``(a+)+b`` pin the replica evaluating it. RE2's syntax is Materialize's (Rust's regex
+    crate) less its few extensions; back-references are refused, as Materialize refuses them."""
+    options = re2.Options()
+    options.case_sensitive = not fold
+    options.log_errors = False
     try:
-        return re.compile(pattern, re.IGNORECASE if fold else 0)
-    except re.error as e:
-        raise InvalidArgument(f"invalid regular expression: {e}") from None
+        return re2.compile(pattern, options)
+    except re2.error as e:
+        why = e.args[0].decode() if e.args and isinstance(e.args[0], bytes) else str(e)
+        raise InvalidArgument(f"invalid regular expression: {why}") from None
 
 
 _BINARY: dict[BinaryFunc, Callable[[Any, Any], Any]] = {
@@ -427,7 +438,7 @@ def _regexp_replace(s: str, pattern: str, replacement: str, flags: str) -> str:
         raise InvalidArgument(f'invalid regular expression option: "{sorted(bad)[0]}"')
     rx = _regex(pattern, "i" in flags)
 
-    def expand(m: re.Match[str]) -> str:
+    def expand(m: Any) -> str:
         out, i = [], 0
         while i < len(replacement):
             ch = replacement[i]
@@ -446,7 +457,8 @@ def _regexp_replace(s: str, pattern: str, replacement: str, flags: str) -> str:
             i += 1
         return "".join(out)
 
-    return rx.sub(expand, s, count=0 if "g" in flags else 1)
+    replaced: str = rx.sub(expand, s, count=0 if "g" in flags else 1)
+    return replaced
 
 
 def _pad(s: str, n: int, fill: str, left: bool) -> str:
@@ -562,35 +574,79 @@ def extract_field(field: str, v: _dt.date) -> Any:
     raise InvalidArgument(f"extract() field {field!r} not supported")
 
 
+@dataclass(frozen=True, slots=True)
+class _LikePattern:
+    """A LIKE pattern cut at its ``%`` wildcards: ``head`` must match at the start, ``tail`` at
+    the end, and each of ``middle`` somewhere between, in order. Each piece is a regex of
+    literal characters and ``.`` (for ``_``) only, so it matches exactly its length in
+    characters and never backtracks over a ``%``."""
+
+    head: re.Pattern[str]
+    middle: tuple[re.Pattern[str], ...]
+    tail: tuple[re.Pattern[str], int] | None
+    """The last piece and its length; ``None`` without a ``%`` (``head`` is all of it)."""
+    min_length: int
+
+    def matches(self, s: str) -> bool:
+        # Matching each middle piece at its leftmost place is optimal: a later place leaves
+        # less room for the pieces after it, never more. So this costs O(len(s) * len(pattern))
+        # where a backtracking regex of the whole pattern costs exponential time.
+        if len(s) < self.min_length:
+            return False
+        if self.tail is None:
+            return self.head.fullmatch(s) is not None
+        m = self.head.match(s)
+        if m is None:
+            return False
+        at = m.end()
+        for piece in self.middle:
+            found = piece.search(s, at)
+            if found is None:
+                return False
+            at = found.end()
+        tail, length = self.tail
+        start = len(s) - length
+        return start >= at and tail.fullmatch(s, start) is not None
+
+
 @lru_cache(maxsize=256)
-def _like_regex(pattern: str, escape: str, fold: bool) -> re.Pattern[str] | None:
-    """The regex of a LIKE pattern, or ``None`` if it ends in an unpaired escape.
+def _like_pattern(pattern: str, escape: str, fold: bool) -> _LikePattern | None:
+    """The pieces of a LIKE pattern, or ``None`` if it ends in an unpaired escape.
 
     ``escape`` is one character, or empty for none; with ``fold``, literal
     characters are lower-cased (:func:`_simple_lower`), for ILIKE.
     """
-    out, i = [], 0
     lit = _simple_lower if fold else str
+    pieces: list[list[str]] = [[]]
+    i = 0
     while i < len(pattern):
         ch = pattern[i]
         if ch == escape:
             if i + 1 == len(pattern):
                 return None
-            out.append(re.escape(lit(pattern[i + 1])))
+            pieces[-1].append(re.escape(lit(pattern[i + 1])))
             i += 2
-            continue
-        out.append(".*" if ch == "%" else "." if ch == "_" else re.escape(lit(ch)))
-        i += 1
-    return re.compile("".join(out), re.DOTALL)
+        elif ch == "%":
+            pieces.append([])
+            i += 1
+        else:
+            pieces[-1].append("." if ch == "_" else re.escape(lit(ch)))
+            i += 1
+    compiled = [re.compile("".join(p), re.DOTALL) for p in pieces]
+    min_length = sum(len(p) for p in pieces)
+    if len(pieces) == 1:
+        return _LikePattern(compiled[0], (), None, min_length)
+    tail = (compiled[-1], len(pieces[-1]))
+    return _LikePattern(compiled[0], tuple(compiled[1:-1]), tail, min_length)
 
 
 def _match(s: str, pattern: str, escape: str, fold: bool) -> bool:
     if len(escape) > 1:
         raise InvalidArgument("invalid escape string: must be empty or one character")
-    rx = _like_regex(pattern, escape, fold)
-    if rx is None:
+    like = _like_pattern(pattern, escape, fold)
+    if like is None:
         raise InvalidArgument("LIKE pattern must not end with escape character")
-    return rx.fullmatch(_simple_lower(s) if fold else s) is not None
+    return like.matches(_simple_lower(s) if fold else s)
 
 
 def like_match(s: str, pattern: str, escape: str = "\\") -> bool:

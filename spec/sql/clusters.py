@@ -28,10 +28,10 @@ CreateClusterStmt(sql="CREATE CLUSTER c (SIZE = 'small', REPLICATION FACTOR = 2)
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import NoReturn
 
 from ..errors import SqlSyntaxError, UnsupportedSql
+from ._tokens import Token, tokens
 from .ast import (
     AlterClusterStmt,
     AlterSinkStmt,
@@ -55,17 +55,6 @@ ClusterStatement = (
 _START = re.compile(
     r"^\s*(?:(?:CREATE|ALTER|DROP)\s+CLUSTER\b|ALTER\s+SINK\s+\S+\s+SET\s+FROM\b)", re.IGNORECASE
 )
-_TOKEN = re.compile(
-    r"""
-    (?P<ws>\s+|--[^\n]*)
-    |(?P<string>'(?:[^']|'')*')
-    |(?P<quoted>"(?:[^"]|"")+")
-    |(?P<word>[A-Za-z_][A-Za-z0-9_$]*)
-    |(?P<number>-?\d+)
-    |(?P<punct>[(),=.;])
-    """,
-    re.VERBOSE,
-)
 _UNSUPPORTED_OPTIONS = frozenset(
     {"INTROSPECTION", "SCHEDULE", "AVAILABILITY", "DISK", "WORKLOAD", "MANAGED", "REPLICAS"}
 )
@@ -76,43 +65,18 @@ def is_cluster_statement(text: str) -> bool:
     return _START.match(text) is not None
 
 
-@dataclass(frozen=True, slots=True)
-class _Token:
-    kind: str
-    text: str
-    position: int
-
-    @property
-    def upper(self) -> str:
-        return self.text.upper() if self.kind == "word" else ""
-
-
-def _tokens(text: str) -> list[_Token]:
-    out: list[_Token] = []
-    i = 0
-    while i < len(text):
-        m = _TOKEN.match(text, i)
-        if m is None:
-            raise SqlSyntaxError(f'syntax error at or near "{text[i]}"', position=i + 1, sql=text)
-        kind = m.lastgroup or ""
-        if kind != "ws" and not (kind == "punct" and m.group() == ";"):
-            out.append(_Token(kind, m.group(), i + 1))
-        i = m.end()
-    return out
-
-
 class _Parser:
     def __init__(self, text: str) -> None:
         self.text = text
-        self.toks = _tokens(text)
+        self.toks = tokens(text)
         self.i = 0
 
     # -- tokens ---------------------------------------------------------------------------
-    def _peek(self, k: int = 0) -> _Token | None:
+    def _peek(self, k: int = 0) -> Token | None:
         j = self.i + k
         return self.toks[j] if j < len(self.toks) else None
 
-    def _fail(self, message: str, tok: _Token | None = None) -> NoReturn:
+    def _fail(self, message: str, tok: Token | None = None) -> NoReturn:
         at = tok if tok is not None else self._peek()
         position = at.position if at is not None else len(self.text) + 1
         raise SqlSyntaxError(message, position=position, sql=self.text)

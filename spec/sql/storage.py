@@ -40,7 +40,7 @@ supported: a PostgreSQL source replicates one table, named in its options.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import NoReturn
 
 from ..errors import SqlSyntaxError, UnsupportedSql
@@ -50,22 +50,12 @@ from ..storage.connections import (
     LoadGenerator,
     PostgresSource,
 )
+from ._tokens import Token, tokens
 from .ast import CreateSinkStmt, CreateSourceStmt
 
 __all__ = ["is_storage_statement", "parse_storage_statement"]
 
 _START = re.compile(r"^\s*CREATE\s+(SOURCE|SINK)\b", re.IGNORECASE)
-_TOKEN = re.compile(
-    r"""
-    (?P<ws>\s+|--[^\n]*)
-    |(?P<string>'(?:[^']|'')*')
-    |(?P<quoted>"(?:[^"]|"")+")
-    |(?P<word>[A-Za-z_][A-Za-z0-9_$]*)
-    |(?P<number>-?\d+)
-    |(?P<punct>[(),=.])
-    """,
-    re.VERBOSE,
-)
 
 
 def is_storage_statement(text: str) -> bool:
@@ -73,52 +63,24 @@ def is_storage_statement(text: str) -> bool:
     return _START.match(text) is not None
 
 
-@dataclass(frozen=True, slots=True)
-class _Token:
-    kind: str
-    text: str
-    position: int
-    """1-based offset of its first character."""
-
-    @property
-    def upper(self) -> str:
-        return self.text.upper() if self.kind == "word" else ""
-
-
-def _tokens(text: str) -> list[_Token]:
-    out: list[_Token] = []
-    i = 0
-    while i < len(text):
-        m = _TOKEN.match(text, i)
-        if m is None:
-            if text[i] in "'\"":
-                raise SqlSyntaxError("unterminated quoted string", position=i + 1, sql=text)
-            raise SqlSyntaxError(f'syntax error at or near "{text[i]}"', position=i + 1, sql=text)
-        kind = m.lastgroup or ""
-        if kind != "ws":
-            out.append(_Token(kind, m.group(), i + 1))
-        i = m.end()
-    return out
-
-
 class _Parser:
     def __init__(self, text: str) -> None:
         self.text = text
-        self.tokens = _tokens(text)
+        self.tokens = tokens(text)
         self.i = 0
 
     # -- the token stream --------------------------------------------------------------------
-    def peek(self) -> _Token | None:
+    def peek(self) -> Token | None:
         return self.tokens[self.i] if self.i < len(self.tokens) else None
 
-    def next(self, expected: str) -> _Token:
+    def next(self, expected: str) -> Token:
         t = self.peek()
         if t is None:
             self.fail(expected)
         self.i += 1
         return t
 
-    def fail(self, expected: str, at: _Token | None = None) -> NoReturn:
+    def fail(self, expected: str, at: Token | None = None) -> NoReturn:
         t = at if at is not None else self.peek()
         if t is None:
             raise SqlSyntaxError(
@@ -198,13 +160,13 @@ class _Parser:
 
     def options(
         self, names: dict[str, tuple[str, ...]], what: str, secrets: frozenset[str] = frozenset()
-    ) -> dict[str, tuple[_Token, _Token]]:
+    ) -> dict[str, tuple[Token, Token]]:
         """``(NAME [=] value, ...)``: each option's name token and value token, by key.
 
         ``names`` maps each option's key to its words (``("TICK", "INTERVAL")``);
         the options of ``secrets`` take ``SECRET name`` as their value (the name's token).
         """
-        out: dict[str, tuple[_Token, _Token]] = {}
+        out: dict[str, tuple[Token, Token]] = {}
         if not self.punct("("):
             self.fail(f"({what})")
         while True:
@@ -232,7 +194,7 @@ class _Parser:
             if not self.punct(","):
                 self.fail('"," or ")"')
 
-    def value_string(self, option: tuple[_Token, _Token], what: str) -> str:
+    def value_string(self, option: tuple[Token, Token], what: str) -> str:
         _, value = option
         if value.kind != "string":
             self.fail(f"a quoted string for {what}", value)
@@ -243,7 +205,7 @@ class _Parser:
             )
         return text
 
-    def value_int(self, option: tuple[_Token, _Token], what: str, minimum: int) -> int:
+    def value_int(self, option: tuple[Token, Token], what: str, minimum: int) -> int:
         _, value = option
         if value.kind != "number":
             self.fail(f"an integer for {what}", value)
@@ -256,7 +218,7 @@ class _Parser:
             )
         return n
 
-    def missing(self, option: str, what: str, start: _Token) -> NoReturn:
+    def missing(self, option: str, what: str, start: Token) -> NoReturn:
         raise SqlSyntaxError(
             f"{what} needs the option {option}", position=start.position, sql=self.text
         )
@@ -404,7 +366,7 @@ class _Parser:
             self.secret_name(opts.get("password")),
         )
 
-    def secret_name(self, option: tuple[_Token, _Token] | None) -> str | None:
+    def secret_name(self, option: tuple[Token, Token] | None) -> str | None:
         """The secret an option names (``PASSWORD SECRET name``), if given."""
         if option is None:
             return None

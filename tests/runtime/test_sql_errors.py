@@ -122,3 +122,25 @@ def test_every_error_is_typed(tmp_path: Path) -> None:
             assert len(e.sqlstate) == 5 and e.sqlstate != "XX000", (sql, e)
 
     _run(tmp_path, body)
+
+
+def test_deep_statements_answer_or_are_refused_typed_and_the_environment_goes_on(
+    tmp_path: Path,
+) -> None:
+    """Nesting within the parser's limit plans and answers; past it, a typed 54001 and nothing
+    else changes (it used to be an untyped ``RecursionError`` from 50 parentheses on)."""
+    from tidegate.spec.errors import StatementTooComplex
+    from tidegate.spec.sql.parse import MAX_SQL_NESTING
+
+    async def body(env: Environment) -> None:
+        await env.execute("CREATE TABLE t (a BIGINT); INSERT INTO t VALUES (1)")
+        parens = "SELECT " + "(" * MAX_SQL_NESTING + "a" + ")" * MAX_SQL_NESTING + " FROM t"
+        assert (await env.execute(parens)).rows == [(1,)]
+        sums = "SELECT " + "1 + (" * 100 + "a" + ")" * 100 + " FROM t"
+        assert (await env.execute(sums)).rows == [(101,)]
+        too_deep = "SELECT " + "(" * 5_000 + "a" + ")" * 5_000 + " FROM t"
+        e = await _error(env, too_deep)
+        assert isinstance(e, StatementTooComplex) and e.sqlstate == "54001"
+        assert (await env.execute("SELECT a FROM t")).rows == [(1,)]
+
+    _run(tmp_path, body)

@@ -240,10 +240,7 @@ class ControlService:
 
     async def subscribe(self, name: str, as_of: Any = None) -> Stream:
         """Stream ``name``'s changes from ``as_of`` (default: the freshest time) as they come."""
-        if as_of is not None and (type(as_of) is not int or as_of < 0):
-            raise Refusal(
-                400, "BadRequest", f"as_of must be a timestamp (an integer >= 0), got {as_of!r}"
-            )
+        as_of = _time_field("as_of", as_of)
         c = self.resolve(name)
         schema = self.env.schema(c.id)
         sub = await self.env.subscribe(c.id, as_of)
@@ -271,9 +268,9 @@ class ControlService:
                 kwargs["key"] = keys_from_json(key, schema, self.env.state.get(c.id).keys)
             except RowsError as e:
                 raise Refusal(400, "BadKey", str(e)) from None
+        at = _time_field("at", at)
         freshest = at is None
         if at is not None:
-            at = int(at)
             with anyio.move_on_after(self.wait_s):
                 await self.env.wait_for(c.id, at)
         else:
@@ -292,8 +289,8 @@ class ControlService:
     async def copy_to(self, name: str, url: str, at: int | None) -> dict[str, Any]:
         """Write ``name``'s contents at ``at`` (or the freshest time) as Parquet under ``url``."""
         c = self.resolve(name)
+        at = _time_field("at", at)
         if at is not None:
-            at = int(at)
             with anyio.move_on_after(self.wait_s):
                 await self.env.wait_for(c.id, at)
         rows = await self.env.copy_to(c.id, str(url), at=at)
@@ -631,6 +628,25 @@ async def _subscribe_lines(header: dict[str, Any], sub: Any) -> AsyncIterator[di
         yield line
     if not sub.finished:  # ended without its last batch: the controller is stopping
         yield {"error": {"type": "ControllerStopping", "message": "the controller stopped"}}
+
+
+_TIME_LIMIT = 2**63
+"""Times are milliseconds since the Unix epoch, held as signed 64-bit integers downstream."""
+
+
+def _time_field(field: str, value: Any) -> int | None:
+    """A request's time ``field``: absent, or a JSON integer in ``[0, 2**63)`` [Refusal 400
+    BadRequest for anything else: a fraction is not truncated, a string not parsed]."""
+    if value is None:
+        return None
+    if type(value) is not int or not 0 <= value < _TIME_LIMIT:
+        raise Refusal(
+            400,
+            "BadRequest",
+            f"{field} must be a time in milliseconds since the Unix epoch (an integer from 0 "
+            f"to 2^63 - 1), got {value!r}",
+        )
+    return value
 
 
 def _rows_of(result: Any) -> list[tuple[Any, int]]:

@@ -717,6 +717,8 @@ def test_invalid_updates_are_refused_and_nothing_is_committed(
         (IcebergSink("sqlite:///c.db", "file:///w", "no_namespace"), KV),
         (IcebergSink("sqlite:///c.db", "file:///w", "ns."), KV),
         (IcebergSink("not a url", "file:///w", "ns.t"), KV),
+        (IcebergSink("nosuch:///x", "file:///w", "ns.t"), KV),  # no such kind of catalog
+        (IcebergSink("mysql://h/db", "file:///w", "ns.t"), KV),  # its driver is not installed
         (IcebergSink("sqlite:///c.db", "hdfs://w", "ns.t"), KV),
         (IcebergSink("sqlite:///c.db", "relative/path", "ns.t"), KV),
         (

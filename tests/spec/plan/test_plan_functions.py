@@ -13,6 +13,7 @@ import datetime as dt
 import math
 from typing import Any
 
+import duckdb
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -287,6 +288,40 @@ def test_like_with_an_escape_and_ilike() -> None:
     # the escape is matched as written: an upper-case escape letter stays the escape
     assert ilike_match("ab", "aXb", "X") and not ilike_match("ab", "axb", "X")
     assert ev(CallVariadic(VariadicFunc.LIKE_ESCAPE, (s(None), s("a"), s("##")))) is None
+
+
+@settings(max_examples=300)
+@given(st.text(alphabet="ab%_#", max_size=9), st.text(alphabet="ab%_#", max_size=12))
+def test_like_answers_what_duckdb_answers(p: str, x: str) -> None:
+    """DuckDB's LIKE (an implementation we did not write) is the oracle, escapes included."""
+    if p.endswith("#") and (len(p) - len(p.rstrip("#"))) % 2 == 1:
+        return  # an unpaired trailing escape: refused, pinned in the example test
+    want = duckdb.execute("SELECT ? LIKE ? ESCAPE '#'", [x, p]).fetchone()
+    assert want is not None
+    assert like_match(x, p, "#") is want[0]
+
+
+@pytest.mark.timeout(120)
+def test_like_and_regex_matching_take_time_linear_in_the_input() -> None:
+    """Patterns that take a backtracking matcher exponential time answer at once (they used to
+    pin the replica evaluating them for minutes: ``'%a%a%a%a%a%b'`` over 200 characters)."""
+    many = "a" * 20_000
+    assert not like_match(many, "%a%a%a%a%a%a%a%a%a%a%b")
+    assert like_match(many + "b", "%a%a%a%a%a%a%a%a%a%a%b")
+    assert not ilike_match(many, "%A%A%A%A%A%A%A%A%A%A%B")
+    match = CallBinary(BinaryFunc.REGEX_MATCH, s(many + "c"), s("^(a+)+b$"))
+    assert ev(match) is False
+    replaced = CallVariadic(VariadicFunc.REGEXP_REPLACE, (s(many), s("(a|aa)+$"), s("x"), s("")))
+    assert ev(replaced) == "x"
+
+
+def test_regexes_without_a_linear_matcher_are_refused() -> None:
+    """Back-references have no linear-time matcher; they are refused as Materialize refuses
+    them, with the engine's reason."""
+    with pytest.raises(InvalidArgument, match="invalid regular expression"):
+        ev(CallBinary(BinaryFunc.REGEX_MATCH, s("aa"), s(r"(a)\1")))
+    with pytest.raises(InvalidArgument, match="invalid regular expression: missing \\)"):
+        ev(CallBinary(BinaryFunc.REGEX_MATCH, s("aa"), s("(a")))
 
 
 @given(st.text(alphabet="aAbB%_#\\é", max_size=6), st.text(alphabet="aAbB%_#\\é", max_size=6))
