@@ -40,6 +40,7 @@ def make_executor(
     index_memory_rows: int | None = None,
     spark_conf: Mapping[str, str] | None = None,
     spark_ui: bool = False,
+    spark_app_name: str = "tidegate-replica",
     state_memory_rows: int | None = None,
 ) -> Executor:
     """The executor named by ``kind``.
@@ -51,7 +52,7 @@ def make_executor(
     in Spark; a stateful operator keeps at most ``state_memory_rows``
     arrangement entries in the driver (default: the executor's; a replica
     size's); ``spark_conf`` are Spark properties set on the session (over its
-    defaults) and ``spark_ui`` turns the web UI on. ``"python"``: the
+    defaults), ``spark_ui`` turns the web UI on and ``spark_app_name`` names the application. ``"python"``: the
     single-threaded reference executor (the other options are ignored).
     """
     if kind == "python":
@@ -64,7 +65,13 @@ def make_executor(
         master = spark_master
         if workers is not None and master == DEFAULT_SPARK_MASTER:
             master = f"local[{workers}]"
-        session = spark_session(master, shuffle_partitions=workers, conf=spark_conf, ui=spark_ui)
+        session = spark_session(
+            master,
+            app_name=spark_app_name,
+            shuffle_partitions=workers,
+            conf=spark_conf,
+            ui=spark_ui,
+        )
         from tidegate.replica.spark._index_output import DEFAULT_INDEX_MEMORY_ROWS
         from tidegate.replica.spark.arrangement import DEFAULT_STATE_MEMORY_ROWS
 

@@ -10,17 +10,20 @@ not apply to it.
 
 Prints one JSON line to stdout when it serves::
 
-    {"event": "listening", "address": "127.0.0.1:7001", "metrics": "127.0.0.1:9101", "pid": 1234,
-     "services": ["compute"]}
+    {"event": "listening", "address": "127.0.0.1:7001", "metrics": "127.0.0.1:9101",
+     "spark_ui": "http://127.0.0.1:4040", "pid": 1234, "services": ["compute"]}
 
-(``metrics`` is ``null`` without ``--metrics``); everything else is a JSON
+(``metrics`` is ``null`` without ``--metrics``, ``spark_ui`` without ``--spark-ui``);
+everything else is a JSON
 log line on stderr, rendered by structlog: the replica's own records, other
 libraries' and every other line that reaches stderr (the JVM's log4j output,
 Spark's first lines), which the process captures from its stderr descriptor
 and wraps (see :mod:`tidegate.runtime.logs`). ``--spark-conf KEY=VALUE``
 (repeatable) sets Spark properties of the session, read back and logged as
 one ``spark_conf`` record; ``--spark-ui`` turns Spark's web UI on (logged as
-``spark_ui`` with its address). SIGTERM or SIGINT shut it down gracefully: health turns
+``spark_ui`` with its address, which the ready line says too); ``--spark-app-name``
+names the Spark application (``tidegate up`` names each managed replica's after
+the environment and the replica, so a standalone master's UI tells them apart). SIGTERM or SIGINT shut it down gracefully: health turns
 ``NOT_SERVING``, the current stream ends with ``UNAVAILABLE``, storage reads
 stop, exit status 0. An incompatible ``CreateInstance`` on reconnect halts
 it with status 2 (a fresh process starts over). ``--exit-with-parent`` also
@@ -154,6 +157,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="a Spark property of the replica's session (repeatable; overrides the defaults)",
     )
     p.add_argument("--spark-ui", action="store_true", help="serve Spark's web UI (default: off)")
+    p.add_argument(
+        "--spark-app-name",
+        default="tidegate-replica",
+        metavar="NAME",
+        help="its Spark application's name, as a standalone master's UI lists it (tidegate up "
+        "names each managed replica's after the environment and the replica)",
+    )
     p.add_argument("--metrics", help="HOST:PORT to serve Prometheus /metrics on (port 0: any)")
     p.add_argument("--token", default=os.environ.get("TIDEGATE_TOKEN"), help="shared bearer token")
     p.add_argument("--tls-cert", help="PEM certificate chain (enables TLS)")
@@ -228,20 +238,24 @@ def _die_with_parent(stop: threading.Event) -> None:
     threading.Thread(target=watch, name="parent-watchdog", daemon=True).start()
 
 
-def _log_spark(log: logging.Logger, conf: dict[str, str], ui: bool) -> None:
-    """Log the ``--spark-conf`` properties as the session reads them back, and the UI's address."""
+def _log_spark(log: logging.Logger, conf: dict[str, str], ui: bool) -> str | None:
+    """Log the ``--spark-conf`` properties as the session reads them back, and the UI's address
+    (which it returns: the ready line says it too)."""
     from pyspark.sql import SparkSession
 
     from ._logs import log_event
 
     session = SparkSession.getActiveSession()
     if session is None:
-        return
+        return None
     if conf:
         effective = {key: session.conf.get(key, None) for key in conf}
         log_event(log, "spark_conf", conf=effective)
-    if ui:
-        log_event(log, "spark_ui", url=session.sparkContext.uiWebUrl)
+    if not ui:
+        return None
+    url: str | None = session.sparkContext.uiWebUrl
+    log_event(log, "spark_ui", url=url, app_name=session.sparkContext.appName)
+    return url
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -316,13 +330,13 @@ def _serve(args: argparse.Namespace, log: logging.Logger) -> int:
                 state_memory_rows=args.state_memory_rows,
                 spark_conf=dict(args.spark_conf),
                 spark_ui=args.spark_ui,
+                spark_app_name=args.spark_app_name,
             )
     except Exception as e:
         log_event(log, "startup_failed", level=logging.CRITICAL, error=repr(e), exc_info=True)
         return 1
     spark = computing and args.executor == "spark"
-    if spark:
-        _log_spark(log, dict(args.spark_conf), args.spark_ui)
+    spark_ui = _log_spark(log, dict(args.spark_conf), args.spark_ui) if spark else None
     registry = CollectorRegistry()
 
     def on_halt(reason: str) -> None:
@@ -384,6 +398,7 @@ def _serve(args: argparse.Namespace, log: logging.Logger) -> int:
                 "event": "listening",
                 "address": address,
                 "metrics": metrics_at,
+                "spark_ui": spark_ui,
                 "pid": os.getpid(),
                 "services": list(wanted),
             }
@@ -395,6 +410,7 @@ def _serve(args: argparse.Namespace, log: logging.Logger) -> int:
         "listening",
         address=address,
         metrics=metrics_at,
+        spark_ui=spark_ui,
         services=list(wanted),
         executor=args.executor if computing else None,
         frozen_objects=frozen,

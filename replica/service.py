@@ -9,7 +9,7 @@ persist-peek results (one per persist peek). The loop performs the core's
 outputs (as :mod:`tidegate.sim.replica` does in the simulator):
 
 * ``Respond``: to the current stream's response sink;
-* ``ReadSource``: a follower on shard ``str(id)``: once its upper passes the
+* ``ReadSource``: a follower on shard ``shard_name(id)``: once its upper passes the
   as_of, the snapshot at the as_of (delivered with upper ``as_of + 1``), then
   every change of a :meth:`~tidegate.runtime.storage.ShardStore.listen`;
 * ``StopReading``: stop that follower (releasing its lease);
@@ -58,6 +58,7 @@ from typing import Any
 
 import psutil
 
+from tidegate.runtime.controller.schemas import shard_name
 from tidegate.runtime.storage import ShardStore
 from tidegate.runtime.storage.store import DEFAULT_LEASE_MS
 from tidegate.spec.compute_replica import ComputeReplica
@@ -158,13 +159,13 @@ _Event = _Command | Closed | _Delivery | _WriteDone | _PersistDone | _CopyToDone
 
 
 class _Follower(ShardFollower):
-    """Follows collection ``id`` (shard ``str(id)``) from ``as_of`` for the core's ``ReadSource``."""
+    """Follows collection ``id`` (its shard: ``shard_name(id)``) from ``as_of`` for the core's ``ReadSource``."""
 
     def __init__(self, service: ReplicaService, id: GlobalId, as_of: int) -> None:
         super().__init__(
             host=service.host,
             store=service.store,
-            shard=str(id),
+            shard=shard_name(id),
             as_of=as_of,
             lease_ms=service.lease_ms,
             poll_s=service.poll_s,
@@ -302,7 +303,7 @@ class _CopyToWriter:
 
 
 class _PersistPeek:
-    """Reads shard ``str(id)`` at ``time`` once its upper passes it (woken by the store's
+    """Reads shard ``shard_name(id)`` at ``time`` once its upper passes it (woken by the store's
     notifications where it has them, like a follower)."""
 
     def __init__(self, service: ReplicaService, out: PeekPersist) -> None:
@@ -333,7 +334,7 @@ class _PersistPeek:
 
     def step(self) -> float | None:
         svc, out = self.service, self.out
-        shard, t = str(out.collection_id), int(out.timestamp)
+        shard, t = shard_name(out.collection_id), int(out.timestamp)
         try:
             if not svc.store.upper(shard).less_equal(t):
                 rows: dict[Row, int] = {}

@@ -58,6 +58,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "REPLICA_STATUSES",
+    "STORAGE_STATUSES",
     "ControllerMetrics",
     "frontier_seconds",
     "frontier_value",
@@ -71,6 +72,12 @@ REPLICA_STATUSES = ("connecting", "connected", "failed", "rehydrating", "dropped
 
 _COLLECTION = ["name", "id", "kind"]
 _REPLICA = ["replica"]
+_STORAGE = ["name", "id", "kind", "type"]
+_SINK_COUNTERS = ("updates_staged", "updates_committed", "bytes_staged", "bytes_committed")
+_SOURCE_COUNTERS = ("messages_received", "bytes_received", "updates_staged", "updates_committed")
+_SOURCE_GAUGES = ("offset_known", "offset_committed")
+STORAGE_STATUSES = ("starting", "running", "paused", "stalled", "ceased", "dropped")
+"""The states of ``tidegate_controller_storage_status`` (``SourceStatus``: sources and sinks)."""
 _READ_ATTEMPTS = 5
 
 
@@ -297,7 +304,31 @@ class ControllerMetrics(Collector):
         for kind, n in sorted(dict(driver.responses_by_kind).items()):
             f["responses"].add_metric([kind], n)
         f["table_appends_acknowledged"].add_metric([], driver.appends_acknowledged)
+        self._read_storage(f, now)
         return list(f.values())
+
+    def _read_storage(self, f: dict[str, Any], now: int) -> None:
+        """Sources' and sinks' status, statistics (the controller's merged ones, as
+        ``mz_source_statistics`` / ``mz_sink_statistics`` hold them) and sinks' frontiers."""
+        for s in self.env.storage_status():
+            labels = [s.name, str(s.id), s.kind, s.type]
+            for state in STORAGE_STATUSES:
+                f["storage_status"].add_metric([*labels, state], 1 if s.status == state else 0)
+            stats = s.statistics or {}
+            if s.kind == "sink":
+                f["sink_upper_timestamp_seconds"].add_metric(labels, frontier_seconds(s.upper))
+                lag = lag_ms(s.upper, now)
+                if lag is not None:
+                    f["sink_lag_seconds"].add_metric(labels, lag / 1000)
+                for key in _SINK_COUNTERS:
+                    f[f"sink_{key}"].add_metric(labels, stats.get(key) or 0)
+                continue
+            for key in _SOURCE_COUNTERS:
+                f[f"source_{key}"].add_metric(labels, stats.get(key) or 0)
+            for key in _SOURCE_GAUGES:
+                value = stats.get(key)
+                if value is not None:
+                    f[f"source_{key}"].add_metric(labels, value)
 
 
 _FAMILIES: tuple[tuple[str, str, str, list[str]], ...] = (
@@ -381,5 +412,50 @@ _FAMILIES: tuple[tuple[str, str, str, list[str]], ...] = (
         ["kind"],
     ),
     ("table_appends_acknowledged", "counter", "Client table appends made durable", []),
+    (
+        "storage_status",
+        "gauge",
+        "A source's or sink's status as its storage replica last reported it (1 for the one "
+        "it is in; all 0 before its first report)",
+        [*_STORAGE, "status"],
+    ),
+    (
+        "sink_upper_timestamp_seconds",
+        "gauge",
+        "The frontier a sink's target covers: every update before it is written out (Unix "
+        "time, seconds)",
+        _STORAGE,
+    ),
+    (
+        "sink_lag_seconds",
+        "gauge",
+        "How far what a sink's target covers trails the wall clock, in seconds",
+        _STORAGE,
+    ),
+    ("sink_updates_staged", "counter", "Updates a sink staged for its target", _STORAGE),
+    ("sink_updates_committed", "counter", "Updates a sink committed to its target", _STORAGE),
+    ("sink_bytes_staged", "counter", "Bytes a sink staged for its target", _STORAGE),
+    ("sink_bytes_committed", "counter", "Bytes a sink committed to its target", _STORAGE),
+    (
+        "source_messages_received",
+        "counter",
+        "Messages a source read from its upstream",
+        _STORAGE,
+    ),
+    ("source_bytes_received", "counter", "Bytes a source read from its upstream", _STORAGE),
+    ("source_updates_staged", "counter", "Updates a source staged for its shard", _STORAGE),
+    ("source_updates_committed", "counter", "Updates a source committed to its shard", _STORAGE),
+    (
+        "source_offset_known",
+        "gauge",
+        "The greatest upstream offset a source knows of (its upstream's position)",
+        _STORAGE,
+    ),
+    (
+        "source_offset_committed",
+        "gauge",
+        "The upstream offset up to which a source has committed what it read",
+        _STORAGE,
+    ),
 )
 """Every family: ``(name, gauge|counter, help, labels)``."""

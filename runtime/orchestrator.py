@@ -125,6 +125,9 @@ class ReplicaProcessStatus:
     metrics: str | None = None
     """``HOST:PORT`` of its Prometheus metrics (``http://HOST:PORT/metrics``), as its last
     start reported (``None``: it serves none; the orchestrator has no ``metrics_host``)."""
+    spark_ui: str | None = None
+    """The URL of its Spark web UI, as its last start reported (``None``: it serves none,
+    without ``spark_ui`` or on the Python executor)."""
 
 
 @dataclass(eq=False)
@@ -145,6 +148,8 @@ class _Replica:
     """Where its metrics were served last (with ``metrics_host``; reused when free)."""
     metrics: str | None = None
     """The metrics address its last ready line reported."""
+    spark_ui: str | None = None
+    """The Spark UI URL its last ready line reported."""
     restarts: int = 0
     starts: int = 0
     last_exit_code: int | None = None
@@ -170,7 +175,8 @@ class Orchestrator:
     ``command`` replaces the argv prefix ``python -m tidegate replica`` (tests
     use a stand-in); the orchestrator appends ``--listen``, ``--storage``,
     ``--executor``, ``--spark-master``, ``--exit-with-parent``, a ``--spark-conf``
-    per ``spark_conf`` property, ``--spark-ui`` if ``spark_ui``, ``--metrics
+    per ``spark_conf`` property, ``--spark-ui`` if ``spark_ui``, ``--spark-app-name``
+    (:meth:`app_name`), ``--metrics
     HOST:PORT`` if ``metrics_host``, TLS options and ``extra_args``. The token
     (``token``, else a fresh one: see :attr:`token`) travels in the ``TIDEGATE_TOKEN``
     environment variable, not on the command line.
@@ -418,6 +424,7 @@ class Orchestrator:
             str(self._log_path(r.name)),
             r.services,
             r.metrics,
+            r.spark_ui,
         )
 
     # -- supervision -------------------------------------------------------------------------
@@ -492,7 +499,7 @@ class Orchestrator:
             if ready is None:  # exited: the ready line may still be in the log
                 ready, offset = _scan_ready(log_path, offset)
         if ready is not None and p.poll() is None:
-            r.port, r.metrics = ready
+            r.port, r.metrics, r.spark_ui = ready
             r.last_error = None
             self._record_port(r.name, r.port)
             if self.metrics_host is not None:
@@ -573,12 +580,19 @@ class Orchestrator:
                 args += ["--spark-conf", f"{key}={value}"]
             if self.spark_ui:
                 args.append("--spark-ui")
+            args += ["--spark-app-name", self.app_name(r.name)]
         if self.tls is not None:
             args += ["--tls-cert", self.tls.cert, "--tls-key", self.tls.key]
             if self.tls.client_ca is not None:
                 args += ["--tls-client-ca", self.tls.client_ca]
         extra = self.extra_args if r.extra_args is None else r.extra_args
         return [*args, *extra]
+
+    def app_name(self, name: str) -> str:
+        """The Spark application name of replica ``name``: ``tidegate ENV NAME``, ENV the
+        data directory's name and NAME the process's (``r1``, ``CLUSTER.REPLICA`` outside the
+        default cluster), so a standalone master's UI tells the replicas apart."""
+        return f"tidegate {self.data_dir.name} {name}"
 
     def _child_env(self, r: _Replica) -> dict[str, str]:
         env = dict(os.environ if self.env is None else self.env)
@@ -587,6 +601,10 @@ class Orchestrator:
         token = r.token if r.token is not None else self.token
         if token is not None:
             env["TIDEGATE_TOKEN"] = token
+        if "compute" in r.services and r.executor == "spark":
+            # Spark's driver, and its web UI, on loopback unless the environment says otherwise
+            env.setdefault("SPARK_LOCAL_IP", _LOOPBACK)
+            env.setdefault("SPARK_LOCAL_HOSTNAME", env["SPARK_LOCAL_IP"])
         return env
 
     def _log_path(self, name: str) -> Path:
@@ -728,8 +746,9 @@ def _signal_group(pid: int, sig: int) -> None:
         os.kill(pid, sig)
 
 
-_Ready: TypeAlias = tuple[int, str | None]
-"""What a ready line says: the port the replica listens on, and its metrics address, if any."""
+_Ready: TypeAlias = tuple[int, str | None, str | None]
+"""What a ready line says: the port the replica listens on, its metrics address and its Spark
+UI's URL, if any."""
 
 
 def _scan_ready(log_path: Path, offset: int) -> tuple[_Ready | None, int]:
@@ -766,7 +785,12 @@ def _ready(line: bytes) -> _Ready | None:
     if port is None:
         return None
     metrics = obj.get("metrics")
-    return port, metrics if _port_of(metrics) is not None else None
+    ui = obj.get("spark_ui")
+    return (
+        port,
+        metrics if _port_of(metrics) is not None else None,
+        ui if isinstance(ui, str) and ui.startswith(("http://", "https://")) else None,
+    )
 
 
 def _port_of(address: object) -> int | None:

@@ -1060,12 +1060,12 @@ def _explain(cat: EnvCatalog, stmt: ExplainStmt, params: list[Any]) -> SqlResult
 
 def _show(cat: EnvCatalog, stmt: ShowStmt) -> SqlResult:
     items = cat.items()
-    if stmt.kind == "objects":
-        rows: list[Row] = [(i.name, _KIND_WORDS[i.kind]) for i in items]
+    if stmt.kind == "objects":  # the system collections are not listed (as Materialize's)
+        rows: list[Row] = [(i.name, _KIND_WORDS[i.kind]) for i in items if not _system(i)]
         return _text_result("SELECT", ("name", "type"), sorted(rows))
     if stmt.kind == "sources":  # the system collections are not listed (as Materialize's)
         listed: list[Row] = [
-            (i.name, i.detail or "") for i in items if i.kind == "source" and i.detail != "system"
+            (i.name, i.detail or "") for i in items if i.kind == "source" and not _system(i)
         ]
         return _text_result("SELECT", ("name", "type"), sorted(listed))
     if stmt.kind == "sinks":
@@ -1094,6 +1094,12 @@ def _show(cat: EnvCatalog, stmt: ShowStmt) -> SqlResult:
             out.append((i.name, on, keys))
         return _text_result("SELECT", ("name", "on", "key"), sorted(out))
     return _text_result("SELECT", ("name",), sorted((i.name,) for i in chosen))
+
+
+def _system(item: CatalogItem) -> bool:
+    """Whether ``item`` is a system collection (``mz_source_status_history``, ...): readable
+    by name, listed by no ``SHOW`` (Materialize keeps them in ``mz_internal``)."""
+    return item.kind == "source" and item.detail == "system"
 
 
 def _view_of(cat: EnvCatalog, index: CatalogItem) -> str:

@@ -757,6 +757,39 @@ class SqlSession:
             raise
         return out
 
+    async def stream_script(
+        self, sql: str, params: Sequence[Any] | None = None
+    ) -> AsyncIterator[SqlResult | RowStream]:
+        """Every statement of ``sql`` as :meth:`run_script` runs them, each one's outcome as it
+        comes: a :class:`SqlResult`, or a :class:`RowStream` (a ``SUBSCRIBE``) that the caller
+        reads, and closes, before asking for the next. Stops at the first error (raised,
+        located in its statement). A script of DDL only is one catalog change, as in
+        :meth:`run_script`: its results come once all of it has committed."""
+        statements = split_statements(sql)
+        if params and len(statements) > 1:
+            raise SqlError("parameters need exactly one statement")
+        try:
+            script = self.ddl_script(statements)
+        except SqlError:
+            self.fail()
+            raise
+        if not isinstance(script, contextlib.nullcontext):  # DDL only: no stream among them
+            for result in await self.run_script(sql, params):
+                yield result
+            return
+        for text, _offset in statements:
+            try:
+                outcome = await self.execute(self.prepare(text), list(params or ()))
+                if not isinstance(outcome, RowStream):
+                    outcome = await _collect(self, outcome)
+            except SqlError as e:
+                self.fail()
+                raise e.located(shown(text)) from None
+            except Exception:
+                self.fail()
+                raise
+            yield outcome
+
     def ddl_script(
         self, statements: Sequence[tuple[str, int]]
     ) -> contextlib.AbstractAsyncContextManager[None]:

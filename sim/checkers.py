@@ -59,6 +59,7 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from tidegate.runtime.controller.schemas import shard_name
 from tidegate.runtime.environment import INSTANCE, Environment
 from tidegate.runtime.storage.store import decoded_state
 from tidegate.spec.compute import FrontierUpper
@@ -837,7 +838,7 @@ class Checker:
                 )
         # Every shard on disk belongs to a live catalog object or is finalized: a collection
         # dropped around a controller's death is cleaned up by the next one.
-        live = {str(e.id) for e in env.state.entries()}
+        live = {shard_name(e.id) for e in env.state.entries()}
         for key in self.world.disk.consensus.list_keys():
             if "/" in key or key in live:
                 continue

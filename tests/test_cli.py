@@ -930,3 +930,63 @@ def test_every_commands_help_is_plain_text() -> None:
             text = parser.format_help()
             assert not markup.search(text), f"{prog} --help shows markup:\n{text}"
     assert seen > 20
+
+
+def _helps(parser: argparse.ArgumentParser, path: str) -> Iterator[tuple[str, str]]:
+    """``(command, its --help text)`` for ``parser`` and every subcommand under it."""
+    yield path, parser.format_help()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _helps(sub, f"{path} {name}")
+
+
+_RAW_MARKUP = re.compile(r"``|:[a-z]+(?::[a-z]+)?:`|(?<![\w`])`[^`\s][^`\n]*`(?![\w`])|\S::$", re.M)
+"""What reStructuredText markup looks like raw: literals, roles, interpreted text, ``::``."""
+
+
+def test_no_command_s_help_shows_raw_markup() -> None:
+    from tidegate.cli import build_parser
+    from tidegate.commands.replicas import build_parser as replicas_parser
+    from tidegate.commands.replicas import help_text as replica_help
+    from tidegate.replica.main import build_parser as replica_process_parser
+    from tidegate.sim.cli import build_parser as sim_parser
+
+    helps = [
+        *_helps(build_parser(), "tidegate"),
+        *_helps(replicas_parser(), "tidegate replica"),
+        *_helps(replica_process_parser(), "tidegate replica (process)"),
+        *_helps(sim_parser(), "tidegate sim"),
+        ("tidegate replica --help", replica_help()),
+    ]
+    assert len(helps) > 30  # every command, the nested ones too
+    raw = [(cmd, m.group(0)) for cmd, text in helps for m in _RAW_MARKUP.finditer(text)]
+    assert raw == []
+    shown = dict(helps)
+    # the docstrings the long helps are made of, as text: roles and literals by their content
+    assert "It serves the control endpoint that tidegate status, peek" in shown["tidegate up"]
+    assert "tidegate replica --services storage" in shown["tidegate up"]
+
+
+def test_plain_help_fills_paragraphs_and_keeps_lists_and_examples() -> None:
+    from tidegate.commands.help_text import Parser
+
+    p = Parser(
+        prog="x",
+        description="First ``one``\nwraps :class:`~a.B`.\n\nItems:\n\n* a `first`\n  item\n"
+        "* a second\n\nExample::\n\n    x --flag   # kept\n    x -y\n",
+    )
+    p.add_argument("--flag", help="see `tidegate up`")
+    text = p.format_help()
+    assert "First one wraps B.\n\nItems:\n\n* a first item\n* a second\n\nExample:\n\n" in text
+    assert "    x --flag   # kept\n    x -y\n" in text
+    assert "see tidegate up" in text
+
+
+def test_the_help_text_module_s_examples_hold() -> None:
+    import doctest
+
+    from tidegate.commands import help_text
+
+    result = doctest.testmod(help_text)
+    assert result.attempted >= 3 and result.failed == 0

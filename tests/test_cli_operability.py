@@ -14,6 +14,7 @@ import io
 import json
 import os
 import re
+import select
 import signal
 import socket
 import subprocess
@@ -341,6 +342,95 @@ def test_uvicorn_s_own_log_lines_are_structured_json(up: Up) -> None:
     assert (record["level"], record["component"]) == ("warning", "controller")
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT[\d:.]+Z", record["ts"])
     assert not any(line.startswith("WARNING") for line in up.log().splitlines())
+
+
+class _Terminal:
+    """``tidegate sql`` on a pseudo-terminal (so it runs its interactive shell), read as a user
+    reads it."""
+
+    def __init__(self, up: Up) -> None:
+        import pty
+
+        self.master, slave = pty.openpty()
+        self.proc = subprocess.Popen(
+            [*TIDEGATE, "sql", "--data-dir", str(up.data)],
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+        )
+        os.close(slave)
+        self.seen = ""
+
+    def type(self, line: str) -> None:
+        os.write(self.master, line.encode() + b"\n")
+
+    def wait_for(self, pattern: str, timeout: float = 60) -> re.Match[str]:
+        """The first match of ``pattern`` in what the terminal showed since the last match."""
+        deadline = time.monotonic() + timeout
+        while not (m := re.search(pattern, self.seen)):
+            left = deadline - time.monotonic()
+            assert left > 0, f"timed out waiting for {pattern!r}; the terminal shows:\n{self.seen}"
+            ready, _, _ = select.select([self.master], [], [], min(left, 1.0))
+            if ready:
+                try:
+                    self.seen += os.read(self.master, 65536).decode(errors="replace")
+                except OSError:  # the shell exited: nothing more will come
+                    assert re.search(pattern, self.seen), self.seen
+        self.seen = self.seen[m.end() :]
+        return m
+
+    def close(self) -> int:
+        try:
+            return self.proc.wait(30)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+            os.close(self.master)
+
+
+def test_subscribe_in_the_sql_shell_streams_until_ctrl_c_and_the_shell_goes_on(up: Up) -> None:
+    term = _Terminal(up)
+    try:
+        term.wait_for("tidegate=> ")
+        term.type("CREATE TABLE shell_t (x int NOT NULL, s text);")
+        term.wait_for(r"\nCREATE TABLE\r?\n")  # its answer, after the echoed statement
+        up.ok("sql", "-c", "INSERT INTO shell_t VALUES (1, 'one')")
+        term.type("SUBSCRIBE shell_t WITH (PROGRESS);")
+        term.wait_for(r"mz_timestamp\tmz_progressed\tmz_diff\tx\ts\r?\n")
+        term.wait_for(r"\d+\tfalse\t1\t1\tone\r?\n")  # the snapshot
+        term.wait_for(r"\d+\ttrue\tNULL\tNULL\tNULL\r?\n")  # progress, as it moves
+        up.ok("sql", "-c", "INSERT INTO shell_t VALUES (2, NULL)")
+        term.wait_for(r"\d+\tfalse\t1\t2\tNULL\r?\n")  # shown as it happens
+        term.proc.send_signal(signal.SIGINT)  # Ctrl-C
+        term.wait_for(r"SUBSCRIBE stopped \(Ctrl-C\) after \d+ row\(s\)")
+        term.type("SELECT count(*) AS n FROM shell_t;")  # the shell goes on
+        term.wait_for(r"\(1 row\)")
+        term.type("\\q")
+        assert term.close() == 0
+    finally:
+        if term.proc.poll() is None:
+            term.proc.kill()
+    assert "Traceback" not in term.seen
+
+    # A script: Ctrl-C ends the subscribe, and the script goes on with its next statement.
+    script = ["-c", "SUBSCRIBE (SELECT x FROM shell_t WHERE x > 1)", "-c", "SELECT 7 AS seven"]
+    sub = subprocess.Popen(
+        [*TIDEGATE, "sql", "--json", "--data-dir", str(up.data), *script],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert sub.stdout is not None
+        row = json.loads(sub.stdout.readline())
+        assert set(row) == {"mz_timestamp", "mz_diff", "x"} and (row["mz_diff"], row["x"]) == (1, 2)
+        sub.send_signal(signal.SIGINT)
+        out, err = sub.communicate(timeout=30)
+    finally:
+        if sub.poll() is None:
+            sub.kill()
+    assert sub.returncode == 0, err
+    assert json.loads(out)["rows"] == [[7]] and "after 1 row(s)" in err
 
 
 def test_a_killed_replica_is_restarting_not_failed_and_its_error_clears_once_back(up: Up) -> None:

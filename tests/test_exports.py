@@ -52,6 +52,7 @@ LAYER_PARALLELS = frozenset(
         "ReduceNode",
         "SourceNode",
         "TopKNode",
+        "WindowNode",
         "UnionNode",
     }
 )

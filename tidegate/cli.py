@@ -9,13 +9,13 @@ import sys
 from collections.abc import Sequence
 
 from . import __version__
-from .commands.help_text import plain
+from .commands.help_text import Parser
 
 __all__ = ["main"]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tidegate", description=plain(__doc__))
+    parser: argparse.ArgumentParser = Parser(prog="tidegate", description=__doc__)
     parser.add_argument("--version", action="version", version=f"tidegate {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     from .commands import demo, register

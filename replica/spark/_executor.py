@@ -31,7 +31,7 @@ from tidegate.spec.executor.core import DataflowState, InputState, IntTimeExecut
 from tidegate.spec.executor.int_frontiers import Frontier, consolidate_changes
 from tidegate.spec.frontier import Antichain, Row, Update
 from tidegate.spec.ids import GlobalId
-from tidegate.spec.plan.relation import Reduce, TopK
+from tidegate.spec.plan.relation import Reduce, TopK, Window
 from tidegate.spec.plan.schema import Schema
 
 from . import operators as ops
@@ -93,6 +93,9 @@ class _Compiler(PlanCompiler[ops.Node]):
 
     def top_k(self, inp: ops.Node, schema: Schema, plan: TopK) -> ops.Node:
         return self._kept(ops.TopKNode(self.spark, inp, schema, plan))
+
+    def window(self, inp: ops.Node, schema: Schema, plan: Window) -> ops.Node:
+        return self._kept(ops.WindowNode(self.spark, inp, schema, plan))
 
     def join(
         self,

@@ -45,6 +45,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from tidegate.runtime.controller.schemas import shard_name
 from tidegate.runtime.storage import ShardStore
 from tidegate.runtime.storage.store import DEFAULT_LEASE_MS
 from tidegate.spec.errors import (
@@ -440,7 +441,7 @@ class StorageService(QueuedService):
         follower = ShardFollower(
             host=io.host,
             store=io.store,
-            shard=str(out.from_id),
+            shard=shard_name(out.from_id),
             as_of=out.as_of,
             lease_ms=io.lease_ms,
             poll_s=io.poll_s,

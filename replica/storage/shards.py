@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 
+from tidegate.runtime.controller.schemas import shard_name
 from tidegate.spec.errors import ShardFinalized, UpperMismatch
 from tidegate.spec.frontier import Antichain, Update
 from tidegate.spec.storage.reclock import remap_as_of
@@ -65,7 +66,7 @@ class RemapRead:
 
     def _read(self) -> tuple[Antichain, list[Update], Antichain]:
         store, out = self.ctx.store, self.out
-        data, remap = str(out.data_id), str(out.remap_id)
+        data, remap = shard_name(out.data_id), shard_name(out.remap_id)
         data_upper = store.upper(data)
         remap_upper = store.upper(remap)
         if data_upper.is_empty():
@@ -113,7 +114,7 @@ class ShardWrite:
         m = ctx.metrics
         try:
             new = ctx.store.compare_and_append(
-                str(out.id), list(out.updates), out.expected_upper, out.new_upper, self.token
+                shard_name(out.id), list(out.updates), out.expected_upper, out.new_upper, self.token
             )
         except UpperMismatch as e:
             actual = e.actual_upper

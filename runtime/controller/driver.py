@@ -62,6 +62,7 @@ Reads of an object that is dropped meanwhile end (:meth:`ControllerDriver.end_re
 from __future__ import annotations
 
 import contextlib
+import datetime as _dt
 import logging
 import uuid as _uuid
 from collections import deque
@@ -156,6 +157,9 @@ from .timestamps import MemoryOracle, Oracle
 __all__ = ["CollectionError", "ControllerDriver", "ReplicaInfo", "sendable"]
 
 log = logging.getLogger(__name__)
+
+_EPOCH = _dt.datetime(1970, 1, 1)
+"""Time 0: timestamps are milliseconds since then (UTC); a status row's ``occurred_at``."""
 
 DEFAULT_BACKOFF = Backoff()
 
@@ -348,6 +352,7 @@ class ControllerDriver:
         self._queued: list[_AppendRequest] = []
         self._queued_done = anyio.Event()
         """The event of the queued requests (the next group's)."""
+        self._committer_stopped = False
         self._committing: list[_AppendRequest] = []
         self._committing_done: anyio.Event | None = None
         self._commit_wanted = anyio.Event()
@@ -414,14 +419,7 @@ class ControllerDriver:
         tb: TracebackType | None,
     ) -> bool | None:
         tg, self._tg = self._tg, None
-        stopped = DriverNotRunning("the controller driver stopped before the append committed")
-        for req in [*self._queued, *self._committing]:
-            if not req.finished:
-                req.finish(error=stopped)
-        self._queued.clear()
-        self._queued_done.set()
-        if self._committing_done is not None:
-            self._committing_done.set()
+        self._fail_appends()
         for link in list(self.links.values()):
             link.close()
         self.storage_links.close_all()
@@ -448,6 +446,21 @@ class ControllerDriver:
         if self._tg is None:
             raise DriverNotRunning("the controller driver is not running (use `async with`)")
         return self._tg
+
+    def _fail_appends(self) -> None:
+        """End every queued and committing append with :class:`DriverNotRunning`: nothing
+        will commit them. Run when the driver stops and as soon as its committer ends (cancelled
+        before the driver's own exit), so that no caller waits for a commit that cannot come
+        (a caller shielded from cancellation, such as a wire session's INSERT, would wait for
+        ever, and keep the task group it runs in from ever closing)."""
+        stopped = DriverNotRunning("the controller driver stopped before the append committed")
+        for req in [*self._queued, *self._committing]:
+            if not req.finished:
+                req.finish(error=stopped)
+        self._queued.clear()
+        self._queued_done.set()
+        if self._committing_done is not None:
+            self._committing_done.set()
 
     async def _every(self, period_ms: int, step: Callable[[], Any]) -> None:
         while True:
@@ -971,6 +984,8 @@ class ControllerDriver:
         self._task_group()
         if self.fenced is not None:
             raise self.fenced
+        if self._committer_stopped:
+            raise DriverNotRunning("the controller driver stopped before the append committed")
         req.done = self._queued_done
         self._queued.append(req)
         self._commit_wanted.set()
@@ -980,7 +995,7 @@ class ControllerDriver:
             try:
                 await done.wait()
             except BaseException:
-                if not req.taken:  # never issued: withdrawn
+                if not req.taken and req in self._queued:  # never issued: withdrawn
                     self._queued.remove(req)
                 raise
             if not req.finished and req.done is done:  # cut short: the driver is stopping
@@ -991,6 +1006,13 @@ class ControllerDriver:
 
     async def _committer(self) -> None:
         """Commit the queued appends, one group at a time (see the module docstring)."""
+        try:
+            await self._commit_groups()
+        finally:
+            self._committer_stopped = True
+            self._fail_appends()
+
+    async def _commit_groups(self) -> None:
         last = 0  # requests in the last group
         while True:
             await self._commit_wanted.wait()
@@ -1063,7 +1085,15 @@ class ControllerDriver:
                 updates[id].extend((row, ts, diff) for row, diff in rows)
                 if req.request_id is not None:
                     requests.setdefault(id, {})[req.request_id] = ts
+        stamped = {w.collection_id for w in managed if w.stamped}
         for id, pairs in extra.items():
+            if id in stamped:  # the status histories' occurred_at: the commit's time,
+                # the changes of one commit a microsecond apart in the order they happened
+                at = _EPOCH + _dt.timedelta(seconds=ts // 1000, microseconds=ts % 1000 * 1000)
+                pairs = [
+                    ((at + _dt.timedelta(microseconds=i), *row), diff)
+                    for i, (row, diff) in enumerate(pairs)
+                ]
             updates[id].extend((row, ts, diff) for row, diff in pairs)
         upper = Antichain([ts + 1])
         ticket = self.ctl.storage.append([AppendCommand(t, updates[t], upper) for t in tables])

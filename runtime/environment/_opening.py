@@ -40,6 +40,7 @@ from ..catalog import (
 )
 from ..controller.driver import ControllerDriver
 from ..controller.errors import RuntimeControllerError
+from ..controller.schemas import parse_shard_name, shard_name
 from ..controller.storage_io import CONTROLLER_READER, ShardStorageIO
 from ..controller.timestamps import Oracle, UpperOracle, default_oracle
 from ..errors import CatalogConflict, CatalogMissing, InvalidEnvironmentOptions
@@ -50,7 +51,7 @@ from ..platform import Platform
 from ..secrets import SecretStore
 from ..storage.store import ShardStore
 from ..storage.urls import default_urls, open_blob, open_consensus
-from ._core import INSTANCE, STORAGE_INSTANCE, Core, log, parse_id
+from ._core import INSTANCE, STORAGE_INSTANCE, Core, log
 from ._ddl import Ddl
 from ._promotion import Promotion
 from ._replicas import (
@@ -329,7 +330,7 @@ async def _refuse_without_catalog(
     before, it finalized every shard it found and deleted their blobs): a lost
     or misplaced catalog must stop the open, never delete the data.
     """
-    shards = sorted(s for s in shard_ids if parse_id(s) is not None)
+    shards = sorted(s for s in shard_ids if parse_shard_name(s) is not None)
     if shards:
         raise CatalogMissing(key, shards)
 
@@ -350,8 +351,17 @@ def _droppable(state: CatalogState, shard_ids: Sequence[str]) -> list[GlobalId]:
     live = {e.id for e in state.entries()}
     out: list[GlobalId] = []
     for s in shard_ids:
-        gid = parse_id(s)
-        if gid is None:
+        parsed = parse_shard_name(s)
+        if parsed is None:
+            continue
+        gid, current = parsed
+        if not current:  # an earlier schema's shard of a collection that has a new one
+            log.info(
+                "shard %s holds an earlier schema of %s (now %s): left alone",
+                s,
+                gid,
+                shard_name(gid),
+            )
             continue
         if gid in live or (gid.namespace == "u" and gid.value < state.next_user_id):
             out.append(gid)

@@ -63,6 +63,12 @@ from tidegate.spec.plan import (
     UnaryFunc,
     Union,
     VariadicFunc,
+    Window,
+    WindowBound,
+    WindowBoundKind,
+    WindowFrame,
+    WindowFunc,
+    WindowFuncKind,
 )
 from tidegate.spec.plan.scalar_eval import canonical_float
 from tidegate.spec.protocol import ColumnOrder
@@ -96,6 +102,10 @@ _BINARY_OUT, _BINARY_IN = _enum_maps(BinaryFunc, pb.ProtoBinaryFunc, "PROTO_BINA
 _VARIADIC_OUT, _VARIADIC_IN = _enum_maps(VariadicFunc, pb.ProtoVariadicFunc, "PROTO_VARIADIC_FUNC")
 _JOIN_OUT, _JOIN_IN = _enum_maps(JoinKind, pb.ProtoJoinKind, "PROTO_JOIN_KIND")
 _AGG_OUT, _AGG_IN = _enum_maps(AggFunc, pb.ProtoAggFunc, "PROTO_AGG_FUNC")
+_WFUNC_OUT, _WFUNC_IN = _enum_maps(WindowFuncKind, pb.ProtoWindowFuncKind, "PROTO_WINDOW_FUNC_KIND")
+_WBOUND_OUT, _WBOUND_IN = _enum_maps(
+    WindowBoundKind, pb.ProtoWindowBoundKind, "PROTO_WINDOW_BOUND_KIND"
+)
 
 
 # ---- encoding --------------------------------------------------------------------
@@ -146,6 +156,29 @@ def _datum_into(m: pb.ProtoDatum, v: Any) -> None:
         m.date_days = (v - _EPOCH_DATE).days
     else:
         raise MalformedMessage(f"cannot encode {v!r}: not a value of any column type")
+
+
+def _aggregate_into(agg: pb.ProtoAggregate, a: Aggregate) -> None:
+    agg.func = _enum_out(_AGG_OUT, a.func, "aggregate function")
+    if a.column is not None:
+        agg.column = _u32(a.column, "aggregated column")
+    agg.distinct = a.distinct
+    if a.separator is not None:
+        if type(a.separator) is not str:
+            raise MalformedMessage(f"cannot encode separator {a.separator!r}: not a str")
+        agg.separator = a.separator
+
+
+def _bound_into(m: pb.ProtoWindowBound, b: WindowBound) -> None:
+    m.kind = _enum_out(_WBOUND_OUT, b.kind, "window frame bound")
+    if b.offset is None:
+        return
+    if type(b.offset) is int:
+        m.rows = _u64(b.offset, "window frame offset")
+    elif type(b.offset) is float:
+        m.value = b.offset
+    else:
+        raise MalformedMessage(f"cannot encode window frame offset {b.offset!r}: not a number")
 
 
 def _schema_into(m: pb.ProtoSchema, s: Schema) -> None:
@@ -293,15 +326,32 @@ class _Encoder:
         r.input = inp
         r.group_key.extend(_u32s(p.group_key, "group key column"))
         for a in p.aggregates:
-            agg = r.aggregates.add()
-            agg.func = _enum_out(_AGG_OUT, a.func, "aggregate function")
-            if a.column is not None:
-                agg.column = _u32(a.column, "aggregated column")
-            agg.distinct = a.distinct
-            if a.separator is not None:
-                if type(a.separator) is not str:
-                    raise MalformedMessage(f"cannot encode separator {a.separator!r}: not a str")
-                agg.separator = a.separator
+            _aggregate_into(r.aggregates.add(), a)
+
+    def window(self, p: Window) -> None:
+        inp = self.node(p.input)
+        w = self.nodes.add().window
+        w.input = inp
+        w.partition_key.extend(_u32s(p.partition_key, "partition key column"))
+        for o in p.order_by:
+            order = w.order_by.add()
+            order.column = _u32(o.column, "order-by column")
+            order.desc, order.nulls_last = o.desc, o.nulls_last
+        for f in p.funcs:
+            m = w.funcs.add()
+            m.kind = _enum_out(_WFUNC_OUT, f.kind, "window function")
+            if f.column is not None:
+                m.column = _u32(f.column, "window function column")
+            if type(f.offset) is not int or not _INT64[0] <= f.offset <= _INT64[1]:
+                raise MalformedMessage(f"cannot encode window offset {f.offset!r}: not an int64")
+            m.offset = f.offset
+            if f.default is not None:
+                m.default = _u32(f.default, "window default column")
+            if f.aggregate is not None:
+                _aggregate_into(m.aggregate, f.aggregate)
+            m.frame.range = f.frame.range
+            _bound_into(m.frame.start, f.frame.start)
+            _bound_into(m.frame.end, f.frame.end)
 
     def distinct(self, p: Distinct) -> None:
         inp = self.node(p.input)
@@ -362,6 +412,7 @@ _NODE_WRITERS: dict[type, Callable[[_Encoder, Any], None]] = {
     Distinct: _Encoder.distinct,
     Threshold: _Encoder.threshold,
     TopK: _Encoder.top_k,
+    Window: _Encoder.window,
     ArrangeBy: _Encoder.arrange_by,
     Let: _Encoder.let,
     LetRef: _Encoder.let_ref,
@@ -498,19 +549,42 @@ def _read_join(m: pb.ProtoJoin, n: _Nodes, x: _Exprs) -> Plan:
     )
 
 
+def _read_aggregate(a: pb.ProtoAggregate) -> Aggregate:
+    return Aggregate(
+        _enum_in(_AGG_IN, a.func, "aggregate function"),
+        a.column if a.HasField("column") else None,
+        a.distinct,
+        a.separator if a.HasField("separator") else None,
+    )
+
+
 def _read_reduce(m: pb.ProtoReduce, n: _Nodes, x: _Exprs) -> Plan:
-    aggs = tuple(
+    aggs = tuple([_read_aggregate(a) for a in m.aggregates])
+    return Reduce(n[m.input], tuple(m.group_key), aggs)
+
+
+def _read_bound(m: pb.ProtoWindowBound) -> WindowBound:
+    which = m.WhichOneof("offset")
+    offset: int | float | None = None if which is None else getattr(m, which)
+    return WindowBound(_enum_in(_WBOUND_IN, m.kind, "window frame bound"), offset)
+
+
+def _read_window(m: pb.ProtoWindow, n: _Nodes, x: _Exprs) -> Plan:
+    order = tuple([ColumnOrder(o.column, o.desc, o.nulls_last) for o in m.order_by])
+    funcs = tuple(
         [
-            Aggregate(
-                _enum_in(_AGG_IN, a.func, "aggregate function"),
-                a.column if a.HasField("column") else None,
-                a.distinct,
-                a.separator if a.HasField("separator") else None,
+            WindowFunc(
+                _enum_in(_WFUNC_IN, f.kind, "window function"),
+                f.column if f.HasField("column") else None,
+                f.offset,
+                f.default if f.HasField("default") else None,
+                _read_aggregate(f.aggregate) if f.HasField("aggregate") else None,
+                WindowFrame(f.frame.range, _read_bound(f.frame.start), _read_bound(f.frame.end)),
             )
-            for a in m.aggregates
+            for f in m.funcs
         ]
     )
-    return Reduce(n[m.input], tuple(m.group_key), aggs)
+    return Window(n[m.input], tuple(m.partition_key), order, funcs)
 
 
 def _read_top_k(m: pb.ProtoTopK, n: _Nodes, x: _Exprs) -> Plan:
@@ -532,6 +606,7 @@ _NODE_READERS: dict[str, Callable[[Any, _Nodes, _Exprs], Plan]] = {
     "distinct": lambda m, n, x: Distinct(n[m.input]),
     "threshold": lambda m, n, x: Threshold(n[m.input]),
     "top_k": _read_top_k,
+    "window": _read_window,
     "arrange_by": lambda m, n, x: ArrangeBy(n[m.input], tuple([tuple(k.columns) for k in m.keys])),
     "let": lambda m, n, x: Let(m.name, n[m.value], n[m.body]),
     "let_ref": lambda m, n, x: LetRef(m.name),

@@ -6,6 +6,7 @@ from .base import TidegateError
 
 __all__ = [
     "ArityMismatch",
+    "CardinalityViolation",
     "CompactionRegression",
     "DivisionByZero",
     "DuplicateExport",
@@ -96,6 +97,10 @@ class InvalidCast(EvaluationError):
 
 class InvalidArgument(EvaluationError):
     """A function argument outside its domain (a negative substring length)."""
+
+
+class CardinalityViolation(EvaluationError):
+    """A scalar subquery produced more than one row (SQLSTATE 21000)."""
 
 
 class ExecutorError(TidegateError, ValueError):

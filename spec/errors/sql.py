@@ -333,6 +333,7 @@ def data_error(message: str) -> SqlDataError:
 
 
 _DATA_CODES = (
+    ("more than one record produced in subquery", "21000"),
     ("square root of a negative", "2201F"),
     ("raised to a", "2201F"),
     ("logarithm", "2201E"),

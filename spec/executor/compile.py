@@ -36,6 +36,7 @@ from ..plan.relation import (
     Threshold,
     TopK,
     Union,
+    Window,
 )
 from ..plan.scalar import ScalarExpr
 from ..plan.schema import Schema
@@ -119,6 +120,8 @@ class PlanCompiler(ABC, Generic[N]):
             return self.add(self.reduce(inp, schema, plan))
         if isinstance(plan, TopK):
             return self.add(self.top_k(inp, schema, plan))
+        if isinstance(plan, Window):
+            return self.add(self.window(inp, schema, plan))
         raise InvalidPlan(f"not a plan: {plan!r}")
 
     def _join(
@@ -167,6 +170,10 @@ class PlanCompiler(ABC, Generic[N]):
     @abstractmethod
     def top_k(self, inp: N, schema: Schema, plan: TopK) -> N:
         """``plan``'s per-group ordered selection over ``inp`` (of ``schema``)."""
+
+    @abstractmethod
+    def window(self, inp: N, schema: Schema, plan: Window) -> N:
+        """``plan``'s window functions over ``inp`` (of ``schema``), per partition."""
 
     @abstractmethod
     def join(

@@ -5,8 +5,8 @@ time. Times are processed in increasing order, and only once every input is
 complete for them, so a stateful node's arrangement (its state indexed by
 key) is the accumulation of everything before the current time. Work per
 time is proportional to the change and the keys it touches, never to the
-whole state -- except ``min``/``max``/``distinct`` aggregates and TopK, which
-recompute the touched groups only.
+whole state -- except ``min``/``max``/``distinct`` aggregates, TopK and Window,
+which recompute the touched groups (partitions) only.
 
 Every node also carries error changes: its own (rows whose expressions
 failed) plus all its inputs', unchanged.
@@ -23,10 +23,11 @@ from ..errors import EvaluationError
 from ..frontier import Row
 from ..plan.aggregates import FloatTotal, add_float, aggregate, exact_mean, exact_to_value
 from ..plan.ordering import top_range
-from ..plan.relation import AggFunc, Aggregate, TopK
+from ..plan.relation import AggFunc, Aggregate, TopK, Window
 from ..plan.scalar import ScalarExpr
 from ..plan.scalar_eval import compile_scalar
 from ..plan.schema import ScalarType, Schema
+from ..plan.window import window_partition
 
 __all__ = [
     "ConstantNode",
@@ -43,6 +44,7 @@ __all__ = [
     "SourceNode",
     "TopKNode",
     "UnionNode",
+    "WindowNode",
     "consolidate_pairs_fast",
     "equivalence_check",
     "join_key_casts",
@@ -605,3 +607,60 @@ class TopKNode(Node):
             if not rows:
                 self.groups.pop(k, None)
         self.out, self.errs = out, self.inputs[0].errs
+
+
+class WindowNode(Node):
+    """Per partition, its rows with their window values; touched partitions are recomputed.
+
+    A partition whose aggregate overflows outputs one error (its message) instead of rows.
+    """
+
+    __slots__ = ("outputs", "partitions", "plan")
+
+    def __init__(self, inp: Node, plan: Window) -> None:
+        super().__init__([inp])
+        self.plan = plan
+        self.partitions: dict[Row, dict[Row, int]] = {}
+        self.outputs: dict[Row, dict[Row, int] | str] = {}
+
+    def records(self) -> int:
+        return sum(map(len, self.partitions.values())) + sum(
+            len(o) if isinstance(o, dict) else 1 for o in self.outputs.values()
+        )
+
+    def run(self, t: int) -> None:
+        keyfn = key_function(self.plan.partition_key)
+        touched: set[Row] = set()
+        for row, d in self.inputs[0].out:
+            k = keyfn(row)
+            _bump(self.partitions.setdefault(k, {}), row, d)
+            touched.add(k)
+        out: Changes = []
+        own_errs: Changes = []
+        for k in touched:
+            rows = self.partitions.get(k, {})
+            new: dict[Row, int] | str
+            try:
+                new = window_partition(rows.items(), self.plan)
+            except EvaluationError as e:  # an aggregate out of range: the partition is one error
+                new = str(e)
+            old = self.outputs.get(k, {})
+            if isinstance(old, str):
+                own_errs.append((old, -1))
+                old = {}
+            if isinstance(new, str):
+                own_errs.append((new, 1))
+                out.extend((r, -c) for r, c in old.items())
+            else:
+                for r in old.keys() | new.keys():
+                    d = new.get(r, 0) - old.get(r, 0)
+                    if d:
+                        out.append((r, d))
+            if new:
+                self.outputs[k] = new
+            else:
+                self.outputs.pop(k, None)
+            if not rows:
+                self.partitions.pop(k, None)
+        self.out = out
+        self.errs = [*self.inputs[0].errs, *own_errs] if own_errs else self.inputs[0].errs

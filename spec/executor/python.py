@@ -19,7 +19,7 @@ from typing import TypeAlias, cast
 
 from ..frontier import Row, Update
 from ..ids import GlobalId
-from ..plan.relation import Reduce, TopK
+from ..plan.relation import Reduce, TopK, Window
 from ..plan.schema import Schema
 from .compile import PlanCompiler, StatelessNodes
 from .contract import ErrorUpdate
@@ -40,6 +40,7 @@ from .operators import (
     SourceNode,
     TopKNode,
     UnionNode,
+    WindowNode,
 )
 
 __all__ = ["PythonExecutor"]
@@ -71,6 +72,9 @@ class _Compiler(PlanCompiler[Node]):
 
     def top_k(self, inp: Node, schema: Schema, plan: TopK) -> Node:
         return TopKNode(inp, plan)
+
+    def window(self, inp: Node, schema: Schema, plan: Window) -> Node:
+        return WindowNode(inp, plan)
 
     def join(
         self,

@@ -5,7 +5,8 @@
 * :mod:`.relation` -- the relational operators (the plan IR);
 * :mod:`.typecheck` -- validation of plans and whole dataflows;
 * :mod:`.lower` -- rewriting derived operators (outer joins) into primitive ones;
-* :mod:`.ordering` / :mod:`.aggregates` -- ORDER BY, TopK, finishing and aggregates;
+* :mod:`.ordering` / :mod:`.aggregates` / :mod:`.window` -- ORDER BY, TopK, finishing,
+  aggregates and window functions;
 * :mod:`.reference` -- the oracle: ``evaluate(plan, inputs, time)``;
 * :mod:`.serde` / :mod:`.explain` -- plain-dict serialisation and EXPLAIN text;
 * :mod:`.builder` -- the DataFrame-like API users write (re-exported as ``tidegate.dsl``).
@@ -36,6 +37,12 @@ from .relation import (
     Threshold,
     TopK,
     Union,
+    Window,
+    WindowBound,
+    WindowBoundKind,
+    WindowFrame,
+    WindowFunc,
+    WindowFuncKind,
     children,
     replace_gets,
     with_children,
@@ -95,6 +102,12 @@ __all__ = [
     "UnaryFunc",
     "Union",
     "VariadicFunc",
+    "Window",
+    "WindowBound",
+    "WindowBoundKind",
+    "WindowFrame",
+    "WindowFunc",
+    "WindowFuncKind",
     "aggregate",
     "apply_finishing",
     "check_finishing",

@@ -18,6 +18,7 @@ operation type-checks immediately; a mistake raises a typed
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias
@@ -55,6 +56,12 @@ from .relation import (
     Threshold,
     TopK,
     Union,
+    Window,
+    WindowBound,
+    WindowBoundKind,
+    WindowFrame,
+    WindowFunc,
+    WindowFuncKind,
 )
 from .scalar import (
     BinaryFunc,
@@ -79,6 +86,7 @@ __all__ = [
     "Expr",
     "Frame",
     "Grouped",
+    "WindowSpec",
     "asc",
     "avg",
     "bool_and",
@@ -88,13 +96,23 @@ __all__ = [
     "concat",
     "constant",
     "count",
+    "dense_rank",
     "desc",
+    "first_value",
     "greatest",
+    "lag",
+    "last_value",
+    "lead",
     "least",
     "lit",
     "max_",
     "min_",
     "nullif",
+    "over",
+    "range_",
+    "rank",
+    "row_number",
+    "rows",
     "string_agg",
     "sum_",
     "table",
@@ -484,6 +502,91 @@ def desc(column: str, *, nulls_last: bool = True) -> _Order:
     return _Order(column, True, nulls_last)
 
 
+_DEFAULT_FRAME = WindowFrame()
+"""SQL's default frame: ``RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW``."""
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    """A window function in ``frame.window(...)``: made by :func:`row_number`, :func:`rank`,
+    :func:`dense_rank`, :func:`lag`, :func:`lead`, :func:`first_value`, :func:`last_value`,
+    or :func:`over` (an aggregate over a frame); ``alias()`` names its column."""
+
+    kind: WindowFuncKind
+    column: str | None = None
+    offset: int = 1
+    default: str | None = None
+    agg: AggSpec | None = None
+    frame: WindowFrame = _DEFAULT_FRAME
+    name: str | None = None
+
+    def alias(self, name: str) -> WindowSpec:
+        return dataclasses.replace(self, name=name)
+
+
+def row_number() -> WindowSpec:
+    """The row's position in its partition, from 1 (ties ordered by the whole row)."""
+    return WindowSpec(WindowFuncKind.ROW_NUMBER)
+
+
+def rank() -> WindowSpec:
+    """The position of the row's first peer (rows equal in the order), from 1."""
+    return WindowSpec(WindowFuncKind.RANK)
+
+
+def dense_rank() -> WindowSpec:
+    """The number of the row's peer group, from 1."""
+    return WindowSpec(WindowFuncKind.DENSE_RANK)
+
+
+def lag(column: str, offset: int = 1, default: str | None = None) -> WindowSpec:
+    """``column`` of the row ``offset`` rows before, else the ``default`` column (or NULL)."""
+    return WindowSpec(WindowFuncKind.LAG, column, offset, default)
+
+
+def lead(column: str, offset: int = 1, default: str | None = None) -> WindowSpec:
+    """``column`` of the row ``offset`` rows after, else the ``default`` column (or NULL)."""
+    return WindowSpec(WindowFuncKind.LEAD, column, offset, default)
+
+
+def first_value(column: str, frame: WindowFrame = _DEFAULT_FRAME) -> WindowSpec:
+    """``column`` of the frame's first row (the default frame: up to the row's last peer)."""
+    return WindowSpec(WindowFuncKind.FIRST_VALUE, column, frame=frame)
+
+
+def last_value(column: str, frame: WindowFrame = _DEFAULT_FRAME) -> WindowSpec:
+    """``column`` of the frame's last row."""
+    return WindowSpec(WindowFuncKind.LAST_VALUE, column, frame=frame)
+
+
+def over(agg: AggSpec, frame: WindowFrame = _DEFAULT_FRAME) -> WindowSpec:
+    """The aggregate ``agg`` (no ``distinct``) over each row's frame."""
+    return WindowSpec(WindowFuncKind.AGGREGATE, agg=agg, frame=frame)
+
+
+def _bound(n: int | float | None, start: bool) -> WindowBound:
+    if n is None:
+        kind = WindowBoundKind.UNBOUNDED_PRECEDING if start else WindowBoundKind.UNBOUNDED_FOLLOWING
+        return WindowBound(kind)
+    if n == 0:
+        return WindowBound(WindowBoundKind.CURRENT_ROW)
+    if n < 0:
+        return WindowBound(WindowBoundKind.PRECEDING, -n)
+    return WindowBound(WindowBoundKind.FOLLOWING, n)
+
+
+def rows(start: int | None, end: int | None = 0) -> WindowFrame:
+    """``ROWS BETWEEN``: ``-2`` is 2 PRECEDING, ``0`` CURRENT ROW, ``1`` 1 FOLLOWING, ``None``
+    unbounded (on the start's side, or the end's)."""
+    return WindowFrame(False, _bound(start, True), _bound(end, False))
+
+
+def range_(start: float | None, end: float | None = 0) -> WindowFrame:
+    """``RANGE BETWEEN``: offsets are distances of the (single, numeric) order column's
+    value; ``0`` is the row's peers' end, ``None`` unbounded."""
+    return WindowFrame(True, _bound(start, True), _bound(end, False))
+
+
 def _checked(what: str, plan: Plan) -> Frame:
     try:
         return Frame(plan, typecheck(plan))
@@ -608,6 +711,45 @@ class Frame:
             order.append(ColumnOrder(i, spec.desc, spec.nulls_last))
         key = self._cols("top_k() group", group_by)
         return _checked("top_k()", TopK(self.plan, key, tuple(order), limit, offset))
+
+    def window(
+        self,
+        *funcs: WindowSpec,
+        partition_by: Sequence[str] = (),
+        order_by: Sequence[str | _Order] = (),
+    ) -> Frame:
+        """Every row with one more column per window function, computed over its partition
+        (rows equal in ``partition_by``) ordered ``by`` ``order_by``. A change recomputes
+        the partitions it touches only."""
+        order = []
+        for o in order_by:
+            spec = asc(o) if isinstance(o, str) else o
+            (i,) = self._cols("window() order", [spec.column])
+            order.append(ColumnOrder(i, spec.desc, spec.nulls_last))
+        built = []
+        for f in funcs:
+            col_ = None if f.column is None else self._cols(f"{f.kind.value}()", [f.column])[0]
+            default = None if f.default is None else self._cols("default", [f.default])[0]
+            agg = None
+            if f.agg is not None:
+                a = f.agg
+                column = (
+                    None if a.column is None else self._cols(f"{a.func.value}()", [a.column])[0]
+                )
+                agg = Aggregate(a.func, column, a.distinct, a.separator)
+            built.append(WindowFunc(f.kind, col_, f.offset, default, agg, f.frame))
+        key = self._cols("window() partition", partition_by)
+        out = _checked("window()", Window(self.plan, key, tuple(order), tuple(built)))
+        if not any(f.name for f in funcs):
+            return out
+        names = list(out.schema.names)
+        base = self.schema.arity
+        for k, f in enumerate(funcs):
+            if f.name:
+                names[base + k] = f.name
+        n = out.schema.arity
+        mapped = Map(out.plan, tuple(ColumnRef(i) for i in range(n)), tuple(names))
+        return _checked("window()", Project(mapped, tuple(range(n, 2 * n))))
 
     def index(self, *keys: str) -> Frame:
         """The same collection, arranged by ``keys``."""

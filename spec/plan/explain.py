@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ..errors import InvalidPlan, PlanError
+from ..protocol.types import ColumnOrder
 from .relation import (
     ArrangeBy,
     Constant,
@@ -30,6 +31,10 @@ from .relation import (
     Threshold,
     TopK,
     Union,
+    Window,
+    WindowBound,
+    WindowBoundKind,
+    WindowFuncKind,
     children,
 )
 from .scalar import (
@@ -163,14 +168,55 @@ def _line(plan: Plan, lets: Mapping[str, Schema]) -> str:
             aggs.append(f"{a.func.value}({'distinct ' if a.distinct else ''}{arg}{sep})")
         group = ", ".join(_col(i, names) for i in plan.group_key)
         return f"Reduce group=[{group}] aggs=[{', '.join(aggs)}]"
+    if isinstance(plan, Window):
+        return _window_line(plan, names)
     if not isinstance(plan, TopK):
         raise InvalidPlan(f"not a plan: {plan!r}")
-    order = ", ".join(
-        f"{_col(o.column, names)} {'desc' if o.desc else 'asc'} nulls {'last' if o.nulls_last else 'first'}"
-        for o in plan.order_by
-    )
+    order = _order_text(plan.order_by, names)
     group = ", ".join(_col(i, names) for i in plan.group_key)
     return f"TopK group=[{group}] order=[{order}] limit={plan.limit} offset={plan.offset}"
+
+
+def _order_text(order_by: tuple[ColumnOrder, ...], names: tuple[str, ...] | None) -> str:
+    return ", ".join(
+        f"{_col(o.column, names)} {'desc' if o.desc else 'asc'} nulls {'last' if o.nulls_last else 'first'}"
+        for o in order_by
+    )
+
+
+def _bound_text(b: WindowBound) -> str:
+    word = b.kind.value.replace("_", " ")
+    if b.kind in (WindowBoundKind.PRECEDING, WindowBoundKind.FOLLOWING):
+        return f"{b.offset} {word}"
+    return word
+
+
+def _window_line(plan: Window, names: tuple[str, ...] | None) -> str:
+    funcs = []
+    for f in plan.funcs:
+        if f.kind is WindowFuncKind.AGGREGATE and f.aggregate is not None:
+            a = f.aggregate
+            arg = "*" if a.column is None else _col(a.column, names)
+            sep = "" if a.separator is None else f", {a.separator!r}"
+            text = f"{a.func.value}({arg}{sep})"
+        elif f.kind in (WindowFuncKind.LAG, WindowFuncKind.LEAD):
+            default = "" if f.default is None else f", {_col(f.default, names)}"
+            text = f"{f.kind.value}({_col(f.column or 0, names)}, {f.offset}{default})"
+        elif f.column is not None:
+            text = f"{f.kind.value}({_col(f.column, names)})"
+        else:
+            text = f"{f.kind.value}()"
+        if f.kind in (
+            WindowFuncKind.AGGREGATE,
+            WindowFuncKind.FIRST_VALUE,
+            WindowFuncKind.LAST_VALUE,
+        ):
+            mode = "range" if f.frame.range else "rows"
+            text += f" {mode} {_bound_text(f.frame.start)}..{_bound_text(f.frame.end)}"
+        funcs.append(text)
+    part = ", ".join(_col(i, names) for i in plan.partition_key)
+    order = _order_text(plan.order_by, names)
+    return f"Window partition=[{part}] order=[{order}] funcs=[{', '.join(funcs)}]"
 
 
 def explain(plan: Plan, indent: str = "  ") -> str:

@@ -27,6 +27,7 @@ from .relation import (
     Threshold,
     TopK,
     Union,
+    Window,
 )
 from .scalar import Literal
 from .schema import Schema
@@ -66,6 +67,8 @@ def lower(plan: Plan, _lets: Mapping[str, Schema] | None = None) -> Plan:
         return Reduce(lower(plan.input, lets), plan.group_key, plan.aggregates)
     if isinstance(plan, TopK):
         return TopK(lower(plan.input, lets), plan.group_key, plan.order_by, plan.limit, plan.offset)
+    if isinstance(plan, Window):
+        return Window(lower(plan.input, lets), plan.partition_key, plan.order_by, plan.funcs)
     if isinstance(plan, ArrangeBy):
         return ArrangeBy(lower(plan.input, lets), plan.keys)
     return plan  # Get, Constant, LetRef

@@ -43,9 +43,11 @@ from .relation import (
     Threshold,
     TopK,
     Union,
+    Window,
 )
 from .scalar_eval import compile_scalar, sql_equal
 from .typecheck import object_order, typecheck, validate_dataflow
+from .window import window_partition
 
 __all__ = ["Collection", "evaluate", "evaluate_dataflow", "reference_peek"]
 
@@ -187,6 +189,21 @@ def _eval(
             for r, c in top_range(members, plan.order_by, plan.offset, plan.limit):
                 _add(rows, r, c)
         return Collection(rows, src.errors)
+    if isinstance(plan, Window):
+        wparts: dict[Row, list[tuple[Row, int]]] = {}
+        for r, c in src.rows.items():
+            wparts.setdefault(tuple(r[i] for i in plan.partition_key), []).append((r, c))
+        out: dict[Row, int] = {}
+        errs = dict(src.errors)
+        for members in wparts.values():
+            try:
+                computed = window_partition(members, plan)
+            except EvaluationError as err:  # an aggregate out of range: one error
+                _add(errs, str(err), 1)
+                continue
+            for r, c in computed.items():
+                _add(out, r, c)
+        return Collection(out, errs)
     raise InvalidPlan(f"not a plan: {plan!r}")
 
 

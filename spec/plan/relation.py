@@ -41,6 +41,12 @@ __all__ = [
     "Threshold",
     "TopK",
     "Union",
+    "Window",
+    "WindowBound",
+    "WindowBoundKind",
+    "WindowFrame",
+    "WindowFunc",
+    "WindowFuncKind",
     "children",
 ]
 
@@ -215,6 +221,86 @@ class TopK:
     offset: int = 0
 
 
+class WindowFuncKind(StrEnum):
+    ROW_NUMBER = "row_number"
+    RANK = "rank"
+    DENSE_RANK = "dense_rank"
+    LAG = "lag"
+    LEAD = "lead"
+    FIRST_VALUE = "first_value"
+    LAST_VALUE = "last_value"
+    AGGREGATE = "aggregate"
+
+
+class WindowBoundKind(StrEnum):
+    UNBOUNDED_PRECEDING = "unbounded_preceding"
+    PRECEDING = "preceding"
+    CURRENT_ROW = "current_row"
+    FOLLOWING = "following"
+    UNBOUNDED_FOLLOWING = "unbounded_following"
+
+
+@dataclass(frozen=True, slots=True)
+class WindowBound:
+    """One end of a frame; ``offset`` (a non-negative number) only for ``PRECEDING``/``FOLLOWING``."""
+
+    kind: WindowBoundKind
+    offset: int | float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WindowFrame:
+    """``ROWS`` (``range=False``: offsets count rows) or ``RANGE`` (offsets are distances of the
+    single ``order_by`` column's value; ``CURRENT ROW`` means the row's peers) ``BETWEEN start
+    AND end``. The default, SQL's, is ``RANGE BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW``."""
+
+    range: bool = True
+    start: WindowBound = WindowBound(WindowBoundKind.UNBOUNDED_PRECEDING)
+    end: WindowBound = WindowBound(WindowBoundKind.CURRENT_ROW)
+
+
+@dataclass(frozen=True, slots=True)
+class WindowFunc:
+    """One function of a :class:`Window`, computed for each row of its partition.
+
+    ``row_number``, ``rank``, ``dense_rank``: the row's position, its first peer's
+    position, its peer group's number (from 1). ``lag``/``lead``: ``column`` of the
+    row ``offset`` rows before/after (a negative offset looks the other way), else
+    the ``default`` column of the current row (NULL if ``default`` is None).
+    ``first_value``/``last_value``: ``column`` of the frame's first/last row (NULL
+    if the frame is empty). ``aggregate``: ``aggregate`` (a :class:`Aggregate`
+    without ``distinct``) over the frame's rows, each slot once. The ranking
+    functions and ``lag``/``lead`` ignore the frame.
+    """
+
+    kind: WindowFuncKind
+    column: int | None = None
+    offset: int = 1
+    default: int | None = None
+    aggregate: Aggregate | None = None
+    frame: WindowFrame = WindowFrame()
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """The input's rows, each with one more column per function of ``funcs``.
+
+    Rows are partitioned by ``partition_key`` and, within a partition, ordered
+    by ``order_by``, ties broken by the whole row as in :class:`TopK` (peers,
+    for ``rank`` and ``RANGE`` frames, are rows equal in ``order_by`` alone).
+    Only positive multiplicities count: a row of multiplicity ``c`` fills ``c``
+    consecutive slots, each its own output row (``row_number`` 1, 2, ... for
+    duplicates). A partition whose aggregate overflows outputs one error
+    instead of its rows. The output of a partition depends on that partition
+    only, so executors recompute just the partitions a change touches.
+    """
+
+    input: Plan
+    partition_key: tuple[int, ...] = ()
+    order_by: tuple[ColumnOrder, ...] = ()
+    funcs: tuple[WindowFunc, ...] = ()
+
+
 @dataclass(frozen=True, slots=True)
 class ArrangeBy:
     """The input, indexed by each key in ``keys`` (semantically the identity)."""
@@ -252,6 +338,7 @@ Plan: TypeAlias = (
     | Distinct
     | Threshold
     | TopK
+    | Window
     | ArrangeBy
     | Let
     | LetRef
@@ -267,7 +354,8 @@ def children(plan: Plan) -> tuple[Plan, ...]:
     if isinstance(plan, Get | Constant | LetRef):
         return ()
     if isinstance(
-        plan, Map | Filter | Project | Negate | Reduce | Distinct | Threshold | TopK | ArrangeBy
+        plan,
+        Map | Filter | Project | Negate | Reduce | Distinct | Threshold | TopK | Window | ArrangeBy,
     ):
         return (plan.input,)
     raise InvalidPlan(f"not a plan node: {plan!r} ({type(plan).__name__})")

@@ -72,6 +72,12 @@ class UnaryFunc(StrEnum):
     REVERSE = "reverse"
     OCTET_LENGTH = "octet_length"
     """The length of the UTF-8 encoding."""
+    ERROR = "error"
+    """``error(message)``: never a value; evaluating it fails with the evaluation error
+    ``message`` (a string; NULL if the message is). Its type is bool, so it fits a predicate:
+    lowering uses it for run-time errors a plan detects rather than a function, such as a
+    scalar subquery's second row (``If(count > 1, error('more than one record produced in
+    subquery'), true)``)."""
 
 
 class BinaryFunc(StrEnum):
@@ -235,6 +241,7 @@ SIGNATURES: dict[
     UnaryFunc.INITCAP: ((_STR,), _STR),
     UnaryFunc.REVERSE: ((_STR,), _STR),
     UnaryFunc.OCTET_LENGTH: ((_STR,), _I),
+    UnaryFunc.ERROR: ((_STR,), ScalarType.BOOL),
     BinaryFunc.DATE_ADD_DAYS: ((ScalarType.DATE, _I), ScalarType.DATE),
     BinaryFunc.DATE_DIFF: ((ScalarType.DATE, ScalarType.DATE), _I),
     BinaryFunc.POWER: ((_F, _F), _F),

@@ -56,7 +56,14 @@ from typing import Any
 
 import re2
 
-from ..errors import DivisionByZero, InvalidArgument, InvalidCast, InvalidPlan, NumericOverflow
+from ..errors import (
+    CardinalityViolation,
+    DivisionByZero,
+    InvalidArgument,
+    InvalidCast,
+    InvalidPlan,
+    NumericOverflow,
+)
 from ..frontier import Row, value_sort_key
 from .scalar import (
     EXTRACT_FIELDS,
@@ -75,6 +82,7 @@ from .scalar import (
 from .schema import INT64_MAX, INT64_MIN, ScalarType
 
 __all__ = [
+    "MORE_THAN_ONE_RECORD",
     "NAN",
     "RowFn",
     "canonical_float",
@@ -92,6 +100,10 @@ __all__ = [
 ]
 
 RowFn = Callable[[Row], Any]
+
+MORE_THAN_ONE_RECORD = "more than one record produced in subquery"
+"""The error of a scalar subquery that produced a second row (PostgreSQL's and Materialize's
+wording; SQLSTATE 21000)."""
 
 
 def eval_scalar(expr: ScalarExpr, row: Row) -> Any:
@@ -305,7 +317,14 @@ _UNARY: dict[UnaryFunc, Callable[[Any], Any]] = {
     UnaryFunc.INITCAP: lambda s: _initcap(s),
     UnaryFunc.REVERSE: lambda s: s[::-1],
     UnaryFunc.OCTET_LENGTH: lambda s: len(s.encode("utf-8", "surrogatepass")),
+    UnaryFunc.ERROR: lambda s: _raise(s),
 }
+
+
+def _raise(message: str) -> Any:
+    if message == MORE_THAN_ONE_RECORD:
+        raise CardinalityViolation(message)
+    raise InvalidArgument(message)
 
 
 def _integral(v: float, f: Callable[[float], Any]) -> float:

@@ -35,6 +35,12 @@ from .relation import (
     Threshold,
     TopK,
     Union,
+    Window,
+    WindowBound,
+    WindowBoundKind,
+    WindowFrame,
+    WindowFunc,
+    WindowFuncKind,
 )
 from .scalar import (
     BinaryFunc,
@@ -215,6 +221,14 @@ def _plan_out(p: Plan) -> Obj:
                 for a in p.aggregates
             ],
         }
+    if isinstance(p, Window):
+        return {
+            "op": "window",
+            **base,
+            "partition_key": list(p.partition_key),
+            "order_by": [_order_out(o) for o in p.order_by],
+            "funcs": [_window_func_out(f) for f in p.funcs],
+        }
     return {
         "op": "top_k",
         **base,
@@ -223,6 +237,60 @@ def _plan_out(p: Plan) -> Obj:
         "limit": p.limit,
         "offset": p.offset,
     }
+
+
+def _agg_out(a: Aggregate) -> Obj:
+    return {
+        "func": a.func.value,
+        "column": a.column,
+        "distinct": a.distinct,
+        **({} if a.separator is None else {"separator": a.separator}),
+    }
+
+
+def _agg_in(a: Obj) -> Aggregate:
+    return Aggregate(
+        AggFunc(a["func"]),
+        None if a["column"] is None else int(a["column"]),
+        bool(a["distinct"]),
+        None if a.get("separator") is None else str(a["separator"]),
+    )
+
+
+def _window_func_out(f: WindowFunc) -> Obj:
+    def bound(b: WindowBound) -> Obj:
+        return {"kind": b.kind.value, "offset": b.offset}
+
+    return {
+        "kind": f.kind.value,
+        "column": f.column,
+        "offset": f.offset,
+        "default": f.default,
+        "aggregate": None if f.aggregate is None else _agg_out(f.aggregate),
+        "frame": {
+            "range": f.frame.range,
+            "start": bound(f.frame.start),
+            "end": bound(f.frame.end),
+        },
+    }
+
+
+def _window_func_in(d: Obj) -> WindowFunc:
+    def bound(b: Obj) -> WindowBound:
+        off = b["offset"]
+        if off is not None and type(off) not in (int, float):
+            raise PlanDecodeError(f"window frame offset {off!r} is not a number")
+        return WindowBound(WindowBoundKind(b["kind"]), off)
+
+    fr = d["frame"]
+    return WindowFunc(
+        WindowFuncKind(d["kind"]),
+        None if d["column"] is None else int(d["column"]),
+        int(d["offset"]),
+        None if d["default"] is None else int(d["default"]),
+        None if d["aggregate"] is None else _agg_in(d["aggregate"]),
+        WindowFrame(bool(fr["range"]), bound(fr["start"]), bound(fr["end"])),
+    )
 
 
 def expr_to_dict(e: ScalarExpr) -> Obj:
@@ -321,4 +389,11 @@ def _plan_in(d: Obj) -> Plan:
         )
         limit = None if d["limit"] is None else int(d["limit"])
         return TopK(inp, _ints(d["group_key"]), order, limit, int(d["offset"]))
+    if op == "window":
+        order = tuple(
+            ColumnOrder(int(o["column"]), bool(o["desc"]), bool(o["nulls_last"]))
+            for o in d["order_by"]
+        )
+        funcs = tuple(_window_func_in(f) for f in d["funcs"])
+        return Window(inp, _ints(d["partition_key"]), order, funcs)
     raise PlanDecodeError(f"unknown plan op {op!r}")

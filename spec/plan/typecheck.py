@@ -22,6 +22,7 @@ from ..protocol.types import DataflowDescription
 from .depth import check_nesting
 from .relation import (
     AggFunc,
+    Aggregate,
     ArrangeBy,
     Constant,
     Distinct,
@@ -39,6 +40,10 @@ from .relation import (
     Threshold,
     TopK,
     Union,
+    Window,
+    WindowBoundKind,
+    WindowFrame,
+    WindowFuncKind,
     children,
 )
 from .scalar import scalar_type
@@ -149,6 +154,8 @@ def typecheck(
         if type(plan.offset) is not int or plan.offset < 0:
             raise InvalidPlan(f"TopK offset {plan.offset!r} must be a non-negative int")
         return inner
+    if isinstance(plan, Window):
+        return _window_schema(plan, inner)
     raise InvalidPlan(f"not a plan: {plan!r}")
 
 
@@ -231,6 +238,70 @@ def _reduce_schema(plan: Reduce, inner: Schema) -> Schema:
         else:
             cols.append(Column(name, ColumnType(c.type.scalar, True)))
     return Schema(tuple(cols))
+
+
+def _window_schema(plan: Window, inner: Schema) -> Schema:
+    _cols(inner, plan.partition_key, "Window partition key")
+    _cols(inner, tuple(o.column for o in plan.order_by), "Window order by")
+    cols: list[Column] = []
+    for f in plan.funcs:
+        if not isinstance(f.kind, WindowFuncKind):
+            raise InvalidPlan(f"window function {f.kind!r} is not a WindowFuncKind")
+        _window_frame(f.frame, plan, inner)
+        k = f.kind
+        if k in (WindowFuncKind.ROW_NUMBER, WindowFuncKind.RANK, WindowFuncKind.DENSE_RANK):
+            cols.append(Column(k.value, ColumnType(ScalarType.INT64, False)))
+        elif k is WindowFuncKind.AGGREGATE:
+            agg = f.aggregate
+            if not isinstance(agg, Aggregate) or agg.distinct:
+                raise InvalidPlan(f"window aggregate {agg!r} must be an Aggregate without distinct")
+            cols.append(_reduce_schema(Reduce(plan.input, (), (agg,)), inner).columns[0])
+        else:
+            if f.column is None:
+                raise InvalidPlan(f"{k.value}() needs a column")
+            _cols(inner, (f.column,), f"Window {k.value}()")
+            t = inner.columns[f.column].type.scalar
+            if k in (WindowFuncKind.LAG, WindowFuncKind.LEAD):
+                if type(f.offset) is not int:
+                    raise InvalidPlan(f"{k.value}() offset {f.offset!r} must be an int")
+                if f.default is not None:
+                    _cols(inner, (f.default,), f"Window {k.value}() default")
+                    d = inner.columns[f.default].type.scalar
+                    if d is not t:
+                        raise TypeMismatch(f"{k.value}() default is {d}, the column is {t}")
+            cols.append(Column(f"{k.value}_{inner.columns[f.column].name}", ColumnType(t, True)))
+    return inner.concat(Schema(tuple(cols)))
+
+
+def _window_frame(frame: WindowFrame, plan: Window, inner: Schema) -> None:
+    bounds = (frame.start, frame.end)
+    order = list(WindowBoundKind)
+    if (
+        frame.start.kind is WindowBoundKind.UNBOUNDED_FOLLOWING
+        or frame.end.kind is WindowBoundKind.UNBOUNDED_PRECEDING
+        or order.index(frame.start.kind) > order.index(frame.end.kind)
+    ):
+        raise InvalidPlan(f"window frame from {frame.start.kind} to {frame.end.kind} is invalid")
+    for b in bounds:
+        offset = b.kind in (WindowBoundKind.PRECEDING, WindowBoundKind.FOLLOWING)
+        if not offset:
+            if b.offset is not None:
+                raise InvalidPlan(f"window frame bound {b.kind} takes no offset")
+            continue
+        off = b.offset
+        if (
+            off is None
+            or type(off) not in ((int,) if not frame.range else (int, float))
+            or off < 0
+            or off != off  # NaN
+        ):
+            raise InvalidPlan(f"window frame offset {b.offset!r} must be a non-negative number")
+        if frame.range:
+            if len(plan.order_by) != 1:
+                raise InvalidPlan("a RANGE frame with an offset needs exactly one ORDER BY column")
+            t = inner.columns[plan.order_by[0].column].type.scalar
+            if not t.is_numeric:
+                raise TypeMismatch(f"a RANGE frame offset needs a numeric ORDER BY column, not {t}")
 
 
 _WANTS = {

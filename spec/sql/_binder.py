@@ -100,6 +100,10 @@ def _find_aggs(node: Any) -> list[exp.Expression]:
             continue
         if isinstance(n, exp.Subquery | exp.Select):
             continue
+        if isinstance(n, exp.Window):  # the window's own call is no grouping aggregate
+            stack.extend(reversed(list(n.this.iter_expressions())))
+            stack.extend(reversed([e for e in n.iter_expressions() if e is not n.this]))
+            continue
         stack.extend(reversed(list(n.iter_expressions())))
     return out
 
@@ -124,9 +128,15 @@ class ExprBinder:
     params: Sequence[Any] = ()
     grouping: _Grouping | None = None
     context: str = ""  # e.g. "WHERE": aggregates are refused there
+    windows: dict[int, int] = field(default_factory=dict)  # id(window call) -> its column
+    subqueries: dict[int, TExpr] = field(default_factory=dict)
+    """id(subquery expression) -> its answer, a column of ``scope`` (see :mod:`._subquery`)."""
     _placeholders: list[int] = field(default_factory=lambda: [0])
 
     def bind(self, node: Any) -> TExpr:
+        answer = self.subqueries.get(id(node))
+        if answer is not None:
+            return answer
         g = self.grouping
         if g is not None:
             if _is_agg(node):
@@ -316,7 +326,9 @@ class ExprBinder:
                 between = CallUnary(UnaryFunc.NOT, between)
             return self._make(between, node)
         if isinstance(node, exp.In):
-            if node.args.get("query") or node.args.get("unnest") or node.args.get("field"):
+            if node.args.get("query"):
+                raise _unsupported(f"subqueries in {self.context or 'this context'}", node)
+            if node.args.get("unnest") or node.args.get("field"):
                 raise _unsupported("IN (subquery)", node)
             items = node.expressions
             if not items:
@@ -352,10 +364,17 @@ class ExprBinder:
         call = bind_call(self, node)
         if call is not None:
             return call
-        if isinstance(node, exp.Subquery | exp.Select | exp.Exists):
-            raise _unsupported("subqueries in expressions", node)
+        if isinstance(node, exp.Subquery | exp.Select | exp.Exists | exp.Any | exp.All):
+            raise _unsupported(f"subqueries in {self.context or 'this context'}", node)
         if isinstance(node, exp.Window):
-            raise _unsupported("window functions", node)
+            pos = self.windows.get(id(node))
+            if pos is not None:
+                return self._col(pos)
+            if self.context in ("WHERE", "GROUP BY", "JOIN conditions"):
+                err = _err(SqlError, f"window functions are not allowed in {self.context}", node)
+                err.sqlstate = "42P20"  # PostgreSQL's windowing_error
+                raise err
+            raise _unsupported("window functions here", node)
         if isinstance(node, exp.Anonymous):
             raise _err(UndefinedFunction, f"function {node.name}() does not exist", node)
         if isinstance(node, exp.Func):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from sqlglot import exp
 
@@ -232,13 +232,28 @@ def _renamed(plan: Plan, names: Sequence[str]) -> Plan:
     return Project(mapped, tuple(range(n, 2 * n)))
 
 
+class OuterRows(Protocol):
+    """What a correlated subquery's body joins in front of its ``FROM`` (``_scope.Outer``)."""
+
+    @property
+    def plan(self) -> Plan: ...
+
+    @property
+    def columns(self) -> tuple[Any, ...]: ...
+
+
 @dataclass
 class _Ctx:
     """What lowering a query carries: the catalog, the statement's parameters, the CTEs in
     scope, and ``query``, the lowering of a query itself (``lower._query``), which a
-    subquery in FROM calls back into."""
+    subquery in FROM calls back into; ``outer`` while lowering a correlated subquery's body
+    (:mod:`._subquery`): its ``SELECT`` joins the enclosing query's columns in front."""
 
     catalog: SqlCatalog
     params: Sequence[Any]
     query: Callable[[Any, _Ctx], Lowered]
     ctes: dict[str, Lowered] = field(default_factory=dict)
+    outer: OuterRows | None = None
+    uses: dict[int, frozenset[tuple[object, ...]]] = field(default_factory=dict)
+    """Per subquery body (``id`` of its node), which enclosing columns it refers to (as
+    :func:`._subquery.signature`): learnt once, not again at every lowering around it."""

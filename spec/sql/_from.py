@@ -53,6 +53,7 @@ from ..plan.scalar_eval import eval_scalar
 from ._binder import ExprBinder
 from ._common import S, _Ctx, _err, _typed, _unsupported, ident, pg_type, position_of
 from ._scope import Rel, Scope, ScopeColumn
+from ._subquery import find_subqueries, lateral_join, plan_subqueries
 from ._texpr import _coerce, _common_type, assign
 from .catalog import CatalogItem, SqlCatalog
 
@@ -359,6 +360,12 @@ def _from(node: Any, ctx: _Ctx) -> Rel:
     for extra in from_.expressions if hasattr(from_, "expressions") else []:
         groups.append(_from_item(extra, ctx))
     for j in joins:
+        if isinstance(j.this, exp.Lateral):  # correlated to every item before it
+            rel = groups[0]
+            for other in groups[1:]:
+                rel = _join_rels(rel, other, None, [], JoinKind.INNER, node, ctx)
+            groups = [lateral_join(rel, j, ctx)]
+            continue
         if _is_comma(j):
             groups.append(_from_item(j.this, ctx))
         else:
@@ -474,7 +481,13 @@ def _join_rels(
     right_only: list[ScalarExpr] = []  # over the right input's columns
     constant: list[ScalarExpr] = []
     residual: list[tuple[ScalarExpr, Any]] = []
+    with_subqueries: list[Any] = []  # conditions with subqueries: a filter after the join
     for cond in _conjuncts(on) if on is not None else []:
+        if find_subqueries(cond):
+            if kind is not JoinKind.INNER:
+                raise _unsupported(f"subqueries in a {kind.value.upper()} JOIN's ON", cond)
+            with_subqueries.append(cond)
+            continue
         pred = binder.predicate(cond, "JOIN/ON")
         if isinstance(pred, CallBinary) and pred.func is BinaryFunc.EQ:
             lr, rr = _refs(pred.left), _refs(pred.right)
@@ -562,6 +575,11 @@ def _join_rels(
         plan = Project(plan, tuple(range(nl)) + tuple(range(wl, wl + nr)))
     if post:
         plan = Filter(plan, tuple(post))
+    if with_subqueries:
+        sub, answers = plan_subqueries(Rel(plan, scope.retyped(_typed(plan))), with_subqueries, ctx)
+        on_binder = ExprBinder(sub.scope, ctx.params, context="JOIN conditions", subqueries=answers)
+        preds = tuple(on_binder.predicate(c, "JOIN/ON") for c in with_subqueries)
+        plan = Project(Filter(sub.plan, preds), tuple(range(nl + nr)))
     schema = _typed(plan, node)
     if merged:
         exprs: list[ScalarExpr] = []

@@ -72,6 +72,7 @@ from ..plan import (
     ScalarType,
     Schema,
     Threshold,
+    TopK,
     Union,
 )
 from ..protocol.types import ColumnOrder
@@ -88,10 +89,13 @@ from ._common import (
     pg_type,
     sql_type,
 )
-from ._from import _conjuncts, _eval_const, _from, _values
+from ._from import _conjuncts, _eval_const, _from, _refs, _values
 from ._functions import call_of
+from ._limits import with_enough_frames
 from ._scope import Rel, Scope, ScopeColumn
+from ._subquery import plan_subqueries
 from ._texpr import TExpr, _coerce
+from ._window import distinct_on_exprs, find_windows, lower_windows, top_k_pushdown
 from .catalog import SqlCatalog
 
 __all__ = [
@@ -102,6 +106,7 @@ __all__ = [
 ]
 
 
+@with_enough_frames
 def lower_query(
     query: Any, catalog: SqlCatalog, params: Sequence[Any] = (), sql: str | None = None
 ) -> Lowered:
@@ -123,7 +128,7 @@ def _query(node: Any, ctx: _Ctx) -> Lowered:
     if with_ is not None:
         if with_.args.get("recursive"):
             raise _unsupported("WITH RECURSIVE", with_)
-        ctx = _Ctx(ctx.catalog, ctx.params, _query, dict(ctx.ctes))
+        ctx = _Ctx(ctx.catalog, ctx.params, _query, dict(ctx.ctes), ctx.outer, ctx.uses)
         seen: set[str] = set()
         for cte in with_.expressions:
             name = ident(cte.args["alias"].this)
@@ -132,7 +137,7 @@ def _query(node: Any, ctx: _Ctx) -> Lowered:
                     DuplicateAlias, f'WITH query name "{name}" specified more than once', cte
                 )
             seen.add(name)
-            lowered = _query(cte.this, ctx)
+            lowered = _query(cte.this, dataclasses.replace(ctx, outer=None))
             cols = cte.args["alias"].columns if cte.args.get("alias") else None
             if cols:
                 lowered = _rename_lowered(lowered, [ident(c) for c in cols], name, cte)
@@ -144,7 +149,7 @@ def _query(node: Any, ctx: _Ctx) -> Lowered:
     if isinstance(node, exp.Subquery):
         return _modifiers(_query(node.this, ctx), node, ctx)
     if isinstance(node, exp.Values):
-        rel = _values(node, ctx, None)
+        rel = _with_outer(_values(node, ctx, None), ctx)
         return Lowered(rel.plan, rel.scope.schema().names, rel.scope.schema().types)
     raise _unsupported(f"{type(node).__name__} as a query", node)
 
@@ -282,7 +287,7 @@ def _output_name(node: Any) -> str:
         return ident(node.args["alias"])
     if isinstance(node, exp.Column) and not isinstance(node.this, exp.Star):
         return ident(node.this)
-    if isinstance(node, exp.Paren):
+    if isinstance(node, exp.Paren | exp.Window):
         return _output_name(node.this)
     if isinstance(node, exp.Cast):
         inner = _output_name(node.this)
@@ -343,7 +348,7 @@ def _expand_select(items: list[Any], scope: Scope) -> list[tuple[Any, str, int |
             cols = [
                 i
                 for i, c in enumerate(scope.columns)
-                if c.qualifier is not None and c.qualifier.lower() == q.lower()
+                if c.qualifier is not None and c.qualifier.lower() == q.lower() and not c.outer
             ]
             if not cols:
                 raise _err(UndefinedObject, f'missing FROM-clause entry for table "{q}"', item)
@@ -365,18 +370,17 @@ def _select(node: exp.Select, ctx: _Ctx) -> Lowered:
                 node.args[key] if not isinstance(node.args[key], list) else node.args[key][0],
             )
     distinct_node = node.args.get("distinct")
-    if distinct_node is not None and distinct_node.args.get("on"):
-        raise _unsupported("DISTINCT ON", distinct_node)
-    for it in node.expressions:
-        window = it.find(exp.Window)
-        if window is not None:
-            raise _unsupported("window functions", window)
-    rel = _from(node, ctx)
+    distinct_on = distinct_node.args.get("on") if distinct_node is not None else None
+    rel = _with_outer(_from(node, dataclasses.replace(ctx, outer=None)), ctx)
     where = node.args.get("where")
     if where is not None:
-        binder = ExprBinder(rel.scope, ctx.params, context="WHERE")
+        sub, subqueries = plan_subqueries(rel, [where.this], ctx)
+        binder = ExprBinder(sub.scope, ctx.params, context="WHERE", subqueries=subqueries)
         preds = tuple(binder.predicate(c, "WHERE") for c in _conjuncts(where.this))
-        rel = Rel(Filter(rel.plan, preds), rel.scope)
+        plan: Plan = top_k_pushdown(Filter(sub.plan, preds))
+        if sub is not rel:  # the subqueries' answers were for the condition only
+            plan = Project(plan, tuple(range(len(rel.scope.columns))))
+        rel = Rel(plan, rel.scope)
     items = _expand_select(list(node.expressions), rel.scope)
     group = node.args.get("group")
     having = node.args.get("having")
@@ -393,13 +397,23 @@ def _select(node: exp.Select, ctx: _Ctx) -> Lowered:
     out_names = [name for _, name, _ in items]
     if group is not None or agg_nodes:
         rel, binder = _aggregate(rel, node, items, agg_nodes, ctx)
-        if having is not None:
-            pred = binder.predicate(having.this, "HAVING")
-            rel = Rel(Filter(rel.plan, (pred,)), rel.scope)
     else:
         if having is not None:
             raise _unsupported("HAVING without GROUP BY or aggregates", having)
         binder = ExprBinder(rel.scope, ctx.params, context="SELECT")
+    # subqueries in SELECT, HAVING and ORDER BY: their answers as (hidden) columns of ``rel``
+    sub_nodes = [it for it, _, star in items if star is None] + [o.this for o in order_items]
+    rel, subqueries = plan_subqueries(
+        rel, sub_nodes + ([having.this] if having is not None else []), ctx, binder
+    )
+    binder = dataclasses.replace(binder, scope=rel.scope, subqueries=subqueries)
+    if having is not None:
+        pred = binder.predicate(having.this, "HAVING")
+        rel = Rel(Filter(rel.plan, (pred,)), rel.scope)
+    windows = [w for it, _, star in items if star is None for w in find_windows(it)]
+    windows += [w for o in order_items for w in find_windows(o.this)]
+    if windows:
+        rel, binder = lower_windows(rel, binder, windows)
     exprs: list[ScalarExpr] = []
     unknown: list[bool] = []
     for it, _name, star in items:
@@ -418,7 +432,16 @@ def _select(node: exp.Select, ctx: _Ctx) -> Lowered:
             exprs.append(e)
     selected = Rel(rel.plan, rel.scope)
     low = _project_order(
-        selected, node, ctx, exprs, out_names, binder, items, distinct_node is not None
+        selected,
+        node,
+        ctx,
+        exprs,
+        out_names,
+        binder,
+        items,
+        distinct_node is not None and distinct_on is None,
+        distinct_on=distinct_on,
+        prefix=len(ctx.outer.columns) if ctx.outer is not None else 0,
     )
     return dataclasses.replace(low, unknown=tuple(unknown))
 
@@ -448,7 +471,9 @@ def _aggregate(
 ) -> tuple[Rel, ExprBinder]:
     in_binder = ExprBinder(rel.scope, ctx.params, context="GROUP BY")
     group = node.args.get("group")
-    key_exprs: list[tuple[ScalarExpr, Any]] = []
+    # a correlated body groups by the enclosing query's columns first (see _subquery)
+    n_outer = len(ctx.outer.columns) if ctx.outer is not None else 0
+    key_exprs: list[tuple[ScalarExpr, Any]] = [(ColumnRef(i), None) for i in range(n_outer)]
     aliases = {name: it for it, name, star in items if star is None and isinstance(it, exp.Alias)}
     for g in list(group.expressions) if group is not None else []:
         target = g
@@ -539,6 +564,13 @@ def _aggregate(
                 raise _err(GroupingError, "aggregate function calls cannot be nested", arg)
             hint = {AggFunc.BOOL_AND: S.BOOL, AggFunc.BOOL_OR: S.BOOL}.get(func)
             e, t = arg_binder.scalar(arg, hint)
+            refs = _refs(e)
+            if n_outer and refs and max(refs) < n_outer:
+                # PostgreSQL makes it an aggregate of the enclosing query: refused, never
+                # answered differently
+                raise _unsupported(
+                    "an aggregate in a subquery over only the enclosing query's columns", a
+                )
             if (
                 (func in (AggFunc.SUM, AggFunc.AVG) and not t.scalar.is_numeric)
                 or (func in (AggFunc.MIN, AggFunc.MAX) and t.scalar is S.BOOL)
@@ -565,12 +597,15 @@ def _aggregate(
         plan = Map(plan, tuple(extra), tuple(f"?expr{i}" for i in range(len(extra))))
     reduce: Plan = Reduce(plan, tuple(key_positions), tuple(aggregates))
     schema = _typed(reduce, node)
-    if not key_exprs:
-        reduce = _with_default_row(reduce, schema)
+    if len(key_exprs) == n_outer:
+        outer_keys = ctx.outer.plan if ctx.outer else None
+        reduce = _with_default_row(reduce, schema, outer_keys, n_outer)
         schema = _typed(reduce, node)
     cols = []
     for i, c in enumerate(schema.columns):
-        if i < len(key_exprs) and isinstance(key_exprs[i][0], ColumnRef):
+        if i < n_outer:
+            cols.append(dataclasses.replace(rel.scope.columns[i], type=c.type))
+        elif i < len(key_exprs) and isinstance(key_exprs[i][0], ColumnRef):
             src = rel.scope.columns[key_exprs[i][0].index]  # type: ignore[union-attr]
             cols.append(ScopeColumn(src.qualifier, src.name, c.type))
         else:
@@ -580,12 +615,13 @@ def _aggregate(
     return Rel(reduce, out_scope), ExprBinder(out_scope, ctx.params, grouping, "SELECT")
 
 
-def _with_default_row(reduce: Plan, schema: Schema) -> Plan:
-    """A global aggregate's answer over no rows: ``count`` 0, the others NULL."""
+def _with_default_row(reduce: Plan, schema: Schema, keys: Plan | None = None, k: int = 0) -> Plan:
+    """A global aggregate's answer over no rows: ``count`` 0, the others NULL (in a correlated
+    body, for every row of ``keys``, the enclosing query's ``k`` columns, that has no group)."""
     default: list[Any] = []
     cols = []
     assert isinstance(reduce, Reduce)
-    for a, c in zip(reduce.aggregates, schema.columns, strict=True):
+    for a, c in zip(reduce.aggregates, schema.columns[k:], strict=True):
         if a.func is AggFunc.COUNT:
             default.append(0)
         else:
@@ -593,8 +629,10 @@ def _with_default_row(reduce: Plan, schema: Schema) -> Plan:
         cols.append(Column(c.name, ColumnType(c.type.scalar, True)))
     dschema = Schema(tuple(cols))
     const = Constant(((tuple(default), 1),), dschema)
-    present = Project(reduce, ())
-    return Union((reduce, const, Negate(Join((const, present), ()))))
+    present = Project(reduce, tuple(range(k)))
+    if keys is None:
+        return Union((reduce, const, Negate(Join((const, present), ()))))
+    return Union((reduce, Join((keys, const), ()), Negate(Join((present, const), ()))))
 
 
 def _project_order(
@@ -607,7 +645,11 @@ def _project_order(
     items: list[tuple[Any, str, int | None]],
     distinct: bool,
     set_op: bool = False,
+    distinct_on: Any = None,
+    prefix: int = 0,
 ) -> Lowered:
+    """The select list ``exprs`` over ``rel``, ordered and limited; ``prefix``: a correlated
+    body's output starts with the enclosing query's columns, ``rel``'s first ``prefix``."""
     order = node.args.get("order")
     order_specs: list[tuple[ScalarExpr | int, bool, bool, Any]] = []
     for o in list(order.expressions) if order is not None else []:
@@ -657,22 +699,34 @@ def _project_order(
             )
         else:
             order_specs.append((e, desc, nulls_last, o))
+    if prefix:
+        exprs = [ColumnRef(i) for i in range(prefix)] + exprs
+        names = [f"?outer{i}" for i in range(prefix)] + names
+        order_specs = [
+            (s[0] + prefix if isinstance(s[0], int) else s[0], *s[1:]) for s in order_specs
+        ]
     hidden = [s[0] for s in order_specs if not isinstance(s[0], int)]
     all_exprs = exprs + [h for h in hidden if not isinstance(h, int)]
+    hidden_names = [f"?order{i}" for i in range(len(hidden))]
+    if distinct_on is not None:  # its expressions as hidden columns too: the TopK's key
+        ordered = [exprs[s[0]] if isinstance(s[0], int) else s[0] for s in order_specs]
+        on_exprs = distinct_on_exprs(distinct_on, exprs, names, ordered, binder)
+        on_key = tuple(range(len(all_exprs), len(all_exprs) + len(on_exprs)))
+        all_exprs += on_exprs
+        hidden_names += [f"?on{i}" for i in range(len(on_exprs))]
     n = len(rel.scope.columns)
     if all(isinstance(e, ColumnRef) for e in all_exprs):
         cols = tuple(e.index for e in all_exprs)  # type: ignore[union-attr]
         identity = cols == tuple(range(n))
         plan: Plan = rel.plan if identity else Project(rel.plan, cols)
     else:
-        map_names = tuple(names) + tuple(f"?order{i}" for i in range(len(hidden)))
+        map_names = tuple(names) + tuple(hidden_names)
         plan = Project(
             Map(rel.plan, tuple(all_exprs), map_names), tuple(range(n, n + len(all_exprs)))
         )
     plan = _rename_prefix(plan, names)
     if distinct:
         plan = Distinct(plan)
-    schema = _typed(plan, node)
     columns = []
     k = 0
     for s in order_specs:
@@ -681,10 +735,20 @@ def _project_order(
         else:
             columns.append(ColumnOrder(len(exprs) + k, s[1], s[2]))
             k += 1
+    if distinct_on is not None:
+        plan = TopK(plan, on_key, tuple(columns), 1)
+    schema = _typed(plan, node)
     limit = _limit_value(node.args.get("limit"), ctx, "LIMIT")
     offset = _limit_value(node.args.get("offset"), ctx, "OFFSET") or 0
     types = schema.types[: len(exprs)]
     return Lowered(plan, tuple(names), tuple(types), tuple(columns), limit, offset)
+
+
+def _with_outer(rel: Rel, ctx: _Ctx) -> Rel:
+    """In a correlated subquery's body: ``rel`` with the enclosing query's columns in front."""
+    if ctx.outer is None:
+        return rel
+    return Rel(Join((ctx.outer.plan, rel.plan), ()), Scope(ctx.outer.columns + rel.scope.columns))
 
 
 def _rename_prefix(plan: Plan, names: Sequence[str]) -> Plan:
@@ -706,6 +770,7 @@ def _order_limit(
     return _project_order(rel, node, ctx, exprs, names, b, [], False, set_op=True)
 
 
+@with_enough_frames
 def bind_scalar(
     node: Any, schema: Schema, qualifier: str | None, params: Sequence[Any] = (), context: str = ""
 ) -> tuple[ScalarExpr, ColumnType]:
@@ -714,6 +779,7 @@ def bind_scalar(
     return binder.scalar(node)
 
 
+@with_enough_frames
 def bind_predicate(
     node: Any, schema: Schema, qualifier: str | None, params: Sequence[Any] = ()
 ) -> ScalarExpr:
@@ -722,6 +788,7 @@ def bind_predicate(
     return binder.predicate(node, "WHERE")
 
 
+@with_enough_frames
 def coerce_to(
     node: Any,
     schema: Schema,

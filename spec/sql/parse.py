@@ -14,7 +14,6 @@ statement's text.
 from __future__ import annotations
 
 import re
-import sys
 from typing import Any
 
 import sqlglot
@@ -24,16 +23,15 @@ from sqlglot.errors import ParseError, TokenError
 from ..errors import (
     CharacterNotInRepertoire,
     DuplicateColumn,
-    ProgramLimitExceeded,
     SqlError,
     SqlSyntaxError,
-    StatementTooComplex,
     UndefinedColumn,
     UnsupportedSql,
 )
 from ..text import surrogate_at, surrogate_text
 from ._common import ident, position_of, sql_type_of
 from ._dialect import DIALECT
+from ._limits import MAX_ARRAY_DIMENSIONS, MAX_SQL_NESTING, check_nesting, with_enough_frames
 from .ast import (
     AlterRetainHistoryStmt,
     ColumnDef,
@@ -68,21 +66,6 @@ __all__ = [
     "parse_one",
     "split_statements",
 ]
-
-MAX_SQL_NESTING = 128
-"""The deepest a statement's parentheses, brackets and ``CASE`` expressions may nest
-(Materialize's parser refuses past the same depth). Deeper statements are
-:class:`~tidegate.spec.errors.StatementTooComplex`, found by counting tokens before the
-recursive-descent parser and binder recurse into them."""
-
-MAX_ARRAY_DIMENSIONS = 6
-"""The most ``ARRAY[...]`` constructors that may nest (PostgreSQL's limit on an array's
-dimensions)."""
-
-_FRAMES = 10_000
-"""Python frames the parser and binder may take: sqlglot spends about twenty per level of
-nesting, so :data:`MAX_SQL_NESTING` levels need more than Python's default of 1,000. Python 3.11
-calls Python functions without growing the C stack, so the higher limit is safe."""
 
 _DIALECT = "postgres"  # for printing nodes back as SQL
 
@@ -187,6 +170,7 @@ def _drop_storage(text: str) -> DropStmt:
     return DropStmt(text, _kind(m.group(1)), names, cascade, m.group(2) is not None)
 
 
+@with_enough_frames
 def parse_one(text: str) -> Statement:
     """One statement (``text`` holds exactly one) [SqlSyntaxError, UnsupportedSql,
     CharacterNotInRepertoire]."""
@@ -244,55 +228,16 @@ def _command(tree: Any, text: str) -> SqlError:
     return UnsupportedSql(f"{head} statements", position=1, sql=text)
 
 
-def _check_nesting(tokens: list[Any], text: str) -> None:
-    """[StatementTooComplex] at the first opening token past :data:`MAX_SQL_NESTING` levels;
-    [ProgramLimitExceeded] at an ``ARRAY[`` constructor nested past :data:`MAX_ARRAY_DIMENSIONS`
-    (sqlglot's parse of nested constructors takes time exponential in their depth)."""
-    token = sqlglot.TokenType
-    opening = (token.L_PAREN, token.L_BRACKET, token.CASE)
-    closing = (token.R_PAREN, token.R_BRACKET, token.END)
-    open_arrays: list[bool] = []  # for each level open now: whether it is an ARRAY[ constructor
-    arrays = 0
-    previous: Any = None
-    for t in tokens:
-        if t.token_type in opening:
-            constructor = t.token_type == token.L_BRACKET and (
-                previous is not None and previous.token_type == token.ARRAY
-            )
-            open_arrays.append(constructor)
-            arrays += constructor
-            if len(open_arrays) > MAX_SQL_NESTING:
-                raise StatementTooComplex(
-                    f"statement nests deeper than {MAX_SQL_NESTING} levels",
-                    position=t.start + 1,
-                    sql=text,
-                )
-            if arrays > MAX_ARRAY_DIMENSIONS:
-                raise ProgramLimitExceeded(
-                    f"number of array dimensions ({arrays}) exceeds the maximum allowed "
-                    f"({MAX_ARRAY_DIMENSIONS})",
-                    position=previous.start + 1,
-                    sql=text,
-                )
-        elif t.token_type in closing and open_arrays:
-            arrays -= open_arrays.pop()
-        previous = t
-
-
 def _sqlglot(text: str) -> Any:
-    if sys.getrecursionlimit() < _FRAMES:
-        sys.setrecursionlimit(_FRAMES)
     dialect = DIALECT
     try:
         tokens = dialect.tokenize(text)
-        _check_nesting(tokens, text)
+        check_nesting(tokens, text)
         trees = [t for t in dialect.parser().parse(tokens, text) if t is not None]
     except ParseError as e:
         raise _syntax(e, text) from None
     except TokenError as e:
         raise SqlSyntaxError(f"syntax error: {e}", sql=text) from None
-    except RecursionError:  # what the token count cannot see, such as a long run of NOTs
-        raise StatementTooComplex("statement nests too deeply", sql=text) from None
     if len(trees) != 1:
         raise SqlSyntaxError("expected exactly one statement", sql=text)
     tree = trees[0]

@@ -948,14 +948,17 @@ def _relation_qualifiers(text: str) -> frozenset[str]:
     ``GROUP BY 1, a.b`` are columns), so the parser decides, not the tokens around it.
     Text the parser refuses qualifies nothing here: the binder reports its error.
     """
-    import sqlglot
     from sqlglot import exp
     from sqlglot.errors import ParseError
 
     from ._dialect import DIALECT
+    from ._limits import check_nesting, enough_frames
 
     try:
-        trees = sqlglot.parse(text, dialect=DIALECT)
+        tokens = DIALECT.tokenize(text)
+        check_nesting(tokens, text)  # before the parser: past the limits, it recurses or stalls
+        with enough_frames():
+            trees = DIALECT.parser().parse(tokens, text)
     except (ParseError, TokenError):
         return frozenset()
     return frozenset(

@@ -448,7 +448,8 @@ class StorageController:
         target = self._managed.get(kind)
         if target is None or self._read_only or (not updates and not truncate):
             return []
-        return [ManagedWrite(target, updates, truncate)]
+        stamped = kind in (SOURCE_STATUS_HISTORY, SINK_STATUS_HISTORY)  # their occurred_at
+        return [ManagedWrite(target, updates, truncate, stamped)]
 
     def _rewrite_statistics(self, kind: str) -> list[StorageEffect]:
         """Truncate the statistics collection of ``kind`` and write the controller's desired state."""

@@ -67,12 +67,16 @@ class ManagedWrite:
     retract everything the collection holds (its contents at ``upper - 1``)
     in the same commit: a differential collection (statistics) starts over
     from the controller's desired state. Effects for one collection are
-    applied in the order emitted.
+    applied in the order emitted. ``stamped`` asks the driver to put the
+    commit's timestamp, as a ``TIMESTAMP`` (UTC), before each row's columns: a
+    status history's ``occurred_at``, which only the driver knows (the rows of
+    one commit a microsecond apart, in order, so it orders them as they happened).
     """
 
     collection_id: GlobalId
     updates: tuple[tuple[Row, int], ...]
     truncate: bool = False
+    stamped: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,8 +8,12 @@ they are. The controller writes them (through
 commits, so each row gets a commit's timestamp):
 
 * ``source_status_history`` / ``sink_status_history`` are **append-only**: one
-  row per status change, ``(id, status, error, hint)``; the time of the row
-  is the time of the change;
+  row per status change, ``(occurred_at, id, status, error, hint)``; the time
+  of the row is the time of the change, and ``occurred_at`` is that time as a
+  ``TIMESTAMP`` (UTC), as Materialize's column: the controller emits
+  :func:`status_row` (without it) and the driver puts the commit's time before
+  it (a ``stamped`` :class:`~.effects.ManagedWrite`), so compaction, which
+  advances a row's time, never moves it;
 * ``source_statistics`` / ``sink_statistics`` are **differential**: at every
   time they hold one row per live object, its merged statistics; a change
   retracts the old row and inserts the new one. On registration (and when a
@@ -52,7 +56,11 @@ MANAGED_KINDS: Final = frozenset(
 """The :class:`~.descriptions.Introspection` kinds whose collections the storage controller writes."""
 
 STATUS_HISTORY_SCHEMA = Schema.of(
-    ("id", "string", False), ("status", "string", False), ("error", "string"), ("hint", "string")
+    ("occurred_at", "timestamp", False),
+    ("id", "string", False),
+    ("status", "string", False),
+    ("error", "string"),
+    ("hint", "string"),
 )
 SOURCE_STATISTICS_SCHEMA = Schema.of(
     ("id", "string", False),
@@ -87,7 +95,8 @@ def managed_schema(kind: str) -> Schema:
 
 
 def status_row(update: StatusUpdate) -> Row:
-    """The status-history row of ``update`` (its time is the write's)."""
+    """The status-history row of ``update`` without its ``occurred_at``, which the driver puts
+    first: the time of the write that records it."""
     return (str(update.id), update.status.value, update.error, update.hint)
 
 

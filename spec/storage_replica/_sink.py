@@ -16,7 +16,7 @@ from ..plan.schema import Schema
 from ..storage.commands import RunSink, SinkStatistics, SourceStatus, StatusUpdate
 from ..storage.connections import StorageSinkConnection, sink_pacing_problem
 from ._ingestion import Backoff
-from ._updates import consolidated, offset_bounds, well_formed
+from ._updates import consolidated, offset_bounds, updates_size, well_formed
 from .outputs import (
     CloseSink,
     CommitSink,
@@ -37,6 +37,7 @@ class _Commit:
     lower: int
     upper: int
     count: int
+    size: int
 
 
 class SinkRun:
@@ -212,8 +213,10 @@ class SinkRun:
         upper = self.input_upper
         updates = tuple(sorted(changes, key=_time))  # a changelog in time order
         self.last_commit_at = now
-        self.inflight = _Commit(expected, lower, upper, len(updates))
+        size = updates_size(updates)
+        self.inflight = _Commit(expected, lower, upper, len(updates), size)
         self.staged += len(updates)
+        self.bytes_staged += size
         return [CommitSink(self.id, updates, expected, lower, upper)]
 
     def check_outcome(self, upper: int | None, committed: bool) -> None:
@@ -243,7 +246,7 @@ class SinkRun:
         self.next_lower = c.upper
         self.buffer = [u for u in self.buffer if u[1] >= c.upper]
         self.committed += c.count
-        self.bytes_committed += max(0, int(size_bytes))
+        self.bytes_committed += max(0, int(size_bytes)) or c.size
         self.retry.succeeded()
         self.status = StatusUpdate(self.id, SourceStatus.RUNNING)
 

@@ -7,13 +7,14 @@ these helpers keep the per-update cost to C-level passes (``map``, ``zip``,
 
 from __future__ import annotations
 
+import datetime as _dt
 from collections.abc import Sequence
 from operator import itemgetter
 from typing import Any
 
 from ..frontier import Update
 
-__all__ = ["consolidated", "offset_bounds", "well_formed"]
+__all__ = ["consolidated", "offset_bounds", "updates_size", "well_formed"]
 
 _first, _second, _third = itemgetter(0), itemgetter(1), itemgetter(2)
 
@@ -60,3 +61,24 @@ def offset_bounds(updates: Sequence[Update]) -> tuple[int, int] | None:
     if not updates:
         return None
     return min(map(_second, updates)), max(map(_second, updates))
+
+
+def updates_size(updates: Sequence[Update]) -> int:
+    """The bytes of ``updates`` as a sink hands them to its target, uncompressed, as Arrow holds
+    them: 8 per integer, float, timestamp, time and diff, 4 per date, 1 per boolean, a string's
+    UTF-8 length, nothing for a NULL (a sink's ``bytes_staged`` and ``bytes_committed``)."""
+    total = 0
+    for row, _time, _diff in updates:
+        total += 16
+        for v in row:
+            if v is None:
+                continue
+            if isinstance(v, str):
+                total += len(v.encode("utf-8", "surrogatepass"))
+            elif isinstance(v, bool):
+                total += 1
+            elif type(v) is _dt.date:
+                total += 4
+            else:
+                total += 8
+    return total

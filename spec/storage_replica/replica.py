@@ -562,7 +562,10 @@ class StorageReplica:
 
     @atomic
     def sink_committed(self, id: GlobalId, upper: int, size_bytes: int = 0) -> None:
-        """The :class:`~.outputs.CommitSink` of sink ``id`` landed: the target covers ``upper``."""
+        """The :class:`~.outputs.CommitSink` of sink ``id`` landed: the target covers ``upper``.
+
+        ``size_bytes``: what the target stored for it, where the driver knows (0: the bytes
+        staged for it count as committed)."""
         sink = self._commit_outcome(id, upper, True, "sink_committed")
         if sink is None:
             return

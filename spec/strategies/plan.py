@@ -37,6 +37,12 @@ from ..plan.relation import (
     Threshold,
     TopK,
     Union,
+    Window,
+    WindowBound,
+    WindowBoundKind,
+    WindowFrame,
+    WindowFunc,
+    WindowFuncKind,
 )
 from ..plan.scalar import (
     SIGNATURES,
@@ -79,6 +85,8 @@ __all__ = [
     "schema_rows",
     "schemas",
     "update_streams",
+    "window_frames",
+    "window_funcs",
 ]
 
 S = ScalarType
@@ -415,6 +423,7 @@ def _plan(
         "distinct",
         "threshold",
         "top_k",
+        "window",
         "arrange",
         "let",
         "left_join",
@@ -495,6 +504,15 @@ def _plan(
         )
         aggs = tuple(draw(st.lists(_aggregates(schema), min_size=1, max_size=3)))
         plan = Reduce(inner, key, aggs)
+    elif kind == "window":
+        key = (
+            tuple(draw(st.lists(st.integers(0, schema.arity - 1), max_size=1, unique=True)))
+            if schema.arity
+            else ()
+        )
+        order = draw(order_bys(schema.arity))
+        funcs = draw(st.lists(window_funcs(schema, order), min_size=1, max_size=2))
+        plan = Window(inner, key, order, tuple(funcs))
     else:
         key = (
             tuple(draw(st.lists(st.integers(0, schema.arity - 1), max_size=1, unique=True)))
@@ -516,6 +534,62 @@ def _constant(draw: st.DrawFn, schema: Schema) -> Constant:
         st.lists(st.tuples(schema_rows(schema), st.sampled_from([-1, 1, 2])), max_size=3)
     )
     return Constant(tuple(entries), schema)
+
+
+_BOUNDS = list(WindowBoundKind)
+
+
+def window_frames(schema: Schema, order: tuple[ColumnOrder, ...]) -> st.SearchStrategy[WindowFrame]:
+    """Valid frames: ``ROWS`` with row offsets, ``RANGE`` with value offsets only over one
+    numeric ORDER BY column."""
+    numeric = len(order) == 1 and schema.columns[order[0].column].type.scalar.is_numeric
+
+    @st.composite
+    def build(draw: st.DrawFn) -> WindowFrame:
+        is_range = draw(st.booleans())
+        offsets = not is_range or numeric
+        kinds = [
+            k
+            for k in _BOUNDS
+            if offsets or k not in (WindowBoundKind.PRECEDING, WindowBoundKind.FOLLOWING)
+        ]
+        a = draw(st.sampled_from(kinds[:-1]))  # a start is never UNBOUNDED FOLLOWING
+        b = draw(st.sampled_from([k for k in kinds[1:] if _BOUNDS.index(k) >= _BOUNDS.index(a)]))
+
+        def bound(k: WindowBoundKind) -> WindowBound:
+            if k not in (WindowBoundKind.PRECEDING, WindowBoundKind.FOLLOWING):
+                return WindowBound(k)
+            if is_range and draw(st.booleans()):
+                return WindowBound(k, draw(st.sampled_from([0.5, 1.0, 2.5])))
+            return WindowBound(k, draw(st.integers(0, 2)))
+
+        return WindowFrame(is_range, bound(a), bound(b))
+
+    return build()
+
+
+def window_funcs(schema: Schema, order: tuple[ColumnOrder, ...]) -> st.SearchStrategy[WindowFunc]:
+    """Valid functions of a :class:`Window` over ``schema`` ordered by ``order``."""
+
+    @st.composite
+    def build(draw: st.DrawFn) -> WindowFunc:
+        kinds = list(WindowFuncKind) if schema.arity else [WindowFuncKind.ROW_NUMBER]
+        kind = draw(st.sampled_from(kinds))
+        if kind in (WindowFuncKind.ROW_NUMBER, WindowFuncKind.RANK, WindowFuncKind.DENSE_RANK):
+            return WindowFunc(kind)
+        if kind is WindowFuncKind.AGGREGATE:
+            agg = draw(_aggregates(schema))
+            agg = Aggregate(agg.func, agg.column, False, agg.separator)
+            return WindowFunc(kind, aggregate=agg, frame=draw(window_frames(schema, order)))
+        col = draw(st.integers(0, schema.arity - 1))
+        if kind in (WindowFuncKind.LAG, WindowFuncKind.LEAD):
+            t = schema.columns[col].type.scalar
+            same = [i for i, c in enumerate(schema.columns) if c.type.scalar is t]
+            default = draw(st.one_of(st.none(), st.sampled_from(same)))
+            return WindowFunc(kind, col, draw(st.integers(-1, 2)), default)
+        return WindowFunc(kind, col, frame=draw(window_frames(schema, order)))
+
+    return build()
 
 
 def _aggregates(schema: Schema) -> st.SearchStrategy[Aggregate]:

@@ -167,6 +167,7 @@ def test_demo_runs_end_to_end_on_spark_and_passes(tmp_path: Path) -> None:
     (n1, b1), (n2, b2) = ((int(n), int(b)) for n, b in reads)
     assert n1 == b1 < b2 == n2  # a bid per offset
     assert len(re.findall(r"\bbids\s+load-generator\s+running\b", out)) == 2
+    assert "1970-01-01" not in out  # a source's upper is shown once it holds data
     assert "!= load generator" not in out
     assert re.search(r"source bids running again: offsets \[0, (\d+)\)", out)
     assert re.search(r"source reads checked against the load generator\s+3\b", out)

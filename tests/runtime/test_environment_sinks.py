@@ -66,6 +66,47 @@ def check_exactly_once(
     assert sorted((row, n) for (row, _t), n in earlier.items()) == sorted(before)
 
 
+def scrape(env: Environment) -> dict[tuple[str, str], float]:
+    """The controller's metrics of sink ``out``: ``{(sample name, status label): value}``."""
+    from prometheus_client import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from tidegate.runtime.metrics import ControllerMetrics
+
+    text = generate_latest(ControllerMetrics(env).registry).decode()
+    return {
+        (s.name, s.labels.get("status", "")): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.labels.get("name") == "out"
+    }
+
+
+async def sink_metrics_match_the_table(env: Environment, target: IcebergSink) -> None:
+    """The sink's Prometheus metrics: running, a lag, and as many updates committed as the
+    Iceberg table holds (its statistics arrive in the replica's next report)."""
+    rows = len(read_changelog(target))
+    with anyio.fail_after(60):
+        while True:
+            got = scrape(env)
+            if got.get(("tidegate_controller_sink_updates_committed_total", "")) == rows:
+                break
+            await anyio.sleep(0.1)
+    assert got[("tidegate_controller_storage_status", "running")] == 1
+    assert got[("tidegate_controller_storage_status", "stalled")] == 0
+    assert got[("tidegate_controller_sink_bytes_committed_total", "")] > 0
+    assert got[("tidegate_controller_sink_updates_staged_total", "")] >= rows
+    assert 0 <= got[("tidegate_controller_sink_lag_seconds", "")] < 60
+    stats = env.storage_status("out")[0].statistics
+    assert stats is not None and stats["updates_committed"] == rows  # mz_sink_statistics too
+    [(committed,)] = (
+        await env.execute(
+            f"SELECT updates_committed FROM mz_sink_statistics WHERE id = '{env.resolve('out')}'"
+        )
+    ).rows
+    assert committed <= rows  # the table is written a commit behind the report, at most
+
+
 def test_a_table_sink_holds_every_update_once_also_across_a_storage_replica_kill(
     tmp_path: Path,
 ) -> None:
@@ -97,6 +138,7 @@ def test_a_table_sink_holds_every_update_once_also_across_a_storage_replica_kill
                 )
                 assert status.status == "running"
                 check_exactly_once(read_changelog(target), [((1, "a"), 1), ((2, "b"), 1)], appended)
+                await sink_metrics_match_the_table(env, target)
 
                 # SIGKILL the storage replica while appends go on: still exactly once
                 assert env.orchestrator is not None

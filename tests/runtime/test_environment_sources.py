@@ -12,6 +12,7 @@ restart of the controller.
 
 from __future__ import annotations
 
+import datetime as dt
 from pathlib import Path
 from typing import Any
 
@@ -199,6 +200,12 @@ def test_the_managed_collections_show_status_history_and_statistics(tmp_path: Pa
                     ("ticks", "load-generator"),
                     ("ticks_progress", "progress"),
                 ]
+                # the system collections exist, and no SHOW lists them (as Materialize's)
+                assert {e.name for e in env.state.entries()} >= {"mz_source_status_history"}
+                assert (await env.execute("SHOW OBJECTS")).rows == [
+                    ("ticks", "source"),
+                    ("ticks_progress", "source"),
+                ]
                 b = await until_binding_passes(env, "ticks", 2)
                 gid = str(env.resolve("ticks"))
                 with anyio.fail_after(30):
@@ -213,6 +220,16 @@ def test_the_managed_collections_show_status_history_and_statistics(tmp_path: Pa
                             break
                         await anyio.sleep(0.05)
                 assert rows[0] == (gid, "running")
+                # occurred_at, as Materialize's: when each change was recorded (UTC)
+                history = await env.execute(
+                    "SELECT occurred_at, status FROM mz_source_status_history "
+                    f"WHERE id = '{gid}' ORDER BY occurred_at"
+                )
+                assert history.columns == ("occurred_at", "status")
+                assert history.rows[-1][1] == "running"
+                now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+                for at, _status in history.rows:
+                    assert now - dt.timedelta(minutes=5) < at <= now + dt.timedelta(seconds=5)
                 # one statistics row per live source, at every time; its
                 # offset_committed is NULL until the replica reports its first ack
                 with anyio.fail_after(30):
@@ -228,7 +245,9 @@ def test_the_managed_collections_show_status_history_and_statistics(tmp_path: Pa
                 assert sid == gid and updates >= committed  # a counter: one update per offset
                 # an index on a managed collection
                 await env.create_index("mz_source_status_history", ["id"], name="hist_idx")
-                assert any(r == (gid, "running", None, None) for r, _ in await env.peek("hist_idx"))
+                assert any(
+                    r[1:] == (gid, "running", None, None) for r, _ in await env.peek("hist_idx")
+                )
                 # SHOW CREATE keeps the statement; DROP SOURCE drops it and its progress
                 shown = await env.execute("SHOW CREATE SOURCE ticks")
                 assert "LOAD GENERATOR COUNTER" in shown.rows[0][1]
@@ -320,3 +339,98 @@ def test_an_unmanaged_storage_replica_at_an_address(tmp_path: Path) -> None:
                 assert env.orchestrator is None
 
     anyio.run(main)
+
+
+@pytest.mark.processes
+def test_status_histories_written_without_occurred_at_are_left_for_shards_of_their_own(
+    tmp_path: Path,
+) -> None:
+    """A data directory written before the status histories had ``occurred_at`` holds their
+    four-column shards ``s1`` and ``s2``: the histories go on in shards of their own
+    (``s1.v2``, as Materialize's builtin migrations give a changed collection a new shard),
+    so such a directory opens and records statuses again."""
+    from tidegate.runtime.controller.schemas import arrow_schema, shard_name
+    from tidegate.runtime.storage import ShardStore
+    from tidegate.runtime.storage.urls import default_urls, open_blob, open_consensus
+    from tidegate.spec.ids import GlobalId
+    from tidegate.spec.plan import Schema
+
+    assert shard_name(GlobalId.system(1)) == "s1.v2"
+
+    async def running(env: Any) -> list[Any]:
+        with anyio.fail_after(60):
+            while True:
+                rows = (
+                    await env.execute("SELECT occurred_at, status FROM mz_source_status_history")
+                ).rows
+                if any(status == "running" for _at, status in rows):
+                    return rows
+                await anyio.sleep(0.05)
+
+    async def first() -> None:
+        with in_process_replica(tmp_path) as compute, anyio.fail_after(120):
+            async with Environment.open(tmp_path, replicas={"r1": compute}, **OPTIONS) as env:
+                await env.execute("CREATE SOURCE ticks FROM LOAD GENERATOR COUNTER")
+                await running(env)
+
+    anyio.run(first)
+    # what the data directory of an earlier version held besides: the four-column histories
+    old = Schema.of(
+        ("id", "string", False),
+        ("status", "string", False),
+        ("error", "string"),
+        ("hint", "string"),
+    )
+    blob, consensus = default_urls(str(tmp_path))
+    store = ShardStore(open_blob(blob), open_consensus(consensus), owns_backends=True)
+    for old_shard in ("s1", "s2"):
+        store.create_shard(old_shard, arrow_schema(old))
+        store.compare_and_append(old_shard, [(("u1", "running", None, None), 0, 1)], 0, 1)
+    store.close()
+
+    async def again() -> None:
+        with in_process_replica(tmp_path) as compute, anyio.fail_after(120):
+            async with Environment.open(tmp_path, replicas={"r1": compute}, **OPTIONS) as env:
+                rows = await running(env)
+                assert all(isinstance(at, dt.datetime) for at, _status in rows)
+
+    anyio.run(again)
+    # the earlier shards are left as they were: no collection's, never taken for garbage
+    store = ShardStore(open_blob(blob), open_consensus(consensus), owns_backends=True)
+    try:
+        assert {"s1", "s2", "s1.v2", "s2.v2"} <= set(store.list_shards())
+        assert not store.state("s1").finalized
+        assert [(r, d) for r, _t, d in store.snapshot_rows("s1", 0)] == [
+            (("u1", "running", None, None), 1)
+        ]
+    finally:
+        store.close()
+
+
+@pytest.mark.processes
+def test_the_demo_shows_a_source_s_status_once_it_holds_data(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``tidegate demo`` showed ``UPPER 0 (1970-01-01...)`` when it read the status as soon as
+    the replica said ``running``, which it says before its first commit: it waits for that
+    commit, so the upper it shows is that data's time."""
+    from tidegate.commands.demo import SOURCE, Demo, DemoOptions
+    from tidegate.runtime.platform import wall_ms
+
+    async def main() -> None:
+        with in_process_replica(tmp_path) as compute, anyio.fail_after(120):
+            async with Environment.open(tmp_path, replicas={"r1": compute}, **OPTIONS) as env:
+                before = wall_ms() - 60_000  # times follow the wall clock
+                # a slow generator: its first data comes a while after it runs
+                await env.execute(
+                    f"CREATE SOURCE {SOURCE} FROM LOAD GENERATOR AUCTION (TICK INTERVAL '2s')"
+                )
+                demo = Demo(DemoOptions(timeout_s=60), tmp_path)
+                status = await demo.source_running(env)
+                demo.show_source_status(status)
+                assert not demo.tally.failures
+                assert status.status == "running" and int(status.upper.elements[0]) >= before
+
+    anyio.run(main)
+    shown = capsys.readouterr().out
+    assert "running" in shown and "1970-01-01" not in shown

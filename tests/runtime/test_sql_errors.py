@@ -141,6 +141,8 @@ def test_deep_statements_answer_or_are_refused_typed_and_the_environment_goes_on
         too_deep = "SELECT " + "(" * 5_000 + "a" + ")" * 5_000 + " FROM t"
         e = await _error(env, too_deep)
         assert isinstance(e, StatementTooComplex) and e.sqlstate == "54001"
+        arrays = await _error(env, "SELECT " + "ARRAY[" * 30 + "a" + "]" * 30 + " FROM t")
+        assert arrays.sqlstate == "54000" and "array dimensions (7)" in arrays.message
         assert (await env.execute("SELECT a FROM t")).rows == [(1,)]
 
     _run(tmp_path, body)

@@ -52,6 +52,12 @@ from tidegate.spec.plan import (
     UnaryFunc,
     Union,
     VariadicFunc,
+    Window,
+    WindowBound,
+    WindowBoundKind,
+    WindowFrame,
+    WindowFunc,
+    WindowFuncKind,
     children,
     lower,
     typecheck,
@@ -147,6 +153,12 @@ def _kinds(plan: Plan) -> set[str]:
                     out.add(f"distinct:{a.distinct}")
             case TopK(limit=limit):
                 out.add(f"limit:{limit is not None}")
+            case Window(funcs=funcs):
+                for f in funcs:
+                    out.add(f"window:{f.kind}")
+                    for b in (f.frame.start, f.frame.end):
+                        out.add(f"bound:{b.kind}:{type(b.offset).__name__}")
+                    out.add(f"frame:{'range' if f.frame.range else 'rows'}")
     return out
 
 
@@ -161,6 +173,10 @@ UNIVERSE = (
     | {f"join:{k}" for k in JoinKind}
     | {f"agg:{f}" for f in AggFunc}
     | {"agg:count(*)", "distinct:True", "distinct:False", "limit:True", "limit:False"}
+    | {f"window:{k}" for k in WindowFuncKind}
+    | {"frame:range", "frame:rows"}
+    | {f"bound:{k}:NoneType" for k in WindowBoundKind if k not in ("preceding", "following")}
+    | {f"bound:{k}:{t}" for k in ("preceding", "following") for t in ("int", "float")}
 )
 
 _Z = Schema.of(
@@ -324,6 +340,46 @@ EXAMPLES: tuple[Plan, ...] = (
         ("nan", "big", "-inf"),
     ),
     TopK(Get(U1, _Z), (0,), (), 0, 3),
+    Window(
+        Get(U1, _Z),
+        (2,),
+        (ColumnOrder(1, desc=True, nulls_last=False),),
+        (
+            WindowFunc(WindowFuncKind.ROW_NUMBER),
+            WindowFunc(WindowFuncKind.RANK),
+            WindowFunc(WindowFuncKind.DENSE_RANK),
+            WindowFunc(WindowFuncKind.LAG, 0, 2, 0),
+            WindowFunc(WindowFuncKind.LEAD, 4, -1),
+            WindowFunc(WindowFuncKind.FIRST_VALUE, 2),
+            WindowFunc(
+                WindowFuncKind.LAST_VALUE,
+                5,
+                frame=WindowFrame(
+                    False,
+                    WindowBound(WindowBoundKind.PRECEDING, 2),
+                    WindowBound(WindowBoundKind.UNBOUNDED_FOLLOWING),
+                ),
+            ),
+            WindowFunc(
+                WindowFuncKind.AGGREGATE,
+                aggregate=Aggregate(AggFunc.SUM, 1),
+                frame=WindowFrame(
+                    True,
+                    WindowBound(WindowBoundKind.PRECEDING, 1.5),
+                    WindowBound(WindowBoundKind.FOLLOWING, 3.0),
+                ),
+            ),
+            WindowFunc(
+                WindowFuncKind.AGGREGATE,
+                aggregate=Aggregate(AggFunc.STRING_AGG, 2, separator="/"),
+                frame=WindowFrame(
+                    False,
+                    WindowBound(WindowBoundKind.CURRENT_ROW),
+                    WindowBound(WindowBoundKind.FOLLOWING, 1),
+                ),
+            ),
+        ),
+    ),
     Project(Constant((), Schema(())), ()),
     Join((), (), JoinKind.INNER),
     Union(()),

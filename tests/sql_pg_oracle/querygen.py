@@ -464,10 +464,16 @@ class _Gen:
                     "subquery",
                     "series",
                     "invalid",
+                    "window",
+                    "correlated",
                 ],
-                weights=[5, 3, 1, 2, 1, 1, 1, 1, 1],
+                weights=[5, 3, 1, 2, 1, 1, 1, 1, 1, 2, 2],
             )[0]
         )
+        if kind == "window":
+            return self._window()
+        if kind == "correlated":
+            return self._correlated()
         if kind == "subquery":
             inner = self._plain(ordered=False, limit=r.random() < 0.3)
             refs = [_Ref("s." + c, t, c) for c, t in self._last_out]
@@ -591,6 +597,112 @@ class _Gen:
                 q += f" HAVING count(*) {r.choice(['>', '>=', '<'])} {r.randint(0, 2)}"
         return Query(q, False)
 
+    def _window(self) -> Query:
+        """Window functions, the ROW_NUMBER Top-K idiom or DISTINCT ON. A function whose
+        answer depends on the order of tied rows (row_number, lag/lead, first/last_value,
+        ROWS frames, DISTINCT ON) orders by every column in scope, so only identical rows
+        tie; rank, dense_rank and aggregates over the default or a RANGE frame treat ties
+        as peers, so any ORDER BY will do. Sums and averages take integers (a float sum
+        depends on the order of its terms)."""
+        r = self.rng
+        sql, refs, _one = self.from_clause()
+
+        def key(x: _Ref) -> str:
+            return (
+                f"{x.sql}{r.choice(['', ' DESC'])}{r.choice(['', ' NULLS FIRST', ' NULLS LAST'])}"
+            )
+
+        def order(total: bool) -> list[_Ref]:
+            keys = r.sample(refs, r.randint(0, min(2, len(refs))))
+            return keys + [x for x in refs if x not in keys] if total else keys
+
+        def over(total: bool, frame: str = "", keys: list[_Ref] | None = None) -> str:
+            part = r.sample(refs, r.randint(0, min(2, len(refs))))
+            keys = order(total) if keys is None else keys
+            by = f"PARTITION BY {', '.join(x.sql for x in part)} " if part else ""
+            ob = f"ORDER BY {', '.join(key(x) for x in keys)} " if keys else ""
+            return f"OVER ({by}{ob}{frame})".replace(" )", ")")
+
+        where = f" WHERE {self.pred(refs, r.randint(1, 2))}" if r.random() < 0.4 else ""
+        shown = r.sample(refs, r.randint(1, min(3, len(refs))))
+        cols = [f"{x.sql} AS c{i}" for i, x in enumerate(shown)]
+        mode = r.random()
+        if mode < 0.15:  # the Top-K idiom
+            part = r.sample(refs, r.randint(0, min(2, len(refs))))
+            by = f"PARTITION BY {', '.join(x.sql for x in part)} " if part else ""
+            rn = f"row_number() OVER ({by}ORDER BY {', '.join(key(x) for x in order(True))})"
+            cmp = r.choice(["<=", "<", "="])
+            inner = f"SELECT {', '.join(cols)}, {rn} AS rn FROM {sql}{where}"
+            return Query(f"SELECT * FROM ({inner}) AS s WHERE rn {cmp} {r.randint(1, 3)}", False)
+        if mode < 0.25:  # DISTINCT ON: the first row of each key in a total order
+            on = r.sample(refs, r.randint(1, min(2, len(refs))))
+            rest = [x for x in refs if x not in on]
+            ob = ", ".join(key(x) for x in [*on, *rest])
+            return Query(
+                f"SELECT DISTINCT ON ({', '.join(x.sql for x in on)}) {', '.join(cols)} "
+                f"FROM {sql}{where} ORDER BY {ob}",
+                False,
+            )
+        funcs = []
+        ints = [x for x in refs if x.type == "int"]
+        for _ in range(r.randint(1, 3)):
+            f = r.choice(["row_number", "rank", "lag", "value", "agg", "rows", "range"])
+            x = r.choice(refs)
+            if f == "row_number":
+                funcs.append(f"row_number() {over(True)}")
+            elif f == "rank":
+                funcs.append(f"{r.choice(['rank', 'dense_rank'])}() {over(False)}")
+            elif f == "lag":
+                args = x.sql
+                if r.random() < 0.6:
+                    args += f", {r.choice([0, 1, 2, -1])}"
+                    if r.random() < 0.5:
+                        args += f", {self.values.value(x.type, nullable=False)}"
+                funcs.append(f"{r.choice(['lag', 'lead'])}({args}) {over(True)}")
+            elif f == "value":
+                frame = r.choice(["", "ROWS BETWEEN 1 PRECEDING AND UNBOUNDED FOLLOWING"])
+                funcs.append(
+                    f"{r.choice(['first_value', 'last_value'])}({x.sql}) {over(True, frame)}"
+                )
+            else:
+                agg = self._window_agg(refs)
+                if f == "agg":
+                    funcs.append(f"{agg} {over(False)}")
+                elif f == "rows":
+                    lo, hi = r.randint(0, 2), r.randint(0, 2)
+                    frame = r.choice(
+                        [
+                            f"ROWS BETWEEN {lo} PRECEDING AND {hi} FOLLOWING",
+                            f"ROWS {lo} PRECEDING",
+                            "ROWS BETWEEN CURRENT ROW AND UNBOUNDED FOLLOWING",
+                        ]
+                    )
+                    funcs.append(f"{agg} {over(True, frame)}")
+                elif ints:
+                    lo, hi = r.randint(0, 3), r.randint(0, 3)
+                    frame = r.choice(
+                        [
+                            f"RANGE BETWEEN {lo} PRECEDING AND {hi} FOLLOWING",
+                            f"RANGE BETWEEN CURRENT ROW AND {hi} FOLLOWING",
+                            f"RANGE {lo} PRECEDING",
+                        ]
+                    )
+                    funcs.append(f"{agg} {over(False, frame, [r.choice(ints)])}")
+        items = cols + [f"{f} AS f{i}" for i, f in enumerate(funcs)]
+        return Query(f"SELECT {', '.join(items)} FROM {sql}{where}", False)
+
+    def _window_agg(self, refs: list[_Ref]) -> str:
+        r = self.rng
+        f = r.choice(["count", "count*", "sum", "min", "max", "avg"])
+        if f == "count*":
+            return "count(*)"
+        if f in ("sum", "avg"):
+            return f"{f}({self.expr('int', refs, 0)})"
+        t = self._type(refs)
+        if t == "bool" and f in ("min", "max"):
+            t = "int"
+        return f"{f}({self.expr(t, refs, r.randint(0, 1))})"
+
     def _setop(self) -> Query:
         r = self.rng
         n = r.randint(1, 3)
@@ -659,6 +771,49 @@ class _Gen:
             f"SELECT count(*) FROM {sql} WHERE {p}",
             f"SELECT COALESCE(sum(CASE WHEN {p} THEN 1 ELSE 0 END), 0) FROM {sql}",
         )
+
+    def _correlated(self) -> Query:
+        """A subquery in an expression, correlated to the outer row or not: a scalar aggregate,
+        ``[NOT] EXISTS``, ``[NOT] IN`` or ``op ANY/ALL``, in the select list or ``WHERE``."""
+        r = self.rng
+        outer, inner = r.choice(self.tables), r.choice(self.tables)
+        orefs = [_Ref(f"o.{c.name}", c.type, c.name) for c in outer.columns]
+        irefs = [_Ref(f"i.{c.name}", c.type, c.name) for c in inner.columns]
+        pairs = [
+            (x, y)
+            for x in orefs
+            for y in irefs
+            if x.type == y.type or {x.type, y.type} == {"int", "float"}
+        ]
+        conds = []
+        if pairs and r.random() < 0.8:
+            x, y = r.choice(pairs)
+            op = r.choice(["=", "=", "<", "IS NOT DISTINCT FROM"])
+            conds.append(f"{y.sql} {op} {x.sql}")
+        if r.random() < 0.5:
+            conds.append(self.pred(irefs + orefs if r.random() < 0.5 else irefs, 1))
+        body = f"FROM {inner.name} AS i" + (f" WHERE {' AND '.join(conds)}" if conds else "")
+        form = r.choice(["scalar", "exists", "in", "quantified"])
+        if form == "scalar":
+            col = r.choice([c for c in irefs if c.type != "bool"] or irefs)
+            agg = r.choice(["count(*)", f"count({col.sql})", f"max({col.sql})", f"min({col.sql})"])
+            if col.type == "bool":
+                agg = "count(*)"
+            item = f"(SELECT {agg} {body})"
+        elif form == "exists":
+            item = f"{r.choice(['', 'NOT '])}EXISTS (SELECT 1 {body})"
+        else:
+            y = r.choice(irefs)
+            lhs = self.expr(y.type, orefs, r.randint(0, 1))
+            if form == "in":
+                item = f"{lhs} {r.choice(['', 'NOT '])}IN (SELECT {y.sql} {body})"
+            else:
+                op = r.choice(["=", "<>", "<", "<=", ">", ">="])
+                item = f"{lhs} {op} {r.choice(['ANY', 'ALL'])} (SELECT {y.sql} {body})"
+        outs = ", ".join(e for e, _t in self._outputs(orefs))
+        if form != "scalar" and r.random() < 0.5:
+            return Query(f"SELECT {outs} FROM {outer.name} AS o WHERE {item}", False)
+        return Query(f"SELECT {outs}, {item} AS sq FROM {outer.name} AS o", False)
 
     def _unsafe(self) -> Query:
         """Expressions that may fail, over one table with no filter: PostgreSQL and tidegate

@@ -15,6 +15,8 @@
   loopback, bearer token); :mod:`.control_server` -- the server (Starlette on uvicorn);
 * :mod:`.service` -- what the endpoint does with an ``Environment``;
 * :mod:`.sql` -- ``tidegate sql``, a SQL shell and script runner (``POST /sql``);
+* :mod:`.spark` -- ``tidegate spark start-master/start-worker/stop/status``, a local Spark
+  standalone cluster for ``--spark-master``;
 * :mod:`.demo` -- ``tidegate demo``, what ``make run`` runs;
 * :mod:`.recording` -- a real run's client history, for the simulator's offline checker;
 * :mod:`.values`, :mod:`.render` -- rows as JSON, and text output (``rich``).
@@ -37,9 +39,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
     ``demo`` is added by :func:`.demo.add_parser`.
     """
-    from . import client, clusters, sql, up
+    from . import client, clusters, spark, sql, up
 
     up.add_parser(sub)
     client.add_parsers(sub)
     clusters.add_parser(sub)
     sql.add_parser(sub)
+    spark.add_parser(sub)

@@ -17,7 +17,8 @@ Routes (all but ``/health`` need ``Authorization: Bearer <token>``):
 ``{"on", "keys", "name"?}``, ``POST /create-view`` ``{"name", "plan"}`` or
 ``{"name", "from", "columns"?}``, ``POST /drop`` ``{"name", "cascade"?}``,
 ``POST /read-policy`` ``{"name", "policy"}``; ``POST /sql`` ``{"sql", "params"?}`` (see
-:mod:`.sql`). Answers are ``{"result": ...}``
+:mod:`.sql`), or ``{"sql", "params"?, "stream": true}`` (streamed: Materialize's WebSocket
+messages, a ``SUBSCRIBE``'s rows as they come; see :mod:`.service`). Answers are ``{"result": ...}``
 or, on a refusal, ``{"error": {"type": <error class>, "message": ...}}`` with a
 4xx status (``503 Starting`` while ``tidegate up`` starts, when only ``/status``
 and ``/health`` answer; see :mod:`.gate`).

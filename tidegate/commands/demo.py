@@ -36,7 +36,6 @@ from typing import TYPE_CHECKING, Any
 
 from tidegate.runtime.defaults import DATA_DIR_ENV
 
-from .help_text import plain
 from .times import format_time
 
 if TYPE_CHECKING:  # the demo's modules are imported when it runs, not to build the CLI's parser
@@ -122,8 +121,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p = sub.add_parser(
         "demo",
         help="run the end-to-end demo (two Spark replicas, a kill, a controller restart)",
-        description=plain(__doc__),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=__doc__,
     )
     p.add_argument(
         "--data-dir",
@@ -427,18 +425,29 @@ class Demo:
         return at, offsets
 
     async def source_running(self, env: Any) -> Any:
-        """The source's status once the storage replica reports it ``running`` (a failure if it
-        does not within the timeout)."""
+        """The source's status once the storage replica reports it ``running`` and its first
+        data is committed (a failure if not within the timeout).
+
+        The replica says ``running`` as its ingestion starts, before it has written
+        anything: the source's upper is then still its initial ``0``, which says nothing
+        (shown as a time, it read ``1970-01-01``). Its first commit moves it to that
+        data's time."""
         import anyio
+
+        def ingested(status: Any) -> bool:
+            upper = status.upper.elements
+            return status.status == "running" and (not upper or int(upper[0]) > 0)
 
         with anyio.move_on_after(self.opts.timeout_s):
             while True:
                 [status] = env.storage_status(SOURCE)
-                if status.status == "running":
+                if ingested(status):
                     break
                 await anyio.sleep(0.05)
         if status.status != "running":
             self.fail(f"source {SOURCE} is {status.status} ({status.error})")
+        elif not ingested(status):
+            self.fail(f"source {SOURCE} is running but committed nothing")
         return status
 
     def show_source_status(self, status: Any) -> None:

@@ -301,6 +301,7 @@ def process_replicas_json(
                 "pid": p.pid,
                 "restarts": p.restarts,
                 "metrics": p.metrics,
+                "spark_ui": p.spark_ui,
                 "memory_limit": memory_limit,
                 "objects_hydrated": None,
                 "objects": None,
@@ -313,8 +314,9 @@ def replicas_json(
     env: Any, orchestrator: Any, memory_limit: int | None, *, detail: bool = False
 ) -> list[dict[str, Any]]:
     """Every replica: status and last error (see the module docstring), epoch, address, the
-    process (managed replicas: state, pid, restarts, and ``metrics``, the ``HOST:PORT`` its
-    Prometheus metrics are served on, if they are), memory limit, and how many of the
+    process (managed replicas: state, pid, restarts, ``metrics``, the ``HOST:PORT`` its
+    Prometheus metrics are served on, if they are, and ``spark_ui``, its Spark web UI's URL,
+    with ``--spark-ui``), memory limit, and how many of the
     catalog's indexes and materialized views it has hydrated (``objects_hydrated`` of
     ``objects``). With ``detail``, the catalog's record too (``executor``, ``spark_master``)
     and the process's log file."""
@@ -351,6 +353,7 @@ def replicas_json(
             "pid": p.pid if p is not None else None,
             "restarts": p.restarts if p is not None else None,
             "metrics": p.metrics if p is not None else None,
+            "spark_ui": p.spark_ui if p is not None else None,
             "memory_limit": limit if managed else None,
             "objects_hydrated": sum(flags),
             "objects": len(flags),
@@ -418,6 +421,7 @@ def _storage_replicas_json(
         "pid": p.pid if p is not None else None,
         "restarts": p.restarts if p is not None else None,
         "metrics": p.metrics if p is not None else None,
+        "spark_ui": p.spark_ui if p is not None else None,
         "memory_limit": None,
         "objects_hydrated": None,
         "objects": None,

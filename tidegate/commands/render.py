@@ -224,8 +224,8 @@ def _controller_line(status: dict[str, Any]) -> str | None:
 def status_table(status: dict[str, Any]) -> str:
     """The ``tidegate status`` text: the controller's state, collections (since, upper, lag, read
     policy, hydration per replica), replicas (status, epoch, address, process, memory limit,
-    objects hydrated, last error), the errors collections answered, and the metrics addresses
-    (the controller's, then each replica's that serves them)."""
+    objects hydrated, last error), the errors collections answered, the metrics addresses
+    (the controller's, then each replica's that serves them) and the replicas' Spark UIs."""
     out = []
     head = _controller_line(status)
     if head is not None:
@@ -273,14 +273,17 @@ def status_table(status: dict[str, Any]) -> str:
 
 
 def _metrics_lines(status: dict[str, Any]) -> list[str]:
-    """Where metrics are served: the controller's line, then one per replica that serves them
-    (nothing at all if none are)."""
+    """Where metrics are served: the controller's line, then one per replica that serves them,
+    then each replica's Spark UI (nothing at all if there is none of these)."""
     lines = []
     if status.get("metrics"):
         lines.append(f"metrics: http://{status['metrics']}/metrics")
     for r in status.get("replicas", []):
         if r.get("metrics"):
             lines.append(f"metrics of replica {r['name']}: http://{r['metrics']}/metrics")
+    for r in status.get("replicas", []):
+        if r.get("spark_ui"):
+            lines.append(f"Spark UI of replica {r['name']}: {r['spark_ui']}")
     return ["", *lines] if lines else []
 
 

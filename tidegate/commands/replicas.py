@@ -30,8 +30,9 @@ ACTIONS = ("add", "drop", "list")
 
 def build_parser() -> argparse.ArgumentParser:
     from .client import common_options
+    from .help_text import Parser
 
-    p = argparse.ArgumentParser(
+    p = Parser(
         prog="tidegate replica",
         description="Manage the replicas of a running `tidegate up` (add, drop, list).",
     )
@@ -75,7 +76,7 @@ def help_text() -> str:
     return (
         "usage: tidegate replica {list,add,drop} ...      manage a running controller's replicas\n"
         "       tidegate replica --listen HOST:PORT ...   run a replica process\n\n"
-        "Managing the replicas of a running `tidegate up` (through its control endpoint):\n"
+        "Managing the replicas of a running tidegate up (through its control endpoint):\n"
         "  tidegate replica list                 status, process, memory limit, hydration, "
         "last error\n"
         "  tidegate replica add NAME             start a managed replica (recorded in the "

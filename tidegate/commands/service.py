@@ -13,6 +13,19 @@ then a line per batch as it arrives (``{"lower", "upper", "updates": [{"time",
 batch whose upper is ``[]``, or with an ``{"error": {"type", "message"}}``
 line; closing the stream drops the subscribe.
 
+``sql`` with ``"stream": true`` (``POST /sql``) answers a stream too, the messages of
+Materialize's WebSocket API, one JSON object per line: for each statement a
+``{"type": "CommandStarting", "payload": {"has_rows", "is_streaming"}}``, then for one
+that returns rows a ``{"type": "Rows", "payload": {"columns": [{"name", "type",
+"type_oid", "type_len"}, ...]}}`` and a ``{"type": "Row", "payload": [values]}`` per
+row, then ``{"type": "CommandComplete", "payload": TAG}``; ``Notice`` messages
+(``{"message", "severity"}``) where the statement raised one; at the first error an
+``{"type": "Error", "payload": {"type", "message", "code", "hint"?}}`` (``code``: the
+SQLSTATE), which ends the script; last a ``{"type": "ReadyForQuery", "payload":
+"I"}``. A ``SUBSCRIBE`` sends its rows as its batches arrive (``WITH (PROGRESS)``:
+``mz_progressed`` rows too) and never completes unless it ends (``UP TO``, or its
+input will never change): closing the stream drops it.
+
 Replicas: ``replicas`` lists them; ``add_replica`` / ``drop_replica`` are
 ``Environment.add_replica`` / ``drop_replica`` (Materialize's ``CREATE/DROP
 CLUSTER REPLICA``, recorded in the catalog).
@@ -32,7 +45,7 @@ rest) and leaves the catalog unchanged.
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -330,6 +343,18 @@ class ControlService:
         out: dict[str, Any] = result.to_json()
         return out
 
+    def sql_stream(self, text: Any, params: Any = None) -> Stream:
+        """Run the statement(s) ``text`` in one session, answering each as it comes (``POST
+        /sql`` with ``"stream": true``): Materialize's WebSocket messages, one per line (see the
+        module docstring). A ``SUBSCRIBE`` streams its rows until it ends or the client goes
+        away, which drops it."""
+        if not isinstance(text, str):
+            raise Refusal(400, "BadRequest", f"sql must be a string, got {text!r}")
+        if params is not None and not isinstance(params, list):
+            raise Refusal(400, "BadRequest", f"params must be a list, got {params!r}")
+        items = _sql_messages(self.env, text, params)
+        return Stream(items, items.aclose)
+
     # -- DDL -----------------------------------------------------------------------------------
 
     def _new_name(self, name: Any, what: str) -> str:
@@ -506,6 +531,9 @@ class ControlService:
                     str(body["table"]), body.get("rows"), body.get("request_id")
                 )
             if (method, path) == ("POST", "/sql"):
+                if body.get("stream") is True:
+                    self._fields(path, body, {"sql", "stream"}, {"params"})
+                    return self.sql_stream(body["sql"], body.get("params"))
                 return await self.sql(body["sql"], body.get("params"), body.get("request_id"))
             if method == "POST" and path in _DDL_FIELDS:
                 self._fields(path, body, *_DDL_FIELDS[path])
@@ -647,6 +675,75 @@ def _time_field(field: str, value: Any) -> int | None:
             f"to 2^63 - 1), got {value!r}",
         )
     return value
+
+
+async def _sql_messages(env: Any, text: str, params: Any) -> AsyncGenerator[dict[str, Any], None]:
+    """The messages of a streamed ``POST /sql`` (see the module docstring)."""
+    from tidegate.runtime.sql_session import RowStream, SqlSession
+    from tidegate.spec.errors import SqlError
+    from tidegate.spec.sql import pgtypes as T
+
+    session = SqlSession(env)
+    try:
+        async for outcome in session.stream_script(text, params):
+            for severity, message in session.notices:
+                yield {"type": "Notice", "payload": {"message": message, "severity": severity}}
+            session.notices.clear()
+            if isinstance(outcome, RowStream):
+                yield {
+                    "type": "CommandStarting",
+                    "payload": {"has_rows": True, "is_streaming": True},
+                }
+                yield {
+                    "type": "Rows",
+                    "payload": {"columns": _columns(outcome.columns, outcome.pg_types)},
+                }
+                sent = 0
+                try:
+                    async for batch in outcome.batches:
+                        for row in batch:
+                            yield {"type": "Row", "payload": row_to_json(row)}
+                        sent += len(batch)
+                finally:
+                    await outcome.aclose()
+                yield {"type": "CommandComplete", "payload": f"{outcome.tag} {sent}"}
+                continue
+            has_rows = bool(outcome.columns)
+            yield {
+                "type": "CommandStarting",
+                "payload": {"has_rows": has_rows, "is_streaming": False},
+            }
+            if has_rows:
+                pg_types = outcome.pg_types or tuple(T.for_scalar(t.scalar) for t in outcome.types)
+                yield {"type": "Rows", "payload": {"columns": _columns(outcome.columns, pg_types)}}
+                for row in outcome.to_json()["rows"]:
+                    yield {"type": "Row", "payload": row}
+            if outcome.notice:
+                yield {
+                    "type": "Notice",
+                    "payload": {"message": outcome.notice, "severity": "NOTICE"},
+                }
+            yield {"type": "CommandComplete", "payload": outcome.status}
+    except SqlError as e:
+        yield {"type": "Error", "payload": _error_payload(e, e.render(), e.sqlstate)}
+    except TidegateError as e:
+        yield {"type": "Error", "payload": _error_payload(e, str(e), "XX000")}
+    yield {"type": "ReadyForQuery", "payload": session.transaction_status}
+
+
+def _columns(names: Sequence[str], pg_types: Sequence[Any]) -> list[dict[str, Any]]:
+    return [
+        {"name": n, "type": t.sql_name, "type_oid": t.oid, "type_len": t.length}
+        for n, t in zip(names, pg_types, strict=True)
+    ]
+
+
+def _error_payload(e: Exception, message: str, code: str) -> dict[str, Any]:
+    out = {"type": type(e).__name__, "message": message, "code": code}
+    hint = getattr(e, "hint", None)
+    if hint:
+        out["hint"] = hint
+    return out
 
 
 def _rows_of(result: Any) -> list[tuple[Any, int]]:

@@ -13,6 +13,13 @@ JSON object per statement and line; ``--csv``: header and rows). Errors print
 as PostgreSQL's do (message, the line with a caret, a hint); a script stops at
 the first one (exit status 1).
 
+``SUBSCRIBE`` streams (``POST /sql`` with ``"stream": true``): its rows print as
+they arrive, tab-separated under a line of column names (``--csv``: CSV;
+``--json``: one object per row), ``mz_timestamp``, ``mz_diff`` (``WITH
+(PROGRESS)``: ``mz_progressed`` too, and a progress row each time the frontier
+moves), then the columns, until it ends or Ctrl-C, which ends it cleanly: the
+controller drops it and the shell, or the script, goes on with the next statement.
+
 In the shell (line editing and history with ``readline``, kept in
 ``~/.tidegate_sql_history``): ``\\d`` lists the objects, ``\\d NAME`` describes
 one, ``\\timing`` toggles the time each statement took, ``\\q`` quits.
@@ -25,6 +32,7 @@ import contextlib
 import csv
 import io
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -93,6 +101,8 @@ class _Shell:
     def run_one(self, stmt: str) -> bool:
         from .control import ControlError
 
+        if _SUBSCRIBE.match(stmt):
+            return self.subscribe(stmt)
         started = time.perf_counter()
         try:
             result = self.client.call("POST", "/sql", {"sql": stmt})
@@ -104,6 +114,40 @@ class _Shell:
         self.show(result)
         if self.timing:
             print(f"Time: {elapsed * 1000:.3f} ms")
+        return True
+
+    def subscribe(self, stmt: str) -> bool:
+        """Print a ``SUBSCRIBE``'s rows as they come (``POST /sql`` streamed) until it ends or
+        Ctrl-C, which ends it cleanly (the controller drops it) and counts as its end."""
+        from .control import ControlError
+
+        out = _RowPrinter(self.args)
+        lines = self.client.stream("POST", "/sql", {"sql": stmt, "stream": True})
+        try:
+            for line in lines:
+                kind, payload = line.get("type"), line.get("payload")
+                if kind == "Rows":
+                    out.header([c["name"] for c in payload["columns"]])
+                elif kind == "Row":
+                    out.row(payload)
+                elif kind == "Notice":
+                    print(f"{payload['severity']}:  {payload['message']}", file=sys.stderr)
+                elif kind == "CommandComplete" and not self.args.json and not self.args.csv:
+                    print(payload)
+                elif kind == "Error" or "error" in line:
+                    err = payload if kind == "Error" else line["error"]
+                    message = err["message"]
+                    if not message.startswith("ERROR:"):
+                        message = f"ERROR:  {message}"
+                    print(message, file=sys.stderr)
+                    return False
+        except KeyboardInterrupt:
+            print(f"SUBSCRIBE stopped (Ctrl-C) after {out.rows} row(s)", file=sys.stderr)
+        except ControlError as e:
+            print(f"ERROR:  {e.message}", file=sys.stderr)
+            return False
+        finally:
+            lines.close()  # ends the stream: the controller drops the subscribe
         return True
 
     def show(self, result: dict[str, Any]) -> None:
@@ -187,6 +231,44 @@ class _Shell:
         else:
             print(f"invalid command {word}; try \\? for help", file=sys.stderr)
         return True
+
+
+_SUBSCRIBE = re.compile(r"\s*(?:(?:--[^\n]*(?:\n|$)|/\*.*?\*/)\s*)*SUBSCRIBE\b", re.I | re.S)
+"""A statement the shell streams: a ``SUBSCRIBE`` (after any comments)."""
+
+
+class _RowPrinter:
+    """A stream's rows as they come: tab-separated under a header line (``NULL`` for null),
+    ``--csv`` CSV, ``--json`` one object per row; each line flushed as it is printed."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.columns: list[str] = []
+        self.rows = 0
+
+    def header(self, columns: list[str]) -> None:
+        self.columns = columns
+        if self.args.json:
+            return
+        self._print(columns)
+
+    def row(self, values: list[Any]) -> None:
+        self.rows += 1
+        if self.args.json:
+            print(json.dumps(dict(zip(self.columns, values, strict=True))), flush=True)
+        else:
+            self._print(values)
+
+    def _print(self, values: list[Any]) -> None:
+        from .values import format_value
+
+        if self.args.csv:
+            buf = io.StringIO()
+            csv.writer(buf, lineterminator="\n").writerow(values)
+            sys.stdout.write(buf.getvalue())
+            sys.stdout.flush()
+        else:
+            print("\t".join(format_value(v) for v in values), flush=True)
 
 
 def _complete(buffer: str) -> bool:

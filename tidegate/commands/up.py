@@ -38,7 +38,6 @@ from typing import TYPE_CHECKING, Any
 from tidegate.runtime.defaults import default_data_dir
 
 from .control import ControllerInfo, NoController, stored_token
-from .help_text import plain
 
 if TYPE_CHECKING:
     from .events import ReplicaEvents, Reporter
@@ -58,8 +57,7 @@ def add_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     p = sub.add_parser(
         "up",
         help="run the controller, managed replicas and the shard store until Ctrl-C",
-        description=plain(__doc__),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=__doc__,
     )
     p.add_argument(
         "--data-dir",

@@ -3,7 +3,7 @@
 A node turns its inputs' changes for every time of a step, ``(row, time,
 diff)``, into its own. Stateless operators (Map, Filter, Project, Union,
 Negate, Constant) transform the step's change as it passes. Stateful ones
-(Reduce, Distinct, Threshold, TopK, Join) keep their input arrangement in
+(Reduce, Distinct, Threshold, TopK, Window, Join) keep their input arrangement in
 Spark (:class:`~..arrangement.SparkArrangement`, indexed by their key): a step
 looks up the rows under the keys its change touches (one Spark job), replays
 the change time by time for those keys only -- with the spec's aggregate,
@@ -21,7 +21,7 @@ Everything public is imported from here; the modules behind it are private:
 * ``_base`` -- :class:`Node`, :class:`StatefulNode` and the change helpers;
 * ``_stateless`` -- Source, Constant, Map, Filter, Project, Negate, Union and
   the equivalence filter of a one-input join;
-* ``_grouped`` -- Reduce, Distinct/Threshold and TopK over arranged rows;
+* ``_grouped`` -- Reduce, Distinct/Threshold, TopK and Window over arranged rows;
 * ``_join`` -- the binary equi-join;
 * ``_accumulating_reduce`` -- the Reduce kept as per-key accumulators;
 * ``_vectors`` -- its numpy kernels: grouping, per-key running sums, checked replay.
@@ -29,7 +29,7 @@ Everything public is imported from here; the modules behind it are private:
 
 from ._accumulating_reduce import AccumulatingReduceNode
 from ._base import Node, StatefulNode
-from ._grouped import DistinctNode, ReduceNode, TopKNode
+from ._grouped import DistinctNode, ReduceNode, TopKNode, WindowNode
 from ._join import JoinNode
 from ._stateless import (
     ConstantNode,
@@ -58,4 +58,5 @@ __all__ = [
     "StatefulNode",
     "TopKNode",
     "UnionNode",
+    "WindowNode",
 ]

@@ -1,4 +1,4 @@
-"""The grouped operators: Reduce, Distinct/Threshold and TopK over rows arranged in Spark.
+"""The grouped operators: Reduce, Distinct/Threshold, TopK and Window over rows arranged in Spark.
 
 Each keeps its input arrangement in Spark, indexed by its group key; a step
 looks up the groups its change touches (one Spark job), replays the change
@@ -17,13 +17,14 @@ from tidegate.spec.executor.operators import key_function
 from tidegate.spec.frontier import Row
 from tidegate.spec.plan.aggregates import aggregate
 from tidegate.spec.plan.ordering import top_range
-from tidegate.spec.plan.relation import Aggregate, TopK
+from tidegate.spec.plan.relation import Aggregate, TopK, Window
 from tidegate.spec.plan.schema import Schema
+from tidegate.spec.plan.window import window_partition
 
 from ..arrangement import SparkArrangement
 from ._base import Changes, Node, StatefulNode, bump, by_key_time, net_rows
 
-__all__ = ["DistinctNode", "ReduceNode", "TopKNode"]
+__all__ = ["DistinctNode", "ReduceNode", "TopKNode", "WindowNode"]
 
 
 class _GroupedNode(StatefulNode):
@@ -117,3 +118,18 @@ class TopKNode(_GroupedNode):
     def group_output(self, key: Row, rows: dict[Row, int]) -> dict[Row | str, int]:
         p = self.plan
         return dict(top_range(rows.items(), p.order_by, p.offset, p.limit))
+
+
+class WindowNode(_GroupedNode):
+    """Per partition (the group), its rows with their window values; one error instead if an
+    aggregate overflows."""
+
+    def __init__(self, spark: SparkSession, inp: Node, schema: Schema, plan: Window) -> None:
+        super().__init__(spark, inp, schema, plan.partition_key)
+        self.plan = plan
+
+    def group_output(self, key: Row, rows: dict[Row, int]) -> dict[Row | str, int]:
+        try:
+            return dict(window_partition(rows.items(), self.plan))
+        except EvaluationError as e:
+            return {str(e): 1}

@@ -51,6 +51,7 @@ class ProtoUnaryFunc(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PROTO_UNARY_FUNC_INITCAP: _ClassVar[ProtoUnaryFunc]
     PROTO_UNARY_FUNC_REVERSE: _ClassVar[ProtoUnaryFunc]
     PROTO_UNARY_FUNC_OCTET_LENGTH: _ClassVar[ProtoUnaryFunc]
+    PROTO_UNARY_FUNC_ERROR: _ClassVar[ProtoUnaryFunc]
 
 class ProtoBinaryFunc(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -128,6 +129,27 @@ class ProtoAggFunc(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PROTO_AGG_FUNC_BOOL_AND: _ClassVar[ProtoAggFunc]
     PROTO_AGG_FUNC_BOOL_OR: _ClassVar[ProtoAggFunc]
     PROTO_AGG_FUNC_STRING_AGG: _ClassVar[ProtoAggFunc]
+
+class ProtoWindowFuncKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PROTO_WINDOW_FUNC_KIND_UNSPECIFIED: _ClassVar[ProtoWindowFuncKind]
+    PROTO_WINDOW_FUNC_KIND_ROW_NUMBER: _ClassVar[ProtoWindowFuncKind]
+    PROTO_WINDOW_FUNC_KIND_RANK: _ClassVar[ProtoWindowFuncKind]
+    PROTO_WINDOW_FUNC_KIND_DENSE_RANK: _ClassVar[ProtoWindowFuncKind]
+    PROTO_WINDOW_FUNC_KIND_LAG: _ClassVar[ProtoWindowFuncKind]
+    PROTO_WINDOW_FUNC_KIND_LEAD: _ClassVar[ProtoWindowFuncKind]
+    PROTO_WINDOW_FUNC_KIND_FIRST_VALUE: _ClassVar[ProtoWindowFuncKind]
+    PROTO_WINDOW_FUNC_KIND_LAST_VALUE: _ClassVar[ProtoWindowFuncKind]
+    PROTO_WINDOW_FUNC_KIND_AGGREGATE: _ClassVar[ProtoWindowFuncKind]
+
+class ProtoWindowBoundKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PROTO_WINDOW_BOUND_KIND_UNSPECIFIED: _ClassVar[ProtoWindowBoundKind]
+    PROTO_WINDOW_BOUND_KIND_UNBOUNDED_PRECEDING: _ClassVar[ProtoWindowBoundKind]
+    PROTO_WINDOW_BOUND_KIND_PRECEDING: _ClassVar[ProtoWindowBoundKind]
+    PROTO_WINDOW_BOUND_KIND_CURRENT_ROW: _ClassVar[ProtoWindowBoundKind]
+    PROTO_WINDOW_BOUND_KIND_FOLLOWING: _ClassVar[ProtoWindowBoundKind]
+    PROTO_WINDOW_BOUND_KIND_UNBOUNDED_FOLLOWING: _ClassVar[ProtoWindowBoundKind]
 PROTO_PEEK_TARGET_INDEX: ProtoPeekTarget
 PROTO_PEEK_TARGET_PERSIST: ProtoPeekTarget
 PROTO_SCALAR_TYPE_UNSPECIFIED: ProtoScalarType
@@ -164,6 +186,7 @@ PROTO_UNARY_FUNC_CHR: ProtoUnaryFunc
 PROTO_UNARY_FUNC_INITCAP: ProtoUnaryFunc
 PROTO_UNARY_FUNC_REVERSE: ProtoUnaryFunc
 PROTO_UNARY_FUNC_OCTET_LENGTH: ProtoUnaryFunc
+PROTO_UNARY_FUNC_ERROR: ProtoUnaryFunc
 PROTO_BINARY_FUNC_UNSPECIFIED: ProtoBinaryFunc
 PROTO_BINARY_FUNC_ADD: ProtoBinaryFunc
 PROTO_BINARY_FUNC_SUB: ProtoBinaryFunc
@@ -229,6 +252,21 @@ PROTO_AGG_FUNC_AVG: ProtoAggFunc
 PROTO_AGG_FUNC_BOOL_AND: ProtoAggFunc
 PROTO_AGG_FUNC_BOOL_OR: ProtoAggFunc
 PROTO_AGG_FUNC_STRING_AGG: ProtoAggFunc
+PROTO_WINDOW_FUNC_KIND_UNSPECIFIED: ProtoWindowFuncKind
+PROTO_WINDOW_FUNC_KIND_ROW_NUMBER: ProtoWindowFuncKind
+PROTO_WINDOW_FUNC_KIND_RANK: ProtoWindowFuncKind
+PROTO_WINDOW_FUNC_KIND_DENSE_RANK: ProtoWindowFuncKind
+PROTO_WINDOW_FUNC_KIND_LAG: ProtoWindowFuncKind
+PROTO_WINDOW_FUNC_KIND_LEAD: ProtoWindowFuncKind
+PROTO_WINDOW_FUNC_KIND_FIRST_VALUE: ProtoWindowFuncKind
+PROTO_WINDOW_FUNC_KIND_LAST_VALUE: ProtoWindowFuncKind
+PROTO_WINDOW_FUNC_KIND_AGGREGATE: ProtoWindowFuncKind
+PROTO_WINDOW_BOUND_KIND_UNSPECIFIED: ProtoWindowBoundKind
+PROTO_WINDOW_BOUND_KIND_UNBOUNDED_PRECEDING: ProtoWindowBoundKind
+PROTO_WINDOW_BOUND_KIND_PRECEDING: ProtoWindowBoundKind
+PROTO_WINDOW_BOUND_KIND_CURRENT_ROW: ProtoWindowBoundKind
+PROTO_WINDOW_BOUND_KIND_FOLLOWING: ProtoWindowBoundKind
+PROTO_WINDOW_BOUND_KIND_UNBOUNDED_FOLLOWING: ProtoWindowBoundKind
 
 class ProtoEmpty(_message.Message):
     __slots__ = ()
@@ -630,6 +668,54 @@ class ProtoTopK(_message.Message):
     offset: int
     def __init__(self, input: _Optional[int] = ..., group_key: _Optional[_Iterable[int]] = ..., order_by: _Optional[_Iterable[_Union[ProtoColumnOrder, _Mapping]]] = ..., limit: _Optional[int] = ..., offset: _Optional[int] = ...) -> None: ...
 
+class ProtoWindowBound(_message.Message):
+    __slots__ = ("kind", "rows", "value")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    kind: ProtoWindowBoundKind
+    rows: int
+    value: float
+    def __init__(self, kind: _Optional[_Union[ProtoWindowBoundKind, str]] = ..., rows: _Optional[int] = ..., value: _Optional[float] = ...) -> None: ...
+
+class ProtoWindowFrame(_message.Message):
+    __slots__ = ("range", "start", "end")
+    RANGE_FIELD_NUMBER: _ClassVar[int]
+    START_FIELD_NUMBER: _ClassVar[int]
+    END_FIELD_NUMBER: _ClassVar[int]
+    range: bool
+    start: ProtoWindowBound
+    end: ProtoWindowBound
+    def __init__(self, range: _Optional[bool] = ..., start: _Optional[_Union[ProtoWindowBound, _Mapping]] = ..., end: _Optional[_Union[ProtoWindowBound, _Mapping]] = ...) -> None: ...
+
+class ProtoWindowFunc(_message.Message):
+    __slots__ = ("kind", "column", "offset", "default", "aggregate", "frame")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    COLUMN_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_FIELD_NUMBER: _ClassVar[int]
+    AGGREGATE_FIELD_NUMBER: _ClassVar[int]
+    FRAME_FIELD_NUMBER: _ClassVar[int]
+    kind: ProtoWindowFuncKind
+    column: int
+    offset: int
+    default: int
+    aggregate: ProtoAggregate
+    frame: ProtoWindowFrame
+    def __init__(self, kind: _Optional[_Union[ProtoWindowFuncKind, str]] = ..., column: _Optional[int] = ..., offset: _Optional[int] = ..., default: _Optional[int] = ..., aggregate: _Optional[_Union[ProtoAggregate, _Mapping]] = ..., frame: _Optional[_Union[ProtoWindowFrame, _Mapping]] = ...) -> None: ...
+
+class ProtoWindow(_message.Message):
+    __slots__ = ("input", "partition_key", "order_by", "funcs")
+    INPUT_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_KEY_FIELD_NUMBER: _ClassVar[int]
+    ORDER_BY_FIELD_NUMBER: _ClassVar[int]
+    FUNCS_FIELD_NUMBER: _ClassVar[int]
+    input: int
+    partition_key: _containers.RepeatedScalarFieldContainer[int]
+    order_by: _containers.RepeatedCompositeFieldContainer[ProtoColumnOrder]
+    funcs: _containers.RepeatedCompositeFieldContainer[ProtoWindowFunc]
+    def __init__(self, input: _Optional[int] = ..., partition_key: _Optional[_Iterable[int]] = ..., order_by: _Optional[_Iterable[_Union[ProtoColumnOrder, _Mapping]]] = ..., funcs: _Optional[_Iterable[_Union[ProtoWindowFunc, _Mapping]]] = ...) -> None: ...
+
 class ProtoArrangeKey(_message.Message):
     __slots__ = ("columns",)
     COLUMNS_FIELD_NUMBER: _ClassVar[int]
@@ -661,7 +747,7 @@ class ProtoLetRef(_message.Message):
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
 class ProtoPlanNode(_message.Message):
-    __slots__ = ("get", "constant", "map", "filter", "project", "union", "negate", "join", "reduce", "distinct", "threshold", "top_k", "arrange_by", "let", "let_ref")
+    __slots__ = ("get", "constant", "map", "filter", "project", "union", "negate", "join", "reduce", "distinct", "threshold", "top_k", "arrange_by", "let", "let_ref", "window")
     GET_FIELD_NUMBER: _ClassVar[int]
     CONSTANT_FIELD_NUMBER: _ClassVar[int]
     MAP_FIELD_NUMBER: _ClassVar[int]
@@ -677,6 +763,7 @@ class ProtoPlanNode(_message.Message):
     ARRANGE_BY_FIELD_NUMBER: _ClassVar[int]
     LET_FIELD_NUMBER: _ClassVar[int]
     LET_REF_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_FIELD_NUMBER: _ClassVar[int]
     get: ProtoGet
     constant: ProtoConstant
     map: ProtoMap
@@ -692,7 +779,8 @@ class ProtoPlanNode(_message.Message):
     arrange_by: ProtoArrangeBy
     let: ProtoLet
     let_ref: ProtoLetRef
-    def __init__(self, get: _Optional[_Union[ProtoGet, _Mapping]] = ..., constant: _Optional[_Union[ProtoConstant, _Mapping]] = ..., map: _Optional[_Union[ProtoMap, _Mapping]] = ..., filter: _Optional[_Union[ProtoFilter, _Mapping]] = ..., project: _Optional[_Union[ProtoProject, _Mapping]] = ..., union: _Optional[_Union[ProtoUnion, _Mapping]] = ..., negate: _Optional[_Union[ProtoNegate, _Mapping]] = ..., join: _Optional[_Union[ProtoJoin, _Mapping]] = ..., reduce: _Optional[_Union[ProtoReduce, _Mapping]] = ..., distinct: _Optional[_Union[ProtoDistinct, _Mapping]] = ..., threshold: _Optional[_Union[ProtoThreshold, _Mapping]] = ..., top_k: _Optional[_Union[ProtoTopK, _Mapping]] = ..., arrange_by: _Optional[_Union[ProtoArrangeBy, _Mapping]] = ..., let: _Optional[_Union[ProtoLet, _Mapping]] = ..., let_ref: _Optional[_Union[ProtoLetRef, _Mapping]] = ...) -> None: ...
+    window: ProtoWindow
+    def __init__(self, get: _Optional[_Union[ProtoGet, _Mapping]] = ..., constant: _Optional[_Union[ProtoConstant, _Mapping]] = ..., map: _Optional[_Union[ProtoMap, _Mapping]] = ..., filter: _Optional[_Union[ProtoFilter, _Mapping]] = ..., project: _Optional[_Union[ProtoProject, _Mapping]] = ..., union: _Optional[_Union[ProtoUnion, _Mapping]] = ..., negate: _Optional[_Union[ProtoNegate, _Mapping]] = ..., join: _Optional[_Union[ProtoJoin, _Mapping]] = ..., reduce: _Optional[_Union[ProtoReduce, _Mapping]] = ..., distinct: _Optional[_Union[ProtoDistinct, _Mapping]] = ..., threshold: _Optional[_Union[ProtoThreshold, _Mapping]] = ..., top_k: _Optional[_Union[ProtoTopK, _Mapping]] = ..., arrange_by: _Optional[_Union[ProtoArrangeBy, _Mapping]] = ..., let: _Optional[_Union[ProtoLet, _Mapping]] = ..., let_ref: _Optional[_Union[ProtoLetRef, _Mapping]] = ..., window: _Optional[_Union[ProtoWindow, _Mapping]] = ...) -> None: ...
 
 class ProtoPlan(_message.Message):
     __slots__ = ("exprs", "nodes")

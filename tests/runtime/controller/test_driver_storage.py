@@ -11,6 +11,7 @@ retracting what the collection held.
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import anyio
@@ -237,8 +238,16 @@ def test_managed_writes_join_the_next_commit_and_truncate_what_was_there(cluster
             await _until(lambda: driver.ctl.storage.statistics(DATA) == stats)
             ts = await driver.tick()  # the commit the managed writes joined
             assert ts is not None
+            before = ts - 60_000
             history = await driver.snapshot(HISTORY, ts)
-            assert history == [((str(DATA), "running", None, None), ts, 1)]
+            assert [(row[1:], t, d) for row, t, d in history] == [
+                ((str(DATA), "running", None, None), ts, 1)
+            ]
+            # occurred_at: the time of the commit that wrote it (at or before ts), UTC
+            occurred_ms = (history[0][0][0] - dt.datetime(1970, 1, 1)) // dt.timedelta(
+                milliseconds=1
+            )
+            assert before < occurred_ms <= ts
             assert await _contents(driver, STATS) == [
                 ((str(DATA), 3, 0, 0, 2, None, None, None, None, None), 1)
             ]
@@ -266,7 +275,7 @@ def test_managed_writes_join_the_next_commit_and_truncate_what_was_there(cluster
             driver.apply()
             await driver.tick()
             assert await _contents(driver, STATS) == []
-            assert [r for r, _ in await _contents(driver, HISTORY)] == [
+            assert [r[1:] for r, _ in await _contents(driver, HISTORY)] == [
                 (str(DATA), "running", None, None)
             ]
 

@@ -188,12 +188,12 @@ def test_unknown_relation_suggests() -> None:
 @pytest.mark.parametrize(
     ("sql", "construct"),
     [
-        ("SELECT id FROM t WHERE id IN (SELECT id FROM u)", "IN (subquery)"),
-        ("SELECT rank() OVER (ORDER BY id) FROM t", "window functions"),
-        ("SELECT (SELECT 1) FROM t", "subqueries in expressions"),
+        ("SELECT id FROM t GROUP BY id IN (SELECT id FROM u)", "subqueries in GROUP BY"),
+        ("SELECT ntile(2) OVER (ORDER BY id) FROM t", "ntile"),
+        ("SELECT sum((SELECT 1)) FROM t", "subqueries in aggregate function calls"),
         ("SELECT stddev(amount) FROM t", "stddev"),
         ("WITH RECURSIVE r AS (SELECT 1) SELECT * FROM r", "WITH RECURSIVE"),
-        ("SELECT DISTINCT ON (id) id FROM t", "DISTINCT ON"),
+        ("SELECT rank() OVER w FROM t WINDOW w AS (ORDER BY id)", "WINDOW"),
     ],
 )
 def test_unsupported_sql_names_the_construct_and_its_position(sql: str, construct: str) -> None:

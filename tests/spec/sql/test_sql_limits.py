@@ -49,3 +49,15 @@ def test_array_constructors_nest_as_deep_as_postgresql_allows_dimensions() -> No
         with pytest.raises(ProgramLimitExceeded, match=r"array dimensions \(7\) exceeds") as info:
             parse_one(nested(depth))
         assert info.value.sqlstate == "54000" and info.value.position == len("SELECT ") + 1 + 6 * 6
+
+
+def test_the_parser_leaves_the_recursion_limit_as_it_found_it() -> None:
+    """The frames deep statements need are lent while one is parsed or bound, not for good:
+    code that relies on the default limit to refuse deep input keeps meeting it."""
+    import sys
+
+    before = sys.getrecursionlimit()
+    parse_one(NESTED["parentheses"](MAX_SQL_NESTING))
+    with pytest.raises(StatementTooComplex):
+        parse_one(NESTED["parentheses"](MAX_SQL_NESTING + 1))
+    assert sys.getrecursionlimit() == before

@@ -156,9 +156,9 @@ def test_statuses_are_kept_and_each_change_is_a_row_of_the_status_history() -> N
     ctl.handle_response("i", "r", stalled)
     ctl.handle_response("i", "r", StatusUpdate(SINK, SourceStatus.RUNNING))
     assert _writes(ctl) == [
-        ManagedWrite(HISTORY, ((status_row(starting), 1),)),
-        ManagedWrite(HISTORY, ((status_row(stalled), 1),)),
-        ManagedWrite(SINK_HISTORY, ((("u3", "running", None, None), 1),)),
+        ManagedWrite(HISTORY, ((status_row(starting), 1),), stamped=True),
+        ManagedWrite(HISTORY, ((status_row(stalled), 1),), stamped=True),
+        ManagedWrite(SINK_HISTORY, ((("u3", "running", None, None), 1),), stamped=True),
     ]
     assert ctl.status(ING) == stalled
     assert status_row(stalled) == ("u2", "stalled", "connection refused", "check the host")
@@ -201,7 +201,7 @@ def test_a_drop_records_dropped_retracts_statistics_and_ignores_late_responses()
     dropped = StatusUpdate(ING, SourceStatus.DROPPED)
     assert [e for e in effects if isinstance(e, ManagedWrite)] == [
         ManagedWrite(STATS, ((statistics_row(ING, SourceStatistics(1)), -1),)),
-        ManagedWrite(HISTORY, ((status_row(dropped), 1),)),
+        ManagedWrite(HISTORY, ((status_row(dropped), 1),), stamped=True),
     ]
     assert ctl.status(ING) == dropped and ctl.statistics(ING) is None
     for late in (
@@ -221,7 +221,10 @@ def test_a_dropped_sink_is_dropped_too() -> None:
     _managed(ctl)
     ctl.drain()
     ctl.drop_sinks([SINK])
-    assert ManagedWrite(SINK_HISTORY, ((("u3", "dropped", None, None), 1),)) in ctl.drain()
+    assert (
+        ManagedWrite(SINK_HISTORY, ((("u3", "dropped", None, None), 1),), stamped=True)
+        in ctl.drain()
+    )
 
 
 def test_one_managed_collection_per_kind() -> None:
@@ -253,7 +256,9 @@ def test_a_read_only_controller_writes_nothing_until_it_is_read_write() -> None:
     assert [e for e in effects if isinstance(e, ManagedWrite)] == [
         ManagedWrite(STATS, ((statistics_row(ING, SourceStatistics(3)), 1),), truncate=True),
         ManagedWrite(SINK_STATS, (), truncate=True),
-        ManagedWrite(HISTORY, ((status_row(StatusUpdate(ING, SourceStatus.RUNNING)), 1),)),
+        ManagedWrite(
+            HISTORY, ((status_row(StatusUpdate(ING, SourceStatus.RUNNING)), 1),), stamped=True
+        ),
     ]
 
 

@@ -376,7 +376,12 @@ def test_a_sink_first_commits_the_snapshot_at_its_as_of() -> None:
     r.tick(1_001)
     outs = r.drain()
     assert io(outs) == [CommitSink(SINK, (((4,), 9, 1),), 8, 8, 10)]
-    assert StatisticsUpdate(SINK, SinkStatistics(1, 0, 0, 0)) in replies(outs)
+    # bytes staged: 8 per integer, time and diff (updates_size); a target that does not say
+    # what it stored commits what was staged
+    assert StatisticsUpdate(SINK, SinkStatistics(1, 0, 24, 0)) in replies(outs)
+    r.sink_committed(SINK, 10)
+    r.tick(2_100)
+    assert StatisticsUpdate(SINK, SinkStatistics(0, 1, 0, 24)) in replies(r.drain())
 
 
 def test_a_sink_resumes_after_what_its_target_covers() -> None:
