@@ -236,6 +236,16 @@ class TimestampOracle:
             ok = True
         if not ok:
             head = self._consensus.head(self._key)
+            if head is not None and self._reservations and head.seqno == new_seqno:
+                durable_upper, epoch = _decode(self._key, head.data)
+                if epoch == self._epoch and head.data != data:
+                    # An earlier reservation of this oracle landed though its answer was lost
+                    # and looking failed too (an outage): its epoch is ours, and a newer oracle
+                    # writes a larger one. Take it as done and reserve from there.
+                    self._seqno, self._upper = new_seqno, max(self._upper, durable_upper)
+                    if upper > self._upper:
+                        self._reserve(upper)
+                    return
             if head is None or head.seqno != new_seqno or head.data != data:
                 raise OracleFenced(self._key, self._seqno, None if head is None else head.seqno)
             # An earlier attempt whose answer was lost landed this very reservation.

@@ -66,7 +66,7 @@ from tidegate.spec.compute import FrontierUpper
 from tidegate.spec.errors import TidegateError
 from tidegate.spec.frontier import Antichain, Row
 from tidegate.spec.ids import GlobalId
-from tidegate.spec.plan import replace_gets
+from tidegate.spec.plan import plan_from_dict, replace_gets
 from tidegate.spec.storage import SinceChanged, UpperChanged
 
 from .clients import Clients
@@ -146,6 +146,7 @@ class Checker:
         self._streams: dict[int, dict[str, Any]] = {}
         self._table_ids: dict[str, GlobalId] = {}
         self._plans = {d.name: d for d in world.scenario.dataflows}
+        self._scenario_tables = {t.id for t in world.scenario.tables}
         self.storage_frontiers: dict[GlobalId, tuple[Antichain, Antichain]] = {}
         self.compute_frontiers: dict[GlobalId, tuple[Antichain, Antichain]] = {}
         self._claimed: Counter[tuple[str, int, Any, int]] = Counter()
@@ -221,7 +222,8 @@ class Checker:
             op = ev["op"]
             if op == "table":
                 gid = GlobalId.parse(ev["id"])
-                self._table_ids[ev["name"]] = gid
+                if ev["name"] in self._scenario_tables:  # (the SQL clients' tables have names)
+                    self._table_ids[ev["name"]] = gid
                 if gid not in self.model.tables:
                     self.truth.track(gid)
                     self.truth.refresh()
@@ -234,6 +236,11 @@ class Checker:
                     self.truth.refresh(only=(str(gid),))
                     self.model.tables[gid] = self.truth.updates(gid)
                     self._sources.add(gid)
+            elif op == "install" and "plan" in ev:  # an object the SQL clients created
+                gid = GlobalId.parse(ev["id"])
+                self.model.install(gid, plan_from_dict(ev["plan"]))
+                if ev.get("kind") == "index":  # its since follows a read policy (the default)
+                    self._indexes.add(gid)
             elif op == "install":
                 spec = self._plans.get(ev["name"])
                 if spec is not None:
@@ -258,6 +265,8 @@ class Checker:
                 self.windows.ack(int(ev["complete"]), int(ev["time"]))
                 self._check_durable(ev)
             elif ev["op"] == "peek" and ev["status"] == "ok" and "rows" in ev:
+                if "plan" in ev:  # a SQL query: its reference plan comes with it
+                    self.model.install(GlobalId.parse(ev["target"]), plan_from_dict(ev["plan"]))
                 v = judge_peek(self.model, self.truth.change_times, self.windows, ev, hi=False)
                 if v is not None:
                     self.violate(v.property, v.message)
@@ -935,12 +944,20 @@ class Checker:
                 landed[table] = chosen is not None and fits(table, chosen)
             ev["landed_tables"] = landed
             ev["landed"] = any(landed.values())
+            if ev.get("acked") and not all(landed.values()):
+                self.violate(
+                    "acknowledged_appends_durable",
+                    f"append {ev['n']} ({ev.get('sql', '')[:80]}) was acknowledged, but its rows "
+                    f"are not in the shards at any one time",
+                )
             if not ev["landed"]:
                 self.world.count("append_in_doubt_lost")
                 continue
             assert chosen is not None
             ev["time"] = chosen
             self.world.count("append_in_doubt_landed")
+            if ev.get("acked"):  # acknowledged, its time now known: judged as any append
+                ev["status"] = "ok"
             for table, want in wanted.items():
                 if landed[table]:
                     bucket = leftover[(table, chosen)]

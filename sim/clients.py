@@ -62,6 +62,7 @@ from .faults import Action
 from .history import ClientHistory, finishing_to_json, row_out
 from .process import ProcessKilled
 from .scenario import DataflowSpec, Scenario, SinkSpec, SourceSpec, WorkloadMix
+from .sql_clients import SQL_ACTIONS, SqlClients
 from .world_port import WorldPort
 
 __all__ = ["ACTION_KINDS", "DIED", "Clients", "ClientsWorld"]
@@ -151,6 +152,10 @@ class Clients:
         """Appends with a request id whose outcome is unknown, by id: retried, with the same
         id, before the next append (an idempotent retry is never applied twice)."""
         self.untyped: list[str] = []
+        self.sql_marker = 0
+        """A counter for the SQL clients' unique names and row markers (drawn into actions)."""
+        self.sql = SqlClients(self)
+        """The clients that act in SQL (:mod:`.sql_clients`)."""
 
     # -- schedule -----------------------------------------------------------------------------
     def schedule(self, start_ms: int, end_ms: int) -> None:
@@ -199,7 +204,10 @@ class Clients:
                 chosen = kind
                 break
             roll -= w
-        args = getattr(self, f"_draw_{chosen}")()
+        if chosen in SQL_ACTIONS:
+            args = self.sql.draw(chosen)
+        else:
+            args = getattr(self, f"_draw_{chosen}")()
         if args is None:
             self.world.count(f"action_not_applicable:{chosen}")
             return
@@ -280,6 +288,7 @@ class Clients:
             except UnknownCatalogObject:
                 self.sinks.pop(sink.name, None)
         del state
+        self.sql.come_up(env)
         if not self.ready and not self.setting_up:
             self.setting_up = True
             try:
@@ -324,6 +333,9 @@ class Clients:
     async def _run(self, action: Action) -> None:
         env = self.world.controller.env
         if env is None:
+            return
+        if action.kind in SQL_ACTIONS:
+            await self.sql.run(env, action.kind, action.args)
             return
         await getattr(self, f"_do_{action.kind}")(env, action.args)
 

@@ -38,7 +38,15 @@ from typing import Any
 
 from tidegate.spec.frontier import Antichain, Row, Update, accumulate
 from tidegate.spec.ids import GlobalId
-from tidegate.spec.plan import Collection, Plan, evaluate, gets, reference_peek, replace_gets
+from tidegate.spec.plan import (
+    Collection,
+    Plan,
+    evaluate,
+    gets,
+    plan_from_dict,
+    reference_peek,
+    replace_gets,
+)
 from tidegate.spec.protocol.responses import PeekResult, PeekRows
 from tidegate.spec.protocol.types import ColumnOrder, RowSetFinishing
 
@@ -142,9 +150,11 @@ class ReferenceModel:
         self._inputs: dict[GlobalId, tuple[GlobalId, ...]] = {}
 
     def install(self, id: GlobalId, plan: Plan) -> None:
+        known = id in self.plans or any(id in v for v in self._inputs.values())
         self.plans[id] = plan
-        self._inputs.clear()
-        self._by_updates.clear()
+        if known:  # a new id changes nothing cached (SQL queries install one each)
+            self._inputs.clear()
+            self._by_updates.clear()
 
     def inputs(self, id: GlobalId) -> set[GlobalId]:
         """The tables ``id`` reads (itself, for a table)."""
@@ -491,6 +501,7 @@ def history_model(history: ClientHistory, scenario: Scenario) -> tuple[Reference
     for ev in history.events:
         if ev["op"] == "table":
             names[ev["name"]] = GlobalId.parse(ev["id"])
+            tables.setdefault(names[ev["name"]], [])  # every incarnation of a name's table
     if not names:  # a history without table events names tables by their scenario ids
         names = {t.id: GlobalId.parse(t.id) for t in scenario.tables}
     for gid in names.values():
@@ -529,6 +540,11 @@ def history_model(history: ClientHistory, scenario: Scenario) -> tuple[Reference
                     times.setdefault(tid, set()).add(ts)
         elif ev["op"] == "install" and ev["name"] in plans:
             model.install(GlobalId.parse(ev["id"]), plan_of(ev["name"], ev))
+        elif ev["op"] in ("install", "peek") and "plan" in ev:  # the SQL clients' plans
+            model.install(
+                GlobalId.parse(ev["id" if ev["op"] == "install" else "target"]),
+                plan_from_dict(ev["plan"]),
+            )
         elif ev["op"] == "subscribe" and ev.get("target") in plans:
             model.install(subscription_id(ev), plan_of(ev["target"], ev))
     sorted_times = {t: sorted(v) for t, v in times.items()}

@@ -1067,6 +1067,41 @@ def _ceased_read_waits_patch() -> AbstractContextManager[None]:
     return _replaced(_data.ReadsAndWrites, "_ceased_input", lambda self, *gids: None)
 
 
+# -- SQL front end and wire protocol bugs (reached by the SQL clients) ---------------------------
+
+
+def _subquery_drops_offset_patch() -> AbstractContextManager[None]:
+    """A query used as a collection (a subquery, a view, a ``WITH`` query, a set operation's
+    side) loses its ``OFFSET``: the lowering builds its ``TopK`` from the limit alone."""
+    from tidegate.spec.sql import lower as _lower
+
+    cls = _lower.Lowered
+    original = cls.__dict__["relation"]
+
+    def relation(self: Any) -> Any:
+        return original(dataclasses.replace(self, offset=0))
+
+    return _replaced(cls, "relation", relation)
+
+
+def _portal_skips_row_patch() -> AbstractContextManager[None]:
+    """A portal suspended after ``Execute`` with a row limit keeps its remaining rows from one
+    past the limit (the slice's start off by one), so each portion after the first loses a
+    row."""
+    from tidegate.runtime.pgwire import session as _session
+
+    cls = _session.WireSession
+    original = cls.__dict__["_rows"]
+
+    async def _rows(self: Any, *args: Any) -> None:
+        await original(self, *args)
+        portal, max_rows = args[-4], args[-3]
+        if portal is not None and max_rows > 0 and not portal.done and portal.rows:
+            portal.rows = portal.rows[1:]
+
+    return _replaced(cls, "_rows", _rows)
+
+
 _ALL = [
     Mutant(
         "peek_before_upper",
@@ -1273,6 +1308,18 @@ _ALL = [
         "an upstream change at a binding's offset is reclocked to that binding's time",
         _reclock_off_by_one_patch,
         scenario="sources",
+    ),
+    Mutant(
+        "sql_subquery_drops_offset",
+        "the SQL lowering drops the OFFSET of a query used as a collection (a subquery, view, "
+        "WITH query or set operation's side)",
+        _subquery_drops_offset_patch,
+    ),
+    Mutant(
+        "pgwire_portal_skips_row",
+        "the wire protocol's portal keeps its rows from one past the Execute's row limit, so "
+        "fetching in portions loses a row per portion",
+        _portal_skips_row_patch,
     ),
     Mutant(
         "sink_commit_unconditional",

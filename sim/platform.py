@@ -24,8 +24,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-import trio
-
 from .choices import ChoiceSource
 from .kernel import Kernel
 from .pause import Pause
@@ -85,19 +83,19 @@ class SimPlatform:
             if self._count is not None and proc.alive:
                 self._count("storage_call_delayed_past_a_stop")
         if not proc.alive:
-            await trio.sleep_forever()  # the world is cancelling this process
+            raise ProcessKilled(proc.name, "a storage call")  # unwinds shielded work too
         self.calls += 1
         try:
             result = fn(*args)
         except ProcessKilled:
             self._kill(proc)
-            await trio.sleep_forever()
+            raise
         self._faults.take_stop(proc.name)  # an armed stop struck inside the call: it stops now
         stall = self._faults.take_stall(proc.name)
         await self._kernel.sleep(self._leg_ms() + stall)
         await pause.gate()
         if not proc.alive:
-            await trio.sleep_forever()
+            raise ProcessKilled(proc.name, "a storage call")
         return result
 
     run_brief = run_blocking

@@ -180,6 +180,7 @@ def _streams(seed: int, choices: ChoiceSource | None) -> tuple[ChoiceSource, Str
                 upstream_io=stream(seed, "upstream io"),
                 knobs=stream(seed, "knobs"),
                 faults=stream(seed, "faults"),
+                sql_io=stream(seed, "sql io"),
             ),
             stream(seed, "scheduler").integer(0, 2**63 - 1),
         )
@@ -196,6 +197,7 @@ def _streams(seed: int, choices: ChoiceSource | None) -> tuple[ChoiceSource, Str
             upstream_io=stream(base, "upstream io"),
             knobs=stream(base, "knobs"),
             faults=stream(base, "faults"),
+            sql_io=stream(base, "sql io"),
         ),
         base,
     )

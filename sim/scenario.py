@@ -142,6 +142,7 @@ class DataflowSpec:
 
 
 _STORAGE_ACTIONS = ("create_source", "drop_source", "create_sink", "drop_sink")
+_SQL_ACTIONS = ("sql_query", "sql_insert", "sql_ddl")
 
 
 @dataclass(frozen=True)
@@ -168,6 +169,11 @@ class WorkloadMix:
     drop_source: int = 0
     create_sink: int = 0
     drop_sink: int = 0
+    sql_query: int = 0
+    """The SQL clients' actions (:mod:`.sql_clients`): off unless a scenario weighs them (they
+    cost about a quarter more CPU per seed; ``small`` and ``sql`` have them)."""
+    sql_insert: int = 0
+    sql_ddl: int = 0
     rows_per_append: tuple[int, int] = (1, 4)
     ms_between_actions: tuple[int, int] = (20, 120)
     null_per_mille: int = 150
@@ -194,6 +200,9 @@ class WorkloadMix:
         "drop_source",
         "create_sink",
         "drop_sink",
+        "sql_query",
+        "sql_insert",
+        "sql_ddl",
     )
 
     def weights(self) -> list[tuple[str, int]]:
@@ -202,7 +211,7 @@ class WorkloadMix:
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
-        for name in _STORAGE_ACTIONS:  # files without sources stay as they were
+        for name in _STORAGE_ACTIONS + _SQL_ACTIONS:  # files without them stay as they were
             if not out[name]:
                 del out[name]
         out["rows_per_append"] = list(self.rows_per_append)
@@ -494,6 +503,9 @@ class WorkloadModel(BaseModel):
     drop_source: Count = _MIX.drop_source
     create_sink: Count = _MIX.create_sink
     drop_sink: Count = _MIX.drop_sink
+    sql_query: Count = _MIX.sql_query
+    sql_insert: Count = _MIX.sql_insert
+    sql_ddl: Count = _MIX.sql_ddl
     rows_per_append: Range = _MIX.rows_per_append
     ms_between_actions: Range = _MIX.ms_between_actions
     null_per_mille: Annotated[StrictInt, Field(ge=0, le=1000)] = _MIX.null_per_mille
@@ -741,6 +753,11 @@ def _dataflows() -> tuple[DataflowSpec, ...]:
     )
 
 
+def with_sql(mix: WorkloadMix) -> WorkloadMix:
+    """``mix`` with the SQL clients' actions, weighed as ``small`` and ``sql`` have them."""
+    return replace(mix, sql_query=6, sql_insert=3, sql_ddl=3)
+
+
 def standard() -> Scenario:
     """3 replicas, 15 dataflows over 3 tables (two of them constants), 60 virtual seconds, 5
     faults; tables tick every second."""
@@ -781,12 +798,18 @@ def small() -> Scenario:
                 "fixed_sub",
             )
         ),
-        workload=WorkloadMix(ms_between_actions=(20, 80)),
+        workload=with_sql(WorkloadMix(ms_between_actions=(20, 80))),
         duration_ms=8_000,
         faults=3,
         fault_kinds=None,
         quiet_ms=6_000,
     )
+
+
+def sql() -> Scenario:
+    """``standard()`` with the SQL clients (:mod:`.sql_clients`): their queries, inserts and DDL,
+    through sessions and the wire protocol, among the other clients for 60 virtual seconds."""
+    return replace(standard(), name="sql", workload=with_sql(WorkloadMix()))
 
 
 def churn() -> Scenario:
@@ -922,5 +945,6 @@ SCENARIOS: dict[str, Callable[[], Scenario]] = {
     "sources": sources,
     "split_brain": split_brain,
     "damaged": damaged,
+    "sql": sql,
 }
 """The built-in scenarios by name."""

@@ -51,6 +51,8 @@ class Streams:
     faults: ChoiceSource | None = None
     """What faults choose when they strike (the object bit rot flips, the clients a zombie
     controller keeps); ``None``: the workload's stream."""
+    sql_io: ChoiceSource | None = None
+    """How the SQL clients' wire connections deliver their bytes (see :mod:`.pg_client`)."""
 
 
 class WorldPort(Protocol):

@@ -179,7 +179,12 @@ class PgwireServer:
             bound = sock.getsockname()
             self.address = (str(bound[0]), int(bound[1]))
             task_status.started(self.address)
-            await listener.serve(self._connection)
+            await listener.serve(self.handle_stream)
+
+    async def handle_stream(self, stream: anyio.abc.ByteStream) -> None:
+        """Serve one connection over ``stream`` until it closes: any anyio byte stream (a TCP
+        stream of :meth:`serve`'s listener, or an in-memory one: the simulator's)."""
+        await self._connection(stream)
 
     async def _connection(self, stream: anyio.abc.ByteStream) -> None:
         self._connections += 1

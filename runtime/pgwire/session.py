@@ -82,6 +82,7 @@ _SQLSTATES: dict[str, str] = {
     "ResultTooLarge": "54000",
     "ReadOnlyEnvironment": "25006",
     "EnvironmentFenced": "57P01",
+    "OracleFenced": "57P01",  # a newer controller's oracle took over: this one is going
     "ReplicasNotConnected": "57P03",
     "DriverNotRunning": "57P03",
     "ReplicaMissing": "42704",

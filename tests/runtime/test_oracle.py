@@ -164,6 +164,53 @@ def test_a_new_oracle_fences_the_old_one_at_its_next_reservation(tmp_path: Path)
     assert new.write_ts() == 5_000  # the winner carries on
 
 
+class OutageConsensus(MemoryConsensus):
+    """Consensus in an outage: with ``lost`` set, a compare-and-set applies and then its answer
+    is lost, and reading the head fails too."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lost = False
+
+    def compare_and_set(self, key: str, expected: int | None, new: VersionedData) -> bool:
+        lost, self.lost = self.lost, False  # (the base class reads the head itself)
+        try:
+            ok = super().compare_and_set(key, expected, new)
+        finally:
+            self.lost = lost
+        if lost:
+            raise ConnectionError("the answer was lost")
+        return ok
+
+    def head(self, key: str) -> VersionedData | None:
+        if self.lost:
+            raise ConnectionError("consensus is unreachable")
+        return super().head(key)
+
+
+def test_a_reservation_that_landed_unseen_in_an_outage_does_not_fence_its_own_oracle() -> None:
+    """Found by the simulator (``standard``, seed 1, with the SQL clients): in a consensus
+    outage a reservation landed, its answer was lost and looking failed too; the oracle's
+    next reservation, for a later bound, found a version it did not recognise and took itself
+    for fenced -- for ever: every later group commit and tick failed with ``OracleFenced``."""
+    clock = Clock(1_000)
+    consensus = OutageConsensus()
+    o = TimestampOracle(consensus, clock_ms=clock, window_ms=100)
+    clock.now = 2_000
+    consensus.lost = True
+    with pytest.raises(ConnectionError):
+        o.write_ts()  # the reservation landed; the oracle cannot know
+    consensus.lost = False
+    clock.now = 3_000
+    assert o.write_ts() == 3_000  # a later bound: reserved on top of the one that landed
+    assert o.reserved_upper == 3_100
+    newer = TimestampOracle(consensus, clock_ms=clock, window_ms=100)
+    clock.now = 4_000
+    with pytest.raises(OracleFenced):  # a newer oracle still fences it
+        o.write_ts()
+    assert newer.write_ts() == 4_000
+
+
 def test_an_oracle_knows_it_was_superseded_before_its_next_reservation() -> None:
     """What an environment asks before acknowledging a commit (the writer epoch): a newer
     oracle on the same key supersedes this one at once, with one read and no write."""

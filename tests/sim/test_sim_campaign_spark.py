@@ -12,22 +12,18 @@ import os
 import re
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from sim_quick import MUTANT, QUICK
 from spark_cluster import LOOPBACK_ENV
 
 from tidegate.sim.campaign import CampaignReport, SeedOutcome, run_campaign
 from tidegate.sim.replay import load_replayable, replay
 from tidegate.sim.run import RunOptions, run_simulation
-from tidegate.sim.scenario import small
 
 pytestmark = [pytest.mark.processes, pytest.mark.spark]
-
-QUICK = replace(small(), name="quick", duration_ms=2_000, quiet_ms=6_000)
-MUTANT = "subscribe_loses_retractions"
 
 
 def _seeds() -> range:

@@ -12,11 +12,11 @@ import json
 import re
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
+from sim_quick import MUTANT, QUICK
 
 from tidegate.sim.faults import Fault, FaultKind, FaultPlan
 from tidegate.sim.plot import (
@@ -34,10 +34,7 @@ from tidegate.sim.plot import (
 )
 from tidegate.sim.replay import save_result
 from tidegate.sim.run import RunOptions, RunResult, run_simulation
-from tidegate.sim.scenario import small
 
-QUICK = replace(small(), name="quick", duration_ms=2_000, quiet_ms=6_000)
-MUTANT = "subscribe_loses_retractions"
 TIDEGATE = [sys.executable, "-m", "tidegate"]
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sim_quick import MUTANT, QUICK
 
 import tidegate.runtime.environment as environment
 import tidegate.runtime.errors as runtime_errors
@@ -26,11 +27,8 @@ from tidegate.sim.faults import FaultPlan
 from tidegate.sim.plot import plot_file
 from tidegate.sim.replay import load_replayable, replay
 from tidegate.sim.run import RunOptions, RunResult, run_simulation
-from tidegate.sim.scenario import Scenario, small
+from tidegate.sim.scenario import Scenario
 from tidegate.sim.shrink import shrink
-
-QUICK = replace(small(), name="quick", duration_ms=2_000, quiet_ms=6_000)
-MUTANT = "subscribe_loses_retractions"
 
 
 @dataclass(frozen=True)

@@ -112,6 +112,22 @@ def test_a_qualified_column_is_never_taken_for_a_relation(text: str) -> None:
     assert isinstance(p, S.Passthrough) and p.sql == text
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "SELECT n, t1.kind FROM u3 AS t1 GROUP BY n, t1.kind",
+        "SELECT n FROM u3 AS t1 GROUP BY n, t1.kind ORDER BY n, t1.kind",
+        "SELECT a.x, b.y FROM a JOIN b ON a.x = b.x ORDER BY 1, b.y",
+    ],
+)
+def test_a_qualified_column_after_a_comma_of_a_list_is_a_column(text: str) -> None:
+    """The comma of a GROUP BY or ORDER BY list does not continue the FROM list: ``t1.kind``
+    there names a column of ``t1``, not a relation in schema ``t1`` (found by the simulator's
+    SQL clients: refused with 3F000, "unknown schema 't1'")."""
+    p = S.classify(text, NAMES)
+    assert isinstance(p, S.Passthrough) and p.sql == text
+
+
 def test_materialize_spellings() -> None:
     idx = S.classify("CREATE DEFAULT INDEX IN CLUSTER default ON materialize.public.v", NAMES)
     assert isinstance(idx, S.Passthrough)

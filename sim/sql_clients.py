@@ -1,0 +1,889 @@
+"""The SQL clients of a simulation: DDL, reads and writes as SQL, through sessions and the wire.
+
+Besides the clients of :mod:`.clients`, which call the ``Environment`` API,
+every run has SQL clients that say what they want in SQL, through the same
+session layer ``POST /sql``, ``tidegate sql`` and the wire protocol use
+(:class:`tidegate.runtime.sql_session.SqlSession`). A share of their sessions
+go through the PostgreSQL wire protocol: a client of the simulator's own
+(:mod:`.pg_client`, SCRAM-authenticated) speaks to the product's server
+(:class:`tidegate.runtime.pgwire.server.PgwireServer`, one connection per
+session over a :class:`~.pg_client.BytePipe` on the simulated clock: its
+protocol machine and session handling, not its socket listener), in the
+simple and the extended protocol, with values in text and in binary, and
+fetching in portions. So the front end, binding, lowering, the session's
+transactions and the wire codec all run under the run's faults.
+
+The actions (weights in :class:`~.scenario.WorkloadMix`):
+
+* ``sql_query``: a query drawn by :mod:`.sql_gen` over the tables, the SQL
+  clients' views and materialized views and the scenario's materialized
+  views; the answer is recorded as a peek carrying its reference plan, and
+  the checkers judge it as any peek (strict serializability included). A
+  query the generator drew must be accepted: a refusal as a syntax, binding
+  or unsupported-feature error is a finding (``sql_queries_accepted``);
+* ``sql_insert``: ``INSERT ... VALUES`` into a table, on its own or in a
+  ``BEGIN ... COMMIT`` block; through a session the write's timestamp is
+  known, through the wire (or a block) it is not: the append is then
+  recorded as acknowledged at an unknown time, and the end of the run finds
+  where it landed -- it must have (``acknowledged_appends_durable``);
+* ``sql_ddl``: ``CREATE TABLE`` of a table of the pool (then at once an
+  ``INSERT`` into it, while other sessions' DDL may be in flight),
+  ``DROP TABLE [CASCADE]``, ``CREATE [MATERIALIZED] VIEW`` of a drawn query,
+  ``CREATE INDEX`` on a view, table or materialized view, ``DROP ...
+  [CASCADE]``. A table whose ``CREATE`` was acknowledged takes an ``INSERT``
+  until someone drops it (``created_tables_writable``).
+
+Plans read base tables through symbolic ids (:func:`~.sql_gen.symbol`), one
+per table name (the scenario's tables, its sources, the pool's tables); a
+query's plan is bound to the catalog's ids when it runs. A query that ran
+while DDL on one of its tables was in flight is not judged (which table it
+read is not known). Controller restarts end every session; the next
+incarnation opens new ones and learns from the catalog which of the SQL
+objects exist.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from tidegate.runtime.environment import Environment
+from tidegate.runtime.errors import UnknownCatalogObject
+from tidegate.runtime.pgwire.auth import AuthConfig
+from tidegate.runtime.pgwire.server import PgwireOptions, PgwireServer
+from tidegate.runtime.pgwire.session import sqlstate_of
+from tidegate.runtime.sql_session import SqlSession
+from tidegate.spec.errors import TidegateError
+from tidegate.spec.frontier import Row
+from tidegate.spec.ids import GlobalId
+from tidegate.spec.plan import (
+    Column,
+    Get,
+    Plan,
+    Schema,
+    gets,
+    plan_from_dict,
+    plan_to_dict,
+    replace_gets,
+    typecheck,
+)
+
+from .choices import ChoiceSource, chance, pick
+from .history import finishing_from_json, finishing_to_json, row_out
+from .pg_client import BytePipe, PgError, PgProtocolBroken, PgResult, WireClient
+from .process import ProcessKilled
+from .sql_gen import WORDS, Relation, SqlGen, symbol
+
+if TYPE_CHECKING:
+    from .clients import Clients
+
+__all__ = ["POOL", "SQL_ACTIONS", "SqlClients", "sql_target"]
+
+SQL_ACTIONS = ("sql_query", "sql_insert", "sql_ddl")
+"""The SQL clients' actions (each a weight of the workload mix)."""
+
+SESSIONS = 4
+"""Sessions per controller incarnation: the even ones direct, the odd ones over the wire."""
+USER, PASSWORD = "sim", "sim-secret"
+LATENCY_MS = (0, 2)
+"""Each piece of a wire connection's bytes travels this long (virtual ms)."""
+MARKER_BASE = 1000
+"""Rows whose write time the client cannot learn carry a unique integer from here on."""
+
+
+@dataclass(frozen=True)
+class PoolTable:
+    """A table the SQL clients create and drop: ``name`` and its columns with their SQL types."""
+
+    name: str
+    schema: Schema
+    sql_types: tuple[tuple[str, ...], ...]
+    """Each column's SQL type, in the spellings PostgreSQL accepts for it."""
+
+    def ddl(self, choices: ChoiceSource, if_not_exists: bool) -> str:
+        cols = []
+        for c, spellings in zip(self.schema.columns, self.sql_types, strict=True):
+            cols.append(
+                f"{c.name} {pick(choices, spellings)}{'' if c.type.nullable else ' NOT NULL'}"
+            )
+        guard = "IF NOT EXISTS " if if_not_exists else ""
+        return f"CREATE TABLE {guard}{self.name} ({', '.join(cols)})"
+
+
+_INT, _TEXT, _BOOL = ("bigint", "int8"), ("text",), ("boolean", "bool")
+POOL = (
+    PoolTable(
+        "sq_a",
+        Schema.of(("customer", "string", False), ("amount", "int64"), ("flag", "bool")),
+        (_TEXT, _INT, _BOOL),
+    ),
+    PoolTable("sq_b", Schema.of(("kind", "string"), ("n", "int64", False)), (_TEXT, _INT)),
+)
+"""The tables the SQL clients create and drop (names shared with the scenario's columns, so
+joins find columns in common)."""
+
+_ACCEPTED = ("42P01", "40001", "25006", "57P01", "57P03")
+"""The refusals a statement the generator drew may meet: a relation that is gone (42P01), a
+read whose inputs went (40001), a controller that may not write (25006: an upgrade's
+read-only incarnation) or is going (57P01, 57P03). Anything else -- a syntax, binding or
+unsupported-feature error, a data exception, an internal error -- is a finding."""
+_GOING = ("25006", "57P01", "57P03")
+"""The refusals of a controller that may not write (an upgrade's read-only incarnation) or is
+being replaced: even a table just created may refuse a write then."""
+
+
+def sql_target(ev: Mapping[str, Any]) -> GlobalId:
+    """The reference model's id of SQL query ``ev`` (unique in a history)."""
+    return GlobalId.transient(3_000_000_000 + int(ev["n"]))
+
+
+@dataclass
+class SqlObject:
+    """A view, materialized view or index the SQL clients created (or tried to)."""
+
+    name: str
+    kind: str
+    """``view``, ``materialized_view`` or ``index``."""
+    plan: Plan
+    """Its rows' reference plan, over symbolic ids (an index: what it indexes)."""
+    reads: tuple[str, ...]
+    """The base tables it reads (by name), through the views and objects it was defined on."""
+    on: str | None = None
+    """An index: the object it indexes."""
+    columns: tuple[str, ...] = ()
+    """Its columns' names in SQL (those of the plan's output may differ)."""
+
+    def schema(self) -> Schema:
+        types = [c.type for c in typecheck(self.plan).columns]
+        names = self.columns or tuple(c.name for c in typecheck(self.plan).columns)
+        return Schema(tuple(Column(n, t) for n, t in zip(names, types, strict=True)))
+
+
+@dataclass(eq=False)
+class _Session:
+    """One client connection (direct: a ``SqlSession``; wire: a connection to the server)."""
+
+    k: int
+    lock: trio.Lock = field(default_factory=trio.Lock)
+    direct: SqlSession | None = None
+    wire: WireClient | None = None
+    pipe: BytePipe | None = None
+    failed: bool = False
+
+
+@dataclass
+class _Answer:
+    """What a statement answered, through either path: rows (``None`` for a command), its tag,
+    the write time if the session knew it."""
+
+    tag: str
+    rows: list[Row] | None = None
+    time: int | None = None
+
+
+class _Refused(Exception):
+    """A statement's typed refusal: its SQLSTATE and message."""
+
+    def __init__(self, sqlstate: str, message: str) -> None:
+        super().__init__(f"{sqlstate}: {message}")
+        self.sqlstate = sqlstate
+        self.message = message
+
+
+class SqlClients:
+    """The SQL clients of a run (see the module docstring)."""
+
+    def __init__(self, owner: Clients) -> None:
+        self.owner = owner
+        self.world = owner.world
+        self.history = owner.history
+        scenario = owner.scenario
+        self.base: list[str] = [t.id for t in scenario.tables]
+        self.base += [s.name for s in scenario.sources]
+        self.base += [p.name for p in POOL]
+        self.symbols = {name: symbol(k) for k, name in enumerate(self.base)}
+        self.pool = {p.name: p for p in POOL}
+        self.tables: dict[str, GlobalId] = {}
+        """Pool tables known to exist, by name."""
+        self.defined: dict[str, SqlObject] = {}
+        """Every object the SQL clients tried to create, by name (names are never reused)."""
+        self.objects: dict[str, GlobalId] = {}
+        """Those known to exist."""
+        self.ddl_started: dict[str, int] = {}
+        """Per base table name: how many DDL statements on it started (a query judged only if
+        none started, nor was running, while it ran)."""
+        self.ddl_running: dict[str, int] = {}
+        self.sessions: list[_Session] = []
+        self.server: PgwireServer | None = None
+        self.io: ChoiceSource = owner.world.streams.sql_io or owner.world.streams.network
+        self._nonce = 0
+
+    # -- incarnations ---------------------------------------------------------------------------
+    def come_up(self, env: Environment) -> None:
+        """A controller is up: new sessions; learn which pool tables and SQL objects exist."""
+        self.sessions = [_Session(k) for k in range(SESSIONS)]
+        self.server = None
+        for name in [p.name for p in POOL]:
+            try:
+                gid = env.resolve(name)
+            except UnknownCatalogObject:
+                self.tables.pop(name, None)
+                continue
+            if self.tables.get(name) != gid:
+                self.tables[name] = gid
+                self._note_table(name, gid)
+        for name in sorted(self.defined):
+            try:
+                gid = env.resolve(name)
+            except UnknownCatalogObject:
+                self.objects.pop(name, None)
+                continue
+            if self.objects.get(name) != gid:
+                self.objects[name] = gid
+                self._note_object(name, gid)
+
+    def _note_table(self, name: str, gid: GlobalId) -> None:
+        self.history.note("table", self.world.kernel.now_ms, name=name, id=str(gid))
+
+    def _note_object(self, name: str, gid: GlobalId) -> None:
+        obj = self.defined[name]
+        if obj.kind == "view":
+            return  # no collection of its own
+        plan = self._bound(obj.plan)
+        if plan is None:
+            return
+        self.history.note(
+            "install",
+            self.world.kernel.now_ms,
+            id=str(gid),
+            name=name,
+            kind=obj.kind if obj.kind != "index" else "index",
+            plan=plan_to_dict(plan),
+        )
+
+    # -- what queries read ----------------------------------------------------------------------
+    def relations(self) -> list[Relation]:
+        """What a query may read now (by what the clients know exists)."""
+        out: list[Relation] = []
+        for t in self.owner.scenario.tables:
+            out.append(Relation(t.id, t.schema, Get(self.symbols[t.id], t.schema)))
+        for p in POOL:
+            if p.name in self.tables:
+                out.append(Relation(p.name, p.schema, Get(self.symbols[p.name], p.schema)))
+        for name in sorted(self.objects):
+            obj = self.defined[name]
+            if obj.kind in ("view", "materialized_view"):
+                out.append(Relation(name, obj.schema(), obj.plan))
+        scenario_ids = {
+            GlobalId.parse(t.id): self.symbols[t.id] for t in self.owner.scenario.tables
+        }
+        for name in sorted(self.owner.objects):
+            spec = self.owner.specs[name]
+            if spec.kind != "materialized_view" or any(
+                str(g) in self.owner.source_specs for g in gets(spec.plan)
+            ):
+                continue
+            plan = replace_gets(spec.plan, scenario_ids)
+            schema = typecheck(plan)
+            names = [c.name for c in schema.columns]
+            if len(set(names)) == len(names) and all(n.isidentifier() for n in names):
+                out.append(Relation(name, schema, plan))
+        return out
+
+    def _reads(self, plan: Plan) -> tuple[str, ...]:
+        by_symbol = {v: k for k, v in self.symbols.items()}
+        return tuple(sorted({by_symbol[g] for g in gets(plan) if g in by_symbol}))
+
+    def _ids(self) -> dict[GlobalId, GlobalId]:
+        ids: dict[GlobalId, GlobalId] = {}
+        for t in self.owner.scenario.tables:
+            if t.id in self.owner.table_ids:
+                ids[self.symbols[t.id]] = self.owner.table_ids[t.id]
+        for s in self.owner.scenario.sources:
+            if s.id in self.owner.source_ids:
+                ids[self.symbols[s.name]] = self.owner.source_ids[s.id]
+        for name, gid in self.tables.items():
+            ids[self.symbols[name]] = gid
+        return ids
+
+    def _bound(self, plan: Plan) -> Plan | None:
+        """``plan`` over the catalog's ids (``None`` if a table it reads is not known to exist)."""
+        ids = self._ids()
+        symbols = set(self.symbols.values())
+        if any(g in symbols and g not in ids for g in gets(plan)):
+            return None
+        return replace_gets(plan, ids)
+
+    # -- sessions ---------------------------------------------------------------------------------
+    async def _session(self, env: Environment, k: int) -> _Session:
+        s = self.sessions[k % len(self.sessions)]
+        if s.direct is None and s.wire is None and not s.failed:
+            if s.k % 2 == 0:
+                s.direct = SqlSession(env)
+            else:
+                await self._connect(env, s)
+        return s
+
+    async def _connect(self, env: Environment, s: _Session) -> None:
+        if self.server is None:
+            self.server = PgwireServer(env, PgwireOptions(AuthConfig({USER: PASSWORD})))
+        pipe = BytePipe(self.world.kernel, self.io, LATENCY_MS)
+        server = self.server
+        self.world.controller.spawn(server.handle_stream, pipe.server)
+        client = WireClient(pipe.client)
+        self._nonce += 1
+        await client.connect(USER, PASSWORD, f"simnonce{self._nonce:08d}")
+        s.pipe, s.wire = pipe, client
+        self.world.count("sql_wire_connected")
+
+    async def _statement(
+        self, env: Environment, k: int, sql: str, params: Sequence[Any], mode: str
+    ) -> _Answer:
+        """Run ``sql`` on session ``k`` [_Refused; PgProtocolBroken; the runtime's errors are
+        refusals]."""
+        s = await self._session(env, k)
+        async with s.lock:
+            if s.direct is not None:
+                return await self._direct(s.direct, sql, params, mode)
+            assert s.wire is not None
+            return await self._wire(s.wire, sql, params, mode)
+
+    async def _direct(
+        self, session: SqlSession, sql: str, params: Sequence[Any], mode: str
+    ) -> _Answer:
+        try:
+            if mode == "script":
+                results = await session.run_script(sql, list(params) or None)
+                result = results[-1]
+            else:
+                prepared = session.prepare(sql)
+                try:
+                    outcome = await session.execute(prepared, list(params))
+                except BaseException:
+                    session.fail()
+                    raise
+                result = outcome  # type: ignore[assignment]
+                if not hasattr(result, "status"):
+                    raise _Refused("XX000", f"a statement answered {type(outcome).__name__}")
+        except TidegateError as e:
+            raise _Refused(sqlstate_of(e), str(e).splitlines()[0]) from e
+        rows = list(result.rows) if result.columns else None
+        return _Answer(result.status, rows, result.time)
+
+    async def _wire(
+        self, client: WireClient, sql: str, params: Sequence[Any], mode: str
+    ) -> _Answer:
+        if mode == "script" and not params:
+            results = await client.simple(sql)
+            last = results[-1] if results else PgResult()
+            for r in results:
+                if isinstance(r, PgError):
+                    raise _Refused(r.sqlstate, r.message)
+            assert isinstance(last, PgResult)
+            return _Answer(last.tag, last.rows if last.names else None)
+        try:
+            r = await client.extended(
+                sql,
+                params,
+                binary=mode == "binary",
+                max_rows=2 if mode == "portions" else 0,
+            )
+        except PgError as e:
+            raise _Refused(e.sqlstate, e.message) from e
+        return _Answer(r.tag, r.rows if r.names else None)
+
+    # -- running an action, recording its outcome ------------------------------------------------
+    async def _outcome(self, ev: dict[str, Any], run: Any) -> _Answer | None:
+        """Await ``run()`` for op ``ev``; on a refusal record it and return ``None``."""
+        try:
+            return await run()  # type: ignore[no-any-return]
+        except (trio.Cancelled, ProcessKilled):
+            self.owner._died(ev)
+            raise
+        except _Refused as e:
+            self.history.fail(ev, self.world.kernel.now_ms, f"{e.sqlstate}: {e.message}")
+            if e.sqlstate.startswith("XX"):
+                self.world.violate(
+                    "typed_errors", f"{ev['op']} {ev['n']} ({ev.get('sql', '')}): {e.message}"
+                )
+            return None
+        except PgProtocolBroken as e:
+            self.world.violate(
+                "wire_protocol_readable", f"{ev['op']} {ev['n']}: the server's bytes: {e}"
+            )
+            return None
+        except Exception as e:  # an untyped error escaped the session layer: a finding
+            self.history.fail(ev, self.world.kernel.now_ms, e)
+            self.world.violate(
+                "typed_errors", f"{ev['op']} {ev['n']} raised an untyped {type(e).__name__}: {e}"
+            )
+            return None
+
+    # -- draws ----------------------------------------------------------------------------------
+    def draw(self, kind: str) -> dict[str, Any] | None:
+        return getattr(self, f"_draw_{kind}")()  # type: ignore[no-any-return]
+
+    async def run(self, env: Environment, kind: str, args: Mapping[str, Any]) -> None:
+        await getattr(self, f"_do_{kind}")(env, args)
+
+    def _mode(self, source: ChoiceSource) -> str:
+        return pick(source, ("script", "script", "prepared", "binary", "portions"))
+
+    # queries
+    def _draw_sql_query(self) -> dict[str, Any] | None:
+        source = self.owner.source
+        relations = self.relations()
+        if not relations:
+            return None
+        q = SqlGen(source, relations, params=True).query()
+        for c in sorted(set(q.constructs)):
+            self.world.count(f"sql:{c}")
+        return {
+            "sql": q.sql,
+            "params": list(q.params),
+            "plan": plan_to_dict(q.plan),
+            "finishing": finishing_to_json(q.finishing()),
+            "session": source.integer(0, SESSIONS - 1),
+            "mode": self._mode(source),
+        }
+
+    async def _do_sql_query(self, env: Environment, args: Mapping[str, Any]) -> None:
+        plan = plan_from_dict(args["plan"])
+        reads = self._reads(plan)
+        started = {t: self.ddl_started.get(t, 0) for t in reads}
+        busy = any(self.ddl_running.get(t, 0) for t in reads)
+        bound = self._bound(plan)
+        k = int(args["session"])
+        mode = str(args["mode"])
+        ev = self.history.invoke(
+            "peek",
+            self.world.kernel.now_ms,
+            target="",
+            name="sql",
+            at=None,
+            finishing=dict(args["finishing"]),
+            expect="answer",
+            sql=args["sql"],
+            via="wire" if k % 2 else "session",
+        )
+        ev["target"] = str(sql_target(ev))
+        sql, params = str(args["sql"]), list(args["params"])
+        if mode == "script" and params and k % 2 == 0:
+            mode = "prepared"
+        answer = await self._outcome(ev, lambda: self._statement(env, k, sql, params, mode))
+        self.world.count(f"sql_query_{ev['via']}_{mode}")
+        if answer is None:
+            self._judge_refusal(ev)
+            return
+        raced = busy or any(
+            self.ddl_started.get(t, 0) != n or self.ddl_running.get(t, 0)
+            for t, n in started.items()
+        )
+        if answer.rows is None:
+            self.world.violate("sql_queries_answered", f"query {ev['n']} answered no rows: {sql}")
+        fin = finishing_from_json(args["finishing"])
+        rows = _counted(answer.rows or [], ordered=bool(fin.order_by))
+        if bound is not None and not raced:
+            ev["plan"] = plan_to_dict(bound)
+            self.world.count("sql_query_judged")
+        else:
+            self.world.count("sql_query_raced_ddl")
+        self.history.ok(ev, self.world.kernel.now_ms, rows=rows)
+
+    def _judge_refusal(self, ev: Mapping[str, Any]) -> None:
+        error = str(ev.get("error", ""))
+        state = error.split(":", 1)[0]
+        if ev["status"] != "fail":
+            return
+        self.world.count(f"sql_refused_{state}")
+        if state not in _ACCEPTED:
+            self.world.violate(
+                "sql_queries_accepted",
+                f"query {ev['n']} was refused ({error}), though the generator drew it from the "
+                f"supported language: {ev.get('sql')}",
+            )
+
+    # inserts
+    def _writable(self) -> list[tuple[str, Schema]]:
+        out = [(t.id, t.schema) for t in self.owner.scenario.tables if _has_int(t.schema)]
+        out += [(p.name, p.schema) for p in POOL if p.name in self.tables]
+        return out
+
+    def _draw_sql_insert(self) -> dict[str, Any] | None:
+        source = self.owner.source
+        targets = self._writable()
+        if not targets:
+            return None
+        name, schema = pick(source, targets)
+        block = chance(source, 250)
+        k = source.integer(0, SESSIONS - 1)
+        marked = block or k % 2 == 1
+        statements = [self._rows(source, schema, marked) for _ in range(2 if block else 1)]
+        return {
+            "table": name,
+            "rows": statements,
+            "block": block,
+            "session": k,
+            "columns": chance(source, 300),
+        }
+
+    def _rows(self, source: ChoiceSource, schema: Schema, marked: bool) -> list[list[Any]]:
+        rows = []
+        for _ in range(source.integer(1, 3)):
+            row: list[Any] = []
+            marker_used = False
+            for c in schema.columns:
+                scalar = c.type.scalar.value
+                if scalar == "int64" and marked and not marker_used:
+                    self.owner.sql_marker += 1
+                    row.append(MARKER_BASE + self.owner.sql_marker)
+                    marker_used = True
+                elif c.type.nullable and chance(source, 150):
+                    row.append(None)
+                elif scalar == "string":
+                    row.append(pick(source, WORDS))
+                elif scalar == "bool":
+                    row.append(bool(source.integer(0, 1)))
+                else:
+                    row.append(source.integer(0, 9))
+            rows.append(row)
+        return rows
+
+    def _insert_sql(
+        self, name: str, schema: Schema, rows: Sequence[Sequence[Any]], columns: bool
+    ) -> str:
+        cols = ""
+        order = list(range(len(schema.columns)))
+        if columns:
+            order = order[::-1]
+            cols = " (" + ", ".join(schema.columns[i].name for i in order) + ")"
+        values = ", ".join("(" + ", ".join(_sql_value(r[i]) for i in order) + ")" for r in rows)
+        return f"INSERT INTO {name}{cols} VALUES {values}"
+
+    def _table_id(self, name: str) -> GlobalId | None:
+        if name in self.pool:
+            return self.tables.get(name)
+        return self.owner.table_ids.get(name)
+
+    async def _do_sql_insert(self, env: Environment, args: Mapping[str, Any]) -> None:
+        name = str(args["table"])
+        gid = self._table_id(name)
+        schema = self.pool[name].schema if name in self.pool else self.owner.schemas.get(name)
+        if gid is None or schema is None:
+            return
+        statements = [[tuple(r) for r in rows] for rows in args["rows"]]
+        sql = [self._insert_sql(name, schema, rows, bool(args["columns"])) for rows in statements]
+        block = bool(args["block"])
+        text = "BEGIN; " + "; ".join(sql) + "; COMMIT" if block else sql[0]
+        await self._insert(env, int(args["session"]), gid, name, text, statements, block)
+
+    async def _insert(
+        self,
+        env: Environment,
+        k: int,
+        gid: GlobalId,
+        name: str,
+        text: str,
+        statements: Sequence[Sequence[Row]],
+        block: bool,
+    ) -> dict[str, Any]:
+        """Run an INSERT (or a block of them) and record it as an append (the op)."""
+        rows = [r for stmt in statements for r in stmt]
+        ev = self.history.invoke(
+            "append",
+            self.world.kernel.now_ms,
+            batches=[[str(gid), [[row_out(r), 1] for r in rows]]],
+            sql=text,
+        )
+        answer = await self._outcome(ev, lambda: self._statement(env, k, text, (), "script"))
+        via = "wire" if k % 2 else "session"
+        self.world.count(f"sql_insert_{via}{'_block' if block else ''}")
+        if answer is None:
+            self._judge_write_refusal(ev, name)
+            return ev
+        if not block and answer.tag != f"INSERT 0 {len(rows)}":
+            self.world.violate(
+                "sql_command_tags", f"insert {ev['n']} of {len(rows)} rows answered {answer.tag!r}"
+            )
+        if answer.time is not None and not block:
+            self.history.ok(ev, self.world.kernel.now_ms, time=answer.time)
+        else:  # acknowledged, at a time the client was not told: found on disk at the end
+            ev["acked"] = True
+            self.history.info(ev, self.world.kernel.now_ms, "acknowledged; its time unknown")
+        return ev
+
+    def _judge_write_refusal(self, ev: Mapping[str, Any], table: str) -> None:
+        error = str(ev.get("error", ""))
+        state = error.split(":", 1)[0]
+        self.world.count(f"sql_refused_{state}")
+        if state not in _ACCEPTED:
+            self.world.violate(
+                "sql_statements_accepted", f"{ev['op']} {ev['n']} into {table} was refused: {error}"
+            )
+
+    # DDL
+    def _draw_sql_ddl(self) -> dict[str, Any] | None:
+        source = self.owner.source
+        self.owner.sql_marker += 1
+        n = self.owner.sql_marker
+        k = source.integer(0, SESSIONS - 1)
+        choice = source.integer(0, 99)
+        missing = [p for p in POOL if p.name not in self.tables]
+        present = [p for p in POOL if p.name in self.tables]
+        if (choice < 22 and missing) or choice < 8:
+            p = pick(source, missing or list(POOL))
+            rows = self._rows(source, p.schema, True)
+            return {
+                "ddl": "create_table",
+                "table": p.name,
+                "sql": p.ddl(source, chance(source, 200)),
+                "rows": rows,
+                "session": k,
+            }
+        if choice < 30 and present:
+            p = pick(source, present)
+            cascade = chance(source, 600)
+            return {
+                "ddl": "drop",
+                "kind": "TABLE",
+                "name": p.name,
+                "cascade": cascade,
+                "session": k,
+            }
+        if choice < 75:
+            materialized = chance(source, 400)
+            q = SqlGen(source, self.relations(), params=False).query(top=True)
+            name = f"{'sm' if materialized else 'sv'}{n}"
+            word = "MATERIALIZED VIEW" if materialized else "VIEW"
+            return {
+                "ddl": "create_view",
+                "name": name,
+                "kind": "materialized_view" if materialized else "view",
+                "sql": f"CREATE {word} {name} AS {q.sql}",
+                "plan": plan_to_dict(q.relation()),
+                "columns": list(q.names),
+                "session": k,
+            }
+        if choice < 88:
+            targets = [o for o in sorted(self.objects) if self.defined[o].kind != "index"]
+            targets += sorted(self.tables) + [t.id for t in self.owner.scenario.tables]
+            on = pick(source, targets)
+            schema = (
+                self.defined[on].schema() if on in self.defined else typecheck(self._table_plan(on))
+            )
+            col = pick(source, [c.name for c in schema.columns])
+            name = f"si{n}"
+            return {
+                "ddl": "create_index",
+                "name": name,
+                "on": on,
+                "sql": f"CREATE INDEX {name} ON {on} ({col})",
+                "session": k,
+            }
+        objects = sorted(self.objects)
+        if not objects:
+            return None
+        name = pick(source, objects)
+        kind = {"view": "VIEW", "materialized_view": "MATERIALIZED VIEW", "index": "INDEX"}[
+            self.defined[name].kind
+        ]
+        return {
+            "ddl": "drop",
+            "kind": kind,
+            "name": name,
+            "cascade": chance(source, 400),
+            "session": k,
+        }
+
+    def _table_plan(self, name: str) -> Plan:
+        schema = self.pool[name].schema if name in self.pool else self.owner.schemas[name]
+        return Get(self.symbols[name], schema)
+
+    async def _do_sql_ddl(self, env: Environment, args: Mapping[str, Any]) -> None:
+        ddl = str(args["ddl"])
+        k = int(args["session"])
+        if ddl == "create_table":
+            await self._create_table(env, k, args)
+        elif ddl == "drop":
+            await self._drop(env, k, str(args["kind"]), str(args["name"]), bool(args["cascade"]))
+        else:
+            await self._create_object(env, k, args)
+
+    @contextlib.contextmanager
+    def _ddl_on(self, tables: Sequence[str]) -> Any:
+        for t in tables:
+            self.ddl_started[t] = self.ddl_started.get(t, 0) + 1
+            self.ddl_running[t] = self.ddl_running.get(t, 0) + 1
+        try:
+            yield
+        finally:
+            for t in tables:
+                self.ddl_running[t] -= 1
+
+    async def _create_table(self, env: Environment, k: int, args: Mapping[str, Any]) -> None:
+        name = str(args["table"])
+        pool = self.pool[name]
+        ev = self.history.invoke(
+            "create", self.world.kernel.now_ms, name=name, kind="table", sql=args["sql"]
+        )
+        with self._ddl_on([name]):
+            answer = await self._outcome(
+                ev, lambda: self._statement(env, k, str(args["sql"]), (), "script")
+            )
+            if answer is None:
+                if str(ev.get("error", "")).startswith("42P07"):  # another session's came first
+                    self.world.count("sql_create_table_exists")
+                else:
+                    self._judge_write_refusal(ev, name)
+                return
+            try:
+                gid = env.resolve(name)
+            except UnknownCatalogObject:
+                self.world.violate(
+                    "created_tables_writable",
+                    f"create {ev['n']} of table {name} was acknowledged, yet {name} is not in the "
+                    "catalog",
+                )
+                return
+            self.history.ok(ev, self.world.kernel.now_ms, id=str(gid))
+            if self.tables.get(name) != gid:
+                self.tables[name] = gid
+                self._note_table(name, gid)
+            self.world.count("sql_create_table")
+        drops = self.ddl_started.get(name, 0)
+        rows = [tuple(r) for r in args["rows"]]
+        text = self._insert_sql(name, pool.schema, rows, False)
+        last = await self._insert(env, k, gid, name, text, [rows], False)
+        self.world.count("sql_insert_after_create")
+        if (
+            last["status"] == "fail"
+            and not str(last.get("error", "")).startswith(_GOING)
+            and self.ddl_started.get(name, 0) == drops
+            and not self.ddl_running.get(name, 0)
+        ):
+            self.world.violate(
+                "created_tables_writable",
+                f"insert {last['n']} into table {name}, created by create {ev['n']} (acknowledged, "
+                f"not dropped since), was refused: {last.get('error')}",
+            )
+
+    async def _drop(self, env: Environment, k: int, kind: str, name: str, cascade: bool) -> None:
+        before = _catalog_ids(env)
+        try:
+            gid = env.resolve(name)
+        except UnknownCatalogObject:
+            gid = None
+        reads = [name] if name in self.pool else []
+        sql = f"DROP {kind} {name}{' CASCADE' if cascade else ''}"
+        ev = self.history.invoke(
+            "drop",
+            self.world.kernel.now_ms,
+            id=str(gid) if gid is not None else "",
+            name=name,
+            sql=sql,
+            **({"cascade": True} if cascade else {}),
+        )
+        with self._ddl_on(reads):
+            answer = await self._outcome(ev, lambda: self._statement(env, k, sql, (), "script"))
+        if answer is None:
+            error = str(ev.get("error", ""))
+            self.world.count(f"sql_drop_refused_{error.split(':', 1)[0]}")
+            if error.startswith("2BP01"):
+                self.world.count("sql_drop_has_dependents")
+            elif not error.startswith(("42809",)):  # a kind that does not match (DROP VIEW i)
+                self._judge_write_refusal(ev, name)
+            return
+        after = _catalog_ids(env)
+        gone = sorted(before - after, key=lambda g: g.sort_key)
+        if gone:
+            ev["gone"] = [str(g) for g in gone]
+        self.history.ok(ev, self.world.kernel.now_ms)
+        self.world.count(f"sql_drop_{kind.lower().replace(' ', '_')}")
+        for g in gone:
+            self.world.dropped(g)
+        for table in (self.tables, self.objects):
+            for key in [n for n, v in table.items() if v in gone or n == name]:
+                del table[key]
+        for o in [n for n in self.objects if self.defined[n].on == name]:
+            self.objects.pop(o, None)
+
+    async def _create_object(self, env: Environment, k: int, args: Mapping[str, Any]) -> None:
+        name = str(args["name"])
+        ddl = str(args["ddl"])
+        if ddl == "create_index":
+            on = str(args["on"])
+            target = self.defined.get(on)
+            plan = target.plan if target is not None else self._table_plan(on)
+            columns = target.columns if target is not None else ()
+            obj = SqlObject(name, "index", plan, self._reads(plan), on, columns)
+        else:
+            plan = plan_from_dict(args["plan"])
+            columns = tuple(args.get("columns", ()))
+            obj = SqlObject(name, str(args["kind"]), plan, self._reads(plan), None, columns)
+        self.defined[name] = obj
+        ev = self.history.invoke(
+            "create", self.world.kernel.now_ms, name=name, kind=obj.kind, sql=args["sql"]
+        )
+        answer = await self._outcome(
+            ev, lambda: self._statement(env, k, str(args["sql"]), (), "script")
+        )
+        if answer is None:
+            error = str(ev.get("error", ""))
+            self.world.count(f"sql_create_refused_{error.split(':', 1)[0]}")
+            if not error.startswith("42P07"):  # a name an earlier create in doubt took
+                self._judge_write_refusal(ev, name)
+            return
+        try:
+            gid = env.resolve(name)
+        except UnknownCatalogObject:
+            self.world.violate(
+                "sql_ddl_effective",
+                f"create {ev['n']} of {name} was acknowledged but it is missing",
+            )
+            return
+        self.history.ok(ev, self.world.kernel.now_ms, id=str(gid))
+        self.objects[name] = gid
+        self._note_object(name, gid)
+        self.world.count(f"sql_create_{obj.kind}")
+
+
+def _has_int(schema: Schema) -> bool:
+    return any(c.type.scalar.value == "int64" for c in schema.columns)
+
+
+def _sql_value(v: Any) -> str:
+    if v is None:
+        return "NULL"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return "'" + v.replace("'", "''") + "'"
+    return str(v)
+
+
+def _counted(rows: Sequence[Row], *, ordered: bool) -> list[list[Any]]:
+    """Rows as ``[[row, count], ...]``: runs of equal rows in order (ordered), else totals."""
+    out: list[list[Any]] = []
+    if ordered:
+        for r in rows:
+            row = list(r)
+            if out and out[-1][0] == row:
+                out[-1][1] += 1
+            else:
+                out.append([row, 1])
+        return out
+    counts: dict[Row, int] = {}
+    for r in rows:
+        counts[tuple(r)] = counts.get(tuple(r), 0) + 1
+    return [[list(r), n] for r, n in counts.items()]
+
+
+def _catalog_ids(env: Environment) -> set[GlobalId]:
+    state = env.state
+    ids = {e.id for e in state.entries()}
+    ids |= {v.id for v in state.views}
+    return ids
