@@ -29,11 +29,10 @@ SEED_BUDGET = 20
 
 SEED_BUDGETS = {
     "history_drops_live_peek": 30,  # caught at seed 18: a pending peek across a reconnect
-    # standard, seed 9 (compaction_within_policy): a read-policy call answered as refused
-    # (a CatalogConflict on the retry of a write whose answer was lost) had landed, and the
-    # restarted controller compacts by it (before the check of the clients' own policies:
-    # seed 18, the controller crashing on the retry's conflict)
-    "catalog_unknown_outcome_lost": 18,
+    # standard, seed 35 (controller_survives): the controller crashes on the CatalogConflict
+    # of its retry of a write whose answer was lost (seed 9 before dead processes' storage
+    # calls raised ProcessKilled, which moved the interleavings)
+    "catalog_unknown_outcome_lost": 40,
     # sources, seed 6: a storage replica restarted between a binding's write and its data's
     # (a crash point in the data write) resumes upstream past the data it still has to write
     "resume_from_remap_upper": 10,
