@@ -131,6 +131,9 @@ _ACCEPTED = ("42P01", "40001", "25006", "57P01", "57P03")
 read whose inputs went (40001), a controller that may not write (25006: an upgrade's
 read-only incarnation) or is going (57P01, 57P03). Anything else -- a syntax, binding or
 unsupported-feature error, a data exception, an internal error -- is a finding."""
+DISK_FULL = "53100"
+"""PostgreSQL's disk_full: the refusal of a write begun while the disk was full (and only then;
+with nothing applied)."""
 _GOING = ("25006", "57P01", "57P03")
 """The refusals of a controller that may not write (an upgrade's read-only incarnation) or is
 being replaced: even a table just created may refuse a write then."""
@@ -620,6 +623,8 @@ class SqlClients:
         error = str(ev.get("error", ""))
         state = error.split(":", 1)[0]
         self.world.count(f"sql_refused_{state}")
+        if state == DISK_FULL and self.world.disk_was_full(int(ev["invoke_ms"])):
+            return
         if state not in _ACCEPTED:
             self.world.violate(
                 "sql_statements_accepted", f"{ev['op']} {ev['n']} into {table} was refused: {error}"

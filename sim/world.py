@@ -159,6 +159,8 @@ class World:
         self._zombie_ms = 0
         self._damage_healed_ms = -DAMAGE_GRACE_MS - 1
         """When damaged storage (rot, a lost record, a full disk) was last repaired."""
+        self._disk_room_ms = -1
+        """When a full disk last got room again (-1: never full)."""
         self._healing: list[Any] = []
         """What heals each fault in force (kernel events: run at once when the quiet starts)."""
         self.history = ClientHistory()
@@ -524,7 +526,14 @@ class World:
 
     def _disk_has_room(self) -> None:
         self.faults.disk_full = max(0, self.faults.disk_full - 1)
+        if not self.faults.disk_full:
+            self._disk_room_ms = self.kernel.now_ms
         self._healed()
+
+    def disk_was_full(self, since_ms: int) -> bool:
+        """Whether the disk was full at some moment since ``since_ms``: a write begun then may
+        be refused for want of room (typed: SQLSTATE 53100), and only then."""
+        return self.faults.disk_full > 0 or self._disk_room_ms >= since_ms
 
     def _fsync_fast(self) -> None:
         self.faults.fsync_stall_ms = 0
@@ -795,6 +804,8 @@ class World:
         self.disk.repair()
         if CATALOG_KEY in self.disk.lost:
             self._catalog_back()
+        if self.faults.disk_full:
+            self._disk_room_ms = self.kernel.now_ms
         self.faults.disk_full = 0
         self.faults.fill_at_catalog.clear()
         self.faults.fsync_stall_ms = 0

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import errno
+
 from tidegate.runtime.errors import EnvironmentFenced, OracleFenced
 from tidegate.runtime.pgwire.session import error_fields, sqlstate_of
+from tidegate.spec.errors import StorageUnavailable
 
 
 def test_a_fenced_oracle_is_a_controller_going_away_not_an_internal_error() -> None:
@@ -14,3 +17,25 @@ def test_a_fenced_oracle_is_a_controller_going_away_not_an_internal_error() -> N
     fenced = OracleFenced("tidegate/oracle", 33, 34)
     assert sqlstate_of(fenced) == "57P01" == sqlstate_of(EnvironmentFenced(3, 4))
     assert ("C", "57P01") in error_fields(fenced)
+
+
+def test_a_store_refusing_a_write_is_a_typed_sqlstate_not_an_internal_error() -> None:
+    """Found by the simulator's SQL clients (``small``, seed 1, a full disk): an ``INSERT``
+    refused by a full disk was answered ``XX000`` with the OS's words. A store's refusal is
+    expected and its outcome known (nothing applied): PostgreSQL answers a full disk
+    ``53100`` (disk_full), a read-only or inaccessible directory ``42501``; a code the store
+    said itself (PostgreSQL consensus, SQLite's error name) is kept; anything else is
+    ``58030`` (io_error)."""
+
+    def refusal(*, errno: int | None = None, sqlstate: str | None = None) -> StorageUnavailable:
+        return StorageUnavailable(
+            "u1", "consensus", "u1", "compare-and-set", "no room", errno=errno, sqlstate=sqlstate
+        )
+
+    full = refusal(errno=errno.ENOSPC)
+    assert sqlstate_of(full) == "53100" == sqlstate_of(refusal(errno=errno.EDQUOT))
+    assert ("C", "53100") in error_fields(full)
+    assert sqlstate_of(refusal(errno=errno.EROFS)) == "42501"
+    assert sqlstate_of(refusal(errno=errno.EFBIG)) == "54000"
+    assert sqlstate_of(refusal(sqlstate="53100")) == "53100"
+    assert sqlstate_of(refusal()) == "58030"
