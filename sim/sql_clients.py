@@ -134,6 +134,9 @@ unsupported-feature error, a data exception, an internal error -- is a finding."
 DISK_FULL = "53100"
 """PostgreSQL's disk_full: the refusal of a write begun while the disk was full (and only then;
 with nothing applied)."""
+DATA_CORRUPTED = "XX001"
+"""PostgreSQL's data_corrupted: the refusal of a statement that met a damaged record, while the
+storage is damaged (and only then; the one ``XX`` code that is not an internal error here)."""
 _GOING = ("25006", "57P01", "57P03")
 """The refusals of a controller that may not write (an upgrade's read-only incarnation) or is
 being replaced: even a table just created may refuse a write then."""
@@ -409,7 +412,7 @@ class SqlClients:
             raise
         except _Refused as e:
             self.history.fail(ev, self.world.kernel.now_ms, f"{e.sqlstate}: {e.message}")
-            if e.sqlstate.startswith("XX"):
+            if e.sqlstate.startswith("XX") and not self._damage_met(e.sqlstate):
                 self.world.violate(
                     "typed_errors", f"{ev['op']} {ev['n']} ({ev.get('sql', '')}): {e.message}"
                 )
@@ -425,6 +428,11 @@ class SqlClients:
                 "typed_errors", f"{ev['op']} {ev['n']} raised an untyped {type(e).__name__}: {e}"
             )
             return None
+
+    def _damage_met(self, sqlstate: str) -> bool:
+        """Whether ``sqlstate`` is a statement's refusal for meeting damaged storage (a record
+        whose checksum does not match), and the storage is damaged."""
+        return sqlstate == DATA_CORRUPTED and self.world.storage_damaged()
 
     # -- draws ----------------------------------------------------------------------------------
     def draw(self, kind: str) -> dict[str, Any] | None:
@@ -503,7 +511,7 @@ class SqlClients:
         if ev["status"] != "fail":
             return
         self.world.count(f"sql_refused_{state}")
-        if state not in _ACCEPTED:
+        if state not in _ACCEPTED and not self._damage_met(state):
             self.world.violate(
                 "sql_queries_accepted",
                 f"query {ev['n']} was refused ({error}), though the generator drew it from the "
@@ -625,7 +633,7 @@ class SqlClients:
         self.world.count(f"sql_refused_{state}")
         if state == DISK_FULL and self.world.disk_was_full(int(ev["invoke_ms"])):
             return
-        if state not in _ACCEPTED:
+        if state not in _ACCEPTED and not self._damage_met(state):
             self.world.violate(
                 "sql_statements_accepted", f"{ev['op']} {ev['n']} into {table} was refused: {error}"
             )

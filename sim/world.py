@@ -635,12 +635,15 @@ class World:
                 leaves.append(e)
 
         walk(group)
+        return self.storage_damaged() and all(isinstance(e, TidegateError) for e in leaves)
+
+    def storage_damaged(self) -> bool:
+        """Whether the storage is damaged (rot, a lost record, a full disk) or was a moment ago:
+        a call that read the damage just before it was repaired may refuse a moment later."""
         damaged = bool(self.disk.rotten_blobs or self.disk.rotten_rows or self.disk.lost) or bool(
             self.faults.disk_full
         )
-        # A start that read the damage just before it was repaired may refuse a moment later.
-        recent = self.kernel.now_ms - self._damage_healed_ms <= DAMAGE_GRACE_MS
-        return (damaged or recent) and all(isinstance(e, TidegateError) for e in leaves)
+        return damaged or self.kernel.now_ms - self._damage_healed_ms <= DAMAGE_GRACE_MS
 
     def controller_starting(self, platform: Any) -> None:
         """A controller incarnation starts: is its clock behind what an oracle handed out?"""

@@ -6,7 +6,12 @@ import errno
 
 from tidegate.runtime.errors import EnvironmentFenced, OracleFenced
 from tidegate.runtime.pgwire.session import error_fields, sqlstate_of
-from tidegate.spec.errors import StorageUnavailable
+from tidegate.spec.errors import (
+    BlobCorrupt,
+    ConsensusCorrupt,
+    ConsensusStoreCorrupt,
+    StorageUnavailable,
+)
 
 
 def test_a_fenced_oracle_is_a_controller_going_away_not_an_internal_error() -> None:
@@ -39,3 +44,14 @@ def test_a_store_refusing_a_write_is_a_typed_sqlstate_not_an_internal_error() ->
     assert sqlstate_of(refusal(errno=errno.EFBIG)) == "54000"
     assert sqlstate_of(refusal(sqlstate="53100")) == "53100"
     assert sqlstate_of(refusal()) == "58030"
+
+
+def test_a_damaged_record_is_data_corrupted_not_an_internal_error() -> None:
+    """Found by the simulator's SQL clients (``small``, seed 3, bit rot in a consensus record):
+    an ``INSERT`` that met the damaged record was answered ``XX000``. PostgreSQL answers data
+    whose checksum does not match ``XX001`` (data_corrupted)."""
+    record = ConsensusCorrupt("u2", 85, "checksum mismatch")
+    blob = BlobCorrupt("u2", "u2/batch-1", "checksum mismatch")
+    assert sqlstate_of(record) == sqlstate_of(blob) == "XX001"
+    assert sqlstate_of(ConsensusStoreCorrupt("tidegate/consensus.db", "not a database")) == "XX001"
+    assert ("C", "XX001") in error_fields(record)
