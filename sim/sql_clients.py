@@ -134,6 +134,9 @@ unsupported-feature error, a data exception, an internal error -- is a finding."
 DISK_FULL = "53100"
 """PostgreSQL's disk_full: the refusal of a write begun while the disk was full (and only then;
 with nothing applied)."""
+INPUT_DROPPED = "55000"
+"""object_not_in_prerequisite_state: the refusal of a query an input of which a client dropped
+while it ran (and only then)."""
 DATA_CORRUPTED = "XX001"
 """PostgreSQL's data_corrupted: the refusal of a statement that met a damaged record, while the
 storage is damaged (and only then; the one ``XX`` code that is not an internal error here)."""
@@ -429,6 +432,18 @@ class SqlClients:
             )
             return None
 
+    def _dropped_meanwhile(self, ev: Mapping[str, Any], error: str) -> bool:
+        """Whether the object ``error`` names was dropped by a client while query ``ev`` ran."""
+        named = error.split(":", 1)[-1].split()
+        if not named:
+            return False
+        for d in self.history.ops("drop"):
+            gone = {d.get("id"), *d.get("gone", ())}
+            if named[0] in gone and d.get("complete_ms", ev["invoke_ms"]) >= ev["invoke_ms"]:
+                self.world.count("sql_query_input_dropped")
+                return True
+        return False
+
     def _damage_met(self, sqlstate: str) -> bool:
         """Whether ``sqlstate`` is a statement's refusal for meeting damaged storage (a record
         whose checksum does not match), and the storage is damaged."""
@@ -511,6 +526,8 @@ class SqlClients:
         if ev["status"] != "fail":
             return
         self.world.count(f"sql_refused_{state}")
+        if state == INPUT_DROPPED and self._dropped_meanwhile(ev, error):
+            return
         if state not in _ACCEPTED and not self._damage_met(state):
             self.world.violate(
                 "sql_queries_accepted",

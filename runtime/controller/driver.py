@@ -147,6 +147,7 @@ from .errors import (
     PeekFailed,
     ReplicasNotConnected,
     ResultTooLarge,
+    dropped_while_subscribed,
 )
 from .links import Backoff, ReplicaInfo, ReplicaLink
 from .storage_io import ShardStorageIO
@@ -1411,7 +1412,7 @@ class ControllerDriver:
             hit = sorted(sub.reads & gone)
             if hit:
                 instance = self._sub_instance.get(sub.id, self.instance)
-                last, why = sub.upper, f"{hit[0]} was dropped while the subscribe ran"
+                last, why = sub.upper, dropped_while_subscribed(hit[0])
                 sub.deliver(SubscribeBatchOut(instance, sub.id, last, last, (), why))
                 self._drop_lagged(sub)
         for id, waiter in list(self._copy_tos.items()):

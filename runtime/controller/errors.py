@@ -24,6 +24,8 @@ __all__ = [
     "SourceCeased",
     "SourceSchemaMismatch",
     "SubscribeLagged",
+    "dropped_while_subscribed",
+    "input_dropped",
 ]
 
 
@@ -56,6 +58,21 @@ class DependencyDropped(PeekFailed):
     def __init__(self, id: object, timestamp: int, dropped: object) -> None:
         super().__init__(id, timestamp, f"{dropped} was dropped while the peek was pending")
         self.dropped = dropped
+
+
+_SUBSCRIBE_INPUT_DROPPED = " was dropped while the subscribe ran"
+
+
+def dropped_while_subscribed(dropped: object) -> str:
+    """The error of a subscribe's last batch when ``dropped``, an input of it, was dropped."""
+    return f"{dropped}{_SUBSCRIBE_INPUT_DROPPED}"
+
+
+def input_dropped(error: str) -> str | None:
+    """The input a subscribe batch's ``error`` says was dropped (``None``: another error)."""
+    if error.endswith(_SUBSCRIBE_INPUT_DROPPED):
+        return error[: -len(_SUBSCRIBE_INPUT_DROPPED)]
+    return None
 
 
 class CopyToFailed(RuntimeControllerError):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 
+from tidegate.runtime.controller.errors import DependencyDropped
 from tidegate.runtime.errors import EnvironmentFenced, OracleFenced
 from tidegate.runtime.pgwire.session import error_fields, sqlstate_of
 from tidegate.spec.errors import (
@@ -55,3 +56,20 @@ def test_a_damaged_record_is_data_corrupted_not_an_internal_error() -> None:
     assert sqlstate_of(record) == sqlstate_of(blob) == "XX001"
     assert sqlstate_of(ConsensusStoreCorrupt("tidegate/consensus.db", "not a database")) == "XX001"
     assert ("C", "XX001") in error_fields(record)
+
+
+def test_a_query_whose_input_was_dropped_meanwhile_is_55000_by_either_path() -> None:
+    """Found by the simulator's SQL clients (``small``, seed 1, consensus failures): a query
+    answered by a transient dataflow (a subscribe) whose input a client dropped meanwhile was
+    answered ``22023``, a data error; the same query answered by a peek was ``55000``
+    (object_not_in_prerequisite_state). Both paths now say the same."""
+    from tidegate.runtime.controller.errors import dropped_while_subscribed, input_dropped
+    from tidegate.runtime.sql import _peek_error, _read_failed
+
+    error = dropped_while_subscribed("u6")
+    assert input_dropped(error) == "u6" and input_dropped("division by zero") is None
+    slow = _peek_error(_read_failed("t37", 2090, error))
+    fast = _peek_error(DependencyDropped("u6", 2090, "u6"))
+    assert sqlstate_of(slow) == sqlstate_of(fast) == "55000"
+    assert str(slow).startswith("u6 was dropped")
+    assert sqlstate_of(_peek_error(_read_failed("t37", 2090, "division by zero"))) == "22012"
