@@ -1,7 +1,7 @@
 """The floor of a peek's round trip: gRPC ping-pong with the scripted echo replica.
 
-``bench/runtime.py`` and ``bench/replica.py`` print their peeks beside it (issue 21:
-a point peek within 2x of it); ``bench/transport.py`` measures the transport against
+``bench/runtime.py`` and ``bench/replica.py`` print their peeks beside it (the
+target: a point peek within 2x of it); ``bench/transport.py`` measures the transport against
 the same echo replica. It answers each ``Peek`` at once from another process, so the
 floor is the transport's own cost, both ways.
 """

@@ -20,7 +20,7 @@ is steadier than appends/s on a noisy machine; a cut shows there first).
 
 Each level first runs ``WARMUP_S`` unmeasured. Appends that arrive while a commit
 is in flight join the next one (one timestamp, one compare-and-append per table,
-one consensus write), so throughput grows with concurrency. Targets (issue 21):
+one consensus write), so throughput grows with concurrency. Targets:
 >= 5,000 appends/s from 16 clients through ``Environment``, >= 1,000/s through the
 control endpoint, freshness p99 <= 100 ms.
 """
@@ -240,7 +240,7 @@ def main() -> None:
     )
     anyio.run(embedded, args.executor, clients, args.seconds)
     control_endpoint(args.executor, clients, args.seconds)
-    print("summary (issue 21 targets):")
+    print("summary (targets):")
     for label, got, target in (
         ("Environment.append, 16 clients /s", RESULTS.get("env16"), f">= {TARGET_ENV:,}"),
         ("control endpoint, 16 clients /s", RESULTS.get("http16"), f">= {TARGET_HTTP:,}"),

@@ -1,4 +1,4 @@
-"""Churn benchmark: memory under constant live data, with the default compaction (issue 17 §3).
+"""Churn benchmark: memory under constant live data, with the default compaction.
 
     python bench/churn.py [--minutes 10] [--executor python|spark] [--keys 1000]
 

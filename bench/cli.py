@@ -1,4 +1,4 @@
-"""CLI start-up: how long each command takes to answer, against the 0.3 s target (issue 19 §2).
+"""CLI start-up: how long each command takes to answer, against a 0.3 s target.
 
     python bench/cli.py [--runs 5]
 

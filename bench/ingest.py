@@ -1,4 +1,4 @@
-"""PostgreSQL change data capture and the Iceberg sink, end to end (issue 18's benchmark).
+"""PostgreSQL change data capture and the Iceberg sink, end to end.
 
     python bench/ingest.py [--seconds 5] [--rows 100000] [--rate 20000] [--txn-rows 1000]
                            [--url URL] [--profile DIR]
@@ -445,7 +445,7 @@ def main() -> None:
     t0 = time.perf_counter()
     with upstream(args.url) as url, tempfile.TemporaryDirectory(prefix="tidegate-ingest-") as tmp:
         anyio.run(run, args, url, Path(tmp))
-    print(f"summary (issue 18 targets), {time.perf_counter() - t0:.0f} s in all:")
+    print(f"summary (targets), {time.perf_counter() - t0:.0f} s in all:")
     for label, key, target, fmt in (
         ("CDC steady rows/s", "steady", f">= {TARGET_ROWS_S:,}", "{:,.0f}"),
         ("CDC saturation rows/s", "saturation", f">= {TARGET_ROWS_S:,}", "{:,.0f}"),

@@ -1,7 +1,7 @@
 """Benchmark of a state lookup in Spark: whole read, broadcast semi-join, Bloom filter.
 
-The design choice behind ``replica/spark/bloom.py`` (issue 7's 10x-state
-target): a step looks up the ~8,600 keys its change touches. The state is
+The design choice behind ``replica/spark/bloom.py`` (for state ten times
+the memory): a step looks up the ~8,600 keys its change touches. The state is
 ``SparkAccumulators`` with one int64 key and three runs of ``--keys`` entries
 each, materialised in Spark (cached, key-partitioned) the way a replica's are.
 Each way of reading is timed through ``Spine._fetch_job`` (one Spark job plus

@@ -1,4 +1,4 @@
-"""PostgreSQL change-data-capture clients, measured before one was chosen (issue 18 section 2).
+"""PostgreSQL change-data-capture clients, measured before one was chosen.
 
     python bench/pg_cdc_clients.py [--rows 20000] [--txn-rows 1000] [--clients a,b] [--url URL]
 

@@ -1,4 +1,4 @@
-"""Replica execution on Spark: issue 7's benchmark (``python bench/replica.py [--quick]``).
+"""Replica execution on Spark (``python bench/replica.py [--quick]``).
 
 Workloads (seeded, identical for every approach):
 
@@ -33,7 +33,7 @@ shows the reference executor's own growth on that workload.
 
 Finally, point peeks through gRPC: a real ``tidegate replica --executor spark``
 process holding a 100,000-row index answers 300 key lookups (target <= 5 ms
-median), beside the raw gRPC round trip to the scripted echo replica (issue 21:
+median), beside the raw gRPC round trip to the scripted echo replica (target:
 the peek within 2x of it).
 
 By default (b) and (c) run only the first ``--baseline-steps`` (10) steps, each
@@ -732,7 +732,7 @@ def _print_scaling(results: dict, chosen: list[str], args: argparse.Namespace) -
 
 
 SMALL = (1_000, 20, 1_000)
-"""The small workload of issue 21: keys, steps, updates per step."""
+"""The small workload (steps far below a Spark job's cost): keys, steps, updates per step."""
 
 
 def _print_small(args: argparse.Namespace, chosen: list[str]) -> bool:
@@ -911,7 +911,7 @@ def main() -> int:
                 f" index, {g['peeks']} peeks): median {g['median_ms']:.2f} ms,"
                 f" p95 {g['p95_ms']:.2f} ms (target <= 5 ms median)\n"
                 f"  raw gRPC round trip (echo replica): median {floor:.2f} ms; the peek is"
-                f" {ratio:.2f}x it: target <= 2x (issue 21): {'met' if ratio <= 2 else 'MISSED'}"
+                f" {ratio:.2f}x it: target <= 2x: {'met' if ratio <= 2 else 'MISSED'}"
             )
     return 0 if ok else 1
 

@@ -15,7 +15,7 @@ In one run (asyncio host loop):
 (d) sustained append throughput into the indexed table (batches of 10,000 rows),
     and how long the index then takes to catch up.
 
-Medians and p99. Targets (issues 8 and 21): (b) <= 2x (a) at the median; (c) median
+Medians and p99. Targets: (b) <= 2x (a) at the median; (c) median
 <= 2 s on local Spark; (d) >= 50,000 rows/s. ``--quick`` runs fewer iterations
 (for smoke runs); the figures to quote come from a full run.
 """
@@ -192,7 +192,7 @@ def main() -> None:
     print(line(f"(b) peek, point lookup on a {args.rows:,}-row index", f["peek"]))
     ratio = statistics.median(f["peek"]) / statistics.median(floor)
     print(
-        f"    (b)/(a) at the median: {ratio:.2f}x   target <= 2x (issue 21):"
+        f"    (b)/(a) at the median: {ratio:.2f}x   target <= 2x:"
         f" {'met' if ratio <= 2 else 'MISSED'}"
     )
     print(line("(c) freshness, append returned -> visible", f["fresh"]))

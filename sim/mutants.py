@@ -487,7 +487,7 @@ def _restore_skips_reconcile_patch() -> AbstractContextManager[None]:
 def _old_freshness_patch() -> AbstractContextManager[None]:
     """The runtime before group commit: a commit advances only the tables it writes, and a
     fresh read takes its inputs' latest complete time instead of the oracle's read timestamp
-    (the read-your-writes bug of issue 15: a join misses the caller's own append)."""
+    (a read-your-writes bug once found: a join misses the caller's own append)."""
     from tidegate.runtime.controller import driver as _driver
     from tidegate.runtime.environment import _data
 
@@ -625,7 +625,7 @@ def _catalog_unknown_outcome_patch() -> AbstractContextManager[None]:
     return _replaced(_catalog.Catalog, "_landed", lambda self, seqno, data: False)
 
 
-# -- bugs only the checks of issue 32's third part see -----------------------------------------
+# -- bugs only the checks that share no code with what they judge see -------------------------
 
 
 def _policy_rounds_up_patch() -> AbstractContextManager[None]:

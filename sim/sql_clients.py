@@ -76,7 +76,7 @@ from .choices import ChoiceSource, chance, pick
 from .history import finishing_from_json, finishing_to_json, row_out
 from .pg_client import BytePipe, PgError, PgProtocolBroken, PgResult, WireClient
 from .process import ProcessKilled
-from .sql_gen import WORDS, Relation, SqlGen, symbol
+from .sql_gen import WORDS, QueryInput, SqlGen, symbol
 
 if TYPE_CHECKING:
     from .clients import Clients
@@ -275,18 +275,18 @@ class SqlClients:
         )
 
     # -- what queries read ----------------------------------------------------------------------
-    def relations(self) -> list[Relation]:
+    def relations(self) -> list[QueryInput]:
         """What a query may read now (by what the clients know exists)."""
-        out: list[Relation] = []
+        out: list[QueryInput] = []
         for t in self.owner.scenario.tables:
-            out.append(Relation(t.id, t.schema, Get(self.symbols[t.id], t.schema)))
+            out.append(QueryInput(t.id, t.schema, Get(self.symbols[t.id], t.schema)))
         for p in POOL:
             if p.name in self.tables:
-                out.append(Relation(p.name, p.schema, Get(self.symbols[p.name], p.schema)))
+                out.append(QueryInput(p.name, p.schema, Get(self.symbols[p.name], p.schema)))
         for name in sorted(self.objects):
             obj = self.defined[name]
             if obj.kind in ("view", "materialized_view"):
-                out.append(Relation(name, obj.schema(), obj.plan))
+                out.append(QueryInput(name, obj.schema(), obj.plan))
         scenario_ids = {
             GlobalId.parse(t.id): self.symbols[t.id] for t in self.owner.scenario.tables
         }
@@ -300,7 +300,7 @@ class SqlClients:
             schema = typecheck(plan)
             names = [c.name for c in schema.columns]
             if len(set(names)) == len(names) and all(n.isidentifier() for n in names):
-                out.append(Relation(name, schema, plan))
+                out.append(QueryInput(name, schema, plan))
         return out
 
     def _reads(self, plan: Plan) -> tuple[str, ...]:

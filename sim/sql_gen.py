@@ -88,7 +88,7 @@ __all__ = [
     "DISABLED",
     "SYMBOL_BASE",
     "Query",
-    "Relation",
+    "QueryInput",
     "SqlGen",
     "symbol",
 ]
@@ -110,7 +110,7 @@ def symbol(k: int) -> GlobalId:
 
 
 @dataclass(frozen=True)
-class Relation:
+class QueryInput:
     """What a query may read: ``name`` in SQL, its columns, and the reference plan of reading it
     (a table's ``Get`` of its symbol; a view's or materialized view's definition, inlined)."""
 
@@ -256,7 +256,7 @@ class SqlGen:
     """
 
     choices: ChoiceSource
-    relations: Sequence[Relation]
+    relations: Sequence[QueryInput]
     params: bool = False
     enabled: frozenset[str] | None = None
     _alias: int = 0
@@ -636,7 +636,7 @@ def _cte(g: SqlGen, depth: int) -> _From:
     """``WITH w AS (query) ... FROM w``: read like a table (its plan inlined)."""
     inner = _select(g, depth - 1)
     name = g._fresh().replace("t", "w")
-    rel = Relation(name, inner.schema, inner.relation())
+    rel = QueryInput(name, inner.schema, inner.relation())
     alias = g._fresh()
     cols = [_Col(alias, c.name, c.type, i) for i, c in enumerate(rel.schema.columns)]
     return _From(f"{name} AS {alias}", rel.plan, cols, list(cols), [], [f"{name} AS ({inner.sql})"])

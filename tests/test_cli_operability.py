@@ -1,7 +1,6 @@
 """Living with ``tidegate up``, with real processes: what it says while it starts and as replicas
 come and go, ``status`` (starting, restarting, failed; hydration; memory limits; errors),
-``describe``, ``subscribe``, ``replica add/list/drop`` and readable times (issue 20 sections 1
-and 3, issue 17 section 6).
+``describe``, ``subscribe``, ``replica add/list/drop`` and readable times.
 
 One ``tidegate up --executor python`` serves the module (starting one costs seconds); the
 tests run in order against it, the replica kill last. The memory limit has an ``up`` of its own.

@@ -1,4 +1,4 @@
-"""Regression (issue 17 §5): a ``drop --cascade`` racing a ``create-index`` through the control
+"""Regression: a ``drop --cascade`` racing a ``create-index`` through the control
 endpoint was applied (the table and the new index were both dropped) but answered 400 (``missing
 field``): the answer named the dropped objects from a list taken before the drop waited for the
 index's DDL. The answer now matches what happened: 200, naming every dropped object."""

@@ -11,7 +11,7 @@ A module is *public* when no part of its dotted name starts with ``_``; its
   meets ``CollectionKind`` must not have to ask which one), and the other
   layers do not reuse a name of the spec for something else.
 
-Known clashes are listed with the rename that will remove them (issue 22);
+Known clashes are listed with the rename that will remove them;
 the clash tests fail when a new clash appears *and* when a listed one is gone,
 so the lists only shrink.
 """

@@ -1,7 +1,7 @@
 """Framing: a message too large for one gRPC message travels as fragments.
 
 gRPC refuses a message over 4 MiB by default, and a peek of a big index can
-answer far more (issue 17: a 50 MiB answer broke the replica's stream, and the
+answer far more (a 50 MiB answer once broke the replica's stream, and the
 controller reconnected about three times a second, for ever). The sender cuts
 the serialized message into slices of at most :data:`MAX_FRAME_BYTES`, each
 sent as a :class:`ProtoFragment` frame (``more`` on all but the last); the

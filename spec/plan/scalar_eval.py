@@ -30,7 +30,7 @@ and day); for a timestamp a date, optionally followed by a space or ``T`` and
 ``HH:MM``, ``HH:MM:SS`` or ``HH:MM:SS.ffffff`` (one to six fraction digits:
 PostgreSQL rounds a seventh, DuckDB truncates it, tidegate refuses it).
 
-The functions added by issue 16 (see ``docs/plan-language.md``): ``abs``
+The functions of ``docs/plan-language.md``: ``abs``
 (int64 overflow on ``abs(INT64_MIN)``), ``round`` (to an integral value of the
 same type, half away from zero as PostgreSQL's ``numeric`` and DuckDB's
 ``double`` do; PostgreSQL's ``double precision`` rounds half to even),

@@ -8,7 +8,7 @@ rows and errors SQL gives at some times. :meth:`.ExecutorContractTests.test_sql_
 checks that the reference gives exactly those and that an executor, fed the
 inputs one time at a time, agrees with the reference at every time.
 
-The cases are the edge cases of issue 16: sums beyond the range of their
+The cases are the edge cases where engines most often part from SQL: sums beyond the range of their
 type, int64 compared with (and joined to) float64, string-to-number casts of
 non-ASCII or malformed numbers, LIKE patterns ending in the escape
 character, string-to-bool/date/timestamp casts in SQL's literal syntax, and

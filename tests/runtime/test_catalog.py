@@ -427,7 +427,7 @@ def test_encoding_round_trips(history: tuple[list[CatalogOp], list[CatalogState]
 def test_lookups_agree_with_a_scan_of_each_state(
     history: tuple[list[CatalogOp], list[CatalogState]],
 ) -> None:
-    """A state remembers its lookups (issue 21); each state's are its own, though every
+    """A state remembers its lookups; each state's are its own, though every
     state after the first is made from the one before, whose lookups ran first."""
     for state in history[1]:
         collections = [

@@ -1,4 +1,4 @@
-"""Large peek answers: delivered in fragments, or refused by a configured limit (issue 17).
+"""Large peek answers: delivered in fragments, or refused by a configured limit.
 
 A peek answer larger than gRPC's 4 MiB message limit used to break the
 replica's stream; the controller reconnected about three times a second, for

@@ -62,7 +62,7 @@ def test_managed_replicas_survive_a_sigkill(tmp_path: Path, backend: str) -> Non
 def test_a_read_after_an_acknowledged_append_sees_it_through_a_join(
     tmp_path: Path, backend: str
 ) -> None:
-    """Regression (issue 15): with tables ``a`` and ``b`` and an index on ``a.join(b)``, a peek
+    """Regression: with tables ``a`` and ``b`` and an index on ``a.join(b)``, a peek
     that started after ``append("a")`` returned missed the append (5 of 5 tries) and a peek at
     its timestamp failed with ``ReadBeyondUpper``: only ``a``'s upper had moved, ``b``'s waited
     for the next tick. Group commit now advances every table together and a fresh read takes

@@ -235,7 +235,7 @@ def test_no_acknowledged_append_is_lost_across_a_promotion(tmp_path: Path, backe
                     assert refused and acked
                     rows = sorted(r[0] for (r, _d) in await new.peek("t"))
                     assert {0, *acked} <= set(rows)
-                    assert not set(refused) & set(rows)  # a refusal never wrote (issue 37 #2)
+                    assert not set(refused) & set(rows)  # a refusal never wrote
                     assert len(rows) == len(set(rows))  # nothing twice
 
     run(backend, main)
@@ -250,7 +250,7 @@ def test_an_append_that_lands_after_a_promotion_is_not_acknowledged(
     old writer's compare-and-append still lands. It must not be acknowledged: the new writer
     may already serve reads without it. (Under load the old writer won this race and
     acknowledged; the leadership check after every commit closes it.) Nor may it be refused:
-    it landed, and a client that trusts a refusal and retries writes it twice (issue 37 #2),
+    it landed, and a client that trusts a refusal and retries writes it twice,
     so the answer is ``AppendOutcomeUnknown``. The interleaving is forced by holding the new
     writer's first commit until the old append has answered."""
 

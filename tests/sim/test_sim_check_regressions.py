@@ -138,7 +138,7 @@ def test_a_materialized_view_without_inputs_stays_readable() -> None:
     """Small seed 3 (``valid_reads_answered``, reads of objects nobody dropped): a copy-to of
     the constant view ``fixed_mv`` 200 ms into the run failed with ``CollectionMissing``. Once
     complete, the view's write-only dataflow released its since, and a fresh read of an object
-    without durable inputs took its time from that dataflow (issue 34's ``CREATE MATERIALIZED
+    without durable inputs took its time from that dataflow (``CREATE MATERIALIZED
     VIEW k AS SELECT 1``). Shrunk to one action."""
     sc = _scenario("small", [_FIXED_MV], duration_ms=300, faults=3, quiet_ms=6_000)
     plan = FaultPlan.from_json(

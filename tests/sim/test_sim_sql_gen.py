@@ -22,7 +22,7 @@ import pytest
 from tidegate.sim.choices import SeededChoices, chance, pick
 from tidegate.sim.scenario import small
 from tidegate.sim.sql_clients import POOL
-from tidegate.sim.sql_gen import CONSTRUCTS, DISABLED, WORDS, Query, Relation, SqlGen, symbol
+from tidegate.sim.sql_gen import CONSTRUCTS, DISABLED, WORDS, Query, QueryInput, SqlGen, symbol
 from tidegate.spec.plan import Get, Schema, evaluate, reference_peek
 from tidegate.spec.protocol.responses import PeekRows
 
@@ -31,8 +31,8 @@ _TABLES += [(p.name, p.schema) for p in POOL]
 _DUCK_TYPES = {"string": "VARCHAR", "int64": "BIGINT", "bool": "BOOLEAN"}
 
 
-def _relations() -> list[Relation]:
-    return [Relation(n, s, Get(symbol(k), s)) for k, (n, s) in enumerate(_TABLES)]
+def _relations() -> list[QueryInput]:
+    return [QueryInput(n, s, Get(symbol(k), s)) for k, (n, s) in enumerate(_TABLES)]
 
 
 def _contents(choices: SeededChoices) -> dict[str, list[tuple[Any, ...]]]:

@@ -1,4 +1,4 @@
-"""An independent oracle: random plans translated to SQL and run on DuckDB (issue 16 §3).
+"""An independent oracle: random plans translated to SQL and run on DuckDB.
 
 Each case (``oracle_cases.py``, a generator written apart from
 ``tidegate.spec.strategies``) is one to three random input collections with
@@ -137,7 +137,7 @@ The oracle found that tidegate's casts from string to bool, date and timestamp
 read more than SQL's literal syntax: they stripped Unicode whitespace
 (``'\u00a0true'``) and read what Python's ``fromisoformat`` reads
 (``'20200101'``, ``'2020-W01-1'``, ``'2020-01-01 10'``, any separator instead
-of ``T``, seven or more fraction digits). tidegate follows SQL now (issue 16);
+of ``T``, seven or more fraction digits). tidegate follows SQL;
 those strings are regression examples in ``test_sql_oracle_examples.py``.
 
 Budget: 300 cases (reference and ``PythonExecutor``) under the ``dev`` and

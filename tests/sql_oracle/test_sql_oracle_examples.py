@@ -212,7 +212,7 @@ SCALARS: list[tuple[str, ScalarExpr, Any]] = [
     ("like trailing escape", call(B.LIKE, s("b"), s("a\\")), Err(LIKE_ESCAPE)),
     ("like escaped escape", call(B.LIKE, s("a\\"), s("a\\\\")), True),
     ("like NULL pattern", call(B.LIKE, s(None), s("a\\")), None),
-    # issue 16 section 4: the functions users reach for
+    # the functions users reach for
     ("abs int", CallUnary(UnaryFunc.ABS, i(-7)), 7),
     ("abs INT64_MIN overflows", CallUnary(UnaryFunc.ABS, i(INT64_MIN)), Err(INT_RANGE)),
     ("abs float", CallUnary(UnaryFunc.ABS, f(-2.5)), 2.5),

@@ -178,7 +178,7 @@ class _Endpoint:
     time limits, parses it and answers with the handler's result.
 
     One catch-all route has no use for a router or middleware: each layer of them cost
-    more per request than the rest of an append's way through the endpoint (issue 21).
+    more per request than the rest of an append's way through the endpoint.
     """
 
     def __init__(self, handler: Handler, token: str, limits: Limits) -> None:

@@ -8,7 +8,7 @@ the grouped matrix (:class:`Segments`), gives every slot's running value per
 key at once. A numpy call costs a small fraction of an Arrow kernel call
 (about 2 against 16 us), and one call now covers every slot, where the Arrow
 replay made one per slot and quantity: on a step of a thousand changes that
-overhead was most of the work (issue 21).
+overhead was most of the work.
 
 int64 arithmetic here wraps silently, so exactness rests on two facts. The
 caller checks that every partial sum of a column's changes fits int64

@@ -225,7 +225,7 @@ def test_a_join_keyed_twice_on_one_column_agrees(spark: SparkSession, kind: Join
 
 @pytest.mark.parametrize("kind", [JoinKind.RIGHT, JoinKind.FULL])
 def test_right_and_full_joins_agree_incrementally(spark: SparkSession, kind: JoinKind) -> None:
-    # issue 16: a key appears, is retracted below zero and comes back; each step's batch (the
+    # a key appears, is retracted below zero and comes back; each step's batch (the
     # padded rows retracted when a match arrives) equals the PythonExecutor's
     feeds: Feeds = [
         {A: ups(0, ((1, 10), 1), ((None, 1), 1)), B: ups(0, ((1, "x"), 1), ((3, "w"), 2))},
@@ -384,7 +384,7 @@ def test_many_times_in_one_step_replay_in_order(spark: SparkSession) -> None:
 
 
 def test_int64_sums_beyond_the_range_are_errors(spark: SparkSession) -> None:
-    # issue 16: a sum typed int64 returned 3 * (2**63 - 1), which an importing index then
+    # a sum typed int64 once returned 3 * (2**63 - 1), which an importing index then
     # refused with InvalidInputRow; it is the group's "integer out of range" error now
     big = 2**63 - 1
     plan = Distinct(Reduce(GA, (0,), (Aggregate(AggFunc.SUM, 1),)))

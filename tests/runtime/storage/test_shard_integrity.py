@@ -1,4 +1,4 @@
-"""Integrity and bad inputs of the shard store (issue 17, sections 4 and 5).
+"""Integrity and bad inputs of the shard store.
 
 Every blob's SHA-256 is recorded in the shard's state when it is written and checked on
 every read; every consensus record carries a SHA-256 of itself. Corrupting any byte of a

@@ -403,7 +403,7 @@ def test_urls_pick_backends(tmp_path):
         open_consensus("mysql://x")
 
 
-# -- empty appends (issue 16) --------------------------------------------------------------------
+# -- empty appends -------------------------------------------------------------------------------
 
 EMPTY = pa.table(
     {
@@ -418,7 +418,7 @@ EMPTY = pa.table(
 @pytest.mark.parametrize("updates", [[], EMPTY], ids=["tuples", "arrow"])
 def test_an_empty_append_at_the_upper_is_a_no_op(store, updates):
     """No updates with ``expected == new ==`` the upper succeeds and writes nothing (persist's
-    no-op); before issue 16 the store refused it with InvalidShardBounds."""
+    no-op); the store used to refuse it with InvalidShardBounds."""
     store.compare_and_append("u1", [((1, "a"), 0, 1)], 0, 3)
     before, blobs = heads(store), store.blob.list_keys()
     assert store.compare_and_append("u1", updates, 3, 3) == Antichain([3])

@@ -1,4 +1,4 @@
-"""An unreadable table answers peeks with an error instead of leaving them hanging (issue 17 §4).
+"""An unreadable table answers peeks with an error instead of leaving them hanging.
 
 A real replica process (managed by the environment, python executor) follows a table
 whose only batch is then corrupted on disk. A new index on it must read the batch: the

@@ -1,4 +1,4 @@
-"""Over its memory limit, the replica fails the dataflow holding the most state (issue 17 §6).
+"""Over its memory limit, the replica fails the dataflow holding the most state.
 
 ``ComputeReplica.fail_largest_dataflow`` asks the executor for each dataflow's state (in
 records), fails the largest (ties: the newest) and returns its exports; the peeks there

@@ -1,4 +1,4 @@
-"""A storage collection the driver cannot read fails the index peeks that wait on it (issue 17 §4).
+"""A storage collection the driver cannot read fails the index peeks that wait on it.
 
 ``ComputeReplica.source_failed`` marks a followed collection unreadable: index peeks that
 are not ready and whose dataflow reads it (directly or through an imported index) answer a

@@ -1,4 +1,4 @@
-"""The plan language of issue 16 section 4: scalar functions, bool/string aggregates, right and
+"""The plan language's scalar functions, bool/string aggregates, right and
 full outer joins, and the string casts that follow SQL's literal syntax.
 
 Each function: its typing rules (a typed error for every bad input), examples of its

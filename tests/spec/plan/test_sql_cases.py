@@ -1,4 +1,4 @@
-"""The reference evaluator gives what SQL (PostgreSQL) gives on the edge cases of issue 16.
+"""The reference evaluator gives what SQL (PostgreSQL) gives on the edge cases where engines most often part from SQL.
 
 The same cases run on every executor through ``ExecutorContractTests.test_sql_cases``.
 """
