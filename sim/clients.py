@@ -79,6 +79,14 @@ class ClientsWorld(WorldPort, Protocol):
     ) -> None:
         """A hydration question was answered (the checkers judge the answer at once)."""
 
+    def storage_damaged(self) -> bool:
+        """Whether the storage is damaged (rot, a lost record, a full disk) or was a moment ago."""
+        ...
+
+    def disk_was_full(self, since_ms: int) -> bool:
+        """Whether the disk was full at some moment since ``since_ms``."""
+        ...
+
 
 DIED = "the controller died"
 """Why an operation's outcome is unknown: its controller was killed before it answered."""
