@@ -319,11 +319,15 @@ class ReadsAndWrites:
             if g in seen:
                 continue
             seen.add(g)
-            if isinstance(state.get(g), SourceEntry):
+            if state.view(g) is not None:  # a view has no collection: look through it first
+                stack.extend(state.dependencies(g))
+                continue
+            entry = state.get(g)
+            if isinstance(entry, SourceEntry):
                 status = storage.status(g)
                 if status is not None and status.status is SourceStatus.CEASED:
                     return SourceCeased(g, status.error)
-            elif state.view(g) is not None or not isinstance(state.get(g), _DURABLE_INPUTS):
+            elif not isinstance(entry, _DURABLE_INPUTS):
                 stack.extend(state.dependencies(g))
         return None
 
