@@ -45,9 +45,9 @@ objects exist.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import trio
 
@@ -73,13 +73,46 @@ from tidegate.spec.plan import (
 )
 
 from .choices import ChoiceSource, chance, pick
-from .history import finishing_from_json, finishing_to_json, row_out
+from .history import ClientHistory, finishing_from_json, finishing_to_json, row_out
 from .pg_client import BytePipe, PgError, PgProtocolBroken, PgResult, WireClient
 from .process import ProcessKilled
+from .scenario import DataflowSpec, Scenario, SourceSpec
 from .sql_gen import WORDS, QueryInput, SqlGen, symbol
+from .world_port import WorldPort
 
-if TYPE_CHECKING:
-    from .clients import Clients
+
+class _Spawner(Protocol):
+    def spawn(self, fn: Callable[..., Awaitable[Any]], *args: Any) -> None: ...
+
+
+class _SqlWorld(WorldPort, Protocol):
+    """What the SQL clients use of the world: its services, and the controller process whose
+    wire sessions they open."""
+
+    @property
+    def controller(self) -> _Spawner: ...
+
+
+class _Owner(Protocol):
+    """What the SQL clients use of the workload they belong to (:class:`.clients.Clients`,
+    typed here by what it offers so that neither module needs the other)."""
+
+    @property
+    def world(self) -> _SqlWorld: ...
+
+    scenario: Scenario
+    history: ClientHistory
+    source: ChoiceSource
+    schemas: dict[str, Schema]
+    specs: dict[str, DataflowSpec]
+    source_specs: dict[str, SourceSpec]
+    table_ids: dict[str, GlobalId]
+    source_ids: dict[str, GlobalId]
+    objects: dict[str, GlobalId]
+    sql_marker: int
+
+    def _died(self, ev: dict[str, Any]) -> None: ...
+
 
 __all__ = ["POOL", "SQL_ACTIONS", "SqlClients", "sql_target"]
 
@@ -206,7 +239,7 @@ class _Refused(Exception):
 class SqlClients:
     """The SQL clients of a run (see the module docstring)."""
 
-    def __init__(self, owner: Clients) -> None:
+    def __init__(self, owner: _Owner) -> None:
         self.owner = owner
         self.world = owner.world
         self.history = owner.history
