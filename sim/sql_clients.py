@@ -92,6 +92,14 @@ class _SqlWorld(WorldPort, Protocol):
     @property
     def controller(self) -> _Spawner: ...
 
+    def storage_damaged(self) -> bool:
+        """Whether the storage is damaged (rot, a lost record, a full disk) or was a moment ago."""
+        ...
+
+    def disk_was_full(self, since_ms: int) -> bool:
+        """Whether the disk was full at some moment since ``since_ms``."""
+        ...
+
 
 class _Owner(Protocol):
     """What the SQL clients use of the workload they belong to (:class:`.clients.Clients`,
