@@ -38,7 +38,7 @@ from tidegate.spec.shard import Consensus, VersionedData
 from .errors import OracleError, OracleFenced
 from .sealed import seal, unseal
 
-__all__ = ["DEFAULT_ORACLE_KEY", "TimestampOracle"]
+__all__ = ["DEFAULT_ORACLE_KEY", "TimestampOracle", "decode_oracle_state", "durable_epoch"]
 
 DEFAULT_ORACLE_KEY = "tidegate/oracle"
 _FORMAT_VERSION = 1
@@ -63,6 +63,18 @@ def _decode(key: str, data: bytes) -> tuple[int, int]:
     if type(upper) is not int or type(epoch) is not int or upper < 0 or epoch < 0:
         raise OracleError(f"oracle {key!r}: malformed durable state {obj!r}")
     return upper, epoch
+
+
+def decode_oracle_state(data: bytes, key: str = DEFAULT_ORACLE_KEY) -> tuple[int, int]:
+    """A durable oracle record's ``(upper, epoch)`` [OracleError if it is damaged or foreign]."""
+    return _decode(key, data)
+
+
+def durable_epoch(consensus: Consensus, key: str = DEFAULT_ORACLE_KEY) -> int:
+    """Blocking: the epoch of the oracle that last wrote ``key`` (``0`` if none ever did): the
+    writer epoch of the environment writing now, read without opening (and so fencing) it."""
+    head = consensus.head(key)
+    return 0 if head is None else _decode(key, head.data)[1]
 
 
 class TimestampOracle:

@@ -134,7 +134,7 @@ from .catalog import (
     TableEntry,
     ViewEntry,
 )
-from .controller.errors import DependencyDropped, PeekFailed, ResultTooLarge
+from .controller.errors import DependencyDropped, PeekFailed, ResultTooLarge, input_dropped
 from .errors import HasDependents, InvalidCatalogOp, UnknownCatalogObject
 
 if TYPE_CHECKING:
@@ -496,6 +496,15 @@ async def run_statement(
         raise cls(str(e)) from e
 
 
+def _read_failed(id: object, at: int, error: str) -> PeekFailed:
+    """The error of a read whose subscribe ended with ``error``: an input dropped meanwhile is
+    :class:`DependencyDropped`, as for a peek (SQLSTATE 55000, not a data error)."""
+    dropped = input_dropped(error)
+    if dropped is not None:
+        return DependencyDropped(id, at, dropped)
+    return PeekFailed(id, at, error)
+
+
 def _peek_error(e: PeekFailed) -> SqlError:
     """A failed read as the SQL error a client sees: a query's evaluation error (division by
     zero, overflow, a bad cast) as its SQLSTATE class 22 error, the rest as what they are."""
@@ -717,7 +726,7 @@ async def _read(
         await sub.aclose()
     as_of = int(batch.lower.elements[0]) if batch.lower.elements else at
     if batch.error is not None:
-        raise PeekFailed(batch.id, as_of if as_of is not None else -1, batch.error)
+        raise _read_failed(batch.id, as_of if as_of is not None else -1, batch.error)
     acc: dict[Row, int] = {}
     for t, row, diff in batch.updates:
         # the first batch covers [as_of, upper): the snapshot is what is at or before the as_of
@@ -919,7 +928,7 @@ async def _subscribe_snapshot(
     finally:
         await sub.aclose()
     if batch.error is not None:
-        raise PeekFailed(batch.id, -1, batch.error)
+        raise _read_failed(batch.id, -1, batch.error)
     rows: list[Row] = [(int(t), int(d), *r) for t, r, d in batch.updates]
     return SqlResult(
         f"SUBSCRIBE {len(rows)}",

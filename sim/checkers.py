@@ -466,7 +466,10 @@ class Checker:
 
     def _check_holds(self, env: Environment) -> None:
         ctl = env.driver.ctl
+        generation = self.world.controller.generation_here()
         for ev, _scope in self.world.clients.peeks:
+            if ev.get("controller", generation) != generation:
+                continue  # another incarnation's peek (a zombie's): its holds are there
             at = ev.get("at")
             if at is None or ev.get("expect") != "answer" or ev["status"] != "pending":
                 continue
@@ -503,8 +506,15 @@ class Checker:
                     )
 
     # -- a restored controller ------------------------------------------------------------------
-    def controller_restored(self, env: Environment) -> None:
+    def controller_restored(
+        self, env: Environment, restored: frozenset[GlobalId] | None = None
+    ) -> None:
         """No promised history lost; storage sinces the shards'; as-ofs readable; compute anew.
+
+        ``restored``: the compute collections the restore brought back (``None``: all there
+        are). The clients came up since, and a first setup (every earlier incarnation died
+        before it) may have created dataflows: their as-ofs were chosen over the sinces of
+        then, which later policies moved, so only the restored ones are judged here.
 
         A storage collection's since starts again from its shard's durable since,
         which may lag what the dead controller held in memory (its last since
@@ -549,6 +559,8 @@ class Checker:
                     f"{c.id} was restored at since {c.since}, before its shard's since {durable[0]}",
                 )
         for cc in ctl.compute.instance(INSTANCE).collections():
+            if restored is not None and cc.id not in restored:
+                continue
             for dep, _ in cc.storage_dependencies:
                 durable = self.truth.frontiers.get(str(dep))
                 if durable is not None and not durable[0] <= cc.as_of:
@@ -592,6 +604,13 @@ class Checker:
         self._refresh()
         self._judge_new()
         self.resolve_in_doubt()
+        for tid in self.truth.tables():  # a lost catalog must never cost the data (issue 37 #3)
+            fr = self.truth.frontiers.get(str(tid))
+            if fr is not None and not fr[1].elements and tid not in self.world.dropped_ids:
+                self.violate(
+                    "nothing_deleted_undropped",
+                    f"table {tid}'s shard was finalized, but no client dropped it",
+                )
         for ev in self.history.events:
             if ev.get("status") == "pending" and ev["op"] != "subscribe":
                 self.violate(
@@ -649,21 +668,28 @@ class Checker:
         """
         ctl = env.driver.ctl
         names = [info.replica for info in env.replicas()]
+        # What reads a source that stopped for good (its upstream changed schema, its slot is
+        # gone) can never hydrate past it.
+        stopped = set() if self.storage is None else self.storage.stopped_for_good()
         for c in ctl.compute.instance(INSTANCE).collections():
             if c.dropped or c.id.is_transient or c.kind == "log":
                 continue
-            if self._sealed(c.id):
-                continue  # its durable output is complete: no replica has anything to compute
             start = self.quiet_start.get(("compute", c.id))
+            stuck = (
+                bool(stopped)
+                and c.id in self.model.plans
+                and bool(stopped & self.model.inputs(c.id))
+            )
+            written = self._written(c.id)
             for r in names:
-                if not self.progress.hydrated(r, c.id):
+                if not stuck and not self.progress.hydrated(r, c.id, written=written):
                     self.violate(
                         "hydration_completes",
                         f"replica {r} never reported an output frontier of {c.id} beyond the "
                         "as_of it was given, on its current connection",
                     )
                 want = None if start is None else time_of(start[1])
-                got = self.progress.write(r, c.id)
+                got = self.progress.write(r, c.id, written=written)
                 if start is not None and not (got is None or (want is not None and got >= want)):
                     self.violate(
                         "replicas_agree",
@@ -671,9 +697,9 @@ class Checker:
                         f"the controller's write frontier [{want}] when the faults had stopped",
                     )
 
-    def _sealed(self, id: GlobalId) -> bool:
-        """Whether ``id`` is a materialized view whose shard on the disk is complete (its upper
-        is empty): a controller need not install it anywhere, and is right to call it hydrated."""
+    def _written(self, id: GlobalId) -> bool:
+        """Whether materialized view ``id``'s shard is complete on the simulated disk (upper
+        ``[]``): read off the disk, not from the controller's bookkeeping."""
         if id not in self._views:
             return False
         self.truth.refresh(only=(str(id),))
@@ -703,7 +729,8 @@ class Checker:
                 if not c.dropped and not c.id.is_transient and c.kind != "log"
             ]
         for id in ids:
-            if not self._sealed(id) and not any(self.progress.hydrated(r, id) for r in asked):
+            written = self._written(id)
+            if not any(self.progress.hydrated(r, id, written=written) for r in asked):
                 self.violate(
                     "hydration_matches_trace",
                     f"hydration {ev['n']} answered that {id} is hydrated (on {asked}), but no "
@@ -889,32 +916,23 @@ class Checker:
                 bucket = leftover.get((table, int(ev["time"])), Counter())
                 for r, d in rows:
                     bucket[(row_in(r), int(d))] -= 1
-        for ev in self.history.ops("append"):
-            if ev["status"] != "info":
-                continue
+        infos = [ev for ev in self.history.ops("append") if ev["status"] == "info"]
+        wants: list[dict[str, Counter[tuple[Row, int]]]] = []
+        for ev in infos:
             wanted: dict[str, Counter[tuple[Row, int]]] = {}
             for table, rows in ev["batches"]:
                 wanted.setdefault(table, Counter()).update((row_in(r), int(d)) for r, d in rows)
-            times = sorted({t for (table, t), c in leftover.items() if table in wanted and +c})
-
-            def fits(
-                table: str, t: int, wanted: dict[str, Counter[tuple[Row, int]]] = wanted
-            ) -> bool:
-                have = leftover.get((table, t), Counter())
-                return all(have[k] >= n for k, n in wanted[table].items())
-
-            # Each table's part is one shard write: it lands whole or not at all, at the
-            # commit's one timestamp. Parts of one call land together unless the controller
-            # died between its shard writes (documented: multi-table appends are atomic
-            # except across a controller crash).
-            chosen = next((t for t in times if all(fits(table, t) for table in wanted)), None)
-            landed: dict[str, bool] = {}
-            if chosen is None:
-                chosen = next((t for t in times if any(fits(table, t) for table in wanted)), None)
-                if chosen is not None:
-                    self.world.count("append_in_doubt_partly_landed")
-            for table in wanted:
-                landed[table] = chosen is not None and fits(table, chosen)
+            wants.append(wanted)
+        # Each table's part is one shard write: it lands whole or not at all, at the commit's
+        # one timestamp. Parts of one call land together unless the controller died between
+        # its shard writes (documented: multi-table appends are atomic except across a
+        # controller crash). Which landed batch an append in doubt wrote is sought as a whole:
+        # taking each append's first fit in turn could hand one append's rows to another with
+        # the same rows (an earlier one, lost), and call the rest of the batch a phantom.
+        chosen = _explain_in_doubt(leftover, wants, [bool(ev.get("acked")) for ev in infos])
+        for ev, wanted, (at, landed) in zip(infos, wants, chosen, strict=True):
+            if at is not None and not all(landed.values()):
+                self.world.count("append_in_doubt_partly_landed")
             ev["landed_tables"] = landed
             ev["landed"] = any(landed.values())
             if ev.get("acked") and not all(landed.values()):
@@ -926,14 +944,14 @@ class Checker:
             if not ev["landed"]:
                 self.world.count("append_in_doubt_lost")
                 continue
-            assert chosen is not None
-            ev["time"] = chosen
+            assert at is not None
+            ev["time"] = at
             self.world.count("append_in_doubt_landed")
             if ev.get("acked"):  # acknowledged, its time now known: judged as any append
                 ev["status"] = "ok"
             for table, want in wanted.items():
                 if landed[table]:
-                    bucket = leftover[(table, chosen)]
+                    bucket = leftover[(table, at)]
                     for k, n in want.items():
                         bucket[k] -= n
         self._check_request_ids()
@@ -951,3 +969,115 @@ class Checker:
                     "acknowledged_appends_durable",
                     f"acknowledged updates at {t} are missing from {table}'s shard",
                 )
+
+
+_EXPLAIN_BUDGET = 50_000
+"""How many choices :func:`_explain_in_doubt` tries before it settles for first fits."""
+
+_Choice = tuple[int | None, dict[str, bool]]
+
+
+def _explain_in_doubt(
+    leftover: Mapping[tuple[str, int], Counter[tuple[Row, int]]],
+    wants: list[dict[str, Counter[tuple[Row, int]]]],
+    acked: list[bool],
+) -> list[_Choice]:
+    """Where each append in doubt landed: a time and which of its tables' parts landed there
+    (``None``: nowhere), so that together they explain every update in ``leftover`` (what
+    the shards hold beyond the acknowledged appends), if any choice does.
+
+    Each append's options, in order of preference: the earliest time every part fits, then
+    the earliest time some part fits (a multi-table append torn by a crash), then nowhere; an
+    acknowledged one (its time unknown) only its whole fits. The first choice that leaves no
+    update unexplained is taken (a backtracking search within :data:`_EXPLAIN_BUDGET`); if
+    none does, every append takes its first option in turn and what is left over is a phantom.
+    ``leftover`` is not changed.
+    """
+    left = {k: Counter(v) for k, v in leftover.items()}
+    last: dict[tuple[str, int], int] = {}  # the last append that could explain a bucket
+    for i, wanted in enumerate(wants):
+        for key in left:
+            if key[0] in wanted:
+                last[key] = i
+    closes: dict[int, list[tuple[str, int]]] = {}
+    for key, bucket in left.items():
+        if +bucket:
+            if key not in last:
+                return _first_fits(left, wants, acked)  # nothing in doubt wrote it: a phantom
+            closes.setdefault(last[key], []).append(key)
+
+    def options(i: int) -> list[_Choice]:
+        wanted = wants[i]
+
+        def fits(table: str, t: int) -> bool:
+            have = left.get((table, t), Counter())
+            return all(have[k] >= n for k, n in wanted[table].items())
+
+        times = sorted({t for (table, t), c in left.items() if table in wanted and +c})
+        whole = [t for t in times if all(fits(table, t) for table in wanted)]
+        out: list[_Choice] = [(t, dict.fromkeys(wanted, True)) for t in whole]
+        if acked[i]:
+            return out
+        for t in times:
+            if t not in whole and any(fits(table, t) for table in wanted):
+                out.append((t, {table: fits(table, t) for table in wanted}))
+        out.append((None, dict.fromkeys(wanted, False)))
+        return out
+
+    def take(i: int, choice: _Choice, sign: int) -> None:
+        at, landed = choice
+        for table, want in wants[i].items():
+            if at is not None and landed[table]:
+                bucket = left[(table, at)]
+                for k, n in want.items():
+                    bucket[k] -= sign * n
+
+    chosen: list[_Choice] = []
+    budget = [_EXPLAIN_BUDGET]
+
+    def search(i: int) -> bool:
+        if i == len(wants):
+            return True
+        for choice in options(i):
+            budget[0] -= 1
+            if budget[0] < 0:
+                return False
+            take(i, choice, 1)
+            chosen.append(choice)
+            if all(not +left[key] for key in closes.get(i, ())) and search(i + 1):
+                return True
+            chosen.pop()
+            take(i, choice, -1)
+        return False
+
+    if search(0):
+        return chosen
+    return _first_fits({k: Counter(v) for k, v in leftover.items()}, wants, acked)
+
+
+def _first_fits(
+    left: dict[tuple[str, int], Counter[tuple[Row, int]]],
+    wants: list[dict[str, Counter[tuple[Row, int]]]],
+    acked: list[bool],
+) -> list[_Choice]:
+    """Each append in doubt in turn at its first fit (whole, else in part, else nowhere)."""
+    out: list[_Choice] = []
+    for wanted in wants:
+
+        def fits(table: str, t: int, wanted: dict[str, Counter[tuple[Row, int]]] = wanted) -> bool:
+            have = left.get((table, t), Counter())
+            return all(have[k] >= n for k, n in wanted[table].items())
+
+        times = sorted({t for (table, t), c in left.items() if table in wanted and +c})
+        at = next((t for t in times if all(fits(table, t) for table in wanted)), None)
+        if at is None:
+            at = next((t for t in times if any(fits(table, t) for table in wanted)), None)
+        landed = {table: at is not None and fits(table, at) for table in wanted}
+        out.append((at, landed))
+        if at is not None:
+            for table, want in wanted.items():
+                if landed[table]:
+                    bucket = left[(table, at)]
+                    for k, n in want.items():
+                        bucket[k] -= n
+    return out

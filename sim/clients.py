@@ -56,7 +56,7 @@ from tidegate.spec.protocol.types import ColumnOrder, RowSetFinishing
 from tidegate.spec.storage.connections import SimulatedSink, SimulatedSource
 
 from .choices import ChoiceSource, chance, pick
-from .controller import ControllerProcess
+from .controller import ZOMBIE, ZOMBIE_DDL_FACTOR, ControllerProcess
 from .copy_to import clear, copy_to_url
 from .faults import Action
 from .history import ClientHistory, finishing_to_json, row_out
@@ -79,11 +79,21 @@ class ClientsWorld(WorldPort, Protocol):
     ) -> None:
         """A hydration question was answered (the checkers judge the answer at once)."""
 
+    def storage_damaged(self) -> bool:
+        """Whether the storage is damaged (rot, a lost record, a full disk) or was a moment ago."""
+        ...
+
+    def disk_was_full(self, since_ms: int) -> bool:
+        """Whether the disk was full at some moment since ``since_ms``."""
+        ...
+
 
 DIED = "the controller died"
 """Why an operation's outcome is unknown: its controller was killed before it answered."""
 _WORDS = ("ann", "bob", "cy", "dee", "eve", "fay")
 _REGIONS = ("north", "south", "east")
+_DDL = ("create_dataflow", "drop_dataflow")
+"""The client actions that change the catalog (weighted up for a zombie's clients)."""
 TABLE_LAG_MS = 300
 INDEX_LAG_MS = 200
 GRANULARITY_MS = 1000
@@ -188,7 +198,10 @@ class Clients:
         if not self._can_act():
             self.world.count("client_waits_for_controller")
             return
+        zombie = self.world.controller.to_zombie()  # a client of a zombie controller, sometimes
         weights = self.scenario.workload.weights()
+        if zombie:  # what a deposed controller can still get wrong, more often: its DDL
+            weights = [(k, w * ZOMBIE_DDL_FACTOR if k in _DDL else w) for k, w in weights]
         total = sum(w for _, w in weights)
         if total <= 0:
             return
@@ -206,6 +219,8 @@ class Clients:
         if args is None:
             self.world.count(f"action_not_applicable:{chosen}")
             return
+        if zombie:
+            args = {**args, "via": ZOMBIE}
         self._perform(Action(self.world.kernel.now_ms, chosen, args))
 
     def _can_act(self) -> bool:
@@ -214,7 +229,7 @@ class Clients:
     def _perform(self, action: Action) -> None:
         self.recorded.append(action)
         self.world.record("action", kind=action.kind)
-        self.world.controller.spawn(self._run, action)
+        self.world.controller.spawn(self._run, action, via=action.args.get("via"))
 
     # -- the upstreams (not a client's: the world changes them, controller or not) -------------
     def _draw_upstream(self, name: str) -> None:
@@ -351,6 +366,7 @@ class Clients:
 
         try:
             value = await call()
+            await self.world.controller.gate_here()  # a stopped controller answers nobody
         except (trio.Cancelled, ProcessKilled):
             self._died(ev)
             raise
@@ -369,6 +385,7 @@ class Clients:
             )
             return False, e
         h.ok(ev, now(), **on_ok)
+        self.world.controller.answered(ev)
         return True, value
 
     # appends
@@ -579,8 +596,8 @@ class Clients:
                 return "skip"
             upper = Antichain([lo + 1000])
         hi = int(upper.elements[0])
-        if mode == "below":
-            return lo - 1 if lo > 0 else "skip"
+        if mode == "below":  # (a since past the upper, as over a ceased source: no such time)
+            return lo - 1 if 0 < lo <= hi else "skip"
         if mode == "future":
             return hi + k % 200
         if hi <= lo:
@@ -620,6 +637,7 @@ class Clients:
         if args.get("replica"):
             fields["replica"] = args["replica"]
         ev = self.history.invoke("peek", self.world.kernel.now_ms, **fields)
+        ev["controller"] = self.world.controller.generation_here()  # whose holds it takes
         self.peek_count += 1
         uuid = f"peek-{ev['n']}"
         if t is not None:
@@ -802,7 +820,11 @@ class Clients:
                 await self._set_policy(env, gid, INDEX_LAG_MS, strict=True)
 
     def _check_no_effect(self, env: Environment, ev: Mapping[str, Any], name: str) -> None:
-        """A refused create left nothing behind."""
+        """A refused create left nothing behind. A deposed controller's fencing refusal is judged
+        by its catalog write having failed (its own view of the catalog is stale: the name may
+        have been created or dropped by the newer controller's clients since)."""
+        if self.world.controller.zombie_here() and str(ev["error"]).startswith("EnvironmentFenced"):
+            return
         try:
             gid = env.resolve(name)
         except UnknownCatalogObject:

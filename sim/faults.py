@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from .choices import ChoiceSource, pick, subset
 __all__ = [
     "BASE_KINDS",
     "CONTROLLER_CRASH_TARGETS",
+    "CORE_ACTIONS",
     "STORAGE_CRASH_TARGETS",
     "STORAGE_KINDS",
     "Action",
@@ -32,10 +33,14 @@ __all__ = [
     "FaultKind",
     "FaultPlan",
     "FaultPlanError",
+    "draw_workload",
     "generate_plan",
 ]
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
+"""Version 3 added clock skews, the enabled workload features and the second round of fault
+kinds; versions 1 and 2 (a subset of it) are still read."""
+READABLE_VERSIONS = (1, 2, FORMAT_VERSION)
 
 
 class FaultPlanError(ValueError):
@@ -98,6 +103,59 @@ class FaultKind(StrEnum):
     SINK_COMMIT_FAILURES = "sink_commit_failures"
     """Half of the sink targets' commits fail for ``duration_ms``: before anything is written, or
     after the commit landed with its answer lost."""
+    UPSTREAM_FAILS_AFTER_DELIVERY = "upstream_fails_after_delivery"
+    """The simulated upstream ``target``'s connection breaks right after its next delivery of
+    changes, before the source has written them (or their binding), and refuses connections for
+    ``duration_ms``."""
+    UPSTREAM_SCHEMA_CHANGE = "upstream_schema_change"
+    """The simulated upstream ``target``'s table changes its schema (a column's type), as an
+    ``ALTER TABLE`` upstream would: every source reading it must stop with a typed, definite error
+    (``ceased``), having written nothing of the new shape. Lasts for good."""
+    SLOT_LOST = "slot_lost"
+    """The replication slot of every source reading upstream ``target`` is lost (dropped, or
+    invalidated as PostgreSQL does past ``max_slot_wal_keep_size``): the changes since what each
+    acknowledged are gone, so its source must stop typed (``ceased``) rather than skip them."""
+    FOREIGN_SINK_COMMITS = "foreign_sink_commits"
+    """Another writer commits to every sink target every few ms for ``duration_ms`` (an Iceberg
+    catalog's concurrent commits): a sink's commit loses the catalog's compare-and-swap and must
+    decide again on the new state."""
+    # Faults of every scenario added with the second round of fault kinds (after the storage
+    # world's in this enum, so that the order of BASE_KINDS before them is unchanged).
+    ZOMBIE_CONTROLLER = "zombie_controller"
+    """The controller process stops (SIGSTOP, a long GC, a partition from its orchestrator) and is
+    taken for dead: a new incarnation starts at once (as a restart, or an upgrade's new version,
+    would) while the old one, paused for ``duration_ms``, then resumes for as long again as a
+    zombie -- still appending, ticking, writing its catalog and answering its clients -- until it
+    is killed. Only fencing keeps what it acknowledges from being lost or conflicting. With
+    ``target`` ``commit`` it stops at its next append's commit, after the write landed and before
+    its answer (so that, resumed, it acknowledges it)."""
+    PAUSE_PROCESS = "pause_process"
+    """Process ``target`` (``controller``, a replica, or ``storage``: the storage replica) stops
+    for ``duration_ms`` (SIGSTOP, a GC pause) and then runs on, its clock having moved on."""
+    CLOCK_JUMP = "clock_jump"
+    """The wall clock of process ``target`` is off by ``skew_ms`` (a jump back or forward) for
+    ``duration_ms``, then stepped back to the true time (as NTP steps a clock)."""
+    CLOCK_DRIFT = "clock_drift"
+    """The wall clock of process ``target`` drifts linearly to ``skew_ms`` off over
+    ``duration_ms``, then is stepped back to the true time."""
+    CLOCK_BACK_RESTART = "clock_back_restart"
+    """The controller's clock steps back by ``-skew_ms`` (more than ``duration_ms``) and the
+    controller restarts ``duration_ms`` later: its oracle reopens with the clock behind the last
+    timestamp it handed out."""
+    BIT_ROT = "bit_rot"
+    """A bit of a committed object flips (``target``: a ``blob``, or the head row of a ``shard``'s
+    state, of the ``catalog`` or of the ``oracle``) and reads of it return the rotten bytes for
+    ``duration_ms`` (then a redundant copy repairs it): reads must fail typed, never return
+    other data."""
+    FULL_DISK = "full_disk"
+    """Every write (a blob, a consensus compare-and-set) is refused for ``duration_ms`` as by a
+    full disk (``StorageUnavailable``, ``ENOSPC``: nothing applied)."""
+    SLOW_FSYNC = "slow_fsync"
+    """For ``duration_ms``, a quarter of the writes stall ``factor * 50`` ms in their fsync."""
+    LOSE_CATALOG = "lose_catalog"
+    """The catalog's consensus record vanishes (a wrong data directory mounted, a bad restore)
+    for ``duration_ms``, and the controller restarts meanwhile: it must refuse to start (typed),
+    never take the shards it finds for garbage. The record comes back when the fault ends."""
 
 
 CONTROLLER_CRASH_TARGETS = ("append", "cas", "catalog", "oracle", "blob", "restore")
@@ -118,11 +176,23 @@ STORAGE_KINDS = frozenset(
         FaultKind.UPSTREAM_UNREACHABLE,
         FaultKind.SLOW_UPSTREAM,
         FaultKind.SINK_COMMIT_FAILURES,
+        FaultKind.UPSTREAM_FAILS_AFTER_DELIVERY,
+        FaultKind.UPSTREAM_SCHEMA_CHANGE,
+        FaultKind.SLOT_LOST,
+        FaultKind.FOREIGN_SINK_COMMITS,
     }
 )
 """Faults of the storage world, drawn only for scenarios with sources or sinks (so that seeds
 of the others keep their plans)."""
-UPSTREAM_KINDS = frozenset({FaultKind.UPSTREAM_UNREACHABLE, FaultKind.SLOW_UPSTREAM})
+UPSTREAM_KINDS = frozenset(
+    {
+        FaultKind.UPSTREAM_UNREACHABLE,
+        FaultKind.SLOW_UPSTREAM,
+        FaultKind.UPSTREAM_FAILS_AFTER_DELIVERY,
+        FaultKind.UPSTREAM_SCHEMA_CHANGE,
+        FaultKind.SLOT_LOST,
+    }
+)
 """Faults that target a simulated upstream by name."""
 BASE_KINDS = tuple(k for k in FaultKind if k not in STORAGE_KINDS)
 """The fault kinds of every scenario, in their order."""
@@ -138,8 +208,30 @@ REPLICA_KINDS = frozenset(
     }
 )
 FACTOR_KINDS = frozenset(
-    {FaultKind.SLOW_REPLICA, FaultKind.DELAY_STORAGE_WRITE, FaultKind.SLOW_UPSTREAM}
+    {
+        FaultKind.SLOW_REPLICA,
+        FaultKind.DELAY_STORAGE_WRITE,
+        FaultKind.SLOW_UPSTREAM,
+        FaultKind.SLOW_FSYNC,
+    }
 )
+PROCESS_KINDS = frozenset({FaultKind.PAUSE_PROCESS, FaultKind.CLOCK_JUMP, FaultKind.CLOCK_DRIFT})
+"""Faults that target a process by name: ``controller``, a replica, or ``storage``."""
+CLOCK_KINDS = frozenset({FaultKind.CLOCK_JUMP, FaultKind.CLOCK_DRIFT, FaultKind.CLOCK_BACK_RESTART})
+"""Faults that set a process's clock off by ``skew_ms``."""
+ZOMBIE_TARGETS = ("", "commit")
+"""Where a :attr:`FaultKind.ZOMBIE_CONTROLLER` stops the controller: anywhere (at once), or at its
+next append's commit, between the write and its answer."""
+FULL_DISK_TARGETS = ("", "catalog")
+"""When a :attr:`FaultKind.FULL_DISK` fills the disk: at once, or right after the next catalog
+commit lands, between a DDL's catalog change and the shard work the catalog committed to."""
+ROT_TARGETS = ("blob", "shard", "catalog", "oracle")
+"""What a :attr:`FaultKind.BIT_ROT` rots: a blob, or the consensus row of a shard's state, of
+the catalog or of the timestamp oracle."""
+CONTROLLER = "controller"
+"""The controller process, as a fault's target."""
+STORAGE_REPLICA = "storage"
+"""The storage replica process, as a fault's target."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +243,8 @@ class Fault:
     target: str = ""
     duration_ms: int = 0
     factor: int = 1
+    skew_ms: int = 0
+    """How far off a clock fault sets its process's clock (negative: behind)."""
 
     def __post_init__(self) -> None:
         if self.at_ms < 0 or self.duration_ms < 0:
@@ -175,16 +269,39 @@ class Fault:
             raise FaultPlanError(f"{self.kind.value} needs a target upstream")
         if self.factor < 1:
             raise FaultPlanError(f"slow-down factor must be >= 1: {self}")
+        if self.kind in PROCESS_KINDS and not self.target:
+            raise FaultPlanError(f"{self.kind.value} needs a target process")
+        if self.kind is FaultKind.ZOMBIE_CONTROLLER and self.target not in ZOMBIE_TARGETS:
+            raise FaultPlanError(
+                f"zombie_controller's target is '' or 'commit', got {self.target!r}"
+            )
+        if self.kind is FaultKind.FULL_DISK and self.target not in FULL_DISK_TARGETS:
+            raise FaultPlanError(f"full_disk's target is '' or 'catalog', got {self.target!r}")
+        if self.kind is FaultKind.BIT_ROT and self.target not in ROT_TARGETS:
+            raise FaultPlanError(
+                f"bit_rot needs a target among {', '.join(ROT_TARGETS)}, got {self.target!r}"
+            )
+        if self.kind is FaultKind.CLOCK_BACK_RESTART and -self.skew_ms <= self.duration_ms:
+            raise FaultPlanError(
+                f"clock_back_restart steps the clock back further than it waits to restart "
+                f"(-skew_ms > duration_ms): {self}"
+            )
+        if self.skew_ms and self.kind not in CLOCK_KINDS:
+            raise FaultPlanError(f"only clock faults have a skew: {self}")
 
     def text(self) -> str:
         """A one-line rendering (``crash_replica r1@1200ms+300ms``)."""
         target = f" {self.target}" if self.target else ""
         extra = f" x{self.factor}" if self.factor != 1 else ""
+        if self.skew_ms:
+            extra += f" {self.skew_ms:+d}ms"
         return f"{self.kind.value}{target}@{self.at_ms}ms+{self.duration_ms}ms{extra}"
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         out["kind"] = self.kind.value
+        if not self.skew_ms:
+            del out["skew_ms"]  # as plans before clock faults wrote them
         return out
 
     @classmethod
@@ -196,6 +313,7 @@ class Fault:
                 target=str(data.get("target", "")),
                 duration_ms=int(data.get("duration_ms", 0)),
                 factor=int(data.get("factor", 1)),
+                skew_ms=int(data.get("skew_ms", 0)),
             )
         except (KeyError, ValueError, TypeError) as e:
             raise FaultPlanError(f"bad fault record {data!r}: {e}") from e
@@ -237,12 +355,15 @@ class FaultPlan:
     """The faults of a run, sorted by time, which kinds were enabled, and its client actions.
 
     ``actions`` is ``None`` when the workload is to be generated from the seed;
-    a run's :attr:`~tidegate.sim.run.RunResult.plan` always has them.
+    a run's :attr:`~tidegate.sim.run.RunResult.plan` always has them. ``workload``
+    names the client action kinds a generated workload draws from (swarm testing:
+    each seed leaves some out); ``None``: every kind the scenario's mix weighs.
     """
 
     faults: tuple[Fault, ...] = ()
     enabled: tuple[FaultKind, ...] = field(default_factory=tuple)
     actions: tuple[Action, ...] | None = None
+    workload: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         ordered = tuple(sorted(self.faults, key=lambda f: (f.at_ms, f.kind.value, f.target)))
@@ -254,7 +375,7 @@ class FaultPlan:
 
     def without(self, index: int) -> FaultPlan:
         """The plan with fault ``index`` removed (a shrinking step)."""
-        return FaultPlan(self.faults[:index] + self.faults[index + 1 :], self.enabled, self.actions)
+        return replace(self, faults=self.faults[:index] + self.faults[index + 1 :])
 
     @property
     def steps(self) -> int:
@@ -269,6 +390,8 @@ class FaultPlan:
         }
         if self.actions is not None:
             out["actions"] = [a.to_json() for a in self.actions]
+        if self.workload is not None:
+            out["workload"] = list(self.workload)
         return out
 
     def dumps(self) -> str:
@@ -276,17 +399,30 @@ class FaultPlan:
 
     @classmethod
     def from_json(cls, data: Any) -> FaultPlan:
-        if not isinstance(data, dict) or data.get("version") not in (1, FORMAT_VERSION):
-            raise FaultPlanError(f"not a version-{FORMAT_VERSION} (or 1) plan")
+        if not isinstance(data, dict):
+            raise FaultPlanError("a plan is a JSON object")
+        version = data.get("version")
+        if version not in READABLE_VERSIONS:
+            raise FaultPlanError(
+                f"a version-{version!r} plan: this simulator reads plans of versions "
+                f"{', '.join(map(str, READABLE_VERSIONS))} (written by `tidegate sim run`); "
+                "a newer one needs a newer tidegate"
+            )
         try:
             enabled = tuple(FaultKind(k) for k in data.get("enabled", []))
         except ValueError as e:
             raise FaultPlanError(str(e)) from e
         actions = data.get("actions")
+        workload = data.get("workload")
+        if workload is not None and not (
+            isinstance(workload, list) and all(isinstance(k, str) for k in workload)
+        ):
+            raise FaultPlanError(f"workload must be a list of action kinds, got {workload!r}")
         return cls(
             tuple(Fault.from_json(f) for f in data.get("faults", [])),
             enabled,
             None if actions is None else tuple(Action.from_json(a) for a in actions),
+            None if workload is None else tuple(workload),
         )
 
     @classmethod
@@ -311,9 +447,11 @@ def generate_plan(
     count: int,
     kinds: Sequence[FaultKind] | None = None,
     upstreams: Sequence[str] = (),
+    *,
+    storage: bool = False,
 ) -> FaultPlan:
-    """Draw ``count`` faults within ``[0, horizon_ms)`` over ``replicas`` and the simulated
-    ``upstreams`` (actions: generated).
+    """Draw ``count`` faults within ``[0, horizon_ms)`` over ``replicas``, the simulated
+    ``upstreams`` and, with ``storage``, the storage replica (actions: generated).
 
     Unless ``kinds`` is given, a random non-empty subset of the :data:`BASE_KINDS` is enabled
     (swarm testing: different seeds stress different combinations).
@@ -326,6 +464,7 @@ def generate_plan(
         enabled = [k for k in enabled if k not in REPLICA_KINDS]
     if not upstreams:
         enabled = [k for k in enabled if k not in UPSTREAM_KINDS]
+    processes = [CONTROLLER, *replicas] + ([STORAGE_REPLICA] if storage else [])
     faults: list[Fault] = []
     for _ in range(count if enabled else 0):
         kind = pick(source, enabled)
@@ -337,10 +476,37 @@ def generate_plan(
             target = pick(source, STORAGE_CRASH_TARGETS)
         elif kind in UPSTREAM_KINDS:
             target = pick(source, list(upstreams))
+        elif kind in PROCESS_KINDS:
+            target = pick(source, processes)
+        elif kind is FaultKind.BIT_ROT:
+            target = pick(source, ROT_TARGETS)
+        elif kind is FaultKind.ZOMBIE_CONTROLLER:
+            target = pick(source, ZOMBIE_TARGETS)
+        elif kind is FaultKind.FULL_DISK:
+            target = pick(source, FULL_DISK_TARGETS)
         else:
             target = ""
         at = source.integer(0, max(0, horizon_ms - 1))
         duration = source.integer(10, max(10, horizon_ms // 6))
         factor = source.integer(2, 20) if kind in FACTOR_KINDS else 1
-        faults.append(Fault(at, kind, target, duration, factor))
+        skew = 0
+        if kind is FaultKind.CLOCK_JUMP:  # back or forward, up to past a replica's lease
+            skew = source.integer(100, 8_000) * (1 if source.integer(0, 1) else -1)
+        elif kind is FaultKind.CLOCK_DRIFT:
+            skew = source.integer(50, 2_000) * (1 if source.integer(0, 1) else -1)
+        elif kind is FaultKind.CLOCK_BACK_RESTART:
+            duration = source.integer(10, 1_000)
+            skew = -(duration + source.integer(100, 3_000))
+        faults.append(Fault(at, kind, target, duration, factor, skew))
     return FaultPlan(tuple(faults), tuple(enabled))
+
+
+def draw_workload(source: ChoiceSource, kinds: Sequence[str]) -> tuple[str, ...]:
+    """The client action kinds a seed's workload draws from: each of ``kinds`` but the core ones
+    (appends and fresh peeks, which every check needs) left out with probability 1/4 (swarm
+    testing: rare combinations of features come up without hand-tuned mixes)."""
+    return tuple(k for k in kinds if k in CORE_ACTIONS or source.integer(0, 3) != 0)
+
+
+CORE_ACTIONS = frozenset({"append", "peek"})
+"""Client action kinds every generated workload keeps."""

@@ -9,8 +9,11 @@ A service's loop and IO work are step functions (see :mod:`tidegate.replica.host
 * each step of a piece of IO work (a follower, a writer, a persist peek, a
   source reader) runs a storage latency after it was asked for, and its
   ``close`` a latency after it is stopped;
-* time is the kernel's (``monotonic`` and the core's clock); no thread, no
-  sleep, no wall clock.
+* time is the kernel's (``monotonic``; the core's clock is the process's wall
+  clock, which clock faults set off: :mod:`.clocks`); no thread, no sleep,
+  no wall clock;
+* a stopped host (:meth:`KernelHost.pause`, SIGSTOP) runs nothing: turns and
+  steps that fall due meanwhile wait, and run when it resumes.
 
 One host per incarnation: a crash kills it, and nothing it scheduled runs
 again. A :class:`~tidegate.sim.process.ProcessKilled` raised inside a step
@@ -43,21 +46,46 @@ class KernelHost:
     """
 
     def __init__(
-        self, kernel: Kernel, latency: Callable[[], int], on_killed: Callable[[], None]
+        self,
+        kernel: Kernel,
+        latency: Callable[[], int],
+        on_killed: Callable[[], None],
+        *,
+        clock_ms: Callable[[], int] | None = None,
     ) -> None:
         self.kernel = kernel
         self.latency = latency
         self.on_killed = on_killed
         self.alive = True
+        self.stopped = False
+        self._clock = clock_ms
+        self._deferred: list[Callable[[], None]] = []
 
     def kill(self) -> None:
         self.alive = False
+
+    def pause(self) -> None:
+        """SIGSTOP: nothing runs until :meth:`resume`."""
+        self.stopped = True
+
+    def resume(self) -> None:
+        """SIGCONT: whatever fell due meanwhile runs now, in order."""
+        self.stopped = False
+        deferred, self._deferred = self._deferred, []
+        for fn in deferred:
+            if self.stopped or not self.alive:
+                break
+            fn()
+
+    def defer(self, fn: Callable[[], None]) -> None:
+        """Run ``fn`` when the stopped host resumes."""
+        self._deferred.append(fn)
 
     def monotonic(self) -> float:
         return self.kernel.now_ms / 1000
 
     def wall_ms(self) -> int:
-        return self.kernel.now_ms
+        return self.kernel.now_ms if self._clock is None else self._clock()
 
     def run_loop(self, turn: Callable[[], float | None]) -> _KernelLoop:
         loop = _KernelLoop(self, turn)
@@ -104,6 +132,9 @@ class _KernelLoop:
 
     def wake(self) -> None:
         if self.ended or not self.host.alive:
+            return
+        if self.host.stopped:
+            self.host.defer(self.wake)
             return
         if self.running:  # posted from inside a turn: one more turn after this one
             self.again = True
@@ -182,6 +213,9 @@ class _KernelTask:
         self.timer = None
         if self.stopped or not self.host.alive:
             return
+        if self.host.stopped:
+            self.host.defer(self.wake)
+            return
         delay = self.host.call(self.work.step)
         if self.stopped or not self.host.alive:
             return
@@ -192,5 +226,7 @@ class _KernelTask:
             self._schedule(math.ceil(delay * 1000))
 
     def _close(self) -> None:
-        if self.host.alive:
+        if self.host.stopped:
+            self.host.defer(self._close)
+        elif self.host.alive:
             self.host.call(self.work.close)

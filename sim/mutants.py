@@ -979,6 +979,94 @@ def _codec_drops_peek_limit_patch() -> AbstractContextManager[None]:
     return _replaced(_codec, "_enc_finishing", _enc_finishing)
 
 
+# -- fencing a deposed controller, and damaged storage (the second round of fault kinds) --------
+
+
+def _fenced_write_refused_patch() -> AbstractContextManager[None]:
+    """A write that landed but cannot be acknowledged is answered with a definite refusal (the
+    fencing error, or a typed failure), as if it had not applied (issue 37's "a refusal that
+    wrote")."""
+    from tidegate.runtime.controller import driver as _driver
+    from tidegate.runtime.controller.errors import RuntimeControllerError
+
+    def refused(reason: str, cause: Any = None) -> Any:
+        return cause if cause is not None else RuntimeControllerError(reason)
+
+    return _replaced(_driver, "AppendOutcomeUnknown", refused)
+
+
+def _open_leaves_catalog_patch() -> AbstractContextManager[None]:
+    """A read-write open writes the catalog only when its replicas change: a predecessor that
+    still runs can go on changing it."""
+    from tidegate.runtime.environment import _opening, _replicas
+
+    async def claim(catalog: Any, options: Any, retry: Any) -> Any:
+        ops = _replicas.replica_ops(
+            catalog.state,
+            options.replicas,
+            executor=options.executor,
+            spark_master=options.spark_master,
+        )
+        ops += _replicas.storage_replica_ops(catalog.state, options.storage_replica)
+        return await retry("catalog write", catalog.apply, ops) if ops else catalog.state
+
+    return _replaced(_opening, "claim_catalog", claim)
+
+
+def _hello_without_epoch_patch() -> AbstractContextManager[None]:
+    """Hellos carry no writer epoch: a replica takes any controller's protocol iteration."""
+    from tidegate.spec import controller as _controller
+
+    return _replaced(_controller.Controller, "set_epoch", lambda self, epoch: None)
+
+
+def _full_disk_not_waited_out_patch() -> AbstractContextManager[None]:
+    """Work the catalog already committed to (a DDL's new shard, a dropped collection's
+    finalization) gives up on a full disk: the DDL is answered as refused though it happened,
+    and the dropped shard stays until a restart."""
+    from tidegate.runtime.controller import storage_io as _io
+
+    cls = _io.ShardStorageIO
+    original = cls.__dict__["retrying"]
+
+    async def retrying(self: Any, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        kwargs.pop("patient", None)
+        return await original(self, what, fn, *args, **kwargs)
+
+    return _replaced(cls, "retrying", retrying)
+
+
+def _records_unsealed_patch() -> AbstractContextManager[None]:
+    """Catalog and oracle records are written as plain JSON, without a checksum: a flipped bit
+    that still parses is taken for other data."""
+    from tidegate.runtime import oracle as _oracle
+    from tidegate.runtime.catalog import _codec
+
+    def seal(kind: str, payload: bytes) -> bytes:
+        return payload
+
+    return _together(_replaced(_codec, "seal", seal), _replaced(_oracle, "seal", seal))
+
+
+def _catalog_missing_ignored_patch() -> AbstractContextManager[None]:
+    """An open without a catalog record starts an empty environment even though the store holds
+    data: every table and view vanishes from reads (the shards themselves are kept by the second
+    defence, which finalizes only what a catalog recorded as dropped)."""
+    from tidegate.runtime.environment import _opening
+
+    async def refuse(store: Any, key: str, shard_ids: Any, retry: Any) -> None:
+        return None
+
+    return _replaced(_opening, "_refuse_without_catalog", refuse)
+
+
+def _ceased_read_waits_patch() -> AbstractContextManager[None]:
+    """A fresh read of a source that ceased waits for data that will never come."""
+    from tidegate.runtime.environment import _data
+
+    return _replaced(_data.ReadsAndWrites, "_ceased_input", lambda self, *gids: None)
+
+
 # -- SQL front end and wire protocol bugs (reached by the SQL clients) ---------------------------
 
 
@@ -1238,6 +1326,56 @@ _ALL = [
         "a sink commits at whatever its target covers now, not conditionally on the upper it "
         "expects",
         _sink_commit_unconditional_patch,
+        scenario="sources",
+    ),
+]
+
+_ALL += [
+    Mutant(
+        "fenced_write_refused",
+        "a write that landed but cannot be acknowledged (its controller was deposed meanwhile, "
+        "or some tables lost a race) is answered with a definite refusal",
+        _fenced_write_refused_patch,
+        scenario="split_brain",
+    ),
+    Mutant(
+        "open_leaves_catalog",
+        "a read-write open leaves the catalog as it found it, so a deposed predecessor can still "
+        "change it",
+        _open_leaves_catalog_patch,
+        scenario="split_brain",
+    ),
+    Mutant(
+        "hello_without_epoch",
+        "replicas never learn the controller's writer epoch, so a deposed controller takes them "
+        "back with its stale dataflows",
+        _hello_without_epoch_patch,
+        scenario="split_brain",
+    ),
+    Mutant(
+        "records_unsealed",
+        "catalog and oracle records carry no checksum: rot that still parses reads as other data",
+        _records_unsealed_patch,
+        scenario="damaged",
+    ),
+    Mutant(
+        "full_disk_not_waited_out",
+        "a DDL's shard creation, or a dropped collection's finalization, gives up on a full disk "
+        "(the DDL answered as refused though it happened; the shard left behind)",
+        _full_disk_not_waited_out_patch,
+        scenario="damaged",
+    ),
+    Mutant(
+        "catalog_missing_ignored",
+        "an open that finds no catalog record but data starts empty: its tables vanish",
+        _catalog_missing_ignored_patch,
+        scenario="damaged",
+    ),
+    Mutant(
+        "ceased_read_waits",
+        "a fresh read of a source that ceased (its upstream changed schema, its slot is gone) "
+        "waits for ever instead of failing typed",
+        _ceased_read_waits_patch,
         scenario="sources",
     ),
 ]

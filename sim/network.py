@@ -5,6 +5,8 @@ the compute protocol assumes; each message takes a latency drawn from the
 run's :class:`~tidegate.sim.choices.ChoiceSource` (times a replica's current
 slow-down factor). Cutting a connection drops everything in flight and tells
 both ends; a new connection is a new :class:`Connection` with a new number.
+What reaches a stopped replica (:meth:`SimNetwork.hold`) waits in its socket
+buffer until it runs again (:meth:`SimNetwork.release`).
 """
 
 from __future__ import annotations
@@ -52,6 +54,18 @@ class SimNetwork:
         """The largest slice of a message in one frame (``None``: the product's default)."""
         self.fragmented = 0
         """Messages sent as several fragments."""
+        self._held: dict[str, list[tuple[Connection, Any]]] = {}
+        """Messages that reached a stopped replica, by replica, in order."""
+
+    def hold(self, replica: str) -> None:
+        """``replica`` is stopped: what reaches it waits (see :meth:`release`)."""
+        self._held.setdefault(replica, [])
+
+    def release(self, replica: str) -> None:
+        """``replica`` runs again: what waited for it is delivered now, in order."""
+        for conn, message in self._held.pop(replica, ()):
+            if conn.up:
+                conn.to_replica(conn, message)
 
     def connect(
         self, replica: str, to_replica: Deliver, to_controller: Deliver, on_closed: Closed
@@ -83,6 +97,9 @@ class SimNetwork:
         if not conn.up:
             return
         self.messages_delivered += 1
+        if self._held and direction == "down" and conn.replica in self._held:
+            self._held[conn.replica].append((conn, message))
+            return
         (conn.to_replica if direction == "down" else conn.to_controller)(conn, message)
 
     def cut(self, conn: Connection) -> None:

@@ -11,7 +11,10 @@ bookkeeping, the checkers decide:
   an output frontier beyond the as_of it was given for ``id`` (Materialize's
   definition of hydration), or there is nothing to compute: the as_of is ``[]``,
   or the controller allowed ``id`` to compact to ``[]`` (a complete write-only
-  dataflow) before the connection, so the replica was given no dataflow for it;
+  dataflow) before the connection, or the materialized view's shard is complete on
+  the disk (its upper is ``[]``: an earlier incarnation's replicas wrote all of it,
+  so the as_of of a new one is ``[]``, which Materialize counts as hydrated), so the
+  replica was given no dataflow for it;
 * ``write(replica, id)`` -- the write frontier it last reported for ``id``.
 
 Frontiers are ints here (the simulator's timestamps); ``None`` is the empty
@@ -84,21 +87,24 @@ class ReplicaProgress:
         elif kind is Hello and direction == "cmd":
             self.sessions[replica] = _Session()
 
-    def hydrated(self, replica: str, id: GlobalId) -> bool:
-        """Whether ``replica`` reported an output frontier beyond ``id``'s as_of on this session."""
+    def hydrated(self, replica: str, id: GlobalId, *, written: bool = False) -> bool:
+        """Whether ``replica`` reported an output frontier beyond ``id``'s as_of on this session;
+        ``written``: the caller saw ``id``'s shard complete on the disk (its upper ``[]``), so a
+        session that was given no dataflow for it has nothing to compute."""
         s = self.sessions.get(replica)
         if s is None:
             return False
         if id not in s.as_of:
-            return id in self.released
+            return id in self.released or written
         as_of = s.as_of[id]
         return as_of is None or beyond(s.output.get(id, _UNSEEN), as_of)
 
-    def write(self, replica: str, id: GlobalId) -> int | None:
-        """The write frontier ``replica`` last reported for ``id`` on this session (-1: none)."""
+    def write(self, replica: str, id: GlobalId, *, written: bool = False) -> int | None:
+        """The write frontier ``replica`` last reported for ``id`` on this session (-1: none);
+        ``written`` as for :meth:`hydrated`."""
         s = self.sessions.get(replica)
         if s is None:
             return _UNSEEN
-        if id not in s.as_of and id in self.released:
+        if id not in s.as_of and (id in self.released or written):
             return None  # nothing left to compute: complete
         return s.write.get(id, _UNSEEN)

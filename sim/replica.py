@@ -37,6 +37,7 @@ from tidegate.spec.protocol.commands import (
 from tidegate.spec.shard import CompactionPolicy
 
 from .choices import ChoiceSource
+from .clocks import Clocks
 from .kernel import Kernel
 from .kernel_host import KernelHost
 from .network import SimNetwork
@@ -69,6 +70,15 @@ class ReplicaWorld:
     storage_latency_ms: tuple[int, int] = (1, 4)
     shard_policy: CompactionPolicy | None = None
     """The maintenance policy of the replica's shard store (the run's knob)."""
+    clocks: Clocks | None = None
+    """The processes' wall clocks (``None``: the virtual clock)."""
+
+    def clock(self, process: str) -> Callable[[], int]:
+        """``process``'s wall clock."""
+        if self.clocks is None:
+            kernel = self.kernel
+            return lambda: kernel.now_ms
+        return self.clocks.clock(process)
 
 
 BUG_EVENTS = frozenset({"command_failed", "event_failed", "loop_crashed", "step_failed"})
@@ -155,7 +165,7 @@ class ReplicaProcess:
         self.process.start()
         w = self.world
         store = self._store()
-        self._host = KernelHost(w.kernel, self._latency, self.crash)
+        self._host = KernelHost(w.kernel, self._latency, self.crash, clock_ms=w.clock(self.name))
         self._newest = self._iterations = 0
         self.service = ReplicaService(
             PythonExecutor(),
@@ -190,7 +200,25 @@ class ReplicaProcess:
 
     def _latency(self) -> int:
         low, high = self.world.storage_latency_ms
-        return self.world.latencies.integer(low, high) * self.world.faults.slow_factor
+        faults = self.world.faults
+        return self.world.latencies.integer(low, high) * faults.slow_factor + faults.take_stall(
+            self.name
+        )
+
+    def pause(self) -> Callable[[], None] | None:
+        """SIGSTOP now; returns the SIGCONT (its clock moves on meanwhile); ``None`` if down."""
+        host = self._host
+        if host is None or not self.alive or host.stopped:
+            return None
+        host.pause()
+        self.world.network.hold(self.name)
+        self.world.record("replica_paused", replica=self.name)
+
+        def resume() -> None:
+            host.resume()  # first: a command delivered now is handled at once
+            self.world.network.release(self.name)
+
+        return resume
 
     def defer_violation(self, property: str, message: str) -> None:
         """Report a broken property from the next kernel event (not from inside the service)."""
@@ -216,7 +244,7 @@ class ReplicaProcess:
             BlobClient(w.disk, self.process, w.faults),
             ConsensusClient(w.disk, self.process, w.faults),
             writer_id=f"replica-{self.name}-{self.process.incarnation}",
-            clock_ms=lambda: w.kernel.now_ms,
+            clock_ms=w.clock(self.name),
             new_id=self.process.new_id,
             policy=w.shard_policy,
         )

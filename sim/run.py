@@ -25,7 +25,7 @@ from typing import Any
 
 from .checkers import StopRun
 from .choices import ChoiceSource, pick, stream, subset
-from .faults import FaultPlan, generate_plan
+from .faults import FaultPlan, draw_workload, generate_plan
 from .history import OFFLINE_PREFIX, ClientHistory, Violation, check_history
 from .kernel import run_virtual
 from .knobs import Knobs
@@ -137,7 +137,19 @@ def _plan_for(options: RunOptions, source: ChoiceSource) -> FaultPlan:
     replicas = [f"r{i + 1}" for i in range(scenario.replicas)]
     horizon = max(1, scenario.duration_ms * 4 // 5)
     upstreams = sorted({s.upstream for s in scenario.sources})
-    return generate_plan(source, replicas, horizon, scenario.faults, enabled, upstreams)
+    plan = generate_plan(
+        source,
+        replicas,
+        horizon,
+        scenario.faults,
+        enabled,
+        upstreams,
+        storage=bool(scenario.storage),
+    )
+    if scenario.fault_kinds is None:  # swarm over the workload's features too
+        kinds = [kind for kind, _ in scenario.workload.weights()]
+        plan = replace(plan, workload=draw_workload(source, kinds))
+    return plan
 
 
 @contextlib.contextmanager
@@ -167,6 +179,7 @@ def _streams(seed: int, choices: ChoiceSource | None) -> tuple[ChoiceSource, Str
                 upstream=stream(seed, "upstream"),
                 upstream_io=stream(seed, "upstream io"),
                 knobs=stream(seed, "knobs"),
+                faults=stream(seed, "faults"),
                 sql_io=stream(seed, "sql io"),
             ),
             stream(seed, "scheduler").integer(0, 2**63 - 1),
@@ -183,6 +196,7 @@ def _streams(seed: int, choices: ChoiceSource | None) -> tuple[ChoiceSource, Str
             upstream=choices,
             upstream_io=stream(base, "upstream io"),
             knobs=stream(base, "knobs"),
+            faults=stream(base, "faults"),
             sql_io=stream(base, "sql io"),
         ),
         base,

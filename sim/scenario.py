@@ -825,6 +825,42 @@ def churn() -> Scenario:
     )
 
 
+def split_brain() -> Scenario:
+    """``small()`` where controllers are stopped and taken for dead (3 faults among zombie
+    controllers, stops, restarts and a clock stepped back across a restart): a deposed
+    controller resumes beside the new one, still appending, writing its catalog, moving holds,
+    reconnecting to replicas and answering its clients, and only fencing keeps it harmless."""
+    return replace(
+        small(),
+        name="split_brain",
+        fault_kinds=(
+            FaultKind.ZOMBIE_CONTROLLER,
+            FaultKind.PAUSE_PROCESS,
+            FaultKind.RESTART_CONTROLLER,
+            FaultKind.CLOCK_BACK_RESTART,
+        ),
+    )
+
+
+def damaged() -> Scenario:
+    """``small()`` on a damaged disk (4 faults among bit rot, a full disk, slow fsyncs, a lost
+    catalog record and restarts): reads of damaged records must fail typed, a controller must
+    refuse to start over them rather than take them for other data, and nothing acknowledged
+    may be lost."""
+    return replace(
+        small(),
+        name="damaged",
+        faults=4,
+        fault_kinds=(
+            FaultKind.BIT_ROT,
+            FaultKind.FULL_DISK,
+            FaultKind.SLOW_FSYNC,
+            FaultKind.LOSE_CATALOG,
+            FaultKind.RESTART_CONTROLLER,
+        ),
+    )
+
+
 def sources() -> Scenario:
     """Sources and sinks: 2 compute replicas and the storage replica, 2 sources over changing
     upstreams, 6 dataflows over them and a table, 3 sinks; 8 virtual seconds and 8 quiet ones,
@@ -907,6 +943,8 @@ SCENARIOS: dict[str, Callable[[], Scenario]] = {
     "small": small,
     "churn": churn,
     "sources": sources,
+    "split_brain": split_brain,
+    "damaged": damaged,
     "sql": sql,
 }
 """The built-in scenarios by name."""

@@ -22,7 +22,10 @@ compare-and-set applies) strike it; an outage of the compare-and-set leaves
 its outcome unknown (:class:`~tidegate.spec.errors.SinkOutcomeUnknown`). The
 target's own fault (:class:`SinkFaults`) fails commits for a while: before
 anything is written (``SinkUnreachable``: nothing committed), or after the
-commit landed with the answer lost (``SinkOutcomeUnknown``).
+commit landed with the answer lost (``SinkOutcomeUnknown``); and other writers may
+commit to it meanwhile (an Iceberg catalog's concurrent commits: :attr:`SinkFaults.foreign`),
+right between a writer's read of the head and its compare-and-set, so that the writer loses
+the race and must decide again on the new state.
 """
 
 from __future__ import annotations
@@ -53,6 +56,8 @@ __all__ = [
 ]
 
 SINK_KEY_PREFIX = "sinks/"
+FOREIGN_WRITER = "foreign-writer"
+"""The sink name another writer's commits carry (no sink of the run's)."""
 _RACES = 5
 
 
@@ -101,6 +106,20 @@ class SinkFaults:
     choices: ChoiceSource
     failing: dict[str, int] = field(default_factory=dict)
     """Open failure windows per target name (``""``: every target)."""
+    foreign: int = 0
+    """Open windows of another writer's commits (to every target)."""
+    foreign_commits: int = 0
+
+    def foreign_commit(self, disk: SimDisk, key: str) -> None:
+        """Maybe another writer commits to ``key`` now (with nothing of any sink's)."""
+        if not self.foreign or self.choices.integer(0, 1):
+            return
+        head = disk.consensus.head(key)
+        covered = {} if head is None else _decode(head.data)[1]
+        self.foreign_commits += 1
+        commit = SinkCommit(FOREIGN_WRITER, self.foreign_commits, self.foreign_commits + 1, ())
+        new = VersionedData(0 if head is None else head.seqno + 1, _encode(commit, covered))
+        disk.compare_and_set(key, None if head is None else head.seqno, new)
 
     def strikes(self, name: str) -> str | None:
         """``"before"``, ``"after"`` or ``None``: whether (and when) this commit fails."""
@@ -134,6 +153,7 @@ class SimSinkWriter:
             head = self.consensus.head(self.key)
         except OSError as e:
             raise SinkUnreachable(f"target {self.name!r}: {what}: {e}") from e
+        self.faults.foreign_commit(self.consensus.disk, self.key)  # it may race this writer
         return head, ({} if head is None else _decode(head.data)[1])
 
     def open(self) -> int | None:

@@ -92,6 +92,14 @@ class _SqlWorld(WorldPort, Protocol):
     @property
     def controller(self) -> _Spawner: ...
 
+    def storage_damaged(self) -> bool:
+        """Whether the storage is damaged (rot, a lost record, a full disk) or was a moment ago."""
+        ...
+
+    def disk_was_full(self, since_ms: int) -> bool:
+        """Whether the disk was full at some moment since ``since_ms``."""
+        ...
+
 
 class _Owner(Protocol):
     """What the SQL clients use of the workload they belong to (:class:`.clients.Clients`,
@@ -164,6 +172,15 @@ _ACCEPTED = ("42P01", "40001", "25006", "57P01", "57P03")
 read whose inputs went (40001), a controller that may not write (25006: an upgrade's
 read-only incarnation) or is going (57P01, 57P03). Anything else -- a syntax, binding or
 unsupported-feature error, a data exception, an internal error -- is a finding."""
+DISK_FULL = "53100"
+"""PostgreSQL's disk_full: the refusal of a write begun while the disk was full (and only then;
+with nothing applied)."""
+INPUT_DROPPED = "55000"
+"""object_not_in_prerequisite_state: the refusal of a query an input of which a client dropped
+while it ran (and only then)."""
+DATA_CORRUPTED = "XX001"
+"""PostgreSQL's data_corrupted: the refusal of a statement that met a damaged record, while the
+storage is damaged (and only then; the one ``XX`` code that is not an internal error here)."""
 _GOING = ("25006", "57P01", "57P03")
 """The refusals of a controller that may not write (an upgrade's read-only incarnation) or is
 being replaced: even a table just created may refuse a write then."""
@@ -439,7 +456,7 @@ class SqlClients:
             raise
         except _Refused as e:
             self.history.fail(ev, self.world.kernel.now_ms, f"{e.sqlstate}: {e.message}")
-            if e.sqlstate.startswith("XX"):
+            if e.sqlstate.startswith("XX") and not self._damage_met(e.sqlstate):
                 self.world.violate(
                     "typed_errors", f"{ev['op']} {ev['n']} ({ev.get('sql', '')}): {e.message}"
                 )
@@ -455,6 +472,23 @@ class SqlClients:
                 "typed_errors", f"{ev['op']} {ev['n']} raised an untyped {type(e).__name__}: {e}"
             )
             return None
+
+    def _dropped_meanwhile(self, ev: Mapping[str, Any], error: str) -> bool:
+        """Whether the object ``error`` names was dropped by a client while query ``ev`` ran."""
+        named = error.split(":", 1)[-1].split()
+        if not named:
+            return False
+        for d in self.history.ops("drop"):
+            gone = {d.get("id"), *d.get("gone", ())}
+            if named[0] in gone and d.get("complete_ms", ev["invoke_ms"]) >= ev["invoke_ms"]:
+                self.world.count("sql_query_input_dropped")
+                return True
+        return False
+
+    def _damage_met(self, sqlstate: str) -> bool:
+        """Whether ``sqlstate`` is a statement's refusal for meeting damaged storage (a record
+        whose checksum does not match), and the storage is damaged."""
+        return sqlstate == DATA_CORRUPTED and self.world.storage_damaged()
 
     # -- draws ----------------------------------------------------------------------------------
     def draw(self, kind: str) -> dict[str, Any] | None:
@@ -533,7 +567,9 @@ class SqlClients:
         if ev["status"] != "fail":
             return
         self.world.count(f"sql_refused_{state}")
-        if state not in _ACCEPTED:
+        if state == INPUT_DROPPED and self._dropped_meanwhile(ev, error):
+            return
+        if state not in _ACCEPTED and not self._damage_met(state):
             self.world.violate(
                 "sql_queries_accepted",
                 f"query {ev['n']} was refused ({error}), though the generator drew it from the "
@@ -653,7 +689,9 @@ class SqlClients:
         error = str(ev.get("error", ""))
         state = error.split(":", 1)[0]
         self.world.count(f"sql_refused_{state}")
-        if state not in _ACCEPTED:
+        if state == DISK_FULL and self.world.disk_was_full(int(ev["invoke_ms"])):
+            return
+        if state not in _ACCEPTED and not self._damage_met(state):
             self.world.violate(
                 "sql_statements_accepted", f"{ev['op']} {ev['n']} into {table} was refused: {error}"
             )

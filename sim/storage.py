@@ -20,6 +20,15 @@ faults of :class:`StorageFaults`:
 * an armed crash point kills the process at its next matching call, before
   or after the call applies; a torn blob write leaves a truncated object
   under the key before the process dies;
+* a full disk refuses every write (``StorageUnavailable``, ``ENOSPC``, as
+  the file and SQLite backends raise it), nothing applied;
+* a slow fsync stalls some writes: the stall is charged to the process's
+  next answer (:meth:`StorageFaults.take_stall`);
+* bit rot: a committed blob or consensus row reads back with a byte flipped
+  (:meth:`SimDisk.rot_blob`, :meth:`SimDisk.rot_row`) until it is repaired or
+  overwritten; the disk's own record (what the checkers read) stays whole;
+* a lost record: a consensus key vanishes (:meth:`SimDisk.lose`) and may come
+  back (:meth:`SimDisk.recover`) unless something was written there since;
 * a consensus client is ``Watchable`` (the production shard store then waits
   for notifications rather than polling): a commit to a key notifies the
   live watchers of every process at once (their hosts add the latency of
@@ -33,13 +42,16 @@ around whole calls (:mod:`.platform`, :mod:`.replica`).
 
 from __future__ import annotations
 
+import errno
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from tidegate.spec.errors import StorageUnavailable
 from tidegate.spec.shard import (
     BlobMeta,
     MemoryBlob,
     MemoryConsensus,
+    ShardState,
     VersionedData,
     decode_state,
 )
@@ -92,6 +104,14 @@ class SimDisk:
         self._watchers: dict[str, list[Watcher]] = {}
         self.cas_ok = 0
         self.cas_lost = 0
+        self.rotten_blobs: dict[str, bytes] = {}
+        """What a rotten blob reads back as, by key (until repaired or overwritten)."""
+        self.rotten_rows: dict[tuple[str, int], bytes] = {}
+        """What a rotten consensus row reads back as, by (key, seqno)."""
+        self.lost: dict[str, list[VersionedData]] = {}
+        """Consensus keys that vanished, with the versions they held (see :meth:`lose`)."""
+        self.rot_reads: Callable[[str, str, bytes], None] = lambda what, key, data: None
+        """Told ``("blob" | "consensus", key, bytes)`` whenever a process reads rotten bytes."""
 
     def blob(self, key: str) -> bytes | None:
         """A blob's bytes, even if deleted since (for the checkers)."""
@@ -127,7 +147,83 @@ class SimDisk:
         data = self.blobs.get(key)
         if data is not None:
             self.deleted[key] = data
+        self.rotten_blobs.pop(key, None)
         return self.blobs.delete(key)
+
+    def set_blob(self, key: str, value: bytes) -> None:
+        self.rotten_blobs.pop(key, None)  # a new object under the key: whole again
+        self.blobs.set(key, bytes(value))
+
+    # -- what processes read (bit rot in the way) -------------------------------------------
+    def read_blob(self, key: str) -> bytes | None:
+        rotten = self.rotten_blobs.get(key)
+        if rotten is not None:
+            self.rot_reads("blob", key, rotten)
+            return rotten
+        return self.blobs.get(key)
+
+    def _row(self, key: str, v: VersionedData | None) -> VersionedData | None:
+        if v is None or not self.rotten_rows:
+            return v
+        rotten = self.rotten_rows.get((key, v.seqno))
+        if rotten is None:
+            return v
+        self.rot_reads("consensus", key, rotten)
+        return VersionedData(v.seqno, rotten)
+
+    def read_head(self, key: str) -> VersionedData | None:
+        return self._row(key, self.consensus.head(key))
+
+    def read_scan(self, key: str, from_seqno: int, limit: int) -> list[VersionedData]:
+        out = self.consensus.scan(key, from_seqno, limit)
+        if not self.rotten_rows:
+            return out
+        return [v for v in (self._row(key, v) for v in out) if v is not None]
+
+    # -- faults of the medium ----------------------------------------------------------------
+    @staticmethod
+    def _flip(data: bytes, at: int, bit: int) -> bytes:
+        out = bytearray(data)
+        out[at % len(out)] ^= 1 << (bit % 8)
+        return bytes(out)
+
+    def rot_blob(self, key: str, at: int, bit: int) -> bool:
+        """Blob ``key`` reads back with bit ``bit`` of byte ``at`` flipped; False if it is gone."""
+        data = self.blobs.get(key)
+        if not data:
+            return False
+        self.rotten_blobs[key] = self._flip(data, at, bit)
+        return True
+
+    def rot_row(self, key: str, at: int, bit: int) -> bool:
+        """Consensus ``key``'s head row reads back with a bit flipped; False if it has none."""
+        head = self.consensus.head(key)
+        if head is None or not head.data:
+            return False
+        self.rotten_rows[(key, head.seqno)] = self._flip(head.data, at, bit)
+        return True
+
+    def repair(self) -> None:
+        """Every rotten object and row reads back whole again (a redundant copy restored it)."""
+        self.rotten_blobs.clear()
+        self.rotten_rows.clear()
+
+    def lose(self, key: str) -> bool:
+        """Consensus ``key`` vanishes with every version it held; False if it held none."""
+        versions = self.consensus._log.pop(key, None)
+        if not versions:
+            return False
+        self.lost[key] = versions
+        return True
+
+    def recover(self, key: str) -> bool:
+        """A lost key comes back -- unless something was written under it meanwhile (then what
+        it held stays lost, and False)."""
+        versions = self.lost.pop(key, None)
+        if versions is None or self.consensus.head(key) is not None:
+            return False
+        self.consensus._log[key] = versions
+        return True
 
 
 @dataclass
@@ -165,6 +261,46 @@ class StorageFaults:
     scripted: dict[str, list[str | None]] = field(default_factory=dict)
     """Outcomes forced on the next calls, by operation (``"consensus compare-and-set"``,
     ``"blob set"``...): ``"before"``, ``"after"`` or ``None``, consumed in order (for tests)."""
+    disk_full: int = 0
+    """Open full-disk windows: every write is refused (``ENOSPC``) while any is open."""
+    fill_at_catalog: list[int] = field(default_factory=list)
+    """Armed full-disk windows (their durations, ms) that open once the next catalog commit
+    lands (a full disk's ``catalog`` target): :attr:`on_fill` opens one."""
+    on_fill: Callable[[int], None] = lambda duration_ms: None
+    fsync_stall_ms: int = 0
+    """While non-zero, a quarter of the writes stall this long (a slow fsync)."""
+    stalls: dict[str, int] = field(default_factory=dict)
+    """Stall owed by each process (by name), charged to its next answer."""
+    stop_points: list[CrashPoint] = field(default_factory=list)
+    """Armed stops: ``process`` is stopped once its blocking call in which a write matching
+    ``target`` applied returns, before the answer is back (its platform calls :meth:`take_stop`)."""
+    stopping: dict[str, CrashPoint] = field(default_factory=dict)
+    """Stops that struck inside a call, by process: taken when the call returns."""
+    on_stop: Callable[[CrashPoint], None] = lambda point: None
+
+    def take_stop(self, process: str) -> None:
+        """``process``'s blocking call returns: an armed stop that struck inside it stops it now."""
+        point = self.stopping.pop(process, None) if self.stopping else None
+        if point is not None:
+            self.on_stop(point)
+
+    def refuse_full(self, kind: str, key: str, op: str) -> None:
+        """Raise the full disk's refusal of a write, if the disk is full."""
+        if self.disk_full:
+            self.count("full_disk_refused")
+            raise StorageUnavailable(
+                key, kind, key, op, "No space left on device (errno 28)", errno=errno.ENOSPC
+            )
+
+    def fsync(self, process: str) -> None:
+        """A write of ``process`` went to disk: maybe it stalls (a slow fsync)."""
+        if self.fsync_stall_ms and self.source.integer(0, 3) == 0:
+            self.stalls[process] = self.stalls.get(process, 0) + self.fsync_stall_ms
+            self.count("slow_fsync_stalled")
+
+    def take_stall(self, process: str) -> int:
+        """The stall ``process`` owes (ms), now paid."""
+        return self.stalls.pop(process, 0) if self.stalls else 0
 
     def _fail(self, kind: str, op: str = "") -> str | None:
         """``"before"``, ``"after"`` or ``None``: whether (and when) this call fails."""
@@ -196,16 +332,36 @@ class StorageFaults:
         return None
 
 
+def _states(
+    key: str, new: VersionedData, previous: VersionedData | None
+) -> tuple[ShardState, ShardState] | None:
+    """The shard states before and after a commit to shard ``key`` (``None``: not a shard's
+    state commit that follows another, or undecodable)."""
+    if previous is None or "/" in key:
+        return None
+    try:
+        return decode_state(key, previous.seqno, previous.data), decode_state(
+            key, new.seqno, new.data
+        )
+    except Exception:
+        return None
+
+
 def _is_append(key: str, new: VersionedData, previous: VersionedData | None) -> bool:
     """Whether a commit to shard ``key`` moves its upper (an append, not a reader's bookkeeping)."""
-    if previous is None or "/" in key:
+    states = _states(key, new, previous)
+    return states is not None and states[1].upper != states[0].upper
+
+
+def _appends_data(key: str, new: VersionedData, previous: VersionedData | None) -> bool:
+    """Whether a commit to shard ``key`` appends updates (a client's append, not a tick)."""
+    states = _states(key, new, previous)
+    if states is None:
         return False
-    try:
-        before = decode_state(key, previous.seqno, previous.data)
-        after = decode_state(key, new.seqno, new.data)
-    except Exception:
-        return False
-    return after.upper != before.upper
+    before, after = states
+    return after.upper != before.upper and any(
+        b.length and b.lower == before.upper for b in after.batches
+    )
 
 
 class _Client:
@@ -246,7 +402,7 @@ class ConsensusClient(_Client):
 
     def head(self, key: str) -> VersionedData | None:
         when = self._enter("consensus head")
-        head = self.disk.consensus.head(key)
+        head = self.disk.read_head(key)
         self._leave("consensus head", when)
         return head
 
@@ -273,11 +429,29 @@ class ConsensusClient(_Client):
         point = self.faults._crash(self.process, "cas", key, matches)
         if point is not None and not point.after:
             raise self._killed(f"compare-and-set of {key}")
+        self.faults.refuse_full("consensus", key, "compare-and-set")
+        previous = self.disk.consensus.head(key) if self.faults.stop_points else None
         ok = self.disk.compare_and_set(key, expected, new)
+        if ok:
+            self.faults.fsync(self.process.name)
+            if key == CATALOG_KEY and self.faults.fill_at_catalog:
+                self.faults.on_fill(self.faults.fill_at_catalog.pop(0))
+            if self.faults.stop_points:
+                self._stop_after(key, new, previous)
         if point is not None:
             raise self._killed(f"compare-and-set of {key} (applied: {ok})")
         self._leave("consensus compare-and-set", when)
         return ok
+
+    def _stop_after(self, key: str, new: VersionedData, previous: VersionedData | None) -> None:
+        """An armed stop of this process at an append's commit strikes now (it just applied)."""
+        faults = self.faults
+        for point in faults.stop_points:
+            if point.process == self.process.name and point.target == "commit":
+                if _appends_data(key, new, previous):
+                    faults.stop_points.remove(point)
+                    faults.stopping[self.process.name] = point
+                return
 
     def watch(self, key: str, callback: Callable[[str], None]) -> Callable[[], None]:
         """Notifications of commits to ``key`` (see the module docstring); never fails."""
@@ -295,7 +469,7 @@ class ConsensusClient(_Client):
 
     def scan(self, key: str, from_seqno: int, limit: int) -> list[VersionedData]:
         when = self._enter("consensus scan")
-        out = self.disk.consensus.scan(key, from_seqno, limit)
+        out = self.disk.read_scan(key, from_seqno, limit)
         self._leave("consensus scan", when)
         return out
 
@@ -320,7 +494,7 @@ class BlobClient(_Client):
 
     def get(self, key: str) -> bytes | None:
         when = self._enter("blob get")
-        data = self.disk.blobs.get(key)
+        data = self.disk.read_blob(key)
         self._leave("blob get", when)
         return data
 
@@ -330,11 +504,13 @@ class BlobClient(_Client):
         if point is not None:
             if point.torn and len(value) > 1:
                 cut = self.faults.source.integer(1, len(value) - 1)
-                self.disk.blobs.set(key, bytes(value[:cut]))
+                self.disk.set_blob(key, bytes(value[:cut]))
             elif point.after:
-                self.disk.blobs.set(key, bytes(value))
+                self.disk.set_blob(key, bytes(value))
             raise self._killed(f"blob write of {key}")
-        self.disk.blobs.set(key, bytes(value))
+        self.faults.refuse_full("blob", key, "set")
+        self.disk.set_blob(key, bytes(value))
+        self.faults.fsync(self.process.name)
         self._leave("blob set", when)
 
     def delete(self, key: str) -> int | None:

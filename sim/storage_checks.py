@@ -271,6 +271,16 @@ class StorageChecker:
                 f"{_difference(got, expected)}",
             )
 
+    def stopped_for_good(self) -> set[GlobalId]:
+        """The sources that can never catch up again (their upstream changed schema, or their
+        slot was lost)."""
+        out: set[GlobalId] = set()
+        for src in self.sources.values():
+            broken = self._log(src).broken_for
+            if broken is None or src.id in broken:
+                out.add(src.id)
+        return out
+
     def _log(self, src: _Source) -> Any:
         upstreams = self.world.upstreams
         assert upstreams is not None
@@ -389,6 +399,10 @@ class StorageChecker:
             )
         for src in self.sources.values():
             if src.dropped:
+                continue
+            broken = self._log(src).broken_for
+            if broken is None or src.id in broken:  # its upstream changed schema, or its slot
+                self.world.count("source_stopped_for_good")  # is gone: it can never catch up
                 continue
             fr = self.truth.frontiers.get(str(src.id))
             upper = None if fr is None else _int(fr[1])

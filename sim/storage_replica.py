@@ -58,6 +58,8 @@ __all__ = ["STORAGE_ADDRESS", "StorageReplicaProcess"]
 
 STORAGE_ADDRESS = "storage:6877"
 """Where the storage replica listens on the simulated network (the ``storage_replica`` option)."""
+CLOCK_NAME = "storage"
+"""The storage replica's name among the processes whose clocks faults set off."""
 
 BUG_EVENTS = frozenset(
     {"command_failed", "event_failed", "loop_crashed", "callback_rejected", "source_batch_rejected"}
@@ -169,12 +171,14 @@ class StorageReplicaProcess:
             BlobClient(w.disk, proc, w.faults),
             consensus,
             writer_id=f"storage-{proc.incarnation}",
-            clock_ms=lambda: w.kernel.now_ms,
+            clock_ms=w.clock(CLOCK_NAME),
             new_id=proc.new_id,
             policy=w.shard_policy,
         )
         inc: _Incarnation
-        host = KernelHost(w.kernel, self._latency, lambda: self._died(inc))
+        host = KernelHost(
+            w.kernel, self._latency, lambda: self._died(inc), clock_ms=w.clock(CLOCK_NAME)
+        )
         service = StorageService(
             store,
             tick_s=self.tick_ms / 1000,
@@ -254,7 +258,26 @@ class StorageReplicaProcess:
 
     def _latency(self) -> int:
         low, high = self.world.storage_latency_ms
-        return self.world.latencies.integer(low, high) * self.world.faults.slow_factor
+        faults = self.world.faults
+        return self.world.latencies.integer(low, high) * faults.slow_factor + faults.take_stall(
+            self.name
+        )
+
+    def pause(self) -> Callable[[], None] | None:
+        """The live incarnation stops now (SIGSTOP); returns its SIGCONT; ``None`` if down."""
+        inc = self.current
+        if inc is None or not self.alive or inc.host.stopped:
+            return None
+        inc.host.pause()
+        network = self.world.network
+        network.hold(STORAGE_ADDRESS)
+        self.world.record("storage_paused", incarnation=inc.process.incarnation)
+
+        def resume() -> None:
+            inc.host.resume()
+            network.release(STORAGE_ADDRESS)
+
+        return resume
 
     # -- the transport's handler --------------------------------------------------------------
     def on_connect(

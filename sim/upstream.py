@@ -21,8 +21,13 @@ holds, in batches split at offsets the upstream stream chooses (empty
 batches that only move the upper included), and suffers the log's faults:
 an unreachable upstream (``start`` and ``poll`` raise the typed
 :class:`~tidegate.spec.errors.UpstreamUnreachable`: the source goes
-``stalled`` and is retried) and slow delivery (only changes written at
-least ``lag_ms`` ago are visible).
+``stalled`` and is retried), slow delivery (only changes written at
+least ``lag_ms`` ago are visible), a connection that breaks right after a
+delivery (before the source has written it), a schema change (from its
+offset on, readers raise :class:`~tidegate.spec.errors.UpstreamSchemaChanged`
+and never deliver a change of the new shape) and lost slots (a source whose
+slot was lost raises :class:`~tidegate.spec.errors.ReplicationSlotMissing`
+rather than resume past changes it never read).
 """
 
 from __future__ import annotations
@@ -31,7 +36,12 @@ import bisect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from tidegate.spec.errors import SourceConfigurationInvalid, UpstreamUnreachable
+from tidegate.spec.errors import (
+    ReplicationSlotMissing,
+    SourceConfigurationInvalid,
+    UpstreamSchemaChanged,
+    UpstreamUnreachable,
+)
 from tidegate.spec.frontier import Row
 from tidegate.spec.ids import GlobalId
 from tidegate.spec.plan.schema import Schema
@@ -67,6 +77,21 @@ class UpstreamLog:
     unreachable_until_ms: int = 0
     lag_ms: int = 0
     """Slow delivery: a change becomes visible this long after it was written."""
+    fail_after_delivery_ms: int | None = None
+    """Armed: the connection breaks right after the next delivery of changes, and the upstream
+    refuses connections this long."""
+    schema_changed_at: int | None = None
+    """The offset from which the table has another schema (readers stop there, typed)."""
+    lost_slots: set[GlobalId] = field(default_factory=set)
+    """Sources whose slot was lost (dropped, or invalidated)."""
+    readers: set[GlobalId] = field(default_factory=set)
+    """Sources that started a reader (and so have a slot)."""
+
+    @property
+    def broken_for(self) -> set[GlobalId] | None:
+        """The sources that can never catch up with this upstream (``None``: every source, after a
+        schema change)."""
+        return None if self.schema_changed_at is not None else self.lost_slots
 
     def write(self, changes: Sequence[tuple[Row, int]], gap: int, now_ms: int) -> int:
         """Write ``changes`` (``(row, diff)``) as one transaction ``gap`` offsets on; its offset."""
@@ -134,6 +159,7 @@ class SimSourceReader:
         self.on_ack = on_ack
         self.count = count
         self.position: int | None = None
+        self.acked = 0
         self.closed = False
 
     def _check(self, what: str) -> None:
@@ -141,19 +167,43 @@ class SimSourceReader:
             raise UpstreamUnreachable(f"sim:{self.log.name}", f"{what} on a closed reader")
         if not self.log.reachable(self.now_ms()):
             self.count("upstream_unreachable_met")
+            if self.position is not None and self.position > self.acked:
+                # It delivered changes that are not durable yet (or not acknowledged): the
+                # source must keep them, or read them again, exactly once.
+                self.count("reader_failed_with_unacked_delivery")
             raise UpstreamUnreachable(f"sim:{self.log.name}", f"{what}: connection refused")
+        if self.source in self.log.lost_slots:
+            self.count("slot_lost_met")
+            raise ReplicationSlotMissing(f"sim_{self.log.name}_{self.source}", self.acked)
+
+    def _schema_changed(self) -> UpstreamSchemaChanged:
+        self.count("upstream_schema_change_met")
+        return UpstreamSchemaChanged(
+            f"sim:{self.log.name}",
+            (f"a column changed type at offset {self.log.schema_changed_at}",),
+        )
 
     def start(self, resume_offset: int) -> None:
         self._check("connect")
+        self.log.readers.add(self.source)
+        changed = self.log.schema_changed_at
+        if changed is not None and resume_offset >= changed:
+            raise self._schema_changed()
         slot = self.log.acknowledged(self.source)
         if resume_offset < slot:
             self.count("upstream_resumed_below_slot")  # it starts at the slot, as PostgreSQL does
         self.position = max(resume_offset, slot)
+        self.acked = slot
 
     def poll(self, timeout_s: float) -> SourceBatch | None:
         self._check("read")
         assert self.position is not None, "poll before start"
         visible = self.log.visible_upper(self.now_ms())
+        changed = self.log.schema_changed_at
+        if changed is not None:
+            if self.position >= changed:
+                raise self._schema_changed()  # nothing of the new shape is ever delivered
+            visible = min(visible, changed)
         if visible <= self.position:
             return None
         cut = visible
@@ -162,11 +212,21 @@ class SimSourceReader:
             self.count("upstream_batch_split")
         updates = tuple(self.log.between(self.position, cut))
         self.position = cut
+        log = self.log
+        if updates and log.fail_after_delivery_ms is not None:
+            # The connection breaks right after this delivery: the next call finds it gone, while
+            # the source still holds these changes unwritten.
+            log.unreachable_until_ms = max(
+                log.unreachable_until_ms, self.now_ms() + log.fail_after_delivery_ms
+            )
+            log.fail_after_delivery_ms = None
+            self.count("upstream_fails_after_delivery")
         return SourceBatch(updates, cut, size_bytes=16 * len(updates))
 
     def ack(self, offset: int) -> None:
         self.on_ack(self.source, offset)
         self.log.acknowledge(self.source, offset)
+        self.acked = max(self.acked, offset)
 
     def close(self) -> None:
         self.closed = True
@@ -213,3 +273,4 @@ class Upstreams:
         for log in self.logs.values():
             log.unreachable_until_ms = 0
             log.lag_ms = 0
+            log.fail_after_delivery_ms = None  # a schema change and lost slots last for good

@@ -20,18 +20,30 @@ where the end checks run.
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 from typing import Any
 
 import trio
 
 from tidegate.runtime.environment import Environment
 from tidegate.runtime.transport.version import PROTOCOL_VERSION, VERSION_HEADER
+from tidegate.spec.errors import TidegateError
 from tidegate.spec.ids import GlobalId
 
 from .checkers import CHECK_MS, Checker, StopRun
+from .choices import pick
 from .clients import Clients
-from .controller import ControllerProcess
-from .faults import BASE_KINDS, STORAGE_KINDS, Fault, FaultKind, FaultPlan
+from .clocks import Clocks
+from .controller import CLOCK_NAME, ControllerProcess
+from .faults import (
+    BASE_KINDS,
+    CONTROLLER,
+    STORAGE_KINDS,
+    STORAGE_REPLICA,
+    Fault,
+    FaultKind,
+    FaultPlan,
+)
 from .history import ClientHistory, Violation
 from .kernel import Kernel
 from .knobs import Knobs, draw_knobs
@@ -39,7 +51,8 @@ from .network import SimNetwork
 from .replica import ReplicaProcess, ReplicaWorld
 from .scenario import Scenario
 from .sink_target import SinkFaults
-from .storage import CrashPoint, SimDisk, StorageFaults
+from .storage import CATALOG_KEY, ORACLE_KEY, CrashPoint, SimDisk, StorageFaults
+from .storage_replica import CLOCK_NAME as STORAGE_CLOCK
 from .storage_replica import STORAGE_ADDRESS, StorageReplicaProcess
 from .trace import Trace, summarize
 from .transport import SimReplicaEndpoint
@@ -50,6 +63,51 @@ __all__ = ["SETTLED_MS", "STORAGE_FAULTS", "SUPPORTED_FAULTS", "Streams", "World
 
 SETTLED_MS = 500
 """How long before the end of a run its sinces are judged from (see ``Checker.settled``)."""
+
+SECOND_KINDS = frozenset(
+    {
+        FaultKind.ZOMBIE_CONTROLLER,
+        FaultKind.PAUSE_PROCESS,
+        FaultKind.CLOCK_JUMP,
+        FaultKind.CLOCK_DRIFT,
+        FaultKind.CLOCK_BACK_RESTART,
+        FaultKind.BIT_ROT,
+        FaultKind.FULL_DISK,
+        FaultKind.SLOW_FSYNC,
+        FaultKind.LOSE_CATALOG,
+    }
+)
+"""Faults of every scenario handled by :meth:`World._second_fault`."""
+
+DAMAGE_GRACE_MS = 1_000
+"""How long after damaged storage was repaired a controller may still refuse to start over it
+(it read the damage before the repair)."""
+
+
+def _decode_catalog(key: str, data: bytes) -> object:
+    from tidegate.runtime.catalog import decode_catalog
+
+    return decode_catalog(data)
+
+
+def _decode_oracle(key: str, data: bytes) -> object:
+    from tidegate.runtime.oracle import decode_oracle_state
+
+    return decode_oracle_state(data, key)
+
+
+def _decode_shard(key: str, data: bytes) -> object:
+    from tidegate.spec.shard import decode_state
+
+    return decode_state(key, 0, data)
+
+
+_ROW_DECODERS = {
+    "catalog": _decode_catalog,
+    "oracle": _decode_oracle,
+    "shard": _decode_shard,
+}
+"""The product's decoder of each kind of consensus record (a rotten one must be refused)."""
 
 SUPPORTED_FAULTS = BASE_KINDS
 """Fault kinds the world can inject in every scenario."""
@@ -62,6 +120,7 @@ ARMED_KINDS = frozenset(
         FaultKind.TORN_BLOB_WRITE,
         FaultKind.CRASH_REPLICA_REHYDRATING,
         FaultKind.CRASH_STORAGE_REPLICA_IN,
+        FaultKind.UPSTREAM_FAILS_AFTER_DELIVERY,
     }
 )
 """Faults that wait for their moment (a matching storage call, a rehydration) once planned."""
@@ -91,8 +150,19 @@ class World:
         self.count(f"knob_frame_size_{self.knobs.frame_size_name}")
         self.network = SimNetwork(self.kernel, streams.network)
         self.network.max_frame_bytes = self.knobs.max_frame_bytes
+        self.clocks = Clocks(self.kernel)
         self.disk = SimDisk()
+        self.disk.rot_reads = self._rot_read
         self.faults = StorageFaults(streams.storage, count=self.count, on_crash=self._crash_fired)
+        self.faults.on_stop = self._stop_fired
+        self.faults.on_fill = self._fill_at_catalog
+        self._zombie_ms = 0
+        self._damage_healed_ms = -DAMAGE_GRACE_MS - 1
+        """When damaged storage (rot, a lost record, a full disk) was last repaired."""
+        self._disk_room_ms = -1
+        """When a full disk last got room again (-1: never full)."""
+        self._healing: list[Any] = []
+        """What heals each fault in force (kernel events: run at once when the quiet starts)."""
         self.history = ClientHistory()
         self.replicas: dict[str, ReplicaProcess] = {}
         self.endpoints: dict[str, SimReplicaEndpoint] = {}
@@ -117,6 +187,7 @@ class World:
             self.violate,
             scenario.replica_step_ms,
             shard_policy=self.knobs.shard_policy,
+            clocks=self.clocks,
         )
         self.upstreams: Upstreams | None = None
         self.sink_faults: SinkFaults | None = None
@@ -127,7 +198,12 @@ class World:
             self._storage_world()
         self.controller = ControllerProcess(self)
         self.clients = Clients(
-            self, scenario, self.history, streams.workload, streams.times, plan.actions
+            self,
+            self._swarmed(scenario, plan),
+            self.history,
+            streams.workload,
+            streams.times,
+            plan.actions,
         )
         self.checker = Checker(self)
         self.nursery: trio.Nursery
@@ -152,6 +228,15 @@ class World:
             endpoint.observe = self._message
         self.storage_endpoints[STORAGE_ADDRESS] = endpoint
         self.faults.shard_kind = self._shard_kind
+
+    @staticmethod
+    def _swarmed(scenario: Scenario, plan: FaultPlan) -> Scenario:
+        """The scenario with the workload features the plan leaves out weighed 0 (swarm)."""
+        if plan.workload is None or plan.actions is not None:
+            return scenario
+        mix = scenario.workload
+        off: dict[str, Any] = {k: 0 for k, _ in mix.weights() if k not in set(plan.workload)}
+        return replace(scenario, workload=replace(mix, **off)) if off else scenario
 
     def _shard_kind(self, key: str) -> str:
         checks = self.checker.storage
@@ -223,6 +308,9 @@ class World:
     def _command_rejected(self, replica: str, reason: str) -> None:
         if reason.startswith("malformed"):  # bytes of our own codec that do not decode
             self.violate("wire_messages_decode", f"stream of replica {replica} cut: {reason}")
+        if "[deposed_controller]" in reason and self.controller.zombies:
+            self.count("deposed_controller_refused")  # a zombie's Hello: refused, as it must be
+            return
         self.violate("controller_protocol", f"replica {replica} rejected a command: {reason}")
 
     # -- setup -------------------------------------------------------------------------------
@@ -330,13 +418,245 @@ class World:
         elif kind is FaultKind.GHOST_CONNECTION:
             assert replica is not None
             k.call_later(f.duration_ms, replica.endpoint.ghost, {VERSION_HEADER: PROTOCOL_VERSION})
+        elif kind in SECOND_KINDS:
+            if not self._second_fault(f):
+                self.count("fault_skipped")
+                return
         elif kind in STORAGE_KINDS and not self._storage_fault(f):
             self.count("fault_skipped")
             return
-        if kind in ARMED_KINDS:
+        if kind in ARMED_KINDS or (kind is FaultKind.ZOMBIE_CONTROLLER and f.target):
             self.count(f"armed:{kind.value}")  # counted as fired when it strikes
         else:
             self.count(kind.value)
+
+    def _heal_later(self, ms: int, fn: Any, *args: Any) -> None:
+        """Run ``fn(*args)`` ``ms`` from now, or when the quiet phase starts if sooner."""
+        handle = self.kernel.call_later(ms, fn, *args)
+        self._healing.append(handle)
+
+    def _process_clock(self, target: str) -> str:
+        if target == CONTROLLER:
+            return CLOCK_NAME
+        if target == STORAGE_REPLICA:
+            return STORAGE_CLOCK
+        return self.alias.get(target, target)
+
+    def _second_fault(self, f: Fault) -> bool:
+        """A fault of the second round (zombies, stops, clocks, the medium); False if it could
+        not strike now."""
+        k, kind, d = self.kernel, f.kind, f.duration_ms
+        if kind is FaultKind.ZOMBIE_CONTROLLER:
+            if f.target == "commit":  # at the next append's commit, between write and answer
+                points = self.faults.stop_points
+                points[:] = [p for p in points if p.process != "controller"]
+                points.append(CrashPoint("controller", "commit", True))
+                self._zombie_ms = d
+                return True
+            return self.controller.zombify(d)
+        if kind is FaultKind.PAUSE_PROCESS:
+            resume = None
+            if f.target == CONTROLLER:
+                resume = self.controller.pause()
+            elif f.target == STORAGE_REPLICA:
+                resume = None if self.storage is None else self.storage.pause()
+            elif f.target not in self._pending_replace:
+                replica = self.replicas.get(self.alias.get(f.target, f.target))
+                resume = None if replica is None else replica.pause()
+            if resume is None:
+                return False
+            self._heal_later(d, resume)
+            return True
+        if kind is FaultKind.CLOCK_JUMP:
+            self.clocks.jump(self._process_clock(f.target), f.skew_ms, d)
+            return True
+        if kind is FaultKind.CLOCK_DRIFT:
+            self.clocks.drift(self._process_clock(f.target), f.skew_ms, d)
+            return True
+        if kind is FaultKind.CLOCK_BACK_RESTART:
+            # Behind from now on (until the quiet phase sets every clock right), and the
+            # controller restarts before the clock has caught up with what it handed out.
+            self.clocks.jump(CLOCK_NAME, f.skew_ms, self.end_ms)
+            k.call_later(d, self._restart_controller, "clock_back_restart")
+            return True
+        if kind is FaultKind.BIT_ROT:
+            return self._rot(f)
+        if kind is FaultKind.FULL_DISK:
+            if f.target == "catalog":  # right after the next catalog commit lands
+                self.faults.fill_at_catalog.append(d)
+                return True
+            self._fill_disk(d)
+            return True
+        if kind is FaultKind.SLOW_FSYNC:
+            self.faults.fsync_stall_ms = max(self.faults.fsync_stall_ms, 50 * f.factor)
+            self._heal_later(d, self._fsync_fast)
+            return True
+        if kind is FaultKind.LOSE_CATALOG:
+            if not self.disk.lose(CATALOG_KEY):
+                return False
+            self.record("catalog_lost")
+            self._restart_controller("lose_catalog")
+            self._heal_later(d, self._catalog_back)
+            return True
+        return False
+
+    def _stop_fired(self, point: CrashPoint) -> None:
+        """An armed zombie fault strikes: inside the controller's storage call, just applied."""
+        self.record("stop_point", process=point.process, target=point.target)
+        if self.controller.zombify(self._zombie_ms):
+            self.count("zombie_controller")
+            self.count("zombie_at_commit")
+
+    def _restart_controller(self, why: str) -> None:
+        if not self.quiet:
+            self.controller.kill(why, 50)
+
+    def _healed(self) -> None:
+        self._damage_healed_ms = self.kernel.now_ms
+
+    def _fill_disk(self, duration_ms: int) -> None:
+        self.faults.disk_full += 1
+        self._heal_later(duration_ms, self._disk_has_room)
+
+    def _fill_at_catalog(self, duration_ms: int) -> None:
+        """An armed full disk strikes: a catalog commit just landed (inside the storage call)."""
+        if not self.quiet:
+            self.count("full_disk_after_catalog_commit")
+            self._fill_disk(duration_ms)
+
+    def _disk_has_room(self) -> None:
+        self.faults.disk_full = max(0, self.faults.disk_full - 1)
+        if not self.faults.disk_full:
+            self._disk_room_ms = self.kernel.now_ms
+        self._healed()
+
+    def disk_was_full(self, since_ms: int) -> bool:
+        """Whether the disk was full at some moment since ``since_ms``: a write begun then may
+        be refused for want of room (typed: SQLSTATE 53100), and only then."""
+        return self.faults.disk_full > 0 or self._disk_room_ms >= since_ms
+
+    def _fsync_fast(self) -> None:
+        self.faults.fsync_stall_ms = 0
+
+    def _catalog_back(self) -> None:
+        if CATALOG_KEY not in self.disk.lost:
+            return
+        self._healed()
+        if self.disk.recover(CATALOG_KEY):
+            self.record("catalog_recovered")
+            self.count("catalog_recovered")
+        else:  # the product wrote a catalog of its own where the lost one was
+            self.record("catalog_overwritten")
+            self.count("catalog_lost_overwritten")
+
+    def _rot(self, f: Fault) -> bool:
+        """Flip a byte of a committed blob, or of a consensus key's head row."""
+        source = self.streams.faults or self.streams.workload
+        disk = self.disk
+        if f.target == "blob":
+            keys = [m.key for m in disk.blobs.list_keys()]
+            if not keys:
+                return False
+            key = pick(source, keys)
+            data = disk.blobs.get(key) or b""
+            if not disk.rot_blob(
+                key, source.integer(0, max(0, len(data) - 1)), source.integer(0, 7)
+            ):
+                return False
+            what = "blob"
+        else:
+            keys = [k for k in disk.consensus.list_keys() if self._row_kind(k) == f.target]
+            if not keys:
+                return False
+            key = pick(source, keys)
+            head = disk.consensus.head(key)
+            data = b"" if head is None else head.data
+            at, bit = source.integer(0, max(0, len(data) - 1)), source.integer(0, 7)
+            digits = [i for i, b in enumerate(data) if 0x30 <= b <= 0x39]
+            if digits and source.integer(0, 1):
+                # Half the time the rot turns a digit into another digit (bit 0): the damage a
+                # record without a checksum cannot tell from data.
+                at, bit = pick(source, digits), 0
+            if not disk.rot_row(key, at, bit):
+                return False
+            what = self._row_kind(key)
+        self.record("bit_rot", target=f.target, key=key)
+        self.count(f"bit_rot_{what}")
+        self._heal_later(f.duration_ms, self._repair, f.target, key)
+        return True
+
+    def _row_kind(self, key: str) -> str:
+        if key == CATALOG_KEY:
+            return "catalog"
+        if key == ORACLE_KEY:
+            return "oracle"
+        if key.startswith("sinks/"):
+            return "sink_target"
+        return "shard"
+
+    def _repair(self, target: str, key: str) -> None:
+        self._healed()
+        if target == "blob":
+            self.disk.rotten_blobs.pop(key, None)
+        else:
+            for k in [k for k in self.disk.rotten_rows if k[0] == key]:
+                del self.disk.rotten_rows[k]
+
+    def _rot_read(self, what: str, key: str, data: bytes) -> None:
+        """A process read rotten bytes: the product's own decoder must refuse them (typed)."""
+        kind = self._row_kind(key) if what == "consensus" else "blob"
+        self.count(f"rot_read_{kind}")
+        decoder = _ROW_DECODERS.get(kind)
+        if decoder is None:
+            return
+        try:
+            decoder(key, data)
+        except TidegateError:
+            return
+        except Exception as e:  # untyped: a finding too
+            self._violate_soon("rot_detected", f"rotten {kind} {key!r} raised untyped {e!r}")
+            return
+        self._violate_soon(
+            "rot_detected", f"a rotten {kind} record ({key!r}) decodes as valid data: read as such"
+        )
+
+    def refusal_expected(self, group: BaseException) -> bool:
+        """Whether a controller may refuse to start with ``group`` now: typed errors only, while
+        the storage is damaged (rot, a lost record, a full disk)."""
+        from tidegate.spec.errors import TidegateError
+
+        leaves: list[BaseException] = []
+
+        def walk(e: BaseException) -> None:
+            if isinstance(e, BaseExceptionGroup):
+                for sub in e.exceptions:
+                    walk(sub)
+            else:
+                leaves.append(e)
+
+        walk(group)
+        return self.storage_damaged() and all(isinstance(e, TidegateError) for e in leaves)
+
+    def storage_damaged(self) -> bool:
+        """Whether the storage is damaged (rot, a lost record, a full disk) or was a moment ago:
+        a call that read the damage just before it was repaired may refuse a moment later."""
+        damaged = bool(self.disk.rotten_blobs or self.disk.rotten_rows or self.disk.lost) or bool(
+            self.faults.disk_full
+        )
+        return damaged or self.kernel.now_ms - self._damage_healed_ms <= DAMAGE_GRACE_MS
+
+    def controller_starting(self, platform: Any) -> None:
+        """A controller incarnation starts: is its clock behind what an oracle handed out?"""
+        checker = self.checker
+        checker.truth.refresh()
+        handed = [
+            int(fr[1].elements[0]) - 1
+            for key, fr in checker.truth.frontiers.items()
+            if fr[1].elements and GlobalId.parse(key) in set(checker.truth.tables())
+        ]
+        if handed and platform.clock_ms() < max(handed):
+            self.count("oracle_reopened_behind")
+            self.record("oracle_reopens_behind", clock=platform.clock_ms(), handed=max(handed))
 
     def _storage_fault(self, f: Fault) -> bool:
         """A fault of the storage world; False if it could not strike now."""
@@ -374,7 +694,35 @@ class World:
             failing = self.sink_faults.failing
             failing[f.target] = failing.get(f.target, 0) + 1
             k.call_later(f.duration_ms, self._sinks_back, f.target)
+        elif kind is FaultKind.FOREIGN_SINK_COMMITS:
+            self.sink_faults.foreign += 1
+            self._heal_later(f.duration_ms, self._foreign_back)
+        elif kind in (
+            FaultKind.UPSTREAM_FAILS_AFTER_DELIVERY,
+            FaultKind.UPSTREAM_SCHEMA_CHANGE,
+            FaultKind.SLOT_LOST,
+        ):
+            log = self.upstreams.logs.get(f.target)
+            if log is None:
+                return False
+            if kind is FaultKind.UPSTREAM_FAILS_AFTER_DELIVERY:
+                log.fail_after_delivery_ms = max(10, f.duration_ms)
+            elif kind is FaultKind.UPSTREAM_SCHEMA_CHANGE:
+                if log.schema_changed_at is not None:
+                    return False
+                log.schema_changed_at = log.upper
+                self.record("upstream_schema_changed", upstream=f.target, offset=log.upper)
+            else:
+                lost = {s for s, offset in log.slots.items() if offset > 0} - log.lost_slots
+                if not lost:
+                    return False
+                log.lost_slots |= lost
+                self.record("slots_lost", upstream=f.target, sources=sorted(map(str, lost)))
         return True
+
+    def _foreign_back(self) -> None:
+        if self.sink_faults is not None:
+            self.sink_faults.foreign = max(0, self.sink_faults.foreign - 1)
 
     def _upstream_prompt(self, name: str) -> None:
         if self.upstreams is not None and name in self.upstreams.logs:
@@ -450,6 +798,20 @@ class World:
         """Faults stop and heal; clients stop acting; the liveness clock starts."""
         self.quiet = True
         self.record("quiet")
+        for handle in self._healing:  # what heals later heals now
+            if not handle.cancelled:
+                handle.cancel()
+                handle.callback(*handle.args)
+        self._healing.clear()
+        self.clocks.heal()
+        self.disk.repair()
+        if CATALOG_KEY in self.disk.lost:
+            self._catalog_back()
+        if self.faults.disk_full:
+            self._disk_room_ms = self.kernel.now_ms
+        self.faults.disk_full = 0
+        self.faults.fill_at_catalog.clear()
+        self.faults.fsync_stall_ms = 0
         self.faults.crash_points.clear()
         self.faults.consensus_failing = self.faults.blob_failing = 0
         self.faults.slow_factor = 1
@@ -468,6 +830,7 @@ class World:
             self.upstreams.heal()
         if self.sink_faults is not None:
             self.sink_faults.failing.clear()
+            self.sink_faults.foreign = 0
         self.controller.restart_now()
         for target in sorted(self._pending_replace):
             self._add_replacement(target)

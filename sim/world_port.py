@@ -19,6 +19,7 @@ import trio
 from tidegate.spec.ids import GlobalId
 
 from .choices import ChoiceSource
+from .clocks import Clocks
 from .history import ClientHistory
 from .kernel import Kernel
 from .knobs import Knobs
@@ -47,6 +48,9 @@ class Streams:
     """How upstream readers split batches, and which sink commits fail."""
     knobs: ChoiceSource | None = None
     """The production knobs the run sets (see :mod:`.knobs`; ``None``: the defaults)."""
+    faults: ChoiceSource | None = None
+    """What faults choose when they strike (the object bit rot flips, the clients a zombie
+    controller keeps); ``None``: the workload's stream."""
     sql_io: ChoiceSource | None = None
     """How the SQL clients' wire connections deliver their bytes (see :mod:`.pg_client`)."""
 
@@ -71,6 +75,7 @@ class WorldPort(Protocol):
     dropped_ids: set[GlobalId]
     crash_restart_ms: int
     nursery: trio.Nursery
+    clocks: Clocks
 
     def record(self, event: str, /, **fields: Any) -> None: ...
 

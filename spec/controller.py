@@ -113,6 +113,15 @@ class Controller:
         """Read-only mode (seed 001): no ``AllowWrites``, no table appends, no shard dropped."""
         return self.compute.read_only
 
+    def set_epoch(self, epoch: int) -> None:
+        """The controller's writer epoch (the durable oracle's incarnation): every replica's
+        ``Hello`` brings it, and a replica refuses a controller of a lower epoch than one it has
+        served. Raising it rehydrates every compute replica on a new connection (a promotion);
+        the storage replica's next connection brings it."""
+        self.storage.set_epoch(epoch)
+        self.compute.set_epoch(epoch)
+        self._settle()
+
     def read_write(self) -> None:
         """Leave read-only mode: appends are accepted and every MV allowed to write gets
         ``AllowWrites`` once. The caller fences out the controller that wrote until now."""

@@ -52,11 +52,13 @@ class SourceBatchArrived:
 
 @dataclass(eq=False)
 class SourceFailed:
-    """The reader of ingestion ``id`` failed (it has stopped); ``error`` names the error class."""
+    """The reader of ingestion ``id`` failed (it has stopped); ``error`` names the error class;
+    ``retryable``: whether a new reader may get past it (see ``SourceError.retryable``)."""
 
     work: Any
     id: GlobalId
     error: str
+    retryable: bool = True
 
 
 @dataclass(eq=False)

@@ -274,7 +274,7 @@ class StorageService(QueuedService):
         elif isinstance(event, ev.SourceFailed):
             if self._sources.get(event.id) is event.work:
                 del self._sources[event.id]
-                core.source_failed(event.id, event.error)
+                core.source_failed(event.id, event.error, retryable=event.retryable)
         elif isinstance(event, ev.RemapLoaded):
             if self._remaps.get(event.id) is event.work:
                 del self._remaps[event.id]

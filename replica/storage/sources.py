@@ -163,6 +163,7 @@ class ReaderWork:
         self.task: Task | None = None
         self._failure: str | None = None
         """The reader's error, held until what it delivered is durable."""
+        self._retryable = True
         self._failure_deadline = 0.0
 
     def start(self) -> None:
@@ -210,7 +211,9 @@ class ReaderWork:
             self._apply_ack(reader)
             return ctx.source_idle_s
         except Exception as e:
-            retryable = bool(getattr(e, "retryable", False))
+            # A source error says whether a new reader may get past it; anything else (a
+            # bug, an OS error) is retried, as a stalled source is.
+            retryable = e.retryable if isinstance(e, SourceError) else True
             log_event(
                 ctx.log,
                 "source_failed",
@@ -222,6 +225,7 @@ class ReaderWork:
             )
             ctx.metrics.source_errors.labels(type(e).__name__).inc()
             self._failure = describe(e)
+            self._retryable = retryable
             self._failure_deadline = ctx.host.monotonic() + FAILURE_HOLD_S
             self.close()  # let go of the upstream now (a retry may need the slot)
             return self._report_failure()
@@ -233,7 +237,7 @@ class ReaderWork:
         left = self._failure_deadline - self.ctx.host.monotonic()
         if self.unacked.count and left > 0:
             return left  # an acknowledgement wakes it sooner
-        self.ctx.post(SourceFailed(self, self.id, self._failure))
+        self.ctx.post(SourceFailed(self, self.id, self._failure, self._retryable))
         return None
 
     def close(self) -> None:
@@ -304,7 +308,7 @@ class LoadGeneratorWork:
                 log_event(
                     ctx.log, "source_failed", level=logging.WARNING, id=str(self.id), error=str(e)
                 )
-                ctx.post(SourceFailed(self, self.id, describe(e)))
+                ctx.post(SourceFailed(self, self.id, describe(e), retryable=False))
                 return None
             self.started_ms = now
             ctx.post(SourceStarted(self, self.id))

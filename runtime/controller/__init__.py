@@ -20,6 +20,7 @@ from .errors import (
     ReplicasNotConnected,
     ResultTooLarge,
     RuntimeControllerError,
+    SourceCeased,
     SourceSchemaMismatch,
     SubscribeLagged,
 )
@@ -46,6 +47,7 @@ __all__ = [
     "ResultTooLarge",
     "RuntimeControllerError",
     "ShardStorageIO",
+    "SourceCeased",
     "SourceSchemaMismatch",
     "StorageLinks",
     "StorageStatus",

@@ -75,6 +75,7 @@ import anyio
 import anyio.abc
 import anyio.lowlevel
 
+from tidegate.runtime.errors import AppendOutcomeUnknown, EnvironmentFenced
 from tidegate.runtime.transport import Transport
 from tidegate.spec.compute import (
     ERROR_TARGET_REPLICA_FAILED,
@@ -146,6 +147,7 @@ from .errors import (
     PeekFailed,
     ReplicasNotConnected,
     ResultTooLarge,
+    dropped_while_subscribed,
 )
 from .links import Backoff, ReplicaInfo, ReplicaLink
 from .storage_io import ShardStorageIO
@@ -268,8 +270,6 @@ def _shares(
 def _unknown(deposed: BaseException | None, lost: Iterable[GlobalId]) -> BaseException:
     """The :class:`AppendOutcomeUnknown` of an append written (in part or whole) but not
     acknowledgeable: ``deposed`` says why, else the tables of ``lost`` lost a race."""
-    from tidegate.runtime.errors import AppendOutcomeUnknown, EnvironmentFenced
-
     if isinstance(deposed, EnvironmentFenced):
         why = f"a newer controller took over while it was written ({deposed})"
     elif deposed is not None:
@@ -386,6 +386,10 @@ class ControllerDriver:
         took over (see the module docstring), else ``None``."""
         self.fenced: TidegateError | None = None
         """Set once fenced: every later append fails with it."""
+        self._leader_checks = 0
+        """Leadership checks of fresh reads started so far (see :meth:`confirm_leader`)."""
+        self._leader_checked = 0
+        self._leader_checking: anyio.Event | None = None
         self.clock_ms: Callable[[], int] = storage.platform.clock_ms
         self._down_reason: dict[ReplicaId, str] = {}
         """Why each replica that is not connected went down (cleared once it connects)."""
@@ -556,6 +560,10 @@ class ControllerDriver:
             self.storage_links.disconnect(e)
         elif isinstance(e, ManagedWrite):
             self._managed_writes.append(e)
+            # A status changed (or statistics): reads waiting on a source re-check whether it
+            # has ceased (see ``Environment.freshest``).
+            self._frontiers_moved.set()
+            self._frontiers_moved = anyio.Event()
             if self.tick_ms is None:  # no tick to carry it: commit soon
                 self.request_commit()
         elif isinstance(e, PeekNotification):
@@ -1221,6 +1229,53 @@ class ControllerDriver:
             return None
         return await self.storage.retrying("leadership check", self.fence_check)
 
+    async def confirm_leader(self) -> None:
+        """Before a fresh read chooses its time: raise the fencing error if another controller
+        took over [EnvironmentFenced].
+
+        A read that starts after a newer controller acknowledged a write must see it; this
+        controller's read timestamp cannot, so it must not answer. A check that passes after
+        the read began shows that no newer controller had opened then (and so acknowledged
+        nothing yet). Reads share checks: a read waits for the next check that starts after it
+        (Materialize batches its oracle's read timestamps the same way).
+        """
+        if self.fenced is not None:
+            raise self.fenced
+        if self.fence_check is None:
+            return
+        wanted = self._leader_checks + 1  # a check that starts from now on
+        while self._leader_checked < wanted:
+            running = self._leader_checking
+            if running is not None:
+                await running.wait()
+                continue
+            self._leader_checks += 1
+            number, done = self._leader_checks, anyio.Event()
+            self._leader_checking = done
+            try:
+                fenced = await self.storage.retrying("leadership check", self.fence_check)
+                if fenced is not None:
+                    self._become_fenced(fenced)
+            finally:
+                self._leader_checked = max(self._leader_checked, number)
+                self._leader_checking = None
+                done.set()
+            if self.fenced is not None:
+                raise self.fenced
+        if self.fenced is not None:
+            raise self.fenced
+
+    def _become_fenced(self, fenced: TidegateError) -> None:
+        """Stay fenced with ``fenced`` from now on: queued appends fail with it."""
+        log.warning("fenced: %s", fenced)
+        self.fenced = fenced
+        for req in self._queued:
+            if not req.finished:
+                req.finish(error=fenced)
+        self._queued.clear()
+        self._queued_done.set()
+        self._queued_done = anyio.Event()
+
     async def _fencing(self, error: BaseException) -> BaseException:
         """After a failed commit: the fencing error if another controller took over, else ``error``.
 
@@ -1237,14 +1292,7 @@ class ControllerDriver:
             return error
         if fenced is None:
             return error
-        log.warning("fenced: %s", fenced)
-        self.fenced = fenced
-        for req in self._queued:
-            if not req.finished:
-                req.finish(error=fenced)
-        self._queued.clear()
-        self._queued_done.set()
-        self._queued_done = anyio.Event()
+        self._become_fenced(fenced)
         return fenced
 
     async def snapshot(self, id: GlobalId, as_of: Time) -> list[Update]:
@@ -1364,7 +1412,7 @@ class ControllerDriver:
             hit = sorted(sub.reads & gone)
             if hit:
                 instance = self._sub_instance.get(sub.id, self.instance)
-                last, why = sub.upper, f"{hit[0]} was dropped while the subscribe ran"
+                last, why = sub.upper, dropped_while_subscribed(hit[0])
                 sub.deliver(SubscribeBatchOut(instance, sub.id, last, last, (), why))
                 self._drop_lagged(sub)
         for id, waiter in list(self._copy_tos.items()):

@@ -21,8 +21,11 @@ __all__ = [
     "ReplicasNotConnected",
     "ResultTooLarge",
     "RuntimeControllerError",
+    "SourceCeased",
     "SourceSchemaMismatch",
     "SubscribeLagged",
+    "dropped_while_subscribed",
+    "input_dropped",
 ]
 
 
@@ -55,6 +58,21 @@ class DependencyDropped(PeekFailed):
     def __init__(self, id: object, timestamp: int, dropped: object) -> None:
         super().__init__(id, timestamp, f"{dropped} was dropped while the peek was pending")
         self.dropped = dropped
+
+
+_SUBSCRIBE_INPUT_DROPPED = " was dropped while the subscribe ran"
+
+
+def dropped_while_subscribed(dropped: object) -> str:
+    """The error of a subscribe's last batch when ``dropped``, an input of it, was dropped."""
+    return f"{dropped}{_SUBSCRIBE_INPUT_DROPPED}"
+
+
+def input_dropped(error: str) -> str | None:
+    """The input a subscribe batch's ``error`` says was dropped (``None``: another error)."""
+    if error.endswith(_SUBSCRIBE_INPUT_DROPPED):
+        return error[: -len(_SUBSCRIBE_INPUT_DROPPED)]
+    return None
 
 
 class CopyToFailed(RuntimeControllerError):
@@ -108,3 +126,20 @@ class SourceSchemaMismatch(RuntimeControllerError, ValueError):
         self.source = source
         self.expected = expected
         self.given = given
+
+
+class SourceCeased(RuntimeControllerError):
+    """A fresh read of a source that has ceased (or of something computed from it): its data will
+    never reach the time the read needs, so the read is refused rather than left waiting.
+
+    ``source`` is the source's id, ``error`` what its storage replica reported (an upstream
+    schema change, a lost replication slot); drop the source and create it again.
+    """
+
+    def __init__(self, source: object, error: str | None) -> None:
+        super().__init__(
+            f"source {source} has ceased ({error or 'no reason given'}): it will ingest nothing "
+            "more, so a fresh read of it cannot be answered; drop it and create it again"
+        )
+        self.source = source
+        self.error = error

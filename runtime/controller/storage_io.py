@@ -24,7 +24,10 @@ downgrades, so shard compaction follows the read policies. Downgrades
 compare the reader's *opaque* (learned when the shard is opened): once a
 promoted controller took the reader over (:meth:`ShardStorageIO.take_over`,
 with its own opaque), the fenced controller's downgrades are refused
-(``OpaqueMismatch``) and cannot move the new controller's holds.
+(``OpaqueMismatch``) and cannot move the new controller's holds. A controller
+that opens read-write claims the reader the same way (:attr:`ShardStorageIO.writer_epoch`:
+its writer epoch becomes the opaque of every shard it opens), so a predecessor
+that still runs -- stopped, taken for dead, resumed -- cannot move its holds either.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from tidegate.spec.errors import (
     ConsensusCorrupt,
     FinalizationRefused,
     Indeterminate,
+    OpaqueMismatch,
     RequestsApplied,
     ShardFinalized,
     StorageUnavailable,
@@ -164,6 +168,9 @@ class ShardStorageIO:
         self._queues: dict[GlobalId, deque[StorageEffectIO | _TakeOver | _DueDowngrade]] = {}
         self._opaque: dict[GlobalId, int] = {}
         """The opaque of this controller's critical reader on each shard (compared on downgrades)."""
+        self.writer_epoch: int | None = None
+        """A read-write controller's writer epoch: the opaque it claims its critical reader with
+        on every shard it opens (``None``: whatever opaque the reader has)."""
         self._requests: dict[int, dict[GlobalId, dict[str, int]]] = {}
         """Client request ids each append ticket's writes carry, by collection."""
         self._applied: dict[int, dict[GlobalId, dict[str, int]]] = {}
@@ -192,9 +199,18 @@ class ShardStorageIO:
         """Run blocking ``fn(*args)`` where the platform runs blocking work (once, no retry)."""
         return await self.platform.run_blocking(fn, *args)
 
-    async def retrying(self, what: str, fn: Callable[..., T], *args: Any, brief: bool = False) -> T:
+    async def retrying(
+        self,
+        what: str,
+        fn: Callable[..., T],
+        *args: Any,
+        brief: bool = False,
+        patient: bool = False,
+    ) -> T:
         """``fn(*args)`` retried with capped backoff while it fails transiently (:func:`is_transient`);
-        ``brief``: each try is a brief call (:meth:`~tidegate.runtime.platform.Platform.run_brief`)."""
+        ``brief``: each try is a brief call (:meth:`~tidegate.runtime.platform.Platform.run_brief`);
+        ``patient``: a store's refusal (:class:`StorageUnavailable`: a full disk) is waited out
+        too, for work that must happen because the catalog already committed to it."""
         run = self.platform.run_brief if brief else self.platform.run_blocking
         delay = RETRY_FIRST_S
         complained = ""
@@ -202,7 +218,7 @@ class ShardStorageIO:
             try:
                 return await run(fn, *args)
             except Exception as e:
-                if not is_transient(e):
+                if not (is_transient(e) or (patient and isinstance(e, StorageUnavailable))):
                     raise
                 self.retries += 1
                 text = f"{type(e).__name__}: {e}"
@@ -225,13 +241,26 @@ class ShardStorageIO:
     async def ensure_shard(self, id: GlobalId, schema: Schema | pa.Schema) -> ShardFrontiers:
         """Create (or find) ``id``'s shard with ``schema`` and the controller's reader; its frontiers.
 
-        The client request ids the shard records are remembered (see :meth:`recorded`)."""
+        Called once the catalog records ``id``: a full disk is waited out, never reported as
+        the DDL's refusal (it did happen; a refusal that wrote is worse than a slow answer). The
+        client request ids the shard records are remembered (see :meth:`recorded`)."""
         self.set_schema(id, schema)
-        frontiers = await self.retrying(f"create shard {id}", self._ensure, id)
+        frontiers = await self.retrying(f"create shard {id}", self._ensure, id, patient=True)
         opened = self._opened_requests.pop(id, None)
         if opened:
             self.remember_requests(id, opened)
         return frontiers
+
+    async def advance_since(self, id: GlobalId, since: Antichain) -> None:
+        """Move the controller's reader on ``id``'s shard to ``since`` now, durably (past the
+        limiter that paces downgrades).
+
+        For a new materialized view's shard, before its dataflow writes: its since is then its
+        as_of on the disk, so a controller that restores it refuses reads before the as_of
+        instead of answering them from a shard that has no data there. Best effort, as every
+        downgrade: a deposed controller is refused (a restore then takes the as_of it chooses
+        for a view whose shard is empty)."""
+        await self._best_effort("downgrade", self._downgrade, id, since, patient=True)
 
     def _ensure(self, id: GlobalId) -> ShardFrontiers:
         """The since is the controller's own reader's: the shard's since (the meet over every
@@ -240,16 +269,32 @@ class ShardStorageIO:
         name = shard_name(id)
         reader = self._reader_of(id)
         self.store.create_shard(name, self._schemas[id])
-        self.store.register_critical_reader(name, reader, opaque=self._opaque.get(id, 0))
+        self._claim(id, name, reader)
         state = self.store.state(name)
-        mine = state.critical_readers.get(reader)
-        if mine is not None:
-            self._opaque[id] = mine.opaque
         held = state.reader_since(reader)
         since = state.since if held is None else state.since.join(held)
         if state.requests:
             self._opened_requests[id] = dict(state.requests)  # remembered on the event loop
         return ShardFrontiers(since, state.upper)
+
+    def _claim(self, id: GlobalId, name: str, reader: str) -> None:
+        """Register (or find) the controller's reader on shard ``name`` and learn its opaque;
+        with a :attr:`writer_epoch`, claim the reader with it first [OpaqueMismatch if a newer
+        controller claimed it: this one is deposed]."""
+        epoch = self.writer_epoch
+        self.store.register_critical_reader(
+            name, reader, opaque=self._opaque.get(id, 0 if epoch is None else epoch)
+        )
+        mine = self.store.state(name).critical_readers.get(reader)
+        if mine is None:
+            return
+        opaque = mine.opaque
+        if epoch is not None and opaque != epoch:
+            if opaque > epoch:
+                raise OpaqueMismatch(name, epoch, opaque)
+            self.store.compare_and_downgrade_since(name, reader, opaque, epoch, mine.since)
+            opaque = epoch
+        self._opaque[id] = opaque
 
     def _reader_of(self, id: GlobalId) -> str:
         return self._reader.get(id, self.reader_id)
@@ -331,20 +376,22 @@ class ShardStorageIO:
         elif isinstance(effect, ReadSnapshot):
             await self._snapshot(effect)
         elif isinstance(effect, RegisterShard):
-            await self._best_effort("register", self._register, effect.id)
+            await self._best_effort("register", self._register, effect.id, patient=True)
         elif isinstance(effect, DowngradeShardSince):
             now = self.since_limiter.offer(effect.id, effect.frontier, self.platform.clock_ms())
             if now is not None:  # else held back: flush_downgrades issues it later
                 await self._best_effort("downgrade", self._downgrade, effect.id, now)
         elif isinstance(effect, _DueDowngrade):
             await self._best_effort("downgrade", self._downgrade, effect.id, effect.frontier)
-        else:
+        else:  # the catalog dropped it: a full disk is waited out, the shard must go
             self.since_limiter.forget(effect.id)
-            await self._best_effort("drop", self._drop, effect.id)
+            await self._best_effort("drop", self._drop, effect.id, patient=True)
 
-    async def _best_effort(self, what: str, fn: Callable[..., Any], *args: Any) -> None:
+    async def _best_effort(
+        self, what: str, fn: Callable[..., Any], *args: Any, patient: bool = False
+    ) -> None:
         try:
-            await self.retrying(f"{what} {args[0]}", fn, *args)
+            await self.retrying(f"{what} {args[0]}", fn, *args, patient=patient)
         except Exception as e:
             log.warning("shard %s of %s failed: %r", what, args[0], e)
             self.errors.append((f"{what} {args[0]}", e))
@@ -354,9 +401,7 @@ class ShardStorageIO:
         schema = self._schemas.get(id)
         if schema is not None:
             self.store.create_shard(name, schema)
-        self.store.register_critical_reader(
-            name, self._reader_of(id), opaque=self._opaque.get(id, 0)
-        )
+        self._claim(id, name, self._reader_of(id))
 
     def _downgrade(self, id: GlobalId, frontier: Antichain) -> None:
         name, reader = shard_name(id), self._reader_of(id)

@@ -31,6 +31,7 @@ from tidegate.spec.protocol.types import (
     SourceImport,
     SubscribeConnection,
 )
+from tidegate.spec.storage import SourceStatus
 
 from ..catalog import (
     DEFAULT_CLUSTER,
@@ -42,9 +43,9 @@ from ..catalog import (
     SystemCollectionEntry,
     TableEntry,
 )
-from ..controller.errors import RuntimeControllerError
+from ..controller.errors import RuntimeControllerError, SourceCeased
 from ..controller.streams import Subscription
-from ..errors import WrongCluster
+from ..errors import UnknownCatalogObject, WrongCluster
 from ..frames import PeekAnswer, frame_updates, is_frame
 from ._core import Core, Ref
 from ._ddl import Ddl
@@ -133,6 +134,18 @@ class ReadsAndWrites:
             cache[1][ref] = found
         return found
 
+    async def _resolve_read(self, ref: Ref) -> GlobalId:
+        """``ref``'s id for a read [UnknownCatalogObject]; a writer that does not know it first
+        confirms that no newer environment took over [EnvironmentFenced]: a deposed one's
+        catalog is stale (its successor may have created the object), so "unknown" from it
+        would be a wrong answer."""
+        try:
+            return self.core.resolve(ref)
+        except UnknownCatalogObject:
+            if not self.core.read_only:
+                await self.core.driver.confirm_leader()
+            raise
+
     async def peek(
         self,
         ref: Ref,
@@ -157,7 +170,7 @@ class ReadsAndWrites:
         meanwhile) [ReplicaMissing]. Dropping ``ref`` while the peek waits
         fails it with :class:`DependencyDropped`, a :class:`PeekFailed`.
         """
-        gid = self.core.resolve(ref)
+        gid = await self._resolve_read(ref)
         entry = self.core.state.get(gid)
         target: Literal["index", "persist"] = (
             "index" if isinstance(entry, IndexEntry) else "persist"
@@ -237,13 +250,19 @@ class ReadsAndWrites:
 
     async def freshest(self, ref: Ref) -> int:
         """The time a read of ``ref`` that starts now takes: every acknowledged append shows there."""
-        gid = self.core.resolve(ref)
+        gid = await self._resolve_read(ref)
         return await self._fresh_time([gid], lambda: self.frontiers(gid)[0], gid)
 
     async def _fresh_time(
         self, inputs: Sequence[GlobalId], since: Callable[[], Antichain], what: GlobalId
     ) -> int:
-        """The freshest read time over ``inputs`` (see :meth:`freshest`), at or after ``since()``."""
+        """The freshest read time over ``inputs`` (see :meth:`freshest`), at or after ``since()``.
+
+        A writer first confirms that no newer environment took over [EnvironmentFenced]: one
+        that did may have acknowledged writes this one's read timestamp does not cover.
+        """
+        if not self.core.read_only:
+            await self.core.driver.confirm_leader()
         while True:
             lower = since()
             if not lower.elements:
@@ -255,10 +274,17 @@ class ReadsAndWrites:
             if t > read:
                 await self.core.io.retrying("oracle apply", self.core.oracle.apply_write, t)
             if self._input_upper(*inputs).less_equal(t):
+                ceased = self._ceased_input(*inputs)
+                if ceased is not None:  # it will never get there: say so rather than wait
+                    raise ceased
                 self.core.driver.request_commit()  # every table then moves past t
                 await self.core.driver.wait_frontiers(
-                    lambda t=t: not self._input_upper(*inputs).less_equal(t)  # type: ignore[misc]
+                    lambda t=t: (  # type: ignore[misc]
+                        not self._input_upper(*inputs).less_equal(t)
+                        or self._ceased_input(*inputs) is not None
+                    )
                 )
+                continue  # judged again (a source may have ceased meanwhile)
             if since().less_equal(t):  # not compacted past t while waiting
                 return t
 
@@ -283,6 +309,27 @@ class ReadsAndWrites:
             else:
                 stack.extend(state.dependencies(g))
         return Antichain.meet_all(uppers) if uppers else Antichain.empty()
+
+    def _ceased_input(self, *gids: GlobalId) -> SourceCeased | None:
+        """A :class:`SourceCeased` for a ceased source among what ``gids`` read, if any."""
+        state, seen, stack = self.core.state, set(), list(gids)
+        storage = self.core.driver.ctl.storage
+        while stack:
+            g = stack.pop()
+            if g in seen:
+                continue
+            seen.add(g)
+            if state.view(g) is not None:  # a view has no collection: look through it first
+                stack.extend(state.dependencies(g))
+                continue
+            entry = state.get(g)
+            if isinstance(entry, SourceEntry):
+                status = storage.status(g)
+                if status is not None and status.status is SourceStatus.CEASED:
+                    return SourceCeased(g, status.error)
+            elif not isinstance(entry, _DURABLE_INPUTS):
+                stack.extend(state.dependencies(g))
+        return None
 
     def frontiers(self, ref: Ref) -> tuple[Antichain, Antichain]:
         """``(since, upper)`` of object ``ref`` (of a sink: the time it holds its input at, and
@@ -320,7 +367,9 @@ class ReadsAndWrites:
             if self._input_upper(*inputs).elements:
                 t = await self._fresh_time(inputs, lambda: self._inputs_since(df, cluster), gid)
                 df = df.with_as_of(Antichain([t]))
-            else:
+            else:  # complete inputs: still a fresh read, so a deposed writer must not choose it
+                if not self.core.read_only:
+                    await self.core.driver.confirm_leader()
                 df = df.with_as_of(
                     self.ddl.select_as_of(
                         self.core.state, df, self.core.oracle.read_ts(), cluster=cluster
@@ -388,7 +437,7 @@ class ReadsAndWrites:
 
         if urlsplit(url).scheme not in ("file", "s3", "mem"):
             raise CopyToFailed(ref, url, "unsupported URL scheme (use file:// or s3://)")
-        gid = self.core.resolve(ref)
+        gid = await self._resolve_read(ref)
         at = await self._read_time(gid, at)
         plan = self.core.plan(gid)
         cluster = self._plan_cluster(plan, cluster)

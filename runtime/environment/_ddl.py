@@ -153,6 +153,11 @@ class Ddl:
         current = self.core.oracle.read_ts()
         cluster = state.placement(gid)
         as_of = self.select_as_of(state, df, current, output=(fr.since, fr.upper), cluster=cluster)
+        if not self.core.read_only and fr.upper <= fr.since and not as_of <= fr.since:
+            # Nothing written yet: the shard's since becomes the as_of on the disk before the
+            # dataflow writes, so a restored view refuses reads before it (never answers them
+            # from a shard that has no data there) however soon this controller stops.
+            await self.core.io.advance_since(gid, as_of)
         desc = self.core.description(state, gid, "materialized_view")
         desc = CollectionDescription(desc.data_source, since=as_of)
         ctl = self.core.driver.ctl

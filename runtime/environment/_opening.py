@@ -43,9 +43,10 @@ from ..controller.errors import RuntimeControllerError
 from ..controller.schemas import parse_shard_name, shard_name
 from ..controller.storage_io import CONTROLLER_READER, ShardStorageIO
 from ..controller.timestamps import Oracle, UpperOracle, default_oracle
-from ..errors import CatalogMissing, InvalidEnvironmentOptions
+from ..errors import CatalogConflict, CatalogMissing, InvalidEnvironmentOptions
 from ..files import mkdir_private
 from ..options import EnvironmentOptions
+from ..oracle import durable_epoch
 from ..platform import Platform
 from ..secrets import SecretStore
 from ..storage.store import ShardStore
@@ -98,6 +99,26 @@ class Parts:
     """Filled by :meth:`Opening.start`: the storage replicas' addresses are the core's to say."""
     token: str | None
     """The compute replicas' token (the transport's): see :attr:`Core.token`."""
+
+
+async def claim_catalog(catalog: Catalog, options: EnvironmentOptions, retry: Any) -> CatalogState:
+    """Write ``catalog`` as a new version with this environment's replicas (a read-write open);
+    its state. A predecessor's DDL that lands first is kept (the catalog is read again and the
+    write retried)."""
+    state = catalog.state
+    while True:
+        ops = replica_ops(
+            state, options.replicas, executor=options.executor, spark_master=options.spark_master
+        )
+        ops += storage_replica_ops(state, options.storage_replica)
+        try:
+            if ops:
+                written: CatalogState = await retry("catalog write", catalog.apply, ops)
+            else:
+                written = await retry("catalog fence", catalog.touch)
+            return written
+        except CatalogConflict:
+            state = await retry("catalog read", catalog.load)
 
 
 async def open_parts(
@@ -175,8 +196,12 @@ async def open_parts(
             "environment with a data_dir, or pass replicas={name: 'host:port'} to connect "
             "to replicas that run already"
         )
-    if wanted != state and not read_only:
-        state = await retry("catalog write", catalog.apply, ops)
+    if not read_only:
+        # Writing the catalog as a new version fences the previous writer's DDL (as the oracle
+        # fenced its writes): a predecessor that still runs -- stopped, taken for dead,
+        # resumed -- can change it no more. Its holds are claimed the same way.
+        state = wanted = await claim_catalog(catalog, options, retry)
+        io.writer_epoch = oracle.epoch or None
     entries = wanted.replicas  # a read-only environment runs them without recording them
     addresses = {r.id: r.address for r in entries if not r.managed and r.address}
     managed = [r for r in entries if r.managed]
@@ -247,6 +272,12 @@ async def open_parts(
         check_protocol=options.check_protocol,
         read_only=read_only,
     )
+    # Every replica's Hello brings the writer epoch (a read-only environment's is the writer's
+    # it warms up beside): a replica refuses a controller older than one it has served.
+    epoch = (
+        await retry("writer epoch", durable_epoch, store.consensus) if read_only else oracle.epoch
+    )
+    controller.set_epoch(epoch)
     if options.max_result_size is not None:  # every instance's first UpdateConfiguration
         controller.compute.update_configuration(
             ComputeParameters(max_result_size=options.max_result_size)
@@ -420,6 +451,17 @@ class Opening:
             )
         descriptions = [
             (c.id, self.core.description(state, c.id, c.kind)) for c in plan.storage_collections
+        ]
+        # A materialized view whose shard has nothing yet (its controller stopped before the
+        # dataflow wrote) is readable from its as_of on, as a new one is.
+        as_ofs = {g: df.as_of for df in plan.dataflows for g in df.persist_sink_ids}
+        descriptions = [
+            (g, dataclasses.replace(d, since=as_of))
+            if (as_of := as_ofs.get(g)) is not None
+            and as_of.elements
+            and shards[g].upper <= shards[g].since
+            else (g, d)
+            for g, d in descriptions
         ]
         ctl.storage.create_instance(STORAGE_INSTANCE)  # sources and sinks run there
         ctl.storage.create_collections(descriptions, shards)

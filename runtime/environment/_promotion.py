@@ -85,6 +85,8 @@ class Promotion:
             self.core.oracle = oracle
             self.core.driver.oracle = oracle
             self.core.driver.fence_check = self.core.fence_check
+            self.core.driver.ctl.set_epoch(oracle.epoch)  # replicas refuse the old writer now
+            self.core.driver.apply()
             await self.catch_up(before, catalog.state)
             self.core.catalog = catalog
             await self.core.driver.poll_uppers()  # the old writer's last uppers

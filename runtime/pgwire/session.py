@@ -89,6 +89,10 @@ _SQLSTATES: dict[str, str] = {
     "PlanTooDeep": "54001",
     "SourceSchemaMismatch": "42804",
     "InvalidId": "42602",
+    # A damaged record or file (its checksum does not match): PostgreSQL's data_corrupted
+    "ConsensusCorrupt": "XX001",
+    "BlobCorrupt": "XX001",
+    "ConsensusStoreCorrupt": "XX001",
 }
 
 

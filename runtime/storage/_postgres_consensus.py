@@ -54,7 +54,9 @@ def _refusals(key: str, operation: str) -> Iterator[None]:
         state = getattr(e, "sqlstate", None) or ""
         if not state.startswith(_REFUSED_SQLSTATES):
             raise
-        raise StorageUnavailable(key, "consensus", key, operation, f"{e} (SQLSTATE {state})") from e
+        raise StorageUnavailable(
+            key, "consensus", key, operation, f"{e} (SQLSTATE {state})", sqlstate=state
+        ) from e
 
 
 _SCHEMA = """

@@ -30,6 +30,15 @@ limit is full, the file or its directory is read-only or cannot be opened. SQLit
 transaction that fails so, so nothing was applied. Other IO errors (an fsync that failed, say)
 leave the outcome unknown and pass through."""
 
+_REFUSAL_SQLSTATES = (
+    ("SQLITE_FULL", "53100"),  # disk_full
+    ("SQLITE_READONLY", "42501"),  # insufficient_privilege
+    ("SQLITE_PERM", "42501"),
+    ("SQLITE_CANTOPEN", "58030"),  # io_error
+    ("SQLITE_IOERR_WRITE", "58030"),
+)
+"""PostgreSQL's SQLSTATE for each refusal of :data:`_REFUSALS`."""
+
 _DAMAGED = ("SQLITE_CORRUPT", "SQLITE_NOTADB")
 """SQLite errors (by name prefix) that say the database file itself is damaged."""
 
@@ -50,7 +59,10 @@ def _refusals(
             raise ConsensusStoreCorrupt(location, f"{e} ({name})") from e
         if not name.startswith(_REFUSALS):
             raise
-        raise StorageUnavailable(shard, "consensus", key, operation, f"{e} ({name})") from e
+        state = next((c for n, c in _REFUSAL_SQLSTATES if name.startswith(n)), None)
+        raise StorageUnavailable(
+            shard, "consensus", key, operation, f"{e} ({name})", sqlstate=state
+        ) from e
     except OSError as e:
         if not refused_by_os(e):
             raise

@@ -441,8 +441,9 @@ def encode_command(cmd: ComputeCommand) -> pb.ProtoComputeCommand:
     """The Protobuf form of a compute command."""
     m = pb.ProtoComputeCommand()
     match cmd:
-        case Hello(nonce):
+        case Hello(nonce, epoch):
             m.hello = nonce.bytes
+            m.hello_epoch = epoch
         case CreateInstance(config):
             m.create_instance.CopyFrom(_enc_instance_config(config))
         case InitializationComplete():
@@ -473,7 +474,7 @@ def decode_command(m: pb.ProtoComputeCommand) -> ComputeCommand:
     kind = m.WhichOneof("kind")
     match kind:
         case "hello":
-            return Hello(_uuid_from(m.hello, "hello nonce"))
+            return Hello(_uuid_from(m.hello, "hello nonce"), m.hello_epoch)
         case "create_instance":
             return CreateInstance(_dec_instance_config(m.create_instance))
         case "initialization_complete":

@@ -351,8 +351,9 @@ def encode_storage_command(cmd: StorageCommand) -> pb.ProtoStorageCommand:
     """The Protobuf form of a storage command."""
     m = pb.ProtoStorageCommand()
     match cmd:
-        case StorageHello(nonce):
+        case StorageHello(nonce, epoch):
             m.hello = nonce.bytes
+            m.hello_epoch = epoch
         case StorageInitializationComplete():
             m.initialization_complete.SetInParent()
         case StorageAllowWrites():
@@ -384,7 +385,7 @@ def decode_storage_command(m: pb.ProtoStorageCommand) -> StorageCommand:
     """The spec command a Protobuf message denotes; :class:`WireError` if it denotes none."""
     kind = m.WhichOneof("kind")
     if kind == "hello":
-        return StorageHello(_uuid_from(m.hello, "hello nonce"))
+        return StorageHello(_uuid_from(m.hello, "hello nonce"), m.hello_epoch)
     if kind == "initialization_complete":
         return StorageInitializationComplete()
     if kind == "allow_writes":

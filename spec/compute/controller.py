@@ -95,6 +95,8 @@ class ComputeController:
     ) -> None:
         self.storage = storage
         self._read_only = read_only
+        self.epoch = 0
+        """The controller's writer epoch, sent in every replica's ``Hello`` (:meth:`set_epoch`)."""
         self.check_protocol = check_protocol
         self._uuids = uuid_factory if uuid_factory is not None else counter_uuids(0)
         self._instances: dict[InstanceId, Instance] = {}
@@ -151,6 +153,7 @@ class ComputeController:
             self._outbox,
             self._read_only,
         )
+        inst.epoch = self.epoch
         self._instances[instance] = inst
         self._workload_classes[instance] = workload_class
 
@@ -277,6 +280,17 @@ class ComputeController:
         return self._read_only
 
     @atomic
+    @atomic
+    def set_epoch(self, epoch: int) -> None:
+        """The controller's writer epoch is now ``epoch`` (a promotion took over writing): every
+        replica starts a new protocol iteration with it, so none accepts an older controller
+        again. Lower or equal epochs change nothing."""
+        if epoch <= self.epoch:
+            return
+        self.epoch = epoch
+        for name in sorted(self._instances):
+            self._instances[name].set_epoch(epoch)
+
     def read_write(self) -> None:
         """Leave read-only mode: ``AllowWrites`` for every live collection allowed to write, once.
 

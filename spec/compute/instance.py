@@ -182,6 +182,8 @@ class Instance:
         self.targets: dict[GlobalId, ReplicaId] = {}
         self.unscheduled: set[GlobalId] = set()
         self.epochs: dict[ReplicaId, int] = {}
+        self.epoch = 0
+        """The controller's writer epoch, sent in each replica's ``Hello``."""
 
         self._send(Hello(_NIL_UUID))
         self._send(
@@ -227,7 +229,7 @@ class Instance:
     def _specialize(self, cmd: ComputeCommand, replica: ReplicaState) -> ComputeCommand:
         """``Hello`` gets a fresh nonce; ``CreateInstance`` gets the replica's logging config."""
         if isinstance(cmd, Hello):
-            return Hello(self.uuids())
+            return Hello(self.uuids(), self.epoch)
         if isinstance(cmd, CreateInstance):
             logging = replica.config.logging.logging_config(self.arranged_logs)
             return CreateInstance(replace(cmd.config, logging=logging))
@@ -405,6 +407,12 @@ class Instance:
             return
         r.status = "connected"
         self._outbox.emit(ReplicaStatusEvent(self.id, replica, "connected", epoch))
+
+    def set_epoch(self, epoch: int) -> None:
+        """A new writer epoch: every replica is rehydrated on a new connection that brings it."""
+        self.epoch = epoch
+        for rid in sorted(self.replicas):
+            self.replica_failed(rid, self.replicas[rid].epoch, "the controller's epoch changed")
 
     def replica_failed(self, replica: ReplicaId, epoch: int, reason: str) -> None:
         """Rehydrate a failed replica: remove it, then add it back on epoch + 1 with a full replay."""

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ExecutorError, PlanError
+from ..errors import DeposedController, ExecutorError, PlanError
 from ..errors.replica import (
     CommandRejected,
     DataflowRejected,
@@ -314,6 +314,8 @@ class ComputeReplica:
         self._settled = False
         self._steps = 0
         self._outbox: Outbox[ReplicaOutput] = Outbox()
+        self.epoch = 0
+        """The highest controller epoch a ``Hello`` brought (a lower one is refused)."""
         self.reused_dataflows = 0
         """Dataflows kept running across reconnects (reconciliation reused them)."""
         self.built_dataflows = 0
@@ -362,7 +364,11 @@ class ComputeReplica:
     def handle_command(self, cmd: ComputeCommand) -> None:
         """Take one command from the controller; what the driver must do now goes to the outbox."""
         session = self._session
+        if isinstance(cmd, Hello) and cmd.epoch < self.epoch:
+            raise DeposedController(cmd.epoch, self.epoch)
         session.check_command(cmd)
+        if isinstance(cmd, Hello):
+            self.epoch = cmd.epoch
         self._settled = False
         if not isinstance(cmd, Peek | CancelPeek | AllowCompaction):
             self._all_dirty = True

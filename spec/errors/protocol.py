@@ -29,6 +29,7 @@ __all__ = [
     "CommandAfterDrop",
     "CompactionPastPendingPeek",
     "DataflowAsOfUnset",
+    "DeposedController",
     "DroppedAtMismatch",
     "DuplicateAllowWrites",
     "DuplicateCollection",
@@ -73,6 +74,22 @@ class ProtocolError(TidegateError, ValueError):
 
     def __str__(self) -> str:
         return f"[{self.rule}] {super().__str__()}"
+
+
+class DeposedController(ProtocolError):
+    """A ``Hello`` from a controller whose epoch is below one the replica has served: a newer
+    controller took over (this one was stopped, taken for dead, and runs on). Refused; the
+    replica keeps serving the newer controller."""
+
+    rule = "deposed_controller"
+
+    def __init__(self, epoch: int, served: int) -> None:
+        super().__init__(
+            f"Hello from a controller of epoch {epoch}: this replica serves epoch {served}; a "
+            "newer controller took over"
+        )
+        self.epoch = epoch
+        self.served = served
 
 
 # -- commands: stages ---------------------------------------------------------------

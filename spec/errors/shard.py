@@ -7,6 +7,7 @@ parsing messages.
 
 from __future__ import annotations
 
+import errno as _errno
 from typing import Any
 
 from .base import TidegateError
@@ -228,6 +229,17 @@ class BlobCorrupt(ShardError):
         self.actual = actual
 
 
+_FILE_SQLSTATES = {
+    _errno.ENOSPC: "53100",  # disk_full, as PostgreSQL answers a write the disk has no room for
+    _errno.EDQUOT: "53100",
+    _errno.EFBIG: "54000",  # program_limit_exceeded: a file past its size limit
+    _errno.EROFS: "42501",  # insufficient_privilege, as PostgreSQL's errcode_for_file_access
+    _errno.EACCES: "42501",
+    _errno.EPERM: "42501",
+}
+"""PostgreSQL's SQLSTATE for an OS error that refuses a write outright."""
+
+
 class StorageUnavailable(ShardError):
     """The Blob or Consensus store refused a write for good reason of its own (a full disk, a
     file too large, a read-only or inaccessible data directory), and nothing was applied.
@@ -236,6 +248,12 @@ class StorageUnavailable(ShardError):
     ``operation`` what was attempted; ``errno`` the OS error number when one is known. Unlike
     :class:`Indeterminate`, the outcome is known: the call did not take effect (the state is
     unchanged), and retrying helps only once an operator made room or access.
+
+    :attr:`sqlstate` is the code a PostgreSQL client is answered with: the store's own when it
+    said one (``sqlstate=``), else PostgreSQL's for the OS error (``53100 disk_full`` for a
+    full disk or quota, ``42501`` for a read-only or inaccessible directory, ``54000`` for a
+    file too large), else ``58030 io_error``: never ``XX000``, since the refusal is expected
+    and typed, and its outcome (nothing applied) is known.
     """
 
     def __init__(
@@ -247,12 +265,14 @@ class StorageUnavailable(ShardError):
         reason: str,
         *,
         errno: int | None = None,
+        sqlstate: str | None = None,
     ) -> None:
         super().__init__(shard, f"{store} {operation} of {key!r} failed: {reason}")
         self.store = store
         self.key = key
         self.operation = operation
         self.errno = errno
+        self.sqlstate = sqlstate or _FILE_SQLSTATES.get(errno or 0, "58030")
 
 
 class ConsensusStoreCorrupt(ShardError):

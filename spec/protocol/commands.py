@@ -27,9 +27,16 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class Hello:
-    """Opens a protocol iteration; always the first command on a connection."""
+    """Opens a protocol iteration; always the first command on a connection.
+
+    ``epoch`` is the controller's writer epoch (the durable timestamp oracle's
+    incarnation; ``0`` without one): a replica refuses an iteration from an
+    epoch below the highest it has served (:class:`~tidegate.spec.errors.DeposedController`),
+    so a controller that a newer one took over from cannot take its replicas back.
+    """
 
     nonce: _uuid.UUID
+    epoch: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,9 +49,14 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class StorageHello:
-    """The first command of every protocol iteration; a Hello in any stage starts a new one."""
+    """The first command of every protocol iteration; a Hello in any stage starts a new one.
+
+    ``epoch``: the controller's writer epoch, as in the compute protocol's ``Hello`` (a
+    replica refuses an iteration from an epoch below the highest it has served).
+    """
 
     nonce: _uuid.UUID
+    epoch: int = 0
 
 
 @dataclass(frozen=True, slots=True)

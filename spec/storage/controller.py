@@ -174,6 +174,9 @@ class StorageController:
     ) -> None:
         self._read_only = read_only
         self._uuids = uuid_factory if uuid_factory is not None else counter_uuids()
+        self.epoch = 0
+        """The controller's writer epoch, sent in every replica's ``StorageHello`` (a connection
+        made after :meth:`set_epoch` brings the new one)."""
         self._check_protocol = check_protocol
         # Each ingestion's hold on its remap collection: ingestion -> (remap, frontier).
         self._remap_holds: dict[GlobalId, tuple[GlobalId, Antichain]] = {}
@@ -260,6 +263,10 @@ class StorageController:
         self._instance(instance)
         del self._instances[instance]
 
+    def set_epoch(self, epoch: int) -> None:
+        """The controller's writer epoch is now ``epoch`` (for the next connection's Hello)."""
+        self.epoch = max(self.epoch, epoch)
+
     @atomic
     def connect_replica(self, instance: InstanceId, replica: ReplicaId, location: str = "") -> None:
         """(Re)connect ``replica`` at ``location`` as ``instance``'s one replica; replay the history to it.
@@ -275,7 +282,7 @@ class StorageController:
         old = inst.connect(replica, location)
         if old is not None:
             self._outbox.emit(DisconnectStorageReplica(instance, old))
-        for cmd in (StorageHello(nonce), *history):
+        for cmd in (StorageHello(nonce, self.epoch), *history):
             self._outbox.extend(inst.address(cmd))
 
     @atomic

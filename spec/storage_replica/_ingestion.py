@@ -163,8 +163,8 @@ class IngestionRun:
     Phases: ``loading`` (a :class:`ReadRemap` is out), ``ready`` (bindings and
     uppers known), ``closed`` (its data collection is closed), ``ceased``
     (it cannot run: its description lacks a connection, schema or remap
-    collection). The source is ``stopped``, ``starting``, ``running`` or
-    ``failed``; the buffer holds every upstream update at offsets in
+    collection). The source is ``stopped``, ``starting``, ``running``,
+    ``failed`` (retried) or ``ceased`` (failed for good); the buffer holds every upstream update at offsets in
     ``[src_lower, src_upper)``.
     """
 
@@ -320,11 +320,20 @@ class IngestionRun:
         if self.status.status is not SourceStatus.CEASED:
             self.status = StatusUpdate(self.id, SourceStatus.RUNNING)
 
-    def source_failed(self, error: str, now: int) -> None:
+    def source_failed(self, error: str, now: int, *, retryable: bool = True) -> None:
         if self.source not in ("starting", "running"):
             raise UnrequestedStorageCallback(
                 f"source_failed for {self.id}, whose source is not reading"
             )
+        if not retryable:  # no restart gets past it: the source stops for good, and says why
+            self.source = "ceased"
+            self.status = StatusUpdate(
+                self.id,
+                SourceStatus.CEASED,
+                error,
+                "the upstream changed so that the source cannot go on: drop and re-create it",
+            )
+            return
         self.source = "failed"
         self.source_retry.failed(now)
         self.status = StatusUpdate(self.id, SourceStatus.STALLED, error)

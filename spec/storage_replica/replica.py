@@ -89,6 +89,7 @@ from collections import Counter
 from collections.abc import Mapping
 
 from ..errors import (
+    DeposedController,
     ShardWriteNotInFlight,
     SinkCommitNotInFlight,
     StorageCommandRejected,
@@ -145,6 +146,8 @@ class StorageReplica:
         self._session = StorageReplicaSession()
         self._outbox: Outbox[StorageReplicaOutput] = Outbox()
         self._now = 0
+        self.epoch = 0
+        """The highest controller epoch a ``StorageHello`` brought (a lower one is refused)."""
         self._params = StorageParameters()
         self._ingestions: dict[GlobalId, IngestionRun] = {}
         self._sinks: dict[GlobalId, SinkRun] = {}
@@ -211,7 +214,11 @@ class StorageReplica:
     @atomic
     def handle_command(self, cmd: StorageCommand) -> None:
         """Take one command from the controller."""
+        if isinstance(cmd, StorageHello) and cmd.epoch < self.epoch:
+            raise DeposedController(cmd.epoch, self.epoch)
         self._session.check_command(cmd)
+        if isinstance(cmd, StorageHello):
+            self.epoch = cmd.epoch
         if isinstance(cmd, RunIngestion) and not _int_frontier(cmd.resume_upper):
             raise StorageCommandRejected(f"RunIngestion({cmd.id}): resume upper of non-int times")
         if isinstance(cmd, RunSink) and not (_int_frontier(cmd.as_of) and len(cmd.as_of) <= 1):
@@ -456,9 +463,13 @@ class StorageReplica:
         self._publish()
 
     @atomic
-    def source_failed(self, id: GlobalId, error: str) -> None:
-        """Ingestion ``id``'s reader failed: it stalls with ``error``; a later tick restarts it."""
-        self._ingestion(id, "source_failed").source_failed(str(error), self._now)
+    def source_failed(self, id: GlobalId, error: str, *, retryable: bool = True) -> None:
+        """Ingestion ``id``'s reader failed: it stalls with ``error`` and a later tick restarts
+        it; an error no retry gets past (``retryable`` false: the upstream's schema changed, its
+        slot is gone) makes it ``ceased`` for good instead."""
+        self._ingestion(id, "source_failed").source_failed(
+            str(error), self._now, retryable=retryable
+        )
         self._publish()
 
     def _shard_write(

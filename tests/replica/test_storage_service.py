@@ -47,16 +47,23 @@ from tidegate.spec.storage import (
 pytestmark = pytest.mark.timeout(120)
 
 
-def stalled(id: GlobalId, error_class: str) -> Callable[[object], bool]:
+def stalled(
+    id: GlobalId, error_class: str, status: SourceStatus = SourceStatus.STALLED
+) -> Callable[[object], bool]:
     def check(r: object) -> bool:
         return (
             isinstance(r, StatusUpdate)
             and r.id == id
-            and r.status is SourceStatus.STALLED
+            and r.status is status
             and (r.error or "").startswith(error_class)
         )
 
     return check
+
+
+def ceased(id: GlobalId, error_class: str) -> Callable[[object], bool]:
+    """A status update of ``id``: ``ceased`` (failed for good) with an ``error_class`` error."""
+    return stalled(id, error_class, SourceStatus.CEASED)
 
 
 def test_a_stream_must_start_with_hello(tmp_path: Path) -> None:
@@ -144,22 +151,30 @@ def test_what_the_replica_cannot_run_is_a_typed_status(tmp_path: Path) -> None:
         async def main() -> None:
             c = await StorageClient.connect(address)
             await c.start(*commands)
+            # A source no new reader can get past (its configuration, its schema) ceases; the
+            # sink is retried with back-off and still refused (it stays stalled).
             expected = [
-                stalled(simulated, "SourceConfigurationInvalid"),
-                stalled(wrong_schema, "InvalidUsage"),
+                ceased(simulated, "SourceConfigurationInvalid"),
+                ceased(wrong_schema, "InvalidUsage"),
                 stalled(sink, "SinkDescriptionInvalid"),
             ]
             await c.until(lambda _: all(any(e(r) for r in c.received) for e in expected))
-            ceased = [
+            gone = [
                 r
                 for r in c.received
                 if isinstance(r, StatusUpdate)
                 and r.id == no_remap
                 and r.status is SourceStatus.CEASED
             ]
-            assert ceased and "remap collection" in (ceased[0].error or "")
-            # Retried with back-off, still refused (the status stays): the replica keeps serving.
+            assert gone and "remap collection" in (gone[0].error or "")
+            # The replica keeps serving, and nothing restarts a ceased source.
             await c.drain(0.3)
+            for gid in (simulated, wrong_schema, no_remap):
+                after = [
+                    r.status for r in c.received if isinstance(r, StatusUpdate) and r.id == gid
+                ]
+                after = after[after.index(SourceStatus.CEASED) :]
+                assert set(after) == {SourceStatus.CEASED}, (gid, after)
             await c.close()
 
         anyio.run(main)

@@ -15,9 +15,10 @@ import anyio
 import pytest
 from retention import keep_history
 
-from tidegate.dsl import Schema, col, count, table
+from tidegate.dsl import Schema, col, constant, count, table
 from tidegate.replica.testing import in_process_replica as replica
 from tidegate.runtime import Environment, SyncEnvironment
+from tidegate.runtime.controller.schemas import shard_name
 from tidegate.runtime.errors import (
     DuplicateCatalogName,
     HasDependents,
@@ -183,12 +184,15 @@ def test_subscribe_from_the_freshest_time_and_close(tmp_path: Path, backend: str
                     async for batch in sub:
                         updates.extend(batch.updates)
                         if not sent:
-                            assert batch.lower == Antichain([t0])  # the snapshot, at the as_of
+                            # The snapshot, at the as_of: the freshest time, at or after the
+                            # append (a tick may come first: the read confirms its leadership).
+                            (as_of,) = batch.lower.elements
+                            assert as_of >= t0
                             t1 = await env.append("t", [(3,), ((2,), -1), (0,)])
                             sent = True
                         elif not batch.upper.less_equal(t1):
                             break
-                assert updates == [(t0, (2,), 1), (t1, (2,), -1), (t1, (3,), 1)]
+                assert updates == [(as_of, (2,), 1), (t1, (2,), -1), (t1, (3,), 1)]
                 view = env.driver.ctl.compute.instance("default")
                 assert view.active_subscribes() == []
 
@@ -532,5 +536,38 @@ def test_dropping_what_a_pending_copy_to_reads_ends_it(tmp_path: Path) -> None:
                 assert e.message == f"{v} was dropped while the copy-to ran"
                 assert not instance.active_copy_tos()
                 assert not [c for c in instance.collections() if c.id.is_transient]
+
+    run("trio", main)
+
+
+def test_a_materialized_view_is_restored_readable_from_its_as_of_never_before(
+    tmp_path: Path,
+) -> None:
+    """Found by the simulator (seed 15 of ``split_brain``): a constant materialized view
+    created just before its controller stopped was restored with its shard's since, still 0
+    (the limiter paces since downgrades), while its data starts at its as_of, so a read before
+    the as_of answered no rows instead of being refused. A new view's shard now takes the
+    as_of for its since on the disk before the dataflow writes, and a view restored with an
+    empty shard is readable from the as_of the restore chose."""
+    fixed = constant([((1, "one"), 1)], Schema.of(("n", "int64", False), ("w", "string")))
+
+    async def main() -> None:
+        with replica(tmp_path) as address, anyio.fail_after(60):
+            async with Environment.open(tmp_path, replicas={"r1": address}, tick_ms=50) as env:
+                await env.create_table("t", Schema.of(("x", "int64", False)))
+                first = await env.append("t", [(1,)])
+                mv = await env.create_materialized_view("fixed", fixed.plan)
+                since = env.frontiers(mv)[0]
+                # its as_of: now, at or after the append (as-of selection gives a dataflow
+                # without storage inputs the current read time)
+                assert since.elements and int(since.elements[0]) >= first, since
+                # On the disk already, before the limiter would issue a downgrade.
+                assert env._core.store.state(shard_name(mv)).since == since
+                await env.wait_for(mv, int(since.elements[0]), timeout_s=30)  # written
+            async with Environment.open(tmp_path, replicas={"r1": address}, tick_ms=50) as env:
+                restored = env.frontiers(mv)[0]
+                assert since <= restored, (since, restored)
+                with pytest.raises(SinceViolation):  # just before its as_of: no data there
+                    await env.peek(mv, int(since.elements[0]) - 1)
 
     run("trio", main)

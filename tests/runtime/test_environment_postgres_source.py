@@ -26,7 +26,7 @@ from postgres_cluster import free_port
 
 from tidegate.replica.testing import in_process_replica
 from tidegate.runtime import Environment
-from tidegate.runtime.controller.errors import SourceSchemaMismatch
+from tidegate.runtime.controller.errors import SourceCeased, SourceSchemaMismatch
 from tidegate.runtime.errors import DuplicateCatalogName
 from tidegate.spec.errors import ReplicaIdentityNotFull, UpstreamUnreachable
 from tidegate.spec.plan.schema import Schema
@@ -359,26 +359,26 @@ def test_an_unreachable_upstream_stalls_the_source_and_nothing_is_lost(
             _drop_slot(conn, slot)
 
 
-async def until_stalled_with(env: Environment, name: str, error: str, timeout_s: float = 60) -> Any:
-    """Wait until source ``name`` is ``stalled`` with an error of type ``error``; its status."""
+async def until_ceased_with(env: Environment, name: str, error: str, timeout_s: float = 60) -> Any:
+    """Wait until source ``name`` is ``ceased`` with an error of type ``error``; its status."""
     with anyio.fail_after(timeout_s):
         while True:
             [s] = env.storage_status(name)
-            if s.status == "stalled" and (s.error or "").startswith(f"{error}: "):
+            if s.status == "ceased" and (s.error or "").startswith(f"{error}: "):
                 return s
             await anyio.sleep(0.05)
 
 
 async def until_history_has(env: Environment, gid: str, error: str, timeout_s: float = 30) -> Any:
-    """Wait until ``mz_source_status_history`` has a ``stalled`` row of ``gid`` with ``error``."""
+    """Wait until ``mz_source_status_history`` has a ``ceased`` row of ``gid`` with ``error``."""
     with anyio.fail_after(timeout_s):
         while True:
             history = await env.execute(
                 f"SELECT status, error FROM mz_source_status_history WHERE id = '{gid}'"
             )
-            stalled = [e for s, e in history.rows if s == "stalled" and e.startswith(f"{error}: ")]
-            if stalled:
-                return stalled[0]
+            ceased = [e for s, e in history.rows if s == "ceased" and e.startswith(f"{error}: ")]
+            if ceased:
+                return ceased[0]
             await anyio.sleep(0.05)
 
 
@@ -390,17 +390,18 @@ async def rows_at_the_upper(env: Environment, name: str) -> tuple[int, list[Any]
 
 
 async def stays_put(env: Environment, name: str, upper: int, seconds: float) -> None:
-    """The stalled source's upper does not move for ``seconds`` (its retries fail the same way)."""
+    """The ceased source's upper does not move for ``seconds`` (nothing restarts it)."""
     await anyio.sleep(seconds)
     assert env.frontiers(name)[1].elements == (upper,)
 
 
-def test_an_upstream_schema_change_stalls_the_source_with_the_typed_error(
+def test_an_upstream_schema_change_ceases_the_source_with_the_typed_error(
     tmp_path: Path, postgres_url: str
 ) -> None:
-    """ADD COLUMN upstream while the source runs: ``stalled`` with ``UpstreamSchemaChanged``
-    naming the column, in the status and its history; every row committed before the change is
-    in the source once, none committed after it."""
+    """ADD COLUMN upstream while the source runs: ``ceased`` (no restart gets past it, as in
+    Materialize) with ``UpstreamSchemaChanged`` naming the column, in the status and its
+    history; every row committed before the change is in the source once, none committed after
+    it; a fresh read of it fails with ``SourceCeased`` instead of waiting for ever."""
     with psycopg.connect(postgres_url, autocommit=True) as conn:
         table, pub, slot = _table(conn)
         conn.execute(f"INSERT INTO {table} VALUES (1, 'a')")
@@ -423,9 +424,9 @@ def test_an_upstream_schema_change_stalls_the_source_with_the_typed_error(
                     f"INSERT INTO {table} VALUES (5, 'e', 5)"
                 )
                 conn.execute(f"INSERT INTO {table} VALUES (6, 'f', 6)")
-                stalled = await until_stalled_with(env, "s", "UpstreamSchemaChanged")
-                assert table in stalled.error
-                assert "column 'extra' added (integer)" in stalled.error
+                ceased = await until_ceased_with(env, "s", "UpstreamSchemaChanged")
+                assert table in ceased.error
+                assert "column 'extra' added (integer)" in ceased.error
                 error = await until_history_has(env, str(gid), "UpstreamSchemaChanged")
                 assert "column 'extra' added (integer)" in error
                 # What the reader had before the error is written before the error is
@@ -433,12 +434,14 @@ def test_an_upstream_schema_change_stalls_the_source_with_the_typed_error(
                 upper, rows = await rows_at_the_upper(env, "s")
                 want = [*before, ((4, "d"), 1)]
                 assert rows == want, f"at {upper - 1}, the source's upper less one"
-                # the reader is restarted with back-off and refuses the new shape each time
+                # nothing restarts the reader: it would refuse the new shape each time
                 await stays_put(env, "s", upper, 3.0)
                 assert (await rows_at_the_upper(env, "s"))[1] == want
                 [again] = env.storage_status("s")
-                assert again.status == "stalled"
+                assert again.status == "ceased"
                 assert again.error is not None and "column 'extra' added" in again.error
+                with pytest.raises(SourceCeased):
+                    await env.peek("s")
 
         try:
             anyio.run(main)
@@ -446,12 +449,13 @@ def test_an_upstream_schema_change_stalls_the_source_with_the_typed_error(
             _drop_slot(conn, slot)
 
 
-def test_a_dropped_replication_slot_stalls_the_source_with_the_typed_error(
+def test_a_dropped_replication_slot_ceases_the_source_with_the_typed_error(
     tmp_path: Path, postgres_url: str
 ) -> None:
     """The slot dropped upstream (its walsender terminated first) while the source runs:
-    ``stalled`` with ``ReplicationSlotMissing``, in the status and its history; what was
-    ingested stays, once, and the slot is not silently re-created (that would skip changes)."""
+    ``ceased`` with ``ReplicationSlotMissing``, in the status and its history; what was
+    ingested stays, once, and the slot is not silently re-created (that would skip changes); a
+    fresh read of the source fails with ``SourceCeased``."""
     with psycopg.connect(postgres_url, autocommit=True) as conn:
         table, pub, slot = _table(conn)
         conn.execute(f"INSERT INTO {table} VALUES (1, 'a')")
@@ -467,8 +471,8 @@ def test_a_dropped_replication_slot_stalls_the_source_with_the_typed_error(
                 await until_status(env, "s", "running")
                 await anyio.to_thread.run_sync(_terminate_and_drop_slot, postgres_url, slot)
                 conn.execute(f"INSERT INTO {table} VALUES (3, 'c')")
-                stalled = await until_stalled_with(env, "s", "ReplicationSlotMissing")
-                assert repr(slot) in stalled.error and "drop and re-create" in stalled.error
+                ceased = await until_ceased_with(env, "s", "ReplicationSlotMissing")
+                assert repr(slot) in ceased.error and "drop and re-create" in ceased.error
                 await until_history_has(env, str(gid), "ReplicationSlotMissing")
                 upper, rows = await rows_at_the_upper(env, "s")
                 assert rows == want
@@ -478,6 +482,8 @@ def test_a_dropped_replication_slot_stalls_the_source_with_the_typed_error(
                     "SELECT count(*) FROM pg_replication_slots WHERE slot_name = %s", (slot,)
                 ).fetchone()
                 assert found == (0,)  # not re-created behind the user's back
+                with pytest.raises(SourceCeased):  # a fresh read says so instead of waiting
+                    await env.peek("s")
 
         try:
             anyio.run(main)

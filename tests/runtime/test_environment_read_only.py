@@ -20,7 +20,7 @@ import anyio
 import pytest
 from retention import keep_history
 
-from tidegate.dsl import Schema, col
+from tidegate.dsl import Schema, col, constant
 from tidegate.replica.testing import in_process_replica as replica
 from tidegate.runtime import Environment
 from tidegate.runtime.catalog import DEFAULT_CATALOG_KEY
@@ -157,6 +157,16 @@ def test_read_only_serves_writes_nothing_then_promotion_fences_the_writer(
                         await old.append("t", [(4,)])
                     with pytest.raises(EnvironmentFenced):
                         await old.create_table("v", SCHEMA)
+                    # So is a fresh read: the new writer may acknowledge writes its read
+                    # timestamp does not cover (found with the simulator's zombie controller).
+                    with pytest.raises(EnvironmentFenced):
+                        await old.peek("t_idx")
+                    # A subscribe of inputs that are all complete (a constant) is a fresh read
+                    # too: its start time comes from the deposed read timestamp (found with
+                    # the simulator: a zombie started one before its successor's writes).
+                    with pytest.raises(EnvironmentFenced):
+                        await old.subscribe(constant([(1,)], SCHEMA))
+                    assert await old.peek("t_idx", at=t1) == [((1,), 1), ((2,), 1)]
 
                     # The new one writes; its view's output advances.
                     t3 = await new.append("t", [(5,)])
@@ -166,6 +176,10 @@ def test_read_only_serves_writes_nothing_then_promotion_fences_the_writer(
                     await new.wait_for("big", t3, timeout_s=30)
                     assert sorted(await new.peek("big", at=t3)) == [((2,), 1), ((3,), 1), ((5,), 1)]
                     await new.create_table("u", SCHEMA)  # DDL too
+                    # The old one does not know "u": fenced, not a stale "unknown" (found with
+                    # the simulator's zombie controller, which peeked its successor's view).
+                    with pytest.raises(EnvironmentFenced):
+                        await old.peek("u")
                     readers = critical_readers(tmp_path)
                     epoch = new.oracle.epoch  # type: ignore[attr-defined]
                     for shard, held in readers.items():  # its holds moved to the controller's

@@ -46,6 +46,21 @@ STORAGE_MUTANTS = {
     "resume_from_remap_upper": "source_exactly_once",
     "reclock_off_by_one": "sources_catch_up",  # the shard refuses the write; the source stalls
     "sink_commit_unconditional": "sink_commits_chain",
+    "ceased_read_waits": "operations_complete",  # a fresh read of a ceased source never ends
+}
+
+SECOND_ROUND_MUTANTS = {
+    # mutant: the property its scenario's campaign (split_brain, damaged) catches it by
+    "fenced_write_refused": "no_phantom_writes",  # a deposed controller's landed write "refused"
+    # seed 10: the zombie predecessor's DDL lands in a catalog its successor does not read
+    # again, so a read of what the zombie created through the successor is "unknown"
+    "open_leaves_catalog": "valid_reads_answered",
+    "hello_without_epoch": "read_below_since",  # a deposed controller's dataflows on replicas
+    "records_unsealed": "rot_detected",  # a rotten catalog or oracle record read as data
+    # an empty start: its tables vanish (the shards are kept: only what a catalog recorded as
+    # dropped is ever finalized, so nothing_deleted_undropped needs both defences broken)
+    "catalog_missing_ignored": "valid_reads_answered",
+    "full_disk_not_waited_out": "drops_clean_up",  # seed 2: a dropped shard left on a full disk
 }
 
 
@@ -116,6 +131,8 @@ def test_the_default_campaign_finds_the_mutant(name: str) -> None:
         assert violation.property == STORAGE_MUTANTS[name], violation
     if name in CHECK_MUTANTS:
         assert violation.property == CHECK_MUTANTS[name], violation
+    if name in SECOND_ROUND_MUTANTS:
+        assert violation.property == SECOND_ROUND_MUTANTS[name], violation
 
 
 def test_the_only_undetectable_mutant_is_masked_by_a_second_defence() -> None:
@@ -137,6 +154,16 @@ def test_the_storage_world_has_mutants_of_ingestion_reclocking_and_sinks() -> No
     assert {n for n in mutant_names(detectable=True) if MUTANTS[n].scenario == "sources"} == set(
         STORAGE_MUTANTS
     )
+
+
+def test_the_faults_real_systems_meet_have_mutants_of_the_bugs_they_found() -> None:
+    """Each bug a fault of the second round found (a zombie controller, a damaged disk) is a
+    mutant of its scenario, found by the property recorded above."""
+    assert {
+        n
+        for n in mutant_names(detectable=True)
+        if MUTANTS[n].scenario in ("split_brain", "damaged")
+    } == set(SECOND_ROUND_MUTANTS)
 
 
 @pytest.mark.slow

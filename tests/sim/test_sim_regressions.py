@@ -8,7 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 from tidegate.sim import Fault, FaultKind, FaultPlan, RunOptions, run_simulation, small, standard
-from tidegate.sim.scenario import Scenario, churn
+from tidegate.sim.scenario import Scenario, churn, split_brain
 from tidegate.spec.compute_replica import ComputeReplica, ReadSource, Respond
 from tidegate.spec.errors import TidegateError
 from tidegate.spec.executor import PythonExecutor
@@ -293,3 +293,58 @@ def test_the_churn_run_that_found_it_holds_every_property() -> None:
     sc = _churn_of("orders", "per_customer", duration_ms=2_000)
     result = run_simulation(RunOptions(seed=252, scenario=sc))
     assert result.ok, result.summary()
+
+
+SETUP_AFTER_REFUSALS = FaultPlan(
+    faults=(Fault(at_ms=74, kind=FaultKind.FULL_DISK, duration_ms=364),),
+    enabled=(FaultKind.FULL_DISK,),
+    workload=(
+        "append",
+        "append_peek",
+        "peek",
+        "peek_at",
+        "peek_key",
+        "peek_invalid",
+        "peek_future",
+        "create_dataflow",
+        "drop_dataflow",
+        "set_read_policy",
+        "subscribe",
+        "hydration",
+        "copy_to",
+    ),
+)
+"""The full disk of seed 11 of ``small`` (3 virtual seconds), the workload its swarm drew."""
+
+
+def test_dataflows_a_restarted_controller_creates_in_its_first_setup_are_not_judged_as_restored() -> (
+    None
+):
+    """Found by seed 11 of ``small()`` cut to 3 virtual seconds (the determinism test's run): a
+    full disk made the first two controllers refuse to start before the clients' setup was done,
+    so the third restored two tables and no dataflow, then set the scenario up: it created index
+    ``u3`` at as_of 0 (the tables' since then) and set the tables' read policies, which moved
+    ``u1``'s since to 600. The check of a restored controller, made once the clients came up,
+    took ``u3`` for a dataflow the restore chose an as_of for (``restored_as_of_readable``);
+    it now judges only what the restore brought back."""
+    sc = replace(small(), duration_ms=3_000, quiet_ms=6_000)
+    result = run_simulation(RunOptions(seed=11, scenario=sc, plan=SETUP_AFTER_REFUSALS))
+    assert result.ok, result.summary()
+    assert result.stats.controller_restarts == 1
+    assert result.sometimes["controller_refused_to_start"] == 2
+    restart = next(e["at"] for e in result.history.events if e["op"] == "restart")
+    created = [e for e in result.history.events if e["op"] == "install"]
+    assert created and all(e["at"] > restart for e in created), "the restored one set up"
+
+
+def test_a_view_a_deposed_controller_created_is_refused_before_its_as_of() -> None:
+    """Found by seed 15 of ``split_brain``: controller 1 created constant materialized view
+    ``u9`` at as_of 2,550-odd and its dataflow wrote it there, but the since limiter had not yet
+    moved the shard's since from 0 when the controller was paused and taken for dead. The
+    controllers after it restored ``u9`` at the shard's since, 0, and answered a read at 669
+    with no rows (``peek_matches_reference``), where it should have been refused. A new view's
+    shard now takes its as_of for since on the disk before the dataflow writes
+    (``tests/runtime/test_environment.py`` has the unit test)."""
+    result = run_simulation(RunOptions(seed=15, scenario=split_brain()))
+    assert result.ok, result.summary()
+    assert result.stats.controller_restarts >= 2

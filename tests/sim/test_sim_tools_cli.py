@@ -43,20 +43,27 @@ class Runs:
         return self.failing.seed
 
 
+SEEDS = range(1, 41)
+"""Where the fixture looks: about one seed in five of ``QUICK`` subscribes while the clients
+retract rows, which the mutant gets wrong; which ones moves with every change of the runs."""
+
+
 @pytest.fixture(scope="module")
 def runs() -> Runs:
+    """The first seed the mutant breaks (with faults, and actions to shrink) and the passing
+    seed just before it."""
     passing: RunResult | None = None
-    for seed in range(1, 13):
+    for seed in SEEDS:
         result = run_simulation(RunOptions(seed, QUICK, mutant=MUTANT))
         if result.ok:
-            passing = passing or result
+            passing = result
         elif result.plan.faults and len(result.plan.actions or ()) >= 8 and passing is not None:
             # The mutant is silent without the failure it causes: a passing run with it
             # switched on is a passing run of the plain scenario too.
             plain = run_simulation(RunOptions(passing.seed, QUICK))
             assert plain.ok, plain.summary()
             return Runs(plain, result)
-    raise AssertionError(f"no seed in 1..12 of {QUICK.name} both passes and fails with {MUTANT}")
+    raise AssertionError(f"no seed in {SEEDS} of {QUICK.name} both passes and fails with {MUTANT}")
 
 
 @pytest.fixture(scope="module")

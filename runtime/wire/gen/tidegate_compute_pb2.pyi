@@ -861,7 +861,7 @@ class ProtoAllowCompaction(_message.Message):
     def __init__(self, id: _Optional[str] = ..., frontier: _Optional[_Union[ProtoAntichain, _Mapping]] = ...) -> None: ...
 
 class ProtoComputeCommand(_message.Message):
-    __slots__ = ("hello", "create_instance", "initialization_complete", "allow_writes", "update_configuration", "create_dataflow", "schedule", "allow_compaction", "peek", "cancel_peek", "fragment")
+    __slots__ = ("hello", "create_instance", "initialization_complete", "allow_writes", "update_configuration", "create_dataflow", "schedule", "allow_compaction", "peek", "cancel_peek", "fragment", "hello_epoch")
     HELLO_FIELD_NUMBER: _ClassVar[int]
     CREATE_INSTANCE_FIELD_NUMBER: _ClassVar[int]
     INITIALIZATION_COMPLETE_FIELD_NUMBER: _ClassVar[int]
@@ -873,6 +873,7 @@ class ProtoComputeCommand(_message.Message):
     PEEK_FIELD_NUMBER: _ClassVar[int]
     CANCEL_PEEK_FIELD_NUMBER: _ClassVar[int]
     FRAGMENT_FIELD_NUMBER: _ClassVar[int]
+    HELLO_EPOCH_FIELD_NUMBER: _ClassVar[int]
     hello: bytes
     create_instance: ProtoInstanceConfig
     initialization_complete: ProtoEmpty
@@ -884,7 +885,8 @@ class ProtoComputeCommand(_message.Message):
     peek: ProtoPeekDescription
     cancel_peek: bytes
     fragment: ProtoFragment
-    def __init__(self, hello: _Optional[bytes] = ..., create_instance: _Optional[_Union[ProtoInstanceConfig, _Mapping]] = ..., initialization_complete: _Optional[_Union[ProtoEmpty, _Mapping]] = ..., allow_writes: _Optional[str] = ..., update_configuration: _Optional[_Union[ProtoComputeParameters, _Mapping]] = ..., create_dataflow: _Optional[_Union[ProtoDataflowDescription, _Mapping]] = ..., schedule: _Optional[str] = ..., allow_compaction: _Optional[_Union[ProtoAllowCompaction, _Mapping]] = ..., peek: _Optional[_Union[ProtoPeekDescription, _Mapping]] = ..., cancel_peek: _Optional[bytes] = ..., fragment: _Optional[_Union[ProtoFragment, _Mapping]] = ...) -> None: ...
+    hello_epoch: int
+    def __init__(self, hello: _Optional[bytes] = ..., create_instance: _Optional[_Union[ProtoInstanceConfig, _Mapping]] = ..., initialization_complete: _Optional[_Union[ProtoEmpty, _Mapping]] = ..., allow_writes: _Optional[str] = ..., update_configuration: _Optional[_Union[ProtoComputeParameters, _Mapping]] = ..., create_dataflow: _Optional[_Union[ProtoDataflowDescription, _Mapping]] = ..., schedule: _Optional[str] = ..., allow_compaction: _Optional[_Union[ProtoAllowCompaction, _Mapping]] = ..., peek: _Optional[_Union[ProtoPeekDescription, _Mapping]] = ..., cancel_peek: _Optional[bytes] = ..., fragment: _Optional[_Union[ProtoFragment, _Mapping]] = ..., hello_epoch: _Optional[int] = ...) -> None: ...
 
 class ProtoFragment(_message.Message):
     __slots__ = ("data", "more")

@@ -205,7 +205,7 @@ class ProtoRunSink(_message.Message):
     def __init__(self, id: _Optional[str] = ..., description: _Optional[_Union[ProtoExportDescription, _Mapping]] = ..., as_of: _Optional[_Union[_tidegate_compute_pb2.ProtoAntichain, _Mapping]] = ..., strict: _Optional[bool] = ...) -> None: ...
 
 class ProtoStorageCommand(_message.Message):
-    __slots__ = ("hello", "initialization_complete", "allow_writes", "update_configuration", "run_ingestion", "run_sink", "allow_compaction", "fragment")
+    __slots__ = ("hello", "initialization_complete", "allow_writes", "update_configuration", "run_ingestion", "run_sink", "allow_compaction", "fragment", "hello_epoch")
     HELLO_FIELD_NUMBER: _ClassVar[int]
     INITIALIZATION_COMPLETE_FIELD_NUMBER: _ClassVar[int]
     ALLOW_WRITES_FIELD_NUMBER: _ClassVar[int]
@@ -214,6 +214,7 @@ class ProtoStorageCommand(_message.Message):
     RUN_SINK_FIELD_NUMBER: _ClassVar[int]
     ALLOW_COMPACTION_FIELD_NUMBER: _ClassVar[int]
     FRAGMENT_FIELD_NUMBER: _ClassVar[int]
+    HELLO_EPOCH_FIELD_NUMBER: _ClassVar[int]
     hello: bytes
     initialization_complete: _tidegate_compute_pb2.ProtoEmpty
     allow_writes: _tidegate_compute_pb2.ProtoEmpty
@@ -222,7 +223,8 @@ class ProtoStorageCommand(_message.Message):
     run_sink: ProtoRunSink
     allow_compaction: _tidegate_compute_pb2.ProtoAllowCompaction
     fragment: _tidegate_compute_pb2.ProtoFragment
-    def __init__(self, hello: _Optional[bytes] = ..., initialization_complete: _Optional[_Union[_tidegate_compute_pb2.ProtoEmpty, _Mapping]] = ..., allow_writes: _Optional[_Union[_tidegate_compute_pb2.ProtoEmpty, _Mapping]] = ..., update_configuration: _Optional[_Union[ProtoStorageParameters, _Mapping]] = ..., run_ingestion: _Optional[_Union[ProtoRunIngestion, _Mapping]] = ..., run_sink: _Optional[_Union[ProtoRunSink, _Mapping]] = ..., allow_compaction: _Optional[_Union[_tidegate_compute_pb2.ProtoAllowCompaction, _Mapping]] = ..., fragment: _Optional[_Union[_tidegate_compute_pb2.ProtoFragment, _Mapping]] = ...) -> None: ...
+    hello_epoch: int
+    def __init__(self, hello: _Optional[bytes] = ..., initialization_complete: _Optional[_Union[_tidegate_compute_pb2.ProtoEmpty, _Mapping]] = ..., allow_writes: _Optional[_Union[_tidegate_compute_pb2.ProtoEmpty, _Mapping]] = ..., update_configuration: _Optional[_Union[ProtoStorageParameters, _Mapping]] = ..., run_ingestion: _Optional[_Union[ProtoRunIngestion, _Mapping]] = ..., run_sink: _Optional[_Union[ProtoRunSink, _Mapping]] = ..., allow_compaction: _Optional[_Union[_tidegate_compute_pb2.ProtoAllowCompaction, _Mapping]] = ..., fragment: _Optional[_Union[_tidegate_compute_pb2.ProtoFragment, _Mapping]] = ..., hello_epoch: _Optional[int] = ...) -> None: ...
 
 class ProtoStorageFrontierUpper(_message.Message):
     __slots__ = ("id", "upper")

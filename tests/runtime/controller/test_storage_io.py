@@ -17,11 +17,11 @@ from tidegate.runtime.platform import InlinePlatform
 from tidegate.runtime.storage import PostgresConsensus, S3Blob, default_urls
 from tidegate.runtime.storage.store import ShardStore
 from tidegate.spec.controller import Controller
-from tidegate.spec.errors import ShardFinalized
+from tidegate.spec.errors import OpaqueMismatch, ShardFinalized
 from tidegate.spec.frontier import Antichain
 from tidegate.spec.ids import GlobalId
 from tidegate.spec.plan import Schema
-from tidegate.spec.shard import MemoryBlob, MemoryConsensus
+from tidegate.spec.shard import MemoryBlob, MemoryConsensus, VersionedData
 from tidegate.spec.storage import (
     AppendCommand,
     AppendCompleted,
@@ -252,6 +252,74 @@ def test_a_restored_controller_takes_its_own_readers_since_not_a_lagging_replica
         assert (fr.since, fr.upper) == (Antichain([6]), Antichain([10]))
 
     run_io(main)
+
+
+def test_a_controller_opening_read_write_claims_the_reader_so_a_deposed_one_moves_no_hold() -> None:
+    """Found with the simulator's zombie controller: a controller that was taken for dead and
+    runs on shares the critical reader with its successor, so its since downgrades (from a
+    stale view) could pass what the successor holds. Opening claims the reader with the
+    writer epoch as its opaque; the predecessor's downgrades are then refused, typed, and the
+    predecessor cannot claim it back."""
+
+    async def main(io: ShardStorageIO, rec: Recorder, s: ShardStore) -> None:
+        io.writer_epoch = 1
+        await io.ensure_shard(G, SCHEMA)
+        s.compare_and_append(str(G), [], 0, 10)
+        assert s.state(str(G)).critical_readers[CONTROLLER_READER].opaque == 1
+        successor = ShardStorageIO(s)
+        successor.writer_epoch = 2
+        fr = await successor.ensure_shard(G, SCHEMA)
+        assert fr.since == Antichain([0])
+        assert s.state(str(G)).critical_readers[CONTROLLER_READER].opaque == 2
+        io.handle(DowngradeShardSince(G, Antichain([6])))  # the deposed one's
+        await drained(io, lambda: len(io.errors) == 1)
+        assert isinstance(io.errors[0][1], OpaqueMismatch)
+        assert s.since(str(G)) == Antichain([0])  # the successor's hold stands
+        with pytest.raises(OpaqueMismatch):  # nor can it claim the reader back
+            await io.ensure_shard(G, SCHEMA)
+
+    run_io(main)
+
+
+def test_a_full_disk_is_waited_out_by_work_the_catalog_committed_to() -> None:
+    """Found with the simulator's ``full_disk`` fault: a DDL whose new shard met a full disk was
+    answered as refused although the catalog had recorded it, and a dropped collection's shard
+    was never finalized (until a restart). Creating and finalizing a shard now wait for room;
+    other work still gets the store's refusal at once."""
+    from tidegate.sim.choices import SeededChoices
+    from tidegate.sim.process import SimProcess
+    from tidegate.sim.storage import BlobClient, ConsensusClient, SimDisk, StorageFaults
+    from tidegate.spec.errors import StorageUnavailable
+
+    disk, faults, process = SimDisk(), StorageFaults(SeededChoices(1)), SimProcess("test")
+    process.start()
+    full = ShardStore(BlobClient(disk, process, faults), ConsensusClient(disk, process, faults))
+
+    async def main(io: ShardStorageIO, rec: Recorder, s: ShardStore) -> None:
+        faults.disk_full = 1
+        async with anyio.create_task_group() as tg:
+            created: list[Any] = []
+
+            async def create() -> None:
+                created.append(await io.ensure_shard(G, SCHEMA))
+
+            tg.start_soon(create)
+            await anyio.sleep(0.05)
+            assert not created  # waiting for room, not refused
+            with pytest.raises(StorageUnavailable):  # anything else is refused at once
+                other = VersionedData(0, b"x")
+                await io.retrying("write", s.consensus.compare_and_set, "other", None, other)
+            faults.disk_full = 0
+        assert created and created[0].upper == Antichain([0])
+        faults.disk_full = 1
+        io.handle(DropShard(G))
+        await anyio.sleep(0.05)
+        assert not s.state(str(G)).finalized
+        faults.disk_full = 0
+        await drained(io, lambda: s.state(str(G)).finalized)
+        assert io.errors == []
+
+    run_io(main, on=full)
 
 
 def test_transient_failures_are_retried_and_a_write_whose_answer_was_lost_lands_once() -> None:

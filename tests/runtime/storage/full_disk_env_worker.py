@@ -6,7 +6,9 @@ Opens an environment without replicas, creates a table and appends to it; then
 limits every file it writes to one byte (``RLIMIT_FSIZE``, ``SIGXFSZ`` ignored:
 writes fail with ``EFBIG``, as on a full disk) and appends again, which must
 fail with ``StorageUnavailable`` (not ``InvalidUppers``, not an untyped error)
-and leave the table as it was; then it lifts the limit and appends once more.
+and leave the table as it was, and so must an SQL ``INSERT`` (with a typed SQLSTATE
+a PostgreSQL client is answered with, never ``XX000``); then it lifts the limit and
+appends once more.
 Prints one JSON line of what it saw.
 """
 
@@ -21,6 +23,8 @@ import anyio
 
 from tidegate.dsl import Schema
 from tidegate.runtime import Environment
+from tidegate.runtime.pgwire.session import sqlstate_of
+from tidegate.runtime.sql_session import SqlSession
 from tidegate.runtime.storage import ShardStore
 from tidegate.spec.errors import StorageUnavailable
 
@@ -45,6 +49,14 @@ async def main(data_dir: str) -> None:
                 seen[f"append{attempt}"] = {"type": type(e).__name__, "store": e.store}
             except Exception as e:
                 seen[f"append{attempt}"] = f"untyped {type(e).__name__}: {e}"
+        try:
+            with anyio.fail_after(30):
+                await SqlSession(env).run_script("INSERT INTO t VALUES (5)")
+            seen["sql_insert"] = "applied"
+        except StorageUnavailable as e:
+            seen["sql_insert"] = {"type": type(e).__name__, "sqlstate": sqlstate_of(e)}
+        except Exception as e:
+            seen["sql_insert"] = f"untyped {type(e).__name__}: {e}"
         upper = store.upper(shard).elements[0]
         seen["unchanged"] = store.snapshot_rows(shard, upper - 1) == [
             (r, upper - 1, d) for r, _t, d in rows

@@ -219,8 +219,8 @@ def test_a_full_disk_is_storage_unavailable_and_changes_nothing(tmp_path: Path) 
 @pytest.mark.processes
 def test_an_append_on_a_full_disk_is_storage_unavailable_for_the_client(tmp_path: Path) -> None:
     """Through the environment (group commit, storage IO, controller): the client gets the
-    store's ``StorageUnavailable``, not ``InvalidUppers``; the table is unchanged and takes
-    appends again once there is room."""
+    store's ``StorageUnavailable``, not ``InvalidUppers``, an SQL client a typed SQLSTATE; the
+    table is unchanged and takes appends again once there is room."""
     worker = str(Path(__file__).with_name("full_disk_env_worker.py"))
     out = subprocess.run(
         [sys.executable, worker, str(tmp_path)], capture_output=True, text=True, timeout=150
@@ -229,6 +229,9 @@ def test_an_append_on_a_full_disk_is_storage_unavailable_for_the_client(tmp_path
     seen = json.loads(out.stdout.strip().splitlines()[-1])
     for attempt in ("append0", "append1"):  # a one-row batch is stored inline: consensus fails
         assert seen[attempt] == {"type": "StorageUnavailable", "store": "consensus"}, seen[attempt]
+    # SQL answers it with a typed SQLSTATE (SQLite reports the file size limit as a failed
+    # write: io_error), never XX000, the code of an internal error
+    assert seen["sql_insert"] == {"type": "StorageUnavailable", "sqlstate": "58030"}, seen
     assert seen["unchanged"] and seen["after"] == [[1], [9]]
 
 

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
+
 from tidegate.spec.compute_replica import ComputeReplica
+from tidegate.spec.errors import DeposedController
 from tidegate.spec.executor import PythonExecutor
 from tidegate.spec.frontier import Antichain
 from tidegate.spec.ids import GlobalId
@@ -104,3 +107,22 @@ def test_an_unread_collection_is_ignored() -> None:
     replica, _driver, _storage = _rig()
     replica.source_failed(GlobalId.user(99), "BlobMissing")
     assert replica.source_errors() == {}
+
+
+def test_a_deposed_controllers_hello_is_refused_and_the_dataflows_stay() -> None:
+    """A replica that served a controller of epoch 2 refuses a protocol iteration of epoch 1 (a
+    controller stopped, taken for dead, resumed) before it changes anything, and serves the
+    newer controller on (found by the simulator's zombie controller: the deposed controller's
+    dataflows read below the since the newer one had moved)."""
+    replica = ComputeReplica(PythonExecutor())
+    driver = ReplicaDriver(replica, ReplicaStorageModel())
+    driver.command(Hello(uuid.UUID(int=1), 2))
+    driver.command(CreateInstance(InstanceConfig(LoggingConfig())))
+    driver.command(InitializationComplete())
+    before = (replica.installed_dataflows(), replica.stage, replica.epoch)
+    with pytest.raises(DeposedController) as refused:
+        replica.handle_command(Hello(uuid.UUID(int=2), 1))
+    assert (refused.value.epoch, refused.value.served) == (1, 2)
+    assert (replica.installed_dataflows(), replica.stage, replica.epoch) == before
+    driver.command(Hello(uuid.UUID(int=3), 2))  # the same controller reconnecting
+    assert replica.epoch == 2

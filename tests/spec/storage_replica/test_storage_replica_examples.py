@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from tidegate.spec.errors import (
+    DeposedController,
     InvalidBindings,
     RemoteProtocolError,
     ShardWriteNotInFlight,
@@ -549,3 +550,32 @@ def test_a_source_that_is_not_reading_mints_nothing_its_frontier_stalls() -> Non
     r.tick(60)
     assert [o for o in io(r.drain()) if isinstance(o, WriteShard)] == []
     assert r.uppers(ING) == (0, 0)
+
+
+def test_a_source_error_no_retry_gets_past_ceases_it_for_good() -> None:
+    """An upstream schema change or a lost slot: the source ceases (with the error and a hint)
+    instead of stalling and restarting for ever (found by the simulator's upstream faults)."""
+    r = loaded()
+    r.tick(1_000)
+    r.drain()
+    r.source_failed(ING, "UpstreamSchemaChanged: a column changed type", retryable=False)
+    status = replies(r.drain())[-1]
+    assert isinstance(status, StatusUpdate) and status.status is SourceStatus.CEASED
+    assert status.error == "UpstreamSchemaChanged: a column changed type" and status.hint
+    for now in (1_100, 2_000, 60_000):
+        r.tick(now)
+        assert not [o for o in r.drain() if isinstance(o, StartSource)]  # never restarted
+
+
+def test_a_deposed_controllers_hello_is_refused_and_changes_nothing() -> None:
+    """A replica that served epoch 3 refuses a protocol iteration of epoch 2 (a controller that
+    was taken for dead and runs on) and keeps serving epoch 3's."""
+    r = StorageReplica(backoff_ms=100, backoff_max_ms=400)
+    r.handle_command(StorageHello(uuid.UUID(int=1), 3))
+    r.handle_command(RUN)
+    r.handle_command(StorageInitializationComplete())
+    refused(r, DeposedController, r.handle_command, StorageHello(uuid.UUID(int=2), 2))
+    assert r.epoch == 3 and r.ingestions() == (ING,)
+    r.handle_command(StorageHello(uuid.UUID(int=3), 3))  # the same controller reconnecting
+    r.handle_command(StorageHello(uuid.UUID(int=4), 4))  # a newer one
+    assert r.epoch == 4
