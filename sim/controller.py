@@ -267,6 +267,14 @@ class ControllerProcess:
             if scope is not None:
                 scope.cancel()
 
+    def end_all(self) -> None:
+        """The run is over: every incarnation's process dies (unrecorded: nothing happens after
+        the end) and a stopped one resumes, so that what it has in flight unwinds."""
+        for inc in (self.current, *self.zombies):
+            if inc is not None:
+                inc.process.die()
+                inc.pause.resume()
+
     def restart_pending(self) -> bool:
         return self._back is not None
 

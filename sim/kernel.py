@@ -63,6 +63,7 @@ class Kernel:
         self.task_wakeups = 0
         """How many times the kernel let trio tasks run (a cost figure)."""
         self._origin: float | None = None
+        self._closed = False
 
     def call_at(self, at_ms: int, callback: Callable[..., None], *args: Any) -> EventHandle:
         """Run ``callback(*args)`` at virtual time ``at_ms`` (not before now)."""
@@ -104,6 +105,9 @@ class Kernel:
         Cheaper than ``trio.sleep``, whose deadline ends in a cancellation (a cancel scope
         and an exception per sleep); the wait is a kernel event like any other.
         """
+        if self._closed:
+            await trio.lowlevel.checkpoint()
+            return
         task = trio.lowlevel.current_task()
         handle = self.call_later(delay_ms, trio.lowlevel.reschedule, task)
 
@@ -112,6 +116,19 @@ class Kernel:
             return trio.lowlevel.Abort.SUCCEEDED
 
         await trio.lowlevel.wait_task_rescheduled(abort)
+
+    def close(self) -> None:
+        """The run is over and nothing drives the kernel any more: wake every task sleeping on
+        it now, and let later sleeps return at once.
+
+        A task shielded from the run's cancellation (a DDL carried out to its end, waiting out
+        a full disk) would otherwise wait for ever on an event no one runs, and the run would
+        never end; woken, it finds its process dead and unwinds."""
+        self._closed = True
+        for _, _, handle in sorted(self._queue):
+            if not handle.cancelled and handle.callback is trio.lowlevel.reschedule:
+                handle.cancel()
+                handle.callback(*handle.args)
 
     def _ms(self, t: float) -> int:
         assert self._origin is not None

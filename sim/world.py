@@ -849,8 +849,15 @@ class World:
         async with trio.open_nursery() as nursery:
             self.nursery = nursery
             self.start()
-            await self.kernel.run(self.end_ms)
-            self.record("end")
-            self.checker.check_end()
-            self.ending = True
-            nursery.cancel_scope.cancel()
+            try:
+                await self.kernel.run(self.end_ms)
+                self.record("end")
+                self.checker.check_end()
+                self.ending = True
+                nursery.cancel_scope.cancel()
+            finally:
+                # Ended, by a violation too: every controller process dies where it stands, and
+                # its shielded work (woken by the closed kernel) unwinds instead of waiting for
+                # ever on events no one runs.
+                self.controller.end_all()
+                self.kernel.close()
