@@ -43,7 +43,12 @@ from ..catalog import (
     SystemCollectionEntry,
     TableEntry,
 )
-from ..controller.errors import RuntimeControllerError, SourceCeased
+from ..controller.errors import (
+    RuntimeControllerError,
+    SourceCeased,
+    SourceStalled,
+    SourceUnreadable,
+)
 from ..controller.streams import Subscription
 from ..errors import UnknownCatalogObject, WrongCluster
 from ..frames import PeekAnswer, frame_updates, is_frame
@@ -274,17 +279,17 @@ class ReadsAndWrites:
             if t > read:
                 await self.core.io.retrying("oracle apply", self.core.oracle.apply_write, t)
             if self._input_upper(*inputs).less_equal(t):
-                ceased = self._ceased_input(*inputs)
-                if ceased is not None:  # it will never get there: say so rather than wait
-                    raise ceased
+                blocked = self._unreadable_input(*inputs)
+                if blocked is not None:  # its data is not coming: say so rather than wait
+                    raise blocked
                 self.core.driver.request_commit()  # every table then moves past t
                 await self.core.driver.wait_frontiers(
                     lambda t=t: (  # type: ignore[misc]
                         not self._input_upper(*inputs).less_equal(t)
-                        or self._ceased_input(*inputs) is not None
+                        or self._unreadable_input(*inputs) is not None
                     )
                 )
-                continue  # judged again (a source may have ceased meanwhile)
+                continue  # judged again (a source may have stalled or ceased meanwhile)
             if since().less_equal(t):  # not compacted past t while waiting
                 return t
 
@@ -310,10 +315,17 @@ class ReadsAndWrites:
                 stack.extend(state.dependencies(g))
         return Antichain.meet_all(uppers) if uppers else Antichain.empty()
 
-    def _ceased_input(self, *gids: GlobalId) -> SourceCeased | None:
-        """A :class:`SourceCeased` for a ceased source among what ``gids`` read, if any."""
+    def _unreadable_input(self, *gids: GlobalId) -> SourceUnreadable | None:
+        """The error of a source among what ``gids`` read (through views, indexes and materialized
+        views) whose status fails reads (:attr:`StatusUpdate.fails_reads`: ``stalled`` or
+        ``ceased``): :class:`SourceCeased` before :class:`SourceStalled`, else ``None``.
+
+        A read that must wait for such a source's data is answered with its error, as in
+        Materialize; one only slow (``starting``, ``running``) is waited for.
+        """
         state, seen, stack = self.core.state, set(), list(gids)
         storage = self.core.driver.ctl.storage
+        found: list[SourceUnreadable] = []
         while stack:
             g = stack.pop()
             if g in seen:
@@ -325,11 +337,13 @@ class ReadsAndWrites:
             entry = state.get(g)
             if isinstance(entry, SourceEntry):
                 status = storage.status(g)
-                if status is not None and status.status is SourceStatus.CEASED:
-                    return SourceCeased(g, status.error)
+                if status is not None and status.fails_reads:
+                    kind = SourceCeased if status.status is SourceStatus.CEASED else SourceStalled
+                    found.append(kind(g, status.error, entry.name))
             elif not isinstance(entry, _DURABLE_INPUTS):
                 stack.extend(state.dependencies(g))
-        return None
+        found.sort(key=lambda e: (not isinstance(e, SourceCeased), str(e.source)))
+        return found[0] if found else None
 
     def frontiers(self, ref: Ref) -> tuple[Antichain, Antichain]:
         """``(since, upper)`` of object ``ref`` (of a sink: the time it holds its input at, and

@@ -88,6 +88,7 @@ _SQLSTATES: dict[str, str] = {
     "ReplicaMissing": "42704",
     "PlanTooDeep": "54001",
     "SourceSchemaMismatch": "42804",
+    "SourceUnreadable": "XX000",  # a read needs a stalled or ceased source: its error
     "InvalidId": "42602",
     # A damaged record or file (its checksum does not match): PostgreSQL's data_corrupted
     "ConsensusCorrupt": "XX001",

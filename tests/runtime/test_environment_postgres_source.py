@@ -26,7 +26,7 @@ from postgres_cluster import free_port
 
 from tidegate.replica.testing import in_process_replica
 from tidegate.runtime import Environment
-from tidegate.runtime.controller.errors import SourceCeased, SourceSchemaMismatch
+from tidegate.runtime.controller.errors import SourceCeased, SourceSchemaMismatch, SourceStalled
 from tidegate.runtime.errors import DuplicateCatalogName
 from tidegate.spec.errors import ReplicaIdentityNotFull, UpstreamUnreachable
 from tidegate.spec.plan.schema import Schema
@@ -328,6 +328,18 @@ def test_an_unreachable_upstream_stalls_the_source_and_nothing_is_lost(
                 conn.execute(f"INSERT INTO {table} VALUES (2, 'b')")
                 stalled = await until_status(env, "s", "stalled")
                 assert stalled.error is not None and "unreachable" in stalled.error
+                # A fresh read that needs the stalled source's data is answered with its error,
+                # directly or through a view, in Python and in SQL, instead of waiting for ever.
+                await env.execute("CREATE VIEW s_count AS SELECT count(*) AS n FROM s")
+                for read in (
+                    lambda: env.peek("s"),
+                    lambda: env.execute("SELECT count(*) FROM s"),
+                    lambda: env.execute("SELECT n FROM s_count"),
+                ):
+                    with anyio.fail_after(30), pytest.raises(SourceStalled) as refused:
+                        await read()
+                    assert refused.value.name == "s" and refused.value.error == stalled.error
+                    assert "'s'" in str(refused.value) and "unreachable" in str(refused.value)
                 with anyio.fail_after(30):  # the next group commit writes it
                     while True:
                         history = await env.execute(
@@ -341,12 +353,13 @@ def test_an_unreachable_upstream_stalls_the_source_and_nothing_is_lost(
                 conn.execute(f"UPDATE {table} SET name = 'A' WHERE id = 1")
                 proxy.start()
                 conn.execute(f"INSERT INTO {table} VALUES (3, 'c')")
+                await until_status(env, "s", "running")  # reads wait for a running source
                 await until_rows(env, "s", [((1, "A"), 1), ((2, "b"), 1), ((3, "c"), 1)])
-                await until_status(env, "s", "running")
+                assert (await env.execute("SELECT n FROM s_count")).rows == [(3,)]
                 # dropped while the upstream is unreachable: the slot stays, and the log says
                 # how to drop it by hand
                 proxy.cut()
-                await env.drop("s")
+                await env.drop("s", cascade=True)
 
         try:
             with caplog.at_level(logging.WARNING, logger="tidegate.runtime.environment"):
