@@ -520,3 +520,114 @@ def _terminate_and_drop_slot(url: str, slot: str) -> None:
             except psycopg.errors.ObjectInUse:
                 threading.Event().wait(0.02)
         raise AssertionError(f"slot {slot} stayed in use")
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Rows equal, a NaN equal to a NaN (as SQL's ordering and grouping treat it)."""
+    return repr(a) == repr(b)
+
+
+def _post(at: str, path: str, body: dict[str, Any]) -> Any:
+    """POST ``body`` to the control endpoint at ``at``; its answer parsed as strict JSON (RFC 8259
+    has no ``NaN`` or ``Infinity`` tokens: one fails the test)."""
+    import http.client
+    import json
+
+    def strict(token: str) -> Any:
+        raise AssertionError(f"{path} answered the non-JSON token {token}")
+
+    host, port = at.rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    try:
+        headers = {"Authorization": "Bearer tok", "Content-Type": "application/json"}
+        conn.request("POST", path, body=json.dumps(body).encode(), headers=headers)
+        response = conn.getresponse()
+        raw = response.read()
+        assert response.status == 200, raw
+    finally:
+        conn.close()
+    lines = [json.loads(line, parse_constant=strict) for line in raw.splitlines() if line]
+    return lines[0] if len(lines) == 1 else lines
+
+
+def test_nan_and_infinities_upstream_are_ingested_and_answered_as_postgresql_does(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """``double precision`` and ``real`` columns holding NaN, Infinity and -Infinity upstream: the
+    source runs on (a NaN once stalled it for good), updates and deletes of such rows retract
+    exactly, and SQL over the source (its index, aggregates, ordering and grouping) answers what
+    PostgreSQL answers over the upstream table; the control endpoint's JSON answers are strict
+    JSON, a non-finite value written as ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``."""
+    from tidegate.commands.control import serve_control
+    from tidegate.commands.service import ControlService
+
+    queries = [
+        "SELECT id, x, r FROM {t} ORDER BY id",
+        "SELECT count(*) FROM {t} WHERE x = 'NaN'",
+        "SELECT max(x), min(x), max(r), min(r) FROM {t}",
+        "SELECT x, count(*) FROM {t} GROUP BY x ORDER BY x",
+        "SELECT id FROM {t} WHERE x > 1e308 ORDER BY id",
+    ]
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        n = next(_names)
+        table, pub, slot = f"env_nan_{n}", f"env_nan_pub_{n}", f"env_nan_slot_{n}"
+        conn.execute(f"CREATE TABLE {table} (id bigint NOT NULL, x double precision, r real)")
+        conn.execute(f"ALTER TABLE {table} REPLICA IDENTITY FULL")
+        conn.execute(f"CREATE PUBLICATION {pub} FOR TABLE {table}")
+        conn.execute(
+            f"INSERT INTO {table} VALUES (1, 'NaN', 'NaN'), (2, 'Infinity', '-Infinity'), "
+            "(3, '-Infinity', 'Infinity'), (4, 1.5, NULL)"
+        )
+
+        def upstream(sql: str) -> list[tuple[Any, ...]]:
+            return [tuple(r) for r in conn.execute(sql.format(t=table)).fetchall()]
+
+        async def agree(env: Environment) -> None:
+            with anyio.fail_after(60):
+                while True:
+                    want = upstream(queries[0])
+                    got = (await env.execute(queries[0].format(t="s"))).rows
+                    if _same(got, want):
+                        break
+                    await anyio.sleep(0.1)
+            for q in queries[1:]:
+                got = (await env.execute(q.format(t="s"))).rows
+                assert _same(got, upstream(q)), q
+
+        async def main() -> None:
+            async with _environment(tmp_path, 150) as env:
+                await env.create_source("s", PostgresSource(postgres_url, table, pub, slot))
+                await env.create_index("s", ["id"], name="s_by_id")
+                await agree(env)
+                conn.execute(f"UPDATE {table} SET x = 'NaN' WHERE id = 4")
+                conn.execute(f"DELETE FROM {table} WHERE id = 1")  # retracts a NaN row exactly
+                conn.execute(f"INSERT INTO {table} VALUES (5, 'NaN', 0), (6, '-Infinity', 'NaN')")
+                await agree(env)
+                [status] = env.storage_status("s")
+                assert status.status == "running" and status.error is None
+                service = ControlService(env, wait_s=30)
+                async with anyio.create_task_group() as tg:
+                    at = await tg.start(serve_control, service.handle, "tok")
+                    sql = {"sql": "SELECT id, x, r FROM s ORDER BY id"}
+                    answer = (await anyio.to_thread.run_sync(_post, at, "/sql", sql))["result"]
+                    assert answer["rows"] == [
+                        [2, "Infinity", "-Infinity"],
+                        [3, "-Infinity", "Infinity"],
+                        [4, "NaN", None],
+                        [5, "NaN", 0.0],
+                        [6, "-Infinity", "NaN"],
+                    ]
+                    streamed = await anyio.to_thread.run_sync(
+                        _post, at, "/sql", {**sql, "stream": True}
+                    )
+                    rows = [m["payload"] for m in streamed if m["type"] == "Row"]
+                    assert rows == answer["rows"]
+                    peeked = await anyio.to_thread.run_sync(_post, at, "/peek", {"name": "s"})
+                    peeked = peeked["result"]
+                    assert sorted(peeked["rows"]) == sorted([[r, 1] for r in answer["rows"]])
+                    tg.cancel_scope.cancel()
+
+        try:
+            anyio.run(main)
+        finally:
+            _drop_slot(conn, slot)
