@@ -295,6 +295,8 @@ class SqlEnvironment(Protocol):
 
     def frontiers(self, ref: Ref) -> tuple[Antichain, Antichain]: ...
 
+    def input_upper(self, plan: Frame | Plan | Ref) -> Antichain: ...
+
 
 @dataclass
 class SqlResult:
@@ -719,6 +721,13 @@ async def _read(
         rows = await env.peek(target, at, key=key, finishing=fin, cluster=cluster)
         return [(tuple(r), int(n)) for r, n in getattr(rows, "rows", rows)], at
     # the slow path: a transient dataflow (a subscribe), its snapshot, then dropped
+    if at is not None:
+        # A snapshot at a time the inputs have not reached is refused, as the fast path's peek
+        # refuses it, rather than left waiting (for ever, if the time is never reached).
+        upper = env.input_upper(plan)
+        if upper.less_equal(at):
+            first = min(gets(plan), key=lambda g: g.sort_key, default=None)
+            raise ReadBeyondUpper(first, at, upper)
     sub = await env.subscribe(plan, at, cluster=cluster)
     try:
         batch = await sub.__anext__()

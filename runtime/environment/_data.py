@@ -293,6 +293,10 @@ class ReadsAndWrites:
             if since().less_equal(t):  # not compacted past t while waiting
                 return t
 
+    def input_upper(self, plan: Frame | Plan | Ref) -> Antichain:
+        """The upper of the tables and sources ``plan`` reads (see :meth:`_input_upper`)."""
+        return self._input_upper(*gets(self.core.plan(plan)))
+
     def _input_upper(self, *gids: GlobalId) -> Antichain:
         """The upper of the tables and sources ``gids`` read (through views and indexes): where
         appends and ingested data land.
