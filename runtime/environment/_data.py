@@ -18,7 +18,7 @@ from typing import Any, Literal
 from tidegate.spec.errors import CollectionMissing, ReadBeyondUpper, TypeMismatch
 from tidegate.spec.frontier import Antichain, Row
 from tidegate.spec.ids import GlobalId
-from tidegate.spec.plan import Plan, Schema, gets, typecheck
+from tidegate.spec.plan import Plan, Schema, gets
 from tidegate.spec.plan.builder import Frame
 from tidegate.spec.plan.schema import check_row
 from tidegate.spec.protocol.types import (
@@ -374,7 +374,7 @@ class ReadsAndWrites:
         :meth:`freshest`), computed on ``cluster`` (default: that of the indexes it reads, else
         ``default``)."""
         p = self.core.plan(plan)
-        schema = typecheck(p)
+        schema = self.core.checked_schema(p)
         cluster = self._plan_cluster(p, cluster)
         gid = self.core.driver.new_transient_id()
         if as_of is not None:
