@@ -504,6 +504,37 @@ def test_a_dropped_replication_slot_ceases_the_source_with_the_typed_error(
             _drop_slot(conn, slot)
 
 
+def test_an_upstream_truncate_ceases_the_source_once(tmp_path: Path, postgres_url: str) -> None:
+    """``TRUNCATE`` upstream (the reader keeps no state to retract what the table held): the
+    source ceases with ``UpstreamTruncated``, recorded once in its status history, and stays so
+    (it was retried and re-recorded about every second); reads of it say so."""
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        table, pub, slot = _table(conn)
+        conn.execute(f"INSERT INTO {table} VALUES (1, 'a')")
+
+        async def main() -> None:
+            async with _environment(tmp_path, 150) as env:
+                gid = await env.create_source("s", PostgresSource(postgres_url, table, pub, slot))
+                await until_rows(env, "s", [((1, "a"), 1)])
+                conn.execute(f"TRUNCATE {table}")
+                await until_ceased_with(env, "s", "UpstreamTruncated")
+                await until_history_has(env, str(gid), "UpstreamTruncated")
+                upper, _ = await rows_at_the_upper(env, "s")
+                await stays_put(env, "s", upper, 3.0)
+                history = await env.execute(
+                    f"SELECT status, error FROM mz_source_status_history WHERE id = '{gid}'"
+                )
+                failed = [s for s, _ in history.rows if s in ("stalled", "ceased")]
+                assert failed == ["ceased"], history.rows
+                with pytest.raises(SourceCeased, match="truncated"):
+                    await env.peek("s")
+
+        try:
+            anyio.run(main)
+        finally:
+            _drop_slot(conn, slot)
+
+
 def _terminate_and_drop_slot(url: str, slot: str) -> None:
     """Drop ``slot`` while a reader streams from it: terminate its walsender, then drop it before
     the reader's retry takes it again (retried until the drop wins)."""
