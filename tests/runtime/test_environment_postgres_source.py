@@ -330,7 +330,13 @@ def test_an_unreachable_upstream_stalls_the_source_and_nothing_is_lost(
                 assert stalled.error is not None and "unreachable" in stalled.error
                 # A fresh read that needs the stalled source's data is answered with its error,
                 # directly or through a view, in Python and in SQL, instead of waiting for ever.
+                # (A stalled source mints no more bindings; once the timestamp oracle is past
+                # its upper, every fresh read needs data it does not have.)
                 await env.execute("CREATE VIEW s_count AS SELECT count(*) AS n FROM s")
+                await env.create_table("clock", Schema.of(("x", "int64")))
+                (upper,) = env.frontiers("s")[1].elements
+                while await env.append("clock", [(1,)]) < int(upper):
+                    await anyio.sleep(0.05)
                 for read in (
                     lambda: env.peek("s"),
                     lambda: env.execute("SELECT count(*) FROM s"),
@@ -360,6 +366,7 @@ def test_an_unreachable_upstream_stalls_the_source_and_nothing_is_lost(
                 # how to drop it by hand
                 proxy.cut()
                 await env.drop("s", cascade=True)
+                await env.drop("clock")
 
         try:
             with caplog.at_level(logging.WARNING, logger="tidegate.runtime.environment"):
