@@ -295,6 +295,8 @@ class SqlEnvironment(Protocol):
 
     def frontiers(self, ref: Ref) -> tuple[Antichain, Antichain]: ...
 
+    def input_upper(self, plan: Frame | Plan | Ref) -> Antichain: ...
+
 
 @dataclass
 class SqlResult:
@@ -719,6 +721,7 @@ async def _read(
         rows = await env.peek(target, at, key=key, finishing=fin, cluster=cluster)
         return [(tuple(r), int(n)) for r, n in getattr(rows, "rows", rows)], at
     # the slow path: a transient dataflow (a subscribe), its snapshot, then dropped
+    _refuse_unreached(env, plan, at)
     sub = await env.subscribe(plan, at, cluster=cluster)
     try:
         batch = await sub.__anext__()
@@ -740,6 +743,17 @@ async def _read(
             f"invalid data: negative multiplicity {bad[0][1]} for row {bad[0][0]!r}",
         )
     return list(apply_finishing({r: c for r, c in acc.items() if c}, finishing)), as_of
+
+
+def _refuse_unreached(env: SqlEnvironment, plan: Plan, at: int | None) -> None:
+    """A one-shot read (a snapshot) at ``at`` needs the inputs complete there: a time at or
+    beyond their upper is refused [InvalidAsOf], as a peek refuses it, rather than left waiting
+    for a snapshot (for ever, if the time is never reached)."""
+    if at is not None and env.input_upper(plan).less_equal(at):
+        names = _names_of(env, sorted(gets(plan), key=lambda g: g.sort_key))
+        raise InvalidAsOf(
+            f"Timestamp ({at}) is not valid for all inputs: {names} (not yet complete)"
+        )
 
 
 def _fast_path(

@@ -13,6 +13,7 @@ import dataclasses
 import datetime as dt
 import io
 import json
+import math
 import os
 import re
 import signal
@@ -38,7 +39,7 @@ from tidegate.commands.control import (
 from tidegate.commands.ddl import policy_to_json
 from tidegate.commands.render import ProgressBar, format_policy, format_table, status_table
 from tidegate.commands.service import ControlService, lag_ms
-from tidegate.commands.values import RowsError, parse_rows, row_to_json
+from tidegate.commands.values import RowsError, dumps, parse_rows, row_to_json
 from tidegate.dsl import count, table
 from tidegate.runtime.catalog import CatalogState, IndexEntry, TableEntry
 from tidegate.runtime.controller.driver import ReplicaInfo
@@ -89,6 +90,25 @@ def test_rows_convert_by_column_type_and_pairs_carry_diffs() -> None:
     rows = parse_rows('[["ann", 20, 1, "2024-05-01"], [["bob", 5, null, null], -2]]', SCHEMA)
     assert rows == [(("ann", 20, 1.0, dt.date(2024, 5, 1)), 1), (("bob", 5, None, None), -2)]
     assert row_to_json(rows[0][0]) == ["ann", 20, 1.0, "2024-05-01"]
+
+
+def test_non_finite_doubles_travel_as_postgresql_s_text_in_strict_json() -> None:
+    """JSON has no NaN or infinities: answers write them as ``"NaN"``, ``"Infinity"``,
+    ``"-Infinity"`` (as Materialize's HTTP API does), at any depth, and ``float64`` columns of
+    rows take those strings back; strings elsewhere stay strings."""
+    payload = {"rows": [[["a", math.nan, 1.5], 1], [["b", math.inf, -math.inf], 2]], "t": 3}
+    text = dumps(payload)
+    assert json.loads(text, parse_constant=lambda c: pytest.fail(f"non-JSON token {c}")) == {
+        "rows": [[["a", "NaN", 1.5], 1], [["b", "Infinity", "-Infinity"], 2]],
+        "t": 3,
+    }
+    assert dumps({"a": [1.5, "NaN"]}) == '{"a": [1.5, "NaN"]}'  # finite: as json.dumps
+    rows = parse_rows('[["ann", 1, "NaN", null], ["bob", 2, "Infinity", null]]', SCHEMA)
+    assert rows[0][0][2] != rows[0][0][2] and rows[1][0][2] == math.inf
+    rows = parse_rows('[["ann", 1, "-Infinity", null]]', SCHEMA)
+    assert rows[0][0][2] == -math.inf
+    with pytest.raises(RowsError, match="NaN"):
+        parse_rows('[["NaN", "NaN", 1.0, null]]', SCHEMA)  # a string column's "NaN" is text
 
 
 @pytest.mark.parametrize(

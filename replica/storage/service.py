@@ -184,6 +184,10 @@ class StorageService(QueuedService):
         # Loop state (touched only in turns).
         self._next_tick = 0.0
         self._sources: dict[GlobalId, _SourceWork] = {}
+        self._failed_with: dict[GlobalId, str] = {}
+        """The last error of each ingestion's reader, until the source makes progress again: a
+        retry that fails the same way is logged at DEBUG, so a source that stays down (or keeps
+        failing right after it connects) logs a warning once, on the change, not every retry."""
         self._remaps: dict[GlobalId, RemapRead] = {}
         self._writes: set[ShardWrite] = set()
         self._inputs: dict[GlobalId, ShardFollower] = {}
@@ -270,10 +274,13 @@ class StorageService(QueuedService):
                 core.source_started(event.id)
         elif isinstance(event, ev.SourceBatchArrived):
             if self._sources.get(event.id) is event.work:
+                if event.batch.updates:  # progress: a later failure is news again
+                    self._failed_with.pop(event.id, None)
                 self._feed(event)
         elif isinstance(event, ev.SourceFailed):
             if self._sources.get(event.id) is event.work:
                 del self._sources[event.id]
+                self._failed_with[event.id] = event.error
                 core.source_failed(event.id, event.error, retryable=event.retryable)
         elif isinstance(event, ev.RemapLoaded):
             if self._remaps.get(event.id) is event.work:
@@ -356,6 +363,7 @@ class StorageService(QueuedService):
                 self._start_source(out)
             elif isinstance(out, StopSource):
                 work = self._sources.pop(out.id, None)
+                self._failed_with.pop(out.id, None)
                 if work is not None:
                     work.stop()
                 log_event(self.log, "source_stopped", id=str(out.id))
@@ -422,11 +430,14 @@ class StorageService(QueuedService):
         if made is None and failure is None and isinstance(connection, LoadGenerator):
             work = LoadGeneratorWork(self.io, out.id, connection, schema, out.resume_offset)
         else:
-            work = ReaderWork(self.io, out.id, make, out.resume_offset)
+            work = ReaderWork(
+                self.io, out.id, make, out.resume_offset, self._failed_with.get(out.id)
+            )
         self._sources[out.id] = work
         log_event(
             self.log,
             "source_starting",
+            level=logging.DEBUG if out.id in self._failed_with else logging.INFO,  # a retry
             id=str(out.id),
             connection=type(out.connection).__name__,
             resume_offset=out.resume_offset,

@@ -21,7 +21,9 @@ so a source faster than the shard writes never grows the ingestion's buffer
 without bound (PostgreSQL keeps what is not read in its WAL; a load
 generator falls behind its clock and catches up later).
 
-A reader that raises stops and lets go of its upstream; the service reports
+A reader that raises stops and lets go of its upstream (logged as a warning when the error is
+news, at DEBUG when a retry fails as the previous reader did and nothing was ingested in
+between); the service reports
 ``source_failed`` (the error class and message; retryable or not) once every
 update the reader delivered before the error is durable (or after
 :data:`FAILURE_HOLD_S`), and the core starts a new reader when its back-off
@@ -149,12 +151,20 @@ class ReaderWork:
     """
 
     def __init__(
-        self, ctx: IOContext, id: GlobalId, make: Callable[[], SourceReader], resume_offset: int
+        self,
+        ctx: IOContext,
+        id: GlobalId,
+        make: Callable[[], SourceReader],
+        resume_offset: int,
+        failed_with: str | None = None,
     ) -> None:
         self.ctx = ctx
         self.id = id
         self.make = make
         self.resume_offset = resume_offset
+        self.failed_with = failed_with
+        """The previous reader's error, if this one is a retry after it: the same error again is
+        not news (logged at DEBUG; a different one is a warning)."""
         self.reader: SourceReader | None = None
         self.delivered = resume_offset
         self.acked = 0
@@ -214,17 +224,19 @@ class ReaderWork:
             # A source error says whether a new reader may get past it; anything else (a
             # bug, an OS error) is retried, as a stalled source is.
             retryable = e.retryable if isinstance(e, SourceError) else True
+            error = describe(e)
+            news = error != self.failed_with  # a retry failing as the last one did is not
             log_event(
                 ctx.log,
                 "source_failed",
-                level=logging.WARNING,
+                level=logging.WARNING if news else logging.DEBUG,
                 id=str(self.id),
-                error=describe(e),
+                error=error,
                 retryable=retryable,
-                exc_info=not isinstance(e, SourceError),
+                exc_info=news and not isinstance(e, SourceError),
             )
             ctx.metrics.source_errors.labels(type(e).__name__).inc()
-            self._failure = describe(e)
+            self._failure = error
             self._retryable = retryable
             self._failure_deadline = ctx.host.monotonic() + FAILURE_HOLD_S
             self.close()  # let go of the upstream now (a retry may need the slot)

@@ -22,6 +22,8 @@ from .errors import (
     RuntimeControllerError,
     SourceCeased,
     SourceSchemaMismatch,
+    SourceStalled,
+    SourceUnreadable,
     SubscribeLagged,
 )
 from .links import Backoff, ReplicaLink
@@ -49,6 +51,8 @@ __all__ = [
     "ShardStorageIO",
     "SourceCeased",
     "SourceSchemaMismatch",
+    "SourceStalled",
+    "SourceUnreadable",
     "StorageLinks",
     "StorageStatus",
     "SubscribeLagged",

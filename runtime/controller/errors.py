@@ -23,6 +23,8 @@ __all__ = [
     "RuntimeControllerError",
     "SourceCeased",
     "SourceSchemaMismatch",
+    "SourceStalled",
+    "SourceUnreadable",
     "SubscribeLagged",
     "dropped_while_subscribed",
     "input_dropped",
@@ -128,7 +130,51 @@ class SourceSchemaMismatch(RuntimeControllerError, ValueError):
         self.given = given
 
 
-class SourceCeased(RuntimeControllerError):
+class SourceUnreadable(RuntimeControllerError):
+    """A fresh read needs data of a source (directly, or through what is computed from it) whose
+    status reports an error (:class:`SourceStalled`, :class:`SourceCeased`): the read is answered
+    with the source's error instead of waiting for data that is not coming, as Materialize does.
+
+    ``source`` is the source's id, ``name`` its name, ``error`` what its storage replica
+    reported; ``status`` (a class attribute) is the status that failed the read.
+    """
+
+    status = ""
+
+    def __init__(
+        self, source: object, error: str | None, message: str, name: str | None = None
+    ) -> None:
+        super().__init__(message)
+        self.source = source
+        self.name = name
+        self.error = error
+
+
+def _named(source: object, name: str | None) -> str:
+    return f"{name!r} ({source})" if name is not None else str(source)
+
+
+class SourceStalled(SourceUnreadable):
+    """A fresh read of a source that is ``stalled`` (or of something computed from it): its storage
+    replica cannot read the upstream now (unreachable, a slot in use) and retries with back-off.
+
+    The read is refused rather than left waiting for as long as the upstream is down; it may
+    succeed once the source runs again (``storage_status`` says when), so a later retry is right.
+    """
+
+    status = "stalled"
+
+    def __init__(self, source: object, error: str | None, name: str | None = None) -> None:
+        super().__init__(
+            source,
+            error,
+            f"source {_named(source, name)} is stalled ({error or 'no reason given'}): a fresh "
+            "read of it cannot be answered until it runs again; retry once its upstream is back",
+            name,
+        )
+
+
+class SourceCeased(SourceUnreadable):
     """A fresh read of a source that has ceased (or of something computed from it): its data will
     never reach the time the read needs, so the read is refused rather than left waiting.
 
@@ -136,10 +182,14 @@ class SourceCeased(RuntimeControllerError):
     schema change, a lost replication slot); drop the source and create it again.
     """
 
-    def __init__(self, source: object, error: str | None) -> None:
+    status = "ceased"
+
+    def __init__(self, source: object, error: str | None, name: str | None = None) -> None:
         super().__init__(
-            f"source {source} has ceased ({error or 'no reason given'}): it will ingest nothing "
-            "more, so a fresh read of it cannot be answered; drop it and create it again"
+            source,
+            error,
+            f"source {_named(source, name)} has ceased ({error or 'no reason given'}): it will "
+            "ingest nothing more, so a fresh read of it cannot be answered; drop it and create it "
+            "again",
+            name,
         )
-        self.source = source
-        self.error = error

@@ -683,6 +683,13 @@ class Environment:
         the frontier its target covers)."""
         return self._data.frontiers(ref)
 
+    def input_upper(self, plan: Frame | Plan | Ref) -> Antichain:
+        """The upper of the tables and sources ``plan`` reads (through views, indexes and
+        materialized views): where appends and ingested data land. A one-shot read at a given
+        time must be before it (``peek`` refuses one that is not [ReadBeyondUpper], as SQL's
+        ``SELECT ... AS OF`` does), since no answer is complete there yet."""
+        return self._data.input_upper(plan)
+
     def replicas(self, cluster: str | None = None) -> list[ReplicaInfo]:
         """Every replica (of ``cluster``, or of every cluster) with its status and connection
         (``instance`` is its cluster, ``replica`` its id: see :meth:`wait_connected`)."""

@@ -25,7 +25,7 @@ import anyio
 
 from tidegate.spec.frontier.read_policy import ReadPolicy
 from tidegate.spec.ids import GlobalId
-from tidegate.spec.plan import Plan, Schema, gets
+from tidegate.spec.plan import Plan, Schema, gets, typecheck
 from tidegate.spec.plan.builder import Frame
 from tidegate.spec.plan.relation import Get
 from tidegate.spec.storage import (
@@ -200,6 +200,18 @@ class Core:
         if isinstance(plan, GlobalId | str):
             return self.table(plan).plan
         return plan
+
+    def checked_schema(self, plan: Plan) -> Schema:
+        """``plan``'s output schema, typechecked against the catalog: every ``Get`` must read a
+        collection of it with the schema it has there (a plan built by hand may say anything)
+        [UnknownCatalogObject; TypeMismatch and the other PlanErrors]. A replica told to read
+        rows of one shape from a shard of another would answer garbage or fail; so the plan is
+        refused before any dataflow is made, as the catalog refuses it in a view or an index."""
+        sources: dict[GlobalId, Schema] = {}
+        for g in gets(plan):
+            self.state.get(g)  # a collection (a view is read by inlining its plan)
+            sources[g] = self.state.schema_of(g)
+        return typecheck(plan, sources)
 
     @staticmethod
     def effective_policy(state: CatalogState, id: GlobalId) -> ReadPolicy:

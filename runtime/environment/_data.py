@@ -18,7 +18,7 @@ from typing import Any, Literal
 from tidegate.spec.errors import CollectionMissing, ReadBeyondUpper, TypeMismatch
 from tidegate.spec.frontier import Antichain, Row
 from tidegate.spec.ids import GlobalId
-from tidegate.spec.plan import Plan, Schema, gets, typecheck
+from tidegate.spec.plan import Plan, Schema, gets
 from tidegate.spec.plan.builder import Frame
 from tidegate.spec.plan.schema import check_row
 from tidegate.spec.protocol.types import (
@@ -43,7 +43,12 @@ from ..catalog import (
     SystemCollectionEntry,
     TableEntry,
 )
-from ..controller.errors import RuntimeControllerError, SourceCeased
+from ..controller.errors import (
+    RuntimeControllerError,
+    SourceCeased,
+    SourceStalled,
+    SourceUnreadable,
+)
 from ..controller.streams import Subscription
 from ..errors import UnknownCatalogObject, WrongCluster
 from ..frames import PeekAnswer, frame_updates, is_frame
@@ -274,19 +279,23 @@ class ReadsAndWrites:
             if t > read:
                 await self.core.io.retrying("oracle apply", self.core.oracle.apply_write, t)
             if self._input_upper(*inputs).less_equal(t):
-                ceased = self._ceased_input(*inputs)
-                if ceased is not None:  # it will never get there: say so rather than wait
-                    raise ceased
+                blocked = self._unreadable_input(*inputs)
+                if blocked is not None:  # its data is not coming: say so rather than wait
+                    raise blocked
                 self.core.driver.request_commit()  # every table then moves past t
                 await self.core.driver.wait_frontiers(
                     lambda t=t: (  # type: ignore[misc]
                         not self._input_upper(*inputs).less_equal(t)
-                        or self._ceased_input(*inputs) is not None
+                        or self._unreadable_input(*inputs) is not None
                     )
                 )
-                continue  # judged again (a source may have ceased meanwhile)
+                continue  # judged again (a source may have stalled or ceased meanwhile)
             if since().less_equal(t):  # not compacted past t while waiting
                 return t
+
+    def input_upper(self, plan: Frame | Plan | Ref) -> Antichain:
+        """The upper of the tables and sources ``plan`` reads (see :meth:`_input_upper`)."""
+        return self._input_upper(*gets(self.core.plan(plan)))
 
     def _input_upper(self, *gids: GlobalId) -> Antichain:
         """The upper of the tables and sources ``gids`` read (through views and indexes): where
@@ -310,10 +319,17 @@ class ReadsAndWrites:
                 stack.extend(state.dependencies(g))
         return Antichain.meet_all(uppers) if uppers else Antichain.empty()
 
-    def _ceased_input(self, *gids: GlobalId) -> SourceCeased | None:
-        """A :class:`SourceCeased` for a ceased source among what ``gids`` read, if any."""
+    def _unreadable_input(self, *gids: GlobalId) -> SourceUnreadable | None:
+        """The error of a source among what ``gids`` read (through views, indexes and materialized
+        views) whose status fails reads (:attr:`StatusUpdate.fails_reads`: ``stalled`` or
+        ``ceased``): :class:`SourceCeased` before :class:`SourceStalled`, else ``None``.
+
+        A read that must wait for such a source's data is answered with its error, as in
+        Materialize; one only slow (``starting``, ``running``) is waited for.
+        """
         state, seen, stack = self.core.state, set(), list(gids)
         storage = self.core.driver.ctl.storage
+        found: list[SourceUnreadable] = []
         while stack:
             g = stack.pop()
             if g in seen:
@@ -325,11 +341,13 @@ class ReadsAndWrites:
             entry = state.get(g)
             if isinstance(entry, SourceEntry):
                 status = storage.status(g)
-                if status is not None and status.status is SourceStatus.CEASED:
-                    return SourceCeased(g, status.error)
+                if status is not None and status.fails_reads:
+                    kind = SourceCeased if status.status is SourceStatus.CEASED else SourceStalled
+                    found.append(kind(g, status.error, entry.name))
             elif not isinstance(entry, _DURABLE_INPUTS):
                 stack.extend(state.dependencies(g))
-        return None
+        found.sort(key=lambda e: (not isinstance(e, SourceCeased), str(e.source)))
+        return found[0] if found else None
 
     def frontiers(self, ref: Ref) -> tuple[Antichain, Antichain]:
         """``(since, upper)`` of object ``ref`` (of a sink: the time it holds its input at, and
@@ -356,7 +374,7 @@ class ReadsAndWrites:
         :meth:`freshest`), computed on ``cluster`` (default: that of the indexes it reads, else
         ``default``)."""
         p = self.core.plan(plan)
-        schema = typecheck(p)
+        schema = self.core.checked_schema(p)
         cluster = self._plan_cluster(p, cluster)
         gid = self.core.driver.new_transient_id()
         if as_of is not None:

@@ -88,6 +88,10 @@ _SQLSTATES: dict[str, str] = {
     "ReplicaMissing": "42704",
     "PlanTooDeep": "54001",
     "SourceSchemaMismatch": "42804",
+    # A read needs a source whose status reports an error: stalled (retry later, as for
+    # replicas not yet connected) or ceased (drop and re-create it first)
+    "SourceStalled": "57P03",
+    "SourceCeased": "55000",
     "InvalidId": "42602",
     # A damaged record or file (its checksum does not match): PostgreSQL's data_corrupted
     "ConsensusCorrupt": "XX001",

@@ -135,7 +135,8 @@ class UnsupportedUpstreamType(SourceError):
 
 
 class UpstreamValueUnrepresentable(SourceError):
-    """An upstream value outside its tidegate type's domain (NaN, infinity, a date beyond year 9999)."""
+    """An upstream value outside its tidegate type's domain (an ``infinity`` or BC date, a year
+    beyond 9999; a ``double``'s NaN and infinities are values)."""
 
     def __init__(self, table: str, column: str, type_name: str, text: str) -> None:
         super().__init__(

@@ -1,7 +1,9 @@
 """Stable serialisation of plans to plain dicts (JSON-ready) and back.
 
 Every node is a dict with a ``"op"`` (plans) or ``"kind"`` (scalars) tag;
-dates and timestamps are ISO strings, GlobalIds their text form. Used where
+dates and timestamps are ISO strings, a float64 NaN or infinity the string
+``"NaN"``, ``"Infinity"`` or ``"-Infinity"`` (strict JSON has no such numbers;
+a NaN read back is the one object ``NAN``), GlobalIds their text form. Used where
 plans are stored as JSON (the runtime's catalog, scenario files); the wire has
 its own typed Protobuf messages. ``plan_from_dict(_plan_out(p)) == p``.
 """
@@ -9,6 +11,7 @@ its own typed Protobuf messages. ``plan_from_dict(_plan_out(p)) == p``.
 from __future__ import annotations
 
 import datetime as _dt
+import math
 from typing import Any
 
 from ..errors import InvalidId, PlanDecodeError
@@ -55,6 +58,7 @@ from .scalar import (
     UnaryFunc,
     VariadicFunc,
 )
+from .scalar_eval import NAN, canonical_float
 from .schema import Column, ColumnType, ScalarType, Schema
 
 __all__ = [
@@ -69,9 +73,15 @@ __all__ = [
 Obj = dict[str, Any]
 
 
+_NON_FINITE: dict[str, float] = {"NaN": NAN, "Infinity": math.inf, "-Infinity": -math.inf}
+"""A float64 NaN or infinity in JSON (which has no such numbers): PostgreSQL's text of it."""
+
+
 def _value_out(v: Any) -> Any:
     if type(v) is _dt.datetime or type(v) is _dt.date:
         return v.isoformat()
+    if type(v) is float and not math.isfinite(v):  # strict JSON has no NaN or Infinity
+        return "NaN" if v != v else ("Infinity" if v > 0 else "-Infinity")
     return v
 
 
@@ -82,8 +92,13 @@ def _value_in(v: Any, t: ScalarType) -> Any:
         return _dt.date.fromisoformat(v)
     if t is ScalarType.TIMESTAMP:
         return _dt.datetime.fromisoformat(v)
-    if t is ScalarType.FLOAT64 and type(v) is int:
-        return float(v)
+    if t is ScalarType.FLOAT64:
+        if type(v) is int:
+            return float(v)
+        if type(v) is str and v in _NON_FINITE:
+            return _NON_FINITE[v]
+        if type(v) is float:
+            return canonical_float(v)  # every NaN the one object, so rows holding it are equal
     return v
 
 

@@ -167,6 +167,10 @@ class SourceStatus(StrEnum):
     DROPPED = "dropped"
 
 
+_FAILS_READS = frozenset({SourceStatus.STALLED, SourceStatus.CEASED})
+"""The statuses that carry an error: a read waiting on the source fails with it."""
+
+
 @dataclass(frozen=True, slots=True)
 class StatusUpdate:
     """Object ``id`` is now in ``status``; ``error`` says why it is stalled or ceased, ``hint`` what to do."""
@@ -175,6 +179,17 @@ class StatusUpdate:
     status: SourceStatus
     error: str | None = None
     hint: str | None = None
+
+    @property
+    def fails_reads(self) -> bool:
+        """Whether a read that needs this source's data beyond what it has ingested fails now
+        rather than waits: the status reports an error (``stalled``, ``ceased``).
+
+        Materialize answers such a read with the source's error instead of leaving it waiting
+        for data that is not coming; a source that is merely slow (``starting``, ``running``)
+        is waited for, as a strict-serializable read waits for its inputs' frontiers.
+        """
+        return self.status in _FAILS_READS
 
 
 @dataclass(frozen=True, slots=True)

@@ -211,6 +211,8 @@ class IngestionRun:
         self.inflight: _Write | None = None
         self.acked = 0
         self.source_retry = Backoff(*backoff)
+        self.started_at = 0
+        """The delivered upper when the current reader started (progress is beyond it)."""
         self.load_retry = Backoff(*backoff)
         self.started_ms = now
         self.rehydrated_ms: int | None = None
@@ -316,7 +318,10 @@ class IngestionRun:
                 f"source_started for {self.id}, whose source is not starting"
             )
         self.source = "running"
-        self.source_retry.succeeded()
+        # Connecting is not yet success: a reader that connects and fails again at once (the
+        # same upstream trouble) would otherwise be retried every base interval for ever, its
+        # status flapping; the backoff is forgiven once the source makes progress (:meth:`feed`).
+        self.started_at = self.src_upper
         if self.status.status is not SourceStatus.CEASED:
             self.status = StatusUpdate(self.id, SourceStatus.RUNNING)
 
@@ -374,6 +379,8 @@ class IngestionRun:
         """Take a batch (already checked by :meth:`check_batch`)."""
         if self.source == "starting":
             self.source_started()
+        if batch.updates or batch.upper > self.started_at:  # progress: the retries worked
+            self.source_retry.succeeded()
         self.buffer.add(batch.updates, self.src_lower)
         self.src_upper = batch.upper
         self.stats.messages += len(batch.updates)

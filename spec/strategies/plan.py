@@ -9,6 +9,7 @@ test (:mod:`tidegate.spec.testing.executor`) needs.
 from __future__ import annotations
 
 import datetime as _dt
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -59,6 +60,7 @@ from ..plan.scalar import (
     VariadicFunc,
     scalar_type,
 )
+from ..plan.scalar_eval import NAN
 from ..plan.schema import INT64_MAX, Column, ColumnType, ScalarType, Schema
 from ..plan.typecheck import gets, typecheck
 from ..protocol.types import (
@@ -99,14 +101,18 @@ def scalar_values(scalar: ScalarType) -> st.SearchStrategy[Any]:
 
     Besides small values: int64 ``INT64_MAX`` and ``2**62 + 1`` (sums and
     arithmetic overflow), float64 the largest finite float (float sums and
-    averages overflow) and ``2.0**62`` (an int64 ``2**62 + 1`` equals it as SQL
-    compares them, though not exactly), and the string ``"1_0"`` (an int64 but
-    not a float64 literal).
+    averages overflow), ``2.0**62`` (an int64 ``2**62 + 1`` equals it as SQL
+    compares them, though not exactly), NaN (the one object :data:`NAN`) and the
+    infinities (a ``double`` holds them, as in PostgreSQL and Materialize, so
+    every executor must carry, compare, group and order them), and the string
+    ``"1_0"`` (an int64 but not a float64 literal).
     """
     if scalar is S.INT64:
         return st.one_of(st.integers(-3, 3), st.sampled_from([INT64_MAX, 2**62 + 1]))
     if scalar is S.FLOAT64:
-        return st.sampled_from([-1.5, 0.0, 0.5, 2.0, 0.1, 1.7976931348623157e308, 2.0**62])
+        return st.sampled_from(
+            [-1.5, 0.0, 0.5, 2.0, 0.1, 1.7976931348623157e308, 2.0**62, NAN, math.inf, -math.inf]
+        )
     if scalar is S.STRING:
         return st.sampled_from(["", "a", "b", "ab", "B", "a%", "12", "1_0"])
     if scalar is S.BOOL:

@@ -25,6 +25,7 @@ from storage_harness import (
 from tidegate.replica.testing import in_process_storage_replica
 from tidegate.runtime.transport import STORAGE, STORAGE_PROTOCOL_VERSION, VERSION_HEADER
 from tidegate.runtime.wire.storage_codec import storage_command_to_bytes
+from tidegate.spec.errors import UpstreamUnreachable
 from tidegate.spec.frontier import Antichain
 from tidegate.spec.ids import GlobalId
 from tidegate.spec.plan.schema import Schema
@@ -213,6 +214,69 @@ def test_a_source_factory_serves_what_it_knows_and_its_failures_are_statuses(
     assert COUNTER in asked and SimulatedSource("log") in asked
     assert shards.upper(REMAP) != at(0)
     check_load_generator_run(shards, COUNTER)
+    shards.close()
+
+
+class _BreaksAfterConnecting:
+    """A reader whose upstream accepts it and then breaks the stream at once, every time."""
+
+    starts = 0
+
+    def start(self, resume_offset: int) -> None:
+        type(self).starts += 1
+
+    def poll(self, timeout_s: float) -> None:
+        raise UpstreamUnreachable("upstream flaky:5432/db", "connection reset by peer")
+
+    def ack(self, offset: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_source_that_keeps_failing_the_same_way_warns_once_and_backs_off(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An upstream that accepts the reader and breaks the stream at once: the replica retried it
+    about every base interval (connecting reset the backoff) and logged a warning each time.
+    Now the retries back off while the source makes no progress, and the failure is a warning
+    once, on the change (the repeats are DEBUG records)."""
+    import logging
+
+    shards = Shards(tmp_path)
+    flaky = GlobalId.user(30)
+    shards.create_ingestion(COUNTER_SCHEMA, data=flaky, remap=GlobalId.user(31))
+    _BreaksAfterConnecting.starts = 0
+
+    def factory(id: GlobalId, connection: object, schema: Schema) -> object:
+        return _BreaksAfterConnecting()
+
+    options = {"source_factory": factory, "backoff_ms": 20, "backoff_max_ms": 60_000}
+    with (
+        caplog.at_level(logging.DEBUG, logger="tidegate.replica"),
+        in_process_storage_replica(tmp_path, tick_s=0.01, service=options) as address,
+    ):
+
+        async def main() -> None:
+            c = await StorageClient.connect(address)
+            source = SimulatedSource("flaky")
+            await c.start(ingestion(source, COUNTER_SCHEMA, flaky, GlobalId.user(31))(at(0)))
+            await c.until(stalled(flaky, "UpstreamUnreachable"))
+            with anyio.fail_after(20):  # the fourth failure waits 20 * 2**3 ms after the third
+                while _BreaksAfterConnecting.starts < 5:
+                    await anyio.sleep(0.01)
+            await anyio.sleep(1.0)  # a negative assertion below: no base-interval retries
+            await c.close()
+
+        anyio.run(main)
+    failed = [r for r in caplog.records if r.getMessage() == "source_failed"]
+    assert len(failed) >= 5
+    warnings = [r for r in failed if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1, [r.levelname for r in failed]
+    # doubling from 20 ms: 5 starts take at least 20+40+80+160 ms, and one more second of
+    # retries at most 3 more (320, 640 ms); retried every 20 ms it would be about 60
+    assert _BreaksAfterConnecting.starts <= 9, _BreaksAfterConnecting.starts
     shards.close()
 
 

@@ -30,7 +30,7 @@ from tidegate.spec.frontier import Antichain, Row, Update
 from tidegate.spec.frontier.read_policy import LagWriteFrontier
 from tidegate.spec.ids import GlobalId
 from tidegate.spec.plan.reference import evaluate
-from tidegate.spec.plan.relation import Plan
+from tidegate.spec.plan.relation import Get, Plan
 from tidegate.spec.storage import WriteToShard
 
 pytestmark = pytest.mark.timeout(180)
@@ -127,6 +127,21 @@ def test_typed_errors_leave_state_unchanged(tmp_path: Path, backend: str) -> Non
                     await env.peek("t", t0 + 1)
                 with pytest.raises(SinceViolation):
                     await env.peek(idx, env.frontiers(idx)[0].elements[0] - 1)
+                # A plan whose Get declares a schema that is not the collection's (a string
+                # column for an int64 one, another name, nullability or arity) was accepted and
+                # left the subscribe waiting for a replica that rejected it; refused typed now,
+                # before any dataflow is made, as in a view or an index.
+                tid = env.table("t").plan.id  # type: ignore[union-attr]
+                for wrong in (
+                    Schema.of(("x", "string", False)),
+                    Schema.of(("y", "int64", False)),
+                    Schema.of(("x", "int64", True)),
+                    Schema.of(("x", "int64", False), ("z", "int64")),
+                ):
+                    with anyio.fail_after(30), pytest.raises(TypeMismatch, match="differs from"):
+                        await env.subscribe(Get(tid, wrong))
+                with pytest.raises(UnknownCatalogObject):
+                    await env.subscribe(Get(GlobalId.user(999), Schema.of(("x", "int64"))))
                 assert env.state == state and env.frontiers("t") == frontiers
                 assert env.driver.ctl.compute.instance("default").pending_peeks() == []
                 assert sorted(await env.peek("t", t0)) == [((1,), 1), ((2,), 1)]

@@ -26,7 +26,7 @@ from postgres_cluster import free_port
 
 from tidegate.replica.testing import in_process_replica
 from tidegate.runtime import Environment
-from tidegate.runtime.controller.errors import SourceCeased, SourceSchemaMismatch
+from tidegate.runtime.controller.errors import SourceCeased, SourceSchemaMismatch, SourceStalled
 from tidegate.runtime.errors import DuplicateCatalogName
 from tidegate.spec.errors import ReplicaIdentityNotFull, UpstreamUnreachable
 from tidegate.spec.plan.schema import Schema
@@ -328,6 +328,24 @@ def test_an_unreachable_upstream_stalls_the_source_and_nothing_is_lost(
                 conn.execute(f"INSERT INTO {table} VALUES (2, 'b')")
                 stalled = await until_status(env, "s", "stalled")
                 assert stalled.error is not None and "unreachable" in stalled.error
+                # A fresh read that needs the stalled source's data is answered with its error,
+                # directly or through a view, in Python and in SQL, instead of waiting for ever.
+                # (A stalled source mints no more bindings; once the timestamp oracle is past
+                # its upper, every fresh read needs data it does not have.)
+                await env.execute("CREATE VIEW s_count AS SELECT count(*) AS n FROM s")
+                await env.create_table("clock", Schema.of(("x", "int64")))
+                (upper,) = env.frontiers("s")[1].elements
+                while await env.append("clock", [(1,)]) < int(upper):
+                    await anyio.sleep(0.05)
+                for read in (
+                    lambda: env.peek("s"),
+                    lambda: env.execute("SELECT count(*) FROM s"),
+                    lambda: env.execute("SELECT n FROM s_count"),
+                ):
+                    with anyio.fail_after(30), pytest.raises(SourceStalled) as refused:
+                        await read()
+                    assert refused.value.name == "s" and refused.value.error == stalled.error
+                    assert "'s'" in str(refused.value) and "unreachable" in str(refused.value)
                 with anyio.fail_after(30):  # the next group commit writes it
                     while True:
                         history = await env.execute(
@@ -341,12 +359,14 @@ def test_an_unreachable_upstream_stalls_the_source_and_nothing_is_lost(
                 conn.execute(f"UPDATE {table} SET name = 'A' WHERE id = 1")
                 proxy.start()
                 conn.execute(f"INSERT INTO {table} VALUES (3, 'c')")
+                await until_status(env, "s", "running")  # reads wait for a running source
                 await until_rows(env, "s", [((1, "A"), 1), ((2, "b"), 1), ((3, "c"), 1)])
-                await until_status(env, "s", "running")
+                assert (await env.execute("SELECT n FROM s_count")).rows == [(3,)]
                 # dropped while the upstream is unreachable: the slot stays, and the log says
                 # how to drop it by hand
                 proxy.cut()
-                await env.drop("s")
+                await env.drop("s", cascade=True)
+                await env.drop("clock")
 
         try:
             with caplog.at_level(logging.WARNING, logger="tidegate.runtime.environment"):
@@ -491,6 +511,37 @@ def test_a_dropped_replication_slot_ceases_the_source_with_the_typed_error(
             _drop_slot(conn, slot)
 
 
+def test_an_upstream_truncate_ceases_the_source_once(tmp_path: Path, postgres_url: str) -> None:
+    """``TRUNCATE`` upstream (the reader keeps no state to retract what the table held): the
+    source ceases with ``UpstreamTruncated``, recorded once in its status history, and stays so
+    (it was retried and re-recorded about every second); reads of it say so."""
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        table, pub, slot = _table(conn)
+        conn.execute(f"INSERT INTO {table} VALUES (1, 'a')")
+
+        async def main() -> None:
+            async with _environment(tmp_path, 150) as env:
+                gid = await env.create_source("s", PostgresSource(postgres_url, table, pub, slot))
+                await until_rows(env, "s", [((1, "a"), 1)])
+                conn.execute(f"TRUNCATE {table}")
+                await until_ceased_with(env, "s", "UpstreamTruncated")
+                await until_history_has(env, str(gid), "UpstreamTruncated")
+                upper, _ = await rows_at_the_upper(env, "s")
+                await stays_put(env, "s", upper, 3.0)
+                history = await env.execute(
+                    f"SELECT status, error FROM mz_source_status_history WHERE id = '{gid}'"
+                )
+                failed = [s for s, _ in history.rows if s in ("stalled", "ceased")]
+                assert failed == ["ceased"], history.rows
+                with pytest.raises(SourceCeased, match="truncated"):
+                    await env.peek("s")
+
+        try:
+            anyio.run(main)
+        finally:
+            _drop_slot(conn, slot)
+
+
 def _terminate_and_drop_slot(url: str, slot: str) -> None:
     """Drop ``slot`` while a reader streams from it: terminate its walsender, then drop it before
     the reader's retry takes it again (retried until the drop wins)."""
@@ -507,3 +558,114 @@ def _terminate_and_drop_slot(url: str, slot: str) -> None:
             except psycopg.errors.ObjectInUse:
                 threading.Event().wait(0.02)
         raise AssertionError(f"slot {slot} stayed in use")
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Rows equal, a NaN equal to a NaN (as SQL's ordering and grouping treat it)."""
+    return repr(a) == repr(b)
+
+
+def _post(at: str, path: str, body: dict[str, Any]) -> Any:
+    """POST ``body`` to the control endpoint at ``at``; its answer parsed as strict JSON (RFC 8259
+    has no ``NaN`` or ``Infinity`` tokens: one fails the test)."""
+    import http.client
+    import json
+
+    def strict(token: str) -> Any:
+        raise AssertionError(f"{path} answered the non-JSON token {token}")
+
+    host, port = at.rsplit(":", 1)
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    try:
+        headers = {"Authorization": "Bearer tok", "Content-Type": "application/json"}
+        conn.request("POST", path, body=json.dumps(body).encode(), headers=headers)
+        response = conn.getresponse()
+        raw = response.read()
+        assert response.status == 200, raw
+    finally:
+        conn.close()
+    lines = [json.loads(line, parse_constant=strict) for line in raw.splitlines() if line]
+    return lines[0] if len(lines) == 1 else lines
+
+
+def test_nan_and_infinities_upstream_are_ingested_and_answered_as_postgresql_does(
+    tmp_path: Path, postgres_url: str
+) -> None:
+    """``double precision`` and ``real`` columns holding NaN, Infinity and -Infinity upstream: the
+    source runs on (a NaN once stalled it for good), updates and deletes of such rows retract
+    exactly, and SQL over the source (its index, aggregates, ordering and grouping) answers what
+    PostgreSQL answers over the upstream table; the control endpoint's JSON answers are strict
+    JSON, a non-finite value written as ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``."""
+    from tidegate.commands.control import serve_control
+    from tidegate.commands.service import ControlService
+
+    queries = [
+        "SELECT id, x, r FROM {t} ORDER BY id",
+        "SELECT count(*) FROM {t} WHERE x = 'NaN'",
+        "SELECT max(x), min(x), max(r), min(r) FROM {t}",
+        "SELECT x, count(*) FROM {t} GROUP BY x ORDER BY x",
+        "SELECT id FROM {t} WHERE x > 1e308 ORDER BY id",
+    ]
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        n = next(_names)
+        table, pub, slot = f"env_nan_{n}", f"env_nan_pub_{n}", f"env_nan_slot_{n}"
+        conn.execute(f"CREATE TABLE {table} (id bigint NOT NULL, x double precision, r real)")
+        conn.execute(f"ALTER TABLE {table} REPLICA IDENTITY FULL")
+        conn.execute(f"CREATE PUBLICATION {pub} FOR TABLE {table}")
+        conn.execute(
+            f"INSERT INTO {table} VALUES (1, 'NaN', 'NaN'), (2, 'Infinity', '-Infinity'), "
+            "(3, '-Infinity', 'Infinity'), (4, 1.5, NULL)"
+        )
+
+        def upstream(sql: str) -> list[tuple[Any, ...]]:
+            return [tuple(r) for r in conn.execute(sql.format(t=table)).fetchall()]
+
+        async def agree(env: Environment) -> None:
+            with anyio.fail_after(60):
+                while True:
+                    want = upstream(queries[0])
+                    got = (await env.execute(queries[0].format(t="s"))).rows
+                    if _same(got, want):
+                        break
+                    await anyio.sleep(0.1)
+            for q in queries[1:]:
+                got = (await env.execute(q.format(t="s"))).rows
+                assert _same(got, upstream(q)), q
+
+        async def main() -> None:
+            async with _environment(tmp_path, 150) as env:
+                await env.create_source("s", PostgresSource(postgres_url, table, pub, slot))
+                await env.create_index("s", ["id"], name="s_by_id")
+                await agree(env)
+                conn.execute(f"UPDATE {table} SET x = 'NaN' WHERE id = 4")
+                conn.execute(f"DELETE FROM {table} WHERE id = 1")  # retracts a NaN row exactly
+                conn.execute(f"INSERT INTO {table} VALUES (5, 'NaN', 0), (6, '-Infinity', 'NaN')")
+                await agree(env)
+                [status] = env.storage_status("s")
+                assert status.status == "running" and status.error is None
+                service = ControlService(env, wait_s=30)
+                async with anyio.create_task_group() as tg:
+                    at = await tg.start(serve_control, service.handle, "tok")
+                    sql = {"sql": "SELECT id, x, r FROM s ORDER BY id"}
+                    answer = (await anyio.to_thread.run_sync(_post, at, "/sql", sql))["result"]
+                    assert answer["rows"] == [
+                        [2, "Infinity", "-Infinity"],
+                        [3, "-Infinity", "Infinity"],
+                        [4, "NaN", None],
+                        [5, "NaN", 0.0],
+                        [6, "-Infinity", "NaN"],
+                    ]
+                    streamed = await anyio.to_thread.run_sync(
+                        _post, at, "/sql", {**sql, "stream": True}
+                    )
+                    rows = [m["payload"] for m in streamed if m["type"] == "Row"]
+                    assert rows == answer["rows"]
+                    peeked = await anyio.to_thread.run_sync(_post, at, "/peek", {"name": "s"})
+                    peeked = peeked["result"]
+                    assert sorted(peeked["rows"]) == sorted([[r, 1] for r in answer["rows"]])
+                    tg.cancel_scope.cancel()
+
+        try:
+            anyio.run(main)
+        finally:
+            _drop_slot(conn, slot)

@@ -56,6 +56,32 @@ def test_as_of_errors_name_the_inputs_and_plain_times(tmp_path: Path) -> None:
     _run(tmp_path, body)
 
 
+def test_a_read_at_a_time_not_yet_reached_is_refused_by_every_path(tmp_path: Path) -> None:
+    """``SELECT ... AS OF t`` with ``t`` at or beyond the inputs' upper is refused (``InvalidAsOf``,
+    not yet complete) whether it is answered by a peek (the fast path) or by a transient
+    dataflow of its own (an aggregate, a join): the latter waited for a snapshot that a far-future
+    time never gets. A time the inputs have passed is answered by both."""
+
+    async def body(env: Environment) -> None:
+        await env.execute("CREATE TABLE t (a BIGINT); INSERT INTO t VALUES (1), (2)")
+        await env.execute("ALTER TABLE t SET (RETAIN HISTORY FOR '10m')")
+        far = 10**15
+        for sql in (
+            f"SELECT * FROM t AS OF {far}",
+            f"SELECT count(*) FROM t AS OF {far}",
+            f"SELECT DISTINCT a + 1 FROM t AS OF {far}",
+        ):
+            with anyio.fail_after(30):
+                e = await _error(env, sql)
+            assert isinstance(e, InvalidAsOf) and "not yet complete" in e.message, sql
+            assert "t" in e.message and "Antichain" not in e.message, sql
+        at = await env.freshest("t")
+        assert (await env.execute(f"SELECT count(*) FROM t AS OF {at}")).rows == [(2,)]
+        assert (await env.execute(f"SELECT a FROM t ORDER BY a AS OF {at}")).rows == [(1,), (2,)]
+
+    _run(tmp_path, body)
+
+
 def test_failed_writes_change_nothing(tmp_path: Path) -> None:
     async def body(env: Environment) -> None:
         await env.execute(

@@ -55,6 +55,7 @@ from tidegate.spec.errors import InvalidText
 from tidegate.spec.text import find_invalid_text, surrogate_at, surrogate_text
 
 from .control_handler import Handler, Refusal, Stream
+from .values import dumps
 
 __all__ = ["Limits", "serve"]
 
@@ -82,7 +83,7 @@ def _error(status: int, type: str, message: str, *, close: bool = False) -> Resp
 
 
 def _json(status: int, payload: Any, headers: dict[str, str] | None = None) -> Response:
-    body = json.dumps(payload, default=str).encode()
+    body = dumps(payload).encode()  # strict JSON: a NaN travels as "NaN"
     return Response(body, status, headers=headers, media_type="application/json")
 
 
@@ -269,7 +270,7 @@ class _StreamResponse(StreamingResponse):
 async def _lines(stream: Stream) -> AsyncIterator[bytes]:
     try:
         async for item in stream.items:
-            yield json.dumps(item, default=str).encode() + b"\n"
+            yield dumps(item).encode() + b"\n"
     except Exception as e:  # the stream broke: say why, as its last line
         error = {"error": {"type": type(e).__name__, "message": str(e)}}
         yield json.dumps(error).encode() + b"\n"

@@ -4,12 +4,20 @@ JSON has no dates, and does not tell ``1`` from ``1.0`` reliably across tools,
 so values are converted by column type: ``date``/``timestamp`` columns take ISO
 strings, ``float64`` columns accept integers. Everything else must already be
 the right JSON type; :func:`tidegate.spec.plan.schema.check_row` has the final word.
+
+JSON has no NaN or infinities either, while a ``double`` holds them (as in
+PostgreSQL and Materialize). So they travel as the strings PostgreSQL writes for
+them, ``"NaN"``, ``"Infinity"`` and ``"-Infinity"``, as Materialize's HTTP API
+writes them: :func:`dumps` (every JSON answer of the control endpoint) writes a
+non-finite float anywhere in a payload so, and ``float64`` columns take those
+strings in rows.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -18,7 +26,9 @@ from tidegate.spec.frontier import Row
 from tidegate.spec.plan.schema import ScalarType, Schema, check_row
 
 __all__ = [
+    "NON_FINITE",
     "RowsError",
+    "dumps",
     "format_value",
     "keys_from_json",
     "parse_rows",
@@ -30,6 +40,36 @@ __all__ = [
 
 class RowsError(ValueError):
     """Rows given on the command line or to the control endpoint that cannot be used."""
+
+
+NON_FINITE: dict[str, float] = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
+"""PostgreSQL's text of the ``double`` values JSON cannot hold, and what they are."""
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every non-finite float in it (nested in lists, tuples and dicts) as its
+    PostgreSQL text."""
+    if type(value) is float:
+        if value != value:
+            return "NaN"
+        if math.isinf(value):
+            return "Infinity" if value > 0 else "-Infinity"
+        return value
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    return value
+
+
+def dumps(payload: Any) -> str:
+    """``payload`` as strict JSON (RFC 8259: no ``NaN`` or ``Infinity`` tokens): a non-finite float
+    is written as ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``; anything else JSON cannot hold
+    as its ``str``."""
+    try:
+        return json.dumps(payload, default=str, allow_nan=False)
+    except ValueError:  # a non-finite float somewhere (rare): spell it out
+        return json.dumps(_finite(payload), default=str, allow_nan=False)
 
 
 def value_to_json(value: Any) -> Any:
@@ -62,8 +102,11 @@ def _value_from_json(value: Any, scalar: ScalarType, column: str) -> Any:
             return dt.datetime.fromisoformat(value)
     except ValueError as e:
         raise RowsError(f"column {column!r}: {value!r} is not an ISO {scalar}: {e}") from None
-    if scalar is ScalarType.FLOAT64 and type(value) is int:
-        return float(value)
+    if scalar is ScalarType.FLOAT64:
+        if type(value) is int:
+            return float(value)
+        if isinstance(value, str) and value in NON_FINITE:
+            return NON_FINITE[value]
     return value
 
 

@@ -23,8 +23,10 @@ sessions' settings in :data:`SESSION_OPTIONS`), the same way for the snapshot
 (``COPY ... TO STDOUT``) and the stream (pgoutput's text tuples), so a row
 retracted by the stream equals the row the snapshot inserted. ``real`` values
 are the ``float64`` of their shortest decimal text; ``char(n)`` keeps its
-padding. Values outside a tidegate type (NaN and infinities, ``infinity``
-dates, BC dates, years past 9999) raise
+padding; NaN, ``Infinity`` and ``-Infinity`` are ``float64`` values as in
+PostgreSQL and Materialize (every NaN the one object
+:data:`~tidegate.spec.plan.scalar_eval.NAN`, so a retraction equals its insert). Values outside a
+tidegate type (``infinity`` dates, BC dates, years past 9999) raise
 :class:`~tidegate.spec.errors.UpstreamValueUnrepresentable`.
 """
 

@@ -73,3 +73,16 @@ def test_a_query_whose_input_was_dropped_meanwhile_is_55000_by_either_path() -> 
     assert sqlstate_of(slow) == sqlstate_of(fast) == "55000"
     assert str(slow).startswith("u6 was dropped")
     assert sqlstate_of(_peek_error(_read_failed("t37", 2090, "division by zero"))) == "22012"
+
+
+def test_a_read_of_a_stalled_or_ceased_source_is_typed_not_an_internal_error() -> None:
+    """A fresh read that needs a stalled source is ``57P03`` (cannot answer now: retry, as for
+    replicas not yet connected), one of a ceased source ``55000`` (the source must be dropped and
+    created again first); both name the source and carry its error."""
+    from tidegate.runtime.controller.errors import SourceCeased, SourceStalled
+
+    stalled = SourceStalled("u3", "UpstreamUnreachable: upstream db:5432 is unreachable", "s")
+    ceased = SourceCeased("u3", "UpstreamTruncated: upstream table t was truncated", "s")
+    assert sqlstate_of(stalled) == "57P03" and sqlstate_of(ceased) == "55000"
+    for e in (stalled, ceased):
+        assert "'s' (u3)" in str(e) and str(e.error) in str(e)

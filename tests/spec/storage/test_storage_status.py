@@ -274,3 +274,14 @@ def test_with_protocol_checks_a_broken_response_changes_nothing() -> None:
     assert controller_fingerprint(ctl) == before and ctl.drain() == []
     session = ctl.protocol_session("i")
     assert session is not None and session.last_reported(ING) == A(5)
+
+
+@pytest.mark.parametrize("status", list(SourceStatus))
+def test_only_a_status_that_reports_an_error_fails_reads(status: SourceStatus) -> None:
+    """A read waiting on a source fails with its error while the source is ``stalled`` or
+    ``ceased`` (Materialize answers it with the source's error); a ``starting`` or ``running``
+    source is merely slow and is waited for."""
+    update = StatusUpdate(
+        GlobalId.user(1), status, "boom" if status in ("stalled", "ceased") else None
+    )
+    assert update.fails_reads is (status in (SourceStatus.STALLED, SourceStatus.CEASED))

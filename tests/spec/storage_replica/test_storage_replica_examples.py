@@ -277,6 +277,37 @@ def test_a_failing_source_stalls_and_restarts_after_a_backoff() -> None:
     assert replies(r.drain())[-1] == StatusUpdate(ING, SourceStatus.RUNNING)
 
 
+def test_a_source_that_fails_right_after_connecting_backs_off_until_it_makes_progress() -> None:
+    """A reader that connects and fails at once (the upstream keeps breaking the stream) was
+    retried every base interval for ever, since connecting reset the backoff, its status
+    flapping between running and stalled each time: it backs off, doubling up to the maximum,
+    until the source makes progress, which forgives the backoff."""
+    r = loaded()
+    r.tick(1_000)
+    r.drain()
+    r.feed_source(ING, SourceBatch((((1,), 0, 1),), 2))
+    now = 1_000
+    for wait in (100, 200, 400, 400):  # each retry connects, then fails as before
+        r.source_failed(ING, "UpstreamUnreachable: connection reset")
+        r.tick(now + wait - 1)
+        assert StartSource(ING, SOURCE, SCHEMA, 2) not in r.drain(), wait
+        now += wait
+        r.tick(now)
+        assert StartSource(ING, SOURCE, SCHEMA, 2) in r.drain(), wait
+        r.source_started(ING)
+    r.feed_source(ING, SourceBatch((), 2))  # nothing new: still no progress
+    r.source_failed(ING, "UpstreamUnreachable: connection reset")
+    r.tick(now + 399)
+    assert StartSource(ING, SOURCE, SCHEMA, 2) not in r.drain()
+    now += 400
+    r.tick(now)
+    assert StartSource(ING, SOURCE, SCHEMA, 2) in r.drain()
+    r.feed_source(ING, SourceBatch((((2,), 2, 1),), 3))  # progress
+    r.source_failed(ING, "UpstreamUnreachable: connection reset")
+    r.tick(now + 100)  # the base interval again
+    assert StartSource(ING, SOURCE, SCHEMA, 3) in r.drain()
+
+
 def test_drop_tears_down_and_answers_dropped() -> None:
     r = loaded()
     r.source_started(ING)
