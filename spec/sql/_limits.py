@@ -26,6 +26,7 @@ __all__ = [
     "MAX_SQL_BYTES",
     "MAX_SQL_NESTING",
     "MAX_STATEMENT_TOKENS",
+    "MAX_TARGET_LIST",
     "check_nesting",
     "check_sql_size",
     "check_tokens",
@@ -54,6 +55,11 @@ MAX_STATEMENT_TOKENS = 50_000
 :class:`~tidegate.spec.errors.StatementTooComplex`, counted from the tokenizer's output before the
 parser runs. Parsing and binding cost about 15 microseconds per token on a small machine, so a
 statement at the limit is parsed and planned in under a second."""
+
+MAX_TARGET_LIST = 1664
+"""The most columns a ``SELECT`` list may have, ``*`` expanded (PostgreSQL's limit, SQLSTATE
+54011 ``too_many_columns``): binding a list takes time quadratic in its width, and 25,000 columns
+within the token limit took three seconds."""
 
 FRAMES = 10_000
 

@@ -14,6 +14,7 @@ from tidegate.spec.sql.parse import (
     MAX_SQL_BYTES,
     MAX_SQL_NESTING,
     MAX_STATEMENT_TOKENS,
+    MAX_TARGET_LIST,
     parse,
     parse_one,
     split_statements,
@@ -120,3 +121,21 @@ def test_a_statement_is_refused_past_the_token_limit_before_it_is_parsed() -> No
     with pytest.raises(StatementTooComplex, match="statement of 400000 tokens"):
         split_statements(flat)
     assert len(split_statements(at_limit + ";" + at_limit)) == 2
+
+
+def test_a_select_list_is_at_most_as_wide_as_postgresql_allows() -> None:
+    """Binding a ``SELECT`` list takes time quadratic in its width (25,000 columns within the
+    token limit took three seconds): past PostgreSQL's 1664 entries, its 54011."""
+    from tidegate.spec.sql.catalog import DictCatalog
+    from tidegate.spec.sql.lower import lower_query
+
+    def lower(width: int) -> object:
+        text = "SELECT " + ", ".join(["1"] * width)
+        return lower_query(parse_one(text).query, DictCatalog(), (), text)
+
+    assert lower(MAX_TARGET_LIST) is not None
+    with pytest.raises(ProgramLimitExceeded) as info:
+        lower(MAX_TARGET_LIST + 1)
+    e = info.value
+    assert e.sqlstate == "54011" and e.message == "target lists can have at most 1664 entries"
+    assert e.position == len("SELECT ") + 3 * MAX_TARGET_LIST + 1
