@@ -45,11 +45,13 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import time
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
+import anyio.to_thread
+from anyio.lowlevel import RunVar
 
 from tidegate.spec.errors import (
     ActiveSqlTransaction,
@@ -402,6 +404,71 @@ class Described:
     pg_types: tuple[T.PgType, ...] = ()
 
 
+R = TypeVar("R")
+
+_OFF_LOOP_CHARS = 2048
+"""Query strings longer than this are split, classified and parsed in a worker thread (where
+the environment's platform allows threads), so that one long statement cannot keep the event
+loop -- every other session, the control endpoint's ``/health`` -- waiting while it is parsed;
+shorter ones take a few milliseconds at most, about what the hop to a thread costs."""
+
+_PARALLEL_PARSES = 2
+"""Long statements parsed at once, per event loop: what many sessions sending long statements
+together can hold in tokens and syntax trees is bounded (the others wait their turn)."""
+
+_PARSERS: RunVar[anyio.CapacityLimiter] = RunVar("tidegate_sql_parsers")
+
+
+async def _off_loop(env: Any, sql: str, fn: Callable[..., R], *args: Any) -> R:
+    """``fn(*args)`` (pure work on the text ``sql``: no session or controller state) in a worker
+    thread if ``sql`` is long and ``env``'s platform allows threads; else here. The simulator's
+    platform allows none, so its runs stay deterministic. A worker thread's stack holds the
+    parser at its nesting limit (:mod:`tidegate.spec.sql._limits` lends it the frames; checked
+    with 1 MiB thread stacks)."""
+    platform = getattr(env, "platform", None)
+    if len(sql) <= _OFF_LOOP_CHARS or platform is None or not platform.threads:
+        return fn(*args)
+    try:
+        limiter = _PARSERS.get()
+    except LookupError:
+        limiter = anyio.CapacityLimiter(_PARALLEL_PARSES)
+        _PARSERS.set(limiter)
+    return await anyio.to_thread.run_sync(fn, *args, limiter=limiter)
+
+
+@dataclass(frozen=True)
+class _Front:
+    """What the text of one statement is, found without the session or the catalog."""
+
+    sql: str
+    text: str | None  # the one statement's text; None: no statement
+    classified: Any = None
+    statement: Statement | None = None  # parsed, unless it needs the session's constants
+    secret: SecretStatement | None = None
+
+
+def _front(sql: str, names: S.Names) -> _Front:
+    """Split, classify and (unless it calls constant functions such as ``now()``, which the
+    session fills in) parse the one statement of ``sql`` [SqlError]. Pure: it runs on a worker
+    thread for long statements."""
+    statements = split_statements(sql)
+    if len(statements) > 1:
+        raise _multi(sql)
+    if not statements:
+        return _Front(sql, None)
+    text = statements[0][0]
+    if is_secret_statement(text):
+        return _Front(sql, text, secret=parse_secret_statement(text))
+    classified = S.classify(text, names)
+    statement: Statement | None = None
+    if isinstance(classified, S.Passthrough) and not classified.functions:
+        try:
+            statement = parse_one(classified.sql)
+        except SqlError as e:
+            raise e.located(text) from None
+    return _Front(sql, text, classified, statement)
+
+
 @dataclass
 class Prepared:
     """A statement prepared once (``Parse``), run many times."""
@@ -607,17 +674,30 @@ class SqlSession:
     def prepare(self, sql: str, param_oids: Sequence[int] = ()) -> Prepared:
         """Parse ``sql`` (one statement) [SqlError]; ``param_oids`` fix parameter types (0:
         inferred from the statement)."""
-        statements = split_statements(sql)
-        if len(statements) > 1:
-            raise _multi(sql)
-        if not statements:
+        return self._prepared(_front(sql, self.names()), param_oids)
+
+    async def prepare_async(self, sql: str, param_oids: Sequence[int] = ()) -> Prepared:
+        """:meth:`prepare`, the parsing of a long ``sql`` in a worker thread (see
+        :func:`_off_loop`): the catalog's names are read here, on the event loop, and only the
+        pure work of the text (tokenizing, classifying, parsing) runs on the thread."""
+        front = await _off_loop(self.env, sql, _front, sql, self.names())
+        return self._prepared(front, param_oids)
+
+    async def split(self, sql: str) -> list[tuple[str, int]]:
+        """:func:`~tidegate.spec.sql.parse.split_statements`, a long ``sql`` split in a worker
+        thread [ProgramLimitExceeded, StatementTooComplex: past the size limits; SqlError]."""
+        return await _off_loop(self.env, sql, split_statements, sql)
+
+    def _prepared(self, front: _Front, param_oids: Sequence[int]) -> Prepared:
+        """The :class:`Prepared` of a parsed ``front``: what needs the session or the catalog
+        (constants such as ``now()``, parameter types inferred from the catalog)."""
+        sql, text, classified = front.sql, front.text, front.classified
+        if text is None:
             return Prepared(sql, None, None, tuple(t or T.TEXT for t in _declared(param_oids)))
-        text = statements[0][0]
-        if is_secret_statement(text):
-            return Prepared(text, None, None, (), secret=parse_secret_statement(text))
-        classified = S.classify(text, self.names())
-        statement: Statement | None = None
-        if isinstance(classified, S.Passthrough):
+        if front.secret is not None:
+            return Prepared(text, None, None, (), secret=front.secret)
+        statement = front.statement
+        if isinstance(classified, S.Passthrough) and statement is None:
             rewritten = self._constants_in(classified)
             try:
                 statement = parse_one(rewritten)
@@ -734,17 +814,17 @@ class SqlSession:
         :meth:`~tidegate.runtime.environment.Environment.append_many`): ``sql`` must then be
         exactly one ``INSERT``, ``UPDATE`` or ``DELETE`` outside a transaction block
         [InvalidParameterValue]."""
-        statements = split_statements(sql)
+        statements = await self.split(sql)
         if params and len(statements) > 1:
             raise SqlError("parameters need exactly one statement")
         if request_id is not None:
-            self._check_idempotent(statements)
+            await self._check_idempotent(statements)
         out: list[SqlResult] = []
         text = sql
         try:
             async with self.ddl_script(statements):
                 for text, _offset in statements:
-                    prepared = self.prepare(text)
+                    prepared = await self.prepare_async(text)
                     outcome = await self.execute(
                         prepared, list(params or ()), request_id=request_id
                     )
@@ -765,21 +845,21 @@ class SqlSession:
         reads, and closes, before asking for the next. Stops at the first error (raised,
         located in its statement). A script of DDL only is one catalog change, as in
         :meth:`run_script`: its results come once all of it has committed."""
-        statements = split_statements(sql)
+        statements = await self.split(sql)
         if params and len(statements) > 1:
             raise SqlError("parameters need exactly one statement")
         try:
-            script = self.ddl_script(statements)
+            ddl_only = await self._ddl_only(statements)
         except SqlError:
             self.fail()
             raise
-        if not isinstance(script, contextlib.nullcontext):  # DDL only: no stream among them
+        if ddl_only:  # no stream among them
             for result in await self.run_script(sql, params):
                 yield result
             return
         for text, _offset in statements:
             try:
-                outcome = await self.execute(self.prepare(text), list(params or ()))
+                outcome = await self.execute(await self.prepare_async(text), list(params or ()))
                 if not isinstance(outcome, RowStream):
                     outcome = await _collect(self, outcome)
             except SqlError as e:
@@ -790,21 +870,30 @@ class SqlSession:
                 raise
             yield outcome
 
-    def ddl_script(
-        self, statements: Sequence[tuple[str, int]]
-    ) -> contextlib.AbstractAsyncContextManager[None]:
+    @contextlib.asynccontextmanager
+    async def ddl_script(self, statements: Sequence[tuple[str, int]]) -> AsyncIterator[None]:
         """The implicit transaction of a script: for several statements outside a block that
         all change the catalog (``CREATE``, ``DROP``, ``ALTER``, secrets), the environment's
         DDL transaction (one catalog change when the body ends, none if it raises); else
         nothing. [SqlError: a statement of such a script that does not parse, before anything
         runs]."""
+        if await self._ddl_only(statements):
+            async with self.env.ddl_transaction():
+                yield
+        else:
+            yield
+
+    async def _ddl_only(self, statements: Sequence[tuple[str, int]]) -> bool:
+        """Whether ``statements`` are a script of DDL only outside a block (see
+        :meth:`ddl_script`) [SqlError: one of them does not parse, the others being DDL; one
+        that must run alone]."""
         if len(statements) < 2 or (self._tx is not None and self._tx.explicit):
-            return contextlib.nullcontext()
+            return False
         failure: SqlError | None = None
         ddl = True
         for text, _offset in statements:
             try:
-                prepared = self.prepare(text)
+                prepared = await self.prepare_async(text)
             except SqlError as e:
                 failure = failure or e.located(shown(text))
                 continue
@@ -812,16 +901,16 @@ class SqlSession:
                 raise _unsupported_tx(_statement_word(prepared.statement)).located(shown(text))
             ddl = ddl and _changes_catalog(prepared)
         if not ddl:
-            return contextlib.nullcontext()
+            return False
         if failure is not None:  # the others are DDL: none of them runs
             raise failure
-        return self.env.ddl_transaction()
+        return True
 
-    def _check_idempotent(self, statements: list[tuple[str, int]]) -> None:
+    async def _check_idempotent(self, statements: list[tuple[str, int]]) -> None:
         """[InvalidParameterValue] unless ``statements`` are one write a request id can name."""
         ok = len(statements) == 1 and (self._tx is None or not self._tx.explicit)
         if ok:
-            stmt = self.prepare(statements[0][0]).statement
+            stmt = (await self.prepare_async(statements[0][0])).statement
             ok = isinstance(stmt, InsertStmt | UpdateStmt | DeleteStmt)
         if not ok:
             raise InvalidParameterValue(

@@ -723,7 +723,7 @@ async def test_the_control_endpoint_authenticates_before_reading_and_bounds_ever
     parsing; a silent client times out; requests beyond the connection limit get 503."""
     import tidegate.commands.control as control
 
-    monkeypatch.setattr(control, "_READ_TIMEOUT_S", 1.0)
+    monkeypatch.setattr(control, "_READ_TIMEOUT_S", 3.0)
     monkeypatch.setattr(control, "_MAX_CONNECTIONS", 2)
     env = ScriptedEnvironment()
     async with anyio.create_task_group() as tg:
@@ -743,21 +743,84 @@ async def test_the_control_endpoint_authenticates_before_reading_and_bounds_ever
         )
         reply = await _raw(info.address, request)
         assert b" 400 " in reply.split(b"\r\n")[0] and b"nests deeper than 600" in reply
-        # Two silent clients fill the endpoint: a third is turned away; the silent ones time out.
+        # Two clients whose bodies never finish fill the endpoint: a third is turned away.
         host, port = info.address.rsplit(":", 1)
-        silent = [await anyio.connect_tcp(host, int(port)) for _ in range(2)]
-        await anyio.sleep(0.2)
-        assert (
-            b" 503 "
-            in (await _raw(info.address, b"GET /health HTTP/1.1\r\nHost: t\r\n\r\n")).split(
-                b"\r\n"
-            )[0]
+        stalled = (
+            b"POST /append HTTP/1.1\r\nHost: t\r\n"
+            + auth
+            + b"Expect: 100-continue\r\nContent-Length: 100\r\n\r\n"
         )
-        for s in silent:
-            with anyio.fail_after(5):
+        busy = [await anyio.connect_tcp(host, int(port)) for _ in range(2)]
+        for s in busy:
+            await s.send(stalled)
+            with anyio.fail_after(10):  # the head is in: the body is being read
+                assert (await s.receive()).startswith(b"HTTP/1.1 100 ")
+            await s.send(b"{")
+        health = b"GET /health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+        assert b" 503 " in (await _raw(info.address, health)).split(b"\r\n")[0]
+        for s in busy:
+            with anyio.fail_after(10):
                 assert b" 408 " in (await s.receive()).split(b"\r\n")[0]
             await s.aclose()
+        # Two silent clients: a third takes the place of the oldest; the other times out.
+        silent = [await anyio.connect_tcp(host, int(port)) for _ in range(2)]
+        with anyio.fail_after(5):
+            assert b" 200 " in (await _raw(info.address, health)).split(b"\r\n")[0]
+        with anyio.fail_after(10):
+            assert await _received_until_closed(silent[0]) == b""  # closed quietly
+            assert b" 408 " in (await silent[1].receive()).split(b"\r\n")[0]
+        for s in silent:
+            await s.aclose()
         assert env.rows == []
+        tg.cancel_scope.cancel()
+
+
+async def _received_until_closed(stream: anyio.abc.SocketStream) -> bytes:
+    out = b""
+    while True:
+        try:
+            out += await stream.receive()
+        except (anyio.EndOfStream, anyio.BrokenResourceError):
+            return out
+
+
+@pytest.mark.anyio
+async def test_half_sent_heads_cannot_lock_out_health_or_other_clients(
+    data_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A slowloris: 64 connections that each send half a request head and never finish used to
+    fill the endpoint's 64 places, so ``/health`` and every other client got 503 until their
+    heads timed out. Connections waiting for a head now give way to new ones: ``/health`` and
+    an authenticated call answer, and the half-sent heads are closed (503) as others need their
+    places, or time out (408)."""
+    import tidegate.commands.control as control
+
+    monkeypatch.setattr(control, "_READ_TIMEOUT_S", 120.0)  # the heads do not time out here
+    env = ScriptedEnvironment()
+    async with anyio.create_task_group() as tg:
+        info = await _serving(env, data_dir, tg)
+        host, port = info.address.rsplit(":", 1)
+        half = b"GET /status HTTP/1.1\r\nHost: t\r\nAuthor"
+        health = b"GET /health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+        slow = []
+        for _ in range(64):
+            s = await anyio.connect_tcp(host, int(port))
+            await s.send(half)
+            slow.append(s)
+        with anyio.fail_after(30):
+            for _ in range(3):
+                assert b" 200 " in (await _raw(info.address, health)).split(b"\r\n")[0]
+            client = ControlClient(info)
+            assert (await anyio.to_thread.run_sync(client.call, "GET", "/status")) is not None
+            client.close()
+        closed = 0
+        for s in slow:
+            with anyio.move_on_after(0.2):  # those closed were answered long before
+                reply = await _received_until_closed(s)  # 503, or quietly if no byte was in
+                assert reply == b"" or (b" 503 " in reply.split(b"\r\n")[0] and b'"Busy"' in reply)
+                closed += 1
+            await s.aclose()
+        assert closed >= 64 - 16  # one client keeps at most 16 waiting
         tg.cancel_scope.cancel()
 
 

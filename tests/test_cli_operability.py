@@ -16,6 +16,7 @@ import re
 import select
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import time
@@ -27,7 +28,7 @@ from typing import Any
 import anyio
 import pytest
 
-from tidegate.commands.control import ControlClient, ControllerInfo, serve_control
+from tidegate.commands.control import ControlClient, ControlError, ControllerInfo, serve_control
 
 pytestmark = [pytest.mark.processes, pytest.mark.timeout(300)]
 
@@ -430,6 +431,62 @@ def test_subscribe_in_the_sql_shell_streams_until_ctrl_c_and_the_shell_goes_on(u
             sub.kill()
     assert sub.returncode == 0, err
     assert json.loads(out)["rows"] == [[7]] and "after 1 row(s)" in err
+
+
+def test_half_sent_heads_and_startups_and_a_huge_statement_leave_the_controller_answering(
+    up: Up,
+) -> None:
+    """Issue 37: 64 half-sent request heads used to take every place of the control endpoint
+    (``/health`` got 503), half-sent startup packets held wire connections for ever, and a
+    10 MB statement made the controller deaf for minutes. Now ``/health``, an authenticated
+    call and a wire session answer through all three, and the statement is refused typed."""
+    import psycopg
+
+    info = ControllerInfo.read(up.data)
+    host, port = info.address.rsplit(":", 1)
+    assert info.sql is not None
+    sql_host, sql_port = info.sql.rsplit(":", 1)
+    health = b"GET /health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+
+    def ask_health() -> bytes:
+        with socket.create_connection((host, int(port)), timeout=60) as s:
+            s.sendall(health)
+            out = b""
+            while chunk := s.recv(65536):
+                out += chunk
+            return out
+
+    held: list[socket.socket] = []
+    try:
+        for _ in range(64):
+            s = socket.create_connection((host, int(port)), timeout=60)
+            s.sendall(b"GET /status HTTP/1.1\r\nHost: t\r\nAuthor")
+            held.append(s)
+            w = socket.create_connection((sql_host, int(sql_port)), timeout=60)
+            w.sendall(struct.pack(">ii", 80, 196608) + b"user\x00mat")
+            held.append(w)
+        assert b" 200 " in ask_health().split(b"\r\n")[0]
+        with ControlClient(info, timeout=60) as client:
+            assert client.call("GET", "/status") is not None
+            huge = "SELECT " + "+".join(["1"] * 5_000_000)
+            with pytest.raises(ControlError) as refused:
+                client.call("POST", "/sql", {"sql": huge})
+            assert refused.value.type == "ProgramLimitExceeded"
+            assert "statement of 10000006 bytes" in refused.value.message
+        with psycopg.connect(
+            host=sql_host,
+            port=int(sql_port),
+            user="materialize",
+            password=os.environ.get("TIDEGATE_SQL_PASSWORD") or info.token,
+            dbname="materialize",
+            autocommit=True,
+            connect_timeout=60,
+        ) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+        assert b" 200 " in ask_health().split(b"\r\n")[0]
+    finally:
+        for s in held:
+            s.close()
 
 
 def test_a_killed_replica_is_restarting_not_failed_and_its_error_clears_once_back(up: Up) -> None:

@@ -84,6 +84,7 @@ class ServerConnection:
     def __init__(self, *, max_message: int = 64 * 1024 * 1024, max_startup: int = 10_000) -> None:
         self.max_message = max_message
         self.max_startup = max_startup
+        self._fatal_owed = False
         self.phase = Phase.STARTUP
         self.transaction_status: str = "I"
         self._buffer = bytearray()
@@ -115,6 +116,7 @@ class ServerConnection:
             except ProtocolViolation as e:
                 if e.fatal:
                     self.phase = Phase.CLOSED
+                    self._fatal_owed = True  # the FATAL that says why may still be sent
                 raise
             if msg is NEED_DATA:
                 if self._eof:
@@ -251,6 +253,9 @@ class ServerConnection:
     def send(self, msg: m.BackendMessage) -> bytes:
         """The bytes of ``msg``; updates the phase and the transaction status."""
         if self.phase is Phase.CLOSED:
+            if self._fatal_owed and isinstance(msg, m.ErrorResponse) and msg.get("S") == "FATAL":
+                self._fatal_owed = False
+                return encode_backend(msg)
             return b""
         if isinstance(msg, m.ReadyForQuery):
             self.transaction_status = msg.status

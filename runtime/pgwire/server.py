@@ -6,7 +6,8 @@ and for each connection feeds the bytes it reads to a
 :class:`~.session.WireSession` and writes what comes back. It does IO and
 nothing else: TLS after an ``SSLRequest`` (``S`` when it has a certificate,
 ``N`` otherwise), ``N`` to a ``GSSENCRequest``, a ``CancelRequest`` passed to
-the :class:`~.session.Registry`, the connection limit (``53300``), the idle
+the :class:`~.session.Registry`, the time a connection has to start up and
+authenticate (``startup_timeout_s``), the connection limit (``53300``), the idle
 timeouts (``idle_session_timeout``, ``idle_in_transaction_session_timeout``:
 FATAL, then the connection closes), and a protocol violation answered with an
 ``ErrorResponse`` (FATAL when the framing cannot be trusted any more).
@@ -48,12 +49,16 @@ _log = logging.getLogger("tidegate.pgwire")
 class PgwireOptions:
     """How a wire server runs: ``auth`` (who may connect), ``tls`` (an ``ssl.SSLContext``
     for ``sslmode=require``; None: TLS refused), ``max_connections`` (more are turned away
-    with SQLSTATE 53300), ``max_message`` (the largest message accepted, bytes)."""
+    with SQLSTATE 53300), ``max_message`` (the largest message accepted, bytes),
+    ``startup_timeout_s`` (how long a connection may take from its first byte to the end of
+    its authentication: the startup packet, TLS, the password exchange; PostgreSQL's
+    ``authentication_timeout``, one minute by default there too)."""
 
     auth: AuthConfig
     tls: ssl.SSLContext | None = None
     max_connections: int = 1000
     max_message: int = 256 * 1024 * 1024
+    startup_timeout_s: float = 60.0
 
 
 def tls_context(cert: str, key: str) -> ssl.SSLContext:
@@ -74,6 +79,8 @@ class _Conn:
         self._consumed = anyio.Event()
         self.on_eof: Any = None
         """Called when the client's side closes while the pump reads (cancels a statement)."""
+        self.starting: WireSession | None = None
+        """The session being started, until the startup ends."""
 
     async def _read(self) -> bytes:
         try:
@@ -191,7 +198,16 @@ class PgwireServer:
         conn = _Conn(stream, self.options.max_message)
         session: WireSession | None = None
         try:
-            session = await self._startup(conn)
+            with anyio.move_on_after(self.options.startup_timeout_s) as startup:
+                session = await self._startup(conn)
+            if startup.cancelled_caught:
+                # A client that never finishes its startup (a slowloris) holds a connection
+                # for at most this long. PostgreSQL closes such a connection without a word
+                # (its client may be in the middle of a packet); so does this server.
+                _log.info("pgwire_startup_timeout")
+                if conn.starting is not None:  # registered for cancel requests, maybe
+                    conn.starting.close()
+                return
             if session is not None:
                 await self._query_phase(conn, session)
         except Closed:
@@ -245,6 +261,7 @@ class PgwireServer:
             registry=self.registry,
             engine=self.engine,
         )
+        conn.starting = session
         if not await session.start(msg, conn.receive, conn.send):
             return None
         return session

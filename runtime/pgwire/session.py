@@ -33,7 +33,6 @@ from tidegate.spec.errors import (
     TidegateError,
 )
 from tidegate.spec.sql import pgtypes as T
-from tidegate.spec.sql import split_statements
 
 from ..sql import SqlEnvironment, SqlResult
 from ..sql_session import (
@@ -472,7 +471,7 @@ class WireSession:
         session = self.sql
         assert session is not None
         try:
-            statements = split_statements(sql)
+            statements = await session.split(sql)
         except SqlError as e:
             session.fail()
             await send([_error(e), self._ready()])
@@ -486,7 +485,7 @@ class WireSession:
             # through the block) leaves the catalog and the controller as they were.
             async with session.ddl_script(statements):
                 for text, _offset in statements:
-                    prepared = session.prepare(text)
+                    prepared = await session.prepare_async(text)
 
                     def run(p: Prepared = prepared) -> Awaitable[Any]:
                         return session.execute(p, [])
@@ -516,7 +515,7 @@ class WireSession:
                 err = SqlError(f'prepared statement "{msg.name}" already exists')
                 err.sqlstate = "42P05"
                 raise err
-            prepared = session.prepare(msg.sql, msg.param_types)
+            prepared = await session.prepare_async(msg.sql, msg.param_types)
             self._statements[msg.name] = prepared
             return [m.ParseComplete()]
         if isinstance(msg, m.Bind):

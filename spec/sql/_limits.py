@@ -23,8 +23,13 @@ from ..errors import ProgramLimitExceeded, StatementTooComplex
 
 __all__ = [
     "MAX_ARRAY_DIMENSIONS",
+    "MAX_SQL_BYTES",
     "MAX_SQL_NESTING",
+    "MAX_STATEMENT_TOKENS",
+    "MAX_TARGET_LIST",
     "check_nesting",
+    "check_sql_size",
+    "check_tokens",
     "enough_frames",
     "with_enough_frames",
 ]
@@ -39,6 +44,25 @@ MAX_ARRAY_DIMENSIONS = 6
 """The most ``ARRAY[...]`` constructors that may nest (PostgreSQL's limit on an array's
 dimensions)."""
 
+MAX_SQL_BYTES = 1024 * 1024
+"""The largest query string accepted (a script, or one statement of the extended protocol), in
+bytes of UTF-8: refused as :class:`~tidegate.spec.errors.ProgramLimitExceeded` before it is
+tokenized, so the tokenizer's cost (a few microseconds and a few hundred bytes per token) is
+bounded. A 10 MB ``SELECT 1+1+...`` used to hold the controller for minutes and 3.7 GB."""
+
+MAX_STATEMENT_TOKENS = 20_000
+"""The most tokens one statement may have: past it,
+:class:`~tidegate.spec.errors.StatementTooComplex`, counted from the tokenizer's output before the
+parser runs. Parsing and planning cost 10 to 40 microseconds per token on a small machine (an
+``IN`` list over a table is the dearest shape found: 0.7 s of CPU at this limit, 1.9 s at
+50,000 tokens), so a statement at the limit is parsed and planned in under a second; an
+``INSERT`` of 4,000 one-column rows fits."""
+
+MAX_TARGET_LIST = 1664
+"""The most columns a ``SELECT`` list may have, ``*`` expanded (PostgreSQL's limit, SQLSTATE
+54011 ``too_many_columns``): binding a list takes time quadratic in its width, and 25,000 columns
+within the token limit took three seconds."""
+
 FRAMES = 10_000
 
 _lock = threading.Lock()
@@ -49,10 +73,34 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
+def check_sql_size(text: str) -> None:
+    """[ProgramLimitExceeded] if ``text`` is over :data:`MAX_SQL_BYTES` bytes of UTF-8 (the text
+    is not attached to the error: an error must not echo megabytes back)."""
+    if len(text) * 4 <= MAX_SQL_BYTES:  # no character takes more than four bytes
+        return
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > MAX_SQL_BYTES:
+        raise ProgramLimitExceeded(
+            f"statement of {size} bytes is over the limit of {MAX_SQL_BYTES} bytes",
+            hint="Send large data as parameters, through COPY FROM STDIN or in several statements.",
+        )
+
+
+def check_tokens(count: int) -> None:
+    """[StatementTooComplex] if a statement of ``count`` tokens is over
+    :data:`MAX_STATEMENT_TOKENS`."""
+    if count > MAX_STATEMENT_TOKENS:
+        raise StatementTooComplex(
+            f"statement of {count} tokens is over the limit of {MAX_STATEMENT_TOKENS} tokens"
+        )
+
+
 def check_nesting(tokens: list[Any], text: str) -> None:
-    """[StatementTooComplex] at the first opening token past :data:`MAX_SQL_NESTING` levels;
+    """[StatementTooComplex] past :data:`MAX_STATEMENT_TOKENS` tokens, or at the first opening
+    token past :data:`MAX_SQL_NESTING` levels;
     [ProgramLimitExceeded] at an ``ARRAY[`` constructor nested past :data:`MAX_ARRAY_DIMENSIONS`
     (sqlglot's parse of nested constructors takes time exponential in their depth)."""
+    check_tokens(len(tokens))
     token = sqlglot.TokenType
     opening = (token.L_PAREN, token.L_BRACKET, token.CASE)
     closing = (token.R_PAREN, token.R_BRACKET, token.END)

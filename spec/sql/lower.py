@@ -43,6 +43,7 @@ from ..errors import (
     GroupingError,
     InvalidColumnReference,
     InvalidParameterValue,
+    ProgramLimitExceeded,
     SqlError,
     SqlSyntaxError,
     SqlTypeError,
@@ -91,7 +92,7 @@ from ._common import (
 )
 from ._from import _conjuncts, _eval_const, _from, _refs, _values
 from ._functions import call_of
-from ._limits import with_enough_frames
+from ._limits import MAX_TARGET_LIST, with_enough_frames
 from ._scope import Rel, Scope, ScopeColumn
 from ._subquery import plan_subqueries
 from ._texpr import TExpr, _coerce
@@ -355,6 +356,14 @@ def _expand_select(items: list[Any], scope: Scope) -> list[tuple[Any, str, int |
             out.extend((item, scope.columns[i].name, i) for i in cols)
         else:
             out.append((item, _output_name(item), None))
+        if len(out) > MAX_TARGET_LIST:  # binding a wider list takes time quadratic in its width
+            error = _err(
+                ProgramLimitExceeded,
+                f"target lists can have at most {MAX_TARGET_LIST} entries",
+                item,
+            )
+            error.sqlstate = "54011"
+            raise error
     return out
 
 

@@ -31,7 +31,17 @@ from ..errors import (
 from ..text import surrogate_at, surrogate_text
 from ._common import ident, position_of, sql_type_of
 from ._dialect import DIALECT
-from ._limits import MAX_ARRAY_DIMENSIONS, MAX_SQL_NESTING, check_nesting, with_enough_frames
+from ._limits import (
+    MAX_ARRAY_DIMENSIONS,
+    MAX_SQL_BYTES,
+    MAX_SQL_NESTING,
+    MAX_STATEMENT_TOKENS,
+    MAX_TARGET_LIST,
+    check_nesting,
+    check_sql_size,
+    check_tokens,
+    with_enough_frames,
+)
 from .ast import (
     AlterRetainHistoryStmt,
     ColumnDef,
@@ -59,7 +69,10 @@ from .storage import is_storage_statement, parse_storage_statement
 
 __all__ = [
     "MAX_ARRAY_DIMENSIONS",
+    "MAX_SQL_BYTES",
     "MAX_SQL_NESTING",
+    "MAX_STATEMENT_TOKENS",
+    "MAX_TARGET_LIST",
     "check_sql_text",
     "parse",
     "parse_interval_ms",
@@ -83,9 +96,12 @@ def check_sql_text(text: str) -> None:
 
 
 def split_statements(text: str) -> list[tuple[str, int]]:
-    """The statements of ``text`` as ``(statement text, offset in text)``, empty ones left out."""
+    """The statements of ``text`` as ``(statement text, offset in text)``, empty ones left out
+    [ProgramLimitExceeded: ``text`` over :data:`MAX_SQL_BYTES`; StatementTooComplex: a statement
+    over :data:`MAX_STATEMENT_TOKENS`, both before anything is parsed]."""
     from sqlglot.dialects.postgres import Postgres
 
+    check_sql_size(text)
     check_sql_text(text)
 
     try:
@@ -94,10 +110,13 @@ def split_statements(text: str) -> list[tuple[str, int]]:
         raise SqlSyntaxError(f"syntax error: {e}", sql=text) from None
     out: list[tuple[str, int]] = []
     start = 0
-    for t in tokens:
+    first = 0  # the index of the statement's first token
+    for k, t in enumerate(tokens):
         if t.token_type == sqlglot.TokenType.SEMICOLON:
+            check_tokens(k - first)
             out.append((text[start : t.start], start))
-            start = t.end + 1
+            start, first = t.end + 1, k + 1
+    check_tokens(len(tokens) - first)
     out.append((text[start:], start))
     return [(s, o) for s, o in out if s.strip()]
 
@@ -173,7 +192,8 @@ def _drop_storage(text: str) -> DropStmt:
 @with_enough_frames
 def parse_one(text: str) -> Statement:
     """One statement (``text`` holds exactly one) [SqlSyntaxError, UnsupportedSql,
-    CharacterNotInRepertoire]."""
+    CharacterNotInRepertoire, ProgramLimitExceeded, StatementTooComplex]."""
+    check_sql_size(text)
     check_sql_text(text)
     try:
         return _parse(text)

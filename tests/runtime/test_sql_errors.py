@@ -172,3 +172,62 @@ def test_deep_statements_answer_or_are_refused_typed_and_the_environment_goes_on
         assert (await env.execute("SELECT a FROM t")).rows == [(1,)]
 
     _run(tmp_path, body)
+
+
+def test_statements_over_the_size_limits_are_refused_typed_and_the_environment_goes_on(
+    tmp_path: Path,
+) -> None:
+    """A 10 MB ``SELECT 1+1+...`` made the controller deaf for minutes: refused at once
+    (54000, naming its size and the limit); a flat 200,000 terms within the byte limit is
+    refused by its token count (54001) before it is parsed; the environment answers after."""
+    from tidegate.spec.errors import ProgramLimitExceeded, StatementTooComplex
+    from tidegate.spec.sql.parse import MAX_SQL_BYTES, MAX_STATEMENT_TOKENS
+
+    async def body(env: Environment) -> None:
+        await env.execute("CREATE TABLE t (a BIGINT); INSERT INTO t VALUES (1)")
+        huge = "SELECT " + "+".join(["a"] * 5_000_000) + " FROM t"
+        e = await _error(env, huge)
+        assert isinstance(e, ProgramLimitExceeded) and e.sqlstate == "54000"
+        assert f"{len(huge)} bytes" in e.message and f"{MAX_SQL_BYTES} bytes" in e.message
+        flat = "SELECT " + "+".join(["a"] * 200_000) + " FROM t"
+        e = await _error(env, flat)
+        assert isinstance(e, StatementTooComplex) and e.sqlstate == "54001"
+        assert f"limit of {MAX_STATEMENT_TOKENS} tokens" in e.message
+        # in a script, as the statement it is
+        e = await _error(env, "SELECT 1; " + flat)
+        assert isinstance(e, StatementTooComplex)
+        assert (await env.execute("SELECT a FROM t")).rows == [(1,)]
+
+    _run(tmp_path, body)
+
+
+def test_a_long_statement_is_parsed_off_the_event_loop(tmp_path: Path) -> None:
+    """While one long statement is tokenized and parsed, the event loop goes on serving others
+    (it used to run the parser on the loop: nothing else ran until it was done). The statement
+    is a syntax error at its very end, so nothing but the parser stands between its start and
+    its answer; a ticker counts the loop's turns meanwhile."""
+    from tidegate.spec.errors import SqlSyntaxError
+
+    long = "SELECT 1 WHERE 1 IN (" + ",".join(["1"] * 9_990) + ") )"  # 19,987 tokens
+
+    async def body(env: Environment) -> None:
+        turns = 0
+        parsing = True
+
+        async def tick() -> None:
+            nonlocal turns
+            while parsing:
+                turns += 1
+                await anyio.sleep(0)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(tick)
+            await anyio.sleep(0)  # the ticker is running
+            before = turns
+            e = await _error(env, long)
+            during = turns - before
+            parsing = False
+        assert isinstance(e, SqlSyntaxError)
+        assert during > 1, f"the event loop turned {during} times while a statement was parsed"
+
+    _run(tmp_path, body)

@@ -30,7 +30,9 @@ bearer token is checked before the body is read (else 401); a request's head
 must arrive within 30 s, and its body within 30 s of the head (else 408); a
 body is at most 64 MiB, counted as it streams in (else 413), and nests at most
 600 levels, checked before parsing (else 400); at most 64 connections are
-served at once (more get 503). :class:`ControlClient` keeps its connections
+served at once, those waiting for a request's head giving way to new ones (at
+most 16 of them per client address; a new connection gets 503 only when all
+64 have a request in hand). :class:`ControlClient` keeps its connections
 open between calls.
 """
 
@@ -80,7 +82,11 @@ _MAX_NESTING = 600
 _READ_TIMEOUT_S = 30.0
 """How long a client may take to send a request's head, and then its body."""
 _MAX_CONNECTIONS = 64
-"""Connections served at once; one more is answered 503 at once."""
+"""Connections served at once; one more takes the place of the one that has waited longest for
+its request's head, or is answered 503 if every one has a request in hand."""
+_MAX_WAITING_PER_CLIENT = 16
+"""Connections of one peer address waiting for their request's head (one more closes its
+oldest): a client sending heads slowly cannot hold every place."""
 _STARTING_RETRY_S = 0.25
 """How often :class:`ControlClient` retries a call while the controller is starting."""
 _CLIENT_IDLE_S = 3.0
@@ -238,7 +244,9 @@ async def serve_control(
 
     from .control_server import Limits, serve
 
-    limits = Limits(_MAX_BODY, _MAX_NESTING, _READ_TIMEOUT_S, _MAX_CONNECTIONS)
+    limits = Limits(
+        _MAX_BODY, _MAX_NESTING, _READ_TIMEOUT_S, _MAX_CONNECTIONS, _MAX_WAITING_PER_CLIENT
+    )
     status = anyio.TASK_STATUS_IGNORED if task_status is None else task_status
     await serve(handler, token, host, port, limits, status)
 

@@ -4,8 +4,10 @@
 the CLI's clients never pay for starlette and uvicorn. What each layer keeps:
 
 * :class:`_ControlProtocol` (uvicorn's httptools protocol, per connection): at most
-  ``max_connections`` connections at once (one more is answered 503 ``Busy``
-  at once and closed); a request's head must arrive within ``read_timeout_s``
+  ``max_connections`` connections at once, of which connections still waiting for a
+  request's head give way to new ones (at most ``max_waiting_per_client`` of them per
+  peer address; one more is answered 503 ``Busy`` only when every connection has a
+  request in hand); a request's head must arrive within ``read_timeout_s``
   of the connection (or of the previous answer on a kept-alive connection),
   else 408 ``RequestTimeout``; a head is at most 64 KiB; a malformed request is
   answered 400 ``BadRequest``, as JSON like every other refusal.
@@ -35,6 +37,7 @@ import asyncio
 import contextlib
 import hmac
 import http
+import itertools
 import json
 import re
 import threading
@@ -75,6 +78,9 @@ class Limits:
     max_nesting: int
     read_timeout_s: float
     max_connections: int
+    max_waiting_per_client: int
+    """Connections of one peer address waiting for their request's head (see
+    :class:`_ControlProtocol`)."""
 
 
 def _error(status: int, type: str, message: str, *, close: bool = False) -> Response:
@@ -319,32 +325,62 @@ class _Coalescing:
 
 
 class _ControlProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol, with the connection limit and the head's size and time.
+    """uvicorn's httptools protocol, with the connection limits and the head's size and time.
 
     A head is awaited from the connection (or the previous answer on a kept-alive
     connection) until its last header line: the timer armed then fires 408
     ``RequestTimeout`` unless the head is in, and the bytes received meanwhile
     are bounded by :data:`_MAX_HEAD`. HTTP/1.1 requires a ``Host`` header
     (RFC 9112, 3.2): a request without one is answered 400.
+
+    A connection still waiting for its head (a new one, a kept-alive one between
+    requests, or a client sending its head slowly) holds a place that a client with a
+    request ready could use, so such connections give way: a client (a peer address)
+    keeps at most :attr:`Limits.max_waiting_per_client` of them (its oldest is closed
+    when it opens one more), and when the endpoint is full a new connection takes the
+    place of the one that has waited longest. Only when every connection has a request
+    in hand is a new one turned away (503 ``Busy``). So 64 half-sent heads (a
+    slowloris) cannot keep ``/health`` or anyone else out.
     """
 
     limits: Limits  # set on the subclass made for each server
 
     _head_timer: asyncio.TimerHandle | None = None
     _awaiting_head = True
+    _waiting_since = 0
+    """When it began to wait for a head: a count of the heads awaited, endpoint-wide."""
     _head_bytes = 0
     _refusal: str | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(_Coalescing(transport, self.loop))  # type: ignore[arg-type]
-        if len(self.connections) > self.limits.max_connections:
-            self._refuse(503, "Busy", "too many requests")
-            return
         self._arm()
+        open_ = [c for c in self.connections if not c.transport.is_closing()]
+        waiting = [c for c in open_ if isinstance(c, _ControlProtocol) and c._awaiting_head]
+        mine = [c for c in waiting if c.client is not None and c.client[0] == _host(self.client)]
+        if len(mine) > self.limits.max_waiting_per_client:
+            _oldest(mine).make_room()
+            return
+        if len(open_) > self.limits.max_connections:
+            others = [c for c in waiting if c is not self]
+            if not others:
+                self._refuse(503, "Busy", "too many requests")
+                return
+            _oldest(others).make_room()
+
+    def make_room(self) -> None:
+        """Close this connection, which waits for a head, for a newer one: quietly if nothing
+        of a head came (as an idle kept-alive connection is closed), else 503."""
+        if self._head_bytes == 0:
+            self._disarm()
+            self.transport.close()
+        else:
+            self._refuse(503, "Busy", "the request's head was too slow to come; closed for another")
 
     def _arm(self) -> None:
         self._disarm()
         self._awaiting_head, self._head_bytes = True, 0
+        self._waiting_since = next(_WAITS)
         self._head_timer = self.loop.call_later(self.limits.read_timeout_s, self._head_timeout)
 
     def _disarm(self) -> None:
@@ -403,6 +439,17 @@ class _ControlProtocol(HttpToolsProtocol):
             b"content-length: %d\r\nconnection: close\r\n\r\n%s" % (status, reason, len(body), body)
         )
         self.transport.close()
+
+
+_WAITS = itertools.count()
+
+
+def _host(address: tuple[str, int] | None) -> str | None:
+    return None if address is None else address[0]
+
+
+def _oldest(connections: list[_ControlProtocol]) -> _ControlProtocol:
+    return min(connections, key=lambda c: c._waiting_since)
 
 
 class _Server(uvicorn.Server):

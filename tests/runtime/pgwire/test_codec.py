@@ -285,3 +285,21 @@ def test_a_fatal_error_closes() -> None:
     conn.send(m.ErrorResponse((("S", "FATAL"), ("C", "57P01"), ("M", "bye"))))
     assert conn.phase is Phase.CLOSED
     assert conn.send(m.ReadyForQuery("I")) == b""
+
+
+@pytest.mark.parametrize("started", [False, True])
+def test_a_length_over_the_limit_is_refused_from_the_header_and_the_fatal_still_goes_out(
+    started: bool,
+) -> None:
+    """The machine refuses a length out of bounds before buffering the body it announces, and
+    closes; the FATAL that says why is still sent (it used to be dropped by the closed machine,
+    so the client saw the connection end without a word), and nothing after it."""
+    conn = _ready() if started else ServerConnection(max_message=1 << 16)
+    header = b"Q" + struct.pack(">i", 2**31 - 1) if started else struct.pack(">i", 2**31 - 1)
+    conn.receive_data(header)
+    with pytest.raises(ProtocolViolation) as info:
+        conn.next_event()
+    assert info.value.fatal and conn.phase is Phase.CLOSED
+    fatal = m.ErrorResponse((("S", "FATAL"), ("C", info.value.sqlstate), ("M", str(info.value))))
+    assert conn.send(fatal)[:1] == b"E"
+    assert conn.send(fatal) == b"" and conn.send(m.ReadyForQuery("I")) == b""
