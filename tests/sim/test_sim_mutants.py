@@ -77,6 +77,7 @@ CHECK_MUTANTS = {
     "subscribe_end_swallowed": "subscribes_complete",  # seed 2
     "copy_to_ignores_counts": "copy_to_matches_reference",
     "reused_dataflows_go_quiet": "replicas_agree",  # seed 4: a reconnect that reuses dataflows
+    "peek_ignores_named_cluster": "peeks_answered_in_their_cluster",  # clusters, seed 1
 }
 """Mutants that only a check of their own sees: each check that shares no code with what it
 judges has one, and the test above requires that check to be the one that catches it."""
