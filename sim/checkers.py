@@ -709,7 +709,7 @@ class Checker:
         for instance, c in placed_collections(ctl):
             if c.dropped or c.id.is_transient or c.kind == "log":
                 continue
-            placed = self._placed.get(c.id, DEFAULT_CLUSTER)
+            placed = self.placement(c.id)
             if instance != placed:
                 self.violate(
                     "dataflows_on_their_cluster",
@@ -757,11 +757,7 @@ class Checker:
         if not ev.get("hydrated"):
             return
         ctl = env.driver.ctl
-        asked = [info.replica for info in env.replicas()]
-        if replicas is not None:
-            asked = [r for r in asked if r in replicas]
-        if not asked:
-            return  # no replica to ask: vacuously hydrated, as documented
+        live = [info.address or info.replica for info in env.replicas()]
         if ev["target"] is not None:
             ids = [GlobalId.parse(ev["target"])]
         else:
@@ -771,6 +767,14 @@ class Checker:
                 if not c.dropped and not c.id.is_transient and c.kind != "log"
             ]
         for id in ids:
+            # Only the replicas of the cluster that computes it can have: the world's record
+            # of which cluster it started each replica for, and where the client created it.
+            cluster = self.placement(id)
+            asked = [r for r in live if self.world.cluster_of.get(r) == cluster]
+            if replicas is not None:
+                asked = [r for r in asked if r in replicas]
+            if not asked:
+                continue  # no replica to ask: vacuously hydrated, as documented
             written = self._written(id)
             if not any(self.progress.hydrated(r, id, written=written) for r in asked):
                 self.violate(
@@ -780,6 +784,16 @@ class Checker:
                     "current connection",
                 )
         self.world.count("hydration_judged")
+
+    def placement(self, id: GlobalId) -> str:
+        """The cluster the clients created dataflow ``id`` on (its spec's), ``default`` for
+        anything else: their own record, not the catalog's."""
+        placed = self._placed.get(id)
+        if placed is None:  # created a moment ago: not judged from the history yet
+            names = [n for n, g in self.world.clients.objects.items() if g == id]
+            spec = self._plans.get(names[0]) if names else None
+            placed = DEFAULT_CLUSTER if spec is None else spec.cluster
+        return placed
 
     def judge_peek_cluster(self, ev: Mapping[str, Any]) -> None:
         """An answered peek was answered by a replica of the cluster it was meant for

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tidegate.sim import RunOptions, run_simulation
-from tidegate.sim.faults import Action, FaultPlan
+from tidegate.sim.faults import Action, Fault, FaultKind, FaultPlan
 from tidegate.sim.history import finishing_to_json
 from tidegate.sim.scenario import (
     DEFAULT_CLUSTER,
@@ -130,6 +130,25 @@ def test_a_read_sent_to_the_wrong_cluster_is_caught_by_who_answered() -> None:
     assert result.violation is not None
     assert result.violation.property == "peeks_answered_in_their_cluster", result.violation
     assert "event_totals_mv on cluster default" in result.violation.message
+
+
+def test_a_hydration_answer_is_judged_on_the_replicas_of_the_index_cluster() -> None:
+    """Regression (clusters seed 34): with its last replica replaced, analytics has none for a
+    moment, and "is per_customer hydrated?" is answered yes, vacuously, as documented; the
+    checker judged that answer by the default cluster's replicas, which never compute it."""
+    plan = FaultPlan(
+        faults=(Fault(2_000, FaultKind.REPLACE_REPLICA, "analytics.r1", 600),),
+        enabled=(FaultKind.REPLACE_REPLICA,),
+        actions=(
+            Action(1_000, "drop_cluster_replica", {"cluster": "analytics", "name": "r2"}),
+            Action(2_100, "hydration", {"target": "per_customer"}),
+        ),
+    )
+    result = run_simulation(RunOptions(seed=1, scenario=clusters(), plan=plan))
+    assert result.ok, result.violation
+    asked = [e for e in result.history.events if e["op"] == "hydration" and e["invoke_ms"] == 2_100]
+    assert [e["hydrated"] for e in asked] == [True]
+    assert result.sometimes["replica_added"] == 1  # the replacement came afterwards
 
 
 def test_a_clusters_run_is_deterministic() -> None:
