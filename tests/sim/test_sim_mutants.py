@@ -185,7 +185,8 @@ def test_a_mutant_reproducer_shrinks_to_a_few_steps_and_replays(name: str) -> No
 
 def test_every_independent_check_has_a_mutant_of_its_own() -> None:
     """The checks added so that no check shares code with what it judges (policies, restores,
-    hydration, quiescence, subscribes that complete, copy-to) each catch a planted bug."""
+    hydration, quiescence, subscribes that complete, copy-to, which cluster answered) each
+    catch a planted bug."""
     assert set(CHECK_MUTANTS) <= set(mutant_names(detectable=True))
     assert set(CHECK_MUTANTS.values()) == {
         "compaction_within_policy",
@@ -198,4 +199,5 @@ def test_every_independent_check_has_a_mutant_of_its_own() -> None:
         "subscribes_complete",
         "copy_to_matches_reference",
         "replicas_agree",
+        "peeks_answered_in_their_cluster",
     }
