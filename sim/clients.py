@@ -172,6 +172,9 @@ class Clients:
         """The clients that act in SQL (:mod:`.sql_clients`)."""
         self.cluster_replicas = 0
         """A counter for the names of the replicas the clients add (drawn into actions)."""
+        self.clusters: set[str] = set()
+        """The clusters the clients created while the run goes (besides the scenario's), that
+        exist as far as they know."""
         self._replicas_in_doubt: set[str] = set()
         """Replica processes whose adding or dropping had an unknown outcome (the controller
         died): the next controller's catalog decides whether they run."""
@@ -364,12 +367,19 @@ class Clients:
             }
             await env.create_cluster(c.name, replicas=replicas)
             self.world.record("cluster_created", cluster=c.name, replicas=sorted(replicas))
-            self.world.count("create_cluster")
+            self.world.count("scenario_cluster_created")
 
     def _reconcile_cluster_replicas(self, env: Environment) -> None:
-        """A replica added or dropped by a call whose answer was lost (the controller died): the
-        new controller's catalog says whether it is there; a process it does not know stops."""
+        """A replica (or a cluster) added or dropped by a call whose answer was lost (the
+        controller died): the new controller's catalog says whether it is there; a process it
+        does not know stops."""
         known = {c.name: {r.name for r in c.replicas} for c in env.clusters()}
+        declared = {DEFAULT_CLUSTER, *(c.name for c in self.scenario.clusters)}
+        self.clusters = set(known) - declared
+        for process, cluster in sorted(self.world.cluster_of.items()):
+            if cluster not in declared and cluster not in known and process in self.world.replicas:
+                self.world.record("cluster_replica_gone", replica=process)
+                self.world.stop_cluster_replica(process)
         for process in sorted(self._replicas_in_doubt):
             cluster = self.world.cluster_of[process]
             if cluster not in known:
@@ -593,6 +603,7 @@ class Clients:
         index is sometimes asked for on a cluster that does not maintain it (refused)."""
         target = pick(self.source, self._readable())
         clusters = [DEFAULT_CLUSTER, *(c.name for c in self.scenario.clusters)]
+        clusters += sorted(self.clusters)
         return {
             "target": target,
             "at": {"mode": pick(self.source, ("fresh", "valid")), "k": self.source.integer(0, 999)},
@@ -799,6 +810,12 @@ class Clients:
 
     def _judge_refusal(self, ev: Mapping[str, Any], mode: str) -> None:
         error = str(ev.get("error", ""))
+        asked = ev.get("crossing") or ev.get("cluster")
+        if ev["status"] == "fail" and any(
+            d["cluster"] == asked for d in self.history.ops("drop_cluster")
+        ):
+            self.world.count("peek_ended_by_cluster_drop")  # its cluster went (or may have)
+            return
         if mode in ("below", "future"):
             want = SinceViolation if mode == "below" else ReadBeyondUpper
             if ev["status"] == "ok":
@@ -1234,6 +1251,43 @@ class Clients:
         if ok:
             self.world.count("drop_cluster_replica")
             self.world.stop_cluster_replica(process)
+
+    # clusters
+    def _draw_create_cluster(self) -> dict[str, Any] | None:
+        """A cluster of one replica (at most two such at a time)."""
+        if len(self.clusters) >= 2:
+            return None
+        self.cluster_replicas += 1
+        return {"cluster": f"c{self.cluster_replicas}"}
+
+    async def _do_create_cluster(self, env: Environment, args: Mapping[str, Any]) -> None:
+        cluster = str(args["cluster"])
+        if cluster in self.clusters or cluster in self.world.cluster_of.values():
+            return  # (a replayed plan's name already used)
+        address = self.world.start_cluster_replica(cluster, "r1")
+        ev = self.history.invoke("create_cluster", self.world.kernel.now_ms, cluster=cluster)
+        ok, _ = await self._call(ev, lambda: env.create_cluster(cluster, replicas={"r1": address}))
+        if ok:
+            self.clusters.add(cluster)
+            self.world.count("create_cluster")
+        elif ev["status"] == "fail":  # refused: nobody will connect to it
+            self.world.stop_cluster_replica(address)
+
+    def _draw_drop_cluster(self) -> dict[str, Any] | None:
+        return {"cluster": pick(self.source, sorted(self.clusters))} if self.clusters else None
+
+    async def _do_drop_cluster(self, env: Environment, args: Mapping[str, Any]) -> None:
+        cluster = str(args["cluster"])
+        if cluster not in self.clusters:
+            return
+        ev = self.history.invoke("drop_cluster", self.world.kernel.now_ms, cluster=cluster)
+        ok, _ = await self._call(ev, lambda: env.drop_cluster(cluster))
+        if ok:
+            self.clusters.discard(cluster)
+            self.world.count("drop_cluster")
+            for process, c in sorted(self.world.cluster_of.items()):
+                if c == cluster:
+                    self.world.stop_cluster_replica(process)
 
     # sources
     def _note_source(self, src: SourceSpec, gid: GlobalId) -> None:

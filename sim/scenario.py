@@ -163,7 +163,13 @@ class DataflowSpec:
 
 _STORAGE_ACTIONS = ("create_source", "drop_source", "create_sink", "drop_sink")
 _SQL_ACTIONS = ("sql_query", "sql_insert", "sql_ddl")
-_CLUSTER_ACTIONS = ("peek_cluster", "create_cluster_replica", "drop_cluster_replica")
+_CLUSTER_ACTIONS = (
+    "peek_cluster",
+    "create_cluster_replica",
+    "drop_cluster_replica",
+    "create_cluster",
+    "drop_cluster",
+)
 
 
 @dataclass(frozen=True)
@@ -202,6 +208,10 @@ class WorkloadMix:
     weighs them (``clusters`` does)."""
     create_cluster_replica: int = 0
     drop_cluster_replica: int = 0
+    create_cluster: int = 0
+    """A cluster of one replica created (its process started by the world) or dropped while the
+    run goes: named reads go to it too, until it is dropped."""
+    drop_cluster: int = 0
     rows_per_append: tuple[int, int] = (1, 4)
     ms_between_actions: tuple[int, int] = (20, 120)
     null_per_mille: int = 150
@@ -234,6 +244,8 @@ class WorkloadMix:
         "peek_cluster",
         "create_cluster_replica",
         "drop_cluster_replica",
+        "create_cluster",
+        "drop_cluster",
     )
 
     def weights(self) -> list[tuple[str, int]]:
@@ -593,6 +605,8 @@ class WorkloadModel(BaseModel):
     peek_cluster: Count = _MIX.peek_cluster
     create_cluster_replica: Count = _MIX.create_cluster_replica
     drop_cluster_replica: Count = _MIX.drop_cluster_replica
+    create_cluster: Count = _MIX.create_cluster
+    drop_cluster: Count = _MIX.drop_cluster
     rows_per_append: Range = _MIX.rows_per_append
     ms_between_actions: Range = _MIX.ms_between_actions
     null_per_mille: Annotated[StrictInt, Field(ge=0, le=1000)] = _MIX.null_per_mille
@@ -1039,8 +1053,8 @@ def clusters() -> Scenario:
     ``analytics`` (2 replicas), with indexes on both, a materialized view and a subscribe on
     ``analytics``; peeks sent to a cluster the client names (an index of the other one must be
     refused, a materialized view or table read from either), replicas added to and dropped from
-    ``analytics`` as the run goes, and faults that strike the replicas of both; 8 virtual seconds
-    and 8 quiet ones, 3 faults."""
+    ``analytics`` and clusters of one replica created and dropped as the run goes, and faults
+    that strike the replicas of both; 8 virtual seconds and 8 quiet ones, 3 faults."""
     base = small()
     on_analytics = ("per_customer", "orders_kinds", "event_totals_mv", "orders_sub")
     return replace(
@@ -1055,6 +1069,8 @@ def clusters() -> Scenario:
             peek_cluster=10,
             create_cluster_replica=2,
             drop_cluster_replica=2,
+            create_cluster=2,
+            drop_cluster=1,
         ),
         quiet_ms=8_000,
     )

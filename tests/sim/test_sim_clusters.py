@@ -64,15 +64,16 @@ def _reads_plan() -> FaultPlan:
 def test_the_clusters_scenario_holds_every_property(seed: int) -> None:
     result = run_simulation(RunOptions(seed=seed, scenario=clusters()))
     assert result.ok, (result.violation, result.trace_tail[-10:])
-    assert result.sometimes["create_cluster"] == 1
+    assert result.sometimes["scenario_cluster_created"] == 1
 
 
 def test_the_clusters_scenario_reaches_what_it_is_for() -> None:
     """Over a few seeds: reads answered on both clusters and judged by which one answered,
-    refused across clusters, replicas added and dropped, and faults on analytics' replicas."""
+    refused across clusters, replicas added and dropped, clusters created and dropped, and
+    faults on analytics' replicas."""
     reached: Counter[str] = Counter()
     targets: set[str] = set()
-    for seed in (1, 2, 3, 6):
+    for seed in (1, 2, 3, 7):
         result = run_simulation(RunOptions(seed=seed, scenario=clusters()))
         assert result.ok, (seed, result.violation)
         reached.update(result.sometimes)
@@ -83,6 +84,8 @@ def test_the_clusters_scenario_reaches_what_it_is_for() -> None:
         "peek_refused_wrong_cluster",
         "create_cluster_replica",
         "drop_cluster_replica",
+        "create_cluster",
+        "drop_cluster",
     ):
         assert reached[name] > 0, name
     assert reached["peek_answer_not_on_wire"] == 0
@@ -132,6 +135,33 @@ def test_a_read_sent_to_the_wrong_cluster_is_caught_by_who_answered() -> None:
     assert "event_totals_mv on cluster default" in result.violation.message
 
 
+def test_a_cluster_created_while_running_answers_reads_until_it_is_dropped() -> None:
+    plan = FaultPlan(
+        faults=(),
+        enabled=(),
+        actions=(
+            Action(500, "create_cluster", {"cluster": "c9"}),
+            _peek(1_000, "fixed_mv", "c9"),
+            _peek(1_100, "u1", "c9"),
+            _peek(1_200, "per_customer", "c9"),  # an index of analytics: refused
+            Action(1_500, "drop_cluster", {"cluster": "c9"}),
+            _peek(2_000, "u1", "c9"),  # no such cluster any more
+        ),
+    )
+    result = run_simulation(RunOptions(seed=1, scenario=clusters(), plan=plan))
+    assert result.ok, result.violation
+    ops = [e for e in result.history.events if e["op"] in ("create_cluster", "drop_cluster")]
+    assert [(e["op"], e["status"]) for e in ops] == [
+        ("create_cluster", "ok"),
+        ("drop_cluster", "ok"),
+    ]
+    peeks = [e for e in result.history.events if e["op"] == "peek"]
+    assert [e["status"] for e in peeks] == ["ok", "ok", "fail", "fail"]
+    assert str(peeks[2]["error"]).startswith("WrongCluster")
+    assert str(peeks[3]["error"]).startswith("UnknownCatalogObject")
+    assert result.sometimes["peek_answered_in_cluster_other"] == 2
+
+
 def test_a_hydration_answer_is_judged_on_the_replicas_of_the_index_cluster() -> None:
     """Regression (clusters seed 34): with its last replica replaced, analytics has none for a
     moment, and "is per_customer hydrated?" is answered yes, vacuously, as documented; the
@@ -167,9 +197,13 @@ def test_scenarios_without_clusters_write_no_cluster_fields() -> None:
         data = SCENARIOS[name]().to_json()
         assert "clusters" not in data
         assert all("cluster" not in d for d in data["dataflows"])
-        assert not {"peek_cluster", "create_cluster_replica", "drop_cluster_replica"} & set(
-            data["workload"]
-        )
+        assert not {
+            "peek_cluster",
+            "create_cluster_replica",
+            "drop_cluster_replica",
+            "create_cluster",
+            "drop_cluster",
+        } & set(data["workload"])
     data = clusters().to_json()
     assert data["clusters"] == [{"name": "analytics", "replicas": 2}]
     assert {d["name"]: d.get("cluster") for d in data["dataflows"]}["per_customer"] == "analytics"
