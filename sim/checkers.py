@@ -60,7 +60,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from tidegate.runtime.controller.schemas import shard_name
-from tidegate.runtime.environment import INSTANCE, Environment
+from tidegate.runtime.environment import Environment
 from tidegate.runtime.storage.store import decoded_state
 from tidegate.spec.compute import FrontierUpper
 from tidegate.spec.errors import TidegateError
@@ -84,6 +84,7 @@ from .history import (
 from .progress import ReplicaProgress, time_of
 from .promises import Promises
 from .quiescence import check_quiescence
+from .scenario import DEFAULT_CLUSTER
 from .storage_checks import StorageChecker
 from .truth import TruthLog
 from .world_port import WorldPort
@@ -115,6 +116,22 @@ class StopRun(BaseException):
     def __init__(self, violation: Violation) -> None:
         super().__init__(str(violation))
         self.violation = violation
+
+
+def placed_collections(ctl: Any, *, include_dropped: bool = False) -> list[tuple[str, Any]]:
+    """``(instance, collection)`` for the compute collections of every instance (cluster) of
+    controller ``ctl``."""
+    compute = ctl.compute
+    return [
+        (instance, c)
+        for instance in compute.instance_ids()
+        for c in compute.instance(instance).collections(include_dropped=include_dropped)
+    ]
+
+
+def compute_collections(ctl: Any, *, include_dropped: bool = False) -> list[Any]:
+    """The compute collections of every instance (cluster) of controller ``ctl``."""
+    return [c for _, c in placed_collections(ctl, include_dropped=include_dropped)]
 
 
 def _step_back(f: Antichain) -> Antichain:
@@ -166,7 +183,7 @@ class Checker:
         """Every collection's ``(since, upper)`` shortly before the end (see :meth:`settled`)."""
         self.promises = Promises()
         """The read policies the clients set (what compaction is judged by)."""
-        self.progress = ReplicaProgress()
+        self.progress = ReplicaProgress(lambda: world.kernel.now_ms)
         """What each replica reported on the network (what hydration is judged by)."""
         self.copy_tos = CopyToChecker(
             self.model, self.windows, self.violate, self._refresh, world.count
@@ -181,6 +198,9 @@ class Checker:
         self._judged: dict[tuple[str, GlobalId], tuple[int, tuple[int, int]]] = {}
         """The since last found within its policies, and the policy calls it was judged by."""
         self._index_inputs: dict[GlobalId, list[GlobalId]] = {}
+        self._placed: dict[GlobalId, str] = {}
+        """The cluster the clients created each scenario dataflow on (its spec's): where it must
+        run, judged against the world's record of which replicas it started for which cluster."""
 
     def violate(self, property: str, message: str) -> None:
         self.world.violate(property, message)
@@ -246,6 +266,7 @@ class Checker:
                 if spec is not None:
                     gid = GlobalId.parse(ev["id"])
                     self.model.install(gid, self._plan(spec.plan, ev.get("inputs")))
+                    self._placed[gid] = spec.cluster
                     if spec.kind == "materialized_view":
                         self.truth.watch(ev["id"])
                         self._views.add(gid)
@@ -401,7 +422,7 @@ class Checker:
                     f"since {c.since}, upper {c.upper} (across controller incarnations too)",
                 )
             self.storage_frontiers[c.id] = (c.since, c.upper)
-        for cc in ctl.compute.instance(INSTANCE).collections():
+        for cc in compute_collections(ctl):
             if cc.id in self._indexes:
                 self._within_policy(env, "compute", cc.id, cc.read_frontier, cc.write_frontier)
             prev = self.compute_frontiers.get(cc.id)
@@ -482,7 +503,7 @@ class Checker:
                     "since_respects_holds",
                     f"the since {since} of {ev['name']} passed pending peek {ev['n']} at {at}",
                 )
-        for c in ctl.compute.instance(INSTANCE).collections():
+        for instance, c in placed_collections(ctl):
             if c.dropped:
                 continue
             for dep, _held in c.storage_dependencies:
@@ -495,7 +516,7 @@ class Checker:
                     )
             for dep, _held in c.compute_dependencies:
                 try:
-                    d = ctl.compute.collection_frontiers(INSTANCE, dep)
+                    d = ctl.compute.collection_frontiers(instance, dep)
                 except TidegateError:
                     continue
                 if not d.read_frontier <= c.read_frontier:
@@ -544,7 +565,7 @@ class Checker:
         for c in ctl.storage.collections():
             if not c.is_dropped and c.id in judged:
                 self._within_policy(env, "storage", c.id, c.since, c.upper, promise)
-        for cc in ctl.compute.instance(INSTANCE).collections():
+        for cc in compute_collections(ctl):
             if not cc.dropped and cc.id in self._indexes:
                 self._within_policy(
                     env, "compute", cc.id, cc.read_frontier, cc.write_frontier, promise
@@ -558,7 +579,7 @@ class Checker:
                     "restore_keeps_sinces",
                     f"{c.id} was restored at since {c.since}, before its shard's since {durable[0]}",
                 )
-        for cc in ctl.compute.instance(INSTANCE).collections():
+        for cc in compute_collections(ctl):
             if restored is not None and cc.id not in restored:
                 continue
             for dep, _ in cc.storage_dependencies:
@@ -580,7 +601,7 @@ class Checker:
         for c in ctl.storage.collections():
             if not c.is_dropped:
                 self.quiet_start[("storage", c.id)] = (c.since, c.upper)
-        for cc in ctl.compute.instance(INSTANCE).collections():
+        for cc in compute_collections(ctl):
             if not cc.dropped:
                 self.quiet_start[("compute", cc.id)] = (cc.read_frontier, cc.write_frontier)
         if self.storage is not None:
@@ -596,7 +617,7 @@ class Checker:
             return
         ctl = env.driver.ctl
         self.settled_at = {("storage", c.id): (c.since, c.upper) for c in ctl.storage.collections()}
-        for cc in ctl.compute.instance(INSTANCE).collections():
+        for cc in compute_collections(ctl):
             self.settled_at[("compute", cc.id)] = (cc.read_frontier, cc.write_frontier)
 
     def check_end(self) -> None:
@@ -667,13 +688,34 @@ class Checker:
         replica is otherwise invisible, the controller takes the greatest).
         """
         ctl = env.driver.ctl
-        names = [info.replica for info in env.replicas()]
+        # Which cluster each replica serves is the world's record (it started the process for
+        # that cluster), never the controller's: a replica the controller put in another
+        # cluster, or a dataflow placed on another cluster, is a finding.
+        clusters = self.world.cluster_of
+        members: dict[str, list[str]] = {}
+        for info in env.replicas():
+            process = info.address or info.replica
+            mine = clusters.get(process)
+            if mine != info.instance:
+                self.violate(
+                    "replicas_in_their_cluster",
+                    f"replica {info.replica} (process {process}) serves cluster {info.instance}, "
+                    f"but was started for cluster {mine}",
+                )
+            members.setdefault(info.instance, []).append(process)
         # What reads a source that stopped for good (its upstream changed schema, its slot is
         # gone) can never hydrate past it.
         stopped = set() if self.storage is None else self.storage.stopped_for_good()
-        for c in ctl.compute.instance(INSTANCE).collections():
+        for instance, c in placed_collections(ctl):
             if c.dropped or c.id.is_transient or c.kind == "log":
                 continue
+            placed = self.placement(c.id)
+            if instance != placed:
+                self.violate(
+                    "dataflows_on_their_cluster",
+                    f"{c.id} runs on cluster {instance}, but its client created it on {placed}",
+                )
+            names = members.get(placed, [])
             start = self.quiet_start.get(("compute", c.id))
             stuck = (
                 bool(stopped)
@@ -715,20 +757,24 @@ class Checker:
         if not ev.get("hydrated"):
             return
         ctl = env.driver.ctl
-        asked = [info.replica for info in env.replicas()]
-        if replicas is not None:
-            asked = [r for r in asked if r in replicas]
-        if not asked:
-            return  # no replica to ask: vacuously hydrated, as documented
+        live = [info.address or info.replica for info in env.replicas()]
         if ev["target"] is not None:
             ids = [GlobalId.parse(ev["target"])]
         else:
             ids = [
                 c.id
-                for c in ctl.compute.instance(INSTANCE).collections()
+                for c in compute_collections(ctl)
                 if not c.dropped and not c.id.is_transient and c.kind != "log"
             ]
         for id in ids:
+            # Only the replicas of the cluster that computes it can have: the world's record
+            # of which cluster it started each replica for, and where the client created it.
+            cluster = self.placement(id)
+            asked = [r for r in live if self.world.cluster_of.get(r) == cluster]
+            if replicas is not None:
+                asked = [r for r in asked if r in replicas]
+            if not asked:
+                continue  # no replica to ask: vacuously hydrated, as documented
             written = self._written(id)
             if not any(self.progress.hydrated(r, id, written=written) for r in asked):
                 self.violate(
@@ -739,10 +785,51 @@ class Checker:
                 )
         self.world.count("hydration_judged")
 
+    def placement(self, id: GlobalId) -> str:
+        """The cluster the clients created dataflow ``id`` on (its spec's), ``default`` for
+        anything else: their own record, not the catalog's."""
+        placed = self._placed.get(id)
+        if placed is None:  # created a moment ago: not judged from the history yet
+            names = [n for n, g in self.world.clients.objects.items() if g == id]
+            spec = self._plans.get(names[0]) if names else None
+            placed = DEFAULT_CLUSTER if spec is None else spec.cluster
+        return placed
+
+    def judge_peek_cluster(self, ev: Mapping[str, Any]) -> None:
+        """An answered peek was answered by a replica of the cluster it was meant for
+        (``ev["cluster"]``: the one its client named, else its index's or view's, as the client
+        created it, else ``default``).
+
+        From the trace (:mod:`.progress`): some replica answered, with rows, a ``Peek`` of the
+        collection sent after the client asked and answered before the client heard back; the
+        client's own ``Peek`` is among them. Each replica's cluster is the world's record of
+        what it started the process for. If none of them is of the cluster, the controller sent
+        the read elsewhere."""
+        cluster = ev.get("cluster")
+        if cluster is None or ev["status"] != "ok":
+            return
+        by = self.progress.answered_by(
+            GlobalId.parse(ev["target"]), int(ev["invoke_ms"]), int(ev["complete_ms"])
+        )
+        if not by:
+            self.world.count("peek_answer_not_on_wire")
+            return
+        mine = {r for r in by if self.world.cluster_of.get(r) == cluster}
+        if not mine:
+            self.violate(
+                "peeks_answered_in_their_cluster",
+                f"peek {ev['n']} of {ev['name']} on cluster {cluster} was answered by "
+                f"{sorted(by)} (of {sorted({self.world.cluster_of.get(r, '?') for r in by})}), "
+                f"no replica of {cluster}",
+            )
+        self.world.count(
+            f"peek_answered_in_cluster_{'default' if cluster == DEFAULT_CLUSTER else 'other'}"
+        )
+
     def _check_caught_up(self, env: Environment) -> None:
         ctl = env.driver.ctl
         tables = [c for c in ctl.storage.collections() if c.id in self.model.tables]
-        for cc in ctl.compute.instance(INSTANCE).collections():
+        for cc in compute_collections(ctl):
             if cc.dropped or ("compute", cc.id) not in self.quiet_start:
                 continue
             inputs = self.model.inputs(cc.id) if cc.id in self.model.plans else set()
@@ -773,7 +860,7 @@ class Checker:
         output) their storage dependencies.
         """
         ctl = env.driver.ctl
-        compute = {c.id: c for c in ctl.compute.instance(INSTANCE).collections() if not c.dropped}
+        compute = {c.id: c for c in compute_collections(ctl) if not c.dropped}
         storage = {c.id: c for c in ctl.storage.collections() if not c.is_dropped}
         Key = tuple[str, GlobalId]
         holders: dict[Key, list[Key]] = {}
@@ -838,7 +925,7 @@ class Checker:
         # A subscribe lives as long as a client reads it: one that ended (its replica failed,
         # its client left) is dropped, so its holds go.
         reading = {str(s.stream_id) for s in self.world.clients.subs if s.stream_id is not None}
-        for c in ctl.compute.instance(INSTANCE).collections():
+        for c in compute_collections(ctl):
             if c.id.is_transient and not c.dropped and str(c.id) not in reading:
                 self.violate(
                     "drops_clean_up",
@@ -860,7 +947,7 @@ class Checker:
                     "drops_clean_up",
                     f"shard {key} belongs to no catalog object but was never finalized",
                 )
-        known = {c.id for c in ctl.compute.instance(INSTANCE).collections(include_dropped=True)}
+        known = {c.id for c in compute_collections(ctl, include_dropped=True)}
         storage = {c.id: c for c in ctl.storage.collections()}
         self.truth.refresh()
         for gid in sorted(self.world.dropped_ids):

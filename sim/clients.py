@@ -46,6 +46,7 @@ from tidegate.runtime.errors import (
     DuplicateCatalogName,
     HasDependents,
     UnknownCatalogObject,
+    WrongCluster,
 )
 from tidegate.spec.errors import ReadBeyondUpper, SinceViolation, TidegateError
 from tidegate.spec.frontier import Antichain, Row
@@ -61,7 +62,7 @@ from .copy_to import clear, copy_to_url
 from .faults import Action
 from .history import ClientHistory, finishing_to_json, row_out
 from .process import ProcessKilled
-from .scenario import DataflowSpec, Scenario, SinkSpec, SourceSpec, WorkloadMix
+from .scenario import DEFAULT_CLUSTER, DataflowSpec, Scenario, SinkSpec, SourceSpec, WorkloadMix
 from .sql_clients import SQL_ACTIONS, SqlClients
 from .world_port import WorldPort
 
@@ -87,7 +88,12 @@ class ClientsWorld(WorldPort, Protocol):
         """Whether the disk was full at some moment since ``since_ms``."""
         ...
 
+    def peek_answered(self, ev: dict[str, Any]) -> None:
+        """A peek meant for a cluster was answered (the checkers judge by whom, at once)."""
 
+
+MAX_CLUSTER_REPLICAS = 4
+"""How many replicas the clients let a cluster grow to."""
 DIED = "the controller died"
 """Why an operation's outcome is unknown: its controller was killed before it answered."""
 _WORDS = ("ann", "bob", "cy", "dee", "eve", "fay")
@@ -164,6 +170,14 @@ class Clients:
         """A counter for the SQL clients' unique names and row markers (drawn into actions)."""
         self.sql = SqlClients(self)
         """The clients that act in SQL (:mod:`.sql_clients`)."""
+        self.cluster_replicas = 0
+        """A counter for the names of the replicas the clients add (drawn into actions)."""
+        self.clusters: set[str] = set()
+        """The clusters the clients created while the run goes (besides the scenario's), that
+        exist as far as they know."""
+        self._replicas_in_doubt: set[str] = set()
+        """Replica processes whose adding or dropping had an unknown outcome (the controller
+        died): the next controller's catalog decides whether they run."""
 
     # -- schedule -----------------------------------------------------------------------------
     def schedule(self, start_ms: int, end_ms: int) -> None:
@@ -295,6 +309,7 @@ class Clients:
                 self.sinks[sink.name] = env.resolve(sink.name)
             except UnknownCatalogObject:
                 self.sinks.pop(sink.name, None)
+        self._reconcile_cluster_replicas(env)
         del state
         self.sql.come_up(env)
         if not self.ready and not self.setting_up:
@@ -328,6 +343,7 @@ class Clients:
             )
         for t in self.scenario.tables:
             await self._set_policy(env, self.table_ids[t.id], TABLE_LAG_MS, strict=True)
+        await self._create_clusters(env)
         self.ready = True
         for src in self.scenario.sources:
             await self._create_source(env, src.id)
@@ -336,6 +352,61 @@ class Clients:
                 await self._create(env, spec.name)
         for sink in self.scenario.sinks:
             await self._create_sink(env, sink.name)
+
+    async def _create_clusters(self, env: Environment) -> None:
+        """Create the scenario's clusters other than ``default`` (unless an earlier incarnation
+        did), each with the replica processes the world started for it."""
+        exists = {c.name for c in env.clusters()}
+        for c in self.scenario.clusters:
+            if c.name in exists:
+                continue
+            replicas = {
+                process.removeprefix(f"{c.name}."): process
+                for process, cluster in sorted(self.world.cluster_of.items())
+                if cluster == c.name and process in self.world.replicas
+            }
+            await env.create_cluster(c.name, replicas=replicas)
+            self.world.record("cluster_created", cluster=c.name, replicas=sorted(replicas))
+            self.world.count("scenario_cluster_created")
+
+    def _reconcile_cluster_replicas(self, env: Environment) -> None:
+        """A replica (or a cluster) added or dropped by a call whose answer was lost (the
+        controller died): the new controller's catalog says whether it is there; a process it
+        does not know stops."""
+        known = {c.name: {r.name for r in c.replicas} for c in env.clusters()}
+        declared = {DEFAULT_CLUSTER, *(c.name for c in self.scenario.clusters)}
+        self.clusters = set(known) - declared
+        for process, cluster in sorted(self.world.cluster_of.items()):
+            if cluster not in declared and cluster not in known and process in self.world.replicas:
+                self.world.record("cluster_replica_gone", replica=process)
+                self.world.stop_cluster_replica(process)
+        for process in sorted(self._replicas_in_doubt):
+            cluster = self.world.cluster_of[process]
+            if cluster not in known:
+                continue
+            self._replicas_in_doubt.discard(process)
+            if process.removeprefix(f"{cluster}.") not in known[cluster]:
+                self.world.record("cluster_replica_gone", replica=process)
+                self.world.stop_cluster_replica(process)
+
+    def _cluster_processes(self, cluster: str) -> list[str]:
+        """The replica processes the world runs for ``cluster`` (its own record), sorted."""
+        return sorted(
+            p for p in self.world.replica_names() if self.world.cluster_of.get(p) == cluster
+        )
+
+    def _cluster_of(self, target: str) -> str:
+        """The cluster a read of ``target`` goes to when the client names none: its index's or
+        materialized view's, as the client created it, else ``default``."""
+        spec = self.specs.get(target)
+        return DEFAULT_CLUSTER if spec is None else spec.cluster
+
+    def _pick_replica(self, cluster: str) -> str | None:
+        """A replica of ``cluster``, by its name there, or ``None`` if it has none."""
+        processes = self._cluster_processes(cluster)
+        if not processes:
+            return None
+        return pick(self.source, processes).removeprefix(f"{cluster}.")
 
     # -- running an action --------------------------------------------------------------------
     async def _run(self, action: Action) -> None:
@@ -522,10 +593,23 @@ class Clients:
             "finishing": self._finishing(target),
         }
         if chance(self.source, 150):
-            replicas = sorted(self.world.replica_names())
-            if replicas:
-                args["replica"] = pick(self.source, replicas)
+            replica = self._pick_replica(self._cluster_of(target))
+            if replica is not None:
+                args["replica"] = replica
         return args
+
+    def _draw_peek_cluster(self) -> dict[str, Any] | None:
+        """A peek in a cluster the client names (``SET cluster``): any of the scenario's, so an
+        index is sometimes asked for on a cluster that does not maintain it (refused)."""
+        target = pick(self.source, self._readable())
+        clusters = [DEFAULT_CLUSTER, *(c.name for c in self.scenario.clusters)]
+        clusters += sorted(self.clusters)
+        return {
+            "target": target,
+            "at": {"mode": pick(self.source, ("fresh", "valid")), "k": self.source.integer(0, 999)},
+            "finishing": self._finishing(target),
+            "cluster": pick(self.source, clusters),
+        }
 
     def _draw_peek_at(self) -> dict[str, Any] | None:
         return self._draw_peek("valid")
@@ -636,6 +720,17 @@ class Clients:
             fields["key_columns"] = list(spec.key)
         if args.get("replica"):
             fields["replica"] = args["replica"]
+        asked = args.get("cluster")
+        crossing = False
+        if self.scenario.clusters:  # (histories of scenarios without clusters stay as they were)
+            own = self._cluster_of(target)
+            crossing = (
+                asked is not None and spec is not None and spec.kind == "index" and asked != own
+            )
+            fields["cluster"] = own if asked is None or crossing else asked
+            if crossing:  # an index is readable only on its own cluster
+                fields["expect"] = "refusal"
+                fields["crossing"] = asked
         ev = self.history.invoke("peek", self.world.kernel.now_ms, **fields)
         ev["controller"] = self.world.controller.generation_here()  # whose holds it takes
         self.peek_count += 1
@@ -660,10 +755,13 @@ class Clients:
                         None if key is None else tuple(key),
                         fin,
                         replica=args.get("replica"),
+                        cluster=asked,
                     ),
                 )
                 if ok:
                     ev["rows"] = [[row_out(r), n] for r, n in value]
+                    if "cluster" in ev and not crossing:
+                        self.world.peek_answered(ev)
             if scope.cancelled_caught and ev["status"] == "pending":
                 self.history.fail(ev, self.world.kernel.now_ms, "cancelled by the client")
         finally:
@@ -673,15 +771,51 @@ class Clients:
                 if str(ev.get("error", "")).startswith("cancelled"):
                     result = "PeekCanceled"
                 self.world.record("peek_result", uuid=uuid, result=result)
+        if "cluster" in ev:
+            self._judge_cluster_refusal(ev, crossing)
         self._judge_refusal(ev, mode)
 
     _do_peek_at = _do_peek
+    _do_peek_cluster = _do_peek
+
+    def _judge_cluster_refusal(self, ev: Mapping[str, Any], crossing: bool) -> None:
+        """An index read on a cluster other than its own is refused (:class:`WrongCluster`), as
+        Materialize refuses it; every other read (its own cluster's index, a table or a
+        materialized view on any cluster) is not refused so."""
+        error = str(ev.get("error", ""))
+        if crossing:
+            if ev["status"] == "ok":
+                self.world.violate(
+                    "cluster_reads_refused",
+                    f"peek {ev['n']} of index {ev['name']} (on cluster {ev['cluster']}) in "
+                    f"cluster {ev['crossing']} was answered",
+                )
+            accepted = (WrongCluster.__name__, "UnknownCatalogObject", "cancelled")
+            if ev["status"] == "fail" and not error.startswith(accepted):
+                self.world.violate(
+                    "cluster_reads_refused",
+                    f"peek {ev['n']} of index {ev['name']} (on cluster {ev['cluster']}) in "
+                    f"cluster {ev['crossing']} failed with {error}, not WrongCluster",
+                )
+            self.world.count("peek_refused_wrong_cluster" if ev["status"] == "fail" else "peek_x")
+        elif ev["status"] == "fail" and error.startswith(WrongCluster.__name__):
+            self.world.violate(
+                "cluster_reads_answered",
+                f"peek {ev['n']} of {ev['name']} on cluster {ev['cluster']} was refused: {error}",
+            )
+
     _do_peek_key = _do_peek
     _do_peek_invalid = _do_peek
     _do_peek_future = _do_peek
 
     def _judge_refusal(self, ev: Mapping[str, Any], mode: str) -> None:
         error = str(ev.get("error", ""))
+        asked = ev.get("crossing") or ev.get("cluster")
+        if ev["status"] == "fail" and any(
+            d["cluster"] == asked for d in self.history.ops("drop_cluster")
+        ):
+            self.world.count("peek_ended_by_cluster_drop")  # its cluster went (or may have)
+            return
         if mode in ("below", "future"):
             want = SinceViolation if mode == "below" else ReadBeyondUpper
             if ev["status"] == "ok":
@@ -799,8 +933,8 @@ class Clients:
 
         def call() -> Any:
             if spec.kind == "index":
-                return env.create_index(plan, spec.key, name=name)
-            return env.create_materialized_view(name, plan)
+                return env.create_index(plan, spec.key, name=name, cluster=spec.cluster)
+            return env.create_materialized_view(name, plan, cluster=spec.cluster)
 
         ok, gid = await self._call(ev, call)
         if (
@@ -918,9 +1052,9 @@ class Clients:
             return None
         args: dict[str, Any] = {"dataflow": pick(self.source, subs)}
         if chance(self.source, 350):
-            replicas = sorted(self.world.replica_names())
-            if replicas:
-                args["replica"] = pick(self.source, replicas)
+            replica = self._pick_replica(self.specs[args["dataflow"]].cluster)
+            if replica is not None:
+                args["replica"] = replica
         return args
 
     async def _do_subscribe(self, env: Environment, args: Mapping[str, Any]) -> None:
@@ -941,7 +1075,12 @@ class Clients:
         self.subs.append(sub)
         try:
             ok, stream = await self._call(
-                ev, lambda: env.subscribe(self._plan(spec), replica=args.get("replica"))
+                ev,
+                lambda: env.subscribe(
+                    self._plan(spec),
+                    replica=args.get("replica"),
+                    cluster=None if spec.cluster == DEFAULT_CLUSTER else spec.cluster,
+                ),
             )
             if not ok:
                 return
@@ -1053,6 +1192,102 @@ class Clients:
             ev["rows_written"] = int(rows)
             self.world.count("copy_to")
         self._judge_refusal(ev, str(args["at"]["mode"]))
+
+    # cluster replicas
+    def _draw_create_cluster_replica(self) -> dict[str, Any] | None:
+        """A replica added to one of the scenario's clusters (at most 4 each)."""
+        room = [
+            c.name
+            for c in self.scenario.clusters
+            if len(self._cluster_processes(c.name)) < MAX_CLUSTER_REPLICAS
+        ]
+        if not room:
+            return None
+        self.cluster_replicas += 1
+        return {"cluster": pick(self.source, room), "name": f"a{self.cluster_replicas}"}
+
+    async def _do_create_cluster_replica(self, env: Environment, args: Mapping[str, Any]) -> None:
+        cluster, name = str(args["cluster"]), str(args["name"])
+        if f"{cluster}.{name}" in self.world.replicas:
+            return
+        address = self.world.start_cluster_replica(cluster, name)
+        ev = self.history.invoke(
+            "create_replica", self.world.kernel.now_ms, cluster=cluster, replica=name
+        )
+        try:
+            ok, _ = await self._call(
+                ev, lambda: env.create_cluster_replica(cluster, name, address=address)
+            )
+        finally:
+            if ev["status"] in ("info", "pending"):  # the controller died, or the client left
+                self._replicas_in_doubt.add(address)
+        if ok:
+            self.world.count("create_cluster_replica")
+        elif ev["status"] == "fail":  # refused: nobody will connect to it
+            self.world.stop_cluster_replica(address)
+
+    def _draw_drop_cluster_replica(self) -> dict[str, Any] | None:
+        """A replica dropped from one of the scenario's clusters (one is always left)."""
+        some = [c.name for c in self.scenario.clusters if len(self._cluster_processes(c.name)) > 1]
+        if not some:
+            return None
+        cluster = pick(self.source, some)
+        process = pick(self.source, self._cluster_processes(cluster))
+        return {"cluster": cluster, "name": process.removeprefix(f"{cluster}.")}
+
+    async def _do_drop_cluster_replica(self, env: Environment, args: Mapping[str, Any]) -> None:
+        cluster, name = str(args["cluster"]), str(args["name"])
+        process = f"{cluster}.{name}"
+        if process not in self.world.replicas or len(self._cluster_processes(cluster)) <= 1:
+            return
+        ev = self.history.invoke(
+            "drop_replica", self.world.kernel.now_ms, cluster=cluster, replica=name
+        )
+        try:
+            ok, _ = await self._call(ev, lambda: env.drop_cluster_replica(cluster, name))
+        finally:
+            if ev["status"] in ("info", "pending"):
+                self._replicas_in_doubt.add(process)
+        if ok:
+            self.world.count("drop_cluster_replica")
+            self.world.stop_cluster_replica(process)
+
+    # clusters
+    def _draw_create_cluster(self) -> dict[str, Any] | None:
+        """A cluster of one replica (at most two such at a time)."""
+        if len(self.clusters) >= 2:
+            return None
+        self.cluster_replicas += 1
+        return {"cluster": f"c{self.cluster_replicas}"}
+
+    async def _do_create_cluster(self, env: Environment, args: Mapping[str, Any]) -> None:
+        cluster = str(args["cluster"])
+        if cluster in self.clusters or cluster in self.world.cluster_of.values():
+            return  # (a replayed plan's name already used)
+        address = self.world.start_cluster_replica(cluster, "r1")
+        ev = self.history.invoke("create_cluster", self.world.kernel.now_ms, cluster=cluster)
+        ok, _ = await self._call(ev, lambda: env.create_cluster(cluster, replicas={"r1": address}))
+        if ok:
+            self.clusters.add(cluster)
+            self.world.count("create_cluster")
+        elif ev["status"] == "fail":  # refused: nobody will connect to it
+            self.world.stop_cluster_replica(address)
+
+    def _draw_drop_cluster(self) -> dict[str, Any] | None:
+        return {"cluster": pick(self.source, sorted(self.clusters))} if self.clusters else None
+
+    async def _do_drop_cluster(self, env: Environment, args: Mapping[str, Any]) -> None:
+        cluster = str(args["cluster"])
+        if cluster not in self.clusters:
+            return
+        ev = self.history.invoke("drop_cluster", self.world.kernel.now_ms, cluster=cluster)
+        ok, _ = await self._call(ev, lambda: env.drop_cluster(cluster))
+        if ok:
+            self.clusters.discard(cluster)
+            self.world.count("drop_cluster")
+            for process, c in sorted(self.world.cluster_of.items()):
+                if c == cluster:
+                    self.world.stop_cluster_replica(process)
 
     # sources
     def _note_source(self, src: SourceSpec, gid: GlobalId) -> None:

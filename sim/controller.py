@@ -32,7 +32,7 @@ from typing import Any, Protocol
 
 import trio
 
-from tidegate.runtime.environment import INSTANCE, Environment
+from tidegate.runtime.environment import Environment
 from tidegate.runtime.transport.protocols import STORAGE
 from tidegate.spec.errors import InvalidUppers
 from tidegate.spec.ids import GlobalId
@@ -42,6 +42,7 @@ from .choices import chance
 from .pause import PausableTransport, Pause
 from .platform import SimPlatform
 from .process import ProcessKilled, SimProcess
+from .scenario import DEFAULT_CLUSTER
 from .storage import BlobClient, ConsensusClient
 from .storage_replica import STORAGE_ADDRESS
 from .transport import SimTransport
@@ -362,7 +363,12 @@ class ControllerProcess:
         w.controller_starting(inc.platform)
         # The replicas are given until the catalog records them (an incarnation may die first);
         # afterwards each incarnation runs the ones the catalog names.
-        initial = None if w.catalog_has_replicas() else {n: n for n in sorted(w.replicas)}
+        # (The default cluster's: the clients' setup creates the scenario's other clusters.)
+        initial = (
+            None
+            if w.catalog_has_replicas()
+            else {n: n for n in sorted(w.replicas) if w.cluster_of.get(n) == DEFAULT_CLUSTER}
+        )
         # An upgrade: a restarted controller is the new version, opened read-only and promoted.
         upgrade = w.scenario.upgrade and generation > 1
         storage: dict[str, Any] = {}
@@ -412,8 +418,11 @@ class ControllerProcess:
                         tasks.start_soon(self._watch, env)
                         # What the restore brought back, before the clients come up: a
                         # first setup (every earlier incarnation died before it) creates more.
+                        compute = env.driver.ctl.compute
                         restored = frozenset(
-                            cc.id for cc in env.driver.ctl.compute.instance(INSTANCE).collections()
+                            cc.id
+                            for instance in compute.instance_ids()
+                            for cc in compute.instance(instance).collections()
                         )
                         if not inc.zombie:
                             await w.clients.come_up(env, generation)

@@ -1067,6 +1067,24 @@ def _ceased_read_waits_patch() -> AbstractContextManager[None]:
     return _replaced(_data.ReadsAndWrites, "_ceased_input", lambda self, *gids: None)
 
 
+def _peek_ignores_named_cluster_patch() -> AbstractContextManager[None]:
+    """A read in a cluster the client named (``SET cluster``) of a table or materialized view
+    runs where it would without one (the view's own cluster, else ``default``): its ``Peek``
+    goes to another instance's replicas. The answer is right (the data is in storage), so only
+    a check of which cluster answered sees it; an index on another cluster is still refused."""
+    from tidegate.runtime.environment import _data
+
+    original = _data.ReadsAndWrites.__dict__["cluster_of"]
+
+    def cluster_of(self: Any, entry: object, cluster: str | None) -> str:
+        if cluster is not None:
+            original(self, entry, cluster)  # its refusals (WrongCluster, an unknown cluster)
+        routed: str = original(self, entry, None)
+        return routed
+
+    return _replaced(_data.ReadsAndWrites, "cluster_of", cluster_of)
+
+
 # -- SQL front end and wire protocol bugs (reached by the SQL clients) ---------------------------
 
 
@@ -1377,6 +1395,16 @@ _ALL += [
         "waits for ever instead of failing typed",
         _ceased_read_waits_patch,
         scenario="sources",
+    ),
+]
+
+_ALL += [
+    Mutant(
+        "peek_ignores_named_cluster",
+        "a read of a table or materialized view in a cluster the client named runs on the "
+        "view's own cluster (or default): another instance's replicas answer it",
+        _peek_ignores_named_cluster_patch,
+        scenario="clusters",
     ),
 ]
 

@@ -15,7 +15,12 @@ bookkeeping, the checkers decide:
   the disk (its upper is ``[]``: an earlier incarnation's replicas wrote all of it,
   so the as_of of a new one is ``[]``, which Materialize counts as hydrated), so the
   replica was given no dataflow for it;
-* ``write(replica, id)`` -- the write frontier it last reported for ``id``.
+* ``write(replica, id)`` -- the write frontier it last reported for ``id``;
+* ``answered_by(id, after_ms, before_ms)`` -- which replicas answered (``PeekRows``)
+  a ``Peek`` of ``id`` that reached them no earlier than ``after_ms``, by
+  ``before_ms``: the replicas that may have answered a client's peek of ``id``
+  issued and answered in that window (the checkers know which cluster each
+  replica belongs to from the world's own record).
 
 Frontiers are ints here (the simulator's timestamps); ``None`` is the empty
 frontier, beyond every time.
@@ -23,13 +28,15 @@ frontier, beyond every time.
 
 from __future__ import annotations
 
+import uuid as _uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from tidegate.spec.frontier import Antichain
 from tidegate.spec.ids import GlobalId
-from tidegate.spec.protocol.commands import AllowCompaction, CreateDataflow, Hello
-from tidegate.spec.protocol.responses import Frontiers
+from tidegate.spec.protocol.commands import AllowCompaction, CreateDataflow, Hello, Peek
+from tidegate.spec.protocol.responses import Frontiers, PeekResponse, PeekRows
 
 __all__ = ["ReplicaProgress", "beyond", "time_of"]
 
@@ -55,13 +62,26 @@ class _Session:
     output: dict[GlobalId, int | None] = field(default_factory=dict)
 
 
+@dataclass
+class _PeekSeen:
+    """One ``Peek`` on the wire: what it reads, when it first reached a replica, and which
+    replicas answered it with rows (and when)."""
+
+    id: GlobalId
+    sent_ms: int
+    answers: list[tuple[str, int]] = field(default_factory=list)
+
+
 class ReplicaProgress:
     """Each replica's current session, as the network saw it (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], int] = lambda: 0) -> None:
         self.sessions: dict[str, _Session] = {}
         self.released: set[GlobalId] = set()
         """Collections some replica was told to compact to ``[]``: nothing is left to compute."""
+        self._clock = clock
+        self._peeks: dict[_uuid.UUID, _PeekSeen] = {}
+        self._peeks_of: dict[GlobalId, list[_PeekSeen]] = {}
 
     def observe(self, direction: str, replica: str, message: Any) -> None:
         """A command delivered to (``cmd``) or a response sent by (``resp``) ``replica``."""
@@ -86,6 +106,26 @@ class ReplicaProgress:
                 self.released.add(message.id)
         elif kind is Hello and direction == "cmd":
             self.sessions[replica] = _Session()
+        elif kind is Peek:
+            if message.uuid not in self._peeks:
+                seen = _PeekSeen(message.peek.id, self._clock())
+                self._peeks[message.uuid] = seen
+                self._peeks_of.setdefault(seen.id, []).append(seen)
+        elif kind is PeekResponse and type(message.result) is PeekRows:
+            found = self._peeks.get(message.uuid)
+            if found is not None:
+                found.answers.append((replica, self._clock()))
+
+    def answered_by(self, id: GlobalId, after_ms: int, before_ms: int) -> set[str]:
+        """The replicas that answered, with rows, by ``before_ms`` a ``Peek`` of ``id`` that first
+        reached a replica at ``after_ms`` or later."""
+        return {
+            r
+            for seen in self._peeks_of.get(id, ())
+            if seen.sent_ms >= after_ms
+            for r, at in seen.answers
+            if at <= before_ms
+        }
 
     def hydrated(self, replica: str, id: GlobalId, *, written: bool = False) -> bool:
         """Whether ``replica`` reported an output frontier beyond ``id``'s as_of on this session;

@@ -28,7 +28,6 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from tidegate.runtime.environment import INSTANCE
 from tidegate.spec.frontier import Antichain
 from tidegate.spec.ids import GlobalId
 
@@ -63,27 +62,28 @@ def _extra(got: Iterable[tuple[Any, int]], want: Counter[int]) -> dict[int, int]
 def unowned_holds(env: Environment) -> list[str]:
     """Collections whose read holds differ from what their owners hold (see the module docstring)."""
     ctl = env.driver.ctl
-    inst = ctl.compute._instances[INSTANCE]
+    instances = [inst for _, inst in sorted(ctl.compute._instances.items())]  # every cluster
     out: list[str] = []
     compute: dict[GlobalId, Counter[int]] = {}
-    for c in inst.collections.values():
-        _add(compute, c.id, c.implied)
-        _add(compute, c.id, c.warmup)
-        for dep, held in c.compute_dependencies.items():
-            _add(compute, dep, held)
     storage: dict[GlobalId, Counter[int]] = {}
-    for c in inst.collections.values():
-        for dep, held in c.storage_dependencies.items():
-            _add(storage, dep, held)
-    for r in inst.replicas.values():
-        for rc in r.collections.values():
-            for dep, held in rc.input_holds.items():
+    for inst in instances:
+        for c in inst.collections.values():
+            _add(compute, c.id, c.implied)
+            _add(compute, c.id, c.warmup)
+            for dep, held in c.compute_dependencies.items():
+                _add(compute, dep, held)
+        for c in inst.collections.values():
+            for dep, held in c.storage_dependencies.items():
                 _add(storage, dep, held)
-    for p in inst.peeks.values():
-        _add(storage if p.on_storage else compute, p.id, [int(p.timestamp)])
+        for r in inst.replicas.values():
+            for rc in r.collections.values():
+                for dep, held in rc.input_holds.items():
+                    _add(storage, dep, held)
+        for p in inst.peeks.values():
+            _add(storage if p.on_storage else compute, p.id, [int(p.timestamp)])
     for _instance, id, frontier in ctl.compute._holds.values():
         _add(compute, id, frontier)
-    for c in inst.collections.values():
+    for c in (c for inst in instances for c in inst.collections.values()):
         extra = _extra(c.read_capabilities.updates(), compute.get(c.id, Counter()))
         if extra:
             out.append(
@@ -118,8 +118,10 @@ def unowned_holds(env: Environment) -> list[str]:
 def check_quiescence(world: WorldPort, env: Environment, violate: Violate) -> None:
     """The checks of the module docstring, on the environment up at the end of a run."""
     ctl, driver = env.driver.ctl, env.driver
-    inst = ctl.compute._instances[INSTANCE]
-    pending = sorted((str(p.id), int(p.timestamp)) for p in inst.peeks.values())
+    instances = [inst for _, inst in sorted(ctl.compute._instances.items())]  # every cluster
+    pending = sorted(
+        (str(p.id), int(p.timestamp)) for inst in instances for p in inst.peeks.values()
+    )
     if pending:
         violate(
             "no_pending_peeks",
@@ -150,7 +152,7 @@ def check_quiescence(world: WorldPort, env: Environment, violate: Violate) -> No
     problems = unowned_holds(env)
     if problems:
         violate("holds_have_owners", f"a read hold without an owner: {problems[0]}")
-    for c in inst.collections.values():
+    for c in (c for inst in instances for c in inst.collections.values()):
         if c.id.is_transient and c.kind == "subscribe" and not c.write_frontier.elements:
             violate(
                 "subscribes_finish",

@@ -134,7 +134,7 @@ def _plan_for(options: RunOptions, source: ChoiceSource) -> FaultPlan:
         enabled += subset(source, STORAGE_FAULTS) or [pick(source, STORAGE_FAULTS)]
     else:
         enabled = subset(source, SUPPORTED_FAULTS) or [pick(source, SUPPORTED_FAULTS)]
-    replicas = [f"r{i + 1}" for i in range(scenario.replicas)]
+    replicas = list(scenario.cluster_replicas())  # faults strike the replicas of every cluster
     horizon = max(1, scenario.duration_ms * 4 // 5)
     upstreams = sorted({s.upstream for s in scenario.sources})
     plan = generate_plan(
@@ -212,6 +212,11 @@ def run_simulation(options: RunOptions, choices: ChoiceSource | None = None) -> 
         "seed": options.seed,
         "scenario": scenario.name,
         "replicas": scenario.replicas,
+        **(
+            {"clusters": {c.name: c.replicas for c in scenario.clusters}}
+            if scenario.clusters
+            else {}
+        ),
         "tables": len(scenario.tables),
         "dataflows": len(scenario.dataflows),
         "duration_ms": scenario.duration_ms,

@@ -46,9 +46,11 @@ from tidegate.spec.plan.serde import schema_to_dict
 from .faults import FaultKind
 
 __all__ = [
+    "DEFAULT_CLUSTER",
     "DEFAULT_REPLICA_STEP_MS",
     "DEFAULT_TICK_MS",
     "SCENARIOS",
+    "ClusterSpec",
     "DataflowKind",
     "DataflowSpec",
     "Scenario",
@@ -57,6 +59,7 @@ __all__ = [
     "SourceSpec",
     "TableSpec",
     "WorkloadMix",
+    "clusters",
     "small",
     "sources",
     "standard",
@@ -79,6 +82,10 @@ DEFAULT_UPSTREAM_MS = (40, 200)
 
 DEFAULT_STORAGE_TICK_MS = 100
 """How often the storage replica mints bindings and commits sinks (its ``tick_s``)."""
+
+DEFAULT_CLUSTER = "default"
+"""The cluster every environment starts with: it runs the scenario's ``replicas``, and every
+dataflow that names no other."""
 
 
 class ScenarioError(ValueError):
@@ -129,20 +136,40 @@ class SinkSpec:
 
 
 @dataclass(frozen=True)
+class ClusterSpec:
+    """A cluster besides ``default`` (Materialize's ``CREATE CLUSTER``), created by the clients'
+    setup with ``replicas`` replicas (``r1``..``rN``), each a simulated replica process of its own
+    that the world starts, and faults strike, as the default cluster's."""
+
+    name: str
+    replicas: int = 1
+
+
+@dataclass(frozen=True)
 class DataflowSpec:
     """A dataflow the clients may install: ``plan`` over the tables, exported as ``kind``.
 
-    ``key`` is the index key (column positions) for ``kind == "index"``.
+    ``key`` is the index key (column positions) for ``kind == "index"``; ``cluster`` the cluster
+    that computes it (``IN CLUSTER``): an index is readable there only, a materialized view from
+    every cluster; a subscribe runs there.
     """
 
     name: str
     kind: DataflowKind
     plan: Plan
     key: tuple[int, ...] = ()
+    cluster: str = DEFAULT_CLUSTER
 
 
 _STORAGE_ACTIONS = ("create_source", "drop_source", "create_sink", "drop_sink")
 _SQL_ACTIONS = ("sql_query", "sql_insert", "sql_ddl")
+_CLUSTER_ACTIONS = (
+    "peek_cluster",
+    "create_cluster_replica",
+    "drop_cluster_replica",
+    "create_cluster",
+    "drop_cluster",
+)
 
 
 @dataclass(frozen=True)
@@ -174,6 +201,17 @@ class WorkloadMix:
     cost about a quarter more CPU per seed; ``small`` and ``sql`` have them)."""
     sql_insert: int = 0
     sql_ddl: int = 0
+    peek_cluster: int = 0
+    """The cluster actions: a peek sent to a cluster the client names (``SET cluster``; one of an
+    index on another cluster must be refused), and a replica added to or dropped from one of the
+    scenario's clusters (its process started or stopped by the world). Off unless a scenario
+    weighs them (``clusters`` does)."""
+    create_cluster_replica: int = 0
+    drop_cluster_replica: int = 0
+    create_cluster: int = 0
+    """A cluster of one replica created (its process started by the world) or dropped while the
+    run goes: named reads go to it too, until it is dropped."""
+    drop_cluster: int = 0
     rows_per_append: tuple[int, int] = (1, 4)
     ms_between_actions: tuple[int, int] = (20, 120)
     null_per_mille: int = 150
@@ -203,6 +241,11 @@ class WorkloadMix:
         "sql_query",
         "sql_insert",
         "sql_ddl",
+        "peek_cluster",
+        "create_cluster_replica",
+        "drop_cluster_replica",
+        "create_cluster",
+        "drop_cluster",
     )
 
     def weights(self) -> list[tuple[str, int]]:
@@ -211,7 +254,8 @@ class WorkloadMix:
 
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
-        for name in _STORAGE_ACTIONS + _SQL_ACTIONS:  # files without them stay as they were
+        # files without them stay as they were
+        for name in _STORAGE_ACTIONS + _SQL_ACTIONS + _CLUSTER_ACTIONS:
             if not out[name]:
                 del out[name]
         out["rows_per_append"] = list(self.rows_per_append)
@@ -257,6 +301,16 @@ class Scenario:
     sinks: tuple[SinkSpec, ...] = ()
     upstream_ms: tuple[int, int] = DEFAULT_UPSTREAM_MS
     storage_tick_ms: int = DEFAULT_STORAGE_TICK_MS
+    clusters: tuple[ClusterSpec, ...] = ()
+    """Clusters besides ``default`` (which runs ``replicas``); dataflows name theirs."""
+
+    def cluster_replicas(self) -> dict[str, str]:
+        """Every replica process the run starts -> its cluster: ``r1``..``rN`` of ``default``,
+        then ``c.r1``.. of each other cluster ``c`` (the simulator's own naming)."""
+        out = {f"r{i + 1}": DEFAULT_CLUSTER for i in range(self.replicas)}
+        for c in self.clusters:
+            out.update({f"{c.name}.r{i + 1}": c.name for i in range(c.replicas)})
+        return out
 
     @property
     def storage(self) -> bool:
@@ -283,7 +337,22 @@ class Scenario:
         names = [d.name for d in self.dataflows]
         if len(set(names)) != len(names):
             raise ScenarioError("dataflow names must be unique")
+        self._check_clusters()
         self._check_storage()
+
+    def _check_clusters(self) -> None:
+        names = [c.name for c in self.clusters]
+        if len(set(names)) != len(names) or DEFAULT_CLUSTER in names:
+            raise ScenarioError(f"cluster names must be unique and not {DEFAULT_CLUSTER!r}")
+        for c in self.clusters:
+            if not c.name or "." in c.name:
+                raise ScenarioError(f"cluster {c.name!r}: a name is non-empty, without a dot")
+            if not 1 <= c.replicas <= 5:
+                raise ScenarioError(f"cluster {c.name!r}: replicas must be 1..5, got {c.replicas}")
+        known = {DEFAULT_CLUSTER, *names}
+        for d in self.dataflows:
+            if d.cluster not in known:
+                raise ScenarioError(f"dataflow {d.name!r}: cluster {d.cluster!r} is not declared")
 
     def _check_storage(self) -> None:
         ids = [t.id for t in self.tables] + [s.id for s in self.sources]
@@ -312,7 +381,14 @@ class Scenario:
             "replicas": self.replicas,
             "tables": [{"id": t.id, "schema": schema_to_dict(t.schema)} for t in self.tables],
             "dataflows": [
-                {"name": d.name, "kind": d.kind, "plan": plan_to_dict(d.plan), "key": list(d.key)}
+                {
+                    "name": d.name,
+                    "kind": d.kind,
+                    "plan": plan_to_dict(d.plan),
+                    "key": list(d.key),
+                    # files without clusters stay as they were
+                    **({"cluster": d.cluster} if d.cluster != DEFAULT_CLUSTER else {}),
+                }
                 for d in self.dataflows
             ],
             "workload": self.workload.to_json(),
@@ -326,6 +402,11 @@ class Scenario:
             "replica_step_ms": list(self.replica_step_ms),
             **({"upgrade": True} if self.upgrade else {}),  # older files stay as they were
             **(self._storage_json() if self.storage else {}),
+            **(
+                {"clusters": [{"name": c.name, "replicas": c.replicas} for c in self.clusters]}
+                if self.clusters
+                else {}
+            ),
         }
 
     def _storage_json(self) -> dict[str, Any]:
@@ -474,6 +555,21 @@ class DataflowModel(BaseModel):
     kind: Literal["index", "materialized_view", "subscribe"]
     plan: Annotated[dict[str, Any], AfterValidator(_plan)]
     key: list[Count] = []
+    cluster: Name = DEFAULT_CLUSTER
+
+
+def _cluster_name(value: str) -> str:
+    if "." in value or value == DEFAULT_CLUSTER:
+        raise ValueError(f"expected a cluster name without a dot, not {DEFAULT_CLUSTER!r}")
+    return value
+
+
+class ClusterModel(BaseModel):
+    """A cluster besides ``default``: its name and how many replicas it starts with."""
+
+    model_config = _CONFIG
+    name: Annotated[Name, AfterValidator(_cluster_name)]
+    replicas: Annotated[StrictInt, Field(ge=1, le=5)] = 1
 
 
 _MIX = WorkloadMix()
@@ -506,6 +602,11 @@ class WorkloadModel(BaseModel):
     sql_query: Count = _MIX.sql_query
     sql_insert: Count = _MIX.sql_insert
     sql_ddl: Count = _MIX.sql_ddl
+    peek_cluster: Count = _MIX.peek_cluster
+    create_cluster_replica: Count = _MIX.create_cluster_replica
+    drop_cluster_replica: Count = _MIX.drop_cluster_replica
+    create_cluster: Count = _MIX.create_cluster
+    drop_cluster: Count = _MIX.drop_cluster
     rows_per_append: Range = _MIX.rows_per_append
     ms_between_actions: Range = _MIX.ms_between_actions
     null_per_mille: Annotated[StrictInt, Field(ge=0, le=1000)] = _MIX.null_per_mille
@@ -536,10 +637,18 @@ class ScenarioModel(BaseModel):
     sinks: list[SinkModel] = []
     upstream_ms: Annotated[tuple[Positive, Positive], AfterValidator(_range)] = DEFAULT_UPSTREAM_MS
     storage_tick_ms: Positive = DEFAULT_STORAGE_TICK_MS
+    clusters: list[ClusterModel] = []
 
     @model_validator(mode="after")
     def _unique_names(self) -> ScenarioModel:
+        known = {DEFAULT_CLUSTER} | {c.name for c in self.clusters}
+        for d in self.dataflows:
+            if d.cluster not in known:
+                raise ValueError(
+                    f"dataflow {d.name!r}: cluster {d.cluster!r} is not declared in clusters"
+                )
         for what, names in (
+            ("cluster names", [c.name for c in self.clusters]),
             ("table ids", [t.id for t in self.tables]),
             ("dataflow names", [d.name for d in self.dataflows]),
             ("table and source ids", [t.id for t in self.tables] + [s.id for s in self.sources]),
@@ -571,7 +680,7 @@ class ScenarioModel(BaseModel):
             replicas=self.replicas,
             tables=tuple(TableSpec(t.id, _schema(t.schema_)) for t in self.tables),
             dataflows=tuple(
-                DataflowSpec(d.name, d.kind, plan_from_dict(d.plan), tuple(d.key))
+                DataflowSpec(d.name, d.kind, plan_from_dict(d.plan), tuple(d.key), d.cluster)
                 for d in self.dataflows
             ),
             workload=WorkloadMix(**w.model_dump()),
@@ -591,6 +700,7 @@ class ScenarioModel(BaseModel):
             ),
             upstream_ms=self.upstream_ms,
             storage_tick_ms=self.storage_tick_ms,
+            clusters=tuple(ClusterSpec(c.name, c.replicas) for c in self.clusters),
         )
 
 
@@ -938,6 +1048,34 @@ def sources() -> Scenario:
     )
 
 
+def clusters() -> Scenario:
+    """``small()``'s tables and dataflows over two clusters: ``default`` (2 replicas) and
+    ``analytics`` (2 replicas), with indexes on both, a materialized view and a subscribe on
+    ``analytics``; peeks sent to a cluster the client names (an index of the other one must be
+    refused, a materialized view or table read from either), replicas added to and dropped from
+    ``analytics`` and clusters of one replica created and dropped as the run goes, and faults
+    that strike the replicas of both; 8 virtual seconds and 8 quiet ones, 3 faults."""
+    base = small()
+    on_analytics = ("per_customer", "orders_kinds", "event_totals_mv", "orders_sub")
+    return replace(
+        base,
+        name="clusters",
+        dataflows=tuple(
+            replace(d, cluster="analytics") if d.name in on_analytics else d for d in base.dataflows
+        ),
+        clusters=(ClusterSpec("analytics", 2),),
+        workload=WorkloadMix(
+            ms_between_actions=(20, 80),
+            peek_cluster=10,
+            create_cluster_replica=2,
+            drop_cluster_replica=2,
+            create_cluster=2,
+            drop_cluster=1,
+        ),
+        quiet_ms=8_000,
+    )
+
+
 SCENARIOS: dict[str, Callable[[], Scenario]] = {
     "standard": standard,
     "small": small,
@@ -946,5 +1084,6 @@ SCENARIOS: dict[str, Callable[[], Scenario]] = {
     "split_brain": split_brain,
     "damaged": damaged,
     "sql": sql,
+    "clusters": clusters,
 }
 """The built-in scenarios by name."""

@@ -49,7 +49,7 @@ from .kernel import Kernel
 from .knobs import Knobs, draw_knobs
 from .network import SimNetwork
 from .replica import ReplicaProcess, ReplicaWorld
-from .scenario import Scenario
+from .scenario import DEFAULT_CLUSTER, Scenario
 from .sink_target import SinkFaults
 from .storage import CATALOG_KEY, ORACLE_KEY, CrashPoint, SimDisk, StorageFaults
 from .storage_replica import CLOCK_NAME as STORAGE_CLOCK
@@ -165,6 +165,9 @@ class World:
         """What heals each fault in force (kernel events: run at once when the quiet starts)."""
         self.history = ClientHistory()
         self.replicas: dict[str, ReplicaProcess] = {}
+        self.cluster_of: dict[str, str] = {}
+        """Every replica process the world started -> the cluster it started it for: the
+        simulator's own record, which the checkers judge the controller's routing against."""
         self.endpoints: dict[str, SimReplicaEndpoint] = {}
         self.alias: dict[str, str] = {}
         self.quiet = False
@@ -299,6 +302,9 @@ class World:
     ) -> None:
         self.checker.judge_hydration(env, ev, replicas)
 
+    def peek_answered(self, ev: dict[str, Any]) -> None:
+        self.checker.judge_peek_cluster(ev)
+
     def _observe(self, direction: str, replica: str, message: Any) -> None:
         """A compute message on the network: the checkers' trace, and the run's if kept."""
         self.checker.progress.observe(direction, replica, message)
@@ -323,10 +329,27 @@ class World:
         replica.start()
         return replica
 
+    def start_cluster_replica(self, cluster: str, name: str) -> str:
+        """Start a replica process for replica ``name`` of ``cluster`` (a client is about to add
+        it); its address, ``cluster.name``."""
+        process = f"{cluster}.{name}"
+        self.cluster_of[process] = cluster
+        if process not in self.replicas:
+            self._new_replica(process)
+        return process
+
+    def stop_cluster_replica(self, process: str) -> None:
+        """A client dropped the replica at ``process``: its process stops (it stays recorded as
+        the cluster's, for the trace's sake)."""
+        replica = self.replicas.pop(process, None)
+        self.endpoints.pop(process, None)
+        if replica is not None:
+            replica.crash()
+
     def start(self) -> None:
-        for i in range(self.scenario.replicas):
-            name = f"r{i + 1}"
+        for name, cluster in self.scenario.cluster_replicas().items():
             self.alias[name] = name
+            self.cluster_of[name] = cluster
             self._new_replica(name)
         if self.storage is not None:
             self.storage.start()
@@ -757,13 +780,25 @@ class World:
     def _blob_back(self) -> None:
         self.faults.blob_failing = max(0, self.faults.blob_failing - 1)
 
+    def _in_cluster(self, process: str) -> tuple[str, str]:
+        """The cluster of replica process ``process`` and its name there (the world's record)."""
+        cluster = self.cluster_of.get(process, DEFAULT_CLUSTER)
+        if cluster == DEFAULT_CLUSTER:
+            return cluster, process
+        return cluster, process.removeprefix(f"{cluster}.")
+
     async def _replace(self, target: str, old: str, new: str, after_ms: int) -> None:
         """Drop replica ``old`` through the API, add ``new`` ``after_ms`` later (a client's work)."""
         env = self.controller.env
         if env is None:
             return
+        cluster, name = self._in_cluster(old)
+        self.cluster_of[new] = cluster
         try:
-            await env.drop_replica(old)
+            if cluster == DEFAULT_CLUSTER:
+                await env.drop_replica(old)
+            else:
+                await env.drop_cluster_replica(cluster, name)
         except Exception as e:  # typed refusals are findings only if unexpected; record them
             self.record("replace_failed", replica=old, error=type(e).__name__)
             self._pending_replace.pop(target, None)
@@ -786,8 +821,12 @@ class World:
         env = self.controller.env
         if env is None:
             return
+        cluster, name = self._in_cluster(new)
         try:
-            await env.add_replica(new, address=new)
+            if cluster == DEFAULT_CLUSTER:
+                await env.add_replica(new, address=new)
+            else:
+                await env.create_cluster_replica(cluster, name, address=new)
         except Exception as e:
             self.record("add_replica_failed", replica=new, error=type(e).__name__)
             return

@@ -66,6 +66,7 @@ class WorldPort(Protocol):
     faults: StorageFaults
     history: ClientHistory
     replicas: dict[str, ReplicaProcess]
+    cluster_of: dict[str, str]
     endpoints: dict[str, SimReplicaEndpoint]
     upstreams: Upstreams | None
     storage: StorageReplicaProcess | None
@@ -88,5 +89,9 @@ class WorldPort(Protocol):
     def dropped(self, gid: GlobalId) -> None: ...
 
     def replica_names(self) -> list[str]: ...
+
+    def start_cluster_replica(self, cluster: str, name: str) -> str: ...
+
+    def stop_cluster_replica(self, process: str) -> None: ...
 
     def catalog_has_replicas(self) -> bool: ...

@@ -87,6 +87,7 @@ CHECK_MUTANTS = {
     "subscribe_end_swallowed": "subscribes_complete",  # seed 2
     "copy_to_ignores_counts": "copy_to_matches_reference",
     "reused_dataflows_go_quiet": "replicas_agree",  # seed 4: a reconnect that reuses dataflows
+    "peek_ignores_named_cluster": "peeks_answered_in_their_cluster",  # clusters, seed 1
 }
 """Mutants that only a check of their own sees: each check that shares no code with what it
 judges has one, and the test above requires that check to be the one that catches it."""
@@ -204,7 +205,8 @@ def test_a_mutant_reproducer_shrinks_to_a_few_steps_and_replays(name: str) -> No
 
 def test_every_independent_check_has_a_mutant_of_its_own() -> None:
     """The checks added so that no check shares code with what it judges (policies, restores,
-    hydration, quiescence, subscribes that complete, copy-to) each catch a planted bug."""
+    hydration, quiescence, subscribes that complete, copy-to, which cluster answered) each
+    catch a planted bug."""
     assert set(CHECK_MUTANTS) <= set(mutant_names(detectable=True))
     assert set(CHECK_MUTANTS.values()) == {
         "compaction_within_policy",
@@ -217,4 +219,5 @@ def test_every_independent_check_has_a_mutant_of_its_own() -> None:
         "subscribes_complete",
         "copy_to_matches_reference",
         "replicas_agree",
+        "peeks_answered_in_their_cluster",
     }

@@ -101,7 +101,7 @@ def test_an_unknown_key_is_refused_with_its_path_and_the_fields_expected() -> No
     data["workload"]["appends"] = 3
     data["colour"] = "blue"
     assert _problems(data) == {
-        "dataflows.1.kindd": "unknown field; expected one of: name, kind, plan, key",
+        "dataflows.1.kindd": "unknown field; expected one of: name, kind, plan, key, cluster",
         "tables.0.schema.columns.1.nulable": "unknown field; expected one of: name, type, nullable",
         "workload.appends": "unknown field; expected one of: "
         + ", ".join(
@@ -109,7 +109,7 @@ def test_an_unknown_key_is_refused_with_its_path_and_the_fields_expected() -> No
         ),
         "colour": "unknown field; expected one of: name, replicas, tables, dataflows, workload, "
         "duration_ms, faults, fault_kinds, quiet_ms, tick_ms, replica_step_ms, replica, upgrade, "
-        "sources, sinks, upstream_ms, storage_tick_ms",
+        "sources, sinks, upstream_ms, storage_tick_ms, clusters",
     }
 
 
@@ -230,8 +230,8 @@ def test_the_json_schema_refuses_unknown_keys_everywhere() -> None:
     schema = json_schema()
     assert schema["additionalProperties"] is False
     objects = [d for d in schema["$defs"].values() if d.get("type") == "object"]
-    # a column, a schema, a table, a dataflow, the workload, a source, a sink
-    assert len(objects) == 7
+    # a column, a schema, a table, a dataflow, the workload, a source, a sink, a cluster
+    assert len(objects) == 8
     assert all(d["additionalProperties"] is False for d in objects)
     assert set(schema["required"]) == {"name", "tables"}
 
