@@ -20,9 +20,17 @@ ones left out and why):
 * ``SELECT``: columns (qualified, or unqualified where that is unambiguous,
   ``USING`` columns merged), arithmetic, ``COALESCE``, ``CASE``, ``||``,
   ``upper``/``lower``/``length``/``abs``, ``DISTINCT``;
-* ``WHERE``/``HAVING``: comparisons, ``BETWEEN``, ``IN`` lists, ``LIKE``,
-  ``IS [NOT] NULL``, ``AND``/``OR``/``NOT`` (three-valued: NULLs arise from
-  nullable columns and outer joins);
+* ``WHERE``/``HAVING``: comparisons, ``BETWEEN``, ``IN`` lists, ``[NOT]
+  LIKE``/``ILIKE`` with ``%``, ``_`` and escapes (PostgreSQL's default
+  backslash, or ``ESCAPE``), ``IS [NOT] NULL``, ``AND``/``OR``/``NOT``
+  (three-valued: NULLs arise from nullable columns and outer joins);
+* window functions (``row_number``, ``rank``, ``dense_rank``, ``lag``,
+  ``lead``, aggregates over the default frame and ``ROWS`` frames, each
+  ``OVER (PARTITION BY ... ORDER BY ...)``), the Top-K idiom ``WHERE rn <= k``
+  over a subquery numbering rows, ``DISTINCT ON``;
+* subqueries in expressions: scalar (uncorrelated, and correlated on an
+  equality) in the select list or compared in ``WHERE``, ``[NOT] EXISTS``,
+  ``x [NOT] IN (SELECT ...)`` in ``WHERE`` and as a value;
 * ``GROUP BY`` with ``count(*)``, ``count``, ``count(DISTINCT ...)``,
   ``sum``, ``min``, ``max``, ``avg``; an aggregate without ``GROUP BY`` (one
   row over no rows);
@@ -33,7 +41,11 @@ ones left out and why):
 * ``$n`` parameters in place of some integer constants.
 
 Orders are total (every output column, in some order), so a ``LIMIT`` picks
-rows the reference can name; constants are small so nothing overflows. The
+rows the reference can name; so are the orders of window functions whose
+values depend on a row's position (``row_number``, ``lag``, ``lead``, ``ROWS``
+frames, ``DISTINCT ON``), one of them a query at most; the references of the
+newer constructs say in their docstrings why they are independent of the
+front end; constants are small so nothing overflows. The
 plans read base tables through *symbolic* ids (:func:`symbol`), one per
 table name, that the clients map to the catalog's ids when they run the
 query: a plan saved in a run's actions stays meaningful when the shrinker
@@ -77,6 +89,12 @@ from tidegate.spec.plan import (
     UnaryFunc,
     Union,
     VariadicFunc,
+    Window,
+    WindowBound,
+    WindowBoundKind,
+    WindowFrame,
+    WindowFunc,
+    WindowFuncKind,
     typecheck,
 )
 from tidegate.spec.protocol.types import ColumnOrder, RowSetFinishing
@@ -182,6 +200,9 @@ class _From:
     """``WITH`` definitions the query must start with (``name AS (query)``)."""
     joined: bool = False
     """A join (parenthesized as another join's right side)."""
+    comma: bool = False
+    """A comma join: a ``JOIN`` after it binds to its last item alone (a comma binds looser),
+    so its ``ON``/``USING`` could not name the items before."""
 
     def unqualified(self) -> dict[str, _Col]:
         """The columns an unqualified name resolves to: names exactly one column answers to
@@ -270,7 +291,7 @@ class SqlGen:
         self._used = []
         shape = self._pick("shape", _SHAPES)
         q = shape(self, 2)
-        if top and chance(self.choices, 450):
+        if top and not q.order_by and chance(self.choices, 450):
             q = self._ordered(q)
         sql, params = self._numbered(q.sql)
         return Query(
@@ -506,7 +527,7 @@ def _join_on(kind: JoinKind) -> Construct:
             for b in right.cols
             if a.qual is not None and b.qual is not None and a.type.scalar is b.type.scalar
         ]
-        if not pairs:
+        if not pairs or left.comma:
             return left
         a, b = pick(g.choices, pairs)
         nl = typecheck(left.plan).arity
@@ -551,7 +572,7 @@ def _join_using(kind: JoinKind) -> Construct:
             and sum(1 for c in left.cols if c.name == n and not c.hidden) == 1
             and sum(1 for c in right.cols if c.name == n and not c.hidden) == 1
         ]
-        if not common:
+        if not common or left.comma:
             return left
         using = [pick(g.choices, common)]
         nl = typecheck(left.plan).arity
@@ -629,7 +650,7 @@ def _comma_join(g: SqlGen, depth: int) -> _From:
     conds, ctes = _merge(left, right)
     conds.append(f"{_qual(a)} = {_qual(b)}")
     cols, star = [*left.cols, *shifted], [*left.star, *shifted]
-    return _From(f"{left.sql}, {right.sql}", plan, cols, star, conds, ctes, joined=True)
+    return _From(f"{left.sql}, {right.sql}", plan, cols, star, conds, ctes, joined=True, comma=True)
 
 
 def _cte(g: SqlGen, depth: int) -> _From:
@@ -812,17 +833,79 @@ def _in_list(g: SqlGen, f: _From) -> _Expr:
 
 
 def _like(g: SqlGen, f: _From) -> _Expr:
+    """``s [NOT] LIKE|ILIKE pattern [ESCAPE e]``: a pattern of literal characters, ``_``, ``%``
+    and escaped ``_``, ``%`` and escape characters, over a string column or a column with a
+    wildcard character appended (so the data holds the characters the escapes stand for).
+
+    The reference is a regular expression the generator writes from the pattern it drew
+    (:func:`_like_regex`, matched by ``~``/``~*``), not ``LIKE`` itself: it shares no code with
+    the front end's reading of the pattern (its escapes, its default ``\\``) nor with the
+    evaluator's ``LIKE`` matcher."""
     got = g.column(f, S.STRING)
     if got is None:
         return _compare(g, f)
     text, c = got
-    pattern = pick(g.choices, WORDS)[: g.choices.integer(0, 2)] + "%"
+    subject = _Expr(text, ColumnRef(c.pos), c.type)
+    if chance(g.choices, 300):
+        tail = _lit(pick(g.choices, ("_", "%", "\\", "#")), S.STRING)
+        subject = _Expr(
+            f"({text} || {tail.sql})",
+            CallBinary(BinaryFunc.CONCAT, ColumnRef(c.pos), tail.expr),
+            c.type,
+        )
+    fold = chance(g.choices, 300)
+    # the escape: none drawn (no escapes in the pattern), PostgreSQL's default backslash, or
+    # a named one
+    escape = pick(g.choices, ("", "", "default", "\\", "#"))
+    pieces: list[tuple[str, str]] = []  # (kind, char): kind one of lit, one, any, escaped
+    word = pick(g.choices, WORDS)
+    if fold and chance(g.choices, 600):
+        word = "".join(ch.upper() if chance(g.choices, 500) else ch for ch in word)
+    if chance(g.choices, 400):
+        pieces.append(("any", "%"))
+    for ch in word[: g.choices.integer(0, len(word))]:
+        roll = g.choices.integer(0, 9)
+        pieces.append(("one", "_") if roll < 2 else ("any", "%") if roll < 3 else ("lit", ch))
+    if escape and chance(g.choices, 700):
+        pieces.append(("escaped", pick(g.choices, ("_", "%", "\\" if escape != "#" else "#"))))
+    if chance(g.choices, 600) or (not pieces and not g._on("like_empty_pattern")):
+        pieces.append(("any", "%"))
+    if not pieces:
+        g._used.append("like_empty_pattern")
+    esc = "\\" if escape == "default" else escape
+    pattern = "".join(esc + ch if kind == "escaped" else ch for kind, ch in pieces)
     p = _lit(pattern, S.STRING)
+    negated = chance(g.choices, 300)
+    word_sql = ("NOT " if negated else "") + ("ILIKE" if fold else "LIKE")
+    clause = f" ESCAPE {_lit(escape, S.STRING).sql}" if escape not in ("", "default") else ""
+    if fold:
+        g._used.append("ilike")
+    if escape:
+        g._used.append("like_default_escape" if escape == "default" else "like_escape")
+    if negated:
+        g._used.append("not_like")
+    regex = _lit(_like_regex(pieces), S.STRING)
+    func = BinaryFunc.REGEX_IMATCH if fold else BinaryFunc.REGEX_MATCH
+    test: ScalarExpr = CallBinary(func, subject.expr, regex.expr)
+    if negated:
+        test = CallUnary(UnaryFunc.NOT, test)
     return _Expr(
-        f"{text} LIKE {p.sql}",
-        CallBinary(BinaryFunc.LIKE, ColumnRef(c.pos), p.expr),
-        ColumnType(S.BOOL, c.type.nullable),
+        f"{subject.sql} {word_sql} {p.sql}{clause}", test, ColumnType(S.BOOL, c.type.nullable)
     )
+
+
+def _like_regex(pieces: Sequence[tuple[str, str]]) -> str:
+    """The regular expression (RE2's syntax) a LIKE pattern of ``pieces`` means: the whole
+    string, ``_`` any one character, ``%`` any run, everything else itself."""
+    out = []
+    for kind, ch in pieces:
+        if kind == "one":
+            out.append(".")
+        elif kind == "any":
+            out.append(".*")
+        else:
+            out.append(ch if ch.isalnum() else "\\" + ch)
+    return "^" + "".join(out) + "$"
 
 
 _PREDICATES: list[tuple[str, int, Any]] = [
@@ -830,7 +913,7 @@ _PREDICATES: list[tuple[str, int, Any]] = [
     ("is_null", 4, _is_null),
     ("between", 2, _between),
     ("in_list", 2, _in_list),
-    ("like", 2, _like),
+    ("like", 4, _like),
 ]
 
 
@@ -1014,11 +1097,487 @@ def _shaped(g: SqlGen, shape: Sequence[ScalarType]) -> Query | None:
     return Query(sql, plan, names, types)
 
 
+# -- window functions, Top-K and DISTINCT ON -------------------------------------------------
+#
+# References are Window operators written from the draws (with TopK's idiom and DISTINCT ON
+# as what they say: a row number filtered, not the TopK the lowering turns them into). Every
+# ORDER BY that positions rows (row_number, lag, lead, ROWS frames, DISTINCT ON) is over every
+# column, so the answer is one PostgreSQL gives too; rank, dense_rank and aggregates over the
+# default frame take a partial order, their peers sharing one value. A query has at most one
+# positional function: two over different orders would pair duplicates' numbers as the engine
+# pleases.
+
+
+def _orderable(f: _From) -> list[tuple[str, _Col]]:
+    """Each column of ``f``'s plan once, qualified (ordering by all of them is total: the only
+    columns without a qualified name are a FULL JOIN's merged ones, functions of the others)."""
+    seen: set[int] = set()
+    out: list[tuple[str, _Col]] = []
+    for c in f.cols:
+        if c.qual is not None and c.pos not in seen:
+            seen.add(c.pos)
+            out.append((f"{c.qual}.{c.name}", c))
+    return out
+
+
+def _order_words(g: SqlGen, cols: Sequence[tuple[str, int]]) -> tuple[list[str], list[ColumnOrder]]:
+    """An ORDER BY over ``cols`` (text, position), shuffled, with drawn directions and NULLS."""
+    rest = list(cols)
+    words: list[str] = []
+    order: list[ColumnOrder] = []
+    while rest:
+        text, pos = rest.pop(g.choices.integer(0, len(rest) - 1))
+        desc = chance(g.choices, 400)
+        say = g.choices.integer(0, 2)
+        nulls_last = (not desc) if say == 0 else say == 2
+        words.append(
+            text
+            + (" DESC" if desc else "")
+            + ("" if say == 0 else (" NULLS LAST" if nulls_last else " NULLS FIRST"))
+        )
+        order.append(ColumnOrder(pos, desc, nulls_last))
+    return words, order
+
+
+_WINDOW_KINDS = (
+    "row_number",
+    "rank",
+    "dense_rank",
+    "lag",
+    "lead",
+    "aggregate",
+    "rows_frame",
+)
+
+_WINDOW_AGGS: list[tuple[str, AggFunc, ScalarType | None]] = [
+    ("count", AggFunc.COUNT, None),
+    ("sum", AggFunc.SUM, S.INT64),
+    ("min", AggFunc.MIN, S.INT64),
+    ("max", AggFunc.MAX, S.STRING),
+]
+
+
+def _window_func(g: SqlGen, f: _From, plan: Plan, taken: bool) -> tuple[str, Plan, bool]:
+    """One ``f(...) OVER (...)`` over ``plan`` (``f``'s rows): its text, ``plan`` with its
+    column appended (and perhaps a constant before it), and whether it is positional (none
+    may be if ``taken``: a positional one is already drawn)."""
+    allcols = _orderable(f)
+    width = typecheck(plan).arity
+    kinds = ["rank", "dense_rank", "aggregate"]
+    if not taken:
+        kinds += ["row_number", "row_number", "lag", "lead", "rows_frame"]
+    kind = pick(g.choices, kinds)
+    part: list[tuple[str, _Col]] = []
+    if chance(g.choices, 600):
+        part = [pick(g.choices, allcols)]
+    others = [(t, c.pos) for t, c in allcols if all(c.pos != p.pos for _, p in part)]
+    total = kind in ("row_number", "lag", "lead", "rows_frame")
+    if not total:  # a partial order (perhaps none): peers share a value
+        others = others[: g.choices.integer(0 if kind == "aggregate" else 1, 2)]
+    words, order = _order_words(g, others)
+    frame_sql = ""
+    func: WindowFunc
+    if kind in ("row_number", "rank", "dense_rank"):
+        text = f"{kind}()"
+        func = WindowFunc(WindowFuncKind(kind))
+    elif kind in ("lag", "lead"):
+        _t, c = pick(g.choices, allcols)
+        args = [f"{c.qual}.{c.name}"]
+        offset, default = 1, None
+        if chance(g.choices, 600):
+            offset = g.choices.integer(0, 2)
+            args.append(str(offset))
+            if chance(g.choices, 500) and c.type.scalar in (S.INT64, S.STRING):
+                d = (
+                    g._word()
+                    if c.type.scalar is S.STRING
+                    else _lit(g.choices.integer(0, 9), S.INT64)
+                )
+                args.append(d.sql)
+                plan = Map(plan, (d.expr,), (f"default_{width}",))
+                default = width
+                width += 1
+        text = f"{kind}({', '.join(args)})"
+        func = WindowFunc(WindowFuncKind(kind), c.pos, offset, default)
+    else:
+        name, agg_func, scalar = pick(g.choices, _WINDOW_AGGS)
+        got = g.column(f, scalar) if name != "count" or chance(g.choices, 600) else None
+        if got is None or (got[1].type.scalar is S.BOOL and name != "count"):
+            text, agg = "count(*)", Aggregate(AggFunc.COUNT)
+        else:
+            text, agg = f"{name}({got[0]})", Aggregate(agg_func, got[1].pos)
+        frame = WindowFrame()
+        if kind == "rows_frame":
+            back = g.choices.integer(0, 2)
+            ahead = g.choices.integer(0, 1)
+            end = "CURRENT ROW" if ahead == 0 else f"{ahead} FOLLOWING"
+            frame_sql = f" ROWS BETWEEN {back} PRECEDING AND {end}"
+            frame = WindowFrame(
+                False,
+                WindowBound(WindowBoundKind.PRECEDING, back),
+                WindowBound(WindowBoundKind.CURRENT_ROW)
+                if ahead == 0
+                else WindowBound(WindowBoundKind.FOLLOWING, ahead),
+            )
+        func = WindowFunc(WindowFuncKind.AGGREGATE, aggregate=agg, frame=frame)
+    g._used.append(f"window_{kind}")
+    over = []
+    if part:
+        over.append(f"PARTITION BY {part[0][0]}")
+    if words:
+        over.append(f"ORDER BY {', '.join(words)}")
+    sql = f"{text} OVER ({' '.join(over)}{frame_sql})"
+    window = Window(plan, tuple(c.pos for _, c in part), tuple(order), (func,))
+    return sql, window, total
+
+
+def _filtered(g: SqlGen, f: _From) -> tuple[str, list[str], Plan]:
+    """``f`` with perhaps a drawn WHERE condition: the ``WITH`` prefix, the conditions (the
+    FROM's own too), the plan."""
+    plan = f.plan
+    conds = list(f.conds)
+    if chance(g.choices, 400):
+        p = g.predicate(f)
+        conds.append(p.sql)
+        plan = Filter(plan, (p.expr,))
+    return (f"WITH {', '.join(f.ctes)} " if f.ctes else ""), conds, plan
+
+
+def _where_text(conds: Sequence[str]) -> str:
+    return f" WHERE {' AND '.join(conds)}" if conds else ""
+
+
+def _windowed(g: SqlGen, depth: int) -> Query:
+    """``SELECT items, f(...) OVER (...) ... FROM ... [WHERE]``: window functions beside
+    values, each over its own ``PARTITION BY``/``ORDER BY``. The reference is a ``Window``
+    per function, stacked, each appending its column."""
+    f = g.from_item(depth - 1)
+    prefix, conds, plan = _filtered(g, f)
+    texts: list[str] = []
+    positions: list[int] = []
+    positional = False
+    for _ in range(g.choices.integer(1, 2)):
+        text, plan, was = _window_func(g, f, plan, positional)
+        positional = positional or was
+        texts.append(text)
+        positions.append(typecheck(plan).arity - 1)
+    chosen = g.select_items(f, g.choices.integer(1, 2))
+    width = typecheck(plan).arity
+    names = tuple([n for _, n in chosen] + [f"w{i}" for i in range(len(texts))])
+    plan = Project(
+        Map(plan, tuple(e.expr for e, _ in chosen), tuple(n for _, n in chosen)),
+        (*range(width, width + len(chosen)), *positions),
+    )
+    items = [f"{e.sql} AS {n}" for e, n in chosen]
+    items += [f"{t} AS w{i}" for i, t in enumerate(texts)]
+    sql = f"{prefix}SELECT {', '.join(items)} FROM {f.sql}{_where_text(conds)}"
+    names, types = _typed_names(plan, names)
+    return Query(sql, plan, names, types)
+
+
+def _window_topk(g: SqlGen, depth: int) -> Query:
+    """The Top-K idiom: ``SELECT ... FROM (SELECT cols, row_number() OVER (PARTITION BY p
+    ORDER BY <every other column>) AS rn FROM t [WHERE]) AS s WHERE rn <= k`` (or ``<``,
+    ``=``; sometimes ``rank``/``dense_rank`` over part of the order, which is no Top-K). The
+    reference filters the window's numbers, as the text says; the lowering, for
+    ``row_number``, keeps ``k`` rows per partition with a ``TopK`` before numbering them."""
+    f = _table(g, 0)
+    prefix, conds, plan = _filtered(g, f)
+    star = f.star
+    plan = Project(plan, tuple(c.pos for c in star))
+    cols = [(f"{c.qual}.{c.name}", i) for i, c in enumerate(star)]
+    part = [pick(g.choices, cols)] if chance(g.choices, 700) else []
+    others = [c for c in cols if c not in part]
+    kind = pick(g.choices, ("row_number", "row_number", "row_number", "rank", "dense_rank"))
+    if kind != "row_number":
+        others = others[:1]
+    words, order = _order_words(g, others)
+    over = ([f"PARTITION BY {part[0][0]}"] if part else []) + [f"ORDER BY {', '.join(words)}"]
+    inner_items = ", ".join([f"{t} AS {c.name}" for (t, _), c in zip(cols, star, strict=True)])
+    alias = g._fresh()
+    inner = (
+        f"SELECT {inner_items}, {kind}() OVER ({' '.join(over)}) AS rn "
+        f"FROM {f.sql}{_where_text(conds)}"
+    )
+    n = len(star)
+    window: Plan = Window(
+        plan, tuple(p for _, p in part), tuple(order), (WindowFunc(WindowFuncKind(kind)),)
+    )
+    op = pick(g.choices, ("<=", "<=", "<", "="))
+    k = g._int(1, 3)
+    outer_conds = [f"rn {op} {k.sql}"]
+    window = Filter(window, (CallBinary(_COMPARE[op], ColumnRef(n), k.expr),))
+    keep = [i for i in range(n + 1) if chance(g.choices, 500 if i == n else 750)]
+    if not keep:
+        keep = [0]
+    names = tuple([*(c.name for c in star), "rn"][i] for i in keep)
+    plan = Project(window, tuple(keep))
+    g._used.append(f"topk_{kind}")
+    sql = (
+        f"{prefix}SELECT {', '.join(f'{alias}.{x}' for x in names)} FROM ({inner}) AS {alias} "
+        f"WHERE {' AND '.join(outer_conds)}"
+    )
+    names, types = _typed_names(plan, names)
+    return Query(sql, plan, names, types)
+
+
+def _distinct_on(g: SqlGen, depth: int) -> Query:
+    """``SELECT DISTINCT ON (keys) cols FROM t [WHERE] ORDER BY keys, <every other column>``:
+    per key, the first row in that order, the answer in that order (perhaps with a
+    ``LIMIT``). The reference numbers each key's rows in that order (a ``Window``) and keeps
+    number 1, as PostgreSQL's documentation says; the lowering uses a ``TopK``."""
+    f = _table(g, 0)
+    prefix, conds, plan = _filtered(g, f)
+    star = list(f.star)
+    plan = Project(plan, tuple(c.pos for c in star))
+    names = tuple(c.name for c in star)
+    n = len(star)
+    nkeys = g.choices.integer(1, min(2, n))
+    keys = sorted({g.choices.integer(0, n - 1) for _ in range(nkeys)})
+    key_words, key_order = _order_words(
+        g, [(names[i] if chance(g.choices, 700) else str(i + 1), i) for i in keys]
+    )
+    rest_words, rest_order = _order_words(
+        g,
+        [
+            (names[i] if chance(g.choices, 700) else str(i + 1), i)
+            for i in range(n)
+            if i not in keys
+        ],
+    )
+    on = ", ".join(names[i] if chance(g.choices, 600) else str(i + 1) for i in keys)
+    numbered = Window(
+        plan, tuple(keys), tuple(rest_order), (WindowFunc(WindowFuncKind.ROW_NUMBER),)
+    )
+    firsts = Project(
+        Filter(numbered, (CallBinary(BinaryFunc.EQ, ColumnRef(n), Literal(1, S.INT64)),)),
+        tuple(range(n)),
+    )
+    items = ", ".join(f"{c.qual}.{c.name}" for c in star)
+    sql = (
+        f"{prefix}SELECT DISTINCT ON ({on}) {items} FROM {f.sql}{_where_text(conds)} "
+        f"ORDER BY {', '.join(key_words + rest_words)}"
+    )
+    limit: int | None = None
+    if chance(g.choices, 400):
+        limit = g.choices.integer(0, 3)
+        sql += f" LIMIT {limit}"
+    names, types = _typed_names(firsts, names)
+    return Query(sql, firsts, names, types, (*key_order, *rest_order), limit)
+
+
+# -- subqueries in expressions ---------------------------------------------------------------
+#
+# References are the plain relational meaning, written by hand: a scalar subquery is its one
+# row (a global aggregate's, the one-row-over-nothing rule included) joined to every row, or,
+# correlated on an equality, a reduce per key left-joined back; EXISTS a join with the body's
+# distinct keys (NOT EXISTS the rows that join subtracted); IN its three-valued truth from the
+# body's row count, non-NULL count and the match. The lowering under test decorrelates in its
+# own way (Let-bound distinct outer keys, NULL-safe joins back): the two meet only in the
+# answer.
+
+
+def _global(plan: Plan, aggs: Sequence[Aggregate]) -> Plan:
+    """``aggs`` over ``plan``'s rows as one row, even over no rows (count 0, the others
+    NULL), as SQL's aggregate without ``GROUP BY``."""
+    reduced = Reduce(plan, (), tuple(aggs))
+    schema = typecheck(reduced)
+    default = tuple(0 if a.func is AggFunc.COUNT else None for a in aggs)
+    nullable = Schema(
+        tuple(Column(c.name, ColumnType(c.type.scalar, True)) for c in schema.columns)
+    )
+    row = Constant(((default, 1),), nullable)
+    nonempty = Distinct(Project(reduced, ()))
+    return Union((reduced, row, Negate(Join((row, nonempty), (), JoinKind.INNER))))
+
+
+def _outer_cols(f: _From, scalar: ScalarType | None = None) -> list[tuple[str, _Col]]:
+    """``f``'s columns as a subquery's body names them: qualified (an unqualified name there
+    is the body's own first)."""
+    return [(t, c) for t, c in _orderable(f) if scalar is None or c.type.scalar is scalar]
+
+
+def _body(g: SqlGen) -> tuple[_From, list[str], Plan]:
+    """A subquery's FROM (a table) with perhaps a condition of its own."""
+    inner = _table(g, 0)
+    conds: list[str] = []
+    plan = inner.plan
+    if chance(g.choices, 400):
+        p = g.predicate(inner, 0)
+        conds.append(p.sql)
+        plan = Filter(plan, (p.expr,))
+    return inner, conds, plan
+
+
+def _finish(
+    g: SqlGen,
+    f: _From,
+    prefix: str,
+    conds: Sequence[str],
+    plan: Plan,
+    extra: Sequence[tuple[str, ScalarExpr, str]] = (),
+) -> Query:
+    """``SELECT items[, extra] FROM f WHERE conds``: ``plan`` holds ``f``'s columns first;
+    ``extra`` are further items (text, reference over ``plan``, name)."""
+    chosen = g.select_items(f, g.choices.integer(1, 2))
+    width = typecheck(plan).arity
+    exprs = [e.expr for e, _ in chosen] + [x for _, x, _ in extra]
+    names = tuple([n for _, n in chosen] + [n for _, _, n in extra])
+    plan = Project(Map(plan, tuple(exprs), names), tuple(range(width, width + len(exprs))))
+    items = [f"{e.sql} AS {n}" for e, n in chosen] + [f"{t} AS {n}" for t, _, n in extra]
+    sql = f"{prefix}SELECT {', '.join(items)} FROM {f.sql}{_where_text(conds)}"
+    names, types = _typed_names(plan, names)
+    return Query(sql, plan, names, types)
+
+
+def _scalar_subquery(g: SqlGen, depth: int) -> Query:
+    """``(SELECT agg FROM t AS i [WHERE i.a = o.b] [AND ...])`` in the select list or compared
+    in ``WHERE``; uncorrelated, or correlated on an equality with an enclosing column. An
+    aggregate without ``GROUP BY``: one row per evaluation (never the second-row error)."""
+    f = g.from_item(depth - 1)
+    prefix, conds, plan = _filtered(g, f)
+    arity = typecheck(plan).arity
+    inner, inner_conds, body = _body(g)
+    pairs = [
+        (o, i)
+        for o in _outer_cols(f)
+        for i in inner.cols
+        if o[1].type.scalar is i.type.scalar and o[1].type.scalar in (S.INT64, S.STRING)
+    ]
+    correlated = bool(pairs) and chance(g.choices, 600)
+    name, func, scalar = pick(g.choices, _WINDOW_AGGS)
+    got = g.column(inner, scalar) if name != "count" or chance(g.choices, 500) else None
+    if got is None or (got[1].type.scalar is S.BOOL and name != "count"):
+        agg_sql, agg = "count(*)", Aggregate(AggFunc.COUNT)
+    else:
+        agg_sql, agg = f"{name}({got[0]})", Aggregate(func, got[1].pos)
+    value: ScalarExpr
+    if correlated:
+        (otext, oc), ic = pick(g.choices, pairs)
+        inner_conds = [f"{ic.qual}.{ic.name} = {otext}", *inner_conds]
+        per_key = Reduce(body, (ic.pos,), (agg,))
+        plan = Join((plan, per_key), ((oc.pos, arity),), JoinKind.LEFT)
+        value = ColumnRef(arity + 1)
+        g._used.append("correlated_scalar_subquery")
+    else:
+        plan = Join((plan, _global(body, (agg,))), (), JoinKind.INNER)
+        value = ColumnRef(arity)
+        g._used.append("scalar_subquery")
+    if agg.func is AggFunc.COUNT:  # a key no body row has: no row, and count's 0
+        value = CallVariadic(VariadicFunc.COALESCE, (value, Literal(0, S.INT64)))
+    sub = f"(SELECT {agg_sql} FROM {inner.sql}{_where_text(inner_conds)})"
+    vtype = scalar_type_of(plan, value)
+    targets = _outer_cols(f, vtype)
+    if targets and chance(g.choices, 400):  # compared in WHERE
+        otext, oc = pick(g.choices, targets)
+        op = pick(g.choices, tuple(_COMPARE))
+        plan = Project(
+            Filter(plan, (CallBinary(_COMPARE[op], ColumnRef(oc.pos), value),)), tuple(range(arity))
+        )
+        g._used.append("subquery_in_where")
+        return _finish(g, f, prefix, [*conds, f"{otext} {op} {sub}"], plan)
+    return _finish(g, f, prefix, conds, plan, [(sub, value, "sq")])
+
+
+def scalar_type_of(plan: Plan, expr: ScalarExpr) -> ScalarType:
+    """The scalar type of ``expr`` over ``plan``'s rows."""
+    return typecheck(Map(plan, (expr,), ("v",))).columns[-1].type.scalar
+
+
+def _exists(g: SqlGen, depth: int) -> Query:
+    """``WHERE [NOT] EXISTS (SELECT ... FROM t AS i [WHERE i.a = o.b] [AND ...])``: the
+    reference joins the rows with the body's distinct keys (or, uncorrelated, with one empty
+    row if the body has any), and ``NOT`` subtracts those rows from all."""
+    f = g.from_item(depth - 1)
+    prefix, conds, plan = _filtered(g, f)
+    arity = typecheck(plan).arity
+    inner, inner_conds, body = _body(g)
+    pairs = [
+        (o, i) for o in _outer_cols(f) for i in inner.cols if o[1].type.scalar is i.type.scalar
+    ]
+    negated = chance(g.choices, 500)
+    if pairs and chance(g.choices, 750):
+        (otext, oc), ic = pick(g.choices, pairs)
+        inner_conds = [f"{otext} = {ic.qual}.{ic.name}", *inner_conds]
+        keys: Plan = Distinct(Project(body, (ic.pos,)))
+        on: tuple[tuple[int, ...], ...] = ((oc.pos, arity),)
+        g._used.append("correlated_exists")
+    else:
+        keys, on = Distinct(Project(body, ())), ()
+        g._used.append("exists")
+    if negated:
+        g._used.append("not_exists")
+    matched = Project(Join((plan, keys), on, JoinKind.INNER), tuple(range(arity)))
+    plan = Union((plan, Negate(matched))) if negated else matched
+    what = pick(g.choices, ("1", "*", f"{inner.cols[0].qual}.{inner.cols[0].name}"))
+    cond = f"{'NOT ' if negated else ''}EXISTS (SELECT {what} FROM {inner.sql}{_where_text(inner_conds)})"
+    return _finish(g, f, prefix, [*conds, cond], plan)
+
+
+def _in_subquery(g: SqlGen, depth: int) -> Query:
+    """``x [NOT] IN (SELECT i.a FROM t AS i [WHERE ...])`` in ``WHERE`` or as a value, over
+    columns with NULLs. The reference is SQL's three-valued rule written out: true if some
+    ``a = x``; else false if the body is empty; else NULL if ``x`` or some ``a`` is NULL; else
+    false (so ``NOT IN`` a body with a NULL is never true) -- from the body's row count and
+    non-NULL count (one row, even over nothing) and a left join with its distinct values."""
+    f = g.from_item(depth - 1)
+    prefix, conds, plan = _filtered(g, f)
+    arity = typecheck(plan).arity
+    inner, inner_conds, body = _body(g)
+    options = [
+        (o, i)
+        for o in f.refs()
+        for i in inner.cols
+        if o[1].type.scalar is i.type.scalar and i.type.scalar in (S.INT64, S.STRING)
+    ]
+    if not options:
+        return _exists(g, depth)
+    (otext, oc), ic = pick(g.choices, options)
+    negated = chance(g.choices, 500)
+    values = Project(body, (ic.pos,))
+    counts = _global(values, (Aggregate(AggFunc.COUNT), Aggregate(AggFunc.COUNT, 0)))
+    plan = Join((plan, counts), (), JoinKind.INNER)
+    plan = Join((plan, Distinct(values)), ((oc.pos, arity + 2),), JoinKind.LEFT)
+    rows, non_null, match = ColumnRef(arity), ColumnRef(arity + 1), ColumnRef(arity + 2)
+    t, fa = Literal(True, S.BOOL), Literal(False, S.BOOL)
+    truth: ScalarExpr = If(
+        CallUnary(UnaryFunc.NOT, CallUnary(UnaryFunc.IS_NULL, match)),
+        t,
+        If(
+            CallBinary(BinaryFunc.EQ, rows, Literal(0, S.INT64)),
+            fa,
+            If(
+                _or(
+                    CallUnary(UnaryFunc.IS_NULL, ColumnRef(oc.pos)),
+                    CallBinary(BinaryFunc.GT, rows, non_null),
+                ),
+                Literal(None, S.BOOL),
+                fa,
+            ),
+        ),
+    )
+    if negated:
+        truth = CallUnary(UnaryFunc.NOT, truth)
+    g._used.append("not_in_subquery" if negated else "in_subquery")
+    sub = f"{otext} {'NOT ' if negated else ''}IN (SELECT {ic.qual}.{ic.name} FROM {inner.sql}{_where_text(inner_conds)})"
+    if chance(g.choices, 500):
+        plan = Project(Filter(plan, (truth,)), tuple(range(arity)))
+        return _finish(g, f, prefix, [*conds, sub], plan)
+    g._used.append("in_subquery_value")
+    return _finish(g, f, prefix, conds, plan, [(f"({sub})", truth, "isin")])
+
+
 _SHAPES: list[tuple[str, int, Any]] = [
     ("select", 40, _select),
     ("group_by", 16, _grouped),
     ("global_aggregate", 5, _global_aggregate),
     ("set_operation", 10, _set_operation),
+    ("window", 8, _windowed),
+    ("window_topk", 4, _window_topk),
+    ("distinct_on", 4, _distinct_on),
+    ("subquery_scalar", 5, _scalar_subquery),
+    ("subquery_exists", 4, _exists),
+    ("subquery_in", 5, _in_subquery),
 ]
 
 CONSTRUCTS: tuple[str, ...] = (
@@ -1026,10 +1585,29 @@ CONSTRUCTS: tuple[str, ...] = (
     *(f"agg_{a[0]}" for a in _AGGS),
     "parenthesized_join",
     "parameter",
+    *(f"window_{k}" for k in _WINDOW_KINDS),
+    *(f"topk_{k}" for k in ("row_number", "rank", "dense_rank")),
+    "scalar_subquery",
+    "correlated_scalar_subquery",
+    "subquery_in_where",
+    "exists",
+    "correlated_exists",
+    "not_exists",
+    "in_subquery",
+    "not_in_subquery",
+    "in_subquery_value",
+    "ilike",
+    "like_escape",
+    "like_default_escape",
+    "not_like",
+    "like_empty_pattern",
 )
 """Every construct the generator knows (enable a subset with ``SqlGen(enabled=...)``)."""
 
 DISABLED: dict[str, str] = {
+    "like_empty_pattern": "sqlglot's tokenizer refuses a statement with a $n parameter that "
+    "ends in an empty string literal (SELECT $1, '' is 'Error tokenizing'; with a space after "
+    "it, it passes): s LIKE '' at the end of a WHERE meets it",
     "parenthesized_join": "a JOIN (b JOIN c ON ...) ON ...: main refuses it (UnsupportedSql, "
     "'Table as a query not supported'); joins nest to the left only",
     "right_join_using": "main's lowering gives the left input's value for the merged column "
