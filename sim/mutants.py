@@ -1102,6 +1102,24 @@ def _subquery_drops_offset_patch() -> AbstractContextManager[None]:
     return _replaced(cls, "relation", relation)
 
 
+def _in_subquery_ignores_nulls_patch() -> AbstractContextManager[None]:
+    """``x IN (SELECT y ...)`` is ``false``, not NULL, when no ``y`` equals ``x`` though ``x``
+    or some ``y`` is NULL: an IN lowered as a plain semi-join, so ``NOT IN`` a body with a NULL
+    keeps rows that PostgreSQL drops (the classic ``NOT IN`` bug)."""
+    from tidegate.spec.plan import If, Literal, ScalarType
+    from tidegate.spec.sql import _subquery
+
+    original = _subquery.__dict__["_in_equal"]
+
+    def _in_equal(*args: Any) -> Any:
+        out, texpr = original(*args)
+        assert isinstance(texpr.expr, If)
+        semi = If(texpr.expr.cond, texpr.expr.then, Literal(False, ScalarType.BOOL))
+        return out, dataclasses.replace(texpr, expr=semi)
+
+    return _replaced(_subquery, "_in_equal", _in_equal)
+
+
 def _portal_skips_row_patch() -> AbstractContextManager[None]:
     """A portal suspended after ``Execute`` with a row limit keeps its remaining rows from one
     past the limit (the slice's start off by one), so each portion after the first loses a
@@ -1332,6 +1350,12 @@ _ALL = [
         "the SQL lowering drops the OFFSET of a query used as a collection (a subquery, view, "
         "WITH query or set operation's side)",
         _subquery_drops_offset_patch,
+    ),
+    Mutant(
+        "sql_in_subquery_ignores_nulls",
+        "the SQL lowering answers x IN (SELECT ...) false where no value matches though x or one "
+        "of the values is NULL (NULL in SQL), so NOT IN a subquery with a NULL keeps rows",
+        _in_subquery_ignores_nulls_patch,
     ),
     Mutant(
         "pgwire_portal_skips_row",

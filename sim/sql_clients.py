@@ -20,7 +20,9 @@ The actions (weights in :class:`~.scenario.WorkloadMix`):
   views; the answer is recorded as a peek carrying its reference plan, and
   the checkers judge it as any peek (strict serializability included). A
   query the generator drew must be accepted: a refusal as a syntax, binding
-  or unsupported-feature error is a finding (``sql_queries_accepted``);
+  or unsupported-feature error is a finding (``sql_queries_accepted``). Each
+  construct the query drew counts ``sql:<construct>`` when drawn and
+  ``sql_judged:<construct>`` when its answer is judged;
 * ``sql_insert``: ``INSERT ... VALUES`` into a table, on its own or in a
   ``BEGIN ... COMMIT`` block; through a session the write's timestamp is
   known, through the wire (or a block) it is not: the append is then
@@ -516,6 +518,7 @@ class SqlClients:
             "finishing": finishing_to_json(q.finishing()),
             "session": source.integer(0, SESSIONS - 1),
             "mode": self._mode(source),
+            "constructs": sorted(set(q.constructs)),
         }
 
     async def _do_sql_query(self, env: Environment, args: Mapping[str, Any]) -> None:
@@ -557,6 +560,8 @@ class SqlClients:
         if bound is not None and not raced:
             ev["plan"] = plan_to_dict(bound)
             self.world.count("sql_query_judged")
+            for c in args.get("constructs", ()):  # (plans saved before they were recorded: none)
+                self.world.count(f"sql_judged:{c}")
         else:
             self.world.count("sql_query_raced_ddl")
         self.history.ok(ev, self.world.kernel.now_ms, rows=rows)

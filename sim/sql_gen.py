@@ -1286,7 +1286,7 @@ def _window_topk(g: SqlGen, depth: int) -> Query:
     star = f.star
     plan = Project(plan, tuple(c.pos for c in star))
     cols = [(f"{c.qual}.{c.name}", i) for i, c in enumerate(star)]
-    part = [pick(g.choices, cols)] if chance(g.choices, 700) else []
+    part = [pick(g.choices, cols)] if chance(g.choices, 700) and len(cols) > 1 else []
     others = [c for c in cols if c not in part]
     kind = pick(g.choices, ("row_number", "row_number", "row_number", "rank", "dense_rank"))
     if kind != "row_number":
