@@ -38,7 +38,11 @@ def _load(name: str) -> dict[str, Any]:
 CASES = [name for name in ALL if "property" in _load(name)]
 """The fault rounds' reproducers: each names the property it breaks."""
 
-SQL_CASES = {"pgwire_portal_skips_row", "sql_subquery_drops_offset"}
+SQL_CASES = {
+    "pgwire_portal_skips_row",
+    "sql_subquery_drops_offset",
+    "sql_in_subquery_ignores_nulls",
+}
 """The SQL clients' reproducers (judged in ``test_sim_sql_reach.py``)."""
 
 

@@ -26,6 +26,9 @@ REPRODUCED = {
     # they were the first to catch these mutants: the runs have moved since, the plans hold)
     "sql_subquery_drops_offset": "peek_matches_reference",
     "pgwire_portal_skips_row": "strict_serializable",  # a row short: as if read too early
+    # shrunk from small's seed 14 to an insert and one query: NOT IN over a materialized view
+    # holding a NULL, answered true where PostgreSQL answers NULL
+    "sql_in_subquery_ignores_nulls": "peek_matches_reference",
 }
 
 
