@@ -1608,13 +1608,8 @@ DISABLED: dict[str, str] = {
     "like_empty_pattern": "sqlglot's tokenizer refuses a statement with a $n parameter that "
     "ends in an empty string literal (SELECT $1, '' is 'Error tokenizing'; with a space after "
     "it, it passes): s LIKE '' at the end of a WHERE meets it",
-    "parenthesized_join": "a JOIN (b JOIN c ON ...) ON ...: main refuses it (UnsupportedSql, "
-    "'Table as a query not supported'); joins nest to the left only",
-    "right_join_using": "main's lowering gives the left input's value for the merged column "
-    "(NULL for unmatched right rows; PostgreSQL gives the right one's): the sql branch fixes it",
-    "full_join_using": "main's lowering gives the left input's value for the merged column "
-    "(PostgreSQL gives COALESCE of both): the sql branch fixes it",
-    "agg_bool_and": "main's binder refuses bool_and (UnsupportedSql), though the plan IR has it",
-    "agg_bool_or": "main's binder refuses bool_or (UnsupportedSql), though the plan IR has it",
+    "parenthesized_join": "a JOIN (b JOIN c ON ...) ON ...: the generator would put a comma "
+    "join in the parentheses too ((b, c) is not SQL) and its equality in the outer WHERE "
+    "(wrong under an outer join); joins nest to the left only",
 }
 """Constructs left out of every draw, with the reason."""
