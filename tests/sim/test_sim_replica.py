@@ -8,6 +8,8 @@ survived. (Seeds passing every checker, and the same seed giving the same trace,
 
 from __future__ import annotations
 
+import dataclasses
+
 from tidegate.replica.service import ReplicaService
 from tidegate.sim import RunOptions, RunResult, Scenario, run_simulation, small
 from tidegate.sim.faults import Fault, FaultKind, FaultPlan
@@ -32,7 +34,12 @@ def test_replica_crashes_and_cut_connections_are_survived() -> None:
             FaultKind.CRASH_REPLICA_REHYDRATING,
         ),
     )
-    r = run_simulation(RunOptions(seed=5, scenario=small(), plan=plan, keep_trace=True))
+    # Without the SQL clients: which of these faults meets its replica up depends on the
+    # interleaving, which the SQL generator's draws would move whenever it learns a construct.
+    base = small()
+    quiet = {"sql_query": 0, "sql_insert": 0, "sql_ddl": 0}
+    scenario = dataclasses.replace(base, workload=dataclasses.replace(base.workload, **quiet))
+    r = run_simulation(RunOptions(seed=5, scenario=scenario, plan=plan, keep_trace=True))
     assert r.ok, _explain(r)
     assert r.sometimes["crash_replica"] == 2 and r.sometimes["cut_connection"] == 2
     assert r.sometimes["crash_replica_rehydrating"] == 1
