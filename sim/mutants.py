@@ -1061,10 +1061,11 @@ def _catalog_missing_ignored_patch() -> AbstractContextManager[None]:
 
 
 def _ceased_read_waits_patch() -> AbstractContextManager[None]:
-    """A fresh read of a source that ceased waits for data that will never come."""
+    """A fresh read of a source that ceased (or stalled) waits for data that will never come,
+    instead of failing with the source's error."""
     from tidegate.runtime.environment import _data
 
-    return _replaced(_data.ReadsAndWrites, "_ceased_input", lambda self, *gids: None)
+    return _replaced(_data.ReadsAndWrites, "_unreadable_input", lambda self, *gids: None)
 
 
 def _peek_ignores_named_cluster_patch() -> AbstractContextManager[None]:
