@@ -1605,9 +1605,6 @@ CONSTRUCTS: tuple[str, ...] = (
 """Every construct the generator knows (enable a subset with ``SqlGen(enabled=...)``)."""
 
 DISABLED: dict[str, str] = {
-    "like_empty_pattern": "sqlglot's tokenizer refuses a statement with a $n parameter that "
-    "ends in an empty string literal (SELECT $1, '' is 'Error tokenizing'; with a space after "
-    "it, it passes): s LIKE '' at the end of a WHERE meets it",
     "parenthesized_join": "a JOIN (b JOIN c ON ...) ON ...: the generator would put a comma "
     "join in the parentheses too ((b, c) is not SQL) and its equality in the outer WHERE "
     "(wrong under an outer join); joins nest to the left only",

@@ -20,9 +20,9 @@ from typing import Any
 from sqlglot import exp
 from sqlglot.dialects.postgres import Postgres
 from sqlglot.parsers.postgres import PostgresParser
-from sqlglot.tokenizer_core import TokenType
+from sqlglot.tokenizer_core import Token, TokenType
 
-__all__ = ["DIALECT", "is_unknown"]
+__all__ = ["DIALECT", "is_unknown", "tokenize"]
 
 
 class _Parser(PostgresParser):
@@ -72,6 +72,14 @@ class TidegatePostgres(Postgres):
 
 
 DIALECT = TidegatePostgres()
+
+
+def tokenize(text: str) -> list[Token]:
+    """sqlglot's tokens of ``text`` [TokenError].
+
+    A space goes after the text first: sqlglot's tokenizer refuses a text that ends in an empty
+    string literal after a ``$n`` parameter (``WHERE a = $1 AND b = ''``), as drivers send."""
+    return DIALECT.tokenize(text + " ")
 
 
 def is_unknown(node: Any) -> bool:

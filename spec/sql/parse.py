@@ -30,7 +30,7 @@ from ..errors import (
 )
 from ..text import surrogate_at, surrogate_text
 from ._common import ident, position_of, sql_type_of
-from ._dialect import DIALECT
+from ._dialect import DIALECT, tokenize
 from ._limits import (
     MAX_ARRAY_DIMENSIONS,
     MAX_SQL_BYTES,
@@ -99,13 +99,12 @@ def split_statements(text: str) -> list[tuple[str, int]]:
     """The statements of ``text`` as ``(statement text, offset in text)``, empty ones left out
     [ProgramLimitExceeded: ``text`` over :data:`MAX_SQL_BYTES`; StatementTooComplex: a statement
     over :data:`MAX_STATEMENT_TOKENS`, both before anything is parsed]."""
-    from sqlglot.dialects.postgres import Postgres
 
     check_sql_size(text)
     check_sql_text(text)
 
     try:
-        tokens = Postgres().tokenize(text)
+        tokens = tokenize(text)
     except TokenError as e:
         raise SqlSyntaxError(f"syntax error: {e}", sql=text) from None
     out: list[tuple[str, int]] = []
@@ -230,9 +229,8 @@ start means a ``;`` is missing."""
 def _command(tree: Any, text: str) -> SqlError:
     """Why a statement sqlglot could only keep as text (a ``Command``) is refused: a second
     statement where a ``;`` is missing is a syntax error there, anything else unsupported."""
-    from sqlglot.dialects.postgres import Postgres
 
-    tokens = Postgres().tokenize(text)
+    tokens = tokenize(text)
     depth = 0
     for k, t in enumerate(tokens):
         if t.token_type in (sqlglot.TokenType.L_PAREN, sqlglot.TokenType.L_BRACKET):
@@ -251,7 +249,7 @@ def _command(tree: Any, text: str) -> SqlError:
 def _sqlglot(text: str) -> Any:
     dialect = DIALECT
     try:
-        tokens = dialect.tokenize(text)
+        tokens = tokenize(text)
         check_nesting(tokens, text)
         trees = [t for t in dialect.parser().parse(tokens, text) if t is not None]
     except ParseError as e:

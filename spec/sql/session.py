@@ -683,10 +683,10 @@ _SHOW_QUERIES = {
 
 
 def _tokens(text: str) -> list[Token]:
-    from sqlglot.dialects.postgres import Postgres
+    from ._dialect import tokenize
 
     try:
-        return list(Postgres().tokenize(text))
+        return tokenize(text)
     except TokenError as e:
         raise SqlSyntaxError(f"syntax error: {e}", sql=text) from None
 
@@ -951,11 +951,11 @@ def _relation_qualifiers(text: str) -> frozenset[str]:
     from sqlglot import exp
     from sqlglot.errors import ParseError
 
-    from ._dialect import DIALECT
+    from ._dialect import DIALECT, tokenize
     from ._limits import check_nesting, enough_frames
 
     try:
-        tokens = DIALECT.tokenize(text)
+        tokens = tokenize(text)
         check_nesting(tokens, text)  # before the parser: past the limits, it recurses or stalls
         with enough_frames():
             trees = DIALECT.parser().parse(tokens, text)

@@ -305,13 +305,13 @@ def split_statements(text: str) -> list[tuple[str, int]]:
 
 def _tokenized(text: str) -> list[tuple[str, int]]:
     from sqlglot import TokenType
-    from sqlglot.dialects.postgres import Postgres
     from sqlglot.errors import TokenError
 
     from tidegate.spec.errors import SqlSyntaxError
+    from tidegate.spec.sql._dialect import tokenize
 
     try:
-        tokens = Postgres().tokenize(text)
+        tokens = tokenize(text)
     except TokenError as e:
         raise SqlSyntaxError(f"syntax error: {e}", sql=text) from None
     out: list[tuple[str, int]] = []

@@ -257,6 +257,18 @@ def test_parameters() -> None:
     assert _run("SELECT id FROM t WHERE name = $1 AND id > $2", ("a", 1)) == [(3,)]
 
 
+def test_a_parameter_then_an_empty_string_at_the_end_parses() -> None:
+    """sqlglot's tokenizer alone refuses this text (an empty literal last, after a ``$n``);
+    drivers send it (the simulator's SQL clients found it)."""
+    assert _run("SELECT id FROM t WHERE name <> $1 AND name <> ''", ("b",)) == _run(
+        "SELECT id FROM t WHERE name <> 'b'", ()
+    )
+    assert split_statements("SELECT $1 = '';SELECT $1 = ''") == [
+        ("SELECT $1 = ''", 0),
+        ("SELECT $1 = ''", 15),
+    ]
+
+
 def test_views_inline_their_plans() -> None:
     base = _lower("SELECT id, name FROM t WHERE id > 1").relation()
     cat = DictCatalog(
