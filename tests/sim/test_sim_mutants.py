@@ -68,7 +68,7 @@ SECOND_ROUND_MUTANTS: dict[str, str | tuple[str, ...]] = {
 
 
 SQL_MUTANTS = {
-    # mutant: the property small's campaign catches it by (seed 22 for the first)
+    # mutant: the property small's campaign catches it by (seeds 14, 13 and 1)
     "sql_subquery_drops_offset": "peek_matches_reference",
     "pgwire_portal_skips_row": "peek_matches_reference",
     "sql_in_subquery_ignores_nulls": "peek_matches_reference",  # NOT IN over a NULL keeps rows
