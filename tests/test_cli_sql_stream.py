@@ -154,7 +154,7 @@ def test_a_subscribe_that_cannot_start_is_an_error_message(tmp_path: Path) -> No
 def test_bounded_subscribes_end_cleanly_and_the_script_goes_on(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``UP TO`` over HTTP and in ``tidegate sql``: the stream ends by itself with its
+    """``UP TO`` over HTTP, in ``tidegate sql`` and ``tidegate subscribe``: the stream ends by itself with its
     ``CommandComplete`` (the replica ended it), the next statement runs; ``ENVELOPE UPSERT``'s
     columns, a notice when ``AS OF`` is ``UP TO``, and refusals as typed error messages."""
 
@@ -221,5 +221,16 @@ def test_bounded_subscribes_end_cleanly_and_the_script_goes_on(
         assert out[0].split("\t") == ["mz_timestamp", "mz_diff", "k", "v"]
         assert sorted(out[1:3]) == [f"{t2}\t-1\t1\ta", f"{t2}\t1\t1\tc"]
         assert out[3] == "SUBSCRIBE 2" and "seven" in out[4]
+
+        # tidegate subscribe --up-to ends by itself (status 0), --no-snapshot leaves t1 out
+        args = ["subscribe", "t", "--as-of", str(t1), "--up-to", str(t2 + 1), "--no-snapshot"]
+        code = await anyio.to_thread.run_sync(main, [*args, "--data-dir", str(tmp_path)])
+        assert code == 0
+        shown = capsys.readouterr().out.splitlines()
+        assert shown[0].split() == ["TIME", "DIFF", "k", "v"]
+        assert sorted(line.split()[-3:] for line in shown[1:]) == [
+            ["+1", "1", "c"],
+            ["-1", "1", "a"],
+        ]
 
     served(tmp_path, body)
