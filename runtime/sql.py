@@ -285,6 +285,8 @@ class SqlEnvironment(Protocol):
         buffer: int | None = None,
         replica: str | None = None,
         cluster: str | None = None,
+        up_to: int | None = None,
+        snapshot: bool = True,
     ) -> Subscription: ...
 
     async def copy_to(
@@ -914,17 +916,33 @@ async def subscribe_sql(
     params: Sequence[Any] | None = None,
     cluster: str | None = None,
 ) -> AsyncIterator[Any]:
-    """``SUBSCRIBE [TO] name | (query) [AS OF t]``: the subscribe's batches, as an async iterator
-    (:class:`~tidegate.runtime.controller.streams.Subscription`; close it to drop it), computed
-    on ``cluster`` (default: that of the indexes it reads, else ``default``)."""
+    """``SUBSCRIBE [TO] name | (query) [WITH (...)] [AS OF t] [UP TO t]``: the subscribe's
+    batches, as an async iterator (:class:`~tidegate.runtime.controller.streams.Subscription`;
+    close it to drop it), computed on ``cluster`` (default: that of the indexes it reads, else
+    ``default``). ``WITH (SNAPSHOT = false)`` leaves the as_of's contents out; ``UP TO`` ends
+    the iteration once the frontier reaches it; ``WITH (PROGRESS)`` changes nothing (every
+    batch carries its upper). An ``ENVELOPE`` reshapes rows, which batches of ``(time, row,
+    diff)`` updates cannot carry: it is refused [UnsupportedSql] (``execute`` and the SQL
+    session's streams answer it)."""
     stmt = parse_one(sql)
     check_params(sql, params)
     if not isinstance(stmt, SubscribeStmt | SelectStmt):
         raise SqlError("subscribe_sql takes a SUBSCRIBE statement or a query")
+    if isinstance(stmt, SubscribeStmt) and stmt.envelope is not None:
+        raise UnsupportedSql(
+            f"ENVELOPE {stmt.envelope.kind.upper()} in subscribe_sql",
+            position=stmt.envelope.position,
+            hint="its batches are (time, row, diff) updates; for envelope rows run the "
+            "SUBSCRIBE with execute, POST /sql with stream, or the PostgreSQL wire",
+        )
     low = lower_query(stmt.query, EnvCatalog(env), list(params or ()), stmt.sql)
     plan = low.relation()
     sub: AsyncIterator[Any] = await env.subscribe(
-        plan, read_time(env, plan, stmt.as_of, getattr(stmt, "at_least", False)), cluster=cluster
+        plan,
+        read_time(env, plan, stmt.as_of, getattr(stmt, "at_least", False)),
+        cluster=cluster,
+        up_to=getattr(stmt, "up_to", None),
+        snapshot=getattr(stmt, "snapshot", True),
     )
     return sub
 
@@ -935,7 +953,11 @@ async def _subscribe_snapshot(
     low = _lowered(cat, stmt, params)
     plan = low.relation()
     sub = await env.subscribe(
-        plan, read_time(env, plan, stmt.as_of, stmt.at_least), cluster=cluster
+        plan,
+        read_time(env, plan, stmt.as_of, stmt.at_least),
+        cluster=cluster,
+        up_to=stmt.up_to,
+        snapshot=stmt.snapshot,
     )
     try:
         batch = await sub.__anext__()

@@ -102,6 +102,7 @@ from tidegate.spec.sql.secrets import (
     parse_secret_statement,
     redacted,
 )
+from tidegate.spec.sql.subscribe import OutputColumn, subscribe_output
 from tidegate.spec.sql.system_catalog import ClusterInfo, Snapshot, relation_names
 
 from .catalog_queries import CatalogEngine, SessionConstants
@@ -361,6 +362,9 @@ class RowStream:
     batches: AsyncIterator[list[Row]]
     close: Any = None
     tag: str = "SUBSCRIBE"
+    bounded: bool = False
+    """It ends by itself (``UP TO``): collecting it (``Environment.execute``) takes every
+    batch, not only the first."""
 
     async def aclose(self) -> None:
         if self.close is not None:
@@ -510,7 +514,19 @@ class _Cursor:
 
 
 _NUMERIC_TS = T.NUMERIC
-_MZ_COLUMNS = ("mz_timestamp", "mz_diff")
+
+
+def _subscribe_type(source: OutputColumn, types: Sequence[ColumnType]) -> T.PgType:
+    """The PostgreSQL type of a ``SUBSCRIBE`` output column (Materialize's)."""
+    if source == "mz_timestamp":
+        return _NUMERIC_TS
+    if source == "mz_progressed":
+        return T.BOOL
+    if source == "mz_diff":
+        return T.INT8
+    if source == "mz_state":
+        return T.TEXT
+    return T.for_scalar(types[source].scalar)
 
 
 def _unsupported_tx(word: str) -> ActiveSqlTransaction:
@@ -583,7 +599,6 @@ class SqlSession:
         """``(severity, message)`` notices since the driver last looked."""
         self._tx: _Transaction | None = None
         self._cursors: dict[str, _Cursor] = {}
-        self._progress_flag = False
         self._stmt_cluster = self._values["cluster"]
         """The cluster of the statement running (its ``IN CLUSTER``, else the session's)."""
         self._plans: dict[Any, tuple[Any, SelectStmt, Lowered]] = {}
@@ -790,8 +805,11 @@ class SqlSession:
             low = lower_query(stmt.query, EnvCatalog(self.env), dummies, stmt.sql)
             names, ctypes = low.names, tuple(T.for_scalar(t.scalar) for t in low.types)
             if isinstance(stmt, SubscribeStmt):
-                names = (*_MZ_COLUMNS, *names)
-                ctypes = (_NUMERIC_TS, T.INT8, *ctypes)
+                out = subscribe_output(
+                    low.names, progress=stmt.progress, envelope=stmt.envelope, sql=stmt.sql
+                )
+                names = out.names
+                ctypes = tuple(_subscribe_type(src, low.types) for src in out.sources)
             cols, types = names, ctypes
         elif stmt is not None and _is_text_result(stmt):
             ran = await self._run_parsed(stmt, [_dummy(t) for t in prepared.params], dry=True)
@@ -989,7 +1007,6 @@ class SqlSession:
             return self._copy_from(c)
         stmt = prepared.statement
         assert stmt is not None
-        self._progress_flag = _progress(prepared)
         self._stmt_cluster = self._cluster(prepared)
         return await self._run_parsed(stmt, list(params), request_id=request_id)
 
@@ -1156,7 +1173,7 @@ class SqlSession:
                     "SUBSCRIBE in transactions must be the only read statement",
                     hint="use DECLARE c CURSOR FOR SUBSCRIBE ... and FETCH from it",
                 )
-            return await self._subscribe(stmt, params, self._progress_flag)
+            return await self._subscribe(stmt, params)
         if isinstance(stmt, SelectStmt) and not dry:
             if explicit:
                 assert tx is not None
@@ -1238,37 +1255,38 @@ class SqlSession:
             tx.read_ts = max(times) if times else self._now_ms()
         return tx.read_ts
 
-    async def _subscribe(
-        self, stmt: SubscribeStmt, params: list[Any], progress: bool = False
-    ) -> RowStream:
+    async def _subscribe(self, stmt: SubscribeStmt, params: list[Any]) -> RowStream:
+        """A ``SUBSCRIBE``'s rows as they come, shaped as its options say
+        (:mod:`tidegate.spec.sql.subscribe`); it ends by itself once complete (``UP TO``
+        reached, or every input complete)."""
         low = lower_query(stmt.query, EnvCatalog(self.env), params, stmt.sql)
+        out = subscribe_output(
+            low.names, progress=stmt.progress, envelope=stmt.envelope, sql=stmt.sql
+        )
         check_cluster(self.env, self._stmt_cluster)
         plan = low.relation()
         sub = await self.env.subscribe(
-            plan, read_time(self.env, plan, stmt.as_of, stmt.at_least), cluster=self._stmt_cluster
+            plan,
+            read_time(self.env, plan, stmt.as_of, stmt.at_least),
+            cluster=self._stmt_cluster,
+            up_to=stmt.up_to,
+            snapshot=stmt.snapshot,
         )
-        columns: tuple[str, ...] = (*_MZ_COLUMNS, *low.names)
-        types = (_NUMERIC_TS, T.INT8, *(T.for_scalar(t.scalar) for t in low.types))
-        if progress:
-            columns = ("mz_timestamp", "mz_progressed", "mz_diff", *low.names)
-            types = (_NUMERIC_TS, T.BOOL, T.INT8, *types[2:])
-        width = len(low.names)
+        as_of = int(sub.as_of.elements[0]) if sub.as_of and sub.as_of.elements else 0
+        if stmt.up_to is not None and stmt.up_to == as_of:
+            self.notices.append(("NOTICE", f"subscribe as of and up to are equal: {as_of}"))
+        types = tuple(_subscribe_type(src, low.types) for src in out.sources)
 
         async def batches() -> AsyncIterator[list[Row]]:
+            first = out.initial(as_of)
             async for batch in sub:
                 if batch.error is not None:
                     raise SqlError(f"subscribe failed: {batch.error}")
-                rows: list[Row] = []
-                for t, row, diff in sorted(batch.updates, key=lambda u: u[0]):
-                    if progress:
-                        rows.append((int(t), False, int(diff), *row))
-                    else:
-                        rows.append((int(t), int(diff), *row))
-                if progress and batch.upper.elements:
-                    rows.append((int(batch.upper.elements[0]), True, None, *([None] * width)))
+                rows = first + out.rows(batch.updates, batch.upper.elements, as_of)
+                first = []
                 yield rows
 
-        return RowStream(columns, types, batches(), sub.aclose)
+        return RowStream(out.names, types, batches(), sub.aclose, bounded=stmt.up_to is not None)
 
     # -- cursors --------------------------------------------------------------------------------
 
@@ -1288,7 +1306,7 @@ class SqlSession:
                     "SUBSCRIBE in transactions must be the only read statement"
                 )
             tx.kind = "read"
-            stream = await self._subscribe(stmt, list(params), _progress(inner))
+            stream = await self._subscribe(stmt, list(params))
             self._cursors[c.name] = _Cursor(c.name, stream.columns, stream.pg_types, stream=stream)
             return SqlResult("DECLARE CURSOR")
         outcome = await self.execute(inner, params)
@@ -1359,7 +1377,7 @@ class SqlSession:
                 raise InvalidTransactionState(
                     "SUBSCRIBE in transactions must be the only read statement"
                 )
-            stream = await self._subscribe(stmt, list(params), _progress(inner))
+            stream = await self._subscribe(stmt, list(params))
             return CopyOut(stream.columns, stream.pg_types, c.options, stream=stream)
         outcome = await self.execute(inner, params)
         if not isinstance(outcome, SqlResult) or not outcome.columns:
@@ -1420,12 +1438,6 @@ def _multi(sql: str) -> SqlError:
     e = SqlError("cannot insert multiple commands into a prepared statement", sql=sql)
     e.sqlstate = "42601"
     return e
-
-
-def _progress(prepared: Prepared) -> bool:
-    """Whether a ``SUBSCRIBE`` asked for ``WITH (PROGRESS)``."""
-    c = prepared.classified
-    return isinstance(c, S.Passthrough) and c.progress
 
 
 def _quote(text: str) -> str:
@@ -1617,19 +1629,10 @@ async def _collect(session: SqlSession, outcome: Outcome) -> SqlResult:
     if isinstance(outcome, SqlResult):
         return outcome
     if isinstance(outcome, RowStream):
-        rows: list[Row]
-        try:
-            rows = await anext(outcome.batches, [])
-        finally:
-            await outcome.aclose()
-        return _stream_result(outcome, rows)
+        return _stream_result(outcome, await _stream_rows(outcome))
     if isinstance(outcome, CopyOut):
         if outcome.stream is not None:
-            try:
-                rows = await anext(outcome.stream.batches, [])
-            finally:
-                await outcome.stream.aclose()
-            return _stream_result(outcome.stream, rows)
+            return _stream_result(outcome.stream, await _stream_rows(outcome.stream))
         rows = outcome.rows or []
         return SqlResult(
             f"COPY {len(rows)}",
@@ -1639,6 +1642,21 @@ async def _collect(session: SqlSession, outcome: Outcome) -> SqlResult:
             pg_types=outcome.pg_types,
         )
     raise UnsupportedSql("COPY FROM STDIN without a client that sends the data")
+
+
+async def _stream_rows(stream: RowStream) -> list[Row]:
+    """A stream's rows as one answer: every batch until it ends if it is bounded (``UP TO``),
+    else its first batch (the snapshot); the stream is closed after."""
+    rows: list[Row] = []
+    try:
+        if stream.bounded:
+            async for batch in stream.batches:
+                rows.extend(batch)
+        else:
+            rows = await anext(stream.batches, [])
+    finally:
+        await stream.aclose()
+    return rows
 
 
 def _stream_result(stream: RowStream, rows: list[Row]) -> SqlResult:

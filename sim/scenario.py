@@ -162,7 +162,7 @@ class DataflowSpec:
 
 
 _STORAGE_ACTIONS = ("create_source", "drop_source", "create_sink", "drop_sink")
-_SQL_ACTIONS = ("sql_query", "sql_insert", "sql_ddl")
+_SQL_ACTIONS = ("sql_query", "sql_insert", "sql_ddl", "sql_subscribe")
 _CLUSTER_ACTIONS = (
     "peek_cluster",
     "create_cluster_replica",
@@ -212,6 +212,8 @@ class WorkloadMix:
     """A cluster of one replica created (its process started by the world) or dropped while the
     run goes: named reads go to it too, until it is dropped."""
     drop_cluster: int = 0
+    sql_subscribe: int = 0
+    """``SUBSCRIBE ... UP TO`` through the SQL clients: off unless a scenario weighs it."""
     rows_per_append: tuple[int, int] = (1, 4)
     ms_between_actions: tuple[int, int] = (20, 120)
     null_per_mille: int = 150
@@ -246,6 +248,7 @@ class WorkloadMix:
         "drop_cluster_replica",
         "create_cluster",
         "drop_cluster",
+        "sql_subscribe",
     )
 
     def weights(self) -> list[tuple[str, int]]:
@@ -607,6 +610,7 @@ class WorkloadModel(BaseModel):
     drop_cluster_replica: Count = _MIX.drop_cluster_replica
     create_cluster: Count = _MIX.create_cluster
     drop_cluster: Count = _MIX.drop_cluster
+    sql_subscribe: Count = _MIX.sql_subscribe
     rows_per_append: Range = _MIX.rows_per_append
     ms_between_actions: Range = _MIX.ms_between_actions
     null_per_mille: Annotated[StrictInt, Field(ge=0, le=1000)] = _MIX.null_per_mille

@@ -33,7 +33,15 @@ The actions (weights in :class:`~.scenario.WorkloadMix`):
   ``DROP TABLE [CASCADE]``, ``CREATE [MATERIALIZED] VIEW`` of a drawn query,
   ``CREATE INDEX`` on a view, table or materialized view, ``DROP ...
   [CASCADE]``. A table whose ``CREATE`` was acknowledged takes an ``INSERT``
-  until someone drops it (``created_tables_writable``).
+  until someone drops it (``created_tables_writable``);
+* ``sql_subscribe``: ``SUBSCRIBE (query) WITH (PROGRESS) UP TO t`` of a drawn
+  query (no top-level ``ORDER BY``/``LIMIT``), ``t`` a little after now; it
+  ends by itself once the frontier reaches ``t``. Its rows must start with a
+  progress row at the as_of, never go back in time, and hold only changes in
+  ``[as_of, t)`` (``subscribe_bounded``); accumulated, they are the query's
+  contents at ``t - 1``, recorded as a peek at that time and judged against
+  the reference as any peek. An ``UP TO`` that the as_of passed (a clock ahead
+  of the simulated one) is a typed refusal (``22000``), counted.
 
 Plans read base tables through symbolic ids (:func:`~.sql_gen.symbol`), one
 per table name (the scenario's tables, its sources, the pool's tables); a
@@ -73,6 +81,7 @@ from tidegate.spec.plan import (
     replace_gets,
     typecheck,
 )
+from tidegate.spec.protocol.types import RowSetFinishing
 
 from .choices import ChoiceSource, chance, pick
 from .history import ClientHistory, finishing_from_json, finishing_to_json, row_out
@@ -126,7 +135,7 @@ class _Owner(Protocol):
 
 __all__ = ["POOL", "SQL_ACTIONS", "SqlClients", "sql_target"]
 
-SQL_ACTIONS = ("sql_query", "sql_insert", "sql_ddl")
+SQL_ACTIONS = ("sql_query", "sql_insert", "sql_ddl", "sql_subscribe")
 """The SQL clients' actions (each a weight of the workload mix)."""
 
 SESSIONS = 4
@@ -581,6 +590,104 @@ class SqlClients:
                 f"supported language: {ev.get('sql')}",
             )
 
+    # bounded subscribes
+    def _draw_sql_subscribe(self) -> dict[str, Any] | None:
+        source = self.owner.source
+        relations = self.relations()
+        if not relations:
+            return None
+        q = SqlGen(source, relations).query(top=False)
+        return {
+            "sql": q.sql,
+            "plan": plan_to_dict(q.plan),
+            "ahead_ms": source.integer(50, 1500),
+            "session": source.integer(0, SESSIONS - 1),
+        }
+
+    async def _do_sql_subscribe(self, env: Environment, args: Mapping[str, Any]) -> None:
+        plan = plan_from_dict(args["plan"])
+        reads = self._reads(plan)
+        started = {t: self.ddl_started.get(t, 0) for t in reads}
+        busy = any(self.ddl_running.get(t, 0) for t in reads)
+        bound = self._bound(plan)
+        k = int(args["session"])
+        up_to = self.world.kernel.now_ms + int(args["ahead_ms"])
+        sql = f"SUBSCRIBE ({args['sql']}) WITH (PROGRESS) UP TO {up_to}"
+        ev = self.history.invoke(
+            "peek",
+            self.world.kernel.now_ms,
+            target="",
+            name="sql_subscribe",
+            at=up_to - 1,
+            finishing=finishing_to_json(RowSetFinishing()),
+            expect="answer",
+            sql=sql,
+            via="wire" if k % 2 else "session",
+        )
+        ev["target"] = str(sql_target(ev))
+        answer = await self._outcome(ev, lambda: self._statement(env, k, sql, (), "script"))
+        self.world.count(f"sql_subscribe_{ev['via']}")
+        if answer is None:
+            if str(ev.get("error", "")).startswith("22000:"):
+                self.world.count("sql_subscribe_up_to_passed")
+                return
+            self._judge_refusal(ev)
+            return
+        counts = self._bounded_changes(ev, answer, up_to)
+        if counts is None:
+            return
+        raced = busy or any(
+            self.ddl_started.get(t, 0) != n or self.ddl_running.get(t, 0)
+            for t, n in started.items()
+        )
+        if bound is not None and not raced:
+            ev["plan"] = plan_to_dict(bound)
+            self.world.count("sql_subscribe_judged")
+        self.history.ok(
+            ev, self.world.kernel.now_ms, rows=[[list(r), n] for r, n in counts.items()]
+        )
+
+    def _bounded_changes(
+        self, ev: Mapping[str, Any], answer: _Answer, up_to: int
+    ) -> dict[Row, int] | None:
+        """The changes of a ``SUBSCRIBE ... WITH (PROGRESS) UP TO up_to``'s rows, accumulated;
+        ``None`` (and a violation) if the rows are not what Materialize documents."""
+        rows = answer.rows or []
+
+        def bad(why: str) -> None:
+            self.world.violate("subscribe_bounded", f"subscribe {ev['n']} ({ev['sql']}): {why}")
+
+        if not rows or not _is_true(rows[0][1]):
+            bad(f"its first row is not a progress row: {rows[:1]}")
+            return None
+        as_of = int(str(rows[0][0]))
+        last = as_of
+        counts: dict[Row, int] = {}
+        for r in rows:
+            t = int(str(r[0]))
+            if t < last:
+                bad(f"a row at {t} after one at {last}")
+                return None
+            last = t
+            if _is_true(r[1]):
+                if t > up_to:
+                    bad(f"progress to {t}, past UP TO {up_to}")
+                    return None
+                continue
+            if not as_of <= t < up_to:
+                bad(f"a change at {t}, outside [{as_of}, {up_to})")
+                return None
+            row = tuple(r[3:])
+            n = counts.get(row, 0) + int(str(r[2]))
+            if n:
+                counts[row] = n
+            else:
+                counts.pop(row, None)
+        if any(n < 0 for n in counts.values()):
+            bad(f"its changes accumulate to a negative count: {counts}")
+            return None
+        return counts
+
     # inserts
     def _writable(self) -> list[tuple[str, Schema]]:
         out = [(t.id, t.schema) for t in self.owner.scenario.tables if _has_int(t.schema)]
@@ -939,6 +1046,11 @@ def _sql_value(v: Any) -> str:
     if isinstance(v, str):
         return "'" + v.replace("'", "''") + "'"
     return str(v)
+
+
+def _is_true(v: Any) -> bool:
+    """A boolean as either path answers it (the wire's text format says ``t``)."""
+    return v is True or v in ("t", "true")
 
 
 def _counted(rows: Sequence[Row], *, ordered: bool) -> list[list[Any]]:

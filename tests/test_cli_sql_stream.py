@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 import pytest
 
+from tidegate.cli import main
 from tidegate.commands.control import ControlClient, ControlError, ControllerInfo, serve_control
 from tidegate.commands.service import ControlService
 from tidegate.replica.testing import in_process_replica
@@ -114,9 +115,10 @@ def test_subscribe_streams_rows_and_progress_until_its_client_goes_away(tmp_path
                 ("mz_diff", "bigint"),
                 ("x", "bigint"),
             ]
-            snapshot = (await _next(lines))["payload"]
-            as_of, progressed, diff, x = snapshot
-            assert (progressed, diff, x) == (False, 1, 1)
+            # Materialize: the first row is a progress row at the as_of, then the snapshot
+            as_of, *rest = (await _next(lines))["payload"]
+            assert rest == [True, None, None]
+            assert (await _next(lines))["payload"] == [as_of, False, 1, 1]
             progress = (await _next(lines))["payload"]
             assert progress[1:] == [True, None, None] and int(progress[0]) > int(as_of)
             assert len(_transient(env)) == 1  # the subscribe's dataflow
@@ -145,5 +147,90 @@ def test_a_subscribe_that_cannot_start_is_an_error_message(tmp_path: Path) -> No
         assert [m["type"] for m in got] == ["Error", "ReadyForQuery"]
         assert got[0]["payload"]["code"] == "42P01"
         assert not _transient(env)
+
+    served(tmp_path, body)
+
+
+def test_bounded_subscribes_end_cleanly_and_the_script_goes_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``UP TO`` over HTTP, in ``tidegate sql`` and ``tidegate subscribe``: the stream ends by itself with its
+    ``CommandComplete`` (the replica ended it), the next statement runs; ``ENVELOPE UPSERT``'s
+    columns, a notice when ``AS OF`` is ``UP TO``, and refusals as typed error messages."""
+
+    async def body(client: ControlClient, env: Any) -> None:
+        await env.execute("CREATE TABLE t (k int NOT NULL, v text)")
+        await env.execute("ALTER TABLE t SET (RETAIN HISTORY FOR '10m')")
+        t1 = (await env.execute("INSERT INTO t VALUES (1, 'a'), (2, 'b')")).time
+        t2 = (await env.execute("UPDATE t SET v = 'c' WHERE k = 1")).time
+        got = await _all(
+            client,
+            f"SUBSCRIBE t ENVELOPE UPSERT (KEY (k)) WITH (PROGRESS) AS OF {t1} UP TO {t2 + 1};"
+            "SELECT 7 AS seven",
+        )
+        kinds = [m["type"] for m in got]
+        assert kinds[:2] == ["CommandStarting", "Rows"] and kinds[-1] == "ReadyForQuery"
+        columns = got[1]["payload"]["columns"]
+        assert [(c["name"], c["type"]) for c in columns] == [
+            ("mz_timestamp", "numeric"),
+            ("mz_progressed", "boolean"),
+            ("mz_state", "text"),
+            ("k", "bigint"),
+            ("v", "text"),
+        ]
+        first_complete = kinds.index("CommandComplete")
+        rows = [m["payload"] for m in got[2:first_complete]]
+        assert all(m == "Row" for m in kinds[2:first_complete])
+        assert [int(r[0]) for r in rows] == sorted(int(r[0]) for r in rows)
+        assert [r for r in rows if r[1] is False] == [
+            [t1, False, "upsert", 1, "a"],
+            [t1, False, "upsert", 2, "b"],
+            [t2, False, "upsert", 1, "c"],
+        ]
+        assert got[first_complete]["payload"] == f"SUBSCRIBE {len(rows)}"
+        assert [m["payload"] for m in got if m["type"] == "Row"][-1] == [7]
+        with anyio.fail_after(60):
+            while _transient(env):  # the complete subscribe was dropped
+                await anyio.sleep(0.05)
+
+        equal = await _all(client, f"SUBSCRIBE t AS OF {t2} UP TO {t2}")
+        assert [m["type"] for m in equal] == [
+            *("Notice", "CommandStarting", "Rows", "CommandComplete", "ReadyForQuery")
+        ]
+        assert equal[-2]["payload"] == "SUBSCRIBE 0"
+        for sql, code in [
+            ("SUBSCRIBE t WITH (SNAPSHOT = maybe)", "22023"),
+            ("SUBSCRIBE t WITH (FAST)", "42601"),
+            (f"SUBSCRIBE t AS OF {t2} UP TO {t1}", "22000"),
+            ("SUBSCRIBE t ENVELOPE UPSERT (KEY (nope))", "42703"),
+        ]:
+            refused = await _all(client, sql)
+            assert [m["type"] for m in refused] == ["Error", "ReadyForQuery"], sql
+            assert refused[0]["payload"]["code"] == code, sql
+        assert not _transient(env)
+
+        # the shell: a bounded SUBSCRIBE prints its rows and its tag, then the script goes on
+        ControllerInfo(client.info.address, "tok", os.getpid(), str(tmp_path)).write()
+        script = [
+            *("-c", f"SUBSCRIBE t WITH (SNAPSHOT = false) AS OF {t1} UP TO {t2 + 1}"),
+            *("-c", "SELECT 7 AS seven"),
+        ]
+        code = await anyio.to_thread.run_sync(main, ["sql", *script, "--data-dir", str(tmp_path)])
+        assert code == 0
+        out = capsys.readouterr().out.splitlines()
+        assert out[0].split("\t") == ["mz_timestamp", "mz_diff", "k", "v"]
+        assert sorted(out[1:3]) == [f"{t2}\t-1\t1\ta", f"{t2}\t1\t1\tc"]
+        assert out[3] == "SUBSCRIBE 2" and "seven" in out[4]
+
+        # tidegate subscribe --up-to ends by itself (status 0), --no-snapshot leaves t1 out
+        args = ["subscribe", "t", "--as-of", str(t1), "--up-to", str(t2 + 1), "--no-snapshot"]
+        code = await anyio.to_thread.run_sync(main, [*args, "--data-dir", str(tmp_path)])
+        assert code == 0
+        shown = capsys.readouterr().out.splitlines()
+        assert shown[0].split() == ["TIME", "DIFF", "k", "v"]
+        assert sorted(line.split()[-3:] for line in shown[1:]) == [
+            ["+1", "1", "c"],
+            ["-1", "1", "a"],
+        ]
 
     served(tmp_path, body)

@@ -78,6 +78,8 @@ class Subscription:
         self.id = id
         self.reads = reads
         """The collections the subscribe imports."""
+        self.as_of = as_of
+        """The time it reads from (the dataflow's as_of)."""
         self.upper = as_of if as_of is not None else Antichain.empty()
         """The upper of the last batch delivered (at first the as_of)."""
         self._buffer: _Buffer[SubscribeBatchOut] = _Buffer(max(1, buffer))

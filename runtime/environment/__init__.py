@@ -519,6 +519,8 @@ class Environment:
         buffer: int | None = None,
         replica: str | None = None,
         cluster: str | None = None,
+        up_to: int | None = None,
+        snapshot: bool = True,
     ) -> Subscription:
         """Stream the changes of ``plan`` from ``as_of`` (default: the freshest time, see :meth:`freshest`).
 
@@ -529,10 +531,20 @@ class Environment:
         else ``default``; an index of another cluster is refused [WrongCluster]);
         ``replica`` (a replica name of that cluster) runs it there only (it ends
         with an error if the replica fails). It also ends with an error if an
-        object it reads is dropped.
+        object it reads is dropped. ``snapshot=False`` (Materialize's ``WITH (SNAPSHOT =
+        false)``) leaves out the contents at the as_of: only changes after it come.
+        ``up_to`` (``UP TO``) leaves out every change at or after it, and the subscribe ends
+        (a last batch with an empty upper) once its frontier reaches it; an ``up_to`` before
+        the as_of is refused [AbsurdSubscribeBounds].
         """
         return await self._data.subscribe(
-            plan, as_of, buffer=buffer, replica=replica, cluster=cluster
+            plan,
+            as_of,
+            buffer=buffer,
+            replica=replica,
+            cluster=cluster,
+            up_to=up_to,
+            snapshot=snapshot,
         )
 
     async def copy_to(

@@ -15,7 +15,12 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
 
-from tidegate.spec.errors import CollectionMissing, ReadBeyondUpper, TypeMismatch
+from tidegate.spec.errors import (
+    AbsurdSubscribeBounds,
+    CollectionMissing,
+    ReadBeyondUpper,
+    TypeMismatch,
+)
 from tidegate.spec.frontier import Antichain, Row
 from tidegate.spec.ids import GlobalId
 from tidegate.spec.plan import Plan, Schema, gets
@@ -369,18 +374,22 @@ class ReadsAndWrites:
         buffer: int | None = None,
         replica: str | None = None,
         cluster: str | None = None,
+        up_to: int | None = None,
+        snapshot: bool = True,
     ) -> Subscription:
         """Stream the changes of ``plan`` from ``as_of`` (default: the freshest time, see
         :meth:`freshest`), computed on ``cluster`` (default: that of the indexes it reads, else
-        ``default``)."""
+        ``default``); ``snapshot=False`` leaves out the as_of's contents, ``up_to`` ends the
+        stream once its frontier reaches it (the dataflow's ``until`` and its sink's ``up_to``,
+        so the replica stops it) [AbsurdSubscribeBounds if before the as_of]."""
         p = self.core.plan(plan)
         schema = self.core.checked_schema(p)
         cluster = self._plan_cluster(p, cluster)
         gid = self.core.driver.new_transient_id()
         if as_of is not None:
-            df = self._dataflow(p, gid, Antichain([as_of]))
+            df = self._dataflow(p, gid, Antichain([as_of]), up_to=up_to, snapshot=snapshot)
         else:  # the freshest time (see :meth:`freshest`), where the inputs are readable
-            df = self._dataflow(p, gid, None)
+            df = self._dataflow(p, gid, None, up_to=up_to, snapshot=snapshot)
             inputs = sorted(gets(p))
             if self._input_upper(*inputs).elements:
                 t = await self._fresh_time(inputs, lambda: self._inputs_since(df, cluster), gid)
@@ -393,6 +402,13 @@ class ReadsAndWrites:
                         self.core.state, df, self.core.oracle.read_ts(), cluster=cluster
                     )
                 )
+        chosen = df.as_of.elements if df.as_of is not None else ()
+        if up_to is not None and chosen and up_to < int(chosen[0]):
+            raise AbsurdSubscribeBounds(
+                f'subscription lower ("as of") bound is beyond its upper ("up to") bound: '
+                f"{up_to} < {chosen[0]}",
+                hint="subscribe up to a later time, or from an earlier one (AS OF)",
+            )
         sub = self.core.driver.subscribe(
             df, buffer=buffer, target_replica=self.replica_id(cluster, replica), instance=cluster
         )
@@ -400,7 +416,13 @@ class ReadsAndWrites:
         return sub
 
     def _dataflow(
-        self, plan: Plan, export: GlobalId, as_of: Antichain | None
+        self,
+        plan: Plan,
+        export: GlobalId,
+        as_of: Antichain | None,
+        *,
+        up_to: int | None = None,
+        snapshot: bool = True,
     ) -> DataflowDescription:
         state = self.core.state
         sources: list[SourceImport] = []
@@ -411,13 +433,15 @@ class ReadsAndWrites:
                 imports.append(IndexImport(gid, gid, entry.keys))
             else:
                 sources.append(SourceImport(gid))
+        until = Antichain([up_to]) if up_to is not None else Antichain.empty()
         return DataflowDescription(
             f"subscribe {export}",
             source_imports=tuple(sources),
             index_imports=tuple(imports),
             objects_to_build=(BuildDesc(export, plan),),
-            sink_exports=(SinkExport(export, export, SubscribeConnection()),),
+            sink_exports=(SinkExport(export, export, SubscribeConnection(), snapshot, until),),
             as_of=as_of,
+            until=until,
         )
 
     def _inputs_since(self, df: DataflowDescription, cluster: str) -> Antichain:

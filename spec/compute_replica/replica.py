@@ -93,6 +93,7 @@ from ..protocol.types import (
     DataflowDescription,
     InstanceConfig,
     PeekDescription,
+    SubscribeConnection,
 )
 from .logs import log_dataflow
 from .outputs import (
@@ -182,11 +183,17 @@ class _Read:
 
 @dataclass
 class _Subscribe:
-    """Updates computed but not yet sent, and the computed upper."""
+    """Updates computed but not yet sent, the computed upper, and the sink's ``up_to``.
+
+    Once the computed upper reaches ``up_to`` the subscribe is complete: its upper becomes
+    ``[]`` (the next batch ends the stream, as Materialize's subscribe sink ends it) and later
+    executor batches are ignored. An empty ``up_to`` (the default) never completes it.
+    """
 
     updates: dict[tuple[Any, Row], int] = field(default_factory=dict)
     upper: Antichain = field(default_factory=lambda: _BOTTOM)
     error: str | None = None
+    up_to: Antichain = field(default_factory=Antichain.empty)
 
 
 @dataclass
@@ -574,8 +581,9 @@ class ComputeReplica:
         )
         for gid in key:
             self._owner[gid] = key
-        for gid in df.subscribe_ids:
-            self._subscribes[gid] = _Subscribe()
+        for s in df.sink_exports:
+            if isinstance(s.connection, SubscribeConnection):
+                self._subscribes[s.id] = _Subscribe(up_to=s.up_to)
         for gid in df.persist_sink_ids:
             self._sinks[gid] = _Sink(as_of, write_lower=as_of)
             self._retired_sinks.discard(gid)
@@ -995,6 +1003,8 @@ class ComputeReplica:
             return
         sub = self._subscribes.get(batch.id)
         if sub is not None:
+            if not sub.upper.elements:
+                return  # complete (its up_to reached): nothing more goes out
             for row, t, d in batch.updates:
                 k = (t, row)
                 n = sub.updates.get(k, 0) + d
@@ -1005,7 +1015,7 @@ class ComputeReplica:
             errs = sorted(m for m, _t, d in batch.errors if d)
             if errs and sub.error is None:
                 sub.error = errs[0]
-            sub.upper = batch.upper
+            sub.upper = _EMPTY if sub.up_to <= batch.upper else batch.upper
             return
         sink = self._sinks.get(batch.id)
         if sink is not None:

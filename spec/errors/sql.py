@@ -17,6 +17,7 @@ from __future__ import annotations
 from .base import InvalidText, TidegateError
 
 __all__ = [
+    "AbsurdSubscribeBounds",
     "AmbiguousColumn",
     "AmbiguousFunction",
     "CannotCoerce",
@@ -240,6 +241,13 @@ class InvalidAsOf(SqlError):
     """An ``AS OF`` time at which an input cannot be read (compacted past it), SQLSTATE 22023."""
 
     sqlstate = "22023"
+
+
+class AbsurdSubscribeBounds(SqlError):
+    """A ``SUBSCRIBE`` whose ``UP TO`` is before its as_of (given by ``AS OF`` or chosen), as
+    Materialize refuses it (SQLSTATE 22000, as PostgreSQL answers a degenerate range)."""
+
+    sqlstate = "22000"
 
 
 class SqlDataError(SqlError):

@@ -37,6 +37,7 @@ from .ast import (
     ShowCreateStmt,
     ShowStmt,
     Statement,
+    SubscribeEnvelope,
     SubscribeStmt,
     UpdateStmt,
 )
@@ -74,6 +75,7 @@ __all__ = [
     "ShowStmt",
     "SqlCatalog",
     "Statement",
+    "SubscribeEnvelope",
     "SubscribeStmt",
     "UpdateStmt",
     "Write",

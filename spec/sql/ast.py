@@ -39,6 +39,7 @@ __all__ = [
     "ShowKind",
     "ShowStmt",
     "Statement",
+    "SubscribeEnvelope",
     "SubscribeStmt",
     "UpdateStmt",
 ]
@@ -160,13 +161,34 @@ class SelectStmt:
 
 
 @dataclass(frozen=True)
+class SubscribeEnvelope:
+    """``ENVELOPE UPSERT (KEY (k, ...))`` or ``ENVELOPE DEBEZIUM (KEY (k, ...))`` of a
+    ``SUBSCRIBE``: its rows describe each key's state instead of each row's changes."""
+
+    kind: Literal["upsert", "debezium"]
+    key: tuple[str, ...]
+    position: int | None = None
+    """1-based position of the clause in the statement (for errors about its key columns)."""
+
+
+@dataclass(frozen=True)
 class SubscribeStmt:
-    """``SUBSCRIBE [TO] name | (query) [AS OF [AT LEAST] time]``: ``query`` is a sqlglot query."""
+    """``SUBSCRIBE [TO] name | (query) [ENVELOPE ...] [WITH (options)] [AS OF [AT LEAST] time]
+    [UP TO time]``: ``query`` is a sqlglot query.
+
+    As Materialize has them: ``snapshot`` (``WITH (SNAPSHOT = false)``: only changes after
+    the as_of), ``progress`` (``WITH (PROGRESS)``: ``mz_progressed`` rows), ``up_to`` (no
+    update at or after it; the subscribe ends once its frontier reaches it), ``envelope``.
+    """
 
     sql: str
     query: Any
     as_of: int | None = None
     at_least: bool = False
+    up_to: int | None = None
+    snapshot: bool = True
+    progress: bool = False
+    envelope: SubscribeEnvelope | None = None
 
 
 @dataclass(frozen=True)

@@ -66,6 +66,7 @@ from .ast import (
 from .clusters import is_cluster_statement, parse_cluster_statement
 from .interval import parse_interval_ms
 from .storage import is_storage_statement, parse_storage_statement
+from .subscribe import parse_subscribe_tail
 
 __all__ = [
     "MAX_ARRAY_DIMENSIONS",
@@ -294,23 +295,7 @@ def _parse(text: str) -> Statement:
         return ExplainStmt(text, inner)
     m = _SUBSCRIBE.match(text)
     if m:
-        rest, as_of, at_least = _as_of(_blank(text, m.end()))
-        body = rest[m.end() :].strip()
-        if not body:
-            raise SqlSyntaxError("SUBSCRIBE needs an object or a (query)", position=m.end() + 1)
-        if body.startswith("("):
-            q = _sqlglot(rest)
-            if isinstance(q, exp.Subquery):
-                q = q.this
-        elif re.fullmatch(_NAME, body):
-            q = exp.select("*").from_(exp.to_table(_quoted(body)))
-        else:
-            tail = re.search(r"\bWITH\b|\bENVELOPE\b|\bUP\s+TO\b", rest, re.IGNORECASE)
-            pos = tail.start() + 1 if tail else m.end() + 1
-            raise UnsupportedSql("SUBSCRIBE options", position=pos)
-        if not isinstance(q, exp.Query):
-            raise SqlSyntaxError("SUBSCRIBE needs a query in parentheses", position=m.end() + 1)
-        return SubscribeStmt(text, q, as_of, at_least)
+        return _subscribe(text, m.end())
     if _SHOW.match(text):
         return _show(text)
     m = _COPY.match(text)
@@ -341,6 +326,56 @@ def _parse(text: str) -> Statement:
             raise UnsupportedSql("AS OF on this statement", position=1)
         return SelectStmt(text, tree, as_of, at_least)
     return _from_tree(_sqlglot(text), text)
+
+
+def _subscribe(text: str, start: int) -> SubscribeStmt:
+    """``SUBSCRIBE [TO]`` (ending at ``start``), its relation, then its clauses
+    (:func:`.subscribe.parse_subscribe_tail`)."""
+    body_at = start + len(text[start:]) - len(text[start:].lstrip())
+    body = text[body_at:]
+    if not body.strip():
+        raise SqlSyntaxError("SUBSCRIBE needs an object or a (query)", position=start + 1)
+    if body.startswith("("):
+        end = _closing_paren(text, body_at)
+        q = _sqlglot(_blank(text[:end], body_at))
+        if isinstance(q, exp.Subquery):
+            q = q.this
+        if not isinstance(q, exp.Query):
+            raise SqlSyntaxError("SUBSCRIBE needs a query in parentheses", position=body_at + 1)
+    else:
+        name = re.match(_NAME, body)
+        if name is None:
+            raise SqlSyntaxError("SUBSCRIBE needs an object or a (query)", position=body_at + 1)
+        end = body_at + name.end()
+        q = exp.select("*").from_(exp.to_table(_quoted(name.group(0))))
+    tail = parse_subscribe_tail(text, end)
+    return SubscribeStmt(
+        text,
+        q,
+        tail.as_of,
+        tail.at_least,
+        tail.up_to,
+        tail.snapshot,
+        tail.progress,
+        tail.envelope,
+    )
+
+
+def _closing_paren(text: str, at: int) -> int:
+    """The index just after the ``)`` closing the ``(`` at ``text[at]`` [SqlSyntaxError]."""
+    try:
+        toks = DIALECT.tokenize(text[at:])
+    except TokenError as e:
+        raise SqlSyntaxError(f"syntax error: {e}", sql=text) from None
+    depth = 0
+    for t in toks:
+        if t.token_type == sqlglot.TokenType.L_PAREN:
+            depth += 1
+        elif t.token_type == sqlglot.TokenType.R_PAREN:
+            depth -= 1
+            if depth == 0:
+                return at + t.end + 1
+    raise SqlSyntaxError("SUBSCRIBE's (query) has no closing parenthesis", position=at + 1)
 
 
 def _copy(text: str, start: int) -> CopyToStmt:

@@ -246,8 +246,6 @@ class Passthrough:
     notice: str | None = None
     reads_catalog: bool = False
     functions: tuple[str, ...] = field(default=())
-    progress: bool = False
-    """A ``SUBSCRIBE ... WITH (PROGRESS)`` (the option is blanked out of ``sql``)."""
     cluster: str | None = None
     """The cluster an ``IN CLUSTER c`` clause named (the clause is blanked out of ``sql``):
     where the index or materialized view it creates is placed, instead of the session's."""
@@ -432,9 +430,6 @@ _DEFAULT_INDEX = re.compile(r"^(?P<head>\s*CREATE\s+)DEFAULT\s+INDEX\b", re.IGNO
 _CLUSTER_DDL = re.compile(r"^\s*(?:CREATE|ALTER|DROP)\s+CLUSTER\b", re.IGNORECASE)
 _IN_CLUSTER = re.compile(rf"\bIN\s+CLUSTER\s+(?P<name>{_IDENT})", re.IGNORECASE)
 _USING_ARRANGEMENT = re.compile(r"\bUSING\s+ARRANGEMENT\b", re.IGNORECASE)
-_PROGRESS = re.compile(
-    r"\bWITH\s*\(\s*PROGRESS(?:\s*=?\s*(?P<value>true|false))?\s*\)", re.IGNORECASE
-)
 
 
 def _tx_modes(text: str) -> tuple[str | None, bool | None]:
@@ -805,12 +800,6 @@ def _rewrite(text: str, names: Names) -> Classified:
         in_cluster = cluster
         text = text[: c.start()] + " " * (c.end() - c.start()) + text[c.end() :]
     text = _USING_ARRANGEMENT.sub(lambda x: " " * len(x.group(0)), text)
-    progress = False
-    if re.match(r"^\s*SUBSCRIBE\b", text, re.IGNORECASE):
-        p = _PROGRESS.search(text)
-        if p is not None:
-            progress = (p.group("value") or "true").lower() == "true"
-            text = text[: p.start()] + " " * (p.end() - p.start()) + text[p.end() :]
     tokens = _tokens(text)
     out = list(text)
     qualifiers: frozenset[str] | None = None
@@ -904,7 +893,6 @@ def _rewrite(text: str, names: Names) -> Classified:
         rewritten,
         reads_catalog=system,
         functions=tuple(functions),
-        progress=progress,
         cluster=in_cluster,
     )
 

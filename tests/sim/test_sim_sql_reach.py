@@ -97,3 +97,20 @@ def test_the_window_subquery_and_like_shapes_are_judged_under_faults() -> None:
     missing = [s for s in _SHAPES if not judged[f"sql_judged:{s}"]]
     assert not missing, (missing, judged)
     assert len(judged) >= 40, sorted(judged)
+
+
+def test_bounded_sql_subscribes_are_judged_against_the_reference() -> None:
+    """``small`` with ``sql_subscribe`` weighed (off in the named scenarios, whose seeds are
+    pinned above): seed 2's ``SUBSCRIBE ... WITH (PROGRESS) UP TO`` statements end by
+    themselves, through a session and over the wire, and their accumulated changes are judged
+    as reads at ``UP TO - 1`` against the reference."""
+    scenario = small()
+    mix = dataclasses.replace(scenario.workload, sql_subscribe=6)
+    result = run_simulation(
+        RunOptions(seed=2, scenario=dataclasses.replace(scenario, workload=mix))
+    )
+    assert result.ok, result.summary()
+    seen = result.sometimes
+    assert seen.get("sql_subscribe_judged", 0) >= 3, seen
+    assert seen.get("sql_subscribe_wire", 0) >= 1, seen
+    assert seen.get("sql_subscribe_session", 0) >= 1, seen

@@ -79,6 +79,17 @@ def add_parsers(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
         "--as-of", type=int, metavar="T", help="start at time T (default: the freshest time)"
     )
     su.add_argument(
+        "--up-to",
+        type=int,
+        metavar="T",
+        help="leave out changes at or after time T, and end once the frontier reaches T",
+    )
+    su.add_argument(
+        "--no-snapshot",
+        action="store_true",
+        help="leave out the contents at the as-of time: only the changes after it",
+    )
+    su.add_argument(
         "--progress",
         action="store_true",
         help="also print a line each time the collection's frontier moves (PROGRESS T)",
@@ -385,6 +396,10 @@ def run_subscribe(args: argparse.Namespace) -> int:
     body: dict[str, Any] = {"name": args.name}
     if args.as_of is not None:
         body["as_of"] = args.as_of
+    if args.up_to is not None:
+        body["up_to"] = args.up_to
+    if args.no_snapshot:
+        body["snapshot"] = False
     batches = changes = 0
     try:
         with ControlClient.for_data_dir(
@@ -417,7 +432,7 @@ def run_subscribe(args: argparse.Namespace) -> int:
                     if not args.json:
                         _print_batch(line, args.progress)
                     if not line["upper"]:
-                        return 0  # the collection will never change again
+                        return 0  # complete: its UP TO reached, or its input is
             finally:
                 lines.close()
     except KeyboardInterrupt:

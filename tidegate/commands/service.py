@@ -251,12 +251,19 @@ class ControlService:
                 return r
         raise Refusal(404, "UnknownReplica", f"no replica {name!r}")  # pragma: no cover
 
-    async def subscribe(self, name: str, as_of: Any = None) -> Stream:
-        """Stream ``name``'s changes from ``as_of`` (default: the freshest time) as they come."""
+    async def subscribe(
+        self, name: str, as_of: Any = None, up_to: Any = None, snapshot: Any = True
+    ) -> Stream:
+        """Stream ``name``'s changes from ``as_of`` (default: the freshest time) as they come;
+        ``snapshot`` false leaves out the contents at the as_of, ``up_to`` ends the stream once
+        the frontier reaches it (``Environment.subscribe``'s) [Refusal 400]."""
         as_of = _time_field("as_of", as_of)
+        up_to = _time_field("up_to", up_to)
+        if type(snapshot) is not bool:
+            raise Refusal(400, "BadRequest", f"snapshot must be true or false, got {snapshot!r}")
         c = self.resolve(name)
         schema = self.env.schema(c.id)
-        sub = await self.env.subscribe(c.id, as_of)
+        sub = await self.env.subscribe(c.id, as_of, up_to=up_to, snapshot=snapshot)
         start = frontier_json(sub.upper)
         header = {
             "subscribe": c.name,
@@ -502,8 +509,13 @@ class ControlService:
             if (method, path) == ("POST", "/describe"):
                 return await self.describe(str(body["name"]))
             if (method, path) == ("POST", "/subscribe"):
-                self._fields(path, body, {"name"}, {"as_of"})
-                return await self.subscribe(str(body["name"]), body.get("as_of"))
+                self._fields(path, body, {"name"}, {"as_of", "up_to", "snapshot"})
+                return await self.subscribe(
+                    str(body["name"]),
+                    body.get("as_of"),
+                    body.get("up_to"),
+                    body.get("snapshot", True),
+                )
             if (method, path) == ("GET", "/replicas"):
                 return {"replicas": self.replicas(detail=True)}
             if (method, path) == ("POST", "/replica-add"):

@@ -193,6 +193,37 @@ def test_copy_subscribe_to_stdout_streams_until_cancelled(pg_server: Server, nam
         assert c.execute(f"SELECT k FROM {name}").fetchall() == [(7,)]
 
 
+def test_bounded_subscribes_complete_like_queries(pg_server: Server, name: str) -> None:
+    """``UP TO`` ends a ``SUBSCRIBE`` by itself: a plain query, ``COPY (SUBSCRIBE ...)`` and a
+    cursor all complete (no cancel) once the frontier passes it; ``ENVELOPE UPSERT``'s rows and
+    the typed refusals come as Materialize sends them."""
+    with _connect(pg_server) as c:
+        c.execute(f"CREATE TABLE {name} (k bigint NOT NULL, v text)")
+        c.execute(f"INSERT INTO {name} VALUES (1, 'a'), (2, 'b')")
+        up_to = int(time.time() * 1000) + 1500  # timestamps are milliseconds of the clock
+        with c.cursor() as cur:
+            cur.execute(f"SUBSCRIBE {name} ENVELOPE UPSERT (KEY (v)) UP TO {up_to}")
+            assert [d.name for d in cur.description or ()] == ["mz_timestamp", "mz_state", "v", "k"]
+            rows = cur.fetchall()
+        assert [r[1:] for r in rows] == [("upsert", "a", 1), ("upsert", "b", 2)]
+        assert all(int(r[0]) < up_to for r in rows)
+        lines: list[str] = []
+        up_to = int(time.time() * 1000) + 1500
+        with c.cursor().copy(
+            f"COPY (SUBSCRIBE {name} WITH (SNAPSHOT = false) UP TO {up_to}) TO STDOUT"
+        ) as copy:
+            for chunk in copy:  # ends by itself: nothing changed after the as_of
+                lines += bytes(chunk).decode().splitlines()
+        assert lines == []
+        with pytest.raises(pgerr.DataException, match="up to"):
+            c.execute(f"SUBSCRIBE {name} UP TO 1")
+        with pytest.raises(pgerr.SyntaxError):
+            c.execute(f"SUBSCRIBE {name} WITH (SNAPSHOT, SNAPSHOT)")
+        with pytest.raises(pgerr.UndefinedColumn):
+            c.execute(f"SUBSCRIBE {name} ENVELOPE UPSERT (KEY (nope))")
+        assert c.execute(f"SELECT count(*) FROM {name}").fetchone() == (2,)
+
+
 def test_transactions_as_materialize_has_them(pg_server: Server, name: str) -> None:
     with psycopg.connect(pg_server.url) as c, _connect(pg_server) as other:
         c.execute(f"CREATE TABLE {name} (k bigint NOT NULL)")  # a DDL-only block

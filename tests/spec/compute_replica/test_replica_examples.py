@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -376,6 +377,35 @@ def test_subscribe_batches_start_at_zero_are_contiguous_and_end_with_dropped_at(
     outs = rig.cmd(AllowCompaction(SUB, EMPTY))
     assert outs == [SubscribeResponse(SUB, SubscribeDroppedAt(at(6)))]
     assert rig.replica.reading() == {}
+
+
+def test_a_subscribe_without_snapshot_ends_once_its_upper_reaches_up_to() -> None:
+    """Materialize's subscribe sink: no snapshot means only times after the as_of; no update at
+    or past ``up_to``; once the frontier reaches ``up_to`` a last batch ends at ``[]`` (so no
+    ``DroppedAt`` follows the drop), however the inputs move on."""
+    rig = Rig()
+    df = dataflow(as_of=2, index=False)
+    sink = SinkExport(SUB, OBJ, SubscribeConnection(), with_snapshot=False, up_to=at(5))
+    rig.connect(CreateDataflow(replace(df, sink_exports=(sink,), until=at(5))), Schedule(SUB))
+    rig.append([((1, "a"), 0, 1), ((2, "b"), 2, 1), ((3, "c"), 3, 1)], 4)
+    [first] = [r for r in rig.step() if isinstance(r, SubscribeResponse)]
+    assert first == SubscribeResponse(SUB, SubscribeBatch(at(0), at(4), ((3, (3, "c"), 1),)))
+    rig.append([((4, "d"), 4, 1), ((5, "e"), 5, 1)], 7)
+    [last] = [r for r in rig.step() if isinstance(r, SubscribeResponse)]
+    assert last == SubscribeResponse(SUB, SubscribeBatch(at(4), EMPTY, ((4, (4, "d"), 1),)))
+    rig.append([((6, "f"), 7, 1)], 9)
+    assert not [r for r in rig.step() if isinstance(r, SubscribeResponse)]
+    assert rig.cmd(AllowCompaction(SUB, EMPTY)) == []
+
+
+def test_a_subscribe_whose_as_of_is_its_up_to_ends_with_nothing() -> None:
+    rig = Rig()
+    df = dataflow(as_of=3, index=False)
+    sink = SinkExport(SUB, OBJ, SubscribeConnection(), up_to=at(3))
+    rig.connect(CreateDataflow(replace(df, sink_exports=(sink,))), Schedule(SUB))
+    rig.append([((1, "a"), 0, 1)], 4)
+    [only] = [r for r in rig.step() if isinstance(r, SubscribeResponse)]
+    assert only == SubscribeResponse(SUB, SubscribeBatch(at(0), EMPTY, ()))
 
 
 # -- materialized views -----------------------------------------------------------------------

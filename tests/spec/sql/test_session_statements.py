@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tidegate.spec.errors import SqlError, SqlSyntaxError, UndefinedObject
+from tidegate.spec.sql import SubscribeStmt, parse_one
 from tidegate.spec.sql import session as S
 
 NAMES = S.Names(system_relations=frozenset({"mz_tables", "pg_class", "pg_namespace"}))
@@ -74,8 +75,9 @@ def test_declare_keeps_the_body_and_where_it_starts() -> None:
     assert isinstance(d, S.Declare) and d.name == "c"
     assert text[d.body_offset :] == d.body == "SUBSCRIBE t WITH (PROGRESS)"
     sub = S.classify(d.body, NAMES)
-    assert isinstance(sub, S.Passthrough) and sub.progress
-    assert sub.sql.rstrip() == "SUBSCRIBE t" and len(sub.sql) == len(d.body)
+    assert isinstance(sub, S.Passthrough) and sub.sql == d.body  # its options are the parser's
+    stmt = parse_one(sub.sql)
+    assert isinstance(stmt, SubscribeStmt) and stmt.progress and stmt.snapshot
 
 
 def test_qualified_names_lose_their_qualifier_and_keep_positions() -> None:
