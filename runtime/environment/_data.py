@@ -11,14 +11,16 @@ here from plans.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 from tidegate.spec.errors import (
     AbsurdSubscribeBounds,
     CollectionMissing,
     ReadBeyondUpper,
+    ReadHoldMissing,
     TypeMismatch,
 )
 from tidegate.spec.frontier import Antichain, Row
@@ -195,16 +197,17 @@ class ReadsAndWrites:
             if not isinstance(entry, IndexEntry):
                 raise RuntimeControllerError(f"key lookups need an index; {entry.name} is not one")
             constraints = (self._check_key(entry, key),)
-        at = await self._read_time(gid, at)
-        pairs = await self.core.driver.peek(
-            gid,
-            at,
-            finishing=finishing,
-            target=target,
-            literal_constraints=constraints,
-            target_replica=self.replica_id(cluster, replica),
-            instance=cluster,
-        )
+        with self._held_for(gid) if at is None else contextlib.nullcontext():
+            at = await self._read_time(gid, at)
+            pairs = await self.core.driver.peek(
+                gid,
+                at,
+                finishing=finishing,
+                target=target,
+                literal_constraints=constraints,
+                target_replica=self.replica_id(cluster, replica),
+                instance=cluster,
+            )
         return PeekAnswer(pairs, _project(self.core.schema(gid), finishing))
 
     def cluster_of(self, entry: object, cluster: str | None) -> str:
@@ -261,7 +264,46 @@ class ReadsAndWrites:
     async def freshest(self, ref: Ref) -> int:
         """The time a read of ``ref`` that starts now takes: every acknowledged append shows there."""
         gid = await self._resolve_read(ref)
-        return await self._fresh_time([gid], lambda: self.frontiers(gid)[0], gid)
+        with self._held_for(gid):
+            return await self._fresh_time([gid], lambda: self.frontiers(gid)[0], gid)
+
+    def _held_for(self, gid: GlobalId) -> contextlib.AbstractContextManager[None]:
+        """Read holds (see :meth:`_held`) on what a read of ``gid`` reads: the index in its
+        cluster, or the storage collection."""
+        entry = self.core.state.get(gid)
+        if isinstance(entry, IndexEntry):
+            return self._held(indexes=[(entry.cluster, gid)])
+        if self.core.state.sink(gid) is not None:
+            return contextlib.nullcontext()
+        return self._held(storage=[gid])
+
+    @contextlib.contextmanager
+    def _held(
+        self,
+        storage: Iterable[GlobalId] = (),
+        indexes: Iterable[tuple[str, GlobalId]] = (),
+    ) -> Iterator[None]:
+        """Read holds on the ``storage`` collections and the ``indexes`` (``(cluster, id)``) at
+        their sinces now, for the block.
+
+        A fresh read chooses its time and waits for the upper to pass it inside the block, and
+        issues its read (which then holds the time itself) before leaving it, as Materialize's
+        timestamp selection holds its inputs first. Without the holds a since that follows the
+        upper closely (a read policy of lag 0) passes every time the read chooses while it
+        waits, and the read waits for ever."""
+        ctl = self.core.driver.ctl
+        held = ctl.storage.acquire_read_holds(storage)
+        held_indexes = [ctl.compute.acquire_read_hold(c, g) for c, g in indexes]
+        self.core.driver.apply()
+        try:
+            yield
+        finally:
+            for h in held:
+                h.release()
+            for hold in held_indexes:
+                with contextlib.suppress(ReadHoldMissing):  # its cluster was dropped meanwhile
+                    ctl.compute.release_read_hold(hold)
+            self.core.driver.apply()
 
     async def _fresh_time(
         self, inputs: Sequence[GlobalId], since: Callable[[], Antichain], what: GlobalId
@@ -392,8 +434,14 @@ class ReadsAndWrites:
             df = self._dataflow(p, gid, None, up_to=up_to, snapshot=snapshot)
             inputs = sorted(gets(p))
             if self._input_upper(*inputs).elements:
-                t = await self._fresh_time(inputs, lambda: self._inputs_since(df, cluster), gid)
-                df = df.with_as_of(Antichain([t]))
+                held = self._held(
+                    storage=[s.id for s in df.source_imports],
+                    indexes=[(cluster, i.id) for i in df.index_imports],
+                )
+                with held:
+                    t = await self._fresh_time(inputs, lambda: self._inputs_since(df, cluster), gid)
+                    df = df.with_as_of(Antichain([t]))
+                    return self._subscribed(df, schema, up_to, buffer, cluster, replica)
             else:  # complete inputs: still a fresh read, so a deposed writer must not choose it
                 if not self.core.read_only:
                     await self.core.driver.confirm_leader()
@@ -402,6 +450,18 @@ class ReadsAndWrites:
                         self.core.state, df, self.core.oracle.read_ts(), cluster=cluster
                     )
                 )
+        return self._subscribed(df, schema, up_to, buffer, cluster, replica)
+
+    def _subscribed(
+        self,
+        df: DataflowDescription,
+        schema: Schema,
+        up_to: int | None,
+        buffer: int | None,
+        cluster: str,
+        replica: str | None,
+    ) -> Subscription:
+        """The subscription of ``df`` (its as_of chosen) [AbsurdSubscribeBounds]."""
         chosen = df.as_of.elements if df.as_of is not None else ()
         if up_to is not None and chosen and up_to < int(chosen[0]):
             raise AbsurdSubscribeBounds(
@@ -480,14 +540,15 @@ class ReadsAndWrites:
         if urlsplit(url).scheme not in ("file", "s3", "mem"):
             raise CopyToFailed(ref, url, "unsupported URL scheme (use file:// or s3://)")
         gid = await self._resolve_read(ref)
-        at = await self._read_time(gid, at)
-        plan = self.core.plan(gid)
-        cluster = self._plan_cluster(plan, cluster)
-        cid = self.core.driver.new_transient_id()
-        df = self._dataflow(plan, cid, Antichain([at]))
-        sink = SinkExport(cid, cid, CopyToConnection(url), up_to=Antichain([at + 1]))
-        df = dataclasses.replace(df, debug_name=f"copy-to {cid}", sink_exports=(sink,))
-        return await self.core.driver.copy_to(df, instance=cluster)
+        with self._held_for(gid) if at is None else contextlib.nullcontext():
+            at = await self._read_time(gid, at)
+            plan = self.core.plan(gid)
+            cluster = self._plan_cluster(plan, cluster)
+            cid = self.core.driver.new_transient_id()
+            df = self._dataflow(plan, cid, Antichain([at]))
+            sink = SinkExport(cid, cid, CopyToConnection(url), up_to=Antichain([at + 1]))
+            df = dataclasses.replace(df, debug_name=f"copy-to {cid}", sink_exports=(sink,))
+            return await self.core.driver.copy_to(df, instance=cluster)
 
     async def wait_for(self, ref: Ref, time: int, *, timeout_s: float | None = None) -> None:
         """Wait until object ``ref`` is complete beyond ``time`` (its upper passed it)."""

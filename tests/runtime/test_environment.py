@@ -586,3 +586,42 @@ def test_a_materialized_view_is_restored_readable_from_its_as_of_never_before(
                     await env.peek(mv, int(since.elements[0]) - 1)
 
     run("trio", main)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_fresh_reads_of_a_table_compacted_to_its_upper_are_answered(
+    tmp_path: Path, backend: str
+) -> None:
+    """A read policy of lag 0 pulls a table's since up to its upper after every commit. A
+    fresh read holds what it reads while it picks its time and waits for the upper to pass
+    it, as Materialize's timestamp selection does; without the holds it chose a time the since
+    had passed by the end of every wait, and waited for ever (found by the simulator)."""
+
+    async def main() -> None:
+        with replica(tmp_path) as address, anyio.fail_after(120):
+            async with Environment.open(tmp_path, replicas={"r1": address}, tick_ms=20) as env:
+                await env.create_table("t", Schema.of(("x", "int64", False)))
+                await env.append("t", [(0,)])
+                await env.set_read_policy("t", LagWriteFrontier(0, 1))
+                written = [0]
+                async with anyio.create_task_group() as tg:
+
+                    async def write() -> None:
+                        while True:
+                            await env.append("t", [(len(written),)])
+                            written.append(len(written))
+                            await anyio.sleep(0.003)
+
+                    tg.start_soon(write)
+                    for _ in range(3):
+                        seen = len(written)  # acknowledged before the read started
+                        with anyio.fail_after(20):
+                            rows = {r[0] for r, _ in await env.peek("t")}
+                        assert set(range(seen)) <= rows
+                    with anyio.fail_after(20):
+                        async with await env.subscribe(env.table("t")) as sub:
+                            async for _ in sub:
+                                break
+                    tg.cancel_scope.cancel()
+
+    run(backend, main)
