@@ -47,6 +47,34 @@ def test_a_minute_of_virtual_time_passes_on_trios_virtual_clock() -> None:
     assert elapsed == pytest.approx(60.0)
 
 
+@pytest.mark.timeout(60)  # a spinning run never returns
+def test_a_closed_kernel_wakes_its_sleepers_even_shielded_ones() -> None:
+    """A task shielded from cancellation sleeps on the kernel when the run ends: closing the
+    kernel wakes it (and later sleeps return at once), so the run ends instead of trio's clock
+    spinning for ever with nothing to run."""
+    kernel = Kernel()
+    woke: list[str] = []
+
+    async def shielded() -> None:
+        with trio.CancelScope(shield=True):
+            await kernel.sleep(60_000)
+            woke.append("first")
+            await kernel.sleep(60_000)
+            woke.append("second")
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(shielded)
+            try:
+                await kernel.run(1_000)
+                nursery.cancel_scope.cancel()
+            finally:
+                kernel.close()
+
+    run_virtual(main)
+    assert woke == ["first", "second"] and kernel.now_ms == 1_000
+
+
 @given(seed=st.integers(0, 2**32), n=st.integers(1, 60))
 def test_each_direction_of_a_connection_delivers_in_order(seed: int, n: int) -> None:
     kernel = Kernel()
