@@ -16,6 +16,7 @@ import pyarrow as pa
 from tidegate.runtime.arrow_values import column_values
 from tidegate.runtime.controller.schemas import ARROW_TYPES
 from tidegate.spec.frontier import Row
+from tidegate.spec.plan.scalar_eval import canonical_float
 from tidegate.spec.plan.schema import ScalarType, Schema
 
 __all__ = ["COUNT", "arrow_schema", "column_names", "rows_from_table", "table_from_counts"]
@@ -74,6 +75,8 @@ def rows_from_table(table: pa.Table, arity: int) -> list[tuple[Row, int]]:
         values = column_values(col)
         if pa.types.is_decimal(col.type):
             values = [None if v is None else int(v) for v in values]
+        elif pa.types.is_floating(col.type):  # the one NaN object rows consolidate on
+            values = [None if v is None else canonical_float(v) for v in values]
         cols.append(values)
     counts = column_values(table.column(COUNT))
     if not cols:

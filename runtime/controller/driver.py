@@ -1342,8 +1342,11 @@ class ControllerDriver:
         literal_constraints: tuple[Row, ...] | None = None,
         instance: InstanceId | None = None,
         target_replica: ReplicaId | None = None,
+        issued: Callable[[], None] | None = None,
     ) -> list[tuple[Row, int]]:
         """Read ``id`` at ``timestamp`` (default: :meth:`freshest`); returns ``(row, count)`` pairs.
+
+        ``issued()`` is called once the peek is issued (and holds its time itself).
 
         Errors the spec raises (unknown id, time before the since) change
         nothing; a replica's error answer raises :class:`PeekFailed`.
@@ -1366,6 +1369,8 @@ class ControllerDriver:
         waiter = _Waiter(reads=(instance, id, timestamp))
         self._peeks[uuid] = waiter
         self.apply()
+        if issued is not None:
+            issued()
         try:
             await waiter.done.wait()
         except BaseException:

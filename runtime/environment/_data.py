@@ -197,7 +197,7 @@ class ReadsAndWrites:
             if not isinstance(entry, IndexEntry):
                 raise RuntimeControllerError(f"key lookups need an index; {entry.name} is not one")
             constraints = (self._check_key(entry, key),)
-        with self._held_for(gid) if at is None else contextlib.nullcontext():
+        with self._held_for(gid) if at is None else self._held() as held:
             at = await self._read_time(gid, at)
             pairs = await self.core.driver.peek(
                 gid,
@@ -207,6 +207,7 @@ class ReadsAndWrites:
                 literal_constraints=constraints,
                 target_replica=self.replica_id(cluster, replica),
                 instance=cluster,
+                issued=held.release,
             )
         return PeekAnswer(pairs, _project(self.core.schema(gid), finishing))
 
@@ -267,14 +268,14 @@ class ReadsAndWrites:
         with self._held_for(gid):
             return await self._fresh_time([gid], lambda: self.frontiers(gid)[0], gid)
 
-    def _held_for(self, gid: GlobalId) -> contextlib.AbstractContextManager[None]:
+    def _held_for(self, gid: GlobalId) -> contextlib.AbstractContextManager[_Holds]:
         """Read holds (see :meth:`_held`) on what a read of ``gid`` reads: the index in its
         cluster, or the storage collection."""
         entry = self.core.state.get(gid)
         if isinstance(entry, IndexEntry):
             return self._held(indexes=[(entry.cluster, gid)])
         if self.core.state.sink(gid) is not None:
-            return contextlib.nullcontext()
+            return self._held()
         return self._held(storage=[gid])
 
     @contextlib.contextmanager
@@ -282,28 +283,26 @@ class ReadsAndWrites:
         self,
         storage: Iterable[GlobalId] = (),
         indexes: Iterable[tuple[str, GlobalId]] = (),
-    ) -> Iterator[None]:
+    ) -> Iterator[_Holds]:
         """Read holds on the ``storage`` collections and the ``indexes`` (``(cluster, id)``) at
-        their sinces now, for the block.
+        their sinces now, until the block ends or its :meth:`_Holds.release` is called.
 
         A fresh read chooses its time and waits for the upper to pass it inside the block, and
-        issues its read (which then holds the time itself) before leaving it, as Materialize's
-        timestamp selection holds its inputs first. Without the holds a since that follows the
-        upper closely (a read policy of lag 0) passes every time the read chooses while it
-        waits, and the read waits for ever."""
+        the holds go once its read is issued (which holds the time itself), as Materialize's
+        timestamp selection holds its inputs first and hands the holds to the peek. Without
+        them a since that follows the upper closely (a read policy of lag 0) passes every time
+        the read chooses while it waits, and the read waits for ever."""
         ctl = self.core.driver.ctl
-        held = ctl.storage.acquire_read_holds(storage)
-        held_indexes = [ctl.compute.acquire_read_hold(c, g) for c, g in indexes]
+        holds = _Holds(
+            self.core,
+            ctl.storage.acquire_read_holds(storage),
+            [ctl.compute.acquire_read_hold(c, g) for c, g in indexes],
+        )
         self.core.driver.apply()
         try:
-            yield
+            yield holds
         finally:
-            for h in held:
-                h.release()
-            for hold in held_indexes:
-                with contextlib.suppress(ReadHoldMissing):  # its cluster was dropped meanwhile
-                    ctl.compute.release_read_hold(hold)
-            self.core.driver.apply()
+            holds.release()
 
     async def _fresh_time(
         self, inputs: Sequence[GlobalId], since: Callable[[], Antichain], what: GlobalId
@@ -540,7 +539,7 @@ class ReadsAndWrites:
         if urlsplit(url).scheme not in ("file", "s3", "mem"):
             raise CopyToFailed(ref, url, "unsupported URL scheme (use file:// or s3://)")
         gid = await self._resolve_read(ref)
-        with self._held_for(gid) if at is None else contextlib.nullcontext():
+        with self._held_for(gid) if at is None else self._held():
             at = await self._read_time(gid, at)
             plan = self.core.plan(gid)
             cluster = self._plan_cluster(plan, cluster)
@@ -556,6 +555,26 @@ class ReadsAndWrites:
         await self.core.driver.wait_frontiers(
             lambda: not self.frontiers(gid)[1].less_equal(time), timeout_s=timeout_s
         )
+
+
+class _Holds:
+    """The read holds a fresh read took (see :meth:`ReadsAndWrites._held`)."""
+
+    def __init__(self, core: Core, storage: list[Any], indexes: list[Any]) -> None:
+        self._core, self._storage, self._indexes = core, storage, indexes
+
+    def release(self) -> None:
+        """Give the holds back (again: nothing)."""
+        if not self._storage and not self._indexes:
+            return
+        compute = self._core.driver.ctl.compute
+        for h in self._storage:
+            h.release()
+        for hold in self._indexes:
+            with contextlib.suppress(ReadHoldMissing):  # its cluster was dropped meanwhile
+                compute.release_read_hold(hold)
+        self._storage, self._indexes = [], []
+        self._core.driver.apply()
 
 
 _DURABLE_INPUTS = (TableEntry, SourceEntry, ProgressEntry, SystemCollectionEntry)
