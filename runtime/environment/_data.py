@@ -16,6 +16,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, Literal
 
+from tidegate.spec.compute import ComputeReadHold
 from tidegate.spec.errors import (
     AbsurdSubscribeBounds,
     CollectionMissing,
@@ -39,6 +40,7 @@ from tidegate.spec.protocol.types import (
     SubscribeConnection,
 )
 from tidegate.spec.storage import SourceStatus
+from tidegate.spec.storage.holds import StorageReadHold
 
 from ..catalog import (
     DEFAULT_CLUSTER,
@@ -560,7 +562,9 @@ class ReadsAndWrites:
 class _Holds:
     """The read holds a fresh read took (see :meth:`ReadsAndWrites._held`)."""
 
-    def __init__(self, core: Core, storage: list[Any], indexes: list[Any]) -> None:
+    def __init__(
+        self, core: Core, storage: list[StorageReadHold], indexes: list[ComputeReadHold]
+    ) -> None:
         self._core, self._storage, self._indexes = core, storage, indexes
 
     def release(self) -> None:
