@@ -43,6 +43,9 @@ __all__ = ["DEFAULT_ORACLE_KEY", "TimestampOracle", "decode_oracle_state", "dura
 DEFAULT_ORACLE_KEY = "tidegate/oracle"
 _FORMAT_VERSION = 1
 _TRUNCATE_EVERY = 16
+# A takeover loses its compare-and-set only to a predecessor reserving at that moment (at most
+# once a window); after this many losses in a row something else is wrong.
+_TAKE_OVER_TRIES = 64
 
 
 def _encode(upper: int, epoch: int) -> bytes:
@@ -100,19 +103,37 @@ class TimestampOracle:
         self._window_ms = window_ms
         self._lock = threading.Lock()
         self._reservations = 0
-        head = consensus.head(key)
-        if head is None:
-            durable_upper, epoch, seqno = 0, 0, None
-        else:
-            durable_upper, epoch = _decode(key, head.data)
-            seqno = head.seqno
-        start = max(durable_upper, self._now())
-        self._seqno: int | None = seqno
-        self._epoch = epoch + 1
-        self._upper = durable_upper
-        self._reserve(start + window_ms)
+        self._seqno: int | None = None
+        self._epoch = 0
+        self._upper = 0
+        start = self._take_over()
         self._last_write = start
         self._read = start
+
+    def _take_over(self) -> int:
+        """Fence the oracle that wrote last (one epoch more than its) and reserve a first window;
+        the start point. The predecessor may still be reserving while it is taken over (a
+        promotion opens its oracle beside the running writer): losing the compare-and-set to a
+        reservation of an *older* epoch only means looking again. Losing to an epoch as new as
+        ours means another oracle opened at the same moment and won: this one is fenced."""
+        for _ in range(_TAKE_OVER_TRIES):
+            head = self._consensus.head(self._key)
+            if head is None:
+                durable_upper, epoch, seqno = 0, 0, None
+            else:
+                durable_upper, epoch = _decode(self._key, head.data)
+                seqno = head.seqno
+            start = max(durable_upper, self._now())
+            self._seqno, self._epoch, self._upper = seqno, epoch + 1, durable_upper
+            try:
+                self._reserve(start + self._window_ms)
+            except OracleFenced:
+                now = self._consensus.head(self._key)
+                if now is None or _decode(self._key, now.data)[1] >= self._epoch:
+                    raise
+                continue
+            return start
+        raise OracleFenced(self._key, self._seqno, None)
 
     @property
     def key(self) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -162,6 +163,53 @@ def test_a_new_oracle_fences_the_old_one_at_its_next_reservation(tmp_path: Path)
         old.apply_write(10_000)
     assert old.read_ts() == before[1]
     assert new.write_ts() == 5_000  # the winner carries on
+
+
+class RacingConsensus(MemoryConsensus):
+    """Consensus where ``before_set`` runs once just before the next compare-and-set: another
+    oracle's write lands between a caller's read of the head and its write."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.before_set: list[Callable[[], object]] = []
+
+    def compare_and_set(self, key: str, expected: int | None, new: VersionedData) -> bool:
+        if self.before_set:
+            self.before_set.pop()()
+        return super().compare_and_set(key, expected, new)
+
+
+def test_a_takeover_looks_again_when_the_oracle_it_fences_reserves_meanwhile() -> None:
+    """Found by CI (a promotion beside a live writer ticking every 50 ms): the writer's oracle
+    reserved between the new oracle's read of the head and its first write, and the new oracle
+    took itself for fenced. Losing to the *older* epoch it is taking over only means looking
+    again; the old oracle is fenced all the same, and no timestamp goes backwards."""
+    clock = Clock(1_000)
+    consensus = RacingConsensus()
+    old = TimestampOracle(consensus, clock_ms=clock, window_ms=100)
+    clock.now = 2_000
+    consensus.before_set.append(old.write_ts)  # reserves up to 2_100 under the newcomer
+    new = TimestampOracle(consensus, clock_ms=clock, window_ms=100)
+    assert new.epoch == old.epoch + 1
+    assert new.write_ts() > 2_000  # above what the old one handed out meanwhile
+    clock.now = 3_000
+    with pytest.raises(OracleFenced):
+        old.write_ts()
+
+
+def test_of_two_oracles_opening_at_once_the_one_that_lost_is_fenced() -> None:
+    clock = Clock(1_000)
+    consensus = RacingConsensus()
+    TimestampOracle(consensus, clock_ms=clock, window_ms=100)
+    rival: list[TimestampOracle] = []
+    # (The rival's clock is ahead: two records written byte for byte alike cannot
+    # be told apart, and the loser would take the rival's record for its own lost write.)
+    consensus.before_set.append(
+        lambda: rival.append(TimestampOracle(consensus, clock_ms=Clock(5_000), window_ms=100))
+    )
+    with pytest.raises(OracleFenced):  # the rival read the same head and wrote the same epoch
+        TimestampOracle(consensus, clock_ms=clock, window_ms=100)
+    assert rival[0].write_ts() == 5_001
 
 
 class OutageConsensus(MemoryConsensus):
