@@ -24,7 +24,7 @@ and ``DELETE`` (a read, then a write) run outside blocks only (25001). After
 an error, the block refuses everything (25P02) until ``ROLLBACK`` (or
 ``COMMIT``, which rolls back). Outside a block every statement commits by
 itself, except in a script (a simple query of several statements) of DDL only:
-it is one catalog change or none (:meth:`SqlSession.ddl_script`), so a failure
+it is one catalog change or none (:meth:`SqlSession.script`), so a failure
 midway leaves the catalog and the controller as they were. Cluster statements
 (``CREATE``/``ALTER``/``DROP CLUSTER [REPLICA]``) and ``ALTER SINK`` start or stop
 processes, or cut a sink over, at once: as Materialize, they run by themselves
@@ -61,13 +61,14 @@ from tidegate.spec.errors import (
     InvalidTextRepresentation,
     InvalidTransactionState,
     NoActiveSqlTransaction,
+    ObjectNotInPrerequisiteState,
     ReadOnlySqlTransaction,
     SqlError,
     UndefinedParameter,
     UnsupportedSql,
 )
 from tidegate.spec.frontier import Row
-from tidegate.spec.plan import ColumnType, ScalarType
+from tidegate.spec.plan import ColumnType, ScalarType, gets
 from tidegate.spec.sql import (
     AlterClusterStmt,
     AlterRetainHistoryStmt,
@@ -106,6 +107,7 @@ from tidegate.spec.sql.subscribe import OutputColumn, subscribe_output
 from tidegate.spec.sql.system_catalog import ClusterInfo, Snapshot, relation_names
 
 from .catalog_queries import CatalogEngine, SessionConstants
+from .controller.errors import input_dropped
 from .sql import (
     EnvCatalog,
     SqlEnvironment,
@@ -500,6 +502,8 @@ class _Transaction:
     read_ts: int | None = None
     writes: list[tuple[Any, list[tuple[Row, int]]]] = field(default_factory=list)
     failed: bool = False
+    implicit: bool = False
+    """The implicit transaction of a script of several statements (:meth:`SqlSession.script`)."""
 
 
 @dataclass
@@ -840,7 +844,7 @@ class SqlSession:
         out: list[SqlResult] = []
         text = sql
         try:
-            async with self.ddl_script(statements):
+            async with self.script(statements):
                 for text, _offset in statements:
                     prepared = await self.prepare_async(text)
                     outcome = await self.execute(
@@ -861,8 +865,9 @@ class SqlSession:
         """Every statement of ``sql`` as :meth:`run_script` runs them, each one's outcome as it
         comes: a :class:`SqlResult`, or a :class:`RowStream` (a ``SUBSCRIBE``) that the caller
         reads, and closes, before asking for the next. Stops at the first error (raised,
-        located in its statement). A script of DDL only is one catalog change, as in
-        :meth:`run_script`: its results come once all of it has committed."""
+        located in its statement). A script is one implicit transaction, as in
+        :meth:`run_script` (:meth:`script`): a script of DDL only answers once all of it has
+        committed; the writes of another land when its last statement has run."""
         statements = await self.split(sql)
         if params and len(statements) > 1:
             raise SqlError("parameters need exactly one statement")
@@ -875,35 +880,75 @@ class SqlSession:
             for result in await self.run_script(sql, params):
                 yield result
             return
-        for text, _offset in statements:
-            try:
-                outcome = await self.execute(await self.prepare_async(text), list(params or ()))
-                if not isinstance(outcome, RowStream):
-                    outcome = await _collect(self, outcome)
-            except SqlError as e:
-                self.fail()
-                raise e.located(shown(text)) from None
-            except Exception:
-                self.fail()
-                raise
-            yield outcome
+        text = sql
+        try:
+            async with self.script(statements):  # its writes land when the last has run
+                for text, _offset in statements:
+                    prepared = await self.prepare_async(text)
+                    outcome = await self.execute(prepared, list(params or ()))
+                    if not isinstance(outcome, RowStream):
+                        outcome = await _collect(self, outcome)
+                    yield outcome
+        except SqlError as e:
+            self.fail()
+            raise e.located(shown(text)) from None
+        except Exception:
+            self.fail()
+            raise
 
     @contextlib.asynccontextmanager
-    async def ddl_script(self, statements: Sequence[tuple[str, int]]) -> AsyncIterator[None]:
-        """The implicit transaction of a script: for several statements outside a block that
-        all change the catalog (``CREATE``, ``DROP``, ``ALTER``, secrets), the environment's
-        DDL transaction (one catalog change when the body ends, none if it raises); else
-        nothing. [SqlError: a statement of such a script that does not parse, before anything
-        runs]."""
+    async def script(self, statements: Sequence[tuple[str, int]]) -> AsyncIterator[None]:
+        """The implicit transaction of a script (a simple query of several statements outside
+        a block), as PostgreSQL and Materialize run one: all of it or none of it.
+
+        A script of DDL only (``CREATE``, ``DROP``, ``ALTER``, secrets) is the environment's
+        DDL transaction: one catalog change when the body ends, none if it raises. Any other
+        script without ``BEGIN``/``COMMIT``/``ROLLBACK`` of its own buffers its ``INSERT``\\ s
+        and appends them at one timestamp when the body ends (none if it raises). A read of a
+        collection after a buffered write is refused (``transaction in write-only mode``,
+        25000), as Materialize refuses reads in a write transaction, and so are ``UPDATE`` and
+        ``DELETE`` (25001: a read, then a write, whose read would not see the buffered
+        writes). DDL in such a script takes effect at once, each statement whole (a table
+        the script creates is there for its ``INSERT``), and stays if a later statement
+        fails. [SqlError: a statement of a DDL script that does not parse, before anything
+        runs.]"""
         if await self._ddl_only(statements):
             async with self.env.ddl_transaction():
                 yield
-        else:
+            return
+        if not await self._implicit(statements):
             yield
+            return
+        tx = self._tx = _Transaction(False, implicit=True)
+        try:
+            yield
+        except BaseException:
+            if self._tx is tx:
+                self._tx = None
+            raise
+        if self._tx is not tx:
+            return
+        self._tx = None
+        if tx.writes:
+            await self.env.append_many(tx.writes)
+
+    async def _implicit(self, statements: Sequence[tuple[str, int]]) -> bool:
+        """Whether ``statements`` run as an implicit transaction of writes (see :meth:`script`):
+        several, outside a block, none of them transaction control."""
+        if len(statements) < 2 or self._tx is not None:
+            return False
+        for text, _offset in statements:
+            try:
+                prepared = await self.prepare_async(text)
+            except SqlError:
+                continue  # refused when it is reached, and the script with it
+            if isinstance(prepared.classified, S.Begin | S.Commit | S.Rollback):
+                return False
+        return True
 
     async def _ddl_only(self, statements: Sequence[tuple[str, int]]) -> bool:
         """Whether ``statements`` are a script of DDL only outside a block (see
-        :meth:`ddl_script`) [SqlError: one of them does not parse, the others being DDL; one
+        :meth:`script`) [SqlError: one of them does not parse, the others being DDL; one
         that must run alone]."""
         if len(statements) < 2 or (self._tx is not None and self._tx.explicit):
             return False
@@ -1174,6 +1219,8 @@ class SqlSession:
                     hint="use DECLARE c CURSOR FOR SUBSCRIBE ... and FETCH from it",
                 )
             return await self._subscribe(stmt, params)
+        if tx is not None and tx.implicit and not dry:
+            return await self._in_script(tx, stmt, params)
         if isinstance(stmt, SelectStmt) and not dry:
             if explicit:
                 assert tx is not None
@@ -1215,6 +1262,42 @@ class SqlSession:
         tx.kind = "ddl"
         return await run_statement(self.env, stmt, params, self._stmt_cluster)
 
+    async def _in_script(self, tx: _Transaction, stmt: Statement, params: list[Any]) -> Outcome:
+        """``stmt`` in the implicit transaction of a script (see :meth:`script`)."""
+        if isinstance(stmt, InsertStmt):
+            table, updates, status = await plan_write(
+                self.env, EnvCatalog(self.env), stmt, params, self._stmt_cluster
+            )
+            if updates:
+                tx.writes.append((table, list(updates)))
+            tx.kind = "write"
+            return SqlResult(status)
+        if isinstance(stmt, UpdateStmt | DeleteStmt):
+            word = _statement_word(stmt)
+            raise ActiveSqlTransaction(
+                f"{word} cannot be run in a script of several statements",
+                hint=f"send the {word} by itself",
+            )
+        if (
+            tx.kind == "write"
+            and isinstance(stmt, SelectStmt | SubscribeStmt)
+            and (stmt.as_of is not None or gets(self._lowered_any(stmt, params).plan))
+        ):
+            raise InvalidTransactionState(
+                "transaction in write-only mode",
+                hint="a read in a script does not see the script's writes: send it apart",
+            )
+        if isinstance(stmt, SubscribeStmt):
+            return await self._subscribe(stmt, params)
+        if isinstance(stmt, SelectStmt):
+            return await self._select(stmt, params)
+        return await run_statement(self.env, stmt, params, self._stmt_cluster)
+
+    def _lowered_any(self, stmt: SelectStmt | SubscribeStmt, params: list[Any]) -> Lowered:
+        if isinstance(stmt, SelectStmt):
+            return self._lowered(stmt, params)
+        return lower_query(stmt.query, EnvCatalog(self.env), params, stmt.sql)
+
     async def _select(self, stmt: SelectStmt, params: list[Any]) -> SqlResult:
         """A ``SELECT``: lowered once per catalog state and parameters (a prepared statement
         run again skips binding and lowering), then read by the fastest path."""
@@ -1247,8 +1330,6 @@ class SqlSession:
         tx = self._tx
         assert tx is not None
         if tx.read_ts is None:
-            from tidegate.spec.plan.typecheck import gets
-
             low = lower_query(stmt.query, EnvCatalog(self.env), params, stmt.sql)
             ids = sorted(gets(low.plan))
             times = [await self.env.freshest(g) for g in ids]
@@ -1281,6 +1362,8 @@ class SqlSession:
             first = out.initial(as_of)
             async for batch in sub:
                 if batch.error is not None:
+                    if input_dropped(batch.error) is not None:  # as a read's (55000)
+                        raise ObjectNotInPrerequisiteState(batch.error)
                     raise SqlError(f"subscribe failed: {batch.error}")
                 rows = first + out.rows(batch.updates, batch.upper.elements, as_of)
                 first = []

@@ -481,9 +481,9 @@ class WireSession:
             return
         text = sql
         try:
-            # A script of DDL only is one catalog change or none: an error midway (raised
-            # through the block) leaves the catalog and the controller as they were.
-            async with session.ddl_script(statements):
+            # A script is one implicit transaction: an error midway (raised through the
+            # block) leaves the catalog, the controller and the tables as they were.
+            async with session.script(statements):
                 for text, _offset in statements:
                     prepared = await session.prepare_async(text)
 

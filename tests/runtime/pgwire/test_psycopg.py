@@ -427,3 +427,17 @@ def test_a_ddl_script_is_one_catalog_change_or_none(pg_server: Server, name: str
         assert pg_server.env.catalog.seqno == seqno + 1
         c.execute(f"INSERT INTO {name}_b VALUES (1)")
         assert c.execute(f"SELECT k FROM {name}_b").fetchall() == [(1,)]
+
+
+def test_a_simple_query_of_writes_lands_whole_or_not_at_all(pg_server: Server, name: str) -> None:
+    """A simple query of several statements is one implicit transaction, as in PostgreSQL: a
+    statement that fails takes the writes before it back; the connection goes on idle."""
+    with _connect(pg_server) as c:
+        simple = psycopg.ClientCursor(c)
+        simple.execute(f"CREATE TABLE {name} (k bigint NOT NULL)")
+        with pytest.raises(psycopg.errors.SyntaxError):
+            simple.execute(f"INSERT INTO {name} VALUES (1); INSERT INTO {name} VALUES (2, 3)")
+        assert c.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        assert c.execute(f"SELECT count(*) FROM {name}").fetchall() == [(0,)]
+        simple.execute(f"INSERT INTO {name} VALUES (1); INSERT INTO {name} VALUES (2)")
+        assert c.execute(f"SELECT k FROM {name} ORDER BY k").fetchall() == [(1,), (2,)]

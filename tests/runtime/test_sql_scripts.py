@@ -1,0 +1,150 @@
+"""A script of several statements is one implicit transaction: its writes land together or not
+at all (PostgreSQL's and Materialize's simple-query semantics).
+
+Through a real Environment (an in-process python-executor replica over gRPC), by every road a
+script takes: ``Environment.execute`` (``SqlSession.run_script``), ``SqlSession.stream_script``
+(``POST /sql``, ``tidegate sql``), and the wire protocol's simple query (psycopg).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from tidegate.replica.testing import in_process_replica as replica
+from tidegate.runtime import Environment
+from tidegate.runtime.sql_session import SqlSession
+from tidegate.spec.errors import SqlError
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def _run(data: Path, body: Callable[[Environment], Awaitable[None]]) -> None:
+    async def go() -> None:
+        with replica(data) as address, anyio.fail_after(150):
+            async with Environment.open(data, replicas={"r1": address}) as env:
+                await env.wait_connected(timeout_s=60)
+                await env.execute("CREATE TABLE t (k BIGINT NOT NULL, v TEXT)")
+                await env.execute("CREATE TABLE u (k BIGINT NOT NULL)")
+                await body(env)
+
+    anyio.run(go)
+
+
+async def _rows(env: Environment, sql: str) -> list[Any]:
+    return sorted((await env.execute(sql)).rows)
+
+
+async def _refused(run: Awaitable[Any], sqlstate: str) -> SqlError:
+    with pytest.raises(SqlError) as e:
+        await run
+    assert e.value.sqlstate == sqlstate, e.value
+    return e.value
+
+
+@pytest.mark.parametrize(
+    ("bad", "sqlstate"),
+    [
+        ("INSERT INTO t VALUES (2, 'b', 3)", "42601"),  # too many values
+        ("INSERT INTO t VALUES ('x', 'b')", "22P02"),  # not the column's type
+        ("INSERT INTO t (v) VALUES ('b')", "23502"),  # NOT NULL
+        ("SELECT 1 / 0", "22012"),  # a read that fails after the write
+        ("SELECT nx FROM t", "42703"),
+    ],
+)
+def test_a_statement_that_fails_takes_the_scripts_writes_with_it(
+    tmp_path: Path, bad: str, sqlstate: str
+) -> None:
+    async def body(env: Environment) -> None:
+        await _refused(
+            env.execute(f"INSERT INTO t VALUES (1, 'a'); INSERT INTO u VALUES (1); {bad}"), sqlstate
+        )
+        assert await _rows(env, "SELECT * FROM t") == []
+        assert await _rows(env, "SELECT * FROM u") == []
+        await env.execute("INSERT INTO t VALUES (9, 'z')")  # the session and table go on
+        assert await _rows(env, "SELECT k FROM t") == [(9,)]
+
+    _run(tmp_path, body)
+
+
+def test_a_scripts_writes_land_together(tmp_path: Path) -> None:
+    async def body(env: Environment) -> None:
+        results = await SqlSession(env).run_script(
+            "INSERT INTO t VALUES (1, 'a'); INSERT INTO u VALUES (1), (2); "
+            "INSERT INTO t VALUES (2, 'b'); SELECT 41 + 1"
+        )
+        assert [r.status for r in results] == ["INSERT 0 1", "INSERT 0 2", "INSERT 0 1", "SELECT 1"]
+        assert results[-1].rows == [(42,)]  # a read of no collection runs after a write
+        assert await _rows(env, "SELECT k, v FROM t") == [(1, "a"), (2, "b")]
+        assert await _rows(env, "SELECT k FROM u") == [(1,), (2,)]
+
+    _run(tmp_path, body)
+
+
+def test_what_a_script_cannot_mix_is_refused_before_anything_lands(tmp_path: Path) -> None:
+    async def body(env: Environment) -> None:
+        await env.execute("INSERT INTO t VALUES (1, 'a')")
+        e = await _refused(env.execute("INSERT INTO t VALUES (2, 'b'); SELECT * FROM t"), "25000")
+        assert "write-only" in str(e)
+        await _refused(env.execute("INSERT INTO u VALUES (5); UPDATE t SET v = 'c'"), "25001")
+        await _refused(env.execute("DELETE FROM t; INSERT INTO t VALUES (3, 'c')"), "25001")
+        assert await _rows(env, "SELECT k, v FROM t") == [(1, "a")]
+        assert await _rows(env, "SELECT k FROM u") == []
+        # a read before the first write reads at its own time; DDL takes effect at once
+        results = await SqlSession(env).run_script(
+            "SELECT count(*) FROM t; CREATE TABLE w (k BIGINT); INSERT INTO w VALUES (7)"
+        )
+        assert results[0].rows == [(1,)]
+        assert await _rows(env, "SELECT k FROM w") == [(7,)]
+        # UPDATE and DELETE by themselves, and in a script of reads only, still run
+        await env.execute("UPDATE t SET v = 'z'")
+        assert await _rows(env, "SELECT k, v FROM t") == [(1, "z")]
+
+    _run(tmp_path, body)
+
+
+def test_a_streamed_script_is_one_transaction_too(tmp_path: Path) -> None:
+    """``stream_script`` (``POST /sql``, ``tidegate sql``): the outcomes come one by one, the
+    writes land after the last, and a failure takes them back."""
+
+    async def body(env: Environment) -> None:
+        session = SqlSession(env)
+        seen: list[str] = []
+        with pytest.raises(SqlError):
+            async for outcome in session.stream_script(
+                "INSERT INTO t VALUES (1, 'a'); INSERT INTO t VALUES (2)"
+            ):
+                seen.append(getattr(outcome, "status", "?"))
+        assert seen == ["INSERT 0 1"]
+        assert await _rows(env, "SELECT * FROM t") == []
+        async for _ in session.stream_script(
+            "INSERT INTO t VALUES (1, 'a'); INSERT INTO u VALUES (1)"
+        ):
+            pass
+        assert await _rows(env, "SELECT k FROM t") == [(1,)]
+        assert await _rows(env, "SELECT k FROM u") == [(1,)]
+        assert session.transaction_status == "I"
+
+    _run(tmp_path, body)
+
+
+def test_begin_in_a_script_keeps_the_blocks_own_rules(tmp_path: Path) -> None:
+    """A script with its own ``BEGIN``/``COMMIT`` is run by them (not one implicit
+    transaction): the block's rules, and a failed block rolled back."""
+
+    async def body(env: Environment) -> None:
+        session = SqlSession(env)
+        await session.run_script("BEGIN; INSERT INTO t VALUES (1, 'a'); COMMIT")
+        with pytest.raises(SqlError):
+            await session.run_script(
+                "BEGIN; INSERT INTO t VALUES (2, 'b'); INSERT INTO t VALUES (3); COMMIT"
+            )
+        assert session.transaction_status == "E"
+        await session.run_script("ROLLBACK")
+        assert await _rows(env, "SELECT k FROM t") == [(1,)]
+
+    _run(tmp_path, body)
