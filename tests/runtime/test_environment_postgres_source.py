@@ -344,7 +344,9 @@ def test_an_unreachable_upstream_stalls_the_source_and_nothing_is_lost(
                 ):
                     with anyio.fail_after(30), pytest.raises(SourceStalled) as refused:
                         await read()
-                    assert refused.value.name == "s" and refused.value.error == stalled.error
+                    # (the source's latest error: a retry may have met the cut otherwise)
+                    assert refused.value.name == "s" and refused.value.error is not None
+                    assert refused.value.error.startswith("UpstreamUnreachable")
                     assert "'s'" in str(refused.value) and "unreachable" in str(refused.value)
                 with anyio.fail_after(30):  # the next group commit writes it
                     while True:
