@@ -1139,6 +1139,19 @@ def _portal_skips_row_patch() -> AbstractContextManager[None]:
     return _replaced(cls, "_rows", _rows)
 
 
+def _script_not_atomic_patch() -> AbstractContextManager[None]:
+    """A script of several statements (not DDL only) runs statement by statement, each
+    committing by itself, so a statement that fails leaves the writes before it applied."""
+    from tidegate.runtime import sql_session as _session
+
+    cls = _session.SqlSession
+
+    async def _implicit(self: Any, statements: Any) -> bool:
+        return False
+
+    return _replaced(cls, "_implicit", _implicit)
+
+
 _ALL = [
     Mutant(
         "peek_before_upper",
@@ -1363,6 +1376,12 @@ _ALL = [
         "the wire protocol's portal keeps its rows from one past the Execute's row limit, so "
         "fetching in portions loses a row per portion",
         _portal_skips_row_patch,
+    ),
+    Mutant(
+        "sql_script_not_atomic",
+        "a script of several statements commits each statement by itself, so one that fails "
+        "leaves the writes before it applied",
+        _script_not_atomic_patch,
     ),
     Mutant(
         "sink_commit_unconditional",

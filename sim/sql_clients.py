@@ -41,7 +41,12 @@ The actions (weights in :class:`~.scenario.WorkloadMix`):
   ``[as_of, t)`` (``subscribe_bounded``); accumulated, they are the query's
   contents at ``t - 1``, recorded as a peek at that time and judged against
   the reference as any peek. An ``UP TO`` that the as_of passed (a clock ahead
-  of the simulated one) is a typed refusal (``22000``), counted.
+  of the simulated one) is a typed refusal (``22000``), counted;
+* ``sql_bad``: a statement with one planted defect (:mod:`.sql_bad`), alone or
+  after a good ``INSERT`` in a block or a script: refused with the SQLSTATE
+  PostgreSQL refuses it with (``sql_refused_as_postgresql``), the session
+  usable after (``sessions_survive_refusals``), and none of its rows landed
+  (``no_phantom_writes``).
 
 Plans read base tables through symbolic ids (:func:`~.sql_gen.symbol`), one
 per table name (the scenario's tables, its sources, the pool's tables); a
@@ -88,6 +93,7 @@ from .history import ClientHistory, finishing_from_json, finishing_to_json, row_
 from .pg_client import BytePipe, PgError, PgProtocolBroken, PgResult, WireClient
 from .process import ProcessKilled
 from .scenario import DataflowSpec, Scenario, SourceSpec
+from .sql_bad import WRAPS, BadStatement, draw_bad_read, draw_bad_write
 from .sql_gen import WORDS, QueryInput, SqlGen, symbol
 from .world_port import WorldPort
 
@@ -135,7 +141,7 @@ class _Owner(Protocol):
 
 __all__ = ["POOL", "SQL_ACTIONS", "SqlClients", "sql_target"]
 
-SQL_ACTIONS = ("sql_query", "sql_insert", "sql_ddl", "sql_subscribe")
+SQL_ACTIONS = ("sql_query", "sql_insert", "sql_ddl", "sql_subscribe", "sql_bad")
 """The SQL clients' actions (each a weight of the workload mix)."""
 
 SESSIONS = 4
@@ -599,7 +605,8 @@ class SqlClients:
         q = SqlGen(source, relations).query(top=False)
         return {
             "sql": q.sql,
-            "plan": plan_to_dict(q.plan),
+            # (a DISTINCT ON's ORDER BY ... LIMIT may still end the query: its rows' meaning)
+            "plan": plan_to_dict(q.relation()),
             "ahead_ms": source.integer(50, 1500),
             "session": source.integer(0, SESSIONS - 1),
         }
@@ -687,6 +694,101 @@ class SqlClients:
             bad(f"its changes accumulate to a negative count: {counts}")
             return None
         return counts
+
+    # statements PostgreSQL refuses
+    def _draw_sql_bad(self) -> dict[str, Any] | None:
+        source = self.owner.source
+        k = source.integer(0, SESSIONS - 1)
+        if chance(source, 500):
+
+            def marker() -> int:
+                self.owner.sql_marker += 1
+                return MARKER_BASE + self.owner.sql_marker
+
+            bad = draw_bad_write(
+                source, self._writable(), marker, wrap=pick(source, (*WRAPS, "script"))
+            )
+        else:
+            bad = draw_bad_read(source, self.relations())
+        if bad is None:
+            return None
+        mode = "script" if bad.simple else pick(source, ("script", "script", "prepared"))
+        return {"bad": bad.to_json(), "session": k, "mode": mode}
+
+    async def _do_sql_bad(self, env: Environment, args: Mapping[str, Any]) -> None:
+        bad = BadStatement.from_json(dict(args["bad"]))
+        k, mode = int(args["session"]), str(args["mode"])
+        self.world.count(f"sql_bad:{bad.kind}")
+        gid = self._table_id(bad.table) if bad.table is not None else None
+        if bad.table is not None and gid is not None:
+            ev = self.history.invoke(
+                "append",
+                self.world.kernel.now_ms,
+                batches=[[str(gid), [[row_out(r), 1] for r in bad.rows]]],
+                sql=bad.sql,
+                expect="refusal",
+            )
+        else:
+            ev = self.history.invoke("sql", self.world.kernel.now_ms, sql=bad.sql, expect="refusal")
+        answer = await self._outcome(ev, lambda: self._statement(env, k, bad.sql, (), mode))
+        if answer is not None:
+            self.history.ok(ev, self.world.kernel.now_ms)
+            if not (bad.empty_ok and answer.rows == []):
+                self.world.violate(
+                    "sql_refused_as_postgresql",
+                    f"{bad.kind} statement {ev['n']} was answered {answer.tag!r} "
+                    f"({(answer.rows or [])[:2]}); PostgreSQL refuses it ({bad.sqlstate}): "
+                    f"{bad.sql}",
+                )
+            self.world.count("sql_bad_empty_answer")
+            return
+        error = str(ev.get("error", ""))
+        state = error.split(":", 1)[0]
+        if ev["status"] != "fail":
+            return
+        if state == bad.sqlstate:
+            self.world.count("sql_bad_refused_as_postgresql")
+        elif not self._expected_otherwise(bad, ev, state):
+            self.world.violate(
+                "sql_refused_as_postgresql",
+                f"{bad.kind} statement {ev['n']} was refused with {error!r}; PostgreSQL refuses it "
+                f"with {bad.sqlstate}: {bad.sql}",
+            )
+        await self._still_usable(env, k, bad)
+
+    def _expected_otherwise(self, bad: BadStatement, ev: Mapping[str, Any], state: str) -> bool:
+        """Whether refusal ``state`` of ``bad`` (other than PostgreSQL's for its defect) is what
+        the run's weather explains: a controller going, damage, a full disk, or a relation it
+        names dropped by another client (they are refused before the defect is seen)."""
+        if state in _GOING or self._damage_met(state):
+            return True
+        if state == DISK_FULL and bad.table is not None:
+            return self.world.disk_was_full(int(ev["invoke_ms"]))
+        droppable = set(self.pool) | set(self.defined)
+        return state in ("42P01", "40001", INPUT_DROPPED) and bool(droppable & set(bad.reads))
+
+    async def _still_usable(self, env: Environment, k: int, bad: BadStatement) -> None:
+        """After a refusal the session answers its next statement (a block is rolled back
+        first: its transaction is aborted until then)."""
+        probe = "ROLLBACK; SELECT 1" if bad.block else "SELECT 1"
+        ev = self.history.invoke("sql", self.world.kernel.now_ms, sql=probe, expect="answer")
+        answer = await self._outcome(ev, lambda: self._statement(env, k, probe, (), "script"))
+        if answer is None:
+            state = str(ev.get("error", "")).split(":", 1)[0]
+            if ev["status"] == "fail" and state not in _GOING and not self._damage_met(state):
+                self.world.violate(
+                    "sessions_survive_refusals",
+                    f"after {bad.kind} ({bad.sql}) was refused, its session refused {probe!r}: "
+                    f"{ev.get('error')}",
+                )
+            return
+        self.history.ok(ev, self.world.kernel.now_ms)
+        if [list(r) for r in answer.rows or []] not in ([[1]], [["1"]]):
+            self.world.violate(
+                "sessions_survive_refusals",
+                f"after {bad.kind} was refused, its session answered {probe!r} with {answer.rows}",
+            )
+        self.world.count("sql_bad_session_usable")
 
     # inserts
     def _writable(self) -> list[tuple[str, Schema]]:
