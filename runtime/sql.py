@@ -146,6 +146,7 @@ if TYPE_CHECKING:
 
     from .catalog import CatalogState
     from .controller.streams import Subscription
+    from .environment import FreshRead
     from .frames import PeekAnswer
 
 __all__ = [
@@ -294,6 +295,8 @@ class SqlEnvironment(Protocol):
     ) -> int: ...
 
     async def freshest(self, ref: Ref) -> int: ...
+
+    async def hold_fresh(self, refs: Sequence[Ref]) -> FreshRead: ...
 
     def frontiers(self, ref: Ref) -> tuple[Antichain, Antichain]: ...
 

@@ -47,7 +47,7 @@ import datetime as _dt
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -121,6 +121,9 @@ from .sql import (
 )
 from .sql_secrets import SecretStatement, run_secret_statement
 
+if TYPE_CHECKING:
+    from .environment import FreshRead
+
 __all__ = [
     "CopyIn",
     "CopyOut",
@@ -184,7 +187,11 @@ async def execute_script(
     """Run every statement of ``sql`` in order in a fresh session, as those of a wire connection
     or of ``POST /sql`` run: one session semantics. Each one's result; stops at the first
     error."""
-    return await SqlSession(env).run_script(sql, params, request_id=request_id)
+    session = SqlSession(env)
+    try:
+        return await session.run_script(sql, params, request_id=request_id)
+    finally:
+        await session.aclose()
 
 
 # -- session variables ---------------------------------------------------------------------------
@@ -504,6 +511,14 @@ class _Transaction:
     failed: bool = False
     implicit: bool = False
     """The implicit transaction of a script of several statements (:meth:`SqlSession.script`)."""
+    held: FreshRead | None = None
+    """A read transaction's read holds at ``read_ts`` (released when it ends)."""
+
+    def end(self) -> None:
+        """The transaction is over (committed, rolled back, failed, or its session closed)."""
+        if self.held is not None:
+            held, self.held = self.held, None
+            held.release()
 
 
 @dataclass
@@ -673,6 +688,7 @@ class SqlSession:
     def fail(self) -> None:
         """A statement of this session failed: an explicit transaction is aborted."""
         if self._tx is not None:
+            self._tx.end()  # it reads no more
             if self._tx.explicit:
                 self._tx.failed = True
             else:
@@ -1097,19 +1113,30 @@ class SqlSession:
             if tx is None or not tx.explicit:
                 self.notices.append(("WARNING", "there is no transaction in progress"))
             await self._close_cursors()
-            self._tx = None
+            self._end_transaction()
             return SqlResult("ROLLBACK")
         # COMMIT
         if tx is None or not tx.explicit:
             self.notices.append(("WARNING", "there is no transaction in progress"))
             return SqlResult("COMMIT")
-        self._tx = None
+        self._end_transaction()
         await self._close_cursors()
         if tx.failed:
             return SqlResult("ROLLBACK")
         if tx.writes:
             await self.env.append_many(tx.writes)
         return SqlResult("COMMIT")
+
+    def _end_transaction(self) -> None:
+        if self._tx is not None:
+            self._tx.end()
+        self._tx = None
+
+    async def aclose(self) -> None:
+        """The session is over (its connection or request ended): an open transaction ends
+        (its read holds go back) and its cursors close."""
+        self._end_transaction()
+        await self._close_cursors()
 
     async def _close_cursors(self) -> None:
         for cur in self._cursors.values():
@@ -1332,8 +1359,11 @@ class SqlSession:
         if tx.read_ts is None:
             low = lower_query(stmt.query, EnvCatalog(self.env), params, stmt.sql)
             ids = sorted(gets(low.plan))
-            times = [await self.env.freshest(g) for g in ids]
-            tx.read_ts = max(times) if times else self._now_ms()
+            if ids:  # held until the transaction ends, so every read of it finds its time
+                tx.held = await self.env.hold_fresh(ids)
+                tx.read_ts = tx.held.time
+            else:
+                tx.read_ts = self._now_ms()
         return tx.read_ts
 
     async def _subscribe(self, stmt: SubscribeStmt, params: list[Any]) -> RowStream:

@@ -348,6 +348,9 @@ class ScriptedEnvironment:
     async def freshest(self, id: GlobalId) -> int:
         return self.now - 1
 
+    async def hold_fresh(self, ids: list[GlobalId]) -> SimpleNamespace:
+        return SimpleNamespace(time=self.now - 1, release=lambda: None)
+
     def schema(self, id: GlobalId) -> Schema:
         return self.state.schema_of(id)
 

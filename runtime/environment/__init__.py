@@ -96,7 +96,7 @@ from ..storage.store import ShardStore
 from ._clusters import ClusterReplicaStatus, Clusters, ClusterStatus
 from ._core import INSTANCE as INSTANCE  # the compute instance: the simulator's checkers read it
 from ._core import STORAGE_INSTANCE, SYSTEM_COLLECTIONS, Core, Ref
-from ._data import ReadsAndWrites
+from ._data import FreshRead, ReadsAndWrites
 from ._ddl import Ddl
 from ._opening import Opening, open_parts
 from ._promotion import Promotion
@@ -112,6 +112,7 @@ __all__ = [
     "ClusterReplicaStatus",
     "ClusterStatus",
     "Environment",
+    "FreshRead",
     "ReplicaSize",
     "ReplicaSpec",
     "Replicas",
@@ -689,6 +690,13 @@ class Environment:
         wait for: it is read at the oracle's read timestamp too.
         """
         return await self._data.freshest(ref)
+
+    async def hold_fresh(self, refs: Sequence[Ref]) -> FreshRead:
+        """The freshest time (:meth:`freshest`) a read of every one of ``refs`` can take, held:
+        the answer's read holds keep that time readable on all of them until its
+        :meth:`~FreshRead.release` (a transaction's reads at one time; call it, or compaction
+        of those objects stops)."""
+        return await self._data.hold_fresh(refs)
 
     def frontiers(self, ref: Ref) -> tuple[Antichain, Antichain]:
         """``(since, upper)`` of object ``ref`` (of a sink: the time it holds its input at, and

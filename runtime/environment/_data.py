@@ -268,17 +268,54 @@ class ReadsAndWrites:
         """The time a read of ``ref`` that starts now takes: every acknowledged append shows there."""
         gid = await self._resolve_read(ref)
         with self._held_for(gid):
-            return await self._fresh_time([gid], lambda: self.frontiers(gid)[0], gid)
+            return await self._fresh_time([gid], self._since_of(gid), gid)
 
-    def _held_for(self, gid: GlobalId) -> contextlib.AbstractContextManager[_Holds]:
-        """Read holds (see :meth:`_held`) on what a read of ``gid`` reads: the index in its
-        cluster, or the storage collection."""
+    async def hold_fresh(self, refs: Sequence[Ref]) -> FreshRead:
+        """The freshest time a read of every one of ``refs`` can take, and read holds on what
+        they read that keep that time readable until :meth:`FreshRead.release`."""
+        gids = [await self._resolve_read(r) for r in refs]
+        storage: list[GlobalId] = []
+        indexes: list[tuple[str, GlobalId]] = []
+        for gid in gids:
+            s, i = self._reads_of(gid)
+            storage += s
+            indexes += i
+        holds = self._acquire(storage, indexes)
+        try:
+            times = [await self._fresh_time([g], self._since_of(g), g) for g in gids]
+        except BaseException:
+            holds.release()
+            raise
+        return FreshRead(max(times) if times else self.core.oracle.read_ts(), holds)
+
+    def _since_of(self, gid: GlobalId) -> Callable[[], Antichain]:
+        return lambda: self.frontiers(gid)[0]
+
+    def _reads_of(self, gid: GlobalId) -> tuple[list[GlobalId], list[tuple[str, GlobalId]]]:
+        """What a read of ``gid`` reads: the index in its cluster, or the storage collection."""
         entry = self.core.state.get(gid)
         if isinstance(entry, IndexEntry):
-            return self._held(indexes=[(entry.cluster, gid)])
+            return [], [(entry.cluster, gid)]
         if self.core.state.sink(gid) is not None:
-            return self._held()
-        return self._held(storage=[gid])
+            return [], []
+        return [gid], []
+
+    def _held_for(self, gid: GlobalId) -> contextlib.AbstractContextManager[_Holds]:
+        """Read holds (see :meth:`_held`) on what a read of ``gid`` reads (:meth:`_reads_of`)."""
+        storage, indexes = self._reads_of(gid)
+        return self._held(storage, indexes)
+
+    def _acquire(
+        self, storage: Iterable[GlobalId], indexes: Iterable[tuple[str, GlobalId]]
+    ) -> _Holds:
+        ctl = self.core.driver.ctl
+        holds = _Holds(
+            self.core,
+            ctl.storage.acquire_read_holds(storage),
+            [ctl.compute.acquire_read_hold(c, g) for c, g in indexes],
+        )
+        self.core.driver.apply()
+        return holds
 
     @contextlib.contextmanager
     def _held(
@@ -294,13 +331,7 @@ class ReadsAndWrites:
         timestamp selection holds its inputs first and hands the holds to the peek. Without
         them a since that follows the upper closely (a read policy of lag 0) passes every time
         the read chooses while it waits, and the read waits for ever."""
-        ctl = self.core.driver.ctl
-        holds = _Holds(
-            self.core,
-            ctl.storage.acquire_read_holds(storage),
-            [ctl.compute.acquire_read_hold(c, g) for c, g in indexes],
-        )
-        self.core.driver.apply()
+        holds = self._acquire(storage, indexes)
         try:
             yield holds
         finally:
@@ -579,6 +610,20 @@ class _Holds:
                 compute.release_read_hold(hold)
         self._storage, self._indexes = [], []
         self._core.driver.apply()
+
+
+class FreshRead:
+    """A read time chosen fresh (:meth:`Environment.hold_fresh`) and the read holds that keep
+    it readable: a read-only transaction's, which reads at one time from its first read to its
+    end, as Materialize's transactions hold back compaction of what they read."""
+
+    def __init__(self, time: int, holds: _Holds) -> None:
+        self.time = time
+        self._holds = holds
+
+    def release(self) -> None:
+        """Give the holds back: compaction may pass :attr:`time` again (again: nothing)."""
+        self._holds.release()
 
 
 _DURABLE_INPUTS = (TableEntry, SourceEntry, ProgressEntry, SystemCollectionEntry)

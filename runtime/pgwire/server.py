@@ -223,6 +223,9 @@ class PgwireServer:
             self._connections -= 1
             if session is not None:
                 session.close()
+                if session.sql is not None:  # an open transaction ends with its connection
+                    with contextlib.suppress(Exception):
+                        await session.sql.aclose()
             with contextlib.suppress(Exception):
                 await conn.stream.aclose()
 

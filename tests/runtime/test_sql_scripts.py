@@ -148,3 +148,36 @@ def test_begin_in_a_script_keeps_the_blocks_own_rules(tmp_path: Path) -> None:
         assert await _rows(env, "SELECT k FROM t") == [(1,)]
 
     _run(tmp_path, body)
+
+
+def test_a_read_transaction_holds_its_time_until_it_ends(tmp_path: Path) -> None:
+    """A read-only transaction reads every ``SELECT`` at the time its first read chose, and
+    holds back compaction of what it reads until it ends, as Materialize's do: with a read
+    policy of lag 0 the since passes that time at the next commit, yet the second read of the
+    block is answered there. After ``COMMIT`` (or a closed session) compaction goes on."""
+    from tidegate.spec.frontier.read_policy import LagWriteFrontier
+
+    async def body(env: Environment) -> None:
+        await env.execute("INSERT INTO t VALUES (1, 'a')")
+        await env.set_read_policy("t", LagWriteFrontier(0, 1))
+        for end in ("COMMIT", None):
+            session = SqlSession(env)
+            await session.run_script("BEGIN")
+            (first,) = await session.run_script("SELECT count(*) FROM t")
+            for _ in range(3):  # each commit pulls an unheld since up to the upper
+                await env.append("t", [(9, "z")])
+            (since,) = env.frontiers("t")[0].elements
+            assert since <= first.time  # held
+            (second,) = await session.run_script("SELECT count(*) FROM t")
+            assert (second.rows, second.time) == (first.rows, first.time)
+            if end is not None:
+                await session.run_script(end)
+            else:
+                await session.aclose()
+            t = await env.append("t", [(9, "z")])
+            with anyio.fail_after(30):
+                while int(env.frontiers("t")[0].elements[0]) <= first.time:
+                    await anyio.sleep(0.01)  # compaction goes on past it
+            assert t > first.time
+
+    _run(tmp_path, body)

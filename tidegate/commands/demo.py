@@ -385,16 +385,21 @@ class Demo:
         from tidegate.spec.storage import loadgen_updates
 
         src, idx = self.ids["bids"], self.ids["bids_by_item_idx"]
-        at = await env.freshest(idx)  # waits until the source has ingested up to it
-        await env.wait_for(idx, at, timeout_s=self.opts.timeout_s)
-        progress = _rows(await env.peek(f"{SOURCE}_progress", at))
+        # held while it is read three ways (waits until the source has ingested up to it)
+        held = await env.hold_fresh([idx, src, f"{SOURCE}_progress"])
+        try:
+            at = held.time
+            await env.wait_for(idx, at, timeout_s=self.opts.timeout_s)
+            progress = _rows(await env.peek(f"{SOURCE}_progress", at))
+            bids = _rows(await env.peek(src, at))
+            by_item = _rows(await env.peek(idx, at))
+        finally:
+            held.release()
         offsets = int(next(iter(progress))[0]) if progress else 0
         want: dict[Row, int] = {}
         for offset in range(offsets):
             for row, _offset, diff in loadgen_updates(env.state.source(src).connection, offset):
                 want[row] = want.get(row, 0) + diff
-        bids = _rows(await env.peek(src, at))
-        by_item = _rows(await env.peek(idx, at))
         plan = env.state.get(idx).plan
         want_by_item = dict(evaluate(plan, {src: [(r, at, n) for r, n in want.items()]}, at).rows)
         self.tally.source_reads += 1

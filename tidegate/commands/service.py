@@ -293,9 +293,14 @@ class ControlService:
         if at is not None:
             with anyio.move_on_after(self.wait_s):
                 await self.env.wait_for(c.id, at)
-        else:
-            at = await self.env.freshest(c.id)
-        result = await self.env.peek(c.id, at, **kwargs)
+            result = await self.env.peek(c.id, at, **kwargs)
+        else:  # held from choosing the time to reading there (the since may follow closely)
+            held = await self.env.hold_fresh([c.id])
+            try:
+                at = held.time
+                result = await self.env.peek(c.id, at, **kwargs)
+            finally:
+                held.release()
         return {
             "name": c.name,
             "id": str(c.id),
@@ -697,50 +702,58 @@ async def _sql_messages(env: Any, text: str, params: Any) -> AsyncGenerator[dict
 
     session = SqlSession(env)
     try:
-        async for outcome in session.stream_script(text, params):
-            for severity, message in session.notices:
-                yield {"type": "Notice", "payload": {"message": message, "severity": severity}}
-            session.notices.clear()
-            if isinstance(outcome, RowStream):
+        try:
+            async for outcome in session.stream_script(text, params):
+                for severity, message in session.notices:
+                    yield {"type": "Notice", "payload": {"message": message, "severity": severity}}
+                session.notices.clear()
+                if isinstance(outcome, RowStream):
+                    yield {
+                        "type": "CommandStarting",
+                        "payload": {"has_rows": True, "is_streaming": True},
+                    }
+                    yield {
+                        "type": "Rows",
+                        "payload": {"columns": _columns(outcome.columns, outcome.pg_types)},
+                    }
+                    sent = 0
+                    try:
+                        async for batch in outcome.batches:
+                            for row in batch:
+                                yield {"type": "Row", "payload": row_to_json(row)}
+                            sent += len(batch)
+                    finally:
+                        await outcome.aclose()
+                    yield {"type": "CommandComplete", "payload": f"{outcome.tag} {sent}"}
+                    continue
+                has_rows = bool(outcome.columns)
                 yield {
                     "type": "CommandStarting",
-                    "payload": {"has_rows": True, "is_streaming": True},
+                    "payload": {"has_rows": has_rows, "is_streaming": False},
                 }
-                yield {
-                    "type": "Rows",
-                    "payload": {"columns": _columns(outcome.columns, outcome.pg_types)},
-                }
-                sent = 0
-                try:
-                    async for batch in outcome.batches:
-                        for row in batch:
-                            yield {"type": "Row", "payload": row_to_json(row)}
-                        sent += len(batch)
-                finally:
-                    await outcome.aclose()
-                yield {"type": "CommandComplete", "payload": f"{outcome.tag} {sent}"}
-                continue
-            has_rows = bool(outcome.columns)
-            yield {
-                "type": "CommandStarting",
-                "payload": {"has_rows": has_rows, "is_streaming": False},
-            }
-            if has_rows:
-                pg_types = outcome.pg_types or tuple(T.for_scalar(t.scalar) for t in outcome.types)
-                yield {"type": "Rows", "payload": {"columns": _columns(outcome.columns, pg_types)}}
-                for row in outcome.to_json()["rows"]:
-                    yield {"type": "Row", "payload": row}
-            if outcome.notice:
-                yield {
-                    "type": "Notice",
-                    "payload": {"message": outcome.notice, "severity": "NOTICE"},
-                }
-            yield {"type": "CommandComplete", "payload": outcome.status}
-    except SqlError as e:
-        yield {"type": "Error", "payload": _error_payload(e, e.render(), e.sqlstate)}
-    except TidegateError as e:
-        yield {"type": "Error", "payload": _error_payload(e, str(e), "XX000")}
-    yield {"type": "ReadyForQuery", "payload": session.transaction_status}
+                if has_rows:
+                    pg_types = outcome.pg_types or tuple(
+                        T.for_scalar(t.scalar) for t in outcome.types
+                    )
+                    yield {
+                        "type": "Rows",
+                        "payload": {"columns": _columns(outcome.columns, pg_types)},
+                    }
+                    for row in outcome.to_json()["rows"]:
+                        yield {"type": "Row", "payload": row}
+                if outcome.notice:
+                    yield {
+                        "type": "Notice",
+                        "payload": {"message": outcome.notice, "severity": "NOTICE"},
+                    }
+                yield {"type": "CommandComplete", "payload": outcome.status}
+        except SqlError as e:
+            yield {"type": "Error", "payload": _error_payload(e, e.render(), e.sqlstate)}
+        except TidegateError as e:
+            yield {"type": "Error", "payload": _error_payload(e, str(e), "XX000")}
+        yield {"type": "ReadyForQuery", "payload": session.transaction_status}
+    finally:  # a transaction left open ends with the request (its read holds go back)
+        await session.aclose()
 
 
 def _columns(names: Sequence[str], pg_types: Sequence[Any]) -> list[dict[str, Any]]:
