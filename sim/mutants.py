@@ -1139,6 +1139,29 @@ def _portal_skips_row_patch() -> AbstractContextManager[None]:
     return _replaced(cls, "_rows", _rows)
 
 
+def _copy_fail_ignored_patch() -> AbstractContextManager[None]:
+    """The wire protocol's ``COPY ... FROM STDIN`` takes ``CopyFail`` for ``CopyDone``: the
+    rows a client gave up on are appended (and the copy answered)."""
+    from tidegate.runtime.pgwire import messages as m
+    from tidegate.runtime.pgwire import session as _session
+
+    cls = _session.WireSession
+
+    async def _copy_in(self: Any, pending: Any, copy: Any, receive: Any, send: Any) -> Any:
+        await send([*pending, m.CopyInResponse(0, (0,) * len(copy.columns))])
+        chunks: list[bytes] = []
+        while True:
+            msg = await receive()
+            if isinstance(msg, m.CopyData):
+                chunks.append(msg.data)
+            elif isinstance(msg, m.CopyDone | m.CopyFail):
+                break
+        data = b"".join(chunks)
+        return await self._run(lambda: self.sql.copy_in(copy, data), interruptible=False)
+
+    return _replaced(cls, "_copy_in", _copy_in)
+
+
 def _script_not_atomic_patch() -> AbstractContextManager[None]:
     """A script of several statements (not DDL only) runs statement by statement, each
     committing by itself, so a statement that fails leaves the writes before it applied."""
@@ -1376,6 +1399,12 @@ _ALL = [
         "the wire protocol's portal keeps its rows from one past the Execute's row limit, so "
         "fetching in portions loses a row per portion",
         _portal_skips_row_patch,
+    ),
+    Mutant(
+        "copy_fail_ignored",
+        "the wire protocol's COPY FROM STDIN takes CopyFail for CopyDone, so the rows a client "
+        "gave up on land",
+        _copy_fail_ignored_patch,
     ),
     Mutant(
         "sql_script_not_atomic",

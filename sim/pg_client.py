@@ -43,6 +43,8 @@ __all__ = [
     "PgProtocolBroken",
     "PgResult",
     "WireClient",
+    "copy_text_row",
+    "copy_text_rows",
     "encode_param",
 ]
 
@@ -210,6 +212,15 @@ def close(kind: str, name: str) -> bytes:
     return _msg(b"C", kind.encode() + _cstr(name))
 
 
+def copy_data(data: bytes) -> bytes:
+    return _msg(b"d", data)
+
+
+def copy_fail(why: str) -> bytes:
+    return _msg(b"f", _cstr(why))
+
+
+COPY_DONE = _msg(b"c", b"")
 SYNC = _msg(b"S", b"")
 FLUSH = _msg(b"H", b"")
 TERMINATE = _msg(b"X", b"")
@@ -519,9 +530,117 @@ class WireClient:
             else:
                 raise PgProtocolBroken(f"unexpected {tag!r} answering a query")
 
+    async def copy_in(
+        self, sql: str, pieces: Sequence[bytes], *, fail: str | None = None
+    ) -> PgResult | PgError:
+        """``COPY ... FROM STDIN`` (a simple query): ``pieces`` sent as one ``CopyData`` each,
+        then ``CopyDone`` (or, with ``fail``, ``CopyFail`` saying so); its result or error.
+        A server that refuses the statement before asking for data answers that error."""
+        await self._send(query(sql))
+        tag, body = await self._read()
+        if tag == b"G":
+            _copy_response(body)
+            end = copy_fail(fail) if fail is not None else COPY_DONE
+            await self._send(b"".join(copy_data(p) for p in pieces) + end)
+        else:
+            self._buf[:0] = tag + _I32.pack(len(body.data) + 4) + body.data  # read it again
+        results = await self._results()
+        return results[-1] if results else PgResult()
+
+    async def copy_out(self, sql: str) -> tuple[bytes, PgResult | PgError]:
+        """``COPY ... TO STDOUT`` (a simple query): the ``CopyData`` bytes, joined, and the
+        statement's result or error."""
+        await self._send(query(sql))
+        data = bytearray()
+        tag, body = await self._read()
+        if tag == b"H":
+            formats = _copy_response(body)
+            if any(formats):
+                raise PgProtocolBroken(f"COPY TO STDOUT in text answered formats {formats}")
+            while True:
+                tag, body = await self._read()
+                if tag == b"d":
+                    data += body.take(len(body.data) - body.pos)
+                elif tag == b"c":
+                    body.done()
+                    break
+                elif tag == b"E":  # failed midway: the error ends the copy
+                    self._buf[:0] = tag + _I32.pack(len(body.data) + 4) + body.data
+                    break
+                elif tag != b"N":
+                    raise PgProtocolBroken(f"unexpected {tag!r} in a COPY's data")
+        else:
+            self._buf[:0] = tag + _I32.pack(len(body.data) + 4) + body.data
+        results = await self._results()
+        return bytes(data), results[-1] if results else PgResult()
+
     async def terminate(self) -> None:
         await self._send(TERMINATE)
         await self.stream.aclose()
+
+
+def _copy_response(body: _Body) -> list[int]:
+    """A ``CopyInResponse``/``CopyOutResponse``: each column's format (all text here)."""
+    overall = body.take(1)[0]
+    formats = [body.i16() for _ in range(body.i16())]
+    body.done()
+    if overall not in (0, 1) or any(f not in (0, 1) for f in formats):
+        raise PgProtocolBroken(f"a COPY response with formats {overall}, {formats}")
+    return [overall, *formats]
+
+
+def copy_text_row(values: Sequence[Any]) -> bytes:
+    """One row in ``COPY``'s text format: tab-separated, ``\\N`` for NULL, backslash escapes
+    (PostgreSQL's documentation of ``COPY``, "Text Format")."""
+    out = []
+    for v in values:
+        if v is None:
+            out.append("\\N")
+        elif isinstance(v, bool):
+            out.append("t" if v else "f")
+        else:
+            text = str(v).replace("\\", "\\\\")
+            for raw, esc in (("\t", "\\t"), ("\n", "\\n"), ("\r", "\\r")):
+                text = text.replace(raw, esc)
+            out.append(text)
+    return ("\t".join(out) + "\n").encode()
+
+
+_UNESCAPE = {"t": "\t", "n": "\n", "r": "\r", "b": "\b", "f": "\f", "v": "\v", "\\": "\\"}
+
+
+def copy_text_rows(data: bytes, oids: Sequence[int]) -> list[tuple[Any, ...]]:
+    """The rows of ``COPY ... TO STDOUT``'s text output, each value read as type ``oids[i]``
+    [PgProtocolBroken: a line of another width, an escape the format has not]."""
+    rows: list[tuple[Any, ...]] = []
+    text = data.decode()
+    if text and not text.endswith("\n"):
+        raise PgProtocolBroken("COPY's text output does not end its last line")
+    for line in text.split("\n")[:-1]:
+        fields = line.split("\t")
+        if len(fields) != len(oids):
+            raise PgProtocolBroken(
+                f"a COPY line of {len(fields)} fields, not {len(oids)}: {line!r}"
+            )
+        row: list[Any] = []
+        for oid, field_ in zip(oids, fields, strict=True):
+            if field_ == "\\N":
+                row.append(None)
+                continue
+            out, i = [], 0
+            while i < len(field_):
+                c = field_[i]
+                if c == "\\":
+                    if i + 1 >= len(field_) or field_[i + 1] not in _UNESCAPE:
+                        raise PgProtocolBroken(f"a COPY field with a bad escape: {field_!r}")
+                    out.append(_UNESCAPE[field_[i + 1]])
+                    i += 2
+                else:
+                    out.append(c)
+                    i += 1
+            row.append(_decode_text(oid, "".join(out).encode()))
+        rows.append(tuple(row))
+    return rows
 
 
 def _fields(body: _Body) -> dict[str, str]:

@@ -162,7 +162,7 @@ class DataflowSpec:
 
 
 _STORAGE_ACTIONS = ("create_source", "drop_source", "create_sink", "drop_sink")
-_SQL_ACTIONS = ("sql_query", "sql_insert", "sql_ddl", "sql_subscribe", "sql_bad")
+_SQL_ACTIONS = ("sql_query", "sql_insert", "sql_ddl", "sql_subscribe", "sql_bad", "sql_copy")
 _CLUSTER_ACTIONS = (
     "peek_cluster",
     "create_cluster_replica",
@@ -217,6 +217,9 @@ class WorkloadMix:
     sql_bad: int = 0
     """A statement PostgreSQL refuses (:mod:`.sql_bad`), through the SQL clients (``small``
     and ``sql`` weigh it)."""
+    sql_copy: int = 0
+    """``COPY ... FROM STDIN`` and ``COPY (query) TO STDOUT`` over the wire, through the SQL
+    clients (``small`` and ``sql`` weigh it)."""
     rows_per_append: tuple[int, int] = (1, 4)
     ms_between_actions: tuple[int, int] = (20, 120)
     null_per_mille: int = 150
@@ -253,6 +256,7 @@ class WorkloadMix:
         "drop_cluster",
         "sql_subscribe",
         "sql_bad",
+        "sql_copy",
     )
 
     def weights(self) -> list[tuple[str, int]]:
@@ -616,6 +620,7 @@ class WorkloadModel(BaseModel):
     drop_cluster: Count = _MIX.drop_cluster
     sql_subscribe: Count = _MIX.sql_subscribe
     sql_bad: Count = _MIX.sql_bad
+    sql_copy: Count = _MIX.sql_copy
     rows_per_append: Range = _MIX.rows_per_append
     ms_between_actions: Range = _MIX.ms_between_actions
     null_per_mille: Annotated[StrictInt, Field(ge=0, le=1000)] = _MIX.null_per_mille
@@ -874,7 +879,9 @@ def _dataflows() -> tuple[DataflowSpec, ...]:
 
 def with_sql(mix: WorkloadMix) -> WorkloadMix:
     """``mix`` with the SQL clients' actions, weighed as ``small`` and ``sql`` have them."""
-    return replace(mix, sql_query=6, sql_insert=3, sql_ddl=3, sql_subscribe=1, sql_bad=3)
+    return replace(
+        mix, sql_query=6, sql_insert=3, sql_ddl=3, sql_subscribe=1, sql_bad=3, sql_copy=2
+    )
 
 
 def standard() -> Scenario:

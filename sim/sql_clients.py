@@ -46,7 +46,14 @@ The actions (weights in :class:`~.scenario.WorkloadMix`):
   after a good ``INSERT`` in a block or a script: refused with the SQLSTATE
   PostgreSQL refuses it with (``sql_refused_as_postgresql``), the session
   usable after (``sessions_survive_refusals``), and none of its rows landed
-  (``no_phantom_writes``).
+  (``no_phantom_writes``);
+* ``sql_copy``: over the wire, ``COPY t [(cols)] FROM STDIN`` of rows in the
+  text format, sent in ``CopyData`` pieces cut where the draws say -- now and
+  then ended by ``CopyFail`` (refused ``57014``) or carrying a line of the wrong
+  width (``22P04``): then none of its rows may land -- recorded as an append
+  acknowledged at a time the client is not told; and ``COPY (query) TO STDOUT``,
+  its text output read back by the query's column types and judged as the
+  query's answer.
 
 Plans read base tables through symbolic ids (:func:`~.sql_gen.symbol`), one
 per table name (the scenario's tables, its sources, the pool's tables); a
@@ -90,7 +97,15 @@ from tidegate.spec.protocol.types import RowSetFinishing
 
 from .choices import ChoiceSource, chance, pick
 from .history import ClientHistory, finishing_from_json, finishing_to_json, row_out
-from .pg_client import BytePipe, PgError, PgProtocolBroken, PgResult, WireClient
+from .pg_client import (
+    BytePipe,
+    PgError,
+    PgProtocolBroken,
+    PgResult,
+    WireClient,
+    copy_text_row,
+    copy_text_rows,
+)
 from .process import ProcessKilled
 from .scenario import DataflowSpec, Scenario, SourceSpec
 from .sql_bad import WRAPS, BadStatement, draw_bad_read, draw_bad_write
@@ -141,7 +156,7 @@ class _Owner(Protocol):
 
 __all__ = ["POOL", "SQL_ACTIONS", "SqlClients", "sql_target"]
 
-SQL_ACTIONS = ("sql_query", "sql_insert", "sql_ddl", "sql_subscribe", "sql_bad")
+SQL_ACTIONS = ("sql_query", "sql_insert", "sql_ddl", "sql_subscribe", "sql_bad", "sql_copy")
 """The SQL clients' actions (each a weight of the workload mix)."""
 
 SESSIONS = 4
@@ -790,6 +805,171 @@ class SqlClients:
             )
         self.world.count("sql_bad_session_usable")
 
+    # COPY over the wire
+    def _draw_sql_copy(self) -> dict[str, Any] | None:
+        source = self.owner.source
+        k = 2 * source.integer(0, SESSIONS // 2 - 1) + 1  # a wire session
+        cuts = sorted(source.integer(0, 1000) for _ in range(source.integer(0, 3)))
+        if chance(source, 500):
+            targets = self._writable()
+            if not targets:
+                return None
+            name, schema = pick(source, targets)
+            rows = [self._rows(source, schema, True)[0] for _ in range(source.integer(1, 5))]
+            end = pick(source, ("done",) * 5 + ("fail", "fail", "short_line"))
+            return {"copy": "in", "table": name, "rows": rows, "session": k, "cuts": cuts,
+                    "columns": chance(source, 300), "end": end}  # fmt: skip
+        relations = self.relations()
+        if not relations:
+            return None
+        q = SqlGen(source, relations, params=False).query()
+        return {
+            "copy": "out",
+            "sql": q.sql,
+            "plan": plan_to_dict(q.plan),
+            "finishing": finishing_to_json(q.finishing()),
+            "session": k,
+        }
+
+    async def _do_sql_copy(self, env: Environment, args: Mapping[str, Any]) -> None:
+        if args["copy"] == "in":
+            await self._copy_in(env, args)
+        else:
+            await self._copy_out(env, args)
+
+    async def _wire_session(self, env: Environment, k: int) -> _Session | None:
+        s = await self._session(env, k)
+        return s if s.wire is not None else None
+
+    async def _copy_in(self, env: Environment, args: Mapping[str, Any]) -> None:
+        name = str(args["table"])
+        gid = self._table_id(name)
+        schema = self.pool[name].schema if name in self.pool else self.owner.schemas.get(name)
+        if gid is None or schema is None:
+            return
+        k = int(args["session"])
+        rows = [tuple(r) for r in args["rows"]]
+        order = list(range(len(schema.columns)))
+        cols = ""
+        if args["columns"]:
+            order = order[::-1]
+            cols = " (" + ", ".join(schema.columns[i].name for i in order) + ")"
+        data = b"".join(copy_text_row([r[i] for i in order]) for r in rows)
+        end = str(args["end"])
+        if end == "short_line":  # one field short: PostgreSQL's 22P04, and nothing lands
+            data += copy_text_row([rows[0][i] for i in order][:-1] or [None, None])
+        cuts = [len(data) * c // 1000 for c in args["cuts"]]
+        pieces = [data[a:b] for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True)]
+        sql = f"COPY {name}{cols} FROM STDIN"
+        expected = {"fail": "57014", "short_line": "22P04"}.get(end)
+        ev = self.history.invoke(
+            "append",
+            self.world.kernel.now_ms,
+            batches=[[str(gid), [[row_out(r), 1] for r in rows]]],
+            sql=sql,
+            **({"expect": "refusal"} if expected else {}),
+        )
+
+        async def run() -> _Answer:
+            s = await self._wire_session(env, k)
+            if s is None or s.wire is None:
+                raise _Refused("08006", "no wire session")
+            async with s.lock:
+                r = await s.wire.copy_in(
+                    sql, pieces, fail="the client gave up" if end == "fail" else None
+                )
+            if isinstance(r, PgError):
+                raise _Refused(r.sqlstate, r.message)
+            return _Answer(r.tag)
+
+        answer = await self._outcome(ev, run)
+        self.world.count(f"sql_copy_in_{end}")
+        if answer is None:
+            state = str(ev.get("error", "")).split(":", 1)[0]
+            if expected is not None and state == expected:
+                self.world.count("sql_copy_in_refused_as_postgresql")
+            elif state == "08006":
+                self.world.count("sql_copy_no_session")
+            elif expected is not None and state not in _GOING and not self._damage_met(state):
+                self.world.violate(
+                    "sql_refused_as_postgresql",
+                    f"copy {ev['n']} ended by {end} was refused with {ev.get('error')!r}; "
+                    f"PostgreSQL refuses it with {expected}",
+                )
+            elif expected is None:
+                self._judge_write_refusal(ev, name)
+            return
+        if expected is not None:
+            self.history.ok(ev, self.world.kernel.now_ms)
+            self.world.violate(
+                "sql_refused_as_postgresql",
+                f"copy {ev['n']} ended by {end} was answered {answer.tag!r}; PostgreSQL refuses "
+                f"it with {expected}",
+            )
+            return
+        if answer.tag != f"COPY {len(rows)}":
+            self.world.violate(
+                "sql_command_tags", f"copy {ev['n']} of {len(rows)} rows answered {answer.tag!r}"
+            )
+        ev["acked"] = True  # its time is not told: found on disk at the end
+        self.history.info(ev, self.world.kernel.now_ms, "acknowledged; its time unknown")
+
+    async def _copy_out(self, env: Environment, args: Mapping[str, Any]) -> None:
+        plan = plan_from_dict(args["plan"])
+        reads = self._reads(plan)
+        started = {t: self.ddl_started.get(t, 0) for t in reads}
+        busy = any(self.ddl_running.get(t, 0) for t in reads)
+        bound = self._bound(plan)
+        k = int(args["session"])
+        sql = f"COPY ({args['sql']}) TO STDOUT"
+        ev = self.history.invoke(
+            "peek",
+            self.world.kernel.now_ms,
+            target="",
+            name="sql_copy",
+            at=None,
+            finishing=dict(args["finishing"]),
+            expect="answer",
+            sql=sql,
+            via="wire",
+        )
+        ev["target"] = str(sql_target(ev))
+        oids = [_OIDS[c.type.scalar.value] for c in typecheck(plan).columns]
+
+        async def run() -> _Answer:
+            s = await self._wire_session(env, k)
+            if s is None or s.wire is None:
+                raise _Refused("08006", "no wire session")
+            async with s.lock:
+                data, r = await s.wire.copy_out(sql)
+            if isinstance(r, PgError):
+                raise _Refused(r.sqlstate, r.message)
+            return _Answer(r.tag, copy_text_rows(data, oids))
+
+        answer = await self._outcome(ev, run)
+        self.world.count("sql_copy_out")
+        if answer is None:
+            if str(ev.get("error", "")).startswith("08006"):
+                return
+            self._judge_refusal(ev)
+            return
+        rows = answer.rows or []
+        if answer.tag != f"COPY {len(rows)}":
+            self.world.violate(
+                "sql_command_tags", f"copy {ev['n']} of {len(rows)} rows answered {answer.tag!r}"
+            )
+        raced = busy or any(
+            self.ddl_started.get(t, 0) != n or self.ddl_running.get(t, 0)
+            for t, n in started.items()
+        )
+        fin = finishing_from_json(args["finishing"])
+        if bound is not None and not raced:
+            ev["plan"] = plan_to_dict(bound)
+            self.world.count("sql_copy_out_judged")
+        self.history.ok(
+            ev, self.world.kernel.now_ms, rows=_counted(rows, ordered=bool(fin.order_by))
+        )
+
     # inserts
     def _writable(self) -> list[tuple[str, Schema]]:
         out = [(t.id, t.schema) for t in self.owner.scenario.tables if _has_int(t.schema)]
@@ -1134,6 +1314,10 @@ class SqlClients:
         self.objects[name] = gid
         self._note_object(name, gid)
         self.world.count(f"sql_create_{obj.kind}")
+
+
+_OIDS = {"int64": 20, "float64": 701, "bool": 16, "string": 25, "date": 1082, "timestamp": 1114}
+"""The type a ``COPY ... TO STDOUT`` column's text is read as, by its reference type."""
 
 
 def _has_int(schema: Schema) -> bool:

@@ -74,6 +74,8 @@ SQL_MUTANTS = {
     "sql_in_subquery_ignores_nulls": "peek_matches_reference",  # NOT IN over a NULL keeps rows
     # a script's good INSERT lands though a later statement of it was refused (seed 1)
     "sql_script_not_atomic": "no_phantom_writes",
+    # a COPY FROM STDIN the client ended with CopyFail is answered "COPY n" (seed 5)
+    "copy_fail_ignored": "sql_refused_as_postgresql",
 }
 """Bugs of the SQL front end and the wire protocol, seen by the SQL clients' judged reads."""
 

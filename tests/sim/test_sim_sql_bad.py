@@ -122,3 +122,38 @@ def test_postgresql_refuses_every_planted_defect_as_its_template_says(pg: Any) -
             assert count(bad.table) == before, f"{bad.sql}: rows landed"
         seen.add(bad.kind)
     assert seen == _kinds()
+
+
+@pytest.mark.postgres
+def test_the_copy_clients_text_format_and_refusals_are_postgresqls(pg: Any) -> None:
+    """``sql_copy``'s side of ``COPY``, held to PostgreSQL: rows written by
+    :func:`copy_text_row` read back as written (escapes included), PostgreSQL's ``COPY TO``
+    text reads back through :func:`copy_text_rows`, a ``CopyFail`` is ``57014`` and a short
+    line ``22P04``, and neither lands a row."""
+    import psycopg
+
+    from tidegate.sim.pg_client import copy_text_row, copy_text_rows
+
+    pg.execute("CREATE TABLE c (k bigint NOT NULL, s text, b boolean)")
+    rows = [(1, "tab\there", True), (2, "back\\slash\nnew\rline", None), (3, None, False)]
+    with pg.cursor().copy("COPY c FROM STDIN") as copy:
+        copy.write(b"".join(copy_text_row(r) for r in rows))
+    assert sorted(pg.execute("SELECT * FROM c").fetchall()) == rows
+    with pg.cursor().copy("COPY (SELECT * FROM c) TO STDOUT") as copy:
+        out = b"".join(bytes(b) for b in copy)
+    assert sorted(copy_text_rows(out, [20, 25, 16])) == rows
+
+    # CopyFail by hand (psycopg sends one when its copy block raises, and re-raises that)
+    conn = pg.pgconn
+    conn.send_query(b"COPY c FROM STDIN")
+    assert conn.get_result().status == psycopg.pq.ExecStatus.COPY_IN
+    conn.put_copy_data(copy_text_row((4, "x", True)))
+    conn.put_copy_end(b"the client gave up")
+    failed = conn.get_result()
+    assert failed.error_field(psycopg.pq.DiagnosticField.SQLSTATE) == b"57014"
+    while conn.get_result() is not None:
+        pass
+    with pytest.raises(psycopg.Error) as short, pg.cursor().copy("COPY c FROM STDIN") as copy:
+        copy.write(copy_text_row((5, "y", True)) + copy_text_row((6, "z")))
+    assert short.value.sqlstate == "22P04"
+    assert pg.execute("SELECT count(*) FROM c").fetchone() == (3,)
