@@ -267,6 +267,28 @@ class _Answer:
     time: int | None = None
 
 
+@dataclass
+class _Watch:
+    """A read being watched for DDL: its plan over the catalog's ids when it began (``None``: a
+    table it reads was not known to exist), how many DDL statements on each table it reads had
+    started, and whether one was running. A read is judged only if none started, nor was
+    running, while it ran (which table it read is not known otherwise)."""
+
+    clients: SqlClients
+    bound: Plan | None
+    started: dict[str, int]
+    busy: bool
+
+    def judged(self) -> Plan | None:
+        """The bound plan to judge the read's answer by, if it can be judged (see the class
+        docstring); else ``None``."""
+        started, running = self.clients.ddl_started, self.clients.ddl_running
+        raced = self.busy or any(
+            started.get(t, 0) != n or running.get(t, 0) for t, n in self.started.items()
+        )
+        return None if raced else self.bound
+
+
 class _Refused(Exception):
     """A statement's typed refusal: its SQLSTATE and message."""
 
@@ -375,6 +397,16 @@ class SqlClients:
             if len(set(names)) == len(names) and all(n.isidentifier() for n in names):
                 out.append(QueryInput(name, schema, plan))
         return out
+
+    def _watch(self, plan: Plan) -> _Watch:
+        """Start watching a read of ``plan`` for DDL on the tables it reads (see :class:`_Watch`)."""
+        reads = self._reads(plan)
+        return _Watch(
+            self,
+            self._bound(plan),
+            {t: self.ddl_started.get(t, 0) for t in reads},
+            any(self.ddl_running.get(t, 0) for t in reads),
+        )
 
     def _reads(self, plan: Plan) -> tuple[str, ...]:
         by_symbol = {v: k for k, v in self.symbols.items()}
@@ -553,10 +585,7 @@ class SqlClients:
 
     async def _do_sql_query(self, env: Environment, args: Mapping[str, Any]) -> None:
         plan = plan_from_dict(args["plan"])
-        reads = self._reads(plan)
-        started = {t: self.ddl_started.get(t, 0) for t in reads}
-        busy = any(self.ddl_running.get(t, 0) for t in reads)
-        bound = self._bound(plan)
+        watch = self._watch(plan)
         k = int(args["session"])
         mode = str(args["mode"])
         ev = self.history.invoke(
@@ -579,16 +608,13 @@ class SqlClients:
         if answer is None:
             self._judge_refusal(ev)
             return
-        raced = busy or any(
-            self.ddl_started.get(t, 0) != n or self.ddl_running.get(t, 0)
-            for t, n in started.items()
-        )
         if answer.rows is None:
             self.world.violate("sql_queries_answered", f"query {ev['n']} answered no rows: {sql}")
         fin = finishing_from_json(args["finishing"])
         rows = _counted(answer.rows or [], ordered=bool(fin.order_by))
-        if bound is not None and not raced:
-            ev["plan"] = plan_to_dict(bound)
+        judged = watch.judged()
+        if judged is not None:
+            ev["plan"] = plan_to_dict(judged)
             self.world.count("sql_query_judged")
             for c in args.get("constructs", ()):  # (plans saved before they were recorded: none)
                 self.world.count(f"sql_judged:{c}")
@@ -628,10 +654,7 @@ class SqlClients:
 
     async def _do_sql_subscribe(self, env: Environment, args: Mapping[str, Any]) -> None:
         plan = plan_from_dict(args["plan"])
-        reads = self._reads(plan)
-        started = {t: self.ddl_started.get(t, 0) for t in reads}
-        busy = any(self.ddl_running.get(t, 0) for t in reads)
-        bound = self._bound(plan)
+        watch = self._watch(plan)
         k = int(args["session"])
         up_to = self.world.kernel.now_ms + int(args["ahead_ms"])
         sql = f"SUBSCRIBE ({args['sql']}) WITH (PROGRESS) UP TO {up_to}"
@@ -658,12 +681,9 @@ class SqlClients:
         counts = self._bounded_changes(ev, answer, up_to)
         if counts is None:
             return
-        raced = busy or any(
-            self.ddl_started.get(t, 0) != n or self.ddl_running.get(t, 0)
-            for t, n in started.items()
-        )
-        if bound is not None and not raced:
-            ev["plan"] = plan_to_dict(bound)
+        judged = watch.judged()
+        if judged is not None:
+            ev["plan"] = plan_to_dict(judged)
             self.world.count("sql_subscribe_judged")
         self.history.ok(
             ev, self.world.kernel.now_ms, rows=[[list(r), n] for r, n in counts.items()]
@@ -916,10 +936,7 @@ class SqlClients:
 
     async def _copy_out(self, env: Environment, args: Mapping[str, Any]) -> None:
         plan = plan_from_dict(args["plan"])
-        reads = self._reads(plan)
-        started = {t: self.ddl_started.get(t, 0) for t in reads}
-        busy = any(self.ddl_running.get(t, 0) for t in reads)
-        bound = self._bound(plan)
+        watch = self._watch(plan)
         k = int(args["session"])
         sql = f"COPY ({args['sql']}) TO STDOUT"
         ev = self.history.invoke(
@@ -958,13 +975,10 @@ class SqlClients:
             self.world.violate(
                 "sql_command_tags", f"copy {ev['n']} of {len(rows)} rows answered {answer.tag!r}"
             )
-        raced = busy or any(
-            self.ddl_started.get(t, 0) != n or self.ddl_running.get(t, 0)
-            for t, n in started.items()
-        )
         fin = finishing_from_json(args["finishing"])
-        if bound is not None and not raced:
-            ev["plan"] = plan_to_dict(bound)
+        judged = watch.judged()
+        if judged is not None:
+            ev["plan"] = plan_to_dict(judged)
             self.world.count("sql_copy_out_judged")
         self.history.ok(
             ev, self.world.kernel.now_ms, rows=_counted(rows, ordered=bool(fin.order_by))
