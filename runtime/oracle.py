@@ -23,6 +23,10 @@ older oracle on the same key: its next reservation fails with
 :class:`OracleFenced`. Within an already reserved window a fenced oracle does
 not notice; set ``window_ms=0`` to make every call durable (and linearizable
 against concurrent oracles) at the price of one Consensus write per timestamp.
+Opening beside a predecessor that is still reserving is a race the newcomer
+wins by looking again; of two oracles opening at once, the one whose write
+lands first wins and the other is fenced. Each record names the incarnation
+that wrote it, so an oracle never takes another's record for its own.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+import uuid
 from collections.abc import Callable
 
 from tidegate.runtime.platform import wall_ms
@@ -48,11 +53,18 @@ _TRUNCATE_EVERY = 16
 _TAKE_OVER_TRIES = 64
 
 
-def _encode(upper: int, epoch: int) -> bytes:
-    payload = json.dumps(
-        {"version": _FORMAT_VERSION, "upper": upper, "epoch": epoch}, sort_keys=True
-    )
-    return seal("oracle", payload.encode())
+def _encode(upper: int, epoch: int, incarnation: str) -> bytes:
+    record = {"version": _FORMAT_VERSION, "upper": upper, "epoch": epoch}
+    if incarnation:
+        record["incarnation"] = incarnation
+    return seal("oracle", json.dumps(record, sort_keys=True).encode())
+
+
+def _incarnation(data: bytes) -> str:
+    """The incarnation that wrote a record :func:`_decode` read (``""``: an older record)."""
+    obj = json.loads(unseal("oracle", data))
+    value = obj.get("incarnation", "")
+    return value if isinstance(value, str) else ""
 
 
 def _decode(key: str, data: bytes) -> tuple[int, int]:
@@ -94,9 +106,14 @@ class TimestampOracle:
         key: str = DEFAULT_ORACLE_KEY,
         clock_ms: Callable[[], int] = wall_ms,
         window_ms: int = 1000,
+        incarnation: str | None = None,
     ) -> None:
         if type(window_ms) is not int or window_ms < 0:
             raise ValueError(f"window_ms must be a non-negative int, got {window_ms!r}")
+        # Every record names the oracle that wrote it: two oracles that open at once from
+        # the same head with the same clock would write byte-identical records otherwise,
+        # and each would take the other's for its own (both at one epoch: split brain).
+        self._incarnation = incarnation if incarnation is not None else uuid.uuid4().hex
         self._consensus = consensus
         self._key = key
         self._clock_ms = clock_ms
@@ -244,7 +261,7 @@ class TimestampOracle:
     def _reserve(self, upper: int) -> None:
         """Durably raise the bound to ``upper`` (compare-and-set); state unchanged on failure."""
         new_seqno = 0 if self._seqno is None else self._seqno + 1
-        data = _encode(upper, self._epoch)
+        data = _encode(upper, self._epoch, self._incarnation)
         try:
             ok = self._consensus.compare_and_set(
                 self._key, self._seqno, VersionedData(new_seqno, data)
@@ -259,7 +276,8 @@ class TimestampOracle:
             head = self._consensus.head(self._key)
             if head is not None and self._reservations and head.seqno == new_seqno:
                 durable_upper, epoch = _decode(self._key, head.data)
-                if epoch == self._epoch and head.data != data:
+                mine = _incarnation(head.data) == self._incarnation
+                if epoch == self._epoch and mine and head.data != data:
                     # An earlier reservation of this oracle landed though its answer was lost
                     # and looking failed too (an outage): its epoch is ours, and a newer oracle
                     # writes a larger one. Take it as done and reserve from there.

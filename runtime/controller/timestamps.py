@@ -131,11 +131,14 @@ class UpperOracle(_WithoutIO):
         self._read = max(self._read, ts)
 
 
-def default_oracle(consensus: Any | None, clock_ms: Callable[[], int] = wall_ms) -> Oracle:
-    """The durable oracle over ``consensus`` when it exists, else a :class:`MemoryOracle`."""
+def default_oracle(
+    consensus: Any | None, clock_ms: Callable[[], int] = wall_ms, incarnation: str | None = None
+) -> Oracle:
+    """The durable oracle over ``consensus`` when it exists, else a :class:`MemoryOracle`;
+    ``incarnation`` names it in what it writes (a fresh random one by default)."""
     if consensus is not None:
         from tidegate.runtime.oracle import TimestampOracle
 
-        oracle: Oracle = TimestampOracle(consensus, clock_ms=clock_ms)
+        oracle: Oracle = TimestampOracle(consensus, clock_ms=clock_ms, incarnation=incarnation)
         return oracle
     return MemoryOracle(clock_ms)

@@ -179,7 +179,13 @@ async def open_parts(
     if read_only:  # no oracle (opening one fences the writer): reads follow the tables
         oracle = UpperOracle(lambda: tables_upper[0]() if tables_upper else None)
     elif oracle is None:
-        oracle = await retry("timestamp oracle", default_oracle, store.consensus, platform.clock_ms)
+        oracle = await retry(
+            "timestamp oracle",
+            default_oracle,
+            store.consensus,
+            platform.clock_ms,
+            platform.new_id(),
+        )
     own: Path | None = None
     ops = replica_ops(
         state,

@@ -59,6 +59,7 @@ class Promotion:
                 default_oracle,
                 self.core.store.consensus,
                 self.core.platform.clock_ms,
+                self.core.platform.new_id(),
             )
             before = self.core.state
             # The new catalog is swapped in once the controller has caught up with it, so

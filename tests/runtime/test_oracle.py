@@ -202,14 +202,14 @@ def test_of_two_oracles_opening_at_once_the_one_that_lost_is_fenced() -> None:
     consensus = RacingConsensus()
     TimestampOracle(consensus, clock_ms=clock, window_ms=100)
     rival: list[TimestampOracle] = []
-    # (The rival's clock is ahead: two records written byte for byte alike cannot
-    # be told apart, and the loser would take the rival's record for its own lost write.)
+    # Same clock, same head, same epoch: only the incarnation each record names tells the
+    # rival's record from the loser's own.
     consensus.before_set.append(
-        lambda: rival.append(TimestampOracle(consensus, clock_ms=Clock(5_000), window_ms=100))
+        lambda: rival.append(TimestampOracle(consensus, clock_ms=clock, window_ms=100))
     )
     with pytest.raises(OracleFenced):  # the rival read the same head and wrote the same epoch
         TimestampOracle(consensus, clock_ms=clock, window_ms=100)
-    assert rival[0].write_ts() == 5_001
+    assert rival[0].write_ts() == 1_101
 
 
 class OutageConsensus(MemoryConsensus):
