@@ -54,7 +54,7 @@ _TAKE_OVER_TRIES = 64
 
 
 def _encode(upper: int, epoch: int, incarnation: str) -> bytes:
-    record = {"version": _FORMAT_VERSION, "upper": upper, "epoch": epoch}
+    record: dict[str, int | str] = {"version": _FORMAT_VERSION, "upper": upper, "epoch": epoch}
     if incarnation:
         record["incarnation"] = incarnation
     return seal("oracle", json.dumps(record, sort_keys=True).encode())
