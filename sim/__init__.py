@@ -22,8 +22,10 @@ seed gives a byte-identical trace.
 * :mod:`.replica` -- a compute replica process: ``tidegate.replica``'s real ``ReplicaService``;
   :mod:`.kernel_host` -- how both replica services run on the kernel's virtual time;
 * :mod:`.storage_replica` -- the storage replica: ``tidegate.replica``'s real ``StorageService``;
-  :mod:`.upstream`, :mod:`.sink_target` -- the simulated upstreams its sources read and the
-  targets its sinks commit to (scenarios with sources or sinks);
+  :mod:`.upstream` -- the simulated upstreams its sources read; :mod:`.iceberg` -- the
+  pyiceberg catalog and FileIO on the simulated disk its sinks (the production Iceberg
+  writer) commit through; :mod:`.sink_target` -- the simulator's own cheaper writer of the
+  same contract, for scenarios that ask for it (``sink_writer="simulated"``);
 * :mod:`.controller` -- the controller process: the runtime's ``Environment``, killed and restored;
 * :mod:`.clients` -- the workload, through the public API; :mod:`.history` -- what clients
   saw, and its offline checker (strict serializability);

@@ -41,7 +41,7 @@ from tidegate.spec.protocol.responses import (
     SubscribeBatch,
 )
 
-__all__ = ["MUTANTS", "Mutant", "mutant_names"]
+__all__ = ["MUTANTS", "Mutant", "iceberg_covered_forgets_property_patch", "mutant_names"]
 
 _EMPTY = Antichain.empty()
 
@@ -942,6 +942,87 @@ def _sink_commit_unconditional_patch() -> AbstractContextManager[None]:
     return _replaced(cls, "_commit", _commit)
 
 
+def _iceberg_commit_unchecked_patch() -> AbstractContextManager[None]:
+    """The Iceberg writer's commit lands whatever the table covers: it never compares the covered
+    upper it reads with the commit's lower (so a lost race, or a zombie's commit of a range
+    another incarnation already committed, lands twice)."""
+    from tidegate.runtime.sinks import iceberg as _ice
+
+    cls = _ice.IcebergSinkWriter
+    original = cls.__dict__["commit"]
+    covered_upper = _ice._covered_upper
+
+    def commit(self: Any, updates: Any, lower: int, upper: int) -> None:
+        _ice._covered_upper = lambda metadata, sink_id, ident: None  # the check always passes
+        try:
+            original(self, updates, lower, upper)
+        finally:
+            _ice._covered_upper = covered_upper
+
+    return _replaced(cls, "commit", commit)
+
+
+def iceberg_covered_forgets_property_patch() -> AbstractContextManager[None]:
+    """The Iceberg writer's covered upper is read from the sink's snapshots alone: once another
+    writer's commits and expiry pushed them all out of the table's history, the sink seems to
+    have committed nothing (the table property that answers then is ignored).
+
+    Not in :data:`MUTANTS`: the campaign needs a storage replica restart while another writer
+    commits, with the controller behind what the sink committed, which no seed of ``sources``
+    up to 12 met; ``tests/sim/test_sim_iceberg.py`` catches it with a plan that aims at it."""
+    from tidegate.runtime.sinks import iceberg as _ice
+
+    def covered(metadata: Any, sink_id: str, ident: str) -> int | None:
+        snapshot = metadata.current_snapshot()
+        by_id = {s.snapshot_id: s for s in metadata.snapshots}
+        while snapshot is not None:
+            summary = snapshot.summary
+            if summary is not None and summary[_ice.SINK_PROPERTY] == sink_id:
+                return int(str(summary[_ice.UPPER_PROPERTY]))
+            parent = snapshot.parent_snapshot_id
+            snapshot = by_id.get(parent) if parent is not None else None
+        return None
+
+    return _replaced(_ice, "_covered_upper", covered)
+
+
+def _iceberg_covered_of_any_sink_patch() -> AbstractContextManager[None]:
+    """The Iceberg writer's covered upper is the newest snapshot's, whichever sink made it: a
+    second writer of the same table (another sink id) makes it take that one's progress for
+    its own."""
+    from tidegate.runtime.sinks import iceberg as _ice
+
+    def covered(metadata: Any, sink_id: str, ident: str) -> int | None:
+        snapshot = metadata.current_snapshot()
+        if snapshot is None or snapshot.summary is None:
+            return None
+        return int(str(snapshot.summary[_ice.UPPER_PROPERTY]))
+
+    return _replaced(_ice, "_covered_upper", covered)
+
+
+def _iceberg_stage_drops_parent_patch() -> AbstractContextManager[None]:
+    """The Iceberg writer stages each commit from a copy of the metadata without the head
+    snapshot (rather than with the head alone): the append's manifest list then holds only its
+    own files, and every commit drops the table's earlier data."""
+    from pyiceberg.table.refs import MAIN_BRANCH
+
+    from tidegate.runtime.sinks import iceberg as _ice
+
+    def stage(table: Any) -> None:
+        meta = table.metadata
+        table.metadata = meta.model_copy(
+            update={
+                "properties": {**meta.properties, "commit.retry.num-retries": "0"},
+                "snapshots": [],
+                "snapshot_log": [],
+                "refs": {name: ref for name, ref in meta.refs.items() if name == MAIN_BRANCH},
+            }
+        )
+
+    return _replaced(_ice, "_stage_from_head", stage)
+
+
 def _fragment_more_off_by_one_patch() -> AbstractContextManager[None]:
     from google.protobuf.message import Message
 
@@ -1461,6 +1542,27 @@ _ALL += [
         "an open that finds no catalog record but data starts empty: its tables vanish",
         _catalog_missing_ignored_patch,
         scenario="damaged",
+    ),
+    Mutant(
+        "iceberg_commit_unchecked",
+        "the Iceberg sink writer commits without comparing the table's covered upper with the "
+        "commit's lower",
+        _iceberg_commit_unchecked_patch,
+        scenario="sources",
+    ),
+    Mutant(
+        "iceberg_stage_drops_parent",
+        "the Iceberg sink writer stages a commit from metadata without the head snapshot, so the "
+        "commit's manifest list drops the table's earlier files",
+        _iceberg_stage_drops_parent_patch,
+        scenario="sources",
+    ),
+    Mutant(
+        "iceberg_covered_of_any_sink",
+        "the Iceberg sink writer takes the newest snapshot's upper for its covered upper, "
+        "whichever sink wrote it",
+        _iceberg_covered_of_any_sink_patch,
+        scenario="sources",
     ),
     Mutant(
         "ceased_read_waits",

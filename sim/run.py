@@ -238,7 +238,12 @@ def run_simulation(options: RunOptions, choices: ChoiceSource | None = None) -> 
     error: str | None = None
     start = time.perf_counter()
     counting = _coverage(options.coverage)
-    with _mutant(options.mutant), counting as counts, _logs_into(world):
+    with (
+        _pyiceberg(world, options.seed),
+        _mutant(options.mutant),
+        counting as counts,
+        _logs_into(world),
+    ):
         try:
             run_virtual(world.run, seed=scheduler)
         except BaseException as e:
@@ -366,6 +371,18 @@ class _TraceHandler(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         self.world.record("log", logger=record.name, message=record.getMessage()[:300])
+
+
+def _pyiceberg(world: World, seed: int) -> contextlib.AbstractContextManager[None]:
+    """pyiceberg deterministic for the run, if its sinks write Iceberg tables
+    (:func:`~tidegate.sim.iceberg.pyiceberg_in_simulation`)."""
+    scenario = world.scenario
+    if not scenario.sinks or scenario.sink_writer != "iceberg":
+        return contextlib.nullcontext()
+    from .iceberg import pyiceberg_in_simulation
+    from .storage_replica import CLOCK_NAME
+
+    return pyiceberg_in_simulation(world.process_clock(CLOCK_NAME), seed)
 
 
 @contextlib.contextmanager

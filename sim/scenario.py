@@ -66,6 +66,8 @@ __all__ = [
 ]
 
 DataflowKind = Literal["index", "materialized_view", "subscribe"]
+SinkWriterKind = Literal["iceberg", "simulated"]
+"""What a scenario's sinks write through (:attr:`Scenario.sink_writer`)."""
 _KINDS = ("index", "materialized_view", "subscribe")
 
 DEFAULT_TICK_MS = 40
@@ -314,6 +316,11 @@ class Scenario:
     storage_tick_ms: int = DEFAULT_STORAGE_TICK_MS
     clusters: tuple[ClusterSpec, ...] = ()
     """Clusters besides ``default`` (which runs ``replicas``); dataflows name theirs."""
+    sink_writer: SinkWriterKind = "iceberg"
+    """What the storage replica's sinks write through: ``"iceberg"``, the production
+    ``IcebergSinkWriter`` over a pyiceberg catalog and FileIO on the simulated disk
+    (:mod:`.iceberg`); ``"simulated"``, the simulator's own writer of the same contract
+    (:mod:`.sink_target`: cheaper, but no line of the real writer runs)."""
 
     def cluster_replicas(self) -> dict[str, str]:
         """Every replica process the run starts -> its cluster: ``r1``..``rN`` of ``default``,
@@ -443,6 +450,7 @@ class Scenario:
             ],
             "upstream_ms": list(self.upstream_ms),
             "storage_tick_ms": self.storage_tick_ms,
+            **({"sink_writer": self.sink_writer} if self.sink_writer != "iceberg" else {}),
         }
 
     @classmethod
@@ -651,6 +659,7 @@ class ScenarioModel(BaseModel):
     sinks: list[SinkModel] = []
     upstream_ms: Annotated[tuple[Positive, Positive], AfterValidator(_range)] = DEFAULT_UPSTREAM_MS
     storage_tick_ms: Positive = DEFAULT_STORAGE_TICK_MS
+    sink_writer: SinkWriterKind = "iceberg"
     clusters: list[ClusterModel] = []
 
     @model_validator(mode="after")
@@ -715,6 +724,7 @@ class ScenarioModel(BaseModel):
             upstream_ms=self.upstream_ms,
             storage_tick_ms=self.storage_tick_ms,
             clusters=tuple(ClusterSpec(c.name, c.replicas) for c in self.clusters),
+            sink_writer=self.sink_writer,
         )
 
 
@@ -994,8 +1004,9 @@ def sources() -> Scenario:
 
     The dataflows read the sources (an index of one, an aggregate, a join with the table, a
     materialized view, a subscribe); the sinks write out the table, a source and the
-    materialized view. Sources and sinks are created and dropped as the run goes. Each seed
-    enables a subset of the compute faults and a non-empty subset of the storage world's."""
+    materialized view (each into an Iceberg table). Sources and sinks are created and dropped as
+    the run goes. Each seed enables a subset of the compute faults and a non-empty subset of
+    the storage world's."""
     from tidegate.spec.plan.builder import col, count, sum_, table
 
     orders, events = _tables()[0], _tables()[2]
@@ -1055,9 +1066,10 @@ def sources() -> Scenario:
         tick_ms=100,
         sources=(src_orders, src_events),
         sinks=(
-            # commit intervals from every tick to several ticks, progress intervals from every
-            # commit to a second: the pacing the storage replica applies, exercised
-            SinkSpec("orders_sink", orders.id, "orders_target", 1, 1),
+            # commit intervals from every tick to several ticks, progress intervals from half a
+            # second to a second: the pacing the storage replica applies, exercised (each
+            # commit is a real Iceberg commit: a few ms of pyiceberg's CPU)
+            SinkSpec("orders_sink", orders.id, "orders_target", 1, 500),
             SinkSpec("src_orders_sink", src_orders.id, "src_orders_target", 100, 1_000),
             SinkSpec("event_totals_sink", "src_event_totals", "event_totals_target", 300, 600),
         ),

@@ -1,4 +1,12 @@
-"""Simulated sink targets: what ``SimulatedSink(name)`` sinks commit to, durable on the simulated disk.
+"""Simulated sink targets: what ``SimulatedSink(name)`` sinks commit to in scenarios whose
+``sink_writer`` is ``"simulated"``, durable on the simulated disk.
+
+By default the storage replica's sinks run the production
+:class:`~tidegate.runtime.sinks.IcebergSinkWriter` over a pyiceberg catalog on the
+simulated disk (:mod:`.iceberg`); this module's writer is the cheaper stand-in of the same
+contract (no pyiceberg: one consensus key per target, one compare-and-set per commit), for
+scenarios and tests that judge the storage replica rather than the writer. No built-in
+scenario uses it.
 
 A target stands for an Iceberg table. It lives on the simulated disk as the
 consensus key ``sinks/<name>``: each committed version is one commit (the

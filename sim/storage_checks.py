@@ -52,6 +52,7 @@ from tidegate.spec.ids import GlobalId
 from tidegate.spec.storage.connections import SimulatedSink, SimulatedSource
 
 from .controller import ControllerProcess
+from .iceberg import IcebergReader
 from .sink_target import SinkCommit, read_target
 from .truth import LandedBatch, TruthLog
 from .world_port import WorldPort
@@ -174,6 +175,9 @@ class StorageChecker:
         self.quiet_ms: int | None = None
         self.quiet_uppers: dict[GlobalId, Antichain] = {}
         self.commits = 0
+        self.iceberg = (
+            IcebergReader(world.disk) if world.scenario.sink_writer == "iceberg" else None
+        )
 
     # -- what exists ------------------------------------------------------------------------
     def discover(self) -> None:
@@ -358,13 +362,40 @@ class StorageChecker:
         targets: dict[str, list[SinkCommit]] = {}
         for sink in self.sinks.values():
             if sink.target not in targets:
-                targets[sink.target] = read_target(self.world.disk, sink.target)
+                targets[sink.target] = self._read(sink.target)
             self._judge_sink(sink, targets[sink.target])
         self.commits = sum(len(c) for c in targets.values())
 
+    def _read(self, target: str) -> list[SinkCommit]:
+        """Every commit that landed in ``target``, in order, read back from the disk: an Iceberg
+        table's from its metadata, manifests and data files, with pyiceberg's parsers."""
+        if self.iceberg is not None:
+            return self.iceberg.commits(target)
+        return read_target(self.world.disk, target)
+
     def covered(self, sink: _Sink) -> int | None:
-        mine = [c for c in read_target(self.world.disk, sink.target) if c.sink == str(sink.id)]
+        mine = [c for c in self._read(sink.target) if c.sink == str(sink.id)]
         return mine[-1].upper if mine else None
+
+    def check_tables(self) -> None:
+        """Each Iceberg table holds, by pyiceberg's scan, exactly the updates its commits added
+        (a commit that replaced the head without its parent's files, or a later commit that
+        removed some, shows here and nowhere else)."""
+        if self.iceberg is None:
+            return
+        for target in sorted({s.target for s in self.sinks.values()}):
+            held = self.iceberg.scan(target)
+            if held is None:
+                continue
+            self.world.count("iceberg_table_scanned")
+            want = _counted(u for c in self.iceberg.commits(target) for u in c.updates)
+            got = _counted(held)
+            if got != want:
+                self.violate(
+                    "sink_table_matches_commits",
+                    f"the Iceberg table of target {target!r} does not hold what its commits "
+                    f"added: {_difference(got, want)}",
+                )
 
     # -- the periodic check and the end -----------------------------------------------------
     def check(self) -> None:
@@ -390,6 +421,7 @@ class StorageChecker:
     def check_end(self) -> None:
         self.check()
         self.check_sinks()
+        self.check_tables()
         env = self.world.controller.env
         info = None if env is None else env.storage_replica()
         if info is not None and info.status != "connected":

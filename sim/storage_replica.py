@@ -9,9 +9,12 @@ Blob and Consensus clients, behind a
 :class:`~tidegate.sim.transport.SimReplicaEndpoint` that serves the storage
 protocol at :data:`STORAGE_ADDRESS` (the environment's ``storage_replica``
 option, an unmanaged storage replica). Its upstream readers are
-:class:`~tidegate.sim.upstream.SimSourceReader` s and its sink writers
-:class:`~tidegate.sim.sink_target.SimSinkWriter` s, given to the service as
-its ``source_factory`` and ``sink_factory``.
+:class:`~tidegate.sim.upstream.SimSourceReader` s and its sink writers the
+production :class:`~tidegate.runtime.sinks.IcebergSinkWriter` over a pyiceberg
+catalog and FileIO on the simulated disk (:mod:`.iceberg`; or, for a scenario
+whose ``sink_writer`` is ``"simulated"``, :class:`~tidegate.sim.sink_target.SimSinkWriter`
+s), given to the service as its ``source_factory`` and ``sink_factory``, over
+the incarnation's own Consensus and Blob clients.
 
 Faults strike it as any process of the world: it crashes and restarts (losing
 everything but the disk), dies inside a storage call (an armed crash point:
@@ -33,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tidegate.replica.storage.service import StorageService
+from tidegate.replica.storage.sinks import SinkFactory
 from tidegate.runtime.catalog import STORAGE_REPLICA
 from tidegate.runtime.storage import ShardStore
 from tidegate.runtime.transport.handler import ReplicaConnection, ResponseSink
@@ -49,7 +53,6 @@ from .kernel_host import KernelHost
 from .process import SimProcess
 from .replica import LEASE_MS, ReplicaWorld
 from .service_log import ServiceLog, service_logger
-from .sink_target import SinkFaults, sink_factory
 from .storage import BlobClient, ConsensusClient
 from .transport import SimReplicaEndpoint
 from .upstream import Upstreams
@@ -111,21 +114,22 @@ class _Session:
 class StorageReplicaProcess:
     """The storage instance's replica process (see the module docstring).
 
-    ``tick_ms`` is the service's tick (its binding and commit cadence).
+    ``tick_ms`` is the service's tick (its binding and commit cadence);
+    ``sinks(consensus, blob)`` makes an incarnation's ``sink_factory`` over its clients.
     """
 
     def __init__(
         self,
         world: ReplicaWorld,
         upstreams: Upstreams,
-        sink_faults: SinkFaults,
+        sinks: Callable[[ConsensusClient, BlobClient], SinkFactory],
         tick_ms: int,
         defer: Callable[[str, str], None],
     ) -> None:
         self.name = STORAGE_REPLICA
         self.world = world
         self.upstreams = upstreams
-        self.sink_faults = sink_faults
+        self.sinks = sinks
         self.tick_ms = tick_ms
         self._defer = defer
         self.process = SimProcess(self.name)
@@ -167,8 +171,9 @@ class StorageReplicaProcess:
         proc = self.process
         proc.start()
         consensus = ConsensusClient(w.disk, proc, w.faults)
+        blob = BlobClient(w.disk, proc, w.faults)
         store = ShardStore(
-            BlobClient(w.disk, proc, w.faults),
+            blob,
             consensus,
             writer_id=f"storage-{proc.incarnation}",
             clock_ms=w.clock(CLOCK_NAME),
@@ -191,7 +196,7 @@ class StorageReplicaProcess:
             backoff_ms=100,
             backoff_max_ms=1_000,
             source_factory=self.upstreams.source_factory,
-            sink_factory=sink_factory(consensus, self.sink_faults, w.count),
+            sink_factory=self.sinks(consensus, blob),
             logger=self._log,
             host=host,
         )

@@ -20,11 +20,13 @@ where the end checks run.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 import trio
 
+from tidegate.replica.storage.sinks import SinkFactory
 from tidegate.runtime.environment import Environment
 from tidegate.runtime.transport.version import PROTOCOL_VERSION, VERSION_HEADER
 from tidegate.spec.errors import TidegateError
@@ -45,13 +47,23 @@ from .faults import (
     FaultPlan,
 )
 from .history import ClientHistory, Violation
+from .iceberg import BLOB_PREFIX as ICEBERG_BLOBS
+from .iceberg import ForeignWriter, iceberg_sink_factory
 from .kernel import Kernel
 from .knobs import Knobs, draw_knobs
 from .network import SimNetwork
 from .replica import ReplicaProcess, ReplicaWorld
 from .scenario import DEFAULT_CLUSTER, Scenario
-from .sink_target import SinkFaults
-from .storage import CATALOG_KEY, ORACLE_KEY, CrashPoint, SimDisk, StorageFaults
+from .sink_target import SinkFaults, sink_factory
+from .storage import (
+    CATALOG_KEY,
+    ORACLE_KEY,
+    BlobClient,
+    ConsensusClient,
+    CrashPoint,
+    SimDisk,
+    StorageFaults,
+)
 from .storage_replica import CLOCK_NAME as STORAGE_CLOCK
 from .storage_replica import STORAGE_ADDRESS, StorageReplicaProcess
 from .trace import Trace, summarize
@@ -211,17 +223,31 @@ class World:
         self.checker = Checker(self)
         self.nursery: trio.Nursery
 
+    def process_clock(self, process: str) -> Callable[[], int]:
+        """``process``'s wall clock (which clock faults set off)."""
+        return self._replica_world.clock(process)
+
     def _storage_world(self) -> None:
         io = self.streams.upstream_io
         assert io is not None, "a scenario with sources or sinks needs the upstream streams"
         self.upstreams = Upstreams(io, lambda: self.kernel.now_ms, self._acknowledged, self.count)
         for src in self.scenario.sources:
             self.upstreams.add(src.upstream, src.schema)
-        self.sink_faults = SinkFaults(io)
+        self.sink_faults = faults = SinkFaults(io)
+        if self.scenario.sink_writer == "iceberg":
+            foreign = ForeignWriter(self.disk, faults, self.count)
+
+            def sinks(consensus: ConsensusClient, blob: BlobClient) -> SinkFactory:
+                return iceberg_sink_factory(consensus, blob, foreign, self.count)
+        else:
+
+            def sinks(consensus: ConsensusClient, blob: BlobClient) -> SinkFactory:
+                return sink_factory(consensus, faults, self.count)
+
         self.storage = StorageReplicaProcess(
             self._replica_world,
             self.upstreams,
-            self.sink_faults,
+            sinks,
             self.scenario.storage_tick_ms,
             self._violate_soon,
         )
@@ -577,7 +603,8 @@ class World:
         source = self.streams.faults or self.streams.workload
         disk = self.disk
         if f.target == "blob":
-            keys = [m.key for m in disk.blobs.list_keys()]
+            # not the Iceberg warehouse's files: the format has no checksum to refuse rot with
+            keys = [m.key for m in disk.blobs.list_keys() if not m.key.startswith(ICEBERG_BLOBS)]
             if not keys:
                 return False
             key = pick(source, keys)

@@ -75,7 +75,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 from urllib.parse import urlparse
@@ -167,6 +167,11 @@ class IcebergSinkWriter:
     FileIO (``s3.endpoint``, ``s3.access-key-id``, ``s3.secret-access-key``,
     ``s3.region``, ...). Building a writer checks the description and does no
     IO: :meth:`open` connects.
+
+    ``catalog``, if given, makes the catalog the writer connects to instead of
+    the SQL catalog of ``connection.catalog_url`` (whose URL is then only
+    checked, never opened): the simulator's catalog over its simulated disk
+    (``tidegate.sim.iceberg``). Everything else is the same code.
     """
 
     def __init__(
@@ -177,6 +182,7 @@ class IcebergSinkWriter:
         sink_id: str = "default",
         io_properties: Mapping[str, str] | None = None,
         keep_snapshots: int = 32,
+        catalog: Callable[[], Catalog] | None = None,
     ) -> None:
         _check_connection(connection)
         _s.check_names(schema)
@@ -196,6 +202,7 @@ class IcebergSinkWriter:
         self._arrow_schema = _s.arrow_schema(schema)
         self._row_ok = row_checker(schema)
         self._catalog: Catalog | None = None
+        self._make_catalog = catalog
 
     # -- lifecycle ---------------------------------------------------------
 
@@ -336,7 +343,10 @@ class IcebergSinkWriter:
 
     def _connect(self) -> Catalog:
         if self._catalog is None:
-            self._catalog = _catalog(self.connection, self._io_properties)
+            make = self._make_catalog
+            self._catalog = (
+                _catalog(self.connection, self._io_properties) if make is None else make()
+            )
         return self._catalog
 
     def _load(self) -> Table:

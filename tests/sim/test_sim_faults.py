@@ -158,7 +158,7 @@ CASES: dict[str, tuple[Any, tuple[Fault, ...], tuple[str, ...], Knobs | None]] =
     "foreign_sink_commits": (
         SOURCES,
         (Fault(1_500, K.FOREIGN_SINK_COMMITS, "", 3_000),),
-        ("foreign_sink_commits", "sink_commit_lost_race"),
+        ("foreign_sink_commits", "iceberg_foreign_commit", "sink_commit_lost_race"),
         None,
     ),
     "pause_storage_replica": (

@@ -37,6 +37,9 @@ SEED_BUDGETS = {
     # sources, seed 6: a storage replica restarted between a binding's write and its data's
     # (a crash point in the data write) resumes upstream past the data it still has to write
     "resume_from_remap_upper": 10,
+    # sources, seed 11: a zombie storage replica commits a range the new incarnation already
+    # committed to the sink's Iceberg table
+    "iceberg_commit_unchecked": 15,
 }
 """Mutants that need a lucky coincidence of faults, with their measured first catch."""
 
@@ -49,6 +52,13 @@ STORAGE_MUTANTS: dict[str, str | tuple[str, ...]] = {
     # of the two end-of-run checks speaks first depends on the seed's workload)
     "reclock_off_by_one": ("sources_catch_up", "operations_complete"),
     "sink_commit_unconditional": "sink_commits_chain",
+    # the production Iceberg writer's commit logic (sim/iceberg.py runs it over a simulated
+    # catalog): a table whose commits drop earlier files (pyiceberg's scan at the end), another
+    # sink's progress taken for the sink's own (seed 3: a sink dropped and created again writes
+    # the same table), a zombie's commit that lands twice
+    "iceberg_stage_drops_parent": "sink_table_matches_commits",
+    "iceberg_covered_of_any_sink": "sink_exactly_once",
+    "iceberg_commit_unchecked": "sink_commits_chain",
     "ceased_read_waits": "operations_complete",  # a fresh read of a ceased source never ends
 }
 

@@ -109,7 +109,7 @@ def test_an_unknown_key_is_refused_with_its_path_and_the_fields_expected() -> No
         ),
         "colour": "unknown field; expected one of: name, replicas, tables, dataflows, workload, "
         "duration_ms, faults, fault_kinds, quiet_ms, tick_ms, replica_step_ms, replica, upgrade, "
-        "sources, sinks, upstream_ms, storage_tick_ms, clusters",
+        "sources, sinks, upstream_ms, storage_tick_ms, sink_writer, clusters",
     }
 
 

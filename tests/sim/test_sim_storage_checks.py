@@ -18,6 +18,7 @@ from tidegate.runtime.controller.schemas import arrow_schema
 from tidegate.runtime.storage import ShardStore
 from tidegate.sim.choices import SeededChoices
 from tidegate.sim.history import ClientHistory
+from tidegate.sim.iceberg import ForeignWriter, iceberg_sink_factory, pyiceberg_in_simulation
 from tidegate.sim.process import SimProcess
 from tidegate.sim.sink_target import SimSinkWriter, SinkCommit, SinkFaults, _encode
 from tidegate.sim.storage import BlobClient, ConsensusClient, SimDisk, StorageFaults
@@ -28,6 +29,7 @@ from tidegate.spec.frontier import Antichain, Update
 from tidegate.spec.ids import GlobalId
 from tidegate.spec.plan.schema import Schema
 from tidegate.spec.shard import VersionedData
+from tidegate.spec.storage.connections import SimulatedSink
 from tidegate.spec.storage.reclock import REMAP_SCHEMA, mint_binding
 
 SCHEMA = Schema.of(("k", "string", False))
@@ -37,8 +39,9 @@ DATA, REMAP = GlobalId.user(1), GlobalId.user(2)
 class World:
     """What the checker reads of a world: the disk, the upstreams, the clock, the history."""
 
-    def __init__(self) -> None:
+    def __init__(self, sink_writer: str = "simulated") -> None:
         self.disk = SimDisk()
+        self.scenario = SimpleNamespace(sink_writer=sink_writer)
         self.counts: Counter[str] = Counter()
         self.upstreams = Upstreams(SeededChoices(1), lambda: 0, lambda s, o: None, self.count)
         self.log = self.upstreams.add("log", SCHEMA)
@@ -188,6 +191,40 @@ def test_a_sink_that_commits_an_update_twice_is_caught() -> None:
     writer.commit([(("c",), 21, 1)], 21, 22)  # c again: the input has it once, at 20
     w.checker.check_sinks()
     assert w.properties() == ["sink_exactly_once"]
+
+
+def _iceberg_sink(w: World) -> Any:
+    sink = GlobalId.user(9)
+    w.checker.track_sink(sink, "snk", DATA, "target")
+    proc = SimProcess("storage")
+    proc.start()
+    faults = StorageFaults(SeededChoices(1))
+    sink_faults = SinkFaults(SeededChoices(1))
+    make = iceberg_sink_factory(
+        ConsensusClient(w.disk, proc, faults),
+        BlobClient(w.disk, proc, faults),
+        ForeignWriter(w.disk, sink_faults, w.count),
+        w.count,
+    )
+    writer = make(sink, SimulatedSink("target"), SCHEMA)
+    writer.open()
+    return writer
+
+
+@pytest.mark.parametrize("twice", [False, True])
+def test_an_iceberg_table_is_judged_from_what_it_holds(twice: bool) -> None:
+    """The production Iceberg writer's table, read back from its metadata and data files: its
+    input's changes once pass, an update committed twice is caught."""
+    w = World(sink_writer="iceberg")
+    w.right()
+    with pyiceberg_in_simulation(lambda: 0, seed=1):
+        writer = _iceberg_sink(w)
+        writer.commit([(("b",), 15, 1)], 15, 16)
+        writer.commit([(("c",), 20, 1)] * (2 if twice else 1), 16, 21)
+        w.checker.check_sinks()
+        w.checker.check_tables()
+    assert w.properties() == (["sink_exactly_once"] if twice else [])
+    assert w.counts["sink_target_checked"] == 1 and w.counts["iceberg_table_scanned"] == 1
 
 
 def test_sink_commits_that_do_not_chain_are_caught() -> None:
