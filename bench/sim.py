@@ -17,13 +17,16 @@ disks. This prints:
 * one ``sources`` run (the storage replica, simulated upstreams and sink
   targets beside the compute world): wall time, events, and how much the
   storage checkers judged (source batches, acknowledgements, sink targets);
+* the reach: line coverage of ``runtime/``, ``replica/`` and ``spec/`` by package, from
+  seeds 1-2 of every named scenario (``sim/reach.py`` names what is left out and why;
+  target >= 85 % in scope);
 * for every detectable mutant (``tidegate.sim.mutants``): the first seed of the
   scenario it names (``small`` for most) that catches it and how long that took, and the shrunk
   reproducer's size (faults + client actions; target <= 15) and shrinking time
   (target: median <= 60 s).
 
     python bench/sim.py [--cpu-seeds 10] [--seed 2] [--campaign 4] [--jobs 2] [--sources-seed 6]
-                        [--mutants N] [--profile]
+                        [--mutants N] [--reach-seeds N] [--profile]
 """
 
 from __future__ import annotations
@@ -133,6 +136,26 @@ def _campaign(n: int, jobs: int) -> None:
     )
 
 
+def _reach(seeds: int, jobs: int) -> None:
+    """Line coverage of the product from simulation alone: seeds 1..N of every named scenario
+    (coverage.py in each worker), summed, by package (``sim/reach.py``)."""
+    from tidegate.sim.campaign import run_campaign
+    from tidegate.sim.reach import reach_report
+
+    lines: dict[str, set[int]] = {}
+    start = time.perf_counter()
+    for name in sorted(SCENARIOS):
+        report = run_campaign(range(1, seeds + 1), SCENARIOS[name](), jobs=jobs, lines=True)
+        for f, ran in (report.lines() or {}).items():
+            lines.setdefault(f, set()).update(ran)
+    print(
+        f"reach: lines of runtime/, replica/, spec/ run by seeds 1..{seeds} of every named "
+        f"scenario ({time.perf_counter() - start:.0f} s; target >= 85% in scope):"
+    )
+    for line in reach_report(lines).splitlines():
+        print("  " + line)
+
+
 def _mutants(budget: int, shrink_seconds: float) -> None:
     print(
         f"mutants (their scenario, small for most; seeds 1..{budget}; "
@@ -190,6 +213,9 @@ def main() -> None:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--mutants", type=int, default=40, help="seed budget per mutant (0: skip)")
     ap.add_argument("--shrink-seconds", type=float, default=120.0)
+    ap.add_argument(
+        "--reach-seeds", type=int, default=2, help="seeds per scenario measured (0: skip)"
+    )
     ap.add_argument("--profile", action="store_true", help="cProfile the single run")
     args = ap.parse_args()
     if args.cpu_seeds > 0:
@@ -199,6 +225,8 @@ def main() -> None:
         _campaign(args.campaign, args.jobs)
     if args.sources_seed >= 0:
         _sources(args.sources_seed)
+    if args.reach_seeds > 0:
+        _reach(args.reach_seeds, args.jobs)
     if args.mutants > 0:
         _mutants(args.mutants, args.shrink_seconds)
 

@@ -106,7 +106,7 @@ class SeedOutcome:
     rules: dict[str, dict[str, int]] | None = None
     """What the run reached (:mod:`.coverage`), when the campaign counts it."""
     lines: dict[str, list[int]] | None = None
-    """The runtime and spec lines the run executed, when the campaign measures them."""
+    """The runtime, replica and spec lines the run executed, when the campaign measures them."""
 
     def line(self) -> str:
         if self.ok:
@@ -192,7 +192,8 @@ def run_seed(task: Task) -> SeedOutcome:
 
 
 def _line_coverage() -> Any:
-    """A coverage.py measurement of the runtime and the spec (not the simulator itself).
+    """A coverage.py measurement of the runtime, the replicas and the spec (not the simulator
+    itself).
 
     The modules are imported before the measurement starts (in this process or the
     parent a worker was forked from), so coverage.py sees none of their import-time
@@ -201,7 +202,9 @@ def _line_coverage() -> Any:
     import coverage
 
     cov = coverage.Coverage(
-        data_file=None, source_pkgs=["tidegate.runtime", "tidegate.spec"], branch=False
+        data_file=None,
+        source_pkgs=["tidegate.runtime", "tidegate.replica", "tidegate.spec"],
+        branch=False,
     )
     cov.set_option("run:disable_warnings", ["module-not-measured", "no-data-collected"])
     return cov
@@ -378,8 +381,11 @@ class CampaignReport:
             out.extend("  " + line for line in render_report(rules).splitlines())
         lines = self.lines()
         if lines is not None:
+            from .reach import reach_report
+
             out.append("")
-            out.append("runtime and spec lines run: " + _lines_summary(lines))
+            out.append("lines of the product run (sim/reach.py says what is left out and why):")
+            out.extend("  " + line for line in reach_report(lines).splitlines())
         return "\n".join(out)
 
     def rules(self) -> dict[str, dict[str, int]] | None:
@@ -414,34 +420,6 @@ class CampaignReport:
             path.write_text(json.dumps(o.trace, sort_keys=True, indent=1) + "\n")
             written.append(path)
         return written
-
-
-def _lines_summary(lines: dict[str, set[int]]) -> str:
-    """``N lines in M files``, with the least-run files, from coverage.py's own analysis."""
-    import coverage
-
-    cov = coverage.Coverage(data_file=None)
-    data = cov.get_data()
-    data.add_lines({f: sorted(ls) for f, ls in lines.items()})
-    total_run = total = 0
-    worst: list[tuple[float, str]] = []
-    for f in sorted(lines):
-        try:
-            _name, statements, _excluded, missing, _text = cov.analysis2(f)
-        except Exception:
-            continue
-        if not statements:
-            continue
-        run = len(statements) - len(missing)
-        total_run += run
-        total += len(statements)
-        worst.append((run / len(statements), f))
-    worst.sort()
-    shown = ", ".join(f"{Path(f).name} {100 * r:.0f}%" for r, f in worst[:8])
-    pct = 100 * total_run / max(1, total)
-    return (
-        f"{total_run} of {total} statements ({pct:.0f}%) in {len(worst)} files; least run: {shown}"
-    )
 
 
 SPARK_JOBS_IN_FLIGHT = 64

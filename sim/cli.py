@@ -361,7 +361,8 @@ def build_parser() -> argparse.ArgumentParser:
     camp.add_argument(
         "--lines",
         action="store_true",
-        help="also measure which runtime and spec lines ran (coverage.py; slower)",
+        help="also measure which lines of the runtime, the replicas and the spec ran, by "
+        "package (coverage.py; slower; sim/reach.py says what is left out)",
     )
     camp.add_argument("--save-failures", metavar="DIR", help="save failing seeds' traces here")
     camp.set_defaults(func=_cmd_campaign)

@@ -294,12 +294,15 @@ def test_campaign_counts_the_rules_effects_and_lines_its_runs_reached(
     # Import-time lines count as run in every module the run imported: a module of class
     # definitions only is not reported unrun.
     assert ran[os.path.realpath(runtime_errors.__file__)]
-    assert "runtime and spec lines run: " in report.table()
+    table = report.table()
+    assert "lines of the product run" in table
+    for package in ("runtime", "replica", "spec", "in scope", "left out"):
+        assert f"\n  {package} " in table, table
     args = ["campaign", "--seeds", str(runs.bad_seed), "--jobs", "1", "--scenario", str(quick_file)]
     code, out = _sim([*args, "--mutant", MUTANT, "--coverage"], capsys)
     assert code == EXIT_VIOLATION
     assert "reached (errors raised, protocol rules broken, effects carried out):" in out
-    assert "  effects: " in out and "runtime and spec lines run" not in out
+    assert "  effects: " in out and "lines of the product run" not in out
 
 
 # -- shrink -----------------------------------------------------------------------------------
