@@ -37,6 +37,9 @@ LEFT_OUT: dict[str, str] = {
     "runtime/transport/grpc_server.py": "gRPC itself (as above)",
     "runtime/transport/aio_thread.py": "the event loop thread gRPC's client runs on",
     "runtime/wire/gen/": "generated protobuf classes",
+    "spec/testing/": "the test kit users' own suites drive (state machines, contract tests): "
+    "it checks a system rather than being one; tests/spec runs it",
+    "spec/strategies/": "Hypothesis strategies for users' property tests (tests/spec runs them)",
 }
 """Paths (below ``tidegate/``; a trailing ``/`` is a folder) left out on purpose, and why."""
 
