@@ -34,7 +34,7 @@ SEED_BUDGETS = {
     # of its retry of a write whose answer was lost (seed 9 before dead processes' storage
     # calls raised ProcessKilled, which moved the interleavings)
     "catalog_unknown_outcome_lost": 40,
-    # sources, seed 6: a storage replica restarted between a binding's write and its data's
+    # sources, seed 9: a storage replica restarted between a binding's write and its data's
     # (a crash point in the data write) resumes upstream past the data it still has to write
     "resume_from_remap_upper": 10,
     # sources, seed 11: a zombie storage replica commits a range the new incarnation already
