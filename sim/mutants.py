@@ -858,6 +858,57 @@ def _source_ack_on_delivery_patch() -> AbstractContextManager[None]:
     return _replaced(cls, "_apply_ack", _apply_ack)
 
 
+def _pg_update_drops_old_column_patch() -> AbstractContextManager[None]:
+    """The pgoutput decoder drops the last column of an UPDATE's old tuple (a bound off by one
+    in the TupleData loop), so the reader cannot retract the old row."""
+    from tidegate.runtime.sources.postgres import _core
+    from tidegate.runtime.sources.postgres._pgoutput import Update
+
+    original = _core.__dict__["decode_message"]
+
+    def decode_message(payload: bytes) -> Any:
+        msg = original(payload)
+        if isinstance(msg, Update) and msg.old:
+            return dataclasses.replace(msg, old=msg.old[:-1])
+        return msg
+
+    return _replaced(_core, "decode_message", decode_message)
+
+
+def _pg_ack_off_by_one_patch() -> AbstractContextManager[None]:
+    """The PostgreSQL reader reports the acknowledged offset itself as flushed (not the LSN
+    below it), so the slot confirms, and forgets, the transaction at that offset too."""
+    from tidegate.runtime.sources.postgres import _core
+
+    cls = _core.ReplicationCore
+
+    def ack(self: Any, offset: int, now: float) -> None:
+        if offset > self._flushed:
+            self._flushed = offset
+            self._status(now)
+
+    return _replaced(cls, "ack", ack)
+
+
+def _pg_keepalive_inside_transaction_patch() -> AbstractContextManager[None]:
+    """The PostgreSQL reader moves its upper to a keepalive's WAL end even while a transaction
+    is open (the server's WAL is past that transaction's commit)."""
+    from tidegate.runtime.sources.postgres import _core
+    from tidegate.runtime.sources.postgres._pgoutput import Keepalive, decode_frame
+
+    cls = _core.ReplicationCore
+    original = cls.__dict__["_keepalive"]
+
+    def _keepalive(self: Any, frame: bytes, now: float) -> None:
+        keepalive = decode_frame(frame)
+        assert isinstance(keepalive, Keepalive)
+        if self._txn is not None:
+            self._upper = max(self._upper, keepalive.wal_end + 1)
+        original(self, frame, now)
+
+    return _replaced(cls, "_keepalive", _keepalive)
+
+
 def _data_before_binding_patch() -> AbstractContextManager[None]:
     """The service reports a binding (remap) write done as soon as it is issued, so the data
     it assigns is written while the binding may not have landed (or never will)."""
@@ -1461,6 +1512,26 @@ _ALL = [
         "reclock_off_by_one",
         "an upstream change at a binding's offset is reclocked to that binding's time",
         _reclock_off_by_one_patch,
+        scenario="sources",
+    ),
+    Mutant(
+        "pg_update_drops_old_column",
+        "the PostgreSQL reader's pgoutput decoder drops the last column of an UPDATE's old tuple",
+        _pg_update_drops_old_column_patch,
+        scenario="sources",
+    ),
+    Mutant(
+        "pg_ack_off_by_one",
+        "the PostgreSQL reader reports an acknowledged offset itself as flushed, so its slot "
+        "forgets the transaction at that offset before it is durable",
+        _pg_ack_off_by_one_patch,
+        scenario="sources",
+    ),
+    Mutant(
+        "pg_keepalive_inside_transaction",
+        "the PostgreSQL reader advances its upper on a keepalive in the middle of a transaction, "
+        "past the transaction it has not delivered yet",
+        _pg_keepalive_inside_transaction_patch,
         scenario="sources",
     ),
     Mutant(

@@ -141,10 +141,14 @@ class ReplicaProgress:
 
     def write(self, replica: str, id: GlobalId, *, written: bool = False) -> int | None:
         """The write frontier ``replica`` last reported for ``id`` on this session (-1: none);
-        ``written`` as for :meth:`hydrated`."""
+        ``written`` as for :meth:`hydrated`. A dataflow whose frontier never moved is at the
+        as_of it was given (a dataflow over a source that ceased before its first batch)."""
         s = self.sessions.get(replica)
         if s is None:
             return _UNSEEN
         if id not in s.as_of and (id in self.released or written):
             return None  # nothing left to compute: complete
-        return s.write.get(id, _UNSEEN)
+        if id in s.write:
+            return s.write[id]
+        as_of = s.as_of.get(id)
+        return _UNSEEN if as_of is None else as_of

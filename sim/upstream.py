@@ -1,44 +1,64 @@
 """Simulated upstreams: deterministic change logs that ``SimulatedSource(name)`` ingestions read.
 
 An :class:`UpstreamLog` stands for an upstream table behind its replication
-slot (PostgreSQL's ``pgoutput``): every change is written at an **offset**
-(a transaction's changes share its offset; offsets grow with gaps, as LSNs
-do) and never changes afterwards. The world writes to it on virtual time
-(the plan's ``upstream`` actions, drawn from the run's upstream stream), so
-replaying a plan replays the upstream too.
+slots (PostgreSQL's ``pgoutput``): every change is written at an **offset**
+(a transaction's changes share its offset, the end LSN of its commit record;
+offsets grow with gaps, as LSNs do, from 1) and never changes afterwards. The
+world writes to it on virtual time (the plan's ``upstream`` actions, drawn
+from the run's upstream stream), so replaying a plan replays the upstream too.
+The checkers (:mod:`.storage_checks`) judge every ingestion against this log
+itself, never against a decoding of it.
 
-Each source (by its ``GlobalId``) has a **slot** on the log: what the source
-acknowledged is forgotten there, and a reader asked to start below it
-starts at it -- PostgreSQL starts a slot at its ``confirmed_flush_lsn``
-whatever LSN the client asks for. So an ingestion that acknowledges data
-before it is durable loses it after a crash, as it would in production; the
-checkers (:mod:`.storage_checks`) watch every acknowledgement.
+Each source (by its ``GlobalId``) has a **slot** on the log once its reader
+first started: its ``confirmed_flush_lsn`` (:attr:`UpstreamLog.slots`). What
+is confirmed is forgotten: a stream starts at the confirmed position whatever
+LSN the client asks for, as PostgreSQL's does. So an ingestion that
+acknowledges data before it is durable loses it after a crash, as it would in
+production; the checkers watch every acknowledgement, as the upstream receives
+it (a standby status update's flushed LSN).
 
 A :class:`SimSourceReader` is the storage service's
 :class:`~tidegate.replica.storage.sources.SourceReader` for a simulated
-source (made by :meth:`Upstreams.source_factory`). It delivers what the log
-holds, in batches split at offsets the upstream stream chooses (empty
-batches that only move the upper included), and suffers the log's faults:
-an unreachable upstream (``start`` and ``poll`` raise the typed
-:class:`~tidegate.spec.errors.UpstreamUnreachable`: the source goes
-``stalled`` and is retried), slow delivery (only changes written at
-least ``lag_ms`` ago are visible), a connection that breaks right after a
-delivery (before the source has written it), a schema change (from its
-offset on, readers raise :class:`~tidegate.spec.errors.UpstreamSchemaChanged`
-and never deliver a change of the new shape) and lost slots (a source whose
-slot was lost raises :class:`~tidegate.spec.errors.ReplicationSlotMissing`
-rather than resume past changes it never read).
+source (made by :meth:`Upstreams.source_factory`). It is a driver of the
+production reader's protocol core
+(:class:`~tidegate.runtime.sources.postgres._core.ReplicationCore`), as
+:class:`~tidegate.runtime.sources.postgres.PostgresReader` is: it plays the
+upstream's catalog (the table's description, the slot), takes the snapshot
+when the core needs one, and feeds the core the bytes of a simulated
+walsender (:class:`~.pg_upstream.Walsender`: a real ``pgoutput`` replication
+stream, transactions fragmented across reads, relation messages re-sent,
+keepalives), sending the core's standby status updates back as bytes. So the
+production decoder, transaction assembly, snapshot rewind and LSN/ack logic
+run in every ``sources`` seed.
+
+It suffers the log's faults: an unreachable upstream (``start`` raises, and a
+stream breaks: the core hands out what was complete, then the typed
+:class:`~tidegate.spec.errors.UpstreamUnreachable`; the source goes
+``stalled`` and is retried), slow delivery (only changes written at least
+``lag_ms`` ago are sent), a connection that breaks right after a delivery
+(before the source has written it), a schema change (a column added from its
+offset on: the walsender sends the new ``RELATION`` before the first change of
+the new shape, and the core raises
+:class:`~tidegate.spec.errors.UpstreamSchemaChanged`; a reader starting later
+finds the table changed) and lost slots (the server ends the stream; a reader
+restarting with durable data finds no slot: the core's
+:class:`~tidegate.spec.errors.ReplicationSlotMissing`, rather than resume past
+changes it never read).
 """
 
 from __future__ import annotations
 
 import bisect
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from tidegate.runtime.sources.postgres._catalog import SlotInfo, UpstreamColumn, UpstreamTable
+from tidegate.runtime.sources.postgres._core import ReplicationCore, ServerRefused, plan_start
 from tidegate.spec.errors import (
-    ReplicationSlotMissing,
     SourceConfigurationInvalid,
+    SourceError,
+    SourceReaderMisused,
     UpstreamSchemaChanged,
     UpstreamUnreachable,
 )
@@ -52,7 +72,8 @@ from tidegate.spec.storage.connections import (
     SourceUpdate,
 )
 
-from .choices import ChoiceSource, chance
+from .choices import ChoiceSource
+from .pg_upstream import ADDED_COLUMN, PG_TYPES, Walsender, parse_standby_status
 
 __all__ = ["SimSourceReader", "UpstreamLog", "Upstreams"]
 
@@ -68,12 +89,14 @@ class UpstreamLog:
     written_ms: list[int] = field(default_factory=list)
     """When each of them was written (virtual ms)."""
     changes: list[tuple[SourceUpdate, ...]] = field(default_factory=list)
-    upper: int = 0
-    """Every offset below it is written (the next change goes at or after it)."""
+    upper: int = 1
+    """Every offset below it is written (the next change goes at or after it; a commit record
+    ends past the WAL's start, so offsets start at 1)."""
     present: list[Row] = field(default_factory=list)
     """The rows upstream holds now (what a deletion may take)."""
     slots: dict[GlobalId, int] = field(default_factory=dict)
-    """What each source acknowledged (forgotten below it)."""
+    """Each source's slot: its confirmed position (the changes at offsets up to it are
+    forgotten)."""
     unreachable_until_ms: int = 0
     lag_ms: int = 0
     """Slow delivery: a change becomes visible this long after it was written."""
@@ -86,6 +109,8 @@ class UpstreamLog:
     """Sources whose slot was lost (dropped, or invalidated)."""
     readers: set[GlobalId] = field(default_factory=set)
     """Sources that started a reader (and so have a slot)."""
+    oid: int = 16384
+    """The table's OID (names it in ``pgoutput`` messages)."""
 
     @property
     def broken_for(self) -> set[GlobalId] | None:
@@ -132,16 +157,42 @@ class UpstreamLog:
         return now_ms >= self.unreachable_until_ms
 
     def acknowledged(self, source: GlobalId) -> int:
-        """What ``source``'s slot forgot (it acknowledged everything below)."""
-        return self.slots.get(source, 0)
+        """What ``source``'s slot forgot: every offset below this (0: it has no slot)."""
+        slot = self.slots.get(source)
+        return 0 if slot is None else slot + 1
 
-    def acknowledge(self, source: GlobalId, offset: int) -> None:
-        self.slots[source] = max(self.slots.get(source, 0), offset)
+    def table(self) -> UpstreamTable:
+        """The table as PostgreSQL's catalog describes it (before any schema change)."""
+        return UpstreamTable(
+            self.oid,
+            "public",
+            self.name,
+            tuple(
+                UpstreamColumn(
+                    c.name,
+                    *PG_TYPES[c.type.scalar][:1],
+                    -1,
+                    PG_TYPES[c.type.scalar][1],
+                    not c.type.nullable,
+                    c.type.scalar,
+                )
+                for c in self.schema.columns
+            ),
+        )
+
+    def snapshot(self, point: int) -> tuple[Counter[Row], int]:
+        """The table's rows in a snapshot at ``point`` (every change at an offset up to it), and
+        a size for them."""
+        rows: Counter[Row] = Counter()
+        for row, _, diff in self.between(0, point + 1):
+            rows[row] += diff
+        return +rows, 16 * sum(rows.values())
 
 
 class SimSourceReader:
-    """A storage service's reader of one :class:`UpstreamLog` for source ``source`` (see the
-    module docstring). ``on_ack(source, offset)`` is told every acknowledgement first."""
+    """A storage service's reader of one :class:`UpstreamLog` for source ``source``: a driver of
+    the production protocol core over a simulated walsender (see the module docstring).
+    ``on_ack(source, offset)`` is told every acknowledgement the upstream receives, first."""
 
     def __init__(
         self,
@@ -158,62 +209,121 @@ class SimSourceReader:
         self.now_ms = now_ms
         self.on_ack = on_ack
         self.count = count
-        self.position: int | None = None
-        self.acked = 0
+        self.core: ReplicationCore | None = None
+        self.walsender: Walsender | None = None
         self.closed = False
 
-    def _check(self, what: str) -> None:
+    @property
+    def slot_name(self) -> str:
+        return f"sim_{self.log.name}_{self.source}".lower()
+
+    def _now_s(self) -> float:
+        return self.now_ms() / 1000
+
+    def _reachable(self, what: str) -> None:
         if self.closed:
-            raise UpstreamUnreachable(f"sim:{self.log.name}", f"{what} on a closed reader")
+            raise SourceReaderMisused(f"{what} on a closed reader")
         if not self.log.reachable(self.now_ms()):
             self.count("upstream_unreachable_met")
-            if self.position is not None and self.position > self.acked:
+            raise UpstreamUnreachable(f"sim:{self.log.name}", f"{what}: connection refused")
+
+    def start(self, resume_offset: int) -> None:
+        if self.core is not None:
+            raise SourceReaderMisused("start() on a reader that is started")
+        self._reachable("connect")
+        log = self.log
+        log.readers.add(self.source)
+        table = log.table()
+        if log.schema_changed_at is not None:  # the catalog describes the table as it is now
+            self.count("upstream_schema_change_met")
+            raise UpstreamSchemaChanged(
+                table.qualified, (f"column {ADDED_COLUMN[0]!r} added (text)",)
+            )
+        core = ReplicationCore(
+            table, slot=self.slot_name, publication="sim", server=f"sim:{log.name}"
+        )
+        lost = self.source in log.lost_slots
+        confirmed = log.slots.get(self.source)
+        slot = None
+        if confirmed is not None or lost:
+            slot = SlotInfo(self.slot_name, "pgoutput", True, True, confirmed, None, lost)
+        if lost:
+            self.count("slot_lost_met")
+        plan = plan_start(self.slot_name, resume_offset, slot)
+        now = self.now_ms()
+        if plan.kind == "resume":
+            self.count("upstream_resumed")
+            start = core.resume(resume_offset, plan.confirmed)
+        else:
+            # CREATE_REPLICATION_SLOT's consistent point: every change written so far is in
+            # its snapshot, every later one commits in a record starting at or after it.
+            taken = max(log.visible_upper(now) - 1, plan.confirmed)
+            rows, size = log.snapshot(taken)
+            if plan.kind == "fresh":
+                self.count("upstream_snapshot")
+                log.slots[self.source] = taken
+                log.lost_slots.discard(self.source)
+                start = core.fresh_snapshot(resume_offset, taken, rows, size)
+            else:  # the slot exists: its snapshot again, rewound from a later one
+                self.count("upstream_snapshot_rewound")
+                start = core.rewound_snapshot(resume_offset, plan.confirmed, taken, rows, size)
+        # START_REPLICATION: the stream starts at the slot's confirmed position, if later.
+        position = max(start, log.slots[self.source])
+        self.walsender = Walsender(log, log.oid, position, self.choices, self.count)
+        core.started(start, self._now_s())
+        self.core = core
+
+    def poll(self, timeout_s: float) -> SourceBatch | None:
+        core = self.core
+        if core is None or self.closed:
+            raise SourceReaderMisused("poll() on a reader that is not started")
+        if core.error is None:
+            core.tick(self._now_s())
+            try:
+                self._send_status()
+            except SourceError as e:
+                core.fail(e)
+        while True:
+            batch = core.deliverable()
+            if batch is not None:
+                return self._delivered(batch)
+            if core.error is not None:
+                raise core.error
+            self._read()
+            if not core.has_news():
+                return None
+
+    def _read(self) -> None:
+        """What the socket has now, into the core (or the stream's end, as the core's error)."""
+        core, walsender, log = self.core, self.walsender, self.log
+        assert core is not None and walsender is not None
+        now = self.now_ms()
+        if not log.reachable(now):
+            self.count("upstream_unreachable_met")
+            if core.reported > log.acknowledged(self.source):
                 # It delivered changes that are not durable yet (or not acknowledged): the
                 # source must keep them, or read them again, exactly once.
                 self.count("reader_failed_with_unacked_delivery")
-            raise UpstreamUnreachable(f"sim:{self.log.name}", f"{what}: connection refused")
-        if self.source in self.log.lost_slots:
+            core.fail(UpstreamUnreachable(f"sim:{log.name}", "the connection broke"))
+            return
+        if self.source in log.lost_slots:  # the slot was dropped: its walsender is terminated
             self.count("slot_lost_met")
-            raise ReplicationSlotMissing(f"sim_{self.log.name}_{self.source}", self.acked)
+            refused = ServerRefused("57P01", "terminating connection due to administrator command")
+            core.fail(core.refusal(refused))
+            return
+        for frame in walsender.read(now):
+            if not core.wants_frames():
+                walsender.queue.appendleft(frame)  # left on the socket for the next read
+                continue
+            core.receive(frame, now / 1000)
+        try:
+            self._send_status()
+        except SourceError as e:
+            core.fail(e)
 
-    def _schema_changed(self) -> UpstreamSchemaChanged:
-        self.count("upstream_schema_change_met")
-        return UpstreamSchemaChanged(
-            f"sim:{self.log.name}",
-            (f"a column changed type at offset {self.log.schema_changed_at}",),
-        )
-
-    def start(self, resume_offset: int) -> None:
-        self._check("connect")
-        self.log.readers.add(self.source)
-        changed = self.log.schema_changed_at
-        if changed is not None and resume_offset >= changed:
-            raise self._schema_changed()
-        slot = self.log.acknowledged(self.source)
-        if resume_offset < slot:
-            self.count("upstream_resumed_below_slot")  # it starts at the slot, as PostgreSQL does
-        self.position = max(resume_offset, slot)
-        self.acked = slot
-
-    def poll(self, timeout_s: float) -> SourceBatch | None:
-        self._check("read")
-        assert self.position is not None, "poll before start"
-        visible = self.log.visible_upper(self.now_ms())
-        changed = self.log.schema_changed_at
-        if changed is not None:
-            if self.position >= changed:
-                raise self._schema_changed()  # nothing of the new shape is ever delivered
-            visible = min(visible, changed)
-        if visible <= self.position:
-            return None
-        cut = visible
-        if chance(self.choices, 400):  # a batch split anywhere (an offset boundary)
-            cut = self.choices.integer(self.position + 1, visible)
-            self.count("upstream_batch_split")
-        updates = tuple(self.log.between(self.position, cut))
-        self.position = cut
+    def _delivered(self, batch: SourceBatch) -> SourceBatch:
         log = self.log
-        if updates and log.fail_after_delivery_ms is not None:
+        if batch.updates and log.fail_after_delivery_ms is not None:
             # The connection breaks right after this delivery: the next call finds it gone, while
             # the source still holds these changes unwritten.
             log.unreachable_until_ms = max(
@@ -221,12 +331,30 @@ class SimSourceReader:
             )
             log.fail_after_delivery_ms = None
             self.count("upstream_fails_after_delivery")
-        return SourceBatch(updates, cut, size_bytes=16 * len(updates))
+        return batch
+
+    def _send_status(self) -> None:
+        """Send the core's standby status updates: the slot confirms what they say is flushed."""
+        core, log = self.core, self.log
+        assert core is not None
+        for status in core.take_status():
+            if not log.reachable(self.now_ms()):
+                raise UpstreamUnreachable(f"sim:{log.name}", "status update: connection broke")
+            parsed = parse_standby_status(status.encode(self.now_ms() * 1000))
+            assert parsed is not None, "the core sent something else than a status update"
+            flushed = parsed[1]
+            if self.source in log.lost_slots:
+                continue
+            if flushed > log.slots.get(self.source, -1):
+                self.on_ack(self.source, flushed + 1)
+                log.slots[self.source] = flushed
 
     def ack(self, offset: int) -> None:
-        self.on_ack(self.source, offset)
-        self.log.acknowledge(self.source, offset)
-        self.acked = max(self.acked, offset)
+        core = self.core
+        if core is None or self.closed:
+            raise SourceReaderMisused("ack() on a reader that is not started")
+        core.ack(offset, self._now_s())
+        self._send_status()
 
     def close(self) -> None:
         self.closed = True

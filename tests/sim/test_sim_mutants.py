@@ -34,7 +34,7 @@ SEED_BUDGETS = {
     # of its retry of a write whose answer was lost (seed 9 before dead processes' storage
     # calls raised ProcessKilled, which moved the interleavings)
     "catalog_unknown_outcome_lost": 40,
-    # sources, seed 6: a storage replica restarted between a binding's write and its data's
+    # sources, seed 9: a storage replica restarted between a binding's write and its data's
     # (a crash point in the data write) resumes upstream past the data it still has to write
     "resume_from_remap_upper": 10,
     # sources, seed 11: a zombie storage replica commits a range the new incarnation already
@@ -60,6 +60,13 @@ STORAGE_MUTANTS: dict[str, str | tuple[str, ...]] = {
     "iceberg_covered_of_any_sink": "sink_exactly_once",
     "iceberg_commit_unchecked": "sink_commits_chain",
     "ceased_read_waits": "operations_complete",  # a fresh read of a ceased source never ends
+    # the PostgreSQL reader's protocol core, driven over the simulated upstream's pgoutput bytes:
+    # an UPDATE's old row of the wrong width is a protocol violation, the source never catches
+    # up and the dataflows over it never hydrate
+    "pg_update_drops_old_column": ("hydration_completes", "sources_catch_up"),
+    "pg_ack_off_by_one": "upstream_acked_only_durable",  # the slot confirms one offset too far
+    # a batch whose upper passed a transaction still open: its changes come below that upper
+    "pg_keepalive_inside_transaction": "storage_replica_works",
 }
 
 SECOND_ROUND_MUTANTS: dict[str, str | tuple[str, ...]] = {

@@ -45,7 +45,7 @@ class World:
         self.counts: Counter[str] = Counter()
         self.upstreams = Upstreams(SeededChoices(1), lambda: 0, lambda s, o: None, self.count)
         self.log = self.upstreams.add("log", SCHEMA)
-        # offset 0: +a +b, offset 3: -a, offset 5: +c
+        # offset 1: +a +b, offset 4: -a, offset 6: +c
         self.log.write([(("a",), 1), (("b",), 1)], 0, 0)
         self.log.write([(("a",), -1)], 2, 0)
         self.log.write([(("c",), 1)], 1, 0)
@@ -92,10 +92,10 @@ class World:
         self.store.compare_and_append(str(DATA), updates, Antichain([lo]), Antichain([hi]))
 
     def right(self) -> None:
-        """The ingestion done right: bindings 4 at 10 and 6 at 20, each before its data."""
-        self.bind(10, 4)
+        """The ingestion done right: bindings 5 at 10 and 7 at 20, each before its data."""
+        self.bind(10, 5)
         self.data(11, [(("b",), 10, 1)])  # +a and -a both at 10: consolidated away
-        self.bind(20, 6)
+        self.bind(20, 7)
         self.data(21, [(("c",), 20, 1)])
 
 
@@ -105,23 +105,23 @@ def test_an_ingestion_done_right_passes_and_acknowledging_what_is_durable_is_fin
     w.checker.check()
     assert w.violations == []
     assert w.counts["source_batch_checked"] == 2
-    w.checker.acknowledged(DATA, 6)
+    w.checker.acknowledged(DATA, 7)
     assert w.violations == []
 
 
 def test_acknowledging_beyond_what_is_durable_is_caught() -> None:
     w = World()
-    w.bind(10, 4)
+    w.bind(10, 5)
     w.data(11, [(("b",), 10, 1)])
-    w.bind(20, 6)  # bound, but its data is not written yet
-    w.checker.acknowledged(DATA, 6)
+    w.bind(20, 7)  # bound, but its data is not written yet
+    w.checker.acknowledged(DATA, 7)
     assert w.properties() == ["upstream_acked_only_durable"]
 
 
 def test_data_landing_before_its_binding_is_caught() -> None:
     w = World()
     w.data(11, [(("b",), 10, 1)])
-    w.bind(10, 4)
+    w.bind(10, 5)
     w.checker.check()
     assert "binding_before_data" in w.properties()
 
@@ -137,9 +137,9 @@ def test_data_landing_before_its_binding_is_caught() -> None:
 )
 def test_data_that_are_not_the_reclocked_upstream_changes_are_caught(updates: list[Update]) -> None:
     w = World()
-    w.bind(10, 4)
+    w.bind(10, 5)
     w.data(11, [(("b",), 10, 1)])
-    w.bind(20, 6)
+    w.bind(20, 7)
     w.data(21, updates)
     w.checker.check()
     assert w.properties() == ["source_exactly_once"]
@@ -147,9 +147,9 @@ def test_data_that_are_not_the_reclocked_upstream_changes_are_caught(updates: li
 
 def test_bindings_that_go_back_are_caught() -> None:
     w = World()
-    w.bind(10, 4)
+    w.bind(10, 5)
     upper = 11
-    back: Any = [((2,), 15, 1), ((4,), 15, -1)]
+    back: Any = [((2,), 15, 1), ((5,), 15, -1)]
     w.store.compare_and_append(str(REMAP), back, Antichain([upper]), Antichain([16]))
     w.checker.check()
     assert "remap_bindings_valid" in w.properties()

@@ -24,12 +24,15 @@ from tidegate.sim.sink_target import SimSinkWriter, SinkFaults, read_target
 from tidegate.sim.storage import ConsensusClient, CrashPoint, SimDisk, StorageFaults
 from tidegate.sim.upstream import SimSourceReader, UpstreamLog, Upstreams
 from tidegate.spec.errors import (
+    ReplicationSlotMissing,
     SinkConflict,
     SinkOutcomeUnknown,
     SinkUnreachable,
     SourceConfigurationInvalid,
+    UpstreamSchemaChanged,
     UpstreamUnreachable,
 )
+from tidegate.spec.frontier import Row
 from tidegate.spec.ids import GlobalId
 from tidegate.spec.plan.schema import Schema
 from tidegate.spec.shard import VersionedData, Watchable
@@ -49,9 +52,9 @@ def _explain(r: RunResult) -> str:
 
 def _log() -> UpstreamLog:
     log = UpstreamLog("log", SCHEMA)
-    log.write([(("a", 1), 1), (("b", 2), 1)], gap=0, now_ms=10)  # offset 0
-    log.write([(("a", 1), -1)], gap=2, now_ms=20)  # offset 3
-    log.write([(("c", None), 1)], gap=1, now_ms=30)  # offset 5
+    log.write([(("a", 1), 1), (("b", 2), 1)], gap=0, now_ms=10)  # offset 1
+    log.write([(("a", 1), -1)], gap=2, now_ms=20)  # offset 4
+    log.write([(("c", None), 1)], gap=1, now_ms=30)  # offset 6
     return log
 
 
@@ -66,52 +69,99 @@ def _reader(log: UpstreamLog, now: list[int], acks: list[tuple[GlobalId, int]]) 
     )
 
 
+def _drain(reader: SimSourceReader, upper: int = 0) -> tuple[list[tuple[Row, int, int]], int]:
+    """Every batch the reader has (the stream may come in pieces: a poll finding only part of a
+    transaction returns nothing), checked against the reader contract; the updates and the last
+    upper."""
+    got: list[tuple[Row, int, int]] = []
+    for _ in range(50):
+        batch = reader.poll(0.0)
+        if batch is None:
+            continue
+        assert batch.upper > upper and all(upper <= o < batch.upper for _, o, _ in batch.updates)
+        got.extend(batch.updates)
+        upper = batch.upper
+    return got, upper
+
+
+def _consolidated(updates: list[tuple[Row, int, int]]) -> Counter[Row]:
+    rows: Counter[Row] = Counter()
+    for row, _, diff in updates:
+        rows[row] += diff
+    return +rows
+
+
 def test_the_log_keeps_every_change_at_its_offset_and_the_rows_upstream_holds() -> None:
     log = _log()
-    assert log.upper == 6 and log.offsets == [0, 3, 5]
-    assert log.between(0, 6) == [
-        (("a", 1), 0, 1),
-        (("b", 2), 0, 1),
-        (("a", 1), 3, -1),
-        (("c", None), 5, 1),
+    assert log.upper == 7 and log.offsets == [1, 4, 6]
+    assert log.between(0, 7) == [
+        (("a", 1), 1, 1),
+        (("b", 2), 1, 1),
+        (("a", 1), 4, -1),
+        (("c", None), 6, 1),
     ]
-    assert log.between(1, 5) == [(("a", 1), 3, -1)]
+    assert log.between(2, 6) == [(("a", 1), 4, -1)]
     assert sorted(log.present, key=repr) == [("b", 2), ("c", None)]
 
 
-def test_a_reader_delivers_every_change_once_in_batches_that_keep_the_contract() -> None:
-    log, now, acks = _log(), [100], []
-    for _ in range(20):  # the split points are drawn: several readers, several splittings
+def test_a_reader_delivers_a_snapshot_then_every_change_once_through_the_production_core() -> None:
+    """A fresh source snapshots the table at its slot's consistent point, then streams every
+    later transaction at its offset (the walsender's bytes decoded by the production core),
+    whatever the drawn fragmentation of the stream."""
+    for k in range(20):
+        log, now, acks = _log(), [100], []
         reader = _reader(log, now, acks)
-        reader.choices = SeededChoices(len(acks) + _)
+        reader.choices = SeededChoices(k)
         reader.start(0)
-        got, upper = [], 0
-        while True:
-            batch = reader.poll(0.0)
-            if batch is None:
-                break
-            assert batch.upper > upper and all(
-                upper <= o < batch.upper for _, o, _ in batch.updates
-            )
-            got.extend(batch.updates)
-            upper = batch.upper
-        assert upper == log.upper and got == log.between(0, log.upper)
+        assert reader.core is not None and reader.core.consistent_point == 6
+        snapshot, upper = _drain(reader)
+        assert upper == 7 and {o for _, o, _ in snapshot} == {6}
+        assert _consolidated(snapshot) == _consolidated(log.between(0, 7))
+        for n in range(6):  # deletes and inserts (an update, when in one transaction)
+            row = log.present[0]
+            log.write([(row, -1), ((f"x{n}", n), 1)], gap=n % 3, now_ms=100 + n)
+            if n % 2:
+                log.write([((f"y{n}", None), 1)], gap=0, now_ms=100 + n)
+        got, upper = _drain(reader, upper)
+        assert upper == log.upper and sorted(got, key=repr) == sorted(
+            log.between(7, log.upper), key=repr
+        )
 
 
 def test_a_slot_forgets_what_was_acknowledged_and_a_reader_starts_there() -> None:
     log, now, acks = _log(), [100], []
     first = _reader(log, now, acks)
     first.start(0)
-    first.poll(0.0)
-    first.ack(4)
-    assert acks == [(SOURCE, 4)] and log.acknowledged(SOURCE) == 4
+    _, upper = _drain(first)
+    log.write([(("d", 4), 1)], gap=0, now_ms=50)  # offset 7
+    log.write([(("e", 5), 1)], gap=0, now_ms=50)  # offset 8
+    _, upper = _drain(first, upper)
+    assert upper == 9
+    first.ack(8)  # the standby status update says offset 7 is flushed: the slot confirms it
+    assert acks == [(SOURCE, 8)] and log.acknowledged(SOURCE) == 8 and log.slots[SOURCE] == 7
     again = _reader(log, now, acks)
-    again.start(0)  # asked below the slot: starts at it, as PostgreSQL does
-    updates = []
-    while (batch := again.poll(0.0)) is not None:
-        updates.extend(batch.updates)
-    assert updates == [(("c", None), 5, 1)]
+    again.start(8)
+    updates, _ = _drain(again)
+    assert updates == [(("e", 5), 8, 1)]
     assert log.acknowledged(GlobalId.user(6)) == 0  # another source has a slot of its own
+
+
+def test_a_restart_before_the_snapshot_was_durable_rewinds_a_later_snapshot() -> None:
+    """The slot exists but nothing is durable: the core rewinds a snapshot taken now to the
+    slot's consistent point by the changes streamed since, so the same updates come back at the
+    same offsets."""
+    log, now, acks = _log(), [100], []
+    first = _reader(log, now, acks)
+    first.start(0)
+    snapshot, _ = _drain(first)
+    log.write([(("b", 2), -1)], gap=1, now_ms=50)  # offset 8
+    log.write([(("f", 6), 1)], gap=0, now_ms=50)  # offset 9
+    again = _reader(log, now, acks)
+    again.start(0)
+    updates, upper = _drain(again)
+    assert upper == log.upper
+    assert sorted(u for u in updates if u[1] == 6) == sorted(snapshot)
+    assert sorted(u for u in updates if u[1] > 6) == sorted(log.between(7, log.upper))
 
 
 def test_an_unreachable_upstream_refuses_with_a_typed_retryable_error_and_recovers() -> None:
@@ -122,6 +172,7 @@ def test_an_unreachable_upstream_refuses_with_a_typed_retryable_error_and_recove
         reader.start(0)
     assert info.value.retryable
     now[0] = 200
+    reader = _reader(log, now, acks)
     reader.start(0)
     assert reader.poll(0.0) is not None
     log.unreachable_until_ms = 300
@@ -129,14 +180,49 @@ def test_an_unreachable_upstream_refuses_with_a_typed_retryable_error_and_recove
         reader.poll(0.0)
 
 
+def test_a_schema_change_upstream_is_the_cores_typed_error_after_what_came_before() -> None:
+    """The walsender sends a RELATION of the new shape before the first change at the schema
+    change's offset: the core returns the transactions before it, then raises; a reader
+    starting later finds the table changed."""
+    log, now, acks = _log(), [100], []
+    reader = _reader(log, now, acks)
+    reader.start(0)
+    _, upper = _drain(reader)
+    log.write([(("g", 7), 1)], gap=0, now_ms=50)  # offset 7, the old shape
+    log.schema_changed_at = log.upper
+    log.write([(("h", 8), 1)], gap=0, now_ms=50)  # offset 8, the new shape
+    batch = reader.poll(0.0)
+    assert batch is not None and batch.updates == ((("g", 7), 7, 1),)
+    with pytest.raises(UpstreamSchemaChanged, match="note"):
+        reader.poll(0.0)
+    with pytest.raises(UpstreamSchemaChanged):
+        _reader(log, now, acks).start(upper)
+
+
+def test_a_lost_slot_ends_the_stream_and_a_restart_with_durable_data_is_refused_typed() -> None:
+    log, now, acks = _log(), [100], []
+    reader = _reader(log, now, acks)
+    reader.start(0)
+    _, upper = _drain(reader)
+    reader.ack(upper)
+    log.lost_slots.add(SOURCE)
+    with pytest.raises(UpstreamUnreachable):  # the server terminated the walsender
+        reader.poll(0.0)
+    with pytest.raises(ReplicationSlotMissing):
+        _reader(log, now, acks).start(upper)
+    fresh = _reader(log, now, acks)
+    fresh.start(0)  # nothing durable: a new slot and its snapshot
+    assert SOURCE not in log.lost_slots and fresh.poll(0.0) is not None
+
+
 def test_slow_delivery_shows_only_changes_written_long_enough_ago() -> None:
     log, now = _log(), [35]
     log.lag_ms = 10
-    assert log.visible_upper(now[0]) == 5  # offset 5 was written at 30: not yet
+    assert log.visible_upper(now[0]) == 6  # offset 6 was written at 30: not yet
     now[0] = 40
     assert log.visible_upper(now[0]) == log.upper
     log.lag_ms = 100
-    assert log.visible_upper(now[0]) == 0
+    assert log.visible_upper(now[0]) == 1
 
 
 def test_the_factory_reads_simulated_sources_only_and_refuses_unknown_upstreams() -> None:

@@ -20,21 +20,13 @@ import time
 from typing import TYPE_CHECKING
 
 from ._catalog import format_lsn, parse_lsn, session_conninfo, unreachable
+from ._core import ServerRefused
 from ._pgoutput import PG_EPOCH_OFFSET_US, standby_status_update
 
 if TYPE_CHECKING:
     from psycopg import pq
 
 __all__ = ["ReplicationStream", "ServerRefused"]
-
-
-class ServerRefused(Exception):
-    """The server refused a replication command, or ended the stream with an error."""
-
-    def __init__(self, sqlstate: str, message: str) -> None:
-        super().__init__(f"{message} (SQLSTATE {sqlstate})")
-        self.sqlstate = sqlstate
-        self.message = message
 
 
 def _quote_ident(name: str) -> str:
