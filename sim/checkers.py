@@ -604,6 +604,8 @@ class Checker:
         for cc in compute_collections(ctl):
             if not cc.dropped:
                 self.quiet_start[("compute", cc.id)] = (cc.read_frontier, cc.write_frontier)
+        for e in ctl.storage.exports():
+            self.quiet_start[("export", e.id)] = (e.read_capability, e.upper)
         if self.storage is not None:
             self.storage.quiet_started()
 
@@ -619,6 +621,8 @@ class Checker:
         self.settled_at = {("storage", c.id): (c.since, c.upper) for c in ctl.storage.collections()}
         for cc in compute_collections(ctl):
             self.settled_at[("compute", cc.id)] = (cc.read_frontier, cc.write_frontier)
+        for e in ctl.storage.exports():
+            self.settled_at[("export", e.id)] = (e.read_capability, e.upper)
 
     def check_end(self) -> None:
         """The liveness and cleanup checks (see the module docstring)."""
@@ -857,11 +861,13 @@ class Checker:
         subscribe's dataflow steps back from its write frontier. Dependents hold
         their inputs at their own sinces: compute collections their storage
         and compute dependencies, storage collections (a materialized view's
-        output) their storage dependencies.
+        output) their storage dependencies, and a sink its input, one step back
+        from what it has written (its upper), as Materialize's sinks do.
         """
         ctl = env.driver.ctl
         compute = {c.id: c for c in compute_collections(ctl) if not c.dropped}
         storage = {c.id: c for c in ctl.storage.collections() if not c.is_dropped}
+        exports = {e.id: e for e in ctl.storage.exports()}
         Key = tuple[str, GlobalId]
         holders: dict[Key, list[Key]] = {}
         for c in compute.values():
@@ -872,12 +878,17 @@ class Checker:
         for sc in storage.values():
             for dep in sc.dependencies:
                 holders.setdefault(("storage", dep), []).append(("storage", sc.id))
+        for e in exports.values():
+            holders.setdefault(("storage", e.description.from_id), []).append(("export", e.id))
 
         def frontiers(key: Key) -> tuple[Antichain, Antichain] | None:
             layer, id = key
             if layer == "compute":
                 c = compute.get(id)
                 return None if c is None else (c.read_frontier, c.write_frontier)
+            if layer == "export":
+                e = exports.get(id)
+                return None if e is None else (e.read_capability, e.upper)
             sc = storage.get(id)
             return None if sc is None else (sc.since, sc.upper)
 
@@ -888,7 +899,7 @@ class Checker:
                 if u is None:  # complete: a policy keeps what it had
                     return Antichain([0])
                 return Antichain([self.promises.least(str(id), u)])
-            return _step_back(upper)  # a materialized view's or subscribe's dataflow
+            return _step_back(upper)  # a materialized view's, subscribe's or sink's dataflow
 
         baseline = self.settled_at if self.settled_at else self.quiet_start
 
