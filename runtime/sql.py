@@ -146,7 +146,6 @@ if TYPE_CHECKING:
 
     from .catalog import CatalogState
     from .controller.streams import Subscription
-    from .environment import FreshRead
     from .frames import PeekAnswer
 
 __all__ = [
@@ -165,6 +164,15 @@ __all__ = [
 
 Ref: TypeAlias = GlobalId | str
 """An object by id or by name (as the environment's methods take it)."""
+
+
+class HeldRead(Protocol):
+    """A read time held readable until :meth:`release` (the environment's ``FreshRead``)."""
+
+    @property
+    def time(self) -> int: ...
+
+    def release(self) -> None: ...
 
 
 class SqlEnvironment(Protocol):
@@ -296,7 +304,7 @@ class SqlEnvironment(Protocol):
 
     async def freshest(self, ref: Ref) -> int: ...
 
-    async def hold_fresh(self, refs: Sequence[Ref]) -> FreshRead: ...
+    async def hold_fresh(self, refs: Sequence[Ref]) -> HeldRead: ...
 
     def frontiers(self, ref: Ref) -> tuple[Antichain, Antichain]: ...
 

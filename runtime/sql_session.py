@@ -47,7 +47,7 @@ import datetime as _dt
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import anyio
 import anyio.to_thread
@@ -110,6 +110,7 @@ from .catalog_queries import CatalogEngine, SessionConstants
 from .controller.errors import input_dropped
 from .sql import (
     EnvCatalog,
+    HeldRead,
     SqlEnvironment,
     SqlResult,
     check_cluster,
@@ -120,9 +121,6 @@ from .sql import (
     run_statement,
 )
 from .sql_secrets import SecretStatement, run_secret_statement
-
-if TYPE_CHECKING:
-    from .environment import FreshRead
 
 __all__ = [
     "CopyIn",
@@ -511,7 +509,7 @@ class _Transaction:
     failed: bool = False
     implicit: bool = False
     """The implicit transaction of a script of several statements (:meth:`SqlSession.script`)."""
-    held: FreshRead | None = None
+    held: HeldRead | None = None
     """A read transaction's read holds at ``read_ts`` (released when it ends)."""
 
     def end(self) -> None:

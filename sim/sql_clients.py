@@ -322,6 +322,11 @@ class SqlClients:
         none started, nor was running, while it ran)."""
         self.ddl_running: dict[str, int] = {}
         self.sessions: list[_Session] = []
+        """The sessions of the controller that came up last (see :meth:`come_up`)."""
+        self.env: Environment | None = None
+        self.elsewhere: dict[int, list[_Session]] = {}
+        """Direct sessions of another controller (a zombie predecessor still acting), by its
+        environment's ``id``: a session speaks to one environment only."""
         self.server: PgwireServer | None = None
         self.io: ChoiceSource = owner.world.streams.sql_io or owner.world.streams.network
         self._nonce = 0
@@ -330,6 +335,8 @@ class SqlClients:
     def come_up(self, env: Environment) -> None:
         """A controller is up: new sessions; learn which pool tables and SQL objects exist."""
         self.sessions = [_Session(k) for k in range(SESSIONS)]
+        self.env = env
+        self.elsewhere.clear()
         self.server = None
         for name in [p.name for p in POOL]:
             try:
@@ -434,6 +441,12 @@ class SqlClients:
 
     # -- sessions ---------------------------------------------------------------------------------
     async def _session(self, env: Environment, k: int) -> _Session:
+        if env is not self.env:  # a zombie's client: its own sessions, direct ones
+            others = self.elsewhere.setdefault(id(env), [_Session(2 * j) for j in range(SESSIONS)])
+            s = others[k % len(others)]
+            if s.direct is None:
+                s.direct = SqlSession(env)
+            return s
         s = self.sessions[k % len(self.sessions)]
         if s.direct is None and s.wire is None and not s.failed:
             if s.k % 2 == 0:

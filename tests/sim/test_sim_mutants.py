@@ -24,6 +24,7 @@ from tidegate.sim.mutants import MUTANTS, mutant_names
 from tidegate.sim.run import RunOptions, run_simulation
 from tidegate.sim.scenario import SCENARIOS, Scenario
 from tidegate.sim.shrink import describe, shrink
+from tidegate.sim.sql_clients import SQL_ACTIONS
 
 SEED_BUDGET = 20
 """The stated number of seeds within which the default campaign finds a mutant."""
@@ -143,7 +144,7 @@ def _first_catch(name: str) -> tuple[int, Any] | None:
     is shown is that this check, on its own, catches it."""
     scenario = SCENARIOS[MUTANTS[name].scenario]()
     if name in CHECK_MUTANTS or name in SECOND_ROUND_MUTANTS or name in TIMING_MUTANTS:
-        quiet = {"sql_query": 0, "sql_insert": 0, "sql_ddl": 0}
+        quiet = dict.fromkeys(SQL_ACTIONS, 0)
         scenario = dataclasses.replace(
             scenario, workload=dataclasses.replace(scenario.workload, **quiet)
         )

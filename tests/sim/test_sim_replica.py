@@ -13,6 +13,7 @@ import dataclasses
 from tidegate.replica.service import ReplicaService
 from tidegate.sim import RunOptions, RunResult, Scenario, run_simulation, small
 from tidegate.sim.faults import Fault, FaultKind, FaultPlan
+from tidegate.sim.sql_clients import SQL_ACTIONS
 
 
 def _explain(r: RunResult) -> str:
@@ -37,7 +38,7 @@ def test_replica_crashes_and_cut_connections_are_survived() -> None:
     # Without the SQL clients: which of these faults meets its replica up depends on the
     # interleaving, which the SQL generator's draws would move whenever it learns a construct.
     base = small()
-    quiet = {"sql_query": 0, "sql_insert": 0, "sql_ddl": 0}
+    quiet = dict.fromkeys(SQL_ACTIONS, 0)
     scenario = dataclasses.replace(base, workload=dataclasses.replace(base.workload, **quiet))
     r = run_simulation(RunOptions(seed=5, scenario=scenario, plan=plan, keep_trace=True))
     assert r.ok, _explain(r)
