@@ -17,10 +17,16 @@ from typing import Any
 
 from ..errors import NumericOverflow
 from ..frontier import Row
-from .relation import TemporalFilter, TemporalOp
+from .relation import Plan, TemporalFilter, TemporalOp, children
 from .scalar_eval import compile_scalar
 
-__all__ = ["Validity", "bound_millis", "compile_validity", "temporal_updates"]
+__all__ = [
+    "Validity",
+    "bound_millis",
+    "compile_validity",
+    "has_temporal_filter",
+    "temporal_updates",
+]
 
 Validity = Callable[[Row], tuple[int, int | None] | None]
 """A row's ``(lower, upper)`` validity interval (``upper=None``: unbounded), or ``None``
@@ -90,3 +96,14 @@ def temporal_updates(
     if start >= upper:
         return []
     return [(start, d), (upper, -d)]
+
+
+def has_temporal_filter(plan: Plan) -> bool:
+    """Whether ``plan`` has a :class:`~.relation.TemporalFilter` anywhere."""
+    stack = [plan]
+    while stack:
+        p = stack.pop()
+        if isinstance(p, TemporalFilter):
+            return True
+        stack.extend(children(p))
+    return False
