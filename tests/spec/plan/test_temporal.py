@@ -120,3 +120,17 @@ def test_typecheck_serde_and_explain() -> None:
         typecheck(TemporalFilter(Get(U1, S), ((TemporalOp.LT, ColumnRef(0)),)))
     with pytest.raises(InvalidPlan):
         typecheck(TemporalFilter(Get(U1, S), ()))
+
+
+def test_the_dsl_writes_a_temporal_filter() -> None:
+    from tidegate.dsl import col, table
+
+    frame = table(U1, S).valid_during("ts", col("ts") + HOUR)
+    assert frame.plan == _last_hour()
+    open_ended = table(U1, S).valid_during(end=1000).plan
+    assert isinstance(open_ended, TemporalFilter)
+    assert open_ended.predicates == ((TemporalOp.LT, Literal(1000, ScalarType.INT64)),)
+    with pytest.raises(InvalidPlan):
+        table(U1, S).valid_during()
+    with pytest.raises(TypeMismatch):
+        table(U1, S).valid_during("k")
