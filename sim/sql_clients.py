@@ -570,7 +570,7 @@ class SqlClients:
         relations = self.relations()
         if not relations:
             return None
-        q = SqlGen(source, relations, params=True).query()
+        q = SqlGen(source, relations, params=True, now_ms=self.world.kernel.now_ms).query()
         for c in sorted(set(q.constructs)):
             self.world.count(f"sql:{c}")
         return {
@@ -643,7 +643,7 @@ class SqlClients:
         relations = self.relations()
         if not relations:
             return None
-        q = SqlGen(source, relations).query(top=False)
+        q = SqlGen(source, relations, now_ms=self.world.kernel.now_ms).query(top=False)
         return {
             "sql": q.sql,
             # (a DISTINCT ON's ORDER BY ... LIMIT may still end the query: its rows' meaning)
@@ -1135,9 +1135,17 @@ class SqlClients:
             }
         if choice < 75:
             materialized = chance(source, 400)
-            q = SqlGen(source, self.relations(), params=False).query(top=True)
+            q = SqlGen(  # views keep their dataflows: where a temporal filter's time passes
+                source,
+                self.relations(),
+                params=False,
+                now_ms=self.world.kernel.now_ms,
+                temporal_per_mille=600,
+            ).query(top=True)
             name = f"{'sm' if materialized else 'sv'}{n}"
             word = "MATERIALIZED VIEW" if materialized else "VIEW"
+            if "temporal_filter" in q.constructs:
+                self.world.count(f"sql_temporal_{'materialized_view' if materialized else 'view'}")
             return {
                 "ddl": "create_view",
                 "name": name,

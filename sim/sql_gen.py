@@ -38,7 +38,12 @@ ones left out and why):
 * a top-level ``ORDER BY`` over every output column (directions and NULLS
   FIRST/LAST, PostgreSQL's defaults when unsaid) with ``LIMIT``/``OFFSET``:
   a peek's finishing, or a view's ``TopK``;
-* ``$n`` parameters in place of some integer constants.
+* ``$n`` parameters in place of some integer constants;
+* temporal filters, when the caller gives the time (``now_ms``): ``mz_now()``
+  compared with an int64 column plus a constant near that time, in ``WHERE``
+  (windows ``mz_now() >= a AND mz_now() < b``, ``BETWEEN``, ``<=``, ``>``, and
+  ``b > mz_now()``); the reference is a ``TemporalFilter`` evaluated at the
+  peek's time.
 
 Orders are total (every output column, in some order), so a ``LIMIT`` picks
 rows the reference can name; so are the orders of window functions whose
@@ -84,6 +89,8 @@ from tidegate.spec.plan import (
     ScalarExpr,
     ScalarType,
     Schema,
+    TemporalFilter,
+    TemporalOp,
     Threshold,
     TopK,
     UnaryFunc,
@@ -280,6 +287,11 @@ class SqlGen:
     relations: Sequence[QueryInput]
     params: bool = False
     enabled: frozenset[str] | None = None
+    now_ms: int | None = None
+    """The simulated time the query is drawn at: temporal filters (``mz_now()`` compared with
+    an int64 column plus a constant) put their bounds around it; ``None``: none are drawn."""
+    temporal_per_mille: int = 300
+    """How often a ``WHERE`` gets a temporal filter (when ``now_ms`` is given)."""
     _alias: int = 0
     _params: list[Any] = field(default_factory=list)
     _used: list[str] = field(default_factory=list)
@@ -929,9 +941,53 @@ def _where(g: SqlGen, f: _From) -> tuple[str, str, Plan]:
         p = g.predicate(f)
         conds.append(p.sql)
         plan = Filter(plan, (p.expr,))
+    if (
+        g.now_ms is not None
+        and g._on("temporal_filter")
+        and chance(g.choices, g.temporal_per_mille)
+    ):
+        texts, predicates = _temporal(g, f, g.now_ms)
+        conds.extend(texts)
+        plan = TemporalFilter(plan, tuple(predicates))
+        g._used.append("temporal_filter")
     prefix = f"WITH {', '.join(f.ctes)} " if f.ctes else ""
     text = f.sql + (f" WHERE {' AND '.join(conds)}" if conds else "")
     return prefix, text, plan
+
+
+def _temporal(
+    g: SqlGen, f: _From, now: int
+) -> tuple[list[str], list[tuple[TemporalOp, ScalarExpr]]]:
+    """A temporal filter's conjuncts: ``mz_now()`` compared with an int64 column plus a constant
+    (or a constant alone) a little before or after ``now``, in the forms Materialize accepts --
+    ``>=``/``<`` windows, ``<=``, ``>``, the comparison written the other way round, and
+    ``BETWEEN``. The reference keeps a row at ``t`` while every comparison holds with
+    ``mz_now()`` = ``t`` (so rows leave views as the run's time passes, with no write)."""
+    got = g.column(f, S.INT64)
+
+    def bound() -> tuple[str, ScalarExpr]:
+        k = max(0, now + g.choices.integer(-1500, 3000))
+        if got is None:
+            return str(k), Literal(k, S.INT64)
+        text, c = got
+        return f"{text} + {k}", CallBinary(BinaryFunc.ADD, ColumnRef(c.pos), Literal(k, S.INT64))
+
+    form = g.choices.integer(0, 4)
+    if form == 0:  # a window: valid from one bound until the other
+        (lo_sql, lo), (hi_sql, hi) = bound(), bound()
+        return (
+            [f"mz_now() >= {lo_sql}", f"mz_now() < {hi_sql}"],
+            [(TemporalOp.GE, lo), (TemporalOp.LT, hi)],
+        )
+    if form == 1:
+        (a_sql, a), (b_sql, b) = bound(), bound()
+        return [f"mz_now() BETWEEN {a_sql} AND {b_sql}"], [(TemporalOp.GE, a), (TemporalOp.LE, b)]
+    b_sql, b = bound()
+    if form == 2:
+        return [f"mz_now() <= {b_sql}"], [(TemporalOp.LE, b)]
+    if form == 3:
+        return [f"mz_now() > {b_sql}"], [(TemporalOp.GT, b)]
+    return [f"{b_sql} > mz_now()"], [(TemporalOp.LT, b)]  # mz_now() < bound, written flipped
 
 
 def _select(g: SqlGen, depth: int) -> Query:
@@ -1601,6 +1657,7 @@ CONSTRUCTS: tuple[str, ...] = (
     "like_default_escape",
     "not_like",
     "like_empty_pattern",
+    "temporal_filter",
 )
 """Every construct the generator knows (enable a subset with ``SqlGen(enabled=...)``)."""
 
