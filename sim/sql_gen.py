@@ -1350,9 +1350,12 @@ def _window_topk(g: SqlGen, depth: int) -> Query:
     words, order = _order_words(g, others)
     over = ([f"PARTITION BY {part[0][0]}"] if part else []) + [f"ORDER BY {', '.join(words)}"]
     inner_items = ", ".join([f"{t} AS {c.name}" for (t, _), c in zip(cols, star, strict=True)])
+    rn = "rn"  # the number's name: one the input does not have (a view of this shape has rn)
+    while rn in {c.name for c in star}:
+        rn += "_"
     alias = g._fresh()
     inner = (
-        f"SELECT {inner_items}, {kind}() OVER ({' '.join(over)}) AS rn "
+        f"SELECT {inner_items}, {kind}() OVER ({' '.join(over)}) AS {rn} "
         f"FROM {f.sql}{_where_text(conds)}"
     )
     n = len(star)
@@ -1361,12 +1364,12 @@ def _window_topk(g: SqlGen, depth: int) -> Query:
     )
     op = pick(g.choices, ("<=", "<=", "<", "="))
     k = g._int(1, 3)
-    outer_conds = [f"rn {op} {k.sql}"]
+    outer_conds = [f"{rn} {op} {k.sql}"]
     window = Filter(window, (CallBinary(_COMPARE[op], ColumnRef(n), k.expr),))
     keep = [i for i in range(n + 1) if chance(g.choices, 500 if i == n else 750)]
     if not keep:
         keep = [0]
-    names = tuple([*(c.name for c in star), "rn"][i] for i in keep)
+    names = tuple([*(c.name for c in star), rn][i] for i in keep)
     plan = Project(window, tuple(keep))
     g._used.append(f"topk_{kind}")
     sql = (

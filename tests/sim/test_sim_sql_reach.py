@@ -77,15 +77,16 @@ _SHAPES = (
     "subquery_exists",
     "subquery_in",
     "like",
+    "temporal_filter",
 )
 """The generator's query shapes (and LIKE) whose SQL landed last: window functions, Top-K,
-DISTINCT ON, subqueries in expressions."""
+DISTINCT ON, subqueries in expressions, temporal filters (``mz_now()``)."""
 
 
 def test_the_window_subquery_and_like_shapes_are_judged_under_faults() -> None:
     """``small`` with the SQL clients' queries weighed up, seeds 1 and 2: a query of every
-    window, Top-K, DISTINCT ON, subquery and LIKE shape is answered under the runs' faults and
-    judged against its reference plan (``sql_judged:<construct>``), and every property
+    window, Top-K, DISTINCT ON, subquery, LIKE and temporal-filter shape is answered under the
+    runs' faults and judged against its reference plan (``sql_judged:<construct>``), and every property
     holds."""
     base = small()
     scenario = dataclasses.replace(base, workload=dataclasses.replace(base.workload, sql_query=40))
