@@ -292,6 +292,9 @@ class SqlGen:
     an int64 column plus a constant) put their bounds around it; ``None``: none are drawn."""
     temporal_per_mille: int = 300
     """How often a ``WHERE`` gets a temporal filter (when ``now_ms`` is given)."""
+    temporal_choices: ChoiceSource | None = None
+    """Where a temporal filter's draws come from (``None``: :attr:`choices`); the SQL clients
+    keep them apart, so the rest of a query is drawn as it was without them."""
     _alias: int = 0
     _params: list[Any] = field(default_factory=list)
     _used: list[str] = field(default_factory=list)
@@ -941,12 +944,9 @@ def _where(g: SqlGen, f: _From) -> tuple[str, str, Plan]:
         p = g.predicate(f)
         conds.append(p.sql)
         plan = Filter(plan, (p.expr,))
-    if (
-        g.now_ms is not None
-        and g._on("temporal_filter")
-        and chance(g.choices, g.temporal_per_mille)
-    ):
-        texts, predicates = _temporal(g, f, g.now_ms)
+    src = g.temporal_choices if g.temporal_choices is not None else g.choices
+    if g.now_ms is not None and g._on("temporal_filter") and chance(src, g.temporal_per_mille):
+        texts, predicates = _temporal(src, f, g.now_ms)
         conds.extend(texts)
         plan = TemporalFilter(plan, tuple(predicates))
         g._used.append("temporal_filter")
@@ -956,23 +956,24 @@ def _where(g: SqlGen, f: _From) -> tuple[str, str, Plan]:
 
 
 def _temporal(
-    g: SqlGen, f: _From, now: int
+    src: ChoiceSource, f: _From, now: int
 ) -> tuple[list[str], list[tuple[TemporalOp, ScalarExpr]]]:
     """A temporal filter's conjuncts: ``mz_now()`` compared with an int64 column plus a constant
     (or a constant alone) a little before or after ``now``, in the forms Materialize accepts --
     ``>=``/``<`` windows, ``<=``, ``>``, the comparison written the other way round, and
     ``BETWEEN``. The reference keeps a row at ``t`` while every comparison holds with
     ``mz_now()`` = ``t`` (so rows leave views as the run's time passes, with no write)."""
-    got = g.column(f, S.INT64)
+    refs = [(text, c) for text, c in f.refs() if c.type.scalar is S.INT64]
+    got = pick(src, refs) if refs else None
 
     def bound() -> tuple[str, ScalarExpr]:
-        k = max(0, now + g.choices.integer(-1500, 3000))
+        k = max(0, now + src.integer(-1500, 3000))
         if got is None:
             return str(k), Literal(k, S.INT64)
         text, c = got
         return f"{text} + {k}", CallBinary(BinaryFunc.ADD, ColumnRef(c.pos), Literal(k, S.INT64))
 
-    form = g.choices.integer(0, 4)
+    form = src.integer(0, 4)
     if form == 0:  # a window: valid from one bound until the other
         (lo_sql, lo), (hi_sql, hi) = bound(), bound()
         return (

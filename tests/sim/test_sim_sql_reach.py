@@ -30,9 +30,9 @@ REPRODUCED = {
     # shrunk from small's seed 14 to an insert and one query: NOT IN over a materialized view
     # holding a NULL, answered true where PostgreSQL answers NULL
     "sql_in_subquery_ignores_nulls": "peek_matches_reference",
-    # shrunk from small's seed 1 to an insert and a SELECT ... WHERE mz_now() BETWEEN n + a AND
-    # n + b read before n + a: the rows came out at once (judged offline: fresh reads' windows
-    # are open above online)
+    # shrunk from small's seed 1 (when the temporal filters shared the workload's draws) to an
+    # insert and a SELECT ... WHERE mz_now() BETWEEN n + a AND n + b read before n + a: the
+    # rows came out at once (judged offline: fresh reads' windows are open above online)
     "sql_temporal_ignores_lower_bound": "history:peek_matches_reference",
 }
 
