@@ -771,6 +771,8 @@ class SqlSession:
             "mz_now": str(self._now_ms()),
         }
         used = {k: v for k, v in values.items() if k in passthrough.functions}
+        if "mz_now" in used and _temporal_filter(passthrough.sql):
+            del used["mz_now"]  # lowered as a temporal filter, evaluated at the read's own time
         return S.substitute_functions(passthrough.sql, used) if used else passthrough.sql
 
     def _now_ms(self) -> int:
@@ -1584,6 +1586,15 @@ def _is_text_result(stmt: Statement) -> bool:
     from tidegate.spec.sql import ExplainStmt, ShowColumnsStmt, ShowCreateStmt, ShowStmt
 
     return isinstance(stmt, ExplainStmt | ShowStmt | ShowColumnsStmt | ShowCreateStmt)
+
+
+def _temporal_filter(sql: str) -> bool:
+    """Whether ``sql``'s ``mz_now()`` calls are temporal filters (:func:`S.keeps_mz_now`); a
+    statement that does not parse keeps the session's constant (its error comes later)."""
+    try:
+        return S.keeps_mz_now(parse_one(sql))
+    except SqlError:
+        return False
 
 
 def _declared(oids: Sequence[int]) -> list[T.PgType | None]:

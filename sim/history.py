@@ -36,17 +36,23 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tidegate.spec.errors import EvaluationError, PlanError
 from tidegate.spec.frontier import Antichain, Row, Update, accumulate
 from tidegate.spec.ids import GlobalId
 from tidegate.spec.plan import (
     Collection,
+    Get,
     Plan,
+    TemporalFilter,
     evaluate,
     gets,
     plan_from_dict,
     reference_peek,
     replace_gets,
 )
+from tidegate.spec.plan.relation import children
+from tidegate.spec.plan.scalar_eval import compile_scalar
+from tidegate.spec.plan.temporal import bound_millis
 from tidegate.spec.protocol.responses import PeekResult, PeekRows
 from tidegate.spec.protocol.types import ColumnOrder, RowSetFinishing
 
@@ -138,7 +144,9 @@ class ReferenceModel:
     where the contents are final (:meth:`forget_cache` when they may not be).
     They are also shared between times at which the inputs held the same updates:
     a collection is evaluated again only when one of its tables changed (most reads
-    come between two changes: tables tick without data).
+    come between two changes: tables tick without data) -- except a collection with a
+    temporal filter, whose contents also change when a row's bound passes
+    (:meth:`moments`).
     """
 
     def __init__(self, tables: Mapping[GlobalId, list[Update]] | None = None) -> None:
@@ -148,6 +156,8 @@ class ReferenceModel:
         self._by_updates: dict[tuple[GlobalId, tuple[tuple[int, int], ...]], Collection] = {}
         self._times: dict[GlobalId, tuple[list[Update], int, list[int]]] = {}
         self._inputs: dict[GlobalId, tuple[GlobalId, ...]] = {}
+        self._moments: dict[tuple[GlobalId, int], list[int]] = {}
+        self._filters: dict[GlobalId, list[TemporalFilter]] = {}
 
     def install(self, id: GlobalId, plan: Plan) -> None:
         known = id in self.plans or any(id in v for v in self._inputs.values())
@@ -155,6 +165,8 @@ class ReferenceModel:
         if known:  # a new id changes nothing cached (SQL queries install one each)
             self._inputs.clear()
             self._by_updates.clear()
+            self._moments.clear()
+        self._filters.pop(id, None)
 
     def inputs(self, id: GlobalId) -> set[GlobalId]:
         """The tables ``id`` reads (itself, for a table)."""
@@ -190,6 +202,8 @@ class ReferenceModel:
         if inputs is None:
             inputs = self._inputs[id] = tuple(sorted(self.inputs(id)))
         held = (id, tuple(self._held(t, time) for t in inputs))
+        if self._temporal_filters(id):  # its contents change with time alone
+            held = (id, (*held[1], (time, time)))
         out = self._by_updates.get(held)
         if out is None:
             plan = self.plans.get(id)
@@ -200,6 +214,59 @@ class ReferenceModel:
             self._by_updates[held] = out
         self._cache[key] = out
         return out
+
+    def _temporal_filters(self, id: GlobalId) -> list[TemporalFilter]:
+        hit = self._filters.get(id)
+        if hit is not None:
+            return hit
+        plan = self.plans.get(id)
+        found: list[TemporalFilter] = []
+        if plan is None:
+            return found
+        stack = [plan]
+        while stack:
+            p = stack.pop()
+            if isinstance(p, TemporalFilter):
+                found.append(p)
+            stack.extend(children(p))
+        self._filters[id] = found
+        return found
+
+    def moments(self, id: GlobalId, change_times: ChangeTimes) -> list[int]:
+        """The times at which a temporal filter of ``id`` may admit or drop a row with no table
+        changing: each bound, and one past it, of every row its input ever held (found by
+        evaluating the input at every time a table changes)."""
+        filters = self._temporal_filters(id)
+        if not filters:
+            return []
+        tables = sorted(self.inputs(id))
+        key = (id, sum(len(self.tables.get(t, [])) for t in tables))
+        hit = self._moments.get(key)
+        if hit is not None:
+            return hit
+        times = sorted({0, *(t for table in tables for t in change_times(table))})
+        out: set[int] = set()
+        for f in filters:
+            rows: set[Row] = set()
+            if isinstance(f.input, Get) and f.input.id in self.tables:
+                rows = {u[0] for u in self.tables[f.input.id]}
+            else:
+                for t in times:
+                    try:
+                        rows.update(evaluate(f.input, self.tables, t).rows)
+                    except PlanError:
+                        break  # an input it cannot evaluate alone: no moments of its own
+            for row in rows:
+                for _op, e in f.predicates:
+                    try:
+                        v = bound_millis(compile_scalar(e)(row))
+                    except (EvaluationError, TypeError):
+                        continue
+                    if v is not None:
+                        out.update((v, v + 1))
+        found = sorted(out)
+        self._moments[key] = found
+        return found
 
     def peek(
         self,
@@ -423,8 +490,10 @@ ChangeTimes = Callable[[GlobalId], Sequence[int]]
 def candidates(
     model: ReferenceModel, change_times: ChangeTimes, id: GlobalId, lo: int, hi: int | None
 ) -> list[int]:
-    """``lo`` and every time in ``(lo, hi)`` at which an input of ``id`` changes."""
+    """``lo`` and every time in ``(lo, hi)`` at which an input of ``id`` changes, or a temporal
+    filter of ``id`` admits or drops a row (:meth:`ReferenceModel.moments`)."""
     out = {lo}
+    out.update(t for t in model.moments(id, change_times) if lo < t and (hi is None or t < hi))
     for table in model.inputs(id):
         times = change_times(table)
         k = bisect.bisect_right(times, lo)

@@ -1253,6 +1253,22 @@ def _in_subquery_ignores_nulls_patch() -> AbstractContextManager[None]:
     return _replaced(_subquery, "_in_equal", _in_equal)
 
 
+def _temporal_ignores_lower_bound_patch() -> AbstractContextManager[None]:
+    """A temporal filter inserts a row at its own time even when its lower bound is later
+    (``mz_now() >= ts``, ``mz_now() > ts``, ``BETWEEN``): a row not valid yet is read at
+    once, instead of appearing when time reaches the bound."""
+    from tidegate.spec.executor import operators as _ops
+
+    updates = _ops.__dict__["temporal_updates"]
+
+    def early(interval: Any, t: int, d: int) -> list[tuple[int, int]]:
+        if interval is None:
+            return []
+        return updates((0, interval[1]), t, d)  # type: ignore[no-any-return]
+
+    return _replaced(_ops, "temporal_updates", early)
+
+
 def _portal_skips_row_patch() -> AbstractContextManager[None]:
     """A portal suspended after ``Execute`` with a row limit keeps its remaining rows from one
     past the limit (the slice's start off by one), so each portion after the first loses a
@@ -1545,6 +1561,12 @@ _ALL = [
         "the SQL lowering answers x IN (SELECT ...) false where no value matches though x or one "
         "of the values is NULL (NULL in SQL), so NOT IN a subquery with a NULL keeps rows",
         _in_subquery_ignores_nulls_patch,
+    ),
+    Mutant(
+        "sql_temporal_ignores_lower_bound",
+        "a temporal filter inserts each row at its own time, not when time reaches its lower "
+        "bound (mz_now() >= ts, mz_now() > ts, BETWEEN), so rows not valid yet are read at once",
+        _temporal_ignores_lower_bound_patch,
     ),
     Mutant(
         "pgwire_portal_skips_row",

@@ -181,6 +181,7 @@ def _streams(seed: int, choices: ChoiceSource | None) -> tuple[ChoiceSource, Str
                 knobs=stream(seed, "knobs"),
                 faults=stream(seed, "faults"),
                 sql_io=stream(seed, "sql io"),
+                sql_temporal=stream(seed, "sql temporal"),
             ),
             stream(seed, "scheduler").integer(0, 2**63 - 1),
         )
@@ -198,6 +199,7 @@ def _streams(seed: int, choices: ChoiceSource | None) -> tuple[ChoiceSource, Str
             knobs=stream(base, "knobs"),
             faults=stream(base, "faults"),
             sql_io=stream(base, "sql io"),
+            sql_temporal=stream(base, "sql temporal"),
         ),
         base,
     )

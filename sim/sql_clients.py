@@ -574,6 +574,15 @@ class SqlClients:
     async def run(self, env: Environment, kind: str, args: Mapping[str, Any]) -> None:
         await getattr(self, f"_do_{kind}")(env, args)
 
+    def _temporal(self, per_mille: int = 300) -> dict[str, Any]:
+        """What a query drawn now needs to draw temporal filters: the time, and their own
+        stream (the workload's draws stay as they were without them)."""
+        return {
+            "now_ms": self.world.kernel.now_ms,
+            "temporal_per_mille": per_mille,
+            "temporal_choices": self.world.streams.sql_temporal,
+        }
+
     def _mode(self, source: ChoiceSource) -> str:
         return pick(source, ("script", "script", "prepared", "binary", "portions"))
 
@@ -583,7 +592,7 @@ class SqlClients:
         relations = self.relations()
         if not relations:
             return None
-        q = SqlGen(source, relations, params=True).query()
+        q = SqlGen(source, relations, params=True, **self._temporal()).query()
         for c in sorted(set(q.constructs)):
             self.world.count(f"sql:{c}")
         return {
@@ -656,7 +665,7 @@ class SqlClients:
         relations = self.relations()
         if not relations:
             return None
-        q = SqlGen(source, relations).query(top=False)
+        q = SqlGen(source, relations, **self._temporal()).query(top=False)
         return {
             "sql": q.sql,
             # (a DISTINCT ON's ORDER BY ... LIMIT may still end the query: its rows' meaning)
@@ -1148,9 +1157,14 @@ class SqlClients:
             }
         if choice < 75:
             materialized = chance(source, 400)
-            q = SqlGen(source, self.relations(), params=False).query(top=True)
+            # views keep their dataflows: where a temporal filter's time passes
+            q = SqlGen(source, self.relations(), params=False, **self._temporal(600)).query(
+                top=True
+            )
             name = f"{'sm' if materialized else 'sv'}{n}"
             word = "MATERIALIZED VIEW" if materialized else "VIEW"
+            if "temporal_filter" in q.constructs:
+                self.world.count(f"sql_temporal_{'materialized_view' if materialized else 'view'}")
             return {
                 "ddl": "create_view",
                 "name": name,

@@ -38,7 +38,12 @@ ones left out and why):
 * a top-level ``ORDER BY`` over every output column (directions and NULLS
   FIRST/LAST, PostgreSQL's defaults when unsaid) with ``LIMIT``/``OFFSET``:
   a peek's finishing, or a view's ``TopK``;
-* ``$n`` parameters in place of some integer constants.
+* ``$n`` parameters in place of some integer constants;
+* temporal filters, when the caller gives the time (``now_ms``): ``mz_now()``
+  compared with an int64 column plus a constant near that time, in ``WHERE``
+  (windows ``mz_now() >= a AND mz_now() < b``, ``BETWEEN``, ``<=``, ``>``, and
+  ``b > mz_now()``); the reference is a ``TemporalFilter`` evaluated at the
+  peek's time.
 
 Orders are total (every output column, in some order), so a ``LIMIT`` picks
 rows the reference can name; so are the orders of window functions whose
@@ -84,6 +89,8 @@ from tidegate.spec.plan import (
     ScalarExpr,
     ScalarType,
     Schema,
+    TemporalFilter,
+    TemporalOp,
     Threshold,
     TopK,
     UnaryFunc,
@@ -280,6 +287,14 @@ class SqlGen:
     relations: Sequence[QueryInput]
     params: bool = False
     enabled: frozenset[str] | None = None
+    now_ms: int | None = None
+    """The simulated time the query is drawn at: temporal filters (``mz_now()`` compared with
+    an int64 column plus a constant) put their bounds around it; ``None``: none are drawn."""
+    temporal_per_mille: int = 300
+    """How often a ``WHERE`` gets a temporal filter (when ``now_ms`` is given)."""
+    temporal_choices: ChoiceSource | None = None
+    """Where a temporal filter's draws come from (``None``: :attr:`choices`); the SQL clients
+    keep them apart, so the rest of a query is drawn as it was without them."""
     _alias: int = 0
     _params: list[Any] = field(default_factory=list)
     _used: list[str] = field(default_factory=list)
@@ -929,9 +944,51 @@ def _where(g: SqlGen, f: _From) -> tuple[str, str, Plan]:
         p = g.predicate(f)
         conds.append(p.sql)
         plan = Filter(plan, (p.expr,))
+    src = g.temporal_choices if g.temporal_choices is not None else g.choices
+    if g.now_ms is not None and g._on("temporal_filter") and chance(src, g.temporal_per_mille):
+        texts, predicates = _temporal(src, f, g.now_ms)
+        conds.extend(texts)
+        plan = TemporalFilter(plan, tuple(predicates))
+        g._used.append("temporal_filter")
     prefix = f"WITH {', '.join(f.ctes)} " if f.ctes else ""
     text = f.sql + (f" WHERE {' AND '.join(conds)}" if conds else "")
     return prefix, text, plan
+
+
+def _temporal(
+    src: ChoiceSource, f: _From, now: int
+) -> tuple[list[str], list[tuple[TemporalOp, ScalarExpr]]]:
+    """A temporal filter's conjuncts: ``mz_now()`` compared with an int64 column plus a constant
+    (or a constant alone) a little before or after ``now``, in the forms Materialize accepts --
+    ``>=``/``<`` windows, ``<=``, ``>``, the comparison written the other way round, and
+    ``BETWEEN``. The reference keeps a row at ``t`` while every comparison holds with
+    ``mz_now()`` = ``t`` (so rows leave views as the run's time passes, with no write)."""
+    refs = [(text, c) for text, c in f.refs() if c.type.scalar is S.INT64]
+    got = pick(src, refs) if refs else None
+
+    def bound() -> tuple[str, ScalarExpr]:
+        k = max(0, now + src.integer(-1500, 3000))
+        if got is None:
+            return str(k), Literal(k, S.INT64)
+        text, c = got
+        return f"{text} + {k}", CallBinary(BinaryFunc.ADD, ColumnRef(c.pos), Literal(k, S.INT64))
+
+    form = src.integer(0, 4)
+    if form == 0:  # a window: valid from one bound until the other
+        (lo_sql, lo), (hi_sql, hi) = bound(), bound()
+        return (
+            [f"mz_now() >= {lo_sql}", f"mz_now() < {hi_sql}"],
+            [(TemporalOp.GE, lo), (TemporalOp.LT, hi)],
+        )
+    if form == 1:
+        (a_sql, a), (b_sql, b) = bound(), bound()
+        return [f"mz_now() BETWEEN {a_sql} AND {b_sql}"], [(TemporalOp.GE, a), (TemporalOp.LE, b)]
+    b_sql, b = bound()
+    if form == 2:
+        return [f"mz_now() <= {b_sql}"], [(TemporalOp.LE, b)]
+    if form == 3:
+        return [f"mz_now() > {b_sql}"], [(TemporalOp.GT, b)]
+    return [f"{b_sql} > mz_now()"], [(TemporalOp.LT, b)]  # mz_now() < bound, written flipped
 
 
 def _select(g: SqlGen, depth: int) -> Query:
@@ -1294,9 +1351,12 @@ def _window_topk(g: SqlGen, depth: int) -> Query:
     words, order = _order_words(g, others)
     over = ([f"PARTITION BY {part[0][0]}"] if part else []) + [f"ORDER BY {', '.join(words)}"]
     inner_items = ", ".join([f"{t} AS {c.name}" for (t, _), c in zip(cols, star, strict=True)])
+    rn = "rn"  # the number's name: one the input does not have (a view of this shape has rn)
+    while rn in {c.name for c in star}:
+        rn += "_"
     alias = g._fresh()
     inner = (
-        f"SELECT {inner_items}, {kind}() OVER ({' '.join(over)}) AS rn "
+        f"SELECT {inner_items}, {kind}() OVER ({' '.join(over)}) AS {rn} "
         f"FROM {f.sql}{_where_text(conds)}"
     )
     n = len(star)
@@ -1305,12 +1365,12 @@ def _window_topk(g: SqlGen, depth: int) -> Query:
     )
     op = pick(g.choices, ("<=", "<=", "<", "="))
     k = g._int(1, 3)
-    outer_conds = [f"rn {op} {k.sql}"]
+    outer_conds = [f"{rn} {op} {k.sql}"]
     window = Filter(window, (CallBinary(_COMPARE[op], ColumnRef(n), k.expr),))
     keep = [i for i in range(n + 1) if chance(g.choices, 500 if i == n else 750)]
     if not keep:
         keep = [0]
-    names = tuple([*(c.name for c in star), "rn"][i] for i in keep)
+    names = tuple([*(c.name for c in star), rn][i] for i in keep)
     plan = Project(window, tuple(keep))
     g._used.append(f"topk_{kind}")
     sql = (
@@ -1601,6 +1661,7 @@ CONSTRUCTS: tuple[str, ...] = (
     "like_default_escape",
     "not_like",
     "like_empty_pattern",
+    "temporal_filter",
 )
 """Every construct the generator knows (enable a subset with ``SqlGen(enabled=...)``)."""
 

@@ -53,6 +53,9 @@ class Streams:
     controller keeps); ``None``: the workload's stream."""
     sql_io: ChoiceSource | None = None
     """How the SQL clients' wire connections deliver their bytes (see :mod:`.pg_client`)."""
+    sql_temporal: ChoiceSource | None = None
+    """Whether and how the SQL clients' queries filter by ``mz_now()`` (apart from the
+    workload's stream, so adding temporal filters moved no other draw)."""
 
 
 class WorldPort(Protocol):

@@ -51,6 +51,7 @@ LAYER_PARALLELS = frozenset(
         "ProjectNode",
         "ReduceNode",
         "SourceNode",
+        "TemporalFilterNode",
         "TopKNode",
         "WindowNode",
         "UnionNode",

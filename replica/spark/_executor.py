@@ -31,7 +31,7 @@ from tidegate.spec.executor.core import DataflowState, InputState, IntTimeExecut
 from tidegate.spec.executor.int_frontiers import Frontier, consolidate_changes
 from tidegate.spec.frontier import Antichain, Row, Update
 from tidegate.spec.ids import GlobalId
-from tidegate.spec.plan.relation import Reduce, TopK, Window
+from tidegate.spec.plan.relation import Reduce, TemporalFilter, TopK, Window
 from tidegate.spec.plan.schema import Schema
 
 from . import operators as ops
@@ -78,6 +78,9 @@ class _Compiler(PlanCompiler[ops.Node]):
 
     def constant(self, rows: list[tuple[Row, int]]) -> ops.Node:
         return ops.ConstantNode(rows)
+
+    def temporal_filter(self, inp: ops.Node, plan: TemporalFilter) -> ops.Node:
+        return ops.TemporalFilterNode(inp, plan)
 
     def distinct(self, inp: ops.Node, schema: Schema, threshold: bool) -> ops.Node:
         return self._kept(ops.DistinctNode(self.spark, inp, schema, threshold))
@@ -164,7 +167,7 @@ class SparkExecutor(IntTimeExecutor[ops.Node, IndexOutput]):
     def _node_records(self, node: ops.Node) -> int:
         if isinstance(node, ops.StatefulNode):
             return sum(a.size_bound for a in node.arrangements)
-        if isinstance(node, ops.SourceNode):
+        if isinstance(node, ops.SourceNode | ops.TemporalFilterNode):
             return len(node.pending)
         return 0
 
@@ -203,6 +206,9 @@ class SparkExecutor(IntTimeExecutor[ops.Node, IndexOutput]):
             source.out = [u for u in now if live(u[1])]
             source.errs = [e for e in errs if live(e[1])]
         first_time = as_of if first and live(as_of) else None
+        for node in df.nodes:
+            if isinstance(node, ops.TemporalFilterNode):
+                node.bound(meet, until)
         for node in df.nodes:
             with PHASES("node." + type(node).__name__):
                 node.run(first_time)

@@ -58,6 +58,8 @@ from tidegate.spec.plan import (
     ScalarExpr,
     ScalarType,
     Schema,
+    TemporalFilter,
+    TemporalOp,
     Threshold,
     TopK,
     UnaryFunc,
@@ -103,6 +105,7 @@ _VARIADIC_OUT, _VARIADIC_IN = _enum_maps(VariadicFunc, pb.ProtoVariadicFunc, "PR
 _JOIN_OUT, _JOIN_IN = _enum_maps(JoinKind, pb.ProtoJoinKind, "PROTO_JOIN_KIND")
 _AGG_OUT, _AGG_IN = _enum_maps(AggFunc, pb.ProtoAggFunc, "PROTO_AGG_FUNC")
 _WFUNC_OUT, _WFUNC_IN = _enum_maps(WindowFuncKind, pb.ProtoWindowFuncKind, "PROTO_WINDOW_FUNC_KIND")
+_TEMPORAL_OUT, _TEMPORAL_IN = _enum_maps(TemporalOp, pb.ProtoTemporalOp, "PROTO_TEMPORAL_OP")
 _WBOUND_OUT, _WBOUND_IN = _enum_maps(
     WindowBoundKind, pb.ProtoWindowBoundKind, "PROTO_WINDOW_BOUND_KIND"
 )
@@ -298,6 +301,13 @@ class _Encoder:
         f.input = inp
         f.predicates.extend(preds)
 
+    def temporal_filter(self, p: TemporalFilter) -> None:
+        inp, bounds = self.node(p.input), [self.expr(e) for _op, e in p.predicates]
+        f = self.nodes.add().temporal_filter
+        f.input = inp
+        f.ops.extend(_enum_out(_TEMPORAL_OUT, op, "temporal comparison") for op, _e in p.predicates)
+        f.bounds.extend(bounds)
+
     def project(self, p: Project) -> None:
         inp = self.node(p.input)
         pr = self.nodes.add().project
@@ -404,6 +414,7 @@ _NODE_WRITERS: dict[type, Callable[[_Encoder, Any], None]] = {
     Constant: _Encoder.constant,
     Map: _Encoder.map,
     Filter: _Encoder.filter,
+    TemporalFilter: _Encoder.temporal_filter,
     Project: _Encoder.project,
     Union: _Encoder.union,
     Negate: _Encoder.negate,
@@ -541,6 +552,17 @@ def _read_filter(m: pb.ProtoFilter, n: _Nodes, x: _Exprs) -> Plan:
     return Filter(n[m.input], tuple([x[i] for i in m.predicates]))
 
 
+def _read_temporal_filter(m: pb.ProtoTemporalFilter, n: _Nodes, x: _Exprs) -> Plan:
+    if len(m.ops) != len(m.bounds):
+        raise MalformedMessage(
+            f"temporal filter with {len(m.ops)} comparisons but {len(m.bounds)} bounds"
+        )
+    ops = [_enum_in(_TEMPORAL_IN, op, "temporal comparison") for op in m.ops]
+    return TemporalFilter(
+        n[m.input], tuple([(op, x[i]) for op, i in zip(ops, m.bounds, strict=True)])
+    )
+
+
 def _read_join(m: pb.ProtoJoin, n: _Nodes, x: _Exprs) -> Plan:
     return Join(
         tuple([n[i] for i in m.inputs]),
@@ -598,6 +620,7 @@ _NODE_READERS: dict[str, Callable[[Any, _Nodes, _Exprs], Plan]] = {
     "constant": _read_constant,
     "map": _read_map,
     "filter": _read_filter,
+    "temporal_filter": _read_temporal_filter,
     "project": lambda m, n, x: Project(n[m.input], tuple(m.columns)),
     "union": lambda m, n, x: Union(tuple([n[i] for i in m.inputs])),
     "negate": lambda m, n, x: Negate(n[m.input]),

@@ -33,6 +33,7 @@ from ..plan.relation import (
     Plan,
     Project,
     Reduce,
+    TemporalFilter,
     Threshold,
     TopK,
     Union,
@@ -113,6 +114,8 @@ class PlanCompiler(ABC, Generic[N]):
             return self.add(kinds.negate([inp]))
         if isinstance(plan, ArrangeBy):
             return inp
+        if isinstance(plan, TemporalFilter):
+            return self.add(self.temporal_filter(inp, plan))
         schema = typecheck(plan.input, None, schemas)
         if isinstance(plan, Distinct | Threshold):
             return self.add(self.distinct(inp, schema, isinstance(plan, Threshold)))
@@ -158,6 +161,11 @@ class PlanCompiler(ABC, Generic[N]):
     @abstractmethod
     def constant(self, rows: list[tuple[Row, int]]) -> N:
         """Consolidated ``rows`` (with their counts) at the as_of."""
+
+    @abstractmethod
+    def temporal_filter(self, inp: N, plan: TemporalFilter) -> N:
+        """``plan``'s temporal filter of ``inp``: each update moved to the times its row enters
+        and leaves the output (future ones held until the inputs' frontier passes them)."""
 
     @abstractmethod
     def distinct(self, inp: N, schema: Schema, threshold: bool) -> N:

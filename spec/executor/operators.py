@@ -23,10 +23,11 @@ from ..errors import EvaluationError
 from ..frontier import Row
 from ..plan.aggregates import FloatTotal, add_float, aggregate, exact_mean, exact_to_value
 from ..plan.ordering import top_range
-from ..plan.relation import AggFunc, Aggregate, TopK, Window
+from ..plan.relation import AggFunc, Aggregate, TemporalFilter, TopK, Window
 from ..plan.scalar import ScalarExpr
 from ..plan.scalar_eval import compile_scalar
 from ..plan.schema import ScalarType, Schema
+from ..plan.temporal import compile_validity, temporal_updates
 from ..plan.window import window_partition
 
 __all__ = [
@@ -42,6 +43,7 @@ __all__ = [
     "ProjectNode",
     "ReduceNode",
     "SourceNode",
+    "TemporalFilterNode",
     "TopKNode",
     "UnionNode",
     "WindowNode",
@@ -229,6 +231,58 @@ class FilterNode(Node):
             except EvaluationError as e:
                 errs.append((str(e), d))
         self.out, self.errs = out, errs
+
+
+class TemporalFilterNode(Node):
+    """A temporal filter: each change at ``t`` goes out at the time its row enters the output
+    (``t`` at the earliest) and comes back retracted at the time it leaves.
+
+    Changes for later times wait in ``pending`` until that time runs; the executor
+    runs every pending time before the inputs' frontier (:meth:`pending_times`), so
+    the output's frontier is never held back and nothing is lost while the dataflow
+    lives. A new dataflow over the same input recomputes the pending changes from it.
+    """
+
+    __slots__ = ("fresh", "pending", "validity")
+
+    def __init__(self, inp: Node, plan: TemporalFilter) -> None:
+        super().__init__([inp])
+        self.validity = compile_validity(plan)
+        self.pending: dict[int, Changes] = {}
+        self.fresh: list[int] = []
+        """Times that got waiting changes since :meth:`take_fresh` last ran."""
+
+    def pending_times(self) -> list[int]:
+        """The times at which changes wait."""
+        return list(self.pending)
+
+    def take_fresh(self) -> list[int]:
+        """The times that got waiting changes since the last call."""
+        fresh, self.fresh = self.fresh, []
+        return fresh
+
+    def run(self, t: int) -> None:
+        out: Changes = self.pending.pop(t, [])
+        errs: Changes = list(self.inputs[0].errs)
+        validity, pending = self.validity, self.pending
+        for row, d in self.inputs[0].out:
+            try:
+                interval = validity(row)
+            except EvaluationError as e:
+                errs.append((str(e), d))
+                continue
+            for at, diff in temporal_updates(interval, t, d):
+                if at == t:
+                    out.append((row, diff))
+                elif at in pending:
+                    pending[at].append((row, diff))
+                else:
+                    pending[at] = [(row, diff)]
+                    self.fresh.append(at)
+        self.out, self.errs = out, errs
+
+    def records(self) -> int:
+        return sum(map(len, self.pending.values()))
 
 
 class ProjectNode(Node):

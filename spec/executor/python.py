@@ -14,12 +14,13 @@ Times must be ``int``; other timestamp kinds raise :class:`UnsupportedTimestamp`
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable
 from typing import TypeAlias, cast
 
 from ..frontier import Row, Update
 from ..ids import GlobalId
-from ..plan.relation import Reduce, TopK, Window
+from ..plan.relation import Reduce, TemporalFilter, TopK, Window
 from ..plan.schema import Schema
 from .compile import PlanCompiler, StatelessNodes
 from .contract import ErrorUpdate
@@ -38,6 +39,7 @@ from .operators import (
     ProjectNode,
     ReduceNode,
     SourceNode,
+    TemporalFilterNode,
     TopKNode,
     UnionNode,
     WindowNode,
@@ -63,6 +65,9 @@ class _Compiler(PlanCompiler[Node]):
 
     def constant(self, rows: list[tuple[Row, int]]) -> Node:
         return ConstantNode(rows, self.as_of)
+
+    def temporal_filter(self, inp: Node, plan: TemporalFilter) -> Node:
+        return TemporalFilterNode(inp, plan)
 
     def distinct(self, inp: Node, schema: Schema, threshold: bool) -> Node:
         return DistinctNode(inp, threshold=threshold)
@@ -120,25 +125,44 @@ class PythonExecutor(IntTimeExecutor[Node, IndexHistory]):
             perrs.setdefault(t if t >= as_of else as_of, []).append((m, d))
 
     def _run(self, df: _Dataflow, as_of: int, meet: Frontier, first: bool) -> StepChanges:
-        """Run the nodes once per queued time before ``meet``, in increasing order."""
+        """Run the nodes once per queued time before ``meet``, in increasing order.
+
+        A temporal filter's changes waiting for a time are queued there too, including
+        those it schedules while this step runs."""
         sources = [cast(SourceNode, inp.node) for inp in df.inputs.values()]
+        temporal = [n for n in df.nodes if isinstance(n, TemporalFilterNode)]
         times: set[int] = set()
         for node in sources:
             for pending in (node.pending_rows, node.pending_errs):
                 times.update(t for t in pending if meet is None or t < meet)
+        for tnode in temporal:
+            tnode.take_fresh()
+            times.update(t for t in tnode.pending_times() if meet is None or t < meet)
         if first:
             times.add(as_of)
         until = df.until
         out: dict[GlobalId, list[Update]] = {eid: [] for eid in df.exports}
         errs: dict[GlobalId, list[ErrorUpdate]] = {eid: [] for eid in df.exports}
-        for t in sorted(times):
+        queue = sorted(times)
+        heapq.heapify(queue)
+        while queue:
+            t = heapq.heappop(queue)
+            while queue and queue[0] == t:
+                heapq.heappop(queue)
             if until is not None and t >= until:
                 for node in sources:
                     node.pending_rows.pop(t, None)
                     node.pending_errs.pop(t, None)
+                for tnode in temporal:
+                    tnode.pending.pop(t, None)
                 continue
             for op in df.nodes:
                 op.run(t)
+            for tnode in temporal:  # changes it scheduled for later times of this step
+                for later in tnode.take_fresh():
+                    if later > t and (meet is None or later < meet) and later not in times:
+                        times.add(later)
+                        heapq.heappush(queue, later)
             for eid, ex in df.exports.items():
                 if ex.emits(t, as_of):
                     out[eid].extend((r, t, d) for r, d in ex.node.out)

@@ -53,6 +53,8 @@ from .relation import (
     Plan,
     Project,
     Reduce,
+    TemporalFilter,
+    TemporalOp,
     Threshold,
     TopK,
     Union,
@@ -625,6 +627,21 @@ class Frame:
             _in("filter()", lambda p=p: _expr(p).resolve(self.schema)) for p in predicates
         )
         return _checked("filter()", Filter(self.plan, preds))
+
+    def valid_during(self, start: Any = None, end: Any = None) -> Frame:
+        """The rows at the times ``t`` with ``start <= t < end``, each bound an expression of
+        the row (a column name, an ``Expr`` or an int; ``None``: open) in milliseconds or a
+        timestamp: a temporal filter, as SQL's ``WHERE mz_now() >= start AND mz_now() <
+        end``. A row leaves the result when time reaches ``end``, with no new input."""
+        preds: list[tuple[TemporalOp, ScalarExpr]] = []
+        for op, bound in ((TemporalOp.GE, start), (TemporalOp.LT, end)):
+            if bound is None:
+                continue
+            e = col(bound) if isinstance(bound, str) else _expr(bound)
+            preds.append((op, _in("valid_during()", lambda e=e: e.resolve(self.schema))))
+        if not preds:
+            raise InvalidPlan("valid_during() needs a start, an end or both")
+        return _checked("valid_during()", TemporalFilter(self.plan, tuple(preds)))
 
     def with_columns(self, **exprs: Any) -> Frame:
         """Append computed columns (each may use the ones before it)."""

@@ -28,6 +28,7 @@ from .relation import (
     Plan,
     Project,
     Reduce,
+    TemporalFilter,
     Threshold,
     TopK,
     Union,
@@ -149,6 +150,9 @@ def _line(plan: Plan, lets: Mapping[str, Schema]) -> str:
         return f"Map {', '.join(parts)}"
     if isinstance(plan, Filter):
         return f"Filter {' AND '.join(expr_text(p, names) for p in plan.predicates)}"
+    if isinstance(plan, TemporalFilter):
+        preds = (f"mz_now() {op.value} {expr_text(e, names)}" for op, e in plan.predicates)
+        return f"TemporalFilter {' AND '.join(preds)}"
     if isinstance(plan, Project):
         return f"Project [{', '.join(_col(i, names) for i in plan.columns)}]"
     if isinstance(plan, Negate):

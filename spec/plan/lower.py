@@ -24,6 +24,7 @@ from .relation import (
     Plan,
     Project,
     Reduce,
+    TemporalFilter,
     Threshold,
     TopK,
     Union,
@@ -55,6 +56,8 @@ def lower(plan: Plan, _lets: Mapping[str, Schema] | None = None) -> Plan:
         return Map(lower(plan.input, lets), plan.exprs, plan.names)
     if isinstance(plan, Filter):
         return Filter(lower(plan.input, lets), plan.predicates)
+    if isinstance(plan, TemporalFilter):
+        return TemporalFilter(lower(plan.input, lets), plan.predicates)
     if isinstance(plan, Project):
         return Project(lower(plan.input, lets), plan.columns)
     if isinstance(plan, Negate):

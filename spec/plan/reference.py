@@ -40,12 +40,15 @@ from .relation import (
     Plan,
     Project,
     Reduce,
+    TemporalFilter,
+    TemporalOp,
     Threshold,
     TopK,
     Union,
     Window,
 )
 from .scalar_eval import compile_scalar, sql_equal
+from .temporal import bound_millis
 from .typecheck import object_order, typecheck, validate_dataflow
 from .window import window_partition
 
@@ -80,7 +83,7 @@ def evaluate(plan: Plan, inputs: Mapping[GlobalId, Iterable[Update]], time: Time
     """``plan``'s output as of ``time``, given every input's updates."""
     typecheck(plan)
     env = {gid: Collection(accumulate(ups, time)) for gid, ups in inputs.items()}
-    return _eval(lower(plan), env, {})
+    return _eval(lower(plan), env, {}, time)
 
 
 def evaluate_dataflow(
@@ -107,7 +110,7 @@ def evaluate_dataflow(
             env[ix.id] = env[ix.on_id]
     plans = {b.id: b.plan for b in desc.objects_to_build}
     for oid in object_order(desc):
-        env[oid] = _eval(lower(plans[oid]), env, {})
+        env[oid] = _eval(lower(plans[oid]), env, {}, time)
     out = {oid: env[oid] for oid in plans}
     for ex in desc.index_exports:
         out[ex.id] = env[ex.on_id]
@@ -122,7 +125,7 @@ def reference_peek(collection: Collection, finishing: RowSetFinishing | None = N
 
 
 def _eval(
-    plan: Plan, env: Mapping[GlobalId, Collection], lets: Mapping[str, Collection]
+    plan: Plan, env: Mapping[GlobalId, Collection], lets: Mapping[str, Collection], time: Time
 ) -> Collection:
     if isinstance(plan, Get):
         if plan.id not in env:
@@ -136,20 +139,22 @@ def _eval(
     if isinstance(plan, LetRef):
         return lets[plan.name]
     if isinstance(plan, Let):
-        value = _eval(plan.value, env, lets)
-        return _eval(plan.body, env, {**lets, plan.name: value})
+        value = _eval(plan.value, env, lets, time)
+        return _eval(plan.body, env, {**lets, plan.name: value}, time)
     if isinstance(plan, Union):
-        parts = [_eval(p, env, lets) for p in plan.inputs]
+        parts = [_eval(p, env, lets, time) for p in plan.inputs]
         rows = {}
         for part in parts:
             for r, c in part.rows.items():
                 _add(rows, r, c)
         return Collection(rows, _sum_errors(*parts))
     if isinstance(plan, Join):
-        return _join(plan, [_eval(p, env, lets) for p in plan.inputs])
-    src = _eval(plan.input, env, lets)
+        return _join(plan, [_eval(p, env, lets, time) for p in plan.inputs])
+    src = _eval(plan.input, env, lets, time)
     if isinstance(plan, Map | Filter):
         return _map_filter(plan, src)
+    if isinstance(plan, TemporalFilter):
+        return _temporal_filter(plan, src, time)
     if isinstance(plan, Project):
         rows = {}
         for r, c in src.rows.items():
@@ -221,6 +226,31 @@ def _map_filter(plan: Map | Filter, src: Collection) -> Collection:
                 _add(rows, r, c)
         except EvaluationError as err:
             _add(errors, str(err), c)
+    return Collection(rows, errors)
+
+
+def _temporal_filter(plan: TemporalFilter, src: Collection, time: Time) -> Collection:
+    """The rows for which every ``mz_now() <op> bound`` holds with ``mz_now()`` = ``time``."""
+    if type(time) is not int:
+        raise InvalidPlan(f"a TemporalFilter is evaluated at an int time, not {time!r}")
+    holds = {
+        TemporalOp.EQ: lambda b: time == b,
+        TemporalOp.LT: lambda b: time < b,
+        TemporalOp.LE: lambda b: time <= b,
+        TemporalOp.GT: lambda b: time > b,
+        TemporalOp.GE: lambda b: time >= b,
+    }
+    rows: dict[Row, int] = {}
+    errors = dict(src.errors)
+    for r, c in src.rows.items():
+        try:
+            # every bound is evaluated (an error in any makes the row an error), then compared
+            bounds = [(op, bound_millis(compile_scalar(e)(r))) for op, e in plan.predicates]
+        except EvaluationError as err:
+            _add(errors, str(err), c)
+            continue
+        if all(b is not None and holds[op](b) for op, b in bounds):
+            _add(rows, r, c)
     return Collection(rows, errors)
 
 

@@ -38,6 +38,8 @@ __all__ = [
     "Plan",
     "Project",
     "Reduce",
+    "TemporalFilter",
+    "TemporalOp",
     "Threshold",
     "TopK",
     "Union",
@@ -82,6 +84,38 @@ class Filter:
 
     input: Plan
     predicates: tuple[ScalarExpr, ...]
+
+
+class TemporalOp(StrEnum):
+    """How ``mz_now()`` is compared with a bound: ``mz_now() <op> bound``."""
+
+    EQ = "="
+    LT = "<"
+    LE = "<="
+    GT = ">"
+    GE = ">="
+
+
+@dataclass(frozen=True, slots=True)
+class TemporalFilter:
+    """Keep each row at the times ``t`` at which every ``mz_now() <op> bound`` holds (a
+    temporal filter, Materialize's ``mz_now()`` in ``WHERE``).
+
+    Each bound is evaluated on the row, an ``int64`` (milliseconds, as times are) or a
+    ``timestamp`` (its milliseconds since 1970-01-01, rounded down); a negative value
+    is the error "mz_timestamp out of range". Together the predicates give the row a
+    validity interval ``[lower, upper)`` of times: ``lower`` the greatest of the
+    ``>=``/``=`` bounds and of the ``>`` bounds plus one, ``upper`` the least of the
+    ``<`` bounds and of the ``<=``/``=`` bounds plus one (unbounded without them). A
+    row whose bound is NULL is never kept. At time ``t`` the output is the input's rows
+    whose interval contains ``t``; incrementally, an update ``(row, t, d)`` becomes
+    ``(row, max(t, lower), d)`` and ``(row, max(t, upper), -d)`` (nothing if
+    ``max(t, lower) >= upper``), so the row leaves the output when time reaches
+    ``upper`` with no new input.
+    """
+
+    input: Plan
+    predicates: tuple[tuple[TemporalOp, ScalarExpr], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -330,6 +364,7 @@ Plan: TypeAlias = (
     | Constant
     | Map
     | Filter
+    | TemporalFilter
     | Project
     | Union
     | Negate
@@ -355,7 +390,17 @@ def children(plan: Plan) -> tuple[Plan, ...]:
         return ()
     if isinstance(
         plan,
-        Map | Filter | Project | Negate | Reduce | Distinct | Threshold | TopK | Window | ArrangeBy,
+        Map
+        | Filter
+        | TemporalFilter
+        | Project
+        | Negate
+        | Reduce
+        | Distinct
+        | Threshold
+        | TopK
+        | Window
+        | ArrangeBy,
     ):
         return (plan.input,)
     raise InvalidPlan(f"not a plan node: {plan!r} ({type(plan).__name__})")

@@ -35,6 +35,8 @@ from .relation import (
     Plan,
     Project,
     Reduce,
+    TemporalFilter,
+    TemporalOp,
     Threshold,
     TopK,
     Union,
@@ -211,6 +213,12 @@ def _plan_out(p: Plan) -> Obj:
         }
     if isinstance(p, Filter):
         return {"op": "filter", **base, "predicates": [_expr_out(e) for e in p.predicates]}
+    if isinstance(p, TemporalFilter):
+        return {
+            "op": "temporal_filter",
+            **base,
+            "predicates": [[op.value, _expr_out(e)] for op, e in p.predicates],
+        }
     if isinstance(p, Project):
         return {"op": "project", **base, "columns": list(p.columns)}
     if isinstance(p, Negate):
@@ -376,6 +384,10 @@ def _plan_in(d: Obj) -> Plan:
         return Map(inp, tuple(_expr_in(e) for e in d["exprs"]), tuple(str(n) for n in d["names"]))
     if op == "filter":
         return Filter(inp, tuple(_expr_in(e) for e in d["predicates"]))
+    if op == "temporal_filter":
+        return TemporalFilter(
+            inp, tuple((TemporalOp(str(o)), _expr_in(e)) for o, e in d["predicates"])
+        )
     if op == "project":
         return Project(inp, _ints(d["columns"]))
     if op == "negate":

@@ -37,6 +37,8 @@ from .relation import (
     Plan,
     Project,
     Reduce,
+    TemporalFilter,
+    TemporalOp,
     Threshold,
     TopK,
     Union,
@@ -134,6 +136,18 @@ def typecheck(
             t = scalar_type(p, inner)
             if t.scalar is not ScalarType.BOOL:
                 raise TypeMismatch(f"Filter predicate {p!r} is {t.scalar}, not bool")
+        return inner
+    if isinstance(plan, TemporalFilter):
+        if not plan.predicates:
+            raise InvalidPlan("TemporalFilter with no predicates")
+        for op, e in plan.predicates:
+            if not isinstance(op, TemporalOp):
+                raise InvalidPlan(f"TemporalFilter comparison {op!r} is not a TemporalOp")
+            t = scalar_type(e, inner)
+            if t.scalar not in (ScalarType.INT64, ScalarType.TIMESTAMP, ScalarType.DATE):
+                raise TypeMismatch(
+                    f"TemporalFilter bound {e!r} is {t.scalar}, not int64, timestamp or date"
+                )
         return inner
     if isinstance(plan, Project):
         _cols(inner, plan.columns, "Project")

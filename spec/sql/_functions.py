@@ -335,6 +335,14 @@ def bind_call(binder: _Binder, node: Any) -> TExpr | None:
     if call is None:
         return None
     name, args = call
+    if name == "mz_now":
+        raise _err(
+            UnsupportedSql,
+            "call to mz_now() outside a temporal filter (it cannot be materialized: tidegate "
+            "accepts mz_now() only compared with a bound in a conjunct of WHERE or HAVING, "
+            "e.g. WHERE mz_now() <= ts + INTERVAL '1 hour')",
+            node,
+        )
     if name in _NONDETERMINISTIC:
         raise _err(
             UnsupportedSql,

@@ -27,12 +27,14 @@ from ..errors import (
     SqlSyntaxError,
     SqlTypeError,
     UndefinedColumn,
+    UnsupportedSql,
     WrongObjectType,
 )
 from ..frontier import Row
 from ..ids import GlobalId
 from ..plan import Cast, ColumnRef, Filter, Get, Literal, Map, Plan, Project, ScalarExpr
 from ..plan.schema import check_row
+from ..plan.temporal import has_temporal_filter
 from ._binder import ExprBinder
 from ._common import _err, pg_type, position_of
 from ._from import _resolve_object, constant_value
@@ -111,6 +113,8 @@ def plan_insert(stmt: InsertStmt, catalog: SqlCatalog, params: Sequence[Any] = (
             f"INSERT has more {more} than {'target columns' if more == 'expressions' else 'expressions'}"
         )
     source = lowered.relation()
+    if has_temporal_filter(source):  # as Materialize: a write happens at one time, once
+        raise UnsupportedSql("calls to mz_now() in write statements are")
     exprs: list[ScalarExpr] = []
     for i, col in enumerate(schema.columns):
         if i in targets:

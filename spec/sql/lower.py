@@ -72,6 +72,7 @@ from ..plan import (
     ScalarExpr,
     ScalarType,
     Schema,
+    TemporalFilter,
     Threshold,
     TopK,
     Union,
@@ -95,6 +96,7 @@ from ._functions import call_of
 from ._limits import MAX_TARGET_LIST, with_enough_frames
 from ._scope import Rel, Scope, ScopeColumn
 from ._subquery import plan_subqueries
+from ._temporal import split_temporal
 from ._texpr import TExpr, _coerce
 from ._window import distinct_on_exprs, find_windows, lower_windows, top_k_pushdown
 from .catalog import SqlCatalog
@@ -385,8 +387,11 @@ def _select(node: exp.Select, ctx: _Ctx) -> Lowered:
     if where is not None:
         sub, subqueries = plan_subqueries(rel, [where.this], ctx)
         binder = ExprBinder(sub.scope, ctx.params, context="WHERE", subqueries=subqueries)
-        preds = tuple(binder.predicate(c, "WHERE") for c in _conjuncts(where.this))
-        plan: Plan = top_k_pushdown(Filter(sub.plan, preds))
+        plain, temporal = split_temporal(_conjuncts(where.this), binder.bind, binder.folded)
+        preds = tuple(binder.predicate(c, "WHERE") for c in plain)
+        plan: Plan = top_k_pushdown(Filter(sub.plan, preds)) if preds or not temporal else sub.plan
+        if temporal:
+            plan = TemporalFilter(plan, tuple(temporal))
         if sub is not rel:  # the subqueries' answers were for the condition only
             plan = Project(plan, tuple(range(len(rel.scope.columns))))
         rel = Rel(plan, rel.scope)
@@ -417,8 +422,13 @@ def _select(node: exp.Select, ctx: _Ctx) -> Lowered:
     )
     binder = dataclasses.replace(binder, scope=rel.scope, subqueries=subqueries)
     if having is not None:
-        pred = binder.predicate(having.this, "HAVING")
-        rel = Rel(Filter(rel.plan, (pred,)), rel.scope)
+        plain, temporal = split_temporal(_conjuncts(having.this), binder.bind, binder.folded)
+        having_plan: Plan = rel.plan
+        if plain:
+            having_plan = Filter(having_plan, tuple(binder.predicate(c, "HAVING") for c in plain))
+        if temporal:
+            having_plan = TemporalFilter(having_plan, tuple(temporal))
+        rel = Rel(having_plan, rel.scope)
     windows = [w for it, _, star in items if star is None for w in find_windows(it)]
     windows += [w for o in order_items for w in find_windows(o.this)]
     if windows:

@@ -29,12 +29,21 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 from sqlglot import Token, TokenType
 from sqlglot.errors import TokenError
 
 from ..errors import SqlError, SqlSyntaxError, UndefinedObject, UnsupportedSql
+from .ast import (
+    CreateViewStmt,
+    DeleteStmt,
+    ExplainStmt,
+    InsertStmt,
+    SelectStmt,
+    SubscribeStmt,
+    UpdateStmt,
+)
 
 __all__ = [
     "SYSTEM_SCHEMAS",
@@ -974,6 +983,22 @@ def _undefined(message: str, sqlstate: str) -> SqlError:
     error = UndefinedObject(message) if sqlstate != "42P06" else SqlError(message)
     error.sqlstate = sqlstate
     return error
+
+
+def keeps_mz_now(statement: Any) -> bool:
+    """Whether the parsed ``statement``'s ``mz_now()`` calls are temporal filters for lowering,
+    not the session's constant for the time it runs (see :func:`._temporal.filters_by_mz_now`):
+    always in views, indexes and subscribes, in a query read once when every call is one.
+    A write keeps them too, to be refused as Materialize refuses them (a write happens once,
+    at one time: there is nothing to filter by time)."""
+    from ._temporal import filters_by_mz_now
+
+    inner = statement.statement if isinstance(statement, ExplainStmt) else statement
+    if isinstance(inner, CreateViewStmt | SubscribeStmt):
+        return filters_by_mz_now(inner.query, maintained=True)
+    if isinstance(inner, SelectStmt):
+        return filters_by_mz_now(inner.query, maintained=False)
+    return isinstance(inner, InsertStmt | UpdateStmt | DeleteStmt)
 
 
 def substitute_functions(text: str, values: dict[str, str]) -> str:

@@ -35,6 +35,8 @@ from ..plan.relation import (
     Plan,
     Project,
     Reduce,
+    TemporalFilter,
+    TemporalOp,
     Threshold,
     TopK,
     Union,
@@ -430,6 +432,7 @@ def _plan(
         "threshold",
         "top_k",
         "window",
+        "temporal",
         "arrange",
         "let",
         "left_join",
@@ -510,6 +513,10 @@ def _plan(
         )
         aggs = tuple(draw(st.lists(_aggregates(schema), min_size=1, max_size=3)))
         plan = Reduce(inner, key, aggs)
+    elif kind == "temporal":
+        plan = TemporalFilter(
+            inner, tuple(draw(st.lists(_temporal_predicates(schema), min_size=1, max_size=3)))
+        )
     elif kind == "window":
         key = (
             tuple(draw(st.lists(st.integers(0, schema.arity - 1), max_size=1, unique=True)))
@@ -533,6 +540,27 @@ def _plan(
             draw(st.integers(0, 2)),
         )
     return plan, typecheck(plan, None, lets)
+
+
+def _temporal_predicates(schema: Schema) -> st.SearchStrategy[tuple[TemporalOp, ScalarExpr]]:
+    """``mz_now() <op> bound`` predicates whose bounds fall among a history's times (an int64
+    column plus a little, or a literal, now and then NULL), for a :class:`TemporalFilter`."""
+
+    @st.composite
+    def build(draw: st.DrawFn) -> tuple[TemporalOp, ScalarExpr]:
+        op = draw(st.sampled_from(list(TemporalOp)))
+        ints = _cols_of(schema, S.INT64)
+        use_column = draw(st.booleans())
+        if ints and use_column:
+            col = ColumnRef(draw(st.sampled_from(ints)))
+            bound: ScalarExpr = CallBinary(
+                BinaryFunc.ADD, col, Literal(draw(st.integers(0, 3)), S.INT64)
+            )
+        else:
+            bound = Literal(draw(st.one_of(st.integers(0, 7), st.none())), S.INT64)
+        return op, bound
+
+    return build()
 
 
 def _constant(draw: st.DrawFn, schema: Schema) -> Constant:

@@ -47,6 +47,8 @@ from tidegate.spec.plan import (
     ScalarExpr,
     ScalarType,
     Schema,
+    TemporalFilter,
+    TemporalOp,
     Threshold,
     TopK,
     UnaryFunc,
@@ -153,6 +155,8 @@ def _kinds(plan: Plan) -> set[str]:
                     out.add(f"distinct:{a.distinct}")
             case TopK(limit=limit):
                 out.add(f"limit:{limit is not None}")
+            case TemporalFilter(predicates=predicates):
+                out.update(f"temporal:{op}" for op, _ in predicates)
             case Window(funcs=funcs):
                 for f in funcs:
                     out.add(f"window:{f.kind}")
@@ -175,6 +179,7 @@ UNIVERSE = (
     | {"agg:count(*)", "distinct:True", "distinct:False", "limit:True", "limit:False"}
     | {f"window:{k}" for k in WindowFuncKind}
     | {"frame:range", "frame:rows"}
+    | {f"temporal:{op}" for op in TemporalOp}
     | {f"bound:{k}:NoneType" for k in WindowBoundKind if k not in ("preceding", "following")}
     | {f"bound:{k}:{t}" for k in ("preceding", "following") for t in ("int", "float")}
 )
@@ -340,6 +345,16 @@ EXAMPLES: tuple[Plan, ...] = (
         ("nan", "big", "-inf"),
     ),
     TopK(Get(U1, _Z), (0,), (), 0, 3),
+    TemporalFilter(
+        Get(U1, _Z),
+        (
+            (TemporalOp.GE, INT),
+            (TemporalOp.LT, CallBinary(BinaryFunc.ADD_MS, T, Literal(3_600_000, S.INT64))),
+            (TemporalOp.LE, D),
+            (TemporalOp.GT, Literal(None, S.INT64)),
+            (TemporalOp.EQ, Literal(7, S.INT64)),
+        ),
+    ),
     Window(
         Get(U1, _Z),
         (2,),

@@ -42,6 +42,7 @@ SQL_CASES = {
     "pgwire_portal_skips_row",
     "sql_subquery_drops_offset",
     "sql_in_subquery_ignores_nulls",
+    "sql_temporal_ignores_lower_bound",
 }
 """The SQL clients' reproducers (judged in ``test_sim_sql_reach.py``)."""
 

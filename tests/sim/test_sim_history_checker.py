@@ -237,3 +237,37 @@ def test_a_subscribe_batch_recorded_for_an_unknown_stream_is_caught() -> None:
     h = _h()
     h.batch(99, Antichain([0]), Antichain([5]), [], None, 0)
     assert _properties(h) == ["subscribe_gap_free"]
+
+
+def test_a_temporal_filter_changes_its_contents_between_writes_and_the_judge_knows_when() -> None:
+    """A view over ``mz_now()`` changes when a row's bound passes, with no write: the judge's
+    candidate times include every bound (and one past it), and contents are not shared
+    between times at which the tables held the same updates."""
+    from tidegate.sim.history import ReferenceModel, candidates
+    from tidegate.spec.ids import GlobalId
+    from tidegate.spec.plan import (
+        BinaryFunc,
+        CallBinary,
+        ColumnRef,
+        Get,
+        Literal,
+        ScalarType,
+        Schema,
+        TemporalFilter,
+        TemporalOp,
+    )
+
+    table, view = GlobalId.user(1), GlobalId.transient(9)
+    schema = Schema.of(("k", "string"), ("ms", "int64"))
+    model = ReferenceModel({table: [(("a", 100), 5, 1), (("b", 200), 7, 1)]})
+    until = CallBinary(BinaryFunc.ADD, ColumnRef(1), Literal(50, ScalarType.INT64))
+    model.install(view, TemporalFilter(Get(table, schema), ((TemporalOp.LT, until),)))
+
+    def times(_: GlobalId) -> list[int]:
+        return [5, 7]
+
+    assert candidates(model, times, view, 0, None) == [0, 5, 7, 150, 151, 250, 251]
+    assert candidates(model, times, view, 150, 251) == [150, 151, 250]
+    assert set(model.contents(view, 149).rows) == {("a", 100), ("b", 200)}
+    assert set(model.contents(view, 150).rows) == {("b", 200)}  # no write since 7
+    assert model.contents(view, 250).rows == {}

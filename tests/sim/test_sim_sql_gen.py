@@ -122,7 +122,7 @@ def test_every_construct_is_drawn_somewhere_unless_disabled() -> None:
     choices = SeededChoices(99)
     used: set[str] = set()
     for _ in range(600):
-        used.update(SqlGen(choices, _relations(), params=True).query().constructs)
+        used.update(SqlGen(choices, _relations(), params=True, now_ms=5000).query().constructs)
     missing = set(CONSTRUCTS) - set(DISABLED) - used
     assert not missing, missing
 
@@ -212,3 +212,39 @@ def test_the_newer_shapes_are_drawn_and_mean_on_duckdb_what_their_plans_say(duck
             assert Counter(got) == Counter(want), q.sql
     assert not _NEWER - used, sorted(_NEWER - used)
     assert judged >= 100, judged
+
+
+def test_temporal_filters_mean_at_each_time_what_duckdb_answers_with_that_time(duck: Any) -> None:
+    """Drawn ``mz_now()`` filters, judged at times around the draw's: DuckDB answers the text
+    with ``mz_now()`` replaced by the time (a plain comparison it reads as PostgreSQL does),
+    and both the reference plan (its ``TemporalFilter``) and the front end's plan, evaluated
+    at that time, answer the same rows."""
+    choices = SeededChoices(11)
+    now = 5000
+    judged = 0
+    for _ in range(600):
+        contents = _contents(choices)
+        q = SqlGen(choices, _relations(), params=True, now_ms=now).query()
+        if "temporal_filter" not in q.constructs:
+            continue
+        judged += 1
+        _load(duck, contents)
+        inputs = {
+            symbol(k): [(row, 0, 1) for row in contents[name]]
+            for k, (name, _) in enumerate(_TABLES)
+        }
+        stmt = parse_one(q.sql)
+        assert isinstance(stmt, SelectStmt)
+        lowered = lower_query(stmt.query, _CATALOG, list(q.params), stmt.sql)
+        for t in sorted({0, now - 1501, now - 1, now, now + 7, now + 1000, now + 3011}):
+            text = _duck_sql(q.sql).replace("mz_now()", str(t))
+            got = [_norm(tuple(r)) for r in duck.execute(text, list(q.params)).fetchall()]
+            ref = reference_peek(evaluate(q.plan, inputs, t), q.finishing())
+            front = reference_peek(evaluate(lowered.plan, inputs, t), lowered.finishing())
+            assert isinstance(ref, PeekRows) and ref == front, (q.sql, t, ref, front)
+            want = [_norm(r) for r, n in ref.rows for _ in range(n)]
+            if q.order_by:
+                assert got == want, (q.sql, t)
+            else:
+                assert Counter(got) == Counter(want), (q.sql, t)
+    assert judged >= 40, judged

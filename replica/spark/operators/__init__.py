@@ -19,8 +19,9 @@ unchanged, as in the reference: each node's errors are its inputs' plus its own.
 Everything public is imported from here; the modules behind it are private:
 
 * ``_base`` -- :class:`Node`, :class:`StatefulNode` and the change helpers;
-* ``_stateless`` -- Source, Constant, Map, Filter, Project, Negate, Union and
-  the equivalence filter of a one-input join;
+* ``_stateless`` -- Source, Constant, Map, Filter, Project, Negate, Union, the
+  equivalence filter of a one-input join, and the temporal filter (whose future
+  changes wait in the driver until the step's frontier passes them);
 * ``_grouped`` -- Reduce, Distinct/Threshold, TopK and Window over arranged rows;
 * ``_join`` -- the binary equi-join;
 * ``_accumulating_reduce`` -- the Reduce kept as per-key accumulators;
@@ -39,6 +40,7 @@ from ._stateless import (
     NegateNode,
     ProjectNode,
     SourceNode,
+    TemporalFilterNode,
     UnionNode,
 )
 
@@ -56,6 +58,7 @@ __all__ = [
     "ReduceNode",
     "SourceNode",
     "StatefulNode",
+    "TemporalFilterNode",
     "TopKNode",
     "UnionNode",
     "WindowNode",

@@ -10,9 +10,11 @@ from __future__ import annotations
 from tidegate.spec.errors import EvaluationError
 from tidegate.spec.executor.operators import equivalence_check
 from tidegate.spec.frontier import Row
+from tidegate.spec.plan.relation import TemporalFilter
 from tidegate.spec.plan.scalar import ScalarExpr
 from tidegate.spec.plan.scalar_eval import compile_scalar
 from tidegate.spec.plan.schema import Schema
+from tidegate.spec.plan.temporal import compile_validity, temporal_updates
 
 from ._base import Changes, Node
 
@@ -24,6 +26,7 @@ __all__ = [
     "NegateNode",
     "ProjectNode",
     "SourceNode",
+    "TemporalFilterNode",
     "UnionNode",
 ]
 
@@ -90,6 +93,55 @@ class FilterNode(Node):
                     out.append((row, t, d))
             except EvaluationError as e:
                 errs.append((str(e), t, d))
+        self.out, self.errs = out, errs
+
+
+class TemporalFilterNode(Node):
+    """A temporal filter: each change goes out at the time its row enters the output (its own
+    time at the earliest) and comes back retracted at the time it leaves.
+
+    Changes at or past the step's frontier wait in ``pending`` (in the driver) and go out in
+    the step whose frontier passes them, so the output's frontier is never held back;
+    those at or past the dataflow's ``until`` are dropped. The executor sets both
+    frontiers (:meth:`bound`) before each step. A new dataflow over the same input
+    recomputes the pending changes from it.
+    """
+
+    def __init__(self, inp: Node, plan: TemporalFilter) -> None:
+        super().__init__([inp])
+        self.validity = compile_validity(plan)
+        self.pending: Changes = []
+        self._frontier: int | None = None
+        self._until: int | None = None
+
+    def bound(self, frontier: int | None, until: int | None) -> None:
+        """This step completes every time before ``frontier`` (``None``: all); the dataflow
+        keeps no time at or past ``until``."""
+        self._frontier, self._until = frontier, until
+
+    def run(self, first_time: int | None) -> None:
+        frontier, until = self._frontier, self._until
+        errs = self._input_errs()
+        moved: Changes = self.pending
+        validity = self.validity
+        for row, t, d in self.inputs[0].out:
+            try:
+                interval = validity(row)
+            except EvaluationError as e:
+                errs.append((str(e), t, d))
+                continue
+            moved.extend((row, at, diff) for at, diff in temporal_updates(interval, t, d))
+        out: Changes = []
+        pending: Changes = []
+        for u in moved:
+            at = u[1]
+            if until is not None and at >= until:
+                continue
+            if frontier is None or at < frontier:
+                out.append(u)
+            else:
+                pending.append(u)
+        self.pending = pending
         self.out, self.errs = out, errs
 
 

@@ -110,6 +110,15 @@ class ProtoVariadicFunc(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PROTO_VARIADIC_FUNC_SPLIT_PART: _ClassVar[ProtoVariadicFunc]
     PROTO_VARIADIC_FUNC_REGEXP_REPLACE: _ClassVar[ProtoVariadicFunc]
 
+class ProtoTemporalOp(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    PROTO_TEMPORAL_OP_UNSPECIFIED: _ClassVar[ProtoTemporalOp]
+    PROTO_TEMPORAL_OP_EQ: _ClassVar[ProtoTemporalOp]
+    PROTO_TEMPORAL_OP_LT: _ClassVar[ProtoTemporalOp]
+    PROTO_TEMPORAL_OP_LE: _ClassVar[ProtoTemporalOp]
+    PROTO_TEMPORAL_OP_GT: _ClassVar[ProtoTemporalOp]
+    PROTO_TEMPORAL_OP_GE: _ClassVar[ProtoTemporalOp]
+
 class ProtoJoinKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
     PROTO_JOIN_KIND_UNSPECIFIED: _ClassVar[ProtoJoinKind]
@@ -238,6 +247,12 @@ PROTO_VARIADIC_FUNC_RPAD: ProtoVariadicFunc
 PROTO_VARIADIC_FUNC_TRANSLATE: ProtoVariadicFunc
 PROTO_VARIADIC_FUNC_SPLIT_PART: ProtoVariadicFunc
 PROTO_VARIADIC_FUNC_REGEXP_REPLACE: ProtoVariadicFunc
+PROTO_TEMPORAL_OP_UNSPECIFIED: ProtoTemporalOp
+PROTO_TEMPORAL_OP_EQ: ProtoTemporalOp
+PROTO_TEMPORAL_OP_LT: ProtoTemporalOp
+PROTO_TEMPORAL_OP_LE: ProtoTemporalOp
+PROTO_TEMPORAL_OP_GT: ProtoTemporalOp
+PROTO_TEMPORAL_OP_GE: ProtoTemporalOp
 PROTO_JOIN_KIND_UNSPECIFIED: ProtoJoinKind
 PROTO_JOIN_KIND_INNER: ProtoJoinKind
 PROTO_JOIN_KIND_LEFT: ProtoJoinKind
@@ -584,6 +599,16 @@ class ProtoFilter(_message.Message):
     predicates: _containers.RepeatedScalarFieldContainer[int]
     def __init__(self, input: _Optional[int] = ..., predicates: _Optional[_Iterable[int]] = ...) -> None: ...
 
+class ProtoTemporalFilter(_message.Message):
+    __slots__ = ("input", "ops", "bounds")
+    INPUT_FIELD_NUMBER: _ClassVar[int]
+    OPS_FIELD_NUMBER: _ClassVar[int]
+    BOUNDS_FIELD_NUMBER: _ClassVar[int]
+    input: int
+    ops: _containers.RepeatedScalarFieldContainer[ProtoTemporalOp]
+    bounds: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, input: _Optional[int] = ..., ops: _Optional[_Iterable[_Union[ProtoTemporalOp, str]]] = ..., bounds: _Optional[_Iterable[int]] = ...) -> None: ...
+
 class ProtoProject(_message.Message):
     __slots__ = ("input", "columns")
     INPUT_FIELD_NUMBER: _ClassVar[int]
@@ -747,7 +772,7 @@ class ProtoLetRef(_message.Message):
     def __init__(self, name: _Optional[str] = ...) -> None: ...
 
 class ProtoPlanNode(_message.Message):
-    __slots__ = ("get", "constant", "map", "filter", "project", "union", "negate", "join", "reduce", "distinct", "threshold", "top_k", "arrange_by", "let", "let_ref", "window")
+    __slots__ = ("get", "constant", "map", "filter", "project", "union", "negate", "join", "reduce", "distinct", "threshold", "top_k", "arrange_by", "let", "let_ref", "window", "temporal_filter")
     GET_FIELD_NUMBER: _ClassVar[int]
     CONSTANT_FIELD_NUMBER: _ClassVar[int]
     MAP_FIELD_NUMBER: _ClassVar[int]
@@ -764,6 +789,7 @@ class ProtoPlanNode(_message.Message):
     LET_FIELD_NUMBER: _ClassVar[int]
     LET_REF_FIELD_NUMBER: _ClassVar[int]
     WINDOW_FIELD_NUMBER: _ClassVar[int]
+    TEMPORAL_FILTER_FIELD_NUMBER: _ClassVar[int]
     get: ProtoGet
     constant: ProtoConstant
     map: ProtoMap
@@ -780,7 +806,8 @@ class ProtoPlanNode(_message.Message):
     let: ProtoLet
     let_ref: ProtoLetRef
     window: ProtoWindow
-    def __init__(self, get: _Optional[_Union[ProtoGet, _Mapping]] = ..., constant: _Optional[_Union[ProtoConstant, _Mapping]] = ..., map: _Optional[_Union[ProtoMap, _Mapping]] = ..., filter: _Optional[_Union[ProtoFilter, _Mapping]] = ..., project: _Optional[_Union[ProtoProject, _Mapping]] = ..., union: _Optional[_Union[ProtoUnion, _Mapping]] = ..., negate: _Optional[_Union[ProtoNegate, _Mapping]] = ..., join: _Optional[_Union[ProtoJoin, _Mapping]] = ..., reduce: _Optional[_Union[ProtoReduce, _Mapping]] = ..., distinct: _Optional[_Union[ProtoDistinct, _Mapping]] = ..., threshold: _Optional[_Union[ProtoThreshold, _Mapping]] = ..., top_k: _Optional[_Union[ProtoTopK, _Mapping]] = ..., arrange_by: _Optional[_Union[ProtoArrangeBy, _Mapping]] = ..., let: _Optional[_Union[ProtoLet, _Mapping]] = ..., let_ref: _Optional[_Union[ProtoLetRef, _Mapping]] = ..., window: _Optional[_Union[ProtoWindow, _Mapping]] = ...) -> None: ...
+    temporal_filter: ProtoTemporalFilter
+    def __init__(self, get: _Optional[_Union[ProtoGet, _Mapping]] = ..., constant: _Optional[_Union[ProtoConstant, _Mapping]] = ..., map: _Optional[_Union[ProtoMap, _Mapping]] = ..., filter: _Optional[_Union[ProtoFilter, _Mapping]] = ..., project: _Optional[_Union[ProtoProject, _Mapping]] = ..., union: _Optional[_Union[ProtoUnion, _Mapping]] = ..., negate: _Optional[_Union[ProtoNegate, _Mapping]] = ..., join: _Optional[_Union[ProtoJoin, _Mapping]] = ..., reduce: _Optional[_Union[ProtoReduce, _Mapping]] = ..., distinct: _Optional[_Union[ProtoDistinct, _Mapping]] = ..., threshold: _Optional[_Union[ProtoThreshold, _Mapping]] = ..., top_k: _Optional[_Union[ProtoTopK, _Mapping]] = ..., arrange_by: _Optional[_Union[ProtoArrangeBy, _Mapping]] = ..., let: _Optional[_Union[ProtoLet, _Mapping]] = ..., let_ref: _Optional[_Union[ProtoLetRef, _Mapping]] = ..., window: _Optional[_Union[ProtoWindow, _Mapping]] = ..., temporal_filter: _Optional[_Union[ProtoTemporalFilter, _Mapping]] = ...) -> None: ...
 
 class ProtoPlan(_message.Message):
     __slots__ = ("exprs", "nodes")
