@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+from decimal import Decimal
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -1630,6 +1631,7 @@ def _dummy(t: T.PgType) -> Any:
         ScalarType.BOOL: False,
         ScalarType.DATE: _dt.date(2000, 1, 1),
         ScalarType.TIMESTAMP: _dt.datetime(2000, 1, 1),
+        ScalarType.NUMERIC: Decimal(0),
     }[scalar]
 
 

@@ -140,6 +140,7 @@ def _sliding(agg: Aggregate, values: list[Any], frames: list[tuple[int, int]]) -
     leaving, so a partition costs O(slots), not O(slots x frame)."""
     star = agg.column is None
     is_float = any(type(v) is float for v in values)
+    numeric = any(type(v) is Decimal for v in values)
     total: int | Fraction | FloatTotal = 0
     count = 0
     lo = hi = 0
@@ -152,7 +153,10 @@ def _sliding(agg: Aggregate, values: list[Any], frames: list[tuple[int, int]]) -
         elif v is not None:
             count += d
             if agg.func is not AggFunc.COUNT:
-                total = add_float(total, v, d) if is_float else total + v * d
+                if is_float:
+                    total = add_float(total, v, d)
+                else:
+                    total += (Fraction(v) if numeric else v) * d
 
     for f_lo, f_hi in frames:
         f_hi = max(f_hi, f_lo)
@@ -169,9 +173,9 @@ def _sliding(agg: Aggregate, values: list[Any], frames: list[tuple[int, int]]) -
         elif count == 0:
             out.append(None)
         elif agg.func is AggFunc.SUM:
-            out.append(exact_to_value(total, is_float))
+            out.append(exact_to_value(total, is_float, numeric))
         else:
-            out.append(exact_mean(total, count))
+            out.append(exact_mean(total, count, numeric))
     return out
 
 

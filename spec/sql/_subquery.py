@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
+from decimal import Decimal
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -388,6 +389,7 @@ _DEFAULTS: dict[ScalarType, Any] = {
     S.BOOL: False,
     S.DATE: _dt.date(2000, 1, 1),
     S.TIMESTAMP: _dt.datetime(2000, 1, 1),
+    S.NUMERIC: Decimal(0),
 }
 
 

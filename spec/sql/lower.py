@@ -330,6 +330,7 @@ def _type_word(node: Any) -> str:
             S.BOOL: "bool",
             S.DATE: "date",
             S.TIMESTAMP: "timestamp",
+            S.NUMERIC: "numeric",
         }[sql_type(node.args["to"])]
     except SqlError:
         return "?column?"
