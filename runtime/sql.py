@@ -85,7 +85,7 @@ from tidegate.spec.plan import (
     gets,
     typecheck,
 )
-from tidegate.spec.plan.numeric import apply_typmod
+from tidegate.spec.plan.numeric import apply_typmod, numeric_text
 from tidegate.spec.plan.ordering import apply_finishing
 from tidegate.spec.plan.schema import value_matches
 from tidegate.spec.protocol.types import RowSetFinishing
@@ -351,10 +351,13 @@ class SqlResult:
         )
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-able form (dates and timestamps as ISO text)."""
+        """A JSON-able form (dates and timestamps as ISO text, numerics as their text, as
+        Materialize's HTTP API writes them: a JSON number would be read as a float)."""
         from datetime import date
 
         def value(v: Any) -> Any:
+            if isinstance(v, Decimal):
+                return numeric_text(v)
             return v.isoformat() if isinstance(v, date) else v
 
         types = (
@@ -421,9 +424,7 @@ class EnvCatalog:
         schema = state.schema_of(e.id)
         if isinstance(e, TableEntry):
             lengths, typmods = _column_limits(state.definition(e.id))
-            return CatalogItem(
-                e.name, e.id, schema, "table", max_lengths=lengths, typmods=typmods
-            )
+            return CatalogItem(e.name, e.id, schema, "table", max_lengths=lengths, typmods=typmods)
         if isinstance(e, IndexEntry):
             return CatalogItem(
                 e.name, e.id, schema, "index", e.plan, e.on, e.keys, cluster=e.cluster

@@ -44,10 +44,10 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
-from decimal import Decimal
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio

@@ -21,7 +21,14 @@ from typing import Any
 
 from ..errors import EvaluationError
 from ..frontier import Row
-from ..plan.aggregates import FloatTotal, add_float, aggregate, exact_mean, exact_to_value
+from ..plan.aggregates import (
+    FloatTotal,
+    add_exact,
+    add_float,
+    aggregate,
+    exact_mean,
+    exact_to_value,
+)
 from ..plan.ordering import top_range
 from ..plan.relation import AggFunc, Aggregate, TopK, Window
 from ..plan.scalar import ScalarExpr
@@ -522,7 +529,7 @@ class ReduceNode(Node):
                     if is_float:
                         sums[j] = add_float(sums[j], v, d)
                     elif numeric:  # exactly, whatever the decimal context's precision
-                        sums[j] += Fraction(v) * d
+                        sums[j] = add_exact(sums[j], Fraction(v) * d)
                     else:
                         sums[j] += v * d
                 if old == 0:

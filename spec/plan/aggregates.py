@@ -16,12 +16,20 @@ from typing import Any
 
 from ..errors import NumericOverflow
 from ..frontier import value_sort_key
-from .relation import AggFunc, Aggregate
 from .numeric import fraction_to_numeric, numeric_avg
+from .relation import AggFunc, Aggregate
 from .scalar_eval import NAN
 from .schema import INT64_MAX, INT64_MIN
 
-__all__ = ["FloatTotal", "add_float", "aggregate", "exact_mean", "exact_to_value", "value_to_exact"]
+__all__ = [
+    "FloatTotal",
+    "add_exact",
+    "add_float",
+    "aggregate",
+    "exact_mean",
+    "exact_to_value",
+    "value_to_exact",
+]
 
 
 class FloatTotal:
@@ -70,6 +78,14 @@ class FloatTotal:
     __hash__ = None  # type: ignore[assignment]
 
 
+def add_exact(total: int | Fraction | FloatTotal, v: int | Fraction) -> int | Fraction | FloatTotal:
+    """``total + v`` for an exact ``v`` (an int64 or a numeric as a Fraction)."""
+    if isinstance(total, FloatTotal):  # never: a column's sums are all floats or none
+        total.finite += v
+        return total
+    return total + v
+
+
 def add_float(total: int | Fraction | FloatTotal, v: float, d: int) -> int | Fraction | FloatTotal:
     """``total + v * d`` for a float64 ``v``, exactly (a finite total stays a Fraction)."""
     if isinstance(total, FloatTotal):
@@ -90,7 +106,9 @@ def value_to_exact(v: Any) -> int | Fraction:
     return v if type(v) is int else Fraction(v)
 
 
-def exact_to_value(total: int | Fraction | FloatTotal, is_float: bool, numeric: bool = False) -> Any:
+def exact_to_value(
+    total: int | Fraction | FloatTotal, is_float: bool, numeric: bool = False
+) -> Any:
     """Round an exact sum once to the column's type; raise :class:`NumericOverflow` if the
     result is beyond it ("float out of range" when it rounds to an infinity, "integer out
     of range" outside int64). A ``numeric`` sum is exact."""

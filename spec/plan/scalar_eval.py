@@ -66,20 +66,6 @@ from ..errors import (
     NumericOverflow,
 )
 from ..frontier import Row, value_sort_key
-from .scalar import (
-    EXTRACT_FIELDS,
-    BinaryFunc,
-    CallBinary,
-    CallUnary,
-    CallVariadic,
-    Cast,
-    ColumnRef,
-    If,
-    Literal,
-    ScalarExpr,
-    UnaryFunc,
-    VariadicFunc,
-)
 from .numeric import (
     apply_typmod,
     float_to_numeric,
@@ -94,6 +80,20 @@ from .numeric import (
     parse_numeric,
     round_numeric,
     trunc_numeric,
+)
+from .scalar import (
+    EXTRACT_FIELDS,
+    BinaryFunc,
+    CallBinary,
+    CallUnary,
+    CallVariadic,
+    Cast,
+    ColumnRef,
+    If,
+    Literal,
+    ScalarExpr,
+    UnaryFunc,
+    VariadicFunc,
 )
 from .schema import INT64_MAX, INT64_MIN, ScalarType
 
@@ -358,20 +358,30 @@ _UNARY: dict[UnaryFunc, Callable[[Any], Any]] = {
     UnaryFunc.UPPER: str.upper,
     UnaryFunc.LENGTH: len,
     UnaryFunc.ABS: lambda v: (
-        canonical_float(abs(v)) if type(v) is float else abs(v) if type(v) is Decimal else _int(abs(v))
+        canonical_float(abs(v))
+        if type(v) is float
+        else abs(v)
+        if type(v) is Decimal
+        else _int(abs(v))
     ),
     UnaryFunc.ROUND: lambda v: sql_round(v),
     UnaryFunc.TRIM: lambda v: v.strip(" "),
     UnaryFunc.LTRIM: lambda v: v.lstrip(" "),
     UnaryFunc.RTRIM: lambda v: v.rstrip(" "),
-    UnaryFunc.CEIL: lambda v: Decimal(math.ceil(v)) if type(v) is Decimal else _integral(v, math.ceil),
+    UnaryFunc.CEIL: lambda v: (
+        Decimal(math.ceil(v)) if type(v) is Decimal else _integral(v, math.ceil)
+    ),
     UnaryFunc.FLOOR: lambda v: (
         Decimal(math.floor(v)) if type(v) is Decimal else _integral(v, math.floor)
     ),
     UnaryFunc.TRUNC: lambda v: trunc_numeric(v) if type(v) is Decimal else _integral(v, math.trunc),
     UnaryFunc.RINT: lambda v: _integral(v, round),
     UnaryFunc.SIGN: lambda v: (
-        Decimal((v > 0) - (v < 0)) if type(v) is Decimal else v if v != v else float((v > 0) - (v < 0))
+        Decimal((v > 0) - (v < 0))
+        if type(v) is Decimal
+        else v
+        if v != v
+        else float((v > 0) - (v < 0))
     ),
     UnaryFunc.SQRT: lambda v: _sqrt(v),
     UnaryFunc.CBRT: lambda v: canonical_float(math.cbrt(v)),

@@ -19,6 +19,7 @@ from ..errors import InvalidId, PlanDecodeError
 from ..ids import GlobalId
 from ..protocol.types import ColumnOrder
 from .depth import check_nesting
+from .numeric import numeric_text, parse_numeric
 from .relation import (
     AggFunc,
     Aggregate,
@@ -59,7 +60,6 @@ from .scalar import (
     UnaryFunc,
     VariadicFunc,
 )
-from .numeric import numeric_text, parse_numeric
 from .scalar_eval import NAN, canonical_float
 from .schema import Column, ColumnType, ScalarType, Schema
 

@@ -19,11 +19,19 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections.abc import Iterable
+from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
 from ..frontier import Row, value_sort_key
-from .aggregates import FloatTotal, add_float, aggregate, exact_mean, exact_to_value
+from .aggregates import (
+    FloatTotal,
+    add_exact,
+    add_float,
+    aggregate,
+    exact_mean,
+    exact_to_value,
+)
 from .ordering import order_key, sort_rows
 from .relation import (
     AggFunc,
@@ -156,7 +164,7 @@ def _sliding(agg: Aggregate, values: list[Any], frames: list[tuple[int, int]]) -
                 if is_float:
                     total = add_float(total, v, d)
                 else:
-                    total += (Fraction(v) if numeric else v) * d
+                    total = add_exact(total, (Fraction(v) if numeric else v) * d)
 
     for f_lo, f_hi in frames:
         f_hi = max(f_hi, f_lo)

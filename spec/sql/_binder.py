@@ -3,7 +3,6 @@ plan expressions, following PostgreSQL's typing rules where the IR allows."""
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field

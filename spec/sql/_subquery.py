@@ -38,8 +38,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as _dt
-from decimal import Decimal
 from collections.abc import Sequence
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp

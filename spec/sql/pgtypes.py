@@ -337,7 +337,7 @@ def _numeric_out(value: Any) -> bytes:
 
 
 def _numeric_in(data: bytes) -> Any:
-    ndigits, weight, sign, scale = _NUMERIC_HEAD.unpack_from(data)
+    ndigits, weight, sign, _scale = _NUMERIC_HEAD.unpack_from(data)
     if len(data) != 8 + 2 * ndigits:
         raise ValueError("numeric length")
     if sign == _NUMERIC_NAN:
