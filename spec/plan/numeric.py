@@ -12,7 +12,7 @@ Arithmetic is PostgreSQL's: ``+``, ``-``, ``*`` are exact; ``/`` rounds half awa
 PostgreSQL's result scale (at least 16 significant digits, at least either operand's scale:
 ``select_div_scale`` in PostgreSQL's ``numeric.c``); ``%`` takes the sign of the dividend.
 A value PostgreSQL could not hold (more than :data:`MAX_DIGITS` digits before the point, or
-a scale beyond :data:`MAX_SCALE`) is ``22003``. ``NaN`` and the infinities, which
+more than :data:`MAX_SCALE` after it) is ``22003`` ("value overflows numeric format"). ``NaN`` and the infinities, which
 PostgreSQL's numeric has and Materialize's ``NaN`` only, are refused.
 """
 
@@ -30,6 +30,7 @@ __all__ = [
     "MAX_PRECISION",
     "MAX_SCALE",
     "apply_typmod",
+    "div_scale",
     "float_to_numeric",
     "fraction_to_numeric",
     "numeric_add",
@@ -88,8 +89,7 @@ def reduce(d: Decimal) -> Decimal:
         if exp > 0:
             d = d.quantize(Decimal(1), context=_CTX)
         elif exp < -MAX_SCALE:
-            d = d.quantize(Decimal(1).scaleb(-MAX_SCALE), rounding=ROUND_HALF_UP, context=_CTX)
-            return reduce(d)
+            raise _overflow()
     return d
 
 
@@ -110,8 +110,8 @@ def parse_numeric(text: str) -> Decimal:
         raise InvalidCast(f'invalid input syntax for type numeric: "{text}"')
     body = m.group(1)
     _, _, exponent = body.lower().partition("e")
-    if exponent and abs(int(exponent)) > 1000:  # PostgreSQL refuses it outright
-        raise NumericOverflow("value overflows numeric format")
+    if exponent and abs(int(exponent)) > 10 * MAX_DIGITS:  # far beyond: no Decimal of it
+        raise _overflow()
     return reduce(Decimal(body, _CTX))
 
 
@@ -166,20 +166,20 @@ def _scale(d: Decimal) -> int:
 def _weight(d: Decimal) -> tuple[int, int]:
     """PostgreSQL's base-10000 weight of ``d`` (non-zero) and its first base-10000 digit."""
     weight = d.adjusted() // 4
-    first = int(abs(d).scaleb(-4 * weight, _CTX))
+    first = int(d.copy_abs().scaleb(-4 * weight, _CTX))
     return weight, first
 
 
-def div_scale(a: Decimal, b: Decimal, a_scale: int | None = None) -> int:
-    """The scale PostgreSQL gives ``a / b`` (``select_div_scale``); ``a_scale`` overrides
-    ``a``'s display scale (an average's sum keeps its inputs' largest scale)."""
+def div_scale(a: Decimal, b: Decimal) -> int:
+    """The scale PostgreSQL gives ``a / b`` (``select_div_scale``): enough digits for 16
+    significant ones, at least either operand's scale, at most 1000."""
     w1, f1 = _weight(a) if a else (0, 0)
     w2, f2 = _weight(b) if b else (0, 0)
     qweight = w1 - w2
     if f1 <= f2:
         qweight -= 1
     rscale = _MIN_SIG_DIGITS - qweight * 4
-    rscale = max(rscale, _scale(a) if a_scale is None else a_scale, _scale(b), 0)
+    rscale = max(rscale, _scale(a), _scale(b), 0)
     return min(rscale, _MAX_DISPLAY_SCALE)
 
 

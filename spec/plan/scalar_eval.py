@@ -352,7 +352,11 @@ _BINARY: dict[BinaryFunc, Callable[[Any, Any], Any]] = {
 _UNARY: dict[UnaryFunc, Callable[[Any], Any]] = {
     UnaryFunc.NOT: lambda v: not v,
     UnaryFunc.NEG: lambda v: (
-        canonical_float(-v) if type(v) is float else (-v or v) if type(v) is Decimal else _int(-v)
+        canonical_float(-v)
+        if type(v) is float
+        else (v.copy_negate() if v else v)  # exact (unary minus rounds to the context)
+        if type(v) is Decimal
+        else _int(-v)
     ),
     UnaryFunc.LOWER: str.lower,
     UnaryFunc.UPPER: str.upper,
@@ -360,7 +364,7 @@ _UNARY: dict[UnaryFunc, Callable[[Any], Any]] = {
     UnaryFunc.ABS: lambda v: (
         canonical_float(abs(v))
         if type(v) is float
-        else abs(v)
+        else v.copy_abs()
         if type(v) is Decimal
         else _int(abs(v))
     ),
@@ -376,12 +380,9 @@ _UNARY: dict[UnaryFunc, Callable[[Any], Any]] = {
     ),
     UnaryFunc.TRUNC: lambda v: trunc_numeric(v) if type(v) is Decimal else _integral(v, math.trunc),
     UnaryFunc.RINT: lambda v: _integral(v, round),
+    # a NaN's sign is 0, as PostgreSQL's float8 sign (its comparisons with 0 are false)
     UnaryFunc.SIGN: lambda v: (
-        Decimal((v > 0) - (v < 0))
-        if type(v) is Decimal
-        else v
-        if v != v
-        else float((v > 0) - (v < 0))
+        Decimal((v > 0) - (v < 0)) if type(v) is Decimal else float((v > 0) - (v < 0))
     ),
     UnaryFunc.SQRT: lambda v: _sqrt(v),
     UnaryFunc.CBRT: lambda v: canonical_float(math.cbrt(v)),

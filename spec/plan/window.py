@@ -32,6 +32,7 @@ from .aggregates import (
     exact_mean,
     exact_to_value,
 )
+from .numeric import numeric_add, numeric_sub
 from .ordering import order_key, sort_rows
 from .relation import (
     AggFunc,
@@ -274,9 +275,13 @@ def _value_bound(
     Values compare by their sort key, so NaN (after every number, as PostgreSQL sorts it)
     has only NaN within an offset of it.
     """
-    off = bound.offset or 0
+    off: Any = bound.offset or 0
     ahead = bound.kind is _B.FOLLOWING
-    target: Any = value_sort_key(v + off if ahead != desc else v - off)
+    if type(v) is Decimal:  # a numeric column: its offset exactly (offsets are int or float)
+        d = Decimal(off)
+        target: Any = value_sort_key(numeric_add(v, d) if ahead != desc else numeric_sub(v, d))
+    else:
+        target = value_sort_key(v + off if ahead != desc else v - off)
     if desc:
         target = _Rev(target)
     # the start: the first slot not before the target; the end: one past the last not after it

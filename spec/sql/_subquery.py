@@ -355,7 +355,9 @@ def _equi_joins(plan: Plan, lets: dict[str, Schema] | None = None) -> Plan:
         ):
             a = schema.columns[p.left.index].type.scalar
             b = schema.columns[p.right.index].type.scalar
-            if a is b or (a.is_numeric and b.is_numeric):
+            # a numeric meets a float as a float (0.1 = 0.1::float8), which no equality of
+            # values is: that pair stays a filter
+            if a is b or (a.is_numeric and b.is_numeric and {a, b} != {S.NUMERIC, S.FLOAT64}):
                 eqs.append((p.left.index, p.right.index))
                 continue
         rest.append(p)

@@ -355,7 +355,7 @@ def _numeric_in(data: bytes) -> Any:
         value = value * 10000 + d
     shift = weight - ndigits + 1
     result = Decimal(value).scaleb(4 * shift, _EXACT)
-    return reduce_numeric(-result if sign == _NUMERIC_NEG else result)
+    return reduce_numeric(result.copy_negate() if sign == _NUMERIC_NEG else result)
 
 
 def binary_in(data: bytes, pgtype: PgType) -> Any:

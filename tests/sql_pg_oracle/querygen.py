@@ -463,6 +463,9 @@ class _Gen:
         for i in range(1, n):
             t, a = picked[i], aliases[i]
             new = [_Ref(f"{a}.{c.name}", c.type, c.name) for c in t.columns]
+            # a merged USING column named again by a later table is ambiguous unqualified
+            names = {c.name for c in t.columns}
+            refs = [x for x in refs if "." in x.sql or x.name not in names]
             kind = r.choice(["JOIN", "LEFT JOIN", "RIGHT JOIN", "FULL JOIN", "CROSS JOIN", ","])
             if kind in ("CROSS JOIN", ","):
                 sql += f"{' ' if kind != ',' else ''}{kind} {t.name} AS {a}"
