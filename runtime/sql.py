@@ -336,6 +336,7 @@ class SqlResult:
         """The rows as a ``pyarrow.Table`` (dates as date32, timestamps as microseconds)."""
         import pyarrow as pa
 
+        from .arrow_values import arrow_values
         from .controller.schemas import ARROW_TYPES
 
         fields = [
@@ -346,7 +347,7 @@ class SqlResult:
             [list(c) for c in zip(*self.rows, strict=True)] if self.rows else [[] for _ in fields]
         )
         return pa.table(
-            [pa.array(c, type=f.type) for c, f in zip(cols, fields, strict=True)],
+            [pa.array(arrow_values(c), type=f.type) for c, f in zip(cols, fields, strict=True)],
             schema=pa.schema(fields),
         )
 

@@ -54,7 +54,7 @@ import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from tidegate.runtime.arrow_values import column_values
+from tidegate.runtime.arrow_values import arrow_values, column_values
 from tidegate.spec.errors import (
     ArityMismatch,
     CompactionRegression,
@@ -330,7 +330,7 @@ class SparkIndexHistory:
         for k in wanted:
             try:
                 vals = [
-                    pa.array([v], f.type).to_pylist()[0]
+                    pa.array(arrow_values([v]), f.type).to_pylist()[0]
                     for v, f in zip(k, self._key_schema, strict=True)
                 ]
                 vals = [v + 0.0 if type(v) is float else v for v in vals]  # -0.0 is stored as 0.0
@@ -506,7 +506,7 @@ class SparkIndexHistory:
             if i == arity:
                 break
             try:
-                a = pa.array([r[i] for r in rows], f.type)
+                a = pa.array(arrow_values([r[i] for r in rows]), f.type)
             except _ARROW_VALUE_ERRORS:
                 raise InvalidInputRow(self._misfit(rows, i)) from None
             if not f.nullable and a.null_count:
@@ -526,7 +526,7 @@ class SparkIndexHistory:
             if v is None and not column.type.nullable:
                 break
             try:
-                pa.array([v], self._arrow.field(i).type)
+                pa.array(arrow_values([v]), self._arrow.field(i).type)
             except _ARROW_VALUE_ERRORS:
                 break
         else:
