@@ -46,6 +46,7 @@ import bisect
 import math
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from decimal import Decimal
 from functools import reduce
 from typing import Any
 
@@ -313,7 +314,13 @@ class SparkIndexHistory:
                 return df.where(test), keys
         if single and ktab.num_rows <= _ISIN_MAX:
             col = F.col(self._key_cols[0])
-            values = column_values(ktab.column(0))
+            kcol = ktab.column(0)
+            values: list[Any] = (
+                # a numeric key's own bytes (NUMERIC_ARROW), as Spark holds them
+                [None if v is None else bytearray(v) for v in kcol.to_pylist()]
+                if pa.types.is_binary(kcol.type)
+                else column_values(kcol)
+            )
             nonnull = [v for v in values if v is not None]
             cond: Column = col.isin(nonnull) if nonnull else F.lit(False)
             if len(nonnull) < len(values):
@@ -328,6 +335,11 @@ class SparkIndexHistory:
         """The keys that fit the key columns' types (others match no stored row)."""
         arrays: list[list[Any]] = [[] for _ in self._key_cols]
         for k in wanted:
+            if any(
+                pa.types.is_binary(f.type) and v is not None and type(v) is not Decimal
+                for v, f in zip(k, self._key_schema, strict=True)
+            ):
+                continue  # only a numeric is a numeric key (Arrow would take text as bytes)
             try:
                 vals = [
                     pa.array(arrow_values([v]), f.type).to_pylist()[0]

@@ -12,7 +12,8 @@ to right, stopping at the first ``false`` (``AND``) or ``true`` (``OR``);
 ``/`` truncates toward zero and ``%`` takes the sign of the dividend.
 
 As in SQL, an int64 meeting a float64 (in arithmetic or a comparison) is
-converted to float64 first, so ``2**62 + 1 = 2.0**62`` is true. A string cast
+converted to float64 first, so ``2**62 + 1 = 2.0**62`` is true; an int64 meeting a
+numeric is a numeric, a numeric meeting a float64 a float64 (numerics: :mod:`.numeric`). A string cast
 to a number accepts what PostgreSQL's input functions accept, in ASCII only:
 surrounding ASCII whitespace, a sign, and for int64 decimal digits (or
 ``0x``/``0o``/``0b`` digits) with single underscores between them, for
@@ -254,9 +255,9 @@ def _comparands(a: Any, b: Any) -> tuple[Any, Any]:
 
 
 def _eq(a: Any, b: Any) -> Any:
-    # operands of one type but for int64 against float64 (the typechecker allows no other
-    # mix): SQL converts the int64 to float64, where Python would compare exactly; a NaN
-    # equals a NaN (PostgreSQL's float8eq)
+    # operands of one type but for numbers of two types (the typechecker allows no other
+    # mix): SQL converts an int64 or numeric meeting a float64 to float64, where Python would
+    # compare exactly; a NaN equals a NaN (PostgreSQL's float8eq)
     if type(a) is not type(b):
         a, b = _comparands(a, b)
     return a == b or (a != a and b != b)
