@@ -338,12 +338,12 @@ def _op(draw: st.DrawFn, schema: Schema, want: ScalarType, d: int) -> ScalarExpr
     if want is S.NUMERIC:
         k = draw(st.sampled_from(["arith", "arith", "arith", "unary", "digits", "typmod"]))
         if k == "unary":
-            u = draw(st.sampled_from(["neg", "abs", "round", "ceil", "floor", "trunc", "sign"]))
-            return CallUnary(UnaryFunc(u), _expr(draw, schema, S.NUMERIC, d))
+            word = draw(st.sampled_from(["neg", "abs", "round", "ceil", "floor", "trunc", "sign"]))
+            return CallUnary(UnaryFunc(word), _expr(draw, schema, S.NUMERIC, d))
         if k == "digits":
-            f = draw(st.sampled_from([BinaryFunc.ROUND_DIGITS, BinaryFunc.TRUNC_DIGITS]))
-            n = Literal(draw(st.integers(-2, 3)), S.INT64)
-            return CallBinary(f, _expr(draw, schema, S.NUMERIC, d), n)
+            digits = draw(st.sampled_from([BinaryFunc.ROUND_DIGITS, BinaryFunc.TRUNC_DIGITS]))
+            places = Literal(draw(st.integers(-2, 3)), S.INT64)
+            return CallBinary(digits, _expr(draw, schema, S.NUMERIC, d), places)
         if k == "typmod":
             p = draw(st.integers(1, 12))
             scale = Literal(draw(st.integers(0, p)), S.INT64)
