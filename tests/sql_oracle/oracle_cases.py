@@ -904,11 +904,17 @@ class _Gen:
         return Let(name, value, body), btypes
 
 
+_TYPES = [t for t in S if t is not S.NUMERIC]
+"""The column types DuckDB answers for as tidegate does. Not numeric: DuckDB's DECIMAL holds
+38 digits at a scale fixed per column and divides to other scales; the PostgreSQL oracle
+(``tests/sql_pg_oracle``) checks numerics."""
+
+
 def _schemas(draw: Draw) -> dict[GlobalId, Schema]:
     out = {}
     for k in range(draw(st.integers(1, 3))):
         cols = draw(
-            st.lists(st.tuples(st.sampled_from(list(S)), st.booleans()), min_size=1, max_size=4)
+            st.lists(st.tuples(st.sampled_from(_TYPES), st.booleans()), min_size=1, max_size=4)
         )
         out[GlobalId.user(k + 1)] = Schema.of(
             *((f"c{i}", t.value, nullable) for i, (t, nullable) in enumerate(cols))
