@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Sequence
+from decimal import Decimal
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -31,7 +32,8 @@ from tidegate.runtime.storage.urls import open_blob
 from tidegate.spec.errors import TidegateError
 from tidegate.spec.frontier import Row
 from tidegate.spec.ids import GlobalId
-from tidegate.spec.plan.schema import Schema
+from tidegate.spec.plan.numeric import numeric_text
+from tidegate.spec.plan.schema import ScalarType, Schema
 
 __all__ = ["COPY_TO_SCHEMES", "CopyToWriteFailed", "copy_to_file_names", "write_copy_to"]
 
@@ -50,13 +52,22 @@ def copy_to_file_names(sink_id: GlobalId, as_of: int, files: int) -> list[str]:
     return [f"part-{sink_id}-{as_of}-{n:04d}.parquet" for n in range(max(files, 1))]
 
 
+_COPY_TYPES = {**ARROW_TYPES, ScalarType.NUMERIC: pa.string()}
+"""The Parquet column types of a copy: the shards' own, but a numeric is its exact text in a
+``string`` column (no Parquet decimal holds every numeric; any reader casts the text)."""
+
+
+def _texts(values: list[Any]) -> list[Any]:
+    return [numeric_text(v) if type(v) is Decimal else v for v in values]
+
+
 def _arrow_schema(schema: Schema) -> pa.Schema:
     names = [c.name for c in schema.columns]
     if len(set(names)) != len(names) or not all(names):
         names = [f"c{i}" for i in range(len(names))]
     return pa.schema(
         [
-            pa.field(name, ARROW_TYPES[c.type.scalar], nullable=c.type.nullable)
+            pa.field(name, _COPY_TYPES[c.type.scalar], nullable=c.type.nullable)
             for name, c in zip(names, schema.columns, strict=True)
         ]
     )
@@ -99,7 +110,8 @@ def write_copy_to(
         names = copy_to_file_names(sink_id, as_of, len(chunks))
         for name, chunk in zip(names, chunks, strict=True):
             columns: list[Any] = [
-                pa.array([r[i] for r in chunk], arrow.field(i).type) for i in range(len(arrow))
+                pa.array(_texts([r[i] for r in chunk]), arrow.field(i).type)
+                for i in range(len(arrow))
             ]
             table = pa.Table.from_arrays(columns, schema=arrow)
             blob.set(name, _encode(table))

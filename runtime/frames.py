@@ -30,6 +30,7 @@ from tidegate.spec.compute import SubscribeBatchOut
 from tidegate.spec.errors import ArityMismatch, InvalidText, TidegateError, TypeMismatch
 from tidegate.spec.frontier import Row
 from tidegate.spec.plan import Schema
+from tidegate.spec.plan.numeric import reduce as reduce_numeric
 from tidegate.spec.plan.schema import ScalarType, check_row
 
 __all__ = [
@@ -99,6 +100,8 @@ def _accepts(scalar: ScalarType, t: Any) -> bool:
         return bool(types.is_date(t))
     if scalar is ScalarType.TIMESTAMP:
         return bool(types.is_timestamp(t) and t.tz is None)
+    if scalar is ScalarType.NUMERIC:
+        return bool(types.is_binary(t) or types.is_decimal(t))
     return False
 
 
@@ -159,7 +162,10 @@ def frame_updates(schema: Schema, data: Any, what: str) -> list[tuple[Row, int]]
                 f"{what}: column {c.name!r} is Arrow {col.type}, which cannot hold "
                 f"{c.type.scalar} values"
             )
-        columns.append(column_values(col))
+        values = column_values(col)
+        if c.type.scalar is ScalarType.NUMERIC and _pa().types.is_decimal(col.type):
+            values = [None if v is None else reduce_numeric(v) for v in values]
+        columns.append(values)
     if has_diff:
         dcol = table.column(DIFF_COLUMN)
         if not _pa().types.is_integer(dcol.type):
@@ -185,11 +191,13 @@ def rows_to_arrow(
 ) -> Any:
     """``rows`` of ``schema`` as a ``pyarrow.Table``, then the ``extra`` columns ``(name, type,
     values)``."""
+    from .arrow_values import arrow_values
+
     pa = _pa()
     target = arrow_schema(schema, *((n, t) for n, t, _ in extra))
     n = len(schema.columns)
     cols = [list(c) for c in zip(*rows, strict=True)] if rows else [[] for _ in range(n)]
-    arrays = [pa.array(v, type=f.type) for v, f in zip(cols, target, strict=False)]
+    arrays = [pa.array(arrow_values(v), type=f.type) for v, f in zip(cols, target, strict=False)]
     arrays += [pa.array(values, type=t) for _, t, values in extra]
     return pa.Table.from_arrays(arrays, schema=target)
 
@@ -318,6 +326,7 @@ _PG_SCALARS = {
     "date": ScalarType.DATE,
     "timestamp": ScalarType.TIMESTAMP,
     "timestamp without time zone": ScalarType.TIMESTAMP,
+    "numeric": ScalarType.NUMERIC,
 }
 
 

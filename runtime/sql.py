@@ -47,6 +47,7 @@ import functools
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 from tidegate.spec.errors import (
@@ -56,6 +57,8 @@ from tidegate.spec.errors import (
     InvalidAsOf,
     InvalidName,
     NotNullViolation,
+    NumericOverflow,
+    NumericValueOutOfRange,
     ObjectNotInPrerequisiteState,
     ProgramLimitExceeded,
     ReadBeforeSince,
@@ -82,6 +85,7 @@ from tidegate.spec.plan import (
     gets,
     typecheck,
 )
+from tidegate.spec.plan.numeric import apply_typmod, numeric_text
 from tidegate.spec.plan.ordering import apply_finishing
 from tidegate.spec.plan.schema import value_matches
 from tidegate.spec.protocol.types import RowSetFinishing
@@ -340,6 +344,7 @@ class SqlResult:
         """The rows as a ``pyarrow.Table`` (dates as date32, timestamps as microseconds)."""
         import pyarrow as pa
 
+        from .arrow_values import arrow_values
         from .controller.schemas import ARROW_TYPES
 
         fields = [
@@ -350,15 +355,18 @@ class SqlResult:
             [list(c) for c in zip(*self.rows, strict=True)] if self.rows else [[] for _ in fields]
         )
         return pa.table(
-            [pa.array(c, type=f.type) for c, f in zip(cols, fields, strict=True)],
+            [pa.array(arrow_values(c), type=f.type) for c, f in zip(cols, fields, strict=True)],
             schema=pa.schema(fields),
         )
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-able form (dates and timestamps as ISO text)."""
+        """A JSON-able form (dates and timestamps as ISO text, numerics as their text, as
+        Materialize's HTTP API writes them: a JSON number would be read as a float)."""
         from datetime import date
 
         def value(v: Any) -> Any:
+            if isinstance(v, Decimal):
+                return numeric_text(v)
             return v.isoformat() if isinstance(v, date) else v
 
         types = (
@@ -424,8 +432,8 @@ class EnvCatalog:
             )
         schema = state.schema_of(e.id)
         if isinstance(e, TableEntry):
-            lengths = _max_lengths(state.definition(e.id))
-            return CatalogItem(e.name, e.id, schema, "table", max_lengths=lengths)
+            lengths, typmods = _column_limits(state.definition(e.id))
+            return CatalogItem(e.name, e.id, schema, "table", max_lengths=lengths, typmods=typmods)
         if isinstance(e, IndexEntry):
             return CatalogItem(
                 e.name, e.id, schema, "index", e.plan, e.on, e.keys, cluster=e.cluster
@@ -834,18 +842,25 @@ def _expand(rows: Iterable[tuple[Row, int]]) -> list[Row]:
 
 
 @functools.lru_cache(maxsize=1024)
-def _max_lengths(definition: str | None) -> tuple[int | None, ...]:
-    """The ``varchar(n)`` limits a ``CREATE TABLE`` declared (its text is the definition)."""
+def _column_limits(
+    definition: str | None,
+) -> tuple[tuple[int | None, ...], tuple[tuple[int, int] | None, ...]]:
+    """The ``varchar(n)`` limits and ``numeric(p, s)`` modifiers a ``CREATE TABLE`` declared
+    (its text is the definition)."""
     if definition is None:
-        return ()
+        return (), ()
     try:
         stmt = parse_one(definition)
     except SqlError:
-        return ()
+        return (), ()
     if not isinstance(stmt, CreateTableStmt):
-        return ()
+        return (), ()
     lengths = tuple(c.max_length for c in stmt.columns)
-    return lengths if any(n is not None for n in lengths) else ()
+    typmods = tuple(c.typmod for c in stmt.columns)
+    return (
+        lengths if any(n is not None for n in lengths) else (),
+        typmods if any(m is not None for m in typmods) else (),
+    )
 
 
 def _checked_rows(item: CatalogItem, updates: list[tuple[Row, int]]) -> list[tuple[Row, int]]:
@@ -854,6 +869,7 @@ def _checked_rows(item: CatalogItem, updates: list[tuple[Row, int]]) -> list[tup
     (spaces beyond ``n`` are cut, as an assignment to ``varchar(n)`` does)."""
     cols = item.schema.columns
     lengths = item.max_lengths
+    typmods = item.typmods
     out = []
     for row, n in updates:
         if n > 0:
@@ -870,6 +886,13 @@ def _checked_rows(item: CatalogItem, updates: list[tuple[Row, int]]) -> list[tup
                             f"value too long for type character varying({limit})"
                         )
                     row = (*row[:k], v[:limit], *row[k + 1 :])
+                typmod = typmods[k] if k < len(typmods) else None
+                if typmod is not None and isinstance(v, Decimal):
+                    try:
+                        rounded = apply_typmod(v, *typmod)
+                    except NumericOverflow as e:
+                        raise NumericValueOutOfRange(str(e)) from None
+                    row = (*row[:k], rounded, *row[k + 1 :])
         out.append((row, n))
     return out
 

@@ -47,6 +47,7 @@ import datetime as _dt
 import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from decimal import Decimal
 from typing import Any, TypeVar
 
 import anyio
@@ -1639,6 +1640,7 @@ def _dummy(t: T.PgType) -> Any:
         ScalarType.BOOL: False,
         ScalarType.DATE: _dt.date(2000, 1, 1),
         ScalarType.TIMESTAMP: _dt.datetime(2000, 1, 1),
+        ScalarType.NUMERIC: Decimal(0),
     }[scalar]
 
 

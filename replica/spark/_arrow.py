@@ -13,7 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from tidegate.runtime.arrow_values import column_values
+from tidegate.runtime.arrow_values import arrow_values, column_values
 from tidegate.runtime.controller.schemas import ARROW_TYPES
 from tidegate.spec.frontier import Row
 from tidegate.spec.plan.scalar_eval import canonical_float
@@ -62,7 +62,7 @@ def table_from_counts(schema: Schema, counts: Iterable[tuple[Row, int]]) -> pa.T
         if c.type.scalar is ScalarType.INT64:
             arrays.append(_int_column(values))
         else:
-            arrays.append(pa.array(values, ARROW_TYPES[c.type.scalar]))
+            arrays.append(pa.array(arrow_values(values), ARROW_TYPES[c.type.scalar]))
     arrays.append(pa.array([n for _, n in pairs], pa.int64()))
     return pa.Table.from_arrays(arrays, names=[*column_names(schema.arity), COUNT])
 

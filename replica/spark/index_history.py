@@ -46,6 +46,7 @@ import bisect
 import math
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from decimal import Decimal
 from functools import reduce
 from typing import Any
 
@@ -54,7 +55,7 @@ import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from tidegate.runtime.arrow_values import column_values
+from tidegate.runtime.arrow_values import arrow_values, column_values
 from tidegate.spec.errors import (
     ArityMismatch,
     CompactionRegression,
@@ -313,7 +314,13 @@ class SparkIndexHistory:
                 return df.where(test), keys
         if single and ktab.num_rows <= _ISIN_MAX:
             col = F.col(self._key_cols[0])
-            values = column_values(ktab.column(0))
+            kcol = ktab.column(0)
+            values: list[Any] = (
+                # a numeric key's own bytes (NUMERIC_ARROW), as Spark holds them
+                [None if v is None else bytearray(v) for v in kcol.to_pylist()]
+                if pa.types.is_binary(kcol.type)
+                else column_values(kcol)
+            )
             nonnull = [v for v in values if v is not None]
             cond: Column = col.isin(nonnull) if nonnull else F.lit(False)
             if len(nonnull) < len(values):
@@ -328,9 +335,14 @@ class SparkIndexHistory:
         """The keys that fit the key columns' types (others match no stored row)."""
         arrays: list[list[Any]] = [[] for _ in self._key_cols]
         for k in wanted:
+            if any(
+                pa.types.is_binary(f.type) and v is not None and type(v) is not Decimal
+                for v, f in zip(k, self._key_schema, strict=True)
+            ):
+                continue  # only a numeric is a numeric key (Arrow would take text as bytes)
             try:
                 vals = [
-                    pa.array([v], f.type).to_pylist()[0]
+                    pa.array(arrow_values([v]), f.type).to_pylist()[0]
                     for v, f in zip(k, self._key_schema, strict=True)
                 ]
                 vals = [v + 0.0 if type(v) is float else v for v in vals]  # -0.0 is stored as 0.0
@@ -506,7 +518,7 @@ class SparkIndexHistory:
             if i == arity:
                 break
             try:
-                a = pa.array([r[i] for r in rows], f.type)
+                a = pa.array(arrow_values([r[i] for r in rows]), f.type)
             except _ARROW_VALUE_ERRORS:
                 raise InvalidInputRow(self._misfit(rows, i)) from None
             if not f.nullable and a.null_count:
@@ -526,7 +538,7 @@ class SparkIndexHistory:
             if v is None and not column.type.nullable:
                 break
             try:
-                pa.array([v], self._arrow.field(i).type)
+                pa.array(arrow_values([v]), self._arrow.field(i).type)
             except _ARROW_VALUE_ERRORS:
                 break
         else:

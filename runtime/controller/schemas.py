@@ -22,6 +22,7 @@ ARROW_TYPES: dict[ScalarType, pa.DataType] = {
     ScalarType.BOOL: pa.bool_(),
     ScalarType.DATE: pa.date32(),
     ScalarType.TIMESTAMP: pa.timestamp("us"),
+    ScalarType.NUMERIC: pa.binary(),  # its text: arrow_values.NUMERIC_ARROW says why
 }
 """The Arrow type of each scalar type (shards, replica state and results share it)."""
 

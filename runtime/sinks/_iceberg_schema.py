@@ -3,11 +3,18 @@
 The table holds the collection's **changelog**: the schema's columns, then
 ``_tidegate_time`` and ``_tidegate_diff`` (both ``long``, required). Nullable
 columns are optional Iceberg fields, the others required.
+
+A ``numeric`` column is an Iceberg ``string`` of each value's exact text (``-12.5``, no
+exponent, no trailing zeros), documented as such (the field's ``doc`` is
+:data:`NUMERIC_DOC`): Iceberg's ``decimal(P, S)`` fixes the scale and holds at most 38
+digits, and a numeric has any number of either, so no decimal type holds every value
+exactly. Any engine casts the text to its decimal type of choice.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from decimal import Decimal
 from typing import Any
 
 import pyarrow as pa
@@ -26,10 +33,13 @@ from pyiceberg.types import (
 from tidegate.runtime.arrow_values import column_values
 from tidegate.spec.errors import SinkDescriptionInvalid
 from tidegate.spec.frontier import Row
+from tidegate.spec.plan.numeric import numeric_text, parse_numeric
 from tidegate.spec.plan.schema import ScalarType, Schema
 
 TIME_COLUMN = "_tidegate_time"
 DIFF_COLUMN = "_tidegate_diff"
+NUMERIC_DOC = "numeric (exact decimal text)"
+"""The ``doc`` of a ``numeric`` column's field: it tells a read-back that the strings are numerics."""
 
 _ICEBERG: dict[ScalarType, IcebergType] = {
     ScalarType.INT64: LongType(),
@@ -38,6 +48,7 @@ _ICEBERG: dict[ScalarType, IcebergType] = {
     ScalarType.BOOL: BooleanType(),
     ScalarType.DATE: DateType(),
     ScalarType.TIMESTAMP: TimestampType(),
+    ScalarType.NUMERIC: StringType(),
 }
 
 _ARROW: dict[ScalarType, Any] = {
@@ -47,6 +58,7 @@ _ARROW: dict[ScalarType, Any] = {
     ScalarType.BOOL: pa.bool_(),
     ScalarType.DATE: pa.date32(),
     ScalarType.TIMESTAMP: pa.timestamp("us"),
+    ScalarType.NUMERIC: pa.string(),
 }
 
 
@@ -66,7 +78,13 @@ def check_names(schema: Schema) -> None:
 def iceberg_schema(schema: Schema) -> IcebergSchema:
     """The table's schema: the collection's columns, then time and diff."""
     fields = [
-        NestedField(i + 1, c.name, _ICEBERG[c.type.scalar], required=not c.type.nullable)
+        NestedField(
+            i + 1,
+            c.name,
+            _ICEBERG[c.type.scalar],
+            required=not c.type.nullable,
+            doc=NUMERIC_DOC if c.type.scalar is ScalarType.NUMERIC else None,
+        )
         for i, c in enumerate(schema.columns)
     ]
     n = len(fields)
@@ -93,7 +111,10 @@ def to_arrow(updates: Sequence[tuple[Row, int, int]], schema: Schema, arrow: Any
     """The (already validated) updates as one Arrow table of ``arrow`` schema."""
     rows = [u[0] for u in updates]
     columns = [
-        pa.array([r[i] for r in rows], type=_ARROW[c.type.scalar])
+        pa.array(
+            [numeric_text(r[i]) if type(r[i]) is Decimal else r[i] for r in rows],
+            type=_ARROW[c.type.scalar],
+        )
         for i, c in enumerate(schema.columns)
     ]
     columns.append(pa.array([u[1] for u in updates], type=pa.int64()))
@@ -105,8 +126,17 @@ def from_arrow(table: Any) -> list[tuple[Row, int, int]]:
     """A changelog table read back as ``(row, time, diff)`` triples, in time order."""
     table = table.sort_by(TIME_COLUMN)
     names = [n for n in table.column_names if n not in (TIME_COLUMN, DIFF_COLUMN)]
-    columns = [column_values(table.column(n)) for n in names]
+    columns = [_values(table, n) for n in names]
     times = column_values(table.column(TIME_COLUMN))
     diffs = column_values(table.column(DIFF_COLUMN))
     rows = zip(*columns, strict=True) if columns else iter([()] * len(times))
     return [(tuple(r), t, d) for r, t, d in zip(rows, times, diffs, strict=True)]
+
+
+def _values(table: Any, name: str) -> list[Any]:
+    """A column's values; a numeric column's (its field's doc says so) as numerics."""
+    values = column_values(table.column(name))
+    metadata = table.schema.field(name).metadata or {}
+    if metadata.get(b"doc") == NUMERIC_DOC.encode():
+        return [None if v is None else parse_numeric(v) for v in values]
+    return values

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from tidegate.runtime.arrow_values import column_values
+from tidegate.runtime.arrow_values import arrow_values, column_values
 from tidegate.spec.errors import BlobCorrupt, InvalidUpdates, SchemaMismatch
 from tidegate.spec.frontier import Update, consolidate
 
@@ -145,7 +145,7 @@ def table_and_bounds(
     cols += [times, diffs]
     full = batch_schema(schema)
     try:
-        arrays = [pa.array(c, type=f.type) for c, f in zip(cols, full, strict=True)]
+        arrays = [pa.array(arrow_values(c), type=f.type) for c, f in zip(cols, full, strict=True)]
         table = pa.Table.from_arrays(arrays, schema=full)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as e:
         raise SchemaMismatch(shard, f"rows do not fit the shard's schema: {e}") from e

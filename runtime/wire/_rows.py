@@ -13,7 +13,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from tidegate.runtime.arrow_values import column_values
+from tidegate.runtime.arrow_values import arrow_values, column_values
 from tidegate.spec.frontier import Row
 
 from .errors import MalformedMessage
@@ -35,7 +35,7 @@ def encode_table(rows: Sequence[Row], arity: int, extra: Mapping[str, Sequence[i
     try:
         for i in range(arity):
             names.append(f"c{i}")
-            arrays.append(pa.array([r[i] for r in rows]))
+            arrays.append(pa.array(arrow_values([r[i] for r in rows])))
         for name, values in extra.items():
             names.append(name)
             arrays.append(pa.array(values, type=_EXTRA_TYPES.get(name, pa.int64())))

@@ -21,12 +21,13 @@ from __future__ import annotations
 import datetime as _dt
 import typing
 from collections.abc import Callable, Sequence
+from decimal import Decimal
 from enum import Enum
 from typing import Any, TypeVar
 
 from google.protobuf.message import Message
 
-from tidegate.spec.errors import TidegateError
+from tidegate.spec.errors import EvaluationError, TidegateError
 from tidegate.spec.ids import GlobalId
 from tidegate.spec.plan import (
     AggFunc,
@@ -72,6 +73,7 @@ from tidegate.spec.plan import (
     WindowFunc,
     WindowFuncKind,
 )
+from tidegate.spec.plan.numeric import numeric_text, parse_numeric
 from tidegate.spec.plan.scalar_eval import canonical_float
 from tidegate.spec.protocol import ColumnOrder
 
@@ -157,6 +159,8 @@ def _datum_into(m: pb.ProtoDatum, v: Any) -> None:
         m.timestamp_micros = (v - _EPOCH) // _MICRO
     elif isinstance(v, _dt.date):
         m.date_days = (v - _EPOCH_DATE).days
+    elif isinstance(v, Decimal):
+        m.numeric_text = numeric_text(v)
     else:
         raise MalformedMessage(f"cannot encode {v!r}: not a value of any column type")
 
@@ -471,6 +475,10 @@ def _datum(m: pb.ProtoDatum) -> Any:
             return _EPOCH_DATE + _dt.timedelta(days=m.date_days)
         if kind == "timestamp_micros":
             return _EPOCH + _dt.timedelta(microseconds=m.timestamp_micros)
+        if kind == "numeric_text":
+            return parse_numeric(m.numeric_text)
+    except EvaluationError as e:
+        raise MalformedMessage(f"numeric_text {m.numeric_text!r}: {e}") from None
     except OverflowError:
         raise MalformedMessage(f"{kind} {getattr(m, kind)} is out of range") from None
     raise UnknownMessageKind("value without a kind")

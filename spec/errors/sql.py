@@ -324,7 +324,7 @@ def data_error(message: str) -> SqlDataError:
     cls: type[SqlDataError]
     if "division by zero" in low:
         cls = SqlDivisionByZero
-    elif "out of range" in low:
+    elif "out of range" in low or "overflow" in low:  # numeric's "field overflow" too
         cls = NumericValueOutOfRange
     elif "invalid input syntax" in low:
         cls = InvalidTextRepresentation

@@ -21,7 +21,14 @@ from typing import Any
 
 from ..errors import EvaluationError
 from ..frontier import Row
-from ..plan.aggregates import FloatTotal, add_float, aggregate, exact_mean, exact_to_value
+from ..plan.aggregates import (
+    FloatTotal,
+    add_exact,
+    add_float,
+    aggregate,
+    exact_mean,
+    exact_to_value,
+)
 from ..plan.ordering import top_range
 from ..plan.relation import AggFunc, Aggregate, TemporalFilter, TopK, Window
 from ..plan.scalar import ScalarExpr
@@ -521,19 +528,19 @@ class ReduceNode(Node):
         self.aggs = aggs
         # incremental aggregates: (agg position, column or None, is_float)
         self.keyfn = key_function(key)
-        self.inc: list[tuple[int, int | None, bool, bool]] = []  # (slot, column, is_float, summed)
-        self.inc_out: list[
-            tuple[int, int, AggFunc, bool]
-        ] = []  # (slot, aggregate position, func, is_float)
+        # (slot, column, is_float, summed, numeric)
+        self.inc: list[tuple[int, int | None, bool, bool, bool]] = []
+        # (slot, aggregate position, func, is_float, numeric)
+        self.inc_out: list[tuple[int, int, AggFunc, bool, bool]] = []
         self.recompute: list[int] = []
         for i, a in enumerate(aggs):
             if not a.distinct and a.func in (AggFunc.COUNT, AggFunc.SUM, AggFunc.AVG):
-                is_float = (
-                    a.column is not None
-                    and schema.columns[a.column].type.scalar is ScalarType.FLOAT64
-                )
-                self.inc.append((len(self.inc), a.column, is_float, a.func is not AggFunc.COUNT))
-                self.inc_out.append((len(self.inc_out), i, a.func, is_float))
+                scalar = None if a.column is None else schema.columns[a.column].type.scalar
+                is_float = scalar is ScalarType.FLOAT64
+                numeric = scalar is ScalarType.NUMERIC
+                summed = a.func is not AggFunc.COUNT
+                self.inc.append((len(self.inc), a.column, is_float, summed, numeric))
+                self.inc_out.append((len(self.inc_out), i, a.func, is_float, numeric))
             else:
                 self.recompute.append(i)
         self.groups: dict[Row, _Group] = {}
@@ -564,7 +571,7 @@ class ReduceNode(Node):
             if not n_inc:
                 continue
             counts, sums, support = g.counts, g.sums, g.support
-            for j, col, is_float, summed in inc:
+            for j, col, is_float, summed, numeric in inc:
                 if col is None:
                     counts[j] += d
                     continue
@@ -575,6 +582,8 @@ class ReduceNode(Node):
                 if summed:
                     if is_float:
                         sums[j] = add_float(sums[j], v, d)
+                    elif numeric:  # exactly, whatever the decimal context's precision
+                        sums[j] = add_exact(sums[j], Fraction(v) * d)
                     else:
                         sums[j] += v * d
                 if old == 0:
@@ -606,15 +615,15 @@ class ReduceNode(Node):
         """The group's row; raises :class:`EvaluationError` for a sum out of range."""
         vals: list[Any] = [None] * len(self.aggs)
         counts, sums, support = g.counts, g.sums, g.support
-        for j, i, func, is_float in self.inc_out:
+        for j, i, func, is_float, numeric in self.inc_out:
             if func is AggFunc.COUNT:
                 vals[i] = counts[j]
             elif support[j] == 0:
                 vals[i] = None
             elif func is AggFunc.SUM:
-                vals[i] = exact_to_value(sums[j], is_float)
+                vals[i] = exact_to_value(sums[j], is_float, numeric)
             else:
-                vals[i] = None if counts[j] == 0 else exact_mean(sums[j], counts[j])
+                vals[i] = None if counts[j] == 0 else exact_mean(sums[j], counts[j], numeric)
         for i in self.recompute:
             a = self.aggs[i]
             col = a.column

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 from typing import Any, TypeAlias
 
 __all__ = ["Row", "row_sort_key", "value_sort_key"]
@@ -11,7 +12,7 @@ Row: TypeAlias = tuple[Any, ...]
 """One row of a collection: a tuple of column values (``None`` is SQL NULL)."""
 
 
-_RANK_OF_TYPE: dict[type, int] = {bool: 1, int: 2, float: 2, str: 3, bytes: 4}
+_RANK_OF_TYPE: dict[type, int] = {bool: 1, int: 2, float: 2, Decimal: 2, str: 3, bytes: 4}
 """The rank of the common exact types, looked up before the general ``isinstance`` chain."""
 
 

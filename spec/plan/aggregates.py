@@ -10,16 +10,26 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
 from ..errors import NumericOverflow
 from ..frontier import value_sort_key
+from .numeric import fraction_to_numeric, numeric_avg
 from .relation import AggFunc, Aggregate
 from .scalar_eval import NAN
 from .schema import INT64_MAX, INT64_MIN
 
-__all__ = ["FloatTotal", "add_float", "aggregate", "exact_mean", "exact_to_value", "value_to_exact"]
+__all__ = [
+    "FloatTotal",
+    "add_exact",
+    "add_float",
+    "aggregate",
+    "exact_mean",
+    "exact_to_value",
+    "value_to_exact",
+]
 
 
 class FloatTotal:
@@ -68,6 +78,14 @@ class FloatTotal:
     __hash__ = None  # type: ignore[assignment]
 
 
+def add_exact(total: int | Fraction | FloatTotal, v: int | Fraction) -> int | Fraction | FloatTotal:
+    """``total + v`` for an exact ``v`` (an int64 or a numeric as a Fraction)."""
+    if isinstance(total, FloatTotal):  # never: a column's sums are all floats or none
+        total.finite += v
+        return total
+    return total + v
+
+
 def add_float(total: int | Fraction | FloatTotal, v: float, d: int) -> int | Fraction | FloatTotal:
     """``total + v * d`` for a float64 ``v``, exactly (a finite total stays a Fraction)."""
     if isinstance(total, FloatTotal):
@@ -88,10 +106,14 @@ def value_to_exact(v: Any) -> int | Fraction:
     return v if type(v) is int else Fraction(v)
 
 
-def exact_to_value(total: int | Fraction | FloatTotal, is_float: bool) -> Any:
+def exact_to_value(
+    total: int | Fraction | FloatTotal, is_float: bool, numeric: bool = False
+) -> Any:
     """Round an exact sum once to the column's type; raise :class:`NumericOverflow` if the
     result is beyond it ("float out of range" when it rounds to an infinity, "integer out
-    of range" outside int64)."""
+    of range" outside int64). A ``numeric`` sum is exact."""
+    if numeric and not isinstance(total, FloatTotal):
+        return fraction_to_numeric(total)
     if isinstance(total, FloatTotal):
         special = total.special()
         if special is not None:
@@ -108,11 +130,14 @@ def exact_to_value(total: int | Fraction | FloatTotal, is_float: bool) -> Any:
     return n
 
 
-def exact_mean(total: int | Fraction | FloatTotal, count: int) -> float:
+def exact_mean(total: int | Fraction | FloatTotal, count: int, numeric: bool = False) -> Any:
     """``total / count`` (``count`` non-zero) rounded once to float64; raise
     :class:`NumericOverflow` ("float out of range") if it rounds to an infinity, which
     negative multiplicities make possible (values ``x, x`` counted ``+1`` and ``0`` counted
-    ``-1`` average to ``2x``)."""
+    ``-1`` average to ``2x``). A ``numeric`` mean is a numeric, rounded as PostgreSQL's
+    ``avg(numeric)`` rounds (at the scale ``/`` gives the sum and the count)."""
+    if numeric and not isinstance(total, FloatTotal):
+        return numeric_avg(fraction_to_numeric(total), count)
     if isinstance(total, FloatTotal):
         special = total.special()
         if special is not None:
@@ -156,6 +181,7 @@ def aggregate(agg: Aggregate, rows: Iterable[tuple[Any, int]]) -> Any:
     if not present:
         return None
     is_float = type(present[0][0]) is float
+    numeric = type(present[0][0]) is Decimal
     total: int | Fraction | FloatTotal
     if is_float:
         total = 0
@@ -164,8 +190,8 @@ def aggregate(agg: Aggregate, rows: Iterable[tuple[Any, int]]) -> Any:
     else:
         total = sum((value_to_exact(v) * c for v, c in present), start=0)
     if agg.func is AggFunc.SUM:
-        return exact_to_value(total, is_float)
+        return exact_to_value(total, is_float, numeric)
     count = sum(c for _, c in present)
     if count == 0:
         return None
-    return exact_mean(total, count)
+    return exact_mean(total, count, numeric)

@@ -162,6 +162,10 @@ class VariadicFunc(StrEnum):
     REGEXP_REPLACE = "regexp_replace"
     """``regexp_replace(s, pattern, replacement, flags)``: flags ``g`` (every match) and ``i``
     (case-insensitive); ``\\1``..``\\9`` and ``\\&`` in the replacement name groups."""
+    NUMERIC_TYPMOD = "numeric_typmod"
+    """``numeric_typmod(x, precision, scale)``: the numeric ``x`` assigned to
+    ``numeric(precision, scale)`` (rounded to ``scale`` digits; 22003 if too many digits remain
+    before the point); ``precision`` and ``scale`` are int64 :class:`Literal` s."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,11 +228,7 @@ SIGNATURES: dict[
     **{
         f: ((_F,), _F)
         for f in (
-            UnaryFunc.CEIL,
-            UnaryFunc.FLOOR,
-            UnaryFunc.TRUNC,
             UnaryFunc.RINT,
-            UnaryFunc.SIGN,
             UnaryFunc.SQRT,
             UnaryFunc.CBRT,
             UnaryFunc.LN,
@@ -246,8 +246,6 @@ SIGNATURES: dict[
     BinaryFunc.DATE_DIFF: ((ScalarType.DATE, ScalarType.DATE), _I),
     BinaryFunc.POWER: ((_F, _F), _F),
     BinaryFunc.LOG: ((_F, _F), _F),
-    BinaryFunc.ROUND_DIGITS: ((_F, _I), _F),
-    BinaryFunc.TRUNC_DIGITS: ((_F, _I), _F),
     BinaryFunc.LEFT: ((_STR, _I), _STR),
     BinaryFunc.RIGHT: ((_STR, _I), _STR),
     BinaryFunc.REPEAT: ((_STR, _I), _STR),
@@ -271,6 +269,10 @@ CAST_TABLE: frozenset[tuple[ScalarType, ScalarType]] = frozenset(
         (S.BOOL, S.INT64),
         (S.DATE, S.TIMESTAMP),
         (S.TIMESTAMP, S.DATE),
+        (S.INT64, S.NUMERIC),
+        (S.NUMERIC, S.INT64),
+        (S.FLOAT64, S.NUMERIC),
+        (S.NUMERIC, S.FLOAT64),
         *((t, S.STRING) for t in S),
         *((S.STRING, t) for t in S),
     }
@@ -319,6 +321,16 @@ _COMPARE = {
 }
 
 
+def _arith_type(a: ScalarType, b: ScalarType) -> ScalarType:
+    """The type of arithmetic on two number types: int64 of two int64s, float64 if either is
+    float64, else numeric (PostgreSQL's implicit casts: int8 -> numeric -> float8)."""
+    if a is S.FLOAT64 or b is S.FLOAT64:
+        return S.FLOAT64
+    if a is S.NUMERIC or b is S.NUMERIC:
+        return S.NUMERIC
+    return S.INT64
+
+
 def _comparable(a: ScalarType, b: ScalarType) -> bool:
     return a == b or (a.is_numeric and b.is_numeric)
 
@@ -342,9 +354,13 @@ def scalar_type(expr: ScalarExpr, schema: Schema) -> ColumnType:
             return _signature(f, [t])
         want = {
             UnaryFunc.NOT: (S.BOOL,),
-            UnaryFunc.NEG: (S.INT64, S.FLOAT64),
-            UnaryFunc.ABS: (S.INT64, S.FLOAT64),
-            UnaryFunc.ROUND: (S.INT64, S.FLOAT64),
+            UnaryFunc.NEG: (S.INT64, S.FLOAT64, S.NUMERIC),
+            UnaryFunc.ABS: (S.INT64, S.FLOAT64, S.NUMERIC),
+            UnaryFunc.ROUND: (S.INT64, S.FLOAT64, S.NUMERIC),
+            UnaryFunc.CEIL: (S.FLOAT64, S.NUMERIC),
+            UnaryFunc.FLOOR: (S.FLOAT64, S.NUMERIC),
+            UnaryFunc.TRUNC: (S.FLOAT64, S.NUMERIC),
+            UnaryFunc.SIGN: (S.FLOAT64, S.NUMERIC),
             UnaryFunc.LOWER: (S.STRING,),
             UnaryFunc.UPPER: (S.STRING,),
             UnaryFunc.LENGTH: (S.STRING,),
@@ -367,8 +383,14 @@ def scalar_type(expr: ScalarExpr, schema: Schema) -> ColumnType:
         if fn in _ARITH:
             if not (lt.scalar.is_numeric and rt.scalar.is_numeric):
                 raise TypeMismatch(f"{fn.value} expects numbers, got {lt.scalar} and {rt.scalar}")
-            both_int = lt.scalar is S.INT64 and rt.scalar is S.INT64
-            return ColumnType(S.INT64 if both_int else S.FLOAT64, nullable)
+            return ColumnType(_arith_type(lt.scalar, rt.scalar), nullable)
+        if fn in (BinaryFunc.ROUND_DIGITS, BinaryFunc.TRUNC_DIGITS):
+            if lt.scalar not in (S.FLOAT64, S.NUMERIC) or rt.scalar is not S.INT64:
+                raise TypeMismatch(
+                    f"{fn.value}() expects (float64 or numeric, int64), "
+                    f"got ({lt.scalar}, {rt.scalar})"
+                )
+            return ColumnType(lt.scalar, nullable)
         if fn in _COMPARE:
             if not _comparable(lt.scalar, rt.scalar):
                 raise TypeMismatch(f"cannot compare {lt.scalar} with {rt.scalar} ({fn.value})")
@@ -475,6 +497,7 @@ def _variadic_fixed(expr: CallVariadic, ts: list[ColumnType]) -> ColumnType:
         VariadicFunc.ILIKE_ESCAPE: 3,
         VariadicFunc.DATE_TRUNC: 2,
         VariadicFunc.EXTRACT: 2,
+        VariadicFunc.NUMERIC_TYPMOD: 3,
     }[vf]
     if len(ts) != arity:
         raise InvalidPlan(f"{vf.value}() takes {arity} arguments, got {len(ts)}")
@@ -483,6 +506,23 @@ def _variadic_fixed(expr: CallVariadic, ts: list[ColumnType]) -> ColumnType:
         if not _comparable(a.scalar, b.scalar):
             raise TypeMismatch(f"nullif() cannot compare {a.scalar} with {b.scalar}")
         return ColumnType(a.scalar, True)
+    if vf is VariadicFunc.NUMERIC_TYPMOD:
+        if ts[0].scalar is not S.NUMERIC:
+            raise TypeMismatch(f"numeric_typmod() expects a numeric, got {ts[0].scalar}")
+        p, sc = expr.exprs[1:]
+        if not (
+            isinstance(p, Literal)
+            and isinstance(sc, Literal)
+            and type(p.value) is int
+            and type(sc.value) is int
+            and 1 <= p.value <= 1000
+            and 0 <= sc.value <= p.value
+        ):
+            raise InvalidPlan(
+                f"numeric_typmod() needs int64 literals 1 <= precision <= 1000 and "
+                f"0 <= scale <= precision, got {p!r}, {sc!r}"
+            )
+        return ColumnType(S.NUMERIC, ts[0].nullable)
     if vf is VariadicFunc.DATE_TRUNC:
         _literal_word(expr.exprs[0], "date_trunc() unit", DATE_TRUNC_UNITS)
         if ts[1].scalar is not S.TIMESTAMP:

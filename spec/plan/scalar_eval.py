@@ -12,7 +12,8 @@ to right, stopping at the first ``false`` (``AND``) or ``true`` (``OR``);
 ``/`` truncates toward zero and ``%`` takes the sign of the dividend.
 
 As in SQL, an int64 meeting a float64 (in arithmetic or a comparison) is
-converted to float64 first, so ``2**62 + 1 = 2.0**62`` is true. A string cast
+converted to float64 first, so ``2**62 + 1 = 2.0**62`` is true; an int64 meeting a
+numeric is a numeric, a numeric meeting a float64 a float64 (numerics: :mod:`.numeric`). A string cast
 to a number accepts what PostgreSQL's input functions accept, in ASCII only:
 surrounding ASCII whitespace, a sign, and for int64 decimal digits (or
 ``0x``/``0o``/``0b`` digits) with single underscores between them, for
@@ -51,6 +52,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from decimal import Decimal
 from functools import lru_cache
 from typing import Any
 
@@ -65,6 +67,21 @@ from ..errors import (
     NumericOverflow,
 )
 from ..frontier import Row, value_sort_key
+from .numeric import (
+    apply_typmod,
+    float_to_numeric,
+    numeric_add,
+    numeric_div,
+    numeric_mod,
+    numeric_mul,
+    numeric_sub,
+    numeric_text,
+    numeric_to_float,
+    numeric_to_int,
+    parse_numeric,
+    round_numeric,
+    trunc_numeric,
+)
 from .scalar import (
     EXTRACT_FIELDS,
     BinaryFunc,
@@ -150,21 +167,47 @@ def _checked(r: float, a: Any, b: Any, underflow: bool) -> float:
     return r
 
 
+def _numeric_operands(a: Any, b: Any) -> tuple[Any, Any, bool]:
+    """A numeric meeting an int64 meets it as a numeric, a numeric meeting a float64 meets it
+    as a float64 (PostgreSQL's implicit casts); the flag says whether both are now numeric."""
+    ta, tb = type(a), type(b)
+    if ta is float or tb is float:
+        return (
+            numeric_to_float(a) if ta is Decimal else a,
+            numeric_to_float(b) if tb is Decimal else b,
+            False,
+        )
+    return (a if ta is Decimal else Decimal(a)), (b if tb is Decimal else Decimal(b)), True
+
+
+def _numeric_arith(
+    a: Any, b: Any, exact: Callable[[Decimal, Decimal], Decimal], inexact: Callable[[Any, Any], Any]
+) -> Any:
+    x, y, both = _numeric_operands(a, b)
+    return exact(x, y) if both else inexact(x, y)
+
+
 def _add(a: Any, b: Any) -> Any:
     if type(a) is int and type(b) is int:
         return _int(a + b)
+    if type(a) is Decimal or type(b) is Decimal:
+        return _numeric_arith(a, b, numeric_add, _add)
     return _checked(a + b, a, b, False)
 
 
 def _sub(a: Any, b: Any) -> Any:
     if type(a) is int and type(b) is int:
         return _int(a - b)
+    if type(a) is Decimal or type(b) is Decimal:
+        return _numeric_arith(a, b, numeric_sub, _sub)
     return _checked(a - b, a, b, False)
 
 
 def _mul(a: Any, b: Any) -> Any:
     if type(a) is int and type(b) is int:
         return _int(a * b)
+    if type(a) is Decimal or type(b) is Decimal:
+        return _numeric_arith(a, b, numeric_mul, _mul)
     return _checked(a * b, a, b, True)
 
 
@@ -174,6 +217,8 @@ def _div(a: Any, b: Any) -> Any:
             raise DivisionByZero("division by zero")
         q = abs(a) // abs(b)
         return _int(q if (a < 0) == (b < 0) else -q)
+    if type(a) is Decimal or type(b) is Decimal:
+        return _numeric_arith(a, b, numeric_div, _div)
     if b == 0:
         if a != a:
             return NAN
@@ -191,6 +236,8 @@ def _div(a: Any, b: Any) -> Any:
 def _mod(a: Any, b: Any) -> Any:
     if b == 0:
         raise DivisionByZero("division by zero")
+    if type(a) is Decimal or type(b) is Decimal:
+        return _numeric_arith(a, b, numeric_mod, _mod)
     if type(a) is int and type(b) is int:
         r = abs(a) % abs(b)
         return r if a >= 0 else -r
@@ -199,12 +246,20 @@ def _mod(a: Any, b: Any) -> Any:
     return _float(math.fmod(a, b))
 
 
+def _comparands(a: Any, b: Any) -> tuple[Any, Any]:
+    """Two numbers of different types as SQL compares them: an int64 with a numeric exactly
+    (Python compares ``int`` and ``Decimal`` exactly), anything with a float64 as float64."""
+    if type(a) is float or type(b) is float:
+        return float(a), float(b)
+    return a, b
+
+
 def _eq(a: Any, b: Any) -> Any:
-    # operands of one type but for int64 against float64 (the typechecker allows no other
-    # mix): SQL converts the int64 to float64, where Python would compare exactly; a NaN
-    # equals a NaN (PostgreSQL's float8eq)
+    # operands of one type but for numbers of two types (the typechecker allows no other
+    # mix): SQL converts an int64 or numeric meeting a float64 to float64, where Python would
+    # compare exactly; a NaN equals a NaN (PostgreSQL's float8eq)
     if type(a) is not type(b):
-        a, b = float(a), float(b)
+        a, b = _comparands(a, b)
     return a == b or (a != a and b != b)
 
 
@@ -214,7 +269,7 @@ def _ne(a: Any, b: Any) -> Any:
 
 def _lt(a: Any, b: Any) -> Any:
     if type(a) is not type(b):
-        a, b = float(a), float(b)
+        a, b = _comparands(a, b)
     if a != a:
         return False
     return b != b or a < b
@@ -222,7 +277,7 @@ def _lt(a: Any, b: Any) -> Any:
 
 def _le(a: Any, b: Any) -> Any:
     if type(a) is not type(b):
-        a, b = float(a), float(b)
+        a, b = _comparands(a, b)
     if b != b:
         return True
     return a == a and a <= b
@@ -281,8 +336,12 @@ _BINARY: dict[BinaryFunc, Callable[[Any, Any], Any]] = {
     BinaryFunc.DATE_DIFF: lambda a, b: (a - b).days,
     BinaryFunc.POWER: lambda a, b: _power(a, b),
     BinaryFunc.LOG: lambda b, x: _log(b, x),
-    BinaryFunc.ROUND_DIGITS: lambda x, n: _round_digits(x, n, False),
-    BinaryFunc.TRUNC_DIGITS: lambda x, n: _round_digits(x, n, True),
+    BinaryFunc.ROUND_DIGITS: lambda x, n: (
+        round_numeric(x, n) if type(x) is Decimal else _round_digits(x, n, False)
+    ),
+    BinaryFunc.TRUNC_DIGITS: lambda x, n: (
+        trunc_numeric(x, n) if type(x) is Decimal else _round_digits(x, n, True)
+    ),
     BinaryFunc.LEFT: lambda s, n: s[:n] if n >= 0 else s[: max(len(s) + n, 0)],
     BinaryFunc.RIGHT: lambda s, n: (s[-n:] if n > 0 else "") if n >= 0 else s[min(-n, len(s)) :],
     BinaryFunc.REPEAT: lambda s, n: _repeat(s, n),
@@ -293,20 +352,39 @@ _BINARY: dict[BinaryFunc, Callable[[Any, Any], Any]] = {
 
 _UNARY: dict[UnaryFunc, Callable[[Any], Any]] = {
     UnaryFunc.NOT: lambda v: not v,
-    UnaryFunc.NEG: lambda v: canonical_float(-v) if type(v) is float else _int(-v),
+    UnaryFunc.NEG: lambda v: (
+        canonical_float(-v)
+        if type(v) is float
+        else (v.copy_negate() if v else v)  # exact (unary minus rounds to the context)
+        if type(v) is Decimal
+        else _int(-v)
+    ),
     UnaryFunc.LOWER: str.lower,
     UnaryFunc.UPPER: str.upper,
     UnaryFunc.LENGTH: len,
-    UnaryFunc.ABS: lambda v: canonical_float(abs(v)) if type(v) is float else _int(abs(v)),
+    UnaryFunc.ABS: lambda v: (
+        canonical_float(abs(v))
+        if type(v) is float
+        else v.copy_abs()
+        if type(v) is Decimal
+        else _int(abs(v))
+    ),
     UnaryFunc.ROUND: lambda v: sql_round(v),
     UnaryFunc.TRIM: lambda v: v.strip(" "),
     UnaryFunc.LTRIM: lambda v: v.lstrip(" "),
     UnaryFunc.RTRIM: lambda v: v.rstrip(" "),
-    UnaryFunc.CEIL: lambda v: _integral(v, math.ceil),
-    UnaryFunc.FLOOR: lambda v: _integral(v, math.floor),
-    UnaryFunc.TRUNC: lambda v: _integral(v, math.trunc),
+    UnaryFunc.CEIL: lambda v: (
+        Decimal(math.ceil(v)) if type(v) is Decimal else _integral(v, math.ceil)
+    ),
+    UnaryFunc.FLOOR: lambda v: (
+        Decimal(math.floor(v)) if type(v) is Decimal else _integral(v, math.floor)
+    ),
+    UnaryFunc.TRUNC: lambda v: trunc_numeric(v) if type(v) is Decimal else _integral(v, math.trunc),
     UnaryFunc.RINT: lambda v: _integral(v, round),
-    UnaryFunc.SIGN: lambda v: v if v != v else float((v > 0) - (v < 0)),
+    # a NaN's sign is 0, as PostgreSQL's float8 sign (its comparisons with 0 are false)
+    UnaryFunc.SIGN: lambda v: (
+        Decimal((v > 0) - (v < 0)) if type(v) is Decimal else float((v > 0) - (v < 0))
+    ),
     UnaryFunc.SQRT: lambda v: _sqrt(v),
     UnaryFunc.CBRT: lambda v: canonical_float(math.cbrt(v)),
     UnaryFunc.LN: lambda v: _ln(v, math.log),
@@ -515,6 +593,8 @@ def sql_round(v: Any) -> Any:
     away from zero (``round(2.5) = 3.0``, ``round(-0.5) = -1.0``, ``round(-0.4) = -0.0``)."""
     if type(v) is int:
         return v
+    if type(v) is Decimal:
+        return round_numeric(v)
     if not math.isfinite(v):
         return canonical_float(v)
     a = abs(v)
@@ -855,6 +935,8 @@ def _to_string(v: Any) -> str:
         return timestamp_text(v)
     if type(v) is _dt.date:
         return v.isoformat()
+    if type(v) is Decimal:
+        return numeric_text(v)
     return str(v)
 
 
@@ -868,6 +950,8 @@ def cast_value(v: Any, to: ScalarType) -> Any:
             return v
         if t is bool:
             return int(v)
+        if t is Decimal:
+            return numeric_to_int(v, INT64_MIN, INT64_MAX, "bigint")
         if t is float:
             if not math.isfinite(v):
                 raise NumericOverflow("integer out of range")
@@ -881,7 +965,17 @@ def cast_value(v: Any, to: ScalarType) -> Any:
             return v
         if t is int:
             return float(v)
+        if t is Decimal:
+            return numeric_to_float(v)
         return _parse_float(v)
+    if to is ScalarType.NUMERIC:
+        if t is Decimal:
+            return v
+        if t is int:
+            return Decimal(v)
+        if t is float:
+            return float_to_numeric(v)
+        return parse_numeric(v)
     if to is ScalarType.BOOL:
         if t is bool:
             return v
@@ -933,6 +1027,12 @@ def _word(e: ScalarExpr) -> str:
     if not (isinstance(e, Literal) and isinstance(e.value, str)):
         raise InvalidPlan(f"expected a string literal, got {e!r}")
     return e.value.lower()
+
+
+def _int_literal(e: ScalarExpr) -> int:
+    if not (isinstance(e, Literal) and type(e.value) is int):
+        raise InvalidPlan(f"expected an int64 literal, got {e!r}")
+    return e.value
 
 
 def _strict(fn: Callable[..., Any], fs: list[RowFn]) -> RowFn:
@@ -1002,6 +1102,15 @@ def _compile_variadic(expr: CallVariadic, fs: list[RowFn]) -> RowFn:
             return None if v is None else date_trunc(unit, v)
 
         return trunc
+    if vf is VariadicFunc.NUMERIC_TYPMOD:
+        precision, scale = (_int_literal(e) for e in expr.exprs[1:])
+        x = fs[0]
+
+        def typmod(row: Row) -> Any:
+            v = x(row)
+            return None if v is None else apply_typmod(v, precision, scale)
+
+        return typmod
     if vf is VariadicFunc.EXTRACT:
         field, src = _word(expr.exprs[0]), fs[1]
         if field not in EXTRACT_FIELDS:

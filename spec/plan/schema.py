@@ -4,8 +4,9 @@ Values are plain Python objects: ``int64`` is ``int`` in the signed 64-bit
 range, ``float64`` is a ``float`` (infinities and NaN included: every NaN a
 query computes is one object, ``scalar_eval.NAN``), ``string`` is a ``str`` of Unicode
 scalar values (no UTF-16 surrogate: :mod:`tidegate.spec.text`), ``bool`` is
-``bool``, ``date`` is :class:`datetime.date` and ``timestamp`` is a naive
-:class:`datetime.datetime` (microsecond precision, UTC by convention).
+``bool``, ``date`` is :class:`datetime.date`, ``timestamp`` is a naive
+:class:`datetime.datetime` (microsecond precision, UTC by convention) and ``numeric``
+is a finite :class:`decimal.Decimal` in reduced form (:mod:`.numeric`).
 ``None`` is SQL NULL and is allowed only in nullable columns.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 import datetime as _dt
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
@@ -46,10 +48,11 @@ class ScalarType(StrEnum):
     BOOL = "bool"
     DATE = "date"
     TIMESTAMP = "timestamp"
+    NUMERIC = "numeric"
 
     @property
     def is_numeric(self) -> bool:
-        return self in (ScalarType.INT64, ScalarType.FLOAT64)
+        return self in (ScalarType.INT64, ScalarType.FLOAT64, ScalarType.NUMERIC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +89,8 @@ def scalar_type_of(value: Any) -> ScalarType | None:
         return ScalarType.TIMESTAMP
     if type(value) is _dt.date:
         return ScalarType.DATE
+    if type(value) is Decimal:
+        return ScalarType.NUMERIC
     return None
 
 
@@ -102,7 +107,20 @@ def value_matches(value: Any, scalar: ScalarType) -> bool:
         return t is bool
     if scalar is ScalarType.DATE:
         return t is _dt.date
+    if scalar is ScalarType.NUMERIC:
+        return t is Decimal and _is_reduced(value)
     return t is _dt.datetime and value.tzinfo is None
+
+
+def _is_reduced(d: Decimal) -> bool:
+    """Whether ``d`` is a numeric value: finite, reduced (``spec.plan.numeric``), not ``-0``."""
+    if not d.is_finite():
+        return False
+    sign, digits, exp = d.as_tuple()
+    assert isinstance(exp, int)
+    if not d:
+        return exp == 0 and not sign
+    return exp == 0 or (exp < 0 and digits[-1] != 0)
 
 
 @dataclass(frozen=True, slots=True)

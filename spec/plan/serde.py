@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import datetime as _dt
 import math
+from decimal import Decimal
 from typing import Any
 
 from ..errors import InvalidId, PlanDecodeError
 from ..ids import GlobalId
 from ..protocol.types import ColumnOrder
 from .depth import check_nesting
+from .numeric import numeric_text, parse_numeric
 from .relation import (
     AggFunc,
     Aggregate,
@@ -82,6 +84,8 @@ _NON_FINITE: dict[str, float] = {"NaN": NAN, "Infinity": math.inf, "-Infinity": 
 def _value_out(v: Any) -> Any:
     if type(v) is _dt.datetime or type(v) is _dt.date:
         return v.isoformat()
+    if type(v) is Decimal:  # as text: a JSON number would be read back as a float
+        return numeric_text(v)
     if type(v) is float and not math.isfinite(v):  # strict JSON has no NaN or Infinity
         return "NaN" if v != v else ("Infinity" if v > 0 else "-Infinity")
     return v
@@ -94,6 +98,8 @@ def _value_in(v: Any, t: ScalarType) -> Any:
         return _dt.date.fromisoformat(v)
     if t is ScalarType.TIMESTAMP:
         return _dt.datetime.fromisoformat(v)
+    if t is ScalarType.NUMERIC and type(v) is str:
+        return parse_numeric(v)
     if t is ScalarType.FLOAT64:
         if type(v) is int:
             return float(v)

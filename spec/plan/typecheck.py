@@ -240,7 +240,9 @@ def _reduce_schema(plan: Reduce, inner: Schema) -> Schema:
                 raise TypeMismatch(
                     f"{agg.func.value}({c.name}) needs a number, {c.name!r} is {c.type.scalar}"
                 )
-            out = ScalarType.FLOAT64 if agg.func is AggFunc.AVG else c.type.scalar
+            numeric = c.type.scalar is ScalarType.NUMERIC
+            avg = agg.func is AggFunc.AVG
+            out = ScalarType.FLOAT64 if avg and not numeric else c.type.scalar
             cols.append(Column(name, ColumnType(out, True)))
         elif agg.func in _WANTS:
             want = _WANTS[agg.func]

@@ -19,11 +19,20 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections.abc import Iterable
+from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
 from ..frontier import Row, value_sort_key
-from .aggregates import FloatTotal, add_float, aggregate, exact_mean, exact_to_value
+from .aggregates import (
+    FloatTotal,
+    add_exact,
+    add_float,
+    aggregate,
+    exact_mean,
+    exact_to_value,
+)
+from .numeric import numeric_add, numeric_sub
 from .ordering import order_key, sort_rows
 from .relation import (
     AggFunc,
@@ -140,6 +149,7 @@ def _sliding(agg: Aggregate, values: list[Any], frames: list[tuple[int, int]]) -
     leaving, so a partition costs O(slots), not O(slots x frame)."""
     star = agg.column is None
     is_float = any(type(v) is float for v in values)
+    numeric = any(type(v) is Decimal for v in values)
     total: int | Fraction | FloatTotal = 0
     count = 0
     lo = hi = 0
@@ -152,7 +162,10 @@ def _sliding(agg: Aggregate, values: list[Any], frames: list[tuple[int, int]]) -
         elif v is not None:
             count += d
             if agg.func is not AggFunc.COUNT:
-                total = add_float(total, v, d) if is_float else total + v * d
+                if is_float:
+                    total = add_float(total, v, d)
+                else:
+                    total = add_exact(total, (Fraction(v) if numeric else v) * d)
 
     for f_lo, f_hi in frames:
         f_hi = max(f_hi, f_lo)
@@ -169,9 +182,9 @@ def _sliding(agg: Aggregate, values: list[Any], frames: list[tuple[int, int]]) -
         elif count == 0:
             out.append(None)
         elif agg.func is AggFunc.SUM:
-            out.append(exact_to_value(total, is_float))
+            out.append(exact_to_value(total, is_float, numeric))
         else:
-            out.append(exact_mean(total, count))
+            out.append(exact_mean(total, count, numeric))
     return out
 
 
@@ -262,9 +275,13 @@ def _value_bound(
     Values compare by their sort key, so NaN (after every number, as PostgreSQL sorts it)
     has only NaN within an offset of it.
     """
-    off = bound.offset or 0
+    off: Any = bound.offset or 0
     ahead = bound.kind is _B.FOLLOWING
-    target: Any = value_sort_key(v + off if ahead != desc else v - off)
+    if type(v) is Decimal:  # a numeric column: its offset exactly (offsets are int or float)
+        d = Decimal(off)
+        target: Any = value_sort_key(numeric_add(v, d) if ahead != desc else numeric_sub(v, d))
+    else:
+        target = value_sort_key(v + off if ahead != desc else v - off)
     if desc:
         target = _Rev(target)
     # the start: the first slot not before the target; the end: one past the last not after it

@@ -3,7 +3,6 @@ plan expressions, following PostgreSQL's typing rules where the IR allows."""
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -17,6 +16,8 @@ from ..errors import (
     EvaluationError,
     GroupingError,
     InvalidTextRepresentation,
+    NumericOverflow,
+    NumericValueOutOfRange,
     PlanError,
     SqlError,
     SqlSyntaxError,
@@ -42,6 +43,7 @@ from ..plan import (
     VariadicFunc,
     scalar_type,
 )
+from ..plan.numeric import parse_numeric
 from ..plan.scalar import CAST_TABLE
 from ..plan.schema import scalar_type_of
 from ._common import S, _err, _unsupported, ident, pg_type, position_of, sql_type_of
@@ -404,7 +406,7 @@ class ExprBinder:
 
     def _unary_num(self, func: UnaryFunc, te: TExpr, node: Any) -> TExpr:
         assert te.expr is not None
-        if te.scalar not in (S.INT64, S.FLOAT64):
+        if te.scalar not in (S.INT64, S.FLOAT64, S.NUMERIC):
             raise _err(SqlTypeError, f"operator does not exist: - {pg_type(te.scalar)}", node)
         return self._make(CallUnary(func, te.expr), node)
 
@@ -691,6 +693,13 @@ class ExprBinder:
             if src is not to and (src, to) not in CAST_TABLE:
                 raise _err(CannotCoerce, f"cannot cast type {pg_type(src)} to {pg_type(to)}", node)
             out = self._make(Cast(inner.expr, to) if src is not to else inner.expr, node)
+        if spec.typmod is not None:  # numeric(p, s) rounds to s digits, and may overflow
+            assert out.expr is not None
+            p, s = spec.typmod
+            rounded = CallVariadic(
+                VariadicFunc.NUMERIC_TYPMOD, (out.expr, Literal(p, S.INT64), Literal(s, S.INT64))
+            )
+            out = self._make(rounded, node)
         if spec.max_length is not None:  # an explicit cast to varchar(n) cuts to n characters
             assert out.expr is not None
             cut = CallVariadic(
@@ -867,21 +876,22 @@ _OP_TEXT = {
 
 
 def _number(text: str, node: Any) -> TExpr:
+    """A numeric literal: a ``bigint`` if it is an integer in range, else a ``numeric`` (a
+    decimal point, an exponent, or an integer beyond bigint), as PostgreSQL reads it."""
     if all(ch.isdigit() or ch == "-" for ch in text):
         try:
             v = int(text)
         except ValueError:
             raise _err(SqlSyntaxError, f'invalid number "{text}"', node) from None
-        if not -(2**63) <= v < 2**63:
-            raise _err(SqlTypeError, f'value "{text}" is out of range for type bigint', node)
-        return TExpr(Literal(v, S.INT64), ColumnType(S.INT64, False))
+        if -(2**63) <= v < 2**63:
+            return TExpr(Literal(v, S.INT64), ColumnType(S.INT64, False))
     try:
-        f = float(text)
-    except ValueError:
+        d = parse_numeric(text)
+    except NumericOverflow:
+        raise _err(NumericValueOutOfRange, "value overflows numeric format", node) from None
+    except EvaluationError:
         raise _err(SqlSyntaxError, f'invalid number "{text}"', node) from None
-    if not math.isfinite(f):
-        raise _err(SqlTypeError, f'value "{text}" is out of range for type double precision', node)
-    return TExpr(Literal(f, S.FLOAT64), ColumnType(S.FLOAT64, False))
+    return TExpr(Literal(d, S.NUMERIC), ColumnType(S.NUMERIC, False))
 
 
 def _python_type(value: Any, node: Any) -> ScalarType:

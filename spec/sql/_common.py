@@ -41,6 +41,7 @@ _PG_NAMES = {
     S.BOOL: "boolean",
     S.DATE: "date",
     S.TIMESTAMP: "timestamp",
+    S.NUMERIC: "numeric",
 }
 
 
@@ -93,15 +94,18 @@ _TYPES: dict[Any, ScalarType] = {
     exp.DataType.Type.BOOLEAN: S.BOOL,
     exp.DataType.Type.DATE: S.DATE,
     exp.DataType.Type.TIMESTAMP: S.TIMESTAMP,
+    exp.DataType.Type.DECIMAL: S.NUMERIC,
 }
 
 
 @dataclass(frozen=True)
 class SqlType:
-    """A SQL type as written: its scalar type and, for ``varchar(n)``, ``n``."""
+    """A SQL type as written: its scalar type and, for ``varchar(n)``, ``n``; for
+    ``numeric(p, s)``, ``(p, s)``."""
 
     scalar: ScalarType
     max_length: int | None = None
+    typmod: tuple[int, int] | None = None
 
 
 def _type_params(node: Any) -> list[int]:
@@ -145,6 +149,23 @@ def sql_type_of(node: Any) -> SqlType:
                     InvalidParameterValue, "length for type varchar must be at least 1", node
                 )
             return SqlType(S.STRING, n)
+        if kind is exp.DataType.Type.DECIMAL and params:
+            if len(params) > 2:
+                raise _err(InvalidParameterValue, "invalid NUMERIC type modifier", node)
+            p, s = params[0], params[1] if len(params) > 1 else 0
+            if not 1 <= p <= 1000:
+                raise _err(
+                    InvalidParameterValue,
+                    f"NUMERIC precision {p} must be between 1 and 1000",
+                    node,
+                )
+            if not 0 <= s <= p:
+                raise _err(
+                    InvalidParameterValue,
+                    f"NUMERIC scale {s} must be between 0 and precision {p}",
+                    node,
+                )
+            return SqlType(S.NUMERIC, typmod=(p, s))
         if kind is exp.DataType.Type.TIMESTAMP and params:
             (p,) = params
             if p != 6:

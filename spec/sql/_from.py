@@ -429,6 +429,22 @@ def _using_side(scope: Scope, name: str, side: str, node: Any) -> int:
     return hits[0]
 
 
+def _key_pair(
+    le: ScalarExpr, re_: ScalarExpr, lschema: Schema, rschema: Schema, node: Any
+) -> tuple[ScalarExpr, ScalarExpr]:
+    """Join keys of two number types made one type where values of the two would not be
+    equal as SQL compares them: a numeric meeting a float as a float (``0.1 = 0.1::float8``),
+    an integer meeting a numeric as a numeric (so both sides' keys are one type, also in
+    Spark's Arrow)."""
+    lt, rt = _scalar_type(le, lschema, node), _scalar_type(re_, rschema, node)
+    pair = {lt, rt}
+    if pair == {S.NUMERIC, S.FLOAT64} or pair == {S.INT64, S.NUMERIC}:
+        to = S.FLOAT64 if S.FLOAT64 in pair else S.NUMERIC
+        le = le if lt is to else Cast(le, to)
+        re_ = re_ if rt is to else Cast(re_, to)
+    return le, re_
+
+
 def _gate(key: ScalarExpr, conds: list[ScalarExpr], t: ScalarType) -> ScalarExpr:
     """``key`` where every condition holds, else NULL: a NULL key matches nothing, so an outer
     join pads the rows whose side of the ``ON`` condition fails."""
@@ -553,6 +569,7 @@ def _join_rels(
             le = _gate(le, gate_left, _scalar_type(le, lschema, node))
         if k == 0 and gate_right:
             re_ = _gate(re_, gate_right, _scalar_type(re_, rschema, node))
+        le, re_ = _key_pair(le, re_, lschema, rschema, node)
         if isinstance(le, ColumnRef):
             lkeys.append(le.index)
         else:
@@ -585,7 +602,7 @@ def _join_rels(
         exprs: list[ScalarExpr] = []
         for _name, li, ri in merged:
             lt, rt = schema.columns[li].type.scalar, schema.columns[nl + ri].type.scalar
-            t = lt if lt is rt else S.FLOAT64
+            t = lt if lt is rt else S.FLOAT64 if S.FLOAT64 in (lt, rt) else S.NUMERIC
             lv: ScalarExpr = ColumnRef(li) if lt is t else Cast(ColumnRef(li), t)
             rv: ScalarExpr = ColumnRef(nl + ri) if rt is t else Cast(ColumnRef(nl + ri), t)
             if kind is JoinKind.FULL:

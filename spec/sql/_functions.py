@@ -318,7 +318,12 @@ def _fits(te: TExpr, want: ScalarType) -> bool:
     if te.type is None or te.literal is not None:
         return True
     s = te.scalar
-    return s is want or (s is S.INT64 and want is S.FLOAT64)
+    return s is want or (s, want) in ((S.INT64, S.FLOAT64), (S.INT64, S.NUMERIC), (S.NUMERIC, _F))
+
+
+_NUMERIC_OVERLOADS = frozenset({"ceil", "ceiling", "floor", "sign", "trunc"})
+"""The functions whose numeric overload keeps a numeric argument numeric (the others take it
+as a double precision)."""
 
 
 def _decimal_literal(node: Any) -> bool:
@@ -358,7 +363,7 @@ def bind_call(binder: _Binder, node: Any) -> TExpr | None:
         if te.type is None:
             return TExpr(None, None)
         arg = _coerce(te, S.FLOAT64, args[0]) if te.literal is not None else te.expr
-        if te.literal is None and te.scalar not in (S.INT64, S.FLOAT64):
+        if te.literal is None and te.scalar not in (S.INT64, S.FLOAT64, S.NUMERIC):
             raise _no_function(name, bound, node)
         assert arg is not None
         return binder._make(CallUnary(UnaryFunc.ABS, arg), node)
@@ -367,12 +372,13 @@ def bind_call(binder: _Binder, node: Any) -> TExpr | None:
     if name == "round" and len(bound) in (1, 2):
         if any(not _fits(t, S.FLOAT64 if k == 0 else S.INT64) for k, t in enumerate(bound)):
             raise _no_function(name, bound, node)
-        x = _coerce(bound[0], S.FLOAT64, args[0])
+        numeric = bound[0].scalar is S.NUMERIC and bound[0].literal is None
+        x = _coerce(bound[0], S.NUMERIC if numeric else S.FLOAT64, args[0])
         if len(bound) == 2:
             n = _coerce(bound[1], S.INT64, args[1])
             return binder._make(CallBinary(BinaryFunc.ROUND_DIGITS, x, n), node)
         # round(numeric) rounds halves away from zero, round(double precision) to even
-        func = UnaryFunc.ROUND if _decimal_literal(args[0]) else UnaryFunc.RINT
+        func = UnaryFunc.ROUND if numeric or _decimal_literal(args[0]) else UnaryFunc.RINT
         return binder._make(CallUnary(func, x), node)
     if name == "trunc" and bound and (bound[0].type is None or bound[0].literal is not None):
         # trunc(unknown) also fits PostgreSQL's trunc(macaddr)
@@ -386,7 +392,10 @@ def bind_call(binder: _Binder, node: Any) -> TExpr | None:
     sig = overloads.get(len(bound))
     if sig is None or not all(_fits(t, w) for t, w in zip(bound, sig[0], strict=True)):
         raise _no_function(name, bound, node)
-    exprs = [_coerce(t, w, a) for t, w, a in zip(bound, sig[0], args, strict=True)]
+    want = list(sig[0])
+    if name in _NUMERIC_OVERLOADS and bound[0].scalar is S.NUMERIC and bound[0].literal is None:
+        want[0] = S.NUMERIC
+    exprs = [_coerce(t, w, a) for t, w, a in zip(bound, want, args, strict=True)]
     return binder._make(sig[1](exprs), node)
 
 

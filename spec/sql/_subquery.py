@@ -39,6 +39,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 from collections.abc import Sequence
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from sqlglot import exp
@@ -354,7 +355,9 @@ def _equi_joins(plan: Plan, lets: dict[str, Schema] | None = None) -> Plan:
         ):
             a = schema.columns[p.left.index].type.scalar
             b = schema.columns[p.right.index].type.scalar
-            if a is b or (a.is_numeric and b.is_numeric):
+            # a numeric meets a float as a float (0.1 = 0.1::float8), which no equality of
+            # values is: that pair stays a filter
+            if a is b or (a.is_numeric and b.is_numeric and {a, b} != {S.NUMERIC, S.FLOAT64}):
                 eqs.append((p.left.index, p.right.index))
                 continue
         rest.append(p)
@@ -388,6 +391,7 @@ _DEFAULTS: dict[ScalarType, Any] = {
     S.BOOL: False,
     S.DATE: _dt.date(2000, 1, 1),
     S.TIMESTAMP: _dt.datetime(2000, 1, 1),
+    S.NUMERIC: Decimal(0),
 }
 
 

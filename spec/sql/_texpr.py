@@ -65,8 +65,8 @@ def _coerce(te: TExpr, to: ScalarType, node: Any, what: str = "") -> ScalarExpr:
         return te.expr
     if te.literal is not None:
         return _literal_as(te.literal, to, node)
-    if te.type.scalar is S.INT64 and to is S.FLOAT64:
-        return Cast(te.expr, S.FLOAT64)
+    if (te.type.scalar, to) in _IMPLICIT_CASTS:
+        return Cast(te.expr, to)
     where = f" {what}" if what else ""
     raise _err(
         SqlTypeError,
@@ -75,10 +75,16 @@ def _coerce(te: TExpr, to: ScalarType, node: Any, what: str = "") -> ScalarExpr:
     )
 
 
+_IMPLICIT_CASTS = frozenset({(S.INT64, S.FLOAT64), (S.INT64, S.NUMERIC), (S.NUMERIC, S.FLOAT64)})
+"""PostgreSQL's implicit casts between the number types: up the ladder int8 -> numeric ->
+float8."""
+
 _ASSIGNMENT_CASTS = frozenset(
     {
-        (S.INT64, S.FLOAT64),
+        *_IMPLICIT_CASTS,
         (S.FLOAT64, S.INT64),
+        (S.NUMERIC, S.INT64),
+        (S.FLOAT64, S.NUMERIC),
         (S.DATE, S.TIMESTAMP),
         (S.TIMESTAMP, S.DATE),
         *((t, S.STRING) for t in S),
@@ -122,7 +128,7 @@ def _common_type(items: Sequence[tuple[TExpr, Any]], what: str) -> ScalarType | 
         if s is out:
             continue
         if s.is_numeric and out.is_numeric:
-            out = S.FLOAT64
+            out = S.FLOAT64 if S.FLOAT64 in (s, out) else S.NUMERIC
             continue
         raise _err(
             SqlTypeError, f"{what} types {pg_type(out)} and {pg_type(s)} cannot be matched", n

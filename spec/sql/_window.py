@@ -25,6 +25,7 @@ and ``HAVING`` (PostgreSQL refuses those too).
 from __future__ import annotations
 
 import dataclasses
+from decimal import Decimal
 from typing import Any
 
 from sqlglot import exp
@@ -312,6 +313,11 @@ def _bound(node: Any, side: Any, binder: ExprBinder, is_range: bool, spec: Any) 
     if te.expr is None:
         raise _werr("frame starting offset must not be null", node)
     value = _constant(te, binder, node)
+    if isinstance(value, Decimal):  # a decimal literal: an offset is an int or a float
+        exact = value
+        value = int(exact) if exact == exact.to_integral_value() else float(exact)
+        if Decimal(value) != exact:
+            raise _unsupported("a window frame offset a double precision cannot hold", node)
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise _unsupported("a window frame offset that is not a number", node)
     if value < 0:

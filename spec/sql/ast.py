@@ -52,12 +52,14 @@ ShowKind: TypeAlias = Literal[
 
 @dataclass(frozen=True)
 class ColumnDef:
-    """A column of ``CREATE TABLE``; ``max_length`` is ``n`` of ``varchar(n)``."""
+    """A column of ``CREATE TABLE``; ``max_length`` is ``n`` of ``varchar(n)``, ``typmod``
+    ``(p, s)`` of ``numeric(p, s)``."""
 
     name: str
     type: ScalarType
     nullable: bool = True
     max_length: int | None = None
+    typmod: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)

@@ -43,6 +43,8 @@ class CatalogItem:
     detail: str | None = None
     max_lengths: tuple[int | None, ...] = ()
     """A table's ``varchar(n)`` limits, column by column (empty: none)."""
+    typmods: tuple[tuple[int, int] | None, ...] = ()
+    """A table's ``numeric(p, s)`` modifiers, column by column (empty: none)."""
     cluster: str | None = None
     """The cluster that maintains an index or materialized view."""
 

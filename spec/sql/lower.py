@@ -243,8 +243,10 @@ def _set_op(node: Any, ctx: _Ctx) -> Lowered:
             lcasts.append(ColumnRef(i))
             rcasts.append(ColumnRef(i))
         elif lt.scalar.is_numeric and rt.scalar.is_numeric:
-            lcasts.append(ColumnRef(i) if lt.scalar is S.FLOAT64 else Cast(ColumnRef(i), S.FLOAT64))
-            rcasts.append(ColumnRef(i) if rt.scalar is S.FLOAT64 else Cast(ColumnRef(i), S.FLOAT64))
+            # int8 -> numeric -> float8, as PostgreSQL unifies them
+            to = S.FLOAT64 if S.FLOAT64 in (lt.scalar, rt.scalar) else S.NUMERIC
+            lcasts.append(ColumnRef(i) if lt.scalar is to else Cast(ColumnRef(i), to))
+            rcasts.append(ColumnRef(i) if rt.scalar is to else Cast(ColumnRef(i), to))
         else:
             raise _err(
                 SqlTypeError,
@@ -332,6 +334,7 @@ def _type_word(node: Any) -> str:
             S.BOOL: "bool",
             S.DATE: "date",
             S.TIMESTAMP: "timestamp",
+            S.NUMERIC: "numeric",
         }[sql_type(node.args["to"])]
     except SqlError:
         return "?column?"

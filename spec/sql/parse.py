@@ -494,7 +494,7 @@ def _create_table(tree: Any, schema: Any, text: str, exists: bool) -> CreateTabl
         if c.args.get("kind") is None:
             raise SqlSyntaxError(f'column "{name}" needs a type', position=position_of(c))
         t = sql_type_of(c.args["kind"])
-        cols.append(ColumnDef(name, t.scalar, nullable, t.max_length))
+        cols.append(ColumnDef(name, t.scalar, nullable, t.max_length, t.typmod))
     names = [c.name for c in cols]
     dup = next((n for n in names if names.count(n) > 1), None)
     if dup is not None:
@@ -502,7 +502,8 @@ def _create_table(tree: Any, schema: Any, text: str, exists: bool) -> CreateTabl
     if primary is not None:
         keys.insert(0, primary)
         cols = [
-            ColumnDef(c.name, c.type, False, c.max_length) if c.name in primary else c for c in cols
+            ColumnDef(c.name, c.type, False, c.max_length, c.typmod) if c.name in primary else c
+            for c in cols
         ]
     for key in keys:
         for k in key:

@@ -24,6 +24,7 @@ so a parameter and a literal agree. Bad input is an
 from __future__ import annotations
 
 import datetime as _dt
+import decimal
 import math
 import struct
 from dataclasses import dataclass
@@ -32,6 +33,8 @@ from typing import Any
 
 from ..errors import EvaluationError, InvalidTextRepresentation, PlanError
 from ..plan import ScalarType
+from ..plan.numeric import numeric_text, parse_numeric
+from ..plan.numeric import reduce as reduce_numeric
 from ..plan.scalar_eval import canonical_float, cast_value, float_text, timestamp_text
 
 __all__ = [
@@ -90,7 +93,7 @@ VARCHAR = PgType(1043, "varchar", "character varying", -1, "S", 1015, S.STRING)
 DATE = PgType(1082, "date", "date", 4, "D", 1182, S.DATE)
 TIMESTAMP = PgType(1114, "timestamp", "timestamp without time zone", 8, "D", 1115, S.TIMESTAMP)
 TIMESTAMPTZ = PgType(1184, "timestamptz", "timestamp with time zone", 8, "D", 1185, S.TIMESTAMP)
-NUMERIC = PgType(1700, "numeric", "numeric", -1, "N", 1231, S.FLOAT64)
+NUMERIC = PgType(1700, "numeric", "numeric", -1, "N", 1231, S.NUMERIC)
 NAME = PgType(19, "name", "name", 64, "S", 1003, S.STRING)
 CHAR = PgType(18, "char", '"char"', 1, "S", 1002, S.STRING)
 REGCLASS = PgType(2205, "regclass", "regclass", 4, "N", 2210, S.INT64)
@@ -136,6 +139,7 @@ _FOR_SCALAR = {
     S.BOOL: BOOL,
     S.DATE: DATE,
     S.TIMESTAMP: TIMESTAMP,
+    S.NUMERIC: NUMERIC,
 }
 
 
@@ -178,6 +182,8 @@ def text_out(value: Any) -> str:
         return _timestamp_text(value)
     if t is _dt.date:
         return value.isoformat()  # type: ignore[no-any-return]
+    if t is Decimal:
+        return numeric_text(value)
     if t is list or t is tuple:
         return "{" + ",".join(_array_item(v) for v in value) + "}"
     return str(value)
@@ -209,14 +215,7 @@ def text_in(text: str, pgtype: PgType) -> Any:
 
 
 def _numeric_text(text: str) -> Any:
-    stripped = text.strip()
-    try:
-        return int(stripped)
-    except ValueError:
-        value = float(stripped)  # a ValueError: text_in words it
-        if not math.isfinite(value):
-            raise ValueError(text) from None
-        return value
+    return parse_numeric(text)  # an EvaluationError: text_in words it
 
 
 _RANGES = {INT2.oid: 2**15, INT4.oid: 2**31, OID.oid: 2**32}
@@ -248,6 +247,7 @@ _US = struct.Struct(">H")
 _NUMERIC_HEAD = struct.Struct(">hhHH")
 _NUMERIC_POS, _NUMERIC_NEG, _NUMERIC_NAN = 0x0000, 0x4000, 0xC000
 _NUMERIC_PINF, _NUMERIC_NINF = 0xD000, 0xF000  # PostgreSQL 14's numeric infinities
+_EXACT = decimal.Context(prec=decimal.MAX_PREC, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
 
 
 def binary_out(value: Any, pgtype: PgType) -> bytes:
@@ -310,6 +310,8 @@ def _numeric_out(value: Any) -> bytes:
         # the shortest decimal that reads back as the float, without an exponent
         # (``.20f`` would print the binary fraction's digits: 7.5e-05 as 0.0000749999...)
         text = format(Decimal(repr(value)), "f")
+    elif isinstance(value, Decimal):
+        text = format(value, "f")
     else:
         text = str(int(value))
     sign = _NUMERIC_NEG if text.startswith("-") else _NUMERIC_POS
@@ -335,7 +337,7 @@ def _numeric_out(value: Any) -> bytes:
 
 
 def _numeric_in(data: bytes) -> Any:
-    ndigits, weight, sign, scale = _NUMERIC_HEAD.unpack_from(data)
+    ndigits, weight, sign, _scale = _NUMERIC_HEAD.unpack_from(data)
     if len(data) != 8 + 2 * ndigits:
         raise ValueError("numeric length")
     if sign == _NUMERIC_NAN:
@@ -352,13 +354,8 @@ def _numeric_in(data: bytes) -> Any:
     for d in digits:
         value = value * 10000 + d
     shift = weight - ndigits + 1
-    if shift >= 0:
-        result: Any = value * 10000**shift
-    elif scale == 0 and value % 10000 ** (-shift) == 0:
-        result = value // 10000 ** (-shift)
-    else:
-        result = value / 10000 ** (-shift)
-    return -result if sign == _NUMERIC_NEG else result
+    result = Decimal(value).scaleb(4 * shift, _EXACT)
+    return reduce_numeric(result.copy_negate() if sign == _NUMERIC_NEG else result)
 
 
 def binary_in(data: bytes, pgtype: PgType) -> Any:

@@ -916,7 +916,7 @@ class _Generator:
                 None,
                 None,
                 53 if t is T.FLOAT8 else 64 if t is T.INT8 else None,
-                2 if t in (T.FLOAT8, T.INT8) else None,
+                2 if t in (T.FLOAT8, T.INT8) else 10 if t is T.NUMERIC else None,
                 0 if t is T.INT8 else None,
                 6 if t is T.TIMESTAMP else 0 if t is T.DATE else None,
                 None,

@@ -12,6 +12,7 @@ import datetime as _dt
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 from hypothesis import strategies as st
@@ -94,8 +95,19 @@ __all__ = [
 ]
 
 S = ScalarType
-_SCALARS = (S.INT64, S.STRING, S.BOOL, S.FLOAT64, S.DATE, S.TIMESTAMP)
-_COMMON = (S.INT64, S.INT64, S.STRING, S.BOOL, S.FLOAT64, S.DATE, S.TIMESTAMP)
+_SCALARS = (S.INT64, S.STRING, S.BOOL, S.FLOAT64, S.DATE, S.TIMESTAMP, S.NUMERIC)
+_COMMON = (S.INT64, S.INT64, S.STRING, S.BOOL, S.FLOAT64, S.DATE, S.TIMESTAMP, S.NUMERIC)
+_NUMERICS = [
+    Decimal(0),
+    Decimal("1.5"),
+    Decimal("-2.25"),
+    Decimal("0.001"),
+    Decimal(3),
+    Decimal("1E-20"),
+    Decimal("123456789012345678901234567890.123456789"),
+]
+"""Numerics: small ones, one far below a float64's precision (``1E-20`` prints as
+``0.00000000000000000001``) and one of more digits than any float64 or Arrow decimal128 holds."""
 
 
 def scalar_values(scalar: ScalarType) -> st.SearchStrategy[Any]:
@@ -107,8 +119,10 @@ def scalar_values(scalar: ScalarType) -> st.SearchStrategy[Any]:
     compares them, though not exactly), NaN (the one object :data:`NAN`) and the
     infinities (a ``double`` holds them, as in PostgreSQL and Materialize, so
     every executor must carry, compare, group and order them), and the string
-    ``"1_0"`` (an int64 but not a float64 literal).
+    ``"1_0"`` (an int64 but not a float64 literal); numerics :data:`_NUMERICS`.
     """
+    if scalar is S.NUMERIC:
+        return st.sampled_from(_NUMERICS)
     if scalar is S.INT64:
         return st.one_of(st.integers(-3, 3), st.sampled_from([INT64_MAX, 2**62 + 1]))
     if scalar is S.FLOAT64:
@@ -254,6 +268,10 @@ def _castable(a: ScalarType, b: ScalarType) -> bool:
         (S.BOOL, S.INT64),
         (S.DATE, S.TIMESTAMP),
         (S.TIMESTAMP, S.DATE),
+        (S.INT64, S.NUMERIC),
+        (S.NUMERIC, S.INT64),
+        (S.FLOAT64, S.NUMERIC),
+        (S.NUMERIC, S.FLOAT64),
     }
     return (a, b) in pairs
 
@@ -319,6 +337,32 @@ def _op(draw: st.DrawFn, schema: Schema, want: ScalarType, d: int) -> ScalarExpr
         f = draw(st.sampled_from([BinaryFunc.ADD, BinaryFunc.SUB, BinaryFunc.MUL, BinaryFunc.DIV]))
         other = draw(st.sampled_from([S.INT64, S.FLOAT64]))
         return CallBinary(f, _expr(draw, schema, S.FLOAT64, d), _expr(draw, schema, other, d))
+    if want is S.NUMERIC:
+        k = draw(st.sampled_from(["arith", "arith", "arith", "unary", "digits", "typmod"]))
+        if k == "unary":
+            word = draw(st.sampled_from(["neg", "abs", "round", "ceil", "floor", "trunc", "sign"]))
+            return CallUnary(UnaryFunc(word), _expr(draw, schema, S.NUMERIC, d))
+        if k == "digits":
+            digits = draw(st.sampled_from([BinaryFunc.ROUND_DIGITS, BinaryFunc.TRUNC_DIGITS]))
+            places = Literal(draw(st.integers(-2, 3)), S.INT64)
+            return CallBinary(digits, _expr(draw, schema, S.NUMERIC, d), places)
+        if k == "typmod":
+            p = draw(st.integers(1, 12))
+            scale = Literal(draw(st.integers(0, p)), S.INT64)
+            return CallVariadic(
+                VariadicFunc.NUMERIC_TYPMOD,
+                (_expr(draw, schema, S.NUMERIC, d), Literal(p, S.INT64), scale),
+            )
+        f = draw(
+            st.sampled_from(
+                [BinaryFunc.ADD, BinaryFunc.SUB, BinaryFunc.MUL, BinaryFunc.DIV, BinaryFunc.MOD]
+            )
+        )
+        other = draw(st.sampled_from([S.INT64, S.NUMERIC]))
+        pair = [_expr(draw, schema, S.NUMERIC, d), _expr(draw, schema, other, d)]
+        if draw(st.booleans()):
+            pair.reverse()
+        return CallBinary(f, pair[0], pair[1])
     if want is S.STRING:
         k = draw(
             st.sampled_from(

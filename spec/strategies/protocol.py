@@ -16,12 +16,14 @@ from the ``plans`` argument of :func:`build_descs` / :func:`dataflow_description
 from __future__ import annotations
 
 import uuid as _uuid
+from decimal import Decimal
 from typing import Any
 
 from hypothesis import strategies as st
 
 from ..frontier import Antichain
 from ..ids import GlobalId
+from ..plan.numeric import reduce as reduce_numeric
 from ..protocol import (
     AllowCompaction,
     AllowWrites,
@@ -148,15 +150,24 @@ def uuids() -> st.SearchStrategy[_uuid.UUID]:
     )
 
 
+def _numerics() -> st.SearchStrategy[Decimal]:
+    """Numerics (reduced, as values are) of up to 40 digits before the point and 40 after."""
+    return st.builds(
+        lambda i, e: reduce_numeric(Decimal(i).scaleb(-e)),
+        st.integers(-(10**40), 10**40),
+        st.integers(-3, 40),
+    )
+
+
 def wire_row_values() -> st.SearchStrategy[Any]:
-    """One column value: NULL, bool, int64, finite float, text or bytes."""
+    """One column value: NULL, bool, int64, finite float, text or numeric."""
     return st.one_of(
         st.none(),
         st.booleans(),
         st.integers(I64_MIN, I64_MAX),
         st.floats(allow_nan=False),
         st.text(max_size=8),
-        st.binary(max_size=8),
+        _numerics(),
     )
 
 
@@ -170,7 +181,7 @@ _COLUMN_TYPES: tuple[st.SearchStrategy[Any], ...] = (
     st.integers(I64_MIN, I64_MAX),
     st.floats(allow_nan=False),
     st.text(max_size=8),
-    st.binary(max_size=8),
+    _numerics(),
 )
 
 

@@ -136,7 +136,7 @@ def test_every_error_is_typed(tmp_path: Path) -> None:
         "SELECT * FROM nosuch",
         "SELECT 'a' + 1",
         "CREATE TABLE x (a BIGINT, a TEXT)",
-        "SELECT 1::numeric",
+        "SELECT 1::uuid",
         "SELECT sqrt(-1)",
         "SELECT NULLIF(1)",
         "SELEC 1",

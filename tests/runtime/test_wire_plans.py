@@ -7,6 +7,7 @@ import datetime as dt
 import math
 import typing
 from collections.abc import Iterator
+from decimal import Decimal
 
 import pytest
 from hypothesis import HealthCheck, Phase, find, given, settings
@@ -186,20 +187,27 @@ UNIVERSE = (
 
 _Z = Schema.of(
     ("i", S.INT64), ("f", S.FLOAT64), ("s", S.STRING), ("b", S.BOOL), ("d", S.DATE),
-    ("t", S.TIMESTAMP),
+    ("t", S.TIMESTAMP), ("n", S.NUMERIC),
 )  # fmt: skip
-INT, F, STR, B, D, T = (ColumnRef(k) for k in range(6))
-_CAST_FROM = {S.INT64: F, S.FLOAT64: INT, S.STRING: D, S.BOOL: INT, S.DATE: T, S.TIMESTAMP: D}
+INT, F, STR, B, D, T, N = (ColumnRef(k) for k in range(7))
+_CAST_FROM = {
+    S.INT64: F, S.FLOAT64: INT, S.STRING: D, S.BOOL: INT, S.DATE: T, S.TIMESTAMP: D,
+    S.NUMERIC: INT,
+}  # fmt: skip
 _UNARY_ARG = {
     UnaryFunc.NOT: B, UnaryFunc.NEG: F, UnaryFunc.IS_NULL: T, UnaryFunc.LOWER: STR,
     UnaryFunc.UPPER: STR, UnaryFunc.LENGTH: STR, UnaryFunc.ABS: INT, UnaryFunc.ROUND: F,
-    UnaryFunc.TRIM: STR, UnaryFunc.LTRIM: STR, UnaryFunc.RTRIM: STR,
+    UnaryFunc.TRIM: STR, UnaryFunc.LTRIM: STR, UnaryFunc.RTRIM: STR, UnaryFunc.CEIL: N,
+    UnaryFunc.FLOOR: F, UnaryFunc.TRUNC: N, UnaryFunc.SIGN: F,
 }  # fmt: skip
-_BY_TYPE = {S.INT64: INT, S.FLOAT64: F, S.STRING: STR, S.BOOL: B, S.DATE: D, S.TIMESTAMP: T}
+_BY_TYPE = {
+    S.INT64: INT, S.FLOAT64: F, S.STRING: STR, S.BOOL: B, S.DATE: D, S.TIMESTAMP: T, S.NUMERIC: N,
+}  # fmt: skip
 _UNARY_ARG.update(
     {f: _BY_TYPE[SIGNATURES[f][0][0]] for f in UnaryFunc if f in SIGNATURES}
 )  # the functions of one fixed signature
 _STRING_BINARY = (BinaryFunc.LIKE, BinaryFunc.ILIKE, BinaryFunc.CONCAT)
+_DIGITS_BINARY = (BinaryFunc.ROUND_DIGITS, BinaryFunc.TRUNC_DIGITS)
 _TIME_BINARY = (BinaryFunc.ADD_MS, BinaryFunc.SUB_MS, BinaryFunc.ADD_US, BinaryFunc.SUB_US)
 _VARIADIC_ARGS: dict[VariadicFunc, tuple[ScalarExpr, ...]] = {
     VariadicFunc.AND: (B, Literal(True, S.BOOL)),
@@ -216,19 +224,24 @@ _VARIADIC_ARGS: dict[VariadicFunc, tuple[ScalarExpr, ...]] = {
     VariadicFunc.DATE_TRUNC: (Literal("month", S.STRING), T),
     VariadicFunc.EXTRACT: (Literal("epoch", S.STRING), D),
     VariadicFunc.CONCAT_WS: (STR, STR, Literal(None, S.STRING)),
+    VariadicFunc.NUMERIC_TYPMOD: (N, Literal(5, S.INT64), Literal(2, S.INT64)),
     **{f: tuple(_BY_TYPE[a] for a in SIGNATURES[f][0]) for f in VariadicFunc if f in SIGNATURES},
 }
 _SAMPLE = {
     S.INT64: -7, S.FLOAT64: 2.5, S.STRING: "x", S.BOOL: True, S.DATE: dt.date(2026, 2, 28),
-    S.TIMESTAMP: dt.datetime(2026, 11, 22, 15, 30, 0, 123456),
+    S.TIMESTAMP: dt.datetime(2026, 11, 22, 15, 30, 0, 123456), S.NUMERIC: Decimal("-12.5"),
 }  # fmt: skip
 _ZOO_EXPRS: tuple[ScalarExpr, ...] = (
     *(CallUnary(f, _UNARY_ARG[f]) for f in UnaryFunc),
     *(
         CallBinary(f, INT, F)
         for f in BinaryFunc
-        if f not in (*_STRING_BINARY, *_TIME_BINARY) and f not in SIGNATURES
+        if f not in (*_STRING_BINARY, *_TIME_BINARY, *_DIGITS_BINARY) and f not in SIGNATURES
     ),
+    CallBinary(BinaryFunc.ROUND_DIGITS, N, INT),
+    CallBinary(BinaryFunc.TRUNC_DIGITS, F, Literal(-2, S.INT64)),
+    CallBinary(BinaryFunc.MUL, N, INT),
+    CallBinary(BinaryFunc.DIV, N, F),
     *(
         CallBinary(f, *(_BY_TYPE[a] for a in SIGNATURES[f][0]))
         for f in BinaryFunc
@@ -266,7 +279,7 @@ ZOO: Plan = Let(
                 (
                     Reduce(
                         Project(
-                            Join((LetRef("z"), Get(U1, _Z), Get(U1, _Z)), ((0, _W, _W + 6),)),
+                            Join((LetRef("z"), Get(U1, _Z), Get(U1, _Z)), ((0, _W, _W + 7),)),
                             (2, 0, 1),
                         ),
                         (0,),
@@ -277,28 +290,28 @@ ZOO: Plan = Let(
                     ),
                     Negate(
                         Reduce(
-                            Join((Get(U1, _Z), Get(U1, _Z)), ((0, 6),), JoinKind.LEFT),
+                            Join((Get(U1, _Z), Get(U1, _Z)), ((0, 7),), JoinKind.LEFT),
                             (2,),
                             (Aggregate(AggFunc.COUNT, 0), Aggregate(AggFunc.MIN, 1)),
                         )
                     ),
                     _to_out(
                         Reduce(
-                            Join((Get(U1, _Z), Get(U1, _Z)), ((0, 6),), JoinKind.RIGHT),
+                            Join((Get(U1, _Z), Get(U1, _Z)), ((0, 7),), JoinKind.RIGHT),
                             (2,),
                             (
                                 Aggregate(AggFunc.BOOL_AND, 3),
-                                Aggregate(AggFunc.STRING_AGG, 8, separator=", "),
+                                Aggregate(AggFunc.STRING_AGG, 9, separator=", "),
                             ),
                         )
                     ),
                     _to_out(
                         Reduce(
-                            Join((Get(U1, _Z), Get(U1, _Z)), ((1, 6),), JoinKind.FULL),
+                            Join((Get(U1, _Z), Get(U1, _Z)), ((1, 7),), JoinKind.FULL),
                             (2,),
                             (
                                 Aggregate(AggFunc.COUNT),
-                                Aggregate(AggFunc.BOOL_OR, 9, distinct=True),
+                                Aggregate(AggFunc.BOOL_OR, 10, distinct=True),
                             ),
                         ),
                         count_first=True,
@@ -327,10 +340,32 @@ ZOO: Plan = Let(
 
 # Values the strategies' small domains never hold: float specials and the ends of every range.
 _EDGE_ROWS = (
-    ((-(2**63), math.inf, "", False, dt.date.min, dt.datetime.min), 1),
-    ((2**63 - 1, -math.inf, "ünï\u2603\U0001f600", True, dt.date.max, dt.datetime.max), -3),
-    ((0, -0.0, "\x00", None, dt.date(1970, 1, 1), dt.datetime(1969, 12, 31, 23, 59, 59, 1)), 2),
-    ((None, 5e-324, None, None, None, None), 2**62),
+    ((-(2**63), math.inf, "", False, dt.date.min, dt.datetime.min, Decimal(0)), 1),
+    (
+        (
+            2**63 - 1,
+            -math.inf,
+            "ünï\u2603\U0001f600",
+            True,
+            dt.date.max,
+            dt.datetime.max,
+            Decimal("-123456789012345678901234567890123456789012.000000000000000000001"),
+        ),
+        -3,
+    ),
+    (
+        (
+            0,
+            -0.0,
+            "\x00",
+            None,
+            dt.date(1970, 1, 1),
+            dt.datetime(1969, 12, 31, 23, 59, 59, 1),
+            Decimal("1E-30"),
+        ),
+        2,
+    ),
+    ((None, 5e-324, None, None, None, None, None), 2**62),
 )
 EXAMPLES: tuple[Plan, ...] = (
     ZOO,

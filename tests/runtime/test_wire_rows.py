@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import pyarrow as pa
 import pytest
 from hypothesis import given
@@ -9,11 +11,13 @@ from hypothesis import strategies as st
 
 from tidegate.runtime.wire._rows import decode_table, encode_table
 from tidegate.runtime.wire.errors import MalformedMessage
+from tidegate.spec.plan.numeric import reduce
 
 _INT64 = st.integers(-(2**63), 2**63 - 1)
-_COLUMN = st.sampled_from(
-    [_INT64, st.text(max_size=8), st.booleans(), st.binary(max_size=8), st.none()]
+_NUMERIC = st.builds(
+    lambda i, e: reduce(Decimal(i).scaleb(-e)), st.integers(-(10**40), 10**40), st.integers(-5, 60)
 )
+_COLUMN = st.sampled_from([_INT64, st.text(max_size=8), st.booleans(), _NUMERIC, st.none()])
 
 
 @st.composite

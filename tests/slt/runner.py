@@ -176,6 +176,9 @@ def format_value(v: Any, t: str) -> str:
         return s + (f".{v.microsecond:06d}".rstrip("0") if v.microsecond else "")
     if isinstance(v, dt.date):
         return v.isoformat()
+    if isinstance(v, Decimal):  # a numeric without trailing zeros: tidegate keeps no display
+        # scale (as Materialize), PostgreSQL does (1.50); the number is what both answer
+        return format(v.normalize(), "f") if v else "0"
     s = str(v)
     return "(empty)" if s == "" else s
 

@@ -8,7 +8,8 @@ the same state (the same statements ran on both). Answers are compared:
 
 * rows as multisets, in order where the query orders every column; values by kind
   (``Decimal`` and ``int`` and ``float`` as numbers, floats to 12 significant digits,
-  since sums of floats are rounded differently; NaN equals NaN);
+  since sums of floats are rounded differently; NaN equals NaN; two numerics exactly:
+  ``1.50`` equals ``1.5``, tidegate keeping no display scale);
 * errors by SQLSTATE class (``22``, ``42``, ...);
 * a tidegate refusal (``0A000``, "not supported") of a query PostgreSQL answers is not a
   disagreement but is counted: the generator is meant to stay on supported ground.
@@ -59,8 +60,8 @@ class Outcome:
 def _norm(v: Any) -> Any:
     if v is None or isinstance(v, bool | str | dt.date):
         return v
-    if isinstance(v, Decimal):  # PostgreSQL's numeric: sum and avg of integers
-        v = int(v) if v == v.to_integral_value() else float(v)
+    if isinstance(v, Decimal):  # a numeric: exact (PostgreSQL's sum and avg of integers too)
+        return ("n", int(v)) if v == v.to_integral_value() else ("n", v.normalize())
     if isinstance(v, int):
         return ("n", v)  # exact (an integral float equals it: 3 == 3.0)
     if isinstance(v, float):
@@ -98,6 +99,8 @@ def _close(a: list[tuple[Any, ...]], b: list[tuple[Any, ...]]) -> bool:
                 continue
             if not (isinstance(x, tuple) and isinstance(y, tuple) and x[0] == y[0] == "n"):
                 return False
+            if isinstance(x[1], Decimal) and isinstance(y[1], Decimal):
+                return False  # two numerics: exactly equal or not at all
             if not math.isclose(float(x[1]), float(y[1]), rel_tol=1e-9, abs_tol=1e-300):
                 return False
     return True

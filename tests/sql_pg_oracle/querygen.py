@@ -5,10 +5,13 @@ Everything is drawn from one ``random.Random``, so a seed names a workload. The 
 plain PostgreSQL that tidegate and PostgreSQL both read; where the two are known to
 differ (docs/sql.md, "Differences"), the generator stays on the common ground:
 
-* no decimal literals (PostgreSQL reads ``1.5`` as ``numeric``, tidegate as ``double
-  precision``): float constants are written ``1.5::float8``; large integer literals are
-  written ``2147483647::bigint`` (PostgreSQL reads a bare one as ``integer``, which
-  overflows at 2**31);
+* float constants are written ``1.5::float8`` (a bare ``1.5`` is a ``numeric``, in both);
+  large integer literals are written ``2147483647::bigint`` (PostgreSQL reads a bare one as
+  ``integer``, which overflows at 2**31);
+* ``numeric`` values stay below 10**9 with at most 4 decimals, a division's operands are
+  columns or constants (never another division), and no numeric is cast to text: a numeric
+  keeps no display scale (``1.50`` is ``1.5``, as Materialize keeps it), which PostgreSQL's
+  text and its scale of a quotient of a quotient depend on (docs/sql.md);
 * only expressions that cannot fail where PostgreSQL and tidegate may evaluate different
   rows (``WHERE``, ``ON``, ``HAVING``, join inputs: PostgreSQL pushes filters below joins):
   division as ``x / NULLIF(y, 0)``, square roots of ``abs``, no casts that can fail.
@@ -29,7 +32,7 @@ from dataclasses import dataclass, field
 
 __all__ = ["Column", "Metamorphic", "Query", "Table", "Workload", "workload"]
 
-TYPES = ("int", "float", "text", "bool", "date", "ts")
+TYPES = ("int", "float", "text", "bool", "date", "ts", "num")
 DDL = {
     "int": "BIGINT",
     "float": "DOUBLE PRECISION",
@@ -37,7 +40,11 @@ DDL = {
     "bool": "BOOLEAN",
     "date": "DATE",
     "ts": "TIMESTAMP",
+    "num": "NUMERIC",
 }
+_NUMBERS = ("int", "float", "num")
+"""The number types: any two compare (an int meets a numeric as a numeric, either meets a
+float as a float)."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +52,7 @@ class Column:
     name: str
     type: str
     nullable: bool = True
+    declared: str | None = None  # the column's declared type, if not DDL[type] (numeric(p, s))
 
 
 @dataclass(frozen=True)
@@ -54,7 +62,8 @@ class Table:
 
     def ddl(self) -> str:
         cols = ", ".join(
-            f"{c.name} {DDL[c.type]}{'' if c.nullable else ' NOT NULL'}" for c in self.columns
+            f"{c.name} {c.declared or DDL[c.type]}{'' if c.nullable else ' NOT NULL'}"
+            for c in self.columns
         )
         return f"CREATE TABLE {self.name} ({cols})"
 
@@ -89,6 +98,7 @@ class Workload:
 _INTS = [0, 1, -1, 2, 3, 5, 7, -7, 10, 42, -100, 1000, 2147483647, -2147483648, 1000000000]
 _FLOATS = [0.0, 0.5, -1.5, 2.25, 3.0, -0.125, 1e10, -1e-5, 100.0, 1.0 / 3.0, 7.75]
 _FLOAT_SPECIAL = ["Infinity", "-Infinity", "NaN"]
+_NUMS = ["0", "1", "-1", "0.5", "-0.5", "1.25", "0.001", "-2.375", "100", "3.1416", "99999.999"]
 _TEXTS = [
     "",
     "a",
@@ -150,6 +160,13 @@ class _Values:
             return _text_literal(s)
         if t == "bool":
             return r.choice(["true", "false"])
+        if t == "num":
+            if r.random() < 0.4:
+                text = r.choice(_NUMS)
+            else:
+                digits = r.choice([0, 1, 2, 3, 4])
+                text = f"{r.randint(-20000, 20000) / 10**digits:.{digits}f}"
+            return f"({text})" if text.startswith("-") else text
         if t == "date":
             d = dt.date(2020, 1, 1) + dt.timedelta(days=r.randint(-400, 1500))
             return f"DATE '{d.isoformat()}'"
@@ -195,7 +212,8 @@ class _Gen:
                 if name in used:
                     continue
                 used.add(name)
-                cols.append(Column(name, t))
+                declared = "NUMERIC(12,3)" if t == "num" and r.random() < 0.5 else None
+                cols.append(Column(name, t, declared=declared))
             self.tables.append(Table(f"{self.prefix}t{k}", tuple(cols)))
 
     def insert(self, table: Table, n: int) -> str:
@@ -245,7 +263,7 @@ class _Gen:
             )
         if k == 2 and t not in ("bool",):
             return f"NULLIF({self.expr(t, refs, d, safe)}, {self.expr(t, refs, d, safe)})"
-        if t in ("int", "float", "text", "date", "ts"):
+        if t in ("int", "float", "text", "date", "ts", "num"):
             f = r.choice(["GREATEST", "LEAST"])
             return f"{f}({self.expr(t, refs, d, safe)}, {self.expr(t, refs, d, safe)})"
         return self.expr(t, refs, d, safe)
@@ -273,8 +291,40 @@ class _Gen:
         if k == 10:
             return f"({self.expr('date', refs, d, safe)} - {self.expr('date', refs, d, safe)})"
         if k == 11 and not safe:
-            return f"CAST({self.expr(r.choice(['float', 'text']), refs, d, safe)} AS BIGINT)"
+            src = r.choice(["float", "text", "num"])
+            return f"CAST({self.expr(src, refs, d, safe)} AS BIGINT)"
         return f"(- {e()})"
+
+    def _num(self, refs: list[_Ref], d: int, safe: bool) -> str:
+        r = self.rng
+        e = lambda: self.expr("num", refs, d, safe)  # noqa: E731
+
+        def leaf() -> str:  # a division's operand: no quotient (see the module docstring)
+            return self.expr(r.choice(["num", "int"]), refs, 0, safe)
+
+        k = r.randint(0, 12)
+        if k <= 2:
+            return f"({e()} {r.choice(['+', '-', '*'])} {e()})"
+        if k == 3:
+            return f"({e()} {r.choice(['+', '-', '*'])} {self.expr('int', refs, d, safe)})"
+        if k == 4:
+            x, y = self.expr("num", refs, 0, safe), leaf()
+            return f"({x} / NULLIF({y}, 0))" if safe else f"({x} / {y})"
+        if k == 5:
+            return f"({self.expr('num', refs, 0, safe)} % NULLIF({leaf()}, 0))"
+        if k == 6:
+            return f"{r.choice(['abs', 'ceil', 'floor', 'trunc', 'round', 'sign'])}({e()})"
+        if k == 7:
+            return f"{r.choice(['round', 'trunc'])}({e()}, {self.values.small_int(-1, 3)})"
+        if k == 8:
+            return f"CAST({self.expr('int', refs, d, safe)} AS NUMERIC)"
+        if k == 9 and not safe:
+            return f"CAST({e()} AS NUMERIC({r.randint(3, 8)},{r.randint(0, 2)}))"
+        if k == 10 and not safe:
+            return f"CAST({self.expr('text', refs, d, safe)} AS NUMERIC)"
+        if k == 11:
+            return f"(- {e()})"
+        return e()
 
     def _float(self, refs: list[_Ref], d: int, safe: bool) -> str:
         r = self.rng
@@ -285,7 +335,8 @@ class _Gen:
         if k == 3:
             return f"({e()} / NULLIF({e()}, 0::float8))" if safe else f"({e()} / {e()})"
         if k == 4:
-            return f"CAST({self.expr('int', refs, d, safe)} AS DOUBLE PRECISION)"
+            src = r.choice(["int", "int", "num"])
+            return f"CAST({self.expr(src, refs, d, safe)} AS DOUBLE PRECISION)"
         if k == 5:
             return f"{r.choice(['abs', 'ceil', 'floor', 'trunc', 'round', 'sign'])}({e()})"
         if k == 6:
@@ -386,10 +437,10 @@ class _Gen:
             t = self._type(refs)
             return f"({self.expr(t, refs, d, safe)} IS {r.choice(['', 'NOT '])}DISTINCT FROM {self.expr(t, refs, d, safe)})"
         if k == 8:
-            t = r.choice(["int", "float", "text", "date"])
+            t = r.choice(["int", "float", "text", "date", "num"])
             return f"({self.expr(t, refs, d, safe)} {r.choice(['', 'NOT '])}BETWEEN {self.expr(t, refs, d, safe)} AND {self.expr(t, refs, d, safe)})"
         if k == 9:
-            t = r.choice(["int", "text"])
+            t = r.choice(["int", "text", "num"])
             items = ", ".join(self.values.value(t) for _ in range(r.randint(1, 4)))
             return f"({self.expr(t, refs, d, safe)} {r.choice(['', 'NOT '])}IN ({items}))"
         if k == 10:
@@ -412,6 +463,9 @@ class _Gen:
         for i in range(1, n):
             t, a = picked[i], aliases[i]
             new = [_Ref(f"{a}.{c.name}", c.type, c.name) for c in t.columns]
+            # a merged USING column named again by a later table is ambiguous unqualified
+            names = {c.name for c in t.columns}
+            refs = [x for x in refs if "." in x.sql or x.name not in names]
             kind = r.choice(["JOIN", "LEFT JOIN", "RIGHT JOIN", "FULL JOIN", "CROSS JOIN", ","])
             if kind in ("CROSS JOIN", ","):
                 sql += f"{' ' if kind != ',' else ''}{kind} {t.name} AS {a}"
@@ -434,7 +488,7 @@ class _Gen:
                 (x, y)
                 for x in refs
                 for y in new
-                if x.type == y.type or {x.type, y.type} == {"int", "float"}
+                if x.type == y.type or {x.type, y.type} <= set(_NUMBERS)
             ]
             conds = []
             if pairs:
@@ -573,7 +627,7 @@ class _Gen:
                 aggs.append("count(*)")
                 continue
             if f in ("sum", "avg"):
-                t = r.choice(["int", "float"])
+                t = r.choice(["int", "float", "num"])
             elif f in ("bool_and", "bool_or"):
                 t = "bool"
             else:
@@ -783,7 +837,7 @@ class _Gen:
             (x, y)
             for x in orefs
             for y in irefs
-            if x.type == y.type or {x.type, y.type} == {"int", "float"}
+            if x.type == y.type or {x.type, y.type} <= set(_NUMBERS)
         ]
         conds = []
         if pairs and r.random() < 0.8:

@@ -19,10 +19,12 @@ import datetime as dt
 import json
 import math
 from collections.abc import Iterable, Sequence
+from decimal import Decimal
 from typing import Any
 
-from tidegate.spec.errors import ArityMismatch, TypeMismatch
+from tidegate.spec.errors import ArityMismatch, EvaluationError, TypeMismatch
 from tidegate.spec.frontier import Row
+from tidegate.spec.plan.numeric import numeric_text, parse_numeric
 from tidegate.spec.plan.schema import ScalarType, Schema, check_row
 
 __all__ = [
@@ -67,15 +69,23 @@ def dumps(payload: Any) -> str:
     is written as ``"NaN"``, ``"Infinity"`` or ``"-Infinity"``; anything else JSON cannot hold
     as its ``str``."""
     try:
-        return json.dumps(payload, default=str, allow_nan=False)
+        return json.dumps(payload, default=_text, allow_nan=False)
     except ValueError:  # a non-finite float somewhere (rare): spell it out
-        return json.dumps(_finite(payload), default=str, allow_nan=False)
+        return json.dumps(_finite(payload), default=_text, allow_nan=False)
+
+
+def _text(value: Any) -> str:
+    """What JSON cannot hold, as text (a numeric without an exponent)."""
+    return numeric_text(value) if isinstance(value, Decimal) else str(value)
 
 
 def value_to_json(value: Any) -> Any:
-    """A column value as a JSON value (dates and timestamps as ISO strings)."""
+    """A column value as a JSON value (dates and timestamps as ISO strings, numerics as their
+    exact text)."""
     if isinstance(value, dt.date):  # datetime is a date too
         return value.isoformat()
+    if isinstance(value, Decimal):
+        return numeric_text(value)
     return value
 
 
@@ -102,6 +112,11 @@ def _value_from_json(value: Any, scalar: ScalarType, column: str) -> Any:
             return dt.datetime.fromisoformat(value)
     except ValueError as e:
         raise RowsError(f"column {column!r}: {value!r} is not an ISO {scalar}: {e}") from None
+    if scalar is ScalarType.NUMERIC and type(value) in (str, int, float):
+        try:
+            return parse_numeric(value if type(value) is str else repr(value))
+        except EvaluationError as e:
+            raise RowsError(f"column {column!r}: {value!r} is not a numeric: {e}") from None
     if scalar is ScalarType.FLOAT64:
         if type(value) is int:
             return float(value)

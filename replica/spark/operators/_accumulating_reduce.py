@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import SparkSession
 
-from tidegate.runtime.arrow_values import column_values
+from tidegate.runtime.arrow_values import arrow_values, column_values
 from tidegate.spec.errors import EvaluationError
 from tidegate.spec.executor.operators import key_function
 from tidegate.spec.frontier import Row
@@ -196,7 +196,7 @@ class AccumulatingReduceNode(StatefulNode):
         try:
             ds = pa.array([u[2] for u in changes], pa.int64())
             keys = [
-                pa.array([u[0][i] for u in changes], self._key_types[j])
+                pa.array(arrow_values([u[0][i] for u in changes]), self._key_types[j])
                 for j, i in enumerate(self.key)
             ]
             prods = {

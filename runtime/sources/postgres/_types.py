@@ -11,12 +11,10 @@ PostgreSQL                                     tidegate
 ``boolean``                                    ``bool``
 ``date``                                       ``date``
 ``timestamp`` (without time zone)              ``timestamp``
+``numeric``, ``numeric(p, s)``                 ``numeric``
 =============================================  ===========
 
-``numeric`` is refused: ``float64`` cannot hold its values exactly, and an
-ingestion must not round silently (cast upstream, or change the column to
-``double precision`` or ``bigint``). Everything else is refused too, with
-:class:`~tidegate.spec.errors.UnsupportedUpstreamType`.
+Everything else is refused, with :class:`~tidegate.spec.errors.UnsupportedUpstreamType`.
 
 Values are parsed from the server's text output (``DateStyle=ISO``, the
 sessions' settings in :data:`SESSION_OPTIONS`), the same way for the snapshot
@@ -26,16 +24,20 @@ are the ``float64`` of their shortest decimal text; ``char(n)`` keeps its
 padding; NaN, ``Infinity`` and ``-Infinity`` are ``float64`` values as in
 PostgreSQL and Materialize (every NaN the one object
 :data:`~tidegate.spec.plan.scalar_eval.NAN`, so a retraction equals its insert). Values outside a
-tidegate type (``infinity`` dates, BC dates, years past 9999) raise
-:class:`~tidegate.spec.errors.UpstreamValueUnrepresentable`.
+tidegate type (``infinity`` dates, BC dates, years past 9999, a numeric ``NaN`` or
+``Infinity``) raise :class:`~tidegate.spec.errors.UpstreamValueUnrepresentable`. A numeric is
+its exact value, reduced (``1.50`` is ``1.5``: tidegate's numerics keep no display scale).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Final, TypeAlias
 
+from tidegate.spec.errors import EvaluationError
+from tidegate.spec.plan.numeric import parse_numeric
 from tidegate.spec.plan.scalar_eval import canonical_float
 from tidegate.spec.plan.schema import ScalarType
 
@@ -65,6 +67,7 @@ _INT2, _INT4, _INT8 = 21, 23, 20
 _FLOAT4, _FLOAT8 = 700, 701
 _TEXT, _VARCHAR, _BPCHAR = 25, 1043, 1042
 _BOOL, _DATE, _TIMESTAMP = 16, 1082, 1114
+_NUMERIC = 1700
 
 SUPPORTED_TYPES: Final[dict[int, ScalarType]] = {
     _INT2: ScalarType.INT64,
@@ -78,6 +81,7 @@ SUPPORTED_TYPES: Final[dict[int, ScalarType]] = {
     _BOOL: ScalarType.BOOL,
     _DATE: ScalarType.DATE,
     _TIMESTAMP: ScalarType.TIMESTAMP,
+    _NUMERIC: ScalarType.NUMERIC,
 }
 """Type OIDs the reader ingests, with their tidegate type."""
 
@@ -124,6 +128,13 @@ def _str(text: str) -> str:
     return text
 
 
+def _numeric(text: str) -> Decimal:
+    try:
+        return parse_numeric(text)
+    except EvaluationError:  # NaN, Infinity: no value of tidegate's numeric
+        raise Unrepresentable(text) from None
+
+
 PARSERS: Final[dict[ScalarType, TextParser]] = {
     ScalarType.INT64: int,
     ScalarType.FLOAT64: _float,
@@ -131,5 +142,6 @@ PARSERS: Final[dict[ScalarType, TextParser]] = {
     ScalarType.BOOL: _bool,
     ScalarType.DATE: _date,
     ScalarType.TIMESTAMP: _timestamp,
+    ScalarType.NUMERIC: _numeric,
 }
 """The parser of each tidegate type's upstream text; raises :class:`Unrepresentable`."""

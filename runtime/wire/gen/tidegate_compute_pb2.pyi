@@ -21,6 +21,7 @@ class ProtoScalarType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PROTO_SCALAR_TYPE_BOOL: _ClassVar[ProtoScalarType]
     PROTO_SCALAR_TYPE_DATE: _ClassVar[ProtoScalarType]
     PROTO_SCALAR_TYPE_TIMESTAMP: _ClassVar[ProtoScalarType]
+    PROTO_SCALAR_TYPE_NUMERIC: _ClassVar[ProtoScalarType]
 
 class ProtoUnaryFunc(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -109,6 +110,7 @@ class ProtoVariadicFunc(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PROTO_VARIADIC_FUNC_TRANSLATE: _ClassVar[ProtoVariadicFunc]
     PROTO_VARIADIC_FUNC_SPLIT_PART: _ClassVar[ProtoVariadicFunc]
     PROTO_VARIADIC_FUNC_REGEXP_REPLACE: _ClassVar[ProtoVariadicFunc]
+    PROTO_VARIADIC_FUNC_NUMERIC_TYPMOD: _ClassVar[ProtoVariadicFunc]
 
 class ProtoTemporalOp(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -168,6 +170,7 @@ PROTO_SCALAR_TYPE_STRING: ProtoScalarType
 PROTO_SCALAR_TYPE_BOOL: ProtoScalarType
 PROTO_SCALAR_TYPE_DATE: ProtoScalarType
 PROTO_SCALAR_TYPE_TIMESTAMP: ProtoScalarType
+PROTO_SCALAR_TYPE_NUMERIC: ProtoScalarType
 PROTO_UNARY_FUNC_UNSPECIFIED: ProtoUnaryFunc
 PROTO_UNARY_FUNC_NOT: ProtoUnaryFunc
 PROTO_UNARY_FUNC_NEG: ProtoUnaryFunc
@@ -247,6 +250,7 @@ PROTO_VARIADIC_FUNC_RPAD: ProtoVariadicFunc
 PROTO_VARIADIC_FUNC_TRANSLATE: ProtoVariadicFunc
 PROTO_VARIADIC_FUNC_SPLIT_PART: ProtoVariadicFunc
 PROTO_VARIADIC_FUNC_REGEXP_REPLACE: ProtoVariadicFunc
+PROTO_VARIADIC_FUNC_NUMERIC_TYPMOD: ProtoVariadicFunc
 PROTO_TEMPORAL_OP_UNSPECIFIED: ProtoTemporalOp
 PROTO_TEMPORAL_OP_EQ: ProtoTemporalOp
 PROTO_TEMPORAL_OP_LT: ProtoTemporalOp
@@ -470,7 +474,7 @@ class ProtoSchema(_message.Message):
     def __init__(self, columns: _Optional[_Iterable[_Union[ProtoColumn, _Mapping]]] = ...) -> None: ...
 
 class ProtoDatum(_message.Message):
-    __slots__ = ("null_value", "int64_value", "float64_value", "string_value", "bool_value", "date_days", "timestamp_micros")
+    __slots__ = ("null_value", "int64_value", "float64_value", "string_value", "bool_value", "date_days", "timestamp_micros", "numeric_text")
     NULL_VALUE_FIELD_NUMBER: _ClassVar[int]
     INT64_VALUE_FIELD_NUMBER: _ClassVar[int]
     FLOAT64_VALUE_FIELD_NUMBER: _ClassVar[int]
@@ -478,6 +482,7 @@ class ProtoDatum(_message.Message):
     BOOL_VALUE_FIELD_NUMBER: _ClassVar[int]
     DATE_DAYS_FIELD_NUMBER: _ClassVar[int]
     TIMESTAMP_MICROS_FIELD_NUMBER: _ClassVar[int]
+    NUMERIC_TEXT_FIELD_NUMBER: _ClassVar[int]
     null_value: ProtoEmpty
     int64_value: int
     float64_value: float
@@ -485,7 +490,8 @@ class ProtoDatum(_message.Message):
     bool_value: bool
     date_days: int
     timestamp_micros: int
-    def __init__(self, null_value: _Optional[_Union[ProtoEmpty, _Mapping]] = ..., int64_value: _Optional[int] = ..., float64_value: _Optional[float] = ..., string_value: _Optional[str] = ..., bool_value: _Optional[bool] = ..., date_days: _Optional[int] = ..., timestamp_micros: _Optional[int] = ...) -> None: ...
+    numeric_text: str
+    def __init__(self, null_value: _Optional[_Union[ProtoEmpty, _Mapping]] = ..., int64_value: _Optional[int] = ..., float64_value: _Optional[float] = ..., string_value: _Optional[str] = ..., bool_value: _Optional[bool] = ..., date_days: _Optional[int] = ..., timestamp_micros: _Optional[int] = ..., numeric_text: _Optional[str] = ...) -> None: ...
 
 class ProtoLiteral(_message.Message):
     __slots__ = ("value", "type")

@@ -7,6 +7,7 @@ import datetime as dt
 import math
 import threading
 import time
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -136,6 +137,29 @@ def test_float_keys(spark: SparkSession) -> None:
     many = [(float(x),) for x in range(100)]
     for keys in ([(math.nan,)], [(0.0,)], [(-0.0,), (math.inf,)], many, [("not a float",)]):
         assert history.read(6, keys) == mirror.read(6, keys)
+    history.close()
+
+
+def test_numeric_keys_and_values(spark: SparkSession) -> None:
+    """Numerics (as their text in Spark) are keys and values, read back exactly; equal
+    numbers are one key; a key of another type matches nothing."""
+    schema = Schema.of(("n", "numeric"), ("v", "numeric"))
+    big = Decimal("-123456789012345678901234567890123456789.000000000000000000001")
+    content: list[Update] = [
+        ((Decimal("1.5"), big), 1, 1),
+        ((Decimal("1.5"), Decimal("1E-30")), 1, 2),
+        ((big, None), 2, 1),
+        ((None, Decimal(0)), 2, 1),
+        ((Decimal("1.5"), big), 3, -1),
+    ]
+    history = SparkIndexHistory(spark, schema, (0,), buffer_rows=1, fanout=2, background=False)
+    mirror = IndexHistory((0,))
+    history.apply(content)
+    mirror.apply(content, [])
+    for t in (1, 2, 3):
+        for keys in ([(Decimal("1.5"),)], [(big,), (None,)], [(Decimal(2),)], [("1.5",)], None):
+            assert history.read(t, keys) == mirror.read(t, keys)
+    assert history.read(1, [(Decimal("1.5"),)]) == mirror.read(1, [(Decimal("1.5"),)]) != []
     history.close()
 
 

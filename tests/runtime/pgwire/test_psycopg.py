@@ -77,6 +77,34 @@ def test_queries_parameters_and_binary_results(pg_server: Server, name: str) -> 
         ).fetchall() == [("o'brien",)]
 
 
+def test_numerics_travel_exactly_in_text_and_binary(pg_server: Server, name: str) -> None:
+    """A numeric column is OID 1700: psycopg reads Decimals, in text and binary results, and
+    sends Decimal parameters (client- and server-side binding) that arrive exact."""
+    big = Decimal("-123456789012345678901234567890123456789.000000000000000000001")
+    with _connect(pg_server) as c:
+        c.execute(f"CREATE TABLE {name} (id bigint, n numeric, m numeric(6,2))")
+        with c.cursor() as cur:
+            cur.executemany(
+                f"INSERT INTO {name} VALUES (%s, %s, %s)",
+                [(1, big, Decimal("1.555")), (2, Decimal("1E-30"), None), (3, None, 2)],
+            )
+        want = [(1, big, Decimal("1.56")), (2, Decimal("1E-30"), None), (3, None, Decimal(2))]
+        cur = c.execute(f"SELECT * FROM {name} ORDER BY id")
+        assert [d.type_code for d in cur.description or ()] == [20, 1700, 1700]
+        assert cur.fetchall() == want
+        assert c.cursor(binary=True).execute(f"SELECT * FROM {name} ORDER BY id").fetchall() == want
+        found = c.execute(f"SELECT id FROM {name} WHERE n = %s", [big], prepare=True).fetchall()
+        assert found == [(1,)]
+        assert c.execute("SELECT 1 / 3.0, 0.1 + 0.2").fetchone() == (
+            Decimal("0.33333333333333333333"),
+            Decimal("0.3"),
+        )
+        with pytest.raises(pgerr.NumericValueOutOfRange):
+            c.execute(f"INSERT INTO {name} VALUES (4, 0, 12345.678)")
+        with pytest.raises(pgerr.InvalidTextRepresentation):
+            c.execute("SELECT 'abc'::numeric")
+
+
 def test_errors_carry_sqlstate_position_and_hint_and_the_session_goes_on(
     pg_server: Server, name: str
 ) -> None:

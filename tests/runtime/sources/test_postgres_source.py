@@ -13,6 +13,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any
 
 import psycopg
@@ -42,7 +43,8 @@ pytestmark = pytest.mark.postgres
 
 COLUMNS = (
     "id bigint NOT NULL, i2 smallint, i4 integer, f4 real, f8 double precision, "
-    "t text, vc varchar(10), ch char(3), b boolean, d date, ts timestamp"
+    "t text, vc varchar(10), ch char(3), b boolean, d date, ts timestamp, n numeric, "
+    "n2 numeric(12,3)"
 )
 SCHEMA = Schema.of(
     ("id", "int64", False),
@@ -56,6 +58,8 @@ SCHEMA = Schema.of(
     ("b", "bool"),
     ("d", "date"),
     ("ts", "timestamp"),
+    ("n", "numeric"),
+    ("n2", "numeric"),
 )
 _names = itertools.count()
 
@@ -168,7 +172,7 @@ def test_schema_maps_every_supported_type(upstream: Upstream) -> None:
 @pytest.mark.parametrize(
     ("column", "type_name"),
     [
-        ("n numeric", "numeric"),
+        ("u uuid", "uuid"),
         ("j jsonb", "jsonb"),
         ("tz timestamp with time zone", "timestamp with time zone"),
         ("a integer[]", "integer[]"),
@@ -267,12 +271,14 @@ EVERY_TYPE = _row(
     b=True,
     d=dt.date(1, 1, 1),
     ts=dt.datetime(9999, 12, 31, 23, 59, 59, 999999),
+    n=Decimal("-123456789012345678901234567890.000000000000000000001"),
+    n2=Decimal("1.5"),  # PostgreSQL writes 1.500: the value is the number
 )
 EDGES = [
     EVERY_TYPE,
     _row(2),  # every nullable column NULL
     _row(-(2**63), f8=5e-324, d=dt.date(9999, 12, 31), ts=dt.datetime(2000, 1, 1), b=False),
-    _row(2**63 - 1, f8=1.7976931348623157e308, t="", ch="x"),
+    _row(2**63 - 1, f8=1.7976931348623157e308, t="", ch="x", n=Decimal("1E-30"), n2=Decimal(0)),
 ]
 
 
@@ -396,6 +402,9 @@ def test_values_outside_tidegate_types_are_typed_errors(upstream: Upstream) -> N
             reader.poll(0)
     upstream.sql(f"UPDATE {upstream.table} SET f8 = 0, d = 'infinity'")
     with upstream.reader() as reader, pytest.raises(UpstreamValueUnrepresentable, match="infinity"):
+        reader.start(0)
+    upstream.sql(f"UPDATE {upstream.table} SET d = NULL, n = 'NaN'")  # no numeric NaN here
+    with upstream.reader() as reader, pytest.raises(UpstreamValueUnrepresentable, match="NaN"):
         reader.start(0)
 
 

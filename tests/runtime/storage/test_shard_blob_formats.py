@@ -8,6 +8,7 @@ key, so stores with different settings share a shard.
 
 from __future__ import annotations
 
+from decimal import Decimal
 from pathlib import Path
 
 import pyarrow as pa
@@ -15,6 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tidegate.runtime.controller.schemas import arrow_schema
 from tidegate.runtime.storage import MemoryBlob, MemoryConsensus, ShardStore, default_urls
 from tidegate.runtime.storage.arrow_batches import (
     IPC_SUFFIX,
@@ -25,6 +27,8 @@ from tidegate.runtime.storage.arrow_batches import (
     table_from_updates,
 )
 from tidegate.spec.frontier import consolidate
+from tidegate.spec.plan import Schema
+from tidegate.spec.plan.numeric import reduce
 from tidegate.spec.shard import CompactionPolicy
 
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("x", pa.float64())])
@@ -138,3 +142,38 @@ def test_an_empty_table_is_parquet(ipc: bool) -> None:
     data, suffix = encode_blob(empty, ipc=ipc)
     assert suffix == PARQUET_SUFFIX
     assert decode_batch("s", "s/k.parquet", data, SCHEMA).num_rows == 0
+
+
+NUMERIC_SCHEMA = arrow_schema(Schema.of(("k", "int64", False), ("n", "numeric")))
+_NUMERICS = st.builds(
+    lambda i, e: reduce(Decimal(i).scaleb(-e)), st.integers(-(10**45), 10**45), st.integers(-3, 40)
+)
+
+
+@given(
+    st.lists(st.tuples(st.none() | _NUMERICS, st.integers(-2, 2)), min_size=1, max_size=20),
+    st.sampled_from([0, 4_096]),
+    st.sampled_from([0, 1 << 20]),
+)
+def test_numerics_round_trip_the_shard_store_in_every_format(
+    values: list[tuple[Decimal | None, int]], ipc_max: int, inline_max: int
+) -> None:
+    """Numerics of any digits and scale (beyond float64 and Arrow's decimal128) come back
+    exactly from inline batches, IPC and Parquet blobs, and a compaction of them."""
+    store = ShardStore(
+        MemoryBlob(),
+        MemoryConsensus(),
+        auto_compact=False,
+        inline_max_bytes=inline_max,
+        blob_ipc_max_bytes=ipc_max,
+    )
+    store.create_shard("n", NUMERIC_SCHEMA)
+    updates = [((k, v), k % 3, d or 1) for k, (v, d) in enumerate(values)]
+    for t in range(3):
+        store.compare_and_append("n", [u for u in updates if u[1] == t], t, t + 1)
+    expected = consolidate([(row, 2, d) for row, _, d in updates])
+    assert sorted(store.snapshot_rows("n", 2), key=repr) == sorted(expected, key=repr)
+    store.compact("n", CompactionPolicy(max_batches=1))
+    got = store.snapshot_rows("n", 2)
+    assert sorted(got, key=repr) == sorted(expected, key=repr)
+    assert all(type(row[1]) is Decimal for row, _, _ in got if row[1] is not None)
