@@ -41,6 +41,9 @@ SEED_BUDGETS = {
     # sources, seed 11: a zombie storage replica commits a range the new incarnation already
     # committed to the sink's Iceberg table
     "iceberg_commit_unchecked": 15,
+    # small, seed 25 (no_phantom_writes): a compare-and-append whose answer a storage outage
+    # lost, retried without its token, while the SQL clients' actions move the interleavings
+    "write_retry_without_token": 30,
 }
 """Mutants that need a lucky coincidence of faults, with their measured first catch."""
 
