@@ -91,7 +91,7 @@ SECOND_ROUND_MUTANTS: dict[str, str | tuple[str, ...]] = {
 
 
 SQL_MUTANTS: dict[str, str | tuple[str, ...]] = {
-    # mutant: the property small's campaign catches it by (seeds 14, 13 and 1)
+    # mutant: the property small's campaign catches it by (the first seed, where noted)
     "sql_subquery_drops_offset": "peek_matches_reference",
     "pgwire_portal_skips_row": "peek_matches_reference",
     # NOT IN over a NULL keeps rows (or an answer that is an earlier time's contents)
