@@ -40,15 +40,27 @@ import math
 import struct
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Final
+from typing import Final, Protocol
 
 from tidegate.spec.frontier import Row
 from tidegate.spec.plan.schema import ScalarType, Schema
+from tidegate.spec.storage import SourceUpdate
 
 from .choices import ChoiceSource, chance
 
-if TYPE_CHECKING:
-    from .upstream import UpstreamLog
+
+class UpstreamLog(Protocol):
+    """What the walsender reads of an upstream's log (:class:`~.upstream.UpstreamLog`; typed by
+    what it offers, so that neither module needs the other)."""
+
+    name: str
+    schema: Schema
+    offsets: list[int]
+    changes: list[tuple[SourceUpdate, ...]]
+    schema_changed_at: int | None
+
+    def visible_upper(self, now_ms: int) -> int: ...
+
 
 __all__ = [
     "PG_TYPES",
