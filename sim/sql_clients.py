@@ -204,6 +204,9 @@ _ACCEPTED = ("42P01", "40001", "25006", "57P01", "57P03")
 read whose inputs went (40001), a controller that may not write (25006: an upgrade's
 read-only incarnation) or is going (57P01, 57P03). Anything else -- a syntax, binding or
 unsupported-feature error, a data exception, an internal error -- is a finding."""
+OUTCOME_UNKNOWN = "08007"
+"""PostgreSQL's transaction_resolution_unknown: a write that reached storage but could not be
+acknowledged (a newer controller took over); recorded in doubt, its landing decided from disk."""
 DISK_FULL = "53100"
 """PostgreSQL's disk_full: the refusal of a write begun while the disk was full (and only then;
 with nothing applied)."""
@@ -532,6 +535,10 @@ class SqlClients:
             self.owner._died(ev)
             raise
         except _Refused as e:
+            if e.sqlstate == OUTCOME_UNKNOWN:  # a write that may have landed: found on disk
+                self.history.info(ev, self.world.kernel.now_ms, f"{e.sqlstate}: {e.message}")
+                self.world.count("sql_outcome_unknown")
+                return None
             self.history.fail(ev, self.world.kernel.now_ms, f"{e.sqlstate}: {e.message}")
             if e.sqlstate.startswith("XX") and not self._damage_met(e.sqlstate):
                 self.world.violate(
@@ -1116,6 +1123,8 @@ class SqlClients:
         return ev
 
     def _judge_write_refusal(self, ev: Mapping[str, Any], table: str) -> None:
+        if ev["status"] == "info":  # in doubt (08007, or its controller died)
+            return
         error = str(ev.get("error", ""))
         state = error.split(":", 1)[0]
         self.world.count(f"sql_refused_{state}")

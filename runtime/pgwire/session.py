@@ -80,6 +80,9 @@ _SQLSTATES: dict[str, str] = {
     "DependencyDropped": "40001",
     "ResultTooLarge": "54000",
     "ReadOnlyEnvironment": "25006",
+    # A write that reached storage but cannot be acknowledged (a newer controller took over
+    # meanwhile): PostgreSQL's transaction_resolution_unknown
+    "AppendOutcomeUnknown": "08007",
     "EnvironmentFenced": "57P01",
     "OracleFenced": "57P01",  # a newer controller's oracle took over: this one is going
     "ReplicasNotConnected": "57P03",
