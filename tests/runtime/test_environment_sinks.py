@@ -99,12 +99,12 @@ async def sink_metrics_match_the_table(env: Environment, target: IcebergSink) ->
     assert 0 <= got[("tidegate_controller_sink_lag_seconds", "")] < 60
     stats = env.storage_status("out")[0].statistics
     assert stats is not None and stats["updates_committed"] == rows  # mz_sink_statistics too
-    [(committed,)] = (
-        await env.execute(
-            f"SELECT updates_committed FROM mz_sink_statistics WHERE id = '{env.resolve('out')}'"
-        )
-    ).rows
-    assert committed <= rows  # the table is written a commit behind the report, at most
+    query = f"SELECT updates_committed FROM mz_sink_statistics WHERE id = '{env.resolve('out')}'"
+    with anyio.fail_after(60):  # the table is written a commit behind the report, at most
+        while not (found := (await env.execute(query)).rows):
+            await anyio.sleep(0.1)
+    [(committed,)] = found
+    assert committed <= rows
 
 
 def test_a_table_sink_holds_every_update_once_also_across_a_storage_replica_kill(
