@@ -30,6 +30,7 @@ __all__ = [
     "draw_bad_read",
     "draw_bad_write",
     "read_kinds",
+    "sql_literal",
     "write_kinds",
 ]
 
@@ -88,7 +89,8 @@ def _cols(schema: Schema, scalar: str) -> list[str]:
     return [c.name for c in schema.columns if c.type.scalar.value == scalar]
 
 
-def _literal(v: Any) -> str:
+def sql_literal(v: Any) -> str:
+    """A value of the simulated tables (NULL, a boolean, text, a number) as a SQL literal."""
     if v is None:
         return "NULL"
     if isinstance(v, bool):
@@ -282,7 +284,7 @@ def _row(source: ChoiceSource, schema: Schema, marker: Callable[[], int]) -> tup
 
 
 def _values(row: Sequence[Any]) -> str:
-    return "(" + ", ".join(_literal(v) for v in row) + ")"
+    return "(" + ", ".join(sql_literal(v) for v in row) + ")"
 
 
 def _too_many(

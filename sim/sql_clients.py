@@ -108,7 +108,7 @@ from .pg_client import (
 )
 from .process import ProcessKilled
 from .scenario import DataflowSpec, Scenario, SourceSpec
-from .sql_bad import WRAPS, BadStatement, draw_bad_read, draw_bad_write
+from .sql_bad import WRAPS, BadStatement, draw_bad_read, draw_bad_write, sql_literal
 from .sql_gen import WORDS, QueryInput, SqlGen, symbol
 from .world_port import WorldPort
 
@@ -1067,7 +1067,7 @@ class SqlClients:
         if columns:
             order = order[::-1]
             cols = " (" + ", ".join(schema.columns[i].name for i in order) + ")"
-        values = ", ".join("(" + ", ".join(_sql_value(r[i]) for i in order) + ")" for r in rows)
+        values = ", ".join("(" + ", ".join(sql_literal(r[i]) for i in order) + ")" for r in rows)
         return f"INSERT INTO {name}{cols} VALUES {values}"
 
     def _table_id(self, name: str) -> GlobalId | None:
@@ -1372,16 +1372,6 @@ _OIDS = {"int64": 20, "float64": 701, "bool": 16, "string": 25, "date": 1082, "t
 
 def _has_int(schema: Schema) -> bool:
     return any(c.type.scalar.value == "int64" for c in schema.columns)
-
-
-def _sql_value(v: Any) -> str:
-    if v is None:
-        return "NULL"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, str):
-        return "'" + v.replace("'", "''") + "'"
-    return str(v)
 
 
 def _is_true(v: Any) -> bool:
