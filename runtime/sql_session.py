@@ -14,7 +14,8 @@ parsed by :mod:`tidegate.spec.sql` and run by :mod:`tidegate.runtime.sql`.
 
 **Transactions**, as Materialize has them. ``BEGIN`` starts a block; its first
 statement decides its kind. A *read-only* transaction reads every ``SELECT``
-(and ``FETCH``) at one timestamp, chosen by its first read; a write in it is
+(and ``FETCH``) at one timestamp, chosen by its first read, and holds what that
+read reads there until it ends (:meth:`Environment.hold_fresh`); a write in it is
 refused (``transaction in read-only mode``, 25006). A *write-only* transaction
 buffers ``INSERT``\\ s, all to one table (``write transactions only support
 writes to a single table``), and appends them at one timestamp at ``COMMIT``;
@@ -22,10 +23,11 @@ a read in it is refused (``transaction in write-only mode``, 25000). DDL takes
 effect at once and only before any read or write of the block; ``UPDATE``
 and ``DELETE`` (a read, then a write) run outside blocks only (25001). After
 an error, the block refuses everything (25P02) until ``ROLLBACK`` (or
-``COMMIT``, which rolls back). Outside a block every statement commits by
-itself, except in a script (a simple query of several statements) of DDL only:
-it is one catalog change or none (:meth:`SqlSession.script`), so a failure
-midway leaves the catalog and the controller as they were. Cluster statements
+``COMMIT``, which rolls back). Outside a block a statement commits by itself,
+and a script (a simple query of several statements) is one implicit transaction
+(:meth:`SqlSession.script`): one of DDL only is one catalog change or none, so a
+failure midway leaves the catalog and the controller as they were; another's
+``INSERT``\\ s land together when it ends, or not at all. Cluster statements
 (``CREATE``/``ALTER``/``DROP CLUSTER [REPLICA]``) and ``ALTER SINK`` start or stop
 processes, or cut a sink over, at once: as Materialize, they run by themselves
 only, never in a block nor in a script of several statements (25001).
