@@ -15,7 +15,8 @@ parsed by :mod:`tidegate.spec.sql` and run by :mod:`tidegate.runtime.sql`.
 **Transactions**, as Materialize has them. ``BEGIN`` starts a block; its first
 statement decides its kind. A *read-only* transaction reads every ``SELECT``
 (and ``FETCH``) at one timestamp, chosen by its first read, and holds what that
-read reads there until it ends (:meth:`Environment.hold_fresh`); a write in it is
+read reads there until it ends
+(:meth:`~tidegate.runtime.environment.Environment.hold_fresh`); a write in it is
 refused (``transaction in read-only mode``, 25006). A *write-only* transaction
 buffers ``INSERT``\\ s, all to one table (``write transactions only support
 writes to a single table``), and appends them at one timestamp at ``COMMIT``;
