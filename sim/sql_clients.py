@@ -408,6 +408,25 @@ class SqlClients:
                 out.append(QueryInput(name, schema, plan))
         return out
 
+    def _invoke_read(
+        self, name: str, at: int | None, finishing: Any, sql: Any, via: str
+    ) -> dict[str, Any]:
+        """Record a SQL read's invocation as a peek of its own reference target
+        (:func:`sql_target`), judged like any peek once answered."""
+        ev = self.history.invoke(
+            "peek",
+            self.world.kernel.now_ms,
+            target="",
+            name=name,
+            at=at,
+            finishing=finishing,
+            expect="answer",
+            sql=sql,
+            via=via,
+        )
+        ev["target"] = str(sql_target(ev))
+        return ev
+
     def _watch(self, plan: Plan) -> _Watch:
         """Start watching a read of ``plan`` for DDL on the tables it reads (see :class:`_Watch`)."""
         reads = self._reads(plan)
@@ -617,18 +636,9 @@ class SqlClients:
         watch = self._watch(plan)
         k = int(args["session"])
         mode = str(args["mode"])
-        ev = self.history.invoke(
-            "peek",
-            self.world.kernel.now_ms,
-            target="",
-            name="sql",
-            at=None,
-            finishing=dict(args["finishing"]),
-            expect="answer",
-            sql=args["sql"],
-            via="wire" if k % 2 else "session",
+        ev = self._invoke_read(
+            "sql", None, dict(args["finishing"]), args["sql"], "wire" if k % 2 else "session"
         )
-        ev["target"] = str(sql_target(ev))
         sql, params = str(args["sql"]), list(args["params"])
         if mode == "script" and params and k % 2 == 0:
             mode = "prepared"
@@ -687,18 +697,13 @@ class SqlClients:
         k = int(args["session"])
         up_to = self.world.kernel.now_ms + int(args["ahead_ms"])
         sql = f"SUBSCRIBE ({args['sql']}) WITH (PROGRESS) UP TO {up_to}"
-        ev = self.history.invoke(
-            "peek",
-            self.world.kernel.now_ms,
-            target="",
-            name="sql_subscribe",
-            at=up_to - 1,
-            finishing=finishing_to_json(RowSetFinishing()),
-            expect="answer",
-            sql=sql,
-            via="wire" if k % 2 else "session",
+        ev = self._invoke_read(
+            "sql_subscribe",
+            up_to - 1,
+            finishing_to_json(RowSetFinishing()),
+            sql,
+            "wire" if k % 2 else "session",
         )
-        ev["target"] = str(sql_target(ev))
         answer = await self._outcome(ev, lambda: self._statement(env, k, sql, (), "script"))
         self.world.count(f"sql_subscribe_{ev['via']}")
         if answer is None:
@@ -968,18 +973,7 @@ class SqlClients:
         watch = self._watch(plan)
         k = int(args["session"])
         sql = f"COPY ({args['sql']}) TO STDOUT"
-        ev = self.history.invoke(
-            "peek",
-            self.world.kernel.now_ms,
-            target="",
-            name="sql_copy",
-            at=None,
-            finishing=dict(args["finishing"]),
-            expect="answer",
-            sql=sql,
-            via="wire",
-        )
-        ev["target"] = str(sql_target(ev))
+        ev = self._invoke_read("sql_copy", None, dict(args["finishing"]), sql, "wire")
         oids = [_OIDS[c.type.scalar.value] for c in typecheck(plan).columns]
 
         async def run() -> _Answer:
