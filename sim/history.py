@@ -156,7 +156,7 @@ class ReferenceModel:
         self._by_updates: dict[tuple[GlobalId, tuple[tuple[int, int], ...]], Collection] = {}
         self._times: dict[GlobalId, tuple[list[Update], int, list[int]]] = {}
         self._inputs: dict[GlobalId, tuple[GlobalId, ...]] = {}
-        self._moments: dict[tuple[GlobalId, int], list[int]] = {}
+        self._moments: dict[tuple[GlobalId, int, int, int | None], list[int]] = {}
         self._filters: dict[GlobalId, list[TemporalFilter]] = {}
 
     def install(self, id: GlobalId, plan: Plan) -> None:
@@ -232,19 +232,32 @@ class ReferenceModel:
         self._filters[id] = found
         return found
 
-    def moments(self, id: GlobalId, change_times: ChangeTimes) -> list[int]:
-        """The times at which a temporal filter of ``id`` may admit or drop a row with no table
-        changing: each bound, and one past it, of every row its input ever held (found by
-        evaluating the input at every time a table changes)."""
+    def moments(
+        self, id: GlobalId, change_times: ChangeTimes, lo: int = 0, hi: int | None = None
+    ) -> list[int]:
+        """The times in ``(lo, hi)`` at which a temporal filter of ``id`` may admit or drop a
+        row with no table changing: each bound, and one past it, of every row its input holds
+        at some time of ``[lo, hi)`` (found by evaluating the input at ``lo`` and at every time
+        in ``(lo, hi)`` a table changes: between two changes the input stays as it was)."""
         filters = self._temporal_filters(id)
         if not filters:
             return []
         tables = sorted(self.inputs(id))
-        key = (id, sum(len(self.tables.get(t, [])) for t in tables))
+        key = (id, sum(len(self.tables.get(t, [])) for t in tables), lo, hi)
         hit = self._moments.get(key)
         if hit is not None:
             return hit
-        times = sorted({0, *(t for table in tables for t in change_times(table))})
+        times = sorted(
+            {
+                lo,
+                *(
+                    t
+                    for table in tables
+                    for t in change_times(table)
+                    if lo < t and (hi is None or t < hi)
+                ),
+            }
+        )
         out: set[int] = set()
         for f in filters:
             rows: set[Row] = set()
@@ -263,7 +276,7 @@ class ReferenceModel:
                     except (EvaluationError, TypeError):
                         continue
                     if v is not None:
-                        out.update((v, v + 1))
+                        out.update(m for m in (v, v + 1) if lo < m and (hi is None or m < hi))
         found = sorted(out)
         self._moments[key] = found
         return found
@@ -493,7 +506,7 @@ def candidates(
     """``lo`` and every time in ``(lo, hi)`` at which an input of ``id`` changes, or a temporal
     filter of ``id`` admits or drops a row (:meth:`ReferenceModel.moments`)."""
     out = {lo}
-    out.update(t for t in model.moments(id, change_times) if lo < t and (hi is None or t < hi))
+    out.update(model.moments(id, change_times, lo, hi))
     for table in model.inputs(id):
         times = change_times(table)
         k = bisect.bisect_right(times, lo)

@@ -1323,6 +1323,34 @@ def _script_not_atomic_patch() -> AbstractContextManager[None]:
     return _replaced(cls, "_implicit", _implicit)
 
 
+def _read_transaction_keeps_holds_patch() -> AbstractContextManager[None]:
+    """A read-only transaction's end forgets its read holds instead of releasing them, so what
+    it read can never compact past its time again."""
+    from tidegate.runtime import sql_session as _session
+
+    def end(self: Any) -> None:
+        self.held = None
+
+    return _replaced(_session._Transaction, "end", end)
+
+
+def _read_transaction_reads_fresh_patch() -> AbstractContextManager[None]:
+    """Every read of a read-only transaction chooses a fresh time of its own, so two reads of
+    one transaction may see different times."""
+    from tidegate.runtime import sql_session as _session
+
+    original = _session.SqlSession._read_ts
+
+    async def _read_ts(self: Any, stmt: Any, params: Any) -> int:
+        tx = self._tx
+        if tx is not None and tx.read_ts is not None:
+            tx.end()
+            tx.read_ts = None
+        return await original(self, stmt, params)
+
+    return _replaced(_session.SqlSession, "_read_ts", _read_ts)
+
+
 _ALL = [
     Mutant(
         "peek_before_upper",
@@ -1585,6 +1613,17 @@ _ALL = [
         "a script of several statements commits each statement by itself, so one that fails "
         "leaves the writes before it applied",
         _script_not_atomic_patch,
+    ),
+    Mutant(
+        "read_transaction_keeps_holds",
+        "a read-only transaction's end forgets its read holds instead of releasing them",
+        _read_transaction_keeps_holds_patch,
+    ),
+    Mutant(
+        "read_transaction_reads_fresh",
+        "each read of a read-only transaction reads at a fresh time of its own, not the time its "
+        "first read chose",
+        _read_transaction_reads_fresh_patch,
     ),
     Mutant(
         "sink_commit_unconditional",

@@ -10,9 +10,10 @@ Run at the end of a run (after the quiet phase), by :class:`~tidegate.sim.checke
   storage, belongs to something that exists: the collection's own (implied
   and warmup) holds, a live dependent (a dataflow reading it, a materialized
   view's storage collection, an export, an ingestion's remap hold), a replica's
-  input hold, a pending peek or snapshot, a client's read hold. The holds are
-  counted per time, so a hold left behind (a peek's, after its peek ended) is
-  one count too many at its time;
+  input hold, a pending peek or snapshot. The holds are counted per time, so a
+  hold left behind (a peek's, after its peek ended) is one count too many at its
+  time; and no read hold taken for a read (a fresh read's, a read-only
+  transaction's) is left once every client read ended;
 * ``subscribes_finish`` -- no subscribe whose output is complete (its write
   frontier ``[]``) still exists in the controller or the driver: a complete
   subscribe is over, and its holds must go.
@@ -152,6 +153,13 @@ def check_quiescence(world: WorldPort, env: Environment, violate: Violate) -> No
     problems = unowned_holds(env)
     if problems:
         violate("holds_have_owners", f"a read hold without an owner: {problems[0]}")
+    held = sorted((str(id), str(frontier)) for _, id, frontier in ctl.compute._holds.values())
+    if held:  # a read's, or a read transaction's: every one of them ended
+        violate(
+            "holds_have_owners",
+            f"{len(held)} read hold(s) taken for reads are still held after every client read "
+            f"ended: (collection, frontier) {held[:4]}",
+        )
     for c in (c for inst in instances for c in inst.collections.values()):
         if c.id.is_transient and c.kind == "subscribe" and not c.write_frontier.elements:
             violate(

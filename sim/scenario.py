@@ -164,7 +164,15 @@ class DataflowSpec:
 
 
 _STORAGE_ACTIONS = ("create_source", "drop_source", "create_sink", "drop_sink")
-_SQL_ACTIONS = ("sql_query", "sql_insert", "sql_ddl", "sql_subscribe", "sql_bad", "sql_copy")
+_SQL_ACTIONS = (
+    "sql_query",
+    "sql_insert",
+    "sql_ddl",
+    "sql_subscribe",
+    "sql_bad",
+    "sql_copy",
+    "sql_read",
+)
 _CLUSTER_ACTIONS = (
     "peek_cluster",
     "create_cluster_replica",
@@ -222,6 +230,9 @@ class WorkloadMix:
     sql_copy: int = 0
     """``COPY ... FROM STDIN`` and ``COPY (query) TO STDOUT`` over the wire, through the SQL
     clients (``small`` and ``sql`` weigh it)."""
+    sql_read: int = 0
+    """A read-only transaction (``BEGIN``, two queries of one relation, the first again,
+    ``COMMIT``) through the SQL clients (``small`` and ``sql`` weigh it)."""
     rows_per_append: tuple[int, int] = (1, 4)
     ms_between_actions: tuple[int, int] = (20, 120)
     null_per_mille: int = 150
@@ -259,6 +270,7 @@ class WorkloadMix:
         "sql_subscribe",
         "sql_bad",
         "sql_copy",
+        "sql_read",
     )
 
     def weights(self) -> list[tuple[str, int]]:
@@ -629,6 +641,7 @@ class WorkloadModel(BaseModel):
     sql_subscribe: Count = _MIX.sql_subscribe
     sql_bad: Count = _MIX.sql_bad
     sql_copy: Count = _MIX.sql_copy
+    sql_read: Count = _MIX.sql_read
     rows_per_append: Range = _MIX.rows_per_append
     ms_between_actions: Range = _MIX.ms_between_actions
     null_per_mille: Annotated[StrictInt, Field(ge=0, le=1000)] = _MIX.null_per_mille
@@ -890,7 +903,14 @@ def _dataflows() -> tuple[DataflowSpec, ...]:
 def with_sql(mix: WorkloadMix) -> WorkloadMix:
     """``mix`` with the SQL clients' actions, weighed as ``small`` and ``sql`` have them."""
     return replace(
-        mix, sql_query=6, sql_insert=3, sql_ddl=3, sql_subscribe=1, sql_bad=3, sql_copy=2
+        mix,
+        sql_query=6,
+        sql_insert=3,
+        sql_ddl=3,
+        sql_subscribe=1,
+        sql_bad=3,
+        sql_copy=2,
+        sql_read=2,
     )
 
 

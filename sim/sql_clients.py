@@ -53,7 +53,11 @@ The actions (weights in :class:`~.scenario.WorkloadMix`):
   width (``22P04``): then none of its rows may land -- recorded as an append
   acknowledged at a time the client is not told; and ``COPY (query) TO STDOUT``,
   its text output read back by the query's column types and judged as the
-  query's answer.
+  query's answer;
+* ``sql_read``: a read-only transaction (``BEGIN``, two queries of one
+  relation, the first again, ``COMMIT``) on one session: each read judged as a
+  fresh read whose window opens at ``BEGIN``, and the first query answered the
+  same twice (``read_transaction_repeatable``).
 
 Plans read base tables through symbolic ids (:func:`~.sql_gen.symbol`), one
 per table name (the scenario's tables, its sources, the pool's tables); a
@@ -67,9 +71,10 @@ objects exist.
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import trio
 
@@ -109,7 +114,7 @@ from .pg_client import (
 from .process import ProcessKilled
 from .scenario import DataflowSpec, Scenario, SourceSpec
 from .sql_bad import WRAPS, BadStatement, draw_bad_read, draw_bad_write, sql_literal
-from .sql_gen import WORDS, QueryInput, SqlGen, symbol
+from .sql_gen import CONSTRUCTS, WORDS, QueryInput, SqlGen, symbol
 from .world_port import WorldPort
 
 
@@ -156,7 +161,17 @@ class _Owner(Protocol):
 
 __all__ = ["POOL", "SQL_ACTIONS", "SqlClients", "sql_target"]
 
-SQL_ACTIONS = ("sql_query", "sql_insert", "sql_ddl", "sql_subscribe", "sql_bad", "sql_copy")
+_T = TypeVar("_T")
+
+SQL_ACTIONS = (
+    "sql_query",
+    "sql_insert",
+    "sql_ddl",
+    "sql_subscribe",
+    "sql_bad",
+    "sql_copy",
+    "sql_read",
+)
 """The SQL clients' actions (each a weight of the workload mix)."""
 
 SESSIONS = 4
@@ -496,10 +511,14 @@ class SqlClients:
         refusals]."""
         s = await self._session(env, k)
         async with s.lock:
-            if s.direct is not None:
-                return await self._direct(s.direct, sql, params, mode)
-            assert s.wire is not None
-            return await self._wire(s.wire, sql, params, mode)
+            return await self._on(s, sql, params, mode)
+
+    async def _on(self, s: _Session, sql: str, params: Sequence[Any], mode: str) -> _Answer:
+        """Run ``sql`` on session ``s``, whose lock the caller holds (see :meth:`_statement`)."""
+        if s.direct is not None:
+            return await self._direct(s.direct, sql, params, mode)
+        assert s.wire is not None
+        return await self._wire(s.wire, sql, params, mode)
 
     async def _direct(
         self, session: SqlSession, sql: str, params: Sequence[Any], mode: str
@@ -546,10 +565,10 @@ class SqlClients:
         return _Answer(r.tag, r.rows if r.names else None)
 
     # -- running an action, recording its outcome ------------------------------------------------
-    async def _outcome(self, ev: dict[str, Any], run: Any) -> _Answer | None:
+    async def _outcome(self, ev: dict[str, Any], run: Callable[[], Awaitable[_T]]) -> _T | None:
         """Await ``run()`` for op ``ev``; on a refusal record it and return ``None``."""
         try:
-            return await run()  # type: ignore[no-any-return]
+            return await run()
         except (trio.Cancelled, ProcessKilled):
             self.owner._died(ev)
             raise
@@ -675,6 +694,111 @@ class SqlClients:
                 f"query {ev['n']} was refused ({error}), though the generator drew it from the "
                 f"supported language: {ev.get('sql')}",
             )
+
+    # read-only transactions
+    def _draw_sql_read(self) -> dict[str, Any] | None:
+        source = self.owner.source
+        relations = self.relations()
+        if not relations:
+            return None
+        # Both queries read one relation: a transaction holds what its first read reads.
+        on = [relations[source.integer(0, len(relations) - 1)]]
+        queries = []
+        for _ in range(2):
+            q = SqlGen(source, on, params=True, enabled=_UNJOINED, **self._temporal()).query()
+            queries.append(
+                {
+                    "sql": q.sql,
+                    "params": list(q.params),
+                    "plan": plan_to_dict(q.plan),
+                    "finishing": finishing_to_json(q.finishing()),
+                }
+            )
+        return {
+            "queries": queries,
+            "session": source.integer(0, SESSIONS - 1),
+            "mode": self._mode(source),
+            # a client thinking between statements: writes land meanwhile
+            "think_ms": source.integer(0, 400),
+        }
+
+    async def _do_sql_read(self, env: Environment, args: Mapping[str, Any]) -> None:
+        """``BEGIN; q1; q2; q1; COMMIT`` on one session: every read is judged as a fresh read
+        whose window opens at ``BEGIN`` (a transaction reads at one time, chosen by its first
+        read), and the second answer of ``q1`` must be its first (``read_transaction_repeatable``).
+        """
+        k = int(args["session"])
+        queries = [*args["queries"], args["queries"][0]]
+        via = "wire" if k % 2 else "session"
+        watches = [self._watch(plan_from_dict(q["plan"])) for q in queries]
+        evs = [
+            self._invoke_read("sql_read", None, dict(q["finishing"]), q["sql"], via)
+            for q in queries
+        ]
+
+        def skip(rest: Sequence[dict[str, Any]]) -> None:
+            for ev in rest:
+                if ev["status"] == "pending":
+                    self.history.fail(ev, self.world.kernel.now_ms, "not run: the block failed")
+
+        try:
+            await self._read_block(env, k, args, queries, watches, evs, skip)
+        except (trio.Cancelled, ProcessKilled):
+            for ev in evs:
+                self.owner._died(ev)
+            raise
+
+    async def _read_block(
+        self,
+        env: Environment,
+        k: int,
+        args: Mapping[str, Any],
+        queries: Sequence[Mapping[str, Any]],
+        watches: Sequence[_Watch],
+        evs: Sequence[dict[str, Any]],
+        skip: Callable[[Sequence[dict[str, Any]]], None],
+    ) -> None:
+        s = await self._outcome(evs[0], lambda: self._session(env, k))
+        if s is None:
+            return skip(evs)
+        async with s.lock:
+            began = await self._outcome(evs[0], lambda: self._on(s, "BEGIN", (), "script"))
+            if began is None:
+                return skip(evs)
+            answers: list[list[list[Any]] | None] = []
+            failed = False
+            for q, watch, ev in zip(queries, watches, evs, strict=True):
+                if failed:
+                    break
+                await trio.sleep(int(args.get("think_ms", 0)) / 1000)
+                sql, params, mode = str(q["sql"]), list(q["params"]), str(args["mode"])
+                answer = await self._outcome(ev, functools.partial(self._on, s, sql, params, mode))
+                if answer is None:
+                    self._judge_refusal(ev)
+                    failed = True
+                    answers.append(None)
+                    continue
+                rows = _counted(answer.rows or [], ordered=bool(q["finishing"].get("order_by")))
+                judged = watch.judged()
+                if judged is not None:
+                    ev["plan"] = plan_to_dict(judged)
+                    self.world.count("sql_read_judged")
+                self.history.ok(ev, self.world.kernel.now_ms, rows=rows)
+                answers.append(rows if judged is not None else None)
+            skip(evs)
+            end = "ROLLBACK" if failed else "COMMIT"
+            with contextlib.suppress(_Refused, PgProtocolBroken):
+                await self._on(s, end, (), "script")
+        self.world.count(f"sql_read_{'failed' if failed else 'committed'}")
+        first, again = answers[0], answers[-1] if len(answers) == len(queries) else None
+        if first is not None and again is not None:
+            self.world.count("sql_read_repeated")
+            if sorted(map(repr, first)) != sorted(map(repr, again)):
+                self.world.violate(
+                    "read_transaction_repeatable",
+                    f"read transaction {evs[0]['n']}..{evs[-1]['n']} answered {queries[0]['sql']} "
+                    f"twice, differently: {first[:4]} then {again[:4]}",
+                )
 
     # bounded subscribes
     def _draw_sql_subscribe(self) -> dict[str, Any] | None:
@@ -1359,6 +1483,18 @@ class SqlClients:
         self._note_object(name, gid)
         self.world.count(f"sql_create_{obj.kind}")
 
+
+_UNJOINED = frozenset(CONSTRUCTS) - {
+    "join_on",
+    "left_join_on",
+    "join_using",
+    "left_join_using",
+    "right_join_using",
+    "full_join_using",
+    "comma_join",
+}
+"""What a read transaction's queries draw from: a join of one relation with itself costs the
+reference (and the replicas) its square for little news."""
 
 _OIDS = {"int64": 20, "float64": 701, "bool": 16, "string": 25, "date": 1082, "timestamp": 1114}
 """The type a ``COPY ... TO STDOUT`` column's text is read as, by its reference type."""

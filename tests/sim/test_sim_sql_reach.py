@@ -119,3 +119,21 @@ def test_bounded_sql_subscribes_are_judged_against_the_reference() -> None:
     assert seen.get("sql_subscribe_judged", 0) >= 3, seen
     assert seen.get("sql_subscribe_wire", 0) >= 1, seen
     assert seen.get("sql_subscribe_session", 0) >= 1, seen
+
+
+def test_read_only_transactions_read_at_one_time_and_give_their_holds_back() -> None:
+    """``small`` with ``sql_read`` weighed up, seed 1: ``BEGIN``, two queries of one relation
+    with the client thinking between them, the first again, ``COMMIT`` -- through a session and
+    over the wire. Every read is judged as a fresh read whose window opens at ``BEGIN``, the
+    repeated query answers as it did (``read_transaction_repeatable``), and no read hold is
+    left at the end (``holds_have_owners``)."""
+    scenario = small()
+    mix = dataclasses.replace(scenario.workload, sql_read=8)
+    result = run_simulation(
+        RunOptions(seed=1, scenario=dataclasses.replace(scenario, workload=mix))
+    )
+    assert result.ok, result.summary()
+    seen = result.sometimes
+    assert seen.get("sql_read_committed", 0) >= 3, seen
+    assert seen.get("sql_read_repeated", 0) >= 3, seen
+    assert seen.get("sql_read_judged", 0) >= 9, seen
