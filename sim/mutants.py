@@ -1683,3 +1683,18 @@ MUTANTS: dict[str, Mutant] = {m.name: m for m in _ALL}
 def mutant_names(*, detectable: bool | None = None) -> list[str]:
     """The mutants' names in definition order (only the detectable ones, or only the others)."""
     return [m.name for m in _ALL if detectable is None or (m.undetectable is None) == detectable]
+
+
+# -- mutants for the exhaustive explorer (``tidegate sim explore --mutant``) -------------------
+
+EXPLORER_MUTANTS: dict[str, Mutant] = {}
+"""Bugs planted for the explorer alone: their interleavings are ones random campaigns rarely
+or never produce, so the campaign's mutant tests do not list them."""
+
+
+def explorer_mutant(name: str) -> Mutant:
+    """A mutant by name, the explorer's own or the campaign's (``KeyError`` if neither)."""
+    found = EXPLORER_MUTANTS.get(name) or MUTANTS.get(name)
+    if found is None:
+        raise KeyError(f"no mutant {name!r}")
+    return found
