@@ -20,8 +20,12 @@ _FUNCTIONS: dict[int, types.FunctionType] = {}
 _MUTABLE = (list, dict, set, bytearray)
 
 
+def _shared(key: int) -> types.FunctionType:
+    return _FUNCTIONS[key]
+
+
 class _Pickler(pickle.Pickler):
-    def persistent_id(self, obj: Any) -> int | None:
+    def reducer_override(self, obj: Any) -> Any:
         if type(obj) is types.FunctionType and obj.__closure__ is not None:
             for cell in obj.__closure__:
                 if isinstance(cell.cell_contents, _MUTABLE):
@@ -29,13 +33,8 @@ class _Pickler(pickle.Pickler):
                         f"closure {obj.__qualname__} holds mutable state: copies would share it"
                     )
             _FUNCTIONS.setdefault(id(obj), obj)
-            return id(obj)
-        return None
-
-
-class _Unpickler(pickle.Unpickler):
-    def persistent_load(self, pid: Any) -> Any:
-        return _FUNCTIONS[pid]
+            return _shared, (id(obj),)
+        return NotImplemented
 
 
 def dumps(obj: Any) -> bytes:
@@ -45,4 +44,4 @@ def dumps(obj: Any) -> bytes:
 
 
 def loads(blob: bytes) -> Any:
-    return _Unpickler(io.BytesIO(blob)).load()
+    return pickle.loads(blob)

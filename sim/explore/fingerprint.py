@@ -82,32 +82,32 @@ def _kind(t: type) -> int:
 
 
 def _layout(t: type) -> tuple[tuple[str, ...], bool, frozenset[str]]:
-    """A class's slot names, whether its instances have a ``__dict__``, and its ignored fields."""
+    """A class's slot names (sorted, less the ignored), whether its instances have a
+    ``__dict__``, and its ignored fields."""
     got = _SLOTS.get(t)
     if got is None:
-        slots: list[str] = []
+        slots: set[str] = set()
         for cls in t.__mro__:
             raw = cls.__dict__.get("__slots__", ())
-            for name in (raw,) if isinstance(raw, str) else raw:
-                if name not in ("__dict__", "__weakref__") and name not in slots:
-                    slots.append(name)
-        ignored = IGNORED.get(t.__name__, frozenset()) | {"_hash"}
-        got = (tuple(slots), any("__dict__" in c.__dict__ for c in t.__mro__), ignored)
+            slots.update((raw,) if isinstance(raw, str) else raw)
+        # A cached hash is derived from the fields (and may depend on the process's hash seed).
+        ignored = IGNORED.get(t.__name__, frozenset()) | {"_hash", "__dict__", "__weakref__"}
+        has_dict = any("__dict__" in c.__dict__ for c in t.__mro__)
+        got = (tuple(sorted(slots - ignored)), has_dict, ignored)
         _SLOTS[t] = got
     return got
 
 
 def _fields(obj: Any) -> list[tuple[str, Any]]:
-    """An object's fields by name (its ``__dict__`` and every ``__slots__``), less the ignored.
-
-    A cached hash is derived from the fields (and may depend on the process's hash seed).
-    """
+    """An object's fields by name (its ``__dict__`` and every ``__slots__``), less the ignored."""
     slots, has_dict, ignored = _layout(type(obj))
-    out: dict[str, Any] = dict(obj.__dict__) if has_dict else {}
-    for name in slots:
-        if name not in out and hasattr(obj, name):
-            out[name] = getattr(obj, name)
-    return sorted((k, v) for k, v in out.items() if k not in ignored)
+    if not has_dict:
+        return [(n, getattr(obj, n)) for n in slots if hasattr(obj, n)]
+    out = {k: v for k, v in obj.__dict__.items() if k not in ignored}
+    for n in slots:
+        if n not in out and hasattr(obj, n):
+            out[n] = getattr(obj, n)
+    return sorted(out.items())
 
 
 def canonical_text(obj: Any, rename: Mapping[str, str] | None = None) -> str:
@@ -180,3 +180,63 @@ def fingerprint(obj: Any, symmetric: Sequence[str] = ()) -> bytes:
             best = text
     assert best is not None
     return hashlib.blake2b(best.encode(), digest_size=16).digest()
+
+
+class Fingerprinter:
+    """:func:`fingerprint` of a state with per-replica parts, caching each part's digest.
+
+    A transition usually changes one replica or none, so the others' digests are reused:
+    each part is looked up by its pickle (equal pickles are equal contents, hence equal
+    canonical text), which is several times cheaper to make than the canonical text.
+    """
+
+    def __init__(self, symmetric: Sequence[str], dumps: Any, capacity: int = 50_000) -> None:
+        self.names = list(symmetric)
+        self.perms = [dict(zip(self.names, p, strict=True)) for p in itertools.permutations(self.names)]
+        if len(self.perms) <= 1:
+            self.perms = [{}]
+        self._dumps = dumps
+        self._cache: dict[tuple[bytes, int], bytes] = {}
+        self._capacity = capacity
+        self.hits = 0
+        self.misses = 0
+
+    def _part(self, blob: bytes, obj: Any, i: int) -> bytes:
+        key = (blob, i)
+        got = self._cache.get(key)
+        if got is not None:
+            self.hits += 1
+            return got
+        self.misses += 1
+        if len(self._cache) >= self._capacity:
+            self._cache.clear()
+        text = canonical_text(obj, self.perms[i])
+        digest = hashlib.blake2b(text.encode(), digest_size=16).digest()
+        self._cache[key] = digest
+        return digest
+
+    def __call__(self, rest: Any, parts: Mapping[str, Any]) -> bytes:
+        """The digest of ``rest`` and of ``parts`` (keyed by replica name), least over renamings.
+
+        Only the renamings that order the parts by their own digests are tried (a canonical
+        labelling): two states that differ by a renaming order their parts alike, so they
+        try corresponding renamings; parts with equal digests leave every order among them.
+        """
+        blobs = {name: self._dumps(part) for name, part in parts.items()}
+        own = {name: self._part(blobs[name], part, 0) for name, part in parts.items()}
+        best: str | None = None
+        for i, rename in enumerate(self.perms):
+            # A renaming qualifies if it gives the lower names to the lower digests.
+            if rename and any(
+                own[a] > own[b] and rename[a] < rename[b] for a in self.names for b in self.names
+            ):
+                continue
+            entries = sorted(
+                repr(rename.get(name, name)) + ":" + self._part(blobs[name], part, i).hex()
+                for name, part in parts.items()
+            )
+            text = canonical_text(rest, rename) + "|" + ",".join(entries)
+            if best is None or text < best:
+                best = text
+        assert best is not None
+        return hashlib.blake2b(best.encode(), digest_size=16).digest()

@@ -81,7 +81,8 @@ class Bounds:
     """Replica crashes and connection losses, in all."""
     ticks: int = 1
     """Times the tables advance (each appends one row per table)."""
-    max_indexes: int = 2
+    max_indexes: int = 3
+    """Live indexes at most (one per table exists from the start)."""
     stale_responses: bool = True
     """Whether a response in flight on a closed connection may still reach the controller
     (tagged with its old epoch, which the controller must ignore)."""
@@ -116,13 +117,21 @@ class Node:
     """The epoch of the connection the controller opened last (0: none open)."""
     serving: int = 0
     """The epoch of the connection the replica last heard from (its responses go there)."""
-    commands: list[tuple[int, ComputeCommand]] = field(default_factory=list)
+    commands: list[tuple[int, list[ComputeCommand]]] = field(default_factory=list)
+    """The commands in flight to the replica: one batch per controller call, as the driver
+    flushes them, with the epoch of the connection they were sent on."""
+    idle: bool = False
+    """Nothing arrived since the replica last stepped (commands or table data), so a step
+    would do nothing (``ComputeReplica.step``'s contract)."""
     responses: list[tuple[int, ComputeResponse]] = field(default_factory=list)
     stage: str = "closed"
     """The stage of the open connection by the explorer's own count (``hello``, ``instance``,
     ``initialized``), from the commands sent on it."""
     compaction: dict[GlobalId, Antichain] = field(default_factory=dict)
     """The last ``AllowCompaction`` frontier sent per collection on the open connection."""
+    late_report: int = 0
+    """The epoch of a failed connection whose failure may be reported once more, late (both
+    directions of a broken connection notice it); 0 if none."""
 
 
 @dataclass
@@ -181,14 +190,46 @@ class World:
         self.client = Client()
         self.replica_names = [_replica_name(i) for i in range(bounds.replicas)]
         self._violations: list[Violation] = []
+        self._opened: set[str] = set()
         self.ctl.create_instance(INSTANCE)
         self.ctl.initialization_complete()
         for name in self.replica_names:
             self.nodes[name] = Node(ReplicaDriver(ComputeReplica(PythonExecutor()), self.data))
             self.ctl.add_replica(INSTANCE, name)
         self._absorb()
-        if self._violations:
-            raise AssertionError(f"the initial state violates {self._violations}")
+        for t in self.tables:
+            self._create_index((t,))
+        self._absorb()
+        self._settle()
+
+    def _settle(self) -> None:
+        """Run every replica and channel until nothing moves, in one fixed order.
+
+        The explored space starts here: the replicas connected and hydrated, one index per
+        table readable. How the first handshakes interleave is left out on purpose; a fault
+        replays them, and those interleavings are explored.
+        """
+        for _ in range(100):
+            moved = False
+            for name in self.replica_names:
+                n = self.nodes[name]
+                steps: list[Action] = [("deliver_command", name)] * len(n.commands)
+                steps.append(("replica_step", name))
+                for action in steps:
+                    if action[0] == "replica_step" and n.idle:
+                        continue
+                    before = len(n.responses)
+                    if self.apply(action):
+                        raise AssertionError(f"setting up violates {self._violations}")
+                    moved = moved or action[0] == "deliver_command" or len(n.responses) > before
+                while n.responses:
+                    moved = True
+                    if self.apply(("deliver_response", name)):
+                        raise AssertionError(f"setting up violates {self._violations}")
+            moved = moved or any(n.commands for n in self.nodes.values())
+            if not moved:
+                return
+        raise AssertionError("the initial state does not settle")
 
     # -- the enabled actions ---------------------------------------------------------------
 
@@ -199,10 +240,10 @@ class World:
         live = sorted(i for i, x in c.indexes.items() if not x.dropped)
         if c.commands < b.commands:
             if len(live) < b.max_indexes:
-                for t in self.tables:
-                    out.append(("create_index", t))
                 if len(self.tables) >= 2:
                     out.append(("create_index", *self.tables[:2]))
+                else:
+                    out.append(("create_index", *self.tables))
             for i in live:
                 out.append(("peek", i))
                 if c.indexes[i].lag > 0:
@@ -217,18 +258,49 @@ class World:
             n = self.nodes[name]
             if n.commands:
                 out.append(("deliver_command", name))
-            out.append(("replica_step", name))
+            if not n.idle:
+                out.append(("replica_step", name))
             if n.responses and (b.stale_responses or n.responses[0][0] == n.connection):
                 out.append(("deliver_response", name))
             if c.faults < b.faults:
                 out.append(("disconnect", name))
                 out.append(("crash", name))
+            if n.late_report:
+                out.append(("late_failure_report", name))
         return out
+
+    def ample(self) -> list[Action] | None:
+        """A subset of the enabled actions that is enough to explore (partial-order
+        reduction), or ``None`` when every enabled action must be tried.
+
+        A replica's local actions (deliver its next batch of commands, step it) touch only
+        that replica and its channels: with the faults (late reports included) and the ticks
+        used up, nothing else
+        can reach its state but appends at the far ends of its channels, which commute with
+        them. So once its command channel is not empty (a later delivery would otherwise be
+        enabled from outside), exploring its local actions alone loses no behaviour of the
+        others (the ample-set conditions C0-C2; the explorer checks C3 by expanding fully
+        whenever a local action leads back to a state already seen).
+        """
+        b, c = self.bounds, self.client
+        if c.faults < b.faults or c.ticks < b.ticks:
+            return None
+        if any(n.late_report for n in self.nodes.values()):
+            return None
+        for name in self.replica_names:
+            n = self.nodes[name]
+            if n.commands:
+                out: list[Action] = [("deliver_command", name)]
+                if not n.idle:
+                    out.append(("replica_step", name))
+                return out
+        return None
 
     def environment_actions(self) -> list[Action]:
         """The enabled actions that are not the client's (the system making progress alone)."""
         client = {"create_index", "peek", "allow_compaction", "drop", "cancel_peek", "tick"}
-        return [a for a in self.actions() if a[0] not in client and a[0] not in ("disconnect", "crash")]
+        faults = {"disconnect", "crash", "late_failure_report"}
+        return [a for a in self.actions() if a[0] not in client and a[0] not in faults]
 
     # -- performing one ----------------------------------------------------------------------
 
@@ -251,8 +323,11 @@ class World:
         self._violations.append(Violation(prop, message))
 
     def _do_create_index(self, *tables: GlobalId) -> None:
+        self.client.commands += 1
+        self._create_index(tables)
+
+    def _create_index(self, tables: tuple[GlobalId, ...]) -> None:
         c = self.client
-        c.commands += 1
         obj, idx = GlobalId.user(c.next_id), GlobalId.user(c.next_id + 1)
         c.next_id += 2
         as_of = max(int(self.storage.since(t).elements[0]) for t in tables)
@@ -301,31 +376,44 @@ class World:
             self.data.append(t, [((100 * (i + 1) + upper,), upper, 1)], upper + 1)
             self.storage.advance_upper(t, Antichain([upper + 1]))
             self.storage.set_implied(t, Antichain([upper]))
+        for n in self.nodes.values():
+            n.idle = False
         self.ctl.storage_frontiers_advanced(self.tables)
         self.ctl.maintain()
 
     def _do_deliver_command(self, name: str) -> None:
         n = self.nodes[name]
-        epoch, cmd = n.commands.pop(0)
-        if isinstance(cmd, Hello):
-            n.serving = epoch
-        self._route(name, n.driver.command(cmd))
+        epoch, batch = n.commands.pop(0)
+        n.idle = False
+        for cmd in batch:
+            if isinstance(cmd, Hello):
+                n.serving = epoch
+            self._route(name, n.driver.command(cmd))
 
     def _do_replica_step(self, name: str) -> None:
         n = self.nodes[name]
+        n.idle = True
         self._route(name, n.driver.step())
 
     def _do_deliver_response(self, name: str) -> None:
         n = self.nodes[name]
         epoch, resp = n.responses.pop(0)
         self.ctl.handle_response(INSTANCE, name, epoch, resp)
+        self.ctl.maintain()
 
     def _do_disconnect(self, name: str) -> None:
         """The connection breaks; the replica process lives on (and reconciles on the next)."""
         self.client.faults += 1
         n = self.nodes[name]
         n.commands.clear()
+        n.late_report = n.connection
         self.ctl.replica_failed(INSTANCE, name, n.connection, "connection lost")
+
+    def _do_late_failure_report(self, name: str) -> None:
+        """A second report of a failure the controller has already handled (it must ignore it)."""
+        n = self.nodes[name]
+        epoch, n.late_report = n.late_report, 0
+        self.ctl.replica_failed(INSTANCE, name, epoch, "connection lost (reported again)")
 
     def _do_crash(self, name: str) -> None:
         """The replica process dies and restarts empty; its connection breaks with it."""
@@ -333,8 +421,10 @@ class World:
         n = self.nodes[name]
         n.commands.clear()
         n.driver = ReplicaDriver(ComputeReplica(PythonExecutor()), self.data)
+        n.idle = False
         n.incarnation += 1
         n.serving = 0
+        n.late_report = n.connection
         self.ctl.replica_failed(INSTANCE, name, n.connection, "replica crashed")
 
     def _route(self, name: str, responses: list[ComputeResponse]) -> None:
@@ -347,6 +437,7 @@ class World:
     # -- the controller's effects ----------------------------------------------------------
 
     def _absorb(self) -> None:
+        self._opened = set()  # the replicas whose batch of this call is open
         for e in self.ctl.drain():
             if isinstance(e, ConnectReplica):
                 n = self.nodes[e.replica]
@@ -367,7 +458,9 @@ class World:
     def _send(self, e: SendCommand) -> None:
         n = self.nodes[e.replica]
         if e.epoch != n.connection:
-            self._flag("epochs", f"a command for {e.replica} on epoch {e.epoch}, open {n.connection}")
+            self._flag(
+                "epochs", f"a command for {e.replica} on epoch {e.epoch}, open {n.connection}"
+            )
             return
         cmd = e.command
         # The protocol's stage order, counted here from the commands sent (reference §5).
@@ -389,7 +482,11 @@ class World:
                     f"AllowCompaction({cmd.id}) to {e.replica} went back: {prev} -> {cmd.frontier}",
                 )
             n.compaction[cmd.id] = cmd.frontier
-        n.commands.append((e.epoch, cmd))
+        if e.replica in self._opened and n.commands and n.commands[-1][0] == e.epoch:
+            n.commands[-1][1].append(cmd)
+        else:
+            n.commands.append((e.epoch, [cmd]))
+            self._opened.add(e.replica)
 
     def _judge_peek(self, e: PeekResultOut) -> None:
         c = self.client
@@ -473,9 +570,9 @@ class World:
         """At rest (nothing in flight, no replica can move): what every finished run owes.
 
         Every peek that some connected replica could answer is answered; each index's since
-        is where the client's policy puts it (its tables' upper less its lag, never before
-        its as_of, held back only by the client's own pending peeks); every live index's
-        upper is its tables' upper.
+        is where the client's policy puts it (its tables' upper less its lag, and at least
+        one time behind that upper: the warmup hold; never before its as_of), held back only
+        by the client's own pending peeks; every live index's upper is its tables' upper.
         """
         self._violations = []
         c = self.client
@@ -489,7 +586,9 @@ class World:
             if upper != Antichain([table_upper]):
                 self._flag("quiescence", f"upper of {idx} is {upper}, its tables' is {table_upper}")
                 continue
-            want = max(index.as_of, table_upper - index.lag)
+            # The policy's lag, and the warmup hold one time behind the inputs' uppers (which
+            # keeps a rehydrating replica's first read of its inputs possible).
+            want = max(index.as_of, min(table_upper - index.lag, table_upper - 1))
             held = [ts for (i, ts) in c.pending.values() if i == idx]
             if held:
                 want = min(want, *held)

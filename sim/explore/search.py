@@ -22,7 +22,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 
 from ._clone import dumps, loads
-from .fingerprint import fingerprint
+from .fingerprint import Fingerprinter
 from .model import Action, Bounds, Violation, World, describe
 
 __all__ = ["ExploreResult", "Finding", "explore", "replay"]
@@ -59,6 +59,9 @@ class ExploreResult:
     distinct: int = 0
     """Distinct fingerprints seen (expanded or waiting)."""
     transitions: int = 0
+    reduced: int = 0
+    """States expanded by one replica's local actions only (partial-order reduction)."""
+    reduction_fallbacks: int = 0
     quiescent: int = 0
     """States at rest (no replica or channel can move) on which the quiescence checks ran."""
     complete_depth: int = 0
@@ -88,6 +91,7 @@ class ExploreResult:
             "distinct": self.distinct,
             "transitions": self.transitions,
             "quiescent": self.quiescent,
+            "reduced": self.reduced,
             "complete_depth": self.complete_depth,
             "max_depth": self.max_depth,
             "complete": self.complete,
@@ -118,7 +122,7 @@ class ExploreResult:
             f"{b.faults} faults, {b.ticks} ticks, depth {self.depth_limit or 'unbounded'}, "
             f"symmetry {'on' if self.symmetry else 'off'}",
             f"{self.states} states explored, {self.distinct} distinct, {self.transitions} "
-            f"transitions, {self.quiescent} at rest",
+            f"transitions, {self.quiescent} at rest, {self.reduced} reduced",
             reach,
             f"{self.wall_s:.1f}s wall, {self.cpu_s:.1f}s CPU, {self.states_per_s:.0f} states/s",
         ]
@@ -139,6 +143,7 @@ def explore(
     depth: int | None = None,
     time_budget: float | None = None,
     symmetry: bool = True,
+    reduce: bool = True,
     stop_at_first: bool = True,
     mutant: str | None = None,
 ) -> ExploreResult:
@@ -147,7 +152,7 @@ def explore(
 
     patch = explorer_mutant(mutant).patch() if mutant else nullcontext()
     with patch:
-        return _explore(bounds, depth, time_budget, symmetry, stop_at_first)
+        return _explore(bounds, depth, time_budget, symmetry, reduce, stop_at_first)
 
 
 def _explore(
@@ -155,16 +160,16 @@ def _explore(
     depth: int | None,
     time_budget: float | None,
     symmetry: bool,
+    reduce: bool,
     stop_at_first: bool,
 ) -> ExploreResult:
     res = ExploreResult(bounds, symmetry, depth)
     wall0, cpu0 = time.perf_counter(), _cpu()
-    names: tuple[str, ...] = ()
     world = World(bounds)
-    names = tuple(world.replica_names) if symmetry else ()
+    fingerprinter = Fingerprinter(world.replica_names if symmetry else (), dumps)
 
     def fp(w: World) -> bytes:
-        return fingerprint(_hashed(w), names)
+        return fingerprinter((w.ctl, w.storage, w.data, w.client), w.nodes)
 
     # Parent links: node i was reached from parents[i][0] by parents[i][1].
     parents: list[tuple[int, Action | None]] = [(-1, None)]
@@ -196,19 +201,32 @@ def _explore(
         here = fp(state)
         environment = set(state.environment_actions())
         at_rest = True
-        for action in state.actions():
-            succ = loads(blob)
-            violations = succ.apply(action)
-            res.transitions += 1
-            if violations:
-                child = len(parents)
-                parents.append((node, action))
-                for v in violations:
-                    res.findings.append(Finding(v, path_to(child)))
-                if stop_at_first:
-                    return _finish(res, wall0, cpu0)
-                continue
-            key = fp(succ)
+        ample = state.ample() if reduce else None
+        successors: list[tuple[Action, World, bytes]] = []
+        for actions in ([ample] if ample else []) + [None]:
+            todo = state.actions() if actions is None else actions
+            successors = []
+            found = False
+            for action in todo:
+                succ = loads(blob)
+                violations = succ.apply(action)
+                res.transitions += 1
+                if violations:
+                    child = len(parents)
+                    parents.append((node, action))
+                    for v in violations:
+                        res.findings.append(Finding(v, path_to(child)))
+                    found = True
+                    continue
+                successors.append((action, succ, fp(succ)))
+            if found and stop_at_first:
+                return _finish(res, wall0, cpu0)
+            if actions is None or all(key not in seen for _, _, key in successors):
+                break
+            res.reduction_fallbacks += 1  # C3: a local action closes a cycle; expand all
+        if ample and len(successors) == len(ample):
+            res.reduced += 1
+        for action, succ, key in successors:
             if action in environment and key != here:
                 at_rest = False
             if key in seen:
