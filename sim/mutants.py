@@ -1687,6 +1687,7 @@ def mutant_names(*, detectable: bool | None = None) -> list[str]:
 
 # -- mutants for the exhaustive explorer (``tidegate sim explore --mutant``) -------------------
 
+
 def _rehydrates_from_reported_epoch(_original: Any) -> Any:
     """Rehydrate on the reported epoch + 1 without checking that the report is about the
     current connection: a late report of an old failure reuses the current epoch's number."""

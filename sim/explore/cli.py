@@ -66,9 +66,7 @@ def add_explore_parser(sub: Any) -> None:
     p.add_argument(
         "--faults", type=_positive, default=1, help="replica crashes and disconnects per path"
     )
-    p.add_argument(
-        "--ticks", type=_positive, default=1, help="times the tables advance, per path"
-    )
+    p.add_argument("--ticks", type=_positive, default=1, help="times the tables advance, per path")
     p.add_argument("--depth", type=_positive, help="cut paths longer than this many actions")
     p.add_argument(
         "--time-budget", type=float, default=60.0, metavar="SECONDS", help="stop after this long"
@@ -81,9 +79,7 @@ def add_explore_parser(sub: Any) -> None:
         action="store_true",
         help="drop a closed connection's responses instead of delivering them late",
     )
-    p.add_argument(
-        "--all-violations", action="store_true", help="go on after the first violation"
-    )
+    p.add_argument("--all-violations", action="store_true", help="go on after the first violation")
     p.add_argument("--mutant", choices=names, metavar="NAME", help="switch on a planted bug")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=_cmd_explore)

@@ -71,9 +71,9 @@ def _kind(t: type) -> int:
             k = _SET
         elif issubclass(t, Sequence):
             k = _SEQ
-        elif issubclass(t, types.FunctionType | types.BuiltinFunctionType | types.MethodType):
-            k = _FUNC
-        elif callable(t) and not hasattr(t, "__dict__") and not hasattr(t, "__slots__"):
+        elif issubclass(t, types.FunctionType | types.BuiltinFunctionType | types.MethodType) or (
+            callable(t) and not hasattr(t, "__dict__") and not hasattr(t, "__slots__")
+        ):
             k = _FUNC
         else:
             k = _OBJ
@@ -192,7 +192,9 @@ class Fingerprinter:
 
     def __init__(self, symmetric: Sequence[str], dumps: Any, capacity: int = 50_000) -> None:
         self.names = list(symmetric)
-        self.perms = [dict(zip(self.names, p, strict=True)) for p in itertools.permutations(self.names)]
+        self.perms = [
+            dict(zip(self.names, p, strict=True)) for p in itertools.permutations(self.names)
+        ]
         if len(self.perms) <= 1:
             self.perms = [{}]
         self._dumps = dumps

@@ -36,6 +36,7 @@ from tidegate.spec.compute import (
     SendCommand,
 )
 from tidegate.spec.compute_replica import ComputeReplica
+from tidegate.spec.errors.protocol import ProtocolError
 from tidegate.spec.executor import PythonExecutor
 from tidegate.spec.frontier import Antichain
 from tidegate.spec.frontier.read_policy import LagWriteFrontier
@@ -53,7 +54,6 @@ from tidegate.spec.protocol.responses import (
     ComputeResponse,
     PeekCanceled,
     PeekError,
-    PeekResponse,
     PeekRows,
 )
 from tidegate.spec.protocol.types import BuildDesc, DataflowDescription, IndexExport, SourceImport
@@ -170,7 +170,7 @@ def _rows(table_index: int, upper: int) -> dict[tuple[Any, ...], int]:
 def describe(action: Action) -> str:
     """An action as one line of a trace."""
     kind, *args = action
-    return kind + ("(" + ", ".join(str(a) for a in args) + ")" if args else "")
+    return str(kind) + ("(" + ", ".join(str(a) for a in args) + ")" if args else "")
 
 
 class World:
@@ -313,6 +313,8 @@ class World:
             self._absorb()
         except AssertionError:
             raise
+        except ProtocolError as e:  # a session refused what the other side sent
+            self._flag("protocol", f"{type(e).__name__}: {e}")
         except Exception as e:  # any crash of the model is a finding, not an explorer error
             self._flag("no_crash", f"{type(e).__name__}: {e}")
         self._check_transition(before)

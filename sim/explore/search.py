@@ -13,11 +13,9 @@ and reports the last depth explored completely.
 
 from __future__ import annotations
 
-
 import resource
 import time
 from collections import deque
-from collections.abc import Callable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 
@@ -42,9 +40,7 @@ class Finding:
 
     def trace(self) -> str:
         steps = [f"  {i + 1:3}. {describe(a)}" for i, a in enumerate(self.path)]
-        return "\n".join(
-            [f"{self.violation.property}: {self.violation.message}", "path:", *steps]
-        )
+        return "\n".join([f"{self.violation.property}: {self.violation.message}", "path:", *steps])
 
 
 @dataclass
@@ -131,10 +127,6 @@ class ExploreResult:
         else:
             lines.append("no violation")
         return "\n".join(lines)
-
-
-def _initial(bounds: Bounds, patch: Callable[[], object] | None) -> World:
-    return World(bounds)
 
 
 def explore(
@@ -262,9 +254,16 @@ def _finish(res: ExploreResult, wall0: float, cpu0: float) -> ExploreResult:
 
 
 def replay(bounds: Bounds, path: tuple[Action, ...]) -> list[Violation]:
-    """Perform ``path`` from the initial state; the violations of its last step."""
+    """Perform ``path`` from the initial state; the violations of the first step that has any.
+
+    Raises ``ValueError`` if an action of the path is not enabled when its turn comes (the
+    path belongs to another model: another mutant, other bounds).
+    """
     world = World(bounds)
-    violations: list[Violation] = []
-    for action in path:
+    for i, action in enumerate(path):
+        if action not in world.actions():
+            raise ValueError(f"step {i + 1}, {describe(action)}, is not enabled")
         violations = world.apply(action)
-    return violations
+        if violations:
+            return violations
+    return []
