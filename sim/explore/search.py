@@ -1,7 +1,7 @@
 """Breadth-first search of a :class:`~tidegate.sim.explore.model.World`'s interleavings.
 
 Every state is stored as a pickle (one ``pickle.loads`` clones it, about twice as fast as
-``copy.deepcopy`` on these objects and a fifth of the memory); the visited set holds 16-byte
+``copy.deepcopy`` on these objects, and the queue holds compact bytes); the visited set holds 16-byte
 fingerprints (:mod:`~tidegate.sim.explore.fingerprint`), with replicas taken up to renaming
 when ``symmetry`` is on. Breadth-first order makes the first violation found one of the
 shortest paths to it; the path is kept as parent links, so it can be printed and replayed.
