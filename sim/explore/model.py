@@ -85,7 +85,8 @@ class Bounds:
     """Live indexes at most (one per table exists from the start)."""
     stale_responses: bool = True
     """Whether a response in flight on a closed connection may still reach the controller
-    (tagged with its old epoch, which the controller must ignore)."""
+    (tagged with its old epoch, which the controller must ignore); otherwise it is dropped
+    on arrival, as the production driver drops it."""
 
 
 @dataclass(frozen=True)
@@ -260,7 +261,7 @@ class World:
                 out.append(("deliver_command", name))
             if not n.idle:
                 out.append(("replica_step", name))
-            if n.responses and (b.stale_responses or n.responses[0][0] == n.connection):
+            if n.responses:
                 out.append(("deliver_response", name))
             if c.faults < b.faults:
                 out.append(("disconnect", name))
@@ -400,6 +401,8 @@ class World:
     def _do_deliver_response(self, name: str) -> None:
         n = self.nodes[name]
         epoch, resp = n.responses.pop(0)
+        if epoch != n.connection and not self.bounds.stale_responses:
+            return  # the driver drops what arrives on a closed connection
         self.ctl.handle_response(INSTANCE, name, epoch, resp)
         self.ctl.maintain()
 

@@ -174,12 +174,13 @@ def _explore(
             out.append(a)
         return tuple(reversed(out))
 
-    seen = {fp(world)}
-    queue: deque[tuple[int, int, bytes]] = deque([(0, 0, dumps(world))])
+    first = fp(world)
+    seen = {first}
+    queue: deque[tuple[int, int, bytes, bytes]] = deque([(0, 0, dumps(world), first)])
     res.distinct = 1
     level = 0
     while queue:
-        node, d, blob = queue.popleft()
+        node, d, blob, here = queue.popleft()
         if d > level:
             level = d
             res.complete_depth = d - 1 if d > 0 else 0
@@ -190,7 +191,6 @@ def _explore(
         res.states += 1
         res.max_depth = max(res.max_depth, d)
         state = loads(blob)
-        here = fp(state)
         environment = set(state.environment_actions())
         at_rest = True
         ample = state.ample() if reduce else None
@@ -229,7 +229,7 @@ def _explore(
                 res.cut_by = res.cut_by or "depth"
                 continue
             parents.append((node, action))
-            queue.append((len(parents) - 1, d + 1, dumps(succ)))
+            queue.append((len(parents) - 1, d + 1, dumps(succ), key))
         if at_rest:
             res.quiescent += 1
             for v in state.check_quiescent():

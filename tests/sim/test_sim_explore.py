@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from tidegate.sim.cli import main
-from tidegate.sim.explore import Bounds, World, explore, replay
+from tidegate.sim.explore import Bounds, explore, replay
 from tidegate.sim.explore.fingerprint import Fingerprinter, canonical_text, fingerprint
 from tidegate.sim.explore.model import describe
 from tidegate.sim.mutants import EXPLORER_MUTANTS, MUTANTS, mutant_names
@@ -96,20 +96,18 @@ def test_the_explorer_mutants_are_apart_from_the_campaigns() -> None:
 
 
 def test_a_stale_epoch_response_reaches_the_controller_only_when_allowed() -> None:
-    """With late deliveries off, a replaced connection's responses are dropped like the
-    production driver drops them; with them on (the default) the controller sees them."""
-    world = World(Bounds(replicas=1, collections=1, commands=0, faults=1, ticks=1))
-    for action in [("tick",), ("replica_step", "r1"), ("disconnect", "r1")]:
-        assert world.apply(action) == []
-    node = world.nodes["r1"]
-    assert node.responses and node.responses[0][0] < node.connection
-    assert ("deliver_response", "r1") in world.actions()
-    strict = World(
-        Bounds(replicas=1, collections=1, commands=0, faults=1, ticks=1, stale_responses=False)
-    )
-    for action in [("tick",), ("replica_step", "r1"), ("disconnect", "r1")]:
-        strict.apply(action)
-    assert ("deliver_response", "r1") not in strict.actions()
+    """By default a replaced connection's responses still in flight reach the controller
+    (which must ignore them): ``accepts_stale_epoch`` is found that way. With late
+    deliveries off they are dropped on arrival, as the production driver drops them, and
+    the same path shows nothing."""
+    bounds = Bounds(replicas=2, collections=1, commands=0, faults=1, ticks=1)
+    found = explore(bounds, mutant="accepts_stale_epoch")
+    assert not found.ok
+    path = found.findings[0].path
+    assert ("disconnect", "r1") in path or ("crash", "r1") in path
+    strict = Bounds(replicas=2, collections=1, commands=0, faults=1, ticks=1, stale_responses=False)
+    with MUTANTS["accepts_stale_epoch"].patch():
+        assert replay(strict, path) == []
 
 
 class _Box:
