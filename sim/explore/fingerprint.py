@@ -214,17 +214,23 @@ class Fingerprinter:
             self._cache.clear()
         text = canonical_text(obj, self.perms[i])
         digest = hashlib.blake2b(text.encode(), digest_size=16).digest()
-        self._cache[key] = digest
+        if any(repr(n) in text for n in self.names):
+            self._cache[key] = digest
+        else:  # it names no replica: every renaming leaves it as it is
+            for j in range(len(self.perms)):
+                self._cache[(blob, j)] = digest
         return digest
 
-    def __call__(self, rest: Any, parts: Mapping[str, Any]) -> bytes:
-        """The digest of ``rest`` and of ``parts`` (keyed by replica name), least over renamings.
+    def __call__(self, rest: Any, parts: Mapping[str, Any], shared: Any = None) -> bytes:
+        """The digest of ``rest``, ``shared`` and ``parts`` (keyed by replica name), least over
+        renamings. ``shared`` (which may name replicas) is cached by its pickle like a part.
 
         Only the renamings that order the parts by their own digests are tried (a canonical
         labelling): two states that differ by a renaming order their parts alike, so they
         try corresponding renamings; parts with equal digests leave every order among them.
         """
         blobs = {name: self._dumps(part) for name, part in parts.items()}
+        shared_blob = self._dumps(shared) if shared is not None else b""
         own = {name: self._part(blobs[name], part, 0) for name, part in parts.items()}
         best: str | None = None
         for i, rename in enumerate(self.perms):
@@ -238,6 +244,8 @@ class Fingerprinter:
                 for name, part in parts.items()
             )
             text = canonical_text(rest, rename) + "|" + ",".join(entries)
+            if shared is not None:
+                text += "|" + self._part(shared_blob, shared, i).hex()
             if best is None or text < best:
                 best = text
         assert best is not None

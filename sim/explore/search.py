@@ -161,7 +161,7 @@ def _explore(
     fingerprinter = Fingerprinter(world.replica_names if symmetry else (), dumps)
 
     def fp(w: World) -> bytes:
-        return fingerprinter((w.ctl, w.storage, w.data, w.client), w.nodes)
+        return fingerprinter((w.data, w.client), w.nodes, (w.ctl, w.storage))
 
     # Parent links: node i was reached from parents[i][0] by parents[i][1].
     parents: list[tuple[int, Action | None]] = [(-1, None)]
