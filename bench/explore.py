@@ -31,6 +31,7 @@ MUTANTS = [
     ("regressing_frontier", Bounds(collections=1, commands=1, faults=0, ticks=1)),
     ("peek_without_hold", Bounds(collections=1, commands=1, faults=0, ticks=1)),
     ("release_hold_before_cancel", Bounds(collections=1, commands=1, faults=0, ticks=1)),
+    ("history_drops_live_peek", Bounds(collections=1, commands=1, faults=1, ticks=0)),
     ("accepts_stale_epoch", Bounds(collections=1, commands=0, faults=1, ticks=1)),
     ("rehydrates_from_reported_epoch", Bounds(collections=1, commands=0, faults=1, ticks=0)),
 ]

@@ -174,6 +174,12 @@ def describe(action: Action) -> str:
     return str(kind) + ("(" + ", ".join(str(a) for a in args) + ")" if args else "")
 
 
+class _SetupFailed(Exception):
+    def __init__(self, violations: list[Violation]) -> None:
+        super().__init__(violations)
+        self.violations = violations
+
+
 class World:
     """The whole explored system (see the module docstring)."""
 
@@ -192,6 +198,8 @@ class World:
         self.replica_names = [_replica_name(i) for i in range(bounds.replicas)]
         self._violations: list[Violation] = []
         self._opened: set[str] = set()
+        self.setup_violations: list[Violation] = []
+        """What went wrong while setting up (a planted bug may break the first handshake)."""
         self.ctl.create_instance(INSTANCE)
         self.ctl.initialization_complete()
         for name in self.replica_names:
@@ -201,7 +209,10 @@ class World:
         for t in self.tables:
             self._create_index((t,))
         self._absorb()
-        self._settle()
+        try:
+            self._settle()
+        except _SetupFailed as e:
+            self.setup_violations = e.violations
 
     def _settle(self) -> None:
         """Run every replica and channel until nothing moves, in one fixed order.
@@ -221,16 +232,16 @@ class World:
                         continue
                     before = len(n.responses)
                     if self.apply(action):
-                        raise AssertionError(f"setting up violates {self._violations}")
+                        raise _SetupFailed(self._violations)
                     moved = moved or action[0] == "deliver_command" or len(n.responses) > before
                 while n.responses:
                     moved = True
                     if self.apply(("deliver_response", name)):
-                        raise AssertionError(f"setting up violates {self._violations}")
+                        raise _SetupFailed(self._violations)
             moved = moved or any(n.commands for n in self.nodes.values())
             if not moved:
                 return
-        raise AssertionError("the initial state does not settle")
+        raise _SetupFailed([Violation("quiescence", "the first handshakes never settle")])
 
     # -- the enabled actions ---------------------------------------------------------------
 

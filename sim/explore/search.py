@@ -40,6 +40,8 @@ class Finding:
 
     def trace(self) -> str:
         steps = [f"  {i + 1:3}. {describe(a)}" for i, a in enumerate(self.path)]
+        if not self.path:
+            steps = ["  (while settling the initial state)"]
         return "\n".join([f"{self.violation.property}: {self.violation.message}", "path:", *steps])
 
 
@@ -158,6 +160,9 @@ def _explore(
     res = ExploreResult(bounds, symmetry, depth)
     wall0, cpu0 = time.perf_counter(), _cpu()
     world = World(bounds)
+    if world.setup_violations:
+        res.findings.extend(Finding(v, ()) for v in world.setup_violations)
+        return _finish(res, wall0, cpu0)
     fingerprinter = Fingerprinter(world.replica_names if symmetry else (), dumps)
 
     def fp(w: World) -> bytes:
@@ -260,6 +265,8 @@ def replay(bounds: Bounds, path: tuple[Action, ...]) -> list[Violation]:
     path belongs to another model: another mutant, other bounds).
     """
     world = World(bounds)
+    if world.setup_violations:
+        return world.setup_violations
     for i, action in enumerate(path):
         if action not in world.actions():
             raise ValueError(f"step {i + 1}, {describe(action)}, is not enabled")

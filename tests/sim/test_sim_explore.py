@@ -64,6 +64,7 @@ def test_partial_order_reduction_keeps_the_verdict_and_the_depth() -> None:
         ("peek_without_hold", PEEK, 6),
         ("release_hold_before_cancel", PEEK, 7),
         ("regressing_frontier", PEEK, 4),
+        ("history_drops_live_peek", Bounds(replicas=2, collections=1, commands=1, ticks=0), 5),
         # The campaign cannot see these two: its driver never lets a replaced connection's
         # message (or a second failure report) reach the controller.
         ("rehydrates_from_reported_epoch", FAULT, 9),
@@ -174,3 +175,21 @@ def test_a_depth_bound_cuts_paths_longer_than_it() -> None:
     result = explore(TINY, depth=3)
     assert not result.complete and result.cut_by == "depth"
     assert result.max_depth <= 3
+
+
+def test_a_bug_that_breaks_the_first_handshakes_is_reported_not_raised(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The start is the settled system; a bug may already fail while settling."""
+    from tidegate.spec.compute_replica import ComputeReplica
+
+    def step(self: ComputeReplica) -> None:
+        raise RuntimeError("planted: the replica cannot step")
+
+    monkeypatch.setattr(ComputeReplica, "step", step)
+    result = explore(TINY)
+    assert not result.ok and result.states == 0
+    (finding,) = result.findings
+    assert finding.path == () and finding.violation.property == "no_crash"
+    assert "while settling the initial state" in finding.trace()
+    assert replay(TINY, ()) == [finding.violation]
