@@ -1,4 +1,5 @@
-"""``tidegate sim``: run, campaign, replay, shrink and plot deterministic simulations; show scenarios.
+"""``tidegate sim``: run, campaign, replay, shrink and plot deterministic simulations; show
+scenarios; explore a small configuration's every interleaving (``explore``).
 
 A run's verdict is the online checkers' and, when they pass, the offline
 history checker's (``tidegate.sim.campaign.verdict``).
@@ -402,6 +403,10 @@ def build_parser() -> argparse.ArgumentParser:
         "for PREFIX.png and PREFIX.html (default: next to the trace); repeatable",
     )
     plot.set_defaults(func=_cmd_plot)
+
+    from .explore.cli import add_explore_parser
+
+    add_explore_parser(sub)
 
     scen = sub.add_parser("scenario", help="the built-in scenarios, and scenario files")
     scen_sub = scen.add_subparsers(dest="scenario_command", required=True)

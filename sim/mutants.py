@@ -1722,3 +1722,49 @@ MUTANTS: dict[str, Mutant] = {m.name: m for m in _ALL}
 def mutant_names(*, detectable: bool | None = None) -> list[str]:
     """The mutants' names in definition order (only the detectable ones, or only the others)."""
     return [m.name for m in _ALL if detectable is None or (m.undetectable is None) == detectable]
+
+
+# -- mutants for the exhaustive explorer (``tidegate sim explore --mutant``) -------------------
+
+
+def _rehydrates_from_reported_epoch(_original: Any) -> Any:
+    """Rehydrate on the reported epoch + 1 without checking that the report is about the
+    current connection: a late report of an old failure reuses the current epoch's number."""
+
+    def replica_failed(self: Any, replica: Any, epoch: int, reason: str) -> None:
+        from tidegate.spec.compute.effects import ReplicaStatusEvent
+
+        r = self.replicas.get(replica)
+        if r is None:
+            return
+        self._outbox.emit(ReplicaStatusEvent(self.id, replica, "failed", epoch, reason))
+        self.remove_replica(replica, dropped=False)
+        self.add_replica(replica, r.config, epoch + 1, status="rehydrating")
+
+    return replica_failed
+
+
+EXPLORER_MUTANTS: dict[str, Mutant] = {
+    m.name: m
+    for m in [
+        Mutant(
+            "rehydrates_from_reported_epoch",
+            "a failure report about a connection already replaced rehydrates the replica again, "
+            "on the reported epoch + 1: the number of the connection that is open, so two "
+            "connections share an epoch and the old one's responses are taken as the new one's",
+            _method(_instance.Instance, "replica_failed", _rehydrates_from_reported_epoch),
+            undetectable="the simulator's driver reports each connection's failure once, "
+            "before the controller replaces it; the explorer delivers a second, late report",
+        ),
+    ]
+}
+"""Bugs planted for the explorer alone: their interleavings are ones random campaigns rarely
+or never produce, so the campaign's mutant tests do not list them."""
+
+
+def explorer_mutant(name: str) -> Mutant:
+    """A mutant by name, the explorer's own or the campaign's (``KeyError`` if neither)."""
+    found = EXPLORER_MUTANTS.get(name) or MUTANTS.get(name)
+    if found is None:
+        raise KeyError(f"no mutant {name!r}")
+    return found
