@@ -32,7 +32,7 @@ left out otherwise.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -153,11 +153,12 @@ class ReferenceModel:
         self.tables: dict[GlobalId, list[Update]] = dict(tables or {})
         self.plans: dict[GlobalId, Plan] = {}
         self._cache: dict[tuple[GlobalId, int], Collection] = {}
-        self._by_updates: dict[tuple[GlobalId, tuple[tuple[int, int], ...]], Collection] = {}
+        self._by_updates: dict[tuple[Hashable, tuple[tuple[int, int], ...]], Collection] = {}
         self._times: dict[GlobalId, tuple[list[Update], int, list[int]]] = {}
         self._inputs: dict[GlobalId, tuple[GlobalId, ...]] = {}
         self._moments: dict[tuple[GlobalId, int, int, int | None], list[int]] = {}
         self._filters: dict[GlobalId, list[TemporalFilter]] = {}
+        self._shapes: dict[GlobalId, tuple[Plan | None, Hashable]] = {}
 
     def install(self, id: GlobalId, plan: Plan) -> None:
         known = id in self.plans or any(id in v for v in self._inputs.values())
@@ -201,9 +202,9 @@ class ReferenceModel:
         inputs = self._inputs.get(id)
         if inputs is None:
             inputs = self._inputs[id] = tuple(sorted(self.inputs(id)))
-        held = (id, tuple(self._held(t, time) for t in inputs))
+        held = (self._shape(id), tuple(self._held(t, time) for t in inputs))
         if self._temporal_filters(id):  # its contents change with time alone
-            held = (id, (*held[1], (time, time)))
+            held = (held[0], (*held[1], (time, time)))
         out = self._by_updates.get(held)
         if out is None:
             plan = self.plans.get(id)
@@ -214,6 +215,22 @@ class ReferenceModel:
             self._by_updates[held] = out
         self._cache[key] = out
         return out
+
+    def _shape(self, id: GlobalId) -> Hashable:
+        """What ``id``'s contents are a function of, besides its tables' updates: its plan
+        (reads of one query, by several ids, are evaluated once), else the table itself."""
+        hit = self._shapes.get(id)
+        if hit is None or hit[0] is not self.plans.get(id):
+            plan = self.plans.get(id)
+            key: Hashable = id
+            if plan is not None:
+                try:
+                    hash(plan)
+                    key = plan
+                except TypeError:  # a plan holding something unhashable: by its id
+                    pass
+            hit = self._shapes[id] = (plan, key)
+        return hit[1]
 
     def _temporal_filters(self, id: GlobalId) -> list[TemporalFilter]:
         hit = self._filters.get(id)
