@@ -72,6 +72,7 @@ from tidegate.spec.errors import (
     UnsupportedSql,
 )
 from tidegate.spec.frontier import Row
+from tidegate.spec.ids import GlobalId
 from tidegate.spec.plan import ColumnType, ScalarType, gets
 from tidegate.spec.sql import (
     AlterClusterStmt,
@@ -112,6 +113,7 @@ from tidegate.spec.sql.system_catalog import ClusterInfo, Snapshot, relation_nam
 
 from .catalog_queries import CatalogEngine, SessionConstants
 from .controller.errors import input_dropped
+from .errors import UnknownCatalogObject
 from .sql import (
     EnvCatalog,
     HeldRead,
@@ -515,12 +517,19 @@ class _Transaction:
     """The implicit transaction of a script of several statements (:meth:`SqlSession.script`)."""
     held: HeldRead | None = None
     """A read transaction's read holds at ``read_ts`` (released when it ends)."""
+    domain: set[GlobalId] = field(default_factory=set)
+    """What the transaction's reads read so far: each held at ``read_ts``."""
+    more: list[HeldRead] = field(default_factory=list)
+    """Holds at ``read_ts`` its later reads took on what its first did not read."""
 
     def end(self) -> None:
         """The transaction is over (committed, rolled back, failed, or its session closed)."""
         if self.held is not None:
             held, self.held = self.held, None
             held.release()
+        more, self.more = self.more, []
+        for h in more:
+            h.release()
 
 
 @dataclass
@@ -1360,14 +1369,28 @@ class SqlSession:
         complete there, every acknowledged write visible)."""
         tx = self._tx
         assert tx is not None
+        low = lower_query(stmt.query, EnvCatalog(self.env), params, stmt.sql)
+        ids = sorted(gets(low.plan))
         if tx.read_ts is None:
-            low = lower_query(stmt.query, EnvCatalog(self.env), params, stmt.sql)
-            ids = sorted(gets(low.plan))
             if ids:  # held until the transaction ends, so every read of it finds its time
                 tx.held = await self.env.hold_fresh(ids)
                 tx.read_ts = tx.held.time
             else:
                 tx.read_ts = self._now_ms()
+            tx.domain.update(ids)
+            return tx.read_ts
+        new = [g for g in ids if g not in tx.domain]
+        if new:  # objects the first read did not read: at the transaction's time, if still there
+            more = await self.env.hold_at(new, tx.read_ts)
+            if more is None:
+                raise InvalidTransactionState(
+                    "Transactions can only reference objects in the same timedomain. See "
+                    "https://materialize.com/docs/sql/begin/#same-timedomain-error",
+                    hint=f"{', '.join(_names(self.env, new))} can no longer be read at the "
+                    f"transaction's time {tx.read_ts}; read them in a transaction of their own",
+                )
+            tx.more.append(more)
+            tx.domain.update(new)
         return tx.read_ts
 
     async def _subscribe(self, stmt: SubscribeStmt, params: list[Any]) -> RowStream:
@@ -1549,6 +1572,17 @@ class SqlSession:
             ts = await self.env.append_many([(item.id, rows)])
             return SqlResult(f"COPY {len(rows)}", time=ts)
         return SqlResult("COPY 0")
+
+
+def _names(env: SqlEnvironment, ids: Sequence[GlobalId]) -> list[str]:
+    """The catalog's names of ``ids`` (an id, for one it no longer knows)."""
+    out = []
+    for gid in ids:
+        try:
+            out.append(env.state.get(gid).name)
+        except UnknownCatalogObject:
+            out.append(str(gid))
+    return out
 
 
 def _multi(sql: str) -> SqlError:

@@ -698,6 +698,12 @@ class Environment:
         of those objects stops)."""
         return await self._data.hold_fresh(refs)
 
+    async def hold_at(self, refs: Sequence[Ref], time: int) -> FreshRead | None:
+        """Read holds keeping ``time`` readable on every one of ``refs``, if each still is
+        (its since at or before ``time``); else ``None`` and nothing held. A transaction whose
+        later read names objects its first read did not takes them into its time this way."""
+        return await self._data.hold_at(refs, time)
+
     def frontiers(self, ref: Ref) -> tuple[Antichain, Antichain]:
         """``(since, upper)`` of object ``ref`` (of a sink: the time it holds its input at, and
         the frontier its target covers)."""

@@ -288,6 +288,23 @@ class ReadsAndWrites:
             raise
         return FreshRead(max(times) if times else self.core.oracle.read_ts(), holds)
 
+    async def hold_at(self, refs: Sequence[Ref], time: int) -> FreshRead | None:
+        """Read holds keeping ``time`` readable on what reads of ``refs`` read, if every one of
+        them is still readable there (its since at or before ``time``); else ``None``, holding
+        nothing."""
+        gids = [await self._resolve_read(r) for r in refs]
+        storage: list[GlobalId] = []
+        indexes: list[tuple[str, GlobalId]] = []
+        for gid in gids:
+            s, i = self._reads_of(gid)
+            storage += s
+            indexes += i
+        holds = self._acquire(storage, indexes)
+        if all(self.frontiers(g)[0].less_equal(time) for g in gids):
+            return FreshRead(time, holds)
+        holds.release()
+        return None
+
     def _since_of(self, gid: GlobalId) -> Callable[[], Antichain]:
         return lambda: self.frontiers(gid)[0]
 

@@ -181,3 +181,43 @@ def test_a_read_transaction_holds_its_time_until_it_ends(tmp_path: Path) -> None
             assert t > first.time
 
     _run(tmp_path, body)
+
+
+def test_a_read_transaction_reads_other_objects_at_its_time_or_refuses_them(
+    tmp_path: Path,
+) -> None:
+    """A later read of a read-only transaction that names an object its first read did not
+    reads it at the transaction's time too, held from then on: a row appended to ``u`` after
+    the first read is not seen, though it was acknowledged before the second. If that object
+    can no longer be read there (its since passed the time: a read policy of lag 0), the read
+    is refused as Materialize refuses a read outside the transaction's time domain (25000),
+    and the block is aborted."""
+    from tidegate.spec.frontier.read_policy import LagWriteFrontier
+
+    async def body(env: Environment) -> None:
+        await env.execute("INSERT INTO t VALUES (1, 'a')")
+        await env.execute("INSERT INTO u VALUES (1)")
+        session = SqlSession(env)
+        await session.run_script("BEGIN")
+        (first,) = await session.run_script("SELECT count(*) FROM t")
+        await env.append("u", [(2,)])
+        (second,) = await session.run_script("SELECT count(*) FROM u")
+        assert (second.rows, second.time) == ([(1,)], first.time)
+        for _ in range(3):  # an unheld since would pass the time now
+            await env.append("u", [(3,)])
+        (again,) = await session.run_script("SELECT count(*) FROM u")
+        assert (again.rows, again.time) == ([(1,)], first.time)  # held since its first read
+        await session.run_script("COMMIT")
+
+        await env.set_read_policy("u", LagWriteFrontier(0, 1))
+        await session.run_script("BEGIN")
+        (first,) = await session.run_script("SELECT count(*) FROM t")
+        for _ in range(3):  # each commit pulls u's since up to its upper
+            await env.append("u", [(4,)])
+        error = await _refused(session.run_script("SELECT count(*) FROM u"), "25000")
+        assert "same timedomain" in str(error) and "u" in (error.hint or "")
+        await _refused(session.run_script("SELECT count(*) FROM t"), "25P02")
+        await session.run_script("ROLLBACK")
+        assert await _rows(env, "SELECT count(*) FROM u") == [(8,)]
+
+    _run(tmp_path, body)
