@@ -102,7 +102,7 @@ SQL_MUTANTS: dict[str, str | tuple[str, ...]] = {
     "copy_fail_ignored": "sql_refused_as_postgresql",
     # seed 1: a read-only transaction's storage holds outlive it
     "read_transaction_keeps_holds": "holds_have_owners",
-    # seed 1: a write lands while the client thinks between its two reads of one query
+    # seed 2: a write lands while the client thinks between its two reads of one query
     "read_transaction_reads_fresh": "read_transaction_repeatable",
     # seed 12: rows of a UNION's side WHERE mz_now() >= n + a AND mz_now() < n + b read before
     # n + a (the offline check names it when an online read's window was open above)
