@@ -93,7 +93,9 @@ def test_the_window_subquery_and_like_shapes_are_judged_under_faults() -> None:
     runs' faults and judged against its reference plan (``sql_judged:<construct>``), and every property
     holds."""
     base = small()
-    scenario = dataclasses.replace(base, workload=dataclasses.replace(base.workload, sql_query=40))
+    # (read transactions off: their draws would move the queries these seeds were chosen for)
+    mix = dataclasses.replace(base.workload, sql_query=40, sql_read=0)
+    scenario = dataclasses.replace(base, workload=mix)
     judged: Counter[str] = Counter()
     for seed in (1, 2):
         result = run_simulation(RunOptions(seed=seed, scenario=scenario))
