@@ -47,7 +47,7 @@ from .relation import (
     Union,
     Window,
 )
-from .scalar_eval import compile_scalar, sql_equal
+from .scalar_eval import RowFn, compile_scalar, sql_equal
 from .temporal import bound_millis
 from .typecheck import object_order, typecheck, validate_dataflow
 from .window import window_partition
@@ -215,14 +215,25 @@ def _eval(
 def _map_filter(plan: Map | Filter, src: Collection) -> Collection:
     rows: dict[Row, int] = {}
     errors = dict(src.errors)
+    exprs = plan.exprs if isinstance(plan, Map) else plan.predicates
+    compiled: dict[int, RowFn] = {}
+
+    def fn(i: int) -> RowFn:
+        """Expression ``i``, compiled when a row first needs it (a failure to compile is each
+        such row's error, as it would be compiled for each)."""
+        f = compiled.get(i)
+        if f is None:
+            f = compiled[i] = compile_scalar(exprs[i])
+        return f
+
     for r, c in src.rows.items():
         try:
             if isinstance(plan, Map):
                 out = r
-                for e in plan.exprs:
-                    out = (*out, compile_scalar(e)(out))
+                for i in range(len(exprs)):
+                    out = (*out, fn(i)(out))
                 _add(rows, out, c)
-            elif all(compile_scalar(p)(r) is True for p in plan.predicates):
+            elif all(fn(i)(r) is True for i in range(len(exprs))):
                 _add(rows, r, c)
         except EvaluationError as err:
             _add(errors, str(err), c)
