@@ -7,6 +7,7 @@ objects acyclic, exports well formed) and returns every collection's schema.
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Mapping
 
 from ..errors import (
@@ -53,6 +54,25 @@ from .schema import Column, ColumnType, ScalarType, Schema, check_row
 
 __all__ = ["gets", "object_order", "typecheck", "validate_dataflow"]
 
+_NESTING_CHECKED: OrderedDict[int, Plan] = OrderedDict()
+"""Plans whose nesting was checked lately, by ``id`` (each kept alive here, so no other plan
+takes its ``id`` while it is remembered): a plan typechecked again -- an executor compiling a
+dataflow typechecks each operator's input -- is not walked whole again."""
+
+_NESTING_MEMORY = 512
+
+
+def _check_nesting_once(plan: Plan) -> None:
+    """:func:`check_nesting` of ``plan``, unless this very plan object passed it lately."""
+    key = id(plan)
+    if _NESTING_CHECKED.get(key) is plan:
+        _NESTING_CHECKED.move_to_end(key)
+        return
+    check_nesting(plan)
+    _NESTING_CHECKED[key] = plan
+    if len(_NESTING_CHECKED) > _NESTING_MEMORY:
+        _NESTING_CHECKED.popitem(last=False)
+
 
 def _cols(schema: Schema, idx: tuple[int, ...], what: str) -> None:
     for i in idx:
@@ -71,7 +91,7 @@ def typecheck(
     A plan nested deeper than :data:`~.depth.MAX_NESTING` is :class:`PlanTooDeep`.
     """
     if _lets is None:
-        check_nesting(plan)
+        _check_nesting_once(plan)
     lets = _lets or {}
     if isinstance(plan, Get):
         if not isinstance(plan.id, GlobalId):
