@@ -508,5 +508,8 @@ def draw_workload(source: ChoiceSource, kinds: Sequence[str]) -> tuple[str, ...]
     return tuple(k for k in kinds if k in CORE_ACTIONS or source.integer(0, 3) != 0)
 
 
-CORE_ACTIONS = frozenset({"append", "peek"})
-"""Client action kinds every generated workload keeps."""
+CORE_ACTIONS = frozenset({"append", "peek", "create_cluster", "drop_cluster"})
+"""Client action kinds every generated workload keeps (where the scenario weighs them): appends
+and fresh peeks, which every check needs, and creating and dropping clusters, which the other
+actions on clusters created during the run need and whose drops (``CASCADE``) the cleanup
+checks judge (scenarios that do not weigh them draw as before)."""
