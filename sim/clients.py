@@ -189,6 +189,8 @@ class Clients:
         exist as far as they know."""
         self.created_clusters = 0
         """A counter for the names of the clusters the clients create (``c1``, ``c2``, ...)."""
+        self.managed: set[str] = set()
+        """The managed clusters (a size, a replication factor) the clients created."""
         self.placed: set[str] = set()
         """The dataflows the clients placed on clusters they created (:meth:`_do_cluster_dataflow`):
         their names, each a scenario dataflow's ``<name>_<cluster>``."""
@@ -1295,6 +1297,69 @@ class Clients:
             self.world.count("create_cluster")
         elif ev["status"] == "fail":  # refused: nobody will connect to it
             self.world.stop_cluster_replica(address)
+
+    def _draw_create_managed_cluster(self) -> dict[str, Any] | None:
+        """A managed cluster of 1-3 replicas of a built-in size (at most two clusters of the
+        clients' at a time)."""
+        if len(self.clusters) >= 2:
+            return None
+        self.created_clusters += 1
+        return {
+            "cluster": created_cluster(self.created_clusters),
+            "replicas": self.source.integer(1, 3),
+            "size": pick(self.source, ("small", "medium", "large")),
+        }
+
+    async def _do_create_managed_cluster(self, env: Environment, args: Mapping[str, Any]) -> None:
+        cluster, n, size = str(args["cluster"]), int(args["replicas"]), str(args["size"])
+        if cluster in self.clusters or cluster in self.world.cluster_of.values():
+            return  # (a replayed plan's name already used)
+        ev = self.history.invoke(
+            "create_cluster",
+            self.world.kernel.now_ms,
+            cluster=cluster,
+            managed=True,
+            replicas=n,
+            size=size,
+        )
+        ok, _ = await self._call(ev, lambda: env.create_cluster(cluster, replicas=n, size=size))
+        if ok:
+            self.clusters.add(cluster)
+            self.managed.add(cluster)
+            self.world.count("create_managed_cluster")
+            self._judge_managed(ev, cluster, n)
+
+    def _draw_alter_cluster(self) -> dict[str, Any] | None:
+        """A managed cluster's replication factor changed to 1-3."""
+        managed = sorted(self.managed & self.clusters)
+        if not managed:
+            return None
+        return {"cluster": pick(self.source, managed), "replicas": self.source.integer(1, 3)}
+
+    async def _do_alter_cluster(self, env: Environment, args: Mapping[str, Any]) -> None:
+        cluster, m = str(args["cluster"]), int(args["replicas"])
+        if cluster not in self.managed or cluster not in self.clusters:
+            return
+        ev = self.history.invoke(
+            "alter_cluster", self.world.kernel.now_ms, cluster=cluster, replicas=m
+        )
+        ok, _ = await self._call(ev, lambda: env.alter_cluster(cluster, replication_factor=m))
+        if ok:
+            self.world.count("alter_cluster")
+            self._judge_managed(ev, cluster, m)
+
+    def _judge_managed(self, ev: Mapping[str, Any], cluster: str, n: int) -> None:
+        """Once ``CREATE CLUSTER`` / ``ALTER CLUSTER ... SET (REPLICATION FACTOR = n)`` is
+        answered, the world runs exactly ``n`` replica processes of ``cluster``, ``r1``..``rN``
+        (its own record of the processes it started for the cluster, not the product's)."""
+        running = self._cluster_processes(cluster)
+        want = [f"{cluster}.r{i}" for i in range(1, n + 1)]
+        if running != want:
+            self.world.violate(
+                "managed_replicas_match",
+                f"{ev['op']} {ev['n']} of {cluster} to {n} replicas was answered, but the "
+                f"world runs {running} for it",
+            )
 
     def _draw_drop_cluster(self) -> dict[str, Any] | None:
         """A cluster the clients created dropped, mostly with ``CASCADE`` (without, one that

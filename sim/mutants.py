@@ -1237,6 +1237,38 @@ def _drop_cluster_keeps_dataflows_patch() -> AbstractContextManager[None]:
     return _replaced(_clusters.Clusters, "drop_cluster", drop_cluster)
 
 
+def _alter_cluster_leaves_surplus_running_patch() -> AbstractContextManager[None]:
+    """``ALTER CLUSTER c SET (REPLICATION FACTOR = m)`` to fewer replicas drops the surplus ones
+    from the catalog and the controller but never has the orchestrator stop their processes."""
+    from tidegate.runtime.environment import _clusters
+
+    original = _clusters.Clusters.__dict__["alter_cluster"]
+
+    async def alter_cluster(self: Any, name: str, **kwargs: Any) -> Any:
+        core = self.core
+        orchestrator = core.orchestrator
+        core.orchestrator = _NoStop(orchestrator) if orchestrator is not None else None
+        try:
+            return await original(self, name, **kwargs)
+        finally:
+            core.orchestrator = orchestrator
+
+    return _replaced(_clusters.Clusters, "alter_cluster", alter_cluster)
+
+
+class _NoStop:
+    """An orchestrator whose ``stop`` does nothing (everything else is ``inner``'s)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    async def stop(self, name: str) -> None:
+        return None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
 class _NoUninstall:
     """A DDL helper whose ``uninstall`` does nothing (everything else is ``inner``'s)."""
 
@@ -1777,6 +1809,13 @@ _ALL += [
         "DROP CLUSTER ... CASCADE drops the instance and the catalog entries but leaves a "
         "materialized view placed there a storage collection, its shard never finalized",
         _drop_cluster_keeps_dataflows_patch,
+        scenario="clusters",
+    ),
+    Mutant(
+        "alter_cluster_leaves_surplus_running",
+        "ALTER CLUSTER to a lower replication factor leaves the surplus replicas' processes "
+        "running",
+        _alter_cluster_leaves_surplus_running_patch,
         scenario="clusters",
     ),
     Mutant(

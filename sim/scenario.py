@@ -181,6 +181,8 @@ _CLUSTER_ACTIONS = (
     "create_cluster",
     "drop_cluster",
     "cluster_dataflow",
+    "create_managed_cluster",
+    "alter_cluster",
 )
 
 
@@ -224,6 +226,12 @@ class WorkloadMix:
     """A cluster of one replica created (its process started by the world) or dropped while the
     run goes: named reads go to it too, until it is dropped."""
     drop_cluster: int = 0
+    create_managed_cluster: int = 0
+    """A managed cluster (``SIZE``, ``REPLICATION FACTOR``) created while the run goes, its
+    replicas' processes started by the world as the environment's orchestrator; then
+    ``alter_cluster`` changes its replication factor: the world must then run exactly that
+    many of its replicas."""
+    alter_cluster: int = 0
     cluster_dataflow: int = 0
     """One of the scenario's indexes or materialized views created anew on a cluster created
     while the run goes, then read there and from ``default``; it goes when its cluster is
@@ -282,6 +290,8 @@ class WorkloadMix:
         "sql_read",
         "cluster_dataflow",
         "sql_cluster",
+        "create_managed_cluster",
+        "alter_cluster",
     )
 
     def weights(self) -> list[tuple[str, int]]:
@@ -650,6 +660,8 @@ class WorkloadModel(BaseModel):
     create_cluster: Count = _MIX.create_cluster
     drop_cluster: Count = _MIX.drop_cluster
     cluster_dataflow: Count = _MIX.cluster_dataflow
+    create_managed_cluster: Count = _MIX.create_managed_cluster
+    alter_cluster: Count = _MIX.alter_cluster
     sql_subscribe: Count = _MIX.sql_subscribe
     sql_bad: Count = _MIX.sql_bad
     sql_copy: Count = _MIX.sql_copy
@@ -1134,6 +1146,8 @@ def clusters() -> Scenario:
             drop_cluster=3,
             cluster_dataflow=3,
             sql_cluster=4,
+            create_managed_cluster=2,
+            alter_cluster=2,
         ),
         quiet_ms=8_000,
     )

@@ -314,6 +314,60 @@ def test_a_hydration_answer_is_judged_on_the_replicas_of_the_index_cluster() -> 
     assert result.sometimes["replica_added"] == 1  # the replacement came afterwards
 
 
+def _managed_plan() -> FaultPlan:
+    """A managed cluster of 2 replicas, an index on it, its replication factor raised to 3 and
+    lowered to 2 (a replica crashing meanwhile), a read there, then its drop."""
+    return FaultPlan(
+        faults=(Fault(2_600, FaultKind.CRASH_REPLICA, "c1.r2", 300),),
+        enabled=(FaultKind.CRASH_REPLICA,),
+        actions=(
+            Action(300, "append", {"batches": [["u1", [[["ann", 300], 1]]]]}),
+            Action(
+                500, "create_managed_cluster", {"cluster": "c1", "replicas": 2, "size": "small"}
+            ),
+            Action(1_000, "cluster_dataflow", {"dataflow": "per_customer", "cluster": "c1"}),
+            Action(1_500, "alter_cluster", {"cluster": "c1", "replicas": 3}),
+            Action(2_000, "alter_cluster", {"cluster": "c1", "replicas": 2}),
+            _peek(2_500, "per_customer_c1", "c1"),
+            Action(3_000, "drop_cluster", {"cluster": "c1", "cascade": True}),
+        ),
+    )
+
+
+def test_a_managed_cluster_runs_exactly_its_replication_factor_of_replicas() -> None:
+    """``CREATE CLUSTER c1 (SIZE = 'small', REPLICATION FACTOR = 2)`` and ``ALTER CLUSTER c1
+    SET (REPLICATION FACTOR = m)``: the environment's orchestrator is the world's stand-in, and
+    once each is answered the world runs exactly ``c1.r1``..``c1.rM`` (its own record of
+    processes); a replica's crash is restarted, reads on the cluster are answered there."""
+    result = run_simulation(RunOptions(seed=1, scenario=clusters(), plan=_managed_plan()))
+    assert result.ok, result.violation
+    ops = [e for e in result.history.events if e["op"] in ("create_cluster", "alter_cluster")]
+    assert [(e["op"], e["replicas"], e["status"]) for e in ops] == [
+        ("create_cluster", 2, "ok"),
+        ("alter_cluster", 3, "ok"),
+        ("alter_cluster", 2, "ok"),
+    ]
+    assert result.sometimes["create_managed_cluster"] == 1
+    assert result.sometimes["alter_cluster"] == 2
+    assert result.sometimes["fault_on_created_cluster"] == 1
+    last = [e for e in result.history.events if e["op"] == "peek"][-1]
+    assert (last["name"], last["cluster"], last["status"]) == ("per_customer_c1", "c1", "ok")
+
+
+def test_surplus_replicas_left_running_by_an_alter_are_caught_by_the_worlds_record() -> None:
+    result = run_simulation(
+        RunOptions(
+            seed=1,
+            scenario=clusters(),
+            plan=_managed_plan(),
+            mutant="alter_cluster_leaves_surplus_running",
+        )
+    )
+    assert result.violation is not None
+    assert result.violation.property == "managed_replicas_match", result.violation
+    assert "c1.r3" in result.violation.message
+
+
 def _sql_query_in(at_ms: int, cluster: str, session: int = 0) -> Action:
     table = clusters().tables[0]
     return Action(
@@ -441,6 +495,8 @@ def test_scenarios_without_clusters_write_no_cluster_fields() -> None:
             "drop_cluster",
             "cluster_dataflow",
             "sql_cluster",
+            "create_managed_cluster",
+            "alter_cluster",
         } & set(data["workload"])
     data = clusters().to_json()
     assert data["clusters"] == [{"name": "analytics", "replicas": 2}]
