@@ -1351,7 +1351,8 @@ class Clients:
     def _judge_managed(self, ev: Mapping[str, Any], cluster: str, n: int) -> None:
         """Once ``CREATE CLUSTER`` / ``ALTER CLUSTER ... SET (REPLICATION FACTOR = n)`` is
         answered, the world runs exactly ``n`` replica processes of ``cluster``, ``r1``..``rN``
-        (its own record of the processes it started for the cluster, not the product's)."""
+        (its own record of the processes it started for the cluster, not the product's); once
+        its ``DROP CLUSTER`` is answered, none (``n`` 0)."""
         running = self._cluster_processes(cluster)
         want = [f"{cluster}.r{i}" for i in range(1, n + 1)]
         if running != want:
@@ -1411,6 +1412,8 @@ class Clients:
             self.sql.forget(went)
             for g in sorted(went):
                 self.world.dropped(g)
+            if cluster in self.managed:  # the orchestrator's to stop: none may run now
+                self._judge_managed(ev, cluster, 0)
             for process, c in sorted(self.world.cluster_of.items()):
                 if c == cluster:
                     self.world.stop_cluster_replica(process)
