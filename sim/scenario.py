@@ -659,14 +659,14 @@ class WorkloadModel(BaseModel):
     drop_cluster_replica: Count = _MIX.drop_cluster_replica
     create_cluster: Count = _MIX.create_cluster
     drop_cluster: Count = _MIX.drop_cluster
-    cluster_dataflow: Count = _MIX.cluster_dataflow
-    create_managed_cluster: Count = _MIX.create_managed_cluster
-    alter_cluster: Count = _MIX.alter_cluster
     sql_subscribe: Count = _MIX.sql_subscribe
     sql_bad: Count = _MIX.sql_bad
     sql_copy: Count = _MIX.sql_copy
     sql_read: Count = _MIX.sql_read
+    cluster_dataflow: Count = _MIX.cluster_dataflow
     sql_cluster: Count = _MIX.sql_cluster
+    create_managed_cluster: Count = _MIX.create_managed_cluster
+    alter_cluster: Count = _MIX.alter_cluster
     rows_per_append: Range = _MIX.rows_per_append
     ms_between_actions: Range = _MIX.ms_between_actions
     null_per_mille: Annotated[StrictInt, Field(ge=0, le=1000)] = _MIX.null_per_mille
