@@ -98,6 +98,8 @@ def test_the_clusters_scenario_reaches_what_it_is_for() -> None:
         "sql_cluster_materialized_view",
         "sql_cluster_unknown_refused",
         "fault_on_created_cluster",
+        "create_managed_cluster",
+        "alter_cluster",
     ):
         assert reached[name] > 0, name
     assert reached["peek_answer_not_on_wire"] == 0
