@@ -261,6 +261,11 @@ class Checker:
                 self.model.install(gid, plan_from_dict(ev["plan"]))
                 if ev.get("kind") == "index":  # its since follows a read policy (the default)
                     self._indexes.add(gid)
+                if "cluster" in ev:  # placed on a cluster the clients created during the run
+                    self._placed[gid] = str(ev["cluster"])
+                    if ev.get("kind") == "materialized_view":
+                        self.truth.watch(ev["id"])
+                        self._views.add(gid)
             elif op == "install":
                 spec = self._plans.get(ev["name"])
                 if spec is not None:
@@ -797,8 +802,9 @@ class Checker:
         anything else: their own record, not the catalog's."""
         placed = self._placed.get(id)
         if placed is None:  # created a moment ago: not judged from the history yet
-            names = [n for n, g in self.world.clients.objects.items() if g == id]
-            spec = self._plans.get(names[0]) if names else None
+            clients = self.world.clients
+            names = [n for n, g in clients.objects.items() if g == id]
+            spec = clients.specs.get(names[0]) if names else None
             placed = DEFAULT_CLUSTER if spec is None else spec.cluster
         return placed
 
@@ -961,6 +967,14 @@ class Checker:
                     "drops_clean_up",
                     f"shard {key} belongs to no catalog object but was never finalized",
                 )
+        # A dropped cluster's instance goes, and with it every dataflow it ran (the ids its
+        # client placed there are among the dropped ones judged below).
+        gone = {str(d["cluster"]) for d in self.history.ops("drop_cluster") if d["status"] == "ok"}
+        for name in sorted(gone & set(ctl.compute.instance_ids())):
+            self.violate(
+                "drops_clean_up",
+                f"cluster {name} was dropped, but the compute controller still has its instance",
+            )
         known = {c.id for c in compute_collections(ctl, include_dropped=True)}
         storage = {c.id: c for c in ctl.storage.collections()}
         self.truth.refresh()

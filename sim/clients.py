@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import trio
@@ -43,6 +43,7 @@ import trio
 from tidegate.runtime.environment import Environment
 from tidegate.runtime.errors import (
     AppendOutcomeUnknown,
+    ClusterNotEmpty,
     DuplicateCatalogName,
     HasDependents,
     UnknownCatalogObject,
@@ -52,7 +53,7 @@ from tidegate.spec.errors import ReadBeyondUpper, SinceViolation, TidegateError
 from tidegate.spec.frontier import Antichain, Row
 from tidegate.spec.frontier.read_policy import LagWriteFrontier
 from tidegate.spec.ids import GlobalId
-from tidegate.spec.plan import Plan, Schema, gets, replace_gets, typecheck
+from tidegate.spec.plan import Plan, Schema, gets, plan_to_dict, replace_gets, typecheck
 from tidegate.spec.protocol.types import ColumnOrder, RowSetFinishing
 from tidegate.spec.storage.connections import SimulatedSink, SimulatedSource
 
@@ -94,6 +95,17 @@ class ClientsWorld(WorldPort, Protocol):
 
 MAX_CLUSTER_REPLICAS = 4
 """How many replicas the clients let a cluster grow to."""
+
+
+def created_cluster(n: int) -> str:
+    """The name of the ``n``-th cluster the clients create while the run goes (its one replica
+    is ``<name>.r1``)."""
+    return f"c{n}"
+
+
+FAULTED_CREATED_CLUSTERS = 3
+"""Faults are drawn over the replicas of the first this many clusters the clients create too
+(a fault on one that does not exist at that moment is skipped)."""
 DIED = "the controller died"
 """Why an operation's outcome is unknown: its controller was killed before it answered."""
 _WORDS = ("ann", "bob", "cy", "dee", "eve", "fay")
@@ -175,6 +187,13 @@ class Clients:
         self.clusters: set[str] = set()
         """The clusters the clients created while the run goes (besides the scenario's), that
         exist as far as they know."""
+        self.created_clusters = 0
+        """A counter for the names of the clusters the clients create (``c1``, ``c2``, ...)."""
+        self.managed: set[str] = set()
+        """The managed clusters (a size, a replication factor) the clients created."""
+        self.placed: set[str] = set()
+        """The dataflows the clients placed on clusters they created (:meth:`_do_cluster_dataflow`):
+        their names, each a scenario dataflow's ``<name>_<cluster>``."""
         self._replicas_in_doubt: set[str] = set()
         """Replica processes whose adding or dropping had an unknown outcome (the controller
         died): the next controller's catalog decides whether they run."""
@@ -857,13 +876,17 @@ class Clients:
                 d["id"] == ev["target"]
                 or ev["target"] in d.get("gone", ())
                 or (d.get("cascade") and d["status"] != "ok")
-                for d in self.history.ops("drop")
+                for d in self._drops()
             ):
                 self.world.violate(
                     "valid_reads_answered",
                     f"{ev['op']} {ev['n']} of {ev['name']} failed with {error}, "
                     f"but no client dropped {ev['target']}",
                 )
+
+    def _drops(self) -> list[dict[str, Any]]:
+        """The drops so far: of objects, and of clusters (whose ``gone`` lists what went)."""
+        return [*self.history.ops("drop"), *self.history.ops("drop_cluster")]
 
     def _draw_cancel_peek(self) -> dict[str, Any] | None:
         """A peek that its client gives up on after ``after_ms`` (answered by then or not)."""
@@ -907,6 +930,8 @@ class Clients:
     def _note_install(self, gid: GlobalId, name: str, spec: DataflowSpec) -> None:
         inputs = self._source_inputs(spec)
         extra: dict[str, Any] = {"inputs": inputs} if inputs else {}
+        if name in self.placed:  # not the scenario's: the checkers learn its plan and cluster here
+            extra.update(plan=plan_to_dict(self._plan(spec)), cluster=spec.cluster)
         self.history.note(
             "install", self.world.kernel.now_ms, id=str(gid), name=name, kind=spec.kind, **extra
         )
@@ -1114,7 +1139,7 @@ class Clients:
     def _judge_subscribe_error(self, sub: _Sub, error: str) -> None:
         """A subscribe may end with an error only if its target replica went or an input was dropped."""
         dropped = {d["id"] for d in self.history.ops("drop")}
-        dropped.update(g for d in self.history.ops("drop") for g in d.get("gone", ()))
+        dropped.update(g for d in self._drops() for g in d.get("gone", ()))
         if error.endswith("was dropped while the subscribe ran"):
             self.world.count("subscribe_ended_by_drop")
             if error.split()[0] not in dropped:
@@ -1257,8 +1282,8 @@ class Clients:
         """A cluster of one replica (at most two such at a time)."""
         if len(self.clusters) >= 2:
             return None
-        self.cluster_replicas += 1
-        return {"cluster": f"c{self.cluster_replicas}"}
+        self.created_clusters += 1
+        return {"cluster": created_cluster(self.created_clusters)}
 
     async def _do_create_cluster(self, env: Environment, args: Mapping[str, Any]) -> None:
         cluster = str(args["cluster"])
@@ -1273,21 +1298,172 @@ class Clients:
         elif ev["status"] == "fail":  # refused: nobody will connect to it
             self.world.stop_cluster_replica(address)
 
+    def _draw_create_managed_cluster(self) -> dict[str, Any] | None:
+        """A managed cluster of 1-3 replicas of a built-in size (at most two clusters of the
+        clients' at a time)."""
+        if len(self.clusters) >= 2:
+            return None
+        self.created_clusters += 1
+        return {
+            "cluster": created_cluster(self.created_clusters),
+            "replicas": self.source.integer(1, 3),
+            "size": pick(self.source, ("small", "medium", "large")),
+        }
+
+    async def _do_create_managed_cluster(self, env: Environment, args: Mapping[str, Any]) -> None:
+        cluster, n, size = str(args["cluster"]), int(args["replicas"]), str(args["size"])
+        if cluster in self.clusters or cluster in self.world.cluster_of.values():
+            return  # (a replayed plan's name already used)
+        ev = self.history.invoke(
+            "create_cluster",
+            self.world.kernel.now_ms,
+            cluster=cluster,
+            managed=True,
+            replicas=n,
+            size=size,
+        )
+        ok, _ = await self._call(ev, lambda: env.create_cluster(cluster, replicas=n, size=size))
+        if ok:
+            self.clusters.add(cluster)
+            self.managed.add(cluster)
+            self.world.count("create_managed_cluster")
+            self._judge_managed(ev, cluster, n)
+
+    def _draw_alter_cluster(self) -> dict[str, Any] | None:
+        """A managed cluster's replication factor changed to 1-3."""
+        managed = sorted(self.managed & self.clusters)
+        if not managed:
+            return None
+        return {"cluster": pick(self.source, managed), "replicas": self.source.integer(1, 3)}
+
+    async def _do_alter_cluster(self, env: Environment, args: Mapping[str, Any]) -> None:
+        cluster, m = str(args["cluster"]), int(args["replicas"])
+        if cluster not in self.managed or cluster not in self.clusters:
+            return
+        ev = self.history.invoke(
+            "alter_cluster", self.world.kernel.now_ms, cluster=cluster, replicas=m
+        )
+        ok, _ = await self._call(ev, lambda: env.alter_cluster(cluster, replication_factor=m))
+        if ok:
+            self.world.count("alter_cluster")
+            self._judge_managed(ev, cluster, m)
+
+    def _judge_managed(self, ev: Mapping[str, Any], cluster: str, n: int) -> None:
+        """Once ``CREATE CLUSTER`` / ``ALTER CLUSTER ... SET (REPLICATION FACTOR = n)`` is
+        answered, the world runs exactly ``n`` replica processes of ``cluster``, ``r1``..``rN``
+        (its own record of the processes it started for the cluster, not the product's); once
+        its ``DROP CLUSTER`` is answered, none (``n`` 0)."""
+        running = self._cluster_processes(cluster)
+        want = [f"{cluster}.r{i}" for i in range(1, n + 1)]
+        if running != want:
+            self.world.violate(
+                "managed_replicas_match",
+                f"{ev['op']} {ev['n']} of {cluster} to {n} replicas was answered, but the "
+                f"world runs {running} for it",
+            )
+
     def _draw_drop_cluster(self) -> dict[str, Any] | None:
-        return {"cluster": pick(self.source, sorted(self.clusters))} if self.clusters else None
+        """A cluster the clients created dropped, mostly with ``CASCADE`` (without, one that
+        maintains dataflows must be refused)."""
+        if not self.clusters:
+            return None
+        return {
+            "cluster": pick(self.source, sorted(self.clusters)),
+            "cascade": chance(self.source, 750),
+        }
+
+    def _on_cluster(self, cluster: str) -> dict[str, GlobalId]:
+        """The dataflows the clients know exist on ``cluster`` (their own record), by name."""
+        return {n: g for n, g in sorted(self.objects.items()) if self.specs[n].cluster == cluster}
 
     async def _do_drop_cluster(self, env: Environment, args: Mapping[str, Any]) -> None:
         cluster = str(args["cluster"])
         if cluster not in self.clusters:
             return
-        ev = self.history.invoke("drop_cluster", self.world.kernel.now_ms, cluster=cluster)
-        ok, _ = await self._call(ev, lambda: env.drop_cluster(cluster))
+        cascade = bool(args.get("cascade"))
+        mine = self._on_cluster(cluster)
+        mine.update(self.sql.on_cluster(cluster))
+        ev = self.history.invoke(
+            "drop_cluster",
+            self.world.kernel.now_ms,
+            cluster=cluster,
+            **({"cascade": True} if cascade else {}),
+        )
+        ok, gone = await self._call(ev, lambda: env.drop_cluster(cluster, cascade=cascade))
         if ok:
             self.clusters.discard(cluster)
             self.world.count("drop_cluster")
+            if mine:
+                self.world.count("drop_cluster_cascaded")
+                if not cascade:
+                    self.world.violate(
+                        "clusters_not_empty_refused",
+                        f"drop_cluster {ev['n']} of {cluster} without CASCADE was done, though "
+                        f"it maintained {sorted(mine)}",
+                    )
+            # What went: the client's own record of what it placed there (what the end's
+            # cleanup checks judge), and what the product says went with it.
+            went = set(mine.values()) | set(gone)
+            if went:
+                ev["gone"] = sorted(str(g) for g in went)
+            for table in (self.objects, self.source_ids, self.sinks):
+                for key in [k for k, v in table.items() if v in went]:
+                    del table[key]
+            self.sql.forget(went)
+            for g in sorted(went):
+                self.world.dropped(g)
+            if cluster in self.managed:  # the orchestrator's to stop: none may run now
+                self._judge_managed(ev, cluster, 0)
             for process, c in sorted(self.world.cluster_of.items()):
                 if c == cluster:
                     self.world.stop_cluster_replica(process)
+        elif ev["status"] == "fail" and str(ev["error"]).startswith(ClusterNotEmpty.__name__):
+            self.world.count("drop_cluster_refused_not_empty")
+            if cascade:
+                self.world.violate(
+                    "clusters_not_empty_refused",
+                    f"drop_cluster {ev['n']} of {cluster} with CASCADE was refused: {ev['error']}",
+                )
+
+    def _draw_cluster_dataflow(self) -> dict[str, Any] | None:
+        """One of the scenario's indexes or materialized views created anew on a cluster the
+        clients created while the run goes (``IN CLUSTER``), under a name of its own."""
+        if not self.clusters:
+            return None
+        cluster = pick(self.source, sorted(self.clusters))
+        free = [
+            d
+            for d in self.scenario.dataflows
+            if d.kind != "subscribe"
+            and self._inputs_exist(d)
+            and f"{d.name}_{cluster}" not in self.objects
+        ]
+        if not free:
+            return None
+        kind = pick(self.source, sorted({d.kind for d in free}))  # views as often as indexes
+        names = [d.name for d in free if d.kind == kind]
+        return {"dataflow": pick(self.source, names), "cluster": cluster}
+
+    async def _do_cluster_dataflow(self, env: Environment, args: Mapping[str, Any]) -> None:
+        """Create it, then read it on its cluster (answered, judged against the reference as
+        every read) and from ``default`` (an index: refused, :class:`WrongCluster`; a
+        materialized view: answered, through storage)."""
+        base, cluster = self.specs.get(str(args["dataflow"])), str(args["cluster"])
+        if base is None or base.name in self.placed or cluster not in self.clusters:
+            return
+        name = f"{base.name}_{cluster}"
+        self.specs.setdefault(name, replace(base, name=name, cluster=cluster))
+        self.placed.add(name)
+        await self._create(env, name)
+        if name not in self.objects:
+            return
+        self.world.count(f"cluster_dataflow_{base.kind}")
+        for asked in (cluster, DEFAULT_CLUSTER):
+            read = {"mode": "fresh", "k": 0}
+            fin = finishing_to_json(RowSetFinishing())
+            await self._do_peek(
+                env, {"target": name, "at": read, "finishing": fin, "cluster": asked}
+            )
 
     # sources
     def _note_source(self, src: SourceSpec, gid: GlobalId) -> None:

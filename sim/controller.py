@@ -39,6 +39,7 @@ from tidegate.spec.ids import GlobalId
 from tidegate.spec.storage import AppendCompleted
 
 from .choices import chance
+from .orchestrator import SimOrchestrator
 from .pause import PausableTransport, Pause
 from .platform import SimPlatform
 from .process import ProcessKilled, SimProcess
@@ -380,6 +381,9 @@ class ControllerProcess:
                     pause,
                 ),
             }
+        managed: dict[str, Any] = {}
+        if w.scenario.workload.create_managed_cluster:  # the world runs managed replicas
+            managed = {"orchestrator": SimOrchestrator(w)}
         with trio.CancelScope() as scope:
             inc.scope = scope
             try:
@@ -399,6 +403,7 @@ class ControllerProcess:
                     check_protocol=True,
                     read_only=upgrade,
                     **storage,
+                    **managed,
                 ) as env:
                     if upgrade:
                         w.record("controller_read_only", generation=generation)

@@ -505,8 +505,15 @@ def draw_workload(source: ChoiceSource, kinds: Sequence[str]) -> tuple[str, ...]
     """The client action kinds a seed's workload draws from: each of ``kinds`` but the core ones
     (appends and fresh peeks, which every check needs) left out with probability 1/4 (swarm
     testing: rare combinations of features come up without hand-tuned mixes)."""
-    return tuple(k for k in kinds if k in CORE_ACTIONS or source.integer(0, 3) != 0)
+    kept = CORE_ACTIONS | KEPT_ACTIONS
+    return tuple(k for k in kinds if k in kept or source.integer(0, 3) != 0)
 
 
 CORE_ACTIONS = frozenset({"append", "peek"})
-"""Client action kinds every generated workload keeps."""
+"""Client action kinds every generated workload keeps (appends and fresh peeks, which every
+check needs)."""
+
+KEPT_ACTIONS = frozenset({"create_cluster", "drop_cluster"})
+"""Client action kinds a generated workload keeps where the scenario weighs them: creating and
+dropping clusters, which the other actions on clusters created during the run need and whose
+drops (``CASCADE``) the cleanup checks judge (scenarios that do not weigh them draw as before)."""

@@ -1218,6 +1218,97 @@ def _peek_ignores_named_cluster_patch() -> AbstractContextManager[None]:
     return _replaced(_data.ReadsAndWrites, "cluster_of", cluster_of)
 
 
+def _drop_cluster_keeps_dataflows_patch() -> AbstractContextManager[None]:
+    """``DROP CLUSTER ... CASCADE`` drops the cluster's compute instance and its catalog entries
+    but not its objects' controller state: a materialized view placed there stays a storage
+    collection whose shard is never finalized (its index goes with the instance)."""
+    from tidegate.runtime.environment import _clusters
+
+    original = _clusters.Clusters.__dict__["drop_cluster"]
+
+    async def drop_cluster(self: Any, name: str, *, cascade: bool = False) -> Any:
+        ddl = self.ddl
+        self.ddl = _NoUninstall(ddl)
+        try:
+            return await original(self, name, cascade=cascade)
+        finally:
+            self.ddl = ddl
+
+    return _replaced(_clusters.Clusters, "drop_cluster", drop_cluster)
+
+
+def _alter_cluster_leaves_surplus_running_patch() -> AbstractContextManager[None]:
+    """``ALTER CLUSTER c SET (REPLICATION FACTOR = m)`` to fewer replicas drops the surplus ones
+    from the catalog and the controller but never has the orchestrator stop their processes."""
+    from tidegate.runtime.environment import _clusters
+
+    original = _clusters.Clusters.__dict__["alter_cluster"]
+
+    async def alter_cluster(self: Any, name: str, **kwargs: Any) -> Any:
+        core = self.core
+        orchestrator = core.orchestrator
+        core.orchestrator = _NoStop(orchestrator) if orchestrator is not None else None
+        try:
+            return await original(self, name, **kwargs)
+        finally:
+            core.orchestrator = orchestrator
+
+    return _replaced(_clusters.Clusters, "alter_cluster", alter_cluster)
+
+
+class _NoStop:
+    """An orchestrator whose ``stop`` does nothing (everything else is ``inner``'s)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    async def stop(self, name: str) -> None:
+        return None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+class _NoUninstall:
+    """A DDL helper whose ``uninstall`` does nothing (everything else is ``inner``'s)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def uninstall(self, before: Any, gone: Any) -> None:
+        return None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def _sql_ignores_in_cluster_patch() -> AbstractContextManager[None]:
+    """A statement's ``IN CLUSTER c`` clause is ignored: ``CREATE INDEX`` / ``CREATE MATERIALIZED
+    VIEW ... IN CLUSTER c`` places the dataflow on the session's cluster. Reads stay right;
+    the check of where each dataflow runs (the clients' record) sees it."""
+    from tidegate.runtime import sql_session
+
+    def _cluster(self: Any, prepared: Any = None) -> str:
+        cluster: str = self._values["cluster"]
+        return cluster
+
+    return _replaced(sql_session.SqlSession, "_cluster", _cluster)
+
+
+def _sql_unknown_cluster_runs_in_default_patch() -> AbstractContextManager[None]:
+    """A session whose cluster (``SET cluster``) does not exist (any more) runs its statements in
+    ``default`` instead of refusing them (42704, as Materialize does)."""
+    from tidegate.runtime import sql_session
+
+    original = sql_session.SqlSession.__dict__["_cluster"]
+
+    def _cluster(self: Any, prepared: Any = None) -> str:
+        cluster: str = original(self, prepared)
+        return cluster if cluster in self._clusters() else "default"
+
+    return _replaced(sql_session.SqlSession, "_cluster", _cluster)
+
+
 # -- SQL front end and wire protocol bugs (reached by the SQL clients) ---------------------------
 
 
@@ -1711,6 +1802,34 @@ _ALL += [
         "a read of a table or materialized view in a cluster the client named runs on the "
         "view's own cluster (or default): another instance's replicas answer it",
         _peek_ignores_named_cluster_patch,
+        scenario="clusters",
+    ),
+    Mutant(
+        "drop_cluster_keeps_dataflows",
+        "DROP CLUSTER ... CASCADE drops the instance and the catalog entries but leaves a "
+        "materialized view placed there a storage collection, its shard never finalized",
+        _drop_cluster_keeps_dataflows_patch,
+        scenario="clusters",
+    ),
+    Mutant(
+        "alter_cluster_leaves_surplus_running",
+        "ALTER CLUSTER to a lower replication factor leaves the surplus replicas' processes "
+        "running",
+        _alter_cluster_leaves_surplus_running_patch,
+        scenario="clusters",
+    ),
+    Mutant(
+        "sql_ignores_in_cluster",
+        "CREATE INDEX / MATERIALIZED VIEW ... IN CLUSTER c places the dataflow on the session's "
+        "cluster",
+        _sql_ignores_in_cluster_patch,
+        scenario="clusters",
+    ),
+    Mutant(
+        "sql_unknown_cluster_runs_in_default",
+        "a SQL session whose cluster does not exist runs its statements in default, not "
+        "refusing them (42704)",
+        _sql_unknown_cluster_runs_in_default_patch,
         scenario="clusters",
     ),
 ]

@@ -25,6 +25,7 @@ from typing import Any
 
 from .checkers import StopRun
 from .choices import ChoiceSource, pick, stream, subset
+from .clients import FAULTED_CREATED_CLUSTERS, created_cluster
 from .faults import FaultPlan, draw_workload, generate_plan
 from .history import OFFLINE_PREFIX, ClientHistory, Violation, check_history
 from .kernel import run_virtual
@@ -135,6 +136,8 @@ def _plan_for(options: RunOptions, source: ChoiceSource) -> FaultPlan:
     else:
         enabled = subset(source, SUPPORTED_FAULTS) or [pick(source, SUPPORTED_FAULTS)]
     replicas = list(scenario.cluster_replicas())  # faults strike the replicas of every cluster
+    if scenario.workload.create_cluster > 0:  # and of the clusters the clients create
+        replicas += [f"{created_cluster(n)}.r1" for n in range(1, FAULTED_CREATED_CLUSTERS + 1)]
     horizon = max(1, scenario.duration_ms * 4 // 5)
     upstreams = sorted({s.upstream for s in scenario.sources})
     plan = generate_plan(

@@ -172,6 +172,7 @@ _SQL_ACTIONS = (
     "sql_bad",
     "sql_copy",
     "sql_read",
+    "sql_cluster",
 )
 _CLUSTER_ACTIONS = (
     "peek_cluster",
@@ -179,6 +180,9 @@ _CLUSTER_ACTIONS = (
     "drop_cluster_replica",
     "create_cluster",
     "drop_cluster",
+    "cluster_dataflow",
+    "create_managed_cluster",
+    "alter_cluster",
 )
 
 
@@ -222,6 +226,16 @@ class WorkloadMix:
     """A cluster of one replica created (its process started by the world) or dropped while the
     run goes: named reads go to it too, until it is dropped."""
     drop_cluster: int = 0
+    create_managed_cluster: int = 0
+    """A managed cluster (``SIZE``, ``REPLICATION FACTOR``) created while the run goes, its
+    replicas' processes started by the world as the environment's orchestrator; then
+    ``alter_cluster`` changes its replication factor: the world must then run exactly that
+    many of its replicas."""
+    alter_cluster: int = 0
+    cluster_dataflow: int = 0
+    """One of the scenario's indexes or materialized views created anew on a cluster created
+    while the run goes, then read there and from ``default``; it goes when its cluster is
+    dropped (``CASCADE``)."""
     sql_subscribe: int = 0
     """``SUBSCRIBE ... UP TO`` through the SQL clients (``small`` and ``sql`` weigh it)."""
     sql_bad: int = 0
@@ -233,6 +247,9 @@ class WorkloadMix:
     sql_read: int = 0
     """A read-only transaction (``BEGIN``, two queries of one relation, the first again,
     ``COMMIT``) through the SQL clients (``small`` and ``sql`` weigh it)."""
+    sql_cluster: int = 0
+    """The SQL clients in clusters: a query after ``SET cluster = c``, or ``CREATE INDEX`` /
+    ``CREATE MATERIALIZED VIEW ... IN CLUSTER c`` (``clusters`` weighs it)."""
     rows_per_append: tuple[int, int] = (1, 4)
     ms_between_actions: tuple[int, int] = (20, 120)
     null_per_mille: int = 150
@@ -271,6 +288,10 @@ class WorkloadMix:
         "sql_bad",
         "sql_copy",
         "sql_read",
+        "cluster_dataflow",
+        "sql_cluster",
+        "create_managed_cluster",
+        "alter_cluster",
     )
 
     def weights(self) -> list[tuple[str, int]]:
@@ -642,6 +663,10 @@ class WorkloadModel(BaseModel):
     sql_bad: Count = _MIX.sql_bad
     sql_copy: Count = _MIX.sql_copy
     sql_read: Count = _MIX.sql_read
+    cluster_dataflow: Count = _MIX.cluster_dataflow
+    sql_cluster: Count = _MIX.sql_cluster
+    create_managed_cluster: Count = _MIX.create_managed_cluster
+    alter_cluster: Count = _MIX.alter_cluster
     rows_per_append: Range = _MIX.rows_per_append
     ms_between_actions: Range = _MIX.ms_between_actions
     null_per_mille: Annotated[StrictInt, Field(ge=0, le=1000)] = _MIX.null_per_mille
@@ -1117,8 +1142,12 @@ def clusters() -> Scenario:
             peek_cluster=10,
             create_cluster_replica=2,
             drop_cluster_replica=2,
-            create_cluster=2,
-            drop_cluster=1,
+            create_cluster=3,
+            drop_cluster=3,
+            cluster_dataflow=3,
+            sql_cluster=4,
+            create_managed_cluster=2,
+            alter_cluster=2,
         ),
         quiet_ms=8_000,
     )

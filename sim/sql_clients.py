@@ -114,7 +114,7 @@ from .pg_client import (
     copy_text_rows,
 )
 from .process import ProcessKilled
-from .scenario import DataflowSpec, Scenario, SourceSpec
+from .scenario import DEFAULT_CLUSTER, DataflowSpec, Scenario, SourceSpec
 from .sql_bad import WRAPS, BadStatement, draw_bad_read, draw_bad_write, sql_literal
 from .sql_gen import CONSTRUCTS, WORDS, QueryInput, SqlGen, symbol
 from .world_port import WorldPort
@@ -152,6 +152,7 @@ class _Owner(Protocol):
     source: ChoiceSource
     schemas: dict[str, Schema]
     specs: dict[str, DataflowSpec]
+    clusters: set[str]
     source_specs: dict[str, SourceSpec]
     table_ids: dict[str, GlobalId]
     source_ids: dict[str, GlobalId]
@@ -173,6 +174,7 @@ SQL_ACTIONS = (
     "sql_bad",
     "sql_copy",
     "sql_read",
+    "sql_cluster",
 )
 """The SQL clients' actions (each a weight of the workload mix)."""
 
@@ -221,6 +223,9 @@ _ACCEPTED = ("42P01", "40001", "25006", "57P01", "57P03")
 read whose inputs went (40001), a controller that may not write (25006: an upgrade's
 read-only incarnation) or is going (57P01, 57P03). Anything else -- a syntax, binding or
 unsupported-feature error, a data exception, an internal error -- is a finding."""
+UNKNOWN_CLUSTER = "42704"
+"""Materialize's refusal of a statement run in (or placing a dataflow on) a cluster that does
+not exist: ``unknown cluster 'c'``, undefined_object."""
 OUTCOME_UNKNOWN = "08007"
 """PostgreSQL's transaction_resolution_unknown: a write that reached storage but could not be
 acknowledged (a newer controller took over); recorded in doubt, its landing decided from disk."""
@@ -349,6 +354,8 @@ class SqlClients:
         environment's ``id``: a session speaks to one environment only."""
         self.server: PgwireServer | None = None
         self.io: ChoiceSource = owner.world.streams.sql_io or owner.world.streams.network
+        self.placed: dict[str, str] = {}
+        """The objects the SQL clients created ``IN CLUSTER`` (``sql_cluster``): name -> cluster."""
         self._nonce = 0
 
     # -- incarnations ---------------------------------------------------------------------------
@@ -394,6 +401,7 @@ class SqlClients:
             name=name,
             kind=obj.kind if obj.kind != "index" else "index",
             plan=plan_to_dict(plan),
+            **({"cluster": self.placed[name]} if name in self.placed else {}),
         )
 
     # -- what queries read ----------------------------------------------------------------------
@@ -507,13 +515,27 @@ class SqlClients:
         self.world.count("sql_wire_connected")
 
     async def _statement(
-        self, env: Environment, k: int, sql: str, params: Sequence[Any], mode: str
+        self,
+        env: Environment,
+        k: int,
+        sql: str,
+        params: Sequence[Any],
+        mode: str,
+        *,
+        cluster: str | None = None,
     ) -> _Answer:
         """Run ``sql`` on session ``k`` [_Refused; PgProtocolBroken; the runtime's errors are
-        refusals]."""
+        refusals]; with ``cluster``, after ``SET cluster`` to it, and ``RESET cluster`` after
+        (the session is the action's meanwhile: other actions' statements keep the default)."""
         s = await self._session(env, k)
         async with s.lock:
-            return await self._on(s, sql, params, mode)
+            if cluster is None:
+                return await self._on(s, sql, params, mode)
+            await self._on(s, f"SET cluster = '{cluster}'", (), "script")
+            try:
+                return await self._on(s, sql, params, mode)
+            finally:
+                await self._on(s, "RESET cluster", (), "script")
 
     async def _on(self, s: _Session, sql: str, params: Sequence[Any], mode: str) -> _Answer:
         """Run ``sql`` on session ``s``, whose lock the caller holds (see :meth:`_statement`)."""
@@ -602,7 +624,7 @@ class SqlClients:
         named = error.split(":", 1)[-1].split()
         if not named:
             return False
-        for d in self.history.ops("drop"):
+        for d in [*self.history.ops("drop"), *self.history.ops("drop_cluster")]:
             gone = {d.get("id"), *d.get("gone", ())}
             if named[0] in gone and d.get("complete_ms", ev["invoke_ms"]) >= ev["invoke_ms"]:
                 self.world.count("sql_query_input_dropped")
@@ -653,6 +675,12 @@ class SqlClients:
         }
 
     async def _do_sql_query(self, env: Environment, args: Mapping[str, Any]) -> None:
+        await self._query(env, args, None)
+
+    async def _query(
+        self, env: Environment, args: Mapping[str, Any], cluster: str | None
+    ) -> dict[str, Any]:
+        """Run a drawn query (after ``SET cluster``, with ``cluster``); its history event."""
         plan = plan_from_dict(args["plan"])
         watch = self._watch(plan)
         k = int(args["session"])
@@ -663,11 +691,18 @@ class SqlClients:
         sql, params = str(args["sql"]), list(args["params"])
         if mode == "script" and params and k % 2 == 0:
             mode = "prepared"
-        answer = await self._outcome(ev, lambda: self._statement(env, k, sql, params, mode))
+        if cluster is None:
+            answer = await self._outcome(ev, lambda: self._statement(env, k, sql, params, mode))
+        else:
+            ev["sql_cluster"] = cluster
+            answer = await self._outcome(
+                ev, lambda: self._statement(env, k, sql, params, mode, cluster=cluster)
+            )
         self.world.count(f"sql_query_{ev['via']}_{mode}")
         if answer is None:
-            self._judge_refusal(ev)
-            return
+            if cluster is None or not str(ev.get("error", "")).startswith(UNKNOWN_CLUSTER):
+                self._judge_refusal(ev)
+            return ev
         if answer.rows is None:
             self.world.violate("sql_queries_answered", f"query {ev['n']} answered no rows: {sql}")
         fin = finishing_from_json(args["finishing"])
@@ -681,6 +716,7 @@ class SqlClients:
         else:
             self.world.count("sql_query_raced_ddl")
         self.history.ok(ev, self.world.kernel.now_ms, rows=rows)
+        return ev
 
     def _judge_refusal(self, ev: Mapping[str, Any]) -> None:
         error = str(ev.get("error", ""))
@@ -1449,7 +1485,10 @@ class SqlClients:
         for o in [n for n in self.objects if self.defined[n].on == name]:
             self.objects.pop(o, None)
 
-    async def _create_object(self, env: Environment, k: int, args: Mapping[str, Any]) -> None:
+    async def _create_object(
+        self, env: Environment, k: int, args: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """Run a ``CREATE [MATERIALIZED] VIEW`` or ``CREATE INDEX``; its history event."""
         name = str(args["name"])
         ddl = str(args["ddl"])
         if ddl == "create_index":
@@ -1472,9 +1511,10 @@ class SqlClients:
         if answer is None:
             error = str(ev.get("error", ""))
             self.world.count(f"sql_create_refused_{error.split(':', 1)[0]}")
-            if not error.startswith("42P07"):  # a name an earlier create in doubt took
+            unknown = error.startswith(UNKNOWN_CLUSTER) and name in self.placed
+            if not error.startswith("42P07") and not unknown:  # 42P07: an earlier create in doubt
                 self._judge_write_refusal(ev, name)
-            return
+            return ev
         try:
             gid = env.resolve(name)
         except UnknownCatalogObject:
@@ -1482,11 +1522,123 @@ class SqlClients:
                 "sql_ddl_effective",
                 f"create {ev['n']} of {name} was acknowledged but it is missing",
             )
-            return
+            return ev
         self.history.ok(ev, self.world.kernel.now_ms, id=str(gid))
         self.objects[name] = gid
         self._note_object(name, gid)
         self.world.count(f"sql_create_{obj.kind}")
+        return ev
+
+    # clusters
+    def _draw_sql_cluster(self) -> dict[str, Any] | None:
+        """A query run after ``SET cluster = c``, or an index or materialized view created ``IN
+        CLUSTER c``: ``c`` is ``default``, one of the scenario's or one the clients created
+        (now and then one they dropped: refused, 42704)."""
+        source = self.owner.source
+        live = [DEFAULT_CLUSTER, *(c.name for c in self.owner.scenario.clusters)]
+        live += sorted(self.owner.clusters)
+        gone = sorted(self._dropped_clusters(None))
+        cluster = pick(source, gone) if gone and chance(source, 300) else pick(source, live)
+        what = pick(source, ("query", "query", "index", "materialized_view"))
+        if what == "query":
+            args = self._draw_sql_query()
+            return None if args is None else {**args, "cluster": cluster}
+        drawn = self._draw_create(source, index=what == "index")
+        if drawn is None:
+            return None
+        word = "INDEX" if what == "index" else "MATERIALIZED VIEW"
+        where = f"CREATE {word} {drawn['name']} IN CLUSTER {cluster} "
+        drawn["sql"] = where + str(drawn["sql"]).removeprefix(f"CREATE {word} {drawn['name']} ")
+        return {**drawn, "cluster": cluster}
+
+    def _draw_create(self, source: ChoiceSource, *, index: bool) -> dict[str, Any] | None:
+        """A ``CREATE INDEX`` or ``CREATE MATERIALIZED VIEW`` as :meth:`_draw_sql_ddl` draws."""
+        self.owner.sql_marker += 1
+        n = self.owner.sql_marker
+        k = source.integer(0, SESSIONS - 1)
+        if index:
+            targets = [o for o in sorted(self.objects) if self.defined[o].kind != "index"]
+            targets += sorted(self.tables) + [t.id for t in self.owner.scenario.tables]
+            on = pick(source, targets)
+            schema = (
+                self.defined[on].schema() if on in self.defined else typecheck(self._table_plan(on))
+            )
+            col = pick(source, [c.name for c in schema.columns])
+            name = f"si{n}"
+            sql = f"CREATE INDEX {name} ON {on} ({col})"
+            return {"ddl": "create_index", "name": name, "on": on, "sql": sql, "session": k}
+        q = SqlGen(source, self.relations(), params=False, **self._temporal(600)).query(top=True)
+        name = f"sm{n}"
+        return {
+            "ddl": "create_view",
+            "name": name,
+            "kind": "materialized_view",
+            "sql": f"CREATE MATERIALIZED VIEW {name} AS {q.sql}",
+            "plan": plan_to_dict(q.relation()),
+            "columns": list(q.names),
+            "session": k,
+        }
+
+    def on_cluster(self, cluster: str) -> dict[str, GlobalId]:
+        """The SQL clients' objects known to exist ``IN CLUSTER cluster``, by name."""
+        return {n: g for n, g in sorted(self.objects.items()) if self.placed.get(n) == cluster}
+
+    def forget(self, gone: set[GlobalId]) -> None:
+        """Objects ``gone`` were dropped (their cluster was): forget them, and the indexes on
+        them."""
+        names = {n for n, g in self.objects.items() if g in gone}
+        for n in sorted(names):
+            del self.objects[n]
+        for n in [n for n in self.objects if self.defined[n].on in names]:
+            self.objects.pop(n, None)
+
+    def _dropped_clusters(self, before_ms: int | None) -> set[str]:
+        """The clusters whose drop a client saw acknowledged (before ``before_ms``, if given)."""
+        return {
+            str(d["cluster"])
+            for d in self.history.ops("drop_cluster")
+            if d["status"] == "ok" and (before_ms is None or int(d["complete_ms"]) <= before_ms)
+        }
+
+    def _may_be_unknown(self, cluster: str) -> bool:
+        """Whether ``cluster`` may not exist: not one of the scenario's, and not created by an
+        acknowledged create that no drop (acknowledged or not) followed."""
+        if cluster == DEFAULT_CLUSTER or cluster in {c.name for c in self.owner.scenario.clusters}:
+            return False
+        created = any(
+            e["cluster"] == cluster and e["status"] == "ok"
+            for e in self.history.ops("create_cluster")
+        )
+        dropped = any(d["cluster"] == cluster for d in self.history.ops("drop_cluster"))
+        return dropped or not created
+
+    async def _do_sql_cluster(self, env: Environment, args: Mapping[str, Any]) -> None:
+        cluster = str(args["cluster"])
+        now = self.world.kernel.now_ms
+        gone = cluster in self._dropped_clusters(now)  # it must be refused (42704)
+        if "ddl" in args:
+            self.placed[str(args["name"])] = cluster
+            ev = await self._create_object(env, int(args["session"]), args)
+        else:
+            ev = await self._query(env, args, cluster)
+        error = str(ev.get("error", ""))
+        what = "query" if "ddl" not in args else str(args.get("kind", "index"))
+        if ev["status"] == "ok" and gone:
+            self.world.violate(
+                "sql_cluster_refusals",
+                f"{ev['op']} {ev['n']} ran in cluster {cluster}, dropped before it started: "
+                f"{args['sql']}",
+            )
+        elif ev["status"] == "ok":
+            self.world.count(f"sql_cluster_{what}")
+        elif error.startswith(UNKNOWN_CLUSTER):
+            self.world.count("sql_cluster_unknown_refused")
+            if not self._may_be_unknown(cluster):
+                self.world.violate(
+                    "sql_cluster_refusals",
+                    f"{ev['op']} {ev['n']} in cluster {cluster}, which exists, was refused: "
+                    f"{error}",
+                )
 
 
 def _outside_domain(ev: Mapping[str, Any]) -> bool:

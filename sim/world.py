@@ -180,6 +180,7 @@ class World:
         self.cluster_of: dict[str, str] = {}
         """Every replica process the world started -> the cluster it started it for: the
         simulator's own record, which the checkers judge the controller's routing against."""
+        self._declared_clusters = {DEFAULT_CLUSTER, *(c.name for c in scenario.clusters)}
         self.endpoints: dict[str, SimReplicaEndpoint] = {}
         self.alias: dict[str, str] = {}
         self.quiet = False
@@ -414,6 +415,8 @@ class World:
             self.count("fault_skipped")
             return
         assert replica is not None or kind not in (FaultKind.CRASH_REPLICA,)
+        if replica is not None and self.cluster_of.get(name) not in self._declared_clusters:
+            self.count("fault_on_created_cluster")  # a replica of a cluster made during the run
         if kind is FaultKind.CRASH_REPLICA:
             assert replica is not None
             if not replica.alive:

@@ -491,6 +491,14 @@ def _alter_sink(state: CatalogState, op: AlterSink) -> CatalogState:
     )
 
 
+def _secret_id(state: CatalogState, connection: PostgresSource) -> GlobalId | None:
+    """The id of the secret ``connection``'s password comes from (kept for its slot's drop)."""
+    if connection.password_secret is None:
+        return None
+    secret = state.secret(connection.password_secret)
+    return None if secret is None else secret.id
+
+
 def _drop(state: CatalogState, op: Drop) -> CatalogState:
     _check_object(state, op.id, "drop needs an object: its id")
     target = next((e for e in state.entries() if e.id == op.id), None)
@@ -512,7 +520,7 @@ def _drop(state: CatalogState, op: Drop) -> CatalogState:
                 doomed.update(state.owned(d))
                 frontier.extend([d, *state.owned(d)])
     slots = tuple(
-        SlotToDrop(e.name, e.connection)
+        SlotToDrop(e.name, e.connection, _secret_id(state, e.connection))
         for e in state.sources
         if e.id in doomed and isinstance(e.connection, PostgresSource)
     )

@@ -324,7 +324,11 @@ def encode_catalog(state: CatalogState) -> bytes:
         ],
         "next_cluster_id": state.next_cluster_id,
         "slots_to_drop": [
-            {"source": x.source, "connection": connection_to_dict(x.connection)}
+            {
+                "source": x.source,
+                "connection": connection_to_dict(x.connection),
+                **({"secret": str(x.secret)} if x.secret is not None else {}),
+            }
             for x in state.slots_to_drop
         ],
         "read_policies": [
@@ -437,7 +441,11 @@ def decode_catalog(data: bytes) -> CatalogState:
             else (ClusterEntry(DEFAULT_CLUSTER),)  # a catalog from before clusters
         )
         slots = tuple(
-            SlotToDrop(_text(x["source"]), _postgres_connection(x["connection"]))
+            SlotToDrop(
+                _text(x["source"]),
+                _postgres_connection(x["connection"]),
+                _opt_id(x.get("secret")),  # none recorded before the secret was kept
+            )
             for x in obj.get("slots_to_drop", [])
         )
         policies = tuple(

@@ -246,10 +246,17 @@ class ClusterEntry:
 class SlotToDrop:
     """The replication slot of PostgreSQL source ``source``, dropped from the catalog but not yet
     from its upstream (which keeps WAL for the slot until then): recorded with the drop, so
-    that a crash or a close before the slot is gone leaves it to the next open to drop."""
+    that a crash or a close before the slot is gone leaves it to the next open to drop.
+
+    ``secret`` is the id of the secret the connection's password came from when the source
+    was dropped: its value stays in the secret store while the slot is recorded, even if the
+    secret itself is dropped meanwhile (``DROP SECRET ... CASCADE``, or after ``DROP
+    SOURCE``), so the slot can still be dropped after a restart; it goes with the record.
+    """
 
     source: str
     connection: PostgresSource
+    secret: GlobalId | None = None
 
 
 Entry: TypeAlias = (

@@ -150,6 +150,7 @@ from .errors import (
     dropped_while_subscribed,
 )
 from .links import Backoff, ReplicaInfo, ReplicaLink
+from .monotonic import MonotonicAppender
 from .storage_io import ShardStorageIO
 from .storage_links import StorageLinks
 from .streams import EventStream, Subscription
@@ -937,6 +938,49 @@ class ControllerDriver:
         assert ts is not None
         self.appends_acknowledged += 1
         return [ts] * len(batches)
+
+    def monotonic_appender(self, id: GlobalId) -> MonotonicAppender:
+        """A handle that appends to append-only collection ``id`` (a status history, a webhook
+        source) without a compare-and-append race (:mod:`.monotonic`), as Materialize's
+        ``StorageController::monotonic_appender``. [IdentifierMissing] for an unknown or
+        dropped id, [IdentifierInvalid] for a collection that is not append-only."""
+        self.ctl.storage.monotonic_appender(id)  # the spec's check
+        return MonotonicAppender(self, id)
+
+    async def monotonic_append(
+        self, id: GlobalId, updates: Sequence[tuple[Row, int]]
+    ) -> int | None:
+        """Append ``updates`` to append-only collection ``id`` at a time of the writer's
+        choosing; the time, once durable (see :class:`MonotonicAppender`)."""
+        from tidegate.spec.errors import InvalidUsage, ReadOnlyController
+
+        self._task_group()
+        if self.fenced is not None:
+            raise self.fenced
+        storage = self.ctl.storage
+        storage.monotonic_appender(id)  # still an append-only collection (not dropped meanwhile)
+        if self.ctl.read_only:
+            raise ReadOnlyController("a monotonic append")
+        rows: list[tuple[Row, int]] = []
+        for pair in updates:
+            if not (
+                isinstance(pair, tuple)
+                and len(pair) == 2
+                and isinstance(pair[0], tuple)
+                and type(pair[1]) is int
+            ):
+                raise InvalidUsage(f"a monotonic append takes (row, diff) pairs, got {pair!r}")
+            rows.append(pair)
+        if id in self.tables():  # the group commit is its one writer: join the next commit
+            return await self._submit(_AppendRequest([(id, rows)]))
+        ticket = storage.monotonic_append(id, rows)  # a webhook source's: the spec's write
+        waiter = _Waiter()
+        self._appends[ticket] = waiter
+        self.apply()
+        await waiter.done.wait()
+        if waiter.value is not None:
+            raise waiter.value
+        return None
 
     async def _known_outcome(self, req: _AppendRequest) -> int | None:
         """For a request with an id: the time it was applied at, if every share of it was

@@ -48,7 +48,7 @@ from ..catalog import (
 )
 from ..errors import HasDependents, InvalidCatalogOp, ReadOnlyEnvironment, UnknownCatalogObject
 from ._core import Core, Ref, defined
-from ._sources import SourcesAndSinks
+from ._sources import SourcesAndSinks, kept_secrets
 
 __all__ = ["Ddl"]
 
@@ -219,8 +219,9 @@ class Ddl:
                 return gone
             self.uninstall(before, gone)
             self.sources.drop_replication_slots(after, state)  # those the drop recorded
-            for g in gone:  # recorded as dropped: their values go (the slots' passwords are read)
-                if isinstance(before[g], SecretEntry):
+            kept = kept_secrets(after)  # a recorded slot's: dropped with it, later
+            for g in gone:  # recorded as dropped: their values go
+                if isinstance(before[g], SecretEntry) and g not in kept:
                     await self.core.platform.run_blocking(self.core.secrets.delete, g)
             return gone
 

@@ -66,7 +66,7 @@ from ..controller.driver import ReplicaInfo, sendable
 from ..controller.errors import RuntimeControllerError, SourceSchemaMismatch
 from ..controller.storage_status import StorageStatus, connection_text, connection_type
 from ..errors import InvalidCatalogOp, ReplicaStartFailed, UnknownCatalogObject
-from ..secrets import redact_error
+from ..secrets import redact_error, resolve
 from ._core import STORAGE_INSTANCE, SYSTEM_COLLECTIONS, Core, Ref, defined, log
 from ._replicas import ensure_orchestrator, not_staged
 
@@ -185,6 +185,12 @@ def storage_address(core: Core, name: str) -> str:
     if core.orchestrator is None:
         raise LookupError(f"no address for storage replica {name!r}")
     return str(core.orchestrator.address(name))
+
+
+def kept_secrets(state: CatalogState) -> set[GlobalId]:
+    """The secrets whose values recorded slots still need (see :class:`SlotToDrop`): kept in
+    the secret store though the secret may have been dropped."""
+    return {x.secret for x in state.slots_to_drop if x.secret is not None}
 
 
 class SourcesAndSinks:
@@ -548,7 +554,7 @@ class SourcesAndSinks:
             if key in self._slot_drops:
                 continue
             try:
-                resolved = self._slot_connection(x.connection, state, before)
+                resolved = self._slot_connection(x, state, before)
             except TidegateError as e:  # its secret is gone: the record stays, with why
                 self._slot_errors[key] = f"{type(e).__name__}: {e}"
                 log.warning("source %s: its slot cannot be dropped: %s", x.source, e)
@@ -558,15 +564,29 @@ class SourcesAndSinks:
             self.core.driver.start_soon(self._drop_replication_slot, x, resolved, done)
 
     def _slot_connection(
-        self, connection: PostgresSource, state: CatalogState, before: CatalogState | None
+        self, entry: SlotToDrop, state: CatalogState, before: CatalogState | None
     ) -> PostgresSource:
-        """``connection`` with its password put in [UnknownCatalogObject, SecretMissing]."""
+        """``entry``'s connection with its password put in [UnknownCatalogObject,
+        SecretMissing]: from the secret the record keeps (by id: its value stays while the slot
+        is recorded, the secret dropped or not), else -- a record made before secrets were
+        kept -- from ``state``'s secrets or ``before``'s."""
+        connection, name = entry.connection, entry.connection.password_secret
+        if entry.secret is not None and name is not None:
+            return resolve(connection, {name: self.core.secrets.get(entry.secret, name)})
         try:
             return self.core.resolved(state, connection)
         except UnknownCatalogObject:
             if before is None:
                 raise
             return self.core.resolved(before, connection)
+
+    async def release_kept_secret(self, entry: SlotToDrop) -> None:
+        """``entry``'s slot was dropped and forgotten: the value of the secret it kept goes too,
+        unless the secret still exists or another recorded slot keeps it."""
+        gid, state = entry.secret, self.core.state
+        if gid is None or state.secret(gid) is not None or gid in kept_secrets(state):
+            return
+        await self.core.platform.run_blocking(self.core.secrets.delete, gid)
 
     def slots_to_drop(self) -> list[SlotDrop]:
         """The replication slots of dropped PostgreSQL sources not yet dropped upstream."""
@@ -619,6 +639,7 @@ class SourcesAndSinks:
             log.info("source %s: replication slot %s dropped", name, connection.slot)
             async with self.core.lock:
                 await self.core.apply([ForgetReplicationSlot(connection.url, connection.slot)])
+                await self.release_kept_secret(entry)
         except Exception as e:  # the catalog write failed (fenced, say): the record stays
             self._slot_errors.setdefault(key, f"{type(e).__name__}: {e}")
             log.warning("replication slot %s: %s", connection.slot, e)

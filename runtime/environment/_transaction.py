@@ -28,7 +28,7 @@ from ..controller.errors import RuntimeControllerError
 from ..errors import ReadOnlyEnvironment
 from ._core import Core, Staging, _current_task
 from ._promotion import Promotion
-from ._sources import SourcesAndSinks, storage_wanted
+from ._sources import SourcesAndSinks, kept_secrets, storage_wanted
 
 __all__ = ["DdlTransaction"]
 
@@ -91,8 +91,9 @@ class DdlTransaction:
         new = {e.id for e in (*after.entries(), *after.views, *after.sinks, *after.secrets)}
         gone = [old[g] for g in sorted(set(old) - new, reverse=True)]
         self.sources.drop_replication_slots(after, before)
+        kept = kept_secrets(after)  # a recorded slot's: dropped with it, later
         for entry in gone:
-            if isinstance(entry, SecretEntry):
+            if isinstance(entry, SecretEntry) and entry.id not in kept:
                 await self.core.platform.run_blocking(self.core.secrets.delete, entry.id)
         if storage_wanted(after):
             await self.sources.connect_storage_replica(after)

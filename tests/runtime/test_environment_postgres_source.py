@@ -195,6 +195,51 @@ def test_a_slot_left_by_an_environment_that_died_is_dropped_by_the_next(
             _drop_slot(conn, slot)
 
 
+def test_a_slot_whose_secret_was_dropped_is_still_dropped_after_a_restart(
+    tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``DROP SECRET pw CASCADE`` drops the source whose password comes from ``pw``; the
+    environment "dies" before dropping the slot upstream. The record keeps the secret's value
+    (Materialize reads the connection's secrets before the catalog change drops anything): the
+    next open drops the slot with it, then deletes the value. Before, the slot stayed listed
+    with "no secret named 'pw'" and had to be dropped by hand."""
+    from tidegate.runtime.environment._sources import SourcesAndSinks
+
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        table, pub, slot = _table(conn)
+
+        async def main() -> None:
+            async with _environment(tmp_path, 120) as env:
+                secret = await env.create_secret("pw", "not-needed-with-trust-auth")
+                source = PostgresSource(postgres_url, table, pub, slot, password_secret="pw")
+                await env.create_source("s", source)
+                await until_status(env, "s", "running")
+                with monkeypatch.context() as m:
+                    m.setattr(SourcesAndSinks, "drop_replication_slots", lambda self, *states: None)
+                    await env.execute("DROP SECRET pw CASCADE")
+                assert env.state.secrets == () and env.state.sources == ()
+                (left,) = env.slots_to_drop()
+                assert (left.source, left.slot, left.error) == ("s", slot, None)
+            assert _slot_exists(conn, slot)  # it "died": the slot is still upstream
+            kept = tmp_path / "secrets" / str(secret)
+            assert kept.exists()  # the value the slot's drop needs
+            async with _environment(tmp_path, 120) as env:
+                with anyio.fail_after(60):
+                    while env.slots_to_drop():
+                        assert env.slots_to_drop()[0].error is None or "no secret" not in str(
+                            env.slots_to_drop()[0].error
+                        )
+                        await anyio.sleep(0.1)
+                assert env.state.slots_to_drop == ()
+            assert not _slot_exists(conn, slot)
+            assert not kept.exists()  # gone with the record
+
+        try:
+            anyio.run(main)
+        finally:
+            _drop_slot(conn, slot)
+
+
 def test_a_table_that_cannot_be_replicated_or_a_bad_schema_changes_nothing(
     tmp_path: Path, postgres_url: str
 ) -> None:

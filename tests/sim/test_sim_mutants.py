@@ -110,6 +110,11 @@ SQL_MUTANTS: dict[str, str | tuple[str, ...]] = {
         "peek_matches_reference",
         "history:peek_matches_reference",
     ),
+    # clusters, seed 1: CREATE INDEX ... IN CLUSTER c lands on the session's cluster (a drop of
+    # c without CASCADE then succeeds, or the index runs on the wrong cluster at the end)
+    "sql_ignores_in_cluster": ("clusters_not_empty_refused", "dataflows_on_their_cluster"),
+    # clusters, seed 9: a query after SET cluster = c, c dropped, answered from default
+    "sql_unknown_cluster_runs_in_default": "sql_cluster_refusals",
 }
 """Bugs of the SQL front end and the wire protocol, seen by the SQL clients' judged reads."""
 
@@ -127,6 +132,8 @@ CHECK_MUTANTS = {
     "copy_to_ignores_counts": "copy_to_matches_reference",
     "reused_dataflows_go_quiet": "replicas_agree",  # seed 4: a reconnect that reuses dataflows
     "peek_ignores_named_cluster": "peeks_answered_in_their_cluster",  # clusters, seed 1
+    "drop_cluster_keeps_dataflows": "drops_clean_up",  # clusters, seed 8
+    "alter_cluster_leaves_surplus_running": "managed_replicas_match",  # clusters, seed 11
 }
 """Mutants that only a check of their own sees: each check that shares no code with what it
 judges has one, and the test above requires that check to be the one that catches it."""
