@@ -18,12 +18,14 @@ limit (a multiple of it, for a loaded machine). A mutant is
   (an import error, an uncaught exception);
 * a **timeout** when it is still running at the budget with no violation (a hang or
   a slowdown the mutant caused; mutation tools count these as detected, and so does
-  ``score incl. timeouts``);
+  the report's ``+t/o`` score);
 * **survived** when every seed passes: either the mutant is *equivalent* (no
   behaviour changed) or the campaign misses a bug -- the list of survivors, with
   their diffs, is what a developer reads to tell which and to add a check.
 
-The sample is drawn only from mutants on lines the unmutated campaign executes
+Mutants inside annotations a module never evaluates (``from __future__ import
+annotations``) are left out: they are equivalent by construction. The sample is drawn
+only from mutants on lines the unmutated campaign executes
 (coverage.py, the same measurement as ``tidegate sim campaign --lines``): a mutant
 on a line no seed runs survives trivially, which the reach report
 (``bench/sim.py --reach-seeds``) already measures; their number is reported per
@@ -35,7 +37,8 @@ is printed beside wall time, since the machine is shared.
 
     python bench/mutation.py [--per-package 2] [--seeds 1..6] [--budget 60] [--jobs 2]
                              [--packages spec/compute,runtime/controller,...] [--all]
-                             [--unreached] [--sample-seed 0] [--out build/mutation/report.json]
+                             [--unreached] [--sample-seed 0] [--max-minutes M]
+                             [--out build/mutation/report.json]
 
 ``make bench`` runs the bounded default (a few mutants per package); ``--per-package
 N`` or ``--all`` measures more. The JSON report (``--out``) lists every mutant run.
