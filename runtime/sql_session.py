@@ -1678,6 +1678,9 @@ def _dummy(t: T.PgType) -> Any:
         ScalarType.DATE: _dt.date(2000, 1, 1),
         ScalarType.TIMESTAMP: _dt.datetime(2000, 1, 1),
         ScalarType.NUMERIC: Decimal(0),
+        ScalarType.INT16: 0,
+        ScalarType.INT32: 0,
+        ScalarType.FLOAT32: 0.0,
     }[scalar]
 
 
