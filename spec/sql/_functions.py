@@ -30,6 +30,7 @@ from ..plan import (
     CallBinary,
     CallUnary,
     CallVariadic,
+    ColumnType,
     If,
     Literal,
     ScalarExpr,
@@ -359,8 +360,8 @@ def bind_call(binder: _Binder, node: Any) -> TExpr | None:
     bound = [binder.bind(a) for a in args]
     if name == "abs" and len(bound) == 1:
         te = bound[0]
-        if te.type is None:
-            return TExpr(None, None)
+        if te.type is None:  # abs(NULL) is abs(double precision), as in PostgreSQL
+            return TExpr(Literal(None, S.FLOAT64), ColumnType(S.FLOAT64, True))
         arg = _coerce(te, S.FLOAT64, args[0]) if te.literal is not None else te.expr
         t = S.FLOAT64 if te.literal is not None else te.scalar
         if t is None or not t.is_numeric:
