@@ -937,6 +937,11 @@ def float32_numeric(v: float) -> Decimal:
 
 
 _FLOAT32 = struct.Struct("<f")
+_INT_BOUNDS = {
+    ScalarType.INT64: (INT64_MIN, INT64_MAX),
+    ScalarType.INT32: (INT32_MIN, INT32_MAX),
+    ScalarType.INT16: (INT16_MIN, INT16_MAX),
+}
 
 
 def _narrow_int(n: int, lo: int, hi: int, name: str) -> int:
@@ -1311,6 +1316,35 @@ def compile_scalar(expr: ScalarExpr) -> RowFn:
     if isinstance(expr, Cast):
         inner = compile_scalar(expr.expr)
         to = expr.to
+        bounds = _INT_BOUNDS.get(to)
+        if bounds is not None:  # the widen-and-narrow casts of integer arithmetic: fast paths
+            lo, hi = bounds
+
+            def to_int(row: Row) -> Any:
+                v = inner(row)
+                if type(v) is int and lo <= v <= hi:
+                    return v
+                return None if v is None else cast_value(v, to)
+
+            return to_int
+        if to is ScalarType.FLOAT64:
+
+            def to_double(row: Row) -> Any:
+                v = inner(row)
+                if type(v) is float:
+                    return v
+                return None if v is None else cast_value(v, to)
+
+            return to_double
+        if to is ScalarType.FLOAT32:
+
+            def to_single(row: Row) -> Any:
+                v = inner(row)
+                if type(v) is float:
+                    return to_float32(v)
+                return None if v is None else cast_value(v, to)
+
+            return to_single
 
         def cast(row: Row) -> Any:
             v = inner(row)
