@@ -68,6 +68,15 @@ def cast_to(expr: ScalarExpr, src: ScalarType, to: ScalarType) -> ScalarExpr:
     numeric the function that knows its single precision."""
     if src is to:
         return expr
+    if isinstance(expr, Literal) and src.is_numeric and to.is_numeric:
+        # a constant converted now (an integer literal meeting a bigint is a bigint literal,
+        # as the plan would have it), unless the conversion fails: then at run time
+        if expr.value is None:
+            return Literal(None, to)
+        try:
+            return Literal(cast_value(expr.value, to), to)
+        except EvaluationError:
+            pass
     if src is S.FLOAT32 and to is S.STRING:
         return CallUnary(UnaryFunc.FLOAT32_TEXT, expr)
     if src is S.FLOAT32 and to is S.NUMERIC:
