@@ -68,7 +68,8 @@ def cast_to(expr: ScalarExpr, src: ScalarType, to: ScalarType) -> ScalarExpr:
     numeric the function that knows its single precision."""
     if src is to:
         return expr
-    if isinstance(expr, Literal) and src.is_numeric and to.is_numeric:
+    single_to_numeric = src is S.FLOAT32 and to is S.NUMERIC  # 6 digits: FLOAT32_NUMERIC
+    if isinstance(expr, Literal) and src.is_numeric and to.is_numeric and not single_to_numeric:
         # a constant converted now (an integer literal meeting a bigint is a bigint literal,
         # as the plan would have it), unless the conversion fails: then at run time
         if expr.value is None:
