@@ -88,9 +88,9 @@ def _accepts(scalar: ScalarType, t: Any) -> bool:
         return True  # all NULL: the nullability check decides
     if types.is_dictionary(t):
         return _accepts(scalar, t.value_type)
-    if scalar is ScalarType.INT64:
+    if scalar in (ScalarType.INT64, ScalarType.INT32, ScalarType.INT16):
         return bool(types.is_integer(t))
-    if scalar is ScalarType.FLOAT64:
+    if scalar in (ScalarType.FLOAT64, ScalarType.FLOAT32):
         return bool(types.is_floating(t))
     if scalar is ScalarType.STRING:
         return bool(types.is_string(t) or types.is_large_string(t) or types.is_string_view(t))
@@ -327,6 +327,9 @@ _PG_SCALARS = {
     "timestamp": ScalarType.TIMESTAMP,
     "timestamp without time zone": ScalarType.TIMESTAMP,
     "numeric": ScalarType.NUMERIC,
+    "smallint": ScalarType.INT16,
+    "integer": ScalarType.INT32,
+    "real": ScalarType.FLOAT32,
 }
 
 

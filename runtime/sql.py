@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
@@ -87,6 +88,7 @@ from tidegate.spec.plan import (
 )
 from tidegate.spec.plan.numeric import apply_typmod, numeric_text
 from tidegate.spec.plan.ordering import apply_finishing
+from tidegate.spec.plan.scalar_eval import float32_text
 from tidegate.spec.plan.schema import value_matches
 from tidegate.spec.protocol.types import RowSetFinishing
 from tidegate.spec.sql import (
@@ -366,9 +368,11 @@ class SqlResult:
         Materialize's HTTP API writes them: a JSON number would be read as a float)."""
         from datetime import date
 
-        def value(v: Any) -> Any:
+        def value(v: Any, t: ScalarType) -> Any:
             if isinstance(v, Decimal):
                 return numeric_text(v)
+            if t is ScalarType.FLOAT32 and type(v) is float and math.isfinite(v):
+                return float(float32_text(v))  # a real's shortest digits: 0.1, not 0.1000000015
             return v.isoformat() if isinstance(v, date) else v
 
         types = (
@@ -380,7 +384,9 @@ class SqlResult:
             "status": self.status,
             "columns": list(self.columns),
             "types": types,
-            "rows": [[value(v) for v in r] for r in self.rows],
+            "rows": [
+                [value(v, t.scalar) for v, t in zip(r, self.types, strict=True)] for r in self.rows
+            ],
             "time": self.time,
             "notice": self.notice,
         }

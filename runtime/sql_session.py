@@ -1678,6 +1678,9 @@ def _dummy(t: T.PgType) -> Any:
         ScalarType.DATE: _dt.date(2000, 1, 1),
         ScalarType.TIMESTAMP: _dt.datetime(2000, 1, 1),
         ScalarType.NUMERIC: Decimal(0),
+        ScalarType.INT16: 0,
+        ScalarType.INT32: 0,
+        ScalarType.FLOAT32: 0.0,
     }[scalar]
 
 
@@ -2089,25 +2092,27 @@ def _csv_rows(text: str, opts: S.CopyOptions) -> list[list[tuple[str, bool]]]:
 # -- copy out -----------------------------------------------------------------------------------
 
 
-def copy_text(row: Row, opts: S.CopyOptions) -> bytes:
-    """One row in ``COPY TO``'s text or CSV format (a line, newline included)."""
+def copy_text(row: Row, opts: S.CopyOptions, types: Sequence[T.PgType] = ()) -> bytes:
+    """One row in ``COPY TO``'s text or CSV format (a line, newline included); ``types`` are
+    its columns' types (a ``real`` prints in single precision)."""
+    types = tuple(types) or (T.TEXT,) * len(row)
     if opts.format == "csv":
         fields = []
-        for v in row:
+        for v, pt in zip(row, types, strict=True):
             if v is None:
                 fields.append(opts.null_text)
                 continue
-            text = T.text_out(v)
+            text = T.text_out(v, pt)
             if text == "" or any(ch in text for ch in (opts.sep, opts.quote, "\n", "\r")):
                 text = opts.quote + text.replace(opts.quote, opts.quote * 2) + opts.quote
             fields.append(text)
         return (opts.sep.join(fields) + "\n").encode()
     out = []
-    for v in row:
+    for v, pt in zip(row, types, strict=True):
         if v is None:
             out.append(opts.null_text)
         else:
-            text = T.text_out(v)
+            text = T.text_out(v, pt)
             if any(ch in text for ch in "\\\n\r\t" + opts.sep):
                 text = (
                     text.replace("\\", "\\\\")

@@ -23,6 +23,9 @@ ARROW_TYPES: dict[ScalarType, pa.DataType] = {
     ScalarType.DATE: pa.date32(),
     ScalarType.TIMESTAMP: pa.timestamp("us"),
     ScalarType.NUMERIC: pa.binary(),  # its text: arrow_values.NUMERIC_ARROW says why
+    ScalarType.INT16: pa.int16(),
+    ScalarType.INT32: pa.int32(),
+    ScalarType.FLOAT32: pa.float32(),
 }
 """The Arrow type of each scalar type (shards, replica state and results share it)."""
 

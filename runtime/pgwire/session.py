@@ -236,7 +236,7 @@ def _encoder(t: T.PgType, fmt: int) -> Callable[[Any], bytes]:
         return lambda v: T.binary_out(v, t)
     if t is T.TEXT:
         return lambda v: v.encode() if type(v) is str else T.text_out(v).encode()
-    return lambda v: T.text_out(v).encode()
+    return lambda v: T.text_out(v, t).encode()
 
 
 def _row_encoder(cols: _Columns) -> Callable[[Sequence[Any]], bytes]:
@@ -765,7 +765,7 @@ class WireSession:
 
         def encode(row: Any) -> bytes:
             if not binary:
-                return copy_text(row, opts)
+                return copy_text(row, opts, copy.pg_types)
             parts = [len(row).to_bytes(2, "big", signed=True)]
             for v, t in zip(row, copy.pg_types, strict=True):
                 if v is None:

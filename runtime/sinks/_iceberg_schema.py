@@ -23,7 +23,9 @@ from pyiceberg.types import (
     BooleanType,
     DateType,
     DoubleType,
+    FloatType,
     IcebergType,
+    IntegerType,
     LongType,
     NestedField,
     StringType,
@@ -49,6 +51,9 @@ _ICEBERG: dict[ScalarType, IcebergType] = {
     ScalarType.DATE: DateType(),
     ScalarType.TIMESTAMP: TimestampType(),
     ScalarType.NUMERIC: StringType(),
+    ScalarType.INT16: IntegerType(),  # Iceberg has no 16-bit integer
+    ScalarType.INT32: IntegerType(),
+    ScalarType.FLOAT32: FloatType(),
 }
 
 _ARROW: dict[ScalarType, Any] = {
@@ -59,6 +64,9 @@ _ARROW: dict[ScalarType, Any] = {
     ScalarType.DATE: pa.date32(),
     ScalarType.TIMESTAMP: pa.timestamp("us"),
     ScalarType.NUMERIC: pa.string(),
+    ScalarType.INT16: pa.int32(),
+    ScalarType.INT32: pa.int32(),
+    ScalarType.FLOAT32: pa.float32(),
 }
 
 

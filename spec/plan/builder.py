@@ -173,6 +173,8 @@ class Expr:
 
         def build(schema: Schema, hint: ScalarType | None) -> ScalarExpr:
             left, right = _resolve_pair(a, b, schema)
+            if func in _ARITH:  # a narrow number takes part as its wide type
+                left, right = _widened(left, schema), _widened(right, schema)
             return CallBinary(func, left, right)
 
         return Expr(build)
@@ -369,6 +371,19 @@ def col(name: str) -> Expr:
         lambda s, h: ColumnRef(_resolve_column(name, s)),
         name=None if name.startswith("#") else name,
     )
+
+
+_ARITH = frozenset({BinaryFunc.ADD, BinaryFunc.SUB, BinaryFunc.MUL, BinaryFunc.DIV, BinaryFunc.MOD})
+
+
+def _widened(e: ScalarExpr, schema: Schema) -> ScalarExpr:
+    """``e`` cast to its wide type if it is a smallint, integer or real (the plan's arithmetic
+    takes int64, float64 and numeric)."""
+    try:
+        t = scalar_type(e, schema).scalar
+    except PlanError:
+        return e  # ill-typed: the call's type check says why
+    return Cast(e, t.wide) if t.is_narrow else e
 
 
 def lit(value: Any, type: ScalarType | str | None = None) -> Expr:
@@ -782,10 +797,22 @@ class Grouped:
     def agg(self, *aggs: AggSpec) -> Frame:
         frame = self.frame
         built = []
+        widened: list[ScalarExpr] = []  # sums of narrow numbers take them widened
+        wide_names: list[str] = []
+        n_in = frame.schema.arity
         for a in aggs:
             column = None if a.column is None else frame._cols(f"{a.func.value}()", [a.column])[0]
+            if column is not None and a.func in (AggFunc.SUM, AggFunc.AVG):
+                t = frame.schema.columns[column].type.scalar
+                if t.is_narrow:
+                    widened.append(Cast(ColumnRef(column), t.wide))
+                    wide_names.append(frame.schema.columns[column].name)
+                    column = n_in + len(widened) - 1
             built.append(Aggregate(a.func, column, a.distinct, a.separator))
-        out = _checked("agg()", Reduce(frame.plan, self.key, tuple(built)))
+        source: Plan = frame.plan
+        if widened:
+            source = Map(source, tuple(widened), tuple(wide_names))
+        out = _checked("agg()", Reduce(source, self.key, tuple(built)))
         if not any(a.name for a in aggs):
             return out
         names = list(out.schema.names)

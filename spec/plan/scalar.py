@@ -72,6 +72,12 @@ class UnaryFunc(StrEnum):
     REVERSE = "reverse"
     OCTET_LENGTH = "octet_length"
     """The length of the UTF-8 encoding."""
+    FLOAT32_TEXT = "float32_text"
+    """A float32 as PostgreSQL's ``real`` prints it: the shortest digits that read back as the
+    same single-precision value (a cast to string would print its float64 digits)."""
+    FLOAT32_NUMERIC = "float32_numeric"
+    """A float32 as PostgreSQL converts ``real`` to ``numeric``: its 6 significant digits
+    (a cast to numeric would keep the 15 of a float64)."""
     ERROR = "error"
     """``error(message)``: never a value; evaluating it fails with the evaluation error
     ``message`` (a string; NULL if the message is). Its type is bool, so it fits a predicate:
@@ -242,6 +248,8 @@ SIGNATURES: dict[
     UnaryFunc.REVERSE: ((_STR,), _STR),
     UnaryFunc.OCTET_LENGTH: ((_STR,), _I),
     UnaryFunc.ERROR: ((_STR,), ScalarType.BOOL),
+    UnaryFunc.FLOAT32_TEXT: ((ScalarType.FLOAT32,), _STR),
+    UnaryFunc.FLOAT32_NUMERIC: ((ScalarType.FLOAT32,), ScalarType.NUMERIC),
     BinaryFunc.DATE_ADD_DAYS: ((ScalarType.DATE, _I), ScalarType.DATE),
     BinaryFunc.DATE_DIFF: ((ScalarType.DATE, ScalarType.DATE), _I),
     BinaryFunc.POWER: ((_F, _F), _F),
@@ -261,23 +269,26 @@ SIGNATURES: dict[
 """The fixed signatures of the functions whose arguments and result have one type each:
 argument types and result type (NULL if any argument is NULL)."""
 
+_NUMBER_TYPES = tuple(t for t in S if t.is_numeric)
 CAST_TABLE: frozenset[tuple[ScalarType, ScalarType]] = frozenset(
     {
-        (S.INT64, S.FLOAT64),
-        (S.FLOAT64, S.INT64),
+        *((a, b) for a in _NUMBER_TYPES for b in _NUMBER_TYPES if a is not b),
         (S.INT64, S.BOOL),
         (S.BOOL, S.INT64),
+        (S.INT32, S.BOOL),
+        (S.BOOL, S.INT32),
         (S.DATE, S.TIMESTAMP),
         (S.TIMESTAMP, S.DATE),
-        (S.INT64, S.NUMERIC),
-        (S.NUMERIC, S.INT64),
-        (S.FLOAT64, S.NUMERIC),
-        (S.NUMERIC, S.FLOAT64),
         *((t, S.STRING) for t in S),
         *((S.STRING, t) for t in S),
     }
+    - {(S.FLOAT32, S.STRING), (S.FLOAT32, S.NUMERIC)}
 )
-"""The (from, to) pairs a :class:`Cast` supports, besides the identity."""
+"""The (from, to) pairs a :class:`Cast` supports, besides the identity. A cast to a narrow
+number type checks its range (PostgreSQL's 22003 "integer out of range", "smallint out of
+range", "value out of range: overflow"/"underflow"); a float32 becomes text or numeric through
+:attr:`UnaryFunc.FLOAT32_TEXT` and :attr:`UnaryFunc.FLOAT32_NUMERIC`, which know its
+precision."""
 
 DATE_TRUNC_UNITS: tuple[str, ...] = (
     "second",
@@ -322,13 +333,17 @@ _COMPARE = {
 
 
 def _arith_type(a: ScalarType, b: ScalarType) -> ScalarType:
-    """The type of arithmetic on two number types: int64 of two int64s, float64 if either is
-    float64, else numeric (PostgreSQL's implicit casts: int8 -> numeric -> float8)."""
+    """The type of arithmetic on two wide number types: int64 of two int64s, float64 if either
+    is float64, else numeric (PostgreSQL's implicit casts: int8 -> numeric -> float8)."""
     if a is S.FLOAT64 or b is S.FLOAT64:
         return S.FLOAT64
     if a is S.NUMERIC or b is S.NUMERIC:
         return S.NUMERIC
     return S.INT64
+
+
+def _wide_number(t: ScalarType) -> bool:
+    return t.is_numeric and not t.is_narrow
 
 
 def _comparable(a: ScalarType, b: ScalarType) -> bool:
@@ -381,8 +396,11 @@ def scalar_type(expr: ScalarExpr, schema: Schema) -> ColumnType:
         if fn in SIGNATURES:
             return _signature(fn, [lt, rt])
         if fn in _ARITH:
-            if not (lt.scalar.is_numeric and rt.scalar.is_numeric):
-                raise TypeMismatch(f"{fn.value} expects numbers, got {lt.scalar} and {rt.scalar}")
+            if not (_wide_number(lt.scalar) and _wide_number(rt.scalar)):
+                raise TypeMismatch(
+                    f"{fn.value} expects int64, float64 or numeric, got {lt.scalar} and "
+                    f"{rt.scalar} (a narrow number is cast to its wide type first)"
+                )
             return ColumnType(_arith_type(lt.scalar, rt.scalar), nullable)
         if fn in (BinaryFunc.ROUND_DIGITS, BinaryFunc.TRUNC_DIGITS):
             if lt.scalar not in (S.FLOAT64, S.NUMERIC) or rt.scalar is not S.INT64:

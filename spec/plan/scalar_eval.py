@@ -50,6 +50,7 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import re
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
@@ -82,6 +83,9 @@ from .numeric import (
     round_numeric,
     trunc_numeric,
 )
+from .numeric import (
+    reduce as reduce_numeric,
+)
 from .scalar import (
     EXTRACT_FIELDS,
     BinaryFunc,
@@ -96,7 +100,7 @@ from .scalar import (
     UnaryFunc,
     VariadicFunc,
 )
-from .schema import INT64_MAX, INT64_MIN, ScalarType
+from .schema import INT16_MAX, INT16_MIN, INT32_MAX, INT32_MIN, INT64_MAX, INT64_MIN, ScalarType
 
 __all__ = [
     "MORE_THAN_ONE_RECORD",
@@ -108,12 +112,15 @@ __all__ = [
     "date_trunc",
     "eval_scalar",
     "extract_field",
+    "float32_numeric",
+    "float32_text",
     "float_text",
     "ilike_match",
     "like_match",
     "sql_equal",
     "sql_round",
     "timestamp_text",
+    "to_float32",
 ]
 
 RowFn = Callable[[Row], Any]
@@ -395,6 +402,8 @@ _UNARY: dict[UnaryFunc, Callable[[Any], Any]] = {
     UnaryFunc.INITCAP: lambda s: _initcap(s),
     UnaryFunc.REVERSE: lambda s: s[::-1],
     UnaryFunc.OCTET_LENGTH: lambda s: len(s.encode("utf-8", "surrogatepass")),
+    UnaryFunc.FLOAT32_TEXT: lambda v: float32_text(v),
+    UnaryFunc.FLOAT32_NUMERIC: lambda v: float32_numeric(v),
     UnaryFunc.ERROR: lambda s: _raise(s),
 }
 
@@ -889,13 +898,93 @@ def float_text(v: float) -> str:
     """A float64 as PostgreSQL prints it: the shortest digits that read back as ``v``, in
     positional notation for decimal exponents from -4 to 14, else as ``1.5e+20``; ``NaN``,
     ``Infinity``, ``-Infinity``, and ``-0`` for negative zero."""
+    return _float_text(v, repr(v), 15)
+
+
+def float32_text(v: float) -> str:
+    """A float32 as PostgreSQL prints a ``real``: the shortest digits that read back as the
+    same single-precision value, in positional notation for decimal exponents from -4 to 5,
+    else as ``1.2345679e+08``."""
+    shortest = repr(v)
+    if math.isfinite(v) and v:
+        for p in range(1, 10):
+            text = f"{v:.{p}g}"
+            if to_float32(float(text)) == v:
+                shortest = repr(float(text))
+                break
+    return _float_text(v, shortest, 6)
+
+
+def to_float32(v: float) -> float:
+    """``v`` rounded to single precision, as PostgreSQL's ``float8`` to ``real`` (22003
+    "value out of range: overflow" beyond it, "underflow" for a non-zero that rounds to 0)."""
+    if not math.isfinite(v):
+        return canonical_float(v)
+    try:
+        r: float = _FLOAT32.unpack(_FLOAT32.pack(v))[0]
+    except OverflowError:
+        raise NumericOverflow("value out of range: overflow") from None
+    if r == 0.0 and v != 0.0:
+        raise NumericOverflow("value out of range: underflow")
+    return r
+
+
+def float32_numeric(v: float) -> Decimal:
+    """A float32 as PostgreSQL converts a ``real`` to ``numeric``: 6 significant digits."""
+    if not math.isfinite(v):
+        raise InvalidCast(f"cannot convert {'NaN' if v != v else 'infinity'} to numeric")
+    return reduce_numeric(Decimal(f"{v:.6g}"))
+
+
+_FLOAT32 = struct.Struct("<f")
+_INT_BOUNDS = {
+    ScalarType.INT64: (INT64_MIN, INT64_MAX),
+    ScalarType.INT32: (INT32_MIN, INT32_MAX),
+    ScalarType.INT16: (INT16_MIN, INT16_MAX),
+}
+
+
+def _narrow_int(n: int, lo: int, hi: int, name: str) -> int:
+    if not lo <= n <= hi:
+        raise NumericOverflow(f"{name} out of range")
+    return n
+
+
+def _parse_narrow_int(v: str, lo: int, hi: int, name: str) -> int:
+    """Text as a ``smallint``/``integer``, with PostgreSQL's words for each failure."""
+    try:
+        n = _parse_int(v)
+    except InvalidCast:
+        raise InvalidCast(f'invalid input syntax for type {name}: "{v}"') from None
+    except NumericOverflow:
+        n = hi + 1
+    if not lo <= n <= hi:
+        raise NumericOverflow(f'value "{v}" is out of range for type {name}')
+    return n
+
+
+def _parse_float32(v: str) -> float:
+    try:
+        f = _parse_float(v)
+    except InvalidCast:
+        raise InvalidCast(f'invalid input syntax for type real: "{v}"') from None
+    except NumericOverflow:
+        raise NumericOverflow(f'"{v.strip()}" is out of range for type real') from None
+    try:
+        return to_float32(f)
+    except NumericOverflow:
+        raise NumericOverflow(f'"{v.strip()}" is out of range for type real') from None
+
+
+def _float_text(v: float, text: str, limit: int) -> str:
+    """``v`` printed from its shortest digits ``text`` (Python's ``repr`` form), positional
+    for decimal exponents from -4 to ``limit - 1``."""
     if v != v:
         return "NaN"
     if math.isinf(v):
         return "Infinity" if v > 0 else "-Infinity"
     if v == 0:
         return "-0" if math.copysign(1.0, v) < 0 else "0"
-    text = repr(v)
     sign = "-" if text.startswith("-") else ""
     mantissa, _, exp_text = text.lstrip("-").partition("e")
     whole, _, frac = mantissa.partition(".")
@@ -906,7 +995,7 @@ def float_text(v: float) -> str:
     if not whole.lstrip("0"):  # 0.00ddd
         exp10 = (int(exp_text) if exp_text else 0) - (len(frac) - len(frac.lstrip("0"))) - 1
     digits = digits.rstrip("0") or "0"
-    if exp10 < -4 or exp10 >= 15:
+    if exp10 < -4 or exp10 >= limit:
         head, tail = digits[0], digits[1:]
         return (
             f"{sign}{head}{'.' + tail if tail else ''}e{'-' if exp10 < 0 else '+'}{abs(exp10):02d}"
@@ -976,6 +1065,19 @@ def cast_value(v: Any, to: ScalarType) -> Any:
         if t is float:
             return float_to_numeric(v)
         return parse_numeric(v)
+    if to is ScalarType.INT32:
+        return _to_narrow_int(v, INT32_MIN, INT32_MAX, "integer")
+    if to is ScalarType.INT16:
+        return _to_narrow_int(v, INT16_MIN, INT16_MAX, "smallint")
+    if to is ScalarType.FLOAT32:
+        if t is str:
+            return _parse_float32(v)
+        if t is Decimal:
+            f = float(v)
+            if math.isinf(f) or (f == 0.0 and v):
+                raise NumericOverflow(f'"{numeric_text(v)}" is out of range for type real')
+            return to_float32(f)
+        return to_float32(float(v))
     if to is ScalarType.BOOL:
         if t is bool:
             return v
@@ -993,6 +1095,23 @@ def cast_value(v: Any, to: ScalarType) -> Any:
     if t is _dt.date:
         return _dt.datetime(v.year, v.month, v.day)
     return _parse_datetime(v, to)
+
+
+def _to_narrow_int(v: Any, lo: int, hi: int, name: str) -> int:
+    """A non-NULL value as a ``smallint``/``integer`` (floats round half to even, numerics
+    half away from zero, as PostgreSQL's casts)."""
+    t = type(v)
+    if t is str:
+        return _parse_narrow_int(v, lo, hi, name)
+    if t is bool:
+        return int(v)
+    if t is Decimal:
+        return numeric_to_int(v, lo, hi, name)
+    if t is float:
+        if not math.isfinite(v):
+            raise NumericOverflow(f"{name} out of range")
+        return _narrow_int(round(v), lo, hi, name)
+    return _narrow_int(v, lo, hi, name)
 
 
 def _compile_and(fs: list[RowFn]) -> RowFn:
@@ -1197,6 +1316,35 @@ def compile_scalar(expr: ScalarExpr) -> RowFn:
     if isinstance(expr, Cast):
         inner = compile_scalar(expr.expr)
         to = expr.to
+        bounds = _INT_BOUNDS.get(to)
+        if bounds is not None:  # the widen-and-narrow casts of integer arithmetic: fast paths
+            lo, hi = bounds
+
+            def to_int(row: Row) -> Any:
+                v = inner(row)
+                if type(v) is int and lo <= v <= hi:
+                    return v
+                return None if v is None else cast_value(v, to)
+
+            return to_int
+        if to is ScalarType.FLOAT64:
+
+            def to_double(row: Row) -> Any:
+                v = inner(row)
+                if type(v) is float:
+                    return v
+                return None if v is None else cast_value(v, to)
+
+            return to_double
+        if to is ScalarType.FLOAT32:
+
+            def to_single(row: Row) -> Any:
+                v = inner(row)
+                if type(v) is float:
+                    return to_float32(v)
+                return None if v is None else cast_value(v, to)
+
+            return to_single
 
         def cast(row: Row) -> Any:
             v = inner(row)

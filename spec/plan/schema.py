@@ -6,13 +6,21 @@ query computes is one object, ``scalar_eval.NAN``), ``string`` is a ``str`` of U
 scalar values (no UTF-16 surrogate: :mod:`tidegate.spec.text`), ``bool`` is
 ``bool``, ``date`` is :class:`datetime.date`, ``timestamp`` is a naive
 :class:`datetime.datetime` (microsecond precision, UTC by convention) and ``numeric``
-is a finite :class:`decimal.Decimal` in reduced form (:mod:`.numeric`).
+is a finite :class:`decimal.Decimal` in reduced form (:mod:`.numeric`). The narrow number
+types (PostgreSQL's ``smallint``, ``integer`` and ``real``) hold the same Python types in
+their own ranges: ``int16`` and ``int32`` an ``int`` in the signed 16- and 32-bit range,
+``float32`` a ``float`` that single precision represents exactly (infinities and NaN
+included). Arithmetic and sums take only the wide types: a plan widens a narrow operand
+with a :class:`~.scalar.Cast` and narrows the result with another, whose range check is
+PostgreSQL's overflow error.
 ``None`` is SQL NULL and is allowed only in nullable columns.
 """
 
 from __future__ import annotations
 
 import datetime as _dt
+import math
+import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from decimal import Decimal
@@ -23,6 +31,10 @@ from ..errors import ArityMismatch, InvalidText, TypeMismatch, UnknownColumn
 from ..text import is_scalar_text, surrogate_at, surrogate_text
 
 __all__ = [
+    "INT16_MAX",
+    "INT16_MIN",
+    "INT32_MAX",
+    "INT32_MIN",
     "INT64_MAX",
     "INT64_MIN",
     "Column",
@@ -30,6 +42,7 @@ __all__ = [
     "ScalarType",
     "Schema",
     "check_row",
+    "is_float32",
     "row_checker",
     "scalar_type_of",
     "value_matches",
@@ -37,6 +50,21 @@ __all__ = [
 
 INT64_MIN = -(2**63)
 INT64_MAX = 2**63 - 1
+INT32_MIN = -(2**31)
+INT32_MAX = 2**31 - 1
+INT16_MIN = -(2**15)
+INT16_MAX = 2**15 - 1
+_FLOAT32 = struct.Struct("<f")
+
+
+def is_float32(v: float) -> bool:
+    """Whether the float ``v`` is a single-precision value (NaN and infinities are)."""
+    if v != v or v in (math.inf, -math.inf):
+        return True
+    try:
+        return bool(_FLOAT32.unpack(_FLOAT32.pack(v))[0] == v)
+    except OverflowError:
+        return False
 
 
 class ScalarType(StrEnum):
@@ -49,10 +77,41 @@ class ScalarType(StrEnum):
     DATE = "date"
     TIMESTAMP = "timestamp"
     NUMERIC = "numeric"
+    INT16 = "int16"
+    INT32 = "int32"
+    FLOAT32 = "float32"
 
     @property
     def is_numeric(self) -> bool:
-        return self in (ScalarType.INT64, ScalarType.FLOAT64, ScalarType.NUMERIC)
+        return self in _NUMBERS
+
+    @property
+    def is_narrow(self) -> bool:
+        """``int16``, ``int32`` or ``float32``: a number type arithmetic takes widened."""
+        return self in _WIDE
+
+    @property
+    def wide(self) -> ScalarType:
+        """The type arithmetic on this type computes in: ``int64`` for ``int16`` and ``int32``,
+        ``float64`` for ``float32``, else the type itself."""
+        return _WIDE.get(self, self)
+
+
+_NUMBERS = frozenset(
+    {
+        ScalarType.INT64,
+        ScalarType.FLOAT64,
+        ScalarType.NUMERIC,
+        ScalarType.INT16,
+        ScalarType.INT32,
+        ScalarType.FLOAT32,
+    }
+)
+_WIDE = {
+    ScalarType.INT16: ScalarType.INT64,
+    ScalarType.INT32: ScalarType.INT64,
+    ScalarType.FLOAT32: ScalarType.FLOAT64,
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +168,12 @@ def value_matches(value: Any, scalar: ScalarType) -> bool:
         return t is _dt.date
     if scalar is ScalarType.NUMERIC:
         return t is Decimal and _is_reduced(value)
+    if scalar is ScalarType.INT32:
+        return t is int and INT32_MIN <= value <= INT32_MAX
+    if scalar is ScalarType.INT16:
+        return t is int and INT16_MIN <= value <= INT16_MAX
+    if scalar is ScalarType.FLOAT32:
+        return t is float and is_float32(value)
     return t is _dt.datetime and value.tzinfo is None
 
 

@@ -256,9 +256,10 @@ def _reduce_schema(plan: Reduce, inner: Schema) -> Schema:
         if agg.func is AggFunc.COUNT:
             cols.append(Column(name, ColumnType(ScalarType.INT64, False)))
         elif agg.func in (AggFunc.SUM, AggFunc.AVG):
-            if not c.type.scalar.is_numeric:
+            if not c.type.scalar.is_numeric or c.type.scalar.is_narrow:
                 raise TypeMismatch(
-                    f"{agg.func.value}({c.name}) needs a number, {c.name!r} is {c.type.scalar}"
+                    f"{agg.func.value}({c.name}) needs an int64, float64 or numeric, "
+                    f"{c.name!r} is {c.type.scalar}"
                 )
             numeric = c.type.scalar is ScalarType.NUMERIC
             avg = agg.func is AggFunc.AVG

@@ -52,12 +52,16 @@ from ._fold import fold
 from ._functions import _shown, bind_call
 from ._scope import Scope
 from ._texpr import (
+    INTEGERS,
     TExpr,
     _coerce,
     _common_type,
     _literal_as,
     _nullable,
+    arith_number,
+    cast_to,
 )
+from ._texpr import arith as narrowed
 
 # -- aggregates -----------------------------------------------------------------------------
 
@@ -117,6 +121,8 @@ class _Grouping:
     keys: list[tuple[ScalarExpr, int]]  # key expression over the input -> output position
     aggs: dict[int, int]  # id(aggregate node) -> output position
     input_binder: ExprBinder
+    narrow: dict[int, ScalarType] = field(default_factory=dict)
+    """id(aggregate node) -> the narrow type its result is cast to (``sum(real)``)."""
 
 
 # -- the expression binder ------------------------------------------------------------------
@@ -145,7 +151,11 @@ class ExprBinder:
                 pos = g.aggs.get(id(node))
                 if pos is None:
                     raise _err(GroupingError, "aggregate not planned", node)
-                return self._col(pos)
+                to = g.narrow.get(id(node))
+                col = self._col(pos)
+                if to is None or col.expr is None:
+                    return col
+                return self._make(Cast(col.expr, to), node)
             if not _contains_agg(node) and not isinstance(
                 node, exp.Literal | exp.Null | exp.Boolean
             ):
@@ -406,9 +416,10 @@ class ExprBinder:
 
     def _unary_num(self, func: UnaryFunc, te: TExpr, node: Any) -> TExpr:
         assert te.expr is not None
-        if te.scalar not in (S.INT64, S.FLOAT64, S.NUMERIC):
+        t = te.scalar
+        if t is None or not t.is_numeric:
             raise _err(SqlTypeError, f"operator does not exist: - {pg_type(te.scalar)}", node)
-        return self._make(CallUnary(func, te.expr), node)
+        return self._make(narrowed(lambda a: CallUnary(func, a[0]), [(te.expr, t)], t), node)
 
     def _binary(self, func: BinaryFunc, left: Any, right: Any, node: Any) -> TExpr:
         return self._binary_te(func, self.bind(left), self.bind(right), left, right, node)
@@ -434,11 +445,14 @@ class ExprBinder:
         sa, sb = a.scalar, b.scalar
         assert sa is not None and sb is not None
         ea, eb = a.expr, b.expr
-        if sa is S.DATE and func in (BinaryFunc.ADD, BinaryFunc.SUB) and sb is S.INT64:
+        if sa is S.DATE and func in (BinaryFunc.ADD, BinaryFunc.SUB) and sb in INTEGERS:
+            eb = cast_to(eb, sb, S.INT64)
             days = eb if func is BinaryFunc.ADD else CallUnary(UnaryFunc.NEG, eb)
             return self._make(CallBinary(BinaryFunc.DATE_ADD_DAYS, ea, days), node)
-        if sb is S.DATE and func is BinaryFunc.ADD and sa is S.INT64:
-            return self._make(CallBinary(BinaryFunc.DATE_ADD_DAYS, eb, ea), node)
+        if sb is S.DATE and func is BinaryFunc.ADD and sa in INTEGERS:
+            return self._make(
+                CallBinary(BinaryFunc.DATE_ADD_DAYS, eb, cast_to(ea, sa, S.INT64)), node
+            )
         if sa is S.DATE and sb is S.DATE and func is BinaryFunc.SUB:
             return self._make(CallBinary(BinaryFunc.DATE_DIFF, ea, eb), node)
         arith = func in _ARITH
@@ -457,6 +471,13 @@ class ExprBinder:
                 f"operator does not exist: {pg_type(sa)} {_OP_TEXT[func]} {pg_type(sb)}",
                 node,
             )
+        if arith:
+            out = arith_number(sa, sb)
+            call = narrowed(lambda x: CallBinary(func, x[0], x[1]), [(ea, sa), (eb, sb)], out)
+            return self._make(call, node)
+        if sa is not sb and sa.is_numeric and sb.is_numeric and S.FLOAT32 in (sa, sb):
+            # a real compares with another number type as a double precision
+            ea, eb = cast_to(ea, sa, S.FLOAT64), cast_to(eb, sb, S.FLOAT64)
         return self._make(CallBinary(func, ea, eb), node)
 
     def _to_text(self, te: TExpr, node: Any) -> ScalarExpr:
@@ -464,7 +485,8 @@ class ExprBinder:
             return Literal(None, S.STRING)
         if te.scalar is S.STRING:
             return te.expr
-        return Cast(te.expr, S.STRING)
+        assert te.scalar is not None
+        return cast_to(te.expr, te.scalar, S.STRING)
 
     def _concat_op(self, node: Any) -> TExpr:
         """``a || b``: one side text (or an untyped literal or NULL), the other cast to text;
@@ -690,9 +712,9 @@ class ExprBinder:
         else:
             src = inner.scalar
             assert src is not None
-            if src is not to and (src, to) not in CAST_TABLE:
+            if src is not to and (src, to) not in CAST_TABLE and src is not S.FLOAT32:
                 raise _err(CannotCoerce, f"cannot cast type {pg_type(src)} to {pg_type(to)}", node)
-            out = self._make(Cast(inner.expr, to) if src is not to else inner.expr, node)
+            out = self._make(cast_to(inner.expr, src, to), node)
         if spec.typmod is not None:  # numeric(p, s) rounds to s digits, and may overflow
             assert out.expr is not None
             p, s = spec.typmod
@@ -876,13 +898,16 @@ _OP_TEXT = {
 
 
 def _number(text: str, node: Any) -> TExpr:
-    """A numeric literal: a ``bigint`` if it is an integer in range, else a ``numeric`` (a
-    decimal point, an exponent, or an integer beyond bigint), as PostgreSQL reads it."""
+    """A numeric literal: an ``integer`` if it is an integer in its range, a ``bigint`` if in
+    that one, else a ``numeric`` (a decimal point, an exponent, or an integer beyond bigint),
+    as PostgreSQL reads it."""
     if all(ch.isdigit() or ch == "-" for ch in text):
         try:
             v = int(text)
         except ValueError:
             raise _err(SqlSyntaxError, f'invalid number "{text}"', node) from None
+        if -(2**31) <= v < 2**31:
+            return TExpr(Literal(v, S.INT32), ColumnType(S.INT32, False))
         if -(2**63) <= v < 2**63:
             return TExpr(Literal(v, S.INT64), ColumnType(S.INT64, False))
     try:

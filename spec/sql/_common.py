@@ -42,6 +42,9 @@ _PG_NAMES = {
     S.DATE: "date",
     S.TIMESTAMP: "timestamp",
     S.NUMERIC: "numeric",
+    S.INT16: "smallint",
+    S.INT32: "integer",
+    S.FLOAT32: "real",
 }
 
 
@@ -86,8 +89,9 @@ def ident(node: Any) -> str:
 
 _TYPES: dict[Any, ScalarType] = {
     exp.DataType.Type.BIGINT: S.INT64,
-    exp.DataType.Type.INT: S.INT64,
-    exp.DataType.Type.SMALLINT: S.INT64,
+    exp.DataType.Type.INT: S.INT32,
+    exp.DataType.Type.SMALLINT: S.INT16,
+    exp.DataType.Type.FLOAT: S.FLOAT32,
     exp.DataType.Type.DOUBLE: S.FLOAT64,
     exp.DataType.Type.TEXT: S.STRING,
     exp.DataType.Type.VARCHAR: S.STRING,
@@ -139,9 +143,7 @@ def sql_type_of(node: Any) -> SqlType:
                     "precision for type float must be less than 54 bits",
                     node,
                 )
-            if p <= 24:  # float(1) .. float(24) is real
-                raise _unsupported("type real (float4)", node)
-            return SqlType(S.FLOAT64)
+            return SqlType(S.FLOAT32 if p <= 24 else S.FLOAT64)  # float(1..24) is real
         if kind is exp.DataType.Type.VARCHAR and params:
             (n,) = params
             if n < 1:
@@ -176,7 +178,14 @@ def sql_type_of(node: Any) -> SqlType:
             return SqlType(t)
         if kind is exp.DataType.Type.USERDEFINED:
             name = str(node.args.get("kind") or node.sql()).lower()
-            named = {"int64": S.INT64, "float64": S.FLOAT64, "string": S.STRING}.get(name)
+            named = {
+                "int64": S.INT64,
+                "float64": S.FLOAT64,
+                "string": S.STRING,
+                "int32": S.INT32,
+                "int16": S.INT16,
+                "float32": S.FLOAT32,
+            }.get(name)
             if named is not None:
                 return SqlType(named)
     shown = node.sql(dialect="postgres").lower() if isinstance(node, exp.Expression) else node

@@ -16,6 +16,7 @@ from ..errors import (
     DuplicateColumn,
     EvaluationError,
     InvalidParameterValue,
+    NumericValueOutOfRange,
     PlanError,
     SqlError,
     SqlSyntaxError,
@@ -54,7 +55,15 @@ from ._binder import ExprBinder
 from ._common import S, _Ctx, _err, _typed, _unsupported, ident, pg_type, position_of
 from ._scope import Rel, Scope, ScopeColumn
 from ._subquery import find_subqueries, lateral_join, plan_subqueries
-from ._texpr import _coerce, _common_type, assign
+from ._texpr import (
+    INTEGERS,
+    _coerce,
+    _common_type,
+    arith_number,
+    assign,
+    cast_to,
+    common_number,
+)
 from .catalog import CatalogItem, SqlCatalog
 
 # -- FROM -----------------------------------------------------------------------------------
@@ -127,13 +136,16 @@ def _series(binder: ExprBinder, node: Any) -> tuple[list[Any], ScalarType]:
             UndefinedFunction, "function generate_series with these arguments does not exist", node
         )
     values = []
+    out = S.INT32  # generate_series(integer, integer) is an integer, as in PostgreSQL
     for a in args:
         te = binder.bind(a)
-        if te.type is not None and te.literal is None and te.scalar is not S.INT64:
+        if te.type is not None and te.literal is None and te.scalar not in INTEGERS:
             raise _unsupported(f"generate_series over {pg_type(te.scalar)}", node)
+        if te.scalar is S.INT64 and te.literal is None:
+            out = S.INT64
         values.append(_eval_const(_coerce(te, S.INT64, a), a))
     if any(v is None for v in values):
-        return [], S.INT64
+        return [], out
     start, stop = values[0], values[1]
     step = values[2] if len(values) == 3 else 1
     if step == 0:
@@ -141,7 +153,10 @@ def _series(binder: ExprBinder, node: Any) -> tuple[list[Any], ScalarType]:
     n = max(0, (stop - start) // step + 1)
     if n > _MAX_SERIES:
         raise _unsupported(f"table functions of more than {_MAX_SERIES} rows", node)
-    return list(range(start, stop + (1 if step > 0 else -1), step)), S.INT64
+    series = list(range(start, stop + (1 if step > 0 else -1), step))
+    if out is S.INT32 and series and not -(2**31) <= series[-1] < 2**31:
+        raise _err(NumericValueOutOfRange, "integer out of range", node)
+    return series, out
 
 
 def _table_function(node: Any, ctx: _Ctx, alias_name: str | None, has_columns: bool) -> Rel:
@@ -437,11 +452,9 @@ def _key_pair(
     an integer meeting a numeric as a numeric (so both sides' keys are one type, also in
     Spark's Arrow)."""
     lt, rt = _scalar_type(le, lschema, node), _scalar_type(re_, rschema, node)
-    pair = {lt, rt}
-    if pair == {S.NUMERIC, S.FLOAT64} or pair == {S.INT64, S.NUMERIC}:
-        to = S.FLOAT64 if S.FLOAT64 in pair else S.NUMERIC
-        le = le if lt is to else Cast(le, to)
-        re_ = re_ if rt is to else Cast(re_, to)
+    if lt is not rt and lt.is_numeric and rt.is_numeric and {lt, rt} != {S.INT64, S.FLOAT64}:
+        to = arith_number(lt, rt)
+        le, re_ = cast_to(le, lt, to), cast_to(re_, rt, to)
     return le, re_
 
 
@@ -602,9 +615,9 @@ def _join_rels(
         exprs: list[ScalarExpr] = []
         for _name, li, ri in merged:
             lt, rt = schema.columns[li].type.scalar, schema.columns[nl + ri].type.scalar
-            t = lt if lt is rt else S.FLOAT64 if S.FLOAT64 in (lt, rt) else S.NUMERIC
-            lv: ScalarExpr = ColumnRef(li) if lt is t else Cast(ColumnRef(li), t)
-            rv: ScalarExpr = ColumnRef(nl + ri) if rt is t else Cast(ColumnRef(nl + ri), t)
+            t = lt if lt is rt else common_number(lt, rt)
+            lv: ScalarExpr = cast_to(ColumnRef(li), lt, t)
+            rv: ScalarExpr = cast_to(ColumnRef(nl + ri), rt, t)
             if kind is JoinKind.FULL:
                 exprs.append(CallVariadic(VariadicFunc.COALESCE, (lv, rv)))
             else:

@@ -30,7 +30,7 @@ from ..plan import (
     CallBinary,
     CallUnary,
     CallVariadic,
-    Cast,
+    ColumnType,
     If,
     Literal,
     ScalarExpr,
@@ -40,7 +40,7 @@ from ..plan import (
 )
 from ._common import _err, pg_type
 from ._dialect import DIALECT
-from ._texpr import TExpr, _coerce
+from ._texpr import _IMPLICIT_CASTS, TExpr, _coerce, arith, cast_to
 
 __all__ = ["bind_call", "call_of"]
 
@@ -318,7 +318,7 @@ def _fits(te: TExpr, want: ScalarType) -> bool:
     if te.type is None or te.literal is not None:
         return True
     s = te.scalar
-    return s is want or (s, want) in ((S.INT64, S.FLOAT64), (S.INT64, S.NUMERIC), (S.NUMERIC, _F))
+    return s is want or (s, want) in _IMPLICIT_CASTS
 
 
 _NUMERIC_OVERLOADS = frozenset({"ceil", "ceiling", "floor", "sign", "trunc"})
@@ -360,13 +360,14 @@ def bind_call(binder: _Binder, node: Any) -> TExpr | None:
     bound = [binder.bind(a) for a in args]
     if name == "abs" and len(bound) == 1:
         te = bound[0]
-        if te.type is None:
-            return TExpr(None, None)
+        if te.type is None:  # abs(NULL) is abs(double precision), as in PostgreSQL
+            return TExpr(Literal(None, S.FLOAT64), ColumnType(S.FLOAT64, True))
         arg = _coerce(te, S.FLOAT64, args[0]) if te.literal is not None else te.expr
-        if te.literal is None and te.scalar not in (S.INT64, S.FLOAT64, S.NUMERIC):
+        t = S.FLOAT64 if te.literal is not None else te.scalar
+        if t is None or not t.is_numeric:
             raise _no_function(name, bound, node)
         assert arg is not None
-        return binder._make(CallUnary(UnaryFunc.ABS, arg), node)
+        return binder._make(arith(lambda a: CallUnary(UnaryFunc.ABS, a[0]), [(arg, t)], t), node)
     if name == "mod" and len(bound) == 2:
         return binder._binary(BinaryFunc.MOD, args[0], args[1], node)
     if name == "round" and len(bound) in (1, 2):
@@ -409,7 +410,8 @@ def output_text(te: TExpr) -> ScalarExpr:
     if te.scalar is S.BOOL:
         word = If(te.expr, Literal("t", S.STRING), Literal("f", S.STRING))
         return If(CallUnary(UnaryFunc.IS_NULL, te.expr), Literal(None, S.STRING), word)
-    return Cast(te.expr, S.STRING)
+    assert te.scalar is not None
+    return cast_to(te.expr, te.scalar, S.STRING)
 
 
 def _concat(binder: _Binder, name: str, args: list[Any], node: Any) -> TExpr:

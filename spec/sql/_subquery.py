@@ -357,7 +357,7 @@ def _equi_joins(plan: Plan, lets: dict[str, Schema] | None = None) -> Plan:
             b = schema.columns[p.right.index].type.scalar
             # a numeric meets a float as a float (0.1 = 0.1::float8), which no equality of
             # values is: that pair stays a filter
-            if a is b or (a.is_numeric and b.is_numeric and {a, b} != {S.NUMERIC, S.FLOAT64}):
+            if a is b or {a, b} <= {S.INT64, S.NUMERIC} or {a, b} <= {S.INT64, S.FLOAT64}:
                 eqs.append((p.left.index, p.right.index))
                 continue
         rest.append(p)
@@ -392,6 +392,9 @@ _DEFAULTS: dict[ScalarType, Any] = {
     S.DATE: _dt.date(2000, 1, 1),
     S.TIMESTAMP: _dt.datetime(2000, 1, 1),
     S.NUMERIC: Decimal(0),
+    S.INT16: 0,
+    S.INT32: 0,
+    S.FLOAT32: 0.0,
 }
 
 

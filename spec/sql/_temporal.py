@@ -19,7 +19,7 @@ from typing import Any
 from sqlglot import exp
 
 from ..errors import SqlTypeError, UnsupportedSql
-from ..plan import Literal, ScalarExpr, TemporalOp
+from ..plan import Cast, Literal, ScalarExpr, TemporalOp
 from ._common import S, _err, pg_type
 from ._functions import call_of
 from ._texpr import TExpr, _coerce
@@ -127,6 +127,8 @@ def _bound(te: TExpr, node: Any) -> ScalarExpr:
         return _coerce(te, S.TIMESTAMP, node)  # '2024-01-01 00:00' reads as a timestamp
     if te.scalar in (S.INT64, S.TIMESTAMP, S.DATE):
         return te.expr
+    if te.scalar in (S.INT16, S.INT32):
+        return Cast(te.expr, S.INT64)
     assert te.scalar is not None
     raise _err(
         SqlTypeError,

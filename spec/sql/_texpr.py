@@ -4,7 +4,7 @@ the common type of several values."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,11 +15,19 @@ from ..errors import (
     NumericValueOutOfRange,
     SqlTypeError,
 )
-from ..plan import Cast, ColumnType, Literal, ScalarExpr, ScalarType
+from ..plan import CallUnary, Cast, ColumnType, Literal, ScalarExpr, ScalarType, UnaryFunc
 from ..plan.scalar_eval import cast_value
 from ._common import S, _err, pg_type
 
-__all__ = ["TExpr", "assign"]
+__all__ = [
+    "INTEGERS",
+    "TExpr",
+    "arith",
+    "arith_number",
+    "assign",
+    "cast_to",
+    "common_number",
+]
 
 
 @dataclass(frozen=True)
@@ -37,6 +45,59 @@ class TExpr:
     @property
     def scalar(self) -> ScalarType | None:
         return None if self.type is None else self.type.scalar
+
+
+def common_number(a: ScalarType, b: ScalarType) -> ScalarType:
+    """The type two number types unify to in a CASE, COALESCE, UNION or USING column: the
+    later on :data:`_LADDER` (PostgreSQL's ``select_common_type``: ``coalesce(1::int4,
+    1::real)`` is a real)."""
+    return a if _RUNG[a] >= _RUNG[b] else b
+
+
+def arith_number(a: ScalarType, b: ScalarType) -> ScalarType:
+    """The type PostgreSQL's operators on two number types compute in, and compare in: the
+    later on :data:`_LADDER`, but a real meeting any other type is a double precision (its
+    operators take ``float8`` for the other side: ``1::int4 + 1::real`` is a double)."""
+    if a is not b and S.FLOAT32 in (a, b):
+        return S.FLOAT64
+    return common_number(a, b)
+
+
+def cast_to(expr: ScalarExpr, src: ScalarType, to: ScalarType) -> ScalarExpr:
+    """``expr`` of type ``src`` converted to ``to``: a :class:`Cast`, or for a real to text or
+    numeric the function that knows its single precision."""
+    if src is to:
+        return expr
+    single_to_numeric = src is S.FLOAT32 and to is S.NUMERIC  # 6 digits: FLOAT32_NUMERIC
+    if isinstance(expr, Literal) and src.is_numeric and to.is_numeric and not single_to_numeric:
+        # a constant converted now (an integer literal meeting a bigint is a bigint literal,
+        # as the plan would have it), unless the conversion fails: then at run time
+        if expr.value is None:
+            return Literal(None, to)
+        try:
+            return Literal(cast_value(expr.value, to), to)
+        except EvaluationError:
+            pass
+    if src is S.FLOAT32 and to is S.STRING:
+        return CallUnary(UnaryFunc.FLOAT32_TEXT, expr)
+    if src is S.FLOAT32 and to is S.NUMERIC:
+        return CallUnary(UnaryFunc.FLOAT32_NUMERIC, expr)
+    return Cast(expr, to)
+
+
+def arith(
+    build: Callable[[list[ScalarExpr]], ScalarExpr],
+    operands: Sequence[tuple[ScalarExpr, ScalarType]],
+    out: ScalarType,
+) -> ScalarExpr:
+    """An arithmetic call of result type ``out`` on operands of number types: the plan's
+    arithmetic takes wide types (int64, float64, numeric), so each narrow operand is widened
+    and a narrow result cast back, whose range check is PostgreSQL's overflow error
+    (``32767::int2 + 1::int2``: "smallint out of range")."""
+    wide = out.wide
+    args = [e if t is wide or not t.is_narrow else cast_to(e, t, wide) for e, t in operands]
+    call = build(args)
+    return Cast(call, out) if out.is_narrow else call
 
 
 def _literal_as(text: str, to: ScalarType, node: Any) -> Literal:
@@ -66,7 +127,7 @@ def _coerce(te: TExpr, to: ScalarType, node: Any, what: str = "") -> ScalarExpr:
     if te.literal is not None:
         return _literal_as(te.literal, to, node)
     if (te.type.scalar, to) in _IMPLICIT_CASTS:
-        return Cast(te.expr, to)
+        return cast_to(te.expr, te.type.scalar, to)
     where = f" {what}" if what else ""
     raise _err(
         SqlTypeError,
@@ -75,16 +136,19 @@ def _coerce(te: TExpr, to: ScalarType, node: Any, what: str = "") -> ScalarExpr:
     )
 
 
-_IMPLICIT_CASTS = frozenset({(S.INT64, S.FLOAT64), (S.INT64, S.NUMERIC), (S.NUMERIC, S.FLOAT64)})
-"""PostgreSQL's implicit casts between the number types: up the ladder int8 -> numeric ->
-float8."""
+_LADDER = (S.INT16, S.INT32, S.INT64, S.NUMERIC, S.FLOAT32, S.FLOAT64)
+"""PostgreSQL's number types in the order of its implicit casts: each converts implicitly to
+every type after it (int2 -> int4 -> int8 -> numeric -> float4 -> float8)."""
+_RUNG = {t: i for i, t in enumerate(_LADDER)}
+INTEGERS = frozenset({S.INT16, S.INT32, S.INT64})
+"""The integer types."""
+
+_IMPLICIT_CASTS = frozenset((a, b) for a in _LADDER for b in _LADDER if _RUNG[a] < _RUNG[b])
+"""PostgreSQL's implicit casts between the number types: up :data:`_LADDER`."""
 
 _ASSIGNMENT_CASTS = frozenset(
     {
-        *_IMPLICIT_CASTS,
-        (S.FLOAT64, S.INT64),
-        (S.NUMERIC, S.INT64),
-        (S.FLOAT64, S.NUMERIC),
+        *((a, b) for a in _LADDER for b in _LADDER if a is not b),
         (S.DATE, S.TIMESTAMP),
         (S.TIMESTAMP, S.DATE),
         *((t, S.STRING) for t in S),
@@ -101,7 +165,7 @@ def assign(te: TExpr, to: ScalarType, node: Any, what: str = "") -> ScalarExpr:
     if te.expr is not None and te.type is not None and te.literal is None:
         src = te.type.scalar
         if src is not to and (src, to) in _ASSIGNMENT_CASTS:
-            return Cast(te.expr, to)
+            return cast_to(te.expr, src, to)
         if src is not to:
             raise _err(
                 SqlTypeError,
@@ -128,7 +192,7 @@ def _common_type(items: Sequence[tuple[TExpr, Any]], what: str) -> ScalarType | 
         if s is out:
             continue
         if s.is_numeric and out.is_numeric:
-            out = S.FLOAT64 if S.FLOAT64 in (s, out) else S.NUMERIC
+            out = common_number(s, out)
             continue
         raise _err(
             SqlTypeError, f"{what} types {pg_type(out)} and {pg_type(s)} cannot be matched", n

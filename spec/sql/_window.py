@@ -56,7 +56,7 @@ from ..protocol.types import ColumnOrder
 from ._binder import ExprBinder, agg_func
 from ._common import S, _err, _typed, _unsupported, ident, pg_type
 from ._scope import Rel, Scope, ScopeColumn
-from ._texpr import _coerce
+from ._texpr import _coerce, cast_to
 
 __all__ = ["distinct_on_exprs", "find_windows", "lower_windows", "order_spec", "top_k_pushdown"]
 
@@ -252,6 +252,10 @@ def _aggregate(fn: Any, func: AggFunc, binder: ExprBinder, column_for: Any) -> A
         raise _err(
             UndefinedFunction, f"function {func.value}({pg_type(t.scalar)}) does not exist", fn
         )
+    if func in (AggFunc.SUM, AggFunc.AVG) and t.scalar.is_narrow:
+        # summed as its wide type (a window's sum of reals is a double precision here)
+        e = cast_to(e, t.scalar, t.scalar.wide)
+        t = ColumnType(t.scalar.wide, t.nullable)
     return Aggregate(func, column_for(e, t), False, separator)
 
 

@@ -97,7 +97,7 @@ from ._limits import MAX_TARGET_LIST, with_enough_frames
 from ._scope import Rel, Scope, ScopeColumn
 from ._subquery import plan_subqueries
 from ._temporal import split_temporal
-from ._texpr import TExpr, _coerce
+from ._texpr import TExpr, _coerce, cast_to, common_number
 from ._window import distinct_on_exprs, find_windows, lower_windows, top_k_pushdown
 from .catalog import SqlCatalog
 
@@ -243,10 +243,11 @@ def _set_op(node: Any, ctx: _Ctx) -> Lowered:
             lcasts.append(ColumnRef(i))
             rcasts.append(ColumnRef(i))
         elif lt.scalar.is_numeric and rt.scalar.is_numeric:
-            # int8 -> numeric -> float8, as PostgreSQL unifies them
-            to = S.FLOAT64 if S.FLOAT64 in (lt.scalar, rt.scalar) else S.NUMERIC
-            lcasts.append(ColumnRef(i) if lt.scalar is to else Cast(ColumnRef(i), to))
-            rcasts.append(ColumnRef(i) if rt.scalar is to else Cast(ColumnRef(i), to))
+            # up the ladder int2 -> int4 -> int8 -> numeric -> float4 -> float8, as
+            # PostgreSQL unifies them
+            to = common_number(lt.scalar, rt.scalar)
+            lcasts.append(cast_to(ColumnRef(i), lt.scalar, to))
+            rcasts.append(cast_to(ColumnRef(i), rt.scalar, to))
         else:
             raise _err(
                 SqlTypeError,
@@ -335,6 +336,9 @@ def _type_word(node: Any) -> str:
             S.DATE: "date",
             S.TIMESTAMP: "timestamp",
             S.NUMERIC: "numeric",
+            S.INT16: "int2",
+            S.INT32: "int4",
+            S.FLOAT32: "float4",
         }[sql_type(node.args["to"])]
     except SqlError:
         return "?column?"
@@ -535,6 +539,7 @@ def _aggregate(
     key_positions = [column_for(e) for e, _ in key_exprs]
     aggregates: list[Aggregate] = []
     agg_pos: dict[int, int] = {}
+    narrow: dict[int, ScalarType] = {}  # id(aggregate node) -> the type its result narrows to
     seen: list[tuple[Aggregate, int]] = []
     arg_binder = ExprBinder(rel.scope, ctx.params, context="aggregate function calls")
     for a in agg_nodes:
@@ -604,6 +609,11 @@ def _aggregate(
                     f"function {func.value}({pg_type(t.scalar)}) does not exist",
                     a,
                 )
+            if func in (AggFunc.SUM, AggFunc.AVG) and t.scalar.is_narrow:
+                # PostgreSQL sums smallints and integers as bigints, and reals as reals
+                e = cast_to(e, t.scalar, t.scalar.wide)
+                if func is AggFunc.SUM and t.scalar is S.FLOAT32:
+                    narrow[id(a)] = S.FLOAT32
             agg = Aggregate(func, column_for(e), distinct, separator)
         for existing, pos in seen:
             if existing == agg:
@@ -633,7 +643,7 @@ def _aggregate(
         else:
             cols.append(ScopeColumn(None, f"?agg{i}", c.type, hidden=True))
     out_scope = Scope(tuple(cols))
-    grouping = _Grouping([(e, i) for i, (e, _) in enumerate(key_exprs)], agg_pos, in_binder)
+    grouping = _Grouping([(e, i) for i, (e, _) in enumerate(key_exprs)], agg_pos, in_binder, narrow)
     return Rel(reduce, out_scope), ExprBinder(out_scope, ctx.params, grouping, "SELECT")
 
 

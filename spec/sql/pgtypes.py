@@ -6,9 +6,9 @@ the one table: the wire protocol takes OIDs and formats from it, the system
 catalog (``pg_type``, ``mz_columns``, ``information_schema.columns``) is
 generated from it, and :func:`for_scalar` maps each of tidegate's scalar types
 (:class:`~tidegate.spec.plan.ScalarType`) to its PostgreSQL type. Types without
-a scalar of their own (``int4``, ``numeric``, ``oid``, ...) are those clients
+a scalar of their own (``oid``, ``varchar``, ``regclass``, ...) are those clients
 send and the catalog shows: their values read as the scalar type that holds
-them (``int4`` as ``int64``, ``numeric`` as ``float64`` unless it is whole).
+them (``oid`` as ``int64``, ``varchar`` as ``string``).
 
 Values travel in two formats (PostgreSQL's ``typoutput``/``typinput`` and
 ``typsend``/``typreceive``): :func:`text_out` / :func:`text_in` and
@@ -31,11 +31,17 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from ..errors import EvaluationError, InvalidTextRepresentation, PlanError
+from ..errors import EvaluationError, InvalidTextRepresentation, NumericOverflow, PlanError
 from ..plan import ScalarType
 from ..plan.numeric import numeric_text, parse_numeric
 from ..plan.numeric import reduce as reduce_numeric
-from ..plan.scalar_eval import canonical_float, cast_value, float_text, timestamp_text
+from ..plan.scalar_eval import (
+    canonical_float,
+    cast_value,
+    float32_text,
+    float_text,
+    timestamp_text,
+)
 
 __all__ = [
     "BOOL",
@@ -81,11 +87,11 @@ class PgType:
 S = ScalarType
 BOOL = PgType(16, "bool", "boolean", 1, "B", 1000, S.BOOL)
 INT8 = PgType(20, "int8", "bigint", 8, "N", 1016, S.INT64)
-INT2 = PgType(21, "int2", "smallint", 2, "N", 1005, S.INT64)
-INT4 = PgType(23, "int4", "integer", 4, "N", 1007, S.INT64)
+INT2 = PgType(21, "int2", "smallint", 2, "N", 1005, S.INT16)
+INT4 = PgType(23, "int4", "integer", 4, "N", 1007, S.INT32)
 TEXT = PgType(25, "text", "text", -1, "S", 1009, S.STRING)
 OID = PgType(26, "oid", "oid", 4, "N", 1028, S.INT64)
-FLOAT4 = PgType(700, "float4", "real", 4, "N", 1021, S.FLOAT64)
+FLOAT4 = PgType(700, "float4", "real", 4, "N", 1021, S.FLOAT32)
 FLOAT8 = PgType(701, "float8", "double precision", 8, "N", 1022, S.FLOAT64)
 UNKNOWN = PgType(705, "unknown", "unknown", -2, "X", 0, None)
 BPCHAR = PgType(1042, "bpchar", "character", -1, "S", 1014, S.STRING)
@@ -140,6 +146,9 @@ _FOR_SCALAR = {
     S.DATE: DATE,
     S.TIMESTAMP: TIMESTAMP,
     S.NUMERIC: NUMERIC,
+    S.INT16: INT2,
+    S.INT32: INT4,
+    S.FLOAT32: FLOAT4,
 }
 
 
@@ -167,8 +176,9 @@ _float_text = float_text
 _timestamp_text = timestamp_text
 
 
-def text_out(value: Any) -> str:
-    """A non-NULL value in PostgreSQL's text format (its Python type says which)."""
+def text_out(value: Any, pgtype: PgType | None = None) -> str:
+    """A non-NULL value in PostgreSQL's text format (its Python type says which, and
+    ``pgtype`` whether a float is a ``real``, printed in single precision)."""
     t = type(value)
     if t is str:
         return value  # type: ignore[no-any-return]
@@ -177,7 +187,7 @@ def text_out(value: Any) -> str:
     if t is int:
         return str(value)
     if t is float:
-        return _float_text(value)
+        return float32_text(value) if pgtype is FLOAT4 else _float_text(value)
     if t is _dt.datetime:
         return _timestamp_text(value)
     if t is _dt.date:
@@ -207,6 +217,10 @@ def text_in(text: str, pgtype: PgType) -> Any:
         return int(text) if text.strip().isdigit() else text
     try:
         value = _numeric_text(text) if pgtype is NUMERIC else cast_value(text, scalar)
+    except NumericOverflow as e:
+        raise InvalidTextRepresentation(
+            f'value "{text}" is out of range for type {pgtype.sql_name}', sqlstate="22003"
+        ) from e
     except (PlanError, EvaluationError, ValueError) as e:
         raise InvalidTextRepresentation(
             f'invalid input syntax for type {pgtype.sql_name}: "{text}"'

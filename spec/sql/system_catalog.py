@@ -29,6 +29,9 @@ from . import pgtypes as T
 from .catalog import CatalogItem
 from .lower import pg_type
 
+_PRECISION = {T.INT2.oid: 16, T.INT4.oid: 32, T.INT8.oid: 64, T.FLOAT4.oid: 24, T.FLOAT8.oid: 53}
+"""``information_schema.columns.numeric_precision`` of the binary number types (in bits)."""
+
 __all__ = [
     "DATABASE_OID",
     "RELATIONS",
@@ -915,9 +918,9 @@ class _Generator:
                 t.sql_name,
                 None,
                 None,
-                53 if t is T.FLOAT8 else 64 if t is T.INT8 else None,
-                2 if t in (T.FLOAT8, T.INT8) else 10 if t is T.NUMERIC else None,
-                0 if t is T.INT8 else None,
+                _PRECISION.get(t.oid),
+                2 if t.oid in _PRECISION else 10 if t is T.NUMERIC else None,
+                0 if t in (T.INT8, T.INT4, T.INT2) else None,
                 6 if t is T.TIMESTAMP else 0 if t is T.DATE else None,
                 None,
                 None,

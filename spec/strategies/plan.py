@@ -49,6 +49,7 @@ from ..plan.relation import (
     WindowFuncKind,
 )
 from ..plan.scalar import (
+    CAST_TABLE,
     SIGNATURES,
     BinaryFunc,
     CallBinary,
@@ -95,8 +96,19 @@ __all__ = [
 ]
 
 S = ScalarType
-_SCALARS = (S.INT64, S.STRING, S.BOOL, S.FLOAT64, S.DATE, S.TIMESTAMP, S.NUMERIC)
-_COMMON = (S.INT64, S.INT64, S.STRING, S.BOOL, S.FLOAT64, S.DATE, S.TIMESTAMP, S.NUMERIC)
+_SCALARS = (
+    S.INT64,
+    S.STRING,
+    S.BOOL,
+    S.FLOAT64,
+    S.DATE,
+    S.TIMESTAMP,
+    S.NUMERIC,
+    S.INT16,
+    S.INT32,
+    S.FLOAT32,
+)
+_COMMON = (S.INT64, S.INT64, S.STRING, S.BOOL, S.FLOAT64, S.DATE, S.TIMESTAMP, S.NUMERIC, S.INT32)
 _NUMERICS = [
     Decimal(0),
     Decimal("1.5"),
@@ -123,6 +135,12 @@ def scalar_values(scalar: ScalarType) -> st.SearchStrategy[Any]:
     """
     if scalar is S.NUMERIC:
         return st.sampled_from(_NUMERICS)
+    if scalar is S.INT32:  # the edges overflow on arithmetic cast back to integer
+        return st.one_of(st.integers(-3, 3), st.sampled_from([2**31 - 1, -(2**31)]))
+    if scalar is S.INT16:
+        return st.one_of(st.integers(-3, 3), st.sampled_from([2**15 - 1, -(2**15)]))
+    if scalar is S.FLOAT32:  # 0.1 as a single (0.10000000149...), its largest finite value
+        return st.sampled_from([-1.5, 0.0, 0.5, 0.10000000149011612, 3.4028234663852886e38, NAN])
     if scalar is S.INT64:
         return st.one_of(st.integers(-3, 3), st.sampled_from([INT64_MAX, 2**62 + 1]))
     if scalar is S.FLOAT64:
@@ -250,30 +268,10 @@ def _expr(draw: st.DrawFn, schema: Schema, want: ScalarType, depth: int) -> Scal
             VariadicFunc.COALESCE, tuple(_expr(draw, schema, want, sub) for _ in range(n))
         )
     if kind == "cast":
-        sources = [
-            s
-            for s in _SCALARS
-            if s is not want and (s is S.STRING or want is S.STRING or _castable(s, want))
-        ]
+        sources = [s for s in _SCALARS if s is not want and (s, want) in CAST_TABLE]
         src = draw(st.sampled_from(sources))
         return Cast(_expr(draw, schema, src, sub), want)
     return _op(draw, schema, want, sub)
-
-
-def _castable(a: ScalarType, b: ScalarType) -> bool:
-    pairs = {
-        (S.INT64, S.FLOAT64),
-        (S.FLOAT64, S.INT64),
-        (S.INT64, S.BOOL),
-        (S.BOOL, S.INT64),
-        (S.DATE, S.TIMESTAMP),
-        (S.TIMESTAMP, S.DATE),
-        (S.INT64, S.NUMERIC),
-        (S.NUMERIC, S.INT64),
-        (S.FLOAT64, S.NUMERIC),
-        (S.NUMERIC, S.FLOAT64),
-    }
-    return (a, b) in pairs
 
 
 def _signature_call(draw: st.DrawFn, schema: Schema, want: ScalarType, d: int) -> ScalarExpr | None:
@@ -300,6 +298,15 @@ def _signature_call(draw: st.DrawFn, schema: Schema, want: ScalarType, d: int) -
 
 
 def _op(draw: st.DrawFn, schema: Schema, want: ScalarType, d: int) -> ScalarExpr:
+    if want.is_narrow:
+        # arithmetic on narrow numbers: widened operands, the result cast back (which may
+        # overflow), as the SQL front end lowers it
+        wide = want.wide
+        if draw(st.booleans()):
+            return Cast(_op(draw, schema, wide, d), want)
+        f = draw(st.sampled_from([BinaryFunc.ADD, BinaryFunc.SUB, BinaryFunc.MUL, BinaryFunc.DIV]))
+        x, y = (Cast(_expr(draw, schema, want, d), wide) for _ in range(2))
+        return Cast(CallBinary(f, x, y), want)
     if draw(st.integers(0, 5)) == 0:
         call = _signature_call(draw, schema, want, d)
         if call is not None:
@@ -676,8 +683,8 @@ def _aggregates(schema: Schema) -> st.SearchStrategy[Aggregate]:
         if schema.arity == 0 or draw(st.integers(0, 4)) == 0:
             return Aggregate(AggFunc.COUNT)
         col = draw(st.integers(0, schema.arity - 1))
-        numeric = schema.columns[col].type.scalar.is_numeric
         scalar = schema.columns[col].type.scalar
+        numeric = scalar.is_numeric and not scalar.is_narrow
         funcs = [AggFunc.COUNT, AggFunc.MIN, AggFunc.MAX] + (
             [AggFunc.SUM, AggFunc.AVG] * 2 if numeric else []
         )

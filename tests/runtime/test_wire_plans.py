@@ -187,12 +187,12 @@ UNIVERSE = (
 
 _Z = Schema.of(
     ("i", S.INT64), ("f", S.FLOAT64), ("s", S.STRING), ("b", S.BOOL), ("d", S.DATE),
-    ("t", S.TIMESTAMP), ("n", S.NUMERIC),
+    ("t", S.TIMESTAMP), ("n", S.NUMERIC), ("i2", S.INT16), ("i4", S.INT32), ("f4", S.FLOAT32),
 )  # fmt: skip
-INT, F, STR, B, D, T, N = (ColumnRef(k) for k in range(7))
+INT, F, STR, B, D, T, N, I2, I4, F4 = (ColumnRef(k) for k in range(10))
 _CAST_FROM = {
     S.INT64: F, S.FLOAT64: INT, S.STRING: D, S.BOOL: INT, S.DATE: T, S.TIMESTAMP: D,
-    S.NUMERIC: INT,
+    S.NUMERIC: INT, S.INT16: I4, S.INT32: F4, S.FLOAT32: N,
 }  # fmt: skip
 _UNARY_ARG = {
     UnaryFunc.NOT: B, UnaryFunc.NEG: F, UnaryFunc.IS_NULL: T, UnaryFunc.LOWER: STR,
@@ -202,6 +202,7 @@ _UNARY_ARG = {
 }  # fmt: skip
 _BY_TYPE = {
     S.INT64: INT, S.FLOAT64: F, S.STRING: STR, S.BOOL: B, S.DATE: D, S.TIMESTAMP: T, S.NUMERIC: N,
+    S.INT16: I2, S.INT32: I4, S.FLOAT32: F4,
 }  # fmt: skip
 _UNARY_ARG.update(
     {f: _BY_TYPE[SIGNATURES[f][0][0]] for f in UnaryFunc if f in SIGNATURES}
@@ -230,6 +231,7 @@ _VARIADIC_ARGS: dict[VariadicFunc, tuple[ScalarExpr, ...]] = {
 _SAMPLE = {
     S.INT64: -7, S.FLOAT64: 2.5, S.STRING: "x", S.BOOL: True, S.DATE: dt.date(2026, 2, 28),
     S.TIMESTAMP: dt.datetime(2026, 11, 22, 15, 30, 0, 123456), S.NUMERIC: Decimal("-12.5"),
+    S.INT16: -32768, S.INT32: 2147483647, S.FLOAT32: 0.10000000149011612,
 }  # fmt: skip
 _ZOO_EXPRS: tuple[ScalarExpr, ...] = (
     *(CallUnary(f, _UNARY_ARG[f]) for f in UnaryFunc),
@@ -279,7 +281,7 @@ ZOO: Plan = Let(
                 (
                     Reduce(
                         Project(
-                            Join((LetRef("z"), Get(U1, _Z), Get(U1, _Z)), ((0, _W, _W + 7),)),
+                            Join((LetRef("z"), Get(U1, _Z), Get(U1, _Z)), ((0, _W, _W + 10),)),
                             (2, 0, 1),
                         ),
                         (0,),
@@ -290,28 +292,28 @@ ZOO: Plan = Let(
                     ),
                     Negate(
                         Reduce(
-                            Join((Get(U1, _Z), Get(U1, _Z)), ((0, 7),), JoinKind.LEFT),
+                            Join((Get(U1, _Z), Get(U1, _Z)), ((0, 10),), JoinKind.LEFT),
                             (2,),
                             (Aggregate(AggFunc.COUNT, 0), Aggregate(AggFunc.MIN, 1)),
                         )
                     ),
                     _to_out(
                         Reduce(
-                            Join((Get(U1, _Z), Get(U1, _Z)), ((0, 7),), JoinKind.RIGHT),
+                            Join((Get(U1, _Z), Get(U1, _Z)), ((0, 10),), JoinKind.RIGHT),
                             (2,),
                             (
                                 Aggregate(AggFunc.BOOL_AND, 3),
-                                Aggregate(AggFunc.STRING_AGG, 9, separator=", "),
+                                Aggregate(AggFunc.STRING_AGG, 12, separator=", "),
                             ),
                         )
                     ),
                     _to_out(
                         Reduce(
-                            Join((Get(U1, _Z), Get(U1, _Z)), ((1, 7),), JoinKind.FULL),
+                            Join((Get(U1, _Z), Get(U1, _Z)), ((1, 10),), JoinKind.FULL),
                             (2,),
                             (
                                 Aggregate(AggFunc.COUNT),
-                                Aggregate(AggFunc.BOOL_OR, 10, distinct=True),
+                                Aggregate(AggFunc.BOOL_OR, 13, distinct=True),
                             ),
                         ),
                         count_first=True,

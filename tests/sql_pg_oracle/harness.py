@@ -32,6 +32,7 @@ from tidegate.runtime import Environment
 from tidegate.runtime.controller.errors import PeekFailed
 from tidegate.runtime.sql import _peek_error
 from tidegate.spec.errors import SqlError
+from tidegate.spec.plan.scalar_eval import to_float32
 
 __all__ = ["Disagreement", "Outcome", "Report", "compare", "run_workload"]
 
@@ -136,12 +137,29 @@ def compare(tg: Outcome, pg: Outcome, ordered: bool) -> str | None:
     )
 
 
+_FLOAT4 = 700
+
+
+def _singles(row: tuple[Any, ...], reals: list[int]) -> tuple[Any, ...]:
+    out = list(row)
+    for i in reals:
+        if isinstance(out[i], float):
+            out[i] = to_float32(out[i])
+    return tuple(out)
+
+
 def pg_run(conn: psycopg.Connection[Any], sql: str) -> Outcome:
     try:
         with conn.cursor() as cur:
             cur.execute(sql)  # type: ignore[arg-type]
             if cur.description is not None:
-                return Outcome(rows=[tuple(r) for r in cur.fetchall()])
+                # psycopg reads a real's text as a double (0.1): the single it stands for
+                # (0.1000000015) is tidegate's value
+                reals = [i for i, c in enumerate(cur.description) if c.type_code == _FLOAT4]
+                rows = [tuple(r) for r in cur.fetchall()]
+                if reals:
+                    rows = [_singles(r, reals) for r in rows]
+                return Outcome(rows=rows)
             return Outcome(status=cur.statusmessage)
     except psycopg.Error as e:
         return Outcome(sqlstate=e.sqlstate or "XX000", message=str(e).splitlines()[0])

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 __all__ = ["Column", "Metamorphic", "Query", "Table", "Workload", "workload"]
 
-TYPES = ("int", "float", "text", "bool", "date", "ts", "num")
+TYPES = ("int", "float", "text", "bool", "date", "ts", "num", "i4", "i2", "f4")
 DDL = {
     "int": "BIGINT",
     "float": "DOUBLE PRECISION",
@@ -41,8 +41,11 @@ DDL = {
     "date": "DATE",
     "ts": "TIMESTAMP",
     "num": "NUMERIC",
+    "i4": "INTEGER",
+    "i2": "SMALLINT",
+    "f4": "REAL",
 }
-_NUMBERS = ("int", "float", "num")
+_NUMBERS = ("int", "float", "num", "i4", "i2", "f4")
 """The number types: any two compare (an int meets a numeric as a numeric, either meets a
 float as a float)."""
 
@@ -98,6 +101,12 @@ class Workload:
 _INTS = [0, 1, -1, 2, 3, 5, 7, -7, 10, 42, -100, 1000, 2147483647, -2147483648, 1000000000]
 _FLOATS = [0.0, 0.5, -1.5, 2.25, 3.0, -0.125, 1e10, -1e-5, 100.0, 1.0 / 3.0, 7.75]
 _FLOAT_SPECIAL = ["Infinity", "-Infinity", "NaN"]
+_I4S = [0, 1, -1, 2147483647, -2147483648, 65536, -32769, 1000000]
+_I2S = [0, 1, -1, 32767, -32768, 255, -100]
+_F4S = [0.0, 0.5, -1.5, 0.1, 1.0 / 3.0, 16777217.0, -1e-5, 1e10, 7.75, 1e30, 123456.789]
+"""Reals: ones single precision holds exactly, ones it rounds (0.1, 1/3, 2**24 + 1), the large
+and small (at most 1e30: a sum of two cannot overflow, products are drawn only where an
+error is compared)."""
 _NUMS = ["0", "1", "-1", "0.5", "-0.5", "1.25", "0.001", "-2.375", "100", "3.1416", "99999.999"]
 _TEXTS = [
     "",
@@ -146,6 +155,15 @@ class _Values:
             if abs(v) >= 1000:  # PostgreSQL's integer literals are int4: 2147483647 + 1 fails
                 return f"{v}::bigint" if v >= 0 else f"({v})::bigint"
             return str(v) if v >= 0 else f"({v})"
+        if t in ("i4", "i2"):
+            edges = _I4S if t == "i4" else _I2S
+            v = r.choice(edges) if r.random() < 0.3 else r.randint(-20, 20)
+            return f"{v}::{DDL[t].lower()}" if v >= 0 else f"({v})::{DDL[t].lower()}"
+        if t == "f4":
+            if r.random() < 0.05:
+                return f"'{r.choice(_FLOAT_SPECIAL)}'::real"
+            f = r.choice(_F4S) if r.random() < 0.5 else r.randint(-40, 40) / 8
+            return f"{f!r}::real" if f >= 0 else f"({f!r})::real"
         if t == "float":
             if r.random() < 0.05:
                 return _float_literal(r.choice(_FLOAT_SPECIAL))
@@ -263,7 +281,7 @@ class _Gen:
             )
         if k == 2 and t not in ("bool",):
             return f"NULLIF({self.expr(t, refs, d, safe)}, {self.expr(t, refs, d, safe)})"
-        if t in ("int", "float", "text", "date", "ts", "num"):
+        if t in ("int", "float", "text", "date", "ts", "num", "i4", "i2", "f4"):
             f = r.choice(["GREATEST", "LEAST"])
             return f"{f}({self.expr(t, refs, d, safe)}, {self.expr(t, refs, d, safe)})"
         return self.expr(t, refs, d, safe)
@@ -291,8 +309,12 @@ class _Gen:
         if k == 10:
             return f"({self.expr('date', refs, d, safe)} - {self.expr('date', refs, d, safe)})"
         if k == 11 and not safe:
-            src = r.choice(["float", "text", "num"])
+            src = r.choice(["float", "text", "num", "f4"])
             return f"CAST({self.expr(src, refs, d, safe)} AS BIGINT)"
+        if k == 12 and r.random() < 0.5:
+            # an integer or smallint meets a bigint: bigint arithmetic
+            narrow = self.expr(r.choice(["i4", "i2"]), refs, d, safe)
+            return f"({narrow} {r.choice(['+', '-'])} {e()})"
         return f"(- {e()})"
 
     def _num(self, refs: list[_Ref], d: int, safe: bool) -> str:
@@ -335,8 +357,12 @@ class _Gen:
         if k == 3:
             return f"({e()} / NULLIF({e()}, 0::float8))" if safe else f"({e()} / {e()})"
         if k == 4:
-            src = r.choice(["int", "int", "num"])
+            src = r.choice(["int", "int", "num", "f4", "i4"])
             return f"CAST({self.expr(src, refs, d, safe)} AS DOUBLE PRECISION)"
+        if k == 9 and r.random() < 0.5:  # a real meets another number as a double precision
+            other = self.expr(r.choice(["f4", "i4", "int"]), refs, d, safe)
+            real = self.expr("f4", refs, d, safe)
+            return f"({real} {r.choice(['+', '-'])} CAST({other} AS DOUBLE PRECISION))"
         if k == 5:
             return f"{r.choice(['abs', 'ceil', 'floor', 'trunc', 'round', 'sign'])}({e()})"
         if k == 6:
@@ -367,7 +393,7 @@ class _Gen:
             other = r.choice(["int", "float", "bool", "date", "ts"])
             return f"concat({e()}, {self.expr(other, refs, d, safe)})"
         if k == 8:
-            src = r.choice(["int", "float", "date", "ts", "bool"])
+            src = r.choice(["int", "float", "date", "ts", "bool", "i4", "i2", "f4"])
             return f"CAST({self.expr(src, refs, d, safe)} AS TEXT)"
         if k == 9:
             return f"{r.choice(['left', 'right'])}({e()}, {self.values.small_int(-3, 4)})"
@@ -381,6 +407,60 @@ class _Gen:
             return f"concat_ws('-', {e()}, {e()})"
         if k == 14:
             return f"initcap({e()})"
+        return e()
+
+    def _i4(self, refs: list[_Ref], d: int, safe: bool) -> str:
+        return self._narrow_int("i4", refs, d, safe)
+
+    def _i2(self, refs: list[_Ref], d: int, safe: bool) -> str:
+        return self._narrow_int("i2", refs, d, safe)
+
+    def _narrow_int(self, t: str, refs: list[_Ref], d: int, safe: bool) -> str:
+        """An integer or smallint: arithmetic that may overflow its range only where errors are
+        compared (not ``safe``); safe forms keep every value in range."""
+        r = self.rng
+        e = lambda: self.expr(t, refs, d, safe)  # noqa: E731
+        name = DDL[t]
+        k = r.randint(0, 9)
+        if k <= 1 and not safe:
+            return f"({e()} {r.choice(['+', '-', '*'])} {e()})"
+        if k == 2:
+            return f"({e()} / {self.values.small_int(2, 9)})"
+        if k == 3:
+            return f"({e()} % NULLIF({e()}, 0))"
+        if k == 4 and not safe:
+            return f"{r.choice(['abs', '-'])}({e()})"
+        if k == 5 and t == "i4":
+            return f"CAST({self.expr('i2', refs, d, safe)} AS INTEGER)"
+        if k == 6 and not safe:
+            src = r.choice(["int", "float", "num", "f4", "text", "i4"])
+            return f"CAST({self.expr(src, refs, d, safe)} AS {name})"
+        if k == 7 and not safe and t == "i4":  # smallint meets integer: integer arithmetic
+            return f"({self.expr('i2', refs, d, safe)} {r.choice(['+', '-'])} {e()})"
+        if k == 8 and not safe:
+            return f"({e()} / {e()})"
+        return e()
+
+    def _f4(self, refs: list[_Ref], d: int, safe: bool) -> str:
+        """A real: sums of reals in single precision; products and quotients of two reals
+        (which may overflow) only where errors are compared."""
+        r = self.rng
+        e = lambda: self.expr("f4", refs, d, safe)  # noqa: E731
+        k = r.randint(0, 8)
+        if k <= 1:
+            return f"({e()} {r.choice(['+', '-'])} {e()})"
+        if k == 2 and not safe:
+            return f"({e()} {r.choice(['*', '/'])} {e()})"
+        if k == 3:
+            return f"({e()} * 0.5::real)"
+        if k == 4:
+            src = r.choice(["int", "i4", "i2", "num"])
+            return f"CAST({self.expr(src, refs, d, safe)} AS REAL)"
+        if k == 5:
+            return f"{r.choice(['abs', '-'])}({e()})"
+        if k == 6 and not safe:
+            src = r.choice(["float", "text"])
+            return f"CAST({self.expr(src, refs, d, safe)} AS REAL)"
         return e()
 
     def _bool(self, refs: list[_Ref], d: int, safe: bool) -> str:
@@ -437,10 +517,10 @@ class _Gen:
             t = self._type(refs)
             return f"({self.expr(t, refs, d, safe)} IS {r.choice(['', 'NOT '])}DISTINCT FROM {self.expr(t, refs, d, safe)})"
         if k == 8:
-            t = r.choice(["int", "float", "text", "date", "num"])
+            t = r.choice(["int", "float", "text", "date", "num", "i4", "f4"])
             return f"({self.expr(t, refs, d, safe)} {r.choice(['', 'NOT '])}BETWEEN {self.expr(t, refs, d, safe)} AND {self.expr(t, refs, d, safe)})"
         if k == 9:
-            t = r.choice(["int", "text", "num"])
+            t = r.choice(["int", "text", "num", "i4", "i2"])
             items = ", ".join(self.values.value(t) for _ in range(r.randint(1, 4)))
             return f"({self.expr(t, refs, d, safe)} {r.choice(['', 'NOT '])}IN ({items}))"
         if k == 10:
@@ -627,7 +707,9 @@ class _Gen:
                 aggs.append("count(*)")
                 continue
             if f in ("sum", "avg"):
-                t = r.choice(["int", "float", "num"])
+                # no sum of reals: PostgreSQL adds them in single precision, tidegate in
+                # double (docs/sql.md)
+                t = r.choice(["int", "float", "num", "i4", "i2"] + (["f4"] if f == "avg" else []))
             elif f in ("bool_and", "bool_or"):
                 t = "bool"
             else:

@@ -62,7 +62,18 @@ __all__ = [
     "source_connection_from_json",
 ]
 
-SCALAR_TYPES = ("int64", "float64", "string", "bool", "date", "timestamp", "numeric")
+SCALAR_TYPES = (
+    "int64",
+    "float64",
+    "string",
+    "bool",
+    "date",
+    "timestamp",
+    "numeric",
+    "int16",
+    "int32",
+    "float32",
+)
 """The column types a table may have: the values of the spec's ``ScalarType`` (a test checks)."""
 
 POLICY_KINDS = ("lag", "valid-from", "step-back", "none", "multiple")

@@ -11,6 +11,7 @@ this database). Generated columns are left out, as ``pgoutput`` leaves them out.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -81,6 +82,21 @@ class UpstreamTable:
         return Schema(
             tuple(Column(c.name, ColumnType(c.scalar, not c.not_null)) for c in self.columns)
         )
+
+    def as_created(self, expected: Schema) -> UpstreamTable:
+        """This table read as a source created before ``smallint``, ``integer`` and ``real``
+        had types of their own: a column ``expected`` holds as the wide type (``int64``,
+        ``float64``) keeps it, so an existing source's collection keeps its schema and
+        values (a real read as the double of its text, as then)."""
+        if len(expected.columns) != len(self.columns):
+            return self
+        cols = tuple(
+            dataclasses.replace(c, scalar=e.type.scalar)
+            if c.scalar.is_narrow and e.name == c.name and e.type.scalar is c.scalar.wide
+            else c
+            for c, e in zip(self.columns, expected.columns, strict=True)
+        )
+        return dataclasses.replace(self, columns=cols)
 
 
 @dataclass(frozen=True, slots=True)

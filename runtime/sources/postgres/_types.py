@@ -38,7 +38,7 @@ from typing import Final, TypeAlias
 
 from tidegate.spec.errors import EvaluationError
 from tidegate.spec.plan.numeric import parse_numeric
-from tidegate.spec.plan.scalar_eval import canonical_float
+from tidegate.spec.plan.scalar_eval import canonical_float, to_float32
 from tidegate.spec.plan.schema import ScalarType
 
 __all__ = [
@@ -70,10 +70,10 @@ _BOOL, _DATE, _TIMESTAMP = 16, 1082, 1114
 _NUMERIC = 1700
 
 SUPPORTED_TYPES: Final[dict[int, ScalarType]] = {
-    _INT2: ScalarType.INT64,
-    _INT4: ScalarType.INT64,
+    _INT2: ScalarType.INT16,
+    _INT4: ScalarType.INT32,
     _INT8: ScalarType.INT64,
-    _FLOAT4: ScalarType.FLOAT64,
+    _FLOAT4: ScalarType.FLOAT32,
     _FLOAT8: ScalarType.FLOAT64,
     _TEXT: ScalarType.STRING,
     _VARCHAR: ScalarType.STRING,
@@ -94,6 +94,12 @@ def scalar_type(type_oid: int) -> ScalarType | None:
 def _float(text: str) -> float:
     # PostgreSQL writes NaN, Infinity and -Infinity, which float() reads
     return canonical_float(float(text))
+
+
+def _float32(text: str) -> float:
+    # PostgreSQL writes a real's shortest digits (extra_float_digits 1): read as a double,
+    # they round to the same single-precision value
+    return to_float32(_float(text))
 
 
 def _bool(text: str) -> bool:
@@ -143,5 +149,8 @@ PARSERS: Final[dict[ScalarType, TextParser]] = {
     ScalarType.DATE: _date,
     ScalarType.TIMESTAMP: _timestamp,
     ScalarType.NUMERIC: _numeric,
+    ScalarType.INT16: int,
+    ScalarType.INT32: int,
+    ScalarType.FLOAT32: _float32,
 }
 """The parser of each tidegate type's upstream text; raises :class:`Unrepresentable`."""

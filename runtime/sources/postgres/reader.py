@@ -182,6 +182,8 @@ class PostgresReader:
             _catalog.check_server(meta)
             table = _catalog.describe_table(meta, self._source.table)
             _catalog.check_publication(meta, self._source.publication, table)
+        if self._expected is not None:
+            table = table.as_created(self._expected)
         if self._expected is not None and table.schema() != self._expected:
             raise UpstreamSchemaChanged(
                 table.qualified,
@@ -321,6 +323,8 @@ class PostgresReader:
             meta.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
             meta.execute(sql.SQL("SET TRANSACTION SNAPSHOT {}").format(sql.Literal(name)))
             now = _catalog.describe_table(meta, self._source.table)
+            if self._expected is not None:
+                now = now.as_created(self._expected)
             if now != table:
                 raise UpstreamSchemaChanged(table.qualified, _column_differences(table, now))
             query = sql.SQL("COPY (SELECT {} FROM ONLY {}) TO STDOUT").format(

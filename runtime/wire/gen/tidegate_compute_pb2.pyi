@@ -22,6 +22,9 @@ class ProtoScalarType(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PROTO_SCALAR_TYPE_DATE: _ClassVar[ProtoScalarType]
     PROTO_SCALAR_TYPE_TIMESTAMP: _ClassVar[ProtoScalarType]
     PROTO_SCALAR_TYPE_NUMERIC: _ClassVar[ProtoScalarType]
+    PROTO_SCALAR_TYPE_INT16: _ClassVar[ProtoScalarType]
+    PROTO_SCALAR_TYPE_INT32: _ClassVar[ProtoScalarType]
+    PROTO_SCALAR_TYPE_FLOAT32: _ClassVar[ProtoScalarType]
 
 class ProtoUnaryFunc(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -53,6 +56,8 @@ class ProtoUnaryFunc(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     PROTO_UNARY_FUNC_REVERSE: _ClassVar[ProtoUnaryFunc]
     PROTO_UNARY_FUNC_OCTET_LENGTH: _ClassVar[ProtoUnaryFunc]
     PROTO_UNARY_FUNC_ERROR: _ClassVar[ProtoUnaryFunc]
+    PROTO_UNARY_FUNC_FLOAT32_TEXT: _ClassVar[ProtoUnaryFunc]
+    PROTO_UNARY_FUNC_FLOAT32_NUMERIC: _ClassVar[ProtoUnaryFunc]
 
 class ProtoBinaryFunc(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -171,6 +176,9 @@ PROTO_SCALAR_TYPE_BOOL: ProtoScalarType
 PROTO_SCALAR_TYPE_DATE: ProtoScalarType
 PROTO_SCALAR_TYPE_TIMESTAMP: ProtoScalarType
 PROTO_SCALAR_TYPE_NUMERIC: ProtoScalarType
+PROTO_SCALAR_TYPE_INT16: ProtoScalarType
+PROTO_SCALAR_TYPE_INT32: ProtoScalarType
+PROTO_SCALAR_TYPE_FLOAT32: ProtoScalarType
 PROTO_UNARY_FUNC_UNSPECIFIED: ProtoUnaryFunc
 PROTO_UNARY_FUNC_NOT: ProtoUnaryFunc
 PROTO_UNARY_FUNC_NEG: ProtoUnaryFunc
@@ -199,6 +207,8 @@ PROTO_UNARY_FUNC_INITCAP: ProtoUnaryFunc
 PROTO_UNARY_FUNC_REVERSE: ProtoUnaryFunc
 PROTO_UNARY_FUNC_OCTET_LENGTH: ProtoUnaryFunc
 PROTO_UNARY_FUNC_ERROR: ProtoUnaryFunc
+PROTO_UNARY_FUNC_FLOAT32_TEXT: ProtoUnaryFunc
+PROTO_UNARY_FUNC_FLOAT32_NUMERIC: ProtoUnaryFunc
 PROTO_BINARY_FUNC_UNSPECIFIED: ProtoBinaryFunc
 PROTO_BINARY_FUNC_ADD: ProtoBinaryFunc
 PROTO_BINARY_FUNC_SUB: ProtoBinaryFunc

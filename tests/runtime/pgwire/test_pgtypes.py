@@ -161,8 +161,28 @@ def test_every_scalar_type_has_one_postgresql_type() -> None:
         ScalarType.DATE: "date",
         ScalarType.TIMESTAMP: "timestamp",
         ScalarType.NUMERIC: "numeric",
+        ScalarType.INT16: "int2",
+        ScalarType.INT32: "int4",
+        ScalarType.FLOAT32: "float4",
     }
     assert len({t.oid for t in T.TYPES}) == len(T.TYPES)
+
+
+def test_narrow_numbers_in_text_and_binary() -> None:
+    """smallint, integer and real: PostgreSQL's text (a real's shortest single-precision
+    digits) and binary formats, read back by psycopg's loaders, and their ranges on input."""
+    single = 0.10000000149011612  # 0.1 as a real
+    assert T.text_out(single, T.FLOAT4) == "0.1"
+    assert T.text_out(single, T.FLOAT8) == "0.10000000149011612"
+    assert T.text_out(123456792.0, T.FLOAT4) == "1.2345679e+08"
+    assert T.text_in("0.1", T.FLOAT4) == single
+    assert pnum.Float4BinaryLoader(T.FLOAT4.oid).load(T.binary_out(single, T.FLOAT4)) == single
+    assert pnum.Int2BinaryLoader(T.INT2.oid).load(T.binary_out(-32768, T.INT2)) == -32768
+    assert pnum.Int4BinaryLoader(T.INT4.oid).load(T.binary_out(2**31 - 1, T.INT4)) == 2**31 - 1
+    for text, t in (("32768", T.INT2), ("2147483648", T.INT4), ("1e39", T.FLOAT4)):
+        with pytest.raises(InvalidTextRepresentation) as e:
+            T.text_in(text, t)
+        assert e.value.sqlstate == "22003"
 
 
 def test_numeric_binary_carries_nan_and_infinities() -> None:

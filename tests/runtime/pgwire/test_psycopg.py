@@ -105,6 +105,34 @@ def test_numerics_travel_exactly_in_text_and_binary(pg_server: Server, name: str
             c.execute("SELECT 'abc'::numeric")
 
 
+def test_smallint_integer_and_real_have_their_own_oids(pg_server: Server, name: str) -> None:
+    """Columns declared smallint, integer and real are OIDs 21, 23 and 700 (count(*) and a sum
+    of integers stay bigint): psycopg reads them in text and binary results, a real as the
+    shortest digits of its single precision; parameters out of range are 22003."""
+    with _connect(pg_server) as c:
+        c.execute(f"CREATE TABLE {name} (a smallint, b integer, c real)")
+        with c.cursor() as cur:
+            cur.executemany(
+                f"INSERT INTO {name} VALUES (%s, %s, %s)",
+                [(-32768, 2**31 - 1, 0.1), (1, 2, None)],
+            )
+        cur = c.execute(f"SELECT a, b, c, count(*), sum(b) FROM {name} GROUP BY a, b, c ORDER BY a")
+        assert [d.type_code for d in cur.description or ()] == [21, 23, 700, 20, 20]
+        assert cur.fetchall() == [(-32768, 2**31 - 1, 0.1, 1, 2**31 - 1), (1, 2, None, 1, 2)]
+        binary = c.cursor(binary=True).execute(f"SELECT a, b, c FROM {name} ORDER BY a")
+        assert binary.fetchall() == [(-32768, 2**31 - 1, 0.10000000149011612), (1, 2, None)]
+        assert c.execute("SELECT 1, 1 + 1::int2, 7 / 2, 1::real / 3::real").fetchone() == (
+            1,
+            2,
+            3,
+            0.33333334,
+        )
+        with pytest.raises(pgerr.NumericValueOutOfRange):
+            c.execute(f"INSERT INTO {name} VALUES (%s, 0, 0)", [40000])
+        with pytest.raises(pgerr.NumericValueOutOfRange):
+            c.execute(f"UPDATE {name} SET b = b + 1")
+
+
 def test_errors_carry_sqlstate_position_and_hint_and_the_session_goes_on(
     pg_server: Server, name: str
 ) -> None:

@@ -6,6 +6,7 @@ interval is short so keepalives (which move a quiet source's upper) come often.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import itertools
 import threading
@@ -36,7 +37,7 @@ from tidegate.spec.errors import (
     UpstreamUnreachable,
     UpstreamValueUnrepresentable,
 )
-from tidegate.spec.plan.schema import Schema
+from tidegate.spec.plan.schema import ColumnType, Schema
 from tidegate.spec.storage.connections import PostgresSource, SourceBatch, SourceUpdate
 
 pytestmark = pytest.mark.postgres
@@ -48,9 +49,9 @@ COLUMNS = (
 )
 SCHEMA = Schema.of(
     ("id", "int64", False),
-    ("i2", "int64"),
-    ("i4", "int64"),
-    ("f4", "float64"),
+    ("i2", "int16"),
+    ("i4", "int32"),
+    ("f4", "float32"),
     ("f8", "float64"),
     ("t", "string"),
     ("vc", "string"),
@@ -263,7 +264,7 @@ EVERY_TYPE = _row(
     1,
     i2=-32768,
     i4=2147483647,
-    f4=1.1,
+    f4=1.100000023841858,  # 1.1 as a real: the single the reader reads back
     f8=-0.0,
     t="tab\tnewline\nback\\slash 'quote' ünïcødé",
     vc="ten chars!",
@@ -627,6 +628,25 @@ def test_a_changed_table_is_refused_at_start_against_the_expected_schema(
     ):
         reader.start(0)
     assert e.value.changes == ("column 'ts' dropped",)
+
+
+def test_a_source_created_with_wide_types_keeps_them(upstream: Upstream) -> None:
+    """A source created when smallint, integer and real read as bigint and double precision
+    keeps its schema: its collection's rows stay of the types they were."""
+    old = Schema(
+        tuple(
+            dataclasses.replace(c, type=ColumnType(c.type.scalar.wide, c.type.nullable))
+            for c in SCHEMA.columns
+        )
+    )
+    assert old != SCHEMA
+    _insert(upstream, [EVERY_TYPE])
+    with upstream.reader(expected_schema=old) as reader:
+        assert reader.schema() == old
+        reader.start(0)
+        updates, _batches = _read_until(reader, _count(1))
+    f4 = old.index("f4")
+    assert [row[f4] for row, _offset, _diff in updates] == [1.1]  # its text's double, as before
 
 
 def test_truncate_is_a_typed_error(upstream: Upstream) -> None:

@@ -90,7 +90,7 @@ def test_statements_parse_to_our_ast() -> None:
         ("d", ScalarType.DATE, True),
         ("e", ScalarType.TIMESTAMP, True),
         ("f", ScalarType.BOOL, True),
-        ("g", ScalarType.INT64, True),
+        ("g", ScalarType.INT32, True),
         ("h", ScalarType.STRING, True),
     ]
     assert isinstance(parse_one("INSERT INTO t VALUES (1)"), InsertStmt)
@@ -170,7 +170,7 @@ def test_ambiguous_column() -> None:
 def test_type_mismatch_names_both_types() -> None:
     e = _error("SELECT name + 1 FROM t")
     assert isinstance(e, SqlTypeError) and e.position == 8
-    assert e.message == "operator does not exist: text + bigint"
+    assert e.message == "operator does not exist: text + integer"
     e = _error("SELECT * FROM t WHERE d = 'not a date'")
     assert isinstance(e, InvalidTextRepresentation) and e.sqlstate == "22P02"
     assert "invalid input syntax for type date" in e.message
