@@ -664,6 +664,7 @@ class Checker:
                     f"replica {info.replica} is {info.status} at the end ({info.last_error})",
                 )
         check_quiescence(self.world, env, self.violate)
+        self._check_hydrated_at_rest(env)
         self._check_replicas(env)
         self._check_caught_up(env)
         self._check_compaction(env)
@@ -796,6 +797,36 @@ class Checker:
                     "current connection",
                 )
         self.world.count("hydration_judged")
+
+    def _check_hydrated_at_rest(self, env: Environment) -> None:
+        """At rest, the converse of :meth:`judge_hydration`: a dataflow that some replica of its
+        cluster computed beyond its as_of on its current connection (the trace says so) is
+        answered hydrated."""
+        live = [info.address or info.replica for info in env.replicas()]
+        for c in compute_collections(env.driver.ctl):
+            if c.dropped or c.id.is_transient or c.kind == "log":
+                continue
+            cluster = self.placement(c.id)
+            written = self._written(c.id)
+            done = [
+                r
+                for r in live
+                if self.world.cluster_of.get(r) == cluster
+                and self.progress.hydrated(r, c.id, written=written)
+            ]
+            if not done:
+                continue
+            try:
+                ok, why = env.hydrated(c.id), "not hydrated"
+            except TidegateError as e:
+                ok, why = False, f"refused: {e}"
+            if not ok:
+                self.violate(
+                    "hydration_matches_trace",
+                    f"at rest, {done} reported {c.id}'s output frontier beyond its as_of, yet "
+                    f"the environment answers that it is {why}",
+                )
+            self.world.count("hydration_judged_at_rest")
 
     def placement(self, id: GlobalId) -> str:
         """The cluster the clients created dataflow ``id`` on (its spec's), ``default`` for

@@ -688,6 +688,18 @@ def _hydrated_at_as_of_patch() -> AbstractContextManager[None]:
     return _replaced(_state.ReplicaCollectionState, "hydrated", hydrated)
 
 
+def _hydrated_when_complete_patch() -> AbstractContextManager[None]:
+    """A replica's collection counts as hydrated only once its output is complete (frontier
+    ``[]``), "computed" read as "finished": it never claims too early, and a live dataflow is
+    never hydrated."""
+    from tidegate.spec.compute import state as _state
+
+    def hydrated(self: Any) -> bool:
+        return not self.as_of.elements or not self.output_frontier.elements
+
+    return _replaced(_state.ReplicaCollectionState, "hydrated", hydrated)
+
+
 def _cancelled_peek_keeps_hold(original: Any) -> Any:
     """A cancelled peek is answered and forgotten, but its read hold is never released."""
 
@@ -1592,6 +1604,12 @@ _ALL = [
         "hydrated_at_as_of",
         "a replica counts as hydrated once its output frontier reaches the as_of, not beyond it",
         _hydrated_at_as_of_patch,
+    ),
+    Mutant(
+        "hydrated_when_complete",
+        "a replica's collection counts as hydrated only once its output is complete, so a live "
+        "dataflow is never answered hydrated",
+        _hydrated_when_complete_patch,
     ),
     Mutant(
         "cancelled_peek_keeps_hold",

@@ -125,6 +125,7 @@ CHECK_MUTANTS = {
     "restore_forgets_policies": "restore_keeps_promised_history",  # seed 2
     "catalog_swaps_policy_fields": "compaction_progresses",
     "hydrated_at_as_of": "hydration_matches_trace",
+    "hydrated_when_complete": "hydration_matches_trace",  # the converse, at rest
     "cancelled_peek_keeps_hold": "holds_have_owners",
     "driver_keeps_answered_peeks": "no_pending_peeks",
     "complete_subscribe_kept": "subscribes_finish",
