@@ -261,8 +261,9 @@ def test_a_mutant_reproducer_shrinks_to_a_few_steps_and_replays(name: str) -> No
 
 def test_every_independent_check_has_a_mutant_of_its_own() -> None:
     """The checks added so that no check shares code with what it judges (policies, restores,
-    hydration, quiescence, subscribes that complete, copy-to, which cluster answered) each
-    catch a planted bug."""
+    hydration, quiescence, subscribes that complete, copy-to, which cluster answered, what a
+    dropped cluster leaves, how many replicas a managed cluster runs) each catch a planted
+    bug."""
     assert set(CHECK_MUTANTS) <= set(mutant_names(detectable=True))
     assert set(CHECK_MUTANTS.values()) == {
         "compaction_within_policy",
@@ -276,4 +277,6 @@ def test_every_independent_check_has_a_mutant_of_its_own() -> None:
         "copy_to_matches_reference",
         "replicas_agree",
         "peeks_answered_in_their_cluster",
+        "drops_clean_up",
+        "managed_replicas_match",
     }
