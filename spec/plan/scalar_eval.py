@@ -909,7 +909,11 @@ def float32_text(v: float) -> str:
     if math.isfinite(v) and v:
         for p in range(1, 10):
             text = f"{v:.{p}g}"
-            if to_float32(float(text)) == v:
+            try:
+                back = to_float32(float(text))
+            except NumericOverflow:  # rounded past the largest single (3.403e+38): more digits
+                continue
+            if back == v:
                 shortest = repr(float(text))
                 break
     return _float_text(v, shortest, 6)
