@@ -68,7 +68,7 @@ def test_column_specs_are_not_null_unless_marked_and_names_may_hold_colons() -> 
     assert parse_column_spec("id:int64") == {"name": "id", "type": "int64", "nullable": False}
     assert parse_column_spec("note:string:null")["nullable"] is True
     assert parse_column_spec("a:b:date") == {"name": "a:b", "type": "date", "nullable": False}
-    for bad in ("id", ":int64", "id:int32", "id:int64:nullable", "id:null"):
+    for bad in ("id", ":int64", "id:uint32", "id:int64:nullable", "id:null"):
         assert _ddl_error(lambda bad=bad: parse_column_spec(bad)) == "BadColumns"
 
 
@@ -101,7 +101,7 @@ def test_schemas_from_json_default_to_nullable_and_refuse_what_a_table_cannot_ha
     for bad in (
         [],
         {"name": "x"},
-        [{"name": "x", "type": "int32"}],
+        [{"name": "x", "type": "uint32"}],
         [{"name": "x", "type": "int64"}, {"name": "x", "type": "string"}],
         [{"name": " x", "type": "int64"}],
         [{"name": "x", "type": "int64", "nullable": "yes"}],
@@ -332,7 +332,7 @@ def test_the_ddl_commands_are_registered(capsys: pytest.CaptureFixture[str]) -> 
     "argv",
     [
         ["create-table", "t"],
-        ["create-table", "t", "x:int32"],
+        ["create-table", "t", "x:uint32"],
         ["create-table", "t", "x"],
         ["create-index", "t"],
         ["create-index", "t", "--key"],
@@ -557,7 +557,7 @@ BAD_REQUESTS: list[tuple[str, dict[str, Any], int, str]] = [
     # create-table
     (
         "/create-table",
-        {"name": "other", "columns": [{"name": "x", "type": "int32"}]},
+        {"name": "other", "columns": [{"name": "x", "type": "uint32"}]},
         400,
         "BadColumns",
     ),
