@@ -5,7 +5,7 @@
 * :mod:`.storage_links` -- the links to storage replicas (the storage protocol);
 * :mod:`.storage_status` -- :class:`StorageStatus`, what a source or sink is doing;
 * :mod:`.storage_io` -- :class:`ShardStorageIO`, storage effects against the shard store;
-* :mod:`.monotonic` -- :class:`MonotonicAppender`, appends to append-only collections;
+* :mod:`.monotonic` -- :class:`MonotonicHandle`, appends to append-only collections;
 * :mod:`.streams` -- subscriptions and status-event streams for clients;
 * :mod:`.timestamps` -- the timestamp-oracle port and an in-memory oracle;
 * :mod:`.schemas` -- plan schemas as shard (Arrow) schemas, shard names;
@@ -28,7 +28,7 @@ from .errors import (
     SubscribeLagged,
 )
 from .links import Backoff, ReplicaLink
-from .monotonic import MonotonicAppender
+from .monotonic import MonotonicHandle
 from .storage_io import ShardStorageIO
 from .storage_links import StorageLinks
 from .storage_status import StorageStatus
@@ -43,7 +43,7 @@ __all__ = [
     "DriverNotRunning",
     "EventStream",
     "MemoryOracle",
-    "MonotonicAppender",
+    "MonotonicHandle",
     "Oracle",
     "PeekFailed",
     "ReplicaInfo",

@@ -150,7 +150,7 @@ from .errors import (
     dropped_while_subscribed,
 )
 from .links import Backoff, ReplicaInfo, ReplicaLink
-from .monotonic import MonotonicAppender
+from .monotonic import MonotonicHandle
 from .storage_io import ShardStorageIO
 from .storage_links import StorageLinks
 from .streams import EventStream, Subscription
@@ -939,19 +939,19 @@ class ControllerDriver:
         self.appends_acknowledged += 1
         return [ts] * len(batches)
 
-    def monotonic_appender(self, id: GlobalId) -> MonotonicAppender:
+    def monotonic_appender(self, id: GlobalId) -> MonotonicHandle:
         """A handle that appends to append-only collection ``id`` (a status history, a webhook
         source) without a compare-and-append race (:mod:`.monotonic`), as Materialize's
         ``StorageController::monotonic_appender``. [IdentifierMissing] for an unknown or
         dropped id, [IdentifierInvalid] for a collection that is not append-only."""
         self.ctl.storage.monotonic_appender(id)  # the spec's check
-        return MonotonicAppender(self, id)
+        return MonotonicHandle(self, id)
 
     async def monotonic_append(
         self, id: GlobalId, updates: Sequence[tuple[Row, int]]
     ) -> int | None:
         """Append ``updates`` to append-only collection ``id`` at a time of the writer's
-        choosing; the time, once durable (see :class:`MonotonicAppender`)."""
+        choosing; the time, once durable (see :class:`MonotonicHandle`)."""
         from tidegate.spec.errors import InvalidUsage, ReadOnlyController
 
         self._task_group()

@@ -22,28 +22,33 @@ write. Either way the caller learns only that the rows landed, at which time.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from tidegate.spec.frontier import Row
 from tidegate.spec.ids import GlobalId
 
-if TYPE_CHECKING:
-    from .driver import ControllerDriver
-
-__all__ = ["MonotonicAppender"]
+__all__ = ["MonotonicHandle"]
 
 
-class MonotonicAppender:
+class _Writer(Protocol):
+    """What a handle writes through: the :class:`~.driver.ControllerDriver`."""
+
+    async def monotonic_append(
+        self, id: GlobalId, updates: Sequence[tuple[Row, int]]
+    ) -> int | None: ...
+
+
+class MonotonicHandle:
     """Appends to append-only collection ``id`` without a compare-and-append race.
 
-    Issued by :meth:`ControllerDriver.monotonic_appender`, which checked the
+    Issued by :meth:`~.driver.ControllerDriver.monotonic_appender`, which checked the
     collection; it may be used many times (Materialize's handle is used once
     per batch; a handle here carries no state of its own).
     """
 
     __slots__ = ("_driver", "id")
 
-    def __init__(self, driver: ControllerDriver, id: GlobalId) -> None:
+    def __init__(self, driver: _Writer, id: GlobalId) -> None:
         self._driver = driver
         self.id = id
 
@@ -56,4 +61,4 @@ class MonotonicAppender:
         return await self._driver.monotonic_append(self.id, updates)
 
     def __repr__(self) -> str:
-        return f"MonotonicAppender({self.id})"
+        return f"MonotonicHandle({self.id})"

@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import pytest
 
-from tidegate.runtime.controller import Backoff, ControllerDriver, MonotonicAppender, ShardStorageIO
+from tidegate.runtime.controller import Backoff, ControllerDriver, MonotonicHandle, ShardStorageIO
 from tidegate.runtime.controller.schemas import shard_name
 from tidegate.spec.controller import Controller
 from tidegate.spec.errors import IdentifierInvalid, IdentifierMissing, InvalidUsage
@@ -89,7 +89,7 @@ def test_a_status_history_append_joins_the_group_commit_and_survives_a_race(
         async with _driver(cluster) as driver:
             _create(driver)
             history = driver.monotonic_appender(HISTORY)
-            assert isinstance(history, MonotonicAppender)
+            assert isinstance(history, MonotonicHandle)
             ts = await history.append([(_status(1), 1)])
             assert ts is not None
             assert await _counts(driver, HISTORY, ts) == {_status(1): 1}
