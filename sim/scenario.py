@@ -164,7 +164,7 @@ class DataflowSpec:
 
 
 _STORAGE_ACTIONS = ("create_source", "drop_source", "create_sink", "drop_sink")
-_SQL_ACTIONS = (
+SQL_ACTIONS = (
     "sql_query",
     "sql_insert",
     "sql_ddl",
@@ -174,6 +174,7 @@ _SQL_ACTIONS = (
     "sql_read",
     "sql_cluster",
 )
+"""The SQL clients' actions (:mod:`.sql_clients`; each a weight of the workload mix)."""
 _CLUSTER_ACTIONS = (
     "peek_cluster",
     "create_cluster_replica",
@@ -301,7 +302,7 @@ class WorkloadMix:
     def to_json(self) -> dict[str, Any]:
         out = asdict(self)
         # files without them stay as they were
-        for name in _STORAGE_ACTIONS + _SQL_ACTIONS + _CLUSTER_ACTIONS:
+        for name in _STORAGE_ACTIONS + SQL_ACTIONS + _CLUSTER_ACTIONS:
             if not out[name]:
                 del out[name]
         out["rows_per_append"] = list(self.rows_per_append)

@@ -114,7 +114,7 @@ from .pg_client import (
     copy_text_rows,
 )
 from .process import ProcessKilled
-from .scenario import DEFAULT_CLUSTER, DataflowSpec, Scenario, SourceSpec
+from .scenario import DEFAULT_CLUSTER, SQL_ACTIONS, DataflowSpec, Scenario, SourceSpec
 from .sql_bad import WRAPS, BadStatement, draw_bad_read, draw_bad_write, sql_literal
 from .sql_gen import CONSTRUCTS, WORDS, QueryInput, SqlGen, symbol
 from .world_port import WorldPort
@@ -166,17 +166,6 @@ __all__ = ["POOL", "SQL_ACTIONS", "SqlClients", "sql_target"]
 
 _T = TypeVar("_T")
 
-SQL_ACTIONS = (
-    "sql_query",
-    "sql_insert",
-    "sql_ddl",
-    "sql_subscribe",
-    "sql_bad",
-    "sql_copy",
-    "sql_read",
-    "sql_cluster",
-)
-"""The SQL clients' actions (each a weight of the workload mix)."""
 
 SESSIONS = 4
 """Sessions per controller incarnation: the even ones direct, the odd ones over the wire."""

@@ -274,13 +274,7 @@ class ReadsAndWrites:
         """The freshest time a read of every one of ``refs`` can take, and read holds on what
         they read that keep that time readable until :meth:`FreshRead.release`."""
         gids = [await self._resolve_read(r) for r in refs]
-        storage: list[GlobalId] = []
-        indexes: list[tuple[str, GlobalId]] = []
-        for gid in gids:
-            s, i = self._reads_of(gid)
-            storage += s
-            indexes += i
-        holds = self._acquire(storage, indexes)
+        holds = self._acquire_for(gids)
         try:
             times = [await self._fresh_time([g], self._since_of(g), g) for g in gids]
         except BaseException:
@@ -293,13 +287,7 @@ class ReadsAndWrites:
         them is still readable there (its since at or before ``time``); else ``None``, holding
         nothing."""
         gids = [await self._resolve_read(r) for r in refs]
-        storage: list[GlobalId] = []
-        indexes: list[tuple[str, GlobalId]] = []
-        for gid in gids:
-            s, i = self._reads_of(gid)
-            storage += s
-            indexes += i
-        holds = self._acquire(storage, indexes)
+        holds = self._acquire_for(gids)
         if all(self.frontiers(g)[0].less_equal(time) for g in gids):
             return FreshRead(time, holds)
         holds.release()
@@ -316,6 +304,16 @@ class ReadsAndWrites:
         if self.core.state.sink(gid) is not None:
             return [], []
         return [gid], []
+
+    def _acquire_for(self, gids: Sequence[GlobalId]) -> _Holds:
+        """Read holds at their sinces now on what reads of ``gids`` read (:meth:`_reads_of`)."""
+        storage: list[GlobalId] = []
+        indexes: list[tuple[str, GlobalId]] = []
+        for gid in gids:
+            s, i = self._reads_of(gid)
+            storage += s
+            indexes += i
+        return self._acquire(storage, indexes)
 
     def _held_for(self, gid: GlobalId) -> contextlib.AbstractContextManager[_Holds]:
         """Read holds (see :meth:`_held`) on what a read of ``gid`` reads (:meth:`_reads_of`)."""
